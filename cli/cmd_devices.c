@@ -1,0 +1,68 @@
+/* clinfer devices [--json]: one row per OpenCL device, the default marked. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "runtime.h"
+
+static const char *USAGE = "clinfer devices [--json] [--device SEL]";
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+int cmd_devices(int argc, char **argv) {
+    int json = 0;
+    const char *sel = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_flag(argv, i, "--json")) json = 1;
+        else if (cli_opt(argc, argv, &i, "--device", &sel)) {}
+        else if (cli_flag(argv, i, "--help")) { printf("usage: %s\n", USAGE); return 0; }
+        else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
+    }
+    clf_device *devs;
+    int n, chosen;
+    clf_status st = clf_devices_list(&devs, &n);
+    if (st == CLF_OK) st = clf_device_select(devs, n, sel, &chosen);
+    if (st != CLF_OK) {
+        free(devs);
+        return cli_error(st);
+    }
+    if (json) printf("[\n");
+    for (int i = 0; i < n; i++) {
+        const clf_device *d = &devs[i];
+        if (json) {
+            printf("  {\"index\": \"%d:%d\", \"platform\": ", d->platform_index, d->device_index);
+            json_str(d->platform_name);
+            printf(", \"name\": ");
+            json_str(d->name);
+            printf(", \"type\": \"%s\", \"compute_units\": %u, \"clock_mhz\": %u, \"global_mem\": %llu, "
+                   "\"max_alloc\": %llu, \"local_mem\": %llu, \"opencl_c\": ",
+                   clf_device_type_name(d->type), d->compute_units, d->clock_mhz,
+                   (unsigned long long)d->global_mem, (unsigned long long)d->max_alloc,
+                   (unsigned long long)d->local_mem);
+            json_str(d->c_version);
+            printf(", \"fp16\": %s, \"fp64\": %s, \"driver\": ", d->fp16 ? "true" : "false", d->fp64 ? "true" : "false");
+            json_str(d->driver);
+            printf(", \"selected\": %s}%s\n", i == chosen ? "true" : "false", i + 1 < n ? "," : "");
+        } else {
+            printf("%s %d:%d  %s | %s\n", i == chosen ? "*" : " ", d->platform_index, d->device_index,
+                   d->platform_name, d->name);
+            printf("       type %s, %u compute units @ %u MHz, global %.2f GiB, max alloc %.2f GiB, local %llu KiB\n",
+                   clf_device_type_name(d->type), d->compute_units, d->clock_mhz, d->global_mem / 1073741824.0,
+                   d->max_alloc / 1073741824.0, (unsigned long long)(d->local_mem / 1024));
+            printf("       %s, fp16 %s, fp64 %s, driver %s\n", d->c_version, d->fp16 ? "yes" : "no",
+                   d->fp64 ? "yes" : "no", d->driver);
+        }
+    }
+    if (json) printf("]\n");
+    else printf("(* = selected: --device SEL or CLINFER_DEVICE, else first GPU, accelerator, CPU)\n");
+    free(devs);
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* clinfer: the command-line entry point; dispatches to cli/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
+
+static const command commands[] = {
+    {"devices", cmd_devices, "list OpenCL platforms and devices"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: clinfer COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`clinfer COMMAND --help` for a command's options. Device: --device SEL or CLINFER_DEVICE.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "clinfer: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,30 @@
+/* Kernel correctness checks shared by `clinfer selftest` and the cmocka
+ * tests: each runs one kernel variant on fresh random data against a plain
+ * C reference (double accumulation) and reports ||out - ref|| / ||ref||. */
+#ifndef CLF_CHECK_H
+#define CLF_CHECK_H
+
+#include <stdint.h>
+
+#include "runtime.h"
+
+typedef struct clf_check_result {
+    double err;       /* relative error (inf when an output was NaN/unwritten) */
+    double tol;       /* the stated tolerance */
+    char detail[160]; /* shape / variant, for the report */
+} clf_check_result;
+
+/* Runs a check with its own shapes; CLF_OK means it ran (compare err/tol). */
+typedef clf_status (*clf_check_fn)(clf_runtime *rt, uint64_t seed, clf_check_result *res);
+
+typedef struct clf_check {
+    const char *name; /* "gemv_q8_0", "rmsnorm", ... */
+    clf_check_fn fn;
+} clf_check;
+
+/* Tables of each kernel family, each ended by {NULL, NULL}. */
+extern const clf_check clf_checks_matmul[];
+extern const clf_check clf_checks_ops[];
+extern const clf_check clf_checks_attention[];
+
+#endif

@@ -1,0 +1,95 @@
+/* GGUF reader (mmap'd, every count, length, offset and size validated
+ * against the file before use) and writer (for tests, `quantize`). */
+#ifndef CLF_GGUF_H
+#define CLF_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+#include "status.h"
+
+typedef enum clf_gguf_vtype {
+    CLF_GGUF_UINT8 = 0, CLF_GGUF_INT8 = 1, CLF_GGUF_UINT16 = 2, CLF_GGUF_INT16 = 3,
+    CLF_GGUF_UINT32 = 4, CLF_GGUF_INT32 = 5, CLF_GGUF_FLOAT32 = 6, CLF_GGUF_BOOL = 7,
+    CLF_GGUF_STRING = 8, CLF_GGUF_ARRAY = 9, CLF_GGUF_UINT64 = 10, CLF_GGUF_INT64 = 11,
+    CLF_GGUF_FLOAT64 = 12,
+} clf_gguf_vtype;
+
+/* A string inside the file: not NUL-terminated. */
+typedef struct clf_gguf_str { const char *ptr; uint64_t len; } clf_gguf_str;
+
+typedef struct clf_gguf_kv {
+    clf_gguf_str key;
+    clf_gguf_vtype type;
+    /* Scalars and strings: `data` points at the value in the file (strings:
+     * use `str`). Arrays: arr_type, arr_n, and `data` at the first element;
+     * string arrays also get `strs`, an index of arr_n strings. */
+    const void *data;
+    clf_gguf_str str;
+    clf_gguf_vtype arr_type;
+    uint64_t arr_n;
+    const clf_gguf_str *strs;
+} clf_gguf_kv;
+
+typedef struct clf_gguf_tensor {
+    clf_gguf_str name;
+    uint32_t n_dims;
+    int64_t ne[4]; /* unused dims are 1 */
+    clf_type type;
+    uint64_t offset; /* from the start of the data section */
+    size_t bytes;
+    const void *data; /* into the mapping */
+} clf_gguf_tensor;
+
+typedef struct clf_gguf clf_gguf;
+
+clf_status clf_gguf_open(const char *path, clf_gguf **out);
+/* Parses a buffer that the caller keeps alive (fuzzing, tests). */
+clf_status clf_gguf_open_memory(const void *data, size_t size, clf_gguf **out);
+void clf_gguf_close(clf_gguf *g);
+
+uint32_t clf_gguf_version(const clf_gguf *g);
+size_t clf_gguf_alignment(const clf_gguf *g);
+int64_t clf_gguf_n_kv(const clf_gguf *g);
+const clf_gguf_kv *clf_gguf_kv_at(const clf_gguf *g, int64_t i);
+const clf_gguf_kv *clf_gguf_find(const clf_gguf *g, const char *key); /* NULL if absent */
+int64_t clf_gguf_n_tensors(const clf_gguf *g);
+const clf_gguf_tensor *clf_gguf_tensor_at(const clf_gguf *g, int64_t i);
+const clf_gguf_tensor *clf_gguf_find_tensor(const clf_gguf *g, const char *name);
+
+/* Typed accessors: CLF_ERR_FORMAT naming the key when it is missing or of a
+ * type that cannot hold the request (integers convert when in range). */
+clf_status clf_gguf_get_u32(const clf_gguf *g, const char *key, uint32_t *out);
+clf_status clf_gguf_get_i64(const clf_gguf *g, const char *key, int64_t *out);
+clf_status clf_gguf_get_f32(const clf_gguf *g, const char *key, float *out);
+clf_status clf_gguf_get_bool(const clf_gguf *g, const char *key, int *out);
+clf_status clf_gguf_get_str(const clf_gguf *g, const char *key, clf_gguf_str *out);
+/* Arrays: elem_type must match (for strings use get_strs). */
+clf_status clf_gguf_get_arr(const clf_gguf *g, const char *key, clf_gguf_vtype elem_type,
+                            const void **data, uint64_t *n);
+clf_status clf_gguf_get_strs(const clf_gguf *g, const char *key, const clf_gguf_str **items, uint64_t *n);
+
+/* ---- writer ------------------------------------------------------------ */
+
+typedef struct clf_gguf_writer clf_gguf_writer;
+
+clf_status clf_gguf_writer_create(clf_gguf_writer **out);
+void clf_gguf_writer_free(clf_gguf_writer *w);
+clf_status clf_gguf_set_u32(clf_gguf_writer *w, const char *key, uint32_t v);
+clf_status clf_gguf_set_f32(clf_gguf_writer *w, const char *key, float v);
+clf_status clf_gguf_set_bool(clf_gguf_writer *w, const char *key, int v);
+clf_status clf_gguf_set_str(clf_gguf_writer *w, const char *key, const char *v);
+clf_status clf_gguf_set_arr(clf_gguf_writer *w, const char *key, clf_gguf_vtype elem_type, const void *data,
+                            uint64_t n);
+clf_status clf_gguf_set_strs(clf_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
+/* Copies a key/value read from another file (any type, arrays included). */
+clf_status clf_gguf_set_kv(clf_gguf_writer *w, const clf_gguf_kv *kv);
+/* Adds a tensor; `data` (clf_row_bytes(type, ne[0]) * rows bytes) is copied. */
+clf_status clf_gguf_add_tensor(clf_gguf_writer *w, const char *name, clf_type type, uint32_t n_dims,
+                               const int64_t *ne, const void *data);
+/* Writes version 3 with general.alignment (default 32) to a temporary file
+ * beside `path`, then renames it: a failed write leaves nothing behind. */
+clf_status clf_gguf_write(clf_gguf_writer *w, const char *path);
+
+#endif

@@ -1,0 +1,84 @@
+/* The OpenCL runtime: platforms and devices, selection, context and queue,
+ * program builds from the embedded kernel sources with an on-disk binary
+ * cache, a kernel cache, and CL error names. */
+#ifndef CLF_RUNTIME_H
+#define CLF_RUNTIME_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef struct clf_device {
+    int platform_index, device_index; /* the "P:D" of `clinfer devices` */
+    cl_platform_id platform;
+    cl_device_id id;
+    char platform_name[128], platform_version[128];
+    char name[128], vendor[128], driver[64], version[128], c_version[64];
+    cl_device_type type;
+    unsigned compute_units, clock_mhz;
+    uint64_t global_mem, max_alloc, local_mem;
+    size_t max_work_group;
+    int fp16, fp64; /* cl_khr_fp16 / cl_khr_fp64 */
+} clf_device;
+
+/* All devices of all platforms. *devs is malloc'd (free() it); n may be 0
+ * with CLF_OK when a platform has no devices, CLF_ERR_DEVICE when there is
+ * no platform at all. */
+clf_status clf_devices_list(clf_device **devs, int *n);
+/* The default: first GPU, else first accelerator, else first CPU, else 0. */
+int clf_device_default(const clf_device *devs, int n);
+/* sel: "P:D", or a case-insensitive substring of platform or device name;
+ * NULL or "" means $CLINFER_DEVICE, then the default. An unmatched selector
+ * is CLF_ERR_DEVICE with a message listing every device. */
+clf_status clf_device_select(const clf_device *devs, int n, const char *sel, int *index);
+const char *clf_device_type_name(cl_device_type t);
+
+typedef struct clf_kernel_entry clf_kernel_entry;
+typedef struct clf_program_entry clf_program_entry;
+
+typedef struct clf_runtime {
+    clf_device dev;
+    cl_context ctx;
+    cl_command_queue queue; /* in order, profiling enabled */
+    char cache_dir[1024];   /* "" when the binary cache is off */
+    clf_program_entry *programs;
+    int nprograms;
+    clf_kernel_entry *kernels;
+    int nkernels;
+    int last_build_cached; /* 1 if the most recent program build hit the cache */
+} clf_runtime;
+
+clf_status clf_runtime_create(const char *selector, clf_runtime **out);
+void clf_runtime_free(clf_runtime *rt);
+
+/* Builds a program from source with "-cl-std=CL1.2" and `options`, through
+ * the binary cache. A compile error is CLF_ERR_CL carrying the build log. */
+clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len,
+                             const char *options, cl_program *out);
+
+/* A kernel from the embedded family `family` ("matmul" for cl/matmul.cl,
+ * prefixed by cl/common.cl) built with `options`; programs and kernels are
+ * cached in rt, so repeated calls cost a lookup. Do not release it. */
+clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *options,
+                          const char *kernel_name, cl_kernel *out);
+
+/* Source text of a kernel family: cl/common.cl + cl/<family>.cl, embedded at
+ * build time or read from $CLINFER_KERNEL_DIR. *src is malloc'd. */
+clf_status clf_kernel_source(const char *family, char **src, size_t *len);
+
+clf_status clf_finish(clf_runtime *rt);
+
+const char *clf_cl_error_name(cl_int err);
+/* CLF_OK, or CLF_ERR_CL with "<what>: <CL_ERROR_NAME>" (CLF_ERR_MEMORY for
+ * the out-of-memory codes). */
+clf_status clf_cl_check(cl_int err, const char *what);
+#define CLF_CL_TRY(call) CLF_TRY(clf_cl_check((call), #call))
+
+/* Build a cl_mem; errors name the size. */
+clf_status clf_buffer_create(clf_runtime *rt, cl_mem_flags flags, size_t bytes,
+                             void *host, cl_mem *out);
+
+#endif

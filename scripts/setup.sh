@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs what clinfer needs to build and test on Debian/Ubuntu, skipping
+# what is already present. Uses sudo when not root.
+set -e
+PKGS="cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
+libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip unzip"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+# A python3 outside dpkg (pyenv, venv) with pip counts as present.
+case "$missing" in *python3*)
+  if command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
+    missing=$(echo "$missing" | sed 's/ python3-pip//; s/ python3\b//')
+  fi;;
+esac
+[ -z "$missing" ] && exit 0
+echo "setup: installing$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

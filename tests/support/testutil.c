@@ -1,0 +1,77 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <cmocka.h>
+
+uint64_t tu_seed(void) {
+    static uint64_t seed;
+    if (!seed) {
+        const char *env = getenv("CLINFER_SEED");
+        seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
+        if (!seed) seed = 1;
+        fprintf(stderr, "[ seed ] CLINFER_SEED=%llu\n", (unsigned long long)seed);
+    }
+    return seed;
+}
+
+uint64_t tu_next(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+float tu_uniform(uint64_t *s, float lo, float hi) {
+    return lo + (hi - lo) * (float)((tu_next(s) >> 40) * (1.0 / 16777216.0));
+}
+
+float tu_normal(uint64_t *s) {
+    double u1 = ((tu_next(s) >> 11) + 1.0) * (1.0 / 9007199254740993.0), u2 = (tu_next(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+void tu_fill_uniform(uint64_t *s, float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = tu_uniform(s, lo, hi);
+}
+
+double tu_rel_err(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return INFINITY;
+        double d = a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+double tu_rel_err_f(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return INFINITY;
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static clf_runtime *tu_rt;
+
+clf_runtime *tu_runtime(void) {
+    if (!tu_rt) {
+        clf_status st = clf_runtime_create(NULL, &tu_rt);
+        if (st != CLF_OK) fail_msg("no OpenCL runtime: %s", clf_last_error());
+    }
+    return tu_rt;
+}
+
+void tu_runtime_free(void) {
+    clf_runtime_free(tu_rt);
+    tu_rt = NULL;
+}

@@ -1,0 +1,34 @@
+/* Test helpers: seeded random data, relative error, a shared runtime. */
+#ifndef CLF_TESTUTIL_H
+#define CLF_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+/* xorshift64*; seeds come from the clock (printed) unless CLINFER_SEED is set,
+ * so every run uses fresh data and a failure can be replayed. */
+uint64_t tu_seed(void);
+uint64_t tu_next(uint64_t *s);
+float tu_uniform(uint64_t *s, float lo, float hi);
+float tu_normal(uint64_t *s);
+void tu_fill_uniform(uint64_t *s, float *x, size_t n, float lo, float hi);
+
+/* ||a - ref|| / ||ref|| (NaN anywhere -> +inf). */
+double tu_rel_err(const float *a, const double *ref, size_t n);
+double tu_rel_err_f(const float *a, const float *ref, size_t n);
+
+/* One runtime per test program on the default (or CLINFER_DEVICE) device;
+ * fails the test with the library's message when none can be made. */
+clf_runtime *tu_runtime(void);
+void tu_runtime_free(void);
+
+/* Asserts st == CLF_OK, printing clf_last_error() otherwise. */
+#define TU_OK(expr)                                                                           \
+    do {                                                                                      \
+        clf_status tu_st_ = (expr);                                                           \
+        if (tu_st_ != CLF_OK) fail_msg("%s -> %s: %s", #expr, clf_status_name(tu_st_), clf_last_error()); \
+    } while (0)
+
+#endif

@@ -1,0 +1,186 @@
+/* Runtime: device selection, program build, build errors, binary cache. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "runtime.h"
+#include "tensor.h"
+#include "testutil.h"
+
+static void test_select_by_index_and_name(void **state) {
+    (void)state;
+    clf_device *devs;
+    int n, idx = -1;
+    TU_OK(clf_devices_list(&devs, &n));
+    assert_true(n > 0);
+    char sel[32];
+    snprintf(sel, sizeof sel, "%d:%d", devs[n - 1].platform_index, devs[n - 1].device_index);
+    TU_OK(clf_device_select(devs, n, sel, &idx));
+    assert_int_equal(idx, n - 1);
+    /* a case-flipped substring of the device name */
+    char sub[8] = {0};
+    for (int i = 0; i < 4 && devs[0].name[i]; i++) {
+        char c = devs[0].name[i];
+        sub[i] = (c >= 'a' && c <= 'z') ? (char)(c - 32) : (c >= 'A' && c <= 'Z') ? (char)(c + 32) : c;
+    }
+    idx = -1;
+    TU_OK(clf_device_select(devs, n, sub, &idx));
+    assert_true(idx >= 0 && strncasecmp(devs[idx].name, sub, strlen(sub)) == 0);
+    free(devs);
+}
+
+static void test_bad_selector_lists_devices(void **state) {
+    (void)state;
+    clf_device *devs;
+    int n, idx;
+    TU_OK(clf_devices_list(&devs, &n));
+    assert_int_equal(clf_device_select(devs, n, "no-such-device-xyz", &idx), CLF_ERR_DEVICE);
+    assert_non_null(strstr(clf_last_error(), "no-such-device-xyz"));
+    assert_non_null(strstr(clf_last_error(), devs[0].name));
+    assert_int_equal(clf_device_select(devs, n, "99:99", &idx), CLF_ERR_DEVICE);
+    clf_runtime *rt = NULL;
+    assert_int_equal(clf_runtime_create("no-such-device-xyz", &rt), CLF_ERR_DEVICE);
+    assert_null(rt);
+    free(devs);
+}
+
+static const char *SAXPY =
+    "__kernel void saxpy(__global float *y, __global const float *x, const float a, const int n) {\n"
+    "  int i = get_global_id(0); if (i < n) y[i] = a * x[i] + y[i]; }\n";
+
+static void run_saxpy(clf_runtime *rt, cl_program prog) {
+    uint64_t s = tu_seed() + 17;
+    enum { N = 1001 };
+    float x[N], y[N], out[N];
+    tu_fill_uniform(&s, x, N, -1, 1);
+    tu_fill_uniform(&s, y, N, -1, 1);
+    float a = tu_uniform(&s, -2, 2);
+    cl_int err;
+    cl_kernel k = clCreateKernel(prog, "saxpy", &err);
+    assert_int_equal(err, CL_SUCCESS);
+    clf_tensor tx, ty;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, N, 1, &tx));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, N, 1, &ty));
+    TU_OK(clf_tensor_upload(rt, &tx, x, sizeof x));
+    TU_OK(clf_tensor_upload(rt, &ty, y, sizeof y));
+    int n = N;
+    clSetKernelArg(k, 0, sizeof(cl_mem), &ty.mem);
+    clSetKernelArg(k, 1, sizeof(cl_mem), &tx.mem);
+    clSetKernelArg(k, 2, sizeof a, &a);
+    clSetKernelArg(k, 3, sizeof n, &n);
+    size_t g = 1024;
+    TU_OK(clf_cl_check(clEnqueueNDRangeKernel(rt->queue, k, 1, NULL, &g, NULL, 0, NULL, NULL), "enqueue"));
+    TU_OK(clf_tensor_download(rt, &ty, out, sizeof out));
+    for (int i = 0; i < N; i++) assert_float_equal(out[i], a * x[i] + y[i], 1e-5);
+    clReleaseKernel(k);
+    clf_tensor_free(&tx);
+    clf_tensor_free(&ty);
+}
+
+static void test_tiny_kernel_computes(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    cl_program prog;
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), "-DUNUSED=1", &prog));
+    run_saxpy(rt, prog);
+    clReleaseProgram(prog);
+}
+
+static void test_build_error_has_log(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    const char *bad = "__kernel void broken(__global float *y) { y[0] = undeclared_thing + ; }\n";
+    cl_program prog = NULL;
+    assert_int_equal(clf_program_build(rt, bad, strlen(bad), "", &prog), CLF_ERR_CL);
+    assert_null(prog);
+    assert_non_null(strstr(clf_last_error(), "build log"));
+    assert_non_null(strstr(clf_last_error(), "undeclared_thing"));
+}
+
+static void test_binary_cache(void **state) {
+    (void)state;
+    char dir[] = "/tmp/clinfer-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("CLINFER_CACHE_DIR", dir, 1);
+    clf_runtime *rt;
+    TU_OK(clf_runtime_create(NULL, &rt));
+    /* a unique option so the first build cannot be a hit */
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DNONCE=%llu", (unsigned long long)tu_seed());
+    cl_program p;
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), opts, &p));
+    assert_int_equal(rt->last_build_cached, 0);
+    clReleaseProgram(p);
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), opts, &p));
+    assert_int_equal(rt->last_build_cached, 1);
+    run_saxpy(rt, p);
+    clReleaseProgram(p);
+    /* corrupt every cache file: the build must notice, rebuild and work */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "for f in %s/*.bin; do printf 'garbage' | dd of=$f bs=1 seek=40 conv=notrunc 2>/dev/null; done", dir);
+    assert_int_equal(system(cmd), 0);
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), opts, &p));
+    assert_int_equal(rt->last_build_cached, 0);
+    run_saxpy(rt, p);
+    clReleaseProgram(p);
+    /* truncated file */
+    snprintf(cmd, sizeof cmd, "for f in %s/*.bin; do truncate -s 10 $f; done", dir);
+    assert_int_equal(system(cmd), 0);
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), opts, &p));
+    assert_int_equal(rt->last_build_cached, 0);
+    run_saxpy(rt, p);
+    clReleaseProgram(p);
+    clf_runtime_free(rt);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_unwritable_cache_dir(void **state) {
+    (void)state;
+    setenv("CLINFER_CACHE_DIR", "/proc/clinfer-cannot-exist", 1);
+    clf_runtime *rt;
+    TU_OK(clf_runtime_create(NULL, &rt));
+    assert_string_equal(rt->cache_dir, "");
+    cl_program p;
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), "", &p));
+    run_saxpy(rt, p);
+    clReleaseProgram(p);
+    clf_runtime_free(rt);
+}
+
+static void test_embedded_kernel_lookup(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    cl_kernel k1, k2;
+    TU_OK(clf_kernel_get(rt, "elementwise", "", "add_f32", &k1));
+    TU_OK(clf_kernel_get(rt, "elementwise", "", "add_f32", &k2));
+    assert_ptr_equal(k1, k2);
+    assert_int_equal(clf_kernel_get(rt, "no_such_family", "", "x", &k1), CLF_ERR_ARG);
+    assert_int_equal(clf_kernel_get(rt, "elementwise", "", "no_such_kernel", &k1), CLF_ERR_CL);
+    assert_non_null(strstr(clf_last_error(), "CL_INVALID_KERNEL_NAME"));
+}
+
+static void test_error_names(void **state) {
+    (void)state;
+    assert_string_equal(clf_cl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
+    assert_int_equal(clf_cl_check(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer"), CLF_ERR_MEMORY);
+    assert_non_null(strstr(clf_last_error(), "clCreateBuffer"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_select_by_index_and_name), cmocka_unit_test(test_bad_selector_lists_devices),
+        cmocka_unit_test(test_tiny_kernel_computes),     cmocka_unit_test(test_build_error_has_log),
+        cmocka_unit_test(test_embedded_kernel_lookup),   cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_binary_cache),             cmocka_unit_test(test_unwritable_cache_dir),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_runtime_free();
+    return rc;
+}
