@@ -1,0 +1,46 @@
+/* Attention with a KV cache: FlashAttention-style tiled prefill (online
+ * softmax, never a tokens × tokens table), split-K decode (flash-decoding)
+ * with a reduction kernel, GQA, and a naive reference kernel. */
+#ifndef CLF_ATTENTION_H
+#define CLF_ATTENTION_H
+
+#include "tensor.h"
+
+/* Layout: [layer][kv_head][position][head_dim], K and V in separate buffers,
+ * F32 or F16 elements (vstore_half / vload_half). */
+typedef struct clf_kv_cache {
+    clf_type type; /* CLF_F32 or CLF_F16 */
+    int n_layer, n_kv_head, head_dim, n_ctx;
+    cl_mem k, v;
+    size_t bytes; /* both buffers */
+} clf_kv_cache;
+
+clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
+                               int n_ctx, clf_kv_cache *c);
+void clf_kv_cache_free(clf_kv_cache *c);
+
+/* Where Q/K/V rows live in an activation tensor: element column col0 in
+ * rows `row_stride` floats apart (a fused QKV output has all three). */
+typedef struct clf_rows {
+    const clf_tensor *t;
+    int col0, row_stride;
+} clf_rows;
+
+/* Writes n_tokens rows of K and V (n_kv_head × head_dim each) into the cache
+ * of `layer` at positions pos0 .. pos0 + n_tokens - 1. */
+clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k, clf_rows v, int n_tokens,
+                        int pos0);
+
+/* out [n_tokens × n_head × head_dim] = softmax(Q Kᵀ · scale + causal mask) V
+ * for queries at positions pos0 .. pos0 + n_tokens - 1 against cache
+ * positions 0 .. pos0 + n_tokens - 1 of `layer` (K/V already written).
+ * n_tokens == 1 takes the split-K decode path, > 1 the tiled prefill. */
+clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
+                         int n_tokens, int pos0, float scale, clf_tensor *out);
+
+/* The same result through the naive kernels (scores materialised in a
+ * [n_head × n_tokens × n_kv] buffer allocated here); for tests and bench. */
+clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
+                               int n_tokens, int pos0, float scale, clf_tensor *out);
+
+#endif

@@ -1,0 +1,42 @@
+/* Matrix products with weights in their file type (F32, F16, Q8_0, Q4_0,
+ * Q4_1), dequantized inside the kernel: Y [n × rows] = X [n × cols] · Wᵀ,
+ * W [rows × cols] as GGUF stores it. GEMV for n = 1, a small-M kernel for
+ * skinny n, tiled register-blocked GEMM above; chosen by shape and device.
+ * Launchers enqueue without waiting. */
+#ifndef CLF_MATMUL_H
+#define CLF_MATMUL_H
+
+#include "tensor.h"
+
+/* A weight matrix on the device. The device copy may be re-laid (scales apart
+ * from quants, panels) when that loads faster; only matmul.c knows how. */
+typedef struct clf_weight {
+    clf_type type;
+    int64_t rows, cols; /* out_features, in_features */
+    cl_mem mem;         /* primary storage */
+    cl_mem aux;         /* optional second buffer (e.g. scales), may be NULL */
+    int layout;         /* private to matmul.c */
+    size_t bytes;       /* device bytes of mem + aux */
+} clf_weight;
+
+/* Uploads `rows` rows of `cols` elements in GGUF layout (data holds
+ * rows * clf_row_bytes(type, cols) bytes). cols must be a multiple of the
+ * type's block size. */
+clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
+                             clf_weight *w);
+void clf_weight_free(clf_weight *w);
+
+typedef enum clf_matmul_backend {
+    CLF_MATMUL_NATIVE = 0,  /* clinfer's kernels */
+    CLF_MATMUL_CLBLAST = 1, /* CLBlast SGEMM (weights dequantized to F32 first) */
+} clf_matmul_backend;
+
+/* Y = X · Wᵀ (accumulate = 0) or Y += X · Wᵀ (accumulate = 1: fuses a
+ * residual add). X: F32 [n × cols] (ne[0] = cols), Y: F32 [n × rows].
+ * X and Y are tensors whose rows are contiguous (row stride = ne[0]). */
+clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate);
+
+/* Backend for n > 1 products (default native); for `bench kernels` and tests. */
+void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b);
+
+#endif

@@ -1,0 +1,43 @@
+/* The small kernels of a transformer layer: dequantize, embedding lookup,
+ * RMSNorm, RoPE, SwiGLU, residual add, softmax. X/Y tensors are F32 with
+ * contiguous rows unless a row stride is given. Launchers enqueue without
+ * waiting. */
+#ifndef CLF_OPS_H
+#define CLF_OPS_H
+
+#include "tensor.h"
+
+/* dst (F32, same shape) = dequantize(src) for any clf_type. */
+clf_status clf_dequantize_dev(clf_runtime *rt, const clf_tensor *src, clf_tensor *dst);
+
+/* out[i, :] = dequantize(table[ids[i], :]) for i < n; ids is a device
+ * buffer of n int32 token ids (validated by the caller to be < rows). */
+clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, int n, clf_tensor *out);
+
+/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * w  for each row; y may be x. */
+clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y);
+
+typedef enum clf_rope_mode {
+    CLF_ROPE_NORM = 0, /* Llama GGUF: rotates pairs (2i, 2i+1) */
+    CLF_ROPE_NEOX = 2, /* NeoX / Qwen2: rotates (i, i + d/2) */
+} clf_rope_mode;
+
+/* In place on x: n_tokens rows, each row holding n_heads heads of head_dim
+ * at element offset `col0` from the row start, rows `row_stride` floats
+ * apart (lets Q and K be rotated inside a fused QKV output). Token t has
+ * position pos0 + t; theta_i = pos * base^(-2i / n_rot); dims past n_rot
+ * are left as they are. */
+clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
+                    int head_dim, int n_rot, int pos0, float base, clf_rope_mode mode);
+
+/* y[i, j] = silu(gu[i, j]) * gu[i, ff + j] for a fused gate|up output
+ * gu [n × 2ff]; y [n × ff]. */
+clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y);
+
+/* y = a + b, elementwise over equal shapes; y may alias a or b. */
+clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, clf_tensor *y);
+
+/* Row-wise softmax in place. */
+clf_status clf_softmax(clf_runtime *rt, clf_tensor *x);
+
+#endif
