@@ -4,6 +4,7 @@
 #ifndef CLF_CHECK_H
 #define CLF_CHECK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime.h"
@@ -26,5 +27,17 @@ typedef struct clf_check {
 extern const clf_check clf_checks_matmul[];
 extern const clf_check clf_checks_ops[];
 extern const clf_check clf_checks_attention[];
+
+/* Helpers for writing checks (host/check.c). */
+
+/* A seeded xorshift64* stream; clf_rng_init mixes (seed, stream) so each
+ * check or shape draws its own data from one user-visible seed. */
+uint64_t clf_rng_init(uint64_t seed, uint64_t stream);
+uint64_t clf_rng_next(uint64_t *s);
+float clf_rng_uniform(uint64_t *s, float lo, float hi); /* [lo, hi) */
+
+/* ||out - ref|| / ||ref|| (the plain norm when ref is all zero); +inf when
+ * out holds a NaN or an infinity, as a poisoned, unwritten element does. */
+double clf_rel_err(const float *out, const double *ref, size_t n);
 
 #endif
