@@ -37,6 +37,9 @@ clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y);
 /* y = a + b, elementwise over equal shapes; y may alias a or b. */
 clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, clf_tensor *y);
 
+/* x[i, :] += b for every row i (Q/K/V biases); b is F32 [ne0 of x]. */
+clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b);
+
 /* Row-wise softmax in place. */
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x);
 

@@ -1,0 +1,224 @@
+#include "ref_llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+typedef struct { int n_layer, d, ff, nh, nkv, hd, nrot, vocab, neox, bias; float base, eps; } hp_t;
+
+static uint32_t u32(const clf_gguf *g, const char *arch, const char *k, uint32_t def) {
+    char key[128];
+    uint32_t v = def;
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    if (clf_gguf_find(g, key)) clf_gguf_get_u32(g, key, &v);
+    return v;
+}
+
+static float f32(const clf_gguf *g, const char *arch, const char *k, float def) {
+    char key[128];
+    float v = def;
+    snprintf(key, sizeof key, "%s.%s", arch, k);
+    if (clf_gguf_find(g, key)) clf_gguf_get_f32(g, key, &v);
+    return v;
+}
+
+/* Dequantized copy of a tensor, or NULL if absent. */
+static float *deq(const clf_gguf *g, const char *name) {
+    const clf_gguf_tensor *t = clf_gguf_find_tensor(g, name);
+    if (!t) return NULL;
+    int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    float *x = malloc((size_t)n * sizeof *x);
+    clf_dequantize(t->type, t->data, x, n);
+    return x;
+}
+
+static float *deq_layer(const clf_gguf *g, int l, const char *what) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", l, what);
+    return deq(g, name);
+}
+
+/* out[r] = sum_c W[r, c] x[c] (+ b[r]) */
+static void matvec(double *out, const float *W, const double *x, int rows, int cols, const float *b) {
+    for (int r = 0; r < rows; r++) {
+        double s = b ? b[r] : 0;
+        for (int c = 0; c < cols; c++) s += (double)W[(size_t)r * cols + c] * x[c];
+        out[r] = s;
+    }
+}
+
+static void rmsnorm(double *out, const double *x, const float *w, int n, float eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    double r = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * r * w[i];
+}
+
+static void rope(double *v, int nheads, const hp_t *hp, int pos) {
+    for (int h = 0; h < nheads; h++) {
+        double *x = v + (size_t)h * hp->hd;
+        for (int i = 0; i < hp->nrot / 2; i++) {
+            double theta = pos * pow(hp->base, -2.0 * i / hp->nrot), c = cos(theta), s = sin(theta);
+            int a = hp->neox ? i : 2 * i, b = hp->neox ? i + hp->nrot / 2 : 2 * i + 1;
+            double x0 = x[a], x1 = x[b];
+            x[a] = x0 * c - x1 * s;
+            x[b] = x0 * s + x1 * c;
+        }
+    }
+}
+
+int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *logits) {
+    clf_gguf_str archs;
+    if (clf_gguf_get_str(g, "general.architecture", &archs) != CLF_OK || archs.len > 31) return -1;
+    char arch[32] = {0};
+    memcpy(arch, archs.ptr, archs.len);
+    hp_t hp = {0};
+    hp.n_layer = (int)u32(g, arch, "block_count", 0);
+    hp.d = (int)u32(g, arch, "embedding_length", 0);
+    hp.ff = (int)u32(g, arch, "feed_forward_length", 0);
+    hp.nh = (int)u32(g, arch, "attention.head_count", 1);
+    hp.nkv = (int)u32(g, arch, "attention.head_count_kv", (uint32_t)hp.nh);
+    hp.hd = hp.d / hp.nh;
+    hp.nrot = (int)u32(g, arch, "rope.dimension_count", (uint32_t)hp.hd);
+    hp.base = f32(g, arch, "rope.freq_base", 10000.0f);
+    hp.eps = f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
+    hp.neox = hp.bias = strcmp(arch, "qwen2") == 0;
+    const clf_gguf_tensor *et = clf_gguf_find_tensor(g, "token_embd.weight");
+    if (!et) return -1;
+    hp.vocab = (int)et->ne[1];
+    int kvd = hp.nkv * hp.hd, grp = hp.nh / hp.nkv;
+
+    float *emb = deq(g, "token_embd.weight"), *onorm = deq(g, "output_norm.weight"), *out = deq(g, "output.weight");
+    if (!out) out = emb;
+    double *x = calloc((size_t)hp.d, sizeof *x), *xn = calloc((size_t)hp.d, sizeof *xn);
+    double *q = calloc((size_t)hp.d, sizeof *q), *att = calloc((size_t)hp.d, sizeof *att);
+    double *tmp = calloc((size_t)(hp.d > hp.ff ? hp.d : hp.ff), sizeof *tmp);
+    double *hb = calloc((size_t)hp.ff, sizeof *hb), *hb2 = calloc((size_t)hp.ff, sizeof *hb2);
+    double *kc = calloc((size_t)hp.n_layer * n * kvd, sizeof *kc), *vc = calloc((size_t)hp.n_layer * n * kvd, sizeof *vc);
+    double *sc = calloc((size_t)n, sizeof *sc);
+
+    for (int pos = 0; pos < n; pos++) {
+        for (int i = 0; i < hp.d; i++) x[i] = emb[(size_t)tokens[pos] * hp.d + i];
+        for (int l = 0; l < hp.n_layer; l++) {
+            float *an = deq_layer(g, l, "attn_norm.weight"), *fn = deq_layer(g, l, "ffn_norm.weight");
+            float *wq = deq_layer(g, l, "attn_q.weight"), *wk = deq_layer(g, l, "attn_k.weight");
+            float *wv = deq_layer(g, l, "attn_v.weight"), *wo = deq_layer(g, l, "attn_output.weight");
+            float *wg = deq_layer(g, l, "ffn_gate.weight"), *wu = deq_layer(g, l, "ffn_up.weight");
+            float *wd = deq_layer(g, l, "ffn_down.weight");
+            float *bq = hp.bias ? deq_layer(g, l, "attn_q.bias") : NULL, *bk = hp.bias ? deq_layer(g, l, "attn_k.bias") : NULL;
+            float *bv = hp.bias ? deq_layer(g, l, "attn_v.bias") : NULL;
+            double *kr = kc + ((size_t)l * n + pos) * kvd, *vr = vc + ((size_t)l * n + pos) * kvd;
+            rmsnorm(xn, x, an, hp.d, hp.eps);
+            matvec(q, wq, xn, hp.d, hp.d, bq);
+            matvec(kr, wk, xn, kvd, hp.d, bk);
+            matvec(vr, wv, xn, kvd, hp.d, bv);
+            rope(q, hp.nh, &hp, pos);
+            rope(kr, hp.nkv, &hp, pos);
+            for (int h = 0; h < hp.nh; h++) {
+                int kh = h / grp;
+                double mx = -INFINITY, sum = 0;
+                for (int t = 0; t <= pos; t++) {
+                    const double *kt = kc + ((size_t)l * n + t) * kvd + (size_t)kh * hp.hd;
+                    double s = 0;
+                    for (int i = 0; i < hp.hd; i++) s += q[h * hp.hd + i] * kt[i];
+                    sc[t] = s / sqrt((double)hp.hd);
+                    if (sc[t] > mx) mx = sc[t];
+                }
+                for (int t = 0; t <= pos; t++) sum += (sc[t] = exp(sc[t] - mx));
+                for (int i = 0; i < hp.hd; i++) {
+                    double a = 0;
+                    for (int t = 0; t <= pos; t++) a += sc[t] * vc[((size_t)l * n + t) * kvd + (size_t)kh * hp.hd + i];
+                    att[h * hp.hd + i] = a / sum;
+                }
+            }
+            matvec(tmp, wo, att, hp.d, hp.d, NULL);
+            for (int i = 0; i < hp.d; i++) x[i] += tmp[i];
+            rmsnorm(xn, x, fn, hp.d, hp.eps);
+            matvec(hb, wg, xn, hp.ff, hp.d, NULL);
+            matvec(hb2, wu, xn, hp.ff, hp.d, NULL);
+            for (int i = 0; i < hp.ff; i++) hb[i] = hb[i] / (1.0 + exp(-hb[i])) * hb2[i];
+            matvec(tmp, wd, hb, hp.d, hp.ff, NULL);
+            for (int i = 0; i < hp.d; i++) x[i] += tmp[i];
+            float *all[] = {an, fn, wq, wk, wv, wo, wg, wu, wd, bq, bk, bv};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+        }
+        rmsnorm(xn, x, onorm, hp.d, hp.eps);
+        matvec(logits + (size_t)pos * hp.vocab, out, xn, hp.vocab, hp.d, NULL);
+    }
+    if (out != emb) free(out);
+    free(emb);
+    free(onorm);
+    double *all[] = {x, xn, q, att, tmp, hb, hb2, kc, vc, sc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    return 0;
+}
+
+/* ---- tiny random models -------------------------------------------------- */
+
+static int add_tensor(clf_gguf_writer *w, const char *name, clf_type type, int64_t ne0, int64_t ne1, float scale,
+                      float offset, uint64_t *s) {
+    int64_t n = ne0 * ne1;
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = offset + scale * tu_normal(s);
+    void *q = malloc(clf_row_bytes(type, ne0) * (size_t)ne1);
+    clf_quantize(type, x, q, n);
+    int64_t ne[2] = {ne0, ne1};
+    clf_status st = clf_gguf_add_tensor(w, name, type, ne1 > 1 ? 2 : 1, ne, q);
+    free(x);
+    free(q);
+    return st == CLF_OK ? 0 : -1;
+}
+
+int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
+    uint64_t s = seed ? seed : 1;
+    clf_gguf_writer *w;
+    if (clf_gguf_writer_create(&w) != CLF_OK) return -1;
+    int d = tm->head_dim * tm->n_head, kvd = tm->head_dim * tm->n_head_kv, rc = 0;
+    char key[128];
+    const char *a = tm->arch;
+    clf_gguf_set_str(w, "general.architecture", a);
+    clf_gguf_set_str(w, "general.name", "tiny random test model");
+#define U32(k, v) (snprintf(key, sizeof key, "%s." k, a), clf_gguf_set_u32(w, key, (uint32_t)(v)))
+    U32("block_count", tm->n_layer);
+    U32("context_length", 4096);
+    U32("embedding_length", d);
+    U32("feed_forward_length", tm->n_ff);
+    U32("attention.head_count", tm->n_head);
+    U32("attention.head_count_kv", tm->n_head_kv);
+    U32("rope.dimension_count", tm->head_dim);
+#undef U32
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    clf_gguf_set_f32(w, key, 10000.0f);
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    clf_gguf_set_f32(w, key, 1e-5f);
+    float wscale = 1.0f / sqrtf((float)d);
+    rc |= add_tensor(w, "token_embd.weight", tm->type, d, tm->n_vocab, 1.0f, 0, &s);
+    rc |= add_tensor(w, "output_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f, &s);
+    if (!tm->tied) rc |= add_tensor(w, "output.weight", tm->type, d, tm->n_vocab, wscale, 0, &s);
+    for (int l = 0; l < tm->n_layer && !rc; l++) {
+        char n[96];
+#define T(what, type, ne0, ne1, sc, off) \
+    (snprintf(n, sizeof n, "blk.%d.%s", l, what), add_tensor(w, n, type, ne0, ne1, sc, off, &s))
+        rc |= T("attn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
+        rc |= T("ffn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
+        rc |= T("attn_q.weight", tm->type, d, d, wscale * 2, 0);
+        rc |= T("attn_k.weight", tm->type, d, kvd, wscale * 2, 0);
+        rc |= T("attn_v.weight", tm->type, d, kvd, wscale, 0);
+        rc |= T("attn_output.weight", tm->type, d, d, wscale, 0);
+        rc |= T("ffn_gate.weight", tm->type, d, tm->n_ff, wscale, 0);
+        rc |= T("ffn_up.weight", tm->type, d, tm->n_ff, wscale, 0);
+        rc |= T("ffn_down.weight", tm->type, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
+        if (strcmp(a, "qwen2") == 0) {
+            rc |= T("attn_q.bias", CLF_F32, d, 1, 0.5f, 0);
+            rc |= T("attn_k.bias", CLF_F32, kvd, 1, 0.5f, 0);
+            rc |= T("attn_v.bias", CLF_F32, kvd, 1, 0.5f, 0);
+        }
+#undef T
+    }
+    if (!rc && clf_gguf_write(w, path) != CLF_OK) rc = -1;
+    clf_gguf_writer_free(w);
+    return rc;
+}

@@ -1,0 +1,161 @@
+/* The Llama forward pass on the device against the scalar C reference
+ * (tests/support/ref_llama.c) on tiny random GGUF models of every weight
+ * type: one-shot prefill, chunked prefill, and token-by-token decode. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "llama.h"
+#include "ref_llama.h"
+#include "testutil.h"
+
+/* Relative error of device logits against the reference, per mode. The
+ * reference uses the same dequantized weights in double precision, so what
+ * remains is F32 accumulation (and the F16 KV cache's rounding). */
+#define TOL_F32_CACHE 2e-3
+#define TOL_F16_CACHE 6e-3
+
+typedef struct {
+    tiny_model tm;
+    clf_type kv;
+} model_case;
+
+static double run_case(const model_case *mc, int n_prompt, int n_batch, int decode_from, uint64_t seed) {
+    clf_runtime *rt = tu_runtime();
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write(&mc->tm, seed, path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    int V = mc->tm.n_vocab;
+    int32_t *toks = malloc((size_t)n_prompt * sizeof *toks);
+    uint64_t s = seed ^ 0x5151;
+    for (int i = 0; i < n_prompt; i++) toks[i] = (int32_t)(tu_next(&s) % (uint64_t)V);
+    double *ref = malloc((size_t)n_prompt * V * sizeof *ref);
+    assert_int_equal(ref_llama_forward(g, toks, n_prompt, ref), 0);
+
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_load(rt, g, &m));
+    TU_OK(clf_llama_ctx_create(m, 256, n_batch, mc->kv, &c));
+    float *out = malloc((size_t)n_prompt * V * sizeof *out);
+    memset(out, 0xff, (size_t)n_prompt * V * sizeof *out);
+    /* all logits for the first decode_from tokens, then one token at a time */
+    TU_OK(clf_llama_eval(c, toks, decode_from, 1, out));
+    for (int i = decode_from; i < n_prompt; i++) TU_OK(clf_llama_eval(c, toks + i, 1, 0, out + (size_t)i * V));
+    assert_int_equal(c->n_past, n_prompt);
+    double err = tu_rel_err(out, ref, (size_t)n_prompt * V);
+    /* greedy choices must agree wherever the reference is not near a tie */
+    for (int i = 0; i < n_prompt; i++) {
+        int a = 0, r = 0, r2 = -1;
+        for (int j = 1; j < V; j++) {
+            if (out[(size_t)i * V + j] > out[(size_t)i * V + a]) a = j;
+            if (ref[(size_t)i * V + j] > ref[(size_t)i * V + r]) { r2 = r; r = j; }
+            else if (r2 < 0 || ref[(size_t)i * V + j] > ref[(size_t)i * V + r2]) r2 = j;
+        }
+        if (ref[(size_t)i * V + r] - ref[(size_t)i * V + r2] > 1e-2) assert_int_equal(a, r);
+    }
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+    free(toks);
+    free(ref);
+    free(out);
+    return err;
+}
+
+static void check(const model_case *mc, int n_prompt, int n_batch, int decode_from) {
+    uint64_t seed = tu_seed() + (uint64_t)mc->tm.type * 131 + (uint64_t)n_prompt;
+    double err = run_case(mc, n_prompt, n_batch, decode_from, seed);
+    double tol = mc->kv == CLF_F16 ? TOL_F16_CACHE : TOL_F32_CACHE;
+    print_message("  %s %s layers=%d heads=%d/%d hd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
+                  mc->tm.arch, clf_type_get(mc->tm.type)->name, mc->tm.n_layer, mc->tm.n_head, mc->tm.n_head_kv,
+                  mc->tm.head_dim, mc->tm.n_ff, mc->tm.n_vocab, clf_type_get(mc->kv)->name, n_prompt, n_batch,
+                  decode_from, err, tol);
+    assert_true(err <= tol);
+}
+
+static const tiny_model BASE = {"llama", 2, 3, 1, 64, 160, 97, CLF_F32, 0};
+
+static void test_weight_types(void **state) {
+    (void)state;
+    const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        model_case mc = {BASE, CLF_F32};
+        mc.tm.type = types[i];
+        check(&mc, 13, 64, 9); /* prefill 9, decode 4 */
+    }
+}
+
+static void test_chunked_prefill_and_f16_cache(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F16};
+    mc.tm.type = CLF_Q8_0;
+    mc.tm.n_head = 4;
+    mc.tm.n_head_kv = 2;
+    mc.tm.n_layer = 3;
+    mc.tm.tied = 1;
+    check(&mc, 37, 8, 37);  /* five chunks of at most 8 */
+    check(&mc, 37, 64, 1);  /* one token, then 36 decode steps */
+}
+
+static void test_qwen2_bias_neox(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "qwen2";
+    mc.tm.type = CLF_Q4_1;
+    mc.tm.n_head = 2;
+    mc.tm.n_head_kv = 2;
+    mc.tm.head_dim = 128;
+    check(&mc, 11, 64, 6);
+}
+
+static void test_context_full_is_an_error(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(tiny_model_write(&BASE, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_load(rt, g, &m));
+    TU_OK(clf_llama_ctx_create(m, 16, 16, CLF_F32, &c));
+    int32_t toks[17] = {0};
+    float *logits = malloc(97 * sizeof *logits);
+    assert_int_equal(clf_llama_eval(c, toks, 17, 0, logits), CLF_ERR_CONTEXT);
+    assert_int_equal(c->n_past, 0);
+    TU_OK(clf_llama_eval(c, toks, 16, 0, logits));
+    assert_int_equal(clf_llama_eval(c, toks, 1, 0, logits), CLF_ERR_CONTEXT);
+    toks[0] = 97; /* outside the vocabulary */
+    clf_llama_rewind(c, 0);
+    assert_int_equal(clf_llama_eval(c, toks, 1, 0, logits), CLF_ERR_ARG);
+    free(logits);
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weight_types),
+        cmocka_unit_test(test_chunked_prefill_and_f16_cache),
+        cmocka_unit_test(test_qwen2_bias_neox),
+        cmocka_unit_test(test_context_full_is_an_error),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_runtime_free();
+    return rc;
+}
