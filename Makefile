@@ -1,9 +1,10 @@
 # Thin wrapper: `make run` and `make test` install what is missing, build,
-# then generate text / run the whole suite.
+# fetch the default model, then generate text / run the whole suite.
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PROMPT ?= What are three good reasons to learn the C programming language?
 
-.PHONY: all deps build run test clean
+.PHONY: all deps build model run test clean
 all: build
 
 deps:
@@ -13,10 +14,13 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
-run: build
-	$(BUILD)/clinfer devices
+model: deps
+	@sh models/fetch_default.sh >/dev/null
 
-test: build
+run: build model
+	$(BUILD)/clinfer run --chat -n 160 -p "$(PROMPT)"
+
+test: build model
 	cd $(BUILD) && ctest --output-on-failure -j 1
 
 clean:
