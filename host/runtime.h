@@ -49,6 +49,7 @@ typedef struct clf_runtime {
     clf_kernel_entry *kernels;
     int nkernels;
     int last_build_cached; /* 1 if the most recent program build hit the cache */
+    struct clf_profile *profile; /* non-NULL while kernel times are recorded */
 } clf_runtime;
 
 clf_status clf_runtime_create(const char *selector, clf_runtime **out);
@@ -70,6 +71,22 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
 clf_status clf_kernel_source(const char *family, char **src, size_t *len);
 
 clf_status clf_finish(clf_runtime *rt);
+
+/* Enqueues a kernel (local may be NULL). Every launcher goes through here so
+ * that, while profiling is on, each launch's device time is recorded under
+ * the kernel's name. */
+clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local);
+
+/* Kernel time per kernel name, summed over the launches since profile_start. */
+typedef struct clf_profile_entry {
+    char name[64];
+    int launches;
+    double ms;
+} clf_profile_entry;
+clf_status clf_profile_start(clf_runtime *rt);
+/* Waits for the queue, then stops recording; *entries (malloc'd, sorted by
+ * time, descending) and *n describe what ran. */
+clf_status clf_profile_stop(clf_runtime *rt, clf_profile_entry **entries, int *n);
 
 const char *clf_cl_error_name(cl_int err);
 /* CLF_OK, or CLF_ERR_CL with "<what>: <CL_ERROR_NAME>" (CLF_ERR_MEMORY for
