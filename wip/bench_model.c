@@ -1,0 +1,231 @@
+#include "bench_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "llama.h"
+#include "model_path.h"
+
+static const char *USAGE =
+    "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16] [--device SEL | --all-devices] [--json]";
+
+typedef struct {
+    const char *model_path, *device;
+    int n_prompt, n_gen, reps, all_devices, json;
+    clf_type kv;
+} opts;
+
+typedef struct {
+    double median, stddev; /* tokens/s */
+    double gflops, gbs;    /* at the median */
+} figure;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void summarize(double *tps, int n, figure *f) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += tps[i] / n;
+    for (int i = 0; i < n; i++) var += (tps[i] - mean) * (tps[i] - mean) / (n > 1 ? n - 1 : 1);
+    qsort(tps, (size_t)n, sizeof *tps, cmp_double);
+    f->median = n % 2 ? tps[n / 2] : 0.5 * (tps[n / 2 - 1] + tps[n / 2]);
+    f->stddev = sqrt(var);
+}
+
+/* FLOPs of the products for one token (2 per weight used) plus attention
+ * over `ctx` cached positions (QKᵀ and ·V: 4 · n_head · head_dim · ctx). */
+static double flops_per_token(const clf_llama_hparams *hp, double ctx) {
+    double d = hp->n_embd, kv = (double)hp->n_head_kv * hp->head_dim;
+    double per_layer = 2 * (d * (d + 2 * kv) + d * d + 3 * d * hp->n_ff);
+    return hp->n_layer * (per_layer + 4.0 * hp->n_head * hp->head_dim * ctx) + 2 * d * hp->n_vocab;
+}
+
+static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
+    clf_runtime *rt;
+    CLF_TRY(clf_runtime_create(sel, &rt));
+    clf_llama *m = NULL;
+    clf_llama_ctx *c = NULL;
+    float *logits = NULL;
+    int32_t *toks = NULL;
+    double *tps = NULL;
+    clf_profile_entry *prof = NULL;
+    int nprof = 0;
+    clf_status st = clf_llama_load(rt, g, &m);
+    if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + 16, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
+    if (st != CLF_OK) goto done;
+    const clf_llama_hparams *hp = &m->hp;
+    logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    toks = malloc((size_t)(o->n_prompt + o->n_gen + 1) * sizeof *toks);
+    tps = malloc((size_t)o->reps * sizeof *tps);
+    if (!logits || !toks || !tps) {
+        st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        goto done;
+    }
+    uint64_t s = 88172645463325252ull;
+    for (int i = 0; i < o->n_prompt + o->n_gen + 1; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        toks[i] = (int32_t)(s % (uint64_t)hp->n_vocab);
+    }
+    size_t kv_elt = o->kv == CLF_F16 ? 2 : 4;
+    double kv_per_pos = 2.0 * hp->n_layer * hp->n_head_kv * hp->head_dim * kv_elt;
+    figure pp = {0}, tg = {0};
+    /* warm-up: builds every kernel variant both paths use */
+    clf_llama_rewind(c, 0);
+    if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
+    for (int i = 0; st == CLF_OK && i < 4; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+    if (st != CLF_OK) goto done;
+    if (o->n_prompt > 0) {
+        for (int r = 0; r < o->reps && st == CLF_OK; r++) {
+            clf_llama_rewind(c, 0);
+            double t0 = now_s();
+            st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
+            tps[r] = o->n_prompt / (now_s() - t0);
+        }
+        if (st != CLF_OK) goto done;
+        summarize(tps, o->reps, &pp);
+        pp.gflops = flops_per_token(hp, o->n_prompt / 2.0) * pp.median * 1e-9;
+        pp.gbs = (m->device_bytes + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
+    }
+    if (o->n_gen > 0) {
+        for (int r = 0; r < o->reps && st == CLF_OK; r++) {
+            clf_llama_rewind(c, 0);
+            double t0 = now_s();
+            for (int i = 0; i < o->n_gen && st == CLF_OK; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+            tps[r] = o->n_gen / (now_s() - t0);
+        }
+        if (st != CLF_OK) goto done;
+        summarize(tps, o->reps, &tg);
+        /* a token reads every weight once and the KV cache so far */
+        double bytes = m->device_bytes + kv_per_pos * (o->n_gen / 2.0);
+        tg.gbs = bytes * tg.median * 1e-9;
+        tg.gflops = flops_per_token(hp, o->n_gen / 2.0) * tg.median * 1e-9;
+        /* where a generated token's time goes, by kernel */
+        clf_llama_rewind(c, 0);
+        st = clf_profile_start(rt);
+        for (int i = 0; st == CLF_OK && i < 16; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+        clf_status st2 = clf_profile_stop(rt, &prof, &nprof);
+        if (st == CLF_OK) st = st2;
+        if (st != CLF_OK) goto done;
+    }
+
+    double params = 0, size = 0;
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        params += (double)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        size += t->bytes;
+    }
+    const clf_gguf_tensor *wq = clf_gguf_find_tensor(g, "blk.0.attn_q.weight");
+    const char *wtype = wq ? clf_type_get(wq->type)->name : "?";
+    double prof_total = 0;
+    for (int i = 0; i < nprof; i++) prof_total += prof[i].ms;
+    if (o->json) {
+        fprintf(out, "%s  {\"device\": \"%s\", \"model\": \"%s %s\", \"size_bytes\": %.0f, \"params\": %.0f, \"kv\": \"%s\"",
+                first ? "" : ",\n", rt->dev.name, hp->arch, wtype, size, params, clf_type_get(o->kv)->name);
+        if (o->n_prompt > 0)
+            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f}", o->n_prompt, pp.median,
+                    pp.stddev, pp.gflops);
+        if (o->n_gen > 0) {
+            fprintf(out, ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f}", o->n_gen, tg.median,
+                    tg.stddev, tg.gbs);
+            fprintf(out, ", \"tg_kernel_share\": [");
+            for (int i = 0; i < nprof; i++)
+                fprintf(out, "%s{\"kernel\": \"%s\", \"launches_per_token\": %.1f, \"share\": %.4f}", i ? ", " : "",
+                        prof[i].name, prof[i].launches / 16.0, prof_total > 0 ? prof[i].ms / prof_total : 0);
+            fprintf(out, "]");
+        }
+        fprintf(out, "}");
+    } else {
+        if (first) {
+            fprintf(out, "| model | size | params | backend | device | test | t/s | achieved |\n");
+            fprintf(out, "| --- | ---: | ---: | --- | --- | --- | ---: | ---: |\n");
+        }
+        char model[96];
+        snprintf(model, sizeof model, "%s %s", hp->arch, wtype);
+        if (o->n_prompt > 0)
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | pp%d | %.2f ± %.2f | %.1f GFLOP/s |\n", model,
+                    size / 1048576, params / 1e6, rt->dev.name, o->n_prompt, pp.median, pp.stddev, pp.gflops);
+        if (o->n_gen > 0)
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s |\n", model,
+                    size / 1048576, params / 1e6, rt->dev.name, o->n_gen, tg.median, tg.stddev, tg.gbs);
+        if (nprof) {
+            fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(o->kv)->name);
+            for (int i = 0; i < nprof; i++)
+                fprintf(out, "  %-28s %5.1f%%  %6.1f launches/token  %8.1f us/token\n", prof[i].name,
+                        100 * prof[i].ms / prof_total, prof[i].launches / 16.0, prof[i].ms * 1000 / 16);
+            fprintf(out, "  kernel time %.2f ms/token of %.2f ms/token wall\n\n", prof_total / 16, 1000 / tg.median);
+        }
+    }
+done:
+    free(prof);
+    free(logits);
+    free(toks);
+    free(tps);
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_runtime_free(rt);
+    return st;
+}
+
+int clf_bench_model_main(int argc, char **argv) {
+    opts o = {NULL, NULL, 512, 128, 5, 0, 0, CLF_F32};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        long long x;
+        if (cli_opt(argc, argv, &i, "-m", &v)) o.model_path = v;
+        else if (cli_opt(argc, argv, &i, "--device", &v)) o.device = v;
+        else if (cli_opt(argc, argv, &i, "-p", &v)) {
+            if (cli_int(v, 0, 1 << 20, &x)) return cli_usage(USAGE, "bad -p '%s'", v);
+            o.n_prompt = (int)x;
+        } else if (cli_opt(argc, argv, &i, "-n", &v)) {
+            if (cli_int(v, 0, 1 << 20, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
+            o.n_gen = (int)x;
+        } else if (cli_opt(argc, argv, &i, "-r", &v)) {
+            if (cli_int(v, 1, 1000, &x)) return cli_usage(USAGE, "bad -r '%s'", v);
+            o.reps = (int)x;
+        } else if (cli_opt(argc, argv, &i, "--kv", &v)) {
+            int t = clf_type_from_name(v);
+            if (t != CLF_F32 && t != CLF_F16) return cli_usage(USAGE, "--kv must be f32 or f16");
+            o.kv = (clf_type)t;
+        } else if (cli_flag(argv, i, "--all-devices")) o.all_devices = 1;
+        else if (cli_flag(argv, i, "--json")) o.json = 1;
+        else if (cli_flag(argv, i, "--help")) {
+            printf("usage: %s\n", USAGE);
+            return 0;
+        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
+    }
+    if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");
+    char path[1024];
+    clf_gguf *g;
+    clf_status st = clf_model_path(o.model_path, path, sizeof path);
+    if (st == CLF_OK) st = clf_gguf_open(path, &g);
+    if (st != CLF_OK) return cli_error(st);
+    if (o.json) printf("[\n");
+    if (o.all_devices) {
+        clf_device *devs;
+        int n;
+        st = clf_devices_list(&devs, &n);
+        for (int i = 0; st == CLF_OK && i < n; i++) {
+            char sel[32];
+            snprintf(sel, sizeof sel, "%d:%d", devs[i].platform_index, devs[i].device_index);
+            st = bench_device(&o, g, sel, stdout, i == 0);
+        }
+        free(devs);
+    } else {
+        st = bench_device(&o, g, o.device, stdout, 1);
+    }
+    if (o.json) printf("\n]\n");
+    clf_gguf_close(g);
+    return cli_error(st);
+}
