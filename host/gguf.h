@@ -30,6 +30,9 @@ typedef struct clf_gguf_kv {
     clf_gguf_vtype arr_type;
     uint64_t arr_n;
     const clf_gguf_str *strs;
+    /* Bytes at `data` as stored: a scalar's size, a string's length, an
+     * array's elements (with their length prefixes or nested headers). */
+    uint64_t data_bytes;
 } clf_gguf_kv;
 
 typedef struct clf_gguf_tensor {
@@ -51,6 +54,8 @@ void clf_gguf_close(clf_gguf *g);
 
 uint32_t clf_gguf_version(const clf_gguf *g);
 size_t clf_gguf_alignment(const clf_gguf *g);
+size_t clf_gguf_size(const clf_gguf *g);        /* bytes of the file */
+size_t clf_gguf_data_offset(const clf_gguf *g); /* start of the tensor data section */
 int64_t clf_gguf_n_kv(const clf_gguf *g);
 const clf_gguf_kv *clf_gguf_kv_at(const clf_gguf *g, int64_t i);
 const clf_gguf_kv *clf_gguf_find(const clf_gguf *g, const char *key); /* NULL if absent */
@@ -70,6 +75,11 @@ clf_status clf_gguf_get_arr(const clf_gguf *g, const char *key, clf_gguf_vtype e
                             const void **data, uint64_t *n);
 clf_status clf_gguf_get_strs(const clf_gguf *g, const char *key, const clf_gguf_str **items, uint64_t *n);
 
+/* "uint32", "string", ... ("unknown" out of range); element size in bytes
+ * of a fixed-size type, 0 for string and array. */
+const char *clf_gguf_vtype_name(clf_gguf_vtype t);
+size_t clf_gguf_vtype_size(clf_gguf_vtype t);
+
 /* ---- writer ------------------------------------------------------------ */
 
 typedef struct clf_gguf_writer clf_gguf_writer;
@@ -88,7 +98,12 @@ clf_status clf_gguf_set_kv(clf_gguf_writer *w, const clf_gguf_kv *kv);
 /* Adds a tensor; `data` (clf_row_bytes(type, ne[0]) * rows bytes) is copied. */
 clf_status clf_gguf_add_tensor(clf_gguf_writer *w, const char *name, clf_type type, uint32_t n_dims,
                                const int64_t *ne, const void *data);
-/* Writes version 3 with general.alignment (default 32) to a temporary file
+/* The same without the copy: the writer takes `data` (malloc'd) and frees
+ * it, also on failure. For large conversions (quantize). */
+clf_status clf_gguf_add_tensor_take(clf_gguf_writer *w, const char *name, clf_type type, uint32_t n_dims,
+                                    const int64_t *ne, void *data);
+/* set_* of an existing key replaces its value in place (keeping the order).
+ * Writes version 3 with general.alignment (default 32, or the value set) to a temporary file
  * beside `path`, then renames it: a failed write leaves nothing behind. */
 clf_status clf_gguf_write(clf_gguf_writer *w, const char *path);
 
