@@ -70,3 +70,33 @@ clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *le
     }
     return clf_fail(CLF_ERR_ARG, "bad chat format");
 }
+
+clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
+                           size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    clf_status st = CLF_OK;
+    if (c->default_system && (n == 0 || strcmp(msgs[0].role, "system") != 0)) {
+        char *sys = strndup(c->default_system, c->default_system_len);
+        st = sys ? clf_chat_append(c, "system", sys, buf, len) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        free(sys);
+    }
+    for (int i = 0; st == CLF_OK && i < n; i++) st = clf_chat_append(c, msgs[i].role, msgs[i].content, buf, len);
+    if (st == CLF_OK && reply_start) st = clf_chat_append_reply_start(c, buf, len);
+    if (st == CLF_OK && !*buf) st = append(buf, len, "", "", "");
+    if (st != CLF_OK) {
+        free(*buf);
+        *buf = NULL;
+        *len = 0;
+    }
+    return st;
+}
+
+const char *clf_chat_turn_end(const clf_chat *c) {
+    switch (c->format) {
+    case CLF_CHAT_CHATML: return "<|im_end|>\n";
+    case CLF_CHAT_LLAMA3: return "<|eot_id|>";
+    case CLF_CHAT_ZEPHYR: return "</s>\n";
+    }
+    return "";
+}

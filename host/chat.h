@@ -28,6 +28,20 @@ typedef struct clf_chat {
 clf_status clf_chat_init(const char *tmpl, clf_chat *c);
 const char *clf_chat_format_name(clf_chat_format f);
 
+typedef struct clf_chat_msg {
+    const char *role, *content;
+} clf_chat_msg;
+
+/* Renders a conversation as the template does: the default system message
+ * first when the conversation has none, each message, then (reply_start)
+ * the header of the assistant's answer. *buf is malloc'd. */
+clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
+                           size_t *len);
+
+/* The text that closes an assistant turn ("<|im_end|>\n" for ChatML): fed to
+ * the model after an answer so that the next turn follows as in training. */
+const char *clf_chat_turn_end(const clf_chat *c);
+
 /* Appends one message (role "system", "user" or "assistant") to *buf
  * (malloc'd, grown, NUL-terminated; *len bytes). */
 clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len);
