@@ -346,8 +346,9 @@ static clf_status parse_tensor_info(clf_gguf *g, cursor *c, int64_t i, clf_gguf_
     if (t->ne[0] % ti->block)
         return clf_fail(CLF_ERR_FORMAT, "%s: row length %" PRId64 " is not a multiple of the %s block size %d", c->where,
                         t->ne[0], ti->name, ti->block);
-    size_t row = clf_row_bytes(t->type, t->ne[0]);
-    uint64_t rows = nel / (uint64_t)t->ne[0];
+    /* bytes = blocks per row x block bytes x rows, each product checked */
+    uint64_t blocks = (uint64_t)t->ne[0] / (uint64_t)ti->block, rows = nel / (uint64_t)t->ne[0];
+    size_t row = blocks <= SIZE_MAX / (size_t)ti->block_bytes ? (size_t)blocks * (size_t)ti->block_bytes : 0;
     if (row == 0 || rows > SIZE_MAX / row)
         return clf_fail(CLF_ERR_FORMAT, "%s: byte size overflows (%" PRIu64 " elements of %s)", c->where, nel, ti->name);
     t->bytes = row * (size_t)rows;

@@ -186,10 +186,12 @@ static clf_status tensor_bytes(const char *name, clf_type type, uint32_t n_dims,
             rows *= (uint64_t)ne[d];
         }
     }
-    size_t row = clf_row_bytes(type, ne[0]);
-    if (!row)
+    if (ne[0] % ti->block)
         return clf_fail(CLF_ERR_ARG, "GGUF writer: tensor '%s' row length %" PRId64 " is not a multiple of the %s block %d",
                         name, ne[0], ti->name, ti->block);
+    if ((uint64_t)(ne[0] / ti->block) > SIZE_MAX / (size_t)ti->block_bytes)
+        return clf_fail(CLF_ERR_ARG, "GGUF writer: tensor '%s' is too large", name);
+    size_t row = (size_t)(ne[0] / ti->block) * (size_t)ti->block_bytes;
     if (rows > SIZE_MAX / row) return clf_fail(CLF_ERR_ARG, "GGUF writer: tensor '%s' is too large", name);
     *bytes = row * (size_t)rows;
     return CLF_OK;

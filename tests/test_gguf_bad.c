@@ -1,0 +1,348 @@
+/* Hostile GGUF files: a small valid file from the writer, patched byte by
+ * byte into each kind of damage. Every one must fail with CLF_ERR_FORMAT
+ * and its own message (a distinctive substring is checked), never crash or
+ * read out of bounds (run under the sanitizer build too). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "testutil.h"
+
+typedef struct file { uint8_t *p; size_t n; } file;
+
+static file slurp_and_unlink(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    file b = {.n = (size_t)ftell(f)};
+    fseek(f, 0, SEEK_SET);
+    b.p = malloc(b.n);
+    assert_int_equal(fread(b.p, 1, b.n, f), b.n);
+    fclose(f);
+    unlink(path);
+    return b;
+}
+
+static file write_to_memory(clf_gguf_writer *w) {
+    char path[] = "/tmp/clinfer-bad-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    TU_OK(clf_gguf_write(w, path));
+    clf_gguf_writer_free(w);
+    return slurp_and_unlink(path);
+}
+
+/* The base file: strings, integers, arrays (of strings too), an explicit
+ * alignment, and tensors of three types. */
+static file base_file(void) {
+    uint64_t s = tu_seed() ^ 0xbadull;
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_writer_create(&w));
+    TU_OK(clf_gguf_set_str(w, "general.architecture", "llama"));
+    TU_OK(clf_gguf_set_u32(w, "general.alignment", 32));
+    TU_OK(clf_gguf_set_u32(w, "test.aa", 1));
+    TU_OK(clf_gguf_set_u32(w, "test.ab", 2));
+    TU_OK(clf_gguf_set_str(w, "general.name", "tiny"));
+    const char *toks[] = {"a", "bc", "def"};
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", toks, 3));
+    uint32_t ids[4] = {1, 2, 3, 4};
+    TU_OK(clf_gguf_set_arr(w, "test.ids", CLF_GGUF_UINT32, ids, 4));
+    TU_OK(clf_gguf_set_str(w, "llama.block_count", "three"));
+    float x[7 * 3];
+    tu_fill_uniform(&s, x, 21, -1, 1);
+    TU_OK(clf_gguf_add_tensor(w, "t.f32", CLF_F32, 2, (int64_t[]){7, 3}, x));
+    uint8_t q[2 * 2 * 34];
+    for (size_t i = 0; i < sizeof q; i++) q[i] = (uint8_t)tu_next(&s);
+    TU_OK(clf_gguf_add_tensor(w, "t.q8", CLF_Q8_0, 2, (int64_t[]){64, 2}, q));
+    TU_OK(clf_gguf_add_tensor(w, "t.f16", CLF_F16, 1, (int64_t[]){5}, q));
+    return write_to_memory(w);
+}
+
+static file copy(file b) {
+    file c = {malloc(b.n), b.n};
+    memcpy(c.p, b.p, b.n);
+    return c;
+}
+
+/* Offset of the length-prefixed string `s` (of its length field). */
+static size_t find_str(file b, const char *s) {
+    uint64_t n = strlen(s);
+    for (size_t i = 0; i + 8 + n <= b.n; i++)
+        if (memcmp(b.p + i, &n, 8) == 0 && memcmp(b.p + i + 8, s, n) == 0) return i;
+    fail_msg("'%s' not in the base file", s);
+    return 0;
+}
+
+static size_t after_str(file b, const char *s) { return find_str(b, s) + 8 + strlen(s); }
+/* A key's value (past its type). */
+static size_t kv_value(file b, const char *key) { return after_str(b, key) + 4; }
+static size_t kv_type(file b, const char *key) { return after_str(b, key); }
+
+typedef enum { T_NDIMS, T_DIM0, T_TYPE, T_OFFSET } tfield;
+static size_t tensor_field(file b, const char *name, tfield f, int dim) {
+    size_t o = after_str(b, name);
+    uint32_t nd;
+    memcpy(&nd, b.p + o, 4);
+    switch (f) {
+    case T_NDIMS: return o;
+    case T_DIM0: return o + 4 + 8 * (size_t)dim;
+    case T_TYPE: return o + 4 + 8 * nd;
+    default: return o + 4 + 8 * nd + 4;
+    }
+}
+
+static void put32(file b, size_t off, uint32_t v) { memcpy(b.p + off, &v, 4); }
+static void put64(file b, size_t off, uint64_t v) { memcpy(b.p + off, &v, 8); }
+
+static void expect_fail(file b, const char *what, const char *substr) {
+    clf_gguf *g = NULL;
+    clf_status st = clf_gguf_open_memory(b.p, b.n, &g);
+    if (st != CLF_ERR_FORMAT) {
+        clf_gguf_close(g);
+        fail_msg("%s: expected a format error, got '%s': %s", what, clf_status_name(st), clf_last_error());
+    }
+    assert_null(g);
+    if (!strstr(clf_last_error(), substr)) fail_msg("%s: message '%s' lacks '%s'", what, clf_last_error(), substr);
+    printf("  %-28s -> %s\n", what, clf_last_error());
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+static void test_sanity(void **state) {
+    (void)state;
+    file b = base_file();
+    clf_gguf *g;
+    TU_OK(clf_gguf_open_memory(b.p, b.n, &g));
+    assert_int_equal(clf_gguf_n_tensors(g), 3);
+    /* a wrong value type for a known key parses, and fails in its accessor */
+    uint32_t n;
+    assert_int_equal(clf_gguf_get_u32(g, "llama.block_count", &n), CLF_ERR_FORMAT);
+    assert_non_null(strstr(clf_last_error(), "'llama.block_count' has type string, expected an integer"));
+    clf_gguf_close(g);
+    free(b.p);
+}
+
+static void test_header(void **state) {
+    (void)state;
+    file b = base_file(), c;
+    c = copy(b), c.p[0] = 'g', expect_fail(c, "bad magic", "not a GGUF file"), free(c.p);
+    c = copy(b), put32(c, 4, 1), expect_fail(c, "version 1", "GGUF version 1 is not supported"), free(c.p);
+    c = copy(b), put32(c, 4, 0), expect_fail(c, "version 0", "unsupported GGUF version 0"), free(c.p);
+    c = copy(b), put32(c, 4, 4), expect_fail(c, "version 4", "unsupported GGUF version 4"), free(c.p);
+    c = copy(b), put32(c, 4, 3u << 24), expect_fail(c, "big-endian", "big-endian GGUF"), free(c.p);
+    c = copy(b), put64(c, 8, UINT64_MAX);
+    expect_fail(c, "tensor count 2^64-1", "tensor count 18446744073709551615 at offset 8 is impossible"), free(c.p);
+    c = copy(b), put64(c, 16, UINT64_MAX);
+    expect_fail(c, "kv count 2^64-1", "metadata count 18446744073709551615 at offset 16 is impossible"), free(c.p);
+    /* a count that fits the bytes but not the items: runs into the tensor infos */
+    c = copy(b), put64(c, 16, 12), expect_fail(c, "kv count + 4", "metadata #9"), free(c.p);
+    free(b.p);
+}
+
+static void test_metadata(void **state) {
+    (void)state;
+    file b = base_file(), c;
+    c = copy(b), put64(c, 24, UINT64_MAX);
+    expect_fail(c, "key length 2^64-1", "metadata #0: key: string length 18446744073709551615 at offset 24"), free(c.p);
+    c = copy(b), put64(c, kv_value(b, "general.name"), UINT64_MAX);
+    expect_fail(c, "string value 2^64-1", "'general.name': string value: string length 18446744073709551615"), free(c.p);
+    c = copy(b), put64(c, kv_value(b, "test.ids") + 4, UINT64_MAX);
+    expect_fail(c, "uint32 array 2^64-1", "array of 18446744073709551615 uint32 elements"), free(c.p);
+    c = copy(b), put64(c, kv_value(b, "test.ids") + 4, (UINT64_MAX >> 2) + 2); /* n * 4 wraps to 4 */
+    expect_fail(c, "uint32 array wraps", "array of 4611686018427387905 uint32"), free(c.p);
+    c = copy(b), put64(c, kv_value(b, "tokenizer.ggml.tokens") + 4, UINT64_MAX);
+    expect_fail(c, "string array 2^64-1", "array of 18446744073709551615 string elements"), free(c.p);
+    c = copy(b), put64(c, find_str(b, "bc"), UINT64_MAX);
+    expect_fail(c, "string in array 2^64-1", "'tokenizer.ggml.tokens': array string: string length 18446744073709551615"),
+        free(c.p);
+    c = copy(b), put32(c, kv_type(b, "test.aa"), 13);
+    expect_fail(c, "unknown value type", "'test.aa': unknown value type 13"), free(c.p);
+    c = copy(b), put32(c, kv_value(b, "test.ids"), 77);
+    expect_fail(c, "unknown array type", "'test.ids': unknown array element type 77"), free(c.p);
+    c = copy(b), c.p[find_str(b, "test.ab") + 8 + 6] = 'a';
+    expect_fail(c, "duplicate key", "duplicate metadata key 'test.aa' (#2 and #3)"), free(c.p);
+    c = copy(b), put64(c, 24, 0), expect_fail(c, "empty key", "empty key"), free(c.p);
+    c = copy(b), put32(c, kv_value(b, "general.alignment"), 48);
+    expect_fail(c, "alignment 48", "general.alignment 48 is not a power of two"), free(c.p);
+    c = copy(b), put32(c, kv_value(b, "general.alignment"), 0);
+    expect_fail(c, "alignment 0", "general.alignment 0 is not a power of two"), free(c.p);
+    c = copy(b), put32(c, kv_type(b, "general.alignment"), CLF_GGUF_FLOAT32);
+    expect_fail(c, "alignment as float", "'general.alignment' has type float32"), free(c.p);
+    free(b.p);
+}
+
+static void test_nesting(void **state) {
+    (void)state;
+    /* arrays of arrays nested 3 deep parse (and are skipped); 9 deep fail */
+    for (int depth = 3; depth <= 9; depth += 6) {
+        uint8_t raw[16 * 12];
+        size_t o = 0;
+        for (int d = 1; d < depth; d++) { /* each level: one array element */
+            uint32_t t = d + 1 < depth ? CLF_GGUF_ARRAY : CLF_GGUF_UINT8;
+            uint64_t n = d + 1 < depth ? 1 : 0;
+            memcpy(raw + o, &t, 4), memcpy(raw + o + 4, &n, 8), o += 12;
+        }
+        clf_gguf_writer *w;
+        TU_OK(clf_gguf_writer_create(&w));
+        clf_gguf_kv kv = {.key = {"test.deep", 9}, .type = CLF_GGUF_ARRAY, .arr_type = CLF_GGUF_ARRAY,
+                          .arr_n = 1, .data = raw, .data_bytes = o};
+        TU_OK(clf_gguf_set_kv(w, &kv));
+        file f = write_to_memory(w);
+        if (depth == 3) {
+            clf_gguf *g;
+            TU_OK(clf_gguf_open_memory(f.p, f.n, &g));
+            assert_int_equal(clf_gguf_find(g, "test.deep")->data_bytes, o);
+            clf_gguf_close(g);
+        } else {
+            expect_fail(f, "arrays nested 9 deep", "'test.deep': arrays nested deeper than 8 levels");
+        }
+        free(f.p);
+    }
+}
+
+static void test_tensor_infos(void **state) {
+    (void)state;
+    file b = base_file(), c;
+    c = copy(b), put64(c, tensor_field(b, "t.f32", T_DIM0, 0), 1ull << 62), put64(c, tensor_field(b, "t.f32", T_DIM0, 1), 4);
+    expect_fail(c, "dimension product overflow", "'t.f32': element count overflows (dimension 1"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.f32", T_DIM0, 0), (1ull << 62) + 1), put64(c, tensor_field(b, "t.f32", T_DIM0, 1), 1);
+    expect_fail(c, "byte size overflow", "'t.f32': byte size overflows"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.f32", T_DIM0, 1), 0);
+    expect_fail(c, "zero dimension", "'t.f32': dimension 1 is 0"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.f32", T_DIM0, 0), UINT64_MAX);
+    expect_fail(c, "dimension 2^64-1", "'t.f32': dimension 0 is 18446744073709551615"), free(c.p);
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_NDIMS, 0), 5);
+    expect_fail(c, "5 dimensions", "'t.q8': 5 dimensions"), free(c.p);
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_NDIMS, 0), 0);
+    expect_fail(c, "0 dimensions", "'t.q8': 0 dimensions"), free(c.p);
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 12);
+    expect_fail(c, "Q4_K tensor", "'t.q8': unsupported tensor type 12 (Q4_K)"), free(c.p);
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 0xdead);
+    expect_fail(c, "unknown tensor type", "unsupported tensor type 57005 (unknown)"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.q8", T_DIM0, 0), 48);
+    expect_fail(c, "row not whole blocks", "'t.q8': row length 48 is not a multiple of the Q8_0 block size 32"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.q8", T_OFFSET, 0), 96 + 8);
+    expect_fail(c, "misaligned offset", "'t.q8': data offset 104"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.q8", T_OFFSET, 0), 0);
+    expect_fail(c, "overlapping tensors", "tensor 't.q8' [0, 136) overlaps tensor 't.f32' [0, 84)"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.f16", T_OFFSET, 0), 1ull << 40);
+    expect_fail(c, "data past the end", "tensor 't.f16': data [1099511627776, +10) runs past the end of the file"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.f16", T_OFFSET, 0), UINT64_MAX - 31); /* offset + bytes wraps */
+    expect_fail(c, "offset + size wraps", "runs past the end of the file"), free(c.p);
+    c = copy(b), put64(c, tensor_field(b, "t.f32", T_OFFSET, 0), 96);
+    expect_fail(c, "tensors swapped onto one", "overlaps"), free(c.p);
+    c = copy(b), c.p[find_str(b, "t.f16") + 8 + 3] = '3', c.p[find_str(b, "t.f16") + 8 + 4] = '2'; /* "t.f32" twice */
+    expect_fail(c, "duplicate tensor", "duplicate tensor 't.f32' (#0 and #2)"), free(c.p);
+    free(b.p);
+}
+
+/* Every truncation must fail cleanly, except cuts in the padding after the
+ * last tensor's data, which lose nothing. */
+static void test_truncation_everywhere(void **state) {
+    (void)state;
+    file b = base_file();
+    clf_gguf *g;
+    TU_OK(clf_gguf_open_memory(b.p, b.n, &g));
+    size_t data_end = 0;
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        size_t end = clf_gguf_data_offset(g) + (size_t)t->offset + t->bytes;
+        if (end > data_end) data_end = end;
+    }
+    /* section boundaries, reported for the log */
+    size_t kv_end = (size_t)((const uint8_t *)clf_gguf_kv_at(g, clf_gguf_n_kv(g) - 1)->data - b.p) +
+                    (size_t)clf_gguf_kv_at(g, clf_gguf_n_kv(g) - 1)->data_bytes;
+    printf("  file %zu bytes: header 24, metadata to %zu, infos to <=%zu, data %zu..%zu\n", b.n, kv_end,
+           clf_gguf_data_offset(g), clf_gguf_data_offset(g), data_end);
+    size_t data_offset = clf_gguf_data_offset(g);
+    clf_gguf_close(g);
+    for (size_t cut = 0; cut < b.n; cut++) {
+        uint8_t *p = malloc(cut ? cut : 1); /* exact size: ASan sees any read past the end */
+        memcpy(p, b.p, cut);
+        clf_status st = clf_gguf_open_memory(p, cut, &g);
+        if (cut >= data_end) {
+            if (st != CLF_OK) fail_msg("cut at %zu (in the final padding) failed: %s", cut, clf_last_error());
+            clf_gguf_close(g);
+        } else {
+            if (st != CLF_ERR_FORMAT) fail_msg("cut at %zu: status %d", cut, (int)st);
+            const char *m = clf_last_error();
+            int ok = cut < 4 ? strstr(m, "not a GGUF file") != NULL
+                   : cut < kv_end ? strstr(m, "(truncated)") || strstr(m, "past the end") || strstr(m, "is impossible")
+                   : cut < data_offset ? strstr(m, "(truncated)") || strstr(m, "past the end") || strstr(m, "is impossible")
+                                       : strstr(m, "runs past the end of the file") != NULL;
+            if (!ok) fail_msg("cut at %zu: unclear message '%s'", cut, m);
+            if (cut == 24 || cut == kv_end || cut == data_offset) printf("  cut at %-4zu -> %s\n", cut, m);
+        }
+        free(p);
+    }
+    free(b.p);
+}
+
+/* Random damage: patched words and flipped bytes must give OK or a format
+ * error, and a file that still parses must survive every accessor. */
+static void test_random_damage(void **state) {
+    (void)state;
+    uint64_t s = tu_seed() ^ 0xf022ull;
+    file b = base_file();
+    int parsed = 0;
+    for (int it = 0; it < 3000; it++) {
+        file c = copy(b);
+        int edits = 1 + (int)(tu_next(&s) % 3);
+        for (int e = 0; e < edits; e++) {
+            size_t off = tu_next(&s) % c.n;
+            uint64_t r = tu_next(&s);
+            if (r % 3 == 0 && off + 8 <= c.n) put64(c, off, r % 5 == 0 ? UINT64_MAX : r >> (r % 64));
+            else if (r % 3 == 1 && off + 4 <= c.n) put32(c, off, (uint32_t)(r >> 40));
+            else c.p[off] ^= (uint8_t)(1u << (r % 8));
+        }
+        clf_gguf *g;
+        clf_status st = clf_gguf_open_memory(c.p, c.n, &g);
+        if (st != CLF_OK && st != CLF_ERR_FORMAT) fail_msg("damage %d: status %d (%s)", it, (int)st, clf_last_error());
+        if (st == CLF_OK) {
+            parsed++;
+            for (int64_t i = 0; i < clf_gguf_n_kv(g); i++) {
+                const clf_gguf_kv *kv = clf_gguf_kv_at(g, i);
+                char key[256];
+                snprintf(key, sizeof key, "%.*s", (int)(kv->key.len < 200 ? kv->key.len : 200), kv->key.ptr);
+                uint32_t u;
+                int64_t i64;
+                float f;
+                int bo;
+                clf_gguf_str str;
+                const clf_gguf_str *strs;
+                const void *data;
+                uint64_t n;
+                (void)clf_gguf_get_u32(g, key, &u), (void)clf_gguf_get_i64(g, key, &i64);
+                (void)clf_gguf_get_f32(g, key, &f), (void)clf_gguf_get_bool(g, key, &bo);
+                (void)clf_gguf_get_str(g, key, &str), (void)clf_gguf_get_arr(g, key, CLF_GGUF_UINT32, &data, &n);
+                if (clf_gguf_get_strs(g, key, &strs, &n) == CLF_OK)
+                    for (uint64_t j = 0; j < n; j++) assert_true(strs[j].ptr >= (const char *)c.p && strs[j].ptr + strs[j].len <= (const char *)c.p + c.n);
+            }
+            for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+                const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+                assert_true((const uint8_t *)t->data >= c.p && (const uint8_t *)t->data + t->bytes <= c.p + c.n);
+            }
+            clf_gguf_close(g);
+        }
+        free(c.p);
+    }
+    printf("  3000 damaged files: %d still parse, the rest fail cleanly\n", parsed);
+    free(b.p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sanity),       cmocka_unit_test(test_header),
+        cmocka_unit_test(test_metadata),     cmocka_unit_test(test_nesting),
+        cmocka_unit_test(test_tensor_infos), cmocka_unit_test(test_truncation_everywhere),
+        cmocka_unit_test(test_random_damage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
