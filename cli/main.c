@@ -8,6 +8,7 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 
 static const command commands[] = {
     {"devices", cmd_devices, "list OpenCL platforms and devices"},
+    {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,89 @@
+/* Rotary position embedding, in place.
+ *
+ * Pair i (i < n_rot / 2) of a head at position pos turns by
+ * theta = pos * base^(-2 i / n_rot) = pos * exp2(i * log2_scale), with
+ * log2_scale = -2 log2(base) / n_rot computed on the host in double.
+ * NORM (Llama GGUF) pairs elements (2i, 2i + 1); NEOX pairs (i, i + n_rot/2).
+ *
+ * Global size (ceil(n_rot / 2 / 8), >= n_tokens): a work-item takes 8 pairs
+ * of one token, computes their sin/cos once and applies them to every head
+ * (the angle does not depend on the head). A row's heads start at float
+ * col0 of rows row_stride floats apart, so Q and K can be rotated inside a
+ * fused QKV output; elements past n_rot are not touched. */
+
+#define CLF_ROPE_PAIRS 8
+
+/* (a, b) -> (a cos - b sin, a sin + b cos) */
+#define CLF_ROT(a, b, c, s, ra, rb) \
+    do {                            \
+        ra = a * c - b * s;         \
+        rb = a * s + b * c;         \
+    } while (0)
+
+inline __global float *rope_row(__global float *x, ulong x_off, int row_stride, int col0) {
+    return x + x_off + get_global_id(1) * (size_t)row_stride + col0;
+}
+
+/* The pairs past the last whole group of 8 (n_rot / 2 not a multiple of 8). */
+inline void rope_tail(__global float *row, int i0, int n_pairs, int n_heads, int head_dim, float pos,
+                      float log2_scale, int neox) {
+    for (int i = i0; i < n_pairs; i++) {
+        float c, s = sincos(pos * exp2((float)i * log2_scale), &c);
+        int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
+        for (int h = 0; h < n_heads; h++) {
+            __global float *p = row + h * head_dim;
+            float a = p[ia], b = p[ib], ra, rb;
+            CLF_ROT(a, b, c, s, ra, rb);
+            p[ia] = ra;
+            p[ib] = rb;
+        }
+    }
+}
+
+inline float8 rope_angles(int i0, float pos, float log2_scale, float8 *c) {
+    float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
+    return sincos(pos * exp2(i * log2_scale), c);
+}
+
+__kernel void rope_norm_f32(__global float *x, const ulong x_off, const int row_stride, const int col0,
+                            const int n_heads, const int head_dim, const int n_rot, const int pos0,
+                            const int n_tokens, const float log2_scale) {
+    if ((int)get_global_id(1) >= n_tokens) return;
+    int n_pairs = n_rot / 2, i0 = CLF_ROPE_PAIRS * get_global_id(0);
+    float pos = (float)(pos0 + (int)get_global_id(1));
+    __global float *row = rope_row(x, x_off, row_stride, col0);
+    if (i0 + CLF_ROPE_PAIRS > n_pairs) {
+        rope_tail(row, i0, n_pairs, n_heads, head_dim, pos, log2_scale, 0);
+        return;
+    }
+    float8 c, s = rope_angles(i0, pos, log2_scale, &c);
+    for (int h = 0; h < n_heads; h++) {
+        __global float *p = row + h * head_dim + 2 * i0;
+        float16 v = vload16(0, p);
+        float8 ra, rb;
+        CLF_ROT(v.even, v.odd, c, s, ra, rb);
+        vstore16((float16)(ra.s0, rb.s0, ra.s1, rb.s1, ra.s2, rb.s2, ra.s3, rb.s3,
+                           ra.s4, rb.s4, ra.s5, rb.s5, ra.s6, rb.s6, ra.s7, rb.s7), 0, p);
+    }
+}
+
+__kernel void rope_neox_f32(__global float *x, const ulong x_off, const int row_stride, const int col0,
+                            const int n_heads, const int head_dim, const int n_rot, const int pos0,
+                            const int n_tokens, const float log2_scale) {
+    if ((int)get_global_id(1) >= n_tokens) return;
+    int n_pairs = n_rot / 2, i0 = CLF_ROPE_PAIRS * get_global_id(0);
+    float pos = (float)(pos0 + (int)get_global_id(1));
+    __global float *row = rope_row(x, x_off, row_stride, col0);
+    if (i0 + CLF_ROPE_PAIRS > n_pairs) {
+        rope_tail(row, i0, n_pairs, n_heads, head_dim, pos, log2_scale, 1);
+        return;
+    }
+    float8 c, s = rope_angles(i0, pos, log2_scale, &c);
+    for (int h = 0; h < n_heads; h++) {
+        __global float *p = row + h * head_dim + i0;
+        float8 a = vload8(0, p), b = vload8(0, p + n_pairs), ra, rb;
+        CLF_ROT(a, b, c, s, ra, rb);
+        vstore8(ra, 0, p);
+        vstore8(rb, 0, p + n_pairs);
+    }
+}

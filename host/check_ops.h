@@ -1,0 +1,44 @@
+/* Checks of the small kernels (host/ops.h) at a given shape, each against a
+ * plain C reference in double on random data drawn from `seed`, outputs
+ * poisoned first. The tests sweep shapes with these; clf_checks_ops[]
+ * (host/check.h) runs each over representative shapes for `selftest`. */
+#ifndef CLF_CHECK_OPS_H
+#define CLF_CHECK_OPS_H
+
+#include "check.h"
+#include "ops.h"
+
+/* get_rows of n_ids random ids from a random [rows × ne0] table of `type`
+ * (quantized on the host), and the whole-table dequantize; reference:
+ * clf_dequantize. ne0 must be a whole number of the type's blocks. */
+clf_status clf_check_get_rows(clf_runtime *rt, uint64_t seed, clf_type type, int ne0, int rows, int n_ids,
+                              clf_check_result *res);
+
+/* Every one of the 65536 F16 bit patterns through the F16 dequantize,
+ * compared bit for bit with clf_f16_to_f32 (NaN only needs to stay NaN). */
+clf_status clf_check_f16_bits(clf_runtime *rt, uint64_t seed, clf_check_result *res);
+
+/* rows × n, y a separate (poisoned) tensor or x itself. */
+clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place,
+                             clf_check_result *res);
+
+typedef struct clf_rope_case {
+    int n_tokens, row_stride, col0, n_heads, head_dim, n_rot, pos0;
+    float base;
+    clf_rope_mode mode;
+} clf_rope_case;
+
+/* The whole [n_tokens × row_stride] buffer is compared, so elements outside
+ * the rotated heads and dims must come back unchanged. */
+clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res);
+
+clf_status clf_check_swiglu(clf_runtime *rt, uint64_t seed, int rows, int ff, clf_check_result *res);
+
+/* alias: 0 y is its own tensor, 1 y is a, 2 y is b. */
+clf_status clf_check_add(clf_runtime *rt, uint64_t seed, int rows, int n, int alias, clf_check_result *res);
+
+/* Rows include large offsets (exp would overflow without the max),
+ * CLF_NEG_BIG-masked entries and, from 3 rows on, a fully masked row. */
+clf_status clf_check_softmax(clf_runtime *rt, uint64_t seed, int rows, int n, clf_check_result *res);
+
+#endif

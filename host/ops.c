@@ -1,0 +1,231 @@
+/* Launchers of the small kernels (host/ops.h): cl/quant.cl, cl/norm.cl,
+ * cl/rope.cl, cl/elementwise.cl. Each validates shapes, sets arguments and
+ * enqueues without waiting. */
+#include "ops.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+/* Local size of the flat kernels (dim 0). Fixed, because a driver like PoCL
+ * compiles a kernel once per local size; global sizes are rounded up to it
+ * and the kernels return past the end. */
+#define EW_LOCAL 64
+/* Tokens per work-group of the RoPE kernels (dim 1). */
+#define ROPE_LOCAL 8
+
+typedef struct { size_t size; const void *value; } karg;
+#define KARG(v) {sizeof(v), &(v)}
+
+static clf_status set_args(cl_kernel k, const char *name, const karg *a, int n) {
+    for (int i = 0; i < n; i++) {
+        cl_int err = clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].value);
+        if (err != CL_SUCCESS)
+            return clf_fail(CLF_ERR_CL, "clSetKernelArg(%s, arg %d) failed: %s (%d)", name, i,
+                            clf_cl_error_name(err), err);
+    }
+    return CLF_OK;
+}
+
+static clf_status enqueue(clf_runtime *rt, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
+                          const size_t *local) {
+    cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        clf_cl_check(err, "clEnqueueNDRangeKernel");
+        return clf_fail_ctx(err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? CLF_ERR_MEMORY
+                                                                                                    : CLF_ERR_CL,
+                            "%s: ", name);
+    }
+    return CLF_OK;
+}
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+static int64_t rows_of(const clf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+static int64_t elems_of(const clf_tensor *t) { return t->ne[0] * rows_of(t); }
+
+static int same_shape(const clf_tensor *a, const clf_tensor *b) {
+    for (int i = 0; i < 4; i++)
+        if (a->ne[i] != b->ne[i]) return 0;
+    return 1;
+}
+
+/* An F32 tensor's offset in floats, for the kernels' pointer arithmetic. */
+static clf_status f32_offset(const clf_tensor *t, const char *what, cl_ulong *off) {
+    if (t->type != CLF_F32) return clf_fail(CLF_ERR_ARG, "%s must be F32 (got type %u)", what, (unsigned)t->type);
+    if (t->offset % sizeof(float))
+        return clf_fail(CLF_ERR_ARG, "%s: offset %zu is not a multiple of 4 bytes", what, t->offset);
+    if (t->ne[0] > INT_MAX) return clf_fail(CLF_ERR_ARG, "%s: row of %lld elements is too long", what, (long long)t->ne[0]);
+    *off = t->offset / sizeof(float);
+    return CLF_OK;
+}
+
+/* Work-items per row of the row-reduction kernels (cl/norm.cl): one SIMD
+ * thread per row on a CPU, a power-of-two group on other devices. */
+static int row_wg(const clf_runtime *rt) {
+    if (rt->dev.type & CL_DEVICE_TYPE_CPU) return 1;
+    int wg = 64;
+    while (wg > 1 && (size_t)wg > rt->dev.max_work_group) wg /= 2;
+    return wg;
+}
+
+/* ---- dequantize / get_rows (cl/quant.cl) ------------------------------- */
+
+static const char *deq_kernel(clf_type t) {
+    switch (t) {
+    case CLF_F32: return "get_rows_f32";
+    case CLF_F16: return "get_rows_f16";
+    case CLF_Q8_0: return "get_rows_q8_0";
+    case CLF_Q4_0: return "get_rows_q4_0";
+    case CLF_Q4_1: return "get_rows_q4_1";
+    }
+    return NULL;
+}
+
+/* out rows i < n are table rows ids[i] (or row i when ids is NULL). */
+static clf_status rows_launch(clf_runtime *rt, const clf_tensor *table, cl_mem ids, size_t n, clf_tensor *out) {
+    const char *name = deq_kernel(table->type);
+    if (!name || !clf_tensor_row_bytes(table))
+        return clf_fail(CLF_ERR_ARG, "cannot dequantize type %u with rows of %lld", (unsigned)table->type,
+                        (long long)table->ne[0]);
+    cl_ulong dst_off;
+    CLF_TRY(f32_offset(out, "dequantize output", &dst_off));
+    if (n == 0) return CLF_OK;
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "quant", "", name, &k));
+    cl_ulong src_off = table->offset, row_bytes = clf_tensor_row_bytes(table);
+    cl_int ne0 = (cl_int)table->ne[0];
+    karg a[] = {KARG(table->mem), KARG(src_off), KARG(row_bytes), KARG(ids), KARG(out->mem), KARG(dst_off), KARG(ne0)};
+    CLF_TRY(set_args(k, name, a, 7));
+    size_t global[2] = {round_up((size_t)(ne0 + 31) / 32, EW_LOCAL), n}, local[2] = {EW_LOCAL, 1};
+    return enqueue(rt, k, name, 2, global, local);
+}
+
+clf_status clf_dequantize_dev(clf_runtime *rt, const clf_tensor *src, clf_tensor *dst) {
+    if (src->ne[0] != dst->ne[0] || rows_of(src) != rows_of(dst))
+        return clf_fail(CLF_ERR_ARG, "dequantize: source %lld x %lld and destination %lld x %lld differ",
+                        (long long)src->ne[0], (long long)rows_of(src), (long long)dst->ne[0],
+                        (long long)rows_of(dst));
+    return rows_launch(rt, src, NULL, (size_t)rows_of(src), dst);
+}
+
+clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, int n, clf_tensor *out) {
+    if (n < 0 || !ids) return clf_fail(CLF_ERR_ARG, "get_rows: %d ids in buffer %p", n, (void *)ids);
+    if (out->ne[0] != table->ne[0] || rows_of(out) < n)
+        return clf_fail(CLF_ERR_ARG, "get_rows: output %lld x %lld cannot hold %d rows of %lld",
+                        (long long)out->ne[0], (long long)rows_of(out), n, (long long)table->ne[0]);
+    return rows_launch(rt, table, ids, (size_t)n, out);
+}
+
+/* ---- RMSNorm and softmax (cl/norm.cl) ----------------------------------- */
+
+static clf_status row_kernel(clf_runtime *rt, const char *name, cl_kernel *k, size_t *local) {
+    char opts[32];
+    int wg = row_wg(rt);
+    snprintf(opts, sizeof opts, "-DCLF_ROW_WG=%d", wg);
+    *local = (size_t)wg;
+    return clf_kernel_get(rt, "norm", opts, name, k);
+}
+
+clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y) {
+    cl_ulong x_off, w_off, y_off;
+    CLF_TRY(f32_offset(x, "rmsnorm input", &x_off));
+    CLF_TRY(f32_offset(w, "rmsnorm weight", &w_off));
+    CLF_TRY(f32_offset(y, "rmsnorm output", &y_off));
+    if (!same_shape(x, y) || elems_of(w) != x->ne[0])
+        return clf_fail(CLF_ERR_ARG, "rmsnorm: input %lld x %lld, weight of %lld, output %lld x %lld",
+                        (long long)x->ne[0], (long long)rows_of(x), (long long)elems_of(w), (long long)y->ne[0],
+                        (long long)rows_of(y));
+    if (!(eps >= 0)) return clf_fail(CLF_ERR_ARG, "rmsnorm: eps %g must be >= 0", eps);
+    if (rows_of(x) == 0) return CLF_OK;
+    cl_kernel k;
+    size_t local;
+    CLF_TRY(row_kernel(rt, "rmsnorm_f32", &k, &local));
+    cl_int n = (cl_int)x->ne[0];
+    karg a[] = {KARG(x->mem), KARG(x_off), KARG(w->mem), KARG(w_off), KARG(y->mem), KARG(y_off), KARG(n), KARG(eps)};
+    CLF_TRY(set_args(k, "rmsnorm_f32", a, 8));
+    size_t global = (size_t)rows_of(x) * local;
+    return enqueue(rt, k, "rmsnorm_f32", 1, &global, &local);
+}
+
+clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
+    cl_ulong x_off;
+    CLF_TRY(f32_offset(x, "softmax input", &x_off));
+    if (rows_of(x) == 0) return CLF_OK;
+    cl_kernel k;
+    size_t local;
+    CLF_TRY(row_kernel(rt, "softmax_f32", &k, &local));
+    cl_int n = (cl_int)x->ne[0];
+    karg a[] = {KARG(x->mem), KARG(x_off), KARG(n)};
+    CLF_TRY(set_args(k, "softmax_f32", a, 3));
+    size_t global = (size_t)rows_of(x) * local;
+    return enqueue(rt, k, "softmax_f32", 1, &global, &local);
+}
+
+/* ---- RoPE (cl/rope.cl) --------------------------------------------------- */
+
+clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
+                    int head_dim, int n_rot, int pos0, float base, clf_rope_mode mode) {
+    cl_ulong x_off;
+    CLF_TRY(f32_offset(x, "rope input", &x_off));
+    if (mode != CLF_ROPE_NORM && mode != CLF_ROPE_NEOX) return clf_fail(CLF_ERR_ARG, "rope: unknown mode %d", (int)mode);
+    if (n_tokens < 0 || n_heads < 1 || head_dim < 2 || n_rot < 2 || n_rot % 2 || n_rot > head_dim || col0 < 0 ||
+        pos0 < 0 || !(base > 0))
+        return clf_fail(CLF_ERR_ARG, "rope: bad parameters (tokens %d, heads %d, head_dim %d, n_rot %d, col0 %d, pos0 %d, base %g)",
+                        n_tokens, n_heads, head_dim, n_rot, col0, pos0, base);
+    int64_t row_end = (int64_t)col0 + (int64_t)n_heads * head_dim;
+    if (row_end > row_stride || (n_tokens > 0 && (int64_t)(n_tokens - 1) * row_stride + row_end > elems_of(x)))
+        return clf_fail(CLF_ERR_ARG, "rope: %d tokens of %d heads x %d at column %d, stride %d, exceed the tensor (%lld floats)",
+                        n_tokens, n_heads, head_dim, col0, row_stride, (long long)elems_of(x));
+    if (n_tokens == 0) return CLF_OK;
+    const char *name = mode == CLF_ROPE_NEOX ? "rope_neox_f32" : "rope_norm_f32";
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "rope", "", name, &k));
+    /* base^(-2i/n_rot) = exp2(i * log2_scale), the constant taken in double */
+    float log2_scale = (float)(-2.0 * log2((double)base) / n_rot);
+    karg a[] = {KARG(x->mem), KARG(x_off), KARG(row_stride), KARG(col0), KARG(n_heads), KARG(head_dim),
+                KARG(n_rot), KARG(pos0), KARG(n_tokens), KARG(log2_scale)};
+    CLF_TRY(set_args(k, name, a, 10));
+    size_t global[2] = {(size_t)(n_rot / 2 + 7) / 8, round_up((size_t)n_tokens, ROPE_LOCAL)}, local[2] = {1, ROPE_LOCAL};
+    return enqueue(rt, k, name, 2, global, local);
+}
+
+/* ---- SwiGLU and add (cl/elementwise.cl) ------------------------------------ */
+
+clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y) {
+    cl_ulong gu_off, y_off;
+    CLF_TRY(f32_offset(gu, "swiglu input", &gu_off));
+    CLF_TRY(f32_offset(y, "swiglu output", &y_off));
+    if (gu->ne[0] != 2 * y->ne[0] || rows_of(gu) != rows_of(y))
+        return clf_fail(CLF_ERR_ARG, "swiglu: gate|up %lld x %lld does not match output %lld x %lld",
+                        (long long)gu->ne[0], (long long)rows_of(gu), (long long)y->ne[0], (long long)rows_of(y));
+    if (rows_of(y) == 0) return CLF_OK;
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", "swiglu_f32", &k));
+    cl_int ff = (cl_int)y->ne[0];
+    karg a[] = {KARG(gu->mem), KARG(gu_off), KARG(y->mem), KARG(y_off), KARG(ff)};
+    CLF_TRY(set_args(k, "swiglu_f32", a, 5));
+    size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)rows_of(y)}, local[2] = {EW_LOCAL, 1};
+    return enqueue(rt, k, "swiglu_f32", 2, global, local);
+}
+
+clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, clf_tensor *y) {
+    cl_ulong a_off, b_off, y_off;
+    CLF_TRY(f32_offset(a, "add input a", &a_off));
+    CLF_TRY(f32_offset(b, "add input b", &b_off));
+    CLF_TRY(f32_offset(y, "add output", &y_off));
+    if (!same_shape(a, b) || !same_shape(a, y))
+        return clf_fail(CLF_ERR_ARG, "add: shapes differ (%lld x %lld, %lld x %lld, %lld x %lld)", (long long)a->ne[0],
+                        (long long)rows_of(a), (long long)b->ne[0], (long long)rows_of(b), (long long)y->ne[0],
+                        (long long)rows_of(y));
+    if (elems_of(a) > INT_MAX) return clf_fail(CLF_ERR_ARG, "add: %lld elements is too many", (long long)elems_of(a));
+    if (elems_of(a) == 0) return CLF_OK;
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", "add_f32", &k));
+    cl_int n = (cl_int)elems_of(a);
+    karg args[] = {KARG(y->mem), KARG(y_off), KARG(a->mem), KARG(a_off), KARG(b->mem), KARG(b_off), KARG(n)};
+    CLF_TRY(set_args(k, "add_f32", args, 7));
+    size_t global = round_up((size_t)(n + 15) / 16, EW_LOCAL), local = EW_LOCAL;
+    return enqueue(rt, k, "add_f32", 1, &global, &local);
+}

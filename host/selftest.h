@@ -1,0 +1,18 @@
+/* `clinfer selftest`: every kernel check of every family, run on one device
+ * and reported line by line, so a user can ask their own driver whether it
+ * computes right. */
+#ifndef CLF_SELFTEST_H
+#define CLF_SELFTEST_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime.h"
+
+/* Runs the check tables (host/check.h) with data drawn from `seed`, printing
+ * to `out` one line per check: name, detail, error, tolerance, PASS/FAIL.
+ * A check that cannot run (a build or launch error) prints its message and
+ * counts as failed; the others still run. *n_failed gets the failures. */
+clf_status clf_selftest_run(clf_runtime *rt, uint64_t seed, FILE *out, int *n_failed);
+
+#endif

@@ -1,0 +1,178 @@
+/* The small kernels (host/ops.h) against their double-precision C
+ * references (host/check_ops.c) over a sweep of odd and real shapes, and
+ * the launchers' argument validation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "check_ops.h"
+#include "testutil.h"
+
+/* Lengths: 1, small odd primes, one short of and at the SmolLM2 width, a
+ * length that is not a multiple of 8, 16 or 32. */
+static const int LENGTHS[] = {1, 3, 37, 575, 576, 1000};
+#define NLEN (int)(sizeof LENGTHS / sizeof LENGTHS[0])
+
+static void expect_pass(clf_status st, const clf_check_result *r, const char *what) {
+    if (st != CLF_OK) fail_msg("%s: %s: %s", what, clf_status_name(st), clf_last_error());
+    if (!(r->err <= r->tol))
+        fail_msg("%s [%s]: error %.3e > tolerance %.3e (replay: CLINFER_SEED=%llu)", what, r->detail, r->err, r->tol,
+                 (unsigned long long)tu_seed());
+}
+
+static void test_get_rows_every_type(void **state) {
+    (void)state;
+    const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        int block = clf_type_get(types[t])->block;
+        /* widths in whole blocks; F32/F16 also at widths that leave a partial run of 32 */
+        const int widths[] = {32, 96, 576, 1, 37, 575};
+        int nw = block == 1 ? 6 : 3;
+        for (int w = 0; w < nw; w++) {
+            const int shapes[][2] = {{1, 1}, {3, 5}, {257, 13}}; /* table rows, ids */
+            for (int s = 0; s < 3; s++) {
+                clf_check_result r;
+                expect_pass(clf_check_get_rows(tu_runtime(), tu_seed() + (uint64_t)(100 * t + 10 * w + s), types[t],
+                                               widths[w], shapes[s][0], shapes[s][1], &r),
+                            &r, "get_rows");
+            }
+        }
+    }
+}
+
+static void test_get_rows_embedding_shape(void **state) {
+    (void)state;
+    /* the SmolLM2 token_embd table: 49152 x 576 in Q8_0, a prompt of 17 ids */
+    clf_check_result r;
+    expect_pass(clf_check_get_rows(tu_runtime(), tu_seed(), CLF_Q8_0, 576, 49152, 17, &r), &r, "get_rows embd");
+}
+
+static void test_f16_every_bit_pattern(void **state) {
+    (void)state;
+    clf_check_result r;
+    expect_pass(clf_check_f16_bits(tu_runtime(), tu_seed(), &r), &r, "f16 bits");
+}
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    for (int i = 0; i < NLEN; i++)
+        for (int rows = 1; rows <= 3; rows += 2)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                clf_check_result r;
+                expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows + in_place),
+                                              rows, LENGTHS[i], in_place, &r),
+                            &r, "rmsnorm");
+            }
+    clf_check_result r;
+    expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed(), 512, 576, 1, &r), &r, "rmsnorm prefill");
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        clf_rope_mode m = mode ? CLF_ROPE_NEOX : CLF_ROPE_NORM;
+        const clf_rope_case cases[] = {
+            /* tokens, stride, col0, heads, head_dim, n_rot, pos0, base */
+            {1, 64, 0, 1, 64, 64, 0, 10000.0f, m},        /* position 0: the identity */
+            {7, 576, 0, 9, 64, 64, 3, 100000.0f, m},      /* SmolLM2 Q alone */
+            {5, 960, 0, 12, 64, 64, 250, 100000.0f, m},   /* Q and K of a fused QKV row, one launch */
+            {4, 960, 576, 3, 64, 64, 1, 100000.0f, m},    /* K alone inside the fused row */
+            {3, 960, 0, 9, 64, 32, 11, 10000.0f, m},      /* n_rot < head_dim */
+            {2, 37, 5, 1, 6, 6, 9, 500.0f, m},            /* 3 pairs: the tail path only */
+            {9, 131, 3, 3, 40, 36, 2, 10000.0f, m},       /* 18 pairs: 16 vectorized + a tail */
+            {1, 128, 0, 2, 64, 64, 4000, 100000.0f, m},   /* a far position */
+            {64, 960, 0, 12, 64, 64, 0, 100000.0f, m},    /* a prefill chunk */
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            clf_check_result r;
+            expect_pass(clf_check_rope(tu_runtime(), tu_seed() + i, &cases[i], &r), &r, "rope");
+        }
+    }
+}
+
+static void test_swiglu(void **state) {
+    (void)state;
+    const int ffs[] = {1, 3, 37, 575, 576, 1536};
+    for (int i = 0; i < 6; i++)
+        for (int rows = 1; rows <= 5; rows += 4) {
+            clf_check_result r;
+            expect_pass(clf_check_swiglu(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows), rows, ffs[i], &r), &r,
+                        "swiglu");
+        }
+}
+
+static void test_add(void **state) {
+    (void)state;
+    for (int i = 0; i < NLEN; i++)
+        for (int alias = 0; alias < 3; alias++) {
+            clf_check_result r;
+            expect_pass(clf_check_add(tu_runtime(), tu_seed() + (uint64_t)(i * 4 + alias), 1 + alias, LENGTHS[i],
+                                      alias, &r),
+                        &r, "add");
+        }
+}
+
+static void test_softmax(void **state) {
+    (void)state;
+    for (int i = 0; i < NLEN; i++) {
+        clf_check_result r;
+        expect_pass(clf_check_softmax(tu_runtime(), tu_seed() + (uint64_t)i, 5, LENGTHS[i], &r), &r, "softmax");
+    }
+    clf_check_result r;
+    expect_pass(clf_check_softmax(tu_runtime(), tu_seed(), 2, 49152, &r), &r, "softmax vocab");
+}
+
+static void expect_arg_error(clf_status st, const char *needle) {
+    assert_int_equal(st, CLF_ERR_ARG);
+    if (!strstr(clf_last_error(), needle)) fail_msg("message '%s' lacks '%s'", clf_last_error(), needle);
+}
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    clf_tensor a, b, q, h;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 64, 2, &a));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 64, 3, &b));
+    TU_OK(clf_tensor_alloc(rt, CLF_Q8_0, 64, 2, &q));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 32, 2, &h));
+    expect_arg_error(clf_add(rt, &a, &b, &a), "shapes differ");
+    expect_arg_error(clf_add(rt, &a, &q, &a), "must be F32");
+    expect_arg_error(clf_rmsnorm(rt, &a, &b, 1e-5f, &a), "rmsnorm");
+    expect_arg_error(clf_swiglu(rt, &a, &a), "swiglu");
+    expect_arg_error(clf_dequantize_dev(rt, &q, &b), "dequantize");
+    expect_arg_error(clf_get_rows(rt, &q, NULL, 1, &a), "get_rows");
+    /* rope: odd n_rot, n_rot past head_dim, heads past the row, rows past the tensor, bad mode */
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 63, 0, 1e4f, CLF_ROPE_NORM), "rope");
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 32, 34, 0, 1e4f, CLF_ROPE_NORM), "rope");
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 8, 1, 64, 64, 0, 1e4f, CLF_ROPE_NORM), "exceed");
+    expect_arg_error(clf_rope(rt, &a, 3, 64, 0, 1, 64, 64, 0, 1e4f, CLF_ROPE_NORM), "exceed");
+    expect_arg_error(clf_rope(rt, &a, 1, 64, 0, 1, 64, 64, 0, 1e4f, (clf_rope_mode)1), "mode");
+    /* the matching shape is accepted: gate|up 64 wide, output 32 */
+    TU_OK(clf_swiglu(rt, &a, &h));
+    TU_OK(clf_finish(rt));
+    clf_tensor_free(&a);
+    clf_tensor_free(&b);
+    clf_tensor_free(&q);
+    clf_tensor_free(&h);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_get_rows_every_type),
+        cmocka_unit_test(test_get_rows_embedding_shape),
+        cmocka_unit_test(test_f16_every_bit_pattern),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    tu_seed();
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_runtime_free();
+    return rc;
+}
