@@ -49,6 +49,7 @@ typedef struct clf_runtime {
     clf_kernel_entry *kernels;
     int nkernels;
     int last_build_cached; /* 1 if the most recent program build hit the cache */
+    int matmul_backend;    /* clf_matmul_backend for n > 1 (host/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
 } clf_runtime;
 

@@ -1,0 +1,269 @@
+/* Matrix products Y (+)= X · Wᵀ for CPU-like devices (PoCL): few big
+ * work-items, each a register tile in explicit wide vectors, no local memory.
+ *
+ * Weights arrive re-laid by host/matmul.c into panels of 32 rows: panel p
+ * holds rows [32p, 32p + 32) transposed, so the 32 weights of one column k
+ * are contiguous (two float16 after conversion). Rows past the end of W are
+ * zero. Per type, for panel p, column k, block b = k / 32, kk = k % 32:
+ *   F32   float  W[(p*K + k)*32 + j]
+ *   F16   half   W[(p*K + k)*32 + j]
+ *   Q8_0  char   W[((p*nb + b)*32 + kk)*32 + j]           S: d[(p*nb + b)*32 + j]
+ *   Q4_x  uchar  W[((p*nb + b)*32 + kk)*16 + j]: row j in the low nibble,
+ *                row j + 16 in the high nibble;           S: Q4_0 d as Q8_0,
+ *                Q4_1 d[(p*nb + b)*64 + j], m[(p*nb + b)*64 + 32 + j]
+ * X is [n × K] and Y [n × rows], rows contiguous, offsets in floats.
+ *
+ * Options: TM, the token rows of a work-item's tile (GEMM and skinny
+ * products); CLF_FP16_CLANG=1 converts halves with the compiler's native
+ * __fp16 vectors (clang-based drivers) instead of the portable bit recipe. */
+
+#ifndef TM
+#define TM 8
+#endif
+
+#if CLF_FP16_CLANG
+typedef __fp16 clf_half16 __attribute__((ext_vector_type(16)));
+/* p: 32-byte aligned (every panel column and scale run is). */
+#define LOAD_H16(p) __builtin_convertvector(*(const __global clf_half16 *)(p), float16)
+#else
+/* Exact half -> float for 16 lanes (zero, subnormal, inf and NaN included)
+ * with integer ops: vload_half is a scalar software routine on some CPUs. */
+inline float16 clf_half16_to_float16(ushort16 h) {
+    uint16 u = convert_uint16(h);
+    uint16 em = u & 0x7fffu;
+    uint16 bits = (em << 13) + (uint16)(112u << 23);                /* rebias exponent 15 -> 127 */
+    bits = select(bits, bits + (uint16)(112u << 23), em >= 0x7c00u); /* inf/NaN: exponent to 255 */
+    float16 sub = convert_float16(em) * 0x1p-24f;                    /* zero and subnormals */
+    float16 f = select(as_float16(bits), sub, em < 0x400u);
+    return as_float16(as_uint16(f) | ((u & 0x8000u) << 16));
+}
+#define LOAD_H16(p) clf_half16_to_float16(vload16(0, (const __global ushort *)(p)))
+#endif
+
+/* The weights of 32 rows at one column, as two float16 (rows 0-15, 16-31). */
+#define LOAD_F32(w, k, w0, w1) (w0 = vload16(0, (w) + 32 * (k)), w1 = vload16(1, (w) + 32 * (k)))
+#define LOAD_F16(w, k, w0, w1) (w0 = LOAD_H16((w) + 32 * (k)), w1 = LOAD_H16((w) + 32 * (k) + 16))
+
+/* Rows of X a tile reads: past the last token they repeat it (never stored). */
+#define TILE_BEGIN(X, xoff, n, K, m0, x)                                                      \
+    const __global float *x[TM];                                                               \
+    _Pragma("unroll") for (int i = 0; i < TM; i++) x[i] = X + xoff + (size_t)min(m0 + i, n - 1) * K
+
+/* y[j] (+)= (a0, a1)[j] for j < nvalid: whole vectors when the panel is full. */
+inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, int accumulate) {
+    if (nvalid >= 32) {
+        if (accumulate) {
+            a0 += vload16(0, y);
+            a1 += vload16(1, y);
+        }
+        vstore16(a0, 0, y);
+        vstore16(a1, 1, y);
+    } else {
+        float t[32];
+        vstore16(a0, 0, t);
+        vstore16(a1, 1, t);
+        for (int j = 0; j < nvalid; j++) y[j] = accumulate ? y[j] + t[j] : t[j];
+    }
+}
+
+/* Y[m0 + i, 32p + j] (+)= tile, for the tokens that exist. */
+#define TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate)                                 \
+    _Pragma("unroll") for (int i = 0; i < TM; i++) if (m0 + i < n)                              \
+        clf_store32(Y + yoff + (size_t)(m0 + i) * rows + 32 * p, a0[i], a1[i], rows - 32 * p, accumulate)
+
+/* F32 and F16 products: one work-item per (panel, tile of TM tokens); global
+ * size (panels, ceil(n / TM)). */
+#define DEFINE_FLOAT_MM(NAME, T, LOAD)                                                          \
+    __kernel void NAME(__global const T *W, __global const float *X, const ulong xoff,          \
+                       __global float *Y, const ulong yoff, const int n, const int rows,        \
+                       const int K, const int accumulate) {                                     \
+        const int p = get_global_id(0), m0 = get_global_id(1) * TM;                             \
+        if (32 * p >= rows || m0 >= n) return;                                                  \
+        const __global T *w = W + (size_t)p * K * 32;                                           \
+        TILE_BEGIN(X, xoff, n, K, m0, x);                                                       \
+        float16 a0[TM], a1[TM], w0, w1;                                                         \
+        _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                    \
+        for (int k = 0; k < K; k++) {                                                           \
+            LOAD(w, k, w0, w1);                                                                 \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) {                                    \
+                float16 v = x[i][k];                                                            \
+                a0[i] = fma(v, w0, a0[i]);                                                      \
+                a1[i] = fma(v, w1, a1[i]);                                                      \
+            }                                                                                   \
+        }                                                                                       \
+        TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                                \
+    }
+
+DEFINE_FLOAT_MM(mm_f32, float, LOAD_F32)
+DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
+
+/* Quantized panels: per block, the scales (and Q4_1 minimums) of 32 rows;
+ * per column the 32 weights dequantized as w = q*d + m. Q4_0 is q*d - 8d,
+ * exact in float like the reference d*(q - 8). */
+#define SCALES_Q8_0(s, b, d0, d1, m0, m1) (d0 = LOAD_H16((s) + 32 * (b)), d1 = LOAD_H16((s) + 32 * (b) + 16))
+#define SCALES_Q4_0(s, b, d0, d1, m0, m1) (SCALES_Q8_0(s, b, d0, d1, m0, m1), m0 = -8.0f * d0, m1 = -8.0f * d1)
+#define SCALES_Q4_1(s, b, d0, d1, m0, m1)                                                        \
+    (d0 = LOAD_H16((s) + 64 * (b)), d1 = LOAD_H16((s) + 64 * (b) + 16),                          \
+     m0 = LOAD_H16((s) + 64 * (b) + 32), m1 = LOAD_H16((s) + 64 * (b) + 48))
+
+/* Integer weights of 32 rows at column kk of block b, as float16 pairs. */
+#define QUANTS_Q8(q, b, kk, q0, q1)                                                              \
+    (q0 = convert_float16(vload16(0, (q) + 1024 * (b) + 32 * (kk))),                             \
+     q1 = convert_float16(vload16(1, (q) + 1024 * (b) + 32 * (kk))))
+#define QUANTS_Q4(q, b, kk, q0, q1)                                                              \
+    do {                                                                                        \
+        uchar16 nib = vload16(0, (q) + 512 * (b) + 16 * (kk));                                   \
+        q0 = convert_float16(nib & (uchar)15);                                                  \
+        q1 = convert_float16(nib >> (uchar)4);                                                  \
+    } while (0)
+
+#define DEQ_Q8(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = q0 * d0, w1 = q1 * d1)
+#define DEQ_Q4(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = fma(q0, d0, m0), w1 = fma(q1, d1, m1))
+
+/* Quantized GEMM and skinny products, same grid as DEFINE_FLOAT_MM. */
+#define DEFINE_QUANT_MM(NAME, QT, BLOCK_BYTES, SCALE_HALVES, SCALES, QUANTS, DEQ)                              \
+    __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
+                       const ulong xoff, __global float *Y, const ulong yoff, const int n,       \
+                       const int rows, const int K, const int accumulate) {                     \
+        const int p = get_global_id(0), m0 = get_global_id(1) * TM, nb = K / 32;                \
+        if (32 * p >= rows || m0 >= n) return;                                                  \
+        const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
+        const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
+        TILE_BEGIN(X, xoff, n, K, m0, x);                                                       \
+        float16 a0[TM], a1[TM], d0, d1, m0v = 0.0f, m1v = 0.0f, q0, q1, w0, w1;                  \
+        _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                    \
+        for (int b = 0; b < nb; b++) {                                                          \
+            SCALES(s, b, d0, d1, m0v, m1v);                                                     \
+            for (int kk = 0; kk < 32; kk++) {                                                   \
+                QUANTS(q, b, kk, q0, q1);                                                       \
+                DEQ(q0, q1, d0, d1, m0v, m1v, w0, w1);                                          \
+                const int k = 32 * b + kk;                                                      \
+                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                \
+                    float16 v = x[i][k];                                                        \
+                    a0[i] = fma(v, w0, a0[i]);                                                  \
+                    a1[i] = fma(v, w1, a1[i]);                                                  \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+        TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                                \
+    }
+
+DEFINE_QUANT_MM(mm_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
+DEFINE_QUANT_MM(mm_q4_0, uchar, 512, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_MM(mm_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
+
+/* GEMV (one token): one work-item per panel, global size (panels). Four
+ * independent accumulator pairs hide the FMA latency that a single token's
+ * tile of 1 × 32 would expose. */
+#define DEFINE_FLOAT_MV(NAME, T, LOAD)                                                          \
+    __kernel void NAME(__global const T *W, __global const float *X, const ulong xoff,          \
+                       __global float *Y, const ulong yoff, const int rows, const int K,        \
+                       const int accumulate) {                                                  \
+        const int p = get_global_id(0);                                                         \
+        if (32 * p >= rows) return;                                                             \
+        const __global T *w = W + (size_t)p * K * 32;                                           \
+        const __global float *x = X + xoff;                                                     \
+        float16 a[8], w0, w1;                                                                   \
+        _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = 0.0f;                              \
+        int k = 0;                                                                              \
+        for (; k + 4 <= K; k += 4) {                                                            \
+            _Pragma("unroll") for (int u = 0; u < 4; u++) {                                     \
+                LOAD(w, k + u, w0, w1);                                                         \
+                a[2 * u] = fma((float16)x[k + u], w0, a[2 * u]);                                \
+                a[2 * u + 1] = fma((float16)x[k + u], w1, a[2 * u + 1]);                        \
+            }                                                                                   \
+        }                                                                                       \
+        for (; k < K; k++) {                                                                    \
+            LOAD(w, k, w0, w1);                                                                 \
+            a[0] = fma((float16)x[k], w0, a[0]);                                                \
+            a[1] = fma((float16)x[k], w1, a[1]);                                                \
+        }                                                                                       \
+        clf_store32(Y + yoff + 32 * p, (a[0] + a[2]) + (a[4] + a[6]), (a[1] + a[3]) + (a[5] + a[7]), \
+                    rows - 32 * p, accumulate);                                                 \
+    }
+
+DEFINE_FLOAT_MV(mv_f32, float, LOAD_F32)
+DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
+
+/* Quantized GEMV: per block, sum x·q in integers-as-floats first and scale
+ * once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x. */
+#define BLOCK_APPLY_Q8(acc0, acc1, s0, s1, sx, d0, d1, m0, m1) \
+    (acc0 = fma(s0, d0, acc0), acc1 = fma(s1, d1, acc1))
+#define BLOCK_APPLY_Q4(acc0, acc1, s0, s1, sx, d0, d1, m0, m1) \
+    (acc0 = fma(s0, d0, fma((float16)sx, m0, acc0)), acc1 = fma(s1, d1, fma((float16)sx, m1, acc1)))
+
+#define DEFINE_QUANT_MV(NAME, QT, BLOCK_BYTES, SCALE_HALVES, SCALES, QUANTS, APPLY)             \
+    __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
+                       const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
+                       const int K, const int accumulate) {                                     \
+        const int p = get_global_id(0), nb = K / 32;                                            \
+        if (32 * p >= rows) return;                                                             \
+        const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
+        const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
+        const __global float *x = X + xoff;                                                     \
+        float16 acc0 = 0.0f, acc1 = 0.0f, d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1;                   \
+        for (int b = 0; b < nb; b++) {                                                          \
+            float16 t[8];                                                                       \
+            _Pragma("unroll") for (int u = 0; u < 8; u++) t[u] = 0.0f;                           \
+            float sx = 0.0f;                                                                    \
+            _Pragma("unroll") for (int kk = 0; kk < 32; kk += 4) {                              \
+                _Pragma("unroll") for (int u = 0; u < 4; u++) {                                 \
+                    const float xv = x[32 * b + kk + u];                                         \
+                    QUANTS(q, b, kk + u, q0, q1);                                               \
+                    t[2 * u] = fma((float16)xv, q0, t[2 * u]);                                  \
+                    t[2 * u + 1] = fma((float16)xv, q1, t[2 * u + 1]);                          \
+                    sx += xv;                                                                   \
+                }                                                                               \
+            }                                                                                   \
+            SCALES(s, b, d0, d1, m0, m1);                                                       \
+            APPLY(acc0, acc1, (t[0] + t[2]) + (t[4] + t[6]), (t[1] + t[3]) + (t[5] + t[7]), sx, d0, d1, m0, m1); \
+        }                                                                                       \
+        clf_store32(Y + yoff + 32 * p, acc0, acc1, rows - 32 * p, accumulate);                  \
+    }
+
+DEFINE_QUANT_MV(mv_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
+DEFINE_QUANT_MV(mv_q4_0, uchar, 512, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
+DEFINE_QUANT_MV(mv_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
+
+/* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
+ * work-item per (panel, 32 columns); global size (panels, ceil(K / 32)). */
+#define UNPACK_STORE(out, rows, K, p, k, w0, w1)                                                \
+    do {                                                                                        \
+        float t[32];                                                                            \
+        vstore16(w0, 0, t);                                                                     \
+        vstore16(w1, 1, t);                                                                     \
+        for (int j = 0; j < 32 && 32 * p + j < rows; j++) out[(size_t)(32 * p + j) * K + (k)] = t[j]; \
+    } while (0)
+
+#define DEFINE_FLOAT_UNPACK(NAME, T, LOAD)                                                      \
+    __kernel void NAME(__global const T *W, __global float *out, const int rows, const int K) { \
+        const int p = get_global_id(0), k0 = 32 * get_global_id(1);                             \
+        const __global T *w = W + (size_t)p * K * 32;                                           \
+        float16 w0, w1;                                                                         \
+        for (int k = k0; k < min(k0 + 32, K); k++) {                                            \
+            LOAD(w, k, w0, w1);                                                                 \
+            UNPACK_STORE(out, rows, K, p, k, w0, w1);                                           \
+        }                                                                                       \
+    }
+
+DEFINE_FLOAT_UNPACK(unpack_f32, float, LOAD_F32)
+DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16)
+
+#define DEFINE_QUANT_UNPACK(NAME, QT, BLOCK_BYTES, SCALE_HALVES, SCALES, QUANTS, DEQ)           \
+    __kernel void NAME(__global const QT *W, __global const ushort *S, __global float *out,     \
+                       const int rows, const int K) {                                           \
+        const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
+        const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
+        const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
+        float16 d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1, w0, w1;                                   \
+        SCALES(s, b, d0, d1, m0, m1);                                                           \
+        for (int kk = 0; kk < 32; kk++) {                                                       \
+            QUANTS(q, b, kk, q0, q1);                                                           \
+            DEQ(q0, q1, d0, d1, m0, m1, w0, w1);                                                \
+            UNPACK_STORE(out, rows, K, p, 32 * b + kk, w0, w1);                                 \
+        }                                                                                       \
+    }
+
+DEFINE_QUANT_UNPACK(unpack_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
+DEFINE_QUANT_UNPACK(unpack_q4_0, uchar, 512, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_UNPACK(unpack_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)

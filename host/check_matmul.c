@@ -1,0 +1,142 @@
+/* Matrix product checks: every weight type through GEMV, skinny and GEMM
+ * paths, against dequantize-then-multiply in double. */
+#include "check_matmul.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+double clf_check_matmul_tol(clf_type type) {
+    /* F32/F16 products see only float rounding in the sums (~sqrt(K)·2^-24
+     * relative); quantized ones the same, with room for a different order of
+     * block partial sums. */
+    return type == CLF_F32 || type == CLF_F16 ? 1e-5 : 1e-4;
+}
+
+typedef struct mm_data {
+    void *wq;          /* W in its file type */
+    float *wd, *x, *y; /* dequantized W, X, Y (prior values, then results) */
+    double *ref;
+} mm_data;
+
+static void mm_data_free(mm_data *d) {
+    free(d->wq);
+    free(d->wd);
+    free(d->x);
+    free(d->y);
+    free(d->ref);
+}
+
+static clf_status make_data(uint64_t seed, clf_type type, int rows, int cols, int n, int accumulate, mm_data *d) {
+    const size_t nw = (size_t)rows * (size_t)cols, nx = (size_t)n * (size_t)cols, ny = (size_t)n * (size_t)rows;
+    memset(d, 0, sizeof *d);
+    d->wq = malloc(clf_row_bytes(type, cols) * (size_t)rows);
+    d->wd = malloc(nw * sizeof(float));
+    d->x = malloc(nx * sizeof(float));
+    d->y = malloc(ny * sizeof(float));
+    d->ref = malloc(ny * sizeof(double));
+    if (!d->wq || !d->wd || !d->x || !d->y || !d->ref) {
+        mm_data_free(d);
+        return clf_fail(CLF_ERR_MEMORY, "matmul check: out of host memory for %d x %d, n = %d", rows, cols, n);
+    }
+    uint64_t s = clf_rng_init(seed, ((uint64_t)type << 48) ^ ((uint64_t)rows << 32) ^ ((uint64_t)cols << 12) ^
+                                        ((uint64_t)n << 1) ^ (uint64_t)accumulate);
+    for (size_t i = 0; i < nw; i++) d->wd[i] = clf_rng_uniform(&s, -1, 1);
+    clf_quantize(type, d->wd, d->wq, (int64_t)nw);
+    clf_dequantize(type, d->wq, d->wd, (int64_t)nw);
+    for (size_t i = 0; i < nx; i++) d->x[i] = clf_rng_uniform(&s, -1, 1);
+    for (size_t i = 0; i < ny; i++) d->y[i] = accumulate ? clf_rng_uniform(&s, -1, 1) : 0.0f;
+    for (int m = 0; m < n; m++)
+        for (int r = 0; r < rows; r++) {
+            const float *xm = d->x + (size_t)m * cols, *wr = d->wd + (size_t)r * cols;
+            double acc = d->y[(size_t)m * rows + r];
+            for (int k = 0; k < cols; k++) acc += (double)xm[k] * wr[k];
+            d->ref[(size_t)m * rows + r] = acc;
+        }
+    return CLF_OK;
+}
+
+/* Upload, run, download; Y comes back in d->y. */
+static clf_status run_device(clf_runtime *rt, clf_type type, int rows, int cols, int n, int accumulate,
+                             mm_data *d) {
+    clf_weight w;
+    clf_tensor X = {0}, Y = {0};
+    clf_status st = clf_weight_upload(rt, type, rows, cols, d->wq, &w);
+    if (st != CLF_OK) return st;
+    st = clf_tensor_alloc(rt, CLF_F32, cols, n, &X);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, rows, n, &Y);
+    if (st == CLF_OK) st = clf_tensor_upload(rt, &X, d->x, (size_t)n * cols * sizeof(float));
+    if (st == CLF_OK)
+        st = accumulate ? clf_tensor_upload(rt, &Y, d->y, (size_t)n * rows * sizeof(float))
+                        : clf_tensor_fill(rt, &Y, 0xff);
+    if (st == CLF_OK) st = clf_matmul(rt, &w, &X, &Y, accumulate);
+    if (st == CLF_OK) st = clf_tensor_download(rt, &Y, d->y, (size_t)n * rows * sizeof(float));
+    clf_tensor_free(&X);
+    clf_tensor_free(&Y);
+    clf_weight_free(&w);
+    return st;
+}
+
+clf_status clf_check_matmul(clf_runtime *rt, uint64_t seed, clf_type type, int rows, int cols, int n,
+                            int accumulate, clf_check_result *res) {
+    const clf_type_info *ti = clf_type_get(type);
+    if (!ti || rows <= 0 || cols <= 0 || n <= 0 || cols % ti->block)
+        return clf_fail(CLF_ERR_ARG, "matmul check: bad shape %d x %d (n = %d) for type %u", rows, cols, n,
+                        (unsigned)type);
+    mm_data d;
+    CLF_TRY(make_data(seed, type, rows, cols, n, accumulate, &d));
+    clf_status st = run_device(rt, type, rows, cols, n, accumulate, &d);
+    if (st == CLF_OK) {
+        res->err = clf_rel_err(d.y, d.ref, (size_t)n * rows);
+        res->tol = clf_check_matmul_tol(type);
+        snprintf(res->detail, sizeof res->detail, "%s %s%s: %d -> %d, n = %d%s", ti->name, clf_matmul_variant(rt),
+                 n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST ? " (CLBlast)" : "", cols, rows, n,
+                 accumulate ? ", accumulate" : "");
+    }
+    mm_data_free(&d);
+    return st;
+}
+
+/* ---- the selftest table: per path and type, an odd shape and a real one;
+ * the result is the worse of the two. ---- */
+
+typedef struct mm_case {
+    int rows, cols, n, accumulate;
+} mm_case;
+
+static clf_status check_cases(clf_runtime *rt, uint64_t seed, clf_type type, const mm_case *cases, int ncases,
+                              clf_check_result *res) {
+    res->err = -1;
+    for (int i = 0; i < ncases; i++) {
+        mm_case c = cases[i];
+        if (type != CLF_F32 && type != CLF_F16 && c.cols % CLF_QK) c.cols = (c.cols / CLF_QK + 1) * CLF_QK;
+        clf_check_result r;
+        CLF_TRY(clf_check_matmul(rt, seed, type, c.rows, c.cols, c.n, c.accumulate, &r));
+        if (!(r.err <= res->err)) *res = r; /* NaN-safe max */
+    }
+    return CLF_OK;
+}
+
+/* Odd columns (1001, rounded up to whole blocks for quantized types), rows
+ * that are not multiples of 32, then a SmolLM2-135M shape. */
+static const mm_case gemv_cases[] = {{97, 1001, 1, 0}, {576, 1536, 1, 1}};
+static const mm_case skinny_cases[] = {{37, 1001, 7, 1}, {1536, 576, 16, 0}};
+static const mm_case gemm_cases[] = {{97, 1001, 67, 1}, {576, 576, 64, 0}};
+
+#define CHECK_FN(path, T)                                                                                  \
+    static clf_status check_##path##_##T(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
+        return check_cases(rt, seed, CLF_##T, path##_cases, (int)(sizeof path##_cases / sizeof path##_cases[0]), res); \
+    }
+#define CHECK_TYPES(path) CHECK_FN(path, F32) CHECK_FN(path, F16) CHECK_FN(path, Q8_0) CHECK_FN(path, Q4_0) CHECK_FN(path, Q4_1)
+
+CHECK_TYPES(gemv)
+CHECK_TYPES(skinny)
+CHECK_TYPES(gemm)
+
+#define ENTRY(path, T, name) {#path "_" name, check_##path##_##T}
+#define ENTRIES(path)                                                                                      \
+    ENTRY(path, F32, "f32"), ENTRY(path, F16, "f16"), ENTRY(path, Q8_0, "q8_0"), ENTRY(path, Q4_0, "q4_0"), \
+        ENTRY(path, Q4_1, "q4_1")
+
+const clf_check clf_checks_matmul[] = {ENTRIES(gemv), ENTRIES(skinny), ENTRIES(gemm), {NULL, NULL}};

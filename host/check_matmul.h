@@ -1,0 +1,23 @@
+/* Checks of the matrix products (host/matmul.h) at a given shape. The tests
+ * sweep shapes, variants and backends with this; clf_checks_matmul[]
+ * (host/check.h) runs each path and type over representative shapes for
+ * `selftest`. */
+#ifndef CLF_CHECK_MATMUL_H
+#define CLF_CHECK_MATMUL_H
+
+#include "check.h"
+#include "matmul.h"
+
+/* Y [n × rows] (+)= X · Wᵀ for a random W of `type` (quantized on the host),
+ * X and, with accumulate, the prior Y random in [-1, 1); Y poisoned first
+ * otherwise. Reference: clf_dequantize, then products summed in double.
+ * Uses the runtime's current backend and the variant clf_matmul_variant()
+ * names. cols must be a whole number of the type's blocks. */
+clf_status clf_check_matmul(clf_runtime *rt, uint64_t seed, clf_type type, int rows, int cols, int n,
+                            int accumulate, clf_check_result *res);
+
+/* The stated tolerance on ||Y - ref|| / ||ref||: float accumulation order
+ * only, since the kernels dequantize exactly as the reference does. */
+double clf_check_matmul_tol(clf_type type);
+
+#endif

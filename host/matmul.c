@@ -1,0 +1,340 @@
+/* Matrix products: weight upload (re-laid for the device's kernel variant),
+ * kernel choice by shape and device, and the CLBlast backend.
+ *
+ * Two variants, chosen per device type (CLINFER_MATMUL_VARIANT=cpu|gpu|
+ * cpu-portable overrides, so tests can run every variant on one device):
+ *  - cpu: weights in panels of 32 rows (cl/matmul.cl), one big work-item per
+ *    panel and token tile, wide explicit vectors, no local memory;
+ *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
+#include "matmul.h"
+
+#include <clblast_c.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per-device parameters: which kernels and layout, tile sizes (-D options). */
+typedef struct mm_variant {
+    const char *name;
+    int panels;     /* 1: panel layout and cl/matmul.cl; 0: GGUF layout and cl/matmul_gpu.cl */
+    int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
+    int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
+    int bm, bn, rm, rn, rpw; /* gpu: GEMM tile, work-item tile, GEMV rows per work-group */
+    int skinny_max; /* n up to this takes the skinny path */
+} mm_variant;
+
+enum { VAR_CPU, VAR_CPU_PORTABLE, VAR_GPU, VAR_COUNT };
+
+static const mm_variant variants[VAR_COUNT] = {
+    [VAR_CPU] = {"cpu", 1, 1, 8, 0, 0, 0, 0, 0, 16},
+    [VAR_CPU_PORTABLE] = {"cpu-portable", 1, 0, 8, 0, 0, 0, 0, 0, 16},
+    [VAR_GPU] = {"gpu", 0, 0, 0, 64, 64, 4, 4, 4, 16},
+};
+
+/* CPU tile rows for a skinny product of n tokens: the smallest tile that
+ * covers n (each weight read once), up to the GEMM tile. */
+static int cpu_tm(const mm_variant *v, int64_t n) {
+    if (n > v->skinny_max) return v->gemm_tm;
+    static const int tms[] = {2, 4, 8};
+    for (size_t i = 0; i < sizeof tms / sizeof tms[0]; i++)
+        if (n <= tms[i]) return tms[i];
+    return 8;
+}
+
+static int variant_for(const clf_runtime *rt) {
+    const char *env = getenv("CLINFER_MATMUL_VARIANT");
+    if (env && *env)
+        for (int i = 0; i < VAR_COUNT; i++)
+            if (!strcmp(env, variants[i].name)) return i;
+    if (rt->dev.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) return VAR_GPU;
+    /* PoCL compiles with clang, whose __fp16 vectors convert in one instruction. */
+    return strstr(rt->dev.platform_name, "Portable Computing Language") ? VAR_CPU : VAR_CPU_PORTABLE;
+}
+
+static const char *type_suffix(clf_type t) {
+    switch (t) {
+    case CLF_F32: return "f32";
+    case CLF_F16: return "f16";
+    case CLF_Q8_0: return "q8_0";
+    case CLF_Q4_0: return "q4_0";
+    case CLF_Q4_1: return "q4_1";
+    }
+    return NULL;
+}
+
+/* ---- upload: panel layout (see cl/matmul.cl for the byte map) ---- */
+
+static int64_t panels_of(int64_t rows) { return (rows + 31) / 32; }
+
+/* Halves of scales per (panel, block): d, and m for Q4_1. */
+static int scale_halves(clf_type t) { return t == CLF_Q4_1 ? 64 : 32; }
+
+/* Bytes of quants (or values) of one panel. */
+static size_t panel_bytes(clf_type t, int64_t cols) {
+    switch (t) {
+    case CLF_F32: return (size_t)cols * 32 * 4;
+    case CLF_F16: return (size_t)cols * 32 * 2;
+    case CLF_Q8_0: return (size_t)cols * 32;
+    default: return (size_t)cols * 16;
+    }
+}
+
+/* One row of GGUF blocks into its panel slot j. */
+static void pack_row(clf_type t, const unsigned char *src, int64_t cols, int j, unsigned char *q, uint16_t *s) {
+    const int64_t nb = cols / CLF_QK;
+    const int sh = scale_halves(t);
+    for (int64_t b = 0; b < nb; b++) {
+        uint16_t d, m = 0;
+        if (t == CLF_Q8_0) {
+            const unsigned char *blk = src + b * sizeof(clf_block_q8_0);
+            memcpy(&d, blk, 2);
+            for (int kk = 0; kk < CLF_QK; kk++) q[(b * 32 + kk) * 32 + j] = blk[2 + kk];
+        } else {
+            const size_t bb = t == CLF_Q4_0 ? sizeof(clf_block_q4_0) : sizeof(clf_block_q4_1);
+            const unsigned char *blk = src + b * bb;
+            memcpy(&d, blk, 2);
+            if (t == CLF_Q4_1) memcpy(&m, blk + 2, 2);
+            const unsigned char *qs = blk + (t == CLF_Q4_1 ? 4 : 2);
+            for (int kk = 0; kk < CLF_QK; kk++) {
+                unsigned nib = kk < 16 ? qs[kk] & 15 : qs[kk - 16] >> 4;
+                q[(b * 32 + kk) * 16 + j % 16] |= (unsigned char)(nib << (j < 16 ? 0 : 4));
+            }
+        }
+        s[b * sh + j] = d;
+        if (t == CLF_Q4_1) s[b * sh + 32 + j] = m;
+    }
+}
+
+/* Host-side re-layout into panels; *aux is NULL for F32/F16. */
+static clf_status pack_panels(clf_type t, int64_t rows, int64_t cols, const void *data, unsigned char **main_out,
+                              size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes) {
+    const int64_t np = panels_of(rows);
+    const size_t pb = panel_bytes(t, cols), rb = clf_row_bytes(t, cols);
+    const int quant = t != CLF_F32 && t != CLF_F16;
+    *main_bytes = pb * (size_t)np;
+    *aux_bytes = quant ? (size_t)np * (size_t)(cols / CLF_QK) * (size_t)scale_halves(t) * 2 : 0;
+    unsigned char *q = calloc(1, *main_bytes);
+    uint16_t *s = quant ? calloc(1, *aux_bytes) : NULL;
+    if (!q || (quant && !s)) {
+        free(q);
+        free(s);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory re-laying a %lld x %lld weight", (long long)rows,
+                        (long long)cols);
+    }
+    const unsigned char *src = data;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t p = r / 32;
+        const int j = (int)(r % 32);
+        if (quant) {
+            pack_row(t, src + (size_t)r * rb, cols, j, q + (size_t)p * pb,
+                     s + (size_t)p * (size_t)(cols / CLF_QK) * (size_t)scale_halves(t));
+        } else {
+            const size_t es = t == CLF_F32 ? 4 : 2;
+            for (int64_t k = 0; k < cols; k++)
+                memcpy(q + (size_t)p * pb + ((size_t)k * 32 + (size_t)j) * es, src + (size_t)r * rb + (size_t)k * es, es);
+        }
+    }
+    *main_out = q;
+    *aux_out = s;
+    return CLF_OK;
+}
+
+clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
+                             clf_weight *w) {
+    memset(w, 0, sizeof *w);
+    if (!type_suffix(type))
+        return clf_fail(CLF_ERR_FORMAT, "matmul: weight type %u is not supported", (unsigned)type);
+    if (rows <= 0 || cols <= 0 || rows > INT_MAX || cols > INT_MAX || !clf_row_bytes(type, cols) || !data)
+        return clf_fail(CLF_ERR_ARG, "matmul: bad %s weight %lld x %lld (columns must be a whole number of blocks)",
+                        clf_type_get(type)->name, (long long)rows, (long long)cols);
+    const int vi = variant_for(rt);
+    w->type = type;
+    w->rows = rows;
+    w->cols = cols;
+    w->layout = vi;
+    if (!variants[vi].panels) { /* GGUF layout as is */
+        w->bytes = clf_row_bytes(type, cols) * (size_t)rows;
+        return clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, w->bytes, (void *)data, &w->mem);
+    }
+    unsigned char *q = NULL;
+    uint16_t *s = NULL;
+    size_t qb = 0, sb = 0;
+    CLF_TRY(pack_panels(type, rows, cols, data, &q, &qb, &s, &sb));
+    clf_status st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, qb, q, &w->mem);
+    if (st == CLF_OK && s) st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sb, s, &w->aux);
+    free(q);
+    free(s);
+    w->bytes = qb + sb;
+    if (st != CLF_OK) clf_weight_free(w);
+    return st;
+}
+
+void clf_weight_free(clf_weight *w) {
+    if (w->mem) clReleaseMemObject(w->mem);
+    if (w->aux) clReleaseMemObject(w->aux);
+    memset(w, 0, sizeof *w);
+}
+
+const char *clf_matmul_variant(const clf_runtime *rt) { return variants[variant_for(rt)].name; }
+
+void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b) { rt->matmul_backend = b; }
+
+/* ---- launching ---- */
+
+typedef struct kargs {
+    cl_kernel k;
+    cl_uint i;
+    cl_int err;
+} kargs;
+
+static void arg(kargs *a, size_t size, const void *value) {
+    if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->i, size, value);
+    a->i++;
+}
+
+static void variant_options(const mm_variant *v, int tm_or_nt, char *buf, size_t n) {
+    if (v->panels)
+        snprintf(buf, n, "-DTM=%d -DCLF_FP16_CLANG=%d", tm_or_nt, v->fp16_clang);
+    else
+        snprintf(buf, n, "-DBM=%d -DBN=%d -DRM=%d -DRN=%d -DRPW=%d -DNT=%d", v->bm, v->bn, v->rm, v->rn, v->rpw,
+                 tm_or_nt);
+}
+
+static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, int tm_or_nt, const char *prefix, clf_type t,
+                             cl_kernel *k) {
+    char opts[160], name[32];
+    variant_options(v, tm_or_nt, opts, sizeof opts);
+    snprintf(name, sizeof name, "%s_%s", prefix, type_suffix(t));
+    return clf_kernel_get(rt, v->panels ? "matmul" : "matmul_gpu", opts, name, k);
+}
+
+static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint dims, const size_t *global,
+                          const size_t *local) {
+    if (a->err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(a->err, "clSetKernelArg"), "%s: ", what);
+    clf_status st = clf_cl_check(clEnqueueNDRangeKernel(rt->queue, a->k, dims, NULL, global, local, 0, NULL, NULL),
+                                 "clEnqueueNDRangeKernel");
+    return st == CLF_OK ? st : clf_fail_ctx(st, "%s: ", what);
+}
+
+static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
+                             cl_mem y, cl_ulong yoff, int n, int accumulate) {
+    const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n);
+    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
+    kargs a = {0};
+    CLF_TRY(get_kernel(rt, v, tm, n == 1 ? "mv" : "mm", W->type, &a.k));
+    arg(&a, sizeof(cl_mem), &W->mem);
+    if (quant) arg(&a, sizeof(cl_mem), &W->aux);
+    arg(&a, sizeof(cl_mem), &x);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof(cl_mem), &y);
+    arg(&a, sizeof yoff, &yoff);
+    if (n > 1) arg(&a, sizeof n, &n);
+    arg(&a, sizeof rows, &rows);
+    arg(&a, sizeof K, &K);
+    arg(&a, sizeof accumulate, &accumulate);
+    const size_t global[2] = {(size_t)panels_of(rows), (size_t)((n + tm - 1) / tm)}, local[2] = {1, 1};
+    return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
+}
+
+static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
+                             cl_mem y, cl_ulong yoff, int n, int accumulate) {
+    const int skinny = n <= v->skinny_max, rows = (int)W->rows, K = (int)W->cols;
+    const int nt = n == 1 ? 1 : n <= 4 ? 4 : v->skinny_max;
+    kargs a = {0};
+    CLF_TRY(get_kernel(rt, v, skinny ? nt : 1, skinny ? "gv" : "gm", W->type, &a.k));
+    arg(&a, sizeof(cl_mem), &W->mem);
+    arg(&a, sizeof(cl_mem), &x);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof(cl_mem), &y);
+    arg(&a, sizeof yoff, &yoff);
+    arg(&a, sizeof n, &n);
+    arg(&a, sizeof rows, &rows);
+    arg(&a, sizeof K, &K);
+    arg(&a, sizeof accumulate, &accumulate);
+    if (skinny) {
+        const size_t global[2] = {32, (size_t)(rows + v->rpw - 1) / (size_t)v->rpw * (size_t)v->rpw},
+                     local[2] = {32, (size_t)v->rpw};
+        return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
+    }
+    const size_t tx = (size_t)(v->bn / v->rn), ty = (size_t)(v->bm / v->rm);
+    const size_t global[2] = {(size_t)(rows + v->bn - 1) / (size_t)v->bn * tx, (size_t)(n + v->bm - 1) / (size_t)v->bm * ty},
+                 local[2] = {tx, ty};
+    return enqueue(rt, &a, "matmul (gemm)", 2, global, local);
+}
+
+/* W as row-major F32 [rows × cols] in *out: W's own buffer for F32 in GGUF
+ * layout (*owned = 0), else a new scratch buffer filled by a kernel. */
+static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem *out, int *owned) {
+    *owned = 0;
+    if (!v->panels && W->type == CLF_F32) {
+        *out = W->mem;
+        return CLF_OK;
+    }
+    const size_t bytes = (size_t)W->rows * (size_t)W->cols * sizeof(float);
+    if (rt->dev.max_alloc && bytes > rt->dev.max_alloc)
+        return clf_fail(CLF_ERR_MEMORY, "CLBlast backend: F32 copy of a %lld x %lld weight (%zu MiB) exceeds the "
+                        "device's largest allocation", (long long)W->rows, (long long)W->cols, bytes >> 20);
+    const int rows = (int)W->rows, K = (int)W->cols;
+    kargs a = {0};
+    CLF_TRY(get_kernel(rt, v, v->panels ? v->gemm_tm : 1, v->panels ? "unpack" : "dq", W->type, &a.k));
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, bytes, NULL, out));
+    arg(&a, sizeof(cl_mem), &W->mem);
+    if (W->aux) arg(&a, sizeof(cl_mem), &W->aux);
+    arg(&a, sizeof(cl_mem), out);
+    arg(&a, sizeof rows, &rows);
+    arg(&a, sizeof K, &K);
+    size_t global[2];
+    if (v->panels) {
+        global[0] = (size_t)panels_of(rows);
+        global[1] = (size_t)(K + 31) / 32;
+    } else {
+        global[0] = (size_t)(K + 7) / 8;
+        global[1] = (size_t)rows;
+    }
+    clf_status st = enqueue(rt, &a, "matmul (dequantize for CLBlast)", 2, global, NULL);
+    if (st != CLF_OK) {
+        clReleaseMemObject(*out);
+        return st;
+    }
+    *owned = 1;
+    return CLF_OK;
+}
+
+static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
+                                 clf_tensor *Y, size_t n, int accumulate) {
+    cl_mem wf;
+    int owned;
+    CLF_TRY(weight_as_f32(rt, v, W, &wf, &owned));
+    const size_t rows = (size_t)W->rows, K = (size_t)W->cols;
+    CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, n, rows, K,
+                                        1.0f, X->mem, X->offset / 4, K, wf, 0, K, accumulate ? 1.0f : 0.0f, Y->mem,
+                                        Y->offset / 4, rows, &rt->queue, NULL);
+    /* The scratch lives on until the queued GEMM that uses it completes. */
+    if (owned) clReleaseMemObject(wf);
+    if (cs != CLBlastSuccess)
+        return clf_fail(cs <= -1024 ? CLF_ERR_ARG : CLF_ERR_CL, "CLBlastSgemm (%zu x %zu x %zu) failed: status %d%s%s",
+                        n, rows, K, (int)cs, cs > -1024 ? " " : "", cs > -1024 ? clf_cl_error_name(cs) : "");
+    return CLF_OK;
+}
+
+static int64_t rows_of(const clf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
+    if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
+        return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
+    const int64_t n = rows_of(X);
+    if (X->type != CLF_F32 || Y->type != CLF_F32 || X->ne[0] != W->cols || Y->ne[0] != W->rows ||
+        rows_of(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
+        return clf_fail(CLF_ERR_ARG,
+                        "matmul: shapes do not fit: W %lld x %lld, X %s %lld x %lld, Y %s %lld x %lld "
+                        "(F32, X = [n x cols], Y = [n x rows])",
+                        (long long)W->rows, (long long)W->cols, clf_type_get(X->type) ? clf_type_get(X->type)->name : "?",
+                        (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
+                        (long long)rows_of(Y), (long long)Y->ne[0]);
+    const mm_variant *v = &variants[W->layout];
+    if (n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
+    const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4;
+    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate)
+                     : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate);
+}
