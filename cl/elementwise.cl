@@ -39,3 +39,18 @@ __kernel void swiglu_f32(__global const float *gu, const ulong gu_off, __global 
         for (int k = 0; k < ff - (int)j; k++) y[k] = clf_silu(g[k]) * u[k];
     }
 }
+
+/* x[r, :] += b over rows of n elements (Q/K/V biases). Global size
+ * (>= ceil(n / 16), rows). */
+__kernel void add_rows_f32(__global float *x, const ulong x_off, __global const float *b, const ulong b_off,
+                           const int n) {
+    size_t j = 16 * get_global_id(0), r = get_global_id(1);
+    if (j >= (size_t)n) return;
+    x += x_off + r * (size_t)n + j;
+    b += b_off + j;
+    if (j + 16 <= (size_t)n) {
+        vstore16(vload16(0, x) + vload16(0, b), 0, x);
+    } else {
+        for (int k = 0; k < n - (int)j; k++) x[k] += b[k];
+    }
+}

@@ -229,3 +229,20 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
     size_t global = round_up((size_t)(n + 15) / 16, EW_LOCAL), local = EW_LOCAL;
     return enqueue(rt, k, "add_f32", 1, &global, &local);
 }
+
+clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b) {
+    cl_ulong x_off, b_off;
+    CLF_TRY(f32_offset(x, "add_rows input", &x_off));
+    CLF_TRY(f32_offset(b, "add_rows bias", &b_off));
+    if (elems_of(b) != x->ne[0])
+        return clf_fail(CLF_ERR_ARG, "add_rows: bias of %lld elements for rows of %lld", (long long)elems_of(b),
+                        (long long)x->ne[0]);
+    if (rows_of(x) == 0) return CLF_OK;
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", "add_rows_f32", &k));
+    cl_int n = (cl_int)x->ne[0];
+    karg a[] = {KARG(x->mem), KARG(x_off), KARG(b->mem), KARG(b_off), KARG(n)};
+    CLF_TRY(set_args(k, "add_rows_f32", a, 5));
+    size_t global[2] = {round_up((size_t)(n + 15) / 16, EW_LOCAL), (size_t)rows_of(x)}, local[2] = {EW_LOCAL, 1};
+    return enqueue(rt, k, "add_rows_f32", 2, global, local);
+}
