@@ -285,6 +285,32 @@ out:
     return st;
 }
 
+clf_status clf_check_add_rows(clf_runtime *rt, uint64_t seed, int rows, int n, clf_check_result *res) {
+    if (rows < 1 || n < 1) return clf_fail(CLF_ERR_ARG, "add_rows check: %d x %d", rows, n);
+    snprintf(res->detail, sizeof res->detail, "%dx%d += bias of %d", rows, n, n);
+    size_t total = (size_t)rows * n;
+    clf_status st = CLF_OK;
+    float *x = xmalloc(total * sizeof *x, &st), *b = xmalloc((size_t)n * sizeof *b, &st);
+    float *out = xmalloc(total * sizeof *out, &st);
+    double *ref = xmalloc(total * sizeof *ref, &st);
+    clf_tensor tx = {0}, tb = {0};
+    if (st != CLF_OK) goto out;
+    uint64_t s = clf_rng_init(seed, 7);
+    fill(&s, x, total, -1.0f, 1.0f);
+    fill(&s, b, (size_t)n, -1.0f, 1.0f);
+    for (size_t i = 0; i < total; i++) ref[i] = (double)x[i] + b[i % (size_t)n];
+    if ((st = tensor_from(rt, CLF_F32, n, rows, x, &tx)) != CLF_OK) goto out;
+    if ((st = tensor_from(rt, CLF_F32, n, 1, b, &tb)) != CLF_OK) goto out;
+    if ((st = clf_add_rows(rt, &tx, &tb)) != CLF_OK) goto out;
+    if ((st = clf_tensor_download(rt, &tx, out, total * sizeof *out)) != CLF_OK) goto out;
+    result(res, clf_rel_err(out, ref, total), TOL_EXACT);
+out:
+    clf_tensor_free(&tx);
+    clf_tensor_free(&tb);
+    free(x), free(b), free(out), free(ref);
+    return st;
+}
+
 #define NEG_BIG (-1.0e30f) /* the mask value of cl/common.cl */
 
 clf_status clf_check_softmax(clf_runtime *rt, uint64_t seed, int rows, int n, clf_check_result *res) {
@@ -422,6 +448,17 @@ static clf_status chk_add(clf_runtime *rt, uint64_t seed, clf_check_result *res)
     return CLF_OK;
 }
 
+static clf_status chk_add_rows(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[2][2] = {{1, 960}, {5, 37}}; /* SmolLM2-shaped fused QKV row; odd */
+    for (int i = 0; i < 2; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_add_rows(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 2);
+    return CLF_OK;
+}
+
 static clf_status chk_softmax(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     const int shapes[2][2] = {{4, 37}, {1, 49152}};
     for (int i = 0; i < 2; i++) {
@@ -445,6 +482,7 @@ const clf_check clf_checks_ops[] = {
     {"rope_neox", chk_rope_neox},
     {"swiglu", chk_swiglu},
     {"add", chk_add},
+    {"add_rows", chk_add_rows},
     {"softmax", chk_softmax},
     {NULL, NULL},
 };

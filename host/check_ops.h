@@ -37,6 +37,9 @@ clf_status clf_check_swiglu(clf_runtime *rt, uint64_t seed, int rows, int ff, cl
 /* alias: 0 y is its own tensor, 1 y is a, 2 y is b. */
 clf_status clf_check_add(clf_runtime *rt, uint64_t seed, int rows, int n, int alias, clf_check_result *res);
 
+/* x [rows × n] += b [n], in place. */
+clf_status clf_check_add_rows(clf_runtime *rt, uint64_t seed, int rows, int n, clf_check_result *res);
+
 /* Rows include large offsets (exp would overflow without the max),
  * CLF_NEG_BIG-masked entries and, from 3 rows on, a fully masked row. */
 clf_status clf_check_softmax(clf_runtime *rt, uint64_t seed, int rows, int n, clf_check_result *res);

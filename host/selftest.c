@@ -9,6 +9,7 @@ static const struct {
     const clf_check *checks;
 } tables[] = {
     {"ops", clf_checks_ops},
+    {"matmul", clf_checks_matmul},
 };
 
 clf_status clf_selftest_run(clf_runtime *rt, uint64_t seed, FILE *out, int *n_failed) {

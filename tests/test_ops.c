@@ -115,6 +115,15 @@ static void test_add(void **state) {
         }
 }
 
+static void test_add_rows(void **state) {
+    (void)state;
+    for (int i = 0; i < NLEN; i++) {
+        clf_check_result r;
+        expect_pass(clf_check_add_rows(tu_runtime(), tu_seed() + (uint64_t)i, 1 + i % 3, LENGTHS[i], &r), &r,
+                    "add_rows");
+    }
+}
+
 static void test_softmax(void **state) {
     (void)state;
     for (int i = 0; i < NLEN; i++) {
@@ -142,6 +151,7 @@ static void test_bad_arguments(void **state) {
     expect_arg_error(clf_add(rt, &a, &q, &a), "must be F32");
     expect_arg_error(clf_rmsnorm(rt, &a, &b, 1e-5f, &a), "rmsnorm");
     expect_arg_error(clf_swiglu(rt, &a, &a), "swiglu");
+    expect_arg_error(clf_add_rows(rt, &a, &b), "bias");
     expect_arg_error(clf_dequantize_dev(rt, &q, &b), "dequantize");
     expect_arg_error(clf_get_rows(rt, &q, NULL, 1, &a), "get_rows");
     /* rope: odd n_rot, n_rot past head_dim, heads past the row, rows past the tensor, bad mode */
@@ -168,6 +178,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_add),
+        cmocka_unit_test(test_add_rows),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_bad_arguments),
     };
