@@ -20,5 +20,6 @@ int cli_float(const char *s, double *out);
 /* Commands: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

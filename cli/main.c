@@ -9,6 +9,7 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 static const command commands[] = {
     {"devices", cmd_devices, "list OpenCL platforms and devices"},
     {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
 };
 
 static void usage(FILE *f) {

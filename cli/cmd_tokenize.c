@@ -1,0 +1,71 @@
+/* clinfer tokenize -m MODEL -p TEXT [--special] [--no-bos] [--pieces]:
+ * the ids of TEXT, space separated on one line (for tests and users). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "gguf.h"
+#include "model_path.h"
+#include "tokenizer.h"
+
+static const char *USAGE = "clinfer tokenize [-m MODEL] -p TEXT [--special] [--no-bos] [--pieces]";
+
+static void print_piece(const char *p, size_t n) {
+    putchar('\'');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\\' || c == '\'') printf("\\%c", c);
+        else if (c == '\n') printf("\\n");
+        else if (c == '\t') printf("\\t");
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c); /* UTF-8 bytes pass through; a split character prints as its bytes */
+    }
+    putchar('\'');
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *text = NULL;
+    int special = 0, add_bos = 1, pieces = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_opt(argc, argv, &i, "-m", &model)) {}
+        else if (cli_opt(argc, argv, &i, "-p", &text)) {}
+        else if (cli_flag(argv, i, "--special")) special = 1;
+        else if (cli_flag(argv, i, "--no-bos")) add_bos = 0;
+        else if (cli_flag(argv, i, "--pieces")) pieces = 1;
+        else if (cli_flag(argv, i, "--help")) {
+            printf("usage: %s\n"
+                   "  --special  parse control tokens such as <|im_start|> in TEXT\n"
+                   "  --no-bos   do not add BOS even where the model asks for it\n"
+                   "  --pieces   print id:'piece' pairs instead of bare ids\n"
+                   "  MODEL: -m, else $CLINFER_MODEL, else the default model in the cache\n",
+                   USAGE);
+            return 0;
+        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
+    }
+    if (!text) return cli_usage(USAGE, "-p TEXT is required");
+    char path[4096];
+    clf_gguf *g = NULL;
+    clf_tokenizer *t = NULL;
+    int32_t *ids = NULL;
+    int n = 0;
+    clf_status st = clf_model_path(model, path, sizeof path);
+    if (st == CLF_OK) st = clf_gguf_open(path, &g);
+    if (st == CLF_OK) st = clf_tokenizer_load(g, &t);
+    if (st == CLF_OK) st = clf_tokenize(t, text, strlen(text), add_bos, special, &ids, &n);
+    for (int i = 0; st == CLF_OK && i < n; i++) {
+        if (i) putchar(' ');
+        printf("%d", ids[i]);
+        if (pieces) {
+            size_t len;
+            const char *p = clf_token_piece(t, ids[i], &len);
+            putchar(':');
+            print_piece(p, len);
+        }
+    }
+    if (st == CLF_OK) putchar('\n');
+    free(ids);
+    clf_tokenizer_free(t);
+    clf_gguf_close(g);
+    return cli_error(st);
+}

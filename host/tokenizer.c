@@ -1,0 +1,578 @@
+/* Tokenizer front end: the vocabulary from GGUF (texts, types, scores,
+ * special ids, a text -> id hash), special-token splitting, token pieces and
+ * streaming detokenization. BPE and SentencePiece proper live in
+ * tokenizer_bpe.c and tokenizer_spm.c. */
+#include "tokenizer_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+clf_status clf_ids_push(clf_ids *a, int32_t id) {
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 64;
+        int32_t *v = realloc(a->v, (size_t)cap * sizeof *v);
+        if (!v) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for %d ids", cap);
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = id;
+    return CLF_OK;
+}
+
+/* ---- vocabulary hash ---------------------------------------------------- */
+
+static uint32_t hash_bytes(const char *s, size_t n) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+int32_t clf_tok_lookup(const clf_tokenizer *t, const char *s, size_t n) {
+    for (uint32_t i = hash_bytes(s, n) & t->map_mask;; i = (i + 1) & t->map_mask) {
+        int32_t id = t->map[i];
+        if (id < 0) return -1;
+        if (t->text_len[id] == n && memcmp(t->text + t->text_off[id], s, n) == 0) return id;
+    }
+}
+
+static clf_status build_map(clf_tokenizer *t) {
+    uint32_t cap = 1;
+    while (cap < 2u * (uint32_t)t->n_vocab) cap <<= 1;
+    t->map = malloc(cap * sizeof *t->map);
+    if (!t->map) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for the vocabulary hash");
+    memset(t->map, 0xff, cap * sizeof *t->map);
+    t->map_mask = cap - 1;
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const char *s = t->text + t->text_off[id];
+        int32_t dup = clf_tok_lookup(t, s, t->text_len[id]);
+        if (dup >= 0)
+            return clf_fail(CLF_ERR_FORMAT, "tokenizer: duplicate token '%s' (ids %d and %d)", s, dup, id);
+        uint32_t i = hash_bytes(s, t->text_len[id]) & t->map_mask;
+        while (t->map[i] >= 0) i = (i + 1) & t->map_mask;
+        t->map[i] = id;
+    }
+    return CLF_OK;
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+static const clf_gguf_kv *find_arr(const clf_gguf *g, const char *key, clf_gguf_vtype type, const char *type_name,
+                                   uint64_t n_min, clf_status *st) {
+    const clf_gguf_kv *kv = clf_gguf_find(g, key);
+    *st = CLF_OK;
+    if (!kv) return NULL;
+    if (kv->type != CLF_GGUF_ARRAY || kv->arr_type != type || kv->arr_n < n_min) {
+        *st = clf_fail(CLF_ERR_FORMAT, "tokenizer: %s is not an array of %llu %s", key, (unsigned long long)n_min,
+                       type_name);
+        return NULL;
+    }
+    return kv;
+}
+
+/* An optional token id key; out-of-range ids are ignored as llama.cpp does. */
+static void get_id(const clf_gguf *g, const char *key, int32_t n_vocab, int32_t *id) {
+    uint32_t v;
+    if (clf_gguf_find(g, key) && clf_gguf_get_u32(g, key, &v) == CLF_OK && v < (uint32_t)n_vocab) *id = (int32_t)v;
+}
+
+static void get_flag(const clf_gguf *g, const char *key, int *flag) {
+    int v;
+    if (clf_gguf_find(g, key) && clf_gguf_get_bool(g, key, &v) == CLF_OK) *flag = v;
+}
+
+static clf_status copy_texts(clf_tokenizer *t, const clf_gguf_str *strs) {
+    size_t total = 0;
+    char empty[32];
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        total += (strs[i].len ? strs[i].len : (size_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", i)) + 1;
+    t->text = malloc(total);
+    if (!t->text) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for %zu bytes of vocabulary", total);
+    size_t off = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        t->text_off[i] = (uint32_t)off;
+        if (strs[i].len) { /* llama.cpp renames empty tokens so the hash stays a function */
+            memcpy(t->text + off, strs[i].ptr, strs[i].len);
+            t->text_len[i] = (uint32_t)strs[i].len;
+        } else {
+            t->text_len[i] = (uint32_t)snprintf(t->text + off, total - off, "[EMPTY_%d]", i);
+        }
+        off += t->text_len[i];
+        t->text[off++] = 0;
+    }
+    return CLF_OK;
+}
+
+/* Tokens that end generation, found by text as llama.cpp does (GGUFs rarely
+ * list them all under tokenizer.ggml.eot_token_id). */
+static const char *const EOG_TEXTS[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+    "<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+};
+
+static void mark_eog(clf_tokenizer *t, const clf_gguf *g) {
+    for (size_t i = 0; i < sizeof EOG_TEXTS / sizeof EOG_TEXTS[0]; i++) {
+        int32_t id = clf_tok_lookup(t, EOG_TEXTS[i], strlen(EOG_TEXTS[i]));
+        /* a stop token that the file typed as normal is a conversion bug:
+         * llama.cpp treats it as control, so it is special-parsed the same */
+        if (id >= 0) t->flags[id] |= CLF_TOKF_EOG | CLF_TOKF_CONTROL;
+    }
+    const char *keys[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
+    for (size_t i = 0; i < 2; i++) {
+        int32_t id = -1;
+        get_id(g, keys[i], t->n_vocab, &id);
+        if (id >= 0) t->flags[id] |= CLF_TOKF_EOG;
+    }
+    if (t->eos >= 0) t->flags[t->eos] |= CLF_TOKF_EOG;
+}
+
+static int is_special_type(const clf_tokenizer *t, int32_t id) {
+    int ty = t->type[id];
+    return ty == CLF_TOKEN_CONTROL || ty == CLF_TOKEN_USER_DEFINED || ty == CLF_TOKEN_UNKNOWN ||
+           (t->flags[id] & CLF_TOKF_CONTROL);
+}
+
+/* Rendered as "" unless CLF_DETOK_SPECIAL; matched only with parse_special. */
+static int is_hidden(const clf_tokenizer *t, int32_t id) {
+    return t->type[id] == CLF_TOKEN_CONTROL || t->type[id] == CLF_TOKEN_UNKNOWN || (t->flags[id] & CLF_TOKF_CONTROL);
+}
+
+typedef struct { uint32_t len; int32_t id; } len_id;
+
+static int by_len_desc(const void *a, const void *b) {
+    const len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Special tokens are searched longest first, so "<|im_start|>" wins over a
+ * token that is a prefix of it. */
+static clf_status collect_special(clf_tokenizer *t) {
+    len_id *v = malloc((size_t)t->n_vocab * sizeof *v);
+    if (!v) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+    int n = 0;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (is_special_type(t, id)) v[n++] = (len_id){t->text_len[id], id};
+    qsort(v, (size_t)n, sizeof *v, by_len_desc);
+    t->special = malloc((size_t)(n ? n : 1) * sizeof *t->special);
+    if (!t->special) {
+        free(v);
+        return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+    }
+    for (int i = 0; i < n; i++) t->special[i] = v[i].id;
+    t->n_special = n;
+    free(v);
+    return CLF_OK;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* "<0xNN>" -> NN, else -1. */
+static int byte_token_value(const char *s, size_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int hi = hex_digit(s[3]), lo = hex_digit(s[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/* Length of the UTF-8 sequence starting at s (1 for an invalid lead byte). */
+static size_t utf8_len(const unsigned char *s, size_t n, uint32_t *cp) {
+    static const unsigned char LEN[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    size_t l = LEN[s[0] >> 4];
+    if (l > n) l = 1;
+    uint32_t c = l == 1 ? s[0] : s[0] & (0x7f >> l);
+    for (size_t i = 1; i < l; i++) {
+        if ((s[i] & 0xc0) != 0x80) {
+            *cp = 0xfffd;
+            return 1;
+        }
+        c = c << 6 | (s[i] & 0x3f);
+    }
+    *cp = (l == 1 && s[0] >= 0x80) ? 0xfffd : c;
+    return l;
+}
+
+/* What a token prints as: GPT-2 byte decoding or U+2581 -> ' ' for normal
+ * tokens, the byte of a <0xNN> token, the text of everything special. */
+static size_t make_piece(const clf_tokenizer *t, int32_t id, char *out) {
+    const char *s = t->text + t->text_off[id];
+    size_t n = t->text_len[id], k = 0;
+    int ty = t->type[id];
+    if (is_special_type(t, id)) {
+        memcpy(out, s, n);
+        return n;
+    }
+    if (ty == CLF_TOKEN_BYTE) {
+        int b = byte_token_value(s, n);
+        if (b >= 0) {
+            out[0] = (char)b;
+            return 1;
+        }
+        memcpy(out, s, n);
+        return n;
+    }
+    if (ty != CLF_TOKEN_NORMAL) return 0; /* unused / undefined print as nothing */
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = utf8_len((const unsigned char *)s + i, n - i, &cp);
+        if (t->kind == CLF_VOCAB_BPE) {
+            int b = clf_bpe_cp_to_byte(cp);
+            if (b >= 0) out[k++] = (char)b;
+            else for (size_t j = 0; j < l; j++) out[k++] = s[i + j]; /* not a byte code point: kept */
+        } else if (l == 3 && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {
+            out[k++] = ' ';
+        } else {
+            for (size_t j = 0; j < l; j++) out[k++] = s[i + j];
+        }
+        i += l;
+    }
+    return k;
+}
+
+static clf_status make_pieces(clf_tokenizer *t) {
+    size_t total = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) total += t->text_len[i];
+    t->pieces = malloc(total ? total : 1); /* a piece is never longer than its text */
+    if (!t->pieces) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+    size_t off = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++) {
+        t->piece_off[i] = (uint32_t)off;
+        t->piece_len[i] = (uint32_t)make_piece(t, i, t->pieces + off);
+        off += t->piece_len[i];
+        if (t->piece_len[i] > t->max_piece) t->max_piece = t->piece_len[i];
+    }
+    return CLF_OK;
+}
+
+static clf_status load(clf_tokenizer *t, const clf_gguf *g) {
+    clf_gguf_str model, pre = {"default", 7};
+    CLF_TRY(clf_gguf_get_str(g, "tokenizer.ggml.model", &model));
+    if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4)) t->kind = CLF_VOCAB_BPE;
+    else if (model.len == 5 && !memcmp(model.ptr, "llama", 5)) t->kind = CLF_VOCAB_SPM;
+    else
+        return clf_fail(CLF_ERR_FORMAT, "unsupported tokenizer model '%.*s' (gpt2 and llama are)",
+                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
+    snprintf(t->model, sizeof t->model, "%.*s", (int)model.len, model.ptr);
+    if (clf_gguf_find(g, "tokenizer.ggml.pre")) CLF_TRY(clf_gguf_get_str(g, "tokenizer.ggml.pre", &pre));
+    snprintf(t->pre, sizeof t->pre, "%.*s", (int)(pre.len < sizeof t->pre ? pre.len : sizeof t->pre - 1), pre.ptr);
+
+    const clf_gguf_str *strs;
+    uint64_t n;
+    CLF_TRY(clf_gguf_get_strs(g, "tokenizer.ggml.tokens", &strs, &n));
+    if (n == 0 || n > INT32_MAX / 2) return clf_fail(CLF_ERR_FORMAT, "tokenizer: %llu tokens", (unsigned long long)n);
+    t->n_vocab = (int32_t)n;
+
+    clf_status st;
+    const clf_gguf_kv *types = find_arr(g, "tokenizer.ggml.token_type", CLF_GGUF_INT32, "int32", n, &st);
+    CLF_TRY(st);
+    const clf_gguf_kv *scores = find_arr(g, "tokenizer.ggml.scores", CLF_GGUF_FLOAT32, "float32", n, &st);
+    if (st != CLF_OK) scores = find_arr(g, "tokenizer.ggml.scores", CLF_GGUF_INT32, "float32", n, &st);
+    CLF_TRY(st);
+
+    t->text_off = malloc(n * sizeof *t->text_off);
+    t->text_len = malloc(n * sizeof *t->text_len);
+    t->piece_off = malloc(n * sizeof *t->piece_off);
+    t->piece_len = malloc(n * sizeof *t->piece_len);
+    t->score = calloc(n, sizeof *t->score);
+    t->type = malloc(n);
+    t->flags = calloc(n, 1);
+    if (!t->text_off || !t->text_len || !t->piece_off || !t->piece_len || !t->score || !t->type || !t->flags)
+        return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for %llu tokens", (unsigned long long)n);
+    CLF_TRY(copy_texts(t, strs));
+    for (uint64_t i = 0; i < n; i++) {
+        int32_t ty = CLF_TOKEN_NORMAL;
+        if (types) memcpy(&ty, (const char *)types->data + 4 * i, 4);
+        t->type[i] = (uint8_t)(ty >= CLF_TOKEN_NORMAL && ty <= CLF_TOKEN_BYTE ? ty : 0);
+        if (scores && scores->arr_type == CLF_GGUF_FLOAT32) {
+            memcpy(&t->score[i], (const char *)scores->data + 4 * i, 4);
+        } else if (scores) {
+            int32_t s;
+            memcpy(&s, (const char *)scores->data + 4 * i, 4);
+            t->score[i] = (float)s;
+        }
+    }
+    CLF_TRY(build_map(t));
+
+    /* llama.cpp's defaults, then the file's keys */
+    int spm = t->kind == CLF_VOCAB_SPM;
+    t->bos = spm ? 1 : -1;
+    t->eos = spm ? 2 : -1;
+    t->unk = spm ? 0 : -1;
+    if (t->bos >= t->n_vocab) t->bos = -1;
+    if (t->eos >= t->n_vocab) t->eos = -1;
+    if (t->unk >= t->n_vocab) t->unk = -1;
+    get_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos);
+    get_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos);
+    get_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk);
+    t->add_space_prefix = spm;
+    t->add_bos = spm;
+    t->add_eos = 0;
+    CLF_TRY(spm ? clf_spm_init(t) : clf_bpe_init(t, g)); /* BPE may default add_bos by pre-tokenizer */
+    get_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
+    get_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
+    get_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
+    if (t->add_bos && t->bos < 0) t->add_bos = 0;
+    if (t->add_eos && t->eos < 0) t->add_eos = 0;
+
+    mark_eog(t, g);
+    CLF_TRY(collect_special(t));
+    CLF_TRY(make_pieces(t));
+
+    if (clf_gguf_find(g, "tokenizer.chat_template")) {
+        clf_gguf_str tmpl;
+        CLF_TRY(clf_gguf_get_str(g, "tokenizer.chat_template", &tmpl));
+        t->chat_template = malloc(tmpl.len + 1);
+        if (!t->chat_template) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+        memcpy(t->chat_template, tmpl.ptr, tmpl.len);
+        t->chat_template[tmpl.len] = 0;
+    }
+    return CLF_OK;
+}
+
+clf_status clf_tokenizer_load(const clf_gguf *g, clf_tokenizer **out) {
+    *out = NULL;
+    clf_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+    clf_status st = load(t, g);
+    if (st != CLF_OK) {
+        clf_tokenizer_free(t);
+        return clf_fail_ctx(st, "loading the tokenizer: ");
+    }
+    *out = t;
+    return CLF_OK;
+}
+
+void clf_tokenizer_free(clf_tokenizer *t) {
+    if (!t) return;
+    clf_bpe_free(t);
+    free(t->text);
+    free(t->pieces);
+    free(t->text_off);
+    free(t->text_len);
+    free(t->piece_off);
+    free(t->piece_len);
+    free(t->score);
+    free(t->type);
+    free(t->flags);
+    free(t->map);
+    free(t->special);
+    free(t->chat_template);
+    free(t);
+}
+
+/* ---- tokenization -------------------------------------------------------- */
+
+typedef struct frag {
+    size_t off, len;
+    int32_t id; /* a special token, or -1 for text still to tokenize */
+} frag;
+
+typedef struct frags {
+    frag *v;
+    size_t n, cap;
+} frags;
+
+static clf_status frags_push(frags *f, frag x) {
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 16;
+        frag *v = realloc(f->v, cap * sizeof *v);
+        if (!v) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+        f->v = v;
+        f->cap = cap;
+    }
+    f->v[f->n++] = x;
+    return CLF_OK;
+}
+
+/* Cuts every occurrence of each special token out of the text fragments, one
+ * token at a time, longest first (llama.cpp's tokenizer_st_partition). */
+static clf_status split_special(const clf_tokenizer *t, const char *text, size_t len, int parse_special, frags *cur) {
+    frags next = {0};
+    clf_status st = CLF_OK;
+    if (len) st = frags_push(cur, (frag){0, len, -1});
+    for (int s = 0; s < t->n_special && st == CLF_OK; s++) {
+        int32_t id = t->special[s];
+        if (!parse_special && is_hidden(t, id)) continue; /* user-defined tokens are always split out */
+        const char *tok = t->text + t->text_off[id];
+        size_t tl = t->text_len[id];
+        next.n = 0;
+        for (size_t i = 0; i < cur->n && st == CLF_OK; i++) {
+            frag f = cur->v[i];
+            while (f.id < 0 && f.len >= tl && st == CLF_OK) {
+                const char *m = memmem(text + f.off, f.len, tok, tl);
+                if (!m) break;
+                size_t at = (size_t)(m - text);
+                if (at > f.off) st = frags_push(&next, (frag){f.off, at - f.off, -1});
+                if (st == CLF_OK) st = frags_push(&next, (frag){at, tl, id});
+                f.len -= at + tl - f.off;
+                f.off = at + tl;
+            }
+            if (st == CLF_OK && (f.id >= 0 || f.len)) st = frags_push(&next, f);
+        }
+        frags tmp = *cur;
+        *cur = next;
+        next = tmp;
+    }
+    free(next.v);
+    return st;
+}
+
+static clf_status tokenize(const clf_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                           clf_ids *out) {
+    if (add_special && t->add_bos) CLF_TRY(clf_ids_push(out, t->bos));
+    frags fr = {0};
+    clf_status st = split_special(t, text, len, parse_special, &fr);
+    int prev_special = 1; /* SentencePiece prefixes a space to the text after BOS or a special token */
+    for (size_t i = 0; i < fr.n && st == CLF_OK; i++) {
+        const frag *f = &fr.v[i];
+        if (f->id >= 0) {
+            st = clf_ids_push(out, f->id);
+            prev_special = 1;
+        } else if (t->kind == CLF_VOCAB_BPE) {
+            st = clf_bpe_tokenize(t, text + f->off, f->len, out);
+        } else {
+            st = clf_spm_tokenize(t, text + f->off, f->len, t->add_space_prefix && prev_special, out);
+            prev_special = 0;
+        }
+    }
+    free(fr.v);
+    if (st == CLF_OK && add_special && t->add_eos) st = clf_ids_push(out, t->eos);
+    return st;
+}
+
+clf_status clf_tokenize(const clf_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                        int32_t **ids, int *n) {
+    *ids = NULL;
+    *n = 0;
+    if (!t || (!text && len)) return clf_fail(CLF_ERR_ARG, "clf_tokenize: no tokenizer or text");
+    if (len > (size_t)INT32_MAX / 2) return clf_fail(CLF_ERR_ARG, "clf_tokenize: text of %zu bytes is too long", len);
+    clf_ids out = {0};
+    clf_status st = tokenize(t, text, len, add_special, parse_special, &out);
+    if (st != CLF_OK) {
+        free(out.v);
+        return st;
+    }
+    *ids = out.v;
+    *n = out.n;
+    return CLF_OK;
+}
+
+/* ---- accessors ------------------------------------------------------------ */
+
+int32_t clf_tokenizer_n_vocab(const clf_tokenizer *t) { return t->n_vocab; }
+int32_t clf_tokenizer_bos(const clf_tokenizer *t) { return t->bos; }
+int32_t clf_tokenizer_eos(const clf_tokenizer *t) { return t->eos; }
+int clf_tokenizer_add_bos(const clf_tokenizer *t) { return t->add_bos; }
+const char *clf_tokenizer_model(const clf_tokenizer *t) { return t->model; }
+const char *clf_tokenizer_pre(const clf_tokenizer *t) { return t->pre; }
+const char *clf_tokenizer_chat_template(const clf_tokenizer *t) { return t->chat_template; }
+size_t clf_tokenizer_max_piece(const clf_tokenizer *t) { return t->max_piece + sizeof ((clf_detok *)0)->held; }
+
+int32_t clf_tokenizer_find(const clf_tokenizer *t, const char *text) { return clf_tok_lookup(t, text, strlen(text)); }
+
+static int in_range(const clf_tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab; }
+
+int clf_token_is_eog(const clf_tokenizer *t, int32_t id) { return in_range(t, id) && (t->flags[id] & CLF_TOKF_EOG); }
+int clf_token_type(const clf_tokenizer *t, int32_t id) { return in_range(t, id) ? t->type[id] : 0; }
+const char *clf_token_text(const clf_tokenizer *t, int32_t id) {
+    return in_range(t, id) ? t->text + t->text_off[id] : NULL;
+}
+
+const char *clf_token_piece(const clf_tokenizer *t, int32_t id, size_t *len) {
+    if (!in_range(t, id)) return NULL;
+    *len = t->piece_len[id];
+    return t->pieces + t->piece_off[id];
+}
+
+/* ---- streaming detokenization --------------------------------------------- */
+
+void clf_detok_init(clf_detok *d, const clf_tokenizer *t, int flags) {
+    memset(d, 0, sizeof *d);
+    d->t = t;
+    d->flags = flags;
+}
+
+/* How many of buf's n bytes end on a UTF-8 boundary: a trailing lead byte
+ * followed by fewer continuation bytes than it announces is held back.
+ * Anything malformed is let through as it is. */
+static size_t complete_prefix(const unsigned char *buf, size_t n) {
+    size_t cont = 0;
+    while (cont < 3 && cont < n && (buf[n - 1 - cont] & 0xc0) == 0x80) cont++;
+    if (cont == n) return n;
+    unsigned char lead = buf[n - 1 - cont];
+    size_t want = lead >= 0xf0 && lead < 0xf8 ? 4 : lead >= 0xe0 && lead < 0xf0 ? 3 : lead >= 0xc0 ? 2 : 1;
+    if (lead >= 0xf8) want = 1;
+    return want > cont + 1 ? n - 1 - cont : n;
+}
+
+clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_t *n) {
+    const clf_tokenizer *t = d->t;
+    *n = 0;
+    if (!in_range(t, id))
+        return clf_fail(CLF_ERR_ARG, "detokenize: token id %d outside the vocabulary of %d", id, t->n_vocab);
+    const char *p = t->pieces + t->piece_off[id];
+    size_t len = t->piece_len[id];
+    if (!(d->flags & CLF_DETOK_SPECIAL) && is_hidden(t, id)) len = 0;
+    if (!d->started && (d->flags & CLF_DETOK_LSTRIP) && len && p[0] == ' ') {
+        p++;
+        len--;
+    }
+    size_t total = (size_t)d->n_held + len;
+    if (cap < total) return clf_fail(CLF_ERR_ARG, "detokenize: buffer of %zu bytes, %zu needed", cap, total);
+    d->started = 1;
+    memcpy(buf, d->held, (size_t)d->n_held);
+    memcpy(buf + d->n_held, p, len);
+    size_t k = complete_prefix((const unsigned char *)buf, total);
+    d->n_held = (int)(total - k);
+    memcpy(d->held, buf + k, (size_t)d->n_held);
+    *n = k;
+    return CLF_OK;
+}
+
+size_t clf_detok_flush(clf_detok *d, char *buf, size_t cap) {
+    size_t k = (size_t)d->n_held < cap ? (size_t)d->n_held : cap;
+    memcpy(buf, d->held, k);
+    memmove(d->held, d->held + k, (size_t)d->n_held - k);
+    d->n_held -= (int)k;
+    return k;
+}
+
+clf_status clf_detokenize(const clf_tokenizer *t, const int32_t *ids, int n, int flags, char **text, size_t *len) {
+    *text = NULL;
+    *len = 0;
+    size_t cap = 64, used = 0, piece_cap = clf_tokenizer_max_piece(t);
+    char *out = malloc(cap), *piece = malloc(piece_cap);
+    clf_status st = out && piece ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
+    clf_detok d;
+    clf_detok_init(&d, t, flags);
+    for (int i = 0; i <= n && st == CLF_OK; i++) {
+        size_t k;
+        if (i < n) st = clf_detok_push(&d, ids[i], piece, piece_cap, &k);
+        else k = clf_detok_flush(&d, piece, piece_cap);
+        if (st != CLF_OK) break;
+        if (used + k + 1 > cap) {
+            while (used + k + 1 > cap) cap *= 2;
+            char *grown = realloc(out, cap);
+            if (!grown) {
+                st = clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
+                break;
+            }
+            out = grown;
+        }
+        memcpy(out + used, piece, k);
+        used += k;
+    }
+    free(piece);
+    if (st != CLF_OK) {
+        free(out);
+        return st;
+    }
+    out[used] = 0;
+    *text = out;
+    *len = used;
+    return CLF_OK;
+}

