@@ -19,7 +19,11 @@ int cli_float(const char *s, double *out);
 
 /* Commands: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 #endif

@@ -8,8 +8,12 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 
 static const command commands[] = {
     {"devices", cmd_devices, "list OpenCL platforms and devices"},
+    {"info", cmd_info, "a model's parameters, FLOPs, memory and roofline, from the GGUF"},
+    {"quantize", cmd_quantize, "convert a GGUF's weights to Q8_0, Q4_0, Q4_1, F16 or F32"},
     {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "chat with a model on the terminal"},
 };
 
 static void usage(FILE *f) {

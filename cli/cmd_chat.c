@@ -1,0 +1,126 @@
+/* clinfer chat: multi-turn chat on a terminal. The KV cache is kept across
+ * turns, so each turn processes only its new tokens. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "sampling_opts.h"
+#include "session.h"
+
+static const char *USAGE = "clinfer chat [--system TEXT] [-n N] " CLI_GEN_USAGE;
+
+typedef struct chat_state {
+    cli_session s;
+    clf_chat fmt;
+    clf_sampler *smp;
+    const char *system;
+    int first; /* no turn in the cache yet */
+    int n_gen;
+} chat_state;
+
+/* The text of one user turn: the conversation's opening (system message)
+ * on the first turn, else the end of the previous answer. */
+static clf_status turn_text(chat_state *cs, const char *user, char **text, size_t *len) {
+    if (cs->first) {
+        clf_chat_msg msgs[2] = {{"system", cs->system}, {"user", user}};
+        return cs->system ? clf_chat_render(&cs->fmt, msgs, 2, 1, text, len)
+                          : clf_chat_render(&cs->fmt, msgs + 1, 1, 1, text, len);
+    }
+    *text = NULL;
+    *len = 0;
+    size_t n = strlen(clf_chat_turn_end(&cs->fmt));
+    if (!(*text = malloc(n + 1))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    memcpy(*text, clf_chat_turn_end(&cs->fmt), n + 1);
+    *len = n;
+    CLF_TRY(clf_chat_append(&cs->fmt, "user", user, text, len));
+    return clf_chat_append_reply_start(&cs->fmt, text, len);
+}
+
+static clf_status one_turn(chat_state *cs, const char *user) {
+    char *text;
+    size_t len;
+    int32_t *ids = NULL;
+    int n = 0;
+    clf_status st = turn_text(cs, user, &text, &len);
+    if (st == CLF_OK) st = clf_tokenize(cs->s.tok, text, len, cs->first, 1, &ids, &n);
+    free(text);
+    if (st != CLF_OK) return st;
+    int room = cs->s.c->n_ctx - cs->s.c->n_past - n;
+    if (room < 2) {
+        free(ids);
+        return clf_fail(CLF_ERR_CONTEXT, "the context is full (%d of %d tokens used): /reset to start over",
+                        cs->s.c->n_past, cs->s.c->n_ctx);
+    }
+    cli_gen_stats stats;
+    st = cli_generate(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, stdout, &stats);
+    free(ids);
+    if (stats.n_gen > 0 || stats.n_prompt > 0) cs->first = 0;
+    /* an answer cut short keeps its last token; the turn's end follows it */
+    if (st == CLF_OK && !stats.stopped_eog && stats.last >= 0)
+        st = clf_llama_eval(cs->s.c, &stats.last, 1, 0, cs->s.logits);
+    printf("\n");
+    if (getenv("CLINFER_CHAT_STATS")) cli_print_stats(&cs->s, &stats);
+    return st;
+}
+
+int cmd_chat(int argc, char **argv) {
+    cli_gen_opts o;
+    cli_gen_opts_init(&o);
+    chat_state cs = {.first = 1, .n_gen = 512};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        long long x;
+        int r = cli_gen_opt(&o, argc, argv, &i, USAGE);
+        if (r < 0) return CLF_ERR_ARG;
+        if (r) continue;
+        if (cli_opt(argc, argv, &i, "--system", &v)) cs.system = v;
+        else if (cli_opt(argc, argv, &i, "-n", &v)) {
+            if (cli_int(v, 1, 1 << 24, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
+            cs.n_gen = (int)x;
+        } else if (cli_flag(argv, i, "--help")) {
+            printf("usage: %s\n", USAGE);
+            return 0;
+        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
+    }
+    clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &cs.s);
+    if (st != CLF_OK) return cli_error(st);
+    st = clf_chat_init(clf_tokenizer_chat_template(cs.s.tok), &cs.fmt);
+    if (st == CLF_OK) st = clf_sampler_create(&o.sp, cs.s.m->hp.n_vocab, &cs.smp);
+    if (st != CLF_OK) {
+        cli_session_close(&cs.s);
+        return cli_error(st);
+    }
+    fprintf(stderr, "clinfer chat: %s on %s, %s template, context %d tokens. /exit to quit, /reset to start over.\n",
+            cs.s.m->hp.arch, cs.s.rt->dev.name, clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
+    cli_catch_sigint();
+    char line[8192];
+    for (;;) {
+        fprintf(stderr, "> ");
+        fflush(stderr);
+        cli_interrupted = 0;
+        if (!fgets(line, sizeof line, stdin)) break; /* EOF or Ctrl-C at the prompt */
+        line[strcspn(line, "\r\n")] = 0;
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!strcmp(line, "/reset")) {
+            clf_llama_rewind(cs.s.c, 0);
+            clf_sampler_reset(cs.smp);
+            cs.first = 1;
+            fprintf(stderr, "(conversation reset)\n");
+            continue;
+        }
+        if (!line[0]) continue;
+        st = one_turn(&cs, line);
+        if (st == CLF_ERR_INTERRUPTED || st == CLF_ERR_CONTEXT) {
+            fprintf(stderr, "clinfer: %s\n", clf_last_error());
+            st = CLF_OK;
+        } else if (st != CLF_OK) {
+            break;
+        }
+    }
+    clf_sampler_free(cs.smp);
+    cli_session_close(&cs.s);
+    return cli_error(st);
+}

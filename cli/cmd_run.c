@@ -1,0 +1,76 @@
+/* clinfer run: one prompt in, generated text streamed to stdout (and only
+ * the text); load time and speeds on stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat.h"
+#include "cli.h"
+#include "sampling_opts.h"
+#include "session.h"
+
+static const char *USAGE = "clinfer run -p PROMPT [-n N] [--chat] [--special] " CLI_GEN_USAGE;
+
+/* The prompt's tokens: raw text, or a user turn in the model's chat format. */
+static clf_status prompt_tokens(const cli_session *s, const char *prompt, int chat, int special, int32_t **ids,
+                                int *n) {
+    if (!chat) return clf_tokenize(s->tok, prompt, strlen(prompt), 1, special, ids, n);
+    clf_chat c;
+    CLF_TRY(clf_chat_init(clf_tokenizer_chat_template(s->tok), &c));
+    clf_chat_msg msg = {"user", prompt};
+    char *text;
+    size_t len;
+    CLF_TRY(clf_chat_render(&c, &msg, 1, 1, &text, &len));
+    clf_status st = clf_tokenize(s->tok, text, len, 1, 1, ids, n);
+    free(text);
+    return st;
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_gen_opts o;
+    cli_gen_opts_init(&o);
+    o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
+    const char *prompt = NULL;
+    int n_gen = 256, chat = 0, special = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        long long x;
+        int r = cli_gen_opt(&o, argc, argv, &i, USAGE);
+        if (r < 0) return CLF_ERR_ARG;
+        if (r) continue;
+        if (cli_opt(argc, argv, &i, "-p", &v)) prompt = v;
+        else if (cli_opt(argc, argv, &i, "-n", &v)) {
+            if (cli_int(v, 1, 1 << 24, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
+            n_gen = (int)x;
+        } else if (cli_flag(argv, i, "--chat")) chat = 1;
+        else if (cli_flag(argv, i, "--special")) special = 1;
+        else if (cli_flag(argv, i, "--help")) {
+            printf("usage: %s\n", USAGE);
+            return 0;
+        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
+    }
+    if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
+    cli_session s;
+    clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &s);
+    if (st != CLF_OK) return cli_error(st);
+    int32_t *ids = NULL;
+    int n = 0;
+    clf_sampler *smp = NULL;
+    cli_gen_stats stats = {0};
+    st = prompt_tokens(&s, prompt, chat, special, &ids, &n);
+    if (st == CLF_OK && n == 0) st = clf_fail(CLF_ERR_ARG, "the prompt is empty");
+    if (st == CLF_OK && n + n_gen > s.c->n_ctx)
+        st = clf_fail(CLF_ERR_CONTEXT, "the prompt (%d tokens) and -n %d do not fit the context of %d tokens (--ctx)", n,
+                      n_gen, s.c->n_ctx);
+    if (st == CLF_OK) st = clf_sampler_create(&o.sp, s.m->hp.n_vocab, &smp);
+    if (st == CLF_OK) {
+        cli_catch_sigint();
+        st = cli_generate(&s, smp, ids, n, n_gen, stdout, &stats);
+        printf("\n");
+        cli_print_stats(&s, &stats);
+    }
+    clf_sampler_free(smp);
+    free(ids);
+    cli_session_close(&s);
+    return cli_error(st);
+}

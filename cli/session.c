@@ -1,0 +1,115 @@
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model_path.h"
+
+volatile sig_atomic_t cli_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+void cli_catch_sigint(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns */
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
+    memset(s, 0, sizeof *s);
+    double t0 = now_s();
+    char path[1024];
+    clf_status st = clf_model_path(model, path, sizeof path);
+    if (st == CLF_OK) st = clf_gguf_open(path, &s->g);
+    if (st == CLF_OK) st = clf_tokenizer_load(s->g, &s->tok);
+    if (st == CLF_OK) st = clf_runtime_create(device, &s->rt);
+    if (st == CLF_OK) st = clf_llama_load(s->rt, s->g, &s->m);
+    if (st == CLF_OK) st = clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c);
+    if (st == CLF_OK && clf_tokenizer_n_vocab(s->tok) != s->m->hp.n_vocab)
+        st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(s->tok),
+                      s->m->hp.n_vocab);
+    if (st == CLF_OK && !(s->logits = malloc((size_t)s->m->hp.n_vocab * sizeof *s->logits)))
+        st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st != CLF_OK) {
+        cli_session_close(s);
+        return st;
+    }
+    s->load_s = now_s() - t0;
+    return CLF_OK;
+}
+
+void cli_session_close(cli_session *s) {
+    free(s->logits);
+    clf_llama_ctx_free(s->c);
+    clf_llama_free(s->m);
+    clf_runtime_free(s->rt);
+    clf_tokenizer_free(s->tok);
+    clf_gguf_close(s->g);
+    memset(s, 0, sizeof *s);
+}
+
+clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
+                        cli_gen_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->last = -1;
+    stats->n_prompt = n_prompt;
+    double t0 = now_s();
+    CLF_TRY(clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits));
+    for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
+    stats->prompt_s = now_s() - t0;
+    t0 = now_s();
+    clf_detok d;
+    clf_detok_init(&d, s->tok, 0);
+    size_t cap = clf_tokenizer_max_piece(s->tok);
+    char *buf = malloc(cap);
+    if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    clf_status st = CLF_OK;
+    for (int i = 0; i < max_gen; i++) {
+        if (cli_interrupted) {
+            st = clf_fail(CLF_ERR_INTERRUPTED, "interrupted");
+            break;
+        }
+        int32_t id = clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);
+        stats->last = id;
+        stats->n_gen++;
+        if (clf_token_is_eog(s->tok, id)) {
+            stats->stopped_eog = 1;
+            break;
+        }
+        size_t n;
+        if ((st = clf_detok_push(&d, id, buf, cap, &n)) != CLF_OK) break;
+        fwrite(buf, 1, n, out);
+        fflush(out);
+        clf_sampler_accept(smp, id);
+        if (i + 1 == max_gen) break; /* the last token need not be evaluated */
+        if (s->c->n_past >= s->c->n_ctx) {
+            st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
+            break;
+        }
+        if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK) break;
+    }
+    size_t n = clf_detok_flush(&d, buf, cap);
+    fwrite(buf, 1, n, out);
+    fflush(out);
+    free(buf);
+    stats->gen_s = now_s() - t0;
+    return st;
+}
+
+void cli_print_stats(const cli_session *s, const cli_gen_stats *st) {
+    fprintf(stderr, "\nclinfer: %s | load %.2f s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
+            s->rt->dev.name, s->load_s, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
+            st->n_gen, st->gen_s > 0 ? st->n_gen / st->gen_s : 0);
+}

@@ -1,0 +1,49 @@
+/* What `run`, `chat` and `perplexity` share: a model loaded on a device with
+ * its tokenizer and one context, and the streaming generation loop. */
+#ifndef CLF_SESSION_H
+#define CLF_SESSION_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "llama.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef struct cli_session {
+    clf_runtime *rt;
+    clf_gguf *g;
+    clf_llama *m;
+    clf_llama_ctx *c;
+    clf_tokenizer *tok;
+    float *logits; /* [n_vocab], the last evaluated token's */
+    double load_s;
+} cli_session;
+
+/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped). */
+clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s);
+void cli_session_close(cli_session *s);
+
+/* Set by SIGINT (installed by cli_catch_sigint); generation stops at the
+ * next token. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_catch_sigint(void);
+
+typedef struct cli_gen_stats {
+    int n_prompt, n_gen;
+    double prompt_s, gen_s;
+    int32_t last; /* the last sampled token (-1 if none) */
+    int stopped_eog;
+} cli_gen_stats;
+
+/* Evaluates `prompt` after what the context holds, then samples up to
+ * max_gen tokens, streaming their text to `out` as it completes; stops at an
+ * end-of-generation token, at max_gen, at a full context or on Ctrl-C
+ * (CLF_ERR_INTERRUPTED). Sampled tokens are kept in the context except the
+ * last one, which is reported in stats->last. */
+clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
+                        cli_gen_stats *stats);
+
+void cli_print_stats(const cli_session *s, const cli_gen_stats *st);
+
+#endif
