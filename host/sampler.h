@@ -1,0 +1,47 @@
+/* Picking the next token from logits: greedy, or temperature sampling after
+ * top-k, top-p and min-p filtering, with a repetition penalty over the last
+ * tokens and a seeded RNG (the same seed and inputs give the same tokens).
+ *
+ * The order and the semantics are llama.cpp's default chain:
+ *   repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.
+ * top-p and min-p see the distribution at temperature 1 (after top-k);
+ * temperature <= 0 is greedy: the argmax after the penalty. */
+#ifndef CLF_SAMPLER_H
+#define CLF_SAMPLER_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+typedef struct clf_sampler_params {
+    float temperature;    /* <= 0: greedy */
+    int top_k;            /* keep the k highest logits; <= 0: off */
+    float top_p;          /* keep the fewest tokens whose probability reaches top_p; >= 1: off */
+    float min_p;          /* drop tokens less likely than min_p x the most likely; <= 0: off */
+    float repeat_penalty; /* a logit of a token seen in the history: / penalty if > 0, x penalty if <= 0; 1: off */
+    int repeat_last_n;    /* how many accepted tokens the penalty looks back over */
+    uint64_t seed;
+} clf_sampler_params;
+
+typedef struct clf_sampler clf_sampler;
+
+/* llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,
+ * penalty 1.0 (off) over the last 64 tokens, seed 0. */
+clf_sampler_params clf_sampler_defaults(void);
+
+/* CLF_ERR_ARG for a parameter out of range (NaN, negative penalty, ...). */
+clf_status clf_sampler_create(const clf_sampler_params *p, int n_vocab, clf_sampler **out);
+void clf_sampler_free(clf_sampler *s);
+
+/* The next token for `logits` (n_vocab of them, left unchanged; NaN counts
+ * as -inf). Does not record the token: call clf_sampler_accept for that.
+ * -1 with a message when n_vocab is not the sampler's. */
+int32_t clf_sampler_sample(clf_sampler *s, const float *logits, int n_vocab);
+
+/* Appends a token (prompt or generated) to the penalty's history. */
+void clf_sampler_accept(clf_sampler *s, int32_t id);
+
+/* Forgets the history and restarts the RNG from the seed. */
+void clf_sampler_reset(clf_sampler *s);
+
+#endif
