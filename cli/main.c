@@ -10,10 +10,12 @@ static const command commands[] = {
     {"devices", cmd_devices, "list OpenCL platforms and devices"},
     {"info", cmd_info, "a model's parameters, FLOPs, memory and roofline, from the GGUF"},
     {"quantize", cmd_quantize, "convert a GGUF's weights to Q8_0, Q4_0, Q4_1, F16 or F32"},
+    {"bench", cmd_bench, "benchmark the kernels against the device's roofs (bench kernels)"},
     {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat with a model on the terminal"},
+    {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
 };
 
 static void usage(FILE *f) {
