@@ -6,13 +6,31 @@
 
 #include "tensor.h"
 
+/* Kernel shapes. The CPU shape gives few work-items large register tiles in
+ * wide vectors (what PoCL vectorizes); the GPU shape uses work-groups with
+ * local-memory tiles and one row per work-item. */
+typedef enum clf_attn_variant {
+    CLF_ATTN_AUTO = 0, /* from the device type */
+    CLF_ATTN_CPU = 1,
+    CLF_ATTN_GPU = 2,
+} clf_attn_variant;
+
+typedef struct clf_attn_scratch clf_attn_scratch;
+
 /* Layout: [layer][kv_head][position][head_dim], K and V in separate buffers,
- * F32 or F16 elements (vstore_half / vload_half). */
+ * F32 or F16 elements (vstore_half / vload_half). head_dim is a multiple of
+ * 16 up to 256. */
 typedef struct clf_kv_cache {
     clf_type type; /* CLF_F32 or CLF_F16 */
     int n_layer, n_kv_head, head_dim, n_ctx;
     cl_mem k, v;
     size_t bytes; /* both buffers */
+    /* Overrides, for tests and tuning. create sets variant from
+     * $CLINFER_ATTN_VARIANT (cpu|gpu|auto, default auto); n_split 0 lets
+     * decode choose its splits from the cache length and compute units. */
+    clf_attn_variant variant;
+    int n_split;
+    clf_attn_scratch *scratch; /* decode partials: allocated on first decode, reused */
 } clf_kv_cache;
 
 clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
@@ -42,5 +60,16 @@ clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_
  * [n_head × n_tokens × n_kv] buffer allocated here); for tests and bench. */
 clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                                int n_tokens, int pos0, float scale, clf_tensor *out);
+
+/* How clf_attention runs for this cache and device (for the bench's
+ * byte counts): the resolved variant, the query rows that share one pass
+ * over K/V in prefill, and the decode split of n_kv cached keys. */
+typedef struct clf_attn_plan {
+    clf_attn_variant variant;
+    int prefill_rows;   /* rows of (token, group head) per K/V pass */
+    int n_split, chunk; /* decode: splits of `chunk` keys */
+} clf_attn_plan;
+
+clf_attn_plan clf_attention_plan(const clf_runtime *rt, const clf_kv_cache *c, int n_kv);
 
 #endif

@@ -1,0 +1,432 @@
+/* Attention against a KV cache laid out [layer][kv_head][position][HD].
+ *
+ * Built twice per head_dim and cache type: without GQA for the KV write,
+ * prefill and naive kernels (which take the query heads per KV head as an
+ * argument), and with -DGQA=<that ratio> for the decode kernels, whose
+ * per-head registers need it at compile time. Other options: HD (head_dim,
+ * a multiple of 16), KV_F16 (cache holds halves: vload_half/vstore_half,
+ * core 1.2), ATTN_BK (keys per block of the CPU prefill), ATTN_BR / ATTN_BC
+ * (rows per work-group / keys per local tile of the GPU prefill).
+ *
+ * Scores are kept in the log2 domain: the host passes qscale =
+ * scale * log2(e), so softmax uses exp2. Masked scores are CLF_NEG_BIG,
+ * never an infinity, and every running maximum starts at CLF_NEG_BIG: a
+ * masked score then contributes exp2(NEG_BIG - max) = 0 once a real score is
+ * seen, and a fully masked row averages finite values instead of giving NaN.
+ * Offsets are in elements; cache offsets are ulong (a cache may exceed 2^31
+ * elements). */
+
+#if HD % 16 != 0
+#error "HD must be a multiple of 16"
+#endif
+#define HV (HD / 16) /* float16 vectors per head row */
+
+#if KV_F16
+#define kv_t half
+#define KV_LOAD1(p) vload_half(0, (p))
+#define KV_LOAD16(p) vload_half16(0, (p))
+#define KV_STORE16(x, p) vstore_half16_rte((x), 0, (p))
+#else
+#define kv_t float
+#define KV_LOAD1(p) (*(p))
+#define KV_LOAD16(p) vload16(0, (p))
+#define KV_STORE16(x, p) vstore16((x), 0, (p))
+#endif
+
+/* Start of the cache rows of one KV head. */
+#define KV_HEAD(base, kv_off, kvh, n_ctx) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_ctx) * HD)
+
+inline float clf_hmax16(float16 v) {
+    float8 a = fmax(v.lo, v.hi);
+    float4 b = fmax(a.lo, a.hi);
+    float2 c = fmax(b.lo, b.hi);
+    return fmax(c.x, c.y);
+}
+
+inline float clf_hsum16(float16 v) {
+    float8 a = v.lo + v.hi;
+    float4 b = a.lo + a.hi;
+    float2 c = b.lo + b.hi;
+    return c.x + c.y;
+}
+
+/* r.sj = sum of the lanes of a[j]: four halving steps, each pairing two
+ * vectors with swizzles (shuffles) and one add, instead of 16 horizontal sums. */
+inline float16 clf_transpose_sum16(const float16 *a) {
+    float16 b[8], c[4], e[2];
+    for (int i = 0; i < 8; i++)
+        b[i] = (float16)(a[2 * i].lo, a[2 * i + 1].lo) + (float16)(a[2 * i].hi, a[2 * i + 1].hi);
+    for (int i = 0; i < 4; i++) /* lanes 4k..4k+3: partial sums of a[4i + k] */
+        c[i] = (float16)(b[2 * i].s0123, b[2 * i].s89ab, b[2 * i + 1].s0123, b[2 * i + 1].s89ab) +
+               (float16)(b[2 * i].s4567, b[2 * i].scdef, b[2 * i + 1].s4567, b[2 * i + 1].scdef);
+    for (int i = 0; i < 2; i++) /* lanes 2k, 2k+1: partial sums of a[8i + k] */
+        e[i] = (float16)(c[2 * i].s01, c[2 * i].s45, c[2 * i].s89, c[2 * i].scd, c[2 * i + 1].s01,
+                         c[2 * i + 1].s45, c[2 * i + 1].s89, c[2 * i + 1].scd) +
+               (float16)(c[2 * i].s23, c[2 * i].s67, c[2 * i].sab, c[2 * i].sef, c[2 * i + 1].s23,
+                         c[2 * i + 1].s67, c[2 * i + 1].sab, c[2 * i + 1].sef);
+    return (float16)(e[0].even, e[1].even) + (float16)(e[0].odd, e[1].odd);
+}
+
+#ifndef GQA
+
+/* ---- KV write ------------------------------------------------------------ */
+
+/* Row t of K and V (n_kv_head × HD at k_off / v_off, rows *_stride apart)
+ * into cache positions pos0 + t. Global size (n_tokens, n_kv_head). */
+__kernel void kv_write(__global const float *k, const ulong k_off, const int k_stride, __global const float *v,
+                       const ulong v_off, const int v_stride, __global kv_t *kc, __global kv_t *vc,
+                       const ulong kv_off, const int n_ctx, const int pos0) {
+    const int t = get_global_id(0), kvh = get_global_id(1);
+    const ulong dst = (ulong)(pos0 + t) * HD;
+    __global const float *ks = k + k_off + (ulong)t * k_stride + kvh * HD;
+    __global const float *vs = v + v_off + (ulong)t * v_stride + kvh * HD;
+    __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_ctx) + dst;
+    __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_ctx) + dst;
+    for (int c = 0; c < HD; c += 16) {
+        KV_STORE16(vload16(0, ks + c), kd + c);
+        KV_STORE16(vload16(0, vs + c), vd + c);
+    }
+}
+
+/* ---- prefill, CPU shape ----------------------------------------------------
+ * One work-item owns 16 query rows of one KV head, a row being (token t,
+ * query head g of the group), so the heads of a group share every K/V load.
+ * The rows are the 16 lanes of a float16: the Q tile is held transposed
+ * (qt[d] = dimension d of all 16 rows) and the output too, so both products
+ * are broadcast-FMAs without horizontal sums: S[j] += qt[d] * K[j][d] and
+ * O[d] += P[j] * V[j][d]. K/V blocks of ATTN_BK keys are staged in private
+ * memory as floats (one conversion per element when the cache is F16).
+ * Global size (ceil(n_tokens * gqa / 16), n_kv_head), local size 1. */
+
+#define ROWS 16
+
+__kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const int q_stride,
+                               __global const kv_t *kc, __global const kv_t *vc, const ulong kv_off,
+                               const int n_ctx, __global float *out, const ulong out_off, const int n_tokens,
+                               const int pos0, const int gqa, const float qscale) {
+    const int kvh = get_global_id(1), n_head = get_global_size(1) * gqa;
+    const int n_rows = n_tokens * gqa, r0 = get_global_id(0) * ROWS;
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+
+    float qt[HD * ROWS]; /* qt[d * 16 + r]; reused for the output at the end */
+    int lim[ROWS];       /* last key row r may see (causal) */
+    for (int r = 0; r < ROWS; r++) {
+        const int row = min(r0 + r, n_rows - 1), t = row / gqa; /* padding rows repeat the last */
+        __global const float *qr = q + q_off + (ulong)t * q_stride + (kvh * gqa + row % gqa) * HD;
+        for (int d = 0; d < HD; d++) qt[d * ROWS + r] = qr[d] * qscale;
+        lim[r] = pos0 + t;
+    }
+    const int16 limv = vload16(0, lim);
+    const int kend = pos0 + min(r0 + ROWS - 1, n_rows - 1) / gqa + 1; /* keys any row sees */
+    const int kfull = pos0 + r0 / gqa + 1;                            /* keys every row sees */
+
+    float16 ot[HD];
+    for (int d = 0; d < HD; d++) ot[d] = 0.0f;
+    float16 m = CLF_NEG_BIG, l = 0.0f;
+    float kt[ATTN_BK * HD], vt[ATTN_BK * HD];
+
+    for (int kb = 0; kb < kend; kb += ATTN_BK) {
+        const int nk = min(ATTN_BK, kend - kb);
+        for (int j = 0; j < ATTN_BK; j++) /* rows past the end are zeros (masked below) */
+            for (int c = 0; c < HD; c += 16) {
+                const bool in = j < nk;
+                vstore16(in ? KV_LOAD16(kh + (ulong)(kb + j) * HD + c) : 0.0f, 0, kt + j * HD + c);
+                vstore16(in ? KV_LOAD16(vh + (ulong)(kb + j) * HD + c) : 0.0f, 0, vt + j * HD + c);
+            }
+
+        float16 s[ATTN_BK];
+#pragma unroll
+        for (int j = 0; j < ATTN_BK; j++) s[j] = 0.0f;
+        for (int d = 0; d < HD; d++) {
+            const float16 qd = vload16(d, qt);
+#pragma unroll
+            for (int j = 0; j < ATTN_BK; j++) s[j] = fma(qd, (float16)kt[j * HD + d], s[j]);
+        }
+        if (kb + ATTN_BK > kfull) {
+#pragma unroll
+            for (int j = 0; j < ATTN_BK; j++) s[j] = select(s[j], (float16)CLF_NEG_BIG, (int16)(kb + j) > limv);
+        }
+
+        float16 mx = m;
+#pragma unroll
+        for (int j = 0; j < ATTN_BK; j++) mx = fmax(mx, s[j]);
+        const float16 alpha = exp2(m - mx);
+        m = mx;
+        l *= alpha;
+#pragma unroll
+        for (int j = 0; j < ATTN_BK; j++) {
+            s[j] = exp2(s[j] - mx);
+            l += s[j];
+        }
+        for (int d = 0; d < HD; d++) {
+            float16 acc = ot[d] * alpha;
+#pragma unroll
+            for (int j = 0; j < ATTN_BK; j++) acc = fma(s[j], (float16)vt[j * HD + d], acc);
+            ot[d] = acc;
+        }
+    }
+
+    const float16 inv = 1.0f / l;
+    for (int d = 0; d < HD; d++) vstore16(ot[d] * inv, d, qt);
+    for (int r = 0; r < ROWS && r0 + r < n_rows; r++) {
+        const int row = r0 + r, t = row / gqa;
+        __global float *o = out + out_off + ((ulong)t * n_head + kvh * gqa + row % gqa) * HD;
+        for (int d = 0; d < HD; d++) o[d] = qt[d * ROWS + r];
+    }
+}
+
+/* ---- prefill, GPU shape ----------------------------------------------------
+ * A work-group of ATTN_BR work-items owns ATTN_BR query rows (token, group
+ * head) of one KV head, one row per work-item; tiles of ATTN_BC keys and
+ * values are loaded cooperatively (coalesced) into local memory and read by
+ * all rows. Global size (ceil(n_rows / BR) * BR, n_kv_head), local (BR, 1). */
+
+__kernel __attribute__((reqd_work_group_size(ATTN_BR, 1, 1))) void
+attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride, __global const kv_t *kc,
+                 __global const kv_t *vc, const ulong kv_off, const int n_ctx, __global float *out,
+                 const ulong out_off, const int n_tokens, const int pos0, const int gqa, const float qscale) {
+    __local float kl[ATTN_BC * HD], vl[ATTN_BC * HD];
+    const int lid = get_local_id(0), kvh = get_group_id(1), n_head = get_num_groups(1) * gqa;
+    const int n_rows = n_tokens * gqa, r0 = get_group_id(0) * ATTN_BR, row = min(r0 + lid, n_rows - 1);
+    const int t = row / gqa, h = kvh * gqa + row % gqa, lim = pos0 + t;
+    const int kend = pos0 + min(r0 + ATTN_BR - 1, n_rows - 1) / gqa + 1;
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+
+    float qr[HD], o[HD], s[ATTN_BC];
+    __global const float *qp = q + q_off + (ulong)t * q_stride + h * HD;
+    for (int d = 0; d < HD; d++) {
+        qr[d] = qp[d] * qscale;
+        o[d] = 0.0f;
+    }
+    float m = CLF_NEG_BIG, l = 0.0f;
+    for (int kb = 0; kb < kend; kb += ATTN_BC) {
+        const int n = min(ATTN_BC, kend - kb) * HD;
+        for (int i = lid; i < ATTN_BC * HD; i += ATTN_BR) {
+            kl[i] = i < n ? KV_LOAD1(kh + (ulong)kb * HD + i) : 0.0f;
+            vl[i] = i < n ? KV_LOAD1(vh + (ulong)kb * HD + i) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float mx = m;
+        for (int j = 0; j < ATTN_BC; j++) {
+            float dot = 0.0f;
+            for (int d = 0; d < HD; d++) dot = fma(qr[d], kl[j * HD + d], dot);
+            s[j] = kb + j <= lim ? dot : CLF_NEG_BIG;
+            mx = fmax(mx, s[j]);
+        }
+        const float alpha = exp2(m - mx);
+        m = mx;
+        l *= alpha;
+        for (int d = 0; d < HD; d++) o[d] *= alpha;
+        for (int j = 0; j < ATTN_BC; j++) {
+            const float p = exp2(s[j] - mx);
+            l += p;
+            for (int d = 0; d < HD; d++) o[d] = fma(p, vl[j * HD + d], o[d]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (r0 + lid < n_rows) {
+        __global float *op = out + out_off + ((ulong)t * n_head + h) * HD;
+        const float inv = 1.0f / l;
+        for (int d = 0; d < HD; d++) op[d] = o[d] * inv;
+    }
+}
+
+/* ---- naive reference ---------------------------------------------------------
+ * Materialises S [n_head][n_tokens][n_kv] in device memory: scores, a
+ * three-pass row softmax, then S·V. Natural-exp domain, scale applied to the
+ * scores; kept for tests and for the bench to show what tiling saves. */
+
+/* Global size (n_kv, n_tokens, n_head). */
+__kernel void attn_naive_scores(__global const float *q, const ulong q_off, const int q_stride,
+                                __global const kv_t *kc, const ulong kv_off, const int n_ctx, __global float *S,
+                                const int pos0, const int gqa, const float scale) {
+    const int j = get_global_id(0), t = get_global_id(1), h = get_global_id(2);
+    const int n_kv = get_global_size(0), n_tokens = get_global_size(1);
+    __global const float *qr = q + q_off + (ulong)t * q_stride + h * HD;
+    __global const kv_t *kr = KV_HEAD(kc, kv_off, h / gqa, n_ctx) + (ulong)j * HD;
+    float16 acc = 0.0f;
+    for (int c = 0; c < HD; c += 16) acc = fma(vload16(0, qr + c), KV_LOAD16(kr + c), acc);
+    S[((ulong)h * n_tokens + t) * n_kv + j] = j <= pos0 + t ? clf_hsum16(acc) * scale : CLF_NEG_BIG;
+}
+
+/* In place on each row of n_kv scores. Global size n_head * n_tokens. */
+__kernel void attn_naive_softmax(__global float *S, const int n_kv) {
+    __global float *p = S + (ulong)get_global_id(0) * n_kv;
+    float mx = CLF_NEG_BIG, sum = 0.0f;
+    for (int j = 0; j < n_kv; j++) mx = fmax(mx, p[j]);
+    for (int j = 0; j < n_kv; j++) sum += exp(p[j] - mx);
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n_kv; j++) p[j] = exp(p[j] - mx) * inv;
+}
+
+/* out[t][h][16c .. 16c+15] = sum_j P[h][t][j] V[j][...]. Global size
+ * (HD / 16, n_tokens, n_head). */
+__kernel void attn_naive_pv(__global const float *S, const int n_kv, __global const kv_t *vc, const ulong kv_off,
+                            const int n_ctx, __global float *out, const ulong out_off, const int gqa) {
+    const int c = get_global_id(0) * 16, t = get_global_id(1), h = get_global_id(2);
+    const int n_tokens = get_global_size(1), n_head = get_global_size(2);
+    __global const float *p = S + ((ulong)h * n_tokens + t) * n_kv;
+    __global const kv_t *vr = KV_HEAD(vc, kv_off, h / gqa, n_ctx) + c;
+    float16 acc = 0.0f;
+    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LOAD16(vr + (ulong)j * HD), acc);
+    vstore16(acc, 0, out + out_off + ((ulong)t * n_head + h) * HD + c);
+}
+
+#else /* GQA */
+
+/* ---- decode (flash-decoding) -----------------------------------------------
+ * One query token; the keys 0 .. n_kv-1 are cut into splits of `chunk`
+ * keys. Each split writes its unnormalised output o, running max m (log2
+ * domain) and sum l to part_o [n_head][n_split][HD] and part_ml
+ * [n_head][n_split][2]; attn_decode_reduce combines them. A split past the
+ * end leaves m = NEG_BIG, l = 0, o = 0, which the reduction weighs as 0. */
+
+/* CPU shape: one work-item per (split, KV head) handles the GQA heads of the
+ * group, so K/V are read from memory once. Keys go 16 at a time: 16 dot
+ * products as float16 partials, folded into one float16 of scores.
+ * Global size (n_split, n_kv_head), local size 1. */
+__kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __global const kv_t *kc,
+                              __global const kv_t *vc, const ulong kv_off, const int n_ctx,
+                              __global float *part_o, __global float *part_ml, const int n_kv, const int chunk,
+                              const float qscale) {
+    const int sp = get_global_id(0), kvh = get_global_id(1), n_split = get_global_size(0);
+    const int j0 = sp * chunk, j1 = min(j0 + chunk, n_kv);
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+    const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+
+    float16 qv[GQA][HV], ov[GQA][HV];
+    float m[GQA], l[GQA];
+    for (int g = 0; g < GQA; g++) {
+        for (int c = 0; c < HV; c++) {
+            qv[g][c] = vload16(c, q + q_off + (kvh * GQA + g) * HD) * qscale;
+            ov[g][c] = 0.0f;
+        }
+        m[g] = CLF_NEG_BIG;
+        l[g] = 0.0f;
+    }
+    float kt[16 * HD], vt[16 * HD], pp[16];
+    for (int kb = j0; kb < j1; kb += 16) {
+        const int nk = min(16, j1 - kb);
+        for (int j = 0; j < 16; j++)
+            for (int c = 0; c < HD; c += 16) {
+                const bool in = j < nk;
+                vstore16(in ? KV_LOAD16(kh + (ulong)(kb + j) * HD + c) : 0.0f, 0, kt + j * HD + c);
+                vstore16(in ? KV_LOAD16(vh + (ulong)(kb + j) * HD + c) : 0.0f, 0, vt + j * HD + c);
+            }
+        for (int g = 0; g < GQA; g++) {
+            float16 a[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                float16 acc = qv[g][0] * vload16(0, kt + j * HD);
+                for (int c = 1; c < HV; c++) acc = fma(qv[g][c], vload16(c, kt + j * HD), acc);
+                a[j] = acc;
+            }
+            const float16 sc = select(clf_transpose_sum16(a), (float16)CLF_NEG_BIG, lane >= nk);
+            const float mx = fmax(m[g], clf_hmax16(sc));
+            const float alpha = exp2(m[g] - mx);
+            const float16 p = exp2(sc - mx);
+            l[g] = l[g] * alpha + clf_hsum16(p);
+            m[g] = mx;
+            vstore16(p, 0, pp);
+            for (int c = 0; c < HV; c++) {
+                float16 acc = ov[g][c] * alpha;
+#pragma unroll
+                for (int j = 0; j < 16; j++) acc = fma((float16)pp[j], vload16(c, vt + j * HD), acc);
+                ov[g][c] = acc;
+            }
+        }
+    }
+    for (int g = 0; g < GQA; g++) {
+        const int part = (kvh * GQA + g) * n_split + sp;
+        for (int c = 0; c < HV; c++) vstore16(ov[g][c], c, part_o + (ulong)part * HD);
+        part_ml[2 * part] = m[g];
+        part_ml[2 * part + 1] = l[g];
+    }
+}
+
+/* GPU shape: a work-group of HD work-items per (split, KV head). Per chunk
+ * of HD keys, work-item i scores key i for each group head, the chunk's
+ * max and probabilities go through local memory, then work-item i
+ * accumulates output dimension i (coalesced V reads).
+ * Global size (n_split * HD, n_kv_head), local (HD, 1). */
+__kernel __attribute__((reqd_work_group_size(HD, 1, 1))) void
+attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t *kc, __global const kv_t *vc,
+                const ulong kv_off, const int n_ctx, __global float *part_o, __global float *part_ml,
+                const int n_kv, const int chunk, const float qscale) {
+    __local float ql[GQA * HD], pl[GQA * HD];
+    const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), n_split = get_num_groups(0);
+    const int j0 = sp * chunk, j1 = min(j0 + chunk, n_kv);
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+    for (int g = 0; g < GQA; g++) ql[g * HD + lid] = q[q_off + (kvh * GQA + g) * HD + lid] * qscale;
+    float m[GQA], l[GQA], o[GQA], sc[GQA], mx[GQA];
+    for (int g = 0; g < GQA; g++) {
+        m[g] = CLF_NEG_BIG;
+        l[g] = o[g] = 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kb = j0; kb < j1; kb += HD) {
+        const int nk = min(HD, j1 - kb);
+        for (int g = 0; g < GQA; g++) {
+            float dot = 0.0f;
+            if (lid < nk)
+                for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], KV_LOAD1(kh + (ulong)(kb + lid) * HD + d), dot);
+            sc[g] = lid < nk ? dot : CLF_NEG_BIG;
+            pl[g * HD + lid] = sc[g];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int g = 0; g < GQA; g++) {
+            mx[g] = m[g];
+            for (int j = 0; j < nk; j++) mx[g] = fmax(mx[g], pl[g * HD + j]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int g = 0; g < GQA; g++) pl[g * HD + lid] = exp2(sc[g] - mx[g]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int g = 0; g < GQA; g++) {
+            const float alpha = exp2(m[g] - mx[g]);
+            float sum = 0.0f, acc = 0.0f;
+            for (int j = 0; j < nk; j++) {
+                const float p = pl[g * HD + j];
+                sum += p;
+                acc = fma(p, KV_LOAD1(vh + (ulong)(kb + j) * HD + lid), acc);
+            }
+            l[g] = l[g] * alpha + sum;
+            o[g] = o[g] * alpha + acc;
+            m[g] = mx[g];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int g = 0; g < GQA; g++) {
+        const int part = (kvh * GQA + g) * n_split + sp;
+        part_o[(ulong)part * HD + lid] = o[g];
+        if (lid == 0) {
+            part_ml[2 * part] = m[g];
+            part_ml[2 * part + 1] = l[g];
+        }
+    }
+}
+
+/* out[h] = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, M = max_s m_s.
+ * Global size n_head. */
+__kernel void attn_decode_reduce(__global const float *part_o, __global const float *part_ml, const int n_split,
+                                 __global float *out, const ulong out_off) {
+    const int h = get_global_id(0);
+    __global const float *ml = part_ml + 2 * h * n_split;
+    __global const float *po = part_o + (ulong)h * n_split * HD;
+    float mx = CLF_NEG_BIG, sum = 0.0f;
+    for (int s = 0; s < n_split; s++) mx = fmax(mx, ml[2 * s]);
+    float16 acc[HV];
+    for (int c = 0; c < HV; c++) acc[c] = 0.0f;
+    for (int s = 0; s < n_split; s++) {
+        const float w = exp2(ml[2 * s] - mx);
+        sum += w * ml[2 * s + 1];
+        for (int c = 0; c < HV; c++) acc[c] = fma((float16)w, vload16(c, po + (ulong)s * HD), acc[c]);
+    }
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < HV; c++) vstore16(acc[c] * inv, c, out + out_off + (ulong)h * HD);
+}
+
+#endif

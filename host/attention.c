@@ -1,0 +1,348 @@
+/* Launchers of cl/attention.cl: the KV cache, its write, tiled prefill,
+ * split-K decode with its reduction, and the naive reference. Launchers
+ * enqueue without waiting. */
+#include "attention.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define LOG2E 1.4426950408889634
+#define ATTN_MAX_SPLIT 256
+#define CPU_TILE_ROWS 16 /* ROWS in attn_prefill_cpu: the lanes of a float16 */
+#define CPU_BLOCK_KEYS 16
+
+struct clf_attn_scratch {
+    cl_mem part_o, part_ml; /* [n_head][n_split][head_dim], [n_head][n_split][2] floats */
+    size_t parts;           /* capacity in (head, split) pairs */
+};
+
+static size_t kv_elem_bytes(clf_type t) { return t == CLF_F16 ? 2 : 4; }
+
+static int div_up(int a, int b) { return (a + b - 1) / b; }
+
+/* ---- cache -------------------------------------------------------------- */
+
+static clf_status variant_from_env(clf_attn_variant *v) {
+    const char *e = getenv("CLINFER_ATTN_VARIANT");
+    *v = CLF_ATTN_AUTO;
+    if (!e || !*e || !strcasecmp(e, "auto")) return CLF_OK;
+    if (!strcasecmp(e, "cpu")) *v = CLF_ATTN_CPU;
+    else if (!strcasecmp(e, "gpu")) *v = CLF_ATTN_GPU;
+    else return clf_fail(CLF_ERR_ARG, "CLINFER_ATTN_VARIANT must be cpu, gpu or auto, not '%s'", e);
+    return CLF_OK;
+}
+
+clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
+                               int n_ctx, clf_kv_cache *c) {
+    memset(c, 0, sizeof *c);
+    if (type != CLF_F32 && type != CLF_F16)
+        return clf_fail(CLF_ERR_ARG, "KV cache type must be F32 or F16 (got type %u)", (unsigned)type);
+    if (n_layer <= 0 || n_kv_head <= 0 || n_ctx <= 0)
+        return clf_fail(CLF_ERR_ARG, "bad KV cache shape: %d layers, %d KV heads, context %d", n_layer,
+                        n_kv_head, n_ctx);
+    if (head_dim < 16 || head_dim > 256 || head_dim % 16)
+        return clf_fail(CLF_ERR_ARG, "head_dim %d unsupported (a multiple of 16 up to 256)", head_dim);
+    uint64_t elems = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_ctx * (uint64_t)head_dim;
+    if (elems > SIZE_MAX / 8) return clf_fail(CLF_ERR_MEMORY, "KV cache size overflows");
+    CLF_TRY(variant_from_env(&c->variant));
+    size_t one = (size_t)elems * kv_elem_bytes(type);
+    c->type = type;
+    c->n_layer = n_layer;
+    c->n_kv_head = n_kv_head;
+    c->head_dim = head_dim;
+    c->n_ctx = n_ctx;
+    c->bytes = 2 * one;
+    c->scratch = calloc(1, sizeof *c->scratch);
+    clf_status st = c->scratch ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, one, NULL, &c->k);
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, one, NULL, &c->v);
+    if (st != CLF_OK) {
+        clf_kv_cache_free(c);
+        return clf_fail_ctx(st, "KV cache (%d layers x %d ctx, %.1f MiB): ", n_layer, n_ctx,
+                            2.0 * (double)one / (1 << 20));
+    }
+    return CLF_OK;
+}
+
+void clf_kv_cache_free(clf_kv_cache *c) {
+    if (c->k) clReleaseMemObject(c->k);
+    if (c->v) clReleaseMemObject(c->v);
+    if (c->scratch) {
+        if (c->scratch->part_o) clReleaseMemObject(c->scratch->part_o);
+        if (c->scratch->part_ml) clReleaseMemObject(c->scratch->part_ml);
+        free(c->scratch);
+    }
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- plan: variant, tiles, splits ----------------------------------------- */
+
+static clf_attn_variant resolve_variant(const clf_runtime *rt, const clf_kv_cache *c) {
+    if (c->variant != CLF_ATTN_AUTO) return c->variant;
+    return (rt->dev.type & CL_DEVICE_TYPE_CPU) ? CLF_ATTN_CPU : CLF_ATTN_GPU;
+}
+
+/* GPU prefill tiles: 64 rows per work-group (fewer if the device caps the
+ * group size), and the largest key tile up to 32 whose K and V copies use at
+ * most half of the local memory. */
+static void gpu_tiles(const clf_runtime *rt, int head_dim, int *br, int *bc) {
+    *br = 64;
+    while ((size_t)*br > rt->dev.max_work_group && *br > 1) *br /= 2;
+    *bc = 32;
+    while (*bc > 4 && (uint64_t)*bc * (uint64_t)head_dim * 2 * sizeof(float) > rt->dev.local_mem / 2) *bc /= 2;
+}
+
+static void decode_split(const clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, int n_kv,
+                         int *n_split, int *chunk) {
+    int ns;
+    if (c->n_split > 0) {
+        ns = c->n_split < ATTN_MAX_SPLIT ? c->n_split : ATTN_MAX_SPLIT;
+    } else {
+        /* enough work-items (CPU) or work-groups (GPU) to fill the device,
+         * but no split shorter than a few hundred keys */
+        const int cpu = v == CLF_ATTN_CPU;
+        const int cu = rt->dev.compute_units ? (int)rt->dev.compute_units : 1;
+        ns = div_up(cu * (cpu ? 8 : 4), c->n_kv_head);
+        const int by_len = div_up(n_kv, cpu ? 256 : 128);
+        if (ns > by_len) ns = by_len;
+        if (ns > ATTN_MAX_SPLIT) ns = ATTN_MAX_SPLIT;
+        if (ns < 1) ns = 1;
+    }
+    *chunk = div_up(div_up(n_kv, ns), 16) * 16;
+    /* a forced count may leave splits past the end (they weigh 0); the
+     * automatic one does not */
+    *n_split = c->n_split > 0 ? ns : div_up(n_kv, *chunk);
+}
+
+clf_attn_plan clf_attention_plan(const clf_runtime *rt, const clf_kv_cache *c, int n_kv) {
+    clf_attn_plan p;
+    memset(&p, 0, sizeof p);
+    p.variant = resolve_variant(rt, c);
+    int br = CPU_TILE_ROWS, bc;
+    if (p.variant == CLF_ATTN_GPU) gpu_tiles(rt, c->head_dim, &br, &bc);
+    p.prefill_rows = br;
+    decode_split(rt, c, p.variant, n_kv > 0 ? n_kv : 1, &p.n_split, &p.chunk);
+    return p;
+}
+
+/* ---- kernels and arguments --------------------------------------------- */
+
+/* gqa 0: the GQA-free program (write, prefill, naive); gqa > 0: the decode
+ * program for that many query heads per KV head. */
+static clf_status get_kernel(clf_runtime *rt, const clf_kv_cache *c, int gqa, const char *name, cl_kernel *k) {
+    int br, bc;
+    gpu_tiles(rt, c->head_dim, &br, &bc);
+    char opts[160];
+    int n = snprintf(opts, sizeof opts, "-DHD=%d -DKV_F16=%d -DATTN_BK=%d -DATTN_BR=%d -DATTN_BC=%d", c->head_dim,
+                     c->type == CLF_F16, CPU_BLOCK_KEYS, br, bc);
+    if (gqa > 0) snprintf(opts + n, sizeof opts - (size_t)n, " -DGQA=%d", gqa);
+    return clf_kernel_get(rt, "attention", opts, name, k);
+}
+
+typedef struct {
+    size_t size;
+    const void *ptr;
+} karg;
+#define KA(x) {sizeof(x), &(x)}
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static clf_status set_args(cl_kernel k, const char *name, const karg *a, int n) {
+    for (int i = 0; i < n; i++) {
+        cl_int err = clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].ptr);
+        if (err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(err, "clSetKernelArg"), "%s argument %d: ", name, i);
+    }
+    return CLF_OK;
+}
+
+static clf_status launch(clf_runtime *rt, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
+                         const size_t *local) {
+    cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(err, "clEnqueueNDRangeKernel"), "%s: ", name);
+    return CLF_OK;
+}
+
+/* ---- argument checks ------------------------------------------------------- */
+
+/* n_rows rows of `width` floats at column col0 of r.t, rows row_stride apart;
+ * *off is the element offset of row 0. */
+static clf_status rows_check(const char *what, clf_rows r, int n_rows, int width, cl_ulong *off) {
+    if (!r.t || r.t->type != CLF_F32 || r.t->offset % sizeof(float))
+        return clf_fail(CLF_ERR_ARG, "%s rows must be in an F32 tensor at a float-aligned offset", what);
+    if (r.col0 < 0 || r.row_stride < r.col0 + width)
+        return clf_fail(CLF_ERR_ARG, "%s rows: %d columns at column %d do not fit a row stride of %d", what,
+                        width, r.col0, r.row_stride);
+    uint64_t need = (uint64_t)(n_rows - 1) * (uint64_t)r.row_stride + (uint64_t)r.col0 + (uint64_t)width;
+    uint64_t have = clf_tensor_bytes(r.t) / sizeof(float);
+    if (need > have)
+        return clf_fail(CLF_ERR_ARG, "%s rows: %d rows need %llu floats, the tensor has %llu", what, n_rows,
+                        (unsigned long long)need, (unsigned long long)have);
+    *off = r.t->offset / sizeof(float) + (cl_ulong)r.col0;
+    return CLF_OK;
+}
+
+static clf_status span_check(const clf_kv_cache *c, int layer, int n_tokens, int pos0) {
+    if (!c || !c->k) return clf_fail(CLF_ERR_ARG, "KV cache not created");
+    if (layer < 0 || layer >= c->n_layer)
+        return clf_fail(CLF_ERR_ARG, "layer %d out of range (cache has %d)", layer, c->n_layer);
+    if (n_tokens <= 0 || pos0 < 0) return clf_fail(CLF_ERR_ARG, "bad token span: %d tokens at %d", n_tokens, pos0);
+    if (pos0 > c->n_ctx - n_tokens)
+        return clf_fail(CLF_ERR_CONTEXT, "positions %d..%d exceed the context of %d", pos0, pos0 + n_tokens - 1,
+                        c->n_ctx);
+    return CLF_OK;
+}
+
+static cl_ulong layer_offset(const clf_kv_cache *c, int layer) {
+    return (cl_ulong)layer * (cl_ulong)c->n_kv_head * (cl_ulong)c->n_ctx * (cl_ulong)c->head_dim;
+}
+
+/* ---- KV write ------------------------------------------------------------ */
+
+clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k, clf_rows v, int n_tokens,
+                        int pos0) {
+    CLF_TRY(span_check(c, layer, n_tokens, pos0));
+    const int width = c->n_kv_head * c->head_dim;
+    cl_ulong k_off, v_off, kv_off = layer_offset(c, layer);
+    CLF_TRY(rows_check("K", k, n_tokens, width, &k_off));
+    CLF_TRY(rows_check("V", v, n_tokens, width, &v_off));
+    cl_kernel kern;
+    CLF_TRY(get_kernel(rt, c, 0, "kv_write", &kern));
+    const karg a[] = {KA(k.t->mem), KA(k_off), KA(k.row_stride), KA(v.t->mem), KA(v_off), KA(v.row_stride),
+                      KA(c->k),     KA(c->v),  KA(kv_off),      KA(c->n_ctx), KA(pos0)};
+    CLF_TRY(set_args(kern, "kv_write", a, NARGS(a)));
+    const size_t global[2] = {(size_t)n_tokens, (size_t)c->n_kv_head};
+    return launch(rt, kern, "kv_write", 2, global, NULL);
+}
+
+/* ---- attention ------------------------------------------------------------ */
+
+typedef struct {
+    int gqa, n_kv;
+    cl_ulong q_off, out_off, kv_off;
+} attn_args;
+
+static clf_status attn_check(const clf_kv_cache *c, int layer, clf_rows q, int n_head, int n_tokens, int pos0,
+                             const clf_tensor *out, attn_args *a) {
+    CLF_TRY(span_check(c, layer, n_tokens, pos0));
+    if (n_head <= 0 || n_head % c->n_kv_head)
+        return clf_fail(CLF_ERR_ARG, "%d query heads is not a multiple of the cache's %d KV heads", n_head,
+                        c->n_kv_head);
+    const int width = n_head * c->head_dim;
+    CLF_TRY(rows_check("Q", q, n_tokens, width, &a->q_off));
+    if (!out || out->type != CLF_F32 || out->offset % sizeof(float) ||
+        clf_tensor_bytes(out) < (size_t)n_tokens * (size_t)width * sizeof(float))
+        return clf_fail(CLF_ERR_ARG, "attention output must be an F32 tensor of at least %d x %d floats", n_tokens,
+                        width);
+    a->gqa = n_head / c->n_kv_head;
+    a->n_kv = pos0 + n_tokens;
+    a->out_off = out->offset / sizeof(float);
+    a->kv_off = layer_offset(c, layer);
+    return CLF_OK;
+}
+
+static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_head, int head_dim, int n_split) {
+    const size_t need = (size_t)n_head * (size_t)n_split;
+    if (s->parts >= need) return CLF_OK;
+    /* sized once for the most splits any call can use */
+    const size_t cap = (size_t)n_head * ATTN_MAX_SPLIT;
+    if (s->part_o) clReleaseMemObject(s->part_o);
+    if (s->part_ml) clReleaseMemObject(s->part_ml);
+    s->part_o = s->part_ml = NULL;
+    s->parts = 0;
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, cap * (size_t)head_dim * sizeof(float), NULL, &s->part_o));
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, cap * 2 * sizeof(float), NULL, &s->part_ml));
+    s->parts = cap;
+    return CLF_OK;
+}
+
+static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
+                         cl_mem q, cl_mem out, int n_head, float qscale) {
+    int n_split, chunk;
+    decode_split(rt, c, v, a->n_kv, &n_split, &chunk);
+    clf_attn_scratch *s = c->scratch;
+    CLF_TRY(scratch_reserve(rt, s, n_head, c->head_dim, n_split));
+
+    const char *name = v == CLF_ATTN_GPU ? "attn_decode_gpu" : "attn_decode_cpu";
+    cl_kernel k;
+    CLF_TRY(get_kernel(rt, c, a->gqa, name, &k));
+    const karg da[] = {KA(q),          KA(a->q_off),   KA(c->k),    KA(c->v),  KA(a->kv_off), KA(c->n_ctx),
+                       KA(s->part_o), KA(s->part_ml), KA(a->n_kv), KA(chunk), KA(qscale)};
+    CLF_TRY(set_args(k, name, da, NARGS(da)));
+    const size_t hd = (size_t)c->head_dim;
+    if (v == CLF_ATTN_GPU) {
+        const size_t global[2] = {(size_t)n_split * hd, (size_t)c->n_kv_head}, local[2] = {hd, 1};
+        CLF_TRY(launch(rt, k, name, 2, global, local));
+    } else {
+        const size_t global[2] = {(size_t)n_split, (size_t)c->n_kv_head}, local[2] = {1, 1};
+        CLF_TRY(launch(rt, k, name, 2, global, local));
+    }
+
+    CLF_TRY(get_kernel(rt, c, a->gqa, "attn_decode_reduce", &k));
+    const karg ra[] = {KA(s->part_o), KA(s->part_ml), KA(n_split), KA(out), KA(a->out_off)};
+    CLF_TRY(set_args(k, "attn_decode_reduce", ra, NARGS(ra)));
+    const size_t global = (size_t)n_head;
+    return launch(rt, k, "attn_decode_reduce", 1, &global, NULL);
+}
+
+static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
+                          clf_rows q, cl_mem out, int n_tokens, int pos0, float qscale) {
+    const char *name = v == CLF_ATTN_GPU ? "attn_prefill_gpu" : "attn_prefill_cpu";
+    cl_kernel k;
+    CLF_TRY(get_kernel(rt, c, 0, name, &k));
+    const karg pa[] = {KA(q.t->mem), KA(a->q_off),   KA(q.row_stride), KA(c->k),    KA(c->v),
+                       KA(a->kv_off), KA(c->n_ctx), KA(out),          KA(a->out_off), KA(n_tokens),
+                       KA(pos0),      KA(a->gqa),   KA(qscale)};
+    CLF_TRY(set_args(k, name, pa, NARGS(pa)));
+    const int n_rows = n_tokens * a->gqa;
+    if (v == CLF_ATTN_GPU) {
+        int br, bc;
+        gpu_tiles(rt, c->head_dim, &br, &bc);
+        const size_t global[2] = {(size_t)div_up(n_rows, br) * (size_t)br, (size_t)c->n_kv_head},
+                     local[2] = {(size_t)br, 1};
+        return launch(rt, k, name, 2, global, local);
+    }
+    const size_t global[2] = {(size_t)div_up(n_rows, CPU_TILE_ROWS), (size_t)c->n_kv_head}, local[2] = {1, 1};
+    return launch(rt, k, name, 2, global, local);
+}
+
+clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head, int n_tokens,
+                         int pos0, float scale, clf_tensor *out) {
+    attn_args a;
+    CLF_TRY(attn_check(c, layer, q, n_head, n_tokens, pos0, out, &a));
+    const clf_attn_variant v = resolve_variant(rt, c);
+    if (v == CLF_ATTN_GPU && (size_t)c->head_dim > rt->dev.max_work_group)
+        return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", c->head_dim,
+                        rt->dev.max_work_group);
+    const float qscale = (float)(scale * LOG2E);
+    if (n_tokens == 1) return decode(rt, c, v, &a, q.t->mem, out->mem, n_head, qscale);
+    return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, qscale);
+}
+
+clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
+                               int n_tokens, int pos0, float scale, clf_tensor *out) {
+    attn_args a;
+    CLF_TRY(attn_check(c, layer, q, n_head, n_tokens, pos0, out, &a));
+    const size_t rows = (size_t)n_head * (size_t)n_tokens;
+    cl_mem S;
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, rows * (size_t)a.n_kv * sizeof(float), NULL, &S));
+    cl_kernel ks, km, kv;
+    clf_status st = get_kernel(rt, c, 0, "attn_naive_scores", &ks);
+    if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_softmax", &km);
+    if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_pv", &kv);
+    const karg sa[] = {KA(q.t->mem), KA(a.q_off), KA(q.row_stride), KA(c->k), KA(a.kv_off),
+                       KA(c->n_ctx), KA(S),       KA(pos0),         KA(a.gqa), KA(scale)};
+    const karg ma[] = {KA(S), KA(a.n_kv)};
+    const karg va[] = {KA(S),        KA(a.n_kv),  KA(c->v),     KA(a.kv_off),
+                       KA(c->n_ctx), KA(out->mem), KA(a.out_off), KA(a.gqa)};
+    const size_t gs[3] = {(size_t)a.n_kv, (size_t)n_tokens, (size_t)n_head};
+    const size_t gv[3] = {(size_t)c->head_dim / 16, (size_t)n_tokens, (size_t)n_head};
+    if (st == CLF_OK) st = set_args(ks, "attn_naive_scores", sa, NARGS(sa));
+    if (st == CLF_OK) st = launch(rt, ks, "attn_naive_scores", 3, gs, NULL);
+    if (st == CLF_OK) st = set_args(km, "attn_naive_softmax", ma, NARGS(ma));
+    if (st == CLF_OK) st = launch(rt, km, "attn_naive_softmax", 1, &rows, NULL);
+    if (st == CLF_OK) st = set_args(kv, "attn_naive_pv", va, NARGS(va));
+    if (st == CLF_OK) st = launch(rt, kv, "attn_naive_pv", 3, gv, NULL);
+    clReleaseMemObject(S); /* freed once the queued kernels are done with it */
+    return st;
+}

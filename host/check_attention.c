@@ -1,0 +1,309 @@
+/* Attention checks: KV write bit-exactness and attention (tiled prefill,
+ * split-K decode, naive) against a double-precision C reference. */
+#include "check_attention.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* F32 accumulation over head_dim products and exp2 against double: a few
+ * 1e-7 relative in practice; scores near ±80 lose more to the rounding of
+ * the score itself before exp. */
+#define TOL 1e-5
+#define TOL_LARGE 5e-5
+
+static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static float rng_uniform(uint64_t *s, float lo, float hi) {
+    return lo + (hi - lo) * (float)((rng_next(s) >> 40) * (1.0 / 16777216.0));
+}
+
+static float kv_round(clf_type t, float x) { return t == CLF_F16 ? clf_f16_to_f32(clf_f32_to_f16(x)) : x; }
+
+static double rel_err(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return INFINITY;
+        const double d = a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static clf_status cache_poison(clf_runtime *rt, clf_kv_cache *c) {
+    const unsigned char ff = 0xff;
+    const size_t one = c->bytes / 2;
+    CLF_TRY(clf_cl_check(clEnqueueFillBuffer(rt->queue, c->k, &ff, 1, 0, one, 0, NULL, NULL), "clEnqueueFillBuffer"));
+    return clf_cl_check(clEnqueueFillBuffer(rt->queue, c->v, &ff, 1, 0, one, 0, NULL, NULL), "clEnqueueFillBuffer");
+}
+
+/* ---- reference ------------------------------------------------------------- */
+
+/* qkv: rows of positions 0 .. pos0 + n_tokens - 1, `stride` floats apart, Q at
+ * column 0, K at n_head * hd, V after K. out [n_tokens][n_head][hd] for the
+ * new tokens. Returns the largest |score|. */
+static double attention_ref(const float *qkv, int stride, const clf_attn_case *cs, double scale, double *out) {
+    const int hd = cs->head_dim, n_kv = cs->pos0 + cs->n_tokens, g = cs->n_head / cs->n_kv_head;
+    const int kcol = cs->n_head * hd, vcol = kcol + cs->n_kv_head * hd, kvw = cs->n_kv_head * hd;
+    /* K and V as the cache holds them */
+    float *k = malloc((size_t)n_kv * kvw * sizeof *k), *v = malloc((size_t)n_kv * kvw * sizeof *v);
+    double *s = malloc((size_t)n_kv * sizeof *s);
+    double maxabs = 0;
+    if (!k || !v || !s) {
+        free(k), free(v), free(s);
+        return -1;
+    }
+    for (int j = 0; j < n_kv; j++)
+        for (int i = 0; i < kvw; i++) {
+            k[(size_t)j * kvw + i] = kv_round(cs->kv_type, qkv[(size_t)j * stride + kcol + i]);
+            v[(size_t)j * kvw + i] = kv_round(cs->kv_type, qkv[(size_t)j * stride + vcol + i]);
+        }
+    for (int t = 0; t < cs->n_tokens; t++) {
+        const int pos = cs->pos0 + t;
+        for (int h = 0; h < cs->n_head; h++) {
+            const float *q = qkv + (size_t)pos * stride + h * hd;
+            const int off = (h / g) * hd;
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j <= pos; j++) {
+                double dot = 0;
+                for (int d = 0; d < hd; d++) dot += (double)q[d] * k[(size_t)j * kvw + off + d];
+                s[j] = dot * scale;
+                mx = fmax(mx, s[j]);
+                maxabs = fmax(maxabs, fabs(s[j]));
+            }
+            double *o = out + ((size_t)t * cs->n_head + h) * hd;
+            memset(o, 0, (size_t)hd * sizeof *o);
+            for (int j = 0; j <= pos; j++) {
+                const double p = exp(s[j] - mx);
+                sum += p;
+                for (int d = 0; d < hd; d++) o[d] += p * v[(size_t)j * kvw + off + d];
+            }
+            for (int d = 0; d < hd; d++) o[d] /= sum;
+        }
+    }
+    free(k), free(v), free(s);
+    return maxabs;
+}
+
+/* ---- attention check ----------------------------------------------------------- */
+
+typedef struct {
+    clf_kv_cache cache;
+    clf_tensor qkv, out;
+    float *host_qkv, *host_out;
+    double *ref;
+} attn_bufs;
+
+static void bufs_free(attn_bufs *b) {
+    clf_kv_cache_free(&b->cache);
+    clf_tensor_free(&b->qkv);
+    clf_tensor_free(&b->out);
+    free(b->host_qkv);
+    free(b->host_out);
+    free(b->ref);
+}
+
+/* Writes K/V of the cached prefix, then runs the new tokens (in chunks when
+ * asked), each chunk writing its K/V before attending. */
+static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *b, int stride, float scale) {
+    const int hd = cs->head_dim, kcol = cs->n_head * hd, vcol = kcol + cs->n_kv_head * hd;
+    if (cs->pos0 > 0) {
+        clf_tensor pre = clf_tensor_rows(&b->qkv, 0, cs->pos0);
+        CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&pre, kcol, stride}, (clf_rows){&pre, vcol, stride},
+                             cs->pos0, 0));
+    }
+    const int step = cs->chunk > 0 ? cs->chunk : cs->n_tokens;
+    for (int t0 = 0; t0 < cs->n_tokens; t0 += step) {
+        const int n = t0 + step <= cs->n_tokens ? step : cs->n_tokens - t0, pos = cs->pos0 + t0;
+        clf_tensor rows = clf_tensor_rows(&b->qkv, pos, n), out = clf_tensor_rows(&b->out, t0, n);
+        CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&rows, kcol, stride}, (clf_rows){&rows, vcol, stride}, n,
+                             pos));
+        const clf_rows q = {&rows, 0, stride};
+        CLF_TRY(cs->naive ? clf_attention_naive(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, &out)
+                          : clf_attention(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, &out));
+    }
+    return clf_tensor_download(rt, &b->out, b->host_out, clf_tensor_bytes(&b->out));
+}
+
+clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_case *cs, clf_check_result *res) {
+    memset(res, 0, sizeof *res);
+    if (cs->n_tokens <= 0 || cs->pos0 < 0 || cs->n_kv_head <= 0 || cs->n_head % cs->n_kv_head)
+        return clf_fail(CLF_ERR_ARG, "bad attention check case");
+    const int hd = cs->head_dim, n_pos = cs->pos0 + cs->n_tokens;
+    const int stride = (cs->n_head + 2 * cs->n_kv_head) * hd + 5; /* odd: rows not 16-aligned */
+    const float scale = 1.0f / sqrtf((float)hd), mag = cs->magnitude > 0 ? cs->magnitude : 1.0f;
+    const size_t n_out = (size_t)cs->n_tokens * cs->n_head * hd;
+    attn_bufs b;
+    memset(&b, 0, sizeof b);
+    b.host_qkv = malloc((size_t)n_pos * stride * sizeof(float));
+    b.host_out = malloc(n_out * sizeof(float));
+    b.ref = malloc(n_out * sizeof(double));
+    if (!b.host_qkv || !b.host_out || !b.ref) {
+        bufs_free(&b);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x5A77u;
+    if (!s) s = 1;
+    const int vcol = (cs->n_head + cs->n_kv_head) * hd;
+    for (int p = 0; p < n_pos; p++)
+        for (int i = 0; i < stride; i++) {
+            const float a = i < vcol ? mag : 1.0f; /* Q and K scaled, V (and padding) in ±1 */
+            b.host_qkv[(size_t)p * stride + i] = rng_uniform(&s, -a, a);
+        }
+
+    clf_status st = clf_kv_cache_create(rt, cs->kv_type, 2, cs->n_kv_head, hd, n_pos + 3, &b.cache);
+    if (st == CLF_OK) {
+        b.cache.variant = cs->variant;
+        b.cache.n_split = cs->n_split;
+        st = cache_poison(rt, &b.cache);
+    }
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, stride, n_pos, &b.qkv);
+    if (st == CLF_OK) st = clf_tensor_upload(rt, &b.qkv, b.host_qkv, (size_t)n_pos * stride * sizeof(float));
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, (int64_t)cs->n_head * hd, cs->n_tokens, &b.out);
+    if (st == CLF_OK) st = clf_tensor_fill(rt, &b.out, 0xff);
+    if (st == CLF_OK) st = run_case(rt, cs, &b, stride, scale);
+    const double maxabs = st == CLF_OK ? attention_ref(b.host_qkv, stride, cs, scale, b.ref) : 0;
+    if (maxabs < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st == CLF_OK) {
+        res->err = rel_err(b.host_out, b.ref, n_out);
+        res->tol = maxabs > 20 ? TOL_LARGE : TOL;
+        const clf_attn_plan plan = clf_attention_plan(rt, &b.cache, n_pos);
+        char splits[24] = "";
+        if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);
+        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s |s|max %.0f",
+                 cs->naive ? "naive" : plan.variant == CLF_ATTN_GPU ? "gpu" : "cpu", cs->n_tokens, cs->pos0,
+                 cs->chunk, cs->n_head, cs->n_kv_head, hd, cs->kv_type == CLF_F16 ? "f16" : "f32", splits, maxabs);
+    }
+    bufs_free(&b);
+    return st;
+}
+
+/* ---- KV write check ------------------------------------------------------------ */
+
+static int kv_elem_ok(clf_type type, const unsigned char *cache, size_t idx, int written, float x) {
+    if (type == CLF_F16) {
+        uint16_t h;
+        memcpy(&h, cache + 2 * idx, 2);
+        return written ? h == clf_f32_to_f16(x) : h == 0xffff;
+    }
+    uint32_t u, want;
+    memcpy(&u, cache + 4 * idx, 4);
+    memcpy(&want, &x, 4);
+    return written ? u == want : u == 0xffffffffu;
+}
+
+clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int n_kv_head, int head_dim,
+                              int n_tokens, int pos0, clf_check_result *res) {
+    memset(res, 0, sizeof *res);
+    const int width = n_kv_head * head_dim, stride = 2 * width + 3, kcol = 1, vcol = width + 2;
+    const int n_ctx = pos0 + n_tokens + 2;
+    float *src = malloc((size_t)n_tokens * stride * sizeof *src);
+    clf_kv_cache c;
+    clf_tensor t;
+    memset(&c, 0, sizeof c);
+    memset(&t, 0, sizeof t);
+    unsigned char *kh = NULL, *vh = NULL;
+    if (!src) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x77u;
+    if (!s) s = 1;
+    for (size_t i = 0; i < (size_t)n_tokens * stride; i++) src[i] = rng_uniform(&s, -3, 3);
+
+    clf_status st = clf_kv_cache_create(rt, type, 2, n_kv_head, head_dim, n_ctx, &c);
+    if (st == CLF_OK) st = cache_poison(rt, &c);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, stride, n_tokens, &t);
+    if (st == CLF_OK) st = clf_tensor_upload(rt, &t, src, (size_t)n_tokens * stride * sizeof *src);
+    if (st == CLF_OK)
+        st = clf_kv_write(rt, &c, 1, (clf_rows){&t, kcol, stride}, (clf_rows){&t, vcol, stride}, n_tokens, pos0);
+    const size_t one = c.bytes / 2;
+    if (st == CLF_OK && (!(kh = malloc(one)) || !(vh = malloc(one))))
+        st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c.k, CL_TRUE, 0, one, kh, 0, NULL, NULL), "clEnqueueReadBuffer");
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c.v, CL_TRUE, 0, one, vh, 0, NULL, NULL), "clEnqueueReadBuffer");
+    if (st == CLF_OK) {
+        size_t wrong = 0, total = 0;
+        for (int layer = 0; layer < 2; layer++)
+            for (int h = 0; h < n_kv_head; h++)
+                for (int p = 0; p < n_ctx; p++)
+                    for (int d = 0; d < head_dim; d++, total++) {
+                        const size_t idx = (((size_t)layer * n_kv_head + h) * n_ctx + p) * head_dim + d;
+                        const int written = layer == 1 && p >= pos0 && p < pos0 + n_tokens;
+                        const float *row = src + (size_t)(written ? p - pos0 : 0) * stride + h * head_dim + d;
+                        wrong += !kv_elem_ok(type, kh, idx, written, row[kcol]);
+                        wrong += !kv_elem_ok(type, vh, idx, written, row[vcol]);
+                    }
+        res->err = (double)wrong / (double)(2 * total);
+        res->tol = 0;
+        snprintf(res->detail, sizeof res->detail, "%s %d tokens at %d, %d KV heads x %d, ctx %d",
+                 type == CLF_F16 ? "f16" : "f32", n_tokens, pos0, n_kv_head, head_dim, n_ctx);
+    }
+    free(src);
+    free(kh);
+    free(vh);
+    clf_tensor_free(&t);
+    clf_kv_cache_free(&c);
+    return st;
+}
+
+/* ---- selftest table ------------------------------------------------------------- */
+
+static clf_status run(clf_runtime *rt, uint64_t seed, clf_check_result *res, clf_attn_case cs) {
+    return clf_check_attention(rt, seed, &cs, res);
+}
+
+static clf_status chk_kv_write_f32(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return clf_check_kv_write(rt, seed, CLF_F32, 3, 64, 7, 5, res);
+}
+static clf_status chk_kv_write_f16(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return clf_check_kv_write(rt, seed, CLF_F16, 3, 64, 7, 5, res);
+}
+/* SmolLM2's head layout: 9 query heads over 3 KV heads of 64 */
+static clf_status chk_prefill(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 129, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
+                                              .kv_type = CLF_F32});
+}
+static clf_status chk_prefill_chunked_f16(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 100, .pos0 = 37, .n_head = 9, .n_kv_head = 3,
+                                              .head_dim = 64, .kv_type = CLF_F16, .chunk = 33});
+}
+static clf_status chk_prefill_gpu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 67, .pos0 = 10, .n_head = 8, .n_kv_head = 2,
+                                              .head_dim = 128, .kv_type = CLF_F32, .variant = CLF_ATTN_GPU});
+}
+static clf_status chk_decode(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 1, .pos0 = 1000, .n_head = 9, .n_kv_head = 3,
+                                              .head_dim = 64, .kv_type = CLF_F16});
+}
+static clf_status chk_decode_gpu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 1, .pos0 = 300, .n_head = 9, .n_kv_head = 3,
+                                              .head_dim = 64, .kv_type = CLF_F32, .variant = CLF_ATTN_GPU});
+}
+static clf_status chk_large_scores(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 64, .pos0 = 5, .n_head = 9, .n_kv_head = 3,
+                                              .head_dim = 64, .kv_type = CLF_F32, .magnitude = 7.5f});
+}
+static clf_status chk_naive(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 33, .pos0 = 4, .n_head = 9, .n_kv_head = 3,
+                                              .head_dim = 64, .kv_type = CLF_F32, .naive = 1});
+}
+
+const clf_check clf_checks_attention[] = {
+    {"kv_write_f32", chk_kv_write_f32},
+    {"kv_write_f16", chk_kv_write_f16},
+    {"attn_prefill", chk_prefill},
+    {"attn_prefill_chunked_f16", chk_prefill_chunked_f16},
+    {"attn_prefill_gpu_shape", chk_prefill_gpu},
+    {"attn_decode_f16", chk_decode},
+    {"attn_decode_gpu_shape", chk_decode_gpu},
+    {"attn_large_scores", chk_large_scores},
+    {"attn_naive", chk_naive},
+    {NULL, NULL},
+};

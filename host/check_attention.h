@@ -1,0 +1,37 @@
+/* Checks of host/attention.h at a given shape, against a plain C reference
+ * in double on random data drawn from `seed`, outputs and the cache poisoned
+ * first. The tests sweep shapes with these; clf_checks_attention[]
+ * (host/check.h) runs representative shapes for `selftest`. */
+#ifndef CLF_CHECK_ATTENTION_H
+#define CLF_CHECK_ATTENTION_H
+
+#include "attention.h"
+#include "check.h"
+
+typedef struct clf_attn_case {
+    int n_tokens;                /* new tokens; 1 takes the decode path */
+    int pos0;                    /* tokens cached before them (written by clf_kv_write first) */
+    int n_head, n_kv_head, head_dim;
+    clf_type kv_type;            /* CLF_F32 or CLF_F16 */
+    clf_attn_variant variant;    /* CLF_ATTN_AUTO: the device's */
+    int n_split;                 /* decode splits; 0: automatic */
+    int chunk;                   /* > 0: prefill the new tokens in chunks of this many */
+    int naive;                   /* through clf_attention_naive */
+    float magnitude;             /* Q and K uniform in ±magnitude (scores grow as its square) */
+} clf_attn_case;
+
+/* Q, K and V come from one fused QKV activation with an odd row stride (so
+ * rows are not 16-float aligned); the cache has two layers and the check uses
+ * the second. The reference sees K/V rounded to the cache type, so F16 is
+ * held to the same tolerance as F32. res->detail also gives the largest
+ * |score|. */
+clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_case *cs, clf_check_result *res);
+
+/* clf_kv_write of n_tokens rows at pos0 into the last of two layers:
+ * written elements must equal the input (rounded to nearest-even halves for
+ * F16) and every other cache element must keep its poison; err is the
+ * fraction of wrong elements. */
+clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int n_kv_head, int head_dim,
+                              int n_tokens, int pos0, clf_check_result *res);
+
+#endif
