@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Local size of the flat kernels (dim 0). Fixed, because a driver like PoCL
  * compiles a kernel once per local size; global sizes are rounded up to it
@@ -62,9 +64,12 @@ static clf_status f32_offset(const clf_tensor *t, const char *what, cl_ulong *of
 }
 
 /* Work-items per row of the row-reduction kernels (cl/norm.cl): one SIMD
- * thread per row on a CPU, a power-of-two group on other devices. */
+ * thread per row on a CPU ("cpu"), a group of 64 lanes elsewhere ("gpu").
+ * CLINFER_OPS_VARIANT=cpu|gpu overrides, so tests run both on one device. */
 static int row_wg(const clf_runtime *rt) {
-    if (rt->dev.type & CL_DEVICE_TYPE_CPU) return 1;
+    const char *env = getenv("CLINFER_OPS_VARIANT");
+    int cpu = env && *env ? strcmp(env, "gpu") != 0 : (rt->dev.type & CL_DEVICE_TYPE_CPU) != 0;
+    if (cpu) return 1;
     int wg = 64;
     while (wg > 1 && (size_t)wg > rt->dev.max_work_group) wg /= 2;
     return wg;

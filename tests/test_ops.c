@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -134,6 +135,23 @@ static void test_softmax(void **state) {
     expect_pass(clf_check_softmax(tu_runtime(), tu_seed(), 2, 49152, &r), &r, "softmax vocab");
 }
 
+/* The row reductions with a work-group of 64 lanes per row, as a GPU runs
+ * them: the local-memory tree and the strided loops on this device too. */
+static void test_row_reductions_gpu_variant(void **state) {
+    (void)state;
+    setenv("CLINFER_OPS_VARIANT", "gpu", 1);
+    for (int i = 0; i < NLEN; i++) {
+        clf_check_result r;
+        expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], i % 2, &r), &r,
+                    "rmsnorm (gpu variant)");
+        expect_pass(clf_check_softmax(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], &r), &r,
+                    "softmax (gpu variant)");
+    }
+    clf_check_result r;
+    expect_pass(clf_check_softmax(tu_runtime(), tu_seed(), 1, 49152, &r), &r, "softmax vocab (gpu variant)");
+    unsetenv("CLINFER_OPS_VARIANT");
+}
+
 static void expect_arg_error(clf_status st, const char *needle) {
     assert_int_equal(st, CLF_ERR_ARG);
     if (!strstr(clf_last_error(), needle)) fail_msg("message '%s' lacks '%s'", clf_last_error(), needle);
@@ -180,6 +198,7 @@ int main(void) {
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_add_rows),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_row_reductions_gpu_variant),
         cmocka_unit_test(test_bad_arguments),
     };
     tu_seed();
