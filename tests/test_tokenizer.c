@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -175,8 +176,8 @@ static int hex_decode(const char *hex, size_t n, char *out) {
     return (int)(n / 2);
 }
 
-static void test_recorded_smollm2(void **state) {
-    (void)state;
+/* The default model's tokenizer, or a skip note when the file is absent. */
+static clf_tokenizer *default_model_tokenizer(clf_gguf **g) {
     char path[4096];
     if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
         snprintf(path, sizeof path, "/tmp/model/%s", CLF_DEFAULT_MODEL);
@@ -185,8 +186,13 @@ static void test_recorded_smollm2(void **state) {
             skip();
         }
     }
+    return load_tokenizer(path, g);
+}
+
+static void test_recorded_smollm2(void **state) {
+    (void)state;
     clf_gguf *g;
-    clf_tokenizer *t = load_tokenizer(path, &g);
+    clf_tokenizer *t = default_model_tokenizer(&g);
     assert_string_equal(clf_tokenizer_pre(t), "smollm");
     size_t len;
     char *data = read_file("tests/data/tokens_smollm2.txt", &len);
@@ -230,6 +236,52 @@ static void test_recorded_smollm2(void **state) {
     clf_gguf_close(g);
 }
 
+/* Long inputs: a megabyte of mixed text, and single pre-tokens of 100k
+ * bytes (a run of spaces, of letters, of digits), which stress the regex
+ * matcher and the merge heap; each must come back exactly. */
+static void test_long_inputs(void **state) {
+    (void)state;
+    clf_gguf *g;
+    clf_tokenizer *t = default_model_tokenizer(&g);
+    static const char BASE[] = "The quick brown fox, 12,345.67 times: \"don't\" 🚀 Привет 我想 \n\t  def f(x):\n        return x\n";
+    enum { BIG = 1 << 20, RUN = 100000 };
+    char *text = malloc(BIG + 1);
+    size_t n = 0;
+    while (n + sizeof BASE < BIG) {
+        memcpy(text + n, BASE, sizeof BASE - 1);
+        n += sizeof BASE - 1;
+    }
+    text[n] = 0;
+    int32_t *ids;
+    int n_ids;
+    clock_t t0 = clock();
+    TU_OK(clf_tokenize(t, text, n, 0, 0, &ids, &n_ids));
+    double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    fprintf(stderr, "[ INFO ] %zu bytes -> %d tokens in %.3f s (%.1f MB/s)\n", n, n_ids, s, n / s / 1e6);
+    char *back;
+    size_t back_len;
+    TU_OK(clf_detokenize(t, ids, n_ids, 0, &back, &back_len));
+    assert_int_equal(back_len, n);
+    assert_memory_equal(back, text, n);
+    free(back);
+    free(ids);
+
+    const char fill[] = {' ', 'a', '7', '\n'};
+    for (int k = 0; k < 4; k++) {
+        memset(text, fill[k], RUN);
+        TU_OK(clf_tokenize(t, text, RUN, 0, 0, &ids, &n_ids));
+        assert_true(n_ids > 0 && n_ids <= RUN);
+        TU_OK(clf_detokenize(t, ids, n_ids, 0, &back, &back_len));
+        assert_int_equal(back_len, RUN);
+        assert_memory_equal(back, text, RUN);
+        free(back);
+        free(ids);
+    }
+    free(text);
+    clf_tokenizer_free(t);
+    clf_gguf_close(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocab_gpt2),
@@ -237,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_vocab_llama_spm),
         cmocka_unit_test(test_vocab_phi3),
         cmocka_unit_test(test_recorded_smollm2),
+        cmocka_unit_test(test_long_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
