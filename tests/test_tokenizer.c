@@ -189,21 +189,25 @@ static clf_tokenizer *default_model_tokenizer(clf_gguf **g) {
     return load_tokenizer(path, g);
 }
 
-static void test_recorded_smollm2(void **state) {
-    (void)state;
-    clf_gguf *g;
-    clf_tokenizer *t = default_model_tokenizer(&g);
-    assert_string_equal(clf_tokenizer_pre(t), "smollm");
-    size_t len;
-    char *data = read_file("tests/data/tokens_smollm2.txt", &len);
-    assert_non_null(data);
-    int n_cases = 0, n_bad = 0, n_special = 0;
+/* Checks every case of a record written by tests/peer/record_tokens.py:
+ * lines "[PRE ]SPECIAL HEX | IDS". With pre NULL the lines carry no PRE;
+ * else only the lines of that pre-tokenizer are run. Returns the count. */
+static int run_record(const clf_tokenizer *t, const char *file, const char *pre, int *n_special) {
+    size_t len, pre_len = pre ? strlen(pre) : 0;
+    char *data = read_file(file, &len);
+    if (!data) fail_msg("cannot read %s (tests run from the repository root)", file);
+    int n_cases = 0, n_bad = 0;
     int32_t *want = malloc(sizeof(int32_t) * 8192);
     char *text = malloc(len);
+    *n_special = 0;
     for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
         if (line[0] == '#') continue;
-        char *bar = strstr(line, " | ");
-        if (!bar) bar = line + strlen(line) - 2; /* "... |" with no ids */
+        if (pre) {
+            if (strncmp(line, pre, pre_len) != 0 || line[pre_len] != ' ') continue;
+            line += pre_len + 1;
+        }
+        char *bar = strstr(line, " |");
+        assert_non_null(bar);
         assert_true(line[0] == '0' || line[0] == '1');
         int special = line[0] == '1';
         const char *hex = line + 2;
@@ -215,11 +219,24 @@ static void test_recorded_smollm2(void **state) {
                         special ? CLF_DETOK_SPECIAL : 0))
             n_bad++;
         n_cases++;
-        n_special += special;
+        *n_special += special;
     }
-    fprintf(stderr, "[ INFO ] %d recorded texts (%d with special tokens), %d mismatches\n", n_cases, n_special, n_bad);
-    assert_true(n_cases >= 40 && n_special >= 5);
+    fprintf(stderr, "[ INFO ] %s%s%s: %d texts (%d with special tokens), %d mismatches\n", file, pre ? " " : "",
+            pre ? pre : "", n_cases, *n_special, n_bad);
     assert_int_equal(n_bad, 0);
+    free(text);
+    free(want);
+    free(data);
+    return n_cases;
+}
+
+static void test_recorded_smollm2(void **state) {
+    (void)state;
+    clf_gguf *g;
+    clf_tokenizer *t = default_model_tokenizer(&g);
+    assert_string_equal(clf_tokenizer_pre(t), "smollm");
+    int n_special, n_cases = run_record(t, "tests/data/tokens_smollm2.txt", NULL, &n_special);
+    assert_true(n_cases >= 40 && n_special >= 5);
 
     /* the chat model's end-of-turn and its template */
     int32_t im_end = clf_tokenizer_find(t, "<|im_end|>");
@@ -229,11 +246,49 @@ static void test_recorded_smollm2(void **state) {
     assert_non_null(clf_tokenizer_chat_template(t));
     assert_non_null(strstr(clf_tokenizer_chat_template(t), "<|im_start|>"));
     assert_false(clf_tokenizer_add_bos(t));
-    free(text);
-    free(want);
-    free(data);
     clf_tokenizer_free(t);
     clf_gguf_close(g);
+}
+
+/* The GPT-2 vocabulary with tokenizer.ggml.pre replaced, through a copy
+ * of the file made with the GGUF writer. */
+static clf_tokenizer *load_with_pre(const char *path, const char *pre) {
+    char tmp[512];
+    const char *dir = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/clf_pre_%d_%s.gguf", dir && *dir ? dir : "/tmp", (int)getpid(), pre);
+    clf_gguf *g;
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_gguf_writer_create(&w));
+    for (int64_t i = 0; i < clf_gguf_n_kv(g); i++) TU_OK(clf_gguf_set_kv(w, clf_gguf_kv_at(g, i)));
+    TU_OK(clf_gguf_set_str(w, "tokenizer.ggml.pre", pre));
+    TU_OK(clf_gguf_write(w, tmp));
+    clf_gguf_writer_free(w);
+    clf_gguf_close(g);
+    clf_tokenizer *t = load_tokenizer(tmp, &g);
+    clf_gguf_close(g);
+    unlink(tmp);
+    return t;
+}
+
+/* Each pre-tokenizer's regexes (Llama 3, Qwen2, default, ...) on the GPT-2
+ * vocabulary, against llama.cpp run with the same override. */
+static void test_recorded_pretokenizers(void **state) {
+    (void)state;
+    static const char *const PRES[] = {"gpt-2", "smollm", "llama-bpe", "dbrx", "qwen2", "default"};
+    char dir[1024], path[1200];
+    if (!vocab_dir(dir, sizeof dir)) {
+        fprintf(stderr, "[ SKIP ] no tokenizer test data (../shared/testdata/tokenizer)\n");
+        skip();
+    }
+    snprintf(path, sizeof path, "%s/ggml-vocab-gpt-2.gguf", dir);
+    for (size_t i = 0; i < sizeof PRES / sizeof PRES[0]; i++) {
+        clf_tokenizer *t = load_with_pre(path, PRES[i]);
+        assert_string_equal(clf_tokenizer_pre(t), PRES[i]);
+        int n_special;
+        assert_true(run_record(t, "tests/data/tokens_pretok.txt", PRES[i], &n_special) >= 40);
+        clf_tokenizer_free(t);
+    }
 }
 
 /* Long inputs: a megabyte of mixed text, and single pre-tokens of 100k
@@ -289,6 +344,7 @@ int main(void) {
         cmocka_unit_test(test_vocab_llama_spm),
         cmocka_unit_test(test_vocab_phi3),
         cmocka_unit_test(test_recorded_smollm2),
+        cmocka_unit_test(test_recorded_pretokenizers),
         cmocka_unit_test(test_long_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

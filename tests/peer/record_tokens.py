@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Records llama.cpp's token ids for hard texts on the default model's
-vocabulary, as reference data for tests/test_tokenizer.c.
+"""Records llama.cpp's token ids for hard texts, as reference data for
+tests/test_tokenizer.c:
 
   python3 tests/peer/record_tokens.py MODEL.gguf > tests/data/tokens_smollm2.txt
+  python3 tests/peer/record_tokens.py --pre ggml-vocab-gpt-2.gguf > tests/data/tokens_pretok.txt
 
-Output: '#' comment lines (package version, model sha256, and each case's
+The first uses the default model's vocabulary as it is. The second runs the
+GPT-2 vocabulary (llama.cpp's models/ggml-vocab-gpt-2.gguf) under each
+pre-tokenizer in PRES, overriding tokenizer.ggml.pre, so the regexes of
+vocabularies not at hand (Llama 3, Qwen2, ...) are checked too.
+
+Output: '#' comment lines (package version, file sha256, and each case's
 text as a Python literal), then one line per case:
-  SPECIAL HEX | IDS
-SPECIAL is 1 when special tokens (<|im_start|>, ...) were parsed, HEX the
-UTF-8 bytes of the text in hex ('-' for the empty text), IDS the ids
-llama.cpp produced without BOS.
+  [PRE] SPECIAL HEX | IDS
+PRE (--pre only) the pre-tokenizer name, SPECIAL 1 when special tokens
+(<|im_start|>, ...) were parsed, HEX the UTF-8 bytes of the text in hex
+('-' for the empty text), IDS the ids llama.cpp produced without BOS.
 """
 import hashlib
 import sys
@@ -64,6 +70,9 @@ TEXTS = [
     "a\u0085b x\u2028y \u2029z \u00adsoft \ufeffBOM \x00nul \x7fdel a\r\nb\rc",
     "e\u0301 x\u0300\u0301y 1\u00b2\u00bd \u0661\u0662\u0663 \ufb01 ligature \U0001F600\U0001F601",
     "'s ' ''s' x'sy don't   trailing   ",
+    "don'T I'M we'Ve THEY'LL it'D 'S",
+    "1 12 123 1234 12345 123456 1234567 x1y22z333",
+    "Hello\n\n\nworld\r\n\r\n  end \n \n\t\n",
     "a" * 1000,
     "ab" * 300,
     CODE,
@@ -78,22 +87,41 @@ TEXTS = [
 ]
 
 
+PRES = ["gpt-2", "smollm", "llama-bpe", "dbrx", "qwen2", "default"]
+
+
+def case_lines(llm, text, special, prefix=""):
+    ids = llm.tokenize(text.encode(), add_bos=False, special=bool(special))
+    data = text.encode().hex() or "-"
+    shown = repr(text) if len(text) <= 120 else repr(text[:117]) + "..."
+    return [f"# {shown}", f"{prefix}{special} {data} | {' '.join(map(str, ids))}"]
+
+
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    pre_mode = args[:1] == ["--pre"]
+    if pre_mode:
+        args = args[1:]
+    if len(args) != 1:
         sys.exit(__doc__)
-    path = sys.argv[1]
+    path = args[0]
     sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
-    print("# token ids of hard texts on the default model's vocabulary (tests/peer/record_tokens.py)")
-    print(f"# llama-cpp-python {llama_cpp.__version__}, model sha256 {sha}")
-    print("# SPECIAL HEX | IDS  (no BOS; HEX '-' for the empty text)")
-    for text in TEXTS:
-        for special in (0, 1) if "<" in text else (0,):
-            ids = llm.tokenize(text.encode(), add_bos=False, special=bool(special))
-            data = text.encode().hex() or "-"
-            shown = repr(text) if len(text) <= 120 else repr(text[:117]) + "..."
-            print(f"# {shown}")
-            print(f"{special} {data} | {' '.join(map(str, ids))}")
+    name = path.rsplit("/", 1)[-1]
+    print(f"# token ids of hard texts on {name} (tests/peer/record_tokens.py{' --pre' if pre_mode else ''})")
+    print(f"# llama-cpp-python {llama_cpp.__version__}, {name} sha256 {sha}")
+    if not pre_mode:
+        print("# SPECIAL HEX | IDS  (no BOS; HEX '-' for the empty text)")
+        llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+        for text in TEXTS:
+            for special in (0, 1) if "<" in text else (0,):
+                print("\n".join(case_lines(llm, text, special)))
+        return
+    print("# PRE SPECIAL HEX | IDS  (tokenizer.ggml.pre overridden; no BOS; HEX '-' for the empty text)")
+    for pre in PRES:
+        llm = llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False,
+                              kv_overrides={"tokenizer.ggml.pre": pre})
+        for text in TEXTS:
+            print("\n".join(case_lines(llm, text, 0, pre + " ")))
 
 
 if __name__ == "__main__":
