@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -176,16 +177,19 @@ static int hex_decode(const char *hex, size_t n, char *out) {
     return (int)(n / 2);
 }
 
-/* The default model's tokenizer, or a skip note when the file is absent. */
+/* The default model's path, or a skip note when the file is absent. */
+static void default_model_path(char *path, size_t n) {
+    if (clf_model_path(NULL, path, n) == CLF_OK) return;
+    snprintf(path, n, "/tmp/model/%s", CLF_DEFAULT_MODEL);
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "[ SKIP ] the default model is not here (set CLINFER_MODEL or run `make model`)\n");
+        skip();
+    }
+}
+
 static clf_tokenizer *default_model_tokenizer(clf_gguf **g) {
     char path[4096];
-    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
-        snprintf(path, sizeof path, "/tmp/model/%s", CLF_DEFAULT_MODEL);
-        if (access(path, R_OK) != 0) {
-            fprintf(stderr, "[ SKIP ] the default model is not here (set CLINFER_MODEL or run `make model`)\n");
-            skip();
-        }
-    }
+    default_model_path(path, sizeof path);
     return load_tokenizer(path, g);
 }
 
@@ -337,6 +341,50 @@ static void test_long_inputs(void **state) {
     clf_gguf_close(g);
 }
 
+/* `clinfer tokenize` prints what the library gives, and fails clearly. */
+static int run_cli(const char *args, char *out, size_t cap) {
+    const char *bin = getenv("CLINFER_BIN");
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "\"%s\" tokenize %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli_tokenize(void **state) {
+    (void)state;
+    if (!getenv("CLINFER_BIN")) {
+        fprintf(stderr, "[ SKIP ] CLINFER_BIN is not set (ctest sets it)\n");
+        skip();
+    }
+    char path[4096], args[8192], out[4096], want[4096] = "";
+    default_model_path(path, sizeof path);
+    clf_gguf *g;
+    clf_tokenizer *t = load_tokenizer(path, &g);
+    const char *text = "Hello world, 12,345.67 <|im_start|>user";
+    for (int special = 0; special < 2; special++) {
+        int32_t *ids;
+        int n;
+        TU_OK(clf_tokenize(t, text, strlen(text), 1, special, &ids, &n));
+        want[0] = 0;
+        for (int i = 0; i < n; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? " " : "", ids[i]);
+        strcat(want, "\n");
+        free(ids);
+        snprintf(args, sizeof args, "-m \"%s\" -p \"%s\"%s", path, text, special ? " --special" : "");
+        assert_int_equal(run_cli(args, out, sizeof out), 0);
+        assert_string_equal(out, want);
+    }
+    assert_int_equal(run_cli("-m /no/such/model.gguf -p x", out, sizeof out), CLF_ERR_IO);
+    assert_non_null(strstr(out, "/no/such/model.gguf"));
+    assert_int_equal(run_cli("-p", out, sizeof out), CLF_ERR_ARG);
+    assert_non_null(strstr(out, "usage"));
+    clf_tokenizer_free(t);
+    clf_gguf_close(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vocab_gpt2),
@@ -346,6 +394,7 @@ int main(void) {
         cmocka_unit_test(test_recorded_smollm2),
         cmocka_unit_test(test_recorded_pretokenizers),
         cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_cli_tokenize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
