@@ -1,7 +1,7 @@
 /* GGUF writer -> reader round trips of random metadata (every value type,
  * nested arrays) and random tensors (every type, 1-4 dims, odd sizes);
  * typed accessors; file errors; and the real default model's known layout
- * (skipped with a note when the file is absent). */
+ * ($CLINFER_MODEL or the fetched default; skipped with a note when absent). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "gguf.h"
+#include "model_path.h"
 #include "testutil.h"
 
 static char tmpdir[64];
@@ -448,10 +449,6 @@ static void test_file_errors(void **state) {
 
 /* ---- the real default model ---------------------------------------------------------- */
 
-static const char *model_path(void) {
-    const char *p = getenv("CLINFER_MODEL");
-    return p && *p ? p : "/tmp/model/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 static void expect_u32(const clf_gguf *g, const char *key, uint32_t want) {
     uint32_t v;
@@ -469,9 +466,9 @@ static void expect_tensor_info(const clf_gguf *g, const char *name, clf_type typ
 
 static void test_real_model(void **state) {
     (void)state;
-    const char *path = model_path();
-    if (access(path, R_OK) != 0) {
-        printf("[  NOTE    ] %s absent (set CLINFER_MODEL): real-model check skipped\n", path);
+    char path[4096];
+    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
+        printf("[  NOTE    ] %s: real-model check skipped\n", clf_last_error());
         skip();
     }
     clf_gguf *g;

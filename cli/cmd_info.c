@@ -1,0 +1,344 @@
+/* clinfer info: what a model is and what it costs, from the GGUF alone:
+ * hyperparameters, parameters per group, bytes per type, FLOPs per token
+ * and per prefill, memory for inference and for training, arithmetic
+ * intensity, and, given a device's peaks, the roofline ceilings. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "estimate.h"
+#include "gguf.h"
+#include "model_path.h"
+
+static const char *USAGE =
+    "clinfer info [-m MODEL] [--ctx N] [--batch B] [--kv f32|f16] [--gflops G --gbs B] [--json]\n"
+    "  --ctx: context for the KV cache and attention terms (default: the model's, at most 4096)\n"
+    "  --batch: prefill length (default 512, at most the context)\n"
+    "  --gflops/--gbs: a device's peak FP32 GFLOP/s and memory GB/s for the roofline";
+
+typedef struct tally {
+    int64_t count[CLF_GROUP_COUNT];
+    double bytes[CLF_GROUP_COUNT];
+    int tensors[CLF_Q8_0 + 1];
+    int64_t type_elems[CLF_Q8_0 + 1];
+    double type_bytes[CLF_Q8_0 + 1];
+    double total_bytes;
+} tally;
+
+typedef struct report {
+    const char *path;
+    char name[128];
+    const clf_gguf *g;
+    clf_model_shape s;
+    clf_params p;
+    tally file;
+    int64_t ctx, batch;
+    int kv_bytes; /* 4 or 2 */
+    double flops_c1, flops_ctx, flops_prefill;
+    double kv_tok[2], kv_ctx[2]; /* [F32, F16] */
+    double scratch, mem_total[2];
+    double bytes_c1, bytes_ctx, bytes_prefill;
+    clf_train_mem train_f32, train_mixed;
+    double act, act_flash;
+    int has_roof;
+    clf_roof roof;
+    clf_bound dec_c1, dec_ctx, pre;
+} report;
+
+static void tally_file(const clf_gguf *g, tally *t) {
+    memset(t, 0, sizeof *t);
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *x = clf_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(x->name.len < 127 ? x->name.len : 127), x->name.ptr);
+        int64_t n = x->ne[0] * x->ne[1] * x->ne[2] * x->ne[3];
+        clf_group gr = clf_group_of_tensor(name);
+        t->count[gr] += n;
+        t->bytes[gr] += (double)x->bytes;
+        t->tensors[x->type]++;
+        t->type_elems[x->type] += n;
+        t->type_bytes[x->type] += (double)x->bytes;
+        t->total_bytes += (double)x->bytes;
+    }
+}
+
+static void compute(report *r) {
+    const clf_model_shape *s = &r->s;
+    r->p = clf_estimate_params(s);
+    tally_file(r->g, &r->file);
+    r->flops_c1 = clf_flops_token(s, 1);
+    r->flops_ctx = clf_flops_token(s, r->ctx);
+    r->flops_prefill = clf_flops_prefill(s, r->batch);
+    r->scratch = clf_scratch_bytes(s, r->batch);
+    for (int k = 0; k < 2; k++) {
+        r->kv_tok[k] = clf_kv_bytes_per_token(s, k ? 2 : 4);
+        r->kv_ctx[k] = r->kv_tok[k] * (double)r->ctx;
+        r->mem_total[k] = r->file.total_bytes + r->kv_ctx[k] + r->scratch;
+    }
+    r->bytes_c1 = clf_bytes_token(s, 1, r->kv_bytes);
+    r->bytes_ctx = clf_bytes_token(s, r->ctx, r->kv_bytes);
+    r->bytes_prefill = clf_bytes_prefill(s, r->batch, r->kv_bytes);
+    r->train_f32 = clf_train_mem_f32(r->p.total);
+    r->train_mixed = clf_train_mem_mixed(r->p.total);
+    r->act = clf_train_activation_bytes(s, r->ctx, 1, 0);
+    r->act_flash = clf_train_activation_bytes(s, r->ctx, 1, 1);
+    if (r->has_roof) {
+        r->dec_c1 = clf_roofline(r->flops_c1, r->bytes_c1, 1, r->roof);
+        r->dec_ctx = clf_roofline(r->flops_ctx, r->bytes_ctx, 1, r->roof);
+        r->pre = clf_roofline(r->flops_prefill, r->bytes_prefill, (double)r->batch, r->roof);
+    }
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+static const char *human(double v, const char *unit, char *buf) {
+    static const char *const pre[] = {"", " K", " M", " G", " T", " P"};
+    int i = 0;
+    while (fabs(v) >= 1000 && i < 5) v /= 1000, i++;
+    snprintf(buf, 32, i ? "%.2f%s%s" : "%.0f%s%s", v, pre[i], unit);
+    return buf;
+}
+
+static const char *mib(double bytes, char *buf) {
+    if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, 32, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else if (bytes >= 1024.0 * 1024) snprintf(buf, 32, "%.2f MiB", bytes / (1024.0 * 1024));
+    else snprintf(buf, 32, "%.1f KiB", bytes / 1024.0);
+    return buf;
+}
+
+static const char *type_name(clf_type t) { return clf_type_get(t) ? clf_type_get(t)->name : "?"; }
+
+static void print_text(const report *r) {
+    const clf_model_shape *s = &r->s;
+    char a[32], b[32], c[32], d[32];
+    printf("%s\n  %s: GGUF v%" PRIu32 ", %s, alignment %zu, %" PRId64 " tensors, %" PRId64 " metadata keys\n",
+           r->name, r->path, clf_gguf_version(r->g), mib((double)clf_gguf_size(r->g), a), clf_gguf_alignment(r->g),
+           clf_gguf_n_tensors(r->g), clf_gguf_n_kv(r->g));
+    printf("  %s: %" PRId64 " layers, n_embd %" PRId64 ", n_ff %" PRId64 ", %" PRId64 " heads / %" PRId64
+           " KV heads, head_dim %" PRId64 ", vocab %" PRId64 ", trained context %" PRId64 "%s%s\n\n",
+           s->arch, s->n_layer, s->n_embd, s->n_ff, s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx_train,
+           s->tied ? ", tied embeddings" : "", s->qkv_bias ? ", Q/K/V biases" : "");
+
+    printf("parameters       %12s %7s  %-5s %12s %12s\n", "count", "share", "type", "bytes", "in the file");
+    static const clf_type none = (clf_type)-1;
+    const clf_type gt[CLF_GROUP_COUNT] = {s->type_embd, s->type_attn, s->type_ffn, s->type_norm, s->type_out, none};
+    int mismatch = 0;
+    for (int g = 0; g < CLF_GROUP_COUNT; g++) {
+        if (g == CLF_GROUP_OTHER && !r->file.count[g]) continue;
+        int differs = r->file.count[g] != r->p.count[g] || fabs(r->file.bytes[g] - r->p.bytes[g]) > 0.5;
+        mismatch |= differs;
+        printf("  %-14s %12" PRId64 " %6.1f%%  %-5s %12s %12s%s\n",
+               g == CLF_GROUP_OUTPUT && s->tied ? "output (tied)" : clf_group_name((clf_group)g), r->p.count[g],
+               100.0 * r->p.count[g] / r->p.total, r->p.count[g] && gt[g] != none ? type_name(gt[g]) : "",
+               mib(r->p.bytes[g], a), mib(r->file.bytes[g], b), differs ? "  *" : "");
+    }
+    printf("  %-14s %12" PRId64 " (%s) %5s %12s %12s\n", "total", r->p.total, human((double)r->p.total, "", a), "",
+           mib(r->p.total_bytes, b), mib(r->file.total_bytes, c));
+    if (mismatch) printf("  * the file differs from the estimate from hyperparameters\n");
+    printf("  by type in the file:");
+    for (int t = 0; t <= CLF_Q8_0; t++)
+        if (r->file.tensors[t])
+            printf(" %s %d tensors %s (%.3f B/weight);", type_name((clf_type)t), r->file.tensors[t],
+                   mib(r->file.type_bytes[t], a), r->file.type_bytes[t] / (double)r->file.type_elems[t]);
+    printf("\n\n");
+
+    printf("compute (a multiply-add = 2 FLOPs; norms, RoPE, softmax, SwiGLU left out)\n");
+    printf("  P_mm = weights a token multiplies (layer matrices + output projection) = %" PRId64 "\n", r->p.matmul);
+    printf("  per token attending to c positions: 2*P_mm + 4*n_layer*n_head*head_dim*c = %s + %.0f*c\n",
+           human(2.0 * r->p.matmul, "FLOP", a), 4.0 * s->n_layer * s->n_head * s->head_dim);
+    printf("    c = 1: %s    c = %" PRId64 ": %s\n", human(r->flops_c1, "FLOP", a), r->ctx, human(r->flops_ctx, "FLOP", b));
+    printf("  prefill of B = %" PRId64 " tokens: 2*P_layers*B + 2*n_vocab*n_embd (last logits) + 4*n_layer*n_head*head_dim*B(B+1)/2\n",
+           r->batch);
+    printf("    = %s (%s per token)\n\n", human(r->flops_prefill, "FLOP", a),
+           human(r->flops_prefill / (double)r->batch, "FLOP", b));
+
+    printf("memory for inference (context %" PRId64 ", batch %" PRId64 ")\n", r->ctx, r->batch);
+    printf("  weights (as stored)              %s\n", mib(r->file.total_bytes, a));
+    printf("  KV cache per token: 2*n_layer*n_head_kv*head_dim*bytes = F32 %s, F16 %s\n", mib(r->kv_tok[0], a),
+           mib(r->kv_tok[1], b));
+    printf("  KV cache at %-6" PRId64 "              F32 %s, F16 %s\n", r->ctx, mib(r->kv_ctx[0], a), mib(r->kv_ctx[1], b));
+    printf("  activations, F32, batch %-6" PRId64 "  %s (x, normed x, QKV, attention out, gate|up, SwiGLU, logits)\n",
+           r->batch, mib(r->scratch, a));
+    printf("  total                            F32 cache %s, F16 cache %s\n\n", mib(r->mem_total[0], a),
+           mib(r->mem_total[1], b));
+
+    printf("memory for training with Adam (%s parameters; ZeRO paper figures)\n", human((double)r->p.total, "", a));
+    printf("  full F32:        4 weights + 4 gradients + 8 moments                    = 16 B/param = %s\n",
+           mib(r->train_f32.total, a));
+    printf("  mixed precision: 2 fp16 weights + 2 fp16 gradients + 4 fp32 master + 8 moments = 16 B/param = %s\n",
+           mib(r->train_mixed.total, a));
+    printf("  + activations for one sequence of %" PRId64 " (fp16, no recomputation, Korthikanti et al.):\n", r->ctx);
+    printf("    n_layer*s*h*(34 + 5*a*s/h) = %s; with flash attention 34*n_layer*s*h = %s\n\n", mib(r->act, a),
+           mib(r->act_flash, b));
+
+    printf("arithmetic intensity (FLOPs per byte moved, %s KV cache)\n", r->kv_bytes == 4 ? "F32" : "F16");
+    printf("  decode at c = 1:     %s / %s = %.2f FLOP/B\n", human(r->flops_c1, "FLOP", a), mib(r->bytes_c1, b),
+           r->flops_c1 / r->bytes_c1);
+    printf("  decode at c = %-6" PRId64 " %s / %s = %.2f FLOP/B\n", r->ctx, human(r->flops_ctx, "FLOP", a),
+           mib(r->bytes_ctx, b), r->flops_ctx / r->bytes_ctx);
+    printf("  prefill of %-6" PRId64 "   %s / %s = %.1f FLOP/B\n", r->batch, human(r->flops_prefill, "FLOP", a),
+           mib(r->bytes_prefill, b), r->flops_prefill / r->bytes_prefill);
+    if (!r->has_roof) {
+        printf("  (give --gflops and --gbs for the roofline)\n");
+        return;
+    }
+    printf("\nroofline at %.1f GFLOP/s and %.1f GB/s (ridge %.2f FLOP/B)\n", r->roof.gflops, r->roof.gbs,
+           r->roof.gflops / r->roof.gbs);
+    const clf_bound *bs[3] = {&r->dec_c1, &r->dec_ctx, &r->pre};
+    char label[3][40];
+    snprintf(label[0], sizeof label[0], "decode at c = 1");
+    snprintf(label[1], sizeof label[1], "decode at c = %" PRId64, r->ctx);
+    snprintf(label[2], sizeof label[2], "prefill of %" PRId64, r->batch);
+    for (int i = 0; i < 3; i++)
+        printf("  %-22s %s-bound: compute %.3f ms, memory %.3f ms -> at most %s tokens/s\n", label[i],
+               bs[i]->memory_bound ? "memory" : "compute", bs[i]->t_compute_s * 1e3, bs[i]->t_memory_s * 1e3,
+               human(bs[i]->tokens_per_s, "", d));
+}
+
+/* ---- JSON ---------------------------------------------------------------------- */
+
+static void json_str(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
+static void json_groups(const char *key, const int64_t *count, const double *bytes) {
+    printf("  \"%s\": {", key);
+    for (int g = 0; g < CLF_GROUP_COUNT; g++) {
+        printf("%s\"%s\": ", g ? ", " : "", clf_group_name((clf_group)g));
+        if (count) printf("%" PRId64, count[g]);
+        else printf("%.0f", bytes[g]);
+    }
+    printf("}");
+}
+
+static void json_bound(const char *key, const clf_bound *b) {
+    printf("\"%s\": {\"bound\": \"%s\", \"intensity\": %.4g, \"t_compute_s\": %.6g, \"t_memory_s\": %.6g, "
+           "\"tokens_per_s\": %.6g}",
+           key, b->memory_bound ? "memory" : "compute", b->intensity, b->t_compute_s, b->t_memory_s, b->tokens_per_s);
+}
+
+static void print_json(const report *r) {
+    const clf_model_shape *s = &r->s;
+    printf("{\n  \"model\": ");
+    json_str(r->path, strlen(r->path));
+    printf(",\n  \"name\": ");
+    json_str(r->name, strlen(r->name));
+    printf(",\n  \"gguf_version\": %" PRIu32 ", \"file_bytes\": %zu, \"alignment\": %zu, \"tensors\": %" PRId64 ",\n",
+           clf_gguf_version(r->g), clf_gguf_size(r->g), clf_gguf_alignment(r->g), clf_gguf_n_tensors(r->g));
+    printf("  \"shape\": {\"arch\": \"%s\", \"n_layer\": %" PRId64 ", \"n_embd\": %" PRId64 ", \"n_ff\": %" PRId64
+           ", \"n_head\": %" PRId64 ", \"n_head_kv\": %" PRId64 ", \"head_dim\": %" PRId64 ", \"n_vocab\": %" PRId64
+           ", \"n_ctx_train\": %" PRId64 ", \"tied\": %s, \"qkv_bias\": %s},\n",
+           s->arch, s->n_layer, s->n_embd, s->n_ff, s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx_train,
+           s->tied ? "true" : "false", s->qkv_bias ? "true" : "false");
+    json_groups("params", r->p.count, NULL);
+    printf(",\n  \"params_total\": %" PRId64 ", \"params_matmul\": %" PRId64 ",\n", r->p.total, r->p.matmul);
+    json_groups("weight_bytes", NULL, r->p.bytes);
+    printf(",\n  \"weight_bytes_total\": %.0f,\n", r->p.total_bytes);
+    json_groups("file_params", r->file.count, NULL);
+    printf(",\n");
+    json_groups("file_bytes_by_group", NULL, r->file.bytes);
+    printf(",\n  \"file_types\": {");
+    int first = 1;
+    for (int t = 0; t <= CLF_Q8_0; t++)
+        if (r->file.tensors[t]) {
+            printf("%s\"%s\": {\"tensors\": %d, \"elements\": %" PRId64 ", \"bytes\": %.0f}", first ? "" : ", ",
+                   type_name((clf_type)t), r->file.tensors[t], r->file.type_elems[t], r->file.type_bytes[t]);
+            first = 0;
+        }
+    printf("},\n");
+    printf("  \"flops\": {\"formula_token\": \"2*P_mm + 4*n_layer*n_head*head_dim*c\", "
+           "\"formula_prefill\": \"2*P_layers*B + 2*n_vocab*n_embd + 4*n_layer*n_head*head_dim*B*(B+1)/2\", "
+           "\"per_token_c1\": %.0f, \"per_token_ctx\": %.0f, \"prefill\": %.0f},\n",
+           r->flops_c1, r->flops_ctx, r->flops_prefill);
+    printf("  \"inference_memory\": {\"ctx\": %" PRId64 ", \"batch\": %" PRId64 ", \"weights\": %.0f, "
+           "\"kv_per_token_f32\": %.0f, \"kv_per_token_f16\": %.0f, \"kv_ctx_f32\": %.0f, \"kv_ctx_f16\": %.0f, "
+           "\"activations\": %.0f, \"total_f32_cache\": %.0f, \"total_f16_cache\": %.0f},\n",
+           r->ctx, r->batch, r->file.total_bytes, r->kv_tok[0], r->kv_tok[1], r->kv_ctx[0], r->kv_ctx[1], r->scratch,
+           r->mem_total[0], r->mem_total[1]);
+    printf("  \"training_memory\": {\"f32\": {\"weights\": %.0f, \"grads\": %.0f, \"moments\": %.0f, \"total\": %.0f}, "
+           "\"mixed\": {\"weights\": %.0f, \"grads\": %.0f, \"master\": %.0f, \"moments\": %.0f, \"total\": %.0f}, "
+           "\"activations\": %.0f, \"activations_flash\": %.0f, "
+           "\"activations_formula\": \"n_layer*s*b*h*(34 + 5*a*s/h)\"},\n",
+           r->train_f32.weights, r->train_f32.grads, r->train_f32.moments, r->train_f32.total, r->train_mixed.weights,
+           r->train_mixed.grads, r->train_mixed.master, r->train_mixed.moments, r->train_mixed.total, r->act,
+           r->act_flash);
+    printf("  \"bytes_moved\": {\"kv\": \"%s\", \"decode_c1\": %.0f, \"decode_ctx\": %.0f, \"prefill\": %.0f},\n",
+           r->kv_bytes == 4 ? "f32" : "f16", r->bytes_c1, r->bytes_ctx, r->bytes_prefill);
+    printf("  \"intensity\": {\"decode_c1\": %.4g, \"decode_ctx\": %.4g, \"prefill\": %.4g},\n",
+           r->flops_c1 / r->bytes_c1, r->flops_ctx / r->bytes_ctx, r->flops_prefill / r->bytes_prefill);
+    if (!r->has_roof) {
+        printf("  \"roofline\": null\n}\n");
+        return;
+    }
+    printf("  \"roofline\": {\"gflops\": %.6g, \"gbs\": %.6g, ", r->roof.gflops, r->roof.gbs);
+    json_bound("decode_c1", &r->dec_c1);
+    printf(", ");
+    json_bound("decode_ctx", &r->dec_ctx);
+    printf(", ");
+    json_bound("prefill", &r->pre);
+    printf("}\n}\n");
+}
+
+/* ---- command ------------------------------------------------------------------------ */
+
+int cmd_info(int argc, char **argv) {
+    const char *m = NULL, *v;
+    long long ctx = 0, batch = 512;
+    int json = 0, kv_bytes = 4;
+    double gflops = 0, gbs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_opt(argc, argv, &i, "-m", &v)) m = v;
+        else if (cli_opt(argc, argv, &i, "--ctx", &v)) {
+            if (cli_int(v, 1, 1 << 24, &ctx)) return cli_usage(USAGE, "bad --ctx '%s'", v);
+        } else if (cli_opt(argc, argv, &i, "--batch", &v)) {
+            if (cli_int(v, 1, 1 << 24, &batch)) return cli_usage(USAGE, "bad --batch '%s'", v);
+        } else if (cli_opt(argc, argv, &i, "--kv", &v)) {
+            int t = clf_type_from_name(v);
+            if (t != CLF_F32 && t != CLF_F16) return cli_usage(USAGE, "--kv must be f32 or f16");
+            kv_bytes = t == CLF_F32 ? 4 : 2;
+        } else if (cli_opt(argc, argv, &i, "--gflops", &v)) {
+            if (cli_float(v, &gflops) || !(gflops > 0)) return cli_usage(USAGE, "bad --gflops '%s'", v);
+        } else if (cli_opt(argc, argv, &i, "--gbs", &v)) {
+            if (cli_float(v, &gbs) || !(gbs > 0)) return cli_usage(USAGE, "bad --gbs '%s'", v);
+        } else if (cli_flag(argv, i, "--json")) json = 1;
+        else if (cli_flag(argv, i, "--help")) {
+            printf("usage: %s\n", USAGE);
+            return 0;
+        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
+    }
+    if ((gflops > 0) != (gbs > 0)) return cli_usage(USAGE, "--gflops and --gbs go together");
+
+    char path[4096];
+    clf_status st = clf_model_path(m, path, sizeof path);
+    clf_gguf *g = NULL;
+    report r = {.path = path, .kv_bytes = kv_bytes, .has_roof = gflops > 0, .roof = {gflops, gbs}};
+    if (st == CLF_OK) st = clf_gguf_open(path, &g);
+    if (st == CLF_OK) st = clf_model_shape_from_gguf(g, &r.s);
+    if (st != CLF_OK) {
+        clf_gguf_close(g);
+        return cli_error(st);
+    }
+    r.g = g;
+    clf_gguf_str name;
+    if (clf_gguf_get_str(g, "general.name", &name) == CLF_OK)
+        snprintf(r.name, sizeof r.name, "%.*s", (int)(name.len < 127 ? name.len : 127), name.ptr);
+    else
+        snprintf(r.name, sizeof r.name, "%s model", r.s.arch);
+    int64_t train = r.s.n_ctx_train ? r.s.n_ctx_train : 2048;
+    r.ctx = ctx ? ctx : train < 4096 ? train : 4096; /* as `run` sizes its context */
+    r.batch = batch < r.ctx ? batch : r.ctx;
+    compute(&r);
+    if (json) print_json(&r);
+    else print_text(&r);
+    clf_gguf_close(g);
+    return 0;
+}

@@ -1,0 +1,193 @@
+/* Model cost estimates; the formulas are stated in estimate.h. */
+#include "estimate.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- shape from a GGUF --------------------------------------------------- */
+
+static clf_status arch_u32(const clf_gguf *g, const char *arch, const char *key, int required, int64_t *out) {
+    char full[96];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    if (!required && !clf_gguf_find(g, full)) return CLF_OK;
+    uint32_t v;
+    CLF_TRY(clf_gguf_get_u32(g, full, &v));
+    if (v == 0) return clf_fail(CLF_ERR_FORMAT, "metadata key '%s' is 0", full);
+    *out = v;
+    return CLF_OK;
+}
+
+static clf_type tensor_type(const clf_gguf *g, const char *name, clf_type fallback) {
+    const clf_gguf_tensor *t = clf_gguf_find_tensor(g, name);
+    return t ? t->type : fallback;
+}
+
+clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
+    memset(s, 0, sizeof *s);
+    clf_gguf_str arch;
+    CLF_TRY(clf_gguf_get_str(g, "general.architecture", &arch));
+    if (arch.len == 0 || arch.len >= sizeof s->arch)
+        return clf_fail(CLF_ERR_FORMAT, "general.architecture of %" PRIu64 " bytes is not a name", arch.len);
+    memcpy(s->arch, arch.ptr, (size_t)arch.len);
+    const char *a = s->arch;
+    CLF_TRY(arch_u32(g, a, "block_count", 1, &s->n_layer));
+    CLF_TRY(arch_u32(g, a, "embedding_length", 1, &s->n_embd));
+    CLF_TRY(arch_u32(g, a, "feed_forward_length", 1, &s->n_ff));
+    CLF_TRY(arch_u32(g, a, "attention.head_count", 1, &s->n_head));
+    s->n_head_kv = s->n_head;
+    CLF_TRY(arch_u32(g, a, "attention.head_count_kv", 0, &s->n_head_kv));
+    CLF_TRY(arch_u32(g, a, "context_length", 0, &s->n_ctx_train));
+    s->head_dim = s->n_embd / s->n_head;
+    CLF_TRY(arch_u32(g, a, "attention.key_length", 0, &s->head_dim));
+    if (s->head_dim == 0)
+        return clf_fail(CLF_ERR_FORMAT, "%s.attention.head_count %" PRId64 " exceeds embedding_length %" PRId64, a,
+                        s->n_head, s->n_embd);
+    const clf_gguf_tensor *embd = clf_gguf_find_tensor(g, "token_embd.weight");
+    if (!embd) return clf_fail(CLF_ERR_FORMAT, "tensor token_embd.weight is missing");
+    if (embd->ne[0] != s->n_embd)
+        return clf_fail(CLF_ERR_FORMAT, "token_embd.weight rows have %" PRId64 " elements, %s.embedding_length is %" PRId64,
+                        embd->ne[0], a, s->n_embd);
+    s->n_vocab = embd->ne[1];
+    s->type_embd = embd->type;
+    s->tied = clf_gguf_find_tensor(g, "output.weight") == NULL;
+    s->type_out = tensor_type(g, "output.weight", s->type_embd);
+    s->qkv_bias = clf_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    s->type_attn = tensor_type(g, "blk.0.attn_q.weight", CLF_F32);
+    s->type_ffn = tensor_type(g, "blk.0.ffn_gate.weight", tensor_type(g, "blk.0.ffn_up.weight", CLF_F32));
+    s->type_norm = tensor_type(g, "blk.0.attn_norm.weight", CLF_F32);
+    return CLF_OK;
+}
+
+/* ---- groups and parameters --------------------------------------------------- */
+
+const char *clf_group_name(clf_group g) {
+    static const char *const names[CLF_GROUP_COUNT] = {"embeddings", "attention", "mlp", "norms", "output", "other"};
+    return (unsigned)g < CLF_GROUP_COUNT ? names[g] : "?";
+}
+
+clf_group clf_group_of_tensor(const char *name) {
+    if (!strcmp(name, "token_embd.weight")) return CLF_GROUP_EMBD;
+    if (!strcmp(name, "output.weight")) return CLF_GROUP_OUTPUT;
+    if (strstr(name, "_norm.")) return CLF_GROUP_NORM;
+    if (!strncmp(name, "blk.", 4)) {
+        if (strstr(name, ".attn_")) return CLF_GROUP_ATTN;
+        if (strstr(name, ".ffn_")) return CLF_GROUP_MLP;
+    }
+    return CLF_GROUP_OTHER;
+}
+
+double clf_type_bytes_per_elem(clf_type t) {
+    const clf_type_info *ti = clf_type_get(t);
+    return ti ? (double)ti->block_bytes / ti->block : 0;
+}
+
+static int64_t q_dim(const clf_model_shape *s) { return s->n_head * s->head_dim; }
+static int64_t kv_dim(const clf_model_shape *s) { return s->n_head_kv * s->head_dim; }
+
+/* Q, K, V and output projection matrices of one layer. */
+static int64_t attn_matrices(const clf_model_shape *s) {
+    return s->n_embd * q_dim(s) + 2 * s->n_embd * kv_dim(s) + q_dim(s) * s->n_embd;
+}
+
+clf_params clf_estimate_params(const clf_model_shape *s) {
+    clf_params p;
+    memset(&p, 0, sizeof p);
+    int64_t bias = s->qkv_bias ? q_dim(s) + 2 * kv_dim(s) : 0; /* F32 in every file seen */
+    p.count[CLF_GROUP_EMBD] = s->n_vocab * s->n_embd;
+    p.count[CLF_GROUP_ATTN] = s->n_layer * (attn_matrices(s) + bias);
+    p.count[CLF_GROUP_MLP] = s->n_layer * 3 * s->n_embd * s->n_ff; /* gate, up, down */
+    p.count[CLF_GROUP_NORM] = s->n_layer * 2 * s->n_embd + s->n_embd;
+    p.count[CLF_GROUP_OUTPUT] = s->tied ? 0 : s->n_vocab * s->n_embd;
+    p.bytes[CLF_GROUP_EMBD] = p.count[CLF_GROUP_EMBD] * clf_type_bytes_per_elem(s->type_embd);
+    p.bytes[CLF_GROUP_ATTN] = (double)s->n_layer * (attn_matrices(s) * clf_type_bytes_per_elem(s->type_attn) + bias * 4.0);
+    p.bytes[CLF_GROUP_MLP] = p.count[CLF_GROUP_MLP] * clf_type_bytes_per_elem(s->type_ffn);
+    p.bytes[CLF_GROUP_NORM] = p.count[CLF_GROUP_NORM] * clf_type_bytes_per_elem(s->type_norm);
+    p.bytes[CLF_GROUP_OUTPUT] = p.count[CLF_GROUP_OUTPUT] * clf_type_bytes_per_elem(s->type_out);
+    for (int g = 0; g < CLF_GROUP_COUNT; g++) {
+        p.total += p.count[g];
+        p.total_bytes += p.bytes[g];
+    }
+    p.matmul = s->n_layer * (attn_matrices(s) + 3 * s->n_embd * s->n_ff) + s->n_vocab * s->n_embd;
+    return p;
+}
+
+/* ---- FLOPs and bytes ------------------------------------------------------------ */
+
+static double layer_matmul_params(const clf_model_shape *s) {
+    return (double)s->n_layer * (double)(attn_matrices(s) + 3 * s->n_embd * s->n_ff);
+}
+
+static double attn_flops_per_position(const clf_model_shape *s) { return 4.0 * s->n_layer * q_dim(s); }
+
+double clf_flops_token(const clf_model_shape *s, int64_t ctx) {
+    return 2.0 * clf_estimate_params(s).matmul + attn_flops_per_position(s) * ctx;
+}
+
+double clf_flops_prefill(const clf_model_shape *s, int64_t batch) {
+    double b = (double)batch;
+    return 2.0 * layer_matmul_params(s) * b + 2.0 * s->n_vocab * s->n_embd + attn_flops_per_position(s) * b * (b + 1) / 2;
+}
+
+double clf_kv_bytes_per_token(const clf_model_shape *s, int elem_bytes) {
+    return 2.0 * s->n_layer * kv_dim(s) * elem_bytes;
+}
+
+/* Weights a forward pass reads: every matrix, norm and bias, the output
+ * projection (the embedding matrix when tied), one embedding row. */
+static double weight_bytes_read(const clf_model_shape *s) {
+    clf_params p = clf_estimate_params(s);
+    double out = s->n_vocab * s->n_embd * clf_type_bytes_per_elem(s->type_out);
+    double row = s->n_embd * clf_type_bytes_per_elem(s->type_embd);
+    return p.bytes[CLF_GROUP_ATTN] + p.bytes[CLF_GROUP_MLP] + p.bytes[CLF_GROUP_NORM] + out + row;
+}
+
+double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes) {
+    return weight_bytes_read(s) + clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)(ctx + 1);
+}
+
+double clf_bytes_prefill(const clf_model_shape *s, int64_t batch, int kv_elem_bytes) {
+    /* embedding rows: batch of them instead of one */
+    double rows = (double)(batch - 1) * s->n_embd * clf_type_bytes_per_elem(s->type_embd);
+    return weight_bytes_read(s) + rows + 2.0 * clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)batch;
+}
+
+double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
+    double per_token = 2.0 * s->n_embd            /* x, normed x */
+                       + q_dim(s) + 2 * kv_dim(s) /* Q|K|V */
+                       + q_dim(s)                 /* attention output */
+                       + 3.0 * s->n_ff            /* gate|up, SwiGLU */
+                       + s->n_vocab;              /* logits (every token: perplexity needs them) */
+    return (double)batch * (4.0 * per_token + 4.0 /* token id */);
+}
+
+/* ---- training ----------------------------------------------------------------------- */
+
+clf_train_mem clf_train_mem_f32(int64_t params) {
+    double p = (double)params;
+    return (clf_train_mem){.weights = 4 * p, .grads = 4 * p, .master = 0, .moments = 8 * p, .total = 16 * p};
+}
+
+clf_train_mem clf_train_mem_mixed(int64_t params) {
+    double p = (double)params;
+    return (clf_train_mem){.weights = 2 * p, .grads = 2 * p, .master = 4 * p, .moments = 8 * p, .total = 16 * p};
+}
+
+double clf_train_activation_bytes(const clf_model_shape *s, int64_t seq, int64_t batch, int flash) {
+    double sbh = (double)seq * batch * s->n_embd;
+    double per_layer = sbh * (34.0 + (flash ? 0.0 : 5.0 * s->n_head * (double)seq / s->n_embd));
+    return s->n_layer * per_layer;
+}
+
+/* ---- roofline ---------------------------------------------------------------------------- */
+
+clf_bound clf_roofline(double flops, double bytes, double tokens, clf_roof roof) {
+    clf_bound b = {0};
+    b.intensity = bytes > 0 ? flops / bytes : 0;
+    b.t_compute_s = roof.gflops > 0 ? flops / (roof.gflops * 1e9) : 0;
+    b.t_memory_s = roof.gbs > 0 ? bytes / (roof.gbs * 1e9) : 0;
+    b.memory_bound = b.t_memory_s >= b.t_compute_s;
+    double t = b.memory_bound ? b.t_memory_s : b.t_compute_s;
+    b.tokens_per_s = t > 0 ? tokens / t : 0;
+    return b;
+}

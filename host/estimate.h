@@ -1,0 +1,100 @@
+/* What a model costs: parameters, FLOPs, bytes moved and memory, for
+ * inference and for training, from hyperparameters alone (pure functions of
+ * a clf_model_shape), and a roofline verdict against a device's peaks.
+ *
+ * Conventions (the `info` command prints them beside the numbers):
+ *   q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim
+ *   P_mm  = weights a token multiplies = n_layer * (attention + MLP matrices)
+ *           + n_vocab * n_embd (the output projection, tied or not)
+ *   FLOPs per token attending to c positions = 2 * P_mm + 4 * n_layer * q_dim * c
+ *     (a multiply-add is 2 FLOPs; QK^T and AV each 2 * head_dim * c per head;
+ *     norms, RoPE, softmax and SwiGLU are O(n_embd) and left out)
+ *   prefill of B tokens = 2 * P_layers * B + 2 * n_vocab * n_embd (logits of
+ *     the last token only) + 4 * n_layer * q_dim * B(B+1)/2 (causal) */
+#ifndef CLF_ESTIMATE_H
+#define CLF_ESTIMATE_H
+
+#include <stdint.h>
+
+#include "gguf.h"
+#include "quant.h"
+
+typedef struct clf_model_shape {
+    char arch[32];
+    int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
+    int64_t n_ctx_train; /* 0 when the file does not say */
+    int tied;            /* the output projection reuses token_embd */
+    int qkv_bias;        /* Q/K/V biases (Qwen2) */
+    clf_type type_embd, type_out, type_attn, type_ffn, type_norm;
+} clf_model_shape;
+
+/* Hyperparameters from `<arch>.*` keys, vocabulary size and weight types
+ * from the tensors; CLF_ERR_FORMAT naming what is missing or inconsistent. */
+clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s);
+
+typedef enum clf_group {
+    CLF_GROUP_EMBD, CLF_GROUP_ATTN, CLF_GROUP_MLP, CLF_GROUP_NORM, CLF_GROUP_OUTPUT, CLF_GROUP_OTHER,
+    CLF_GROUP_COUNT,
+} clf_group;
+
+const char *clf_group_name(clf_group g);
+/* The group of a GGUF tensor name ("blk.3.attn_k.weight" -> attention). */
+clf_group clf_group_of_tensor(const char *name);
+
+typedef struct clf_params {
+    int64_t count[CLF_GROUP_COUNT];
+    double bytes[CLF_GROUP_COUNT]; /* in the shape's weight types */
+    int64_t total, matmul;         /* matmul: P_mm above */
+    double total_bytes;
+} clf_params;
+
+clf_params clf_estimate_params(const clf_model_shape *s);
+/* Bytes per element of a type (Q4_1: 20/32 = 0.625). */
+double clf_type_bytes_per_elem(clf_type t);
+
+double clf_flops_token(const clf_model_shape *s, int64_t ctx);
+double clf_flops_prefill(const clf_model_shape *s, int64_t batch);
+
+/* K and V of one token in every layer, with elements of elem_bytes (4 or 2). */
+double clf_kv_bytes_per_token(const clf_model_shape *s, int elem_bytes);
+/* Minimum bytes moved: a decode step at context ctx reads every weight once
+ * (one embedding row) and the KV cache, writes one token's K and V; a
+ * prefill of B tokens reads the weights once and writes and reads the B
+ * tokens' K and V once. */
+double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes);
+double clf_bytes_prefill(const clf_model_shape *s, int64_t batch, int kv_elem_bytes);
+/* F32 activations for a batch of B tokens: x, normed x, Q|K|V, attention
+ * output, gate|up, SwiGLU output per token, and one row of logits. */
+double clf_scratch_bytes(const clf_model_shape *s, int64_t batch);
+
+/* Training memory per parameter with Adam (ZeRO paper, Rajbhandari et al.
+ * 2020): full F32 = 4 weights + 4 gradients + 8 moments = 16 bytes; mixed
+ * precision = 2 fp16 weights + 2 fp16 gradients + 4 fp32 master + 8 fp32
+ * moments = 16 bytes. */
+typedef struct clf_train_mem {
+    double weights, grads, master, moments, total;
+} clf_train_mem;
+clf_train_mem clf_train_mem_f32(int64_t params);
+clf_train_mem clf_train_mem_mixed(int64_t params);
+/* Activations kept for the backward pass, fp16, no recomputation
+ * (Korthikanti et al. 2022): n_layer * s * b * h * (34 + 5 * a * s / h) bytes
+ * for sequence s, micro-batch b, hidden h, heads a; with flash attention
+ * (no s^2 score matrix stored) the 5as/h term drops. */
+double clf_train_activation_bytes(const clf_model_shape *s, int64_t seq, int64_t batch, int flash);
+
+typedef struct clf_roof {
+    double gflops, gbs; /* peak FP32 GFLOP/s and memory GB/s */
+} clf_roof;
+
+typedef struct clf_bound {
+    double intensity;     /* FLOPs per byte */
+    double t_compute_s;   /* flops / peak */
+    double t_memory_s;    /* bytes / bandwidth */
+    double tokens_per_s;  /* ceiling: tokens / max(t_compute, t_memory) */
+    int memory_bound;
+} clf_bound;
+
+/* The roofline for `tokens` tokens costing flops and bytes. */
+clf_bound clf_roofline(double flops, double bytes, double tokens, clf_roof roof);
+
+#endif

@@ -1,0 +1,317 @@
+/* `clinfer quantize` (run as $CLINFER_BIN): a tiny random F32 GGUF converted
+ * to every type, each output checked against the source values within the
+ * type's error bound, metadata and alignment kept; re-quantization from
+ * quantized inputs; failures leave no file; and the peers: gguf-py's
+ * conversion byte for byte, llama.cpp loading the converted default model
+ * (skipped with a note when python packages or the model are absent). */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "gguf.h"
+#include "model_path.h"
+#include "testutil.h"
+
+static char dir[64];
+
+/* Declares char var[] holding dir/name. */
+#define PATH(var, name)                                                                                   \
+    char var[160];                                                                                        \
+    snprintf(var, sizeof var, "%s/%s", dir, name)
+
+/* Runs a shell command; its exit status (-1 when it did not exit). */
+static int run(const char *fmt, ...) {
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *bin(void) {
+    const char *b = getenv("CLINFER_BIN");
+    if (!b) fail_msg("CLINFER_BIN is not set (run through ctest)");
+    return b;
+}
+
+/* ---- the tiny source model ------------------------------------------------- */
+
+typedef struct src_tensor {
+    const char *name;
+    uint32_t n_dims;
+    int64_t ne[4];
+    int matrix; /* converted (2+ dims, more than one row) */
+} src_tensor;
+
+static const src_tensor TENSORS[] = {
+    {"token_embd.weight", 2, {64, 11, 1, 1}, 1},
+    {"blk.0.attn_q.weight", 2, {96, 37, 1, 1}, 1},
+    {"blk.0.ffn_down.weight", 2, {160, 7, 1, 1}, 1},
+    {"blk.0.cube.weight", 3, {32, 3, 5, 1}, 1},
+    {"blk.0.odd.weight", 2, {33, 5, 1, 1}, 1}, /* rows not whole blocks: F32 for quantized types */
+    {"blk.0.row.weight", 2, {64, 1, 1, 1}, 0},
+    {"blk.0.attn_norm.weight", 1, {64, 1, 1, 1}, 0},
+};
+enum { N_T = sizeof TENSORS / sizeof TENSORS[0] };
+
+static int64_t nel(const src_tensor *t) { return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]; }
+
+static float *src_data[N_T];
+
+static void write_source(const char *path) {
+    uint64_t s = tu_seed() ^ 0x9a47ull;
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_writer_create(&w));
+    TU_OK(clf_gguf_set_str(w, "general.architecture", "llama"));
+    TU_OK(clf_gguf_set_u32(w, "general.alignment", 64));
+    TU_OK(clf_gguf_set_u32(w, "general.file_type", 0));
+    TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f));
+    const char *toks[] = {"<s>", "a", "b c"};
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", toks, 3));
+    for (int i = 0; i < N_T; i++) {
+        free(src_data[i]);
+        src_data[i] = malloc((size_t)nel(&TENSORS[i]) * sizeof(float));
+        tu_fill_uniform(&s, src_data[i], (size_t)nel(&TENSORS[i]), -1, 1);
+        TU_OK(clf_gguf_add_tensor(w, TENSORS[i].name, CLF_F32, TENSORS[i].n_dims, TENSORS[i].ne, src_data[i]));
+    }
+    TU_OK(clf_gguf_write(w, path));
+    clf_gguf_writer_free(w);
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/clinfer-quant-XXXXXX");
+    if (!mkdtemp(dir)) return -1;
+    PATH(src, "src.gguf");
+    write_source(src);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    for (int i = 0; i < N_T; i++) free(src_data[i]);
+    return run("rm -rf %s", dir);
+}
+
+/* ---- checks ------------------------------------------------------------------- */
+
+/* ||dequant(out) - src|| / ||src|| of one tensor. */
+static double tensor_err(const clf_gguf *g, int i) {
+    const clf_gguf_tensor *t = clf_gguf_find_tensor(g, TENSORS[i].name);
+    assert_non_null(t);
+    for (int d = 0; d < 4; d++) assert_int_equal(t->ne[d], TENSORS[i].ne[d]);
+    size_t n = (size_t)nel(&TENSORS[i]);
+    float *x = malloc(n * sizeof *x);
+    double *ref = malloc(n * sizeof *ref);
+    clf_dequantize(t->type, t->data, x, (int64_t)n);
+    for (size_t j = 0; j < n; j++) ref[j] = src_data[i][j];
+    double e = tu_rel_err(x, ref, n);
+    free(x);
+    free(ref);
+    return e;
+}
+
+/* Metadata equal to the source's, but general.file_type. */
+static void check_metadata(const clf_gguf *src, const clf_gguf *out, uint32_t ftype) {
+    assert_int_equal(clf_gguf_alignment(out), 64);
+    for (int64_t i = 0; i < clf_gguf_n_kv(src); i++) {
+        const clf_gguf_kv *a = clf_gguf_kv_at(src, i);
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)a->key.len, a->key.ptr);
+        const clf_gguf_kv *b = clf_gguf_find(out, key);
+        if (!b) fail_msg("key %s not copied", key);
+        assert_int_equal(b->type, a->type);
+        if (strcmp(key, "general.file_type") == 0) continue;
+        assert_int_equal(b->data_bytes, a->data_bytes);
+        assert_memory_equal(b->data, a->data, a->data_bytes);
+    }
+    uint32_t ft;
+    TU_OK(clf_gguf_get_u32(out, "general.file_type", &ft));
+    assert_int_equal(ft, ftype);
+}
+
+typedef struct target { const char *arg; clf_type type; uint32_t ftype; double tol; } target;
+
+/* Error bounds for uniform [-1, 1] data: F16 rounds to 11 bits (~2e-4);
+ * Q8_0 steps amax/127 (rms ~0.4%); Q4_0 steps amax/8 (~6%); Q4_1 steps
+ * range/15 (~7%). */
+static const target TARGETS[] = {
+    {"F32", CLF_F32, 0, 0.0}, {"f16", CLF_F16, 1, 1e-3}, {"Q8_0", CLF_Q8_0, 7, 0.01},
+    {"q4_0", CLF_Q4_0, 2, 0.1}, {"Q4_1", CLF_Q4_1, 3, 0.1},
+};
+
+static void test_every_type(void **state) {
+    (void)state;
+    PATH(src_path, "src.gguf");
+    clf_gguf *src;
+    TU_OK(clf_gguf_open(src_path, &src));
+    for (size_t k = 0; k < sizeof TARGETS / sizeof TARGETS[0]; k++) {
+        const target *tg = &TARGETS[k];
+        char out_name[32];
+        snprintf(out_name, sizeof out_name, "out-%s.gguf", clf_type_get(tg->type)->name);
+        PATH(out, out_name);
+        assert_int_equal(run("%s quantize %s %s %s 2>/dev/null", bin(), src_path, out, tg->arg), 0);
+        clf_gguf *g;
+        TU_OK(clf_gguf_open(out, &g));
+        check_metadata(src, g, tg->ftype);
+        assert_int_equal(clf_gguf_n_tensors(g), N_T);
+        printf("  %-5s", clf_type_get(tg->type)->name);
+        for (int i = 0; i < N_T; i++) {
+            const clf_gguf_tensor *t = clf_gguf_find_tensor(g, TENSORS[i].name);
+            clf_type want = TENSORS[i].matrix && TENSORS[i].ne[0] % clf_type_get(tg->type)->block == 0 ? tg->type : CLF_F32;
+            assert_int_equal(t->type, want);
+            assert_int_equal(t->offset % 64, 0);
+            double e = tensor_err(g, i);
+            double tol = want == tg->type ? tg->tol : 0.0; /* kept F32: exact */
+            if (!(e <= tol)) fail_msg("%s as %s: error %g > %g", TENSORS[i].name, tg->arg, e, tol);
+            if (want == tg->type && TENSORS[i].matrix) printf(" %.2e", e);
+        }
+        printf("  (relative errors of the converted matrices)\n");
+        clf_gguf_close(g);
+    }
+    clf_gguf_close(src);
+}
+
+/* From quantized inputs: Q8_0 -> Q4_1 and F16 against the F32 source; the
+ * same type again is a byte copy. */
+static void test_requantize(void **state) {
+    (void)state;
+    PATH(src, "src.gguf");
+    PATH(q8, "chain-q8.gguf");
+    PATH(q41, "chain-q41.gguf");
+    PATH(f16, "chain-f16.gguf");
+    PATH(again, "chain-q8b.gguf");
+    assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), src, q8), 0);
+    assert_int_equal(run("%s quantize %s %s Q4_1 2>/dev/null", bin(), q8, q41), 0);
+    assert_int_equal(run("%s quantize %s %s F16 2>/dev/null", bin(), q8, f16), 0);
+    assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), q8, again), 0);
+    clf_gguf *a, *b, *c, *d;
+    TU_OK(clf_gguf_open(q8, &a));
+    TU_OK(clf_gguf_open(q41, &b));
+    TU_OK(clf_gguf_open(f16, &c));
+    TU_OK(clf_gguf_open(again, &d));
+    for (int i = 0; i < N_T; i++) {
+        double e8 = tensor_err(a, i), e41 = tensor_err(b, i), e16 = tensor_err(c, i);
+        /* Q4_1 of Q8_0 values: the 4-bit error plus a little */
+        assert_true(e41 <= 0.12);
+        /* F16 of Q8_0 values: Q8_0's error; F16 adds ~2e-4 */
+        assert_true(fabs(e16 - e8) <= 1e-3);
+        const clf_gguf_tensor *x = clf_gguf_tensor_at(a, i), *y = clf_gguf_find_tensor(d, TENSORS[i].name);
+        assert_int_equal(x->type, y->type);
+        assert_memory_equal(x->data, y->data, x->bytes);
+    }
+    clf_gguf_close(a);
+    clf_gguf_close(b);
+    clf_gguf_close(c);
+    clf_gguf_close(d);
+}
+
+static int dir_entries(void) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_failures(void **state) {
+    (void)state;
+    PATH(src, "src.gguf");
+    PATH(out, "never.gguf");
+    PATH(text, "text.gguf");
+    int before = dir_entries();
+    assert_int_equal(run("%s quantize %s/missing.gguf %s Q8_0 2>/dev/null", bin(), dir, out), 3);
+    assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), dir, out), 3); /* a directory */
+    FILE *f = fopen(text, "w");
+    fputs("this is not a model\n", f);
+    fclose(f);
+    assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), text, out), 4);
+    unlink(text);
+    assert_int_equal(run("%s quantize %s %s Q5_K 2>/dev/null", bin(), src, out), 2);
+    assert_int_equal(run("%s quantize %s %s 2>/dev/null", bin(), src, out), 2);
+    assert_int_equal(run("%s quantize %s /nonexistent-dir/x.gguf Q8_0 2>/dev/null", bin(), src), 3);
+    assert_int_equal(run("%s quantize %s %s/x.gguf Q8_0 2>/dev/null", bin(), src, src), 3); /* parent is a file */
+    /* a write that fails midway (file size limit of 4 KiB, SIGXFSZ ignored
+     * so write() returns EFBIG): no output and no temporary are left */
+    assert_int_equal(run("trap '' XFSZ; ulimit -f 4; %s quantize %s %s Q8_0 2>/dev/null", bin(), src, out), 3);
+    assert_int_equal(dir_entries(), before);
+    /* the message names the problem */
+    assert_int_equal(run("%s quantize %s/missing.gguf %s Q8_0 2>&1 | grep -q \"missing.gguf\"", bin(), dir, out), 0);
+}
+
+/* ---- peers ------------------------------------------------------------------------- */
+
+static int peer(const char *mode, const char *src, const char *outs) {
+    const char *root = getenv("CLINFER_SOURCE_DIR");
+    return run("python3 %s/tests/peer/check_quantize.py %s %s %s", root ? root : ".", mode, src, outs);
+}
+
+static void test_peer_bytes(void **state) {
+    (void)state;
+    char outs[1024] = "";
+    for (size_t k = 1; k < sizeof TARGETS / sizeof TARGETS[0]; k++) { /* every converted type but F32 */
+        char name[32];
+        snprintf(name, sizeof name, "out-%s.gguf", clf_type_get(TARGETS[k].type)->name);
+        PATH(out, name);
+        if (access(out, R_OK) != 0) skip(); /* test_every_type failed */
+        strcat(outs, out);
+        strcat(outs, " ");
+    }
+    PATH(src, "src.gguf");
+    int rc = peer("bytes", src, outs);
+    if (rc == 77) {
+        printf("[  NOTE    ] the gguf Python package is absent: byte comparison skipped\n");
+        skip();
+    }
+    assert_int_equal(rc, 0);
+    PATH(q8, "chain-q8.gguf"); /* from a quantized source */
+    PATH(q41, "chain-q41.gguf");
+    PATH(f16, "chain-f16.gguf");
+    snprintf(outs, sizeof outs, "%s %s", q41, f16);
+    assert_int_equal(peer("bytes", q8, outs), 0);
+}
+
+static void test_peer_llama_cpp(void **state) {
+    (void)state;
+    char model[4096];
+    if (clf_model_path(NULL, model, sizeof model) != CLF_OK) {
+        printf("[  NOTE    ] %s: llama.cpp load check skipped\n", clf_last_error());
+        skip();
+    }
+    if (run("python3 -c 'import llama_cpp' 2>/dev/null") != 0) {
+        printf("[  NOTE    ] llama_cpp is not importable: llama.cpp load check skipped\n");
+        skip();
+    }
+    char outs[1024];
+    static const char *const types[] = {"Q8_0", "F16", "Q4_0"};
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(run("%s quantize %s %s/model-%s.gguf %s", bin(), model, dir, types[k], types[k]), 0);
+    /* Q8_0 and F16 of Q4_1 weights are near-lossless; Q4_0 re-rounds 4-bit
+     * weights onto another 4-bit grid (~10% weight error), so it must only
+     * load and stay related. */
+    snprintf(outs, sizeof outs, "%s/model-Q8_0.gguf %s/model-F16.gguf %s/model-Q4_0.gguf:0.5:0.2", dir, dir, dir);
+    int rc = peer("logits", model, outs);
+    if (rc == 77) skip();
+    assert_int_equal(rc, 0);
+    for (int k = 0; k < 3; k++) run("rm -f %s/model-%s.gguf", dir, types[k]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_type), cmocka_unit_test(test_requantize),
+        cmocka_unit_test(test_failures),   cmocka_unit_test(test_peer_bytes),
+        cmocka_unit_test(test_peer_llama_cpp),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
