@@ -4,6 +4,7 @@
  * tokenizer_bpe.c and tokenizer_spm.c. */
 #include "tokenizer_impl.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +87,13 @@ static clf_status copy_texts(clf_tokenizer *t, const clf_gguf_str *strs) {
     char empty[32];
     for (int32_t i = 0; i < t->n_vocab; i++)
         total += (strs[i].len ? strs[i].len : (size_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", i)) + 1;
+    if (total > UINT32_MAX) return clf_fail(CLF_ERR_FORMAT, "tokenizer: %zu bytes of token text", total);
     t->text = malloc(total);
     if (!t->text) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for %zu bytes of vocabulary", total);
     size_t off = 0;
     for (int32_t i = 0; i < t->n_vocab; i++) {
         t->text_off[i] = (uint32_t)off;
-        if (strs[i].len) { /* llama.cpp renames empty tokens so the hash stays a function */
+        if (strs[i].len) { /* an empty token gets llama.cpp's placeholder text, unique like every text */
             memcpy(t->text + off, strs[i].ptr, strs[i].len);
             t->text_len[i] = (uint32_t)strs[i].len;
         } else {
@@ -106,8 +108,8 @@ static clf_status copy_texts(clf_tokenizer *t, const clf_gguf_str *strs) {
 /* Tokens that end generation, found by text as llama.cpp does (GGUFs rarely
  * list them all under tokenizer.ggml.eot_token_id). */
 static const char *const EOG_TEXTS[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",      "<|endoftext|>", "</s>",
+    "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<end_of_utterance>", "<eos>",
 };
 
 static void mark_eog(clf_tokenizer *t, const clf_gguf *g) {
@@ -135,6 +137,25 @@ static int is_special_type(const clf_tokenizer *t, int32_t id) {
 /* Rendered as "" unless CLF_DETOK_SPECIAL; matched only with parse_special. */
 static int is_hidden(const clf_tokenizer *t, int32_t id) {
     return t->type[id] == CLF_TOKEN_CONTROL || t->type[id] == CLF_TOKEN_UNKNOWN || (t->flags[id] & CLF_TOKF_CONTROL);
+}
+
+/* llama.cpp's per-model token attributes (they are not in GGUF): Phi-3
+ * drops the whitespace after its special tokens, except after these. */
+static void mark_rstrip(clf_tokenizer *t, const clf_gguf *g) {
+    clf_gguf_str name;
+    if (!clf_gguf_find(g, "general.name") || clf_gguf_get_str(g, "general.name", &name) != CLF_OK) return;
+    char lower[256];
+    size_t n = name.len < sizeof lower - 1 ? name.len : sizeof lower - 1;
+    for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)name.ptr[i]);
+    lower[n] = 0;
+    if (!strstr(lower, "phi-3") && !strstr(lower, "phi3")) return;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (is_special_type(t, id)) t->flags[id] |= CLF_TOKF_RSTRIP;
+    const char *keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+    for (size_t i = 0; i < 3; i++) {
+        int32_t id = clf_tok_lookup(t, keep[i], strlen(keep[i]));
+        if (id >= 0) t->flags[id] &= (uint8_t)~CLF_TOKF_RSTRIP;
+    }
 }
 
 typedef struct { uint32_t len; int32_t id; } len_id;
@@ -319,6 +340,7 @@ static clf_status load(clf_tokenizer *t, const clf_gguf *g) {
     if (t->add_eos && t->eos < 0) t->add_eos = 0;
 
     mark_eog(t, g);
+    mark_rstrip(t, g);
     CLF_TRY(collect_special(t));
     CLF_TRY(make_pieces(t));
 
@@ -388,6 +410,8 @@ static clf_status frags_push(frags *f, frag x) {
     return CLF_OK;
 }
 
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); } /* C isspace, any locale */
+
 /* Cuts every occurrence of each special token out of the text fragments, one
  * token at a time, longest first (llama.cpp's tokenizer_st_partition). */
 static clf_status split_special(const clf_tokenizer *t, const char *text, size_t len, int parse_special, frags *cur) {
@@ -410,6 +434,11 @@ static clf_status split_special(const clf_tokenizer *t, const char *text, size_t
                 if (st == CLF_OK) st = frags_push(&next, (frag){at, tl, id});
                 f.len -= at + tl - f.off;
                 f.off = at + tl;
+                if (t->flags[id] & CLF_TOKF_RSTRIP)
+                    while (f.len && is_space(text[f.off])) {
+                        f.off++;
+                        f.len--;
+                    }
             }
             if (st == CLF_OK && (f.id >= 0 || f.len)) st = frags_push(&next, f);
         }

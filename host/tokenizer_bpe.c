@@ -109,8 +109,6 @@ static clf_status compile_pre(clf_tokenizer *t, const pre_spec *pre) {
         pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter is the fallback where JIT is missing */
         t->regex[t->n_regex++] = re;
     }
-    t->ignore_merges = pre->ignore_merges;
-    t->add_bos = pre->add_bos;
     return CLF_OK;
 }
 
@@ -178,6 +176,8 @@ clf_status clf_bpe_init(clf_tokenizer *t, const clf_gguf *g) {
     const pre_spec *pre = find_pre(t->pre);
     if (!pre) return clf_fail(CLF_ERR_FORMAT, "unsupported pre-tokenizer '%s'", t->pre);
     CLF_TRY(compile_pre(t, pre));
+    t->ignore_merges = pre->ignore_merges;
+    t->add_bos = pre->add_bos; /* until tokenizer.ggml.add_bos_token says otherwise */
     CLF_TRY(load_merges(t, g));
     for (int b = 0; b < 256; b++) {
         char u[4];

@@ -10,7 +10,9 @@
 
 typedef enum { CLF_VOCAB_BPE, CLF_VOCAB_SPM } clf_vocab_kind;
 
-enum { CLF_TOKF_EOG = 1, CLF_TOKF_CONTROL = 2 }; /* per-token flags */
+/* Per-token flags beyond the GGUF type: ends generation; treated as control
+ * whatever its type; whitespace after it is dropped when it is split out. */
+enum { CLF_TOKF_EOG = 1, CLF_TOKF_CONTROL = 2, CLF_TOKF_RSTRIP = 4 };
 
 /* A growable list of ids. */
 typedef struct clf_ids {

@@ -4,8 +4,10 @@ tests/test_tokenizer.c:
 
   python3 tests/peer/record_tokens.py MODEL.gguf > tests/data/tokens_smollm2.txt
   python3 tests/peer/record_tokens.py --pre ggml-vocab-gpt-2.gguf > tests/data/tokens_pretok.txt
+  python3 tests/peer/record_tokens.py ggml-vocab-phi-3.gguf > tests/data/tokens_phi3.txt
 
-The first uses the default model's vocabulary as it is. The second runs the
+The first and third use a vocabulary as it is (the third: SentencePiece with
+Phi-3's special tokens, after which llama.cpp drops whitespace). The second runs the
 GPT-2 vocabulary (llama.cpp's models/ggml-vocab-gpt-2.gguf) under each
 pre-tokenizer in PRES, overriding tokenizer.ggml.pre, so the regexes of
 vocabularies not at hand (Llama 3, Qwen2, ...) are checked too.
@@ -84,6 +86,9 @@ TEXTS = [
     "<|im_start|><|im_end|> <|im_start|>  <|im_end|>",
     "< |im_start| > <|im_start <|im_end|",
     "<repo_name>clinfer<file_sep>main.c<filename>x.py",
+    "<s><|system|>\nYou are helpful.<|end|>\n<|user|>\n  What is 2+2?<|end|>\n<|assistant|>\n",
+    "<|user|>Hi</s> <s>  x <unk> y<|endoftext|>\t\n z <|placeholder1|><|placeholder2|>",
+    "text </s>",
 ]
 
 
