@@ -478,7 +478,8 @@ clf_status clf_tokenize(const clf_tokenizer *t, const char *text, size_t len, in
     *ids = NULL;
     *n = 0;
     if (!t || (!text && len)) return clf_fail(CLF_ERR_ARG, "clf_tokenize: no tokenizer or text");
-    if (len > (size_t)INT32_MAX / 2) return clf_fail(CLF_ERR_ARG, "clf_tokenize: text of %zu bytes is too long", len);
+    if (len > (size_t)INT32_MAX / 4) /* so that every count, after UTF-8 repair, fits an int */
+        return clf_fail(CLF_ERR_ARG, "clf_tokenize: text of %zu bytes is too long", len);
     clf_ids out = {0};
     clf_status st = tokenize(t, text, len, add_special, parse_special, &out);
     if (st != CLF_OK) {

@@ -357,6 +357,7 @@ static size_t sanitize_utf8(const char *in, size_t n, char *out) {
 }
 
 clf_status clf_bpe_tokenize(const clf_tokenizer *t, const char *text, size_t n, clf_ids *out) {
+    if (!n) return CLF_OK;
     clf_status st = CLF_OK;
     spans a = {0}, b = {0};
     bpe_work w = {0};

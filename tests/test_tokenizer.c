@@ -321,12 +321,9 @@ static void test_recorded_pretokenizers(void **state) {
 }
 
 /* Long inputs: a megabyte of mixed text, and single pre-tokens of 100k
- * bytes (a run of spaces, of letters, of digits), which stress the regex
- * matcher and the merge heap; each must come back exactly. */
-static void test_long_inputs(void **state) {
-    (void)state;
-    clf_gguf *g;
-    clf_tokenizer *t = default_model_tokenizer(&g);
+ * bytes (runs of spaces, letters, digits, newlines, mixed whitespace), which
+ * stress the regex matcher and the merge heap; each must come back exactly. */
+static void long_inputs(const clf_tokenizer *t, const char *what, int detok_flags) {
     static const char BASE[] = "The quick brown fox, 12,345.67 times: \"don't\" 🚀 Привет 我想 \n\t  def f(x):\n        return x\n";
     enum { BIG = 1 << 20, RUN = 100000 };
     char *text = malloc(BIG + 1);
@@ -335,33 +332,56 @@ static void test_long_inputs(void **state) {
         memcpy(text + n, BASE, sizeof BASE - 1);
         n += sizeof BASE - 1;
     }
-    text[n] = 0;
     int32_t *ids;
     int n_ids;
     clock_t t0 = clock();
     TU_OK(clf_tokenize(t, text, n, 0, 0, &ids, &n_ids));
     double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
-    fprintf(stderr, "[ INFO ] %zu bytes -> %d tokens in %.3f s (%.1f MB/s)\n", n, n_ids, s, n / s / 1e6);
+    fprintf(stderr, "[ INFO ] %s: %zu bytes -> %d tokens in %.3f s (%.1f MB/s)\n", what, n, n_ids, s, n / s / 1e6);
     char *back;
     size_t back_len;
-    TU_OK(clf_detokenize(t, ids, n_ids, 0, &back, &back_len));
+    TU_OK(clf_detokenize(t, ids, n_ids, detok_flags, &back, &back_len));
     assert_int_equal(back_len, n);
     assert_memory_equal(back, text, n);
     free(back);
     free(ids);
 
-    const char fill[] = {' ', 'a', '7', '\n'};
-    for (int k = 0; k < 4; k++) {
-        memset(text, fill[k], RUN);
-        TU_OK(clf_tokenize(t, text, RUN, 0, 0, &ids, &n_ids));
-        assert_true(n_ids > 0 && n_ids <= RUN);
-        TU_OK(clf_detokenize(t, ids, n_ids, 0, &back, &back_len));
-        assert_int_equal(back_len, RUN);
-        assert_memory_equal(back, text, RUN);
+    static const char *const FILL[] = {" ", "a", "7", "\n", " \n", "\r\n\t "};
+    for (size_t k = 0; k < sizeof FILL / sizeof FILL[0]; k++) {
+        size_t fl = strlen(FILL[k]);
+        for (n = 0; n + fl <= RUN; n += fl) memcpy(text + n, FILL[k], fl);
+        TU_OK(clf_tokenize(t, text, n, 0, 0, &ids, &n_ids));
+        assert_true(n_ids > 0 && (size_t)n_ids <= n + 1); /* + the SentencePiece space */
+        TU_OK(clf_detokenize(t, ids, n_ids, detok_flags, &back, &back_len));
+        assert_int_equal(back_len, n);
+        assert_memory_equal(back, text, n);
         free(back);
         free(ids);
     }
     free(text);
+}
+
+static void test_long_inputs(void **state) {
+    (void)state;
+    char dir[1024], path[1200];
+    if (vocab_dir(dir, sizeof dir)) { /* the regexes with the most backtracking */
+        snprintf(path, sizeof path, "%s/ggml-vocab-gpt-2.gguf", dir);
+        static const char *const PRES[] = {"llama-bpe", "qwen2", "default"};
+        for (int i = 0; i < 3; i++) {
+            clf_tokenizer *t = load_with_pre(path, PRES[i]);
+            long_inputs(t, PRES[i], 0);
+            clf_tokenizer_free(t);
+        }
+        snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", dir); /* SentencePiece: one fragment */
+        clf_gguf *g;
+        clf_tokenizer *t = load_tokenizer(path, &g);
+        long_inputs(t, "llama-spm", CLF_DETOK_LSTRIP);
+        clf_tokenizer_free(t);
+        clf_gguf_close(g);
+    }
+    clf_gguf *g;
+    clf_tokenizer *t = default_model_tokenizer(&g);
+    long_inputs(t, "smollm", 0);
     clf_tokenizer_free(t);
     clf_gguf_close(g);
 }
