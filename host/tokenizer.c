@@ -500,7 +500,9 @@ int clf_tokenizer_add_bos(const clf_tokenizer *t) { return t->add_bos; }
 const char *clf_tokenizer_model(const clf_tokenizer *t) { return t->model; }
 const char *clf_tokenizer_pre(const clf_tokenizer *t) { return t->pre; }
 const char *clf_tokenizer_chat_template(const clf_tokenizer *t) { return t->chat_template; }
-size_t clf_tokenizer_max_piece(const clf_tokenizer *t) { return t->max_piece + sizeof ((clf_detok *)0)->held; }
+size_t clf_tokenizer_max_piece(const clf_tokenizer *t) {
+    return t->max_piece + 3; /* a piece after the 1-3 bytes of a held-back sequence */
+}
 
 int32_t clf_tokenizer_find(const clf_tokenizer *t, const char *text) { return clf_tok_lookup(t, text, strlen(text)); }
 

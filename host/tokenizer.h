@@ -83,7 +83,7 @@ typedef struct clf_detok {
     int flags;
     int started;
     int n_held;
-    unsigned char held[4]; /* the start of an unfinished UTF-8 sequence */
+    unsigned char held[3]; /* the start of an unfinished UTF-8 sequence */
 } clf_detok;
 
 void clf_detok_init(clf_detok *d, const clf_tokenizer *t, int flags);
@@ -92,7 +92,7 @@ void clf_detok_init(clf_detok *d, const clf_tokenizer *t, int flags);
  * smaller than clf_tokenizer_max_piece(), with nothing consumed. */
 clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_t *n);
 /* Writes out whatever is still held (an unfinished sequence at the end of
- * generation, as raw bytes). cap >= 4 always suffices. */
+ * generation, as raw bytes). cap >= 3 always suffices. */
 size_t clf_detok_flush(clf_detok *d, char *buf, size_t cap);
 
 /* Whole sequence -> malloc'd NUL-terminated text (*len without the NUL). */
