@@ -11,12 +11,14 @@
 #include "estimate.h"
 #include "gguf.h"
 #include "model_path.h"
+#include "roof.h"
 
 static const char *USAGE =
-    "clinfer info [-m MODEL] [--ctx N] [--batch B] [--kv f32|f16] [--gflops G --gbs B] [--json]\n"
+    "clinfer info [-m MODEL] [--ctx N] [--batch B] [--kv f32|f16] [--device SEL] [--gflops G --gbs B] [--json]\n"
     "  --ctx: context for the KV cache and attention terms (default: the model's, at most 4096)\n"
     "  --batch: prefill length (default 512, at most the context)\n"
-    "  --gflops/--gbs: a device's peak FP32 GFLOP/s and memory GB/s for the roofline";
+    "  --device: measure that device's roofs (copy GB/s, FMA GFLOP/s; a few seconds) for the roofline\n"
+    "  --gflops/--gbs: give the peaks instead (FP32 GFLOP/s, memory GB/s)";
 
 typedef struct tally {
     int64_t count[CLF_GROUP_COUNT];
@@ -38,12 +40,13 @@ typedef struct report {
     int kv_bytes; /* 4 or 2 */
     double flops_c1, flops_ctx, flops_prefill;
     double kv_tok[2], kv_ctx[2]; /* [F32, F16] */
-    double scratch, mem_total[2];
+    double weights_device, scratch, mem_total[2];
     double bytes_c1, bytes_ctx, bytes_prefill;
     clf_train_mem train_f32, train_mixed;
     double act, act_flash;
     int has_roof;
     clf_roof roof;
+    char roof_source[200]; /* the device measured, or "given" */
     clf_bound dec_c1, dec_ctx, pre;
 } report;
 
@@ -72,10 +75,11 @@ static void compute(report *r) {
     r->flops_ctx = clf_flops_token(s, r->ctx);
     r->flops_prefill = clf_flops_prefill(s, r->batch);
     r->scratch = clf_scratch_bytes(s, r->batch);
+    r->weights_device = clf_device_weight_bytes(s);
     for (int k = 0; k < 2; k++) {
         r->kv_tok[k] = clf_kv_bytes_per_token(s, k ? 2 : 4);
         r->kv_ctx[k] = r->kv_tok[k] * (double)r->ctx;
-        r->mem_total[k] = r->file.total_bytes + r->kv_ctx[k] + r->scratch;
+        r->mem_total[k] = r->weights_device + r->kv_ctx[k] + r->scratch;
     }
     r->bytes_c1 = clf_bytes_token(s, 1, r->kv_bytes);
     r->bytes_ctx = clf_bytes_token(s, r->ctx, r->kv_bytes);
@@ -156,12 +160,15 @@ static void print_text(const report *r) {
 
     printf("memory for inference (context %" PRId64 ", batch %" PRId64 ")\n", r->ctx, r->batch);
     printf("  weights (as stored)              %s\n", mib(r->file.total_bytes, a));
+    if (s->tied)
+        printf("  weights on a clinfer device      %s (the tied embedding twice: lookup rows, output matrix)\n",
+               mib(r->weights_device, a));
     printf("  KV cache per token: 2*n_layer*n_head_kv*head_dim*bytes = F32 %s, F16 %s\n", mib(r->kv_tok[0], a),
            mib(r->kv_tok[1], b));
     printf("  KV cache at %-6" PRId64 "              F32 %s, F16 %s\n", r->ctx, mib(r->kv_ctx[0], a), mib(r->kv_ctx[1], b));
     printf("  activations, F32, batch %-6" PRId64 "  %s (x, normed x, QKV, attention out, gate|up, SwiGLU, logits)\n",
            r->batch, mib(r->scratch, a));
-    printf("  total                            F32 cache %s, F16 cache %s\n\n", mib(r->mem_total[0], a),
+    printf("  total on a clinfer device        F32 cache %s, F16 cache %s\n\n", mib(r->mem_total[0], a),
            mib(r->mem_total[1], b));
 
     printf("memory for training with Adam (%s parameters; ZeRO paper figures)\n", human((double)r->p.total, "", a));
@@ -173,24 +180,22 @@ static void print_text(const report *r) {
     printf("    n_layer*s*h*(34 + 5*a*s/h) = %s; with flash attention 34*n_layer*s*h = %s\n\n", mib(r->act, a),
            mib(r->act_flash, b));
 
-    printf("arithmetic intensity (FLOPs per byte moved, %s KV cache)\n", r->kv_bytes == 4 ? "F32" : "F16");
-    printf("  decode at c = 1:     %s / %s = %.2f FLOP/B\n", human(r->flops_c1, "FLOP", a), mib(r->bytes_c1, b),
-           r->flops_c1 / r->bytes_c1);
-    printf("  decode at c = %-6" PRId64 " %s / %s = %.2f FLOP/B\n", r->ctx, human(r->flops_ctx, "FLOP", a),
-           mib(r->bytes_ctx, b), r->flops_ctx / r->bytes_ctx);
-    printf("  prefill of %-6" PRId64 "   %s / %s = %.1f FLOP/B\n", r->batch, human(r->flops_prefill, "FLOP", a),
-           mib(r->bytes_prefill, b), r->flops_prefill / r->bytes_prefill);
-    if (!r->has_roof) {
-        printf("  (give --gflops and --gbs for the roofline)\n");
-        return;
-    }
-    printf("\nroofline at %.1f GFLOP/s and %.1f GB/s (ridge %.2f FLOP/B)\n", r->roof.gflops, r->roof.gbs,
-           r->roof.gflops / r->roof.gbs);
-    const clf_bound *bs[3] = {&r->dec_c1, &r->dec_ctx, &r->pre};
     char label[3][40];
     snprintf(label[0], sizeof label[0], "decode at c = 1");
     snprintf(label[1], sizeof label[1], "decode at c = %" PRId64, r->ctx);
     snprintf(label[2], sizeof label[2], "prefill of %" PRId64, r->batch);
+    const double fl[3] = {r->flops_c1, r->flops_ctx, r->flops_prefill}, by[3] = {r->bytes_c1, r->bytes_ctx, r->bytes_prefill};
+    printf("arithmetic intensity (FLOPs per byte moved, at least: weights read once, %s KV cache)\n",
+           r->kv_bytes == 4 ? "F32" : "F16");
+    for (int i = 0; i < 3; i++)
+        printf("  %-22s %s / %s = %.2f FLOP/B\n", label[i], human(fl[i], "FLOP", a), mib(by[i], b), fl[i] / by[i]);
+    if (!r->has_roof) {
+        printf("  (--device or --gflops/--gbs for the roofline)\n");
+        return;
+    }
+    printf("\nroofline at %.1f GFLOP/s and %.1f GB/s (%s; ridge %.2f FLOP/B)\n", r->roof.gflops, r->roof.gbs,
+           r->roof_source, r->roof.gflops / r->roof.gbs);
+    const clf_bound *bs[3] = {&r->dec_c1, &r->dec_ctx, &r->pre};
     for (int i = 0; i < 3; i++)
         printf("  %-22s %s-bound: compute %.3f ms, memory %.3f ms -> at most %s tokens/s\n", label[i],
                bs[i]->memory_bound ? "memory" : "compute", bs[i]->t_compute_s * 1e3, bs[i]->t_memory_s * 1e3,
@@ -261,9 +266,9 @@ static void print_json(const report *r) {
            r->flops_c1, r->flops_ctx, r->flops_prefill);
     printf("  \"inference_memory\": {\"ctx\": %" PRId64 ", \"batch\": %" PRId64 ", \"weights\": %.0f, "
            "\"kv_per_token_f32\": %.0f, \"kv_per_token_f16\": %.0f, \"kv_ctx_f32\": %.0f, \"kv_ctx_f16\": %.0f, "
-           "\"activations\": %.0f, \"total_f32_cache\": %.0f, \"total_f16_cache\": %.0f},\n",
+           "\"activations\": %.0f, \"weights_device\": %.0f, \"total_f32_cache\": %.0f, \"total_f16_cache\": %.0f},\n",
            r->ctx, r->batch, r->file.total_bytes, r->kv_tok[0], r->kv_tok[1], r->kv_ctx[0], r->kv_ctx[1], r->scratch,
-           r->mem_total[0], r->mem_total[1]);
+           r->weights_device, r->mem_total[0], r->mem_total[1]);
     printf("  \"training_memory\": {\"f32\": {\"weights\": %.0f, \"grads\": %.0f, \"moments\": %.0f, \"total\": %.0f}, "
            "\"mixed\": {\"weights\": %.0f, \"grads\": %.0f, \"master\": %.0f, \"moments\": %.0f, \"total\": %.0f}, "
            "\"activations\": %.0f, \"activations_flash\": %.0f, "
@@ -279,7 +284,9 @@ static void print_json(const report *r) {
         printf("  \"roofline\": null\n}\n");
         return;
     }
-    printf("  \"roofline\": {\"gflops\": %.6g, \"gbs\": %.6g, ", r->roof.gflops, r->roof.gbs);
+    printf("  \"roofline\": {\"source\": ");
+    json_str(r->roof_source, strlen(r->roof_source));
+    printf(", \"gflops\": %.6g, \"gbs\": %.6g, ", r->roof.gflops, r->roof.gbs);
     json_bound("decode_c1", &r->dec_c1);
     printf(", ");
     json_bound("decode_ctx", &r->dec_ctx);
@@ -290,8 +297,25 @@ static void print_json(const report *r) {
 
 /* ---- command ------------------------------------------------------------------------ */
 
+/* The device's measured roofs (bench/roof.c): copy bandwidth, FMA peak. */
+static clf_status measure_roof(const char *device, report *r) {
+    clf_runtime *rt;
+    CLF_TRY(clf_runtime_create(device, &rt));
+    fprintf(stderr, "clinfer: measuring the roofs of %s...\n", rt->dev.name);
+    clf_roofs roofs;
+    clf_status st = clf_roofs_measure(rt, &roofs);
+    if (st == CLF_OK) {
+        r->has_roof = 1;
+        r->roof = (clf_roof){roofs.fma_gflops, roofs.copy_gbs};
+        snprintf(r->roof_source, sizeof r->roof_source, "measured on %s: FMA float%d, copy", rt->dev.name,
+                 roofs.fma_width);
+    }
+    clf_runtime_free(rt);
+    return st;
+}
+
 int cmd_info(int argc, char **argv) {
-    const char *m = NULL, *v;
+    const char *m = NULL, *device = NULL, *v;
     long long ctx = 0, batch = 512;
     int json = 0, kv_bytes = 4;
     double gflops = 0, gbs = 0;
@@ -309,7 +333,8 @@ int cmd_info(int argc, char **argv) {
             if (cli_float(v, &gflops) || !(gflops > 0)) return cli_usage(USAGE, "bad --gflops '%s'", v);
         } else if (cli_opt(argc, argv, &i, "--gbs", &v)) {
             if (cli_float(v, &gbs) || !(gbs > 0)) return cli_usage(USAGE, "bad --gbs '%s'", v);
-        } else if (cli_flag(argv, i, "--json")) json = 1;
+        } else if (cli_opt(argc, argv, &i, "--device", &v)) device = v;
+        else if (cli_flag(argv, i, "--json")) json = 1;
         else if (cli_flag(argv, i, "--help")) {
             printf("usage: %s\n", USAGE);
             return 0;
@@ -321,8 +346,10 @@ int cmd_info(int argc, char **argv) {
     clf_status st = clf_model_path(m, path, sizeof path);
     clf_gguf *g = NULL;
     report r = {.path = path, .kv_bytes = kv_bytes, .has_roof = gflops > 0, .roof = {gflops, gbs}};
+    snprintf(r.roof_source, sizeof r.roof_source, "given");
     if (st == CLF_OK) st = clf_gguf_open(path, &g);
     if (st == CLF_OK) st = clf_model_shape_from_gguf(g, &r.s);
+    if (st == CLF_OK && device && !r.has_roof) st = measure_roof(device, &r);
     if (st != CLF_OK) {
         clf_gguf_close(g);
         return cli_error(st);

@@ -112,6 +112,11 @@ clf_params clf_estimate_params(const clf_model_shape *s) {
     return p;
 }
 
+double clf_device_weight_bytes(const clf_model_shape *s) {
+    clf_params p = clf_estimate_params(s);
+    return p.total_bytes + (s->tied ? p.bytes[CLF_GROUP_EMBD] : 0);
+}
+
 /* ---- FLOPs and bytes ------------------------------------------------------------ */
 
 static double layer_matmul_params(const clf_model_shape *s) {

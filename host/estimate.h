@@ -49,6 +49,10 @@ typedef struct clf_params {
 } clf_params;
 
 clf_params clf_estimate_params(const clf_model_shape *s);
+/* Weight bytes clinfer allocates on a device: the weights as stored, and a
+ * tied embedding twice (rows for the lookup, the matrix for the output
+ * projection). */
+double clf_device_weight_bytes(const clf_model_shape *s);
 /* Bytes per element of a type (Q4_1: 20/32 = 0.625). */
 double clf_type_bytes_per_elem(clf_type t);
 
