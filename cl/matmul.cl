@@ -14,11 +14,16 @@
  * X is [n × K] and Y [n × rows], rows contiguous, offsets in floats.
  *
  * Options: TM, the token rows of a work-item's tile (GEMM and skinny
- * products); CLF_FP16_CLANG=1 converts halves with the compiler's native
- * __fp16 vectors (clang-based drivers) instead of the portable bit recipe. */
+ * products); MG, how many such tiles a work-item takes in turn, so its
+ * weight panel is read from memory once and then from cache;
+ * CLF_FP16_CLANG=1 converts halves with the compiler's native __fp16
+ * vectors (clang-based drivers) instead of the portable bit recipe. */
 
 #ifndef TM
 #define TM 8
+#endif
+#ifndef MG
+#define MG 1
 #endif
 
 #if CLF_FP16_CLANG
@@ -71,27 +76,31 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
     _Pragma("unroll") for (int i = 0; i < TM; i++) if (m0 + i < n)                              \
         clf_store32(Y + yoff + (size_t)(m0 + i) * rows + 32 * p, a0[i], a1[i], rows - 32 * p, accumulate)
 
-/* F32 and F16 products: one work-item per (panel, tile of TM tokens); global
- * size (panels, ceil(n / TM)). */
+/* F32 and F16 products: one work-item per (panel, MG tiles of TM tokens);
+ * global size (panels, ceil(n / (TM · MG))). */
 #define DEFINE_FLOAT_MM(NAME, T, LOAD)                                                          \
     __kernel void NAME(__global const T *W, __global const float *X, const ulong xoff,          \
                        __global float *Y, const ulong yoff, const int n, const int rows,        \
                        const int K, const int accumulate) {                                     \
-        const int p = get_global_id(0), m0 = get_global_id(1) * TM;                             \
-        if (32 * p >= rows || m0 >= n) return;                                                  \
+        const int p = get_global_id(0);                                                         \
+        if (32 * p >= rows) return;                                                             \
         const __global T *w = W + (size_t)p * K * 32;                                           \
-        TILE_BEGIN(X, xoff, n, K, m0, x);                                                       \
-        float16 a0[TM], a1[TM], w0, w1;                                                         \
-        _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                    \
-        for (int k = 0; k < K; k++) {                                                           \
-            LOAD(w, k, w0, w1);                                                                 \
-            _Pragma("unroll") for (int i = 0; i < TM; i++) {                                    \
-                float16 v = x[i][k];                                                            \
-                a0[i] = fma(v, w0, a0[i]);                                                      \
-                a1[i] = fma(v, w1, a1[i]);                                                      \
+        for (int g = 0; g < MG; g++) {                                                          \
+            const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
+            if (m0 >= n) return;                                                                \
+            TILE_BEGIN(X, xoff, n, K, m0, x);                                                   \
+            float16 a0[TM], a1[TM], w0, w1;                                                     \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
+            for (int k = 0; k < K; k++) {                                                       \
+                LOAD(w, k, w0, w1);                                                             \
+                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                \
+                    float16 v = x[i][k];                                                        \
+                    a0[i] = fma(v, w0, a0[i]);                                                  \
+                    a1[i] = fma(v, w1, a1[i]);                                                  \
+                }                                                                               \
             }                                                                                   \
+            TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                            \
         }                                                                                       \
-        TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                                \
     }
 
 DEFINE_FLOAT_MM(mm_f32, float, LOAD_F32)
@@ -110,11 +119,12 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
 #define QUANTS_Q8(q, b, kk, q0, q1)                                                              \
     (q0 = convert_float16(vload16(0, (q) + 1024 * (b) + 32 * (kk))),                             \
      q1 = convert_float16(vload16(1, (q) + 1024 * (b) + 32 * (kk))))
+/* Widened first: x86 has no byte shift, a dword shift needs no mask. */
 #define QUANTS_Q4(q, b, kk, q0, q1)                                                              \
     do {                                                                                        \
-        uchar16 nib = vload16(0, (q) + 512 * (b) + 16 * (kk));                                   \
-        q0 = convert_float16(nib & (uchar)15);                                                  \
-        q1 = convert_float16(nib >> (uchar)4);                                                  \
+        uint16 nib = convert_uint16(vload16(0, (q) + 512 * (b) + 16 * (kk)));                    \
+        q0 = convert_float16(nib & 15u);                                                        \
+        q1 = convert_float16(nib >> 4);                                                         \
     } while (0)
 
 #define DEQ_Q8(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = q0 * d0, w1 = q1 * d1)
@@ -125,27 +135,31 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
                        const ulong xoff, __global float *Y, const ulong yoff, const int n,       \
                        const int rows, const int K, const int accumulate) {                     \
-        const int p = get_global_id(0), m0 = get_global_id(1) * TM, nb = K / 32;                \
-        if (32 * p >= rows || m0 >= n) return;                                                  \
+        const int p = get_global_id(0), nb = K / 32;                                            \
+        if (32 * p >= rows) return;                                                             \
         const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
         const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
-        TILE_BEGIN(X, xoff, n, K, m0, x);                                                       \
-        float16 a0[TM], a1[TM], d0, d1, m0v = 0.0f, m1v = 0.0f, q0, q1, w0, w1;                  \
-        _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                    \
-        for (int b = 0; b < nb; b++) {                                                          \
-            SCALES(s, b, d0, d1, m0v, m1v);                                                     \
-            for (int kk = 0; kk < 32; kk++) {                                                   \
-                QUANTS(q, b, kk, q0, q1);                                                       \
-                DEQ(q0, q1, d0, d1, m0v, m1v, w0, w1);                                          \
-                const int k = 32 * b + kk;                                                      \
-                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                \
-                    float16 v = x[i][k];                                                        \
-                    a0[i] = fma(v, w0, a0[i]);                                                  \
-                    a1[i] = fma(v, w1, a1[i]);                                                  \
+        for (int g = 0; g < MG; g++) {                                                          \
+            const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
+            if (m0 >= n) return;                                                                \
+            TILE_BEGIN(X, xoff, n, K, m0, x);                                                   \
+            float16 a0[TM], a1[TM], d0, d1, m0v = 0.0f, m1v = 0.0f, q0, q1, w0, w1;              \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
+            for (int b = 0; b < nb; b++) {                                                      \
+                SCALES(s, b, d0, d1, m0v, m1v);                                                 \
+                for (int kk = 0; kk < 32; kk++) {                                               \
+                    QUANTS(q, b, kk, q0, q1);                                                   \
+                    DEQ(q0, q1, d0, d1, m0v, m1v, w0, w1);                                      \
+                    const int k = 32 * b + kk;                                                  \
+                    _Pragma("unroll") for (int i = 0; i < TM; i++) {                            \
+                        float16 v = x[i][k];                                                    \
+                        a0[i] = fma(v, w0, a0[i]);                                              \
+                        a1[i] = fma(v, w1, a1[i]);                                              \
+                    }                                                                           \
                 }                                                                               \
             }                                                                                   \
+            TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                            \
         }                                                                                       \
-        TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                                \
     }
 
 DEFINE_QUANT_MM(mm_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
@@ -205,16 +219,18 @@ DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
         for (int b = 0; b < nb; b++) {                                                          \
             float16 t[8];                                                                       \
             _Pragma("unroll") for (int u = 0; u < 8; u++) t[u] = 0.0f;                           \
-            float sx = 0.0f;                                                                    \
             _Pragma("unroll") for (int kk = 0; kk < 32; kk += 4) {                              \
                 _Pragma("unroll") for (int u = 0; u < 4; u++) {                                 \
                     const float xv = x[32 * b + kk + u];                                         \
                     QUANTS(q, b, kk + u, q0, q1);                                               \
                     t[2 * u] = fma((float16)xv, q0, t[2 * u]);                                  \
                     t[2 * u + 1] = fma((float16)xv, q1, t[2 * u + 1]);                          \
-                    sx += xv;                                                                   \
                 }                                                                               \
             }                                                                                   \
+            const float16 xs = vload16(0, x + 32 * b) + vload16(1, x + 32 * b);                 \
+            const float8 xs8 = xs.lo + xs.hi;                                                   \
+            const float4 xs4 = xs8.lo + xs8.hi;                                                 \
+            const float sx = (xs4.x + xs4.y) + (xs4.z + xs4.w);                                 \
             SCALES(s, b, d0, d1, m0, m1);                                                       \
             APPLY(acc0, acc1, (t[0] + t[2]) + (t[4] + t[6]), (t[1] + t[3]) + (t[5] + t[7]), sx, d0, d1, m0, m1); \
         }                                                                                       \

@@ -20,6 +20,7 @@ typedef struct mm_variant {
     int panels;     /* 1: panel layout and cl/matmul.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
+    int gemm_mg;    /* cpu: token tiles a work-item takes in turn, reusing its weight panel from cache */
     int bm, bn, rm, rn, rpw; /* gpu: GEMM tile, work-item tile, GEMV rows per work-group */
     int skinny_max; /* n up to this takes the skinny path */
 } mm_variant;
@@ -27,9 +28,9 @@ typedef struct mm_variant {
 enum { VAR_CPU, VAR_CPU_PORTABLE, VAR_GPU, VAR_COUNT };
 
 static const mm_variant variants[VAR_COUNT] = {
-    [VAR_CPU] = {"cpu", 1, 1, 8, 0, 0, 0, 0, 0, 16},
-    [VAR_CPU_PORTABLE] = {"cpu-portable", 1, 0, 8, 0, 0, 0, 0, 0, 16},
-    [VAR_GPU] = {"gpu", 0, 0, 0, 64, 64, 4, 4, 4, 16},
+    [VAR_CPU] = {"cpu", 1, 1, 8, 16, 0, 0, 0, 0, 0, 16},
+    [VAR_CPU_PORTABLE] = {"cpu-portable", 1, 0, 8, 16, 0, 0, 0, 0, 0, 16},
+    [VAR_GPU] = {"gpu", 0, 0, 0, 0, 64, 64, 4, 4, 4, 16},
 };
 
 /* CPU tile rows for a skinny product of n tokens: the smallest tile that
@@ -195,7 +196,7 @@ static void arg(kargs *a, size_t size, const void *value) {
 
 static void variant_options(const mm_variant *v, int tm_or_nt, char *buf, size_t n) {
     if (v->panels)
-        snprintf(buf, n, "-DTM=%d -DCLF_FP16_CLANG=%d", tm_or_nt, v->fp16_clang);
+        snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d", tm_or_nt, v->gemm_mg, v->fp16_clang);
     else
         snprintf(buf, n, "-DBM=%d -DBN=%d -DRM=%d -DRN=%d -DRPW=%d -DNT=%d", v->bm, v->bn, v->rm, v->rn, v->rpw,
                  tm_or_nt);
@@ -212,14 +213,13 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, int tm_or_nt,
 static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint dims, const size_t *global,
                           const size_t *local) {
     if (a->err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(a->err, "clSetKernelArg"), "%s: ", what);
-    clf_status st = clf_cl_check(clEnqueueNDRangeKernel(rt->queue, a->k, dims, NULL, global, local, 0, NULL, NULL),
-                                 "clEnqueueNDRangeKernel");
+    clf_status st = clf_launch(rt, a->k, dims, global, local);
     return st == CLF_OK ? st : clf_fail_ctx(st, "%s: ", what);
 }
 
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
                              cl_mem y, cl_ulong yoff, int n, int accumulate) {
-    const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n);
+    const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
     kargs a = {0};
     CLF_TRY(get_kernel(rt, v, tm, n == 1 ? "mv" : "mm", W->type, &a.k));
@@ -233,7 +233,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
-    const size_t global[2] = {(size_t)panels_of(rows), (size_t)((n + tm - 1) / tm)}, local[2] = {1, 1};
+    const size_t global[2] = {(size_t)panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))}, local[2] = {1, 1};
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
 
