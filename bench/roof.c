@@ -5,9 +5,10 @@
 #include <time.h>
 
 #define TRIALS 5
-#define COPY_VECS 4               /* float16 per work-item, as cl/roof.cl's default */
+#define COPY_VECS 4               /* vectors per work-item, as cl/roof.cl's default */
 #define COPY_MAX (256u << 20)     /* bytes copied: well past any cache */
 #define MIN_RUN_MS 20.0           /* FMA runs are grown to at least this */
+#define FMA_CHAINS 16             /* independent chains per work-item in cl/roof.cl */
 
 double clf_bench_now_us(void) {
     struct timespec ts;
@@ -61,13 +62,17 @@ static clf_status measure_copy(clf_runtime *rt, clf_roofs *r) {
     uint64_t bytes = COPY_MAX;
     if (bytes > rt->dev.max_alloc) bytes = rt->dev.max_alloc;
     if (bytes > rt->dev.global_mem / 4) bytes = rt->dev.global_mem / 4;
-    bytes -= bytes % (64 * COPY_VECS * 1024); /* whole work-items, a round global size */
+    int width = rt->dev.type & CL_DEVICE_TYPE_CPU ? 16 : 4; /* floats per vector: see cl/roof.cl */
+    size_t per_item = (size_t)width * sizeof(float) * COPY_VECS;
+    bytes -= bytes % (per_item * 1024); /* whole work-items, a round global size */
     if (bytes == 0) return clf_fail(CLF_ERR_MEMORY, "copy roof: the device has too little memory");
     cl_mem src = NULL, dst = NULL;
     clf_status st = clf_buffer_create(rt, CL_MEM_READ_ONLY, bytes, NULL, &src);
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_WRITE_ONLY, bytes, NULL, &dst);
     cl_kernel k;
-    if (st == CLF_OK) st = clf_kernel_get(rt, "roof", "", "roof_copy", &k);
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DCLF_COPY_WIDTH=%d", width);
+    if (st == CLF_OK) st = clf_kernel_get(rt, "roof", opts, "roof_copy", &k);
     if (st == CLF_OK) {
         const float pattern = 1.5f;
         st = clf_cl_check(clEnqueueFillBuffer(rt->queue, src, &pattern, sizeof pattern, 0, bytes, 0, NULL, NULL),
@@ -76,11 +81,12 @@ static clf_status measure_copy(clf_runtime *rt, clf_roofs *r) {
     if (st == CLF_OK) st = clf_cl_check(clSetKernelArg(k, 0, sizeof src, &src), "clSetKernelArg(roof_copy)");
     if (st == CLF_OK) st = clf_cl_check(clSetKernelArg(k, 1, sizeof dst, &dst), "clSetKernelArg(roof_copy)");
     double ms[TRIALS];
-    size_t global = bytes / (64 * COPY_VECS);
+    size_t global = bytes / per_item;
     if (st == CLF_OK) st = run_ms(rt, k, global, NULL, &ms[0]); /* warm-up: first touch of the pages */
     for (int i = 0; i < TRIALS && st == CLF_OK; i++) st = run_ms(rt, k, global, NULL, &ms[i]);
     if (st == CLF_OK) {
         r->copy_bytes = bytes;
+        r->copy_width = width;
         r->copy_gbs = 2.0 * bytes / (clf_bench_median(ms, TRIALS) * 1e-3) * 1e-9;
     }
     if (src) clReleaseMemObject(src);
@@ -118,7 +124,7 @@ static clf_status measure_fma(clf_runtime *rt, int width, double *gflops) {
     }
     for (int i = 0; i < TRIALS; i++)
         if ((st = run_ms(rt, k, global, &local, &ms[i])) != CLF_OK) goto out;
-    double flops = (double)global * iters * 8 * 2 * width;
+    double flops = (double)global * iters * FMA_CHAINS * 2 * width;
     *gflops = flops / (clf_bench_median(ms, TRIALS) * 1e-3) * 1e-9;
 out:
     clReleaseMemObject(out);

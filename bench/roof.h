@@ -9,6 +9,7 @@
 typedef struct clf_roofs {
     double copy_gbs;       /* copy kernel, (bytes read + written) / s, median */
     size_t copy_bytes;     /* bytes of the buffer copied */
+    int copy_width;        /* floats per load and store (16 on a CPU, 4 on others) */
     double fma_gflops;     /* FMA kernel at its best vector width, median */
     int fma_width;         /* that width (8 or 16 floats) */
     double launch_us;      /* an empty kernel, many enqueued then one clFinish */

@@ -1,12 +1,22 @@
 /* Kernels that measure a device's roofs (bench/roof.c): memory bandwidth,
  * FMA throughput and the cost of a launch. */
 
-/* dst = src, CLF_COPY_VECS float16 per work-item, consecutive work-items on
- * consecutive vectors in each step (coalesced on a GPU, streaming on a CPU). */
+/* dst = src: CLF_COPY_VECS vectors of CLF_COPY_WIDTH floats per work-item,
+ * consecutive work-items on consecutive vectors at each step. A CPU wants
+ * the widest vector (float16: a work-item is a SIMD thread); a GPU wants
+ * narrow per-lane loads that coalesce across the lanes (float4). */
 #ifndef CLF_COPY_VECS
 #define CLF_COPY_VECS 4
 #endif
-__kernel void roof_copy(__global const float16 *src, __global float16 *dst) {
+#ifndef CLF_COPY_WIDTH
+#define CLF_COPY_WIDTH 16
+#endif
+#if CLF_COPY_WIDTH == 16
+#define CLF_COPY_T float16
+#else
+#define CLF_COPY_T float4
+#endif
+__kernel void roof_copy(__global const CLF_COPY_T *src, __global CLF_COPY_T *dst) {
     size_t n = get_global_size(0), i = get_global_id(0);
     for (int k = 0; k < CLF_COPY_VECS; k++) dst[i + k * n] = src[i + k * n];
 }

@@ -63,14 +63,16 @@ static clf_status f32_offset(const clf_tensor *t, const char *what, cl_ulong *of
     return CLF_OK;
 }
 
-/* Work-items per row of the row-reduction kernels (cl/norm.cl): one SIMD
- * thread per row on a CPU ("cpu"), a group of 64 lanes elsewhere ("gpu").
- * CLINFER_OPS_VARIANT=cpu|gpu overrides, so tests run both on one device. */
-static int row_wg(const clf_runtime *rt) {
+/* Work-items per row of the row-reduction kernels (cl/norm.cl) for rows of
+ * n: one SIMD thread per row on a CPU ("cpu"); elsewhere ("gpu") a group
+ * of 64 lanes, 256 for long rows (a vocabulary) whose single group would
+ * otherwise walk the row serially. CLINFER_OPS_VARIANT=cpu|gpu overrides,
+ * so tests run both on one device. */
+static int row_wg(const clf_runtime *rt, int64_t n) {
     const char *env = getenv("CLINFER_OPS_VARIANT");
     int cpu = env && *env ? strcmp(env, "gpu") != 0 : (rt->dev.type & CL_DEVICE_TYPE_CPU) != 0;
     if (cpu) return 1;
-    int wg = 64;
+    int wg = n >= 8192 ? 256 : 64;
     while (wg > 1 && (size_t)wg > rt->dev.max_work_group) wg /= 2;
     return wg;
 }
@@ -125,9 +127,9 @@ clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, in
 
 /* ---- RMSNorm and softmax (cl/norm.cl) ----------------------------------- */
 
-static clf_status row_kernel(clf_runtime *rt, const char *name, cl_kernel *k, size_t *local) {
+static clf_status row_kernel(clf_runtime *rt, const char *name, int64_t n, cl_kernel *k, size_t *local) {
     char opts[32];
-    int wg = row_wg(rt);
+    int wg = row_wg(rt, n);
     snprintf(opts, sizeof opts, "-DCLF_ROW_WG=%d", wg);
     *local = (size_t)wg;
     return clf_kernel_get(rt, "norm", opts, name, k);
@@ -146,7 +148,7 @@ clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w
     if (rows_of(x) == 0) return CLF_OK;
     cl_kernel k;
     size_t local;
-    CLF_TRY(row_kernel(rt, "rmsnorm_f32", &k, &local));
+    CLF_TRY(row_kernel(rt, "rmsnorm_f32", x->ne[0], &k, &local));
     cl_int n = (cl_int)x->ne[0];
     karg a[] = {KARG(x->mem), KARG(x_off), KARG(w->mem), KARG(w_off), KARG(y->mem), KARG(y_off), KARG(n), KARG(eps)};
     CLF_TRY(set_args(k, "rmsnorm_f32", a, 8));
@@ -160,7 +162,7 @@ clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
     if (rows_of(x) == 0) return CLF_OK;
     cl_kernel k;
     size_t local;
-    CLF_TRY(row_kernel(rt, "softmax_f32", &k, &local));
+    CLF_TRY(row_kernel(rt, "softmax_f32", x->ne[0], &k, &local));
     cl_int n = (cl_int)x->ne[0];
     karg a[] = {KARG(x->mem), KARG(x_off), KARG(n)};
     CLF_TRY(set_args(k, "softmax_f32", a, 3));
