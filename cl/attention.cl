@@ -27,23 +27,29 @@
 #define KV_LOAD16(p) vload_half16(0, (p))
 #define KV_STORE16(x, p) vstore_half16_rte((x), 0, (p))
 #else
+/* Cache rows start at multiples of 16 floats from a buffer start (aligned to
+ * at least 128 bytes by OpenCL), so whole float16s load aligned; PoCL turns
+ * an unaligned vload16 from global memory into pieces. */
 #define kv_t float
 #define KV_LOAD1(p) (*(p))
-#define KV_LOAD16(p) vload16(0, (p))
-#define KV_STORE16(x, p) vstore16((x), 0, (p))
+#define KV_LOAD16(p) (*(__global const float16 *)(p))
+#define KV_STORE16(x, p) (*(__global float16 *)(p) = (x))
 #endif
+
+/* Small helpers must inline so their private arrays become registers. */
+#define CLF_INLINE __attribute__((always_inline)) inline
 
 /* Start of the cache rows of one KV head. */
 #define KV_HEAD(base, kv_off, kvh, n_ctx) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_ctx) * HD)
 
-inline float clf_hmax16(float16 v) {
+CLF_INLINE float clf_hmax16(float16 v) {
     float8 a = fmax(v.lo, v.hi);
     float4 b = fmax(a.lo, a.hi);
     float2 c = fmax(b.lo, b.hi);
     return fmax(c.x, c.y);
 }
 
-inline float clf_hsum16(float16 v) {
+CLF_INLINE float clf_hsum16(float16 v) {
     float8 a = v.lo + v.hi;
     float4 b = a.lo + a.hi;
     float2 c = b.lo + b.hi;
@@ -52,13 +58,16 @@ inline float clf_hsum16(float16 v) {
 
 /* r.sj = sum of the lanes of a[j]: four halving steps, each pairing two
  * vectors with swizzles (shuffles) and one add, instead of 16 horizontal sums. */
-inline float16 clf_transpose_sum16(const float16 *a) {
+CLF_INLINE float16 clf_transpose_sum16(const float16 *a) {
     float16 b[8], c[4], e[2];
+#pragma unroll
     for (int i = 0; i < 8; i++)
         b[i] = (float16)(a[2 * i].lo, a[2 * i + 1].lo) + (float16)(a[2 * i].hi, a[2 * i + 1].hi);
+#pragma unroll
     for (int i = 0; i < 4; i++) /* lanes 4k..4k+3: partial sums of a[4i + k] */
         c[i] = (float16)(b[2 * i].s0123, b[2 * i].s89ab, b[2 * i + 1].s0123, b[2 * i + 1].s89ab) +
                (float16)(b[2 * i].s4567, b[2 * i].scdef, b[2 * i + 1].s4567, b[2 * i + 1].scdef);
+#pragma unroll
     for (int i = 0; i < 2; i++) /* lanes 2k, 2k+1: partial sums of a[8i + k] */
         e[i] = (float16)(c[2 * i].s01, c[2 * i].s45, c[2 * i].s89, c[2 * i].scd, c[2 * i + 1].s01,
                          c[2 * i + 1].s45, c[2 * i + 1].s89, c[2 * i + 1].scd) +
@@ -283,9 +292,44 @@ __kernel void attn_naive_pv(__global const float *S, const int n_kv, __global co
  * [n_head][n_split][2]; attn_decode_reduce combines them. A split past the
  * end leaves m = NEG_BIG, l = 0, o = 0, which the reduction weighs as 0. */
 
+/* One block of 16 keys for one query head: scores as 16 float16 partial dot
+ * products folded into one float16, the online-softmax update, then P·V.
+ * Rows past `last` repeat row `last` (in bounds) and are masked; full
+ * blocks pass the constant 15, which folds the clamps and the mask away. */
+CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float *l, __global const kv_t *kblk,
+                                 __global const kv_t *vblk, const int last) {
+    float16 a[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        __global const kv_t *kr = kblk + min(j, last) * HD;
+        float16 acc = qv[0] * KV_LOAD16(kr);
+#pragma unroll
+        for (int c = 1; c < HV; c++) acc = fma(qv[c], KV_LOAD16(kr + 16 * c), acc);
+        a[j] = acc;
+    }
+    const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const float16 sc = select(clf_transpose_sum16(a), (float16)CLF_NEG_BIG, lane > last);
+    const float mx = fmax(*m, clf_hmax16(sc));
+    const float alpha = exp2(*m - mx);
+    const float16 p = exp2(sc - mx);
+    *l = *l * alpha + clf_hsum16(p);
+    *m = mx;
+    float pp[16];
+    vstore16(p, 0, pp);
+#pragma unroll
+    for (int c = 0; c < HV; c++) ov[c] *= alpha;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        __global const kv_t *vr = vblk + min(j, last) * HD;
+#pragma unroll
+        for (int c = 0; c < HV; c++) ov[c] = fma((float16)pp[j], KV_LOAD16(vr + 16 * c), ov[c]);
+    }
+}
+
 /* CPU shape: one work-item per (split, KV head) handles the GQA heads of the
- * group, so K/V are read from memory once. Keys go 16 at a time: 16 dot
- * products as float16 partials, folded into one float16 of scores.
+ * group one after the other over the split's keys: K/V come from memory
+ * once, the later heads find them in cache, and one head's q, o and 16
+ * partial dot products fit the vector registers.
  * Global size (n_split, n_kv_head), local size 1. */
 __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __global const kv_t *kc,
                               __global const kv_t *vc, const ulong kv_off, const int n_ctx,
@@ -295,55 +339,24 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
     const int j0 = sp * chunk, j1 = min(j0 + chunk, n_kv);
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
-    const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-
-    float16 qv[GQA][HV], ov[GQA][HV];
-    float m[GQA], l[GQA];
     for (int g = 0; g < GQA; g++) {
+        const int h = kvh * GQA + g;
+        float16 qv[HV], ov[HV];
+#pragma unroll
         for (int c = 0; c < HV; c++) {
-            qv[g][c] = vload16(c, q + q_off + (kvh * GQA + g) * HD) * qscale;
-            ov[g][c] = 0.0f;
+            qv[c] = vload16(c, q + q_off + h * HD) * qscale;
+            ov[c] = 0.0f;
         }
-        m[g] = CLF_NEG_BIG;
-        l[g] = 0.0f;
-    }
-    float kt[16 * HD], vt[16 * HD], pp[16];
-    for (int kb = j0; kb < j1; kb += 16) {
-        const int nk = min(16, j1 - kb);
-        for (int j = 0; j < 16; j++)
-            for (int c = 0; c < HD; c += 16) {
-                const bool in = j < nk;
-                vstore16(in ? KV_LOAD16(kh + (ulong)(kb + j) * HD + c) : 0.0f, 0, kt + j * HD + c);
-                vstore16(in ? KV_LOAD16(vh + (ulong)(kb + j) * HD + c) : 0.0f, 0, vt + j * HD + c);
-            }
-        for (int g = 0; g < GQA; g++) {
-            float16 a[16];
+        float m = CLF_NEG_BIG, l = 0.0f;
+        int kb = j0;
+        for (; kb + 16 <= j1; kb += 16)
+            clf_decode_block(qv, ov, &m, &l, kh + (ulong)kb * HD, vh + (ulong)kb * HD, 15);
+        if (kb < j1) clf_decode_block(qv, ov, &m, &l, kh + (ulong)kb * HD, vh + (ulong)kb * HD, j1 - kb - 1);
+        const int part = h * n_split + sp;
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                float16 acc = qv[g][0] * vload16(0, kt + j * HD);
-                for (int c = 1; c < HV; c++) acc = fma(qv[g][c], vload16(c, kt + j * HD), acc);
-                a[j] = acc;
-            }
-            const float16 sc = select(clf_transpose_sum16(a), (float16)CLF_NEG_BIG, lane >= nk);
-            const float mx = fmax(m[g], clf_hmax16(sc));
-            const float alpha = exp2(m[g] - mx);
-            const float16 p = exp2(sc - mx);
-            l[g] = l[g] * alpha + clf_hsum16(p);
-            m[g] = mx;
-            vstore16(p, 0, pp);
-            for (int c = 0; c < HV; c++) {
-                float16 acc = ov[g][c] * alpha;
-#pragma unroll
-                for (int j = 0; j < 16; j++) acc = fma((float16)pp[j], vload16(c, vt + j * HD), acc);
-                ov[g][c] = acc;
-            }
-        }
-    }
-    for (int g = 0; g < GQA; g++) {
-        const int part = (kvh * GQA + g) * n_split + sp;
-        for (int c = 0; c < HV; c++) vstore16(ov[g][c], c, part_o + (ulong)part * HD);
-        part_ml[2 * part] = m[g];
-        part_ml[2 * part + 1] = l[g];
+        for (int c = 0; c < HV; c++) vstore16(ov[c], c, part_o + (ulong)part * HD);
+        part_ml[2 * part] = m;
+        part_ml[2 * part + 1] = l;
     }
 }
 
