@@ -1,6 +1,6 @@
 /* Launchers of the small kernels (host/ops.h): cl/quant.cl, cl/norm.cl,
  * cl/rope.cl, cl/elementwise.cl. Each validates shapes, sets arguments and
- * enqueues without waiting. */
+ * enqueues through clf_launch without waiting. */
 #include "ops.h"
 
 #include <limits.h>
@@ -25,18 +25,6 @@ static clf_status set_args(cl_kernel k, const char *name, const karg *a, int n) 
         if (err != CL_SUCCESS)
             return clf_fail(CLF_ERR_CL, "clSetKernelArg(%s, arg %d) failed: %s (%d)", name, i,
                             clf_cl_error_name(err), err);
-    }
-    return CLF_OK;
-}
-
-static clf_status enqueue(clf_runtime *rt, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
-                          const size_t *local) {
-    cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, NULL);
-    if (err != CL_SUCCESS) {
-        clf_cl_check(err, "clEnqueueNDRangeKernel");
-        return clf_fail_ctx(err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? CLF_ERR_MEMORY
-                                                                                                    : CLF_ERR_CL,
-                            "%s: ", name);
     }
     return CLF_OK;
 }
@@ -106,7 +94,7 @@ static clf_status rows_launch(clf_runtime *rt, const clf_tensor *table, cl_mem i
     karg a[] = {KARG(table->mem), KARG(src_off), KARG(row_bytes), KARG(ids), KARG(out->mem), KARG(dst_off), KARG(ne0)};
     CLF_TRY(set_args(k, name, a, 7));
     size_t global[2] = {round_up((size_t)(ne0 + 31) / 32, EW_LOCAL), n}, local[2] = {EW_LOCAL, 1};
-    return enqueue(rt, k, name, 2, global, local);
+    return clf_launch(rt, k, 2, global, local);
 }
 
 clf_status clf_dequantize_dev(clf_runtime *rt, const clf_tensor *src, clf_tensor *dst) {
@@ -153,7 +141,7 @@ clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w
     karg a[] = {KARG(x->mem), KARG(x_off), KARG(w->mem), KARG(w_off), KARG(y->mem), KARG(y_off), KARG(n), KARG(eps)};
     CLF_TRY(set_args(k, "rmsnorm_f32", a, 8));
     size_t global = (size_t)rows_of(x) * local;
-    return enqueue(rt, k, "rmsnorm_f32", 1, &global, &local);
+    return clf_launch(rt, k, 1, &global, &local);
 }
 
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
@@ -167,7 +155,7 @@ clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
     karg a[] = {KARG(x->mem), KARG(x_off), KARG(n)};
     CLF_TRY(set_args(k, "softmax_f32", a, 3));
     size_t global = (size_t)rows_of(x) * local;
-    return enqueue(rt, k, "softmax_f32", 1, &global, &local);
+    return clf_launch(rt, k, 1, &global, &local);
 }
 
 /* ---- RoPE (cl/rope.cl) --------------------------------------------------- */
@@ -195,7 +183,7 @@ clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride
                 KARG(n_rot), KARG(pos0), KARG(n_tokens), KARG(log2_scale)};
     CLF_TRY(set_args(k, name, a, 10));
     size_t global[2] = {(size_t)(n_rot / 2 + 7) / 8, round_up((size_t)n_tokens, ROPE_LOCAL)}, local[2] = {1, ROPE_LOCAL};
-    return enqueue(rt, k, name, 2, global, local);
+    return clf_launch(rt, k, 2, global, local);
 }
 
 /* ---- SwiGLU and add (cl/elementwise.cl) ------------------------------------ */
@@ -214,7 +202,7 @@ clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y) {
     karg a[] = {KARG(gu->mem), KARG(gu_off), KARG(y->mem), KARG(y_off), KARG(ff)};
     CLF_TRY(set_args(k, "swiglu_f32", a, 5));
     size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)rows_of(y)}, local[2] = {EW_LOCAL, 1};
-    return enqueue(rt, k, "swiglu_f32", 2, global, local);
+    return clf_launch(rt, k, 2, global, local);
 }
 
 clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, clf_tensor *y) {
@@ -234,7 +222,7 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
     karg args[] = {KARG(y->mem), KARG(y_off), KARG(a->mem), KARG(a_off), KARG(b->mem), KARG(b_off), KARG(n)};
     CLF_TRY(set_args(k, "add_f32", args, 7));
     size_t global = round_up((size_t)(n + 15) / 16, EW_LOCAL), local = EW_LOCAL;
-    return enqueue(rt, k, "add_f32", 1, &global, &local);
+    return clf_launch(rt, k, 1, &global, &local);
 }
 
 clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b) {
@@ -251,5 +239,5 @@ clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b) {
     karg a[] = {KARG(x->mem), KARG(x_off), KARG(b->mem), KARG(b_off), KARG(n)};
     CLF_TRY(set_args(k, "add_rows_f32", a, 5));
     size_t global[2] = {round_up((size_t)(n + 15) / 16, EW_LOCAL), (size_t)rows_of(x)}, local[2] = {EW_LOCAL, 1};
-    return enqueue(rt, k, "add_rows_f32", 2, global, local);
+    return clf_launch(rt, k, 2, global, local);
 }
