@@ -1,9 +1,10 @@
 /* `clinfer quantize` (run as $CLINFER_BIN): a tiny random F32 GGUF converted
  * to every type, each output checked against the source values within the
  * type's error bound, metadata and alignment kept; re-quantization from
- * quantized inputs; failures leave no file; and the peers: gguf-py's
- * conversion byte for byte, llama.cpp loading the converted default model
- * (skipped with a note when python packages or the model are absent). */
+ * quantized inputs; failures leave no file; the peers: gguf-py's conversion
+ * byte for byte, llama.cpp loading the converted default model; and clinfer
+ * running it (skipped with a note when python packages or the model are
+ * absent). */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -282,36 +283,45 @@ static void test_peer_bytes(void **state) {
     assert_int_equal(peer("bytes", q8, outs), 0);
 }
 
-static void test_peer_llama_cpp(void **state) {
+/* The default model converted to Q8_0, F16 and Q4_0 must load and run in
+ * llama.cpp (logits close to the source's) and in clinfer. */
+static void test_default_model_converted(void **state) {
     (void)state;
     char model[4096];
     if (clf_model_path(NULL, model, sizeof model) != CLF_OK) {
-        printf("[  NOTE    ] %s: llama.cpp load check skipped\n", clf_last_error());
+        printf("[  NOTE    ] %s: skipped\n", clf_last_error());
         skip();
     }
-    if (run("python3 -c 'import llama_cpp' 2>/dev/null") != 0) {
-        printf("[  NOTE    ] llama_cpp is not importable: llama.cpp load check skipped\n");
-        skip();
-    }
-    char outs[1024];
     static const char *const types[] = {"Q8_0", "F16", "Q4_0"};
     for (int k = 0; k < 3; k++)
         assert_int_equal(run("%s quantize %s %s/model-%s.gguf %s", bin(), model, dir, types[k], types[k]), 0);
-    /* Q8_0 and F16 of Q4_1 weights are near-lossless; Q4_0 re-rounds 4-bit
-     * weights onto another 4-bit grid (~10% weight error), so it must only
-     * load and stay related. */
+
+    /* llama.cpp: Q8_0 and F16 of Q4_1 weights are near-lossless; Q4_0
+     * re-rounds 4-bit weights onto another 4-bit grid (~10% weight error),
+     * so it must only load and stay related. */
+    char outs[1024];
     snprintf(outs, sizeof outs, "%s/model-Q8_0.gguf %s/model-F16.gguf %s/model-Q4_0.gguf:0.5:0.2", dir, dir, dir);
-    int rc = peer("logits", model, outs);
-    if (rc == 77) skip();
-    assert_int_equal(rc, 0);
-    for (int k = 0; k < 3; k++) run("rm -f %s/model-%s.gguf", dir, types[k]);
+    int rc = run("python3 -c 'import llama_cpp' 2>/dev/null") == 0 ? peer("logits", model, outs) : 77;
+    if (rc == 77) printf("[  NOTE    ] llama_cpp is not importable: llama.cpp load check skipped\n");
+    else assert_int_equal(rc, 0);
+
+    /* clinfer: every file generates; Q8_0 continues greedily as the source */
+    const char *prompt = "The capital of France is";
+    assert_int_equal(run("%s run -m %s -p '%s' -n 6 > %s/gen-src.txt 2>/dev/null", bin(), model, prompt, dir), 0);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(run("%s run -m %s/model-%s.gguf -p '%s' -n 6 > %s/gen-%s.txt 2>/dev/null", bin(), dir,
+                             types[k], prompt, dir, types[k]), 0);
+        assert_int_equal(run("test -s %s/gen-%s.txt", dir, types[k]), 0);
+        run("rm -f %s/model-%s.gguf", dir, types[k]);
+    }
+    assert_int_equal(run("cmp -s %s/gen-src.txt %s/gen-Q8_0.txt", dir, dir), 0);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_type), cmocka_unit_test(test_requantize),
         cmocka_unit_test(test_failures),   cmocka_unit_test(test_peer_bytes),
-        cmocka_unit_test(test_peer_llama_cpp),
+        cmocka_unit_test(test_default_model_converted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
