@@ -59,7 +59,10 @@ int cmd_run(int argc, char **argv) {
     cli_gen_stats stats = {0};
     st = prompt_tokens(&s, prompt, chat, special, &ids, &n);
     if (st == CLF_OK && n == 0) st = clf_fail(CLF_ERR_ARG, "the prompt is empty");
-    if (st == CLF_OK && n + n_gen > s.c->n_ctx)
+    if (st == CLF_OK && n > s.c->n_ctx)
+        st = clf_fail(CLF_ERR_CONTEXT, "the prompt (%d tokens) is longer than the context of %d tokens (--ctx)", n,
+                      s.c->n_ctx);
+    else if (st == CLF_OK && n + n_gen > s.c->n_ctx)
         st = clf_fail(CLF_ERR_CONTEXT, "the prompt (%d tokens) and -n %d do not fit the context of %d tokens (--ctx)", n,
                       n_gen, s.c->n_ctx);
     if (st == CLF_OK) st = clf_sampler_create(&o.sp, s.m->hp.n_vocab, &smp);
@@ -67,7 +70,8 @@ int cmd_run(int argc, char **argv) {
         cli_catch_sigint();
         st = cli_generate(&s, smp, ids, n, n_gen, stdout, &stats);
         printf("\n");
-        cli_print_stats(&s, &stats);
+        /* speeds when something ran (also on Ctrl-C), not after a failed first step */
+        if (st == CLF_OK || st == CLF_ERR_INTERRUPTED || stats.n_gen > 0) cli_print_stats(&s, &stats);
     }
     clf_sampler_free(smp);
     free(ids);

@@ -78,7 +78,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     clf_status st = CLF_OK;
     for (int i = 0; i < max_gen; i++) {
         if (cli_interrupted) {
-            st = clf_fail(CLF_ERR_INTERRUPTED, "interrupted");
+            st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by Ctrl-C");
             break;
         }
         int32_t id = clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);

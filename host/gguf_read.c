@@ -227,6 +227,9 @@ static clf_status parse_kv(cursor *c, int64_t i, clf_gguf_kv *kv) {
     set_where(c, "metadata", i, NULL);
     CLF_TRY(rd_str(c, "key", &kv->key));
     if (kv->key.len == 0) return clf_fail(CLF_ERR_FORMAT, "%s: empty key at offset %zu", c->where, c->off - 8);
+    /* a NUL inside would make the key unreachable by name and cut short when copied (quantize) */
+    if (memchr(kv->key.ptr, 0, (size_t)kv->key.len))
+        return clf_fail(CLF_ERR_FORMAT, "%s: key at offset %zu contains a NUL byte", c->where, c->off - (size_t)kv->key.len - 8);
     set_where(c, "metadata", i, &kv->key);
     size_t at = c->off;
     uint32_t t;
@@ -313,6 +316,8 @@ static clf_status parse_tensor_info(clf_gguf *g, cursor *c, int64_t i, clf_gguf_
     set_where(c, "tensor", i, NULL);
     CLF_TRY(rd_str(c, "name", &t->name));
     if (t->name.len == 0) return clf_fail(CLF_ERR_FORMAT, "%s: empty name at offset %zu", c->where, c->off - 8);
+    if (memchr(t->name.ptr, 0, (size_t)t->name.len))
+        return clf_fail(CLF_ERR_FORMAT, "%s: name at offset %zu contains a NUL byte", c->where, c->off - (size_t)t->name.len - 8);
     set_where(c, "tensor", i, &t->name);
     size_t at = c->off;
     CLF_TRY(rd_u32(c, "dimension count", &t->n_dims));

@@ -103,6 +103,18 @@ static void fill_device(clf_device *o, int pi, int di, cl_platform_id p, cl_devi
     if (clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof ul, &ul, NULL) == CL_SUCCESS) o->global_mem = ul;
     if (clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ul, &ul, NULL) == CL_SUCCESS) o->max_alloc = ul;
     if (clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof ul, &ul, NULL) == CL_SUCCESS) o->local_mem = ul;
+    /* Testing aid: CLINFER_MAX_ALLOC_MB and CLINFER_GLOBAL_MEM_MB (MiB,
+     * fractions allowed) lower what clinfer believes the device offers, so
+     * that the "model too large for the device" paths can be tested with a
+     * tiny model on any device. They never raise a limit. */
+    const char *lim[2] = {getenv("CLINFER_MAX_ALLOC_MB"), getenv("CLINFER_GLOBAL_MEM_MB")};
+    uint64_t *field[2] = {&o->max_alloc, &o->global_mem};
+    for (int i = 0; i < 2; i++) {
+        if (!lim[i] || !*lim[i]) continue;
+        char *end;
+        double mb = strtod(lim[i], &end);
+        if (!*end && mb >= 0 && mb * 1048576.0 < (double)*field[i]) *field[i] = (uint64_t)(mb * 1048576.0);
+    }
     clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof o->max_work_group, &o->max_work_group, NULL);
     size_t n = 0;
     if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &n) == CL_SUCCESS && n) {

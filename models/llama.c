@@ -214,17 +214,27 @@ static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     return st;
 }
 
+/* "1.5 GiB", "12.0 MiB", "36.0 KiB", "100 bytes": small limits stay readable. */
+static const char *size_str(double b, char *buf, size_t n) {
+    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else snprintf(buf, n, "%.0f bytes", b);
+    return buf;
+}
+
 static clf_status check_fits(clf_runtime *rt, const clf_gguf *g) {
     size_t need = clf_llama_weight_bytes(g);
+    char a[32], b[32];
     if (need > rt->dev.global_mem)
-        return clf_fail(CLF_ERR_MEMORY, "model weights need %.1f MiB but %s has %.1f MiB of global memory", need / 1048576.0,
-                        rt->dev.name, rt->dev.global_mem / 1048576.0);
+        return clf_fail(CLF_ERR_MEMORY, "model weights need %s but %s has %s of global memory",
+                        size_str((double)need, a, sizeof a), rt->dev.name, size_str((double)rt->dev.global_mem, b, sizeof b));
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         if (t->bytes > rt->dev.max_alloc)
-            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%.1f MiB) exceeds %s's max allocation of %.1f MiB",
-                            (int)t->name.len, t->name.ptr, t->bytes / 1048576.0, rt->dev.name,
-                            rt->dev.max_alloc / 1048576.0);
+            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s) exceeds %s's max allocation of %s", (int)t->name.len,
+                            t->name.ptr, size_str((double)t->bytes, a, sizeof a), rt->dev.name,
+                            size_str((double)rt->dev.max_alloc, b, sizeof b));
     }
     return CLF_OK;
 }

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "gguf.h"
+#include "llama.h"
+#include "ref_llama.h"
 #include "testutil.h"
 
 typedef struct file { uint8_t *p; size_t n; } file;
@@ -169,6 +171,8 @@ static void test_metadata(void **state) {
     c = copy(b), c.p[find_str(b, "test.ab") + 8 + 6] = 'a';
     expect_fail(c, "duplicate key", "duplicate metadata key 'test.aa' (#2 and #3)"), free(c.p);
     c = copy(b), put64(c, 24, 0), expect_fail(c, "empty key", "empty key"), free(c.p);
+    c = copy(b), c.p[find_str(b, "test.aa") + 8 + 4] = 0; /* "test\0aa": unreachable by name, cut short when copied */
+    expect_fail(c, "NUL in a key", "metadata #2: key at offset"), free(c.p);
     c = copy(b), put32(c, kv_value(b, "general.alignment"), 48);
     expect_fail(c, "alignment 48", "general.alignment 48 is not a power of two"), free(c.p);
     c = copy(b), put32(c, kv_value(b, "general.alignment"), 0);
@@ -238,6 +242,8 @@ static void test_tensor_infos(void **state) {
     expect_fail(c, "offset + size wraps", "runs past the end of the file"), free(c.p);
     c = copy(b), put64(c, tensor_field(b, "t.f32", T_OFFSET, 0), 96);
     expect_fail(c, "tensors swapped onto one", "overlaps"), free(c.p);
+    c = copy(b), c.p[find_str(b, "t.q8") + 8 + 1] = 0;
+    expect_fail(c, "NUL in a tensor name", "tensor #1: name at offset"), free(c.p);
     c = copy(b), c.p[find_str(b, "t.f16") + 8 + 3] = '3', c.p[find_str(b, "t.f16") + 8 + 4] = '2'; /* "t.f32" twice */
     expect_fail(c, "duplicate tensor", "duplicate tensor 't.f32' (#0 and #2)"), free(c.p);
     free(b.p);
@@ -337,12 +343,129 @@ static void test_random_damage(void **state) {
     free(b.p);
 }
 
+/* ---- files that parse but are no Llama model ---------------------------------- */
+
+/* A tiny Llama (tests/support) with a vocabulary of its n_vocab tokens,
+ * copied without key `drop_key` and tensor `drop_tensor` (NULL: none), then
+ * changed by `edit` (NULL: none). */
+static file llama_variant(const char *drop_key, const char *drop_tensor, void (*edit)(clf_gguf_writer *w)) {
+    char path[] = "/tmp/clinfer-bad-llama-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 8, .n_ff = 64,
+                     .n_vocab = 40, .type = CLF_Q8_0, .tied = 0};
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    file base = slurp_and_unlink(path);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open_memory(base.p, base.n, &g));
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_writer_create(&w));
+    for (int64_t i = 0; i < clf_gguf_n_kv(g); i++) {
+        const clf_gguf_kv *kv = clf_gguf_kv_at(g, i);
+        if (!drop_key || strlen(drop_key) != kv->key.len || memcmp(drop_key, kv->key.ptr, kv->key.len)) TU_OK(clf_gguf_set_kv(w, kv));
+    }
+    char tok[40][8];
+    const char *toks[40];
+    for (int i = 0; i < 40; i++) snprintf(tok[i], sizeof tok[i], "t%d", i), toks[i] = tok[i];
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", toks, 40));
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        if (!drop_tensor || strcmp(name, drop_tensor)) TU_OK(clf_gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data));
+    }
+    clf_gguf_close(g);
+    free(base.p);
+    if (edit) edit(w);
+    return write_to_memory(w);
+}
+
+/* The file parses; clf_llama_hparams_read refuses it with its own message. */
+static void expect_llama_fail(file f, const char *what, const char *substr) {
+    clf_gguf *g;
+    TU_OK(clf_gguf_open_memory(f.p, f.n, &g));
+    clf_llama_hparams hp;
+    clf_status st = clf_llama_hparams_read(g, &hp);
+    clf_gguf_close(g);
+    if (st != CLF_ERR_FORMAT) fail_msg("%s: expected a format error, got '%s': %s", what, clf_status_name(st), clf_last_error());
+    if (!strstr(clf_last_error(), substr)) fail_msg("%s: message '%s' lacks '%s'", what, clf_last_error(), substr);
+    printf("  %-28s -> %s\n", what, clf_last_error());
+    free(f.p);
+}
+
+static void vocab_41(clf_gguf_writer *w) {
+    const char *toks[41];
+    for (int i = 0; i < 41; i++) toks[i] = i == 40 ? "extra" : "t";
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", toks, 41));
+}
+static void vocab_39(clf_gguf_writer *w) {
+    const char *toks[39];
+    for (int i = 0; i < 39; i++) toks[i] = "t";
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", toks, 39));
+}
+static void layers_as_string(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "llama.block_count", "2")); }
+static void layers_zero(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.block_count", 0)); }
+static void layers_three(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.block_count", 3)); }
+static void heads_odd(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.attention.head_count", 5)); }
+static void kv_heads_3(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.attention.head_count_kv", 3)); }
+static void arch_gpt2(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "general.architecture", "gpt2")); }
+static void eps_negative(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", -1)); }
+static void norm_q8(clf_gguf_writer *w) {
+    uint8_t q[34] = {0}; /* output_norm.weight, left out of the copy, comes back as Q8_0 */
+    TU_OK(clf_gguf_add_tensor(w, "output_norm.weight", CLF_Q8_0, 1, (int64_t[]){32}, q));
+}
+
+static void test_llama_hparams(void **state) {
+    (void)state;
+    /* the unchanged variant is a model */
+    file ok = llama_variant(NULL, NULL, NULL);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open_memory(ok.p, ok.n, &g));
+    clf_llama_hparams hp;
+    TU_OK(clf_llama_hparams_read(g, &hp));
+    assert_int_equal(hp.n_vocab, 40);
+    assert_int_equal(hp.n_layer, 2);
+    clf_gguf_close(g);
+    free(ok.p);
+
+    static const char *const required[] = {"general.architecture", "llama.block_count", "llama.embedding_length",
+                                           "llama.feed_forward_length", "llama.attention.head_count"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        char what[64], want[96];
+        snprintf(what, sizeof what, "missing %s", required[i]);
+        snprintf(want, sizeof want, "missing metadata key '%s'", required[i]);
+        expect_llama_fail(llama_variant(required[i], NULL, NULL), what, want);
+    }
+    expect_llama_fail(llama_variant(NULL, NULL, vocab_41), "vocabulary > embedding rows",
+                      "vocabulary has 41 tokens but token_embd.weight has 40 rows");
+    expect_llama_fail(llama_variant(NULL, NULL, vocab_39), "vocabulary < embedding rows",
+                      "vocabulary has 39 tokens but token_embd.weight has 40 rows");
+    expect_llama_fail(llama_variant(NULL, "token_embd.weight", NULL), "no token embedding",
+                      "tensor token_embd.weight is missing");
+    expect_llama_fail(llama_variant(NULL, "blk.1.ffn_down.weight", NULL), "missing layer tensor",
+                      "tensor blk.1.ffn_down.weight is missing");
+    expect_llama_fail(llama_variant(NULL, NULL, layers_three), "more layers than tensors",
+                      "tensor blk.2.attn_norm.weight is missing");
+    expect_llama_fail(llama_variant(NULL, NULL, layers_as_string), "block_count as a string",
+                      "'llama.block_count' has type string, expected an integer");
+    expect_llama_fail(llama_variant(NULL, NULL, layers_zero), "block_count 0", "llama.block_count = 0 is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, heads_odd), "embedding not heads x dim",
+                      "embedding_length 32 is not a multiple of head_count 5");
+    expect_llama_fail(llama_variant(NULL, NULL, kv_heads_3), "heads not kv-heads multiple",
+                      "head_count 4 is not a multiple of head_count_kv 3");
+    expect_llama_fail(llama_variant(NULL, NULL, arch_gpt2), "unsupported architecture", "unsupported architecture 'gpt2'");
+    expect_llama_fail(llama_variant(NULL, NULL, eps_negative), "negative rms epsilon", "out of range");
+    expect_llama_fail(llama_variant(NULL, "output_norm.weight", norm_q8), "quantized norm",
+                      "tensor output_norm.weight must be F32, is Q8_0");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sanity),       cmocka_unit_test(test_header),
         cmocka_unit_test(test_metadata),     cmocka_unit_test(test_nesting),
         cmocka_unit_test(test_tensor_infos), cmocka_unit_test(test_truncation_everywhere),
-        cmocka_unit_test(test_random_damage),
+        cmocka_unit_test(test_random_damage), cmocka_unit_test(test_llama_hparams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -161,6 +161,7 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
 static int add_tensor(clf_gguf_writer *w, const char *name, clf_type type, int64_t ne0, int64_t ne1, float scale,
                       float offset, uint64_t *s) {
     int64_t n = ne0 * ne1;
+    if (!clf_row_bytes(type, ne0)) return -1; /* rows must be whole blocks of the type */
     float *x = malloc((size_t)n * sizeof *x);
     for (int64_t i = 0; i < n; i++) x[i] = offset + scale * tu_normal(s);
     void *q = malloc(clf_row_bytes(type, ne0) * (size_t)ne1);
