@@ -103,11 +103,57 @@ __kernel void kv_write(__global const float *k, const ulong k_off, const int k_s
  * The rows are the 16 lanes of a float16: the Q tile is held transposed
  * (qt[d] = dimension d of all 16 rows) and the output too, so both products
  * are broadcast-FMAs without horizontal sums: S[j] += qt[d] * K[j][d] and
- * O[d] += P[j] * V[j][d]. K/V blocks of ATTN_BK keys are staged in private
- * memory as floats (one conversion per element when the cache is F16).
+ * O[d] += P[j] * V[j][d], over blocks of ATTN_BK keys.
  * Global size (ceil(n_tokens * gqa / 16), n_kv_head), local size 1. */
 
 #define ROWS 16
+
+#if KV_F16
+/* an F16 block is converted once into private floats (16 halves per instruction) */
+#define KBLK_SPACE __private
+#else
+/* an F32 block is read in place */
+#define KBLK_SPACE __global
+#endif
+
+/* One block: keys rows 0 .. ATTN_BK-1 of kblk/vblk (rows past `last` repeat
+ * row `last`, in bounds; the mask drops them), online-softmax update of m, l
+ * and the transposed output ot. `mask` applies the causal limits limv to key
+ * indices kb + j. Full blocks pass the constant ATTN_BK - 1 as last. */
+CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, float16 *l, KBLK_SPACE const float *kblk,
+                                  KBLK_SPACE const float *vblk, const int last, const int kb, const int16 limv,
+                                  const bool mask) {
+    float16 s[ATTN_BK];
+#pragma unroll
+    for (int j = 0; j < ATTN_BK; j++) s[j] = 0.0f;
+    for (int d = 0; d < HD; d++) {
+        const float16 qd = vload16(d, qt);
+#pragma unroll
+        for (int j = 0; j < ATTN_BK; j++) s[j] = fma(qd, (float16)kblk[min(j, last) * HD + d], s[j]);
+    }
+    if (mask) {
+#pragma unroll
+        for (int j = 0; j < ATTN_BK; j++) s[j] = select(s[j], (float16)CLF_NEG_BIG, (int16)(kb + j) > limv);
+    }
+    float16 mx = *m;
+#pragma unroll
+    for (int j = 0; j < ATTN_BK; j++) mx = fmax(mx, s[j]);
+    const float16 alpha = exp2(*m - mx);
+    *m = mx;
+    float16 sum = *l * alpha;
+#pragma unroll
+    for (int j = 0; j < ATTN_BK; j++) {
+        s[j] = exp2(s[j] - mx);
+        sum += s[j];
+    }
+    *l = sum;
+    for (int d = 0; d < HD; d++) {
+        float16 acc = ot[d] * alpha;
+#pragma unroll
+        for (int j = 0; j < ATTN_BK; j++) acc = fma(s[j], (float16)vblk[min(j, last) * HD + d], acc);
+        ot[d] = acc;
+    }
+}
 
 __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const int q_stride,
                                __global const kv_t *kc, __global const kv_t *vc, const ulong kv_off,
@@ -118,8 +164,9 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
 
-    float qt[HD * ROWS]; /* qt[d * 16 + r]; reused for the output at the end */
-    int lim[ROWS];       /* last key row r may see (causal) */
+    float16 qt16[HD]; /* qt16[d] = dimension d of the 16 rows; reused for the output */
+    float *qt = (float *)qt16;
+    int lim[ROWS]; /* last key row r may see (causal) */
     for (int r = 0; r < ROWS; r++) {
         const int row = min(r0 + r, n_rows - 1), t = row / gqa; /* padding rows repeat the last */
         __global const float *qr = q + q_off + (ulong)t * q_stride + (kvh * gqa + row % gqa) * HD;
@@ -133,51 +180,30 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     float16 ot[HD];
     for (int d = 0; d < HD; d++) ot[d] = 0.0f;
     float16 m = CLF_NEG_BIG, l = 0.0f;
-    float kt[ATTN_BK * HD], vt[ATTN_BK * HD];
-
+#if KV_F16
+    float16 kt[ATTN_BK * HV], vt[ATTN_BK * HV];
+#endif
     for (int kb = 0; kb < kend; kb += ATTN_BK) {
-        const int nk = min(ATTN_BK, kend - kb);
-        for (int j = 0; j < ATTN_BK; j++) /* rows past the end are zeros (masked below) */
-            for (int c = 0; c < HD; c += 16) {
-                const bool in = j < nk;
-                vstore16(in ? KV_LOAD16(kh + (ulong)(kb + j) * HD + c) : 0.0f, 0, kt + j * HD + c);
-                vstore16(in ? KV_LOAD16(vh + (ulong)(kb + j) * HD + c) : 0.0f, 0, vt + j * HD + c);
-            }
-
-        float16 s[ATTN_BK];
-#pragma unroll
-        for (int j = 0; j < ATTN_BK; j++) s[j] = 0.0f;
-        for (int d = 0; d < HD; d++) {
-            const float16 qd = vload16(d, qt);
-#pragma unroll
-            for (int j = 0; j < ATTN_BK; j++) s[j] = fma(qd, (float16)kt[j * HD + d], s[j]);
-        }
-        if (kb + ATTN_BK > kfull) {
-#pragma unroll
-            for (int j = 0; j < ATTN_BK; j++) s[j] = select(s[j], (float16)CLF_NEG_BIG, (int16)(kb + j) > limv);
-        }
-
-        float16 mx = m;
-#pragma unroll
-        for (int j = 0; j < ATTN_BK; j++) mx = fmax(mx, s[j]);
-        const float16 alpha = exp2(m - mx);
-        m = mx;
-        l *= alpha;
-#pragma unroll
+        const int last = min(ATTN_BK, kend - kb) - 1;
+        const bool mask = kb + ATTN_BK > kfull;
+#if KV_F16
         for (int j = 0; j < ATTN_BK; j++) {
-            s[j] = exp2(s[j] - mx);
-            l += s[j];
+            const ulong row = (ulong)(kb + min(j, last)) * HD;
+            for (int c = 0; c < HV; c++) {
+                kt[j * HV + c] = KV_LOAD16(kh + row + 16 * c);
+                vt[j * HV + c] = KV_LOAD16(vh + row + 16 * c);
+            }
         }
-        for (int d = 0; d < HD; d++) {
-            float16 acc = ot[d] * alpha;
-#pragma unroll
-            for (int j = 0; j < ATTN_BK; j++) acc = fma(s[j], (float16)vt[j * HD + d], acc);
-            ot[d] = acc;
-        }
+        clf_prefill_block(qt, ot, &m, &l, (const float *)kt, (const float *)vt, ATTN_BK - 1, kb, limv, mask);
+#else
+        __global const float *kblk = kh + (ulong)kb * HD, *vblk = vh + (ulong)kb * HD;
+        if (last == ATTN_BK - 1) clf_prefill_block(qt, ot, &m, &l, kblk, vblk, ATTN_BK - 1, kb, limv, mask);
+        else clf_prefill_block(qt, ot, &m, &l, kblk, vblk, last, kb, limv, mask);
+#endif
     }
 
     const float16 inv = 1.0f / l;
-    for (int d = 0; d < HD; d++) vstore16(ot[d] * inv, d, qt);
+    for (int d = 0; d < HD; d++) qt16[d] = ot[d] * inv;
     for (int r = 0; r < ROWS && r0 + r < n_rows; r++) {
         const int row = r0 + r, t = row / gqa;
         __global float *o = out + out_off + ((ulong)t * n_head + kvh * gqa + row % gqa) * HD;
