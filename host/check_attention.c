@@ -13,29 +13,7 @@
 #define TOL 1e-5
 #define TOL_LARGE 5e-5
 
-static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
-
-static float rng_uniform(uint64_t *s, float lo, float hi) {
-    return lo + (hi - lo) * (float)((rng_next(s) >> 40) * (1.0 / 16777216.0));
-}
-
 static float kv_round(clf_type t, float x) { return t == CLF_F16 ? clf_f16_to_f32(clf_f32_to_f16(x)) : x; }
-
-static double rel_err(const float *a, const double *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (isnan(a[i])) return INFINITY;
-        const double d = a[i] - ref[i];
-        num += d * d;
-        den += ref[i] * ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static clf_status cache_poison(clf_runtime *rt, clf_kv_cache *c) {
     const unsigned char ff = 0xff;
@@ -149,13 +127,12 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
         bufs_free(&b);
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     }
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x5A77u;
-    if (!s) s = 1;
+    uint64_t s = clf_rng_init(seed, 0xA77);
     const int vcol = (cs->n_head + cs->n_kv_head) * hd;
     for (int p = 0; p < n_pos; p++)
         for (int i = 0; i < stride; i++) {
             const float a = i < vcol ? mag : 1.0f; /* Q and K scaled, V (and padding) in ±1 */
-            b.host_qkv[(size_t)p * stride + i] = rng_uniform(&s, -a, a);
+            b.host_qkv[(size_t)p * stride + i] = clf_rng_uniform(&s, -a, a);
         }
 
     clf_status st = clf_kv_cache_create(rt, cs->kv_type, 2, cs->n_kv_head, hd, n_pos + 3, &b.cache);
@@ -172,7 +149,7 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
     const double maxabs = st == CLF_OK ? attention_ref(b.host_qkv, stride, cs, scale, b.ref) : 0;
     if (maxabs < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st == CLF_OK) {
-        res->err = rel_err(b.host_out, b.ref, n_out);
+        res->err = clf_rel_err(b.host_out, b.ref, n_out);
         res->tol = maxabs > 20 ? TOL_LARGE : TOL;
         const clf_attn_plan plan = clf_attention_plan(rt, &b.cache, n_pos);
         char splits[24] = "";
@@ -211,9 +188,8 @@ clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int
     memset(&t, 0, sizeof t);
     unsigned char *kh = NULL, *vh = NULL;
     if (!src) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x77u;
-    if (!s) s = 1;
-    for (size_t i = 0; i < (size_t)n_tokens * stride; i++) src[i] = rng_uniform(&s, -3, 3);
+    uint64_t s = clf_rng_init(seed, 0xA78);
+    for (size_t i = 0; i < (size_t)n_tokens * stride; i++) src[i] = clf_rng_uniform(&s, -3, 3);
 
     clf_status st = clf_kv_cache_create(rt, type, 2, n_kv_head, head_dim, n_ctx, &c);
     if (st == CLF_OK) st = cache_poison(rt, &c);
