@@ -1,0 +1,266 @@
+/* Matrix products: every weight type through GEMV, skinny and GEMM paths of
+ * every kernel variant (cpu, cpu-portable, gpu: forced with
+ * CLINFER_MATMUL_VARIANT, so all run on any device) and the CLBlast backend,
+ * against dequantize-then-multiply in double (host/check_matmul.c). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "check_matmul.h"
+#include "testutil.h"
+
+static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+enum { NTYPES = sizeof types / sizeof types[0] };
+
+static int is_float(clf_type t) { return t == CLF_F32 || t == CLF_F16; }
+
+static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int accumulate) {
+    clf_check_result r;
+    TU_OK(clf_check_matmul(rt, tu_seed(), type, rows, cols, n, accumulate, &r));
+    if (!(r.err <= r.tol)) fail_msg("%s: rel err %.3g > tol %.3g", r.detail, r.err, r.tol);
+}
+
+/* Odd rows (1, primes, not multiples of 32) and columns (odd for F32/F16,
+ * whole blocks otherwise) through every path: GEMV (1), skinny (2..16),
+ * GEMM (17+, with partial token tiles). */
+static void sweep_small(clf_runtime *rt) {
+    static const int ns[] = {1, 2, 3, 7, 16, 17, 64, 129};
+    static const int rows[] = {1, 37, 97};
+    static const int fcols[] = {33, 1001, 64}, qcols[] = {96, 160, 576};
+    int i = 0;
+    for (int t = 0; t < NTYPES; t++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (int s = 0; s < 3; s++, i++)
+                check(rt, types[t], rows[s], is_float(types[t]) ? fcols[s] : qcols[s], ns[ni], i % 2);
+}
+
+/* SmolLM2-135M's products: Q, K|V, gate/up, down; decode, skinny, prefill. */
+static void sweep_model(clf_runtime *rt, const int *ns, int nn) {
+    static const int shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}}; /* in, out */
+    int i = 0;
+    for (int t = 0; t < NTYPES; t++)
+        for (int s = 0; s < 4; s++)
+            for (int ni = 0; ni < nn; ni++, i++) check(rt, types[t], shapes[s][1], shapes[s][0], ns[ni], i % 2);
+}
+
+static void with_variant(const char *v) {
+    if (v)
+        setenv("CLINFER_MATMUL_VARIANT", v, 1);
+    else
+        unsetenv("CLINFER_MATMUL_VARIANT");
+}
+
+static void test_default_variant(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    with_variant(NULL);
+    sweep_small(rt);
+    static const int ns[] = {1, 7, 64};
+    sweep_model(rt, ns, 3);
+}
+
+static void test_head_gemv(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    with_variant(NULL);
+    for (int t = 0; t < NTYPES; t++) check(rt, types[t], 49152, 576, 1, t % 2);
+}
+
+/* The variants this device does not choose by itself, forced. */
+static void test_other_variants(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    static const char *variants[] = {"cpu", "cpu-portable", "gpu"};
+    static const int ns[] = {1, 16, 64};
+    with_variant(NULL);
+    char def[32];
+    snprintf(def, sizeof def, "%s", clf_matmul_variant(rt));
+    for (int v = 0; v < 3; v++) {
+        if (!strcmp(variants[v], def)) continue;
+        with_variant(variants[v]);
+        assert_string_equal(clf_matmul_variant(rt), variants[v]);
+        sweep_small(rt);
+        sweep_model(rt, ns, 3);
+    }
+    with_variant(NULL);
+}
+
+/* CLBlast serves n > 1 from weights dequantized by our own kernels (from
+ * either layout): a second, independent product. */
+static void test_clblast_backend(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    clf_matmul_set_backend(rt, CLF_MATMUL_CLBLAST);
+    for (int v = 0; v < 2; v++) {
+        with_variant(v ? "gpu" : "cpu");
+        for (int t = 0; t < NTYPES; t++) {
+            const int f = is_float(types[t]);
+            check(rt, types[t], 97, f ? 1001 : 160, 17, 1);
+            check(rt, types[t], 37, f ? 33 : 96, 129, 0);
+            check(rt, types[t], 1536, 576, 64, t % 2);
+        }
+    }
+    clf_matmul_set_backend(rt, CLF_MATMUL_NATIVE);
+    with_variant(NULL);
+}
+
+/* Every finite half through the F16 kernels, exactly: X rows are one-hot, so
+ * Y[m, r] = W[r, m] with no rounding. Covers zeros, subnormals, both half
+ * conversions (clang __fp16 and the portable bit recipe), GEMV and GEMM. */
+static void test_f16_every_half(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { COLS = 32, ROWS = 63488 / COLS }; /* the 2 · 31 · 1024 halves with exponent < 31 */
+    uint16_t *w = malloc(ROWS * COLS * sizeof *w);
+    float *x = calloc(COLS * COLS, sizeof *x), *y = malloc(ROWS * COLS * sizeof *y);
+    assert_non_null(w);
+    assert_non_null(x);
+    assert_non_null(y);
+    int i = 0;
+    for (uint32_t h = 0; h < 65536; h++)
+        if ((h & 0x7c00) != 0x7c00) w[i++] = (uint16_t)h;
+    assert_int_equal(i, ROWS * COLS);
+    for (int m = 0; m < COLS; m++) x[m * COLS + m] = 1.0f;
+    static const char *variants[] = {"cpu", "cpu-portable", "gpu"};
+    for (int v = 0; v < 3; v++) {
+        with_variant(variants[v]);
+        clf_weight W;
+        TU_OK(clf_weight_upload(rt, CLF_F16, ROWS, COLS, w, &W));
+        for (int n = 1; n <= COLS; n += COLS - 1) { /* GEMV with x = e0, then GEMM with all 32 */
+            clf_tensor X, Y;
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, n, &X));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, n, &Y));
+            TU_OK(clf_tensor_upload(rt, &X, x, (size_t)n * COLS * sizeof *x));
+            TU_OK(clf_tensor_fill(rt, &Y, 0xff));
+            TU_OK(clf_matmul(rt, &W, &X, &Y, 0));
+            TU_OK(clf_tensor_download(rt, &Y, y, (size_t)n * ROWS * sizeof *y));
+            for (int m = 0; m < n; m++)
+                for (int r = 0; r < ROWS; r++) {
+                    float want = clf_f16_to_f32(w[r * COLS + m]), got = y[(size_t)m * ROWS + r];
+                    if (got != want)
+                        fail_msg("%s, n = %d: half 0x%04x -> %g, want %g", variants[v], n, w[r * COLS + m], got, want);
+                }
+            clf_tensor_free(&X);
+            clf_tensor_free(&Y);
+        }
+        clf_weight_free(&W);
+    }
+    with_variant(NULL);
+    free(w);
+    free(x);
+    free(y);
+}
+
+/* X and Y as row views at offsets inside larger tensors: only Y's view
+ * changes, and X is read from its own rows. */
+static void test_views(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { ROWS = 70, COLS = 64, N = 19, X0 = 3, Y0 = 5, XT = 25, YT = 30 };
+    uint64_t s = tu_seed() + 3;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(XT * COLS * sizeof *x), *y = malloc(YT * ROWS * sizeof *y);
+    float *out = malloc(YT * ROWS * sizeof *out);
+    double *ref = malloc(N * ROWS * sizeof *ref);
+    clf_block_q8_0 *wq = malloc(ROWS * COLS / CLF_QK * sizeof *wq);
+    assert_true(wf && x && y && out && ref && wq);
+    tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+    tu_fill_uniform(&s, x, XT * COLS, -1, 1);
+    tu_fill_uniform(&s, y, YT * ROWS, -1, 1);
+    clf_quantize(CLF_Q8_0, wf, wq, ROWS * COLS);
+    clf_dequantize(CLF_Q8_0, wq, wf, ROWS * COLS);
+    for (int m = 0; m < N; m++)
+        for (int r = 0; r < ROWS; r++) {
+            double acc = y[(Y0 + m) * ROWS + r];
+            for (int k = 0; k < COLS; k++) acc += (double)x[(X0 + m) * COLS + k] * wf[r * COLS + k];
+            ref[m * ROWS + r] = acc;
+        }
+    static const char *variants[] = {"cpu", "gpu"};
+    for (int v = 0; v < 2; v++) {
+        with_variant(variants[v]);
+        for (int n = 1; n <= N; n += N - 1) {
+            clf_weight W;
+            clf_tensor X, Y;
+            TU_OK(clf_weight_upload(rt, CLF_Q8_0, ROWS, COLS, wq, &W));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, XT, &X));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, YT, &Y));
+            TU_OK(clf_tensor_upload(rt, &X, x, XT * COLS * sizeof *x));
+            TU_OK(clf_tensor_upload(rt, &Y, y, YT * ROWS * sizeof *y));
+            clf_tensor xv = clf_tensor_rows(&X, X0, n), yv = clf_tensor_rows(&Y, Y0, n);
+            TU_OK(clf_matmul(rt, &W, &xv, &yv, 1));
+            TU_OK(clf_tensor_download(rt, &Y, out, YT * ROWS * sizeof *out));
+            for (int i = 0; i < YT * ROWS; i++)
+                if ((i < Y0 * ROWS || i >= (Y0 + n) * ROWS) && out[i] != y[i])
+                    fail_msg("%s, n = %d: element %d outside the Y view changed", variants[v], n, i);
+            double err = tu_rel_err(out + Y0 * ROWS, ref, (size_t)n * ROWS);
+            if (!(err <= clf_check_matmul_tol(CLF_Q8_0))) fail_msg("%s, n = %d: view rel err %.3g", variants[v], n, err);
+            clf_tensor_free(&X);
+            clf_tensor_free(&Y);
+            clf_weight_free(&W);
+        }
+    }
+    with_variant(NULL);
+    free(wf);
+    free(x);
+    free(y);
+    free(out);
+    free(ref);
+    free(wq);
+}
+
+static void test_bad_arguments(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    clf_weight W;
+    uint8_t data[4 * 34] = {0};
+    assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 2, 48, data, &W), CLF_ERR_ARG); /* not whole blocks */
+    assert_non_null(strstr(clf_last_error(), "48"));
+    assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 0, 32, data, &W), CLF_ERR_ARG);
+    assert_int_equal(clf_weight_upload(rt, (clf_type)7, 2, 32, data, &W), CLF_ERR_FORMAT);
+    assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 2, 32, NULL, &W), CLF_ERR_ARG);
+    TU_OK(clf_weight_upload(rt, CLF_Q8_0, 4, 32, data, &W));
+    clf_tensor X, Y, Xh;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 33, 2, &X)); /* 33 != 32 columns */
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 4, 2, &Y));
+    TU_OK(clf_tensor_alloc(rt, CLF_F16, 32, 2, &Xh));
+    assert_int_equal(clf_matmul(rt, &W, &X, &Y, 0), CLF_ERR_ARG);
+    assert_non_null(strstr(clf_last_error(), "shapes do not fit"));
+    assert_int_equal(clf_matmul(rt, &W, &Xh, &Y, 0), CLF_ERR_ARG);
+    clf_weight none = {0};
+    assert_int_equal(clf_matmul(rt, &none, &X, &Y, 0), CLF_ERR_ARG);
+    clf_tensor_free(&X);
+    clf_tensor_free(&Y);
+    clf_tensor_free(&Xh);
+    clf_weight_free(&W);
+}
+
+/* The selftest table passes on this device, each entry named and run. */
+static void test_selftest_table(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    with_variant(NULL);
+    int n = 0;
+    for (const clf_check *c = clf_checks_matmul; c->name; c++, n++) {
+        clf_check_result r;
+        TU_OK(c->fn(rt, tu_seed(), &r));
+        if (!(r.err <= r.tol)) fail_msg("%s (%s): rel err %.3g > tol %.3g", c->name, r.detail, r.err, r.tol);
+    }
+    assert_int_equal(n, 15);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
+        cmocka_unit_test(test_other_variants),
+        cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_selftest_table),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tu_runtime_free();
+    return rc;
+}
