@@ -3,6 +3,8 @@
 as reference data for tests/test_model_peer.c.
 
   python3 tests/peer/record.py MODEL.gguf > tests/data/peer_smollm2_q4_1.txt
+  build/clinfer quantize MODEL.gguf /tmp/f32.gguf F32
+  python3 tests/peer/record.py /tmp/f32.gguf > tests/data/peer_smollm2_f32.txt
 
 Output, one line each (ids are token ids, logits are raw):
   # comments (package version, model sha256)
