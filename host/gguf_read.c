@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,6 +162,10 @@ static clf_status skip_array(cursor *c, uint32_t t, uint64_t n, int depth, const
 }
 
 /* ---- hash index for keys and tensor names ------------------------------------ */
+
+/* The index reads a kv's key and a tensor's name through their first member. */
+_Static_assert(offsetof(clf_gguf_kv, key) == 0, "key first");
+_Static_assert(offsetof(clf_gguf_tensor, name) == 0, "name first");
 
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
