@@ -196,7 +196,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
     clf_gguf_set_f32(w, key, 1e-5f);
     float wscale = 1.0f / sqrtf((float)d);
-    rc |= add_tensor(w, "token_embd.weight", tm->type, d, tm->n_vocab, 1.0f, 0, &s);
+    rc |= add_tensor(w, "token_embd.weight", tm->embd_q8_0 ? CLF_Q8_0 : tm->type, d, tm->n_vocab, 1.0f, 0, &s);
     /* a small output norm keeps logits near 1 (a plausible, not peaked, softmax) */
     rc |= add_tensor(w, "output_norm.weight", CLF_F32, d, 1, 0.01f, 0.1f, &s);
     if (!tm->tied) rc |= add_tensor(w, "output.weight", tm->type, d, tm->n_vocab, wscale, 0, &s);

@@ -19,6 +19,7 @@ typedef struct tiny_model {
     int n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
     clf_type type;
     int tied;
+    int embd_q8_0; /* token_embd in Q8_0, as llama.cpp's Q4 files have it */
 } tiny_model;
 int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path);
 
