@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_attention.h"
 #include "bench_matmul.h"
 #include "bench_ops.h"
 #include "cli.h"
@@ -74,6 +75,10 @@ static int bench_kernels(int argc, char **argv) {
     if (st == CLF_OK) {
         section(out, json, "matmul", "matrix products");
         st = (clf_status)clf_bench_matmul(rt, json, out, roofs.fma_gflops, roofs.copy_gbs);
+    }
+    if (st == CLF_OK) {
+        section(out, json, "attention", "attention");
+        st = (clf_status)clf_bench_attention(rt, json, out, roofs.fma_gflops, roofs.copy_gbs);
     }
     if (st == CLF_OK && json) fprintf(out, "\n}\n");
     clf_runtime_free(rt);
