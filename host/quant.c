@@ -29,7 +29,7 @@ int clf_type_from_name(const char *name) {
 
 size_t clf_row_bytes(clf_type type, int64_t n) {
     const clf_type_info *ti = clf_type_get(type);
-    if (!ti || n < 0 || n % ti->block) return 0;
+    if (!ti || n < 0 || n % ti->block || (uint64_t)(n / ti->block) > SIZE_MAX / (size_t)ti->block_bytes) return 0;
     return (size_t)(n / ti->block) * (size_t)ti->block_bytes;
 }
 

@@ -30,7 +30,8 @@ typedef struct clf_type_info {
 const clf_type_info *clf_type_get(uint32_t type);
 /* Parses "Q8_0", "f16", ... (case-insensitive); -1 if unknown. */
 int clf_type_from_name(const char *name);
-/* Bytes of a row of n elements; 0 when n is not a whole number of blocks. */
+/* Bytes of a row of n elements; 0 when n is not a whole number of blocks
+ * or the size overflows. */
 size_t clf_row_bytes(clf_type type, int64_t n);
 
 float clf_f16_to_f32(uint16_t h);
