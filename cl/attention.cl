@@ -386,57 +386,55 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
     }
 }
 
-/* GPU shape: a work-group of HD work-items per (split, KV head). Per chunk
- * of HD keys, work-item i scores key i for each group head, the chunk's
- * max and probabilities go through local memory, then work-item i
- * accumulates output dimension i (coalesced V reads).
- * Global size (n_split * HD, n_kv_head), local (HD, 1). */
+/* GPU shape: a work-group of HD work-items per (split, KV head). Per tile of
+ * DEC_CK keys: K rows are copied to local memory with coalesced reads (rows
+ * padded by one float against bank conflicts), work-item i < DEC_CK scores
+ * key i for each group head, then every work-item takes the tile's max and
+ * probabilities from local memory and accumulates output dimension i
+ * (coalesced V reads). Global size (n_split * HD, n_kv_head), local (HD, 1). */
+#define DEC_CK (HD < 32 ? HD : 32)
+
 __kernel __attribute__((reqd_work_group_size(HD, 1, 1))) void
 attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t *kc, __global const kv_t *vc,
                 const ulong kv_off, const int n_ctx, __global float *part_o, __global float *part_ml,
                 const int n_kv, const int chunk, const float qscale) {
-    __local float ql[GQA * HD], pl[GQA * HD];
+    __local float ql[GQA * HD], sl[GQA * DEC_CK], kl[DEC_CK * (HD + 1)];
     const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), n_split = get_num_groups(0);
     const int j0 = sp * chunk, j1 = min(j0 + chunk, n_kv);
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
     for (int g = 0; g < GQA; g++) ql[g * HD + lid] = q[q_off + (kvh * GQA + g) * HD + lid] * qscale;
-    float m[GQA], l[GQA], o[GQA], sc[GQA], mx[GQA];
+    float m[GQA], l[GQA], o[GQA];
     for (int g = 0; g < GQA; g++) {
         m[g] = CLF_NEG_BIG;
         l[g] = o[g] = 0.0f;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int kb = j0; kb < j1; kb += HD) {
-        const int nk = min(HD, j1 - kb);
-        for (int g = 0; g < GQA; g++) {
-            float dot = 0.0f;
-            if (lid < nk)
-                for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], KV_LOAD1(kh + (ulong)(kb + lid) * HD + d), dot);
-            sc[g] = lid < nk ? dot : CLF_NEG_BIG;
-            pl[g * HD + lid] = sc[g];
-        }
+    for (int kb = j0; kb < j1; kb += DEC_CK) {
+        const int nk = min(DEC_CK, j1 - kb);
+        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LOAD1(kh + (ulong)(kb + i) * HD + lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < DEC_CK)
+            for (int g = 0; g < GQA; g++) {
+                float dot = 0.0f;
+                for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], kl[lid * (HD + 1) + d], dot);
+                sl[g * DEC_CK + lid] = lid < nk ? dot : CLF_NEG_BIG;
+            }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int g = 0; g < GQA; g++) {
-            mx[g] = m[g];
-            for (int j = 0; j < nk; j++) mx[g] = fmax(mx[g], pl[g * HD + j]);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int g = 0; g < GQA; g++) pl[g * HD + lid] = exp2(sc[g] - mx[g]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int g = 0; g < GQA; g++) {
-            const float alpha = exp2(m[g] - mx[g]);
-            float sum = 0.0f, acc = 0.0f;
+            __local const float *sg = sl + g * DEC_CK;
+            float mx = m[g], sum = 0.0f, acc = 0.0f;
+            for (int j = 0; j < nk; j++) mx = fmax(mx, sg[j]);
             for (int j = 0; j < nk; j++) {
-                const float p = pl[g * HD + j];
+                const float p = exp2(sg[j] - mx);
                 sum += p;
                 acc = fma(p, KV_LOAD1(vh + (ulong)(kb + j) * HD + lid), acc);
             }
+            const float alpha = exp2(m[g] - mx);
             l[g] = l[g] * alpha + sum;
             o[g] = o[g] * alpha + acc;
-            m[g] = mx[g];
+            m[g] = mx;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        barrier(CLK_LOCAL_MEM_FENCE); /* kl and sl are rewritten by the next tile */
     }
     for (int g = 0; g < GQA; g++) {
         const int part = (kvh * GQA + g) * n_split + sp;
@@ -449,7 +447,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
 }
 
 /* out[h] = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, M = max_s m_s.
- * Global size n_head. */
+ * CPU shape: one work-item per head, float16 vectors. Global size n_head. */
 __kernel void attn_decode_reduce(__global const float *part_o, __global const float *part_ml, const int n_split,
                                  __global float *out, const ulong out_off) {
     const int h = get_global_id(0);
@@ -466,6 +464,22 @@ __kernel void attn_decode_reduce(__global const float *part_o, __global const fl
     }
     const float inv = 1.0f / sum;
     for (int c = 0; c < HV; c++) vstore16(acc[c] * inv, c, out + out_off + (ulong)h * HD);
+}
+
+/* GPU shape: one work-item per output element. Global size (HD, n_head). */
+__kernel void attn_decode_reduce_gpu(__global const float *part_o, __global const float *part_ml, const int n_split,
+                                     __global float *out, const ulong out_off) {
+    const int d = get_global_id(0), h = get_global_id(1);
+    __global const float *ml = part_ml + 2 * h * n_split;
+    __global const float *po = part_o + (ulong)h * n_split * HD + d;
+    float mx = CLF_NEG_BIG, sum = 0.0f, acc = 0.0f;
+    for (int s = 0; s < n_split; s++) mx = fmax(mx, ml[2 * s]);
+    for (int s = 0; s < n_split; s++) {
+        const float w = exp2(ml[2 * s] - mx);
+        sum += w * ml[2 * s + 1];
+        acc = fma(w, po[(ulong)s * HD], acc);
+    }
+    out[out_off + (ulong)h * HD + d] = acc / sum;
 }
 
 #endif

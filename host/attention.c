@@ -100,12 +100,14 @@ static void decode_split(const clf_runtime *rt, const clf_kv_cache *c, clf_attn_
     if (c->n_split > 0) {
         ns = c->n_split < ATTN_MAX_SPLIT ? c->n_split : ATTN_MAX_SPLIT;
     } else {
-        /* enough work-items (CPU) or work-groups (GPU) to fill the device,
-         * but no split shorter than a few hundred keys */
+        /* enough work-items (CPU: 8 per compute unit, so uneven splits
+         * balance) or work-groups (GPU: 4 per compute unit) to fill the
+         * device, but no split so short that its fixed cost dominates:
+         * 256 keys on a CPU, 64 on a GPU */
         const int cpu = v == CLF_ATTN_CPU;
         const int cu = rt->dev.compute_units ? (int)rt->dev.compute_units : 1;
         ns = div_up(cu * (cpu ? 8 : 4), c->n_kv_head);
-        const int by_len = div_up(n_kv, cpu ? 256 : 128);
+        const int by_len = div_up(n_kv, cpu ? 256 : 64);
         if (ns > by_len) ns = by_len;
         if (ns > ATTN_MAX_SPLIT) ns = ATTN_MAX_SPLIT;
         if (ns < 1) ns = 1;
@@ -278,11 +280,16 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
         CLF_TRY(launch(rt, k, name, 2, global, local));
     }
 
-    CLF_TRY(get_kernel(rt, c, a->gqa, "attn_decode_reduce", &k));
+    const char *rname = v == CLF_ATTN_GPU ? "attn_decode_reduce_gpu" : "attn_decode_reduce";
+    CLF_TRY(get_kernel(rt, c, a->gqa, rname, &k));
     const karg ra[] = {KA(s->part_o), KA(s->part_ml), KA(n_split), KA(out), KA(a->out_off)};
-    CLF_TRY(set_args(k, "attn_decode_reduce", ra, NARGS(ra)));
+    CLF_TRY(set_args(k, rname, ra, NARGS(ra)));
+    if (v == CLF_ATTN_GPU) {
+        const size_t global[2] = {hd, (size_t)n_head}, local[2] = {hd, 1};
+        return launch(rt, k, rname, 2, global, local);
+    }
     const size_t global = (size_t)n_head;
-    return launch(rt, k, "attn_decode_reduce", 1, &global, NULL);
+    return launch(rt, k, rname, 1, &global, NULL);
 }
 
 static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
