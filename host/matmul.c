@@ -44,13 +44,13 @@ static int cpu_tm(const mm_variant *v, int64_t n) {
 }
 
 static int variant_for(const clf_runtime *rt) {
+    /* PoCL compiles with clang, whose __fp16 vectors convert in one instruction. */
+    const int cpu = strstr(rt->dev.platform_name, "Portable Computing Language") ? VAR_CPU : VAR_CPU_PORTABLE;
     const char *env = getenv("CLINFER_MATMUL_VARIANT");
     if (env && *env)
         for (int i = 0; i < VAR_COUNT; i++)
-            if (!strcmp(env, variants[i].name)) return i;
-    if (rt->dev.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) return VAR_GPU;
-    /* PoCL compiles with clang, whose __fp16 vectors convert in one instruction. */
-    return strstr(rt->dev.platform_name, "Portable Computing Language") ? VAR_CPU : VAR_CPU_PORTABLE;
+            if (!strcmp(env, variants[i].name)) return i == VAR_CPU ? cpu : i;
+    return rt->dev.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR) ? VAR_GPU : cpu;
 }
 
 static const char *type_suffix(clf_type t) {
