@@ -21,26 +21,31 @@ typedef struct mm_variant {
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
     int gemm_mg;    /* cpu: token tiles a work-item takes in turn, reusing its weight panel from cache */
-    int bm, bn, rm, rn, rpw; /* gpu: GEMM tile, work-item tile, GEMV rows per work-group */
-    int skinny_max; /* n up to this takes the skinny path */
+    /* gpu GEMM tiles (tokens x rows per work-group, per work-item): the small
+     * one, and the large one for grids of at least 2 large tiles per compute
+     * unit, where its higher arithmetic intensity pays */
+    struct mm_tile { int bm, bn, rm, rn; } tiles[2];
+    int rpw;        /* gpu: GEMV rows per work-group */
+    int skinny_max; /* gpu: n up to this takes the GEMV-shaped kernel */
 } mm_variant;
 
 enum { VAR_CPU, VAR_CPU_PORTABLE, VAR_GPU, VAR_COUNT };
 
 static const mm_variant variants[VAR_COUNT] = {
-    [VAR_CPU] = {"cpu", 1, 1, 8, 16, 0, 0, 0, 0, 0, 16},
-    [VAR_CPU_PORTABLE] = {"cpu-portable", 1, 0, 8, 16, 0, 0, 0, 0, 0, 16},
-    [VAR_GPU] = {"gpu", 0, 0, 0, 0, 64, 64, 4, 4, 4, 16},
+    [VAR_CPU] = {.name = "cpu", .panels = 1, .fp16_clang = 1, .gemm_tm = 8, .gemm_mg = 16},
+    [VAR_CPU_PORTABLE] = {.name = "cpu-portable", .panels = 1, .gemm_tm = 8, .gemm_mg = 16},
+    [VAR_GPU] = {.name = "gpu", .tiles = {{64, 64, 4, 4}, {128, 128, 8, 8}}, .rpw = 4, .skinny_max = 16},
 };
 
-/* CPU tile rows for a skinny product of n tokens: the smallest tile that
- * covers n (each weight read once), up to the GEMM tile. */
+/* CPU tile rows for n tokens. Measured on PoCL (Zen 4, 576 -> 3072): one
+ * pass with the smallest tile that covers n beats several passes of a
+ * smaller one (n = 12: TM 12 is 1.4x TM 8); 13-16 tokens take two passes of
+ * 8, since a tile of 16 rows x 32 columns spills its accumulators. */
 static int cpu_tm(const mm_variant *v, int64_t n) {
-    if (n > v->skinny_max) return v->gemm_tm;
-    static const int tms[] = {2, 4, 8};
+    static const int tms[] = {2, 4, 8, 12};
     for (size_t i = 0; i < sizeof tms / sizeof tms[0]; i++)
         if (n <= tms[i]) return tms[i];
-    return 8;
+    return v->gemm_tm;
 }
 
 static int variant_for(const clf_runtime *rt) {
@@ -194,20 +199,20 @@ static void arg(kargs *a, size_t size, const void *value) {
     a->i++;
 }
 
-static void variant_options(const mm_variant *v, int tm_or_nt, char *buf, size_t n) {
-    if (v->panels)
-        snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d", tm_or_nt, v->gemm_mg, v->fp16_clang);
-    else
-        snprintf(buf, n, "-DBM=%d -DBN=%d -DRM=%d -DRN=%d -DRPW=%d -DNT=%d", v->bm, v->bn, v->rm, v->rn, v->rpw,
-                 tm_or_nt);
-}
-
-static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, int tm_or_nt, const char *prefix, clf_type t,
+/* A kernel of the variant's family built with `opts` (its -D options). */
+static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *prefix, clf_type t,
                              cl_kernel *k) {
-    char opts[160], name[32];
-    variant_options(v, tm_or_nt, opts, sizeof opts);
+    char name[32];
     snprintf(name, sizeof name, "%s_%s", prefix, type_suffix(t));
     return clf_kernel_get(rt, v->panels ? "matmul" : "matmul_gpu", opts, name, k);
+}
+
+static void cpu_options(const mm_variant *v, int tm, char *buf, size_t n) {
+    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d", tm, v->gemm_mg, v->fp16_clang);
+}
+
+static void gpu_options(const mm_variant *v, const struct mm_tile *t, int nt, char *buf, size_t n) {
+    snprintf(buf, n, "-DBM=%d -DBN=%d -DRM=%d -DRN=%d -DRPW=%d -DNT=%d", t->bm, t->bn, t->rm, t->rn, v->rpw, nt);
 }
 
 static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint dims, const size_t *global,
@@ -221,8 +226,10 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
                              cl_mem y, cl_ulong yoff, int n, int accumulate) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
+    char opts[96];
+    cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, tm, n == 1 ? "mv" : "mm", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, n == 1 ? "mv" : "mm", W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
     arg(&a, sizeof(cl_mem), &x);
@@ -240,9 +247,14 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
 static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
                              cl_mem y, cl_ulong yoff, int n, int accumulate) {
     const int skinny = n <= v->skinny_max, rows = (int)W->rows, K = (int)W->cols;
-    const int nt = n == 1 ? 1 : n <= 4 ? 4 : v->skinny_max;
+    const int nt = !skinny ? 1 : n == 1 ? 1 : n <= 4 ? 4 : v->skinny_max;
+    const struct mm_tile *big = &v->tiles[1];
+    const int64_t big_tiles = (int64_t)((n + big->bm - 1) / big->bm) * ((rows + big->bn - 1) / big->bn);
+    const struct mm_tile *t = big_tiles >= 2 * (int64_t)rt->dev.compute_units ? big : &v->tiles[0];
+    char opts[128];
+    gpu_options(v, t, nt, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, skinny ? nt : 1, skinny ? "gv" : "gm", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, skinny ? "gv" : "gm", W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     arg(&a, sizeof(cl_mem), &x);
     arg(&a, sizeof xoff, &xoff);
@@ -257,8 +269,8 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
                      local[2] = {32, (size_t)v->rpw};
         return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
     }
-    const size_t tx = (size_t)(v->bn / v->rn), ty = (size_t)(v->bm / v->rm);
-    const size_t global[2] = {(size_t)(rows + v->bn - 1) / (size_t)v->bn * tx, (size_t)(n + v->bm - 1) / (size_t)v->bm * ty},
+    const size_t tx = (size_t)(t->bn / t->rn), ty = (size_t)(t->bm / t->rm);
+    const size_t global[2] = {(size_t)(rows + t->bn - 1) / (size_t)t->bn * tx, (size_t)(n + t->bm - 1) / (size_t)t->bm * ty},
                  local[2] = {tx, ty};
     return enqueue(rt, &a, "matmul (gemm)", 2, global, local);
 }
@@ -277,7 +289,12 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
                         "device's largest allocation", (long long)W->rows, (long long)W->cols, bytes >> 20);
     const int rows = (int)W->rows, K = (int)W->cols;
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, v->panels ? v->gemm_tm : 1, v->panels ? "unpack" : "dq", W->type, &a.k));
+    char opts[128];
+    if (v->panels)
+        cpu_options(v, v->gemm_tm, opts, sizeof opts);
+    else
+        gpu_options(v, &v->tiles[0], 1, opts, sizeof opts);
+    CLF_TRY(get_kernel(rt, v, opts, v->panels ? "unpack" : "dq", W->type, &a.k));
     CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, bytes, NULL, out));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (W->aux) arg(&a, sizeof(cl_mem), &W->aux);

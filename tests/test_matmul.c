@@ -29,7 +29,7 @@ static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int
  * whole blocks otherwise) through every path: GEMV (1), skinny (2..16),
  * GEMM (17+, with partial token tiles). */
 static void sweep_small(clf_runtime *rt) {
-    static const int ns[] = {1, 2, 3, 7, 16, 17, 64, 129};
+    static const int ns[] = {1, 2, 3, 7, 11, 16, 17, 64, 129};
     static const int rows[] = {1, 37, 97};
     static const int fcols[] = {33, 1001, 64}, qcols[] = {96, 160, 576};
     int i = 0;
