@@ -7,6 +7,7 @@
 #include "bench_attention.h"
 #include "bench_matmul.h"
 #include "bench_ops.h"
+#include "bench_model.h"
 #include "cli.h"
 #include "roof.h"
 #include "runtime.h"
@@ -85,19 +86,8 @@ static int bench_kernels(int argc, char **argv) {
     return cli_error(st);
 }
 
-/* The model benchmark (pp512 / tg128 for a GGUF model, as llama-bench
- * reports them) belongs here as `clinfer bench [model] --model PATH`. Until
- * it is written, in its own file that replaces this definition, it only
- * says what is missing. */
-int cmd_bench_model(int argc, char **argv) {
-    (void)argc, (void)argv;
-    return cli_usage("clinfer bench [model] --model PATH | clinfer bench kernels [--device SEL] [--json]",
-                     "the model benchmark needs a model and is not available yet; `clinfer bench kernels` "
-                     "benchmarks the kernels");
-}
-
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "model")) return cmd_bench_model(argc - 1, argv + 1);
-    return cmd_bench_model(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "model")) return clf_bench_model_main(argc - 1, argv + 1);
+    return clf_bench_model_main(argc, argv);
 }
