@@ -23,7 +23,6 @@ int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-/* `clinfer bench [model]`: the model pp/tg benchmark. */
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
