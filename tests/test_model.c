@@ -84,7 +84,7 @@ static void check(const model_case *mc, int n_prompt, int n_batch, int decode_fr
     assert_true(err <= tol);
 }
 
-static const tiny_model BASE = {"llama", 2, 3, 1, 64, 160, 97, CLF_F32, 0};
+static const tiny_model BASE = {"llama", 2, 3, 1, 64, 160, 97, CLF_F32, 0, 0};
 
 static void test_weight_types(void **state) {
     (void)state;

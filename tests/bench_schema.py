@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""`clinfer bench --json` on a tiny model: one valid JSON document whose
+records carry the fields bench/compare.py and bench/RESULTS.md rely on.
+
+  python3 tests/bench_schema.py CLINFER_BIN TINY_GGUF_BIN
+"""
+import json
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    clinfer, tiny = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as d:
+        model = f"{d}/tiny.gguf"
+        subprocess.run([tiny, "model", model, "Q8_0"], check=True)
+        out = subprocess.run([clinfer, "bench", "-m", model, "-p", "16", "-n", "8", "-r", "3", "--json"],
+                             check=True, capture_output=True, text=True).stdout
+    doc = json.loads(out)
+    assert isinstance(doc, list) and len(doc) == 1, doc
+    r = doc[0]
+    for key, kind in (("device", str), ("model", str), ("size_bytes", (int, float)), ("params", (int, float)),
+                      ("kv", str), ("roof", dict), ("pp", dict), ("tg", dict), ("tg_kernel_share", list)):
+        assert isinstance(r.get(key), kind), f"{key}: {r.get(key)!r}"
+    assert r["pp"]["n"] == 16 and r["tg"]["n"] == 8
+    for k in ("tps", "stddev", "gflops"):
+        assert r["pp"][k] >= 0, k
+    assert r["pp"]["tps"] > 0 and r["tg"]["tps"] > 0 and r["tg"]["gbs"] > 0
+    assert r["roof"]["copy_gbs"] > 0 and r["roof"]["fma_gflops"] > 0
+    shares = r["tg_kernel_share"]
+    assert shares and abs(sum(s["share"] for s in shares) - 1) < 1e-3, shares
+    assert any(s["kernel"].startswith("mv_") or "gemv" in s["kernel"] for s in shares), shares
+    print(f"bench JSON ok: pp16 {r['pp']['tps']:.1f} t/s, tg8 {r['tg']['tps']:.1f} t/s, {len(shares)} kernels")
+    print("1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()
