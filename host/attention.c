@@ -158,13 +158,6 @@ static clf_status set_args(cl_kernel k, const char *name, const karg *a, int n) 
     return CLF_OK;
 }
 
-static clf_status launch(clf_runtime *rt, cl_kernel k, const char *name, cl_uint dims, const size_t *global,
-                         const size_t *local) {
-    cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(err, "clEnqueueNDRangeKernel"), "%s: ", name);
-    return CLF_OK;
-}
-
 /* ---- argument checks ------------------------------------------------------- */
 
 /* n_rows rows of `width` floats at column col0 of r.t, rows row_stride apart;
@@ -214,7 +207,7 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
                       KA(c->k),     KA(c->v),  KA(kv_off),      KA(c->n_ctx), KA(pos0)};
     CLF_TRY(set_args(kern, "kv_write", a, NARGS(a)));
     const size_t global[2] = {(size_t)n_tokens, (size_t)c->n_kv_head};
-    return launch(rt, kern, "kv_write", 2, global, NULL);
+    return clf_launch(rt, kern, 2, global, NULL);
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -274,10 +267,10 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
     const size_t hd = (size_t)c->head_dim;
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {(size_t)n_split * hd, (size_t)c->n_kv_head}, local[2] = {hd, 1};
-        CLF_TRY(launch(rt, k, name, 2, global, local));
+        CLF_TRY(clf_launch(rt, k, 2, global, local));
     } else {
         const size_t global[2] = {(size_t)n_split, (size_t)c->n_kv_head}, local[2] = {1, 1};
-        CLF_TRY(launch(rt, k, name, 2, global, local));
+        CLF_TRY(clf_launch(rt, k, 2, global, local));
     }
 
     const char *rname = v == CLF_ATTN_GPU ? "attn_decode_reduce_gpu" : "attn_decode_reduce";
@@ -286,10 +279,10 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
     CLF_TRY(set_args(k, rname, ra, NARGS(ra)));
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {hd, (size_t)n_head}, local[2] = {hd, 1};
-        return launch(rt, k, rname, 2, global, local);
+        return clf_launch(rt, k, 2, global, local);
     }
     const size_t global = (size_t)n_head;
-    return launch(rt, k, rname, 1, &global, NULL);
+    return clf_launch(rt, k, 1, &global, NULL);
 }
 
 static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
@@ -307,10 +300,10 @@ static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varia
         gpu_tiles(rt, c->head_dim, &br, &bc);
         const size_t global[2] = {(size_t)div_up(n_rows, br) * (size_t)br, (size_t)c->n_kv_head},
                      local[2] = {(size_t)br, 1};
-        return launch(rt, k, name, 2, global, local);
+        return clf_launch(rt, k, 2, global, local);
     }
     const size_t global[2] = {(size_t)div_up(n_rows, CPU_TILE_ROWS), (size_t)c->n_kv_head}, local[2] = {1, 1};
-    return launch(rt, k, name, 2, global, local);
+    return clf_launch(rt, k, 2, global, local);
 }
 
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head, int n_tokens,
@@ -345,11 +338,11 @@ clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer
     const size_t gs[3] = {(size_t)a.n_kv, (size_t)n_tokens, (size_t)n_head};
     const size_t gv[3] = {(size_t)c->head_dim / 16, (size_t)n_tokens, (size_t)n_head};
     if (st == CLF_OK) st = set_args(ks, "attn_naive_scores", sa, NARGS(sa));
-    if (st == CLF_OK) st = launch(rt, ks, "attn_naive_scores", 3, gs, NULL);
+    if (st == CLF_OK) st = clf_launch(rt, ks, 3, gs, NULL);
     if (st == CLF_OK) st = set_args(km, "attn_naive_softmax", ma, NARGS(ma));
-    if (st == CLF_OK) st = launch(rt, km, "attn_naive_softmax", 1, &rows, NULL);
+    if (st == CLF_OK) st = clf_launch(rt, km, 1, &rows, NULL);
     if (st == CLF_OK) st = set_args(kv, "attn_naive_pv", va, NARGS(va));
-    if (st == CLF_OK) st = launch(rt, kv, "attn_naive_pv", 3, gv, NULL);
+    if (st == CLF_OK) st = clf_launch(rt, kv, 3, gv, NULL);
     clReleaseMemObject(S); /* freed once the queued kernels are done with it */
     return st;
 }
