@@ -143,20 +143,6 @@ static clf_status get_kernel(clf_runtime *rt, const clf_kv_cache *c, int gqa, co
     return clf_kernel_get(rt, "attention", opts, name, k);
 }
 
-typedef struct {
-    size_t size;
-    const void *ptr;
-} karg;
-#define KA(x) {sizeof(x), &(x)}
-#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static clf_status set_args(cl_kernel k, const char *name, const karg *a, int n) {
-    for (int i = 0; i < n; i++) {
-        cl_int err = clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].ptr);
-        if (err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(err, "clSetKernelArg"), "%s argument %d: ", name, i);
-    }
-    return CLF_OK;
-}
 
 /* ---- argument checks ------------------------------------------------------- */
 
@@ -203,9 +189,9 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
     CLF_TRY(rows_check("V", v, n_tokens, width, &v_off));
     cl_kernel kern;
     CLF_TRY(get_kernel(rt, c, 0, "kv_write", &kern));
-    const karg a[] = {KA(k.t->mem), KA(k_off), KA(k.row_stride), KA(v.t->mem), KA(v_off), KA(v.row_stride),
-                      KA(c->k),     KA(c->v),  KA(kv_off),      KA(c->n_ctx), KA(pos0)};
-    CLF_TRY(set_args(kern, "kv_write", a, NARGS(a)));
+    const clf_arg a[] = {CLF_ARG(k.t->mem), CLF_ARG(k_off), CLF_ARG(k.row_stride), CLF_ARG(v.t->mem), CLF_ARG(v_off), CLF_ARG(v.row_stride),
+                      CLF_ARG(c->k),     CLF_ARG(c->v),  CLF_ARG(kv_off),      CLF_ARG(c->n_ctx), CLF_ARG(pos0)};
+    CLF_TRY(clf_set_args(kern, a, CLF_NARGS(a)));
     const size_t global[2] = {(size_t)n_tokens, (size_t)c->n_kv_head};
     return clf_launch(rt, kern, 2, global, NULL);
 }
@@ -261,9 +247,9 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
     const char *name = v == CLF_ATTN_GPU ? "attn_decode_gpu" : "attn_decode_cpu";
     cl_kernel k;
     CLF_TRY(get_kernel(rt, c, a->gqa, name, &k));
-    const karg da[] = {KA(q),          KA(a->q_off),   KA(c->k),    KA(c->v),  KA(a->kv_off), KA(c->n_ctx),
-                       KA(s->part_o), KA(s->part_ml), KA(a->n_kv), KA(chunk), KA(qscale)};
-    CLF_TRY(set_args(k, name, da, NARGS(da)));
+    const clf_arg da[] = {CLF_ARG(q),          CLF_ARG(a->q_off),   CLF_ARG(c->k),    CLF_ARG(c->v),  CLF_ARG(a->kv_off), CLF_ARG(c->n_ctx),
+                       CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(a->n_kv), CLF_ARG(chunk), CLF_ARG(qscale)};
+    CLF_TRY(clf_set_args(k, da, CLF_NARGS(da)));
     const size_t hd = (size_t)c->head_dim;
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {(size_t)n_split * hd, (size_t)c->n_kv_head}, local[2] = {hd, 1};
@@ -275,8 +261,8 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
 
     const char *rname = v == CLF_ATTN_GPU ? "attn_decode_reduce_gpu" : "attn_decode_reduce";
     CLF_TRY(get_kernel(rt, c, a->gqa, rname, &k));
-    const karg ra[] = {KA(s->part_o), KA(s->part_ml), KA(n_split), KA(out), KA(a->out_off)};
-    CLF_TRY(set_args(k, rname, ra, NARGS(ra)));
+    const clf_arg ra[] = {CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(n_split), CLF_ARG(out), CLF_ARG(a->out_off)};
+    CLF_TRY(clf_set_args(k, ra, CLF_NARGS(ra)));
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {hd, (size_t)n_head}, local[2] = {hd, 1};
         return clf_launch(rt, k, 2, global, local);
@@ -290,10 +276,10 @@ static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varia
     const char *name = v == CLF_ATTN_GPU ? "attn_prefill_gpu" : "attn_prefill_cpu";
     cl_kernel k;
     CLF_TRY(get_kernel(rt, c, 0, name, &k));
-    const karg pa[] = {KA(q.t->mem), KA(a->q_off),   KA(q.row_stride), KA(c->k),    KA(c->v),
-                       KA(a->kv_off), KA(c->n_ctx), KA(out),          KA(a->out_off), KA(n_tokens),
-                       KA(pos0),      KA(a->gqa),   KA(qscale)};
-    CLF_TRY(set_args(k, name, pa, NARGS(pa)));
+    const clf_arg pa[] = {CLF_ARG(q.t->mem), CLF_ARG(a->q_off),   CLF_ARG(q.row_stride), CLF_ARG(c->k),    CLF_ARG(c->v),
+                       CLF_ARG(a->kv_off), CLF_ARG(c->n_ctx), CLF_ARG(out),          CLF_ARG(a->out_off), CLF_ARG(n_tokens),
+                       CLF_ARG(pos0),      CLF_ARG(a->gqa),   CLF_ARG(qscale)};
+    CLF_TRY(clf_set_args(k, pa, CLF_NARGS(pa)));
     const int n_rows = n_tokens * a->gqa;
     if (v == CLF_ATTN_GPU) {
         int br, bc;
@@ -330,18 +316,18 @@ clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer
     clf_status st = get_kernel(rt, c, 0, "attn_naive_scores", &ks);
     if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_softmax", &km);
     if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_pv", &kv);
-    const karg sa[] = {KA(q.t->mem), KA(a.q_off), KA(q.row_stride), KA(c->k), KA(a.kv_off),
-                       KA(c->n_ctx), KA(S),       KA(pos0),         KA(a.gqa), KA(scale)};
-    const karg ma[] = {KA(S), KA(a.n_kv)};
-    const karg va[] = {KA(S),        KA(a.n_kv),  KA(c->v),     KA(a.kv_off),
-                       KA(c->n_ctx), KA(out->mem), KA(a.out_off), KA(a.gqa)};
+    const clf_arg sa[] = {CLF_ARG(q.t->mem), CLF_ARG(a.q_off), CLF_ARG(q.row_stride), CLF_ARG(c->k), CLF_ARG(a.kv_off),
+                       CLF_ARG(c->n_ctx), CLF_ARG(S),       CLF_ARG(pos0),         CLF_ARG(a.gqa), CLF_ARG(scale)};
+    const clf_arg ma[] = {CLF_ARG(S), CLF_ARG(a.n_kv)};
+    const clf_arg va[] = {CLF_ARG(S),        CLF_ARG(a.n_kv),  CLF_ARG(c->v),     CLF_ARG(a.kv_off),
+                       CLF_ARG(c->n_ctx), CLF_ARG(out->mem), CLF_ARG(a.out_off), CLF_ARG(a.gqa)};
     const size_t gs[3] = {(size_t)a.n_kv, (size_t)n_tokens, (size_t)n_head};
     const size_t gv[3] = {(size_t)c->head_dim / 16, (size_t)n_tokens, (size_t)n_head};
-    if (st == CLF_OK) st = set_args(ks, "attn_naive_scores", sa, NARGS(sa));
+    if (st == CLF_OK) st = clf_set_args(ks, sa, CLF_NARGS(sa));
     if (st == CLF_OK) st = clf_launch(rt, ks, 3, gs, NULL);
-    if (st == CLF_OK) st = set_args(km, "attn_naive_softmax", ma, NARGS(ma));
+    if (st == CLF_OK) st = clf_set_args(km, ma, CLF_NARGS(ma));
     if (st == CLF_OK) st = clf_launch(rt, km, 1, &rows, NULL);
-    if (st == CLF_OK) st = set_args(kv, "attn_naive_pv", va, NARGS(va));
+    if (st == CLF_OK) st = clf_set_args(kv, va, CLF_NARGS(va));
     if (st == CLF_OK) st = clf_launch(rt, kv, 3, gv, NULL);
     clReleaseMemObject(S); /* freed once the queued kernels are done with it */
     return st;

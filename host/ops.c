@@ -16,18 +16,6 @@
 /* Tokens per work-group of the RoPE kernels (dim 1). */
 #define ROPE_LOCAL 8
 
-typedef struct { size_t size; const void *value; } karg;
-#define KARG(v) {sizeof(v), &(v)}
-
-static clf_status set_args(cl_kernel k, const char *name, const karg *a, int n) {
-    for (int i = 0; i < n; i++) {
-        cl_int err = clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].value);
-        if (err != CL_SUCCESS)
-            return clf_fail(CLF_ERR_CL, "clSetKernelArg(%s, arg %d) failed: %s (%d)", name, i,
-                            clf_cl_error_name(err), err);
-    }
-    return CLF_OK;
-}
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
@@ -91,8 +79,8 @@ static clf_status rows_launch(clf_runtime *rt, const clf_tensor *table, cl_mem i
     CLF_TRY(clf_kernel_get(rt, "quant", "", name, &k));
     cl_ulong src_off = table->offset, row_bytes = clf_tensor_row_bytes(table);
     cl_int ne0 = (cl_int)table->ne[0];
-    karg a[] = {KARG(table->mem), KARG(src_off), KARG(row_bytes), KARG(ids), KARG(out->mem), KARG(dst_off), KARG(ne0)};
-    CLF_TRY(set_args(k, name, a, 7));
+    clf_arg a[] = {CLF_ARG(table->mem), CLF_ARG(src_off), CLF_ARG(row_bytes), CLF_ARG(ids), CLF_ARG(out->mem), CLF_ARG(dst_off), CLF_ARG(ne0)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {round_up((size_t)(ne0 + 31) / 32, EW_LOCAL), n}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
 }
@@ -138,8 +126,8 @@ clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w
     size_t local;
     CLF_TRY(row_kernel(rt, "rmsnorm_f32", x->ne[0], &k, &local));
     cl_int n = (cl_int)x->ne[0];
-    karg a[] = {KARG(x->mem), KARG(x_off), KARG(w->mem), KARG(w_off), KARG(y->mem), KARG(y_off), KARG(n), KARG(eps)};
-    CLF_TRY(set_args(k, "rmsnorm_f32", a, 8));
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(w->mem), CLF_ARG(w_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(n), CLF_ARG(eps)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global = (size_t)rows_of(x) * local;
     return clf_launch(rt, k, 1, &global, &local);
 }
@@ -152,8 +140,8 @@ clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
     size_t local;
     CLF_TRY(row_kernel(rt, "softmax_f32", x->ne[0], &k, &local));
     cl_int n = (cl_int)x->ne[0];
-    karg a[] = {KARG(x->mem), KARG(x_off), KARG(n)};
-    CLF_TRY(set_args(k, "softmax_f32", a, 3));
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(n)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global = (size_t)rows_of(x) * local;
     return clf_launch(rt, k, 1, &global, &local);
 }
@@ -179,9 +167,9 @@ clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride
     CLF_TRY(clf_kernel_get(rt, "rope", "", name, &k));
     /* base^(-2i/n_rot) = exp2(i * log2_scale), the constant taken in double */
     float log2_scale = (float)(-2.0 * log2((double)base) / n_rot);
-    karg a[] = {KARG(x->mem), KARG(x_off), KARG(row_stride), KARG(col0), KARG(n_heads), KARG(head_dim),
-                KARG(n_rot), KARG(pos0), KARG(n_tokens), KARG(log2_scale)};
-    CLF_TRY(set_args(k, name, a, 10));
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(row_stride), CLF_ARG(col0), CLF_ARG(n_heads), CLF_ARG(head_dim),
+                CLF_ARG(n_rot), CLF_ARG(pos0), CLF_ARG(n_tokens), CLF_ARG(log2_scale)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {(size_t)(n_rot / 2 + 7) / 8, round_up((size_t)n_tokens, ROPE_LOCAL)}, local[2] = {1, ROPE_LOCAL};
     return clf_launch(rt, k, 2, global, local);
 }
@@ -199,8 +187,8 @@ clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y) {
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "elementwise", "", "swiglu_f32", &k));
     cl_int ff = (cl_int)y->ne[0];
-    karg a[] = {KARG(gu->mem), KARG(gu_off), KARG(y->mem), KARG(y_off), KARG(ff)};
-    CLF_TRY(set_args(k, "swiglu_f32", a, 5));
+    clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)rows_of(y)}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
 }
@@ -219,8 +207,8 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "elementwise", "", "add_f32", &k));
     cl_int n = (cl_int)elems_of(a);
-    karg args[] = {KARG(y->mem), KARG(y_off), KARG(a->mem), KARG(a_off), KARG(b->mem), KARG(b_off), KARG(n)};
-    CLF_TRY(set_args(k, "add_f32", args, 7));
+    clf_arg args[] = {CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(a->mem), CLF_ARG(a_off), CLF_ARG(b->mem), CLF_ARG(b_off), CLF_ARG(n)};
+    CLF_TRY(clf_set_args(k, args, CLF_NARGS(args)));
     size_t global = round_up((size_t)(n + 15) / 16, EW_LOCAL), local = EW_LOCAL;
     return clf_launch(rt, k, 1, &global, &local);
 }
@@ -236,8 +224,8 @@ clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b) {
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "elementwise", "", "add_rows_f32", &k));
     cl_int n = (cl_int)x->ne[0];
-    karg a[] = {KARG(x->mem), KARG(x_off), KARG(b->mem), KARG(b_off), KARG(n)};
-    CLF_TRY(set_args(k, "add_rows_f32", a, 5));
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(b->mem), CLF_ARG(b_off), CLF_ARG(n)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {round_up((size_t)(n + 15) / 16, EW_LOCAL), (size_t)rows_of(x)}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
 }

@@ -520,6 +520,20 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
 
 /* ---- launches and profiling ---------------------------------------------- */
 
+clf_status clf_set_args(cl_kernel k, const clf_arg *args, int n) {
+    for (int i = 0; i < n; i++) {
+        cl_int err = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS) {
+            char name[64] = "?";
+            clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+            name[sizeof name - 1] = 0;
+            clf_cl_check(err, "clSetKernelArg");
+            return clf_fail_ctx(CLF_ERR_CL, "kernel %s, argument %d: ", name, i);
+        }
+    }
+    return CLF_OK;
+}
+
 typedef struct clf_profile {
     struct { cl_kernel k; cl_event ev; } *ev;
     int n, cap;

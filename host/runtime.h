@@ -73,6 +73,16 @@ clf_status clf_kernel_source(const char *family, char **src, size_t *len);
 
 clf_status clf_finish(clf_runtime *rt);
 
+/* Kernel arguments as a table: {CLF_ARG(buf), CLF_ARG(n), ...}. */
+typedef struct clf_arg {
+    size_t size;
+    const void *value;
+} clf_arg;
+#define CLF_ARG(v) {sizeof(v), &(v)}
+#define CLF_NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* Sets arguments 0 .. n-1; an error names the kernel and the argument. */
+clf_status clf_set_args(cl_kernel k, const clf_arg *args, int n);
+
 /* Enqueues a kernel (local may be NULL). Every launcher goes through here so
  * that, while profiling is on, each launch's device time is recorded under
  * the kernel's name. */
