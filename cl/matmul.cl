@@ -8,16 +8,21 @@
  *   F32   float  W[(p*K + k)*32 + j]
  *   F16   half   W[(p*K + k)*32 + j]
  *   Q8_0  char   W[((p*nb + b)*32 + kk)*32 + j]           S: d[(p*nb + b)*32 + j]
- *   Q4_x  uchar  W[((p*nb + b)*32 + kk)*16 + j]: row j in the low nibble,
- *                row j + 16 in the high nibble;           S: Q4_0 d as Q8_0,
+ *   Q4_x  uint   W[((p*nb + b)*4 + g)*32 + j]: the 8 columns kk = 8g + i of
+ *                row j, byte i (i < 4) holding kk = 8g + i in its low nibble
+ *                and kk = 8g + 4 + i in its high one;     S: Q4_0 d as Q8_0,
  *                Q4_1 d[(p*nb + b)*64 + j], m[(p*nb + b)*64 + 32 + j]
+ * (the Q4 dwords are 4 consecutive columns of one row per nibble half, as
+ * the integer dot product wants them; little-endian devices).
  * X is [n × K] and Y [n × rows], rows contiguous, offsets in floats.
  *
  * Options: TM, the token rows of a work-item's tile (GEMM and skinny
  * products); MG, how many such tiles a work-item takes in turn, so its
  * weight panel is read from memory once and then from cache;
  * CLF_FP16_CLANG=1 converts halves with the compiler's native __fp16
- * vectors (clang-based drivers) instead of the portable bit recipe. */
+ * vectors (clang-based drivers) instead of the portable bit recipe;
+ * CLF_X86_INT8=1 builds the Q4 GEMVs that quantize x to int8 and use
+ * AVX-512BW integer multiply-adds (clang on x86 CPUs only). */
 
 #ifndef TM
 #define TM 8
@@ -107,37 +112,44 @@ DEFINE_FLOAT_MM(mm_f32, float, LOAD_F32)
 DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
 
 /* Quantized panels: per block, the scales (and Q4_1 minimums) of 32 rows;
- * per column the 32 weights dequantized as w = q*d + m. Q4_0 is q*d - 8d,
- * exact in float like the reference d*(q - 8). */
+ * per column the 32 weights dequantized as w = q*d + m. Q4 nibbles arrive as
+ * f = 1 + q/16 (see QUANTS_Q4), so their (d, m) become (16d, m - 16d); Q4_0's
+ * m = -8d gives -24d, and w = 16d*f - 24d is exact in float like the
+ * reference d*(q - 8). */
 #define SCALES_Q8_0(s, b, d0, d1, m0, m1) (d0 = LOAD_H16((s) + 32 * (b)), d1 = LOAD_H16((s) + 32 * (b) + 16))
-#define SCALES_Q4_0(s, b, d0, d1, m0, m1) (SCALES_Q8_0(s, b, d0, d1, m0, m1), m0 = -8.0f * d0, m1 = -8.0f * d1)
+#define SCALES_Q4_0(s, b, d0, d1, m0, m1)                                                        \
+    (SCALES_Q8_0(s, b, d0, d1, m0, m1), m0 = -24.0f * d0, m1 = -24.0f * d1, d0 *= 16.0f, d1 *= 16.0f)
 #define SCALES_Q4_1(s, b, d0, d1, m0, m1)                                                        \
-    (d0 = LOAD_H16((s) + 64 * (b)), d1 = LOAD_H16((s) + 64 * (b) + 16),                          \
-     m0 = LOAD_H16((s) + 64 * (b) + 32), m1 = LOAD_H16((s) + 64 * (b) + 48))
+    (d0 = 16.0f * LOAD_H16((s) + 64 * (b)), d1 = 16.0f * LOAD_H16((s) + 64 * (b) + 16),          \
+     m0 = LOAD_H16((s) + 64 * (b) + 32) - d0, m1 = LOAD_H16((s) + 64 * (b) + 48) - d1)
 
 /* Integer weights of 32 rows at column kk of block b, as float16 pairs. */
 #define QUANTS_Q8(q, b, kk, q0, q1)                                                              \
     (q0 = convert_float16(vload16(0, (q) + 1024 * (b) + 32 * (kk))),                             \
      q1 = convert_float16(vload16(1, (q) + 1024 * (b) + 32 * (kk))))
-/* Widened first: x86 has no byte shift, a dword shift needs no mask. */
+/* A nibble rotated into the top of a float mantissa of exponent 0 is
+ * 1 + q/16, exactly: two integer ops where a conversion would take more. */
+#define NIBBLE_F(v, sh) as_float16((rotate(v, (uint16)((19u - (sh)) & 31u)) & 0x00780000u) | 0x3f800000u)
 #define QUANTS_Q4(q, b, kk, q0, q1)                                                              \
     do {                                                                                        \
-        uint16 nib = convert_uint16(vload16(0, (q) + 512 * (b) + 16 * (kk)));                    \
-        q0 = convert_float16(nib & 15u);                                                        \
-        q1 = convert_float16(nib >> 4);                                                         \
+        const __global uint *qg = (q) + 128 * (b) + 32 * ((kk) / 8);                            \
+        const uint sh = 8 * ((kk) % 4) + 4 * ((kk) % 8 / 4);                                    \
+        q0 = NIBBLE_F(vload16(0, qg), sh);                                                      \
+        q1 = NIBBLE_F(vload16(1, qg), sh);                                                      \
     } while (0)
 
 #define DEQ_Q8(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = q0 * d0, w1 = q1 * d1)
 #define DEQ_Q4(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = fma(q0, d0, m0), w1 = fma(q1, d1, m1))
 
-/* Quantized GEMM and skinny products, same grid as DEFINE_FLOAT_MM. */
-#define DEFINE_QUANT_MM(NAME, QT, BLOCK_BYTES, SCALE_HALVES, SCALES, QUANTS, DEQ)                              \
+/* Quantized GEMM and skinny products, same grid as DEFINE_FLOAT_MM;
+ * BLOCK_SIZE: elements of QT per (panel, block). */
+#define DEFINE_QUANT_MM(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ)                              \
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
                        const ulong xoff, __global float *Y, const ulong yoff, const int n,       \
                        const int rows, const int K, const int accumulate) {                     \
         const int p = get_global_id(0), nb = K / 32;                                            \
         if (32 * p >= rows) return;                                                             \
-        const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
+        const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
         const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
         for (int g = 0; g < MG; g++) {                                                          \
             const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
@@ -163,8 +175,8 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
     }
 
 DEFINE_QUANT_MM(mm_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
-DEFINE_QUANT_MM(mm_q4_0, uchar, 512, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
-DEFINE_QUANT_MM(mm_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_MM(mm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_MM(mm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
 
 /* GEMV (one token): one work-item per panel, global size (panels). Four
  * independent accumulator pairs hide the FMA latency that a single token's
@@ -200,19 +212,19 @@ DEFINE_FLOAT_MV(mv_f32, float, LOAD_F32)
 DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
 
 /* Quantized GEMV: per block, sum x·q in integers-as-floats first and scale
- * once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x. */
+ * once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x (with Q4's f for q, as above). */
 #define BLOCK_APPLY_Q8(acc0, acc1, s0, s1, sx, d0, d1, m0, m1) \
     (acc0 = fma(s0, d0, acc0), acc1 = fma(s1, d1, acc1))
 #define BLOCK_APPLY_Q4(acc0, acc1, s0, s1, sx, d0, d1, m0, m1) \
     (acc0 = fma(s0, d0, fma((float16)sx, m0, acc0)), acc1 = fma(s1, d1, fma((float16)sx, m1, acc1)))
 
-#define DEFINE_QUANT_MV(NAME, QT, BLOCK_BYTES, SCALE_HALVES, SCALES, QUANTS, APPLY)             \
+#define DEFINE_QUANT_MV(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, APPLY)             \
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
                        const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
                        const int K, const int accumulate) {                                     \
         const int p = get_global_id(0), nb = K / 32;                                            \
         if (32 * p >= rows) return;                                                             \
-        const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
+        const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
         const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
         const __global float *x = X + xoff;                                                     \
         float16 acc0 = 0.0f, acc1 = 0.0f, d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1;                   \
@@ -238,8 +250,81 @@ DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
     }
 
 DEFINE_QUANT_MV(mv_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
-DEFINE_QUANT_MV(mv_q4_0, uchar, 512, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
-DEFINE_QUANT_MV(mv_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
+DEFINE_QUANT_MV(mv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
+DEFINE_QUANT_MV(mv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
+
+#if CLF_X86_INT8
+/* Q4 GEMV with x quantized to int8 per block of 32 (scale max|x| / 127):
+ * pmaddubsw multiplies the unsigned nibbles by the signed x bytes, four
+ * columns per dword lane, pmaddwd folds the pairs, so 64 products take one
+ * instruction where the float path needs four. The block sums are exact
+ * integers; only x's rounding (~0.4% relative) separates the result from
+ * the float kernels. A work-item takes PPW panels so the quantized x is
+ * shared; global size ceil(panels / PPW). */
+typedef char clf_char64 __attribute__((ext_vector_type(64)));
+typedef short clf_short32 __attribute__((ext_vector_type(32)));
+
+/* Σ over a block's 32 columns of q·xq for 16 rows: their dwords at q + 32g,
+ * xw the block's xq, 4 columns per int. Each of the 32 shorts sums 8 pairs
+ * of at most 2·15·127, so it stays below 32767. */
+inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
+    clf_short32 t = 0;
+    for (int g = 0; g < 4; g++) {
+        const uint16 v = vload16(0, q + 32 * g);
+        t += __builtin_ia32_pmaddubsw512(__builtin_astype(v & 0x0f0f0f0fu, clf_char64),
+                                         __builtin_astype((int16)xw[2 * g], clf_char64)) +
+             __builtin_ia32_pmaddubsw512(__builtin_astype((v >> 4) & 0x0f0f0f0fu, clf_char64),
+                                         __builtin_astype((int16)xw[2 * g + 1], clf_char64));
+    }
+    return __builtin_ia32_pmaddwd512(t, (clf_short32)1);
+}
+
+/* SCALES_RAW: the block's d and m (Q4_0: m = -8d) of 32 rows. */
+#define SCALES_RAW_Q4_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = -8.0f * d0, m1 = -8.0f * d1)
+#define SCALES_RAW_Q4_1(s, d0, d1, m0, m1)                                                       \
+    (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = LOAD_H16((s) + 32), m1 = LOAD_H16((s) + 48))
+
+#define DEFINE_INT8_MV(NAME, SCALE_HALVES, SCALES_RAW)                                           \
+    __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
+                       const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
+                       const int K, const int accumulate) {                                     \
+        const int p0 = get_global_id(0) * PPW, nb = K / 32, np = (rows + 31) / 32;              \
+        if (p0 >= np) return;                                                                   \
+        const __global float *x = X + xoff;                                                     \
+        float16 acc[PPW][2], d0, d1, m0, m1;                                                    \
+        _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;           \
+        for (int b = 0; b < nb; b++) {                                                          \
+            const float16 xa = vload16(0, x + 32 * b), xb = vload16(1, x + 32 * b);             \
+            const float16 am = fmax(fabs(xa), fabs(xb));                                        \
+            const float8 am8 = fmax(am.lo, am.hi);                                              \
+            const float4 am4 = fmax(am8.lo, am8.hi);                                            \
+            const float amax = fmax(fmax(am4.x, am4.y), fmax(am4.z, am4.w));                    \
+            const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;           \
+            const float16 ra = rint(xa * inv), rb = rint(xb * inv);                             \
+            const int4 qa = as_int4(convert_char16(ra)), qb = as_int4(convert_char16(rb));      \
+            const int xw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};                 \
+            /* m·Σx̂, not m·Σx: the error then scales with w, not with q */                      \
+            const float16 xs = ra + rb;                                                         \
+            const float8 xs8 = xs.lo + xs.hi;                                                   \
+            const float4 xs4 = xs8.lo + xs8.hi;                                                 \
+            const float sx = dx * ((xs4.x + xs4.y) + (xs4.z + xs4.w));                          \
+            _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                   \
+                if (p0 + j >= np) break;                                                        \
+                const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * 128;                 \
+                SCALES_RAW(S + ((size_t)(p0 + j) * nb + b) * SCALE_HALVES, d0, d1, m0, m1);      \
+                acc[j][0] = fma(convert_float16(clf_dot_q4_x8(q, xw)), d0 * dx,                 \
+                                fma((float16)sx, m0, acc[j][0]));                               \
+                acc[j][1] = fma(convert_float16(clf_dot_q4_x8(q + 16, xw)), d1 * dx,            \
+                                fma((float16)sx, m1, acc[j][1]));                               \
+            }                                                                                   \
+        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                        \
+            clf_store32(Y + yoff + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
+    }
+
+DEFINE_INT8_MV(mvi_q4_0, 32, SCALES_RAW_Q4_0)
+DEFINE_INT8_MV(mvi_q4_1, 64, SCALES_RAW_Q4_1)
+#endif
 
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
  * work-item per (panel, 32 columns); global size (panels, ceil(K / 32)). */
@@ -265,11 +350,11 @@ DEFINE_QUANT_MV(mv_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
 DEFINE_FLOAT_UNPACK(unpack_f32, float, LOAD_F32)
 DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16)
 
-#define DEFINE_QUANT_UNPACK(NAME, QT, BLOCK_BYTES, SCALE_HALVES, SCALES, QUANTS, DEQ)           \
+#define DEFINE_QUANT_UNPACK(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ)           \
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global float *out,     \
                        const int rows, const int K) {                                           \
         const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
-        const __global QT *q = W + (size_t)p * nb * BLOCK_BYTES;                                \
+        const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
         const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
         float16 d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1, w0, w1;                                   \
         SCALES(s, b, d0, d1, m0, m1);                                                           \
@@ -281,5 +366,5 @@ DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16)
     }
 
 DEFINE_QUANT_UNPACK(unpack_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
-DEFINE_QUANT_UNPACK(unpack_q4_0, uchar, 512, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
-DEFINE_QUANT_UNPACK(unpack_q4_1, uchar, 512, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_UNPACK(unpack_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)

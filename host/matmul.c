@@ -19,6 +19,8 @@ typedef struct mm_variant {
     const char *name;
     int panels;     /* 1: panel layout and cl/matmul.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
+    int x86_int8;   /* cpu: Q4 GEMV with int8 x and AVX-512BW builtins, where the device has them */
+    int int8_ppw;   /* cpu: panels per work-item of that GEMV (its quantized x is shared) */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
     int gemm_mg;    /* cpu: token tiles a work-item takes in turn, reusing its weight panel from cache */
     /* gpu GEMM tiles (tokens x rows per work-group, per work-item): the small
@@ -32,7 +34,7 @@ typedef struct mm_variant {
 enum { VAR_CPU, VAR_CPU_PORTABLE, VAR_GPU, VAR_COUNT };
 
 static const mm_variant variants[VAR_COUNT] = {
-    [VAR_CPU] = {.name = "cpu", .panels = 1, .fp16_clang = 1, .gemm_tm = 8, .gemm_mg = 16},
+    [VAR_CPU] = {.name = "cpu", .panels = 1, .fp16_clang = 1, .x86_int8 = 1, .int8_ppw = 4, .gemm_tm = 8, .gemm_mg = 16},
     [VAR_CPU_PORTABLE] = {.name = "cpu-portable", .panels = 1, .gemm_tm = 8, .gemm_mg = 16},
     [VAR_GPU] = {.name = "gpu", .tiles = {{64, 64, 4, 4}, {128, 128, 8, 8}}, .rpw = 4, .skinny_max = 16},
 };
@@ -56,6 +58,22 @@ static int variant_for(const clf_runtime *rt) {
         for (int i = 0; i < VAR_COUNT; i++)
             if (!strcmp(env, variants[i].name)) return i == VAR_CPU ? cpu : i;
     return rt->dev.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR) ? VAR_GPU : cpu;
+}
+
+/* clang's x86 builtins in the int8 GEMV need AVX-512BW; PoCL names its CPU
+ * device after LLVM's name for the CPU ("pthread-skylake-avx512-..."). */
+static int x86_int8_ok(const clf_runtime *rt, const mm_variant *v) {
+    static const char *const cpus[] = {"avx512",    "cascadelake",    "cooperlake",    "cannonlake",
+                                       "icelake",   "tigerlake",      "rocketlake",    "sapphirerapids",
+                                       "znver4",    "znver5",         "emeraldrapids", "graniterapids"};
+    if (!v->x86_int8 || !strstr(rt->dev.platform_name, "Portable Computing Language")) return 0;
+    for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++)
+        if (strstr(rt->dev.name, cpus[i])) return 1;
+    return 0;
+}
+
+static int uses_int8(const clf_runtime *rt, const mm_variant *v, clf_type t, int64_t n) {
+    return n == 1 && (t == CLF_Q4_0 || t == CLF_Q4_1) && x86_int8_ok(rt, v);
 }
 
 static const char *type_suffix(clf_type t) {
@@ -103,8 +121,9 @@ static void pack_row(clf_type t, const unsigned char *src, int64_t cols, int j, 
             if (t == CLF_Q4_1) memcpy(&m, blk + 2, 2);
             const unsigned char *qs = blk + (t == CLF_Q4_1 ? 4 : 2);
             for (int kk = 0; kk < CLF_QK; kk++) {
-                unsigned nib = kk < 16 ? qs[kk] & 15 : qs[kk - 16] >> 4;
-                q[(b * 32 + kk) * 16 + j % 16] |= (unsigned char)(nib << (j < 16 ? 0 : 4));
+                const unsigned nib = kk < 16 ? qs[kk] & 15 : qs[kk - 16] >> 4;
+                const int g = kk / 8, i = kk % 8; /* dword (b, g, j), byte i % 4, nibble half i / 4 */
+                q[((b * 4 + g) * 32 + j) * 4 + i % 4] |= (unsigned char)(nib << (i / 4 * 4));
             }
         }
         s[b * sh + j] = d;
@@ -184,6 +203,10 @@ void clf_weight_free(clf_weight *w) {
 
 const char *clf_matmul_variant(const clf_runtime *rt) { return variants[variant_for(rt)].name; }
 
+int clf_matmul_quantizes_x(const clf_runtime *rt, const clf_weight *W, int64_t n) {
+    return W->layout >= 0 && W->layout < VAR_COUNT && uses_int8(rt, &variants[W->layout], W->type, n);
+}
+
 void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b) { rt->matmul_backend = b; }
 
 /* ---- launching ---- */
@@ -207,8 +230,10 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
     return clf_kernel_get(rt, v->panels ? "matmul" : "matmul_gpu", opts, name, k);
 }
 
-static void cpu_options(const mm_variant *v, int tm, char *buf, size_t n) {
-    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d", tm, v->gemm_mg, v->fp16_clang);
+static void cpu_options(const clf_runtime *rt, const mm_variant *v, int tm, char *buf, size_t n) {
+    const int int8 = x86_int8_ok(rt, v);
+    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DPPW=%d", tm, v->gemm_mg, v->fp16_clang,
+             int8, int8 ? v->int8_ppw : 1);
 }
 
 static void gpu_options(const mm_variant *v, const struct mm_tile *t, int nt, char *buf, size_t n) {
@@ -225,11 +250,11 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
                              cl_mem y, cl_ulong yoff, int n, int accumulate) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
-    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
-    char opts[96];
-    cpu_options(v, tm, opts, sizeof opts);
+    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols, int8 = uses_int8(rt, v, W->type, n);
+    char opts[128];
+    cpu_options(rt, v, tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, n == 1 ? "mv" : "mm", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, int8 ? "mvi" : n == 1 ? "mv" : "mm", W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
     arg(&a, sizeof(cl_mem), &x);
@@ -240,7 +265,9 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
-    const size_t global[2] = {(size_t)panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))}, local[2] = {1, 1};
+    const size_t ppw = int8 ? (size_t)v->int8_ppw : 1;
+    const size_t global[2] = {((size_t)panels_of(rows) + ppw - 1) / ppw, (size_t)((n + tm * mg - 1) / (tm * mg))},
+                 local[2] = {1, 1};
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
 
@@ -291,7 +318,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
     kargs a = {0};
     char opts[128];
     if (v->panels)
-        cpu_options(v, v->gemm_tm, opts, sizeof opts);
+        cpu_options(rt, v, v->gemm_tm, opts, sizeof opts);
     else
         gpu_options(v, &v->tiles[0], 1, opts, sizeof opts);
     CLF_TRY(get_kernel(rt, v, opts, v->panels ? "unpack" : "dq", W->type, &a.k));
