@@ -56,7 +56,8 @@ static double run_case(const model_case *mc, int n_prompt, int n_batch, int deco
     for (int i = decode_from; i < n_prompt; i++) TU_OK(clf_llama_eval(c, toks + i, 1, 0, out + (size_t)i * V));
     assert_int_equal(c->n_past, n_prompt);
     double err = tu_rel_err(out, ref, (size_t)n_prompt * V);
-    /* greedy choices must agree wherever the reference is not near a tie */
+    /* greedy choices must agree wherever the reference is not near a tie
+     * (logits here are ~1; the int8 path moves them by up to ~0.03) */
     for (int i = 0; i < n_prompt; i++) {
         int a = 0, r = 0, r2 = -1;
         for (int j = 1; j < V; j++) {
@@ -64,7 +65,7 @@ static double run_case(const model_case *mc, int n_prompt, int n_batch, int deco
             if (ref[(size_t)i * V + j] > ref[(size_t)i * V + r]) { r2 = r; r = j; }
             else if (r2 < 0 || ref[(size_t)i * V + j] > ref[(size_t)i * V + r2]) r2 = j;
         }
-        if (ref[(size_t)i * V + r] - ref[(size_t)i * V + r2] > 1e-2) assert_int_equal(a, r);
+        if (ref[(size_t)i * V + r] - ref[(size_t)i * V + r2] > 0.1) assert_int_equal(a, r);
     }
     clf_llama_ctx_free(c);
     clf_llama_free(m);
