@@ -1,10 +1,13 @@
 /* Matrix products: weight upload (re-laid for the device's kernel variant),
  * kernel choice by shape and device, and the CLBlast backend.
  *
- * Two variants, chosen per device type (CLINFER_MATMUL_VARIANT=cpu|gpu|
- * cpu-portable overrides, so tests can run every variant on one device):
- *  - cpu: weights in panels of 32 rows (cl/matmul.cl), one big work-item per
- *    panel and token tile, wide explicit vectors, no local memory;
+ * Kernel variants, chosen by device type (CLINFER_MATMUL_VARIANT=cpu|
+ * cpu-portable|gpu overrides, so tests run every variant on one device):
+ *  - cpu-portable: weights in panels of 32 rows (cl/matmul.cl), one big
+ *    work-item per panel and token tile, wide explicit vectors, no local
+ *    memory; OpenCL C 1.2 only;
+ *  - cpu: the same on PoCL, with clang's __fp16 conversions and, on x86
+ *    CPUs with AVX-512BW, Q4 GEMVs on int8 x with integer multiply-adds;
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
