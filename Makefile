@@ -4,7 +4,18 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PROMPT ?= What are three good reasons to learn the C programming language?
 
-.PHONY: all deps build model run test clean
+# make test also runs: the suite again built with ASan+UBSan (ASAN_BUILD),
+# then each libFuzzer harness for FUZZ_SECONDS (FUZZ_BUILD, clang).
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+# Narrow, commented suppressions for what PoCL/LLVM allocate inside our
+# process (tests/sanitizers/); everything else is an error.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
+	UBSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp:print_stacktrace=1:halt_on_error=1
+
+.PHONY: all deps build model run test test-asan test-fuzz clean
 all: build
 
 deps:
@@ -22,6 +33,17 @@ run: build model
 
 test: build model
 	cd $(BUILD) && ctest --output-on-failure -j 1
+	@$(MAKE) --no-print-directory test-asan test-fuzz
+
+test-asan: deps model
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
+	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 1
+
+test-fuzz: build
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer -- --no-print-directory
+	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(BUILD)/tiny_gguf $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -3,7 +3,8 @@
 # what is already present. Uses sudo when not root.
 set -e
 PKGS="cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
-libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip"
+libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip \
+clang libclang-rt-14-dev valgrind"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Runs each libFuzzer harness for a bounded time (make test-fuzz, part of
+# make test). Fails on any finding: a crash, a sanitizer report, a leak, a
+# violated property, a timeout or running out of memory.
+#
+# usage: run.sh FUZZ_BUILD_DIR TINY_GGUF SECONDS
+#
+# Seeds: small valid files written by tiny_gguf (regenerated each run) and
+# tests/fuzz/regressions/. What the fuzzers discover is kept in
+# FUZZ_BUILD_DIR/corpus/ between runs; findings land in
+# FUZZ_BUILD_DIR/findings/. A finding is fixed, then kept as a regression:
+# copy it to tests/fuzz/regressions/gguf-<what> or tokenizer-<what>, where
+# tests/test_fuzz_regressions.c replays it in the ordinary suite.
+set -u
+B=$1 TOOL=$2 SECS=$3
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+rm -rf "$B/seeds"
+"$TOOL" seeds "$B/seeds" || { echo "fuzz: cannot write the seed corpus"; exit 1; }
+mkdir -p "$B/corpus/gguf" "$B/corpus/tokenizer" "$B/findings"
+status=0
+for h in gguf tokenizer; do
+    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; esac
+    log="$B/fuzz_$h.log"
+    "$B/tests/fuzz/fuzz_$h" -max_total_time="$SECS" -max_len=$max_len -timeout=20 -rss_limit_mb=3072 \
+        -print_final_stats=1 -artifact_prefix="$B/findings/$h-" \
+        "$B/corpus/$h" "$B/seeds/$h" "$SRC/tests/fuzz/regressions" >"$log" 2>&1
+    rc=$?
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    corpus=$(ls "$B/corpus/$h" | wc -l)
+    if [ $rc -eq 0 ]; then
+        echo "fuzz_$h: ${runs:-?} inputs in $SECS s, no findings (corpus: $corpus files)"
+    else
+        echo "fuzz_$h: FINDING (exit $rc); the log's end ($log):"
+        tail -n 40 "$log"
+        echo "fuzz_$h: the input is in $B/findings/ (replay: $B/tests/fuzz/fuzz_$h FILE)"
+        status=1
+    fi
+done
+exit $status
