@@ -41,7 +41,7 @@ test-asan: deps model
 	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 1
 
 test-fuzz: build
-	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer -- --no-print-directory
 	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(BUILD)/tiny_gguf $(FUZZ_SECONDS)
 
