@@ -21,6 +21,36 @@ clf_status clf_ids_push(clf_ids *a, int32_t id) {
     return CLF_OK;
 }
 
+static int bigram_before(const clf_bigram *x, const clf_bigram *y) {
+    return x->key < y->key || (x->key == y->key && x->left < y->left);
+}
+
+void clf_bigram_push(clf_bigram_heap *h, clf_bigram x) {
+    int i = h->n++;
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!bigram_before(&x, &h->v[p])) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = x;
+}
+
+clf_bigram clf_bigram_pop(clf_bigram_heap *h) {
+    clf_bigram top = h->v[0], x = h->v[--h->n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && bigram_before(&h->v[c + 1], &h->v[c])) c++;
+        if (!bigram_before(&h->v[c], &x)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n) h->v[i] = x;
+    return top;
+}
+
 /* ---- vocabulary hash ---------------------------------------------------- */
 
 static uint32_t hash_bytes(const char *s, size_t n) {

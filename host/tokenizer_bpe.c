@@ -195,51 +195,16 @@ void clf_bpe_free(clf_tokenizer *t) {
 
 /* ---- one pre-token ---------------------------------------------------------- */
 
-typedef struct bigram {
-    int32_t rank, left, right, lid, rid, id;
-} bigram;
-
 typedef struct bpe_work {
     int32_t *id, *prev, *next; /* one symbol per byte; id -2 once merged away */
-    bigram *heap;
-    int n_heap;
-    char *enc; /* the GPT-2 encoded pre-token, for ignore_merges */
+    clf_bigram_heap heap; /* a, b, c: left id, right id, merged id */
+    char *enc;            /* the GPT-2 encoded pre-token, for ignore_merges */
 } bpe_work;
-
-static int bigram_before(const bigram *a, const bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(bpe_work *w, bigram x) {
-    int i = w->n_heap++;
-    while (i > 0) {
-        int p = (i - 1) / 2;
-        if (!bigram_before(&x, &w->heap[p])) break;
-        w->heap[i] = w->heap[p];
-        i = p;
-    }
-    w->heap[i] = x;
-}
-
-static bigram heap_pop(bpe_work *w) {
-    bigram top = w->heap[0], x = w->heap[--w->n_heap];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= w->n_heap) break;
-        if (c + 1 < w->n_heap && bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!bigram_before(&w->heap[c], &x)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (w->n_heap) w->heap[i] = x;
-    return top;
-}
 
 static void add_bigram(const clf_tokenizer *t, bpe_work *w, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     const clf_merge_slot *m = merge_find(t, w->id[l], w->id[r]);
-    if (m) heap_push(w, (bigram){m->rank, l, r, w->id[l], w->id[r], m->id});
+    if (m) clf_bigram_push(&w->heap, (clf_bigram){(float)m->rank, l, r, w->id[l], w->id[r], m->id});
 }
 
 static clf_status bpe_word(const clf_tokenizer *t, const unsigned char *s, int32_t n, bpe_work *w, clf_ids *out) {
@@ -249,17 +214,17 @@ static clf_status bpe_word(const clf_tokenizer *t, const unsigned char *s, int32
         int32_t id = clf_tok_lookup(t, w->enc, k);
         if (id >= 0) return clf_ids_push(out, id);
     }
-    w->n_heap = 0;
+    w->heap.n = 0;
     for (int32_t i = 0; i < n; i++) {
         w->id[i] = t->byte_tok[s[i]];
         w->prev[i] = i - 1;
         w->next[i] = i + 1 < n ? i + 1 : -1;
     }
     for (int32_t i = 0; i + 1 < n; i++) add_bigram(t, w, i, i + 1);
-    while (w->n_heap) {
-        bigram b = heap_pop(w);
-        if (w->id[b.left] != b.lid || w->id[b.right] != b.rid || w->next[b.left] != b.right) continue; /* stale */
-        w->id[b.left] = b.id;
+    while (w->heap.n) {
+        clf_bigram b = clf_bigram_pop(&w->heap);
+        if (w->id[b.left] != b.a || w->id[b.right] != b.b || w->next[b.left] != b.right) continue; /* stale */
+        w->id[b.left] = b.c;
         w->id[b.right] = -2;
         w->next[b.left] = w->next[b.right];
         if (w->next[b.right] >= 0) w->prev[w->next[b.right]] = b.left;
@@ -382,9 +347,9 @@ clf_status clf_bpe_tokenize(const clf_tokenizer *t, const char *text, size_t n, 
     w.id = malloc(longest * sizeof *w.id);
     w.prev = malloc(longest * sizeof *w.prev);
     w.next = malloc(longest * sizeof *w.next);
-    w.heap = malloc(3 * longest * sizeof *w.heap); /* n - 1 pairs, then at most 2 per merge */
+    w.heap.v = malloc(3 * longest * sizeof *w.heap.v); /* n - 1 pairs, then at most 2 per merge */
     w.enc = malloc(2 * longest + 1);
-    if (!w.id || !w.prev || !w.next || !w.heap || !w.enc) {
+    if (!w.id || !w.prev || !w.next || !w.heap.v || !w.enc) {
         st = clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for a pre-token of %zu bytes", longest);
         goto done;
     }
@@ -394,7 +359,7 @@ done:
     free(w.id);
     free(w.prev);
     free(w.next);
-    free(w.heap);
+    free(w.heap.v);
     free(w.enc);
     free(a.v);
     free(b.v);

@@ -22,6 +22,25 @@ typedef struct clf_ids {
 
 clf_status clf_ids_push(clf_ids *a, int32_t id);
 
+/* A queued merge of the adjacent symbols left and right. Both tokenizers
+ * merge the best pair first — BPE the lowest merge rank, SentencePiece the
+ * highest score — and on a tie the leftmost, so `key` holds the rank or
+ * minus the score and the heap pops the lowest key. a, b, c are the
+ * tokenizer's own record of the pair, to recognise entries gone stale. */
+typedef struct clf_bigram {
+    float key;
+    int32_t left, right;
+    int32_t a, b, c;
+} clf_bigram;
+
+typedef struct clf_bigram_heap {
+    clf_bigram *v; /* sized by the caller: n - 1 pairs, then at most 2 per merge */
+    int n;
+} clf_bigram_heap;
+
+void clf_bigram_push(clf_bigram_heap *h, clf_bigram x);
+clf_bigram clf_bigram_pop(clf_bigram_heap *h); /* h->n > 0 */
+
 /* Merge (left id, right id) -> rank and the merged id; open addressing. */
 typedef struct clf_merge_slot {
     uint64_t key; /* (left << 32 | right) + 1; 0 = empty */

@@ -22,56 +22,18 @@ clf_status clf_spm_init(clf_tokenizer *t) {
     return CLF_OK;
 }
 
-typedef struct bigram {
-    float score;
-    int32_t left, right;
-    uint32_t size; /* bytes of both symbols when queued: a change means stale */
-} bigram;
-
 typedef struct spm_work {
     const char *s;
     uint32_t *off, *len; /* len 0 once merged away */
     int32_t *prev, *next;
-    bigram *heap;
-    int n_heap;
+    clf_bigram_heap heap; /* a: bytes of both symbols when queued; a change means stale */
 } spm_work;
-
-/* Highest score first; on a tie the leftmost pair. */
-static int bigram_before(const bigram *a, const bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(spm_work *w, bigram x) {
-    int i = w->n_heap++;
-    while (i > 0) {
-        int p = (i - 1) / 2;
-        if (!bigram_before(&x, &w->heap[p])) break;
-        w->heap[i] = w->heap[p];
-        i = p;
-    }
-    w->heap[i] = x;
-}
-
-static bigram heap_pop(spm_work *w) {
-    bigram top = w->heap[0], x = w->heap[--w->n_heap];
-    int i = 0;
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= w->n_heap) break;
-        if (c + 1 < w->n_heap && bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!bigram_before(&w->heap[c], &x)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (w->n_heap) w->heap[i] = x;
-    return top;
-}
 
 static void add_bigram(const clf_tokenizer *t, spm_work *w, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     uint32_t size = w->len[l] + w->len[r]; /* the symbols are adjacent in s */
     int32_t id = clf_tok_lookup(t, w->s + w->off[l], size);
-    if (id >= 0) heap_push(w, (bigram){t->score[id], l, r, size});
+    if (id >= 0) clf_bigram_push(&w->heap, (clf_bigram){-t->score[id], l, r, (int32_t)size, 0, 0});
 }
 
 static clf_status emit_symbol(const clf_tokenizer *t, const char *s, uint32_t n, clf_ids *out) {
@@ -96,9 +58,9 @@ clf_status clf_spm_tokenize(const clf_tokenizer *t, const char *text, size_t n, 
     w.len = malloc((m ? m : 1) * sizeof *w.len);
     w.prev = malloc((m ? m : 1) * sizeof *w.prev);
     w.next = malloc((m ? m : 1) * sizeof *w.next);
-    w.heap = malloc((3 * m + 1) * sizeof *w.heap); /* n - 1 pairs, then at most 2 per merge */
+    w.heap.v = malloc((3 * m + 1) * sizeof *w.heap.v); /* n - 1 pairs, then at most 2 per merge */
     clf_status st = CLF_OK;
-    if (!s || !w.off || !w.len || !w.prev || !w.next || !w.heap) {
+    if (!s || !w.off || !w.len || !w.prev || !w.next || !w.heap.v) {
         st = clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for %zu bytes of text", n);
         goto done;
     }
@@ -129,9 +91,9 @@ clf_status clf_spm_tokenize(const clf_tokenizer *t, const char *text, size_t n, 
         i += l;
     }
     for (int32_t i = 0; i + 1 < ns; i++) add_bigram(t, &w, i, i + 1);
-    while (w.n_heap) {
-        bigram b = heap_pop(&w);
-        if (!w.len[b.left] || !w.len[b.right] || w.len[b.left] + w.len[b.right] != b.size) continue; /* stale */
+    while (w.heap.n) {
+        clf_bigram b = clf_bigram_pop(&w.heap);
+        if (!w.len[b.left] || !w.len[b.right] || w.len[b.left] + w.len[b.right] != (uint32_t)b.a) continue; /* stale */
         w.len[b.left] += w.len[b.right];
         w.len[b.right] = 0;
         w.next[b.left] = w.next[b.right];
@@ -147,6 +109,6 @@ done:
     free(w.len);
     free(w.prev);
     free(w.next);
-    free(w.heap);
+    free(w.heap.v);
     return st;
 }
