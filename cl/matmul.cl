@@ -7,13 +7,14 @@
  * zero. Per type, for panel p, column k, block b = k / 32, kk = k % 32:
  *   F32   float  W[(p*K + k)*32 + j]
  *   F16   half   W[(p*K + k)*32 + j]
- *   Q8_0  char   W[((p*nb + b)*32 + kk)*32 + j]           S: d[(p*nb + b)*32 + j]
+ *   Q8_0  uint   W[((p*nb + b)*8 + g)*32 + j]: the 4 columns kk = 4g + i of
+ *                row j, byte i holding kk = 4g + i;       S: d[(p*nb + b)*32 + j]
  *   Q4_x  uint   W[((p*nb + b)*4 + g)*32 + j]: the 8 columns kk = 8g + i of
  *                row j, byte i (i < 4) holding kk = 8g + i in its low nibble
  *                and kk = 8g + 4 + i in its high one;     S: Q4_0 d as Q8_0,
  *                Q4_1 d[(p*nb + b)*64 + j], m[(p*nb + b)*64 + 32 + j]
- * (the Q4 dwords are 4 consecutive columns of one row per nibble half, as
- * the integer dot product wants them; little-endian devices).
+ * (the Q8_0 and Q4 dwords are 4 consecutive columns of one row (per nibble
+ * half), as the integer dot product wants them; little-endian devices).
  * X is [n × K] and Y [n × rows], rows contiguous, offsets in floats.
  *
  * Options: TM, the token rows of a work-item's tile (GEMM and skinny
@@ -21,7 +22,7 @@
  * weight panel is read from memory once and then from cache;
  * CLF_FP16_CLANG=1 converts halves with the compiler's native __fp16
  * vectors (clang-based drivers) instead of the portable bit recipe;
- * CLF_X86_INT8=1 builds the Q4 GEMVs that quantize x to int8 and use
+ * CLF_X86_INT8=1 builds the Q8_0/Q4 GEMVs that quantize x to int8 and use
  * AVX-512BW integer multiply-adds (clang on x86 CPUs only). */
 
 #ifndef TM
@@ -123,10 +124,16 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
     (d0 = 16.0f * LOAD_H16((s) + 64 * (b)), d1 = 16.0f * LOAD_H16((s) + 64 * (b) + 16),          \
      m0 = LOAD_H16((s) + 64 * (b) + 32) - d0, m1 = LOAD_H16((s) + 64 * (b) + 48) - d1)
 
-/* Integer weights of 32 rows at column kk of block b, as float16 pairs. */
+/* Integer weights of 32 rows at column kk of block b, as float16 pairs.
+ * Q8_0: byte kk % 4 of the column group's dwords, shifted to the top and
+ * back down to sign-extend it. */
 #define QUANTS_Q8(q, b, kk, q0, q1)                                                              \
-    (q0 = convert_float16(vload16(0, (q) + 1024 * (b) + 32 * (kk))),                             \
-     q1 = convert_float16(vload16(1, (q) + 1024 * (b) + 32 * (kk))))
+    do {                                                                                        \
+        const __global uint *qg = (q) + 256 * (b) + 32 * ((kk) / 4);                            \
+        const uint sh = 24u - 8u * ((kk) % 4);                                                  \
+        q0 = convert_float16(as_int16(vload16(0, qg) << sh) >> 24);                             \
+        q1 = convert_float16(as_int16(vload16(1, qg) << sh) >> 24);                             \
+    } while (0)
 /* A nibble rotated into the top of a float mantissa of exponent 0 is
  * 1 + q/16, exactly: two integer ops where a conversion would take more. */
 #define NIBBLE_F(v, sh) as_float16((rotate(v, (uint16)((19u - (sh)) & 31u)) & 0x00780000u) | 0x3f800000u)
@@ -159,7 +166,8 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
             _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
             for (int b = 0; b < nb; b++) {                                                      \
                 SCALES(s, b, d0, d1, m0v, m1v);                                                 \
-                for (int kk = 0; kk < 32; kk++) {                                               \
+                /* by 4: a Q8_0 column group's dwords load once, shifts constant */           \
+                _Pragma("unroll 4") for (int kk = 0; kk < 32; kk++) {                           \
                     QUANTS(q, b, kk, q0, q1);                                                   \
                     DEQ(q0, q1, d0, d1, m0v, m1v, w0, w1);                                      \
                     const int k = 32 * b + kk;                                                  \
@@ -174,7 +182,7 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
         }                                                                                       \
     }
 
-DEFINE_QUANT_MM(mm_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
+DEFINE_QUANT_MM(mm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
 DEFINE_QUANT_MM(mm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
 DEFINE_QUANT_MM(mm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
 
@@ -249,18 +257,18 @@ DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
         clf_store32(Y + yoff + 32 * p, acc0, acc1, rows - 32 * p, accumulate);                  \
     }
 
-DEFINE_QUANT_MV(mv_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
+DEFINE_QUANT_MV(mv_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
 DEFINE_QUANT_MV(mv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
 DEFINE_QUANT_MV(mv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
 
 #if CLF_X86_INT8
-/* Q4 GEMV with x quantized to int8 per block of 32 (scale max|x| / 127):
- * pmaddubsw multiplies the unsigned nibbles by the signed x bytes, four
- * columns per dword lane, pmaddwd folds the pairs, so 64 products take one
- * instruction where the float path needs four. The block sums are exact
- * integers; only x's rounding (~0.4% relative) separates the result from
- * the float kernels. A work-item takes PPW panels so the quantized x is
- * shared; global size ceil(panels / PPW). */
+/* Q8_0/Q4 GEMVs with x quantized to int8 per block of 32 (scale
+ * max|x| / 127): pmaddubsw multiplies unsigned weight bytes by the signed x
+ * bytes, four columns per dword lane, pmaddwd folds the pairs, so 64
+ * products take one instruction where the float path needs four. The block
+ * sums are exact integers; only x's rounding (~0.4% relative) separates the
+ * result from the float kernels. A work-item takes PPW panels so the
+ * quantized x is shared; global size ceil(panels / PPW). */
 typedef char clf_char64 __attribute__((ext_vector_type(64)));
 typedef short clf_short32 __attribute__((ext_vector_type(32)));
 
@@ -279,19 +287,40 @@ inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
     return __builtin_ia32_pmaddwd512(t, (clf_short32)1);
 }
 
+/* Σ over a block's 32 columns of q·xq for 16 Q8_0 rows: their dwords at
+ * q + 32g, xw as above. The weights are signed, so as llama.cpp does:
+ * |q| (−128 gives 0x80, 128 unsigned) times x with q's sign. A pair sums
+ * to at most 2·128·127 < 32767, but two would not: each group's shorts go
+ * to ints at once. */
+inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
+    int16 acc = 0;
+    for (int g = 0; g < 8; g++) {
+        const clf_char64 w = __builtin_astype(vload16(0, q + 32 * g), clf_char64);
+        const clf_char64 x = __builtin_astype((int16)xw[g], clf_char64);
+        const clf_char64 neg = w < (clf_char64)0;
+        acc += __builtin_ia32_pmaddwd512(__builtin_ia32_pmaddubsw512(neg ? -w : w, neg ? -x : x), (clf_short32)1);
+    }
+    return acc;
+}
+
 /* SCALES_RAW: the block's d and m (Q4_0: m = -8d) of 32 rows. */
+#define SCALES_RAW_Q8_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16))
 #define SCALES_RAW_Q4_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = -8.0f * d0, m1 = -8.0f * d1)
 #define SCALES_RAW_Q4_1(s, d0, d1, m0, m1)                                                       \
     (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = LOAD_H16((s) + 32), m1 = LOAD_H16((s) + 48))
 
-#define DEFINE_INT8_MV(NAME, SCALE_HALVES, SCALES_RAW)                                           \
+/* acc += Σq·xq · d·dx, and the minimums' m·Σx̂ where there are some. */
+#define INT8_APPLY(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, acc))
+#define INT8_APPLY_M(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, fma((float16)sx, m, acc)))
+
+#define DEFINE_INT8_MV(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY)                   \
     __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
                        const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
                        const int K, const int accumulate) {                                     \
         const int p0 = get_global_id(0) * PPW, nb = K / 32, np = (rows + 31) / 32;              \
         if (p0 >= np) return;                                                                   \
         const __global float *x = X + xoff;                                                     \
-        float16 acc[PPW][2], d0, d1, m0, m1;                                                    \
+        float16 acc[PPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                      \
         _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;           \
         for (int b = 0; b < nb; b++) {                                                          \
             const float16 xa = vload16(0, x + 32 * b), xb = vload16(1, x + 32 * b);             \
@@ -310,20 +339,19 @@ inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
             const float sx = dx * ((xs4.x + xs4.y) + (xs4.z + xs4.w));                          \
             _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                   \
                 if (p0 + j >= np) break;                                                        \
-                const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * 128;                 \
+                const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * BLOCK_SIZE;          \
                 SCALES_RAW(S + ((size_t)(p0 + j) * nb + b) * SCALE_HALVES, d0, d1, m0, m1);      \
-                acc[j][0] = fma(convert_float16(clf_dot_q4_x8(q, xw)), d0 * dx,                 \
-                                fma((float16)sx, m0, acc[j][0]));                               \
-                acc[j][1] = fma(convert_float16(clf_dot_q4_x8(q + 16, xw)), d1 * dx,            \
-                                fma((float16)sx, m1, acc[j][1]));                               \
+                APPLY(acc[j][0], DOT(q, xw), sx, d0, m0, dx);                                   \
+                APPLY(acc[j][1], DOT(q + 16, xw), sx, d1, m1, dx);                              \
             }                                                                                   \
         }                                                                                       \
         _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                        \
             clf_store32(Y + yoff + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
-DEFINE_INT8_MV(mvi_q4_0, 32, SCALES_RAW_Q4_0)
-DEFINE_INT8_MV(mvi_q4_1, 64, SCALES_RAW_Q4_1)
+DEFINE_INT8_MV(mvi_q8_0, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)
+DEFINE_INT8_MV(mvi_q4_0, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M)
+DEFINE_INT8_MV(mvi_q4_1, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M)
 #endif
 
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
@@ -365,6 +393,6 @@ DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16)
         }                                                                                       \
     }
 
-DEFINE_QUANT_UNPACK(unpack_q8_0, char, 1024, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
+DEFINE_QUANT_UNPACK(unpack_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
 DEFINE_QUANT_UNPACK(unpack_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
 DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)

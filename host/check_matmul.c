@@ -85,10 +85,11 @@ static clf_status run_device(clf_runtime *rt, clf_type type, int rows, int cols,
  * norm over the norm of the result (plus the float one): a wrong kernel is
  * off by far more, a right one fails about once in 10^4 single outputs and
  * practically never on real shapes, where it comes to ~0.5%. */
-static double int8_x_tol(const mm_data *d, clf_type type, int rows, int cols, int n) {
+double clf_check_matmul_int8_tol(clf_type type, const float *x, const float *wd, const double *ref, int rows,
+                                 int cols, int n) {
     double var = 0, ref2 = 0;
     for (int m = 0; m < n; m++) {
-        const float *xm = d->x + (size_t)m * cols;
+        const float *xm = x + (size_t)m * cols;
         for (int b = 0; b < cols / CLF_QK; b++) {
             float amax = 0;
             for (int k = 0; k < CLF_QK; k++) amax = fmaxf(amax, fabsf(xm[b * CLF_QK + k]));
@@ -96,13 +97,13 @@ static double int8_x_tol(const mm_data *d, clf_type type, int rows, int cols, in
             for (int r = 0; r < rows; r++) {
                 double w2 = 0;
                 for (int k = 0; k < CLF_QK; k++) {
-                    const double w = d->wd[(size_t)r * cols + b * CLF_QK + k];
+                    const double w = wd[(size_t)r * cols + b * CLF_QK + k];
                     w2 += w * w;
                 }
                 var += w2 * step * step / 12.0;
             }
         }
-        for (int r = 0; r < rows; r++) ref2 += d->ref[(size_t)m * rows + r] * d->ref[(size_t)m * rows + r];
+        for (int r = 0; r < rows; r++) ref2 += ref[(size_t)m * rows + r] * ref[(size_t)m * rows + r];
     }
     return clf_check_matmul_tol(type) + (ref2 > 0 ? 4.0 * sqrt(var / ref2) : 4.0 * sqrt(var));
 }
@@ -119,7 +120,7 @@ clf_status clf_check_matmul(clf_runtime *rt, uint64_t seed, clf_type type, int r
     clf_status st = run_device(rt, type, rows, cols, n, accumulate, &d, &int8);
     if (st == CLF_OK) {
         res->err = clf_rel_err(d.y, d.ref, (size_t)n * rows);
-        res->tol = int8 ? int8_x_tol(&d, type, rows, cols, n) : clf_check_matmul_tol(type);
+        res->tol = int8 ? clf_check_matmul_int8_tol(type, d.x, d.wd, d.ref, rows, cols, n) : clf_check_matmul_tol(type);
         snprintf(res->detail, sizeof res->detail, "%s %s%s: %d -> %d, n = %d%s", ti->name, clf_matmul_variant(rt),
                  n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST ? " (CLBlast)" : int8 ? " (int8 x)" : "", cols, rows, n,
                  accumulate ? ", accumulate" : "");

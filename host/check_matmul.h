@@ -23,4 +23,10 @@ clf_status clf_check_matmul(clf_runtime *rt, uint64_t seed, clf_type type, int r
  * x's rounding causes (about 0.5% on the real shapes). */
 double clf_check_matmul_tol(clf_type type);
 
+/* That data-derived tolerance for Y = X · Wᵀ (+ prior Y) with x rounded to
+ * int8 per block: x [n × cols], wd the dequantized W [rows × cols], ref the
+ * exact Y [n × rows]. */
+double clf_check_matmul_int8_tol(clf_type type, const float *x, const float *wd, const double *ref, int rows,
+                                 int cols, int n);
+
 #endif

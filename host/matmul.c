@@ -7,7 +7,7 @@
  *    work-item per panel and token tile, wide explicit vectors, no local
  *    memory; OpenCL C 1.2 only;
  *  - cpu: the same on PoCL, with clang's __fp16 conversions and, on x86
- *    CPUs with AVX-512BW, Q4 GEMVs on int8 x with integer multiply-adds;
+ *    CPUs with AVX-512BW, Q8_0/Q4 GEMVs on int8 x with integer multiply-adds;
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
@@ -22,7 +22,7 @@ typedef struct mm_variant {
     const char *name;
     int panels;     /* 1: panel layout and cl/matmul.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
-    int x86_int8;   /* cpu: Q4 GEMV with int8 x and AVX-512BW builtins, where the device has them */
+    int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins, where the device has them */
     int int8_ppw;   /* cpu: panels per work-item of that GEMV (its quantized x is shared) */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
     int gemm_mg;    /* cpu: token tiles a work-item takes in turn, reusing its weight panel from cache */
@@ -88,7 +88,7 @@ static int x86_int8_ok(const clf_runtime *rt, const mm_variant *v) {
 }
 
 static int uses_int8(const clf_runtime *rt, const mm_variant *v, clf_type t, int64_t n) {
-    return n == 1 && (t == CLF_Q4_0 || t == CLF_Q4_1) && x86_int8_ok(rt, v);
+    return n == 1 && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1) && x86_int8_ok(rt, v);
 }
 
 static const char *type_suffix(clf_type t) {
@@ -128,7 +128,7 @@ static void pack_row(clf_type t, const unsigned char *src, int64_t cols, int j, 
         if (t == CLF_Q8_0) {
             const unsigned char *blk = src + b * sizeof(clf_block_q8_0);
             memcpy(&d, blk, 2);
-            for (int kk = 0; kk < CLF_QK; kk++) q[(b * 32 + kk) * 32 + j] = blk[2 + kk];
+            for (int kk = 0; kk < CLF_QK; kk++) q[((b * 8 + kk / 4) * 32 + j) * 4 + kk % 4] = blk[2 + kk];
         } else {
             const size_t bb = t == CLF_Q4_0 ? sizeof(clf_block_q4_0) : sizeof(clf_block_q4_1);
             const unsigned char *blk = src + b * bb;

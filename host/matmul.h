@@ -45,7 +45,7 @@ void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b);
 const char *clf_matmul_variant(const clf_runtime *rt);
 
 /* 1 when products of W over n tokens quantize X to int8 per block of 32 (a
- * faster integer dot, used for Q4 GEMVs on x86 CPUs with AVX-512BW under
+ * faster integer dot, used for Q8_0/Q4 GEMVs on x86 CPUs with AVX-512BW under
  * PoCL): results then differ from float arithmetic by x's rounding, about
  * 0.4% relative, as in llama.cpp's CPU kernels. */
 int clf_matmul_quantizes_x(const clf_runtime *rt, const clf_weight *W, int64_t n);
