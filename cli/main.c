@@ -10,7 +10,7 @@ static const command commands[] = {
     {"devices", cmd_devices, "list OpenCL platforms and devices"},
     {"info", cmd_info, "a model's parameters, FLOPs, memory and roofline, from the GGUF"},
     {"quantize", cmd_quantize, "convert a GGUF's weights to Q8_0, Q4_0, Q4_1, F16 or F32"},
-    {"bench", cmd_bench, "benchmark the kernels against the device's roofs (bench kernels)"},
+    {"bench", cmd_bench, "prompt and generation tokens/s (llama-bench style); bench kernels: every kernel vs roofs"},
     {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"run", cmd_run, "generate text from a prompt"},
