@@ -149,8 +149,10 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
 #define DEQ_Q4(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = fma(q0, d0, m0), w1 = fma(q1, d1, m1))
 
 /* Quantized GEMM and skinny products, same grid as DEFINE_FLOAT_MM;
- * BLOCK_SIZE: elements of QT per (panel, block). */
-#define DEFINE_QUANT_MM(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ)                              \
+ * BLOCK_SIZE: elements of QT per (panel, block); KK_UNROLL: a pragma for
+ * the column loop (Q8_0 by 4: a column group's dwords load once and the
+ * shifts are constants, which keeps it as fast as the char layout was). */
+#define DEFINE_QUANT_MM(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ, KK_UNROLL)                   \
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
                        const ulong xoff, __global float *Y, const ulong yoff, const int n,       \
                        const int rows, const int K, const int accumulate) {                     \
@@ -166,8 +168,7 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
             _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
             for (int b = 0; b < nb; b++) {                                                      \
                 SCALES(s, b, d0, d1, m0v, m1v);                                                 \
-                /* by 4: a Q8_0 column group's dwords load once, shifts constant */           \
-                _Pragma("unroll 4") for (int kk = 0; kk < 32; kk++) {                           \
+                KK_UNROLL for (int kk = 0; kk < 32; kk++) {                                     \
                     QUANTS(q, b, kk, q0, q1);                                                   \
                     DEQ(q0, q1, d0, d1, m0v, m1v, w0, w1);                                      \
                     const int k = 32 * b + kk;                                                  \
@@ -182,9 +183,9 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
         }                                                                                       \
     }
 
-DEFINE_QUANT_MM(mm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
-DEFINE_QUANT_MM(mm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
-DEFINE_QUANT_MM(mm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
+DEFINE_QUANT_MM(mm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8, _Pragma("unroll 4"))
+DEFINE_QUANT_MM(mm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4, )
+DEFINE_QUANT_MM(mm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, )
 
 /* GEMV (one token): one work-item per panel, global size (panels). Four
  * independent accumulator pairs hide the FMA latency that a single token's
@@ -267,8 +268,9 @@ DEFINE_QUANT_MV(mv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
  * bytes, four columns per dword lane, pmaddwd folds the pairs, so 64
  * products take one instruction where the float path needs four. The block
  * sums are exact integers; only x's rounding (~0.4% relative) separates the
- * result from the float kernels. A work-item takes PPW panels so the
- * quantized x is shared; global size ceil(panels / PPW). */
+ * result from the float kernels. A work-item takes NPPW panels (PPW for
+ * Q4, PPW_Q8 for Q8_0) so the quantized x is shared; global size
+ * ceil(panels / NPPW). */
 typedef char clf_char64 __attribute__((ext_vector_type(64)));
 typedef short clf_short32 __attribute__((ext_vector_type(32)));
 
@@ -294,11 +296,15 @@ inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
  * to ints at once. */
 inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
     int16 acc = 0;
+    /* written so: vpabsb, x negated under w's sign mask (vpmovb2m, masked
+     * vpsubb), 8 ops per 64 bytes; `neg ? -w : w`, rolled, took 10 and the
+     * GEMV then fell behind the float one in decode */
+#pragma unroll
     for (int g = 0; g < 8; g++) {
         const clf_char64 w = __builtin_astype(vload16(0, q + 32 * g), clf_char64);
         const clf_char64 x = __builtin_astype((int16)xw[g], clf_char64);
-        const clf_char64 neg = w < (clf_char64)0;
-        acc += __builtin_ia32_pmaddwd512(__builtin_ia32_pmaddubsw512(neg ? -w : w, neg ? -x : x), (clf_short32)1);
+        const clf_char64 sx = w < (clf_char64)0 ? -x : x;
+        acc += __builtin_ia32_pmaddwd512(__builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), sx), (clf_short32)1);
     }
     return acc;
 }
@@ -313,15 +319,15 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
 #define INT8_APPLY(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, acc))
 #define INT8_APPLY_M(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, fma((float16)sx, m, acc)))
 
-#define DEFINE_INT8_MV(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY)                   \
+#define DEFINE_INT8_MV(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY)             \
     __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
                        const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
                        const int K, const int accumulate) {                                     \
-        const int p0 = get_global_id(0) * PPW, nb = K / 32, np = (rows + 31) / 32;              \
+        const int p0 = get_global_id(0) * NPPW, nb = K / 32, np = (rows + 31) / 32;             \
         if (p0 >= np) return;                                                                   \
         const __global float *x = X + xoff;                                                     \
-        float16 acc[PPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                      \
-        _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;           \
+        float16 acc[NPPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
+        _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = 0.0f;          \
         for (int b = 0; b < nb; b++) {                                                          \
             const float16 xa = vload16(0, x + 32 * b), xb = vload16(1, x + 32 * b);             \
             const float16 am = fmax(fabs(xa), fabs(xb));                                        \
@@ -337,7 +343,7 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
             const float8 xs8 = xs.lo + xs.hi;                                                   \
             const float4 xs4 = xs8.lo + xs8.hi;                                                 \
             const float sx = dx * ((xs4.x + xs4.y) + (xs4.z + xs4.w));                          \
-            _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                   \
+            _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
                 if (p0 + j >= np) break;                                                        \
                 const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * BLOCK_SIZE;          \
                 SCALES_RAW(S + ((size_t)(p0 + j) * nb + b) * SCALE_HALVES, d0, d1, m0, m1);      \
@@ -345,13 +351,13 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
                 APPLY(acc[j][1], DOT(q + 16, xw), sx, d1, m1, dx);                              \
             }                                                                                   \
         }                                                                                       \
-        _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                        \
+        _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < np)                       \
             clf_store32(Y + yoff + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
-DEFINE_INT8_MV(mvi_q8_0, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)
-DEFINE_INT8_MV(mvi_q4_0, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M)
-DEFINE_INT8_MV(mvi_q4_1, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M)
+DEFINE_INT8_MV(mvi_q8_0, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)
+DEFINE_INT8_MV(mvi_q4_0, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M)
+DEFINE_INT8_MV(mvi_q4_1, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M)
 #endif
 
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
