@@ -40,8 +40,8 @@ static const mm_variant variants[VAR_COUNT] = {
     /* Q8_0 int8 GEMV, one panel per work-item: decode streams its weights
      * from memory, and 18 or 6 panels (576 or 192 rows) in work-items of 4
      * leave a core idle for part of the product; SmolLM2 Q8_0 tg128 on
-     * PoCL, 7 alternating runs each, median 124 t/s with 1 against 116 with
-     * 4 (the float GEMV: 114) */
+     * PoCL, alternating runs, median 124 t/s with 1, 118 with 2, 122 with
+     * 3, 116 with 4 (the float GEMV: 112-114) */
     [VAR_CPU] = {.name = "cpu", .panels = 1, .fp16_clang = 1, .x86_int8 = 1, .int8_ppw = 4, .int8_ppw_q8 = 1,
                  .gemm_tm = 8, .gemm_mg = 16},
     [VAR_CPU_PORTABLE] = {.name = "cpu-portable", .panels = 1, .gemm_tm = 8, .gemm_mg = 16},
