@@ -19,11 +19,12 @@
  * reference uses the same dequantized weights in double precision, so what
  * remains is F32 accumulation (~1e-6), the F16 KV cache's rounding, and on
  * CPUs with byte multiply-adds the Q8_0 and Q4 GEMVs' int8 activations
- * (quantized per 32-block, as llama.cpp's Q8_0/Q8_1: ~1e-2 at the logits of
- * these models, far above either cache's rounding). */
+ * (quantized per 32-block, as llama.cpp's Q8_0/Q8_1: 0.5-1e-2 at the logits
+ * of these models, up to 2.5e-2 over 36 decode steps whose K/V all come
+ * from int8 products; measured over many seeds). */
 #define TOL_F32_CACHE 1e-4
 #define TOL_F16_CACHE 2e-3
-#define TOL_INT8_ACT 3e-2
+#define TOL_INT8_ACT 5e-2
 
 typedef struct {
     tiny_model tm;
