@@ -161,9 +161,9 @@ double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
     double per_token = 2.0 * s->n_embd            /* x, normed x */
                        + q_dim(s) + 2 * kv_dim(s) /* Q|K|V */
                        + q_dim(s)                 /* attention output */
-                       + 3.0 * s->n_ff            /* gate|up, SwiGLU */
-                       + s->n_vocab;              /* logits (every token: perplexity needs them) */
-    return (double)batch * (4.0 * per_token + 4.0 /* token id */);
+                       + 3.0 * s->n_ff;           /* gate|up, SwiGLU */
+    /* one row of logits: every token's (perplexity) is allocated when asked */
+    return (double)batch * (4.0 * per_token + 4.0 /* token id */) + 4.0 * s->n_vocab;
 }
 
 /* ---- training ----------------------------------------------------------------------- */

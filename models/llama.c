@@ -330,15 +330,15 @@ clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->att);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * hp->n_ff, n_batch, &c->gu);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_ff, n_batch, &c->ff);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, n_batch, &c->logits);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, 1, &c->logits); /* grown by all_logits */
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_batch * sizeof(int32_t), NULL, &c->ids);
     if (st != CLF_OK) {
         clf_llama_ctx_free(c);
         return clf_fail_ctx(st, "creating a context of %d tokens: ", n_ctx);
     }
-    c->device_bytes = c->kv.bytes + (size_t)n_batch * sizeof(float) *
-                                        ((size_t)hp->n_embd * 3 + hp->n_embd + 2 * kv_dim + 3 * (size_t)hp->n_ff + hp->n_vocab) +
-                      (size_t)n_batch * sizeof(int32_t);
+    c->device_bytes = c->kv.bytes +
+                      (size_t)n_batch * sizeof(float) * ((size_t)hp->n_embd * 3 + hp->n_embd + 2 * kv_dim + 3 * (size_t)hp->n_ff) +
+                      (size_t)n_batch * sizeof(int32_t) + clf_tensor_bytes(&c->logits);
     *out = c;
     return CLF_OK;
 }
@@ -407,6 +407,15 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return clf_fail(CLF_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", tokens[i], i, hp->n_vocab);
     clf_runtime *rt = c->m->rt;
+    /* one row of logits serves generation; every token's (perplexity) needs
+     * a chunk's worth, allocated on first use */
+    if (all_logits && c->logits.ne[1] < c->n_batch) {
+        clf_tensor grown;
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, c->n_batch, &grown));
+        c->device_bytes += clf_tensor_bytes(&grown) - clf_tensor_bytes(&c->logits);
+        clf_tensor_free(&c->logits);
+        c->logits = grown;
+    }
     for (int done = 0; done < n;) {
         int chunk = n - done < c->n_batch ? n - done : c->n_batch;
         clf_status st = forward(c, tokens + done, chunk, c->n_past, all_logits);

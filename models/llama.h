@@ -53,7 +53,8 @@ typedef struct clf_llama_ctx {
     clf_kv_cache kv;
     int n_ctx, n_batch;
     int n_past; /* tokens in the cache */
-    clf_tensor x, xn, qkv, att, gu, ff, logits; /* scratch for n_batch tokens */
+    clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
+    clf_tensor logits;                  /* one row, n_batch once all_logits is asked */
     cl_mem ids;
     size_t device_bytes; /* KV cache + scratch */
 } clf_llama_ctx;
