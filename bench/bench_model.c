@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "estimate.h"
 #include "llama.h"
 #include "model_path.h"
 #include "roof.h"
@@ -45,14 +46,6 @@ static void summarize(double *tps, int n, figure *f) {
     f->stddev = sqrt(var);
 }
 
-/* FLOPs of the products for one token (2 per weight used) plus attention
- * over `ctx` cached positions (QKᵀ and ·V: 4 · n_head · head_dim · ctx). */
-static double flops_per_token(const clf_llama_hparams *hp, double ctx) {
-    double d = hp->n_embd, kv = (double)hp->n_head_kv * hp->head_dim;
-    double per_layer = 2 * (d * (d + 2 * kv) + d * d + 3 * d * hp->n_ff);
-    return hp->n_layer * (per_layer + 4.0 * hp->n_head * hp->head_dim * ctx) + 2 * d * hp->n_vocab;
-}
-
 static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
     clf_runtime *rt;
     CLF_TRY(clf_runtime_create(sel, &rt));
@@ -64,7 +57,9 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_profile_entry *prof = NULL;
     int nprof = 0;
     clf_roofs roof;
-    clf_status st = clf_roofs_measure(rt, &roof);
+    clf_model_shape shape; /* FLOPs and KV bytes as `clinfer info` counts them */
+    clf_status st = clf_model_shape_from_gguf(g, &shape);
+    if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
     if (st == CLF_OK) st = clf_llama_load(rt, g, &m);
     if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + 16, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
     if (st != CLF_OK) goto done;
@@ -85,7 +80,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     /* a token reads every product's weights once; of the embedding table
      * only its own row */
     double weight_bytes = (double)(m->device_bytes - clf_tensor_bytes(&m->tok_embd));
-    double kv_per_pos = 2.0 * hp->n_layer * hp->n_head_kv * hp->head_dim * kv_elt;
+    double kv_per_pos = clf_kv_bytes_per_token(&shape, (int)kv_elt);
     figure pp = {0}, tg = {0};
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
@@ -101,7 +96,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         }
         if (st != CLF_OK) goto done;
         summarize(tps, o->reps, &pp);
-        pp.gflops = flops_per_token(hp, o->n_prompt / 2.0) * pp.median * 1e-9;
+        /* causal attention and one row of logits, as the pass computes them */
+        pp.gflops = clf_flops_prefill(&shape, o->n_prompt) / o->n_prompt * pp.median * 1e-9;
         pp.gbs = (weight_bytes + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
     }
     if (o->n_gen > 0) {
@@ -116,7 +112,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         /* and the KV cache so far: on average half the run's length */
         double bytes = weight_bytes + kv_per_pos * (o->n_gen / 2.0);
         tg.gbs = bytes * tg.median * 1e-9;
-        tg.gflops = flops_per_token(hp, o->n_gen / 2.0) * tg.median * 1e-9;
+        tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
         /* where a generated token's time goes, by kernel */
         clf_llama_rewind(c, 0);
         st = clf_profile_start(rt);
