@@ -69,7 +69,7 @@ int cmd_run(int argc, char **argv) {
     if (st == CLF_OK) {
         cli_catch_sigint();
         st = cli_generate(&s, smp, ids, n, n_gen, stdout, &stats);
-        printf("\n");
+        if (stats.n_gen > 0) printf("\n"); /* end the text's last line */
         /* speeds when something ran (also on Ctrl-C), not after a failed first step */
         if (st == CLF_OK || st == CLF_ERR_INTERRUPTED || stats.n_gen > 0) cli_print_stats(&s, &stats);
     }

@@ -63,12 +63,7 @@ clf_status clf_buffer_create(clf_runtime *rt, cl_mem_flags flags, size_t bytes, 
     *out = clCreateBuffer(rt->ctx, flags, bytes ? bytes : 1, host, &err);
     if (err != CL_SUCCESS) {
         *out = NULL;
-        clf_cl_check(err, "clCreateBuffer");
-        return clf_fail_ctx(err == CL_INVALID_BUFFER_SIZE || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-                                    err == CL_OUT_OF_HOST_MEMORY
-                                ? CLF_ERR_MEMORY
-                                : CLF_ERR_CL,
-                            "allocating %zu bytes: ", bytes);
+        return clf_fail_ctx(clf_cl_check(err, "clCreateBuffer"), "allocating %zu bytes: ", bytes);
     }
     return CLF_OK;
 }
@@ -547,10 +542,9 @@ clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *
         char name[64] = "?";
         clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
         name[sizeof name - 1] = 0;
-        clf_cl_check(err, "clEnqueueNDRangeKernel");
-        return clf_fail_ctx(err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? CLF_ERR_MEMORY
-                                                                                                  : CLF_ERR_CL,
-                            "kernel %s: ", name);
+        /* CL_OUT_OF_RESOURCES here is a kernel's registers or local memory,
+         * or a fault: an OpenCL error (6), not the model's size (7) */
+        return clf_fail_ctx(clf_cl_check(err, "clEnqueueNDRangeKernel"), "kernel %s: ", name);
     }
     if (p) {
         if (p->n == p->cap) {

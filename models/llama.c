@@ -64,9 +64,12 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     if (hp->n_embd % hp->n_head) return clf_fail(CLF_ERR_FORMAT, "embedding_length %d is not a multiple of head_count %d", hp->n_embd, hp->n_head);
     hp->head_dim = hp->n_embd / hp->n_head;
     CLF_TRY(get_u32(g, a, "attention.key_length", 0, &hp->head_dim));
-    if (hp->head_dim * hp->n_head != hp->n_embd)
+    if ((int64_t)hp->head_dim * hp->n_head != hp->n_embd)
         return clf_fail(CLF_ERR_FORMAT, "head_dim %d × heads %d != embedding_length %d (unsupported)", hp->head_dim,
                         hp->n_head, hp->n_embd);
+    /* what the attention kernels are built for (-DHD): float16 lanes */
+    if (hp->head_dim % 16 || hp->head_dim > 256)
+        return clf_fail(CLF_ERR_FORMAT, "head_dim %d is unsupported (a multiple of 16 up to 256)", hp->head_dim);
     if (hp->n_head % hp->n_head_kv)
         return clf_fail(CLF_ERR_FORMAT, "head_count %d is not a multiple of head_count_kv %d", hp->n_head, hp->n_head_kv);
     hp->n_rot = hp->head_dim;

@@ -7,7 +7,7 @@
 clf_status clf_model_path(const char *m, char *buf, size_t n) {
     if (!m || !*m) m = getenv("CLINFER_MODEL");
     if (m && *m) {
-        snprintf(buf, n, "%s", m);
+        if ((size_t)snprintf(buf, n, "%s", m) >= n) return clf_fail(CLF_ERR_ARG, "model path too long: %.64s...", m);
         return CLF_OK;
     }
     const char *dir = getenv("CLINFER_MODEL_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");

@@ -353,7 +353,7 @@ static file llama_variant(const char *drop_key, const char *drop_tensor, void (*
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 8, .n_ff = 64,
+    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 64,
                      .n_vocab = 40, .type = CLF_Q8_0, .tied = 0};
     assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
     file base = slurp_and_unlink(path);
@@ -409,11 +409,15 @@ static void layers_zero(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.b
 static void layers_three(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.block_count", 3)); }
 static void heads_odd(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.attention.head_count", 5)); }
 static void kv_heads_3(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.attention.head_count_kv", 3)); }
+static void head_dim_8(clf_gguf_writer *w) { /* 8 heads of 8: consistent, but no kernel has -DHD=8 */
+    TU_OK(clf_gguf_set_u32(w, "llama.attention.head_count", 8));
+    TU_OK(clf_gguf_set_u32(w, "llama.attention.key_length", 8));
+}
 static void arch_gpt2(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "general.architecture", "gpt2")); }
 static void eps_negative(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", -1)); }
 static void norm_q8(clf_gguf_writer *w) {
-    uint8_t q[34] = {0}; /* output_norm.weight, left out of the copy, comes back as Q8_0 */
-    TU_OK(clf_gguf_add_tensor(w, "output_norm.weight", CLF_Q8_0, 1, (int64_t[]){32}, q));
+    uint8_t q[2 * 34] = {0}; /* output_norm.weight, left out of the copy, comes back as Q8_0 */
+    TU_OK(clf_gguf_add_tensor(w, "output_norm.weight", CLF_Q8_0, 1, (int64_t[]){64}, q));
 }
 
 static void test_llama_hparams(void **state) {
@@ -451,9 +455,11 @@ static void test_llama_hparams(void **state) {
                       "'llama.block_count' has type string, expected an integer");
     expect_llama_fail(llama_variant(NULL, NULL, layers_zero), "block_count 0", "llama.block_count = 0 is out of range");
     expect_llama_fail(llama_variant(NULL, NULL, heads_odd), "embedding not heads x dim",
-                      "embedding_length 32 is not a multiple of head_count 5");
+                      "embedding_length 64 is not a multiple of head_count 5");
     expect_llama_fail(llama_variant(NULL, NULL, kv_heads_3), "heads not kv-heads multiple",
                       "head_count 4 is not a multiple of head_count_kv 3");
+    expect_llama_fail(llama_variant(NULL, NULL, head_dim_8), "head_dim the kernels lack",
+                      "head_dim 8 is unsupported (a multiple of 16 up to 256)");
     expect_llama_fail(llama_variant(NULL, NULL, arch_gpt2), "unsupported architecture", "unsupported architecture 'gpt2'");
     expect_llama_fail(llama_variant(NULL, NULL, eps_negative), "negative rms epsilon", "out of range");
     expect_llama_fail(llama_variant(NULL, "output_norm.weight", norm_q8), "quantized norm",
