@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "estimate.h"
@@ -26,23 +25,11 @@ typedef struct {
     double gflops, gbs;    /* at the median */
 } figure;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void summarize(double *tps, int n, figure *f) {
     double mean = 0, var = 0;
     for (int i = 0; i < n; i++) mean += tps[i] / n;
     for (int i = 0; i < n; i++) var += (tps[i] - mean) * (tps[i] - mean) / (n > 1 ? n - 1 : 1);
-    qsort(tps, (size_t)n, sizeof *tps, cmp_double);
-    f->median = n % 2 ? tps[n / 2] : 0.5 * (tps[n / 2 - 1] + tps[n / 2]);
+    f->median = clf_bench_median(tps, n);
     f->stddev = sqrt(var);
 }
 
@@ -90,9 +77,9 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     if (o->n_prompt > 0) {
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
-            double t0 = now_s();
+            double t0 = clf_now_s();
             st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
-            tps[r] = o->n_prompt / (now_s() - t0);
+            tps[r] = o->n_prompt / (clf_now_s() - t0);
         }
         if (st != CLF_OK) goto done;
         summarize(tps, o->reps, &pp);
@@ -103,9 +90,9 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     if (o->n_gen > 0) {
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
-            double t0 = now_s();
+            double t0 = clf_now_s();
             for (int i = 0; i < o->n_gen && st == CLF_OK; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
-            tps[r] = o->n_gen / (now_s() - t0);
+            tps[r] = o->n_gen / (clf_now_s() - t0);
         }
         if (st != CLF_OK) goto done;
         summarize(tps, o->reps, &tg);

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 #include "perplexity.h"
@@ -13,10 +12,7 @@
 static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] [-m MODEL] [--device SEL] [--kv f32|f16]";
 
 static void on_chunk(const clf_ppl_progress *p, void *user) {
-    double t0 = *(double *)user;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double el = ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
+    double el = clf_now_s() - *(double *)user;
     fprintf(stderr, "\rclinfer: chunk %d/%d  ppl %.4f  (%.1f s, %.1f s/chunk)", p->chunk, p->n_chunks, p->ppl, el,
             el / p->chunk);
     if (p->chunk == p->n_chunks) fputc('\n', stderr);
@@ -87,9 +83,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (st == CLF_OK) {
         if (chunks && (long long)n > chunks * n_ctx) n = (int)(chunks * n_ctx);
         fprintf(stderr, "clinfer: %s, %d tokens, %d chunks of %d\n", file, n, n / n_ctx, n_ctx);
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double t0 = ts.tv_sec + ts.tv_nsec * 1e-9;
+        double t0 = clf_now_s();
         int32_t bos = clf_tokenizer_add_bos(s.tok) ? clf_tokenizer_bos(s.tok) : -1;
         st = clf_perplexity(s.c, ids, n, n_ctx, bos, on_chunk, &t0, &ppl, &scored);
     }

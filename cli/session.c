@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "model_path.h"
 
@@ -21,15 +20,9 @@ void cli_catch_sigint(void) {
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns */
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
     memset(s, 0, sizeof *s);
-    double t0 = now_s();
+    double t0 = clf_now_s();
     char path[1024];
     clf_status st = clf_model_path(model, path, sizeof path);
     if (st == CLF_OK) st = clf_gguf_open(path, &s->g);
@@ -46,7 +39,7 @@ clf_status cli_session_open(const char *model, const char *device, int n_ctx, cl
         cli_session_close(s);
         return st;
     }
-    s->load_s = now_s() - t0;
+    s->load_s = clf_now_s() - t0;
     return CLF_OK;
 }
 
@@ -65,11 +58,11 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     memset(stats, 0, sizeof *stats);
     stats->last = -1;
     stats->n_prompt = n_prompt;
-    double t0 = now_s();
+    double t0 = clf_now_s();
     CLF_TRY(clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits));
     for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
-    stats->prompt_s = now_s() - t0;
-    t0 = now_s();
+    stats->prompt_s = clf_now_s() - t0;
+    t0 = clf_now_s();
     clf_detok d;
     clf_detok_init(&d, s->tok, 0);
     size_t cap = clf_tokenizer_max_piece(s->tok);
@@ -104,7 +97,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     fwrite(buf, 1, n, out);
     fflush(out);
     free(buf);
-    stats->gen_s = now_s() - t0;
+    stats->gen_s = clf_now_s() - t0;
     return st;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Generated at build time from the cl/ folder (cmake/embed_cl.cmake). */
@@ -303,6 +304,12 @@ void clf_runtime_free(clf_runtime *rt) {
 }
 
 clf_status clf_finish(clf_runtime *rt) { return clf_cl_check(clFinish(rt->queue), "clFinish"); }
+
+double clf_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* ---- program build and binary cache ------------------------------------ */
 

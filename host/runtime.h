@@ -73,6 +73,9 @@ clf_status clf_kernel_source(const char *family, char **src, size_t *len);
 
 clf_status clf_finish(clf_runtime *rt);
 
+/* Monotonic wall clock, in seconds (load progress, benches, speeds). */
+double clf_now_s(void);
+
 /* Kernel arguments as a table: {CLF_ARG(buf), CLF_ARG(n), ...}. */
 typedef struct clf_arg {
     size_t size;

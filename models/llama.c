@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- hyperparameters and tensor checks -------------------------------- */
 
@@ -139,16 +138,10 @@ typedef struct loader {
     double t0, shown; /* start, last progress line */
 } loader;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Only a load that takes a while reports, a few times a second. */
 static void progress(loader *ld) {
     ld->done++;
-    double t = now_s();
+    double t = clf_now_s();
     if (t - ld->t0 < 1.0 || (t - ld->shown < 0.25 && ld->done < ld->total)) return;
     ld->shown = t;
     fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
@@ -247,7 +240,7 @@ static clf_status check_fits(clf_runtime *rt, const clf_gguf *g) {
 
 static clf_status load(clf_llama *m, const clf_gguf *g) {
     const clf_llama_hparams *hp = &m->hp;
-    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (hp->tied ? 1 : 0), now_s(), 0};
+    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (hp->tied ? 1 : 0), clf_now_s(), 0};
     CLF_TRY(check_fits(m->rt, g));
     const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
     CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
