@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "estimate.h"
+
 /* ---- hyperparameters and tensor checks -------------------------------- */
 
 static clf_status get_u32(const clf_gguf *g, const char *arch, const char *key, int required, int *out) {
@@ -41,28 +43,40 @@ static clf_status want_tensor(const clf_gguf *g, const char *name, int64_t ne0, 
     return CLF_OK;
 }
 
+/* An int-sized dimension from the shape reader, or an error naming it. */
+static clf_status dim(const char *arch, const char *key, int64_t v, int *out) {
+    if (v <= 0 || v > (1 << 30)) return clf_fail(CLF_ERR_FORMAT, "%s.%s = %lld is out of range", arch, key, (long long)v);
+    *out = (int)v;
+    return CLF_OK;
+}
+
 clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     memset(hp, 0, sizeof *hp);
     clf_gguf_str arch;
     CLF_TRY(clf_gguf_get_str(g, "general.architecture", &arch));
-    if (arch.len >= sizeof hp->arch) return clf_fail(CLF_ERR_FORMAT, "general.architecture is too long");
-    memcpy(hp->arch, arch.ptr, arch.len);
-    const char *a = hp->arch;
-    if (strcmp(a, "llama") && strcmp(a, "mistral") && strcmp(a, "qwen2"))
-        return clf_fail(CLF_ERR_FORMAT, "unsupported architecture '%s' (llama, mistral, qwen2 are)", a);
+    if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) && !(arch.len == 7 && !memcmp(arch.ptr, "mistral", 7)) &&
+        !(arch.len == 5 && !memcmp(arch.ptr, "qwen2", 5)))
+        return clf_fail(CLF_ERR_FORMAT, "unsupported architecture '%.*s' (llama, mistral, qwen2 are)",
+                        arch.len > 64 ? 64 : (int)arch.len, arch.ptr);
+    /* the keys and the embedding as `clinfer info` reads them; what the
+     * kernels and the tensors further require is checked here */
+    clf_model_shape s;
+    CLF_TRY(clf_model_shape_from_gguf(g, &s));
+    const char *a = memcpy(hp->arch, s.arch, sizeof hp->arch);
     hp->rope_mode = strcmp(a, "qwen2") == 0 ? CLF_ROPE_NEOX : CLF_ROPE_NORM;
     hp->qkv_bias = strcmp(a, "qwen2") == 0;
-    CLF_TRY(get_u32(g, a, "block_count", 1, &hp->n_layer));
-    CLF_TRY(get_u32(g, a, "embedding_length", 1, &hp->n_embd));
-    CLF_TRY(get_u32(g, a, "feed_forward_length", 1, &hp->n_ff));
-    CLF_TRY(get_u32(g, a, "attention.head_count", 1, &hp->n_head));
-    hp->n_head_kv = hp->n_head;
-    CLF_TRY(get_u32(g, a, "attention.head_count_kv", 0, &hp->n_head_kv));
+    CLF_TRY(dim(a, "block_count", s.n_layer, &hp->n_layer));
+    CLF_TRY(dim(a, "embedding_length", s.n_embd, &hp->n_embd));
+    CLF_TRY(dim(a, "feed_forward_length", s.n_ff, &hp->n_ff));
+    CLF_TRY(dim(a, "attention.head_count", s.n_head, &hp->n_head));
+    CLF_TRY(dim(a, "attention.head_count_kv", s.n_head_kv, &hp->n_head_kv));
+    CLF_TRY(dim(a, "attention.key_length", s.head_dim, &hp->head_dim));
     hp->n_ctx_train = 2048;
-    CLF_TRY(get_u32(g, a, "context_length", 0, &hp->n_ctx_train));
+    if (s.n_ctx_train) CLF_TRY(dim(a, "context_length", s.n_ctx_train, &hp->n_ctx_train));
+    if (s.n_vocab > INT32_MAX) return clf_fail(CLF_ERR_FORMAT, "vocabulary of %lld tokens is too large", (long long)s.n_vocab);
+    hp->n_vocab = (int)s.n_vocab;
+    hp->tied = s.tied;
     if (hp->n_embd % hp->n_head) return clf_fail(CLF_ERR_FORMAT, "embedding_length %d is not a multiple of head_count %d", hp->n_embd, hp->n_head);
-    hp->head_dim = hp->n_embd / hp->n_head;
-    CLF_TRY(get_u32(g, a, "attention.key_length", 0, &hp->head_dim));
     if ((int64_t)hp->head_dim * hp->n_head != hp->n_embd)
         return clf_fail(CLF_ERR_FORMAT, "head_dim %d × heads %d != embedding_length %d (unsupported)", hp->head_dim,
                         hp->n_head, hp->n_embd);
@@ -82,17 +96,12 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     if (!(hp->rope_base > 0) || !(hp->eps > 0) || !(hp->eps < 1))
         return clf_fail(CLF_ERR_FORMAT, "rope.freq_base %g or rms epsilon %g out of range", hp->rope_base, hp->eps);
 
-    const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
-    if (!emb) return clf_fail(CLF_ERR_FORMAT, "tensor token_embd.weight is missing");
-    if (emb->ne[1] > INT32_MAX) return clf_fail(CLF_ERR_FORMAT, "vocabulary of %lld tokens is too large", (long long)emb->ne[1]);
-    hp->n_vocab = (int)emb->ne[1];
     const clf_gguf_tensor *t;
     CLF_TRY(want_tensor(g, "token_embd.weight", hp->n_embd, hp->n_vocab, &t));
     const clf_gguf_kv *toks = clf_gguf_find(g, "tokenizer.ggml.tokens");
     if (toks && toks->arr_n != (uint64_t)hp->n_vocab)
         return clf_fail(CLF_ERR_FORMAT, "vocabulary has %llu tokens but token_embd.weight has %d rows",
                         (unsigned long long)toks->arr_n, hp->n_vocab);
-    hp->tied = clf_gguf_find_tensor(g, "output.weight") == NULL;
     if (!hp->tied) CLF_TRY(want_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, &t));
     CLF_TRY(want_tensor(g, "output_norm.weight", hp->n_embd, 0, &t));
 

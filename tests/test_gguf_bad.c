@@ -453,7 +453,7 @@ static void test_llama_hparams(void **state) {
                       "tensor blk.2.attn_norm.weight is missing");
     expect_llama_fail(llama_variant(NULL, NULL, layers_as_string), "block_count as a string",
                       "'llama.block_count' has type string, expected an integer");
-    expect_llama_fail(llama_variant(NULL, NULL, layers_zero), "block_count 0", "llama.block_count = 0 is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, layers_zero), "block_count 0", "metadata key 'llama.block_count' is 0");
     expect_llama_fail(llama_variant(NULL, NULL, heads_odd), "embedding not heads x dim",
                       "embedding_length 64 is not a multiple of head_count 5");
     expect_llama_fail(llama_variant(NULL, NULL, kv_heads_3), "heads not kv-heads multiple",
