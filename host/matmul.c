@@ -383,20 +383,18 @@ static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf
     return CLF_OK;
 }
 
-static int64_t rows_of(const clf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
-    const int64_t n = rows_of(X);
+    const int64_t n = clf_tensor_nrows(X);
     if (X->type != CLF_F32 || Y->type != CLF_F32 || X->ne[0] != W->cols || Y->ne[0] != W->rows ||
-        rows_of(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
+        clf_tensor_nrows(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
         return clf_fail(CLF_ERR_ARG,
                         "matmul: shapes do not fit: W %lld x %lld, X %s %lld x %lld, Y %s %lld x %lld "
                         "(F32, X = [n x cols], Y = [n x rows])",
                         (long long)W->rows, (long long)W->cols, clf_type_get(X->type) ? clf_type_get(X->type)->name : "?",
                         (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
-                        (long long)rows_of(Y), (long long)Y->ne[0]);
+                        (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
     const mm_variant *v = &variants[W->layout];
     if (n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4;

@@ -19,9 +19,7 @@
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-static int64_t rows_of(const clf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-
-static int64_t elems_of(const clf_tensor *t) { return t->ne[0] * rows_of(t); }
+static int64_t elems_of(const clf_tensor *t) { return t->ne[0] * clf_tensor_nrows(t); }
 
 static int same_shape(const clf_tensor *a, const clf_tensor *b) {
     for (int i = 0; i < 4; i++)
@@ -88,18 +86,18 @@ static clf_status rows_launch(clf_runtime *rt, const clf_tensor *table, cl_mem i
 }
 
 clf_status clf_dequantize_dev(clf_runtime *rt, const clf_tensor *src, clf_tensor *dst) {
-    if (src->ne[0] != dst->ne[0] || rows_of(src) != rows_of(dst))
+    if (src->ne[0] != dst->ne[0] || clf_tensor_nrows(src) != clf_tensor_nrows(dst))
         return clf_fail(CLF_ERR_ARG, "dequantize: source %lld x %lld and destination %lld x %lld differ",
-                        (long long)src->ne[0], (long long)rows_of(src), (long long)dst->ne[0],
-                        (long long)rows_of(dst));
-    return rows_launch(rt, src, NULL, (size_t)rows_of(src), dst);
+                        (long long)src->ne[0], (long long)clf_tensor_nrows(src), (long long)dst->ne[0],
+                        (long long)clf_tensor_nrows(dst));
+    return rows_launch(rt, src, NULL, (size_t)clf_tensor_nrows(src), dst);
 }
 
 clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, int n, clf_tensor *out) {
     if (n < 0 || !ids) return clf_fail(CLF_ERR_ARG, "get_rows: %d ids in buffer %p", n, (void *)ids);
-    if (out->ne[0] != table->ne[0] || rows_of(out) < n)
+    if (out->ne[0] != table->ne[0] || clf_tensor_nrows(out) < n)
         return clf_fail(CLF_ERR_ARG, "get_rows: output %lld x %lld cannot hold %d rows of %lld",
-                        (long long)out->ne[0], (long long)rows_of(out), n, (long long)table->ne[0]);
+                        (long long)out->ne[0], (long long)clf_tensor_nrows(out), n, (long long)table->ne[0]);
     return rows_launch(rt, table, ids, (size_t)n, out);
 }
 
@@ -120,31 +118,31 @@ clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w
     CLF_TRY(f32_offset(y, "rmsnorm output", &y_off));
     if (!same_shape(x, y) || elems_of(w) != x->ne[0])
         return clf_fail(CLF_ERR_ARG, "rmsnorm: input %lld x %lld, weight of %lld, output %lld x %lld",
-                        (long long)x->ne[0], (long long)rows_of(x), (long long)elems_of(w), (long long)y->ne[0],
-                        (long long)rows_of(y));
+                        (long long)x->ne[0], (long long)clf_tensor_nrows(x), (long long)elems_of(w), (long long)y->ne[0],
+                        (long long)clf_tensor_nrows(y));
     if (!(eps >= 0)) return clf_fail(CLF_ERR_ARG, "rmsnorm: eps %g must be >= 0", eps);
-    if (rows_of(x) == 0) return CLF_OK;
+    if (clf_tensor_nrows(x) == 0) return CLF_OK;
     cl_kernel k;
     size_t local;
     CLF_TRY(row_kernel(rt, "rmsnorm_f32", x->ne[0], &k, &local));
     cl_int n = (cl_int)x->ne[0];
     clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(w->mem), CLF_ARG(w_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(n), CLF_ARG(eps)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global = (size_t)rows_of(x) * local;
+    size_t global = (size_t)clf_tensor_nrows(x) * local;
     return clf_launch(rt, k, 1, &global, &local);
 }
 
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
     cl_ulong x_off;
     CLF_TRY(f32_offset(x, "softmax input", &x_off));
-    if (rows_of(x) == 0) return CLF_OK;
+    if (clf_tensor_nrows(x) == 0) return CLF_OK;
     cl_kernel k;
     size_t local;
     CLF_TRY(row_kernel(rt, "softmax_f32", x->ne[0], &k, &local));
     cl_int n = (cl_int)x->ne[0];
     clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(n)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global = (size_t)rows_of(x) * local;
+    size_t global = (size_t)clf_tensor_nrows(x) * local;
     return clf_launch(rt, k, 1, &global, &local);
 }
 
@@ -182,16 +180,16 @@ clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y) {
     cl_ulong gu_off, y_off;
     CLF_TRY(f32_offset(gu, "swiglu input", &gu_off));
     CLF_TRY(f32_offset(y, "swiglu output", &y_off));
-    if (gu->ne[0] != 2 * y->ne[0] || rows_of(gu) != rows_of(y))
+    if (gu->ne[0] != 2 * y->ne[0] || clf_tensor_nrows(gu) != clf_tensor_nrows(y))
         return clf_fail(CLF_ERR_ARG, "swiglu: gate|up %lld x %lld does not match output %lld x %lld",
-                        (long long)gu->ne[0], (long long)rows_of(gu), (long long)y->ne[0], (long long)rows_of(y));
-    if (rows_of(y) == 0) return CLF_OK;
+                        (long long)gu->ne[0], (long long)clf_tensor_nrows(gu), (long long)y->ne[0], (long long)clf_tensor_nrows(y));
+    if (clf_tensor_nrows(y) == 0) return CLF_OK;
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "elementwise", "", "swiglu_f32", &k));
     cl_int ff = (cl_int)y->ne[0];
     clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)rows_of(y)}, local[2] = {EW_LOCAL, 1};
+    size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)clf_tensor_nrows(y)}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
 }
 
@@ -202,8 +200,8 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
     CLF_TRY(f32_offset(y, "add output", &y_off));
     if (!same_shape(a, b) || !same_shape(a, y))
         return clf_fail(CLF_ERR_ARG, "add: shapes differ (%lld x %lld, %lld x %lld, %lld x %lld)", (long long)a->ne[0],
-                        (long long)rows_of(a), (long long)b->ne[0], (long long)rows_of(b), (long long)y->ne[0],
-                        (long long)rows_of(y));
+                        (long long)clf_tensor_nrows(a), (long long)b->ne[0], (long long)clf_tensor_nrows(b), (long long)y->ne[0],
+                        (long long)clf_tensor_nrows(y));
     if (elems_of(a) > INT_MAX) return clf_fail(CLF_ERR_ARG, "add: %lld elements is too many", (long long)elems_of(a));
     if (elems_of(a) == 0) return CLF_OK;
     cl_kernel k;
@@ -222,12 +220,12 @@ clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b) {
     if (elems_of(b) != x->ne[0])
         return clf_fail(CLF_ERR_ARG, "add_rows: bias of %lld elements for rows of %lld", (long long)elems_of(b),
                         (long long)x->ne[0]);
-    if (rows_of(x) == 0) return CLF_OK;
+    if (clf_tensor_nrows(x) == 0) return CLF_OK;
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "elementwise", "", "add_rows_f32", &k));
     cl_int n = (cl_int)x->ne[0];
     clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(b->mem), CLF_ARG(b_off), CLF_ARG(n)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global[2] = {round_up((size_t)(n + 15) / 16, EW_LOCAL), (size_t)rows_of(x)}, local[2] = {EW_LOCAL, 1};
+    size_t global[2] = {round_up((size_t)(n + 15) / 16, EW_LOCAL), (size_t)clf_tensor_nrows(x)}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
 }

@@ -5,9 +5,9 @@
 
 size_t clf_tensor_row_bytes(const clf_tensor *t) { return clf_row_bytes(t->type, t->ne[0]); }
 
-size_t clf_tensor_bytes(const clf_tensor *t) {
-    return clf_tensor_row_bytes(t) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-}
+int64_t clf_tensor_nrows(const clf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+size_t clf_tensor_bytes(const clf_tensor *t) { return clf_tensor_row_bytes(t) * (size_t)clf_tensor_nrows(t); }
 
 clf_status clf_tensor_alloc(clf_runtime *rt, clf_type type, int64_t ne0, int64_t ne1, clf_tensor *t) {
     memset(t, 0, sizeof *t);

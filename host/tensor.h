@@ -21,6 +21,8 @@ clf_status clf_tensor_alloc(clf_runtime *rt, clf_type type, int64_t ne0, int64_t
 void clf_tensor_free(clf_tensor *t);
 size_t clf_tensor_bytes(const clf_tensor *t);
 size_t clf_tensor_row_bytes(const clf_tensor *t);
+/* Rows: ne[1] * ne[2] * ne[3]. */
+int64_t clf_tensor_nrows(const clf_tensor *t);
 /* Rows [row0, row0 + nrows) of t, sharing its memory. */
 clf_tensor clf_tensor_rows(const clf_tensor *t, int64_t row0, int64_t nrows);
 
