@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every failure a user can cause ends in one clear line on stderr
 # ("clinfer: <status name>: <message>") and its own exit status
-# (host/status.h; README "Exit statuses"). Registered with ctest
+# (host/core/status.h; README "Exit statuses"). Registered with ctest
 # (CMakeLists.txt); runs the clinfer binary on tiny models written by
 # tiny_gguf, so it needs no real model.
 #
@@ -61,7 +61,7 @@ expect "selector index out of range" 5 "^clinfer: device error: .*'9:9'" \
 
 # 3. a model larger than the device's memory or its largest allocation
 #    (CLINFER_GLOBAL_MEM_MB / CLINFER_MAX_ALLOC_MB lower what clinfer
-#    believes the device has: a testing aid, host/runtime.c)
+#    believes the device has: a testing aid, host/cl/runtime.c)
 expect "model > global memory" 7 "^clinfer: out of memory: model weights need [0-9.]+ KiB but .* has 20.0 KiB of global memory" \
     env CLINFER_GLOBAL_MEM_MB=0.01953125 "$BIN" run -m "$TINY" -p hi -n 2
 expect "tensor > max allocation" 7 "^clinfer: out of memory: tensor token_embd.weight \([0-9.]+ KiB\) exceeds .*max allocation of 10.0 KiB" \

@@ -1,4 +1,4 @@
-/* The host quantizers and F16 conversion (host/quant.c) against blocks and
+/* The host quantizers and F16 conversion (host/core/quant.c) against blocks and
  * bit patterns worked out by hand, and an independent nearest-half search. */
 #include <math.h>
 #include <setjmp.h>

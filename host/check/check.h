@@ -28,7 +28,7 @@ extern const clf_check clf_checks_matmul[];
 extern const clf_check clf_checks_ops[];
 extern const clf_check clf_checks_attention[];
 
-/* Helpers for writing checks (host/check.c). */
+/* Helpers for writing checks (host/check/check.c). */
 
 /* A seeded xorshift64* stream; clf_rng_init mixes (seed, stream) so each
  * check or shape draws its own data from one user-visible seed. */

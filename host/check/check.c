@@ -1,4 +1,4 @@
-/* Shared helpers of the kernel checks (host/check.h). */
+/* Shared helpers of the kernel checks (host/check/check.h). */
 #include "check.h"
 
 #include <math.h>

@@ -49,7 +49,7 @@ typedef struct clf_runtime {
     clf_kernel_entry *kernels;
     int nkernels;
     int last_build_cached; /* 1 if the most recent program build hit the cache */
-    int matmul_backend;    /* clf_matmul_backend for n > 1 (host/matmul.c; 0 = native) */
+    int matmul_backend;    /* clf_matmul_backend for n > 1 (host/compute/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
 } clf_runtime;
 
@@ -61,7 +61,7 @@ void clf_runtime_free(clf_runtime *rt);
 clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len,
                              const char *options, cl_program *out);
 
-/* A kernel from the embedded family `family` ("matmul" for cl/matmul.cl,
+/* A kernel from the embedded family `family` ("matmul_cpu" for cl/matmul_cpu.cl,
  * prefixed by cl/common.cl) built with `options`; programs and kernels are
  * cached in rt, so repeated calls cost a lookup. Do not release it. */
 clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *options,

@@ -1,4 +1,4 @@
-/* Launchers of the small kernels (host/ops.h): cl/quant.cl, cl/norm.cl,
+/* Launchers of the small kernels (host/compute/ops.h): cl/quant.cl, cl/norm.cl,
  * cl/rope.cl, cl/elementwise.cl. Each validates shapes, sets arguments and
  * enqueues through clf_launch without waiting. */
 #include "ops.h"

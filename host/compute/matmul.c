@@ -3,7 +3,7 @@
  *
  * Kernel variants, chosen by device type (CLINFER_MATMUL_VARIANT=cpu|
  * cpu-portable|gpu overrides, so tests run every variant on one device):
- *  - cpu-portable: weights in panels of 32 rows (cl/matmul.cl), one big
+ *  - cpu-portable: weights in panels of 32 rows (cl/matmul_cpu.cl), one big
  *    work-item per panel and token tile, wide explicit vectors, no local
  *    memory; OpenCL C 1.2 only;
  *  - cpu: the same on PoCL, with clang's __fp16 conversions and, on x86
@@ -20,7 +20,7 @@
 /* Per-device parameters: which kernels and layout, tile sizes (-D options). */
 typedef struct mm_variant {
     const char *name;
-    int panels;     /* 1: panel layout and cl/matmul.cl; 0: GGUF layout and cl/matmul_gpu.cl */
+    int panels;     /* 1: panel layout and cl/matmul_cpu.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
     int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins, where the device has them */
     int int8_ppw;   /* cpu: panels per work-item of the Q4 GEMVs (its quantized x is shared) */
@@ -109,7 +109,7 @@ static const char *type_suffix(clf_type t) {
     return NULL;
 }
 
-/* ---- upload: panel layout (see cl/matmul.cl for the byte map) ---- */
+/* ---- upload: panel layout (see cl/matmul_cpu.cl for the byte map) ---- */
 
 static int64_t panels_of(int64_t rows) { return (rows + 31) / 32; }
 
@@ -249,7 +249,7 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
                              cl_kernel *k) {
     char name[32];
     snprintf(name, sizeof name, "%s_%s", prefix, type_suffix(t));
-    return clf_kernel_get(rt, v->panels ? "matmul" : "matmul_gpu", opts, name, k);
+    return clf_kernel_get(rt, v->panels ? "matmul_cpu" : "matmul_gpu", opts, name, k);
 }
 
 static void cpu_options(const clf_runtime *rt, const mm_variant *v, int tm, char *buf, size_t n) {

@@ -9,7 +9,7 @@
 
 #include "runtime.h"
 
-/* Runs the check tables (host/check.h) with data drawn from `seed`, printing
+/* Runs the check tables (host/check/check.h) with data drawn from `seed`, printing
  * to `out` one line per check: name, detail, error, tolerance, PASS/FAIL.
  * A check that cannot run (a build or launch error) prints its message and
  * counts as failed; the others still run. *n_failed gets the failures. */
