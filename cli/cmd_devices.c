@@ -1,4 +1,5 @@
-/* clinfer devices [--json]: one row per OpenCL device, the default marked. */
+/* clinfer devices [--json]: one row per OpenCL device, the default marked,
+ * and the tuning the selected device runs with (host/cl/tuning.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,6 +16,36 @@ static void json_str(const char *s) {
         else putchar(*s);
     }
     putchar('"');
+}
+
+/* The selected device's tuning: its table row, whether `clinfer tune`'s
+ * values apply, the environment's overrides, every parameter. */
+static clf_status print_tuning(const char *sel, int json) {
+    clf_runtime *rt;
+    CLF_TRY(clf_runtime_create(sel, &rt));
+    const clf_tuning *t = &rt->tune;
+    if (json) {
+        printf(",\n \"tuning\": {\"row\": ");
+        json_str(t->row);
+        printf(", \"tuned\": %s, \"overrides\": ", t->tuned ? "true" : "false");
+        json_str(t->overrides);
+        printf(", \"values\": {");
+        for (int i = 0; clf_tuning_param_name(i); i++) {
+            char v[32];
+            clf_tuning_value_text(t, i, v, sizeof v);
+            printf("%s\"%s\": ", i ? ", " : "", clf_tuning_param_name(i));
+            json_str(v);
+        }
+        printf("}}");
+    } else {
+        char values[1024];
+        clf_tuning_format(t, values, sizeof values);
+        printf("tuning of the selected device: table row %s%s%s%s\n  %s\n", t->row,
+               t->tuned ? ", measured by clinfer tune" : "", t->overrides[0] ? ", environment: " : "", t->overrides,
+               values);
+    }
+    clf_runtime_free(rt);
+    return CLF_OK;
 }
 
 int cmd_devices(int argc, char **argv) {
@@ -34,7 +65,7 @@ int cmd_devices(int argc, char **argv) {
         free(devs);
         return cli_error(st);
     }
-    if (json) printf("[\n");
+    if (json) printf("{\"devices\": [\n");
     for (int i = 0; i < n; i++) {
         const clf_device *d = &devs[i];
         if (json) {
@@ -61,8 +92,10 @@ int cmd_devices(int argc, char **argv) {
                    d->fp64 ? "yes" : "no", d->driver);
         }
     }
-    if (json) printf("]\n");
+    if (json) printf("]");
     else printf("(* = selected: --device SEL or CLINFER_DEVICE, else first GPU, accelerator, CPU)\n");
     free(devs);
-    return 0;
+    st = print_tuning(sel, json);
+    if (json) printf("}\n");
+    return cli_error(st);
 }

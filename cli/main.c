@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tune.h"
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
 
@@ -11,6 +12,7 @@ static const command commands[] = {
     {"info", cmd_info, "a model's parameters, FLOPs, memory and roofline, from the GGUF"},
     {"quantize", cmd_quantize, "convert a GGUF's weights to Q8_0, Q4_0, Q4_1, F16 or F32"},
     {"bench", cmd_bench, "prompt and generation tokens/s (llama-bench style); bench kernels: every kernel vs roofs"},
+    {"tune", clf_tune_main, "measure kernel variants and tile sizes on this device; later runs use the winners"},
     {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"run", cmd_run, "generate text from a prompt"},

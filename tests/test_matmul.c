@@ -1,6 +1,6 @@
 /* Matrix products: every weight type through GEMV, skinny and GEMM paths of
- * every kernel variant (cpu, cpu-portable, gpu: forced with
- * CLINFER_MATMUL_VARIANT, so all run on any device) and the CLBlast backend,
+ * every kernel variant (cpu, cpu-portable, gpu: forced through
+ * the runtime's tuning, so all run on any device) and the CLBlast backend,
  * against dequantize-then-multiply in double (host/check/check_matmul.c). */
 #include <math.h>
 #include <setjmp.h>
@@ -49,10 +49,9 @@ static void sweep_model(clf_runtime *rt, const int *ns, int nn) {
 }
 
 static void with_variant(const char *v) {
-    if (v)
-        setenv("CLINFER_MATMUL_VARIANT", v, 1);
-    else
-        unsetenv("CLINFER_MATMUL_VARIANT");
+    char a[64];
+    snprintf(a, sizeof a, "matmul=%s", v ? v : "");
+    tu_tune(v ? a : NULL);
 }
 
 static void test_default_variant(void **state) {

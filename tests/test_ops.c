@@ -139,7 +139,7 @@ static void test_softmax(void **state) {
  * them: the local-memory tree and the strided loops on this device too. */
 static void test_row_reductions_gpu_variant(void **state) {
     (void)state;
-    setenv("CLINFER_OPS_VARIANT", "gpu", 1);
+    tu_tune("ops=gpu");
     for (int i = 0; i < NLEN; i++) {
         clf_check_result r;
         expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], i % 2, &r), &r,
@@ -149,7 +149,7 @@ static void test_row_reductions_gpu_variant(void **state) {
     }
     clf_check_result r;
     expect_pass(clf_check_softmax(tu_runtime(), tu_seed(), 1, 49152, &r), &r, "softmax vocab (gpu variant)");
-    unsetenv("CLINFER_OPS_VARIANT");
+    tu_tune(NULL);
 }
 
 static void expect_arg_error(clf_status st, const char *needle) {

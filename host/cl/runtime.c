@@ -278,6 +278,11 @@ clf_status clf_runtime_create(const char *selector, clf_runtime **out) {
         return clf_cl_check(err, "clCreateCommandQueue");
     }
     cache_dir_init(rt);
+    st = clf_tuning_resolve(&rt->dev, rt->cache_dir, &rt->tune);
+    if (st != CLF_OK) {
+        clf_runtime_free(rt);
+        return st;
+    }
     *out = rt;
     return CLF_OK;
 }

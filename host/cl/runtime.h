@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "status.h"
+#include "tuning.h"
 
 typedef struct clf_device {
     int platform_index, device_index; /* the "P:D" of `clinfer devices` */
@@ -49,6 +50,7 @@ typedef struct clf_runtime {
     clf_kernel_entry *kernels;
     int nkernels;
     int last_build_cached; /* 1 if the most recent program build hit the cache */
+    clf_tuning tune;       /* what this device runs (tuning.h), resolved at creation */
     int matmul_backend;    /* clf_matmul_backend for n > 1 (host/compute/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
 } clf_runtime;

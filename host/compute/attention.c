@@ -24,16 +24,6 @@ static int div_up(int a, int b) { return (a + b - 1) / b; }
 
 /* ---- cache -------------------------------------------------------------- */
 
-static clf_status variant_from_env(clf_attn_variant *v) {
-    const char *e = getenv("CLINFER_ATTN_VARIANT");
-    *v = CLF_ATTN_AUTO;
-    if (!e || !*e || !strcasecmp(e, "auto")) return CLF_OK;
-    if (!strcasecmp(e, "cpu")) *v = CLF_ATTN_CPU;
-    else if (!strcasecmp(e, "gpu")) *v = CLF_ATTN_GPU;
-    else return clf_fail(CLF_ERR_ARG, "CLINFER_ATTN_VARIANT must be cpu, gpu or auto, not '%s'", e);
-    return CLF_OK;
-}
-
 clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
                                int n_ctx, clf_kv_cache *c) {
     memset(c, 0, sizeof *c);
@@ -46,7 +36,6 @@ clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int 
         return clf_fail(CLF_ERR_ARG, "head_dim %d unsupported (a multiple of 16 up to 256)", head_dim);
     uint64_t elems = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_ctx * (uint64_t)head_dim;
     if (elems > SIZE_MAX / 8) return clf_fail(CLF_ERR_MEMORY, "KV cache size overflows");
-    CLF_TRY(variant_from_env(&c->variant));
     size_t one = (size_t)elems * kv_elem_bytes(type);
     c->type = type;
     c->n_layer = n_layer;
@@ -81,7 +70,7 @@ void clf_kv_cache_free(clf_kv_cache *c) {
 
 static clf_attn_variant resolve_variant(const clf_runtime *rt, const clf_kv_cache *c) {
     if (c->variant != CLF_ATTN_AUTO) return c->variant;
-    return (rt->dev.type & CL_DEVICE_TYPE_CPU) ? CLF_ATTN_CPU : CLF_ATTN_GPU;
+    return rt->tune.attn == CLF_SHAPE_CPU ? CLF_ATTN_CPU : CLF_ATTN_GPU;
 }
 
 /* GPU prefill tiles: 64 rows per work-group (fewer if the device caps the
@@ -94,7 +83,7 @@ static void gpu_tiles(const clf_runtime *rt, int head_dim, int *br, int *bc) {
     while (*bc > 4 && (uint64_t)*bc * (uint64_t)head_dim * 2 * sizeof(float) > rt->dev.local_mem / 2) *bc /= 2;
 }
 
-static void decode_split(const clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, int n_kv,
+static void decode_split(const clf_runtime *rt, const clf_kv_cache *c, int n_kv,
                          int *n_split, int *chunk) {
     int ns;
     if (c->n_split > 0) {
@@ -103,11 +92,11 @@ static void decode_split(const clf_runtime *rt, const clf_kv_cache *c, clf_attn_
         /* enough work-items (CPU: 8 per compute unit, so uneven splits
          * balance) or work-groups (GPU: 4 per compute unit) to fill the
          * device, but no split so short that its fixed cost dominates:
-         * 256 keys on a CPU, 64 on a GPU */
-        const int cpu = v == CLF_ATTN_CPU;
+         * 256 keys on a CPU, 64 on a GPU (the tuning's attn_split_cu and
+         * attn_split_keys) */
         const int cu = rt->dev.compute_units ? (int)rt->dev.compute_units : 1;
-        ns = div_up(cu * (cpu ? 8 : 4), c->n_kv_head);
-        const int by_len = div_up(n_kv, cpu ? 256 : 64);
+        ns = div_up(cu * rt->tune.attn_split_cu, c->n_kv_head);
+        const int by_len = div_up(n_kv, rt->tune.attn_split_keys);
         if (ns > by_len) ns = by_len;
         if (ns > ATTN_MAX_SPLIT) ns = ATTN_MAX_SPLIT;
         if (ns < 1) ns = 1;
@@ -125,7 +114,7 @@ clf_attn_plan clf_attention_plan(const clf_runtime *rt, const clf_kv_cache *c, i
     int br = CPU_TILE_ROWS, bc;
     if (p.variant == CLF_ATTN_GPU) gpu_tiles(rt, c->head_dim, &br, &bc);
     p.prefill_rows = br;
-    decode_split(rt, c, p.variant, n_kv > 0 ? n_kv : 1, &p.n_split, &p.chunk);
+    decode_split(rt, c, n_kv > 0 ? n_kv : 1, &p.n_split, &p.chunk);
     return p;
 }
 
@@ -240,7 +229,7 @@ static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_he
 static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
                          cl_mem q, cl_mem out, int n_head, float qscale) {
     int n_split, chunk;
-    decode_split(rt, c, v, a->n_kv, &n_split, &chunk);
+    decode_split(rt, c, a->n_kv, &n_split, &chunk);
     clf_attn_scratch *s = c->scratch;
     CLF_TRY(scratch_reserve(rt, s, n_head, c->head_dim, n_split));
 

@@ -25,9 +25,10 @@ typedef struct clf_kv_cache {
     int n_layer, n_kv_head, head_dim, n_ctx;
     cl_mem k, v;
     size_t bytes; /* both buffers */
-    /* Overrides, for tests and tuning. create sets variant from
-     * $CLINFER_ATTN_VARIANT (cpu|gpu|auto, default auto); n_split 0 lets
-     * decode choose its splits from the cache length and compute units. */
+    /* Overrides, for tests and tuning: variant AUTO (what create sets)
+     * takes the device's tuning (rt->tune.attn, $CLINFER_ATTN_VARIANT);
+     * n_split 0 lets decode choose its splits from the cache length, the
+     * compute units and the tuning's attn_split_*. */
     clf_attn_variant variant;
     int n_split;
     clf_attn_scratch *scratch; /* decode partials: allocated on first decode, reused */

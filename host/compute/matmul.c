@@ -1,13 +1,15 @@
 /* Matrix products: weight upload (re-laid for the device's kernel variant),
  * kernel choice by shape and device, and the CLBlast backend.
  *
- * Kernel variants, chosen by device type (CLINFER_MATMUL_VARIANT=cpu|
- * cpu-portable|gpu overrides, so tests run every variant on one device):
+ * Kernel variants (the device's tuning picks one, host/cl/tuning.h;
+ * CLINFER_MATMUL_VARIANT forces one, so tests run every variant on one
+ * device):
  *  - cpu-portable: weights in panels of 32 rows (cl/matmul_cpu.cl), one big
  *    work-item per panel and token tile, wide explicit vectors, no local
  *    memory; OpenCL C 1.2 only;
- *  - cpu: the same on PoCL, with clang's __fp16 conversions and, on x86
- *    CPUs with AVX-512BW, Q8_0/Q4 GEMVs on int8 x with integer multiply-adds;
+ *  - cpu: the same on PoCL, with clang's __fp16 conversions and, where the
+ *    tuning says int8_gemv (x86 CPUs with AVX-512BW), Q8_0/Q4 GEMVs on int8
+ *    x with integer multiply-adds;
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
@@ -17,36 +19,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Per-device parameters: which kernels and layout, tile sizes (-D options). */
+/* A kernel family and its tunables on this device (from rt->tune). */
 typedef struct mm_variant {
     const char *name;
     int panels;     /* 1: panel layout and cl/matmul_cpu.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
-    int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins, where the device has them */
+    int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins */
     int int8_ppw;   /* cpu: panels per work-item of the Q4 GEMVs (its quantized x is shared) */
-    int int8_ppw_q8; /* cpu: the same for Q8_0, which reads twice the bytes (see variants[]) */
+    int int8_ppw_q8; /* cpu: the same for Q8_0, which reads twice the bytes */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
     int gemm_mg;    /* cpu: token tiles a work-item takes in turn, reusing its weight panel from cache */
     /* gpu GEMM tiles (tokens x rows per work-group, per work-item), smallest
      * first; see gpu_tile */
     struct mm_tile { int bm, bn, rm, rn; } tiles[3];
+    int tile_max;   /* gpu: largest tile bm the tuning allows */
     int rpw;        /* gpu: GEMV rows per work-group */
     int skinny_max; /* gpu: n up to this takes the GEMV-shaped kernel */
 } mm_variant;
 
-enum { VAR_CPU, VAR_CPU_PORTABLE, VAR_GPU, VAR_COUNT };
+enum { VAR_COUNT = CLF_MATMUL_GPU + 1 };
 
-static const mm_variant variants[VAR_COUNT] = {
-    /* Q8_0 int8 GEMV, one panel per work-item: decode streams its weights
-     * from memory, and 18 or 6 panels (576 or 192 rows) in work-items of 4
-     * leave a core idle for part of the product; SmolLM2 Q8_0 tg128 on
-     * PoCL, alternating runs, median 124 t/s with 1, 118 with 2, 122 with
-     * 3, 116 with 4 (the float GEMV: 112-114) */
-    [VAR_CPU] = {.name = "cpu", .panels = 1, .fp16_clang = 1, .x86_int8 = 1, .int8_ppw = 4, .int8_ppw_q8 = 1,
-                 .gemm_tm = 8, .gemm_mg = 16},
-    [VAR_CPU_PORTABLE] = {.name = "cpu-portable", .panels = 1, .gemm_tm = 8, .gemm_mg = 16},
-    [VAR_GPU] = {.name = "gpu", .tiles = {{32, 32, 2, 2}, {64, 64, 4, 4}, {128, 128, 8, 8}}, .rpw = 4, .skinny_max = 16},
+/* What each family is, whatever the device (index: CLF_MATMUL_*). */
+static const mm_variant families[VAR_COUNT] = {
+    [CLF_MATMUL_CPU] = {.name = "cpu", .panels = 1, .fp16_clang = 1},
+    [CLF_MATMUL_CPU_PORTABLE] = {.name = "cpu-portable", .panels = 1},
+    [CLF_MATMUL_GPU] = {.name = "gpu", .tiles = {{32, 32, 2, 2}, {64, 64, 4, 4}, {128, 128, 8, 8}}},
 };
+
+/* Family `layout` with this device's tunables. */
+static mm_variant variant_of(const clf_runtime *rt, int layout) {
+    const clf_tuning *t = &rt->tune;
+    mm_variant v = families[layout];
+    v.x86_int8 = layout == CLF_MATMUL_CPU && t->int8_gemv;
+    v.int8_ppw = t->int8_ppw;
+    v.int8_ppw_q8 = t->int8_ppw_q8;
+    v.gemm_tm = t->gemm_tm;
+    v.gemm_mg = t->gemm_mg;
+    v.tile_max = t->gpu_tile_max;
+    v.rpw = t->gpu_rpw;
+    v.skinny_max = t->gpu_skinny_max;
+    return v;
+}
 
 /* CPU tile rows for n tokens. Measured on PoCL (Zen 4, 576 -> 3072): one
  * pass with the smallest tile that covers n beats several passes of a
@@ -67,35 +80,14 @@ static int cpu_tm(const mm_variant *v, int64_t n) {
 static const struct mm_tile *gpu_tile(const clf_runtime *rt, const mm_variant *v, int64_t n, int64_t rows) {
     for (int i = 2; i > 0; i--) {
         const struct mm_tile *t = &v->tiles[i];
+        if (t->bm > v->tile_max) continue;
         if ((n + t->bm - 1) / t->bm * ((rows + t->bn - 1) / t->bn) >= (int64_t)rt->dev.compute_units) return t;
     }
     return &v->tiles[0];
 }
 
-static int variant_for(const clf_runtime *rt) {
-    /* PoCL compiles with clang, whose __fp16 vectors convert in one instruction. */
-    const int cpu = strstr(rt->dev.platform_name, "Portable Computing Language") ? VAR_CPU : VAR_CPU_PORTABLE;
-    const char *env = getenv("CLINFER_MATMUL_VARIANT");
-    if (env && *env)
-        for (int i = 0; i < VAR_COUNT; i++)
-            if (!strcmp(env, variants[i].name)) return i == VAR_CPU ? cpu : i;
-    return rt->dev.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR) ? VAR_GPU : cpu;
-}
-
-/* clang's x86 builtins in the int8 GEMV need AVX-512BW; PoCL names its CPU
- * device after LLVM's name for the CPU ("pthread-skylake-avx512-..."). */
-static int x86_int8_ok(const clf_runtime *rt, const mm_variant *v) {
-    static const char *const cpus[] = {"avx512",    "cascadelake",    "cooperlake",    "cannonlake",
-                                       "icelake",   "tigerlake",      "rocketlake",    "sapphirerapids",
-                                       "znver4",    "znver5",         "emeraldrapids", "graniterapids"};
-    if (!v->x86_int8 || !strstr(rt->dev.platform_name, "Portable Computing Language")) return 0;
-    for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++)
-        if (strstr(rt->dev.name, cpus[i])) return 1;
-    return 0;
-}
-
-static int uses_int8(const clf_runtime *rt, const mm_variant *v, clf_type t, int64_t n) {
-    return n == 1 && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1) && x86_int8_ok(rt, v);
+static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
+    return n == 1 && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1) && v->x86_int8;
 }
 
 static const char *type_suffix(clf_type t) {
@@ -195,12 +187,12 @@ clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64
     if (rows <= 0 || cols <= 0 || rows > INT_MAX || cols > INT_MAX || !clf_row_bytes(type, cols) || !data)
         return clf_fail(CLF_ERR_ARG, "matmul: bad %s weight %lld x %lld (columns must be a whole number of blocks)",
                         clf_type_get(type)->name, (long long)rows, (long long)cols);
-    const int vi = variant_for(rt);
+    const int vi = rt->tune.matmul;
     w->type = type;
     w->rows = rows;
     w->cols = cols;
     w->layout = vi;
-    if (!variants[vi].panels) { /* GGUF layout as is */
+    if (!families[vi].panels) { /* GGUF layout as is */
         w->bytes = clf_row_bytes(type, cols) * (size_t)rows;
         return clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, w->bytes, (void *)data, &w->mem);
     }
@@ -223,10 +215,12 @@ void clf_weight_free(clf_weight *w) {
     memset(w, 0, sizeof *w);
 }
 
-const char *clf_matmul_variant(const clf_runtime *rt) { return variants[variant_for(rt)].name; }
+const char *clf_matmul_variant(const clf_runtime *rt) { return families[rt->tune.matmul].name; }
 
 int clf_matmul_quantizes_x(const clf_runtime *rt, const clf_weight *W, int64_t n) {
-    return W->layout >= 0 && W->layout < VAR_COUNT && uses_int8(rt, &variants[W->layout], W->type, n);
+    if (W->layout < 0 || W->layout >= VAR_COUNT) return 0;
+    const mm_variant v = variant_of(rt, W->layout);
+    return uses_int8(&v, W->type, n);
 }
 
 void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b) { rt->matmul_backend = b; }
@@ -252,8 +246,8 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
     return clf_kernel_get(rt, v->panels ? "matmul_cpu" : "matmul_gpu", opts, name, k);
 }
 
-static void cpu_options(const clf_runtime *rt, const mm_variant *v, int tm, char *buf, size_t n) {
-    const int int8 = x86_int8_ok(rt, v);
+static void cpu_options(const mm_variant *v, int tm, char *buf, size_t n) {
+    const int int8 = v->x86_int8;
     snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DPPW=%d -DPPW_Q8=%d", tm, v->gemm_mg,
              v->fp16_clang, int8, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1);
 }
@@ -272,9 +266,9 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
                              cl_mem y, cl_ulong yoff, int n, int accumulate) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
-    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols, int8 = uses_int8(rt, v, W->type, n);
+    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols, int8 = uses_int8(v, W->type, n);
     char opts[128];
-    cpu_options(rt, v, tm, opts, sizeof opts);
+    cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
     CLF_TRY(get_kernel(rt, v, opts, int8 ? "mvi" : n == 1 ? "mv" : "mm", W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
@@ -339,7 +333,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
     kargs a = {0};
     char opts[128];
     if (v->panels)
-        cpu_options(rt, v, v->gemm_tm, opts, sizeof opts);
+        cpu_options(v, v->gemm_tm, opts, sizeof opts);
     else
         gpu_options(v, &v->tiles[1], 1, opts, sizeof opts);
     CLF_TRY(get_kernel(rt, v, opts, v->panels ? "unpack" : "dq", W->type, &a.k));
@@ -395,7 +389,7 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
                         (long long)W->rows, (long long)W->cols, clf_type_get(X->type) ? clf_type_get(X->type)->name : "?",
                         (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
                         (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
-    const mm_variant *v = &variants[W->layout];
+    const mm_variant var = variant_of(rt, W->layout), *v = &var;
     if (n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4;
     return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate)

@@ -40,7 +40,7 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
 void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b);
 
 /* The kernel variant that uploads on rt choose ("cpu", "cpu-portable",
- * "gpu"): by device type, or $CLINFER_MATMUL_VARIANT (tests run each;
+ * "gpu"): rt->tune.matmul (the device's tuning, $CLINFER_MATMUL_VARIANT;
  * "cpu", which needs clang's __fp16, means "cpu-portable" off PoCL). */
 const char *clf_matmul_variant(const clf_runtime *rt);
 

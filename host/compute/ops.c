@@ -40,14 +40,10 @@ static clf_status f32_offset(const clf_tensor *t, const char *what, cl_ulong *of
 /* Work-items per row of the row-reduction kernels (cl/norm.cl) for rows of
  * n: one SIMD thread per row on a CPU ("cpu"); elsewhere ("gpu") a group
  * of 64 lanes, 256 for long rows (a vocabulary) whose single group would
- * otherwise walk the row serially. CLINFER_OPS_VARIANT=cpu|gpu overrides,
- * so tests run both on one device. */
+ * otherwise walk the row serially. The device's tuning picks (rt->tune.ops;
+ * CLINFER_OPS_VARIANT=cpu|gpu forces one, so tests run both on one device). */
 static int row_wg(const clf_runtime *rt, int64_t n) {
-    const char *env = getenv("CLINFER_OPS_VARIANT"); /* anything but cpu|gpu means auto */
-    int cpu = env && !strcmp(env, "cpu")   ? 1
-              : env && !strcmp(env, "gpu") ? 0
-                                           : (rt->dev.type & CL_DEVICE_TYPE_CPU) != 0;
-    if (cpu) return 1;
+    if (rt->tune.ops == CLF_SHAPE_CPU) return 1;
     int wg = n >= 8192 ? 256 : 64;
     while (wg > 1 && (size_t)wg > rt->dev.max_work_group) wg /= 2;
     return wg;

@@ -71,6 +71,19 @@ clf_runtime *tu_runtime(void) {
     return tu_rt;
 }
 
+void tu_tune(const char *assignments) {
+    static clf_tuning resolved;
+    static const clf_runtime *saved_for;
+    clf_runtime *rt = tu_runtime();
+    if (saved_for != rt) {
+        resolved = rt->tune;
+        saved_for = rt;
+    }
+    rt->tune = resolved;
+    if (assignments && clf_tuning_override(&rt->dev, &rt->tune, assignments) != CLF_OK)
+        fail_msg("tuning '%s': %s", assignments, clf_last_error());
+}
+
 void tu_runtime_free(void) {
     clf_runtime_free(tu_rt);
     tu_rt = NULL;

@@ -23,6 +23,9 @@ double tu_rel_err_f(const float *a, const float *ref, size_t n);
  * fails the test with the library's message when none can be made. */
 clf_runtime *tu_runtime(void);
 void tu_runtime_free(void);
+/* Overrides tu_runtime()'s tuning ("matmul=gpu ops=cpu"); NULL restores
+ * what the device resolved. Fails the test on a bad assignment. */
+void tu_tune(const char *assignments);
 
 /* Asserts st == CLF_OK, printing clf_last_error() otherwise. */
 #define TU_OK(expr)                                                                           \

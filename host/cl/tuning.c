@@ -1,0 +1,291 @@
+/* The device-tuning table and its resolution (see tuning.h). */
+#include "tuning.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "runtime.h"
+
+/* ---- the parameters: name, meaning, range (stated once) ----------------- */
+
+static const char *const MATMUL_NAMES[] = {"cpu", "cpu-portable", "gpu", NULL};
+static const char *const SHAPE_NAMES[] = {"cpu", "gpu", NULL};
+
+typedef struct param {
+    const char *name;
+    size_t off;                /* offset of the int in clf_tuning */
+    int lo, hi;                /* range, for numbers */
+    const char *const *names;  /* value names, for choices (index = value) */
+    const char *help;
+} param;
+
+#define P(field) #field, offsetof(clf_tuning, field)
+static const param params[] = {
+    {P(matmul), 0, 0, MATMUL_NAMES,
+     "product kernels: cpu (weights re-laid in 32-row panels, register tiles in float16 vectors, clang's __fp16: "
+     "PoCL), cpu-portable (the same in plain OpenCL C 1.2), gpu (GGUF layout, local-memory tiles)"},
+    {P(int8_gemv), 0, 1, NULL,
+     "decode GEMVs of Q8_0/Q4_0/Q4_1 on int8 activations with byte multiply-adds (matmul=cpu on x86 AVX-512BW)"},
+    {P(int8_ppw), 1, 16, NULL, "panels (32 rows each) per work-item of the Q4 int8 GEMVs, which share one quantized x"},
+    {P(int8_ppw_q8), 1, 16, NULL, "panels per work-item of the Q8_0 int8 GEMV"},
+    {P(gemm_tm), 2, 16, NULL, "cpu: token rows of a GEMM work-item's register tile above 12 tokens"},
+    {P(gemm_mg), 1, 64, NULL, "cpu: token tiles a GEMM work-item takes in turn, reusing its weight panel from cache"},
+    {P(gpu_rpw), 1, 64, NULL, "gpu: weight rows per GEMV work-group"},
+    {P(gpu_skinny_max), 1, 64, NULL, "gpu: up to this many tokens take the GEMV-shaped kernel"},
+    {P(gpu_tile_max), 32, 128, NULL, "gpu: largest square GEMM work-group tile (32, 64 or 128 tokens x rows)"},
+    {P(attn), 0, 0, SHAPE_NAMES,
+     "attention kernels: cpu (16 query rows as float16 lanes per work-item), gpu (64 rows per work-group, K/V tiles "
+     "in local memory)"},
+    {P(attn_split_keys), 16, 65536, NULL, "decode attention: fewest keys one split takes (bounds its fixed cost)"},
+    {P(attn_split_cu), 1, 64, NULL, "decode attention: splits per compute unit the cache is cut into"},
+    {P(ops), 0, 0, SHAPE_NAMES, "row reductions (RMSNorm, softmax): cpu (one work-item a row), gpu (64-256 lanes a row)"},
+};
+#undef P
+enum { NPARAMS = sizeof params / sizeof params[0] };
+
+static int *field(clf_tuning *t, const param *p) { return (int *)((char *)t + p->off); }
+static int value_of(const clf_tuning *t, const param *p) { return *(const int *)((const char *)t + p->off); }
+
+/* ---- the table ------------------------------------------------------------
+ * type: "cpu", "gpu", "accelerator" or "*"; platform: a substring of the
+ * platform or vendor name, or "*"; device: substrings of the device name
+ * separated by '|', or "*". Rows go from the general to the specific; every
+ * row that matches is applied in order, so each level starts from its
+ * default row. `why` cites the measurement behind a row. */
+typedef struct row {
+    const char *type, *platform, *device;
+    const char *values;
+    const char *why;
+} row;
+
+static const row table[] = {
+    {"*", "*", "*",
+     "matmul=cpu-portable int8_gemv=0 int8_ppw=4 int8_ppw_q8=1 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
+     "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu",
+     "CPU shapes: one SIMD work-item per row or panel; bench/RESULTS.md 'Tuning table'"},
+    {"gpu", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
+     "local-memory tiles and work-groups; H200 run, bench/results/h200/"},
+    {"accelerator", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
+     "as a GPU"},
+    {"cpu", "Portable Computing Language", "*", "matmul=cpu",
+     "PoCL compiles with clang: __fp16 vectors convert in one instruction"},
+    /* PoCL names its CPU device after LLVM's CPU name ("pthread-skylake-avx512-...") */
+    {"cpu", "Portable Computing Language",
+     "avx512|cascadelake|cooperlake|cannonlake|icelake|tigerlake|rocketlake|sapphirerapids|znver4|znver5|"
+     "emeraldrapids|graniterapids",
+     "int8_gemv=1", "AVX-512BW: Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; bench/RESULTS.md 'Tuning table'"},
+};
+
+static int type_matches(const char *type, const clf_device *d) {
+    if (!strcmp(type, "*")) return 1;
+    if (!strcmp(type, "cpu")) return (d->type & CL_DEVICE_TYPE_CPU) != 0;
+    if (!strcmp(type, "gpu")) return (d->type & CL_DEVICE_TYPE_GPU) != 0;
+    return (d->type & CL_DEVICE_TYPE_ACCELERATOR) != 0;
+}
+
+/* Any '|'-separated alternative a case-insensitive substring of one of s[]. */
+static int text_matches(const char *alts, const char *a, const char *b) {
+    if (!strcmp(alts, "*")) return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", alts);
+    for (char *save = NULL, *w = strtok_r(buf, "|", &save); w; w = strtok_r(NULL, "|", &save))
+        if (strcasestr(a, w) || (b && strcasestr(b, w))) return 1;
+    return 0;
+}
+
+/* "cpu/pocl/avx512": a short name of a row for `devices --json`. */
+static void row_name(const row *r, char *buf, size_t n) {
+    const char *plat = !strcmp(r->platform, "*") ? "*" : strstr(r->platform, "Portable") ? "pocl" : r->platform;
+    char dev[32];
+    snprintf(dev, sizeof dev, "%s", r->device);
+    char *bar = strchr(dev, '|');
+    if (bar) *bar = 0;
+    snprintf(buf, n, "%s/%s/%s", r->type, plat, dev);
+}
+
+/* ---- assignments: "name=value ..." ----------------------------------------- */
+
+static const param *find_param(const char *name, size_t len) {
+    for (int i = 0; i < NPARAMS; i++)
+        if (strlen(params[i].name) == len && !strncmp(params[i].name, name, len)) return &params[i];
+    return NULL;
+}
+
+static clf_status bad_value(const param *p, const char *v, const char *origin) {
+    if (p->names) {
+        char list[96] = "";
+        for (int i = 0; p->names[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", p->names[i]);
+        return clf_fail(CLF_ERR_ARG, "%s: %s must be one of %s, not '%s'", origin, p->name, list, v);
+    }
+    return clf_fail(CLF_ERR_ARG, "%s: %s must be a whole number from %d to %d, not '%s'", origin, p->name, p->lo,
+                    p->hi, v);
+}
+
+static clf_status set_value(clf_tuning *t, const param *p, const char *v, const char *origin) {
+    if (p->names) {
+        for (int i = 0; p->names[i]; i++)
+            if (!strcasecmp(v, p->names[i])) {
+                *field(t, p) = i;
+                return CLF_OK;
+            }
+        return bad_value(p, v, origin);
+    }
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < p->lo || x > p->hi) return bad_value(p, v, origin);
+    *field(t, p) = (int)x;
+    return CLF_OK;
+}
+
+clf_status clf_tuning_apply(clf_tuning *t, const char *assignments, const char *origin) {
+    const char *s = assignments;
+    while (*s) {
+        s += strspn(s, " \t\n");
+        if (!*s) break;
+        size_t len = strcspn(s, " \t\n");
+        const char *eq = memchr(s, '=', len);
+        if (!eq) return clf_fail(CLF_ERR_ARG, "%s: expected name=value, not '%.*s'", origin, (int)len, s);
+        const param *p = find_param(s, (size_t)(eq - s));
+        if (!p) return clf_fail(CLF_ERR_ARG, "%s: no tuning parameter '%.*s'", origin, (int)(eq - s), s);
+        char v[64];
+        snprintf(v, sizeof v, "%.*s", (int)(len - (size_t)(eq - s) - 1), eq + 1);
+        CLF_TRY(set_value(t, p, v, origin));
+        s += len;
+    }
+    return CLF_OK;
+}
+
+void clf_tuning_value_text(const clf_tuning *t, int i, char *buf, size_t n) {
+    const param *p = &params[i];
+    if (p->names) snprintf(buf, n, "%s", p->names[value_of(t, p)]);
+    else snprintf(buf, n, "%d", value_of(t, p));
+}
+
+void clf_tuning_format(const clf_tuning *t, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < NPARAMS && used < n; i++) {
+        char v[32];
+        clf_tuning_value_text(t, i, v, sizeof v);
+        used += (size_t)snprintf(buf + used, n - used, "%s%s=%s", i ? " " : "", params[i].name, v);
+    }
+}
+
+const char *clf_tuning_param_name(int i) { return i >= 0 && i < NPARAMS ? params[i].name : NULL; }
+const char *clf_tuning_param_help(int i) { return i >= 0 && i < NPARAMS ? params[i].help : NULL; }
+
+/* ---- resolution ------------------------------------------------------------ */
+
+static clf_status table_values(const clf_device *d, clf_tuning *t) {
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const row *r = &table[i];
+        if (!type_matches(r->type, d) || !text_matches(r->platform, d->platform_name, d->vendor) ||
+            !text_matches(r->device, d->name, NULL))
+            continue;
+        CLF_TRY(clf_tuning_apply(t, r->values, "tuning table"));
+        row_name(r, t->row, sizeof t->row);
+    }
+    return CLF_OK;
+}
+
+/* What a device can run whatever a row or override says: the cpu family's
+ * __fp16 vectors need clang (PoCL); the int8 GEMVs are part of that family. */
+static void capabilities(const clf_device *d, clf_tuning *t) {
+    if (t->matmul == CLF_MATMUL_CPU && !strstr(d->platform_name, "Portable Computing Language"))
+        t->matmul = CLF_MATMUL_CPU_PORTABLE;
+    if (t->matmul != CLF_MATMUL_CPU) t->int8_gemv = 0;
+}
+
+clf_status clf_tuning_override(const clf_device *d, clf_tuning *t, const char *assignments) {
+    CLF_TRY(clf_tuning_apply(t, assignments, "tuning override"));
+    capabilities(d, t);
+    return CLF_OK;
+}
+
+void clf_tuning_path(const clf_device *d, const char *cache_dir, char *buf, size_t n) {
+    uint64_t key = clf_fnv1a_str(CLF_FNV1A_SEED, d->name);
+    key = clf_fnv1a_str(key, d->driver);
+    key = clf_fnv1a_str(key, d->platform_version);
+    snprintf(buf, n, "%s/tune-%016llx.txt", cache_dir, (unsigned long long)key);
+}
+
+/* The tune file: comment lines (#) and one line of assignments. */
+static clf_status read_tune_file(const char *path, clf_tuning *t, int *found) {
+    *found = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return CLF_OK;
+    char line[1024];
+    clf_status st = CLF_OK;
+    while (st == CLF_OK && fgets(line, sizeof line, f))
+        if (line[0] != '#') st = clf_tuning_apply(t, line, path);
+    fclose(f);
+    if (st != CLF_OK) return clf_fail_ctx(CLF_ERR_FORMAT, "tune file (delete it or run clinfer tune again): ");
+    *found = 1;
+    return CLF_OK;
+}
+
+/* CLINFER_<X>_VARIANT=value|auto as "<param>=value". */
+static clf_status env_variant(clf_tuning *t, const char *var, const char *param_name) {
+    const char *e = getenv(var);
+    if (!e || !*e || !strcasecmp(e, "auto")) return CLF_OK;
+    const param *p = find_param(param_name, strlen(param_name));
+    clf_status st = set_value(t, p, e, var);
+    if (st != CLF_OK) return clf_fail(CLF_ERR_ARG, "%s must be %s or auto, not '%s'", var,
+                                      p->names == MATMUL_NAMES ? "cpu, cpu-portable, gpu" : "cpu, gpu", e);
+    snprintf(t->overrides + strlen(t->overrides), sizeof t->overrides - strlen(t->overrides), "%s%s=%s",
+             t->overrides[0] ? " " : "", param_name, e);
+    return CLF_OK;
+}
+
+clf_status clf_tuning_resolve(const clf_device *d, const char *cache_dir, clf_tuning *t) {
+    CLF_TRY(table_values(d, t));
+    if (cache_dir && *cache_dir) {
+        char path[1100];
+        clf_tuning_path(d, cache_dir, path, sizeof path);
+        CLF_TRY(read_tune_file(path, t, &t->tuned));
+    }
+    CLF_TRY(env_variant(t, "CLINFER_MATMUL_VARIANT", "matmul"));
+    CLF_TRY(env_variant(t, "CLINFER_ATTN_VARIANT", "attn"));
+    CLF_TRY(env_variant(t, "CLINFER_OPS_VARIANT", "ops"));
+    const char *e = getenv("CLINFER_TUNE");
+    if (e && *e) {
+        CLF_TRY(clf_tuning_apply(t, e, "CLINFER_TUNE"));
+        snprintf(t->overrides + strlen(t->overrides), sizeof t->overrides - strlen(t->overrides), "%s%s",
+                 t->overrides[0] ? " " : "", e);
+    }
+    capabilities(d, t);
+    return CLF_OK;
+}
+
+clf_status clf_tuning_save(const clf_device *d, const char *cache_dir, const clf_tuning *t) {
+    if (!cache_dir || !*cache_dir)
+        return clf_fail(CLF_ERR_IO, "the kernel cache is off (CLINFER_CACHE_DIR is empty): nowhere to keep tuning");
+    clf_tuning base;
+    CLF_TRY(table_values(d, &base));
+    char line[1024] = "";
+    for (int i = 0; i < NPARAMS; i++) {
+        if (value_of(t, &params[i]) == value_of(&base, &params[i])) continue;
+        char v[32];
+        clf_tuning_value_text(t, i, v, sizeof v);
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s=%s", line[0] ? " " : "", params[i].name, v);
+    }
+    char path[1100], tmp[1200];
+    clf_tuning_path(d, cache_dir, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return clf_fail(CLF_ERR_IO, "cannot write %s", tmp);
+    int ok = fprintf(f, "# clinfer tune: %s, driver %s, %s; table row %s\n%s\n", d->name, d->driver,
+                     d->platform_version, base.row, line) > 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return clf_fail(CLF_ERR_IO, "cannot write %s", path);
+    }
+    return CLF_OK;
+}

@@ -1,0 +1,84 @@
+/* What each device runs: kernel variants, tile sizes, the int8-activation
+ * path and the decode split, as data (CLBlast's database is the model).
+ *
+ * Resolved once when a runtime is created, each step on top of the last:
+ *   1. the table in tuning.c: rows keyed device type -> platform/vendor ->
+ *      device name, each level with a default row ("*"), every row that
+ *      matches the device applied from the general to the specific;
+ *   2. the values `clinfer tune` measured for this device and driver, read
+ *      from the cache folder (tune-<key>.txt, key as the kernel binaries');
+ *   3. the environment: CLINFER_MATMUL_VARIANT, CLINFER_ATTN_VARIANT,
+ *      CLINFER_OPS_VARIANT (each its documented values, or "auto": no
+ *      override) and CLINFER_TUNE ("name=value ..." for any parameter).
+ *      A value outside a parameter's range is an error, never ignored.
+ * Rows, the tune file and CLINFER_TUNE share one syntax: "name=value ...".
+ * The parameters, their meanings and ranges are stated once, in tuning.c's
+ * `params` table. */
+#ifndef CLF_TUNING_H
+#define CLF_TUNING_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+struct clf_device;
+
+/* matmul: the products' kernel family (host/compute/matmul.c). */
+enum { CLF_MATMUL_CPU, CLF_MATMUL_CPU_PORTABLE, CLF_MATMUL_GPU };
+/* attn, ops: the shape of the attention and row-reduction kernels. */
+enum { CLF_SHAPE_CPU, CLF_SHAPE_GPU };
+
+typedef struct clf_tuning {
+    /* products */
+    int matmul;          /* CLF_MATMUL_* */
+    int int8_gemv;       /* 1: decode GEMVs on int8 activations (matmul=cpu, x86 AVX-512BW) */
+    int int8_ppw;        /* panels per work-item of the Q4 int8 GEMVs */
+    int int8_ppw_q8;     /* the same for Q8_0 */
+    int gemm_tm;         /* cpu: token rows of a GEMM work-item tile above 12 tokens */
+    int gemm_mg;         /* cpu: token tiles a work-item takes in turn */
+    int gpu_rpw;         /* gpu: GEMV rows per work-group */
+    int gpu_skinny_max;  /* gpu: up to this many tokens take the GEMV-shaped kernel */
+    int gpu_tile_max;    /* gpu: largest GEMM work-group tile (32, 64 or 128 square) */
+    /* attention */
+    int attn;            /* CLF_SHAPE_* */
+    int attn_split_keys; /* decode: fewest keys a split takes (its fixed cost) */
+    int attn_split_cu;   /* decode: splits (CPU work-items, GPU work-groups) per compute unit */
+    /* row reductions (RMSNorm, softmax) */
+    int ops;             /* CLF_SHAPE_* */
+
+    /* where the values came from, for `clinfer devices --json` */
+    char row[96];        /* the most specific table row applied, e.g. "cpu/pocl/avx512" */
+    int tuned;           /* 1: clinfer tune's file for this device was applied */
+    char overrides[256]; /* the environment's assignments, "" if none */
+} clf_tuning;
+
+/* Table, then the tune file in cache_dir ("" for none), then the
+ * environment. CLF_ERR_ARG (one line naming the variable and its values) on
+ * a bad override; a damaged tune file is a format error naming it. */
+clf_status clf_tuning_resolve(const struct clf_device *dev, const char *cache_dir, clf_tuning *t);
+
+/* Applies "name=value ..." (origin names the source in errors). */
+clf_status clf_tuning_apply(clf_tuning *t, const char *assignments, const char *origin);
+
+/* Overrides on a resolved tuning (tests forcing a variant, `clinfer tune`
+ * trying candidates): applies, then the device's capability rules (the
+ * cpu family needs PoCL's clang, the int8 GEMVs the cpu family). */
+clf_status clf_tuning_override(const struct clf_device *dev, clf_tuning *t, const char *assignments);
+
+/* Every parameter as "name=value ..." (the syntax clf_tuning_apply reads). */
+void clf_tuning_format(const clf_tuning *t, char *buf, size_t n);
+
+/* Parameters by index, for `clinfer tune` and --json: name, meaning, and
+ * the value's text ("gpu", "8"). NULL past the last. */
+const char *clf_tuning_param_name(int i);
+const char *clf_tuning_param_help(int i);
+void clf_tuning_value_text(const clf_tuning *t, int i, char *buf, size_t n);
+
+/* The tune file for a device: <cache_dir>/tune-<key>.txt, key from the
+ * device name, driver and platform version. */
+void clf_tuning_path(const struct clf_device *dev, const char *cache_dir, char *buf, size_t n);
+/* Writes the tune file (the parameters that differ from the table's row),
+ * atomically. */
+clf_status clf_tuning_save(const struct clf_device *dev, const char *cache_dir, const clf_tuning *t);
+
+#endif
