@@ -185,7 +185,7 @@ static clf_status bench_case(clf_runtime *rt, const bm_case *c, uint64_t seed, b
     CLF_TRY(ctx_init(rt, c, seed, &ctx));
     r->weight_bytes = ctx.w.bytes;
     clf_status st = median_ms(run_native, &ctx, 5, &r->ms);
-    if (st == CLF_OK && c->n > 1) st = median_ms(run_clblast, &ctx, 1, &r->clblast_ms);
+    if (st == CLF_OK && c->n > 1 && clf_matmul_has_clblast()) st = median_ms(run_clblast, &ctx, 1, &r->clblast_ms);
 #ifdef CLINFER_HAVE_OPENBLAS
     if (st == CLF_OK && (rt->dev.type & CL_DEVICE_TYPE_CPU)) st = median_ms(run_openblas, &ctx, 3, &r->blas_ms);
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "cli.h"
 #include "gguf.h"
 #include "llama.h"
@@ -208,11 +209,9 @@ static clf_status tune(const char *model, const char *device, int rounds, int dr
     st = clf_llama_hparams_read(g, &hp);
     if (st == CLF_OK && !(tu.logits = malloc((size_t)hp.n_vocab * sizeof *tu.logits)))
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    uint64_t s = 0x9e3779b97f4a7c15ull; /* any tokens: only their shapes matter */
-    for (int i = 0; st == CLF_OK && i < FILL + DECODE_STEPS; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        tu.toks[i] = (int32_t)(s % (uint64_t)hp.n_vocab);
-    }
+    uint64_t s = clf_rng_init(1, 0); /* any tokens: only their shapes matter */
+    for (int i = 0; st == CLF_OK && i < FILL + DECODE_STEPS; i++)
+        tu.toks[i] = (int32_t)(clf_rng_next(&s) % (uint64_t)hp.n_vocab);
     const clf_tuning start = tu.rt->tune;
     tu.best_tune = start;
     char text[1024];

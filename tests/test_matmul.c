@@ -96,6 +96,7 @@ static void test_other_variants(void **state) {
  * either layout): a second, independent product. */
 static void test_clblast_backend(void **state) {
     (void)state;
+    if (!clf_matmul_has_clblast()) skip(); /* built without CLINFER_CLBLAST */
     clf_runtime *rt = tu_runtime();
     clf_matmul_set_backend(rt, CLF_MATMUL_CLBLAST);
     for (int v = 0; v < 2; v++) {

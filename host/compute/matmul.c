@@ -13,7 +13,9 @@
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
+#ifdef CLINFER_HAVE_CLBLAST
 #include <clblast_c.h>
+#endif
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,6 +319,9 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     return enqueue(rt, &a, "matmul (gemm)", 2, global, local);
 }
 
+#ifdef CLINFER_HAVE_CLBLAST
+int clf_matmul_has_clblast(void) { return 1; }
+
 /* W as row-major F32 [rows × cols] in *out: W's own buffer for F32 in GGUF
  * layout (*owned = 0), else a new scratch buffer filled by a kernel. */
 static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem *out, int *owned) {
@@ -376,6 +381,15 @@ static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf
                         n, rows, K, (int)cs, cs > -1024 ? " " : "", cs > -1024 ? clf_cl_error_name(cs) : "");
     return CLF_OK;
 }
+#else
+int clf_matmul_has_clblast(void) { return 0; }
+
+static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
+                                 clf_tensor *Y, size_t n, int accumulate) {
+    (void)rt, (void)v, (void)W, (void)X, (void)Y, (void)n, (void)accumulate;
+    return clf_fail(CLF_ERR_ARG, "this build has no CLBlast backend (cmake -DCLINFER_CLBLAST=ON, libclblast-dev)");
+}
+#endif
 
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)

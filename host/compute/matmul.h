@@ -36,7 +36,9 @@ typedef enum clf_matmul_backend {
  * X and Y are tensors whose rows are contiguous (row stride = ne[0]). */
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate);
 
-/* Backend for n > 1 products (default native); for `bench kernels` and tests. */
+/* Backend for n > 1 products (default native); for `bench kernels` and tests.
+ * CLBlast is optional (CLINFER_CLBLAST): 1 when this build has it. */
+int clf_matmul_has_clblast(void);
 void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b);
 
 /* The kernel variant that uploads on rt choose ("cpu", "cpu-portable",

@@ -7,15 +7,16 @@
 
 #include "runtime.h"
 
-/* xorshift64*; seeds come from the clock (printed) unless CLINFER_SEED is set,
- * so every run uses fresh data and a failure can be replayed. */
+/* The library's xorshift64* (clf_rng_*, host/check/check.h); seeds come from
+ * the clock (printed) unless CLINFER_SEED is set, so every run uses fresh
+ * data and a failure can be replayed. */
 uint64_t tu_seed(void);
 uint64_t tu_next(uint64_t *s);
 float tu_uniform(uint64_t *s, float lo, float hi);
 float tu_normal(uint64_t *s);
 void tu_fill_uniform(uint64_t *s, float *x, size_t n, float lo, float hi);
 
-/* ||a - ref|| / ||ref|| (NaN anywhere -> +inf). */
+/* ||a - ref|| / ||ref|| (NaN or Inf anywhere -> +inf): clf_rel_err. */
 double tu_rel_err(const float *a, const double *ref, size_t n);
 double tu_rel_err_f(const float *a, const float *ref, size_t n);
 
