@@ -108,6 +108,10 @@ expect "truncated model" 4 "^clinfer: format error: .*cut.gguf: .*(truncated|pas
     "$BIN" run -m "$W/cut.gguf" -p hi
 expect "no model at all" 3 "^clinfer: I/O error: no -m given and the default model .* is not there" \
     env CLINFER_MODEL_DIR="$W/no-models" XDG_CACHE_HOME= "$BIN" run -p hi
+expect "catalogue model not fetched" 3 "^clinfer: I/O error: model gemma3-270m is not in the cache .*make model MODEL=gemma3-270m" \
+    env CLINFER_MODEL_DIR="$W/no-models" "$BIN" run -m gemma3-270m -p hi
+expect "unknown model name" 3 "^clinfer: I/O error: no model file or catalogue name 'no-such-model' \(the catalogue: smollm2-135m, gemma3-270m" \
+    "$BIN" run -m no-such-model -p hi
 expect "unreadable info target" 4 "^clinfer: format error: " \
     "$BIN" info -m "$W/text.gguf"
 

@@ -177,15 +177,15 @@ static int hex_decode(const char *hex, size_t n, char *out) {
     return (int)(n / 2);
 }
 
-/* The default model's path, or a skip note when the file is absent. */
-static void default_model_path(char *path, size_t n) {
-    if (clf_model_path(NULL, path, n) == CLF_OK) return;
-    snprintf(path, n, "/tmp/model/%s", CLF_DEFAULT_MODEL);
-    if (access(path, R_OK) != 0) {
-        fprintf(stderr, "[ SKIP ] the default model is not here (set CLINFER_MODEL or run `make model`)\n");
-        skip();
-    }
+/* A catalogue model's path (NULL: the default), or a skip note when the
+ * file is not in the cache (`make test` fetches them). */
+static void catalogue_model_path(const char *name, char *path, size_t n) {
+    if (clf_model_path(name, path, n) == CLF_OK) return;
+    fprintf(stderr, "[ SKIP ] %s (run `make model%s%s`)\n", clf_last_error(), name ? " MODEL=" : "", name ? name : "");
+    skip();
 }
+
+static void default_model_path(char *path, size_t n) { catalogue_model_path(NULL, path, n); }
 
 static clf_tokenizer *default_model_tokenizer(clf_gguf **g) {
     char path[4096];
