@@ -87,7 +87,7 @@ int cmd_chat(int argc, char **argv) {
     }
     clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &cs.s);
     if (st != CLF_OK) return cli_error(st);
-    st = clf_chat_init(clf_tokenizer_chat_template(cs.s.tok), &cs.fmt);
+    st = clf_chat_init_model(cs.s.tok, &cs.fmt);
     if (st == CLF_OK) st = clf_sampler_create(&o.sp, cs.s.m->hp.n_vocab, &cs.smp);
     if (st != CLF_OK) {
         cli_session_close(&cs.s);

@@ -16,7 +16,7 @@ static clf_status prompt_tokens(const cli_session *s, const char *prompt, int ch
                                 int *n) {
     if (!chat) return clf_tokenize(s->tok, prompt, strlen(prompt), 1, special, ids, n);
     clf_chat c;
-    CLF_TRY(clf_chat_init(clf_tokenizer_chat_template(s->tok), &c));
+    CLF_TRY(clf_chat_init_model(s->tok, &c));
     clf_chat_msg msg = {"user", prompt};
     char *text;
     size_t len;
