@@ -47,23 +47,15 @@ int cmd_perplexity(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     const char *file = NULL;
-    long long chunks = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r = cli_gen_opt(&o, argc, argv, &i, USAGE);
-        if (r < 0) return CLF_ERR_ARG;
-        if (r) continue;
-        if (cli_opt(argc, argv, &i, "-f", &v)) file = v;
-        else if (cli_opt(argc, argv, &i, "--chunks", &v)) {
-            if (cli_int(v, 1, 1 << 30, &chunks)) return cli_usage(USAGE, "bad --chunks '%s'", v);
-        } else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    int chunks = 0, n_ctx = 512;
+    const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
+                               CLI_OPT_STR("-f", &file),
+                               CLI_OPT_INT("--ctx", &n_ctx, 4, 1 << 20),
+                               CLI_OPT_INT("--chunks", &chunks, 1, 1 << 30),
+                               {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     if (!file) return cli_usage(USAGE, "no text file (-f)");
-    int n_ctx = o.n_ctx ? o.n_ctx : 512;
-    if (n_ctx < 4) return cli_usage(USAGE, "--ctx must be at least 4");
     char *text = NULL;
     size_t len = 0;
     clf_status st = read_file(file, &text, &len);
@@ -81,7 +73,7 @@ int cmd_perplexity(int argc, char **argv) {
     st = clf_tokenize(s.tok, text, len, 1, 0, &ids, &n);
     free(text);
     if (st == CLF_OK) {
-        if (chunks && (long long)n > chunks * n_ctx) n = (int)(chunks * n_ctx);
+        if (chunks && (long long)n > (long long)chunks * n_ctx) n = (int)((long long)chunks * n_ctx);
         fprintf(stderr, "clinfer: %s, %d tokens, %d chunks of %d\n", file, n, n / n_ctx, n_ctx);
         double t0 = clf_now_s();
         int32_t bos = clf_tokenizer_add_bos(s.tok) ? clf_tokenizer_bos(s.tok) : -1;

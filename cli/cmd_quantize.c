@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "options.h"
 #include "quant.h"
 
 static const char *USAGE = "clinfer quantize IN OUT TYPE   (TYPE: Q8_0, Q4_0, Q4_1, F16 or F32)";
@@ -99,16 +100,10 @@ static clf_status quantize(const char *in, const char *out, clf_type target) {
 
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
-    int npos = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-        if (npos == 3) return cli_usage(USAGE, "too many arguments");
-        pos[npos++] = argv[i];
-    }
+    int npos = 0, force = 0;
+    const cli_option opts[] = {CLI_OPT_FLAG("--force", &force), {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, pos, 3, &npos);
+    if (rc >= 0) return rc;
     if (npos != 3) return cli_usage(USAGE, "expected IN OUT TYPE");
     int t = clf_type_from_name(pos[2]);
     if (t < 0) return cli_usage(USAGE, "unknown type '%s'", pos[2]);
