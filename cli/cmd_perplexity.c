@@ -2,14 +2,17 @@
  * text file, with a running value per chunk on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "file.h"
 #include "perplexity.h"
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] [-m MODEL] [--device SEL] [--kv f32|f16]";
+static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] " CLI_MODEL_USAGE;
 
 static void on_chunk(const clf_ppl_progress *p, void *user) {
     double el = clf_now_s() - *(double *)user;
@@ -18,9 +21,15 @@ static void on_chunk(const clf_ppl_progress *p, void *user) {
     if (p->chunk == p->n_chunks) fputc('\n', stderr);
 }
 
+/* The whole text file (a FIFO or a device is refused, not waited on). */
 static clf_status read_file(const char *path, char **text, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return clf_fail(CLF_ERR_IO, "cannot open %s", path);
+    int fd;
+    CLF_TRY(clf_open_regular(path, &fd));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory reading %s", path);
+    }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = malloc(cap);
     while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
@@ -31,12 +40,12 @@ static clf_status read_file(const char *path, char **text, size_t *len) {
             buf = grown;
         }
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory reading %s", path);
     if (err) {
         free(buf);
-        return clf_fail(CLF_ERR_IO, "cannot read %s (a directory?)", path);
+        return clf_fail(CLF_ERR_IO, "cannot read '%s': %s", path, strerror(err));
     }
     *text = buf;
     *len = n;
