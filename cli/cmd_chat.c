@@ -85,12 +85,13 @@ int cmd_chat(int argc, char **argv) {
     fprintf(stderr, "clinfer chat: %s on %s, %s template, context %d tokens. /exit to quit, /reset to start over.\n",
             cs.s.m->hp.arch, cs.s.rt->dev.name, clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
     cli_catch_sigint();
-    char line[8192];
+    char *line = NULL; /* a whole line, however long: one line is one turn */
+    size_t line_cap = 0;
     for (;;) {
         fprintf(stderr, "> ");
         fflush(stderr);
         cli_interrupted = 0;
-        if (!fgets(line, sizeof line, stdin)) break; /* EOF or Ctrl-C at the prompt */
+        if (getline(&line, &line_cap, stdin) < 0) break; /* EOF or Ctrl-C at the prompt */
         line[strcspn(line, "\r\n")] = 0;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
         if (!strcmp(line, "/reset")) {
@@ -109,6 +110,7 @@ int cmd_chat(int argc, char **argv) {
             break;
         }
     }
+    free(line);
     clf_sampler_free(cs.smp);
     cli_session_close(&cs.s);
     return cli_error(st);
