@@ -157,7 +157,9 @@ else fail "-x=value, -- or an abbreviation refused"; fi
 
 # 10. Ctrl-C during generation: stops at the next token, prints the stats
 #     line, exits 9 (interrupted). --no-eog: the model cannot stop by itself.
+#     (the output file is removed first: the wait is for this run's text)
 cases=$((cases + 1))
+rm -f "$W/out"
 "$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 100000 --ctx 131072 >"$W/out" 2>"$W/err" &
 pid=$!
 i=0
@@ -169,6 +171,21 @@ if [ $rc -ne 9 ]; then fail "Ctrl-C: exit status $rc, expected 9"
 elif ! error_lines | grep -q "^clinfer: interrupted: generation stopped by Ctrl-C$"; then fail "Ctrl-C: no 'interrupted' line"
 elif ! grep -Eq "^clinfer: .* \| generated [1-9][0-9]* tokens" "$W/err"; then fail "Ctrl-C: no stats line"
 else echo "ok   Ctrl-C during generation             exit 9  $(grep -E '\| generated' "$W/err")"; fi
+
+# 10b. SIGTERM: the same clean stop as Ctrl-C, status 9
+cases=$((cases + 1))
+rm -f "$W/out"
+"$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 100000 --ctx 131072 >"$W/out" 2>"$W/err" &
+pid=$!
+i=0
+while [ ! -s "$W/out" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+if [ $rc -ne 9 ]; then fail "SIGTERM: exit status $rc, expected 9"
+elif ! error_lines | grep -q "^clinfer: interrupted: generation stopped by SIGTERM$"; then fail "SIGTERM: no 'interrupted' line"
+elif ! grep -Eq "^clinfer: .* \| generated [1-9][0-9]* tokens" "$W/err"; then fail "SIGTERM: no stats line"
+else echo "ok   SIGTERM during generation            exit 9  $(error_lines)"; fi
 
 # 11. quantize: a failure leaves nothing behind, an existing output intact
 mkdir "$W/q"
@@ -185,6 +202,54 @@ left=$(ls -A "$W/q")
 if [ "$left" = "keep.gguf" ] && [ "$(cat "$W/q/keep.gguf")" = "previous contents" ]; then
     echo "ok   failed quantize leaves nothing behind"
 else fail "failed quantize left: $left"; fi
+
+# 12. stdout that cannot be written (a full disk, closed): status 3, one
+#     line, for the streamed text and for the commands that print at the end
+to_full() { sh -c 'exec "$0" "$@" >/dev/full' "$@"; }
+to_closed() { sh -c 'exec "$0" "$@" >&-' "$@"; }
+expect "run >/dev/full" 3 "^clinfer: I/O error: cannot write the generated text: No space left on device$" \
+    to_full "$BIN" run -m "$TINY" -p hi -n 4
+expect "run >&-" 3 "^clinfer: I/O error: cannot write the generated text: Bad file descriptor$" \
+    to_closed "$BIN" run -m "$TINY" -p hi -n 4
+expect "tokenize >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" tokenize -m "$TINY" -p hi
+expect "tokenize >&-" 3 "^clinfer: I/O error: cannot write to stdout: Bad file descriptor$" \
+    to_closed "$BIN" tokenize -m "$TINY" -p hi
+expect "info >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" info -m "$TINY"
+expect "devices >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" devices
+expect "--help >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" run --help
+#     a closed pipe: SIGPIPE ends clinfer quietly (141 = 128 + SIGPIPE) ...
+cases=$((cases + 1))
+{ "$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 50 2>"$W/err"; echo $? >"$W/rc"; } | true
+rc=$(cat "$W/rc")
+if [ "$rc" -eq 141 ] && [ ! -s "$W/err" ]; then echo "ok   run | (closed pipe)                  exit 141, nothing on stderr"
+else fail "closed pipe: exit $rc, expected 141 and a quiet stderr"; fi
+#     ... and where SIGPIPE is ignored, EPIPE is an I/O error like the others
+cases=$((cases + 1))
+{ sh -c 'trap "" PIPE; exec "$0" "$@"' "$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 50 2>"$W/err"; echo $? >"$W/rc"; } | true
+rc=$(cat "$W/rc")
+if [ "$rc" -eq 3 ] && [ "$(error_lines)" = "clinfer: I/O error: cannot write the generated text: Broken pipe" ]
+then echo "ok   run | (closed pipe, SIGPIPE ignored) exit 3  $(error_lines)"
+else fail "closed pipe, SIGPIPE ignored: exit $rc, expected 3 and one 'Broken pipe' line"; fi
+
+# 13. perplexity of a FIFO (or a device): refused at once, not waited on
+mkfifo "$W/fifo.txt"
+expect "perplexity -f FIFO" 3 "^clinfer: I/O error: '$W/fifo.txt' is not a regular file$" \
+    timeout 20 "$BIN" perplexity -m "$TINY" -f "$W/fifo.txt"
+expect "perplexity -f /dev/zero" 3 "^clinfer: I/O error: '/dev/zero' is not a regular file$" \
+    timeout 20 "$BIN" perplexity -m "$TINY" -f /dev/zero
+
+# 14. chat: a line longer than any buffer is one user turn (one answer)
+cases=$((cases + 1))
+long=$(head -c 20000 /dev/zero | tr '\0' a)
+printf '%s\n' "$long" | CLINFER_CHAT_STATS=1 "$BIN" chat -m "$TINY" --ctx 32768 -n 2 >"$W/out" 2>"$W/err"
+rc=$?
+turns=$(grep -c "| generated" "$W/err")
+if [ $rc -eq 0 ] && [ "$turns" -eq 1 ]; then echo "ok   chat: a 20 KB line is one turn       exit 0"
+else fail "chat: a 20 KB line gave $turns turns (exit $rc), expected one"; fi
 
 echo "$cases cases, $failures failures"
 [ $failures -eq 0 ]
