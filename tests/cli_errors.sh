@@ -196,12 +196,93 @@ expect "quantize: no output dir" 3 "^clinfer: I/O error: cannot create a tempora
 printf 'previous contents\n' >"$W/q/keep.gguf"
 # the file size limit makes the write fail half-way (EFBIG; SIGXFSZ ignored)
 expect "quantize: write fails midway" 3 "^clinfer: I/O error: cannot write '$W/q/keep.gguf': File too large" \
-    sh -c 'trap "" XFSZ; ulimit -f 16; exec "$0" "$@"' "$BIN" quantize "$TINY" "$W/q/keep.gguf" F32
+    sh -c 'trap "" XFSZ; ulimit -f 16; exec "$0" "$@"' "$BIN" quantize --force "$TINY" "$W/q/keep.gguf" F32
 cases=$((cases + 1))
 left=$(ls -A "$W/q")
 if [ "$left" = "keep.gguf" ] && [ "$(cat "$W/q/keep.gguf")" = "previous contents" ]; then
     echo "ok   failed quantize leaves nothing behind"
 else fail "failed quantize left: $left"; fi
+
+# 11b. quantize's output rules: never a device, a FIFO, a directory or the
+#      input itself; an existing file only with --force, and only when
+#      writable; a link is written through (the link stays)
+unchanged() { # NAME TEST: one case, TEST (a shell condition) still holds
+    cases=$((cases + 1))
+    if eval "$2"; then echo "ok   $1"; else fail "$1"; fi
+}
+if mknod "$W/q/null" c 1 3 2>/dev/null; then dev=$W/q/null; else dev=/dev/null; fi # a copy when root may
+expect "quantize: onto a device" 3 "^clinfer: I/O error: '$dev' is not a regular file$" \
+    "$BIN" quantize "$TINY" "$dev" Q8_0
+unchanged "quantize: the device is still one" '[ -c "$dev" ]'
+mkfifo "$W/q/fifo"
+expect "quantize: onto a FIFO" 3 "^clinfer: I/O error: '$W/q/fifo' is not a regular file$" \
+    "$BIN" quantize "$TINY" "$W/q/fifo" Q8_0
+unchanged "quantize: the FIFO is still one" '[ -p "$W/q/fifo" ]'
+cp "$TINY" "$W/q/in.gguf"
+ln "$W/q/in.gguf" "$W/q/hard.gguf"
+ln -s in.gguf "$W/q/soft.gguf"
+expect "quantize: in place" 3 "^clinfer: I/O error: '$W/q/in.gguf' is the input file" \
+    "$BIN" quantize "$W/q/in.gguf" "$W/q/in.gguf" Q4_0
+expect "quantize: onto a hard link of the input" 3 "^clinfer: I/O error: '$W/q/hard.gguf' is the input file" \
+    "$BIN" quantize "$W/q/in.gguf" "$W/q/hard.gguf" Q4_0
+expect "quantize: from a link to the output" 3 "^clinfer: I/O error: '$W/q/in.gguf' is the input file" \
+    "$BIN" quantize "$W/q/soft.gguf" "$W/q/in.gguf" Q4_0
+unchanged "quantize: the input is intact" 'cmp -s "$TINY" "$W/q/in.gguf"'
+rm "$W/q/hard.gguf" "$W/q/soft.gguf"
+expect "quantize: an existing output" 3 "^clinfer: I/O error: '$W/q/keep.gguf' exists \(--force replaces it\)$" \
+    "$BIN" quantize "$TINY" "$W/q/keep.gguf" Q8_0
+unchanged "quantize: the existing output is intact" '[ "$(cat "$W/q/keep.gguf")" = "previous contents" ]'
+ln -s keep.gguf "$W/q/link.gguf"
+unchanged "quantize --force through a link" '"$BIN" quantize --force "$TINY" "$W/q/link.gguf" Q8_0 2>"$W/err" &&
+    [ -L "$W/q/link.gguf" ] && "$BIN" info -m "$W/q/keep.gguf" 2>&1 | grep -q "Q8_0"'
+#      read-only: as root, access() grants everything: checked as nobody
+chmod 444 "$W/q/keep.gguf"
+if [ "$(id -u)" -ne 0 ]; then as_user=""; else as_user="setpriv --reuid=65534 --regid=65534 --clear-groups"; fi
+mkdir "$W/ro" && cp "$TINY" "$W/ro/in.gguf" && cp "$W/q/keep.gguf" "$W/ro/keep.gguf" && chmod 711 "$W" &&
+    chmod 777 "$W/ro" && chmod 444 "$W/ro/keep.gguf"
+# shellcheck disable=SC2086 # as_user is a command or nothing
+expect "quantize --force, read-only output" 3 "^clinfer: I/O error: '$W/ro/keep.gguf' is not writable: Permission denied$" \
+    $as_user "$BIN" quantize --force "$W/ro/in.gguf" "$W/ro/keep.gguf" Q8_0
+unchanged "quantize: the read-only output is intact" 'cmp -s "$W/q/keep.gguf" "$W/ro/keep.gguf"'
+chmod 700 "$W"
+rm -rf "$W/ro" "$W/q"
+
+# 11c. quantize stopped while it writes (a 31 MiB model to F32): nothing
+#      is left, whatever the signal (O_TMPFILE, else a named temporary that
+#      the signal's handler removes: CLINFER_NO_TMPFILE forces that path)
+"$TOOL" model "$W/big.gguf" --ff 81920 || exit 1
+# quantize_stopped NAME SIGNAL STATUS PATTERN [VAR=VALUE...]: the signal is
+# sent once the output is being written (more than 1 MiB in /proc/PID/io).
+# (SIGQUIT is not tried: a background job starts with it ignored.)
+quantize_stopped() {
+    name=$1 sig=$2 want=$3 pat=$4
+    shift 4
+    cases=$((cases + 1))
+    rm -rf "$W/qs" && mkdir "$W/qs"
+    env "$@" "$BIN" quantize "$W/big.gguf" "$W/qs/out.gguf" F32 >"$W/out" 2>"$W/err" &
+    pid=$!
+    wrote=0
+    while [ "$wrote" -lt 1048576 ] && kill -0 $pid 2>/dev/null; do
+        while read -r key val; do [ "$key" = wchar: ] && wrote=$val; done 2>/dev/null <"/proc/$pid/io"
+    done
+    kill -"$sig" $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    left=$(ls -A "$W/qs")
+    if [ $rc -ne "$want" ]; then fail "$name: exit status $rc, expected $want"
+    elif [ -n "$left" ]; then fail "$name: left behind: $left"
+    elif [ -n "$pat" ] && ! error_lines | grep -Eq -- "$pat"; then fail "$name: no line matching '$pat'"
+    else printf 'ok   %-34s exit %d  nothing left %s\n' "$name" "$rc" "$(error_lines)"; fi
+}
+quantize_stopped "quantize: Ctrl-C while writing" INT 9 "^clinfer: interrupted: quantize stopped by Ctrl-C; nothing written$"
+quantize_stopped "quantize: SIGTERM while writing" TERM 9 "^clinfer: interrupted: quantize stopped by SIGTERM; nothing written$"
+quantize_stopped "quantize: SIGHUP while writing" HUP 129 ""
+quantize_stopped "quantize: Ctrl-C, named temporary" INT 9 "^clinfer: interrupted: quantize stopped by Ctrl-C" CLINFER_NO_TMPFILE=1
+quantize_stopped "quantize: SIGHUP, named temporary" HUP 129 "" CLINFER_NO_TMPFILE=1
+mkdir "$W/qn"
+unchanged "quantize: named temporary, complete" 'CLINFER_NO_TMPFILE=1 "$BIN" quantize "$TINY" "$W/qn/out.gguf" Q8_0 2>"$W/err" &&
+    [ "$(ls -A "$W/qn")" = out.gguf ] && "$BIN" info -m "$W/qn/out.gguf" >/dev/null 2>&1'
+rm -rf "$W/qn" "$W/big.gguf"
 
 # 12. stdout that cannot be written (a full disk, closed): status 3, one
 #     line, for the streamed text and for the commands that print at the end
