@@ -1,0 +1,45 @@
+# What `cmake --install` (and `make install PREFIX=...`) puts where, and the
+# Debian package built from it (`cpack -G DEB` in the build folder):
+#   bin/clinfer, lib/libclinfer.so.0.1.0 (SONAME libclinfer.so.0),
+#   include/clinfer.h, lib/pkgconfig/clinfer.pc,
+#   lib/cmake/clinfer/ (find_package(clinfer): the target clinfer::clinfer).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS clinfer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS clinfer_shared EXPORT clinferTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# clinfer.pc finds its prefix from its own place (${pcfiledir}), so one file
+# is right for any --prefix and inside the .deb.
+file(RELATIVE_PATH PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" PC_TO_PREFIX "${PC_TO_PREFIX}")
+configure_file(${CMAKE_SOURCE_DIR}/cmake/clinfer.pc.in ${CMAKE_BINARY_DIR}/clinfer.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/clinfer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+set(CLINFER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clinfer)
+install(EXPORT clinferTargets NAMESPACE clinfer:: DESTINATION ${CLINFER_CMAKE_DIR})
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/clinferConfig.cmake.in
+                              ${CMAKE_BINARY_DIR}/clinferConfig.cmake INSTALL_DESTINATION ${CLINFER_CMAKE_DIR})
+# 0.x: a minor version may break the API, so only the same minor is compatible.
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/clinferConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/clinferConfig.cmake ${CMAKE_BINARY_DIR}/clinferConfigVersion.cmake
+        DESTINATION ${CLINFER_CMAKE_DIR})
+
+# The .deb: run-time dependencies are what dpkg-shlibdeps finds the binaries
+# linked with (OpenCL loader, PCRE2, CLBlast and OpenBLAS when built with
+# them); an OpenCL driver (ICD) is recommended, not required, since any
+# vendor's will do.
+set(CPACK_PACKAGE_NAME clinfer)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "portable LLM inference engine on OpenCL: command, library and header")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "clinfer developers <clinfer@localhost>")
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "pocl-opencl-icd | opencl-icd")
+set(CPACK_GENERATOR DEB)
+include(CPack)
