@@ -11,11 +11,13 @@ install(TARGETS clinfer_shared EXPORT clinferTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
-# clinfer.pc finds its prefix from its own place (${pcfiledir}), so one file
-# is right for any --prefix and inside the .deb.
-file(RELATIVE_PATH PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
-string(REGEX REPLACE "/$" "" PC_TO_PREFIX "${PC_TO_PREFIX}")
-configure_file(${CMAKE_SOURCE_DIR}/cmake/clinfer.pc.in ${CMAKE_BINARY_DIR}/clinfer.pc @ONLY)
+# clinfer.pc is written at install time, for the prefix installed into
+# (--prefix, PREFIX=, /usr in the .deb); an unpacked tree is used with
+# `pkg-config --define-prefix`.
+install(CODE "set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+set(PROJECT_VERSION ${PROJECT_VERSION})
+configure_file(\"${CMAKE_SOURCE_DIR}/cmake/clinfer.pc.in\" \"${CMAKE_BINARY_DIR}/clinfer.pc\" @ONLY)")
 install(FILES ${CMAKE_BINARY_DIR}/clinfer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 set(CLINFER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clinfer)
