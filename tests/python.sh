@@ -1,15 +1,16 @@
 #!/bin/sh
-# The Python package as a user installs it: a venv (with the system's
-# site-packages: numpy, pytest, setuptools), `pip install
+# The Python package as a user installs it: the library installed
+# (`cmake --install` into a scratch prefix, found by the loader), a venv
+# with the system's site-packages (numpy, pytest, setuptools), `pip install
 # ./bindings/python` without network, then its pytest suite against the
-# built libclinfer.so, the clinfer command and the default model.
+# installed clinfer command and the default model.
 #
-# usage: python.sh BUILD_DIR SOURCE_DIR CLINFER LIBCLINFER TINY_GGUF
+# usage: python.sh BUILD_DIR SOURCE_DIR TINY_GGUF
 set -u
-BUILD=$1 SRC=$2 BIN=$3 LIB=$4 TOOL=$5
+BUILD=$1 SRC=$2 TOOL=$3
 W=$(mktemp -d /tmp/clinfer-python-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
-unset CLINFER_DEVICE CLINFER_MODEL
+unset CLINFER_DEVICE CLINFER_MODEL CLINFER_LIBRARY
 
 # The first python3 with what the package and its tests need (a pyenv one
 # may lack pytest; scripts/setup.sh installs Debian's python3-pytest,
@@ -27,7 +28,8 @@ cp -r "$SRC/bindings/python" "$W/src"
 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --no-index --force-reinstall "$W/src" \
     >"$W/log" 2>&1 || { cat "$W/log"; echo "FAIL: pip install ./bindings/python"; exit 1; }
 "$TOOL" model "$W/tiny-noeog.gguf" --no-eog || { echo "FAIL: tiny_gguf"; exit 1; }
+cmake --install "$BUILD" --prefix "$W/prefix" >"$W/log" 2>&1 || { cat "$W/log"; echo "FAIL: cmake --install"; exit 1; }
 
 # from a neutral folder, so that `import clinfer` is the installed package
-cd "$W" && CLINFER_BIN=$BIN CLINFER_LIBRARY=$LIB CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
+cd "$W" && CLINFER_BIN=$W/prefix/bin/clinfer LD_LIBRARY_PATH=$W/prefix/lib CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$W/src/tests"

@@ -1,7 +1,8 @@
 """The Python package against the `clinfer` command, on the default model
 (`make model`) and a tiny one. Run by tests/python.sh (ctest `python`), which
-sets CLINFER_BIN (the command), CLINFER_TINY_MODEL (a tiny model without an
-end-of-generation token) and CLINFER_LIBRARY (the built libclinfer.so)."""
+installs the library where the loader finds it (LD_LIBRARY_PATH) and sets
+CLINFER_BIN (the installed command) and CLINFER_TINY_MODEL (a tiny model
+without an end-of-generation token)."""
 import os
 import subprocess
 import threading
@@ -35,6 +36,13 @@ def tiny():
         pytest.fail("CLINFER_TINY_MODEL is not set (tests/python.sh sets it)")
     with clinfer.Model(path) as m:
         yield m
+
+
+def test_library_lookup(monkeypatch, tmp_path):
+    from clinfer import _lib
+    assert os.path.basename(_lib._find()).startswith("libclinfer.so")  # the loader's, here
+    monkeypatch.setenv("CLINFER_LIBRARY", str(tmp_path / "libclinfer.so"))
+    assert _lib._find() == str(tmp_path / "libclinfer.so")  # the environment comes first
 
 
 def test_version():
