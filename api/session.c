@@ -174,6 +174,10 @@ static clf_status generate(clinfer_session *s, clf_sampler *smp, const clinfer_g
             break;
         }
         int32_t id = clf_sampler_sample(smp, s->logits, s->m->info.n_vocab);
+        if (id < 0) { /* a sampler made for a smaller vocabulary; the message is set */
+            st = CLF_ERR_ARG;
+            break;
+        }
         r->last = id;
         r->n_generated++;
         if (clf_token_is_eog(tok, id)) {
@@ -208,7 +212,8 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     API_NOT_NULL(s);
     clinfer_generate_params p = clinfer_generate_default_params();
     API_TRY(api_read_params(&p, sizeof p, params, "clinfer_generate_params"));
-    clinfer_generate_result r = {.size = sizeof r, .last = -1, .n_prompt = n_prompt};
+    clinfer_generate_result r = {.size = sizeof r, .last = -1};
+    API_TRY(result ? api_write_info(result, &r, sizeof r, "clinfer_generate_result") : CLF_OK); /* size set? */
     clf_status st = CLF_OK;
     if (p.max_tokens <= 0) st = clf_fail(CLF_ERR_ARG, "max_tokens is %d: it must be > 0", p.max_tokens);
     else if (n_prompt < 0 || (n_prompt > 0 && !prompt)) st = clf_fail(CLF_ERR_ARG, "clinfer_generate: no prompt");
@@ -223,8 +228,10 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
         smp = greedy;
     }
     double t0 = clf_now_s();
-    if (st == CLF_OK && n_prompt > 0 && (st = eval(s, prompt, n_prompt, 0, s->logits)) == CLF_OK)
+    if (st == CLF_OK && n_prompt > 0 && (st = eval(s, prompt, n_prompt, 0, s->logits)) == CLF_OK) {
+        r.n_prompt = n_prompt;
         for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
+    }
     /* TODO(harden-core): clf_llama_set_abort, once on main, lets a cancel
      * stop a long prompt between its chunks too. */
     r.prompt_seconds = clf_now_s() - t0;
@@ -233,9 +240,6 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     r.generate_seconds = clf_now_s() - t0;
     atomic_store(&s->cancel, 0); /* a request is for one generation */
     clf_sampler_free(greedy);
-    if (result) {
-        clf_status wst = api_write_info(result, &r, sizeof r, "clinfer_generate_result");
-        if (st == CLF_OK) st = wst;
-    }
+    if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");
     return (clinfer_status)st;
 }

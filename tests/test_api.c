@@ -371,6 +371,11 @@ static void test_generate(void **state) {
     ASSERT_FAILS(clinfer_generate(s, prompt, n, &gp, &r), CLINFER_ERR_ARG, "max_tokens");
     gp.size = 0;
     ASSERT_FAILS(clinfer_generate(s, prompt, n, &gp, &r), CLINFER_ERR_ARG, "size");
+    gp = clinfer_generate_default_params();
+    r.size = 0; /* checked before any work */
+    ASSERT_FAILS(clinfer_generate(s, prompt, n, &gp, &r), CLINFER_ERR_ARG, "clinfer_generate_result.size");
+    assert_int_equal(clinfer_session_n_past(s), 0);
+    r.size = sizeof r;
     ASSERT_FAILS(clinfer_generate(NULL, prompt, n, NULL, &r), CLINFER_ERR_ARG, "NULL");
     clinfer_free(prompt);
     clinfer_session_free(s);
