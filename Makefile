@@ -20,7 +20,10 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:de
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
 	UBSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp:print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build model test-models run test test-asan test-fuzz clean
+# make install PREFIX=/opt/clinfer (DESTDIR= is honoured too)
+PREFIX ?= /usr/local
+
+.PHONY: all deps build model test-models run test test-asan test-fuzz install clean
 all: build
 
 deps:
@@ -52,6 +55,9 @@ test-fuzz: build
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer -- --no-print-directory
 	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(BUILD)/tiny_gguf $(FUZZ_SECONDS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

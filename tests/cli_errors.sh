@@ -336,5 +336,13 @@ turns=$(grep -c "| generated" "$W/err")
 if [ $rc -eq 0 ] && [ "$turns" -eq 1 ]; then echo "ok   chat: a 20 KB line is one turn       exit 0"
 else fail "chat: a 20 KB line gave $turns turns (exit $rc), expected one"; fi
 
+# 15. the device-tuning overrides: documented values or a usage error, one policy
+expect "CLINFER_MATMUL_VARIANT=fpga" 2 "^clinfer: usage error: CLINFER_MATMUL_VARIANT must be cpu, cpu-portable, gpu or auto, not 'fpga'$" \
+    env CLINFER_MATMUL_VARIANT=fpga "$BIN" run -m "$TINY" -p hi -n 2
+expect "CLINFER_OPS_VARIANT=cpux" 2 "^clinfer: usage error: CLINFER_OPS_VARIANT must be cpu, gpu or auto, not 'cpux'$" \
+    env CLINFER_OPS_VARIANT=cpux "$BIN" devices
+expect "CLINFER_TUNE out of range" 2 "^clinfer: usage error: CLINFER_TUNE: gemm_tm must be a whole number from 2 to 16, not '99'$" \
+    env CLINFER_TUNE=gemm_tm=99 "$BIN" run -m "$TINY" -p hi -n 2
+
 echo "$cases cases, $failures failures"
 [ $failures -eq 0 ]
