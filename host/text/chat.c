@@ -52,8 +52,10 @@ static void find_dated_system(const char *tmpl, clf_chat *c) {
                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     time_t now = time(NULL);
     struct tm tm;
-    localtime_r(&now, &tm);
-    snprintf(c->date, sizeof c->date, "%02d %s %d", tm.tm_mday, MONTH[tm.tm_mon % 12], tm.tm_year + 1900);
+    if (localtime_r(&now, &tm) && tm.tm_mon >= 0 && tm.tm_mon < 12)
+        snprintf(c->date, sizeof c->date, "%02d %s %d", tm.tm_mday, MONTH[tm.tm_mon], tm.tm_year + 1900);
+    else
+        snprintf(c->date, sizeof c->date, "26 Jul 2024"); /* the templates' own fallback */
 }
 
 clf_status clf_chat_init(const char *tmpl, clf_chat *c) {
