@@ -4,6 +4,8 @@
  * the key or tensor it belongs to, before anything is allocated for it. */
 #include "gguf.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -477,21 +479,13 @@ clf_status clf_gguf_open_memory(const void *data, size_t size, clf_gguf **out) {
 
 clf_status clf_gguf_open(const char *path, clf_gguf **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return clf_fail(CLF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    CLF_TRY(clf_open_regular(path, &fd));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
         return clf_fail(CLF_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return clf_fail(CLF_ERR_IO, "'%s' is a directory, not a GGUF file", path);
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return clf_fail(CLF_ERR_IO, "'%s' is not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
     void *map = NULL;

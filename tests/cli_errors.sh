@@ -92,11 +92,15 @@ if CLINFER_CACHE_DIR="$W/a-file/cache" "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out
 then echo "ok   unwritable cache dir                 exit 0  (warning, still runs)"
 else fail "unwritable cache dir: expected a warning and success"; fi
 
-# 8. model files: missing, a directory, not GGUF, empty, truncated
+# 8. model files: missing, a directory, a FIFO, not GGUF, empty, truncated
 expect "missing model file" 3 "^clinfer: I/O error: cannot open '$W/none.gguf': No such file or directory" \
     "$BIN" run -m "$W/none.gguf" -p hi
 expect "directory as model" 3 "^clinfer: I/O error: '$W' is a directory" \
     "$BIN" run -m "$W" -p hi
+# a FIFO would block open() until a writer came (timeout: a hang fails, 124)
+mkfifo "$W/fifo.gguf"
+expect "FIFO as model" 3 "^clinfer: I/O error: '$W/fifo.gguf' is not a regular file" \
+    timeout 60 "$BIN" run -m "$W/fifo.gguf" -p hi
 printf 'this is a text file, not a model\n' >"$W/text.gguf"
 expect "non-GGUF file" 4 "^clinfer: format error: .*text.gguf: not a GGUF file" \
     "$BIN" run -m "$W/text.gguf" -p hi
