@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,15 @@ void cli_session_close(cli_session *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Corrupt weights can make every logit NaN: sampling would then pick
+ * token 0 or stop at once, printing nothing; say so instead. */
+static clf_status check_logits(const cli_session *s) {
+    for (int i = 0; i < s->m->hp.n_vocab; i++)
+        if (!isfinite(s->logits[i]))
+            return clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
+    return CLF_OK;
+}
+
 clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
                         cli_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
@@ -60,6 +70,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     stats->n_prompt = n_prompt;
     double t0 = clf_now_s();
     CLF_TRY(clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits));
+    CLF_TRY(check_logits(s));
     for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
     stats->prompt_s = clf_now_s() - t0;
     t0 = clf_now_s();
@@ -91,7 +102,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
             st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
             break;
         }
-        if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK) break;
+        if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK || (st = check_logits(s)) != CLF_OK) break;
     }
     size_t n = clf_detok_flush(&d, buf, cap);
     fwrite(buf, 1, n, out);

@@ -1,5 +1,6 @@
 #include "llama.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +90,25 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     CLF_TRY(get_u32(g, a, "rope.dimension_count", 0, &hp->n_rot));
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return clf_fail(CLF_ERR_FORMAT, "rope.dimension_count %d does not fit head_dim %d", hp->n_rot, hp->head_dim);
+    /* Ranges: a base <= 1 makes RoPE's frequencies grow with the dimension
+     * (1e-45 underflows the angles to NaN), an epsilon outside (0, 1) is no
+     * RMSNorm guard, a scale <= 0 no scale; none of them may be NaN or Inf. */
     hp->rope_base = 10000.0f;
     hp->eps = 1e-5f;
+    float scale = 1.0f, scale_linear = 1.0f;
     CLF_TRY(get_f32(g, a, "rope.freq_base", &hp->rope_base));
     CLF_TRY(get_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->eps));
-    if (!(hp->rope_base > 0) || !(hp->eps > 0) || !(hp->eps < 1))
-        return clf_fail(CLF_ERR_FORMAT, "rope.freq_base %g or rms epsilon %g out of range", hp->rope_base, hp->eps);
+    CLF_TRY(get_f32(g, a, "rope.scaling.factor", &scale));
+    CLF_TRY(get_f32(g, a, "rope.scale_linear", &scale_linear));
+    if (!isfinite(hp->rope_base) || !(hp->rope_base > 1))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.freq_base = %g is out of range (finite and > 1)", a, hp->rope_base);
+    if (!isfinite(hp->eps) || !(hp->eps > 0) || !(hp->eps < 1))
+        return clf_fail(CLF_ERR_FORMAT, "%s.attention.layer_norm_rms_epsilon = %g is out of range (finite, between 0 and 1)",
+                        a, hp->eps);
+    if (!isfinite(scale) || !(scale > 0) || !isfinite(scale_linear) || !(scale_linear > 0))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.%s = %g is out of range (finite and > 0)", a,
+                        !isfinite(scale) || !(scale > 0) ? "scaling.factor" : "scale_linear",
+                        !isfinite(scale) || !(scale > 0) ? scale : scale_linear);
 
     const clf_gguf_tensor *t;
     CLF_TRY(want_tensor(g, "token_embd.weight", hp->n_embd, hp->n_vocab, &t));
@@ -104,6 +118,19 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
                         (unsigned long long)toks->arr_n, hp->n_vocab);
     if (!hp->tied) CLF_TRY(want_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, &t));
     CLF_TRY(want_tensor(g, "output_norm.weight", hp->n_embd, 0, &t));
+
+    /* a block_count below the blocks present would run part of the model */
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_str *nm = &clf_gguf_tensor_at(g, i)->name;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(nm->len < 120 ? nm->len : 120), nm->ptr);
+        if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4])) continue;
+        char *end;
+        unsigned long long blk = strtoull(name + 4, &end, 10);
+        if (*end == '.' && blk >= (unsigned long long)hp->n_layer)
+            return clf_fail(CLF_ERR_FORMAT, "tensor %s is of block %llu but %s.block_count is %d", name, blk, a,
+                            hp->n_layer);
+    }
 
     int kv_dim = hp->n_head_kv * hp->head_dim;
     for (int l = 0; l < hp->n_layer; l++) {

@@ -114,6 +114,10 @@ expect "no model at all" 3 "^clinfer: I/O error: no -m given and the default mod
     env CLINFER_MODEL_DIR="$W/no-models" XDG_CACHE_HOME= "$BIN" run -p hi
 expect "unreadable info target" 4 "^clinfer: format error: " \
     "$BIN" info -m "$W/text.gguf"
+# NaN weights give NaN logits: an error, not empty output and exit 0
+"$TOOL" model "$W/nan.gguf" --nan || exit 1
+expect "NaN logits" 4 "^clinfer: format error: the model produced non-finite logits \(NaN/Inf\) at token 2$" \
+    "$BIN" run -m "$W/nan.gguf" -p hi -n 4
 
 # 9. usage errors
 cases=$((cases + 1))
