@@ -19,18 +19,38 @@ void cli_catch_sigint(void) {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns */
+    /* a parent may have blocked it; a Ctrl-C already pending arrives now */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* The runtime's abort hook: Ctrl-C stops a load or a prompt between steps. */
+static int interrupted(void *ud) {
+    (void)ud;
+    return cli_interrupted;
+}
+
+/* Ctrl-C between the steps of opening a session, or inside one (st). */
+static clf_status load_step(clf_status st) {
+    if (st == CLF_ERR_INTERRUPTED || (st == CLF_OK && cli_interrupted))
+        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped by Ctrl-C");
+    return st;
 }
 
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
     memset(s, 0, sizeof *s);
+    cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     double t0 = clf_now_s();
     char path[1024];
     clf_status st = clf_model_path(model, path, sizeof path);
-    if (st == CLF_OK) st = clf_gguf_open(path, &s->g);
-    if (st == CLF_OK) st = clf_tokenizer_load(s->g, &s->tok);
-    if (st == CLF_OK) st = clf_runtime_create(device, &s->rt);
-    if (st == CLF_OK) st = clf_llama_load(s->rt, s->g, &s->m);
-    if (st == CLF_OK) st = clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c);
+    if (st == CLF_OK) st = load_step(clf_gguf_open(path, &s->g));
+    if (st == CLF_OK) st = load_step(clf_tokenizer_load(s->g, &s->tok));
+    if (st == CLF_OK) st = load_step(clf_runtime_create(device, &s->rt));
+    if (st == CLF_OK) clf_runtime_set_abort(s->rt, interrupted, NULL);
+    if (st == CLF_OK) st = load_step(clf_llama_load(s->rt, s->g, &s->m));
+    if (st == CLF_OK) st = load_step(clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c));
     if (st == CLF_OK && clf_tokenizer_n_vocab(s->tok) != s->m->hp.n_vocab)
         st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(s->tok),
                       s->m->hp.n_vocab);
@@ -67,10 +87,16 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
                         cli_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
     stats->last = -1;
-    stats->n_prompt = n_prompt;
     double t0 = clf_now_s();
-    CLF_TRY(clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits));
-    CLF_TRY(check_logits(s));
+    int n_past0 = s->c->n_past;
+    clf_status st = clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits);
+    if (st == CLF_OK) st = check_logits(s);
+    if (st != CLF_OK) {
+        clf_llama_rewind(s->c, n_past0); /* no half-read prompt stays in the context */
+        if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "prompt processing stopped by Ctrl-C");
+        return st;
+    }
+    stats->n_prompt = n_prompt;
     for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
     stats->prompt_s = clf_now_s() - t0;
     t0 = clf_now_s();
@@ -79,10 +105,9 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     size_t cap = clf_tokenizer_max_piece(s->tok);
     char *buf = malloc(cap);
     if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    clf_status st = CLF_OK;
     for (int i = 0; i < max_gen; i++) {
         if (cli_interrupted) {
-            st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by Ctrl-C");
+            st = CLF_ERR_INTERRUPTED;
             break;
         }
         int32_t id = clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);
@@ -104,6 +129,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
         }
         if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK || (st = check_logits(s)) != CLF_OK) break;
     }
+    if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "generation stopped by Ctrl-C"); /* here or in an eval */
     size_t n = clf_detok_flush(&d, buf, cap);
     fwrite(buf, 1, n, out);
     fflush(out);

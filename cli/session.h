@@ -20,12 +20,14 @@ typedef struct cli_session {
     double load_s;
 } cli_session;
 
-/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped). */
+/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped).
+ * Installs the Ctrl-C handler first: Ctrl-C while loading is
+ * CLF_ERR_INTERRUPTED, as in a prompt (the runtime's abort hook). */
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s);
 void cli_session_close(cli_session *s);
 
-/* Set by SIGINT (installed by cli_catch_sigint); generation stops at the
- * next token. */
+/* Set by SIGINT (installed by cli_catch_sigint, which also unblocks it);
+ * loading and a prompt stop between steps, generation at the next token. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_sigint(void);
 
@@ -40,7 +42,8 @@ typedef struct cli_gen_stats {
  * max_gen tokens, streaming their text to `out` as it completes; stops at an
  * end-of-generation token, at max_gen, at a full context or on Ctrl-C
  * (CLF_ERR_INTERRUPTED). Sampled tokens are kept in the context except the
- * last one, which is reported in stats->last. */
+ * last one, which is reported in stats->last. A prompt that fails (Ctrl-C,
+ * non-finite logits) leaves the context as it was and stats->n_prompt 0. */
 clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
                         cli_gen_stats *stats);
 

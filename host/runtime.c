@@ -303,6 +303,13 @@ void clf_runtime_free(clf_runtime *rt) {
     free(rt);
 }
 
+void clf_runtime_set_abort(clf_runtime *rt, int (*fn)(void *ud), void *ud) {
+    rt->abort_fn = fn;
+    rt->abort_ud = ud;
+}
+
+int clf_runtime_aborted(const clf_runtime *rt) { return rt->abort_fn && rt->abort_fn(rt->abort_ud); }
+
 clf_status clf_finish(clf_runtime *rt) { return clf_cl_check(clFinish(rt->queue), "clFinish"); }
 
 double clf_now_s(void) {

@@ -51,10 +51,22 @@ typedef struct clf_runtime {
     int last_build_cached; /* 1 if the most recent program build hit the cache */
     int matmul_backend;    /* clf_matmul_backend for n > 1 (host/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
+    int (*abort_fn)(void *);     /* see clf_runtime_set_abort */
+    void *abort_ud;
 } clf_runtime;
 
 clf_status clf_runtime_create(const char *selector, clf_runtime **out);
 void clf_runtime_free(clf_runtime *rt);
+
+/* Long operations on this runtime (uploading a model's weights, evaluating
+ * tokens in chunks) call fn(ud) between steps and stop with
+ * CLF_ERR_INTERRUPTED when it returns nonzero, like llama.cpp's
+ * abort_callback: the caller decides what stops (a Ctrl-C flag); the
+ * library knows nothing of signals. fn NULL: never stop. */
+void clf_runtime_set_abort(clf_runtime *rt, int (*fn)(void *ud), void *ud);
+/* Whether the hook asks to stop now (the caller fails with
+ * CLF_ERR_INTERRUPTED, saying where). */
+int clf_runtime_aborted(const clf_runtime *rt);
 
 /* Builds a program from source with "-cl-std=CL1.2" and `options`, through
  * the binary cache. A compile error is CLF_ERR_CL carrying the build log. */

@@ -174,14 +174,19 @@ typedef struct loader {
     double t0, shown; /* start, last progress line */
 } loader;
 
-/* Only a load that takes a while reports, a few times a second. */
-static void progress(loader *ld) {
+/* Counts an uploaded tensor; only a load that takes a while reports, a few
+ * times a second. Between tensors the runtime's abort hook may stop it. */
+static clf_status progress(loader *ld) {
     ld->done++;
     double t = clf_now_s();
-    if (t - ld->t0 < 1.0 || (t - ld->shown < 0.25 && ld->done < ld->total)) return;
-    ld->shown = t;
-    fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
-    if (ld->done == ld->total) fputc('\n', stderr);
+    if (t - ld->t0 >= 1.0 && (t - ld->shown >= 0.25 || ld->done == ld->total)) {
+        ld->shown = t;
+        fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
+        if (ld->done == ld->total) fputc('\n', stderr);
+    }
+    if (clf_runtime_aborted(ld->m->rt))
+        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request after %d of %d tensors", ld->done, ld->total);
+    return CLF_OK;
 }
 
 static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
@@ -189,8 +194,7 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
     CLF_TRY(clf_tensor_alloc(ld->m->rt, CLF_F32, gt->ne[0], 1, t));
     CLF_TRY(clf_tensor_upload(ld->m->rt, t, gt->data, gt->bytes));
     ld->m->device_bytes += gt->bytes;
-    progress(ld);
-    return CLF_OK;
+    return progress(ld);
 }
 
 /* Uploads the row-concatenation of `n` tensors (same type and columns) as one
@@ -223,7 +227,7 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
     free(cat);
     if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
     ld->m->device_bytes += w->bytes;
-    for (int i = 0; i < n; i++) progress(ld);
+    for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
     return CLF_OK;
 }
 
@@ -245,7 +249,7 @@ static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     if (st == CLF_OK) st = clf_tensor_upload(ld->m->rt, t, cat, (size_t)n * sizeof *cat);
     free(cat);
     ld->m->device_bytes += (size_t)n * sizeof *cat;
-    for (int i = 0; i < 3; i++) progress(ld);
+    for (int i = 0; st == CLF_OK && i < 3; i++) st = progress(ld);
     return st;
 }
 
@@ -282,7 +286,7 @@ static clf_status load(clf_llama *m, const clf_gguf *g) {
     CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
     CLF_TRY(clf_tensor_upload(m->rt, &m->tok_embd, emb->data, emb->bytes));
     m->device_bytes += emb->bytes;
-    progress(&ld);
+    CLF_TRY(progress(&ld));
     const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
     CLF_TRY(upload_fused(&ld, out_name, 1, &m->output));
     CLF_TRY(upload_vec(&ld, "output_norm.weight", &m->out_norm));
@@ -449,6 +453,12 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         c->logits = grown;
     }
     for (int done = 0; done < n;) {
+        /* between chunks the abort hook may stop a long prompt: once the
+         * previous chunk has run (forward only enqueues), so that the stop
+         * is prompt; the chunks done stay counted in n_past */
+        if (done > 0 && rt->abort_fn) CLF_TRY(clf_finish(rt));
+        if (clf_runtime_aborted(rt))
+            return clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of %d tokens", done, n);
         int chunk = n - done < c->n_batch ? n - done : c->n_batch;
         clf_status st = forward(c, tokens + done, chunk, c->n_past, all_logits);
         if (st == CLF_OK && (all_logits || done + chunk == n)) {

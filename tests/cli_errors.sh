@@ -144,6 +144,15 @@ elif ! error_lines | grep -q "^clinfer: interrupted: generation stopped by Ctrl-
 elif ! grep -Eq "^clinfer: .* \| generated [1-9][0-9]* tokens" "$W/err"; then fail "Ctrl-C: no stats line"
 else echo "ok   Ctrl-C during generation             exit 9  $(grep -E '\| generated' "$W/err")"; fi
 
+# Ctrl-C while loading: the same clean stop (exit 9, one line). The signal
+# is made pending and blocked before exec, so it arrives when clinfer
+# installs its handler, before the load: no race with a timer.
+expect "Ctrl-C while loading" 9 "^clinfer: interrupted: loading stopped by Ctrl-C$" \
+    python3 -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+os.kill(os.getpid(), signal.SIGINT)
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN" run -m "$TINY" -p hi -n 4
+
 # 11. quantize: a failure leaves nothing behind, an existing output intact
 mkdir "$W/q"
 expect "quantize: bad input" 4 "^clinfer: format error: .*text.gguf: not a GGUF file" \
