@@ -2,6 +2,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +73,8 @@ clf_status clf_buffer_create(clf_runtime *rt, cl_mem_flags flags, size_t bytes, 
 
 /* ---- devices ---------------------------------------------------------- */
 
+static void pocl_cache_init(void);
+
 static void dev_str(cl_device_id d, cl_device_info what, char *buf, size_t n) {
     buf[0] = 0;
     if (clGetDeviceInfo(d, what, n, buf, NULL) != CL_SUCCESS) buf[0] = 0;
@@ -125,6 +129,8 @@ static void fill_device(clf_device *o, int pi, int di, cl_platform_id p, cl_devi
 }
 
 clf_status clf_devices_list(clf_device **devs, int *n) {
+    static pthread_once_t pocl_once = PTHREAD_ONCE_INIT;
+    pthread_once(&pocl_once, pocl_cache_init); /* before the platform is first touched */
     *devs = NULL;
     *n = 0;
     cl_uint np = 0;
@@ -222,16 +228,10 @@ clf_status clf_device_select(const clf_device *devs, int n, const char *sel, int
 
 /* ---- runtime ---------------------------------------------------------- */
 
-static void cache_dir_init(clf_runtime *rt) {
-    const char *env = getenv("CLINFER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    rt->cache_dir[0] = 0;
-    if (env) snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", env); /* "" turns the cache off */
-    else if (xdg && *xdg) snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s/clinfer", xdg);
-    else if (home && *home) snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s/.cache/clinfer", home);
-    if (!rt->cache_dir[0]) return;
-    /* mkdir -p */
-    char path[sizeof rt->cache_dir];
-    snprintf(path, sizeof path, "%s", rt->cache_dir);
+/* mkdir -p; whether `dir` is then a folder we can write in. */
+static int make_writable_dir(const char *dir) {
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return 0;
     for (char *s = path + 1;; s++) {
         if (*s == '/' || *s == 0) {
             char c = *s;
@@ -241,8 +241,66 @@ static void cache_dir_init(clf_runtime *rt) {
             if (!c) break;
         }
     }
-    if (access(rt->cache_dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "clinfer: warning: kernel cache dir %s is not writable; caching off\n", rt->cache_dir);
+    struct stat sb;
+    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && access(dir, W_OK | X_OK) == 0;
+}
+
+/* The kernel cache folder: $CLINFER_CACHE_DIR ("" turns it off), else
+ * $XDG_CACHE_HOME/clinfer, else ~/.cache/clinfer; "" when off. */
+static void cache_dir_path(char *dir, size_t n) {
+    const char *env = getenv("CLINFER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    dir[0] = 0;
+    if (env) snprintf(dir, n, "%s", env);
+    else if (xdg && *xdg) snprintf(dir, n, "%s/clinfer", xdg);
+    else if (home && *home) snprintf(dir, n, "%s/.cache/clinfer", home);
+}
+
+/* PoCL compiles into its own cache ($POCL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/pocl or ~/.cache/pocl) and offers no device at all when it
+ * cannot create that folder. So before the platform is first touched,
+ * unless the user chose a folder, PoCL's cache goes beside ours
+ * (<cache>/pocl) when that is writable, else (unwritable, or our cache off)
+ * into a private temporary folder removed at exit. */
+static char pocl_tmp[1100]; /* that folder, "" if none */
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_pocl_tmp(void) {
+    if (pocl_tmp[0]) nftw(pocl_tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void pocl_cache_init(void) {
+    const char *user = getenv("POCL_CACHE_DIR");
+    if (user && *user) return;
+    char dir[1024], pocl[1100];
+    cache_dir_path(dir, sizeof dir);
+    snprintf(pocl, sizeof pocl, "%s/pocl", dir);
+    if (dir[0] && make_writable_dir(pocl)) {
+        setenv("POCL_CACHE_DIR", pocl, 1);
+        return;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(pocl_tmp, sizeof pocl_tmp, "%s/clinfer-pocl-XXXXXX", tmp && *tmp && strlen(tmp) < 1024 ? tmp : "/tmp");
+    if (!mkdtemp(pocl_tmp)) {
+        snprintf(pocl_tmp, sizeof pocl_tmp, "/tmp/clinfer-pocl-XXXXXX");
+        if (!mkdtemp(pocl_tmp)) {
+            pocl_tmp[0] = 0;
+            return; /* PoCL tries its default */
+        }
+    }
+    setenv("POCL_CACHE_DIR", pocl_tmp, 1);
+    atexit(remove_pocl_tmp);
+}
+
+static void cache_dir_init(clf_runtime *rt) {
+    cache_dir_path(rt->cache_dir, sizeof rt->cache_dir);
+    if (rt->cache_dir[0] && !make_writable_dir(rt->cache_dir)) {
+        fprintf(stderr, "clinfer: warning: kernel cache dir %s is not writable; caching off%s\n", rt->cache_dir,
+                pocl_tmp[0] ? " (PoCL compiles in a temporary folder, removed at exit)" : "");
         rt->cache_dir[0] = 0;
     }
 }

@@ -84,13 +84,23 @@ else fail "kernel build failure: the compiler's message is not in the log"; fi
 expect "missing kernel source dir" 3 "^clinfer: I/O error: cannot open kernel source .*CLINFER_KERNEL_DIR" \
     env CLINFER_KERNEL_DIR="$W/nowhere" CLINFER_CACHE_DIR= "$BIN" run -m "$TINY" -p hi -n 2
 
-# 7. an unwritable cache dir: a warning, and the run still works
+# 7. an unwritable cache dir (XDG_CACHE_HOME a file: PoCL cannot create its
+#    own cache there either): a warning, and `run` and `devices` still work,
+#    PoCL compiling in a temporary folder that is gone at exit
 : >"$W/a-file"
+mkdir "$W/tmp"
 cases=$((cases + 1))
-if CLINFER_CACHE_DIR="$W/a-file/cache" "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" &&
-    grep -q "^clinfer: warning: kernel cache dir .* is not writable; caching off" "$W/err" && [ "$(error_lines | wc -l)" -eq 0 ]
+if env -u CLINFER_CACHE_DIR -u POCL_CACHE_DIR XDG_CACHE_HOME="$W/a-file" TMPDIR="$W/tmp" \
+        "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" &&
+    grep -q "^clinfer: warning: kernel cache dir $W/a-file/clinfer is not writable; caching off (PoCL compiles in a temporary folder, removed at exit)$" "$W/err" &&
+    [ "$(error_lines | wc -l)" -eq 0 ] && [ -z "$(ls -A "$W/tmp")" ]
 then echo "ok   unwritable cache dir                 exit 0  (warning, still runs)"
-else fail "unwritable cache dir: expected a warning and success"; fi
+else fail "unwritable cache dir: expected a warning, success and no temporary folder left"; fi
+cases=$((cases + 1))
+if env -u CLINFER_CACHE_DIR -u POCL_CACHE_DIR XDG_CACHE_HOME="$W/a-file" TMPDIR="$W/tmp" \
+        "$BIN" devices >"$W/out" 2>"$W/err" && grep -q "^\* " "$W/out" && [ -z "$(ls -A "$W/tmp")" ]
+then echo "ok   unwritable cache dir (devices)       exit 0"
+else fail "unwritable cache dir: devices failed"; fi
 
 # 8. model files: missing, a directory, a FIFO, not GGUF, empty, truncated
 expect "missing model file" 3 "^clinfer: I/O error: cannot open '$W/none.gguf': No such file or directory" \
