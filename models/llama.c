@@ -186,7 +186,7 @@ static clf_status progress(loader *ld) {
     }
     if (clf_runtime_aborted(ld->m->rt))
         return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request after %d of %d tensors", ld->done, ld->total);
-    return CLF_OK;
+    return clf_gguf_guard_check(ld->g); /* the file shrank: stop uploading zeros */
 }
 
 static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
@@ -315,8 +315,11 @@ clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {
     clf_llama *m = calloc(1, sizeof *m);
     if (!m) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     m->rt = rt;
+    clf_gguf_guard_begin(g); /* weights and keys are read from the mapping */
     clf_status st = clf_llama_hparams_read(g, &m->hp);
     if (st == CLF_OK) st = load(m, g);
+    clf_status changed = clf_gguf_guard_end(g);
+    if (changed != CLF_OK) st = changed; /* it explains whatever else failed */
     if (st != CLF_OK) {
         clf_llama_free(m);
         return st;
