@@ -39,6 +39,15 @@ static clf_status load_step(clf_status st) {
     return st;
 }
 
+/* Kernels missing from the cache take seconds to build: say so, once. */
+static void building_notice(void *ud) {
+    static int shown;
+    const clf_runtime *rt = ud;
+    if (shown++) return;
+    fprintf(stderr, "clinfer: building kernels for %s (%s)...\n", rt->dev.name,
+            rt->cache_dir[0] ? "first run on this device; cached afterwards" : "the kernel cache is off");
+}
+
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
     memset(s, 0, sizeof *s);
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
@@ -48,7 +57,10 @@ clf_status cli_session_open(const char *model, const char *device, int n_ctx, cl
     if (st == CLF_OK) st = load_step(clf_gguf_open(path, &s->g));
     if (st == CLF_OK) st = load_step(clf_tokenizer_load(s->g, &s->tok));
     if (st == CLF_OK) st = load_step(clf_runtime_create(device, &s->rt));
-    if (st == CLF_OK) clf_runtime_set_abort(s->rt, interrupted, NULL);
+    if (st == CLF_OK) {
+        clf_runtime_set_abort(s->rt, interrupted, NULL);
+        clf_runtime_on_build(s->rt, building_notice, s->rt);
+    }
     if (st == CLF_OK) st = load_step(clf_llama_load(s->rt, s->g, &s->m));
     if (st == CLF_OK) st = load_step(clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c));
     if (st == CLF_OK && clf_tokenizer_n_vocab(s->tok) != s->m->hp.n_vocab)
@@ -87,7 +99,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
                         cli_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
     stats->last = -1;
-    double t0 = clf_now_s();
+    double build0 = s->rt->build_s, t0 = clf_now_s();
     int n_past0 = s->c->n_past;
     clf_status st = clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits);
     if (st == CLF_OK) st = check_logits(s);
@@ -98,7 +110,10 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     }
     stats->n_prompt = n_prompt;
     for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
-    stats->prompt_s = clf_now_s() - t0;
+    /* kernels built on the way (a first run) are not the prompt's speed */
+    stats->build_s = s->rt->build_s - build0;
+    stats->prompt_s = clf_now_s() - t0 - stats->build_s;
+    build0 = s->rt->build_s;
     t0 = clf_now_s();
     clf_detok d;
     clf_detok_init(&d, s->tok, 0);
@@ -134,12 +149,15 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     fwrite(buf, 1, n, out);
     fflush(out);
     free(buf);
-    stats->gen_s = clf_now_s() - t0;
+    stats->gen_s = clf_now_s() - t0 - (s->rt->build_s - build0);
+    stats->build_s += s->rt->build_s - build0;
     return st;
 }
 
 void cli_print_stats(const cli_session *s, const cli_gen_stats *st) {
-    fprintf(stderr, "\nclinfer: %s | load %.2f s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
-            s->rt->dev.name, s->load_s, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
+    char kernels[48] = "";
+    if (st->build_s > 0) snprintf(kernels, sizeof kernels, " | kernels %.2f s", st->build_s);
+    fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
+            s->rt->dev.name, s->load_s, kernels, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
             st->n_gen, st->gen_s > 0 ? st->n_gen / st->gen_s : 0);
 }

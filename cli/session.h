@@ -33,7 +33,8 @@ void cli_catch_sigint(void);
 
 typedef struct cli_gen_stats {
     int n_prompt, n_gen;
-    double prompt_s, gen_s;
+    double prompt_s, gen_s; /* without build_s */
+    double build_s;         /* building kernels on the way (a first run) */
     int32_t last; /* the last sampled token (-1 if none) */
     int stopped_eog;
 } cli_gen_stats;

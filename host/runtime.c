@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,8 +17,10 @@ typedef struct { const char *name; const unsigned char *data; size_t len; } clf_
 extern const clf_cl_source clf_cl_sources[];
 extern const int clf_cl_nsources;
 
-struct clf_program_entry { uint64_t key; cl_program program; };
-struct clf_kernel_entry { uint64_t key; char *name; cl_kernel kernel; };
+/* cold: compiled from source by this runtime (PoCL compiles each kernel at
+ * its first launch, which clf_launch then times) */
+struct clf_program_entry { uint64_t key; cl_program program; int cold; };
+struct clf_kernel_entry { uint64_t key; char *name; cl_kernel kernel; int cold; };
 
 const char *clf_cl_error_name(cl_int err) {
     switch (err) {
@@ -336,6 +339,7 @@ clf_status clf_runtime_create(const char *selector, clf_runtime **out) {
         return clf_cl_check(err, "clCreateCommandQueue");
     }
     cache_dir_init(rt);
+    rt->binary_cache = !strstr(rt->dev.platform_name, "Portable Computing Language");
     *out = rt;
     return CLF_OK;
 }
@@ -435,8 +439,21 @@ static clf_status build_log_error(clf_runtime *rt, cl_program prog, cl_int err) 
     return st;
 }
 
-clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const char *options,
-                             cl_program *out) {
+void clf_runtime_on_build(clf_runtime *rt, void (*fn)(void *ud), void *ud) {
+    rt->on_build = fn;
+    rt->on_build_ud = ud;
+}
+
+/* PoCL: an empty file per program built; its presence is the cache hit. */
+static int marker_present(const char *path) { return access(path, F_OK) == 0; }
+
+static void marker_write(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) close(fd);
+}
+
+static clf_status program_build(clf_runtime *rt, const char *src, size_t len, const char *options,
+                                cl_program *out) {
     char opts[2048];
     snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options ? options : "");
     uint64_t key = fnv1a(0xcbf29ce484222325ull, src, len);
@@ -448,7 +465,10 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
     cl_int err;
     rt->last_build_cached = 0;
     *out = NULL;
-    if (rt->cache_dir[0]) {
+    if (rt->cache_dir[0] && !rt->binary_cache) {
+        snprintf(path, sizeof path, "%s/%016llx.built", rt->cache_dir, (unsigned long long)key);
+        rt->last_build_cached = marker_present(path);
+    } else if (rt->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", rt->cache_dir, (unsigned long long)key);
         size_t blen = 0;
         unsigned char *bin = cache_read(path, key, &blen);
@@ -465,6 +485,7 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
             if (p) clReleaseProgram(p); /* stale or corrupt: fall through and rebuild */
         }
     }
+    if (!rt->last_build_cached && rt->on_build) rt->on_build(rt->on_build_ud);
     cl_program p = clCreateProgramWithSource(rt->ctx, 1, &src, &len, &err);
     CLF_TRY(clf_cl_check(err, "clCreateProgramWithSource"));
     err = clBuildProgram(p, 1, &rt->dev.id, opts, NULL, NULL);
@@ -473,7 +494,9 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
         clReleaseProgram(p);
         return st;
     }
-    if (path[0]) {
+    if (path[0] && !rt->binary_cache) {
+        if (!rt->last_build_cached) marker_write(path);
+    } else if (path[0]) {
         size_t blen = 0;
         if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof blen, &blen, NULL) == CL_SUCCESS && blen) {
             unsigned char *bin = malloc(blen);
@@ -484,6 +507,14 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
     }
     *out = p;
     return CLF_OK;
+}
+
+clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const char *options,
+                             cl_program *out) {
+    double t0 = clf_now_s();
+    clf_status st = program_build(rt, src, len, options, out);
+    rt->build_s += clf_now_s() - t0;
+    return st;
 }
 
 static const clf_cl_source *embedded(const char *family) {
@@ -548,8 +579,9 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
             return CLF_OK;
         }
     cl_program prog = NULL;
+    int cold = 0;
     for (int i = 0; i < rt->nprograms; i++)
-        if (rt->programs[i].key == pkey) prog = rt->programs[i].program;
+        if (rt->programs[i].key == pkey) prog = rt->programs[i].program, cold = rt->programs[i].cold;
     if (!prog) {
         char *src;
         size_t len;
@@ -563,7 +595,8 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
             return clf_fail(CLF_ERR_MEMORY, "out of host memory");
         }
         rt->programs = grown;
-        rt->programs[rt->nprograms++] = (clf_program_entry){pkey, prog};
+        cold = !rt->last_build_cached;
+        rt->programs[rt->nprograms++] = (clf_program_entry){pkey, prog, cold};
     }
     cl_int err;
     cl_kernel k = clCreateKernel(prog, kernel_name, &err);
@@ -580,7 +613,8 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     }
     rt->kernels = grown;
-    rt->kernels[rt->nkernels++] = (clf_kernel_entry){kkey, name, k};
+    rt->kernels[rt->nkernels++] = (clf_kernel_entry){kkey, name, k, cold};
+    rt->cold_kernels += cold;
     *out = k;
     return CLF_OK;
 }
@@ -609,7 +643,23 @@ typedef struct clf_profile {
 clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local) {
     clf_profile *p = rt->profile;
     cl_event ev = NULL;
+    /* the first launch of a kernel just compiled from source: PoCL compiles
+     * it now, in its own thread; the wait is counted as build time */
+    clf_kernel_entry *cold = NULL;
+    for (int i = 0; rt->cold_kernels && !cold && i < rt->nkernels; i++)
+        if (rt->kernels[i].kernel == k && rt->kernels[i].cold) cold = &rt->kernels[i];
+    double t0 = 0;
+    if (cold) {
+        clFinish(rt->queue); /* what was queued before is not build time */
+        t0 = clf_now_s();
+        cold->cold = 0;
+        rt->cold_kernels--;
+    }
     cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, p ? &ev : NULL);
+    if (cold && err == CL_SUCCESS) {
+        clFinish(rt->queue);
+        rt->build_s += clf_now_s() - t0;
+    }
     if (err != CL_SUCCESS) {
         char name[64] = "?";
         clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);

@@ -93,6 +93,7 @@ cases=$((cases + 1))
 if env -u CLINFER_CACHE_DIR -u POCL_CACHE_DIR XDG_CACHE_HOME="$W/a-file" TMPDIR="$W/tmp" \
         "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" &&
     grep -q "^clinfer: warning: kernel cache dir $W/a-file/clinfer is not writable; caching off (PoCL compiles in a temporary folder, removed at exit)$" "$W/err" &&
+    grep -q "^clinfer: building kernels for .* (the kernel cache is off)\.\.\.$" "$W/err" &&
     [ "$(error_lines | wc -l)" -eq 0 ] && [ -z "$(ls -A "$W/tmp")" ]
 then echo "ok   unwritable cache dir                 exit 0  (warning, still runs)"
 else fail "unwritable cache dir: expected a warning, success and no temporary folder left"; fi
@@ -153,6 +154,18 @@ if [ $rc -ne 9 ]; then fail "Ctrl-C: exit status $rc, expected 9"
 elif ! error_lines | grep -q "^clinfer: interrupted: generation stopped by Ctrl-C$"; then fail "Ctrl-C: no 'interrupted' line"
 elif ! grep -Eq "^clinfer: .* \| generated [1-9][0-9]* tokens" "$W/err"; then fail "Ctrl-C: no stats line"
 else echo "ok   Ctrl-C during generation             exit 9  $(grep -E '\| generated' "$W/err")"; fi
+
+# A first run on a device says that it builds kernels, once, and the speeds
+# line gives their time apart; the next run finds them in the cache. (A
+# fresh kernel cache over the suite's PoCL cache: announced, yet quick.)
+cases=$((cases + 1))
+fresh="env CLINFER_CACHE_DIR=$W/fresh POCL_CACHE_DIR=$CLINFER_CACHE_DIR/pocl"
+if $fresh "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" &&
+    [ "$(grep -c "^clinfer: building kernels for .* (first run on this device; cached afterwards)\.\.\.$" "$W/err")" -eq 1 ] &&
+    grep -Eq "^clinfer: .* \| load [0-9.]+ s \| kernels [0-9.]+ s \| prompt 2 tokens" "$W/err" &&
+    $fresh "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" && ! grep -q "building kernels" "$W/err"
+then echo "ok   first run: kernels announced, timed apart"
+else fail "first run: expected one 'building kernels' line, a kernels time, and neither on the next run"; fi
 
 # Ctrl-C while loading: the same clean stop (exit 9, one line). The signal
 # is made pending and blocked before exec, so it arrives when clinfer
