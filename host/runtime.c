@@ -466,7 +466,10 @@ static clf_status program_build(clf_runtime *rt, const char *src, size_t len, co
     rt->last_build_cached = 0;
     *out = NULL;
     if (rt->cache_dir[0] && !rt->binary_cache) {
-        snprintf(path, sizeof path, "%s/%016llx.built", rt->cache_dir, (unsigned long long)key);
+        /* the marker stands for PoCL's cache where it is now */
+        const char *pocl = getenv("POCL_CACHE_DIR");
+        uint64_t mkey = fnv1a_str(key, pocl ? pocl : "");
+        snprintf(path, sizeof path, "%s/%016llx.built", rt->cache_dir, (unsigned long long)mkey);
         rt->last_build_cached = marker_present(path);
     } else if (rt->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", rt->cache_dir, (unsigned long long)key);
