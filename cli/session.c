@@ -32,10 +32,11 @@ static int interrupted(void *ud) {
     return cli_interrupted;
 }
 
-/* Ctrl-C between the steps of opening a session, or inside one (st). */
+/* Ctrl-C between the steps of opening a session, or inside one. Whatever
+ * failed after a Ctrl-C failed for it: LLVM, compiling kernels inside PoCL,
+ * deletes its temporary files on SIGINT, and the build then fails. */
 static clf_status load_step(clf_status st) {
-    if (st == CLF_ERR_INTERRUPTED || (st == CLF_OK && cli_interrupted))
-        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped by Ctrl-C");
+    if (st == CLF_ERR_INTERRUPTED || cli_interrupted) return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped by Ctrl-C");
     return st;
 }
 
@@ -105,7 +106,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     if (st == CLF_OK) st = check_logits(s);
     if (st != CLF_OK) {
         clf_llama_rewind(s->c, n_past0); /* no half-read prompt stays in the context */
-        if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "prompt processing stopped by Ctrl-C");
+        if (st == CLF_ERR_INTERRUPTED || cli_interrupted) st = clf_fail(CLF_ERR_INTERRUPTED, "prompt processing stopped by Ctrl-C");
         return st;
     }
     stats->n_prompt = n_prompt;
@@ -144,7 +145,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
         }
         if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK || (st = check_logits(s)) != CLF_OK) break;
     }
-    if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "generation stopped by Ctrl-C"); /* here or in an eval */
+    if (st != CLF_OK && cli_interrupted) st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by Ctrl-C"); /* (load_step) */
     size_t n = clf_detok_flush(&d, buf, cap);
     fwrite(buf, 1, n, out);
     fflush(out);

@@ -586,6 +586,8 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
     for (int i = 0; i < rt->nprograms; i++)
         if (rt->programs[i].key == pkey) prog = rt->programs[i].program, cold = rt->programs[i].cold;
     if (!prog) {
+        /* a first run builds for seconds: the abort hook may stop it between programs */
+        if (clf_runtime_aborted(rt)) return clf_fail(CLF_ERR_INTERRUPTED, "stopped on request before building kernels '%s'", family);
         char *src;
         size_t len;
         CLF_TRY(clf_kernel_source(family, &src, &len));

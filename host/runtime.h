@@ -72,7 +72,7 @@ clf_status clf_runtime_create(const char *selector, clf_runtime **out);
 void clf_runtime_free(clf_runtime *rt);
 
 /* Long operations on this runtime (uploading a model's weights, evaluating
- * tokens in chunks) call fn(ud) between steps and stop with
+ * tokens in chunks, building kernels) call fn(ud) between steps and stop with
  * CLF_ERR_INTERRUPTED when it returns nonzero, like llama.cpp's
  * abort_callback: the caller decides what stops (a Ctrl-C flag); the
  * library knows nothing of signals. fn NULL: never stop. */

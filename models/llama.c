@@ -278,18 +278,19 @@ static clf_status check_fits(clf_runtime *rt, const clf_gguf *g) {
     return CLF_OK;
 }
 
-static clf_status load(clf_llama *m, const clf_gguf *g) {
+static clf_status upload_all(loader *ld) {
+    clf_llama *m = ld->m;
+    const clf_gguf *g = ld->g;
     const clf_llama_hparams *hp = &m->hp;
-    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (hp->tied ? 1 : 0), clf_now_s(), 0};
     CLF_TRY(check_fits(m->rt, g));
     const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
     CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
     CLF_TRY(clf_tensor_upload(m->rt, &m->tok_embd, emb->data, emb->bytes));
     m->device_bytes += emb->bytes;
-    CLF_TRY(progress(&ld));
+    CLF_TRY(progress(ld));
     const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
-    CLF_TRY(upload_fused(&ld, out_name, 1, &m->output));
-    CLF_TRY(upload_vec(&ld, "output_norm.weight", &m->out_norm));
+    CLF_TRY(upload_fused(ld, out_name, 1, &m->output));
+    CLF_TRY(upload_vec(ld, "output_norm.weight", &m->out_norm));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     for (int l = 0; l < hp->n_layer; l++) {
@@ -299,15 +300,23 @@ static clf_status load(clf_llama *m, const clf_gguf *g) {
                              "ffn_gate", "ffn_up", "ffn_down"};
         for (int i = 0; i < 9; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", l, sfx[i]);
         const char *qkv[] = {n[2], n[3], n[4]}, *o[] = {n[5]}, *gu[] = {n[6], n[7]}, *down[] = {n[8]};
-        CLF_TRY(upload_vec(&ld, n[0], &L->attn_norm));
-        CLF_TRY(upload_vec(&ld, n[1], &L->ffn_norm));
-        CLF_TRY(upload_fused(&ld, qkv, 3, &L->wqkv));
-        CLF_TRY(upload_fused(&ld, o, 1, &L->wo));
-        CLF_TRY(upload_fused(&ld, gu, 2, &L->wgu));
-        CLF_TRY(upload_fused(&ld, down, 1, &L->wdown));
-        if (hp->qkv_bias) CLF_TRY(upload_bias(&ld, l, &L->bqkv));
+        CLF_TRY(upload_vec(ld, n[0], &L->attn_norm));
+        CLF_TRY(upload_vec(ld, n[1], &L->ffn_norm));
+        CLF_TRY(upload_fused(ld, qkv, 3, &L->wqkv));
+        CLF_TRY(upload_fused(ld, o, 1, &L->wo));
+        CLF_TRY(upload_fused(ld, gu, 2, &L->wgu));
+        CLF_TRY(upload_fused(ld, down, 1, &L->wdown));
+        if (hp->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
     }
     return CLF_OK;
+}
+
+static clf_status load(clf_llama *m, const clf_gguf *g) {
+    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (m->hp.tied ? 1 : 0), clf_now_s(), 0};
+    clf_status st = upload_all(&ld);
+    /* a progress line cut short (Ctrl-C, an error) ends before the message */
+    if (ld.shown > 0 && ld.done < ld.total) fputc('\n', stderr);
+    return st;
 }
 
 clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {

@@ -205,6 +205,25 @@ static void test_embedded_kernel_lookup(void **state) {
     assert_non_null(strstr(clf_last_error(), "CL_INVALID_KERNEL_NAME"));
 }
 
+static int always(void *ud) {
+    (void)ud;
+    return 1;
+}
+
+/* The abort hook stops a first run between program builds; what is built
+ * is still served. */
+static void test_abort_before_build(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    cl_kernel k;
+    TU_OK(clf_kernel_get(rt, "elementwise", "", "add_f32", &k));
+    clf_runtime_set_abort(rt, always, NULL);
+    assert_int_equal(clf_kernel_get(rt, "elementwise", "-DCLF_UNBUILT=1", "add_f32", &k), CLF_ERR_INTERRUPTED);
+    assert_string_equal(clf_last_error(), "stopped on request before building kernels 'elementwise'");
+    TU_OK(clf_kernel_get(rt, "elementwise", "", "add_f32", &k));
+    clf_runtime_set_abort(rt, NULL, NULL);
+}
+
 static void test_error_names(void **state) {
     (void)state;
     assert_string_equal(clf_cl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
@@ -218,7 +237,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_kernel_computes),     cmocka_unit_test(test_build_error_has_log),
         cmocka_unit_test(test_embedded_kernel_lookup),   cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_binary_cache),             cmocka_unit_test(test_unwritable_cache_dir),
-        cmocka_unit_test(test_kernel_cache),
+        cmocka_unit_test(test_kernel_cache),             cmocka_unit_test(test_abort_before_build),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();
