@@ -14,6 +14,9 @@
 static const char *USAGE =
     "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16] [--device SEL | --all-devices] [--json]";
 
+/* decode steps before timing (kernel builds), and profiled per device */
+enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
+
 typedef struct {
     const char *model_path, *device;
     int n_prompt, n_gen, reps, all_devices, json;
@@ -48,18 +51,22 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_status st = clf_model_shape_from_gguf(g, &shape);
     if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
     if (st == CLF_OK) st = clf_llama_load(rt, g, &m);
-    if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + 16, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
+    if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + PROFILE_TOKENS, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
     if (st != CLF_OK) goto done;
     const clf_llama_hparams *hp = &m->hp;
+    /* token ids for every read below: the prompt, the generated run, and
+     * the warm-up's and profile's PROFILE_TOKENS steps from position 0 */
+    int n_toks = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    if (n_toks < PROFILE_TOKENS) n_toks = PROFILE_TOKENS;
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-    toks = malloc((size_t)(o->n_prompt + o->n_gen + 1) * sizeof *toks);
+    toks = malloc((size_t)n_toks * sizeof *toks);
     tps = malloc((size_t)o->reps * sizeof *tps);
     if (!logits || !toks || !tps) {
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         goto done;
     }
     uint64_t s = 88172645463325252ull;
-    for (int i = 0; i < o->n_prompt + o->n_gen + 1; i++) {
+    for (int i = 0; i < n_toks; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         toks[i] = (int32_t)(s % (uint64_t)hp->n_vocab);
     }
@@ -72,7 +79,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
     if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
-    for (int i = 0; st == CLF_OK && i < 4; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+    for (int i = 0; st == CLF_OK && i < WARMUP_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
     if (st != CLF_OK) goto done;
     if (o->n_prompt > 0) {
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
@@ -103,7 +110,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         /* where a generated token's time goes, by kernel */
         clf_llama_rewind(c, 0);
         st = clf_profile_start(rt);
-        for (int i = 0; st == CLF_OK && i < 16; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+        for (int i = 0; st == CLF_OK && i < PROFILE_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
         clf_status st2 = clf_profile_stop(rt, &prof, &nprof);
         if (st == CLF_OK) st = st2;
         if (st != CLF_OK) goto done;
@@ -132,7 +139,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out, ", \"tg_kernel_share\": [");
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "%s{\"kernel\": \"%s\", \"launches_per_token\": %.1f, \"share\": %.4f}", i ? ", " : "",
-                        prof[i].name, prof[i].launches / 16.0, prof_total > 0 ? prof[i].ms / prof_total : 0);
+                        prof[i].name, prof[i].launches / (double)PROFILE_TOKENS, prof_total > 0 ? prof[i].ms / prof_total : 0);
             fprintf(out, "]");
         }
         fprintf(out, "}");
@@ -155,8 +162,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(o->kv)->name);
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "  %-28s %5.1f%%  %6.1f launches/token  %8.1f us/token\n", prof[i].name,
-                        100 * prof[i].ms / prof_total, prof[i].launches / 16.0, prof[i].ms * 1000 / 16);
-            fprintf(out, "  kernel time %.2f ms/token of %.2f ms/token wall\n\n", prof_total / 16, 1000 / tg.median);
+                        100 * prof[i].ms / prof_total, prof[i].launches / (double)PROFILE_TOKENS, prof[i].ms * 1000 / PROFILE_TOKENS);
+            fprintf(out, "  kernel time %.2f ms/token of %.2f ms/token wall\n\n", prof_total / PROFILE_TOKENS, 1000 / tg.median);
         }
     }
 done:

@@ -1,5 +1,6 @@
 #include "llama.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +90,25 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     CLF_TRY(get_u32(g, a, "rope.dimension_count", 0, &hp->n_rot));
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return clf_fail(CLF_ERR_FORMAT, "rope.dimension_count %d does not fit head_dim %d", hp->n_rot, hp->head_dim);
+    /* Ranges: a base <= 1 makes RoPE's frequencies grow with the dimension
+     * (1e-45 underflows the angles to NaN), an epsilon outside (0, 1) is no
+     * RMSNorm guard, a scale <= 0 no scale; none of them may be NaN or Inf. */
     hp->rope_base = 10000.0f;
     hp->eps = 1e-5f;
+    float scale = 1.0f, scale_linear = 1.0f;
     CLF_TRY(get_f32(g, a, "rope.freq_base", &hp->rope_base));
     CLF_TRY(get_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->eps));
-    if (!(hp->rope_base > 0) || !(hp->eps > 0) || !(hp->eps < 1))
-        return clf_fail(CLF_ERR_FORMAT, "rope.freq_base %g or rms epsilon %g out of range", hp->rope_base, hp->eps);
+    CLF_TRY(get_f32(g, a, "rope.scaling.factor", &scale));
+    CLF_TRY(get_f32(g, a, "rope.scale_linear", &scale_linear));
+    if (!isfinite(hp->rope_base) || !(hp->rope_base > 1))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.freq_base = %g is out of range (finite and > 1)", a, hp->rope_base);
+    if (!isfinite(hp->eps) || !(hp->eps > 0) || !(hp->eps < 1))
+        return clf_fail(CLF_ERR_FORMAT, "%s.attention.layer_norm_rms_epsilon = %g is out of range (finite, between 0 and 1)",
+                        a, hp->eps);
+    if (!isfinite(scale) || !(scale > 0) || !isfinite(scale_linear) || !(scale_linear > 0))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.%s = %g is out of range (finite and > 0)", a,
+                        !isfinite(scale) || !(scale > 0) ? "scaling.factor" : "scale_linear",
+                        !isfinite(scale) || !(scale > 0) ? scale : scale_linear);
 
     const clf_gguf_tensor *t;
     CLF_TRY(want_tensor(g, "token_embd.weight", hp->n_embd, hp->n_vocab, &t));
@@ -104,6 +118,19 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
                         (unsigned long long)toks->arr_n, hp->n_vocab);
     if (!hp->tied) CLF_TRY(want_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, &t));
     CLF_TRY(want_tensor(g, "output_norm.weight", hp->n_embd, 0, &t));
+
+    /* a block_count below the blocks present would run part of the model */
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_str *nm = &clf_gguf_tensor_at(g, i)->name;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(nm->len < 120 ? nm->len : 120), nm->ptr);
+        if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4])) continue;
+        char *end;
+        unsigned long long blk = strtoull(name + 4, &end, 10);
+        if (*end == '.' && blk >= (unsigned long long)hp->n_layer)
+            return clf_fail(CLF_ERR_FORMAT, "tensor %s is of block %llu but %s.block_count is %d", name, blk, a,
+                            hp->n_layer);
+    }
 
     int kv_dim = hp->n_head_kv * hp->head_dim;
     for (int l = 0; l < hp->n_layer; l++) {
@@ -147,14 +174,19 @@ typedef struct loader {
     double t0, shown; /* start, last progress line */
 } loader;
 
-/* Only a load that takes a while reports, a few times a second. */
-static void progress(loader *ld) {
+/* Counts an uploaded tensor; only a load that takes a while reports, a few
+ * times a second. Between tensors the runtime's abort hook may stop it. */
+static clf_status progress(loader *ld) {
     ld->done++;
     double t = clf_now_s();
-    if (t - ld->t0 < 1.0 || (t - ld->shown < 0.25 && ld->done < ld->total)) return;
-    ld->shown = t;
-    fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
-    if (ld->done == ld->total) fputc('\n', stderr);
+    if (t - ld->t0 >= 1.0 && (t - ld->shown >= 0.25 || ld->done == ld->total)) {
+        ld->shown = t;
+        fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
+        if (ld->done == ld->total) fputc('\n', stderr);
+    }
+    if (clf_runtime_aborted(ld->m->rt))
+        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request after %d of %d tensors", ld->done, ld->total);
+    return clf_gguf_guard_check(ld->g); /* the file shrank: stop uploading zeros */
 }
 
 static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
@@ -162,8 +194,7 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
     CLF_TRY(clf_tensor_alloc(ld->m->rt, CLF_F32, gt->ne[0], 1, t));
     CLF_TRY(clf_tensor_upload(ld->m->rt, t, gt->data, gt->bytes));
     ld->m->device_bytes += gt->bytes;
-    progress(ld);
-    return CLF_OK;
+    return progress(ld);
 }
 
 /* Uploads the row-concatenation of `n` tensors (same type and columns) as one
@@ -196,7 +227,7 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
     free(cat);
     if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
     ld->m->device_bytes += w->bytes;
-    for (int i = 0; i < n; i++) progress(ld);
+    for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
     return CLF_OK;
 }
 
@@ -218,7 +249,7 @@ static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     if (st == CLF_OK) st = clf_tensor_upload(ld->m->rt, t, cat, (size_t)n * sizeof *cat);
     free(cat);
     ld->m->device_bytes += (size_t)n * sizeof *cat;
-    for (int i = 0; i < 3; i++) progress(ld);
+    for (int i = 0; st == CLF_OK && i < 3; i++) st = progress(ld);
     return st;
 }
 
@@ -247,18 +278,19 @@ static clf_status check_fits(clf_runtime *rt, const clf_gguf *g) {
     return CLF_OK;
 }
 
-static clf_status load(clf_llama *m, const clf_gguf *g) {
+static clf_status upload_all(loader *ld) {
+    clf_llama *m = ld->m;
+    const clf_gguf *g = ld->g;
     const clf_llama_hparams *hp = &m->hp;
-    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (hp->tied ? 1 : 0), clf_now_s(), 0};
     CLF_TRY(check_fits(m->rt, g));
     const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
     CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
     CLF_TRY(clf_tensor_upload(m->rt, &m->tok_embd, emb->data, emb->bytes));
     m->device_bytes += emb->bytes;
-    progress(&ld);
+    CLF_TRY(progress(ld));
     const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
-    CLF_TRY(upload_fused(&ld, out_name, 1, &m->output));
-    CLF_TRY(upload_vec(&ld, "output_norm.weight", &m->out_norm));
+    CLF_TRY(upload_fused(ld, out_name, 1, &m->output));
+    CLF_TRY(upload_vec(ld, "output_norm.weight", &m->out_norm));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     for (int l = 0; l < hp->n_layer; l++) {
@@ -268,15 +300,23 @@ static clf_status load(clf_llama *m, const clf_gguf *g) {
                              "ffn_gate", "ffn_up", "ffn_down"};
         for (int i = 0; i < 9; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", l, sfx[i]);
         const char *qkv[] = {n[2], n[3], n[4]}, *o[] = {n[5]}, *gu[] = {n[6], n[7]}, *down[] = {n[8]};
-        CLF_TRY(upload_vec(&ld, n[0], &L->attn_norm));
-        CLF_TRY(upload_vec(&ld, n[1], &L->ffn_norm));
-        CLF_TRY(upload_fused(&ld, qkv, 3, &L->wqkv));
-        CLF_TRY(upload_fused(&ld, o, 1, &L->wo));
-        CLF_TRY(upload_fused(&ld, gu, 2, &L->wgu));
-        CLF_TRY(upload_fused(&ld, down, 1, &L->wdown));
-        if (hp->qkv_bias) CLF_TRY(upload_bias(&ld, l, &L->bqkv));
+        CLF_TRY(upload_vec(ld, n[0], &L->attn_norm));
+        CLF_TRY(upload_vec(ld, n[1], &L->ffn_norm));
+        CLF_TRY(upload_fused(ld, qkv, 3, &L->wqkv));
+        CLF_TRY(upload_fused(ld, o, 1, &L->wo));
+        CLF_TRY(upload_fused(ld, gu, 2, &L->wgu));
+        CLF_TRY(upload_fused(ld, down, 1, &L->wdown));
+        if (hp->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
     }
     return CLF_OK;
+}
+
+static clf_status load(clf_llama *m, const clf_gguf *g) {
+    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (m->hp.tied ? 1 : 0), clf_now_s(), 0};
+    clf_status st = upload_all(&ld);
+    /* a progress line cut short (Ctrl-C, an error) ends before the message */
+    if (ld.shown > 0 && ld.done < ld.total) fputc('\n', stderr);
+    return st;
 }
 
 clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {
@@ -284,8 +324,11 @@ clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {
     clf_llama *m = calloc(1, sizeof *m);
     if (!m) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     m->rt = rt;
+    clf_gguf_guard_begin(g); /* weights and keys are read from the mapping */
     clf_status st = clf_llama_hparams_read(g, &m->hp);
     if (st == CLF_OK) st = load(m, g);
+    clf_status changed = clf_gguf_guard_end(g);
+    if (changed != CLF_OK) st = changed; /* it explains whatever else failed */
     if (st != CLF_OK) {
         clf_llama_free(m);
         return st;
@@ -422,6 +465,12 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         c->logits = grown;
     }
     for (int done = 0; done < n;) {
+        /* between chunks the abort hook may stop a long prompt: once the
+         * previous chunk has run (forward only enqueues), so that the stop
+         * is prompt; the chunks done stay counted in n_past */
+        if (done > 0 && rt->abort_fn) CLF_TRY(clf_finish(rt));
+        if (clf_runtime_aborted(rt))
+            return clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of %d tokens", done, n);
         int chunk = n - done < c->n_batch ? n - done : c->n_batch;
         clf_status st = forward(c, tokens + done, chunk, c->n_past, all_logits);
         if (st == CLF_OK && (all_logits || done + chunk == n)) {

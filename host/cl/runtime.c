@@ -2,6 +2,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +12,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hash.h"
+
 /* Generated at build time from the cl/ folder (cmake/embed.cmake). */
 typedef struct { const char *name; const unsigned char *data; size_t len; } clf_cl_source;
 extern const clf_cl_source clf_cl_sources[];
 extern const int clf_cl_nsources;
 
-struct clf_program_entry { uint64_t key; cl_program program; };
-struct clf_kernel_entry { uint64_t key; char *name; cl_kernel kernel; };
+/* cold: compiled from source by this runtime (PoCL compiles each kernel at
+ * its first launch, which clf_launch then times) */
+struct clf_program_entry { uint64_t key; cl_program program; int cold; };
+struct clf_kernel_entry { uint64_t key; char *name; cl_kernel kernel; int cold; };
 
 const char *clf_cl_error_name(cl_int err) {
     switch (err) {
@@ -71,6 +78,8 @@ clf_status clf_buffer_create(clf_runtime *rt, cl_mem_flags flags, size_t bytes, 
 
 /* ---- devices ---------------------------------------------------------- */
 
+static void pocl_cache_init(void);
+
 static void dev_str(cl_device_id d, cl_device_info what, char *buf, size_t n) {
     buf[0] = 0;
     if (clGetDeviceInfo(d, what, n, buf, NULL) != CL_SUCCESS) buf[0] = 0;
@@ -125,6 +134,8 @@ static void fill_device(clf_device *o, int pi, int di, cl_platform_id p, cl_devi
 }
 
 clf_status clf_devices_list(clf_device **devs, int *n) {
+    static pthread_once_t pocl_once = PTHREAD_ONCE_INIT;
+    pthread_once(&pocl_once, pocl_cache_init); /* before the platform is first touched */
     *devs = NULL;
     *n = 0;
     cl_uint np = 0;
@@ -222,16 +233,10 @@ clf_status clf_device_select(const clf_device *devs, int n, const char *sel, int
 
 /* ---- runtime ---------------------------------------------------------- */
 
-static void cache_dir_init(clf_runtime *rt) {
-    const char *env = getenv("CLINFER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    rt->cache_dir[0] = 0;
-    if (env) snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s", env); /* "" turns the cache off */
-    else if (xdg && *xdg) snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s/clinfer", xdg);
-    else if (home && *home) snprintf(rt->cache_dir, sizeof rt->cache_dir, "%s/.cache/clinfer", home);
-    if (!rt->cache_dir[0]) return;
-    /* mkdir -p */
-    char path[sizeof rt->cache_dir];
-    snprintf(path, sizeof path, "%s", rt->cache_dir);
+/* mkdir -p; whether `dir` is then a folder we can write in. */
+static int make_writable_dir(const char *dir) {
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return 0;
     for (char *s = path + 1;; s++) {
         if (*s == '/' || *s == 0) {
             char c = *s;
@@ -241,8 +246,66 @@ static void cache_dir_init(clf_runtime *rt) {
             if (!c) break;
         }
     }
-    if (access(rt->cache_dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "clinfer: warning: kernel cache dir %s is not writable; caching off\n", rt->cache_dir);
+    struct stat sb;
+    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && access(dir, W_OK | X_OK) == 0;
+}
+
+/* The kernel cache folder: $CLINFER_CACHE_DIR ("" turns it off), else
+ * $XDG_CACHE_HOME/clinfer, else ~/.cache/clinfer; "" when off. */
+static void cache_dir_path(char *dir, size_t n) {
+    const char *env = getenv("CLINFER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    dir[0] = 0;
+    if (env) snprintf(dir, n, "%s", env);
+    else if (xdg && *xdg) snprintf(dir, n, "%s/clinfer", xdg);
+    else if (home && *home) snprintf(dir, n, "%s/.cache/clinfer", home);
+}
+
+/* PoCL compiles into its own cache ($POCL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/pocl or ~/.cache/pocl) and offers no device at all when it
+ * cannot create that folder. So before the platform is first touched,
+ * unless the user chose a folder, PoCL's cache goes beside ours
+ * (<cache>/pocl) when that is writable, else (unwritable, or our cache off)
+ * into a private temporary folder removed at exit. */
+static char pocl_tmp[1100]; /* that folder, "" if none */
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_pocl_tmp(void) {
+    if (pocl_tmp[0]) nftw(pocl_tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void pocl_cache_init(void) {
+    const char *user = getenv("POCL_CACHE_DIR");
+    if (user && *user) return;
+    char dir[1024], pocl[1100];
+    cache_dir_path(dir, sizeof dir);
+    snprintf(pocl, sizeof pocl, "%s/pocl", dir);
+    if (dir[0] && make_writable_dir(pocl)) {
+        setenv("POCL_CACHE_DIR", pocl, 1);
+        return;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(pocl_tmp, sizeof pocl_tmp, "%s/clinfer-pocl-XXXXXX", tmp && *tmp && strlen(tmp) < 1024 ? tmp : "/tmp");
+    if (!mkdtemp(pocl_tmp)) {
+        snprintf(pocl_tmp, sizeof pocl_tmp, "/tmp/clinfer-pocl-XXXXXX");
+        if (!mkdtemp(pocl_tmp)) {
+            pocl_tmp[0] = 0;
+            return; /* PoCL tries its default */
+        }
+    }
+    setenv("POCL_CACHE_DIR", pocl_tmp, 1);
+    atexit(remove_pocl_tmp);
+}
+
+static void cache_dir_init(clf_runtime *rt) {
+    cache_dir_path(rt->cache_dir, sizeof rt->cache_dir);
+    if (rt->cache_dir[0] && !make_writable_dir(rt->cache_dir)) {
+        fprintf(stderr, "clinfer: warning: kernel cache dir %s is not writable; caching off%s\n", rt->cache_dir,
+                pocl_tmp[0] ? " (PoCL compiles in a temporary folder, removed at exit)" : "");
         rt->cache_dir[0] = 0;
     }
 }
@@ -308,6 +371,13 @@ void clf_runtime_free(clf_runtime *rt) {
     free(rt);
 }
 
+void clf_runtime_set_abort(clf_runtime *rt, int (*fn)(void *ud), void *ud) {
+    rt->abort_fn = fn;
+    rt->abort_ud = ud;
+}
+
+int clf_runtime_aborted(const clf_runtime *rt) { return rt->abort_fn && rt->abort_fn(rt->abort_ud); }
+
 clf_status clf_finish(clf_runtime *rt) { return clf_cl_check(clFinish(rt->queue), "clFinish"); }
 
 double clf_now_s(void) {
@@ -318,12 +388,6 @@ double clf_now_s(void) {
 
 /* ---- program build and binary cache ------------------------------------ */
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
 
 #define CACHE_MAGIC 0x42464c43u /* "CLFB" */
 
@@ -337,7 +401,7 @@ static unsigned char *cache_read(const char *path, uint64_t key, size_t *len) {
     if (fread(&magic, 4, 1, f) == 1 && fread(&k, 8, 1, f) == 1 && fread(&size, 8, 1, f) == 1 &&
         fread(&sum, 8, 1, f) == 1 && magic == CACHE_MAGIC && k == key && size > 0 && size < (1ull << 30)) {
         bin = malloc(size);
-        if (bin && (fread(bin, 1, size, f) != size || fnv1a(0xcbf29ce484222325ull, bin, size) != sum)) {
+        if (bin && (fread(bin, 1, size, f) != size || clf_fnv1a(CLF_FNV1A_SEED, bin, size) != sum)) {
             free(bin);
             bin = NULL;
         }
@@ -353,7 +417,7 @@ static void cache_write(const char *path, uint64_t key, const unsigned char *bin
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
     uint32_t magic = CACHE_MAGIC;
-    uint64_t size = len, sum = fnv1a(0xcbf29ce484222325ull, bin, len);
+    uint64_t size = len, sum = clf_fnv1a(CLF_FNV1A_SEED, bin, len);
     int ok = fwrite(&magic, 4, 1, f) == 1 && fwrite(&key, 8, 1, f) == 1 && fwrite(&size, 8, 1, f) == 1 &&
              fwrite(&sum, 8, 1, f) == 1 && fwrite(bin, 1, len, f) == len;
     ok = (fclose(f) == 0) && ok;
@@ -375,20 +439,39 @@ static clf_status build_log_error(clf_runtime *rt, cl_program prog, cl_int err) 
     return st;
 }
 
-clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const char *options,
-                             cl_program *out) {
+void clf_runtime_on_build(clf_runtime *rt, void (*fn)(void *ud), void *ud) {
+    rt->on_build = fn;
+    rt->on_build_ud = ud;
+}
+
+/* PoCL: an empty file per program built; its presence is the cache hit. */
+static int marker_present(const char *path) { return access(path, F_OK) == 0; }
+
+static void marker_write(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) close(fd);
+}
+
+static clf_status program_build(clf_runtime *rt, const char *src, size_t len, const char *options,
+                                cl_program *out) {
     char opts[2048];
     snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options ? options : "");
-    uint64_t key = fnv1a(0xcbf29ce484222325ull, src, len);
-    key = fnv1a_str(key, opts);
-    key = fnv1a_str(key, rt->dev.name);
-    key = fnv1a_str(key, rt->dev.driver);
-    key = fnv1a_str(key, rt->dev.platform_version);
+    uint64_t key = clf_fnv1a(CLF_FNV1A_SEED, src, len);
+    key = clf_fnv1a_str(key, opts);
+    key = clf_fnv1a_str(key, rt->dev.name);
+    key = clf_fnv1a_str(key, rt->dev.driver);
+    key = clf_fnv1a_str(key, rt->dev.platform_version);
     char path[1100] = "";
     cl_int err;
     rt->last_build_cached = 0;
     *out = NULL;
-    if (rt->cache_dir[0]) {
+    if (rt->cache_dir[0] && !rt->tune.binaries) {
+        /* the marker stands for PoCL's cache where it is now */
+        const char *pocl = getenv("POCL_CACHE_DIR");
+        uint64_t mkey = clf_fnv1a_str(key, pocl ? pocl : "");
+        snprintf(path, sizeof path, "%s/%016llx.built", rt->cache_dir, (unsigned long long)mkey);
+        rt->last_build_cached = marker_present(path);
+    } else if (rt->cache_dir[0]) {
         snprintf(path, sizeof path, "%s/%016llx.bin", rt->cache_dir, (unsigned long long)key);
         size_t blen = 0;
         unsigned char *bin = cache_read(path, key, &blen);
@@ -405,6 +488,7 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
             if (p) clReleaseProgram(p); /* stale or corrupt: fall through and rebuild */
         }
     }
+    if (!rt->last_build_cached && rt->on_build) rt->on_build(rt->on_build_ud);
     cl_program p = clCreateProgramWithSource(rt->ctx, 1, &src, &len, &err);
     CLF_TRY(clf_cl_check(err, "clCreateProgramWithSource"));
     err = clBuildProgram(p, 1, &rt->dev.id, opts, NULL, NULL);
@@ -413,7 +497,9 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
         clReleaseProgram(p);
         return st;
     }
-    if (path[0]) {
+    if (path[0] && !rt->tune.binaries) {
+        if (!rt->last_build_cached) marker_write(path);
+    } else if (path[0]) {
         size_t blen = 0;
         if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof blen, &blen, NULL) == CL_SUCCESS && blen) {
             unsigned char *bin = malloc(blen);
@@ -424,6 +510,14 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const
     }
     *out = p;
     return CLF_OK;
+}
+
+clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len, const char *options,
+                             cl_program *out) {
+    double t0 = clf_now_s();
+    clf_status st = program_build(rt, src, len, options, out);
+    rt->build_s += clf_now_s() - t0;
+    return st;
 }
 
 static const clf_cl_source *embedded(const char *family) {
@@ -480,17 +574,20 @@ clf_status clf_kernel_source(const char *family, char **src, size_t *len) {
 clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *options, const char *kernel_name,
                           cl_kernel *out) {
     if (!options) options = "";
-    uint64_t pkey = fnv1a_str(fnv1a_str(0xcbf29ce484222325ull, family), options);
-    uint64_t kkey = fnv1a_str(pkey, kernel_name);
+    uint64_t pkey = clf_fnv1a_str(clf_fnv1a_str(0xcbf29ce484222325ull, family), options);
+    uint64_t kkey = clf_fnv1a_str(pkey, kernel_name);
     for (int i = 0; i < rt->nkernels; i++)
         if (rt->kernels[i].key == kkey && strcmp(rt->kernels[i].name, kernel_name) == 0) {
             *out = rt->kernels[i].kernel;
             return CLF_OK;
         }
     cl_program prog = NULL;
+    int cold = 0;
     for (int i = 0; i < rt->nprograms; i++)
-        if (rt->programs[i].key == pkey) prog = rt->programs[i].program;
+        if (rt->programs[i].key == pkey) prog = rt->programs[i].program, cold = rt->programs[i].cold;
     if (!prog) {
+        /* a first run builds for seconds: the abort hook may stop it between programs */
+        if (clf_runtime_aborted(rt)) return clf_fail(CLF_ERR_INTERRUPTED, "stopped on request before building kernels '%s'", family);
         char *src;
         size_t len;
         CLF_TRY(clf_kernel_source(family, &src, &len));
@@ -503,7 +600,8 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
             return clf_fail(CLF_ERR_MEMORY, "out of host memory");
         }
         rt->programs = grown;
-        rt->programs[rt->nprograms++] = (clf_program_entry){pkey, prog};
+        cold = !rt->last_build_cached;
+        rt->programs[rt->nprograms++] = (clf_program_entry){pkey, prog, cold};
     }
     cl_int err;
     cl_kernel k = clCreateKernel(prog, kernel_name, &err);
@@ -520,7 +618,8 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     }
     rt->kernels = grown;
-    rt->kernels[rt->nkernels++] = (clf_kernel_entry){kkey, name, k};
+    rt->kernels[rt->nkernels++] = (clf_kernel_entry){kkey, name, k, cold};
+    rt->cold_kernels += cold;
     *out = k;
     return CLF_OK;
 }
@@ -549,7 +648,23 @@ typedef struct clf_profile {
 clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local) {
     clf_profile *p = rt->profile;
     cl_event ev = NULL;
+    /* the first launch of a kernel just compiled from source: PoCL compiles
+     * it now, in its own thread; the wait is counted as build time */
+    clf_kernel_entry *cold = NULL;
+    for (int i = 0; rt->cold_kernels && !cold && i < rt->nkernels; i++)
+        if (rt->kernels[i].kernel == k && rt->kernels[i].cold) cold = &rt->kernels[i];
+    double t0 = 0;
+    if (cold) {
+        clFinish(rt->queue); /* what was queued before is not build time */
+        t0 = clf_now_s();
+        cold->cold = 0;
+        rt->cold_kernels--;
+    }
     cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, p ? &ev : NULL);
+    if (cold && err == CL_SUCCESS) {
+        clFinish(rt->queue);
+        rt->build_s += clf_now_s() - t0;
+    }
     if (err != CL_SUCCESS) {
         char name[64] = "?";
         clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);

@@ -1,19 +1,21 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--ff N]
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N]
  *       a random one-layer Llama (tests/support: tiny_model_write) with a
  *       tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h), so that
  *       `clinfer run` works on it; weights of TYPE (default F32); --no-eog
  *       gives it no end-of-generation token, so a run stops only at -n;
  *       --ff N: the feed-forward width (default 64; 384 N bytes of F32
- *       weights: a large file that still loads in a moment).
+ *       weights: a large file that still loads in a moment);
+ *       --nan fills output_norm.weight with NaN, so every logit is NaN.
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
  *       arrays, no tensors at all); DIR/tokenizer: texts for fuzz_tokenizer.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,7 @@ static int fail(const char *what) {
 
 /* A tiny model with a vocabulary: the random model is written first, then
  * copied key by key and tensor by tensor beside the vocabulary's keys. */
-static int write_model(const char *path, const char *arch, clf_type type, int spm, int eog, uint64_t seed,
+static int write_model(const char *path, const char *arch, clf_type type, int spm, int eog, int nan, uint64_t seed,
                        int n_ff) {
     fz_vocab v;
     fz_vocab_build2(&v, spm, eog);
@@ -51,7 +53,10 @@ static int write_model(const char *path, const char *arch, clf_type type, int sp
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        st = clf_gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+        float nans[256];
+        const int nan_norm = nan && !strcmp(name, "output_norm.weight") && t->ne[0] <= 256;
+        for (int j = 0; nan_norm && j < t->ne[0]; j++) nans[j] = NAN;
+        st = clf_gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, nan_norm ? nans : t->data);
     }
     if (st == CLF_OK) st = clf_gguf_write(w, path);
     clf_gguf_writer_free(w);
@@ -147,9 +152,9 @@ static int write_seeds(const char *dir) {
     static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         snprintf(p, sizeof p, "%s/llama-bpe-%s.gguf", g, clf_type_get(types[i])->name);
-        rc |= write_model(p, "llama", types[i], 0, 1, 1 + i, 64);
+        rc |= write_model(p, "llama", types[i], 0, 1, 0, 1 + i, 64);
     }
-    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, "qwen2", CLF_Q8_0, 1, 1, 7, 64);
+    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, "qwen2", CLF_Q8_0, 1, 1, 0, 7, 64);
     snprintf(p, sizeof p, "%s/vocab-bpe.gguf", g), rc |= fz_vocab_write(p, 0) != CLF_OK;
     snprintf(p, sizeof p, "%s/vocab-spm.gguf", g), rc |= fz_vocab_write(p, 1) != CLF_OK;
     snprintf(p, sizeof p, "%s/kinds.gguf", g), rc |= write_kinds(p);
@@ -179,10 +184,11 @@ static int write_seeds(const char *dir) {
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "model")) {
         clf_type type = CLF_F32;
-        int eog = 1, n_ff = 64;
+        int eog = 1, nan = 0, n_ff = 64;
         uint64_t seed = 42;
         for (int i = 3; i < argc; i++) {
             if (!strcmp(argv[i], "--no-eog")) eog = 0;
+            else if (!strcmp(argv[i], "--nan")) nan = 1;
             else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
             else if (!strcmp(argv[i], "--ff") && i + 1 < argc && (n_ff = atoi(argv[++i])) > 0 && n_ff % 32 == 0) {}
             else if (clf_type_from_name(argv[i]) >= 0) type = (clf_type)clf_type_from_name(argv[i]);
@@ -191,9 +197,9 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        return write_model(argv[2], "llama", type, 0, eog, seed, n_ff);
+        return write_model(argv[2], "llama", type, 0, eog, nan, seed, n_ff);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--ff N] | tiny_gguf seeds DIR\n");
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] | tiny_gguf seeds DIR\n");
     return 2;
 }
