@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "estimate.h"
 #include "llama.h"
 #include "model_path.h"
@@ -179,31 +180,13 @@ done:
 
 int clf_bench_model_main(int argc, char **argv) {
     opts o = {NULL, NULL, 512, 128, 5, 0, 0, CLF_F32};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        long long x;
-        if (cli_opt(argc, argv, &i, "-m", &v)) o.model_path = v;
-        else if (cli_opt(argc, argv, &i, "--device", &v)) o.device = v;
-        else if (cli_opt(argc, argv, &i, "-p", &v)) {
-            if (cli_int(v, 0, 1 << 20, &x)) return cli_usage(USAGE, "bad -p '%s'", v);
-            o.n_prompt = (int)x;
-        } else if (cli_opt(argc, argv, &i, "-n", &v)) {
-            if (cli_int(v, 0, 1 << 20, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
-            o.n_gen = (int)x;
-        } else if (cli_opt(argc, argv, &i, "-r", &v)) {
-            if (cli_int(v, 1, 1000, &x)) return cli_usage(USAGE, "bad -r '%s'", v);
-            o.reps = (int)x;
-        } else if (cli_opt(argc, argv, &i, "--kv", &v)) {
-            int t = clf_type_from_name(v);
-            if (t != CLF_F32 && t != CLF_F16) return cli_usage(USAGE, "--kv must be f32 or f16");
-            o.kv = (clf_type)t;
-        } else if (cli_flag(argv, i, "--all-devices")) o.all_devices = 1;
-        else if (cli_flag(argv, i, "--json")) o.json = 1;
-        else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    const cli_option table[] = {CLI_OPT_STR("-m", &o.model_path),     CLI_OPT_STR("--device", &o.device),
+                                CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20), CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20),
+                                CLI_OPT_INT("-r", &o.reps, 1, 1000),  CLI_OPT_KV("--kv", &o.kv),
+                                CLI_OPT_FLAG("--all-devices", &o.all_devices), CLI_OPT_FLAG("--json", &o.json),
+                                {0}};
+    int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");
     char path[1024];
     clf_gguf *g;
