@@ -24,5 +24,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

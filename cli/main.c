@@ -20,6 +20,9 @@ static const command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat with a model on the terminal"},
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
+#ifdef CLINFER_HAVE_SERVE
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server (chat, completions, streaming, a chat page)"},
+#endif
 };
 
 static void usage(FILE *f) {

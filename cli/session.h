@@ -20,7 +20,8 @@ typedef struct cli_session {
     double load_s;
 } cli_session;
 
-/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped).
+/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped),
+ * -1 for no context (`serve` makes one per slot).
  * Installs the Ctrl-C handler first: Ctrl-C while loading is
  * CLF_ERR_INTERRUPTED, as in a prompt (the runtime's abort hook). */
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s);

@@ -1,0 +1,98 @@
+/* clinfer serve: an OpenAI-compatible HTTP server (server/). It listens
+ * first (/health answers 503 while the model loads), serves until SIGINT or
+ * SIGTERM, then stops accepting, cuts the running answers cleanly and exits
+ * 0. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "engine.h"
+#include "http.h"
+#include "model_path.h"
+#include "sampling_opts.h"
+#include "session.h"
+
+static const char *USAGE =
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N] [--api-key KEY] "
+    CLI_MODEL_USAGE;
+
+/* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
+ * go to the main thread, which waits for them) or as they were. */
+static void hold_signals(int block, sigset_t *old) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(block ? SIG_BLOCK : SIG_SETMASK, block ? &set : old, block ? old : NULL);
+}
+
+/* The model's name in the API: its file's name. */
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int cmd_serve(int argc, char **argv) {
+    cli_gen_opts o;
+    cli_gen_opts_init(&o);
+    const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
+    int port = 8080, parallel = 4, queue = 64;
+    const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
+                               CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
+                               CLI_OPT_STR("--host", &host),
+                               CLI_OPT_INT("--port", &port, 0, 65535),
+                               CLI_OPT_INT("--parallel", &parallel, 1, 256),
+                               CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
+                               CLI_OPT_STR("--api-key", &api_key),
+                               {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
+    if (api_key && !*api_key) api_key = NULL;
+    char path[1024];
+    clf_status st = clf_model_path(o.model, path, sizeof path);
+    if (st != CLF_OK) return cli_error(st);
+
+    signal(SIGPIPE, SIG_IGN); /* a client gone is a failed write, not the end */
+    sigset_t old;
+    hold_signals(1, &old);
+    srv_http *h;
+    st = srv_http_start(&(srv_http_config){host, port, api_key}, &h);
+    if (st != CLF_OK) return cli_error(st);
+    fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
+            host, strchr(host, ':') ? "]" : "", srv_http_port(h));
+
+    cli_session s; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
+    srv_engine *e = NULL;
+    srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
+                   .created = (long long)time(NULL)};
+    st = cli_session_open(path, o.device, -1, o.kv, &s);
+    if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
+    if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
+    if (st == CLF_OK) {
+        app.tok = s.tok;
+        app.n_ctx = srv_engine_n_ctx(e);
+        hold_signals(1, &old);
+        st = srv_sched_create(e, s.tok, parallel, queue, &app.sched);
+    }
+    if (st == CLF_OK) {
+        srv_http_set_app(h, &app);
+        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id, s.rt->dev.name,
+                parallel, app.n_ctx);
+        while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
+        fprintf(stderr, "clinfer serve: %s: stopping\n", cli_interrupt_name());
+    }
+    /* no new connections; running answers cut and sent out; then the rest */
+    srv_http_quiesce(h);
+    srv_sched_free(app.sched);
+    srv_http_drain(h, 5);
+    srv_http_set_app(h, NULL);
+    srv_http_stop(h);
+    hold_signals(0, &old);
+    srv_engine_free(e);
+    if (s.rt) cli_session_close(&s);
+    return cli_error(st);
+}

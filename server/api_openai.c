@@ -1,0 +1,433 @@
+#include "api_openai.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void srv_api_error_set(srv_api_error *e, int http, const char *type, const char *code, const char *param,
+                       const char *fmt, ...) {
+    e->http = http;
+    e->type = type;
+    e->code = code;
+    e->param = param;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+void srv_api_bad(srv_api_error *e, const char *param, const char *fmt, ...) {
+    srv_api_error_set(e, 400, "invalid_request_error", "invalid_value", param, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+/* A field of the body: NULL when absent or null (OpenAI's clients send null
+ * for "not given"). */
+static json_t *field(json_t *root, const char *key) {
+    json_t *v = json_object_get(root, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* json_unpack_ex of one present field against `fmt`; -1 with a 400 naming it. */
+static int unpack(json_t *v, const char *key, srv_api_error *e, const char *fmt, void *dst) {
+    json_error_t je;
+    if (json_unpack_ex(v, &je, 0, fmt, dst) == 0) return 0;
+    srv_api_bad(e, key, "'%s': %s", key, je.text);
+    return -1;
+}
+
+/* A number field in [lo, hi]; *dst unchanged when absent. */
+static int get_number(json_t *root, const char *key, double lo, double hi, float *dst, srv_api_error *e) {
+    json_t *v = field(root, key);
+    double d;
+    if (!v) return 0;
+    if (unpack(v, key, e, "F", &d)) return -1;
+    if (!(d >= lo && d <= hi)) {
+        srv_api_bad(e, key, "'%s' is %g, out of its range %g..%g", key, d, lo, hi);
+        return -1;
+    }
+    *dst = (float)d;
+    return 0;
+}
+
+/* An integer field in [lo, hi]; *present set when given. */
+static int get_int(json_t *root, const char *key, json_int_t lo, json_int_t hi, json_int_t *dst, int *present,
+                   srv_api_error *e) {
+    json_t *v = field(root, key);
+    if (present) *present = v != NULL;
+    if (!v) return 0;
+    if (unpack(v, key, e, "I", dst)) return -1;
+    if (*dst < lo || *dst > hi) {
+        srv_api_bad(e, key, "'%s' is %lld, out of its range %lld..%lld", key, (long long)*dst, (long long)lo,
+                    (long long)hi);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_bool(json_t *root, const char *key, int *dst, srv_api_error *e) {
+    json_t *v = field(root, key);
+    return v ? unpack(v, key, e, "b", dst) : 0;
+}
+
+static char *dup_str(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+static int oom(srv_api_error *e) {
+    srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of host memory");
+    return -1;
+}
+
+/* A message's content: a string, or an array of {"type": "text", "text": ...}
+ * parts (joined); null is empty (an assistant turn that called a tool). */
+static int content_text(json_t *c, int i, char **out, srv_api_error *e) {
+    char key[48];
+    snprintf(key, sizeof key, "messages[%d].content", i);
+    if (!c || json_is_null(c)) return (*out = dup_str("", 0)) ? 0 : oom(e);
+    if (json_is_string(c)) return (*out = dup_str(json_string_value(c), json_string_length(c))) ? 0 : oom(e);
+    if (!json_is_array(c)) {
+        srv_api_bad(e, "messages", "'%s' must be a string or an array of text parts", key);
+        return -1;
+    }
+    size_t n = 0, j;
+    json_t *part;
+    json_array_foreach(c, j, part) {
+        const char *type, *text;
+        json_error_t je;
+        if (json_unpack_ex(part, &je, 0, "{s:s, s?s}", "type", &type, "text", &text)) {
+            srv_api_bad(e, "messages", "'%s[%zu]': %s", key, j, je.text);
+            return -1;
+        }
+        if (strcmp(type, "text") || !json_is_string(json_object_get(part, "text"))) {
+            srv_api_bad(e, "messages", "'%s[%zu]': only text parts are supported (type '%s')", key, j, type);
+            return -1;
+        }
+        n += json_string_length(json_object_get(part, "text"));
+    }
+    if (!(*out = malloc(n + 1))) return oom(e);
+    n = 0;
+    json_array_foreach(c, j, part) {
+        json_t *t = json_object_get(part, "text");
+        memcpy(*out + n, json_string_value(t), json_string_length(t));
+        n += json_string_length(t);
+    }
+    (*out)[n] = 0;
+    return 0;
+}
+
+static int parse_messages(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *msgs = field(root, "messages");
+    if (!msgs) {
+        srv_api_bad(e, "messages", "'messages' is required");
+        return -1;
+    }
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        srv_api_bad(e, "messages", "'messages' must be a non-empty array");
+        return -1;
+    }
+    if (!(r->msgs = calloc(json_array_size(msgs), sizeof *r->msgs))) return oom(e);
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const char *role;
+        json_t *content = NULL;
+        json_error_t je;
+        if (json_unpack_ex(m, &je, 0, "{s:s, s?o}", "role", &role, "content", &content)) {
+            srv_api_bad(e, "messages", "'messages[%zu]': %s", i, je.text);
+            return -1;
+        }
+        static const char *const ROLES[] = {"system", "user", "assistant"};
+        if (!strcmp(role, "developer")) role = "system";
+        const char *known = NULL;
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(role, ROLES[k])) known = ROLES[k];
+        if (!known) {
+            srv_api_bad(e, "messages", "'messages[%zu].role' '%s' is not supported (system, user, assistant)", i,
+                        role);
+            return -1;
+        }
+        r->msgs[i].role = known;
+        if (content_text(content, (int)i, &r->msgs[i].content, e)) return -1;
+        r->n_msgs = (int)i + 1;
+    }
+    return 0;
+}
+
+/* prompt: a string, an array of one string, or an array of token ids. */
+static int parse_prompt(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *p = field(root, "prompt");
+    if (!p) {
+        srv_api_bad(e, "prompt", "'prompt' is required");
+        return -1;
+    }
+    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
+    if (json_is_string(p)) return (r->prompt = dup_str(json_string_value(p), json_string_length(p))) ? 0 : oom(e);
+    if (!json_is_array(p) || json_array_size(p) == 0) {
+        srv_api_bad(e, "prompt", "'prompt' must be a string or a non-empty array of token ids (n = 1 only)");
+        return -1;
+    }
+    if (!(r->prompt_ids = malloc(json_array_size(p) * sizeof *r->prompt_ids))) return oom(e);
+    size_t i;
+    json_t *v;
+    json_array_foreach(p, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            srv_api_bad(e, "prompt", "'prompt[%zu]' is not a token id", i);
+            return -1;
+        }
+        r->prompt_ids[i] = (int32_t)json_integer_value(v);
+        r->n_prompt_ids = (int)i + 1;
+    }
+    return 0;
+}
+
+static int parse_stop(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *s = field(root, "stop");
+    if (!s) return 0;
+    if (json_is_string(s)) {
+        if (json_string_length(s) == 0) return 0;
+        return (r->stop[r->n_stop++] = dup_str(json_string_value(s), json_string_length(s))) ? 0 : oom(e);
+    }
+    if (!json_is_array(s) || json_array_size(s) > SRV_MAX_STOP) {
+        srv_api_bad(e, "stop", "'stop' must be a string or an array of at most %d strings", SRV_MAX_STOP);
+        return -1;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(s, i, v) {
+        if (!json_is_string(v)) {
+            srv_api_bad(e, "stop", "'stop[%zu]' is not a string", i);
+            return -1;
+        }
+        if (json_string_length(v) == 0) continue;
+        if (!(r->stop[r->n_stop++] = dup_str(json_string_value(v), json_string_length(v)))) return oom(e);
+    }
+    return 0;
+}
+
+/* Fields clinfer does not implement: a clear 400 rather than ignoring them. */
+static int refuse_unsupported(json_t *root, srv_api_error *e) {
+    json_int_t n = 1;
+    if (get_int(root, "n", 1, 1, &n, NULL, e)) {
+        snprintf(e->message, sizeof e->message, "'n' must be 1: clinfer generates one choice per request");
+        return -1;
+    }
+    static const char *const PENALTIES[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        float x = 0;
+        if (get_number(root, PENALTIES[i], -2, 2, &x, e)) return -1;
+        if (x != 0) {
+            srv_api_bad(e, PENALTIES[i], "'%s' is not supported (only 0)", PENALTIES[i]);
+            return -1;
+        }
+    }
+    static const char *const UNSUPPORTED[] = {"tools", "functions", "logit_bias", "suffix"};
+    for (int i = 0; i < 4; i++) {
+        json_t *v = field(root, UNSUPPORTED[i]);
+        if (v && !((json_is_array(v) || json_is_object(v)) && json_array_size(v) + json_object_size(v) == 0)) {
+            srv_api_bad(e, UNSUPPORTED[i], "'%s' is not supported", UNSUPPORTED[i]);
+            return -1;
+        }
+    }
+    int flag = 0;
+    if (get_bool(root, "echo", &flag, e)) return -1;
+    if (flag) {
+        srv_api_bad(e, "echo", "'echo' is not supported");
+        return -1;
+    }
+    json_t *lp = field(root, "logprobs");
+    if (lp && !(json_is_false(lp) || (json_is_integer(lp) && json_integer_value(lp) == 0))) {
+        srv_api_bad(e, "logprobs", "'logprobs' is not supported");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
+    json_t *model = field(root, "model");
+    if (model) {
+        const char *s;
+        if (unpack(model, "model", e, "s", &s)) return -1;
+        if (!(r->model = dup_str(s, json_string_length(model)))) return oom(e);
+    }
+    if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
+    if (refuse_unsupported(root, e)) return -1;
+    /* max_completion_tokens is the chat API's newer name of max_tokens */
+    json_int_t mt = 0, seed = 0;
+    int given;
+    if (get_int(root, "max_tokens", 1, 1 << 24, &mt, &given, e)) return -1;
+    if (!given && get_int(root, "max_completion_tokens", 1, 1 << 24, &mt, NULL, e)) return -1;
+    r->max_tokens = (int)mt;
+    r->sp = clf_sampler_defaults();
+    if (get_number(root, "temperature", 0, 2, &r->sp.temperature, e) ||
+        get_number(root, "top_p", 0, 1, &r->sp.top_p, e) || get_number(root, "min_p", 0, 1, &r->sp.min_p, e))
+        return -1;
+    json_int_t top_k = r->sp.top_k;
+    if (get_int(root, "top_k", 0, 1 << 30, &top_k, NULL, e)) return -1;
+    r->sp.top_k = (int)top_k;
+    if (get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, &r->has_seed, e)) return -1;
+    r->sp.seed = (uint64_t)seed;
+    if (parse_stop(root, r, e) || get_bool(root, "stream", &r->stream, e)) return -1;
+    json_t *so = field(root, "stream_options");
+    if (so) {
+        json_error_t je;
+        if (json_unpack_ex(so, &je, 0, "{s?b}", "include_usage", &r->include_usage)) {
+            srv_api_bad(e, "stream_options", "'stream_options': %s", je.text);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, srv_api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        srv_api_error_set(e, 400, "invalid_request_error", "invalid_json", NULL,
+                          "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        return -1;
+    }
+    int rc = -1;
+    if (!json_is_object(root)) srv_api_bad(e, NULL, "the body must be a JSON object");
+    else rc = parse_fields(root, kind, r, e);
+    json_decref(root);
+    return rc;
+}
+
+void srv_api_req_free(srv_api_req *r) {
+    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].content);
+    free(r->msgs);
+    free(r->model);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- answers -------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+    size_t k;
+    unsigned min;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xc2 && s[0] < 0xe0) k = 2, min = 0x80;
+    else if (s[0] >= 0xe0 && s[0] < 0xf0) k = 3, min = 0x800;
+    else if (s[0] >= 0xf0 && s[0] < 0xf5) k = 4, min = 0x10000;
+    else return 0;
+    if (k > n) return 0;
+    unsigned cp = s[0] & (0x7f >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    return cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp < 0xe000) ? k : 0;
+}
+
+/* A JSON string of text whose invalid bytes become U+FFFD (jansson takes
+ * valid UTF-8 only; a model can emit any bytes). */
+static json_t *text_json(const char *text, size_t len) {
+    char *buf = malloc(len * 3 + 1);
+    if (!buf) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_len((const unsigned char *)text + i, len - i);
+        if (k) memcpy(buf + o, text + i, k), o += k, i += k;
+        else memcpy(buf + o, "\xef\xbf\xbd", 3), o += 3, i++;
+    }
+    json_t *s = json_stringn_nocheck(buf, o);
+    free(buf);
+    return s;
+}
+
+static char *dump(json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
+}
+
+char *srv_api_error_json(const srv_api_error *e) {
+    return dump(json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", e->message, "type", e->type, "param",
+                          e->param, "code", e->code));
+}
+
+static json_t *usage_json(const srv_api_usage *u) {
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
+                     u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", u->cached_tokens);
+}
+
+/* clinfer's timings, in llama.cpp's server's names. */
+static json_t *timings_json(const srv_api_usage *u) {
+    int np = u->prompt_tokens - u->cached_tokens, ng = u->completion_tokens;
+    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", u->cached_tokens, "prompt_n", np,
+                     "prompt_ms", u->prompt_ms, "prompt_per_second", u->prompt_ms > 0 ? np * 1e3 / u->prompt_ms : 0.0,
+                     "predicted_n", ng, "predicted_ms", u->gen_ms, "predicted_per_second",
+                     u->gen_ms > 0 ? ng * 1e3 / u->gen_ms : 0.0, "queue_ms", u->queue_ms);
+}
+
+static json_t *head(const srv_api_resp *r, int chunk) {
+    const char *object = r->kind == SRV_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                             : "text_completion";
+    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created,
+                     "model", r->model, "system_fingerprint", "clinfer");
+}
+
+static json_t *finish_json(const srv_api_resp *r) { return r->finish ? json_string(r->finish) : json_null(); }
+
+char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u) {
+    json_t *j = head(r, 0), *choice;
+    if (r->kind == SRV_CHAT)
+        choice = json_pack("{s:i, s:{s:s, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant", "content",
+                           text_json(text, len), "logprobs", "finish_reason", finish_json(r));
+    else
+        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", text_json(text, len), "logprobs",
+                           "finish_reason", finish_json(r));
+    if (!j || json_object_set_new(j, "choices", json_pack("[o]", choice)) ||
+        json_object_set_new(j, "usage", usage_json(u)) || json_object_set_new(j, "timings", timings_json(u))) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
+}
+
+char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u) {
+    json_t *j = head(r, 1), *choices;
+    if (u) {
+        choices = json_array();
+    } else if (r->kind == SRV_CHAT) {
+        json_t *delta = r->finish && !len ? json_object() : json_pack("{s:o}", "content", text_json(text, len));
+        if (role && delta) json_object_set_new(delta, "role", json_string("assistant"));
+        choices = json_pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "delta", delta, "logprobs", "finish_reason",
+                            finish_json(r));
+    } else {
+        choices = json_pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "text", text_json(text, len), "logprobs",
+                            "finish_reason", finish_json(r));
+    }
+    if (!j || json_object_set_new(j, "choices", choices) ||
+        (u && (json_object_set_new(j, "usage", usage_json(u)) || json_object_set_new(j, "timings", timings_json(u))))) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
+}
+
+char *srv_api_models_json(const char *model, long long created, int n_ctx) {
+    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id", model, "object",
+                          "model", "created", (json_int_t)created, "owned_by", "clinfer", "meta", "n_ctx", n_ctx));
+}

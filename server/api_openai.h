@@ -1,0 +1,81 @@
+/* OpenAI's HTTP API as plain C: request bodies (JSON, checked with
+ * jansson's json_unpack_ex) into a srv_api_req, and the JSON the server
+ * answers with: completions, stream chunks, models, errors. No I/O here: the
+ * libFuzzer harness (tests/fuzz/fuzz_request.c) drives srv_api_parse. */
+#ifndef SRV_API_OPENAI_H
+#define SRV_API_OPENAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sampler.h"
+
+enum { SRV_MAX_STOP = 4 }; /* OpenAI's limit on stop strings */
+
+typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
+
+typedef struct srv_msg {
+    const char *role; /* "system", "user" or "assistant" ("developer" reads as "system") */
+    char *content;    /* malloc'd (text parts joined) */
+} srv_msg;
+
+typedef struct srv_api_req {
+    srv_kind kind;
+    char *model;          /* NULL when absent */
+    srv_msg *msgs;        /* SRV_CHAT */
+    int n_msgs;
+    char *prompt;         /* SRV_COMPLETION: text, or NULL when given as token ids */
+    int32_t *prompt_ids;  /* SRV_COMPLETION given as [ids] */
+    int n_prompt_ids;
+    int max_tokens;       /* 0: absent */
+    int has_seed;
+    clf_sampler_params sp; /* clf_sampler_defaults() where a field is absent */
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    int stream, include_usage;
+} srv_api_req;
+
+/* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
+typedef struct srv_api_error {
+    int http;          /* 400, 401, 404, 413, 500, 503 */
+    const char *type;  /* "invalid_request_error", ... */
+    const char *code;  /* "invalid_value", "model_not_found", ... or NULL */
+    const char *param; /* the field concerned, or NULL */
+    char message[512];
+} srv_api_error;
+
+void srv_api_error_set(srv_api_error *e, int http, const char *type, const char *code, const char *param,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The 400 for a bad field. */
+void srv_api_bad(srv_api_error *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* 0, or -1 with *e set (every field checked for its type and range; unknown
+ * fields ignored, unsupported ones refused). Free *req either way. */
+int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *req, srv_api_error *e);
+void srv_api_req_free(srv_api_req *req);
+
+/* ---- answers: malloc'd NUL-terminated JSON (NULL: out of memory) ------- */
+
+char *srv_api_error_json(const srv_api_error *e);
+
+typedef struct srv_api_usage {
+    int prompt_tokens, completion_tokens, cached_tokens;
+    double prompt_ms, gen_ms, queue_ms;
+} srv_api_usage;
+
+typedef struct srv_api_resp {
+    srv_kind kind;
+    const char *id, *model;
+    long long created;
+    const char *finish; /* "stop" or "length"; NULL in a stream's middle chunks */
+} srv_api_resp;
+
+/* A whole answer (stream: false). The text need not be valid UTF-8: bad
+ * bytes become U+FFFD. */
+char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u);
+/* One stream chunk: `role` (the chat's first chunk), text, finish reason;
+ * with `u` the usage chunk (no choices, stream_options.include_usage). */
+char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u);
+char *srv_api_models_json(const char *model, long long created, int n_ctx);
+
+#endif

@@ -1,0 +1,268 @@
+#include "http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "metrics.h"
+
+/* server/page.html, embedded at build time (cmake/embed.cmake) */
+typedef struct { const char *name; const unsigned char *data; size_t len; } srv_page_source;
+extern const srv_page_source srv_page_sources[];
+
+struct srv_http {
+    struct MHD_Daemon *d;
+    const char *api_key;
+    _Atomic(srv_app *) app; /* NULL while the model loads */
+    atomic_int busy;
+    int port;
+};
+
+/* ---- answers -------------------------------------------------------------- */
+
+enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
+    if (!body) {
+        static const char OOM[] = "{\"error\":{\"message\":\"out of host memory\",\"type\":\"server_error\"}}";
+        struct MHD_Response *r = MHD_create_response_from_buffer(strlen(OOM), (void *)OOM, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_INTERNAL_SERVER_ERROR, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e) {
+    return srv_http_send(c, (unsigned)e->http, "application/json", srv_api_error_json(e));
+}
+
+static enum MHD_Result send_fail(struct MHD_Connection *c, int http, const char *type, const char *code,
+                                 const char *msg) {
+    srv_api_error e;
+    srv_api_error_set(&e, http, type, code, NULL, "%s", msg);
+    return srv_http_send_error(c, &e);
+}
+
+int srv_http_peer_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 1;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }
+
+/* ---- routes --------------------------------------------------------------- */
+
+typedef enum route {
+    R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_NONE
+} route;
+
+static const struct {
+    const char *path, *method;
+    int public; /* served without the API key */
+} ROUTES[] = {
+    [R_PAGE] = {"/", "GET", 1},
+    [R_HEALTH] = {"/health", "GET", 1},
+    [R_METRICS] = {"/metrics", "GET", 0},
+    [R_MODELS] = {"/v1/models", "GET", 0},
+    [R_CHAT] = {"/v1/chat/completions", "POST", 0},
+    [R_COMPLETIONS] = {"/v1/completions", "POST", 0},
+};
+
+/* A request's state between the access handler's calls: its body so far. */
+typedef struct conn {
+    route r;
+    char *body;
+    size_t len, cap;
+    int too_large;
+} conn;
+
+/* The key compared in time independent of where it differs. */
+static int key_ok(const srv_http *h, struct MHD_Connection *c) {
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncmp(auth, "Bearer ", 7)) return 0;
+    const char *given = auth + 7;
+    size_t n = strlen(h->api_key), m = strlen(given);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(h->api_key[i] ^ given[i < m ? i : 0]);
+    return diff == 0;
+}
+
+/* First call of a request: its route, key and announced size, answered at
+ * once when wrong (the body is not read). */
+static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
+                                     conn *cn) {
+    int path_known = 0;
+    cn->r = R_NONE;
+    for (int i = 0; i < R_NONE; i++)
+        if (!strcmp(url, ROUTES[i].path)) {
+            path_known = 1;
+            if (!strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET")))
+                cn->r = (route)i;
+        }
+    if (cn->r == R_NONE) {
+        char msg[160];
+        snprintf(msg, sizeof msg, path_known ? "%s is not allowed on this path" : "no such route: %s %.100s", method,
+                 url);
+        return send_fail(c, path_known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND, "invalid_request_error",
+                         path_known ? "method_not_allowed" : "not_found", msg);
+    }
+    if (h->api_key && !ROUTES[cn->r].public && !key_ok(h, c))
+        return send_fail(c, MHD_HTTP_UNAUTHORIZED, "authentication_error", "invalid_api_key",
+                         "a valid API key is required (Authorization: Bearer KEY)");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > SRV_MAX_BODY) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
+        return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
+    srv_app *app = atomic_load(&h->app);
+    if (cn->r == R_PAGE) {
+        const srv_page_source *p = &srv_page_sources[0];
+        struct MHD_Response *r = MHD_create_response_from_buffer(p->len, (void *)p->data, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
+    if (cn->r == R_HEALTH)
+        return srv_http_send(c, app ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
+                             strdup(app ? "{\"status\":\"ok\"}" : "{\"status\":\"loading model\"}"));
+    if (!app) return send_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "loading", "the model is loading");
+    switch (cn->r) {
+    case R_METRICS: {
+        srv_stats st;
+        srv_sched_stats(app->sched, &st);
+        return srv_http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", srv_metrics_text(&st, app->model_id));
+    }
+    case R_MODELS:
+        return srv_http_send(c, MHD_HTTP_OK, "application/json",
+                             srv_api_models_json(app->model_id, app->created, app->n_ctx));
+    case R_CHAT: return srv_completion(h, app, c, SRV_CHAT, cn->body, cn->len);
+    case R_COMPLETIONS: return srv_completion(h, app, c, SRV_COMPLETION, cn->body, cn->len);
+    default: return MHD_NO;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **req_cls) {
+    (void)version;
+    srv_http *h = cls;
+    conn *cn = *req_cls;
+    if (!cn) {
+        if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
+        *req_cls = cn;
+        return check_request(h, c, url, method, cn);
+    }
+    if (*upload_size) { /* a chunked body can pass its limit only while it is read: drop the rest */
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (cn->too_large || cn->len + n > SRV_MAX_BODY) {
+            cn->too_large = 1;
+            return MHD_YES;
+        }
+        if (cn->len + n + 1 > cn->cap) {
+            size_t cap = cn->cap ? cn->cap : 4096;
+            while (cap < cn->len + n + 1) cap *= 2;
+            char *b = realloc(cn->body, cap);
+            if (!b) return MHD_NO;
+            cn->body = b;
+            cn->cap = cap;
+        }
+        memcpy(cn->body + cn->len, upload, n);
+        cn->len += n;
+        return MHD_YES;
+    }
+    if (cn->too_large) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
+        return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
+    }
+    return serve(h, c, cn);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode tc) {
+    (void)cls, (void)c, (void)tc;
+    conn *cn = *req_cls;
+    if (cn) free(cn->body);
+    free(cn);
+    *req_cls = NULL;
+}
+
+/* ---- the daemon ----------------------------------------------------------- */
+
+clf_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
+    *out = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai) return clf_fail(CLF_ERR_ARG, "--host %s: %s", cfg->host, gai_strerror(gai));
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        freeaddrinfo(ai);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    h->api_key = cfg->api_key;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    errno = 0;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_HEADER_MEMORY,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS, MHD_OPTION_NOTIFY_COMPLETED,
+                            on_completed, NULL, MHD_OPTION_END);
+    int err = errno;
+    freeaddrinfo(ai);
+    if (!h->d) {
+        free(h);
+        return clf_fail(CLF_ERR_IO, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
+                        err ? strerror(err) : "libmicrohttpd failed to start");
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : cfg->port;
+    *out = h;
+    return CLF_OK;
+}
+
+int srv_http_port(const srv_http *h) { return h->port; }
+
+void srv_http_set_app(srv_http *h, srv_app *app) { atomic_store(&h->app, app); }
+
+void srv_http_quiesce(srv_http *h) {
+    MHD_socket s = MHD_quiesce_daemon(h->d);
+    if (s != MHD_INVALID_SOCKET) close(s);
+}
+
+void srv_http_drain(srv_http *h, double timeout_s) {
+    for (double waited = 0; atomic_load(&h->busy) > 0 && waited < timeout_s; waited += 0.01)
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+}
+
+void srv_http_stop(srv_http *h) {
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,62 @@
+/* The HTTP side of `clinfer serve` (libmicrohttpd): a thread per
+ * connection, bounded headers, bodies and idle time, routing, the API key,
+ * and the answers that are not completions (page, health, models, metrics).
+ * It listens before the model is loaded (/health: 503) and serves the API
+ * once srv_http_set_app gives it the loaded model. */
+#ifndef SRV_HTTP_H
+#define SRV_HTTP_H
+
+#include <microhttpd.h>
+#include <stddef.h>
+
+#include "chat.h"
+#include "scheduler.h"
+
+enum {
+    SRV_MAX_BODY = 1 << 20,     /* request bodies larger than this: 413 */
+    SRV_HEADER_MEMORY = 32768,  /* per connection: the request line and headers must fit */
+    SRV_IDLE_TIMEOUT_S = 60,    /* a connection that sends nothing for this long is closed */
+    SRV_MAX_CONNECTIONS = 256,
+};
+
+/* What the API needs once the model is loaded. */
+typedef struct srv_app {
+    srv_sched *sched;
+    const clf_tokenizer *tok;
+    clf_chat chat;
+    const char *model_id;    /* the name /v1/models gives */
+    const char *model_alias; /* also accepted in "model" (what -m said), or NULL */
+    int n_ctx, n_slots;
+    long long created;
+} srv_app;
+
+typedef struct srv_http srv_http;
+
+typedef struct srv_http_config {
+    const char *host; /* an address or name to bind (127.0.0.1, ::1, 0.0.0.0) */
+    int port;         /* 0: any free port (srv_http_port says which) */
+    const char *api_key; /* NULL: no key asked */
+} srv_http_config;
+
+clf_status srv_http_start(const srv_http_config *cfg, srv_http **out);
+int srv_http_port(const srv_http *h);
+void srv_http_set_app(srv_http *h, srv_app *app);
+/* Stops accepting connections; those open are still served. */
+void srv_http_quiesce(srv_http *h);
+/* Waits up to timeout_s for the completions in flight to be answered. */
+void srv_http_drain(srv_http *h, double timeout_s);
+void srv_http_stop(srv_http *h);
+
+/* ---- for the endpoints (completions.c) ------------------------------------ */
+
+enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body);
+enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e);
+/* Whether the client has closed its side (a request then is cancelled). */
+int srv_http_peer_gone(struct MHD_Connection *c);
+/* Counts a completion in flight (srv_http_drain waits for them). */
+void srv_http_busy(srv_http *h, int delta);
+
+enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
+                               size_t len);
+
+#endif

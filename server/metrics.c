@@ -1,0 +1,52 @@
+#include "metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, const char *model, double v) {
+    fprintf(f, "# HELP clinfer_%s %s\n# TYPE clinfer_%s %s\nclinfer_%s{model=\"%s\"} %.17g\n", name, help, name, type,
+            name, model, v);
+}
+
+char *srv_metrics_text(const srv_stats *st, const char *model_name) {
+    /* a label value escapes backslash, quote and newline */
+    char model[256];
+    size_t o = 0;
+    for (const char *p = model_name; *p && o + 3 < sizeof model; p++) {
+        if (*p == '\\' || *p == '"') model[o++] = '\\';
+        if (*p == '\n') model[o++] = '\\', model[o++] = 'n';
+        else model[o++] = *p;
+    }
+    model[o] = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    metric(f, "prompt_tokens_total", "counter", "Prompt tokens processed (cached prefixes not counted).", model,
+           (double)st->prompt_tokens);
+    metric(f, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.", model,
+           (double)st->cached_tokens);
+    metric(f, "generated_tokens_total", "counter", "Tokens generated.", model, (double)st->gen_tokens);
+    metric(f, "requests_completed_total", "counter", "Requests that ended with stop or length.", model,
+           (double)st->requests_done);
+    metric(f, "requests_cancelled_total", "counter", "Requests whose client went away before the end.", model,
+           (double)st->requests_cancelled);
+    metric(f, "requests_failed_total", "counter", "Requests that failed in the engine or at shutdown.", model,
+           (double)st->requests_failed);
+    metric(f, "steps_total", "counter", "Engine steps (one pass over every busy slot).", model, (double)st->steps);
+    metric(f, "prompt_tokens_per_second", "gauge", "Prompt tokens per second over the last 10 s.", model,
+           st->prompt_tps);
+    metric(f, "generated_tokens_per_second", "gauge", "Generated tokens per second over the last 10 s.", model,
+           st->gen_tps);
+    metric(f, "requests_running", "gauge", "Requests in a slot.", model, st->running);
+    metric(f, "requests_queued", "gauge", "Requests waiting for a slot.", model, st->queued);
+    metric(f, "slots", "gauge", "Slots (sequences decoded together).", model, st->n_slots);
+    metric(f, "batch_occupancy", "gauge", "Mean busy slots per step over the last 10 s, divided by the slots.",
+           model, st->occupancy);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

@@ -1,0 +1,473 @@
+#include "scheduler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+
+/* Prompt tokens a slot processes in one step: long prompts are split so
+ * that the other slots' decodes go on between the chunks. */
+enum { PREFILL_CHUNK = 128, STATS_RING = 512 };
+#define STATS_WINDOW_S 10.0
+
+struct srv_job {
+    int32_t *prompt;
+    int n_prompt, max_tokens;
+    clf_sampler_params sp;
+    char *stop[SRV_MAX_STOP];
+    int n_stop;
+    /* the rest is under the scheduler's lock */
+    srv_state state;
+    srv_finish finish;
+    int submitted, cancelled, orphaned, shutdown;
+    char *text;
+    size_t len, cap, final_len;
+    int n_eval, n_cached, n_gen, slot;
+    int32_t next; /* the sampled token the next step evaluates */
+    clf_sampler *smp;
+    clf_detok detok;
+    double t_submit, t_start, t_first, t_end;
+    char error[256];
+    srv_job *qnext;
+};
+
+typedef struct slot {
+    srv_job *job;
+    int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
+} slot;
+
+typedef struct step_sample {
+    double t;
+    int gen, prompt, busy;
+} step_sample;
+
+struct srv_sched {
+    srv_engine *e;
+    const clf_tokenizer *tok;
+    int n_slots, max_queue, n_ctx, n_vocab;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t work, progress;
+    srv_job *q_head, *q_tail;
+    int n_queued, n_running, closed;
+    slot *slots;
+    srv_entry *entries;
+    int *len0;
+    char *piece;
+    size_t piece_cap;
+    srv_stats st;
+    step_sample ring[STATS_RING];
+    int ring_n, ring_at;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- stop strings --------------------------------------------------------- */
+
+size_t srv_stop_scan(const char *text, size_t from, size_t len, char *const *stop, int n_stop, int *matched) {
+    *matched = 0;
+    for (size_t p = from; p < len; p++) /* the earliest whole match wins */
+        for (int i = 0; i < n_stop; i++) {
+            size_t k = strlen(stop[i]);
+            if (k && p + k <= len && !memcmp(text + p, stop[i], k)) {
+                *matched = 1;
+                return p;
+            }
+        }
+    for (size_t p = from; p < len; p++) /* else hold back an end that may begin one */
+        for (int i = 0; i < n_stop; i++)
+            if (p + strlen(stop[i]) > len && !memcmp(text + p, stop[i], len - p)) return p;
+    return len;
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+static void job_free(srv_job *j) {
+    if (!j) return;
+    clf_sampler_free(j->smp);
+    for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->prompt);
+    free(j->text);
+    free(j);
+}
+
+clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out) {
+    srv_job *j = calloc(1, sizeof *j);
+    *out = NULL;
+    if (!j || !(j->prompt = malloc((size_t)n_prompt * sizeof *prompt))) {
+        free(j);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+    j->n_prompt = n_prompt;
+    j->max_tokens = p->max_tokens;
+    j->sp = p->sp;
+    for (int i = 0; i < p->n_stop; i++)
+        if (!(j->stop[j->n_stop++] = strdup(p->stop[i]))) {
+            job_free(j);
+            return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        }
+    *out = j;
+    return CLF_OK;
+}
+
+static int append(srv_job *j, const char *s, size_t n) {
+    if (j->len + n > j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 256;
+        while (cap < j->len + n) cap *= 2;
+        char *t = realloc(j->text, cap);
+        if (!t) return -1;
+        j->text = t;
+        j->cap = cap;
+    }
+    memcpy(j->text + j->len, s, n);
+    j->len += n;
+    return 0;
+}
+
+/* All the text is final: what was held back was no stop string after all,
+ * and a UTF-8 sequence cut short goes out as bytes. */
+static void release_all(srv_sched *s, srv_job *j) {
+    if (j->state == SRV_RUNNING) {
+        size_t n = clf_detok_flush(&j->detok, s->piece, s->piece_cap);
+        append(j, s->piece, n);
+    }
+    j->final_len = j->len;
+}
+
+/* Ends a job (under the lock): its slot, if any, is free; a job its client
+ * released is freed. */
+static void finish(srv_sched *s, srv_job *j, srv_finish why, const char *error) {
+    if (error) snprintf(j->error, sizeof j->error, "%s", error);
+    j->finish = why;
+    j->t_end = now_s();
+    if (!j->t_first) j->t_first = j->t_end;
+    if (j->state == SRV_RUNNING) {
+        s->slots[j->slot].job = NULL;
+        s->n_running--;
+    }
+    j->state = SRV_DONE;
+    if (why == SRV_FINISH_ERROR) j->cancelled ? s->st.requests_cancelled++ : s->st.requests_failed++;
+    else s->st.requests_done++;
+    if (j->orphaned) job_free(j);
+}
+
+/* ---- the step loop -------------------------------------------------------- */
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Queued jobs into free slots, each into the one whose cache shares the
+ * longest prefix with its prompt. */
+static void admit(srv_sched *s) {
+    while (s->q_head && s->n_running < s->n_slots) {
+        srv_job *j = s->q_head;
+        int best = -1, best_len = -1;
+        for (int i = 0; i < s->n_slots; i++) {
+            if (s->slots[i].job) continue;
+            int p = common_prefix(s->slots[i].cached, srv_engine_slot_len(s->e, i), j->prompt, j->n_prompt);
+            if (p > best_len) best = i, best_len = p;
+        }
+        s->q_head = j->qnext;
+        if (!s->q_head) s->q_tail = NULL;
+        s->n_queued--;
+        /* the last prompt token is always evaluated: its logits start the answer */
+        int reuse = best_len < j->n_prompt ? best_len : j->n_prompt - 1;
+        srv_engine_slot_rewind(s->e, best, reuse);
+        j->slot = best;
+        j->n_eval = j->n_cached = reuse;
+        j->state = SRV_RUNNING;
+        j->t_start = now_s();
+        s->slots[best].job = j;
+        s->n_running++;
+        s->st.cached_tokens += (unsigned long long)reuse;
+        clf_detok_init(&j->detok, s->tok, 0);
+        if (clf_sampler_create(&j->sp, s->n_vocab, &j->smp) != CLF_OK) {
+            finish(s, j, SRV_FINISH_ERROR, clf_last_error());
+            continue;
+        }
+        for (int i = 0; i < j->n_prompt; i++) clf_sampler_accept(j->smp, j->prompt[i]);
+    }
+}
+
+/* After a step: the slot's job takes its prompt chunk or samples its next token. */
+static void advance(srv_sched *s, srv_entry *en, int len0) {
+    srv_job *j = s->slots[en->slot].job;
+    memcpy(s->slots[en->slot].cached + len0, en->tokens, (size_t)en->n * sizeof *en->tokens);
+    if (j->n_eval < j->n_prompt) {
+        j->n_eval += en->n;
+        if (j->n_eval < j->n_prompt) return;
+        j->t_first = now_s();
+    }
+    int32_t id = clf_sampler_sample(j->smp, en->logits, s->n_vocab);
+    if (id < 0 || clf_token_is_eog(s->tok, id)) {
+        release_all(s, j);
+        finish(s, j, id < 0 ? SRV_FINISH_ERROR : SRV_FINISH_STOP, id < 0 ? clf_last_error() : NULL);
+        return;
+    }
+    j->n_gen++;
+    s->st.gen_tokens++;
+    clf_sampler_accept(j->smp, id);
+    size_t n = 0;
+    if (clf_detok_push(&j->detok, id, s->piece, s->piece_cap, &n) != CLF_OK || append(j, s->piece, n)) {
+        finish(s, j, SRV_FINISH_ERROR, "out of host memory");
+        return;
+    }
+    int matched;
+    size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
+    j->final_len = fin;
+    if (matched) {
+        j->len = fin;
+        finish(s, j, SRV_FINISH_STOP, NULL);
+    } else if ((j->max_tokens && j->n_gen >= j->max_tokens) || srv_engine_slot_len(s->e, en->slot) >= s->n_ctx) {
+        release_all(s, j);
+        finish(s, j, SRV_FINISH_LENGTH, NULL); /* the last token need not be evaluated */
+    } else {
+        j->next = id;
+    }
+}
+
+static void record_step(srv_sched *s, int gen, int prompt, int busy) {
+    s->ring[s->ring_at] = (step_sample){now_s(), gen, prompt, busy};
+    s->ring_at = (s->ring_at + 1) % STATS_RING;
+    if (s->ring_n < STATS_RING) s->ring_n++;
+    s->st.steps++;
+}
+
+static void *loop(void *arg) {
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job && s->slots[i].job->cancelled) finish(s, s->slots[i].job, SRV_FINISH_ERROR, "cancelled");
+        if (s->closed) break;
+        admit(s);
+        int n = 0;
+        for (int i = 0; i < s->n_slots; i++) {
+            srv_job *j = s->slots[i].job;
+            if (!j) continue;
+            srv_entry *en = &s->entries[n];
+            s->len0[n++] = srv_engine_slot_len(s->e, i);
+            en->slot = i;
+            if (j->n_eval < j->n_prompt) {
+                int rem = j->n_prompt - j->n_eval;
+                en->tokens = j->prompt + j->n_eval;
+                en->n = rem < PREFILL_CHUNK ? rem : PREFILL_CHUNK;
+                en->want_logits = en->n == rem;
+            } else {
+                en->tokens = &j->next;
+                en->n = 1;
+                en->want_logits = 1;
+            }
+        }
+        if (n == 0) {
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        clf_status st = srv_engine_step(s->e, s->entries, n);
+        pthread_mutex_lock(&s->mu);
+        unsigned long long gen0 = s->st.gen_tokens;
+        int prompt = 0;
+        for (int k = 0; k < n; k++) {
+            srv_entry *en = &s->entries[k];
+            srv_job *j = s->slots[en->slot].job;
+            if (st != CLF_OK) { /* the step is lost: every slot as it was, its job ended */
+                srv_engine_slot_rewind(s->e, en->slot, s->len0[k]);
+                if (st == CLF_ERR_INTERRUPTED) release_all(s, j), finish(s, j, SRV_FINISH_LENGTH, NULL);
+                else finish(s, j, SRV_FINISH_ERROR, clf_last_error());
+                continue;
+            }
+            if (j->n_eval < j->n_prompt) prompt += en->n;
+            advance(s, en, s->len0[k]);
+        }
+        s->st.prompt_tokens += (unsigned long long)prompt;
+        record_step(s, (int)(s->st.gen_tokens - gen0), prompt, n);
+        pthread_cond_broadcast(&s->progress);
+    }
+    /* shut down: queued jobs never ran, running ones are cut */
+    while (s->q_head) {
+        srv_job *j = s->q_head;
+        s->q_head = j->qnext;
+        s->n_queued--;
+        j->shutdown = 1;
+        finish(s, j, SRV_FINISH_ERROR, "the server is shutting down");
+    }
+    s->q_tail = NULL;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job) release_all(s, s->slots[i].job), finish(s, s->slots[i].job, SRV_FINISH_LENGTH, NULL);
+    pthread_cond_broadcast(&s->progress);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- the HTTP threads' side ----------------------------------------------- */
+
+clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots, int max_queue, srv_sched **out) {
+    *out = NULL;
+    srv_sched *s = calloc(1, sizeof *s);
+    if (!s) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    s->e = e;
+    s->tok = tok;
+    s->n_slots = n_slots;
+    s->max_queue = max_queue;
+    s->n_ctx = srv_engine_n_ctx(e);
+    s->n_vocab = clf_tokenizer_n_vocab(tok);
+    s->piece_cap = clf_tokenizer_max_piece(tok);
+    s->st.n_slots = n_slots;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->progress, &ca);
+    pthread_condattr_destroy(&ca);
+    s->slots = calloc((size_t)n_slots, sizeof *s->slots);
+    s->entries = calloc((size_t)n_slots, sizeof *s->entries);
+    s->len0 = calloc((size_t)n_slots, sizeof *s->len0);
+    s->piece = malloc(s->piece_cap);
+    int ok = s->slots && s->entries && s->len0 && s->piece;
+    for (int i = 0; ok && i < n_slots; i++) ok = (s->slots[i].cached = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
+    if (!ok) {
+        srv_sched_free(s);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    int err = pthread_create(&s->thread, NULL, loop, s);
+    if (err) {
+        srv_sched_free(s);
+        return clf_fail(CLF_ERR_MEMORY, "cannot start the scheduler thread: %s", strerror(err));
+    }
+    s->started = 1;
+    *out = s;
+    return CLF_OK;
+}
+
+void srv_sched_shutdown(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_free(srv_sched *s) {
+    if (!s) return;
+    if (s->started) {
+        srv_sched_shutdown(s);
+        pthread_join(s->thread, NULL);
+    }
+    for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].cached);
+    free(s->slots);
+    free(s->entries);
+    free(s->len0);
+    free(s->piece);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->progress);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+srv_submit srv_sched_submit(srv_sched *s, srv_job *j) {
+    pthread_mutex_lock(&s->mu);
+    srv_submit r = s->closed ? SRV_SUBMIT_CLOSED : s->n_queued >= s->max_queue ? SRV_SUBMIT_FULL : SRV_SUBMIT_OK;
+    if (r == SRV_SUBMIT_OK) {
+        j->submitted = 1;
+        j->state = SRV_QUEUED;
+        j->t_submit = now_s();
+        if (s->q_tail) s->q_tail->qnext = j;
+        else s->q_head = j;
+        s->q_tail = j;
+        s->n_queued++;
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+static double ms(double a, double b) { return b > a && a > 0 ? (b - a) * 1e3 : 0; }
+
+void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_job_view *v, char **text, size_t *n) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&s->mu);
+    while (j->state != SRV_DONE && j->final_len <= from)
+        if (pthread_cond_timedwait(&s->progress, &s->mu, &until) == ETIMEDOUT) break;
+    memset(v, 0, sizeof *v);
+    v->state = j->state;
+    v->finish = j->finish;
+    v->shutdown = j->shutdown;
+    v->text_len = j->final_len;
+    v->n_prompt = j->n_prompt;
+    v->n_cached = j->n_cached;
+    v->n_gen = j->n_gen;
+    v->queue_ms = ms(j->t_submit, j->t_start);
+    v->prompt_ms = ms(j->t_start, j->t_first);
+    v->gen_ms = ms(j->t_first, j->t_end);
+    snprintf(v->error, sizeof v->error, "%s", j->error);
+    *text = NULL;
+    *n = 0;
+    if (j->final_len > from && (*text = malloc(j->final_len - from))) {
+        memcpy(*text, j->text + from, j->final_len - from);
+        *n = j->final_len - from;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_release(srv_sched *s, srv_job *j) {
+    if (!j) return;
+    if (!s || !j->submitted) {
+        job_free(j);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (j->state == SRV_QUEUED) { /* never ran: out of the queue */
+        srv_job **p = &s->q_head, *prev = NULL;
+        while (*p != j) prev = *p, p = &(*p)->qnext;
+        *p = j->qnext;
+        if (s->q_tail == j) s->q_tail = prev;
+        s->n_queued--;
+        s->st.requests_cancelled++;
+        job_free(j);
+    } else if (j->state == SRV_RUNNING) { /* the step loop frees it */
+        j->cancelled = j->orphaned = 1;
+        pthread_cond_signal(&s->work);
+    } else {
+        job_free(j);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_stats(srv_sched *s, srv_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->st;
+    out->running = s->n_running;
+    out->queued = s->n_queued;
+    double t = now_s(), t_first = t;
+    long gen = 0, prompt = 0, busy = 0, steps = 0;
+    for (int k = 0; k < s->ring_n; k++) {
+        const step_sample *r = &s->ring[(s->ring_at - 1 - k + STATS_RING) % STATS_RING];
+        if (t - r->t > STATS_WINDOW_S) break;
+        gen += r->gen, prompt += r->prompt, busy += r->busy, steps++;
+        t_first = r->t;
+    }
+    pthread_mutex_unlock(&s->mu);
+    /* rates over the window (or since the first step in it, when it is busy only now) */
+    double span = steps > 1 ? t - t_first : STATS_WINDOW_S;
+    if (span < 1) span = 1;
+    out->gen_tps = gen / span;
+    out->prompt_tps = prompt / span;
+    out->occupancy = steps ? (double)busy / steps / s->n_slots : 0;
+}

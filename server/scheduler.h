@@ -1,0 +1,82 @@
+/* Continuous batching: requests (jobs) wait in a bounded queue, a step loop
+ * on its own thread admits them into free slots between steps (the slot
+ * whose cached tokens share the longest prefix with the prompt: that prefix
+ * is not processed again), feeds each slot a prefill chunk or its next
+ * token, samples each slot with its own sampler, applies stop strings and
+ * limits, and retires finished and cancelled jobs. HTTP threads submit jobs
+ * and read their text through the functions below (one mutex, condition
+ * variables); only the step loop touches the engine. */
+#ifndef SRV_SCHEDULER_H
+#define SRV_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api_openai.h"
+#include "engine.h"
+#include "tokenizer.h"
+
+typedef struct srv_sched srv_sched;
+typedef struct srv_job srv_job;
+
+typedef struct srv_job_params {
+    int max_tokens; /* 0: until the context is full */
+    clf_sampler_params sp;
+    const char *stop[SRV_MAX_STOP];
+    int n_stop;
+} srv_job_params;
+
+typedef enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE } srv_state;
+typedef enum srv_finish { SRV_FINISH_NONE, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_ERROR } srv_finish;
+
+/* What a job has become, as srv_sched_wait reports it. */
+typedef struct srv_job_view {
+    srv_state state;
+    srv_finish finish;
+    int shutdown; /* SRV_FINISH_ERROR because the server stopped before it ran */
+    size_t text_len; /* bytes of final text (held-back text that may begin a stop string excluded) */
+    int n_prompt, n_cached, n_gen;
+    double queue_ms, prompt_ms, gen_ms;
+    char error[256];
+} srv_job_view;
+
+typedef struct srv_stats {
+    int n_slots, running, queued;
+    unsigned long long prompt_tokens, cached_tokens, gen_tokens, requests_done, requests_cancelled, requests_failed;
+    unsigned long long steps;
+    double gen_tps, prompt_tps; /* over the last seconds (SRV_STATS_WINDOW_S) */
+    double occupancy;           /* mean busy slots per step / n_slots, same window */
+} srv_stats;
+
+/* Starts the step loop; n_slots as the engine's, max_queue waiting jobs. */
+clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots, int max_queue, srv_sched **out);
+/* Stops taking jobs, fails the queued ones, cuts the running ones
+ * (SRV_FINISH_LENGTH) after the current step, joins the thread. */
+void srv_sched_free(srv_sched *s);
+/* Stops taking jobs (srv_sched_submit: SRV_SUBMIT_CLOSED) and cuts the
+ * running ones at the next step; returns at once. */
+void srv_sched_shutdown(srv_sched *s);
+
+/* The job copies the prompt and parameters. */
+clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out);
+
+typedef enum srv_submit { SRV_SUBMIT_OK, SRV_SUBMIT_FULL, SRV_SUBMIT_CLOSED } srv_submit;
+/* Queues the job; on success the scheduler shares it until srv_sched_release. */
+srv_submit srv_sched_submit(srv_sched *s, srv_job *j);
+/* Waits up to timeout_ms for final text beyond `from` bytes or the job's
+ * end, then reports the job and copies its text [from, text_len) to a
+ * malloc'd *text (*n bytes; NULL when none). */
+void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_job_view *v, char **text, size_t *n);
+/* The caller is done with the job (a client gone, an answer sent): a
+ * running job is cancelled and its slot freed at the next step. Frees an
+ * unsubmitted job too. */
+void srv_sched_release(srv_sched *s, srv_job *j);
+
+void srv_sched_stats(srv_sched *s, srv_stats *out);
+
+/* Stop strings: of text [0, len), the first stop string's start at or after
+ * `from` (*matched = 1), else how much is final: len less the longest end
+ * that begins a stop string. */
+size_t srv_stop_scan(const char *text, size_t from, size_t len, char *const *stop, int n_stop, int *matched);
+
+#endif
