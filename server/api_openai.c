@@ -184,6 +184,10 @@ static int parse_prompt(json_t *root, srv_api_req *r, srv_api_error *e) {
     size_t i;
     json_t *v;
     json_array_foreach(p, i, v) {
+        if (json_is_string(v)) {
+            srv_api_bad(e, "prompt", "'prompt' holds several prompts: one a request (n = 1 only)");
+            return -1;
+        }
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
             srv_api_bad(e, "prompt", "'prompt[%zu]' is not a token id", i);
             return -1;

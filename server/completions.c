@@ -144,7 +144,7 @@ typedef struct stream {
 /* Appends `data: JSON\n\n` (JSON consumed). */
 static int event(stream *s, char *json) {
     if (!json) return -1;
-    size_t n = strlen(json), need = s->out_len + n + 8;
+    size_t n = strlen(json), need = s->out_len + n + sizeof "data: \n\n";
     char *o = realloc(s->out, need);
     if (!o) {
         free(json);

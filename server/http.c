@@ -91,7 +91,7 @@ static const struct {
 typedef struct conn {
     route r;
     char *body;
-    size_t len, cap;
+    size_t len, cap, dropped;
     int too_large;
 } conn;
 
@@ -128,8 +128,11 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
     if (h->api_key && !ROUTES[cn->r].public && !key_ok(h, c))
         return send_fail(c, MHD_HTTP_UNAUTHORIZED, "authentication_error", "invalid_api_key",
                          "a valid API key is required (Authorization: Bearer KEY)");
+    /* a body over the limit is read and dropped, then refused (a client
+     * that is still sending would not see an answer sent before); one far
+     * over it is refused at once and the connection closed */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > SRV_MAX_BODY) {
+    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) {
         char msg[96];
         snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
         return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
@@ -176,12 +179,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *req_cls = cn;
         return check_request(h, c, url, method, cn);
     }
-    if (*upload_size) { /* a chunked body can pass its limit only while it is read: drop the rest */
+    if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
         if (cn->too_large || cn->len + n > SRV_MAX_BODY) {
+            cn->dropped += n;
             cn->too_large = 1;
-            return MHD_YES;
+            return cn->dropped > SRV_DROP_BODY ? MHD_NO : MHD_YES; /* too much to drop: closed */
         }
         if (cn->len + n + 1 > cn->cap) {
             size_t cap = cn->cap ? cn->cap : 4096;

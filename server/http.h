@@ -14,6 +14,7 @@
 
 enum {
     SRV_MAX_BODY = 1 << 20,     /* request bodies larger than this: 413 */
+    SRV_DROP_BODY = 16 << 20,   /* ... read and dropped first up to this size, else the connection closed */
     SRV_HEADER_MEMORY = 32768,  /* per connection: the request line and headers must fit */
     SRV_IDLE_TIMEOUT_S = 60,    /* a connection that sends nothing for this long is closed */
     SRV_MAX_CONNECTIONS = 256,

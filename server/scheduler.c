@@ -37,6 +37,7 @@ struct srv_job {
 typedef struct slot {
     srv_job *job;
     int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
+    int n_prefilled; /* how many of them came from prompts (the rest were generated) */
 } slot;
 
 typedef struct step_sample {
@@ -169,21 +170,26 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 }
 
 /* Queued jobs into free slots, each into the one whose cache shares the
- * longest prefix with its prompt. */
+ * longest prefix with its prompt. Only prompt tokens are reused, and the
+ * last two are evaluated again: a decode step (one token) computes with
+ * other kernels than a prompt's (on AVX-512 CPUs its products round the
+ * activations to int8), so a cached answer or a last token evaluated alone
+ * would change the logits a little, and a seed would not give the same
+ * text again. */
 static void admit(srv_sched *s) {
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
         int best = -1, best_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
             if (s->slots[i].job) continue;
-            int p = common_prefix(s->slots[i].cached, srv_engine_slot_len(s->e, i), j->prompt, j->n_prompt);
+            int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
             if (p > best_len) best = i, best_len = p;
         }
         s->q_head = j->qnext;
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
-        /* the last prompt token is always evaluated: its logits start the answer */
-        int reuse = best_len < j->n_prompt ? best_len : j->n_prompt - 1;
+        int reuse = best_len < j->n_prompt - 2 ? best_len : j->n_prompt - 2 > 0 ? j->n_prompt - 2 : 0;
+        s->slots[best].n_prefilled = reuse;
         srv_engine_slot_rewind(s->e, best, reuse);
         j->slot = best;
         j->n_eval = j->n_cached = reuse;
@@ -207,6 +213,7 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
     memcpy(s->slots[en->slot].cached + len0, en->tokens, (size_t)en->n * sizeof *en->tokens);
     if (j->n_eval < j->n_prompt) {
         j->n_eval += en->n;
+        s->slots[en->slot].n_prefilled = j->n_eval;
         if (j->n_eval < j->n_prompt) return;
         j->t_first = now_s();
     }
@@ -285,6 +292,7 @@ static void *loop(void *arg) {
             srv_job *j = s->slots[en->slot].job;
             if (st != CLF_OK) { /* the step is lost: every slot as it was, its job ended */
                 srv_engine_slot_rewind(s->e, en->slot, s->len0[k]);
+                if (s->slots[en->slot].n_prefilled > s->len0[k]) s->slots[en->slot].n_prefilled = s->len0[k];
                 if (st == CLF_ERR_INTERRUPTED) release_all(s, j), finish(s, j, SRV_FINISH_LENGTH, NULL);
                 else finish(s, j, SRV_FINISH_ERROR, clf_last_error());
                 continue;

@@ -1,0 +1,25 @@
+#!/bin/sh
+# `clinfer serve` through its clients: the official openai Python package
+# (pip-installed into a venv over Debian's python3 and pytest), raw HTTP,
+# and headless Chromium on the chat page (tests/serve/).
+#
+# usage: serve.sh CLINFER TINY_GGUF BUILD_DIR
+set -u
+BIN=$1 TOOL=$2 BUILD=$3
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+W=$(mktemp -d /tmp/clinfer-serve-XXXXXX) || exit 1
+trap 'rm -rf "$W"' EXIT INT TERM
+unset CLINFER_DEVICE CLINFER_MODEL CLINFER_API_KEY
+
+PY=""
+for p in python3 /usr/bin/python3; do
+    if "$p" -c "import pytest, venv" 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "FAIL: no python3 with pytest and venv (make deps installs them)"; exit 1; }
+VENV=$BUILD/servevenv
+[ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV" || { echo "FAIL: python3 -m venv"; exit 1; }
+"$VENV/bin/python" -c "import openai" 2>/dev/null || "$VENV/bin/python" -m pip install -q openai >"$W/log" 2>&1 ||
+    { cat "$W/log"; echo "FAIL: pip install openai"; exit 1; }
+"$TOOL" model "$W/tiny-noeog.gguf" --no-eog || { echo "FAIL: tiny_gguf"; exit 1; }
+CLINFER_BIN=$BIN CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$SRC/tests/serve"

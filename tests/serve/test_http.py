@@ -1,0 +1,191 @@
+"""HTTP as it comes: bad requests, oversized ones, a client gone mid-stream,
+a full queue, SIGTERM under load."""
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+CHAT = "/v1/chat/completions"
+COMP = "/v1/completions"
+MSG = [{"role": "user", "content": "hi"}]
+
+# (method, path, body, status, error code or None, a piece of the message)
+BAD = [
+    ("POST", CHAT, b"{", 400, "invalid_json", "not valid JSON"),
+    ("POST", CHAT, b"", 400, "invalid_json", "not valid JSON"),
+    ("POST", CHAT, b"[]", 400, "invalid_value", "JSON object"),
+    ("POST", CHAT, b'{"messages": [], "messages": []}', 400, "invalid_json", "duplicate"),
+    ("POST", CHAT, {}, 400, "invalid_value", "'messages' is required"),
+    ("POST", CHAT, {"messages": "hi"}, 400, "invalid_value", "non-empty array"),
+    ("POST", CHAT, {"messages": []}, 400, "invalid_value", "non-empty array"),
+    ("POST", CHAT, {"messages": [{"content": "x"}]}, 400, "invalid_value", "messages[0]"),
+    ("POST", CHAT, {"messages": [{"role": "tool", "content": "x"}]}, 400, "invalid_value", "'tool'"),
+    ("POST", CHAT, {"messages": [{"role": "user", "content": 5}]}, 400, "invalid_value", "content"),
+    ("POST", CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "invalid_value", "text parts"),
+    ("POST", CHAT, {"messages": MSG, "temperature": "hot"}, 400, "invalid_value", "'temperature'"),
+    ("POST", CHAT, {"messages": MSG, "temperature": 3}, 400, "invalid_value", "out of its range"),
+    ("POST", CHAT, {"messages": MSG, "top_p": 1.5}, 400, "invalid_value", "'top_p'"),
+    ("POST", CHAT, {"messages": MSG, "top_k": -1}, 400, "invalid_value", "'top_k'"),
+    ("POST", CHAT, {"messages": MSG, "min_p": -0.1}, 400, "invalid_value", "'min_p'"),
+    ("POST", CHAT, {"messages": MSG, "max_tokens": 0}, 400, "invalid_value", "'max_tokens'"),
+    ("POST", CHAT, {"messages": MSG, "max_tokens": "5"}, 400, "invalid_value", "'max_tokens'"),
+    ("POST", CHAT, {"messages": MSG, "max_completion_tokens": 1.5}, 400, "invalid_value", "'max_completion_tokens'"),
+    ("POST", CHAT, {"messages": MSG, "seed": 1.5}, 400, "invalid_value", "'seed'"),
+    ("POST", CHAT, {"messages": MSG, "n": 2}, 400, "invalid_value", "'n' must be 1"),
+    ("POST", CHAT, {"messages": MSG, "frequency_penalty": 1}, 400, "invalid_value", "frequency_penalty"),
+    ("POST", CHAT, {"messages": MSG, "stop": 5}, 400, "invalid_value", "'stop'"),
+    ("POST", CHAT, {"messages": MSG, "stop": ["a", "b", "c", "d", "e"]}, 400, "invalid_value", "at most 4"),
+    ("POST", CHAT, {"messages": MSG, "stream": "yes"}, 400, "invalid_value", "'stream'"),
+    ("POST", CHAT, {"messages": MSG, "stream_options": {"include_usage": 1}}, 400, "invalid_value", "stream_options"),
+    ("POST", CHAT, {"messages": MSG, "tools": [{"type": "function"}]}, 400, "invalid_value", "'tools'"),
+    ("POST", CHAT, {"messages": MSG, "logprobs": True}, 400, "invalid_value", "'logprobs'"),
+    ("POST", CHAT, {"messages": MSG, "model": 7}, 400, "invalid_value", "'model'"),
+    ("POST", CHAT, {"messages": MSG, "model": "gpt-4"}, 404, "model_not_found", "'gpt-4' does not exist"),
+    ("POST", COMP, {}, 400, "invalid_value", "'prompt' is required"),
+    ("POST", COMP, {"prompt": 5}, 400, "invalid_value", "'prompt'"),
+    ("POST", COMP, {"prompt": ["a", "b"]}, 400, "invalid_value", "n = 1 only"),
+    ("POST", COMP, {"prompt": [1, -2]}, 400, "invalid_value", "'prompt[1]'"),
+    ("POST", COMP, {"prompt": [1, 99999999]}, 400, "invalid_value", "not a token id"),
+    ("POST", COMP, {"prompt": "x", "echo": True}, 400, "invalid_value", "'echo'"),
+    ("GET", "/v1/nothing", None, 404, "not_found", "no such route"),
+    ("GET", "/v1/chat/completions", None, 405, "method_not_allowed", "GET"),
+    ("DELETE", "/v1/models", None, 405, "method_not_allowed", "DELETE"),
+    ("POST", "/health", b"{}", 405, "method_not_allowed", "POST"),
+]
+
+
+@pytest.mark.parametrize("method,path,body,status,code,text", BAD, ids=[f"{b[0]} {b[1]} {b[2]!r}"[:60] for b in BAD])
+def test_bad_request(smol, method, path, body, status, code, text):
+    got, answer = smol.request(method, path, body, headers={"Content-Type": "application/json"})
+    assert got == status, answer
+    err = answer["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["code"] == code
+    assert text in err["message"], err["message"]
+
+
+def test_body_over_limit(smol):
+    big = json.dumps({"prompt": "x" * (2 << 20)}).encode()
+    status, answer = smol.request("POST", COMP, big)
+    assert status == 413 and answer["error"]["code"] == "request_too_large"
+    # the same without a Content-Length (chunked): refused as it is read
+    c = socket.create_connection(("127.0.0.1", smol.port))
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    piece = b"x" * 65536
+    for _ in range((2 << 20) // len(piece)):
+        c.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+    c.sendall(b"0\r\n\r\n")
+    assert c.recv(4096).startswith(b"HTTP/1.1 413")
+    c.close()
+
+
+def test_headers_over_limit(smol):
+    c = socket.create_connection(("127.0.0.1", smol.port))
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n")
+    try:
+        reply = c.recv(4096)
+    except ConnectionResetError:
+        reply = b""
+    c.close()
+    assert not reply.startswith(b"HTTP/1.1 2")  # refused (431) or closed, and the server goes on
+    assert smol.request("GET", "/health")[0] == 200
+
+
+def open_stream(port, body, path=COMP):
+    """A raw socket with a streaming request sent; returns it and a reader of its events."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=30)
+    data = json.dumps(dict(body, stream=True)).encode()
+    c.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+              % (path.encode(), len(data), data))
+    return c
+
+
+def read_until(c, token, limit=1 << 20):
+    buf = b""
+    while token not in buf and len(buf) < limit:
+        piece = c.recv(4096)
+        if not piece:
+            break
+        buf += piece
+    return buf
+
+
+def test_disconnect_frees_the_slot(tiny):
+    s = tiny("--parallel", "1")
+    c = open_stream(s.port, {"prompt": "a", "max_tokens": 3000})
+    assert b'"text"' in read_until(c, b'"text"')
+    c.close()  # gone mid-stream
+    deadline = time.time() + 10
+    while s.metric("requests_running") != 0 and time.time() < deadline:
+        time.sleep(0.02)
+    assert s.metric("requests_cancelled_total") == 1
+    # the one slot serves the next request at once
+    t = time.time()
+    status, r = s.request("POST", COMP, {"prompt": "a", "max_tokens": 4})
+    assert status == 200 and r["usage"]["completion_tokens"] == 4 and time.time() - t < 5
+
+
+def test_queue_full(tiny):
+    s = tiny("--parallel", "1", "--queue", "1")
+    running = open_stream(s.port, {"prompt": "a", "max_tokens": 3000})
+    read_until(running, b'"text"')
+    queued = open_stream(s.port, {"prompt": "b", "max_tokens": 2})
+    deadline = time.time() + 10
+    while s.metric("requests_queued") != 1 and time.time() < deadline:
+        time.sleep(0.02)
+    status, answer = s.request("POST", COMP, {"prompt": "c", "max_tokens": 2})
+    assert status == 503 and answer["error"]["code"] == "queue_full"
+    assert s.last_headers["Retry-After"] == "1"
+    running.close()  # the slot frees, the queued request runs to its end
+    assert b"data: [DONE]" in read_until(queued, b"data: [DONE]")
+    queued.close()
+
+
+def events(raw):
+    return [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+
+
+def test_shutdown_under_load(tiny):
+    s = tiny("--parallel", "2", "--queue", "4", "--ctx", "65536")
+    bodies = [{"prompt": "a", "max_tokens": 100000}, {"messages": MSG}, {"prompt": "b"}]
+    streams = [open_stream(s.port, b, COMP if "prompt" in b else CHAT) for b in bodies]
+    got = [b""] * 3
+
+    def drain(i):  # each stream read as it comes, to its end
+        got[i] = read_until(streams[i], b"data: [DONE]", limit=1 << 30)
+
+    readers = [threading.Thread(target=drain, args=(i,)) for i in range(3)]
+    whole = {}
+    readers.append(threading.Thread(target=lambda: whole.update(r=s.request("POST", COMP, {"prompt": "q"}))))
+    for t in readers:
+        t.start()
+    deadline = time.time() + 10
+    while (s.metric("requests_queued") != 2 or s.metric("generated_tokens_total") < 10) and time.time() < deadline:
+        time.sleep(0.02)
+    assert s.metric("requests_running") == 2 and s.metric("requests_queued") == 2
+    t0 = time.time()
+    rc, err = s.stop()
+    assert rc == 0 and time.time() - t0 < 10, err
+    assert "stopping" in err
+    for t in readers:
+        t.join()
+    for i, c in enumerate(streams):
+        c.close()
+        ev = events(got[i])
+        assert ev[-1] == "[DONE]"
+        last = json.loads(ev[-2])
+        if i < 2:  # running: cut, finish_reason length
+            assert last["choices"][0]["finish_reason"] == "length"
+        else:  # queued: never ran
+            assert last["error"]["code"] == "shutting_down"
+    assert whole["r"][0] == 503 and whole["r"][1]["error"]["code"] == "shutting_down"
+
+
+def test_metrics(smol):
+    smol.request("POST", COMP, {"prompt": "Hello", "max_tokens": 3})
+    _, text = smol.request("GET", "/metrics")
+    for name in ("prompt_tokens_total", "generated_tokens_total", "generated_tokens_per_second", "requests_running",
+                 "requests_queued", "batch_occupancy", "slots"):
+        assert f"# TYPE clinfer_{name} " in text
+    assert smol.metric("generated_tokens_total") >= 3 and smol.metric("slots") == 8
