@@ -5,9 +5,10 @@
 #
 # usage: run.sh FUZZ_BUILD_DIR TINY_GGUF SECONDS
 #
-# Seeds: small valid files written by tiny_gguf (regenerated each run) and
-# tests/fuzz/regressions/. What the fuzzers discover is kept in
-# FUZZ_BUILD_DIR/corpus/ between runs; findings land in
+# Seeds: small valid files written by tiny_gguf (regenerated each run),
+# tests/fuzz/seeds-request/ (request bodies) and tests/fuzz/regressions/.
+# What the fuzzers discover is kept in FUZZ_BUILD_DIR/corpus/ between runs;
+# findings land in
 # FUZZ_BUILD_DIR/findings/. A finding is fixed, then kept as a regression:
 # copy it to tests/fuzz/regressions/gguf-<what> or tokenizer-<what>, where
 # tests/test_fuzz_regressions.c replays it in the ordinary suite.
@@ -18,8 +19,13 @@ rm -rf "$B/seeds"
 "$TOOL" seeds "$B/seeds" || { echo "fuzz: cannot write the seed corpus"; exit 1; }
 mkdir -p "$B/corpus/gguf" "$B/corpus/tokenizer" "$B/findings"
 status=0
-for h in gguf tokenizer; do
-    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; esac
+# fuzz_request (`clinfer serve`'s request parser) where the server was built
+mkdir -p "$B/corpus/request" "$B/seeds/request"
+cp "$SRC"/tests/fuzz/seeds-request/* "$B/seeds/request/"
+harnesses="gguf tokenizer"
+[ -x "$B/tests/fuzz/fuzz_request" ] && harnesses="$harnesses request"
+for h in $harnesses; do
+    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; esac
     log="$B/fuzz_$h.log"
     "$B/tests/fuzz/fuzz_$h" -max_total_time="$SECS" -max_len=$max_len -timeout=20 -rss_limit_mb=3072 \
         -print_final_stats=1 -artifact_prefix="$B/findings/$h-" \

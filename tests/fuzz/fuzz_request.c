@@ -1,0 +1,57 @@
+/* libFuzzer harness for `clinfer serve`'s request parser (server/api_openai.c):
+ * random bytes as the body of a chat and of a completion request.
+ *
+ * Byte 0 picks the endpoint; the rest is the body. For every input:
+ *  - srv_api_parse accepts it or answers an error in OpenAI's shape (a
+ *    4xx status, a type, a non-empty message) that serializes to JSON;
+ *  - what it accepts holds its promises: at least one message for a chat,
+ *    a prompt (text or ids) for a completion, at most SRV_MAX_STOP stop
+ *    strings, none empty, sampling values in their ranges;
+ *  - the answer JSON built from the parsed text (message or prompt as the
+ *    generated text, any bytes) is valid JSON;
+ *  - nothing leaks (srv_api_req_free).
+ * Seeds: tests/fuzz/seeds-request/. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_openai.h"
+
+static void check_json(char *s) {
+    if (!s) abort();
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    if (!j) abort();
+    json_decref(j);
+    free(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    srv_kind kind = data[0] & 1 ? SRV_COMPLETION : SRV_CHAT;
+    srv_api_req r;
+    srv_api_error e;
+    if (srv_api_parse((const char *)data + 1, size - 1, kind, &r, &e) != 0) {
+        if (e.http < 400 || e.http > 599 || !e.type || !e.message[0]) abort();
+        check_json(srv_api_error_json(&e));
+        srv_api_req_free(&r);
+        return 0;
+    }
+    if (kind == SRV_CHAT && r.n_msgs < 1) abort();
+    if (kind == SRV_COMPLETION && !r.prompt && r.n_prompt_ids < 1) abort();
+    if (r.n_stop > SRV_MAX_STOP) abort();
+    for (int i = 0; i < r.n_stop; i++)
+        if (!r.stop[i][0]) abort();
+    if (!(r.sp.temperature >= 0 && r.sp.temperature <= 2) || !(r.sp.top_p >= 0 && r.sp.top_p <= 1) ||
+        !(r.sp.min_p >= 0 && r.sp.min_p <= 1) || r.sp.top_k < 0 || r.max_tokens < 0)
+        abort();
+    const char *text = kind == SRV_CHAT ? r.msgs[r.n_msgs - 1].content : r.prompt ? r.prompt : "";
+    srv_api_resp resp = {kind, "id", r.model ? r.model : "m", 0, "stop"};
+    srv_api_usage u = {1, 2, 0, 1, 1, 0};
+    check_json(srv_api_completion_json(&resp, text, strlen(text), &u));
+    resp.finish = NULL;
+    check_json(srv_api_chunk_json(&resp, 1, text, strlen(text), NULL));
+    srv_api_req_free(&r);
+    return 0;
+}

@@ -1,0 +1,205 @@
+/* server/: the OpenAI request parser (fields, types, ranges, what is
+ * refused), the answers' JSON (valid whatever bytes the model emits), stop
+ * strings held back and cut, and the metrics text. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api_openai.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+static int parse(const char *body, srv_kind kind, srv_api_req *r, srv_api_error *e) {
+    return srv_api_parse(body, strlen(body), kind, r, e);
+}
+
+static void test_chat_fields(void **state) {
+    (void)state;
+    srv_api_req r;
+    srv_api_error e;
+    const char *body = "{\"model\": \"m\", \"messages\": [{\"role\": \"developer\", \"content\": \"be brief\"},"
+                       " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\","
+                       " \"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null}], \"max_completion_tokens\": 7,"
+                       " \"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 3, \"min_p\": 0.1, \"seed\": -1, \"stop\":"
+                       " [\"x\", \"\", \"yz\"], \"stream\": true, \"stream_options\": {\"include_usage\": true},"
+                       " \"presence_penalty\": 0, \"n\": 1, \"tools\": [], \"user\": \"ignored\", \"top_logprobs\": null}";
+    assert_int_equal(parse(body, SRV_CHAT, &r, &e), 0);
+    assert_string_equal(r.model, "m");
+    assert_int_equal(r.n_msgs, 3);
+    assert_string_equal(r.msgs[0].role, "system");
+    assert_string_equal(r.msgs[1].content, "ab");
+    assert_string_equal(r.msgs[2].role, "assistant");
+    assert_string_equal(r.msgs[2].content, "");
+    assert_int_equal(r.max_tokens, 7);
+    assert_float_equal(r.sp.temperature, 0.5, 1e-6);
+    assert_float_equal(r.sp.top_p, 0.9, 1e-6);
+    assert_int_equal(r.sp.top_k, 3);
+    assert_float_equal(r.sp.min_p, 0.1, 1e-6);
+    assert_true(r.has_seed);
+    assert_true(r.sp.seed == UINT64_MAX);
+    assert_int_equal(r.n_stop, 2); /* the empty one dropped */
+    assert_string_equal(r.stop[1], "yz");
+    assert_true(r.stream && r.include_usage);
+    srv_api_req_free(&r);
+}
+
+static void test_defaults_and_completion_forms(void **state) {
+    (void)state;
+    srv_api_req r;
+    srv_api_error e;
+    assert_int_equal(parse("{\"prompt\": \"hi\", \"temperature\": null}", SRV_COMPLETION, &r, &e), 0);
+    clf_sampler_params d = clf_sampler_defaults();
+    assert_string_equal(r.prompt, "hi");
+    assert_int_equal(r.max_tokens, 0);
+    assert_false(r.has_seed || r.stream || r.model);
+    assert_float_equal(r.sp.temperature, d.temperature, 0); /* null reads as absent */
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"prompt\": [\"one\"]}", SRV_COMPLETION, &r, &e), 0);
+    assert_string_equal(r.prompt, "one");
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"prompt\": [5, 0, 7]}", SRV_COMPLETION, &r, &e), 0);
+    assert_null(r.prompt);
+    assert_int_equal(r.n_prompt_ids, 3);
+    assert_int_equal(r.prompt_ids[2], 7);
+    srv_api_req_free(&r);
+}
+
+static void test_bad_requests(void **state) {
+    (void)state;
+    static const struct {
+        srv_kind kind;
+        const char *body, *param, *text;
+    } BAD[] = {
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": \"warm\"}", "temperature",
+         "'temperature': "},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"top_k\": 1e3}", "top_k", "'top_k'"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 16777217}", "max_tokens",
+         "out of its range"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"seed\": true}", "seed", "'seed'"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 3}", "n", "'n' must be 1"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": [1]}", "stop", "'stop[0]'"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"1\": 2}}",
+         "logit_bias", "not supported"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"function\", \"content\": \"x\"}]}", "messages", "'function'"},
+        {SRV_CHAT, "{\"messages\": [\"x\"]}", "messages", "messages[0]"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", "messages",
+         "text parts"},
+        {SRV_CHAT, "{\"messages\": {}}", "messages", "non-empty array"},
+        {SRV_COMPLETION, "{\"prompt\": []}", "prompt", "'prompt'"},
+        {SRV_COMPLETION, "{\"prompt\": [3000000000]}", "prompt", "not a token id"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"suffix\": \"y\"}", "suffix", "not supported"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        srv_api_req r;
+        srv_api_error e;
+        assert_int_equal(parse(BAD[i].body, BAD[i].kind, &r, &e), -1);
+        assert_int_equal(e.http, 400);
+        assert_string_equal(e.type, "invalid_request_error");
+        assert_non_null(e.param);
+        assert_string_equal(e.param, BAD[i].param);
+        if (!strstr(e.message, BAD[i].text)) fail_msg("%s: '%s' lacks '%s'", BAD[i].body, e.message, BAD[i].text);
+        srv_api_req_free(&r);
+    }
+    srv_api_req r;
+    srv_api_error e;
+    assert_int_equal(srv_api_parse("{\"prompt\": \"a\"", 14, SRV_COMPLETION, &r, &e), -1);
+    assert_string_equal(e.code, "invalid_json");
+    assert_int_equal(srv_api_parse("{\"prompt\": \"\xff\"}", 15, SRV_COMPLETION, &r, &e), -1); /* not UTF-8 */
+    assert_string_equal(e.code, "invalid_json");
+    assert_int_equal(parse("42", SRV_COMPLETION, &r, &e), -1);
+    assert_null(e.param);
+}
+
+/* The answer parses back as JSON, with bad bytes as U+FFFD. */
+static void test_answers_are_valid_json(void **state) {
+    (void)state;
+    srv_api_resp resp = {SRV_CHAT, "chatcmpl-1", "m\"odel", 1700000000, "stop"};
+    srv_api_usage u = {10, 3, 4, 5.0, 6.0, 0.5};
+    const char text[] = "ok \xe2\x82 \xff\xc3\xa9";
+    char *s = srv_api_completion_json(&resp, text, sizeof text - 1, &u);
+    assert_non_null(s);
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    assert_non_null(j);
+    const char *content, *finish, *model;
+    int total, cached;
+    assert_int_equal(json_unpack(j, "{s:s, s:[{s:{s:s}, s:s}], s:{s:i, s:{s:i}}}", "model", &model, "choices",
+                                 "message", "content", &content, "finish_reason", &finish, "usage", "total_tokens",
+                                 &total, "prompt_tokens_details", "cached_tokens", &cached),
+                     0);
+    assert_string_equal(content, "ok \xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xc3\xa9"); /* a U+FFFD a bad byte */
+    assert_string_equal(finish, "stop");
+    assert_string_equal(model, "m\"odel");
+    assert_int_equal(total, 13);
+    assert_int_equal(cached, 4);
+    json_decref(j);
+    free(s);
+    resp.finish = NULL;
+    s = srv_api_chunk_json(&resp, 1, "a", 1, NULL);
+    j = json_loads(s, 0, &je);
+    const char *role;
+    json_t *fr;
+    assert_int_equal(json_unpack(j, "{s:[{s:{s:s, s:s}, s:o}]}", "choices", "delta", "role", &role, "content", &content,
+                                 "finish_reason", &fr),
+                     0);
+    assert_true(json_is_null(fr));
+    json_decref(j);
+    free(s);
+    srv_api_error e;
+    srv_api_error_set(&e, 503, "server_error", "queue_full", NULL, "busy");
+    s = srv_api_error_json(&e);
+    assert_string_equal(s, "{\"error\":{\"message\":\"busy\",\"type\":\"server_error\",\"param\":null,\"code\":\"queue_full\"}}");
+    free(s);
+}
+
+static void test_stop_scan(void **state) {
+    (void)state;
+    char *stop[] = {"</s>", "END", "xx"};
+    int m;
+    const char *t = "hello </s> world";
+    assert_int_equal(srv_stop_scan(t, 0, strlen(t), stop, 3, &m), 6);
+    assert_true(m);
+    t = "hello </"; /* may begin a stop string: held back */
+    assert_int_equal(srv_stop_scan(t, 0, strlen(t), stop, 3, &m), 6);
+    assert_false(m);
+    t = "hello EN";
+    assert_int_equal(srv_stop_scan(t, 3, strlen(t), stop, 3, &m), 6);
+    t = "abc";
+    assert_int_equal(srv_stop_scan(t, 0, 3, stop, 3, &m), 3);
+    assert_false(m);
+    assert_int_equal(srv_stop_scan(t, 0, 3, stop, 0, &m), 3);
+    /* the earliest whole match wins over an earlier partial one */
+    char *stop2[] = {"abcd", "b"};
+    assert_int_equal(srv_stop_scan("abx", 0, 3, stop2, 2, &m), 1);
+    assert_true(m);
+    t = "a xx"; /* a match at the end */
+    assert_int_equal(srv_stop_scan(t, 0, 4, stop, 3, &m), 2);
+    assert_true(m);
+}
+
+static void test_metrics_text(void **state) {
+    (void)state;
+    srv_stats st = {.n_slots = 8, .running = 3, .queued = 2, .prompt_tokens = 100, .gen_tokens = 42,
+                    .gen_tps = 12.5, .occupancy = 0.375};
+    char *s = srv_metrics_text(&st, "a\"b");
+    assert_non_null(s);
+    assert_non_null(strstr(s, "# TYPE clinfer_generated_tokens_total counter\nclinfer_generated_tokens_total{model=\"a\\\"b\"} 42\n"));
+    assert_non_null(strstr(s, "clinfer_requests_queued{model=\"a\\\"b\"} 2\n"));
+    assert_non_null(strstr(s, "clinfer_batch_occupancy{model=\"a\\\"b\"} 0.375\n"));
+    assert_non_null(strstr(s, "clinfer_generated_tokens_per_second{model=\"a\\\"b\"} 12.5\n"));
+    free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_fields),          cmocka_unit_test(test_defaults_and_completion_forms),
+        cmocka_unit_test(test_bad_requests),         cmocka_unit_test(test_answers_are_valid_json),
+        cmocka_unit_test(test_stop_scan),            cmocka_unit_test(test_metrics_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
