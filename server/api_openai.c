@@ -365,9 +365,10 @@ static char *dump(json_t *j) {
     return s;
 }
 
+/* The message may quote the request's bytes (jansson's parse errors do). */
 char *srv_api_error_json(const srv_api_error *e) {
-    return dump(json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", e->message, "type", e->type, "param",
-                          e->param, "code", e->code));
+    return dump(json_pack("{s:{s:o, s:s, s:s?, s:s?}}", "error", "message", text_json(e->message, strlen(e->message)),
+                          "type", e->type, "param", e->param, "code", e->code));
 }
 
 static json_t *usage_json(const srv_api_usage *u) {

@@ -113,6 +113,17 @@ static void test_bad_requests(void **state) {
     assert_string_equal(e.code, "invalid_json");
     assert_int_equal(parse("42", SRV_COMPLETION, &r, &e), -1);
     assert_null(e.param);
+    /* jansson's message quotes the bad bytes; the error still serializes
+     * (a fuzz_request finding: the answer was NULL, a 500) */
+    const char bad[] = "{\"messages\": \"\\ud8\xcd\xa3\"}";
+    assert_int_equal(srv_api_parse(bad, sizeof bad - 1, SRV_CHAT, &r, &e), -1);
+    char *s = srv_api_error_json(&e);
+    assert_non_null(s);
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    assert_non_null(j);
+    json_decref(j);
+    free(s);
 }
 
 /* The answer parses back as JSON, with bad bytes as U+FFFD. */

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""A bounded load test of an OpenAI-compatible server on loopback:
+`clinfer serve`, or llama-cpp-python's llama_cpp.server with the same file,
+driven by the same client (the standard library only).
+
+For each concurrency level, N streaming completions (greedy, max_tokens
+each, one prompt per request from a fixed list) are sent by that many
+workers; it reports errors, time to first token (TTFT), the time between
+tokens (ITL) at p50/p99, and the aggregate generated tokens per second
+(tokens counted as streamed chunks with text, which is one a token on both
+servers). Exits 1 when any request failed.
+
+    bench/serve.py --url http://127.0.0.1:8080 [--requests 64] [--concurrency 1,4,8,16]
+                   [--max-tokens 64] [--json]
+"""
+import argparse
+import concurrent.futures
+import http.client
+import json
+import statistics
+import sys
+import time
+import urllib.parse
+
+PROMPTS = ["Once upon a time, in a small village by the sea,", "The history of the printing press begins",
+           "Here is a recipe for a simple tomato soup:", "The three laws of thermodynamics are",
+           "Dear diary, today I finally", "In the year 2150, the first city on Mars", "A short guide to learning C:",
+           "The old lighthouse keeper looked at the storm and"]
+
+
+def one_request(url, model, prompt, max_tokens, timeout):
+    """(ttft s, [inter-token s], tokens, error or None) of one streamed completion."""
+    u = urllib.parse.urlsplit(url)
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                       "stream": True}).encode()
+    t0 = time.perf_counter()
+    times = []
+    try:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+        c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        if r.status != 200:
+            return None, [], 0, f"HTTP {r.status}: {r.read()[:200]!r}"
+        done = False
+        for line in r:  # server-sent events, one `data:` line each
+            line = line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            if line == b"data: [DONE]":
+                done = True
+                break
+            ev = json.loads(line[6:])
+            if "error" in ev:
+                return None, [], 0, f"error event: {ev['error']}"
+            if ev.get("choices") and ev["choices"][0].get("text"):
+                times.append(time.perf_counter())
+        c.close()
+        if not done:
+            return None, [], 0, "the stream ended without [DONE]"
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        return None, [], 0, f"{type(e).__name__}: {e}"
+    if not times:
+        return None, [], 0, "no tokens"
+    return times[0] - t0, [b - a for a, b in zip(times, times[1:])], len(times), None
+
+
+def pct(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def level(url, model, n, conc, max_tokens, timeout):
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(conc) as ex:
+        res = list(ex.map(lambda i: one_request(url, model, PROMPTS[i % len(PROMPTS)], max_tokens, timeout),
+                          range(n)))
+    wall = time.perf_counter() - t0
+    ok = [r for r in res if r[3] is None]
+    ttft = [r[0] for r in ok]
+    itl = [d for r in ok for d in r[1]]
+    tokens = sum(r[2] for r in ok)
+    return {"concurrency": conc, "requests": n, "errors": n - len(ok), "wall_s": wall, "tokens": tokens,
+            "tokens_per_s": tokens / wall, "ttft_p50_ms": pct(ttft, 50) * 1e3, "ttft_p99_ms": pct(ttft, 99) * 1e3,
+            "itl_p50_ms": pct(itl, 50) * 1e3, "itl_p99_ms": pct(itl, 99) * 1e3,
+            "first_error": next((r[3] for r in res if r[3]), None)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", default="http://127.0.0.1:8080")
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--concurrency", default="1,4,8,16")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds a request may take")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    u = urllib.parse.urlsplit(a.url)
+    if u.hostname not in ("127.0.0.1", "localhost", "::1"):
+        sys.exit("serve.py: loopback only (127.0.0.1, localhost, ::1)")
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c.request("GET", "/v1/models")
+    model = json.loads(c.getresponse().read())["data"][0]["id"]
+    rows = []
+    for conc in (int(x) for x in a.concurrency.split(",")):
+        rows.append(level(a.url, model, a.requests, conc, a.max_tokens, a.timeout))
+        if not a.json:
+            r = rows[-1]
+            if len(rows) == 1:
+                print(f"model {model}, {a.requests} requests a level, max_tokens {a.max_tokens}, greedy, streamed")
+                print("| concurrency | errors | tokens | wall s | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms |"
+                      " ITL p99 ms |")
+                print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+            print(f"| {r['concurrency']} | {r['errors']} | {r['tokens']} | {r['wall_s']:.1f} | {r['tokens_per_s']:.1f} |"
+                  f" {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} |",
+                  flush=True)
+            if r["first_error"]:
+                print(f"  first error: {r['first_error']}", flush=True)
+    if a.json:
+        print(json.dumps({"model": model, "max_tokens": a.max_tokens, "levels": rows}, indent=1))
+    sys.exit(1 if any(r["errors"] for r in rows) else 0)
+
+
+if __name__ == "__main__":
+    main()
