@@ -1,0 +1,217 @@
+/* server/scheduler.c over the engine on a tiny model ($CLINFER_TINY_GGUF
+ * writes it; it has no end-of-generation token): a seed gives the same text
+ * whether the prompt was cached or not, max_tokens and the context end in
+ * "length", stop strings cut the text, a full queue refuses, a released job
+ * frees its slot, and stopping cuts running jobs and fails queued ones. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine.h"
+#include "runtime.h"
+#include "scheduler.h"
+
+typedef struct fixture {
+    char path[256];
+    clf_gguf *g;
+    clf_tokenizer *tok;
+    clf_runtime *rt;
+    clf_llama *m;
+} fixture;
+
+static fixture fx;
+
+static int setup(void **state) {
+    (void)state;
+    const char *tool = getenv("CLINFER_TINY_GGUF");
+    if (!tool) {
+        fprintf(stderr, "CLINFER_TINY_GGUF is not set (ctest sets it)\n");
+        return -1;
+    }
+    snprintf(fx.path, sizeof fx.path, "/tmp/clinfer-test-sched-%d.gguf", (int)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --no-eog", tool, fx.path);
+    if (system(cmd) != 0) return -1;
+    if (clf_gguf_open(fx.path, &fx.g) || clf_tokenizer_load(fx.g, &fx.tok) || clf_runtime_create(NULL, &fx.rt) ||
+        clf_llama_load(fx.rt, fx.g, &fx.m)) {
+        fprintf(stderr, "%s\n", clf_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    clf_llama_free(fx.m);
+    clf_runtime_free(fx.rt);
+    clf_tokenizer_free(fx.tok);
+    clf_gguf_close(fx.g);
+    unlink(fx.path);
+    return 0;
+}
+
+typedef struct server {
+    srv_engine *e;
+    srv_sched *s;
+} server;
+
+static server start(int slots, int n_ctx, int queue) {
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, slots, n_ctx, CLF_F32, &sv.e), CLF_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.tok, slots, queue, &sv.s), CLF_OK);
+    return sv;
+}
+
+static void stop(server *sv) {
+    srv_sched_free(sv->s);
+    srv_engine_free(sv->e);
+}
+
+static const int32_t PROMPT[] = {5, 9, 12, 3, 7, 30, 2, 8};
+enum { N_PROMPT = sizeof PROMPT / sizeof PROMPT[0] };
+
+static srv_job *job(const srv_job_params *p, int n_prompt) {
+    srv_job *j;
+    assert_int_equal(srv_job_create(PROMPT, n_prompt, p, &j), CLF_OK);
+    return j;
+}
+
+/* Runs a job to its end; its text (malloc'd) and view. */
+static char *run(server *sv, srv_job *j, srv_job_view *v) {
+    assert_int_equal(srv_sched_submit(sv->s, j), SRV_SUBMIT_OK);
+    char *all = calloc(1, 1), *t;
+    size_t have = 0, n;
+    do {
+        srv_sched_wait(sv->s, j, have, 1000, v, &t, &n);
+        all = realloc(all, have + n + 1);
+        memcpy(all + have, t, n);
+        all[have += n] = 0;
+        free(t);
+    } while (v->state != SRV_DONE);
+    srv_sched_release(sv->s, j);
+    return all;
+}
+
+static srv_job_params sampled(int max_tokens) {
+    srv_job_params p = {.max_tokens = max_tokens, .sp = clf_sampler_defaults()};
+    p.sp.temperature = 1.0f;
+    p.sp.top_k = 0;
+    p.sp.seed = 77;
+    return p;
+}
+
+static void test_seed_same_text_cached_or_not(void **state) {
+    (void)state;
+    server sv = start(1, 256, 4);
+    srv_job_params p = sampled(24);
+    srv_job_view v1, v2;
+    char *a = run(&sv, job(&p, N_PROMPT), &v1);
+    char *b = run(&sv, job(&p, N_PROMPT), &v2); /* the same slot: its prompt is cached */
+    assert_int_equal(v1.n_cached, 0);
+    assert_int_equal(v2.n_cached, N_PROMPT - 2); /* the last two are evaluated again */
+    assert_string_equal(a, b);
+    assert_int_equal(v1.finish, SRV_FINISH_LENGTH);
+    assert_int_equal(v1.n_gen, 24);
+    free(a);
+    free(b);
+    stop(&sv);
+}
+
+static void test_context_end_is_length(void **state) {
+    (void)state;
+    server sv = start(1, 20, 4);
+    srv_job_params p = sampled(0); /* no max_tokens: up to the context */
+    srv_job_view v;
+    free(run(&sv, job(&p, N_PROMPT), &v));
+    assert_int_equal(v.finish, SRV_FINISH_LENGTH);
+    assert_int_equal(v.n_prompt + v.n_gen, 21); /* the last token is sampled, never evaluated */
+    stop(&sv);
+}
+
+static void test_stop_string_cuts(void **state) {
+    (void)state;
+    server sv = start(2, 256, 4);
+    srv_job_params p = sampled(32);
+    srv_job_view v;
+    char *full = run(&sv, job(&p, N_PROMPT), &v);
+    size_t len = strlen(full);
+    assert_true(len > 8);
+    char text[4] = {0};
+    memcpy(text, full + len / 2, 3); /* some text from the middle */
+    size_t cut = (size_t)(strstr(full, text) - full);
+    p.stop[0] = text;
+    p.n_stop = 1;
+    char *part = run(&sv, job(&p, N_PROMPT), &v);
+    assert_int_equal(v.finish, SRV_FINISH_STOP);
+    assert_int_equal(strlen(part), cut);
+    assert_memory_equal(part, full, cut);
+    free(full);
+    free(part);
+    stop(&sv);
+}
+
+static void test_queue_full_release_and_shutdown(void **state) {
+    (void)state;
+    server sv = start(1, 4096, 1);
+    srv_job_params p = sampled(0);
+    srv_job *a = job(&p, N_PROMPT), *b = job(&p, N_PROMPT), *c = job(&p, N_PROMPT);
+    srv_job_view v;
+    char *t;
+    size_t n;
+    assert_int_equal(srv_sched_submit(sv.s, a), SRV_SUBMIT_OK);
+    do { /* a is running */
+        srv_sched_wait(sv.s, a, 0, 1000, &v, &t, &n);
+        free(t);
+    } while (v.state != SRV_RUNNING || n == 0);
+    assert_int_equal(srv_sched_submit(sv.s, b), SRV_SUBMIT_OK);
+    srv_sched_wait(sv.s, b, 0, 10, &v, &t, &n);
+    assert_int_equal(v.state, SRV_QUEUED);
+    assert_int_equal(srv_sched_submit(sv.s, c), SRV_SUBMIT_FULL);
+    srv_sched_release(sv.s, c); /* never submitted: freed */
+    srv_sched_release(sv.s, a); /* gone: b gets the slot */
+    do {
+        srv_sched_wait(sv.s, b, 0, 1000, &v, &t, &n);
+        free(t);
+    } while (v.state != SRV_RUNNING);
+    srv_stats st;
+    srv_sched_stats(sv.s, &st);
+    assert_int_equal(st.requests_cancelled, 1);
+    assert_int_equal(st.running, 1);
+    assert_int_equal(st.queued, 0);
+    /* stopping cuts b (length); a job queued behind it fails */
+    srv_job *d = job(&p, N_PROMPT);
+    assert_int_equal(srv_sched_submit(sv.s, d), SRV_SUBMIT_OK);
+    srv_sched_shutdown(sv.s);
+    do {
+        srv_sched_wait(sv.s, b, 0, 1000, &v, &t, &n);
+        free(t);
+    } while (v.state != SRV_DONE);
+    assert_int_equal(v.finish, SRV_FINISH_LENGTH);
+    srv_sched_wait(sv.s, d, 0, 1000, &v, &t, &n);
+    free(t);
+    assert_int_equal(v.state, SRV_DONE);
+    assert_int_equal(v.finish, SRV_FINISH_ERROR);
+    assert_true(v.shutdown);
+    srv_job *e = job(&p, N_PROMPT);
+    assert_int_equal(srv_sched_submit(sv.s, e), SRV_SUBMIT_CLOSED);
+    srv_sched_release(sv.s, e);
+    srv_sched_release(sv.s, b);
+    srv_sched_release(sv.s, d);
+    stop(&sv);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seed_same_text_cached_or_not),
+        cmocka_unit_test(test_context_end_is_length),
+        cmocka_unit_test(test_stop_string_cuts),
+        cmocka_unit_test(test_queue_full_release_and_shutdown),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
