@@ -85,12 +85,14 @@ int cmd_serve(int argc, char **argv) {
         while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
         fprintf(stderr, "clinfer serve: %s: stopping\n", cli_interrupt_name());
     }
-    /* no new connections; running answers cut and sent out; then the rest */
+    /* no new connections or requests; the running answers cut and sent
+     * out; then the connections closed, and only then the scheduler freed
+     * (their threads use it to the end) */
     srv_http_quiesce(h);
-    srv_sched_free(app.sched);
+    if (app.sched) srv_sched_shutdown(app.sched);
     srv_http_drain(h, 5);
-    srv_http_set_app(h, NULL);
     srv_http_stop(h);
+    srv_sched_free(app.sched);
     hold_signals(0, &old);
     srv_engine_free(e);
     if (s.rt) cli_session_close(&s);

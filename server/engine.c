@@ -20,7 +20,7 @@ clf_status srv_engine_create(const clf_llama *m, int n_slots, int n_ctx, clf_typ
     for (int i = 0; st == CLF_OK && i < n_slots; i++) st = clf_llama_ctx_create(m, n_ctx, 0, kv, &e->ctx[i]);
     if (st != CLF_OK) {
         srv_engine_free(e);
-        return clf_fail_ctx(st, "%d slots of %d tokens: ", n_slots, n_ctx);
+        return clf_fail_ctx(st, "%d slots (--parallel): ", n_slots);
     }
     *out = e;
     return CLF_OK;

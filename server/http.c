@@ -87,13 +87,21 @@ static const struct {
     [R_COMPLETIONS] = {"/v1/completions", "POST", 0},
 };
 
-/* A request's state between the access handler's calls: its body so far. */
+/* A request's state between the access handler's calls: its body so far,
+ * or the error it gets once its body has been read (and dropped). */
 typedef struct conn {
     route r;
     char *body;
     size_t len, cap, dropped;
-    int too_large;
+    int failed;
+    srv_api_error err;
 } conn;
+
+static enum MHD_Result too_large(struct MHD_Connection *c) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
+    return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
+}
 
 /* The key compared in time independent of where it differs. */
 static int key_ok(const srv_http *h, struct MHD_Connection *c) {
@@ -106,8 +114,10 @@ static int key_ok(const srv_http *h, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-/* First call of a request: its route, key and announced size, answered at
- * once when wrong (the body is not read). */
+/* First call of a request: its route, key and announced size. A wrong one
+ * is answered once its body is read and dropped (a client still sending
+ * would not see an answer sent before); one far over the size limit at
+ * once, and the connection closed. */
 static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
                                      conn *cn) {
     int path_known = 0;
@@ -118,25 +128,22 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
             if (!strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET")))
                 cn->r = (route)i;
         }
+    cn->failed = 1;
     if (cn->r == R_NONE) {
-        char msg[160];
-        snprintf(msg, sizeof msg, path_known ? "%s is not allowed on this path" : "no such route: %s %.100s", method,
-                 url);
-        return send_fail(c, path_known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND, "invalid_request_error",
-                         path_known ? "method_not_allowed" : "not_found", msg);
+        if (path_known)
+            srv_api_error_set(&cn->err, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", "method_not_allowed",
+                              NULL, "%s is not allowed on this path", method);
+        else
+            srv_api_error_set(&cn->err, MHD_HTTP_NOT_FOUND, "invalid_request_error", "not_found", NULL,
+                              "no such route: %s %.100s", method, url);
+    } else if (h->api_key && !ROUTES[cn->r].public && !key_ok(h, c)) {
+        srv_api_error_set(&cn->err, MHD_HTTP_UNAUTHORIZED, "authentication_error", "invalid_api_key", NULL,
+                          "a valid API key is required (Authorization: Bearer KEY)");
+    } else {
+        cn->failed = 0;
     }
-    if (h->api_key && !ROUTES[cn->r].public && !key_ok(h, c))
-        return send_fail(c, MHD_HTTP_UNAUTHORIZED, "authentication_error", "invalid_api_key",
-                         "a valid API key is required (Authorization: Bearer KEY)");
-    /* a body over the limit is read and dropped, then refused (a client
-     * that is still sending would not see an answer sent before); one far
-     * over it is refused at once and the connection closed */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
-        return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
-    }
+    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) return too_large(c);
     return MHD_YES;
 }
 
@@ -182,9 +189,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cn->too_large || cn->len + n > SRV_MAX_BODY) {
+        if (cn->failed || cn->dropped || cn->len + n > SRV_MAX_BODY) {
             cn->dropped += n;
-            cn->too_large = 1;
             return cn->dropped > SRV_DROP_BODY ? MHD_NO : MHD_YES; /* too much to drop: closed */
         }
         if (cn->len + n + 1 > cn->cap) {
@@ -199,11 +205,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->len += n;
         return MHD_YES;
     }
-    if (cn->too_large) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
-        return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
-    }
+    if (cn->failed) return srv_http_send_error(c, &cn->err);
+    if (cn->dropped) return too_large(c);
     return serve(h, c, cn);
 }
 

@@ -390,5 +390,25 @@ expect "CLINFER_OPS_VARIANT=cpux" 2 "^clinfer: usage error: CLINFER_OPS_VARIANT 
 expect "CLINFER_TUNE out of range" 2 "^clinfer: usage error: CLINFER_TUNE: gemm_tm must be a whole number from 2 to 16, not '99'$" \
     env CLINFER_TUNE=gemm_tm=99 "$BIN" run -m "$TINY" -p hi -n 2
 
+# 16. serve (where it is built): bad options, a missing model, a port in use
+if "$BIN" serve --help >/dev/null 2>&1; then
+    expect "serve --port 70000" 2 "^clinfer: usage error: --port 70000 is out of range \(0\.\.65535\)$" \
+        "$BIN" serve --port 70000
+    expect "serve --parallel 0" 2 "^clinfer: usage error: --parallel 0 is out of range \(1\.\.256\)$" \
+        "$BIN" serve --parallel 0
+    expect "serve --host unknown" 2 "^clinfer: usage error: --host no-such-host\.invalid: " \
+        "$BIN" serve -m "$TINY" --host no-such-host.invalid --port 0
+    expect "serve -m missing" 3 "^clinfer: I/O error: .*no-such-model" \
+        "$BIN" serve -m "$W/no-such-model.gguf" --port 0
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True); time.sleep(60)' >"$W/port" &
+    holder=$!
+    while [ ! -s "$W/port" ]; do sleep 0.05; done
+    expect "serve on a port in use" 3 "^clinfer: I/O error: cannot listen on 127\.0\.0\.1 port $(cat "$W/port"): Address already in use$" \
+        "$BIN" serve -m "$TINY" --port "$(cat "$W/port")"
+    kill "$holder"
+fi
+
 echo "$cases cases, $failures failures"
 [ $failures -eq 0 ]

@@ -78,6 +78,21 @@ def test_body_over_limit(smol):
     c.sendall(b"0\r\n\r\n")
     assert c.recv(4096).startswith(b"HTTP/1.1 413")
     c.close()
+    # far over it (100 MB announced): refused before the body, the connection closed
+    c = socket.create_connection(("127.0.0.1", smol.port))
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{")
+    assert c.recv(4096).startswith(b"HTTP/1.1 413")
+    c.close()
+
+
+def test_refused_after_the_body(tiny):
+    """A wrong key or route is answered once the body is read: a client still sending gets it too."""
+    s = tiny("--api-key", "k")
+    big = json.dumps({"prompt": "x" * 900000}).encode()
+    status, answer = s.request("POST", COMP, big, headers={"Authorization": "Bearer nope"})
+    assert status == 401 and answer["error"]["code"] == "invalid_api_key"
+    status, answer = s.request("POST", "/v1/nowhere", big)
+    assert status == 404 and answer["error"]["code"] == "not_found"
 
 
 def test_headers_over_limit(smol):
