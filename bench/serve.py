@@ -8,7 +8,9 @@ each, one prompt per request from a fixed list) are sent by that many
 workers; it reports errors, time to first token (TTFT), the time between
 tokens (ITL) at p50/p99, and the aggregate generated tokens per second
 (tokens counted as streamed chunks with text, which is one a token on both
-servers). Exits 1 when any request failed.
+servers). A request fails on an HTTP error, an error event, or a stream
+without [DONE] or without finish_reason stop/length. Exits 1 when any
+request failed.
 
     bench/serve.py --url http://127.0.0.1:8080 [--requests 64] [--concurrency 1,4,8,16]
                    [--max-tokens 64] [--json]
@@ -34,7 +36,7 @@ def one_request(url, model, prompt, max_tokens, timeout):
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
                        "stream": True}).encode()
     t0 = time.perf_counter()
-    times = []
+    times, finish = [], None
     try:
         c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
         c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
@@ -54,9 +56,13 @@ def one_request(url, model, prompt, max_tokens, timeout):
                 return None, [], 0, f"error event: {ev['error']}"
             if ev.get("choices") and ev["choices"][0].get("text"):
                 times.append(time.perf_counter())
+            if ev.get("choices") and ev["choices"][0].get("finish_reason"):
+                finish = ev["choices"][0]["finish_reason"]
         c.close()
         if not done:
             return None, [], 0, "the stream ended without [DONE]"
+        if finish not in ("stop", "length"):  # e.g. cut short by the next request
+            return None, [], 0, f"finish_reason {finish!r} after {len(times)} tokens"
     except (OSError, http.client.HTTPException, ValueError) as e:
         return None, [], 0, f"{type(e).__name__}: {e}"
     if not times:
