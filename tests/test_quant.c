@@ -1,10 +1,13 @@
 /* The host quantizers and F16 conversion (host/quant.c) against blocks and
- * bit patterns worked out by hand, and an independent nearest-half search. */
+ * bit patterns worked out by hand, an independent nearest-half search, and
+ * the peers' (de)quantizations recorded by tests/peer/record_quants.py. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -264,6 +267,85 @@ static void test_f32_to_f16_random(void **state) {
     }
 }
 
+/* ---- the peers' records (tests/data/quants.bin) ------------------------------- */
+
+typedef struct { unsigned char *p; size_t n, off; } reader;
+
+static const void *take(reader *r, size_t n) {
+    if (n > r->n - r->off) fail_msg("tests/data/quants.bin: truncated at byte %zu", r->off);
+    const void *p = r->p + r->off;
+    r->off += n;
+    return p;
+}
+
+static uint32_t take_u32(reader *r) {
+    const unsigned char *b = take(r, 4);
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static reader load_records(void) {
+    FILE *f = fopen("tests/data/quants.bin", "rb");
+    if (!f) fail_msg("tests/data/quants.bin: cannot open (run from the source directory)");
+    reader r = {malloc(1 << 20), 0, 0};
+    assert_non_null(r.p);
+    r.n = fread(r.p, 1, 1 << 20, f);
+    fclose(f);
+    return r;
+}
+
+/* Every record bit for bit: dequantized floats (compared as bits, so NaN
+ * payloads and signed zeros count) and quantized bytes. */
+static void test_peer_records(void **state) {
+    (void)state;
+    reader r = load_records();
+    int seen_deq[CLF_TYPE_COUNT] = {0}, seen_qnt[CLF_TYPE_COUNT] = {0};
+    while (r.off < r.n) {
+        const char *kind = take(&r, 4);
+        uint32_t type = take_u32(&r), n = take_u32(&r);
+        const clf_type_info *ti = clf_type_get(type);
+        if (!ti) fail_msg("record of unknown type %u", type);
+        size_t bytes = clf_row_bytes((clf_type)type, n);
+        assert_true(bytes > 0);
+        float *f = malloc((size_t)n * sizeof *f);
+        unsigned char *q = malloc(bytes);
+        assert_true(f && q);
+        if (!memcmp(kind, "DEQ", 4)) {
+            const unsigned char *src = take(&r, bytes);
+            const unsigned char *want = take(&r, (size_t)n * 4);
+            clf_dequantize((clf_type)type, src, f, n);
+            for (uint32_t i = 0; i < n; i++)
+                if (memcmp(f + i, want + 4 * i, 4)) {
+                    float w;
+                    memcpy(&w, want + 4 * i, 4);
+                    fail_msg("dequantize %s: element %u (block %u) = %a, the peer's %a", ti->name, i, i / ti->block,
+                             f[i], w);
+                }
+            seen_deq[type]++;
+        } else if (!memcmp(kind, "QNT", 4)) {
+            memcpy(f, take(&r, (size_t)n * 4), (size_t)n * 4);
+            const unsigned char *want = take(&r, bytes);
+            clf_quantize((clf_type)type, f, q, n);
+            for (size_t i = 0; i < bytes; i++)
+                if (q[i] != want[i])
+                    fail_msg("quantize %s: byte %zu of block %zu = 0x%02x, the peer's 0x%02x", ti->name,
+                             i % (size_t)ti->block_bytes, i / (size_t)ti->block_bytes, q[i], want[i]);
+            seen_qnt[type]++;
+        } else {
+            fail_msg("tests/data/quants.bin: bad record kind at byte %zu", r.off - 12);
+        }
+        free(f);
+        free(q);
+    }
+    free(r.p);
+    /* every type but F32/F16 (covered above) has its dequantization recorded */
+    for (int t = 0; t < CLF_TYPE_COUNT; t++)
+        if (clf_type_get((uint32_t)t) && t != CLF_F32 && t != CLF_F16 && !seen_deq[t])
+            fail_msg("no dequantization record for %s", clf_type_get((uint32_t)t)->name);
+    const clf_type exact[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1, CLF_Q8_0, CLF_BF16};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (!seen_qnt[exact[i]]) fail_msg("no quantization record for %s", clf_type_get(exact[i])->name);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_q8_0_exact_scale),  cmocka_unit_test(test_q8_0_rounded_scale),
@@ -271,7 +353,7 @@ int main(void) {
         cmocka_unit_test(test_q4_1),              cmocka_unit_test(test_zero_blocks),
         cmocka_unit_test(test_round_trip_bounds), cmocka_unit_test(test_f32_to_f16_edges),
         cmocka_unit_test(test_f16_to_f32_edges),  cmocka_unit_test(test_f16_round_trip_all),
-        cmocka_unit_test(test_f32_to_f16_random),
+        cmocka_unit_test(test_f32_to_f16_random), cmocka_unit_test(test_peer_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

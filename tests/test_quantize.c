@@ -239,7 +239,7 @@ static void test_failures(void **state) {
     fclose(f);
     assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), text, out), 4);
     unlink(text);
-    assert_int_equal(run("%s quantize %s %s Q5_K 2>/dev/null", bin(), src, out), 2);
+    assert_int_equal(run("%s quantize %s %s IQ2_XS 2>/dev/null", bin(), src, out), 2);
     assert_int_equal(run("%s quantize %s %s 2>/dev/null", bin(), src, out), 2);
     assert_int_equal(run("%s quantize %s /nonexistent-dir/x.gguf Q8_0 2>/dev/null", bin(), src), 3);
     assert_int_equal(run("%s quantize %s %s/x.gguf Q8_0 2>/dev/null", bin(), src, src), 3); /* parent is a file */
