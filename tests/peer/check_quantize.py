@@ -4,7 +4,10 @@
   check_quantize.py bytes SOURCE.gguf OUT.gguf ...
       every converted matrix must be byte-identical to the `gguf` Python
       package's reference conversion of the same source weights (gguf-py
-      parses and quantizes in numpy, slowly: use small files)
+      parses and quantizes in numpy, slowly: use small files), or, for the
+      types gguf-py cannot quantize (K-quants, IQ4_NL), to llama.cpp's ggml
+      (ggml_quantize_chunk without an importance matrix, from the
+      llama-cpp-python package)
   check_quantize.py logits SOURCE.gguf OUT.gguf[:MIN_MEAN_COS[:MIN_AGREE]] ...
       the file must load in llama.cpp (the llama-cpp-python package) and its
       next-token logits over a short text must stay close to the source
@@ -30,6 +33,26 @@ TEXT = b"The quick brown fox jumps over the lazy dog. Paris is the capital of Fr
 GT = gguf.GGMLQuantizationType
 
 
+def ggml_quantize(x, qtype):
+    """x (rows of floats) quantized by llama.cpp's ggml_quantize_chunk."""
+    import ctypes
+    import glob
+    import os
+    lib = None
+    for path in glob.glob(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so*")):
+        lib = ctypes.CDLL(path)
+        break
+    f = lib.ggml_quantize_chunk
+    f.restype = ctypes.c_size_t
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                  ctypes.c_void_p]
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    block, size = gguf.GGML_QUANT_SIZES[qtype]
+    out = np.zeros(x.size // block * size, dtype=np.uint8)
+    f(int(qtype), x.ctypes.data, out.ctypes.data, 0, x.size // x.shape[-1], x.shape[-1], None)
+    return out
+
+
 def check_bytes(src_path, out_path):
     src = {t.name: t for t in gguf.GGUFReader(src_path).tensors}
     checked = 0
@@ -43,14 +66,17 @@ def check_bytes(src_path, out_path):
         elif t.tensor_type == GT.F16:
             want = x.astype(np.float16)
         else:
-            want = quantize(x, t.tensor_type)
+            try:
+                want = quantize(x, t.tensor_type)
+            except NotImplementedError:
+                want = ggml_quantize(x, t.tensor_type)
         got = np.asarray(t.data).view(np.uint8).ravel()
         if not np.array_equal(got, want.view(np.uint8).ravel()):
-            return f"FAIL {out_path}: {t.name} ({s.tensor_type.name} -> {t.tensor_type.name}) differs from gguf-py's"
+            return f"FAIL {out_path}: {t.name} ({s.tensor_type.name} -> {t.tensor_type.name}) differs from the peer's"
         checked += 1
     if not checked:
         return f"FAIL {out_path}: no converted tensor to compare"
-    return f"ok   {out_path}: {checked} converted tensors byte-identical to gguf-py's conversion"
+    return f"ok   {out_path}: {checked} converted tensors byte-identical to the peers' conversion (gguf-py, ggml)"
 
 
 def logits(path):
