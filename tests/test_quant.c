@@ -380,7 +380,9 @@ static void test_peer_records(void **state) {
     for (int t = 0; t < CLF_TYPE_COUNT; t++)
         if (clf_type_get((uint32_t)t) && t != CLF_F32 && t != CLF_F16 && !seen_deq[t])
             fail_msg("no dequantization record for %s", clf_type_get((uint32_t)t)->name);
-    const clf_type exact[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1, CLF_Q8_0, CLF_BF16};
+    /* gguf.quants' quantizers, then llama.cpp's ggml for the rest */
+    const clf_type exact[] = {CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1, CLF_Q8_0, CLF_BF16,
+                              CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K, CLF_IQ4_NL};
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (!seen_qnt[exact[i]]) fail_msg("no quantization record for %s", clf_type_get(exact[i])->name);
 }
