@@ -12,7 +12,8 @@
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
- *       arrays, no tensors at all); DIR/tokenizer: texts for fuzz_tokenizer.
+ *       arrays, no tensors at all, a K-quant super-block); DIR/tokenizer:
+ *       texts for fuzz_tokenizer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -109,6 +110,9 @@ static int write_kinds(const char *path) {
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.4d.q4_1", CLF_Q4_1, 4, (int64_t[]){32, 1, 2, 1}, q);
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.q4_0", CLF_Q4_0, 2, (int64_t[]){32, 2}, q);
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.f16", CLF_F16, 2, (int64_t[]){4, 5}, q);
+    uint8_t k[sizeof(clf_block_q6_K)]; /* a 256-weight super-block */
+    for (size_t i = 0; i < sizeof k; i++) k[i] = (uint8_t)(i * 29 + 3);
+    if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.q6_k", CLF_Q6_K, 1, (int64_t[]){256}, k);
     if (st == CLF_OK) st = clf_gguf_write(w, path);
     clf_gguf_writer_free(w);
     return st == CLF_OK ? 0 : fail(path);
