@@ -9,9 +9,9 @@
       (ggml_quantize_chunk without an importance matrix, from the
       llama-cpp-python package)
   check_quantize.py logits SOURCE.gguf OUT.gguf[:MIN_MEAN_COS[:MIN_AGREE]] ...
-      the file must load in llama.cpp (the llama-cpp-python package) and its
-      next-token logits over a short text must stay close to the source
-      model's: mean cosine similarity over positions (default >= 0.99) and
+      the file must load in llama.cpp (the llama-cpp-python package),
+      generate a few tokens, and its next-token logits over a short text
+      must stay close to the source model's: mean cosine similarity over positions (default >= 0.99) and
       the share of positions with the same argmax (default >= 0.85). One
       position can dip (llama.cpp quantizes activations differently per
       weight type and a small model amplifies it), so the mean is the measure.
@@ -80,28 +80,33 @@ def check_bytes(src_path, out_path):
 
 
 def logits(path):
+    """The logits over TEXT, and a short greedy generation."""
     m = llama_cpp.Llama(model_path=path, n_ctx=64, logits_all=True, verbose=False)
     toks = m.tokenize(TEXT)
     m.eval(toks)
     out = np.array(m.scores[: m.n_tokens], dtype=np.float64)
+    m.reset()
+    gen = m.create_completion("The capital of France is", max_tokens=8, temperature=0.0)["choices"][0]["text"]
     del m
-    return toks, out
+    return toks, out, gen
 
 
 def check_logits(ref_toks, ref, arg):
     path, *lim = arg.split(":")
     min_cos = float(lim[0]) if lim else 0.99
     min_agree = float(lim[1]) if len(lim) > 1 else 0.85
-    toks, out = logits(path)
+    toks, out, gen = logits(path)
     if toks != ref_toks:
         return f"FAIL {path}: tokenizes differently"
     if not np.all(np.isfinite(out)):
         return f"FAIL {path}: non-finite logits"
+    if not gen.strip():
+        return f"FAIL {path}: generates nothing"
     cos = np.sum(out * ref, axis=1) / (np.linalg.norm(out, axis=1) * np.linalg.norm(ref, axis=1))
     agree = float(np.mean(out.argmax(axis=1) == ref.argmax(axis=1)))
     good = cos.mean() >= min_cos and agree >= min_agree
     return (f"{'ok  ' if good else 'FAIL'} {path}: loads in llama.cpp; mean cosine {cos.mean():.5f} "
-            f"(>= {min_cos}, min {cos.min():.4f}), argmax agreement {agree:.2f} (>= {min_agree})")
+            f"(>= {min_cos}, min {cos.min():.4f}), argmax agreement {agree:.2f} (>= {min_agree}); generates {gen!r}")
 
 
 def main():
@@ -113,7 +118,7 @@ def main():
         lines = [check_bytes(src, o) for o in outs]
     else:
         print(f"llama-cpp-python {llama_cpp.__version__}; source {src}")
-        ref_toks, ref = logits(src)
+        ref_toks, ref, _ = logits(src)
         lines = [check_logits(ref_toks, ref, o) for o in outs]
     print("\n".join(lines))
     return 0 if all(line.startswith("ok") for line in lines) else 1
