@@ -305,6 +305,25 @@ static void test_failures(void **state) {
     assert_int_equal(run("%s quantize %s/missing.gguf %s Q8_0 2>&1 | grep -q \"missing.gguf\"", bin(), dir, out), 0);
 }
 
+/* Progress: one line rewritten with \r on a terminal (script(1) gives the
+ * command one); into a file, only the summary line. */
+static void test_progress(void **state) {
+    (void)state;
+    PATH(src, "src.gguf");
+    PATH(out, "progress.gguf");
+    PATH(log, "progress.log");
+    assert_int_equal(run("%s quantize %s %s Q4_K_M 2>%s", bin(), src, out, log), 0);
+    assert_int_equal(run("test $(wc -l < %s) -eq 1 && grep -q '^clinfer: wrote ' %s && ! grep -q \"$(printf '\\r')\" %s",
+                         log, log, log), 0);
+    if (run("command -v script >/dev/null") != 0) {
+        printf("[  NOTE    ] script(1) is absent: the terminal case skipped\n");
+        return;
+    }
+    assert_int_equal(run("script -qec '%s quantize %s %s Q4_K_M' /dev/null > %s 2>&1", bin(), src, out, log), 0);
+    assert_int_equal(run("grep -q \"$(printf '\\r')clinfer: quantizing 1/%d \" %s", N_T, log), 0);
+    unlink(out);
+}
+
 /* ---- peers ------------------------------------------------------------------------- */
 
 static int peer(const char *mode, const char *src, const char *outs) {
@@ -397,7 +416,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_type), cmocka_unit_test(test_requantize),
         cmocka_unit_test(test_failures),   cmocka_unit_test(test_peer_bytes),
-        cmocka_unit_test(test_peer_kquant_files),
+        cmocka_unit_test(test_peer_kquant_files), cmocka_unit_test(test_progress),
         cmocka_unit_test(test_default_model_converted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
