@@ -119,6 +119,8 @@ def main():
         subprocess.run([tiny, "model", src, "--kquant", "--seed", str(SEED)], check=True)
         print(f"# llama-cpp-python {llama_cpp.__version__}; source: tiny_gguf model SRC --kquant --seed {SEED}")
         print(f"# {len(PROMPTS)} prompts, {N_GEN} greedy tokens, top-{TOP} logits per step")
+        print("# llama.cpp rounds activations in its products (Q8_K for K-quants, Q8_0/Q8_1, BF16):"
+              " tolerances in tests/peer/record_kquant.py")
         for mix, ftype in MIXES:
             ll, cl = os.path.join(d, f"ll-{mix}.gguf"), os.path.join(d, f"cl-{mix}.gguf")
             llama_quantize(src, ll, ftype)
