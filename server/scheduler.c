@@ -121,6 +121,7 @@ clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_par
 }
 
 static int append(srv_job *j, const char *s, size_t n) {
+    if (n == 0) return 0; /* a token whose bytes are held back (UTF-8) adds none */
     if (j->len + n > j->cap) {
         size_t cap = j->cap ? j->cap * 2 : 256;
         while (cap < j->len + n) cap *= 2;

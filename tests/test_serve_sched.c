@@ -90,7 +90,7 @@ static char *run(server *sv, srv_job *j, srv_job_view *v) {
     do {
         srv_sched_wait(sv->s, j, have, 1000, v, &t, &n);
         all = realloc(all, have + n + 1);
-        memcpy(all + have, t, n);
+        if (n) memcpy(all + have, t, n);
         all[have += n] = 0;
         free(t);
     } while (v->state != SRV_DONE);
