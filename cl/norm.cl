@@ -56,16 +56,21 @@ inline float clf_hmax8(float8 v) {
     return fmax(fmax(m.x, m.y), fmax(m.z, m.w));
 }
 
-/* y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w. y may be x: each
- * row is read in full before the group barrier that precedes any write.
+/* y = x / sqrt(mean(x^2) + eps) * w over rows of n. Row r is head r % heads
+ * of token r / heads: it starts at x_off + (r / heads) * x_stride +
+ * (r % heads) * n (likewise in y), so a whole tensor is heads = 1 with
+ * stride n, and Q or K inside a fused QKV output is normed per head in
+ * place (QK-norm) with the same launch. y may be x: each row is read in
+ * full before the group barrier that precedes any write.
  * Global size rows * CLF_ROW_WG, local size CLF_ROW_WG; offsets in floats. */
-__kernel void rmsnorm_f32(__global const float *x, const ulong x_off, __global const float *w, const ulong w_off,
-                          __global float *y, const ulong y_off, const int n, const float eps) {
+__kernel void rmsnorm_f32(__global const float *x, const ulong x_off, const int x_stride, __global const float *w,
+                          const ulong w_off, __global float *y, const ulong y_off, const int y_stride, const int n,
+                          const int heads, const float eps) {
     __local float scratch[CLF_ROW_WG];
-    size_t r = get_group_id(0);
+    size_t r = get_group_id(0), t = r / heads, h = r % heads;
     int l = get_local_id(0), n8 = n / 8;
-    x += x_off + r * (size_t)n;
-    y += y_off + r * (size_t)n;
+    x += x_off + t * (size_t)x_stride + h * (size_t)n;
+    y += y_off + t * (size_t)y_stride + h * (size_t)n;
     w += w_off;
     float8 acc = 0.0f;
     for (int j = l; j < n8; j += CLF_ROW_WG) {

@@ -383,8 +383,8 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         CLF_TRY(clf_matmul(rt, &L->wqkv, &xn, &qkv, 0));
         if (hp->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* Q and K are adjacent in each row: one launch rotates both */
-        CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
-                         hp->rope_base, hp->rope_mode));
+        const clf_rope_params rp = {hp->rope_mode, hp->n_rot, hp->rope_base, 1.0f, NULL};
+        CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, pos, &rp));
         clf_rows q = {&qkv, 0, qkv_dim}, k = {&qkv, hp->n_embd, qkv_dim}, v = {&qkv, hp->n_embd + kv_dim, qkv_dim};
         CLF_TRY(clf_kv_write(rt, &c->kv, l, k, v, n, pos));
         CLF_TRY(clf_attention(rt, &c->kv, l, q, hp->n_head, n, pos, scale, &att));
@@ -392,7 +392,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         /* MLP: x += Wdown · (silu(Wgate · norm(x)) * (Wup · norm(x))) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn));
         CLF_TRY(clf_matmul(rt, &L->wgu, &xn, &gu, 0));
-        CLF_TRY(clf_swiglu(rt, &gu, &ff));
+        CLF_TRY(clf_glu(rt, CLF_GLU_SILU, &gu, &ff));
         CLF_TRY(clf_matmul(rt, &L->wdown, &ff, &x, 1));
     }
     int first = all_logits ? 0 : n - 1, rows = all_logits ? n : 1;
