@@ -328,7 +328,7 @@ clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_
     c->n_batch = n_batch;
     clf_runtime *rt = m->rt;
     int kv_dim = hp->n_head_kv * hp->head_dim;
-    clf_status st = clf_kv_cache_create(rt, kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, &c->kv);
+    clf_status st = clf_kv_cache_create(rt, kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, 0, &c->kv);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->x);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd + 2 * kv_dim, n_batch, &c->qkv);
