@@ -157,7 +157,7 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
         const clf_attn_plan plan = clf_attention_plan(rt, &b.cache, n_pos);
         char splits[24] = "", win[40] = "";
         if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);
-        if (cs->window) snprintf(win, sizeof win, " window %d/%d slots", cs->window, b.cache.n_ctx);
+        if (cs->window) snprintf(win, sizeof win, " win %d/%d", cs->window, b.cache.n_ctx);
         snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s%s |s|max %.0f",
                  cs->naive ? "naive" : plan.variant == CLF_ATTN_GPU ? "gpu" : "cpu", cs->n_tokens, cs->pos0,
                  cs->chunk, cs->n_head, cs->n_kv_head, hd, cs->kv_type == CLF_F16 ? "f16" : "f32", win, splits, maxabs);
