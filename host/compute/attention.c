@@ -12,6 +12,8 @@
 #define ATTN_MAX_SPLIT 256
 #define CPU_TILE_ROWS 16 /* ROWS in attn_prefill_cpu: the lanes of a float16 */
 #define CPU_BLOCK_KEYS 16
+/* A ring's slots wrap at a multiple of every key block and tile (16, 32). */
+#define RING_ALIGN 32
 
 struct clf_attn_scratch {
     cl_mem part_o, part_ml; /* [n_head][n_split][head_dim], [n_head][n_split][2] floats */
@@ -65,6 +67,11 @@ void clf_kv_cache_free(clf_kv_cache *c) {
         free(c->scratch);
     }
     memset(c, 0, sizeof *c);
+}
+
+int clf_kv_ring_slots(int window, int n_batch, int n_ctx) {
+    const int64_t need = ((int64_t)window + n_batch - 1 + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+    return window <= 0 || need >= n_ctx ? n_ctx : (int)need;
 }
 
 /* ---- plan: variant, tiles, splits ----------------------------------------- */
@@ -154,9 +161,6 @@ static clf_status rows_check(const char *what, clf_rows r, int n_rows, int width
     *off = r.t->offset / sizeof(float) + (cl_ulong)r.col0;
     return CLF_OK;
 }
-
-/* A ring's slots wrap at a multiple of every key block and tile (16, 32). */
-#define RING_ALIGN 32
 
 static clf_status span_check(const clf_kv_cache *c, int layer, int n_tokens, int pos0) {
     if (!c || !c->k) return clf_fail(CLF_ERR_ARG, "KV cache not created");

@@ -43,6 +43,11 @@ clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int 
                                int n_ctx, int window, clf_kv_cache *c);
 void clf_kv_cache_free(clf_kv_cache *c);
 
+/* Slots a cache with a sliding window needs for chunks of up to n_batch
+ * tokens: the window and a chunk, rounded up to the ring's alignment; n_ctx
+ * when that is not fewer (the positions then never wrap). */
+int clf_kv_ring_slots(int window, int n_batch, int n_ctx);
+
 /* Where Q/K/V rows live in an activation tensor: element column col0 in
  * rows `row_stride` floats apart (a fused QKV output has all three). */
 typedef struct clf_rows {
