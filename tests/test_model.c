@@ -1,6 +1,7 @@
-/* The Llama forward pass on the device against the scalar C reference
+/* The forward pass on the device against the scalar C reference
  * (tests/support/ref_llama.c) on tiny random GGUF models of every weight
- * type: one-shot prefill, chunked prefill, and token-by-token decode. */
+ * type and every family, each quirk switched on: one-shot prefill, chunked
+ * prefill, and token-by-token decode. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,14 +96,15 @@ static void check(const model_case *mc, int n_prompt, int n_batch, int decode_fr
     double err = run_case(mc, n_prompt, n_batch, decode_from, seed);
     double tol = mc->kv == CLF_F16 ? TOL_F16_CACHE : TOL_F32_CACHE;
     if (mc->tm.type != CLF_F32 && mc->tm.type != CLF_F16 && int8_decode(mc->tm.type)) tol = TOL_INT8_ACT;
-    print_message("  %s %s layers=%d heads=%d/%d hd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
+    print_message("  %s %s layers=%d heads=%d/%d hd=%d embd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
                   mc->tm.arch, clf_type_get(mc->tm.type)->name, mc->tm.n_layer, mc->tm.n_head, mc->tm.n_head_kv,
-                  mc->tm.head_dim, mc->tm.n_ff, mc->tm.n_vocab, clf_type_get(mc->kv)->name, n_prompt, n_batch,
-                  decode_from, err, tol);
+                  mc->tm.head_dim, mc->tm.n_embd, mc->tm.n_ff, mc->tm.n_vocab, clf_type_get(mc->kv)->name, n_prompt,
+                  n_batch, decode_from, err, tol);
     assert_true(err <= tol);
 }
 
-static const tiny_model BASE = {"llama", 2, 3, 1, 64, 160, 97, CLF_F32, 0, 0};
+static const tiny_model BASE = {.arch = "llama", .n_layer = 2, .n_head = 3, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                                .n_vocab = 97, .type = CLF_F32};
 
 static void test_weight_types(void **state) {
     (void)state;
@@ -134,6 +136,69 @@ static void test_qwen2_bias_neox(void **state) {
     mc.tm.n_head = 2;
     mc.tm.n_head_kv = 2;
     mc.tm.head_dim = 128;
+    check(&mc, 11, 64, 6);
+}
+
+/* Qwen3: QK-norm, NeoX, Q wider than the embedding (key_length), untied. */
+static void test_qwen3(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "qwen3";
+    mc.tm.type = CLF_Q8_0;
+    mc.tm.n_head = 4;
+    mc.tm.n_head_kv = 2;
+    mc.tm.n_embd = 96;
+    check(&mc, 15, 64, 9);
+}
+
+/* Llama 3.1 frequency factors (rope_freqs), and linear position scaling
+ * with a partial rotation. */
+static void test_llama3_rope(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.rope_freqs = 1;
+    mc.tm.tied = 1;
+    check(&mc, 13, 64, 7);
+    mc.tm.rope_freqs = 0;
+    mc.tm.rope_scale = 4.0f;
+    mc.tm.n_rot = 48;
+    check(&mc, 13, 64, 7);
+}
+
+/* Gemma 3: 6 layers (5 with a sliding window of 8, then a global one),
+ * GeGLU, QK-norm, post-norms, scaled embeddings, Q (2 x 64) wider than the
+ * embedding (96). 45 tokens in chunks of 8 through a ring of 32 slots that
+ * wraps, then decode; one-shot; and heads of 256 as the real model has. */
+static void test_gemma3(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "gemma3";
+    mc.tm.n_layer = 6;
+    mc.tm.n_head = 2;
+    mc.tm.n_head_kv = 1;
+    mc.tm.n_embd = 96;
+    mc.tm.window = 8;
+    mc.tm.tied = 1;
+    check(&mc, 45, 8, 37);
+    mc.kv = CLF_F16;
+    mc.tm.type = CLF_Q8_0;
+    check(&mc, 20, 64, 20);
+    mc.tm.head_dim = 256;
+    mc.tm.n_head = 4;
+    mc.tm.n_embd = 128;
+    mc.tm.window = 5;
+    check(&mc, 12, 64, 8);
+}
+
+/* Phi-3: attn_qkv and gate|up stored fused, a partial rotation, untied. */
+static void test_phi3(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "phi3";
+    mc.tm.type = CLF_Q4_0;
+    mc.tm.n_head = 4;
+    mc.tm.n_head_kv = 4;
+    mc.tm.n_rot = 32;
     check(&mc, 11, 64, 6);
 }
 
@@ -171,6 +236,10 @@ int main(void) {
         cmocka_unit_test(test_weight_types),
         cmocka_unit_test(test_chunked_prefill_and_f16_cache),
         cmocka_unit_test(test_qwen2_bias_neox),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_llama3_rope),
+        cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_context_full_is_an_error),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
