@@ -1,11 +1,18 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S]
- *       a random one-layer Llama (tests/support: tiny_model_write) with a
- *       tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h), so that
- *       `clinfer run` works on it; weights of TYPE (default F32); --no-eog
- *       gives it no end-of-generation token, so a run stops only at -n.
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--arch A] [--layers N]
+ *                  [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
+ *       a random model (tests/support: tiny_model_write, default a one-layer
+ *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
+ *       so that `clinfer run` works on it; weights of TYPE (default F32);
+ *       --no-eog gives it no end-of-generation token, so a run stops only at
+ *       -n. The family options: --arch (llama, qwen2, qwen3, gemma3, phi3, or
+ *       any name: the file then has Llama's tensors), --layers, --embd (the
+ *       embedding width when it differs from the 2 heads of 16 or 64), --window
+ *       (gemma3's sliding window), --rot (rotated dims), --rope-freqs (Llama
+ *       3.1 factors), --untied (an output matrix). tests/peer/record.py gives
+ *       these files to llama.cpp.
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
@@ -23,6 +30,10 @@
 #include "quant.h"
 #include "ref_llama.h"
 
+/* The default: one layer, 2 heads of 16 on 1 KV head. */
+static const tiny_model TINY = {.arch = "llama", .n_layer = 1, .n_head = 2, .n_head_kv = 1, .head_dim = 16, .n_ff = 64,
+                                .type = CLF_F32, .tied = 1};
+
 static int fail(const char *what) {
     fprintf(stderr, "tiny_gguf: %s: %s\n", what, clf_last_error());
     return 1;
@@ -30,11 +41,11 @@ static int fail(const char *what) {
 
 /* A tiny model with a vocabulary: the random model is written first, then
  * copied key by key and tensor by tensor beside the vocabulary's keys. */
-static int write_model(const char *path, const char *arch, clf_type type, int spm, int eog, uint64_t seed) {
+/* tm gives the family and shapes; the vocabulary sets n_vocab. */
+static int write_model(const char *path, tiny_model tm, int spm, int eog, uint64_t seed) {
     fz_vocab v;
     fz_vocab_build2(&v, spm, eog);
-    tiny_model tm = {.arch = arch, .n_layer = 1, .n_head = 2, .n_head_kv = 1, .head_dim = 16, .n_ff = 64,
-                     .n_vocab = v.n, .type = type, .tied = 1};
+    tm.n_vocab = v.n;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.base.gguf", path);
     int rc = tiny_model_write(&tm, seed, tmp);
@@ -142,11 +153,14 @@ static int write_seeds(const char *dir) {
     if (mkdir_p(dir) || mkdir_p(g) || mkdir_p(t)) return 1;
     int rc = 0;
     static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    tiny_model tm = TINY;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         snprintf(p, sizeof p, "%s/llama-bpe-%s.gguf", g, clf_type_get(types[i])->name);
-        rc |= write_model(p, "llama", types[i], 0, 1, 1 + i);
+        tm.type = types[i];
+        rc |= write_model(p, tm, 0, 1, 1 + i);
     }
-    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, "qwen2", CLF_Q8_0, 1, 1, 7);
+    tm.arch = "qwen2", tm.type = CLF_Q8_0;
+    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, tm, 1, 1, 7);
     snprintf(p, sizeof p, "%s/vocab-bpe.gguf", g), rc |= fz_vocab_write(p, 0) != CLF_OK;
     snprintf(p, sizeof p, "%s/vocab-spm.gguf", g), rc |= fz_vocab_write(p, 1) != CLF_OK;
     snprintf(p, sizeof p, "%s/kinds.gguf", g), rc |= write_kinds(p);
@@ -175,21 +189,30 @@ static int write_seeds(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "model")) {
-        clf_type type = CLF_F32;
+        tiny_model tm = TINY;
         int eog = 1;
         uint64_t seed = 42;
         for (int i = 3; i < argc; i++) {
-            if (!strcmp(argv[i], "--no-eog")) eog = 0;
-            else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-            else if (clf_type_from_name(argv[i]) >= 0) type = (clf_type)clf_type_from_name(argv[i]);
+            const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+            if (!strcmp(a, "--no-eog")) eog = 0;
+            else if (!strcmp(a, "--rope-freqs")) tm.rope_freqs = 1;
+            else if (!strcmp(a, "--untied")) tm.tied = 0;
+            else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
+            else if (!strcmp(a, "--arch") && v) tm.arch = argv[++i];
+            else if (!strcmp(a, "--layers") && v) tm.n_layer = atoi(argv[++i]);
+            else if (!strcmp(a, "--embd") && v) tm.n_embd = atoi(argv[++i]);
+            else if (!strcmp(a, "--window") && v) tm.window = atoi(argv[++i]);
+            else if (!strcmp(a, "--rot") && v) tm.n_rot = atoi(argv[++i]);
+            else if (clf_type_from_name(a) >= 0) tm.type = (clf_type)clf_type_from_name(a);
             else {
-                fprintf(stderr, "tiny_gguf: unknown option '%s'\n", argv[i]);
+                fprintf(stderr, "tiny_gguf: unknown option '%s'\n", a);
                 return 2;
             }
         }
-        return write_model(argv[2], "llama", type, 0, eog, seed);
+        return write_model(argv[2], tm, 0, eog, seed);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] | tiny_gguf seeds DIR\n");
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--arch A] [--layers N] [--embd D] "
+                    "[--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
     return 2;
 }
