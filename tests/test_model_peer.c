@@ -1,7 +1,9 @@
-/* The real default model (SmolLM2-135M-Instruct) against llama.cpp: logits
- * and greedy continuations recorded by tests/peer/record.py with
- * llama-cpp-python, on the file as shipped (Q4_1) and on its F32 conversion
- * by `clinfer quantize` (tests/data/peer_smollm2_{q4_1,f32}.txt). */
+/* clinfer against llama.cpp: logits and greedy continuations recorded by
+ * tests/peer/record.py with llama-cpp-python, on the real default model
+ * (SmolLM2-135M-Instruct) as shipped (Q4_1) and converted to F32 by
+ * `clinfer quantize` (tests/data/peer_smollm2_{q4_1,f32}.txt), and on tiny
+ * random models of every family written again here by tiny_gguf from the
+ * arguments the data file records (tests/data/peer_tiny_*.txt). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,13 +39,27 @@ static const peer_variant Q4_1 = {"tests/data/peer_smollm2_q4_1.txt", 1.5, 0.75,
  * (measured: max 0.024, RMS 0.012). */
 static const peer_variant F32 = {"tests/data/peer_smollm2_f32.txt", 0.06, 0.03, 0.0, CLF_F16};
 
-#define MAX_IDS 256
+#define MAX_IDS 1024
 typedef struct {
     int n_prompt, prompt[MAX_IDS];
     int n_steps, top_id[40][20];
     double top[40][20];
     int n_gen, gen[64];
 } peer_case;
+
+/* The tiny_gguf arguments of a tiny model's data file ("M" line), or "". */
+static void model_args(const char *path, char *args, size_t n) {
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("cannot open %s (run from the repo root)", path);
+    char line[512];
+    args[0] = 0;
+    while (fgets(line, sizeof line, f))
+        if (line[0] == 'M' && line[1] == ' ') {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(args, n, "%s", line + 2);
+        }
+    fclose(f);
+}
 
 static int parse_ids(const char *s, int *out, int max) {
     int n = 0, used;
@@ -57,7 +73,7 @@ static int parse_ids(const char *s, int *out, int max) {
 static int load_cases(const char *path, peer_case *cases, int max) {
     FILE *f = fopen(path, "r");
     if (!f) fail_msg("cannot open %s (run from the repo root)", path);
-    char line[8192];
+    static char line[16384];
     int n = -1;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == 'P' && n + 1 < max) {
@@ -104,7 +120,7 @@ static void compare_step(const float *logits, const peer_case *pc, int step, dou
 static void check_variant(const peer_variant *pv, const char *path) {
     static peer_case cases[8];
     int nc = load_cases(pv->data, cases, 8);
-    assert_true(nc >= 3);
+    assert_true(nc >= 2);
     clf_runtime *rt = tu_runtime();
     clf_gguf *g;
     clf_llama *m;
@@ -136,7 +152,7 @@ static void check_variant(const peer_variant *pv, const char *path) {
             if (step == pc->n_gen) break;
             TU_OK(clf_llama_eval(c, &pc->gen[step], 1, 0, logits));
         }
-        print_message("  case %d: prompt %d tokens, greedy identical for %d of %d steps%s, top-20 logits max |diff| %.3f, RMS %.3f\n",
+        print_message("  case %d: prompt %d tokens, greedy identical for %d of %d steps%s, top-20 logits max |diff| %.3g, RMS %.3g\n",
                       ci, pc->n_prompt, same, pc->n_steps, diverged ? " (then near-ties only)" : "", worst_abs, worst_rms);
         assert_true(worst_abs <= pv->tol_abs);
         assert_true(worst_rms <= pv->tol_rms);
@@ -169,8 +185,43 @@ static void test_f32_conversion(void **state) {
     rmdir(out);
 }
 
+/* Tiny random models, F32 weights and an F32 KV cache on both sides: only
+ * summation order differs (measured: max 5.6e-6, RMS 3.4e-6 on logits of
+ * ~0.1-1; with llama.cpp's default F16 cache, which also rounds Q and the
+ * probabilities to F16 in its products, up to 1.2e-3). gemma3 differs more
+ * by llama.cpp's CPU GELU, a table indexed by the F16-rounded input (max
+ * 1.6e-4, RMS 7.9e-5): clinfer computes the tanh form in float, as
+ * llama.cpp's GPU backends do. Margins below 4x the tolerance count as ties. */
+static const peer_variant TINY[] = {
+    {"tests/data/peer_tiny_llama3.txt", 2e-5, 1e-5, 8e-5, CLF_F32},
+    {"tests/data/peer_tiny_qwen2.txt", 2e-5, 1e-5, 8e-5, CLF_F32},
+    {"tests/data/peer_tiny_qwen3.txt", 2e-5, 1e-5, 8e-5, CLF_F32},
+    {"tests/data/peer_tiny_gemma3.txt", 4e-4, 2e-4, 1.6e-3, CLF_F32},
+    {"tests/data/peer_tiny_phi3.txt", 2e-5, 1e-5, 8e-5, CLF_F32},
+};
+
+static void test_tiny_families(void **state) {
+    (void)state;
+    const char *tool = getenv("CLINFER_TINY_GGUF");
+    if (!tool) fail_msg("CLINFER_TINY_GGUF is not set (ctest sets it)");
+    for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
+        char args[512], dir[] = "/tmp/clinfer-peer-XXXXXX", path[64], cmd[1200];
+        model_args(TINY[i].data, args, sizeof args);
+        assert_true(args[0] != 0);
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/tiny.gguf", dir);
+        snprintf(cmd, sizeof cmd, "'%s' model '%s' %s", tool, path, args);
+        assert_int_equal(system(cmd), 0);
+        print_message("  %s (tiny_gguf model %s)\n", TINY[i].data, args);
+        check_variant(&TINY[i], path);
+        unlink(path);
+        rmdir(dir);
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion),
+                                       cmocka_unit_test(test_tiny_families)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
