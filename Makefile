@@ -1,8 +1,13 @@
 # Thin wrapper: `make run` and `make test` install what is missing, build,
-# fetch the default model, then generate text / run the whole suite.
+# fetch the model(s), then generate text / run the whole suite.
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 PROMPT ?= What are three good reasons to learn the C programming language?
+# A catalogue name (models/catalogue.tsv) for `make model` and `make run`;
+# empty: the default model.
+MODEL ?=
+# The models the test suite reads (fetched once, then found in the cache).
+TEST_MODELS = smollm2-135m gemma3-270m
 
 # make test also runs: the suite again built with ASan+UBSan (ASAN_BUILD),
 # then each libFuzzer harness for FUZZ_SECONDS (FUZZ_BUILD, clang).
@@ -15,7 +20,10 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:de
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp \
 	UBSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp:print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build model run test test-asan test-fuzz clean
+# make install PREFIX=/opt/clinfer (DESTDIR= is honoured too)
+PREFIX ?= /usr/local
+
+.PHONY: all deps build model test-models run test test-asan test-fuzz install clean
 all: build
 
 deps:
@@ -26,16 +34,19 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 model: deps
-	@sh models/fetch_default.sh >/dev/null
+	@sh models/fetch.sh $(MODEL) >/dev/null
+
+test-models: deps
+	@for m in $(TEST_MODELS); do sh models/fetch.sh $$m >/dev/null || exit 1; done
 
 run: build model
-	$(BUILD)/clinfer run --chat -n 160 -p "$(PROMPT)"
+	$(BUILD)/clinfer run $(if $(MODEL),-m $(MODEL)) --chat -n 160 -p "$(PROMPT)"
 
-test: build model
+test: build test-models
 	cd $(BUILD) && ctest --output-on-failure -j 1
 	@$(MAKE) --no-print-directory test-asan test-fuzz
 
-test-asan: deps model
+test-asan: deps test-models
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 1
@@ -44,6 +55,9 @@ test-fuzz: build
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer -- --no-print-directory
 	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(BUILD)/tiny_gguf $(FUZZ_SECONDS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

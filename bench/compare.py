@@ -23,10 +23,19 @@ import llama_cpp
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def default_model():
+def model_path(m):
+    """-m as clinfer reads it: a file, else a name of models/catalogue.tsv
+    (empty: its first, the default) in the model cache."""
+    if m and os.path.exists(m):
+        return m
+    with open(os.path.join(ROOT, "models", "catalogue.tsv")) as f:
+        rows = [line.split("\t") for line in f if line.strip() and not line.startswith("#")]
+    row = next((r for r in rows if r[0] == m), None) if m else rows[0]
+    if row is None:
+        return m
     base = os.environ.get("CLINFER_MODEL_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clinfer", "models")
-    return os.path.join(base, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return os.path.join(base, row[1])
 
 
 def peer_round(llm, n_vocab, p, n, reps):
@@ -59,7 +68,7 @@ def clinfer_round(binary, model, p, n, reps, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-m", "--model", default=default_model())
+    ap.add_argument("-m", "--model", default="", help="a GGUF file or a catalogue name (default: the default model)")
     ap.add_argument("-p", type=int, default=512)
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("-r", type=int, default=3)
@@ -68,6 +77,7 @@ def main():
     ap.add_argument("--device", default=None)
     ap.add_argument("--clinfer", default=os.path.join(ROOT, "build", "clinfer"))
     a = ap.parse_args()
+    a.model = model_path(a.model)
 
     llm = llama_cpp.Llama(model_path=a.model, n_ctx=a.p + a.n + 16, n_batch=max(a.p, 1), n_ubatch=max(a.p, 1),
                           n_threads=a.threads, n_threads_batch=a.threads, verbose=False)

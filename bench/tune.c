@@ -23,6 +23,7 @@
 #include "gguf.h"
 #include "llama.h"
 #include "model_path.h"
+#include "options.h"
 #include "runtime.h"
 #include "tune.h"
 
@@ -243,19 +244,11 @@ static clf_status tune(const char *model, const char *device, int rounds, int dr
 }
 
 int clf_tune_main(int argc, char **argv) {
-    const char *model = NULL, *device = NULL, *v;
-    long long rounds = 5;
-    int dry_run = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "-m", &v)) model = v;
-        else if (cli_opt(argc, argv, &i, "--device", &v)) device = v;
-        else if (cli_opt(argc, argv, &i, "--rounds", &v)) {
-            if (cli_int(v, 1, 31, &rounds)) return cli_usage(USAGE, "bad --rounds '%s' (1..31)", v);
-        } else if (cli_flag(argv, i, "--dry-run")) dry_run = 1;
-        else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
-    return cli_error(tune(model, device, (int)rounds, dry_run));
+    const char *model = NULL, *device = NULL;
+    int rounds = 5, dry_run = 0;
+    const cli_option opts[] = {CLI_OPT_STR("-m", &model), CLI_OPT_STR("--device", &device),
+                               CLI_OPT_INT("--rounds", &rounds, 1, 31), CLI_OPT_FLAG("--dry-run", &dry_run), {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
+    return cli_error(tune(model, device, rounds, dry_run));
 }

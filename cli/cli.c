@@ -12,10 +12,19 @@ int cli_error(clf_status st) {
     return (int)st;
 }
 
+int cli_close_stdout(int status) {
+    errno = 0;
+    int failed = ferror(stdout) | fflush(stdout);
+    int err = errno;
+    if (fclose(stdout) != 0 && !failed) failed = 1, err = errno;
+    if (!failed || status != 0) return status; /* a failed command has said why already */
+    return cli_error(clf_fail(CLF_ERR_IO, "cannot write to stdout: %s", err ? strerror(err) : "write error"));
+}
+
 int cli_usage(const char *usage, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "clinfer: ");
+    fprintf(stderr, "clinfer: %s: ", clf_status_name(CLF_ERR_ARG));
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\nusage: %s\n", usage);
     va_end(ap);
@@ -43,15 +52,6 @@ int cli_int(const char *s, long long lo, long long hi, long long *out) {
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-int cli_float(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end) return -1;
     *out = v;
     return 0;
 }

@@ -6,16 +6,19 @@
 
 /* Prints "clinfer: <message>" on stderr and returns the exit code of st. */
 int cli_error(clf_status st);
-/* Usage error: prints the message and the command's usage; returns 2. */
+/* A command's exit status once stdout is flushed and closed: a write that
+ * failed on the way (a full disk, a closed stdout, EPIPE when SIGPIPE is
+ * ignored) turns success into CLF_ERR_IO, reported in one line. */
+int cli_close_stdout(int status);
+/* Usage error: prints "clinfer: usage error: <message>" and the command's
+ * usage line; returns CLF_ERR_ARG (2). */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Option parsing: returns 1 and sets *val if argv[*i] is `name` followed by
- * a value (advancing *i), or `name=value`. */
+/* The commands parse their options with cli_parse (options.h). These three
+ * remain for bench/bench_model.c only, until it moves to cli_parse too. */
 int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
 int cli_flag(char **argv, int i, const char *name);
-/* Strict numeric parses; 0 on success. */
 int cli_int(const char *s, long long lo, long long hi, long long *out);
-int cli_float(const char *s, double *out);
 
 /* Commands: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);

@@ -9,6 +9,7 @@
 #include "bench_ops.h"
 #include "bench_model.h"
 #include "cli.h"
+#include "options.h"
 #include "roof.h"
 #include "runtime.h"
 
@@ -56,12 +57,9 @@ static void section(FILE *f, int json, const char *key, const char *title) {
 static int bench_kernels(int argc, char **argv) {
     int json = 0;
     const char *sel = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_opt(argc, argv, &i, "--device", &sel)) {}
-        else if (cli_flag(argv, i, "--help")) { printf("usage: %s\n", USAGE_KERNELS); return 0; }
-        else return cli_usage(USAGE_KERNELS, "unknown option '%s'", argv[i]);
-    }
+    const cli_option opts[] = {CLI_OPT_FLAG("--json", &json), CLI_OPT_STR("--device", &sel), {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE_KERNELS, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     clf_runtime *rt;
     clf_status st = clf_runtime_create(sel, &rt);
     if (st != CLF_OK) return cli_error(st);

@@ -70,24 +70,13 @@ int cmd_chat(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     chat_state cs = {.first = 1, .n_gen = 512};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        long long x;
-        int r = cli_gen_opt(&o, argc, argv, &i, USAGE);
-        if (r < 0) return CLF_ERR_ARG;
-        if (r) continue;
-        if (cli_opt(argc, argv, &i, "--system", &v)) cs.system = v;
-        else if (cli_opt(argc, argv, &i, "-n", &v)) {
-            if (cli_int(v, 1, 1 << 24, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
-            cs.n_gen = (int)x;
-        } else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    const cli_option opts[] = {
+        CLI_GEN_OPTIONS(&o), CLI_OPT_TEXT("--system", &cs.system), CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24), {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &cs.s);
     if (st != CLF_OK) return cli_error(st);
-    st = clf_chat_init(clf_tokenizer_chat_template(cs.s.tok), &cs.fmt);
+    st = clf_chat_init_model(cs.s.tok, &cs.fmt);
     if (st == CLF_OK) st = clf_sampler_create(&o.sp, cs.s.m->hp.n_vocab, &cs.smp);
     if (st != CLF_OK) {
         cli_session_close(&cs.s);
@@ -96,12 +85,13 @@ int cmd_chat(int argc, char **argv) {
     fprintf(stderr, "clinfer chat: %s on %s, %s template, context %d tokens. /exit to quit, /reset to start over.\n",
             cs.s.m->hp.arch, cs.s.rt->dev.name, clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
     cli_catch_sigint();
-    char line[8192];
+    char *line = NULL; /* a whole line, however long: one line is one turn */
+    size_t line_cap = 0;
     for (;;) {
         fprintf(stderr, "> ");
         fflush(stderr);
         cli_interrupted = 0;
-        if (!fgets(line, sizeof line, stdin)) break; /* EOF or Ctrl-C at the prompt */
+        if (getline(&line, &line_cap, stdin) < 0) break; /* EOF or Ctrl-C at the prompt */
         line[strcspn(line, "\r\n")] = 0;
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
         if (!strcmp(line, "/reset")) {
@@ -120,6 +110,7 @@ int cmd_chat(int argc, char **argv) {
             break;
         }
     }
+    free(line);
     clf_sampler_free(cs.smp);
     cli_session_close(&cs.s);
     return cli_error(st);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "options.h"
 #include "runtime.h"
 
 static const char *USAGE = "clinfer devices [--json] [--device SEL]";
@@ -51,12 +52,9 @@ static clf_status print_tuning(const char *sel, int json) {
 int cmd_devices(int argc, char **argv) {
     int json = 0;
     const char *sel = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_opt(argc, argv, &i, "--device", &sel)) {}
-        else if (cli_flag(argv, i, "--help")) { printf("usage: %s\n", USAGE); return 0; }
-        else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    const cli_option opts[] = {CLI_OPT_FLAG("--json", &json), CLI_OPT_STR("--device", &sel), {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     clf_device *devs;
     int n, chosen;
     clf_status st = clf_devices_list(&devs, &n);

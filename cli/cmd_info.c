@@ -11,6 +11,7 @@
 #include "estimate.h"
 #include "gguf.h"
 #include "model_path.h"
+#include "options.h"
 #include "roof.h"
 
 static const char *USAGE =
@@ -321,31 +322,22 @@ static clf_status measure_roof(const char *device, report *r) {
 }
 
 int cmd_info(int argc, char **argv) {
-    const char *m = NULL, *device = NULL, *v;
-    long long ctx = 0, batch = 512;
-    int json = 0, kv_bytes = 4;
-    double gflops = 0, gbs = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "-m", &v)) m = v;
-        else if (cli_opt(argc, argv, &i, "--ctx", &v)) {
-            if (cli_int(v, 1, 1 << 24, &ctx)) return cli_usage(USAGE, "bad --ctx '%s'", v);
-        } else if (cli_opt(argc, argv, &i, "--batch", &v)) {
-            if (cli_int(v, 1, 1 << 24, &batch)) return cli_usage(USAGE, "bad --batch '%s'", v);
-        } else if (cli_opt(argc, argv, &i, "--kv", &v)) {
-            int t = clf_type_from_name(v);
-            if (t != CLF_F32 && t != CLF_F16) return cli_usage(USAGE, "--kv must be f32 or f16");
-            kv_bytes = t == CLF_F32 ? 4 : 2;
-        } else if (cli_opt(argc, argv, &i, "--gflops", &v)) {
-            if (cli_float(v, &gflops) || !(gflops > 0)) return cli_usage(USAGE, "bad --gflops '%s'", v);
-        } else if (cli_opt(argc, argv, &i, "--gbs", &v)) {
-            if (cli_float(v, &gbs) || !(gbs > 0)) return cli_usage(USAGE, "bad --gbs '%s'", v);
-        } else if (cli_opt(argc, argv, &i, "--device", &v)) device = v;
-        else if (cli_flag(argv, i, "--json")) json = 1;
-        else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    const char *m = NULL, *device = NULL;
+    int ctx = 0, batch = 512, json = 0;
+    clf_type kv = CLF_F32;
+    float gflops = 0, gbs = 0;
+    const cli_option opts[] = {CLI_OPT_STR("-m", &m),
+                               CLI_OPT_INT("--ctx", &ctx, 1, 1 << 24),
+                               CLI_OPT_INT("--batch", &batch, 1, 1 << 24),
+                               CLI_OPT_KV("--kv", &kv),
+                               CLI_OPT_POSITIVE("--gflops", &gflops),
+                               CLI_OPT_POSITIVE("--gbs", &gbs),
+                               CLI_OPT_STR("--device", &device),
+                               CLI_OPT_FLAG("--json", &json),
+                               {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
+    int kv_bytes = kv == CLF_F32 ? 4 : 2;
     if ((gflops > 0) != (gbs > 0)) return cli_usage(USAGE, "--gflops and --gbs go together");
 
     char path[4096];

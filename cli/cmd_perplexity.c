@@ -2,14 +2,17 @@
  * text file, with a running value per chunk on stderr. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "file.h"
 #include "perplexity.h"
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] [-m MODEL] [--device SEL] [--kv f32|f16]";
+static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] " CLI_MODEL_USAGE;
 
 static void on_chunk(const clf_ppl_progress *p, void *user) {
     double el = clf_now_s() - *(double *)user;
@@ -18,9 +21,15 @@ static void on_chunk(const clf_ppl_progress *p, void *user) {
     if (p->chunk == p->n_chunks) fputc('\n', stderr);
 }
 
+/* The whole text file (a FIFO or a device is refused, not waited on). */
 static clf_status read_file(const char *path, char **text, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return clf_fail(CLF_ERR_IO, "cannot open %s", path);
+    int fd;
+    CLF_TRY(clf_open_regular(path, &fd));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory reading %s", path);
+    }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = malloc(cap);
     while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
@@ -31,12 +40,12 @@ static clf_status read_file(const char *path, char **text, size_t *len) {
             buf = grown;
         }
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory reading %s", path);
     if (err) {
         free(buf);
-        return clf_fail(CLF_ERR_IO, "cannot read %s (a directory?)", path);
+        return clf_fail(CLF_ERR_IO, "cannot read '%s': %s", path, strerror(err));
     }
     *text = buf;
     *len = n;
@@ -47,23 +56,15 @@ int cmd_perplexity(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     const char *file = NULL;
-    long long chunks = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r = cli_gen_opt(&o, argc, argv, &i, USAGE);
-        if (r < 0) return CLF_ERR_ARG;
-        if (r) continue;
-        if (cli_opt(argc, argv, &i, "-f", &v)) file = v;
-        else if (cli_opt(argc, argv, &i, "--chunks", &v)) {
-            if (cli_int(v, 1, 1 << 30, &chunks)) return cli_usage(USAGE, "bad --chunks '%s'", v);
-        } else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    int chunks = 0, n_ctx = 512;
+    const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
+                               CLI_OPT_STR("-f", &file),
+                               CLI_OPT_INT("--ctx", &n_ctx, 4, 1 << 20),
+                               CLI_OPT_INT("--chunks", &chunks, 1, 1 << 30),
+                               {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     if (!file) return cli_usage(USAGE, "no text file (-f)");
-    int n_ctx = o.n_ctx ? o.n_ctx : 512;
-    if (n_ctx < 4) return cli_usage(USAGE, "--ctx must be at least 4");
     char *text = NULL;
     size_t len = 0;
     clf_status st = read_file(file, &text, &len);
@@ -81,7 +82,7 @@ int cmd_perplexity(int argc, char **argv) {
     st = clf_tokenize(s.tok, text, len, 1, 0, &ids, &n);
     free(text);
     if (st == CLF_OK) {
-        if (chunks && (long long)n > chunks * n_ctx) n = (int)(chunks * n_ctx);
+        if (chunks && (long long)n > (long long)chunks * n_ctx) n = (int)((long long)chunks * n_ctx);
         fprintf(stderr, "clinfer: %s, %d tokens, %d chunks of %d\n", file, n, n / n_ctx, n_ctx);
         double t0 = clf_now_s();
         int32_t bos = clf_tokenizer_add_bos(s.tok) ? clf_tokenizer_bos(s.tok) : -1;

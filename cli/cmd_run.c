@@ -16,7 +16,7 @@ static clf_status prompt_tokens(const cli_session *s, const char *prompt, int ch
                                 int *n) {
     if (!chat) return clf_tokenize(s->tok, prompt, strlen(prompt), 1, special, ids, n);
     clf_chat c;
-    CLF_TRY(clf_chat_init(clf_tokenizer_chat_template(s->tok), &c));
+    CLF_TRY(clf_chat_init_model(s->tok, &c));
     clf_chat_msg msg = {"user", prompt};
     char *text;
     size_t len;
@@ -32,23 +32,14 @@ int cmd_run(int argc, char **argv) {
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
     const char *prompt = NULL;
     int n_gen = 256, chat = 0, special = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        long long x;
-        int r = cli_gen_opt(&o, argc, argv, &i, USAGE);
-        if (r < 0) return CLF_ERR_ARG;
-        if (r) continue;
-        if (cli_opt(argc, argv, &i, "-p", &v)) prompt = v;
-        else if (cli_opt(argc, argv, &i, "-n", &v)) {
-            if (cli_int(v, 1, 1 << 24, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
-            n_gen = (int)x;
-        } else if (cli_flag(argv, i, "--chat")) chat = 1;
-        else if (cli_flag(argv, i, "--special")) special = 1;
-        else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    const cli_option opts[] = {CLI_GEN_OPTIONS(&o),
+                               CLI_OPT_TEXT("-p", &prompt),
+                               CLI_OPT_INT("-n", &n_gen, 1, 1 << 24),
+                               CLI_OPT_FLAG("--chat", &chat),
+                               CLI_OPT_FLAG("--special", &special),
+                               {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
     cli_session s;
     clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &s);

@@ -7,9 +7,14 @@
 #include "cli.h"
 #include "gguf.h"
 #include "model_path.h"
+#include "options.h"
 #include "tokenizer.h"
 
-static const char *USAGE = "clinfer tokenize [-m MODEL] -p TEXT [--special] [--no-bos] [--pieces]";
+static const char *USAGE = "clinfer tokenize [-m MODEL] -p TEXT [--special] [--no-bos] [--pieces]\n"
+                            "  --special  parse control tokens such as <|im_start|> in TEXT\n"
+                            "  --no-bos   do not add BOS even where the model asks for it\n"
+                            "  --pieces   print id:'piece' pairs instead of bare ids\n"
+                            "  MODEL: -m, else $CLINFER_MODEL, else the default model in the cache";
 
 static void print_piece(const char *p, size_t n) {
     putchar('\'');
@@ -26,23 +31,15 @@ static void print_piece(const char *p, size_t n) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL;
-    int special = 0, add_bos = 1, pieces = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "-m", &model)) {}
-        else if (cli_opt(argc, argv, &i, "-p", &text)) {}
-        else if (cli_flag(argv, i, "--special")) special = 1;
-        else if (cli_flag(argv, i, "--no-bos")) add_bos = 0;
-        else if (cli_flag(argv, i, "--pieces")) pieces = 1;
-        else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n"
-                   "  --special  parse control tokens such as <|im_start|> in TEXT\n"
-                   "  --no-bos   do not add BOS even where the model asks for it\n"
-                   "  --pieces   print id:'piece' pairs instead of bare ids\n"
-                   "  MODEL: -m, else $CLINFER_MODEL, else the default model in the cache\n",
-                   USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    int special = 0, no_bos = 0, pieces = 0;
+    const cli_option opts[] = {CLI_OPT_STR("-m", &model),
+                               CLI_OPT_TEXT("-p", &text),
+                               CLI_OPT_FLAG("--special", &special),
+                               CLI_OPT_FLAG("--no-bos", &no_bos),
+                               CLI_OPT_FLAG("--pieces", &pieces),
+                               {0}};
+    int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     if (!text) return cli_usage(USAGE, "-p TEXT is required");
     char path[4096];
     clf_gguf *g = NULL;
@@ -52,7 +49,7 @@ int cmd_tokenize(int argc, char **argv) {
     clf_status st = clf_model_path(model, path, sizeof path);
     if (st == CLF_OK) st = clf_gguf_open(path, &g);
     if (st == CLF_OK) st = clf_tokenizer_load(g, &t);
-    if (st == CLF_OK) st = clf_tokenize(t, text, strlen(text), add_bos, special, &ids, &n);
+    if (st == CLF_OK) st = clf_tokenize(t, text, strlen(text), !no_bos, special, &ids, &n);
     for (int i = 0; st == CLF_OK && i < n; i++) {
         if (i) putchar(' ');
         printf("%d", ids[i]);

@@ -1,6 +1,8 @@
 /* clinfer: the command-line entry point; dispatches to cli/cmd_*.c. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "tune.h"
@@ -27,14 +29,24 @@ static void usage(FILE *f) {
     fprintf(f, "\n`clinfer COMMAND --help` for a command's options. Device: --device SEL or CLINFER_DEVICE.\n");
 }
 
+/* A closed stdin, stdout or stderr gets /dev/null opened read-only in its
+ * place: no file the command opens (a model, quantize's output) can land on
+ * fd 1 or 2 and receive text, and writes there still fail (EBADF), so a
+ * closed stdout is reported like any other write error. */
+static void hold_std_fds(void) {
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDONLY) < 0) break;
+}
+
 int main(int argc, char **argv) {
+    hold_std_fds();
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? 2 : cli_close_stdout(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "clinfer: unknown command '%s'\n", argv[1]);
+        if (!strcmp(argv[1], commands[i].name)) return cli_close_stdout(commands[i].fn(argc - 1, argv + 1));
+    fprintf(stderr, "clinfer: %s: unknown command '%s'\n", clf_status_name(CLF_ERR_ARG), argv[1]);
     usage(stderr);
     return 2;
 }

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,10 +8,7 @@
 
 volatile sig_atomic_t cli_interrupted;
 
-static void on_sigint(int sig) {
-    (void)sig;
-    cli_interrupted = 1;
-}
+static void on_sigint(int sig) { cli_interrupted = sig; }
 
 void cli_catch_sigint(void) {
     struct sigaction sa;
@@ -18,7 +16,10 @@ void cli_catch_sigint(void) {
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns */
+    sigaction(SIGTERM, &sa, NULL);
 }
+
+const char *cli_interrupt_name(void) { return cli_interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C"; }
 
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
     memset(s, 0, sizeof *s);
@@ -53,6 +54,12 @@ void cli_session_close(cli_session *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Streams text as it is generated; a failed write stops the generation. */
+static clf_status emit(FILE *out, const char *text, size_t n) {
+    if (fwrite(text, 1, n, out) == n && fflush(out) == 0) return CLF_OK;
+    return clf_fail(CLF_ERR_IO, "cannot write the generated text: %s", strerror(errno));
+}
+
 clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
                         cli_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
@@ -71,7 +78,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     clf_status st = CLF_OK;
     for (int i = 0; i < max_gen; i++) {
         if (cli_interrupted) {
-            st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by Ctrl-C");
+            st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by %s", cli_interrupt_name());
             break;
         }
         int32_t id = clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);
@@ -83,8 +90,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
         }
         size_t n;
         if ((st = clf_detok_push(&d, id, buf, cap, &n)) != CLF_OK) break;
-        fwrite(buf, 1, n, out);
-        fflush(out);
+        if ((st = emit(out, buf, n)) != CLF_OK) break;
         clf_sampler_accept(smp, id);
         if (i + 1 == max_gen) break; /* the last token need not be evaluated */
         if (s->c->n_past >= s->c->n_ctx) {
@@ -94,8 +100,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
         if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK) break;
     }
     size_t n = clf_detok_flush(&d, buf, cap);
-    fwrite(buf, 1, n, out);
-    fflush(out);
+    if (st == CLF_OK) st = emit(out, buf, n);
     free(buf);
     stats->gen_s = clf_now_s() - t0;
     return st;

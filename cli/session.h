@@ -24,10 +24,12 @@ typedef struct cli_session {
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s);
 void cli_session_close(cli_session *s);
 
-/* Set by SIGINT (installed by cli_catch_sigint); generation stops at the
- * next token. */
+/* Set to the signal's number by SIGINT or SIGTERM (cli_catch_sigint installs
+ * the handler for both); generation stops at the next token. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_sigint(void);
+/* "Ctrl-C" or "SIGTERM", for the message of a stop. */
+const char *cli_interrupt_name(void);
 
 typedef struct cli_gen_stats {
     int n_prompt, n_gen;

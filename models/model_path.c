@@ -2,20 +2,43 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "catalogue.h"
+
+static int is_path(const char *m) {
+    size_t n = strlen(m);
+    return strchr(m, '/') || (n >= 5 && !strcmp(m + n - 5, ".gguf"));
+}
+
+static clf_status put(char *buf, size_t n, const char *what, const char *a, const char *b) {
+    if ((size_t)snprintf(buf, n, "%s%s", a, b) >= n) return clf_fail(CLF_ERR_ARG, "%s too long: %.64s...", what, a);
+    return CLF_OK;
+}
 
 clf_status clf_model_path(const char *m, char *buf, size_t n) {
     if (!m || !*m) m = getenv("CLINFER_MODEL");
-    if (m && *m) {
-        if ((size_t)snprintf(buf, n, "%s", m) >= n) return clf_fail(CLF_ERR_ARG, "model path too long: %.64s...", m);
-        return CLF_OK;
+    int given = m && *m;
+    clf_catalogue_entry e;
+    if (given && access(m, F_OK) == 0) return put(buf, n, "model path", m, ""); /* a file wins over a name */
+    if (!given) clf_catalogue_at(0, &e);
+    else if (!clf_catalogue_find(m, &e)) {
+        if (is_path(m)) return put(buf, n, "model path", m, "");
+        char names[512];
+        clf_catalogue_names(names, sizeof names);
+        return clf_fail(CLF_ERR_IO, "no model file or catalogue name '%s' (the catalogue: %s)", m, names);
     }
     const char *dir = getenv("CLINFER_MODEL_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, n, "%s/%s", dir, CLF_DEFAULT_MODEL);
-    else if (xdg && *xdg) snprintf(buf, n, "%s/clinfer/models/%s", xdg, CLF_DEFAULT_MODEL);
-    else snprintf(buf, n, "%s/.cache/clinfer/models/%s", home ? home : ".", CLF_DEFAULT_MODEL);
-    if (access(buf, R_OK) != 0)
-        return clf_fail(CLF_ERR_IO, "no -m given and the default model %s is not there; fetch it with "
-                                    "`make model` (models/fetch_default.sh)", buf);
-    return CLF_OK;
+    char folder[1024];
+    if (dir && *dir) snprintf(folder, sizeof folder, "%s/", dir);
+    else if (xdg && *xdg) snprintf(folder, sizeof folder, "%s/clinfer/models/", xdg);
+    else snprintf(folder, sizeof folder, "%s/.cache/clinfer/models/", home ? home : ".");
+    CLF_TRY(put(buf, n, "model cache folder", folder, e.file));
+    if (access(buf, R_OK) == 0) return CLF_OK;
+    if (!given)
+        return clf_fail(CLF_ERR_IO, "no -m given and the default model %s is not there; fetch it with `make model` "
+                                    "(models/fetch.sh)", buf);
+    return clf_fail(CLF_ERR_IO, "model %s is not in the cache (%s); fetch it with `make model MODEL=%s` "
+                                "(models/fetch.sh %s)", e.name, buf, e.name, e.name);
 }

@@ -1,4 +1,5 @@
-/* Where the default model lives (see models/fetch_default.sh). */
+/* Which file -m names: a path, or a model of the catalogue (models/
+ * catalogue.h) in the model cache, where models/fetch.sh puts it. */
 #ifndef CLF_MODEL_PATH_H
 #define CLF_MODEL_PATH_H
 
@@ -6,11 +7,12 @@
 
 #include "status.h"
 
-#define CLF_DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-/* `m` when given, else $CLINFER_MODEL, else the default model in the cache
- * ($CLINFER_MODEL_DIR, $XDG_CACHE_HOME/clinfer/models, ~/.cache/clinfer/models).
- * A missing default is CLF_ERR_IO saying how to fetch it. */
+/* `m` when given, else $CLINFER_MODEL, else the catalogue's default model.
+ * A file that exists is used as it is; else a catalogue name is its file in
+ * the cache ($CLINFER_MODEL_DIR, $XDG_CACHE_HOME/clinfer/models,
+ * ~/.cache/clinfer/models), CLF_ERR_IO saying how to fetch it when absent;
+ * a bare name (no '/', no .gguf) that is neither is CLF_ERR_IO listing the
+ * catalogue; anything else is returned as the path (opening it reports it). */
 clf_status clf_model_path(const char *m, char *buf, size_t n);
 
 #endif

@@ -2,9 +2,12 @@
 # Installs what clinfer needs to build and test on Debian/Ubuntu, skipping
 # what is already present. Uses sudo when not root.
 set -e
+# The last line: the Python bindings' tests (a venv over Debian's numpy and
+# pytest, pip installing offline) and the .deb (cpack's dpkg-shlibdeps, file).
 PKGS="cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
 libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip \
-clang libclang-rt-14-dev valgrind"
+clang libclang-rt-14-dev valgrind \
+python3-numpy python3-pytest python3-venv python3-setuptools python3-wheel dpkg-dev file"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -12,7 +15,7 @@ done
 # A python3 outside dpkg (pyenv, venv) with pip counts as present.
 case "$missing" in *python3*)
   if command -v python3 >/dev/null 2>&1 && python3 -m pip --version >/dev/null 2>&1; then
-    missing=$(echo "$missing" | sed 's/ python3-pip//; s/ python3\b//')
+    missing=$(echo "$missing" | sed -E 's/ python3-pip( |$)/\1/; s/ python3( |$)/\1/')
   fi;;
 esac
 [ -z "$missing" ] && exit 0

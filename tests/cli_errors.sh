@@ -111,22 +111,62 @@ expect "unsupported architecture" 4 "^clinfer: format error: .*unsupported archi
     "$BIN" run -m "$W/gpt2.gguf" -p hi
 expect "no model at all" 3 "^clinfer: I/O error: no -m given and the default model .* is not there" \
     env CLINFER_MODEL_DIR="$W/no-models" XDG_CACHE_HOME= "$BIN" run -p hi
+expect "catalogue model not fetched" 3 "^clinfer: I/O error: model gemma3-270m is not in the cache .*make model MODEL=gemma3-270m" \
+    env CLINFER_MODEL_DIR="$W/no-models" "$BIN" run -m gemma3-270m -p hi
+expect "unknown model name" 3 "^clinfer: I/O error: no model file or catalogue name 'no-such-model' \(the catalogue: smollm2-135m, gemma3-270m" \
+    "$BIN" run -m no-such-model -p hi
 expect "unreadable info target" 4 "^clinfer: format error: " \
     "$BIN" info -m "$W/text.gguf"
 
-# 9. usage errors
+# 9. usage errors: "clinfer: usage error: <message>", then the usage line;
+#    every number states its range (one getopt_long parser, cli/options.c)
+expect "bad -n" 2 "^clinfer: usage error: -n 'zero' is not an integer \(1\.\.16777216\)$" \
+    "$BIN" run -m "$TINY" -p hi -n zero
 cases=$((cases + 1))
-"$BIN" run -m "$TINY" -p hi -n zero >"$W/out" 2>"$W/err"
-rc=$?
-if [ $rc -eq 2 ] && [ "$(head -n 1 "$W/err")" = "clinfer: bad -n 'zero'" ]; then echo "ok   bad -n                               exit 2  clinfer: bad -n 'zero'"
-else fail "bad -n: exit $rc"; fi
+if sed -n 2p "$W/err" | grep -q "^usage: clinfer run -p PROMPT "; then echo "ok   the usage line follows"
+else fail "no usage line after the usage error"; fi
+expect "-n out of range" 2 "^clinfer: usage error: -n 999999999 is out of range \(1\.\.16777216\)$" \
+    "$BIN" run -m "$TINY" -p hi -n 999999999
+expect "missing option value" 2 "^clinfer: usage error: option '-p' needs a value$" \
+    "$BIN" run -m "$TINY" -p
+expect "missing long option value" 2 "^clinfer: usage error: option '--ctx' needs a value$" \
+    "$BIN" run -m "$TINY" -p hi --ctx
+expect "--top-p above 1" 2 "^clinfer: usage error: --top-p 2 is out of range \(0\.\.1\)$" \
+    "$BIN" run -m "$TINY" -p hi --top-p 2
+expect "--min-p below 0" 2 "^clinfer: usage error: --min-p -0.5 is out of range \(0\.\.1\)$" \
+    "$BIN" run -m "$TINY" -p hi --min-p -0.5
+expect "negative --temp" 2 "^clinfer: usage error: --temp -1 is out of range \(>= 0\)$" \
+    "$BIN" run -m "$TINY" -p hi --temp -1
+expect "NaN --temp" 2 "^clinfer: usage error: --temp nan is out of range \(>= 0\)$" \
+    "$BIN" run -m "$TINY" -p hi --temp nan
+expect "negative --top-k" 2 "^clinfer: usage error: --top-k -1 is out of range \(0\.\.1073741824\)$" \
+    "$BIN" run -m "$TINY" -p hi --top-k -1
+expect "zero --repeat-penalty" 2 "^clinfer: usage error: --repeat-penalty 0 is out of range \(> 0\)$" \
+    "$BIN" chat -m "$TINY" --repeat-penalty=0
+expect "empty -m" 2 "^clinfer: usage error: -m must not be empty$" \
+    "$BIN" run -m "" -p hi
+expect "ambiguous abbreviation" 2 "^clinfer: usage error: ambiguous option '--t' \(--temp, --top-k, --top-p\)$" \
+    "$BIN" run -m "$TINY" -p hi --t 1
+expect "value given to a flag" 2 "^clinfer: usage error: option '--chat' takes no value$" \
+    "$BIN" run -m "$TINY" -p hi --chat=yes
+expect "stray argument" 2 "^clinfer: usage error: unexpected argument 'extra'$" \
+    "$BIN" tokenize -m "$TINY" -p hi extra
+for cmd in run chat tokenize info devices quantize perplexity selftest bench "bench kernels"; do
+    # shellcheck disable=SC2086 # "bench kernels" is two words
+    expect "$cmd: unknown option" 2 "^clinfer: usage error: unknown option '--bogus'$" "$BIN" $cmd --bogus
+done
+expect "unknown command" 2 "^clinfer: usage error: unknown command 'no-such-command'$" "$BIN" no-such-command
 cases=$((cases + 1))
-if "$BIN" no-such-command >/dev/null 2>&1; then fail "unknown command: exit 0"; else
-    rc=$?; [ $rc -eq 2 ] && echo "ok   unknown command                      exit 2" || fail "unknown command: exit $rc"; fi
+if "$BIN" tokenize -m="$TINY" --pieces -p=hi -- >"$W/out" 2>"$W/err" && grep -q "^[0-9]*:'" "$W/out" &&
+    "$BIN" tokenize -m "$TINY" --pie -p hi >"$W/out2" 2>&1 && cmp -s "$W/out" "$W/out2"
+then echo "ok   -x=value, --, abbreviations          exit 0"
+else fail "-x=value, -- or an abbreviation refused"; fi
 
 # 10. Ctrl-C during generation: stops at the next token, prints the stats
 #     line, exits 9 (interrupted). --no-eog: the model cannot stop by itself.
+#     (the output file is removed first: the wait is for this run's text)
 cases=$((cases + 1))
+rm -f "$W/out"
 "$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 100000 --ctx 131072 >"$W/out" 2>"$W/err" &
 pid=$!
 i=0
@@ -139,6 +179,21 @@ elif ! error_lines | grep -q "^clinfer: interrupted: generation stopped by Ctrl-
 elif ! grep -Eq "^clinfer: .* \| generated [1-9][0-9]* tokens" "$W/err"; then fail "Ctrl-C: no stats line"
 else echo "ok   Ctrl-C during generation             exit 9  $(grep -E '\| generated' "$W/err")"; fi
 
+# 10b. SIGTERM: the same clean stop as Ctrl-C, status 9
+cases=$((cases + 1))
+rm -f "$W/out"
+"$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 100000 --ctx 131072 >"$W/out" 2>"$W/err" &
+pid=$!
+i=0
+while [ ! -s "$W/out" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+if [ $rc -ne 9 ]; then fail "SIGTERM: exit status $rc, expected 9"
+elif ! error_lines | grep -q "^clinfer: interrupted: generation stopped by SIGTERM$"; then fail "SIGTERM: no 'interrupted' line"
+elif ! grep -Eq "^clinfer: .* \| generated [1-9][0-9]* tokens" "$W/err"; then fail "SIGTERM: no stats line"
+else echo "ok   SIGTERM during generation            exit 9  $(error_lines)"; fi
+
 # 11. quantize: a failure leaves nothing behind, an existing output intact
 mkdir "$W/q"
 expect "quantize: bad input" 4 "^clinfer: format error: .*text.gguf: not a GGUF file" \
@@ -148,12 +203,149 @@ expect "quantize: no output dir" 3 "^clinfer: I/O error: cannot create a tempora
 printf 'previous contents\n' >"$W/q/keep.gguf"
 # the file size limit makes the write fail half-way (EFBIG; SIGXFSZ ignored)
 expect "quantize: write fails midway" 3 "^clinfer: I/O error: cannot write '$W/q/keep.gguf': File too large" \
-    sh -c 'trap "" XFSZ; ulimit -f 16; exec "$0" "$@"' "$BIN" quantize "$TINY" "$W/q/keep.gguf" F32
+    sh -c 'trap "" XFSZ; ulimit -f 16; exec "$0" "$@"' "$BIN" quantize --force "$TINY" "$W/q/keep.gguf" F32
 cases=$((cases + 1))
 left=$(ls -A "$W/q")
 if [ "$left" = "keep.gguf" ] && [ "$(cat "$W/q/keep.gguf")" = "previous contents" ]; then
     echo "ok   failed quantize leaves nothing behind"
 else fail "failed quantize left: $left"; fi
+
+# 11b. quantize's output rules: never a device, a FIFO, a directory or the
+#      input itself; an existing file only with --force, and only when
+#      writable; a link is written through (the link stays)
+unchanged() { # NAME TEST: one case, TEST (a shell condition) still holds
+    cases=$((cases + 1))
+    if eval "$2"; then echo "ok   $1"; else fail "$1"; fi
+}
+if mknod "$W/q/null" c 1 3 2>/dev/null; then dev=$W/q/null; else dev=/dev/null; fi # a copy when root may
+expect "quantize: onto a device" 3 "^clinfer: I/O error: '$dev' is not a regular file$" \
+    "$BIN" quantize "$TINY" "$dev" Q8_0
+unchanged "quantize: the device is still one" '[ -c "$dev" ]'
+mkfifo "$W/q/fifo"
+expect "quantize: onto a FIFO" 3 "^clinfer: I/O error: '$W/q/fifo' is not a regular file$" \
+    "$BIN" quantize "$TINY" "$W/q/fifo" Q8_0
+unchanged "quantize: the FIFO is still one" '[ -p "$W/q/fifo" ]'
+cp "$TINY" "$W/q/in.gguf"
+ln "$W/q/in.gguf" "$W/q/hard.gguf"
+ln -s in.gguf "$W/q/soft.gguf"
+expect "quantize: in place" 3 "^clinfer: I/O error: '$W/q/in.gguf' is the input file" \
+    "$BIN" quantize "$W/q/in.gguf" "$W/q/in.gguf" Q4_0
+expect "quantize: onto a hard link of the input" 3 "^clinfer: I/O error: '$W/q/hard.gguf' is the input file" \
+    "$BIN" quantize "$W/q/in.gguf" "$W/q/hard.gguf" Q4_0
+expect "quantize: from a link to the output" 3 "^clinfer: I/O error: '$W/q/in.gguf' is the input file" \
+    "$BIN" quantize "$W/q/soft.gguf" "$W/q/in.gguf" Q4_0
+unchanged "quantize: the input is intact" 'cmp -s "$TINY" "$W/q/in.gguf"'
+rm "$W/q/hard.gguf" "$W/q/soft.gguf"
+expect "quantize: an existing output" 3 "^clinfer: I/O error: '$W/q/keep.gguf' exists \(--force replaces it\)$" \
+    "$BIN" quantize "$TINY" "$W/q/keep.gguf" Q8_0
+unchanged "quantize: the existing output is intact" '[ "$(cat "$W/q/keep.gguf")" = "previous contents" ]'
+ln -s keep.gguf "$W/q/link.gguf"
+unchanged "quantize --force through a link" '"$BIN" quantize --force "$TINY" "$W/q/link.gguf" Q8_0 2>"$W/err" &&
+    [ -L "$W/q/link.gguf" ] && "$BIN" info -m "$W/q/keep.gguf" 2>&1 | grep -q "Q8_0"'
+#      read-only: as root, access() grants everything: checked as nobody
+chmod 444 "$W/q/keep.gguf"
+if [ "$(id -u)" -ne 0 ]; then as_user=""; else as_user="setpriv --reuid=65534 --regid=65534 --clear-groups"; fi
+mkdir "$W/ro" && cp "$TINY" "$W/ro/in.gguf" && cp "$W/q/keep.gguf" "$W/ro/keep.gguf" && chmod 711 "$W" &&
+    chmod 777 "$W/ro" && chmod 444 "$W/ro/keep.gguf"
+# shellcheck disable=SC2086 # as_user is a command or nothing
+expect "quantize --force, read-only output" 3 "^clinfer: I/O error: '$W/ro/keep.gguf' is not writable: Permission denied$" \
+    $as_user "$BIN" quantize --force "$W/ro/in.gguf" "$W/ro/keep.gguf" Q8_0
+unchanged "quantize: the read-only output is intact" 'cmp -s "$W/q/keep.gguf" "$W/ro/keep.gguf"'
+chmod 700 "$W"
+rm -rf "$W/ro" "$W/q"
+
+# 11c. quantize stopped while it writes (a 31 MiB model to F32): nothing
+#      is left, whatever the signal (O_TMPFILE, else a named temporary that
+#      the signal's handler removes: CLINFER_NO_TMPFILE forces that path)
+"$TOOL" model "$W/big.gguf" --ff 81920 || exit 1
+# quantize_stopped NAME SIGNAL STATUS PATTERN [VAR=VALUE...]: the signal is
+# sent once the output is being written (more than 1 MiB in /proc/PID/io).
+# (SIGQUIT is not tried: a background job starts with it ignored.)
+quantize_stopped() {
+    name=$1 sig=$2 want=$3 pat=$4
+    shift 4
+    cases=$((cases + 1))
+    rm -rf "$W/qs" && mkdir "$W/qs"
+    env "$@" "$BIN" quantize "$W/big.gguf" "$W/qs/out.gguf" F32 >"$W/out" 2>"$W/err" &
+    pid=$!
+    wrote=0
+    while [ "$wrote" -lt 1048576 ] && kill -0 $pid 2>/dev/null; do
+        while read -r key val; do [ "$key" = wchar: ] && wrote=$val; done 2>/dev/null <"/proc/$pid/io"
+    done
+    kill -"$sig" $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    left=$(ls -A "$W/qs")
+    if [ $rc -ne "$want" ]; then fail "$name: exit status $rc, expected $want"
+    elif [ -n "$left" ]; then fail "$name: left behind: $left"
+    elif [ -n "$pat" ] && ! error_lines | grep -Eq -- "$pat"; then fail "$name: no line matching '$pat'"
+    else printf 'ok   %-34s exit %d  nothing left %s\n' "$name" "$rc" "$(error_lines)"; fi
+}
+quantize_stopped "quantize: Ctrl-C while writing" INT 9 "^clinfer: interrupted: quantize stopped by Ctrl-C; nothing written$"
+quantize_stopped "quantize: SIGTERM while writing" TERM 9 "^clinfer: interrupted: quantize stopped by SIGTERM; nothing written$"
+quantize_stopped "quantize: SIGHUP while writing" HUP 129 ""
+quantize_stopped "quantize: Ctrl-C, named temporary" INT 9 "^clinfer: interrupted: quantize stopped by Ctrl-C" CLINFER_NO_TMPFILE=1
+quantize_stopped "quantize: SIGHUP, named temporary" HUP 129 "" CLINFER_NO_TMPFILE=1
+mkdir "$W/qn"
+unchanged "quantize: named temporary, complete" 'CLINFER_NO_TMPFILE=1 "$BIN" quantize "$TINY" "$W/qn/out.gguf" Q8_0 2>"$W/err" &&
+    [ "$(ls -A "$W/qn")" = out.gguf ] && "$BIN" info -m "$W/qn/out.gguf" >/dev/null 2>&1'
+rm -rf "$W/qn" "$W/big.gguf"
+
+# 12. stdout that cannot be written (a full disk, closed): status 3, one
+#     line, for the streamed text and for the commands that print at the end
+to_full() { sh -c 'exec "$0" "$@" >/dev/full' "$@"; }
+to_closed() { sh -c 'exec "$0" "$@" >&-' "$@"; }
+expect "run >/dev/full" 3 "^clinfer: I/O error: cannot write the generated text: No space left on device$" \
+    to_full "$BIN" run -m "$TINY" -p hi -n 4
+expect "run >&-" 3 "^clinfer: I/O error: cannot write the generated text: Bad file descriptor$" \
+    to_closed "$BIN" run -m "$TINY" -p hi -n 4
+expect "tokenize >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" tokenize -m "$TINY" -p hi
+expect "tokenize >&-" 3 "^clinfer: I/O error: cannot write to stdout: Bad file descriptor$" \
+    to_closed "$BIN" tokenize -m "$TINY" -p hi
+expect "info >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" info -m "$TINY"
+expect "devices >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" devices
+expect "--help >/dev/full" 3 "^clinfer: I/O error: cannot write to stdout: No space left on device$" \
+    to_full "$BIN" run --help
+#     a closed pipe: SIGPIPE ends clinfer quietly (141 = 128 + SIGPIPE) ...
+cases=$((cases + 1))
+{ "$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 50 2>"$W/err"; echo $? >"$W/rc"; } | true
+rc=$(cat "$W/rc")
+if [ "$rc" -eq 141 ] && [ ! -s "$W/err" ]; then echo "ok   run | (closed pipe)                  exit 141, nothing on stderr"
+else fail "closed pipe: exit $rc, expected 141 and a quiet stderr"; fi
+#     ... and where SIGPIPE is ignored, EPIPE is an I/O error like the others
+cases=$((cases + 1))
+{ sh -c 'trap "" PIPE; exec "$0" "$@"' "$BIN" run -m "$W/tiny-noeog.gguf" -p hi -n 50 2>"$W/err"; echo $? >"$W/rc"; } | true
+rc=$(cat "$W/rc")
+if [ "$rc" -eq 3 ] && [ "$(error_lines)" = "clinfer: I/O error: cannot write the generated text: Broken pipe" ]
+then echo "ok   run | (closed pipe, SIGPIPE ignored) exit 3  $(error_lines)"
+else fail "closed pipe, SIGPIPE ignored: exit $rc, expected 3 and one 'Broken pipe' line"; fi
+
+# 13. perplexity of a FIFO (or a device): refused at once, not waited on
+mkfifo "$W/fifo.txt"
+expect "perplexity -f FIFO" 3 "^clinfer: I/O error: '$W/fifo.txt' is not a regular file$" \
+    timeout 20 "$BIN" perplexity -m "$TINY" -f "$W/fifo.txt"
+expect "perplexity -f /dev/zero" 3 "^clinfer: I/O error: '/dev/zero' is not a regular file$" \
+    timeout 20 "$BIN" perplexity -m "$TINY" -f /dev/zero
+
+# 14. chat: a line longer than any buffer is one user turn (one answer)
+cases=$((cases + 1))
+long=$(head -c 20000 /dev/zero | tr '\0' a)
+printf '%s\n' "$long" | CLINFER_CHAT_STATS=1 "$BIN" chat -m "$TINY" --ctx 32768 -n 2 >"$W/out" 2>"$W/err"
+rc=$?
+turns=$(grep -c "| generated" "$W/err")
+if [ $rc -eq 0 ] && [ "$turns" -eq 1 ]; then echo "ok   chat: a 20 KB line is one turn       exit 0"
+else fail "chat: a 20 KB line gave $turns turns (exit $rc), expected one"; fi
+
+# 15. the device-tuning overrides: documented values or a usage error, one policy
+expect "CLINFER_MATMUL_VARIANT=fpga" 2 "^clinfer: usage error: CLINFER_MATMUL_VARIANT must be cpu, cpu-portable, gpu or auto, not 'fpga'$" \
+    env CLINFER_MATMUL_VARIANT=fpga "$BIN" run -m "$TINY" -p hi -n 2
+expect "CLINFER_OPS_VARIANT=cpux" 2 "^clinfer: usage error: CLINFER_OPS_VARIANT must be cpu, gpu or auto, not 'cpux'$" \
+    env CLINFER_OPS_VARIANT=cpux "$BIN" devices
+expect "CLINFER_TUNE out of range" 2 "^clinfer: usage error: CLINFER_TUNE: gemm_tm must be a whole number from 2 to 16, not '99'$" \
+    env CLINFER_TUNE=gemm_tm=99 "$BIN" run -m "$TINY" -p hi -n 2
 
 echo "$cases cases, $failures failures"
 [ $failures -eq 0 ]

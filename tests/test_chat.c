@@ -1,17 +1,23 @@
-/* Chat templates against the model's own Jinja template rendered by jinja2
- * (tests/peer/record_chat.py -> tests/data/chat_templates.txt). */
+/* Chat templates against each model's own Jinja template rendered by jinja2
+ * (tests/peer/record_chat.py -> tests/data/chat_templates.txt): SmolLM2 and
+ * Qwen2.5 (ChatML with a default system message), Llama 3 and 3.2 (a dated
+ * system turn), Gemma 3, Phi-3; the format recognised from each template,
+ * or from a vocabulary's special tokens where the file has no template. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "chat.h"
 #include "gguf.h"
 #include "model_path.h"
 #include "testutil.h"
+#include "tokenizer.h"
 
 static void unescape(char *s) {
     char *o = s;
@@ -26,28 +32,71 @@ static void unescape(char *s) {
     *o = 0;
 }
 
-static const char *LLAMA3_MARKER = "<|start_header_id|>{{ role }}<|end_header_id|>";
+static char *appended(char *buf, size_t *len, const char *s) {
+    size_t n = strlen(s);
+    buf = realloc(buf, *len + n + 1);
+    assert_non_null(buf);
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+    return buf;
+}
+
+/* What `clinfer chat` sends: the conversation up to the first answer, then
+ * the answer as generated, the turn's end and the next user turn must give
+ * the same text as rendering the whole conversation. */
+static void check_incremental(const clf_chat *c, const clf_chat_msg *msgs, int n, const char *want) {
+    char *buf;
+    size_t len;
+    TU_OK(clf_chat_render(c, msgs, n - 2, 1, &buf, &len));
+    buf = appended(buf, &len, msgs[n - 2].content);
+    buf = appended(buf, &len, clf_chat_turn_end(c));
+    TU_OK(clf_chat_append(c, msgs[n - 1].role, msgs[n - 1].content, &buf, &len));
+    TU_OK(clf_chat_append_reply_start(c, &buf, &len));
+    assert_string_equal(buf, want);
+    free(buf);
+}
+
+/* The default model's template is the one recorded as "smollm2". */
+static void check_default_model_template(const char *recorded) {
+    char path[1024];
+    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
+        fprintf(stderr, "[ SKIP ] %s: the default model's own template is not compared\n", clf_last_error());
+        return;
+    }
+    clf_gguf *g;
+    clf_gguf_str ts;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_gguf_get_str(g, "tokenizer.chat_template", &ts));
+    assert_int_equal(ts.len, strlen(recorded));
+    assert_memory_equal(ts.ptr, recorded, ts.len);
+    clf_gguf_close(g);
+}
 
 static void test_renders_like_jinja(void **state) {
     (void)state;
-    char path[1024];
-    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) fail_msg("%s", clf_last_error());
-    clf_gguf *g;
-    TU_OK(clf_gguf_open(path, &g));
-    clf_gguf_str ts;
-    TU_OK(clf_gguf_get_str(g, "tokenizer.chat_template", &ts));
-    char *model_tmpl = strndup(ts.ptr, ts.len);
     FILE *f = fopen("tests/data/chat_templates.txt", "r");
-    assert_non_null(f);
-    static char line[4096], roles[8][16], contents[8][512];
+    if (!f) fail_msg("cannot read tests/data/chat_templates.txt (tests run from the repository root)");
+    char *line = NULL, *tmpl = NULL, name[32] = "", fmt[32] = "";
+    size_t cap = 0;
+    static char roles[8][16], contents[8][512];
     clf_chat_msg msgs[8];
     clf_chat chat;
-    int n = 0, checked = 0;
-    while (fgets(line, sizeof line, f)) {
+    int n = 0, checked = 0, incremental = 0;
+    while (getline(&line, &cap, f) > 0) {
         if (line[0] == 'T') {
-            TU_OK(clf_chat_init(strncmp(line + 2, "model", 5) == 0 ? model_tmpl : LLAMA3_MARKER, &chat));
-            assert_int_equal(chat.format, strncmp(line + 2, "model", 5) == 0 ? CLF_CHAT_CHATML : CLF_CHAT_LLAMA3);
+            assert_int_equal(sscanf(line, "T %31s %31s", name, fmt), 2);
             n = 0;
+        } else if (line[0] == 'J') {
+            free(tmpl);
+            tmpl = strdup(line + 2);
+            unescape(tmpl);
+            TU_OK(clf_chat_init(tmpl, &chat));
+            assert_string_equal(clf_chat_format_name(chat.format), fmt);
+            if (!strcmp(name, "smollm2") && checked == 0) check_default_model_template(tmpl);
+        } else if (line[0] == 'D') { /* a dated system turn: the recorded date instead of today */
+            unescape(line + 2);
+            assert_string_equal(chat.knowledge, "December 2023");
+            snprintf(chat.date, sizeof chat.date, "%s", line + 2);
         } else if (line[0] == 'M' && n < 8) {
             char *sp = strchr(line + 2, ' ');
             *sp = 0;
@@ -61,33 +110,118 @@ static void test_renders_like_jinja(void **state) {
             char *buf;
             size_t len;
             TU_OK(clf_chat_render(&chat, msgs, n, 1, &buf, &len));
-            assert_string_equal(buf, line + 2);
+            if (strcmp(buf, line + 2) != 0) fail_msg("%s: rendered\n%s\njinja2:\n%s", name, buf, line + 2);
             assert_int_equal(len, strlen(line + 2));
             free(buf);
             checked++;
+            if (n >= 3 && !strcmp(msgs[n - 2].content, "Quatre.")) {
+                check_incremental(&chat, msgs, n, line + 2);
+                incremental++;
+            }
         }
     }
+    free(line);
+    free(tmpl);
     fclose(f);
-    assert_int_equal(checked, 4);
-    free(model_tmpl);
-    clf_gguf_close(g);
+    assert_int_equal(checked, 18); /* 6 templates, 3 conversations each */
+    assert_int_equal(incremental, 6);
 }
 
-static void test_unknown_template_is_an_error(void **state) {
+/* Formats that carry a default system message or a date, and what is not one. */
+static void test_template_details(void **state) {
     (void)state;
     clf_chat c;
     assert_int_equal(clf_chat_init("{{ messages | tojson }}", &c), CLF_ERR_FORMAT);
-    assert_non_null(strstr(clf_last_error(), "ChatML"));
+    assert_non_null(strstr(clf_last_error(), "Gemma, Phi-3"));
     TU_OK(clf_chat_init(NULL, &c));
     assert_int_equal(c.format, CLF_CHAT_CHATML);
     assert_null(c.default_system);
     assert_string_equal(clf_chat_turn_end(&c), "<|im_end|>\n");
+
+    /* Qwen3: a system turn only from the conversation; code, not a default */
+    TU_OK(clf_chat_init("{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n\\n' }}", &c));
+    assert_null(c.default_system);
+
+    /* Llama 3.1 states its date; 3.2 asks strftime_now for today's */
+    TU_OK(clf_chat_init("<|start_header_id|>{%- set date_string = \"26 Jul 2024\" %}"
+                        "{{- \"Cutting Knowledge Date: December 2023\\n\" }}", &c));
+    assert_string_equal(c.knowledge, "December 2023");
+    assert_string_equal(c.date, "26 Jul 2024");
+    TU_OK(clf_chat_init("<|start_header_id|>{%- set date_string = strftime_now(\"%d %b %Y\") %}"
+                        "{{- \"Cutting Knowledge Date: December 2023\\n\" }}", &c));
+    char today[16];
+    time_t now = time(NULL);
+    strftime(today, sizeof today, "%d %b %Y", localtime(&now)); /* the C locale: English month names */
+    assert_string_equal(c.date, today);
+    TU_OK(clf_chat_init("<|start_header_id|>{{ message['content'] }}", &c));
+    assert_string_equal(c.knowledge, ""); /* Llama 3.0: no dated turn */
+
+    /* Gemma has no system turn of its own */
+    TU_OK(clf_chat_init("<start_of_turn>", &c));
+    char *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(clf_chat_append(&c, "system", "x", &buf, &len), CLF_ERR_ARG);
+    assert_null(buf);
+    TU_OK(clf_chat_append(&c, "assistant", " Hi ", &buf, &len));
+    assert_string_equal(buf, "<start_of_turn>model\nHi<end_of_turn>\n");
+    free(buf);
+}
+
+/* A SentencePiece vocabulary of these tokens and no chat template. */
+static clf_tokenizer *vocab_without_template(const char *const *extra, int n_extra) {
+    const char *tok[8] = {"<unk>", "<s>", "</s>"};
+    int32_t type[8] = {2, 3, 3};
+    float score[8] = {0};
+    int n = 3;
+    for (int i = 0; i < n_extra; i++, n++) {
+        tok[n] = extra[i];
+        type[n] = 3;
+    }
+    char path[512];
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/clf_chat_%d.gguf", dir && *dir ? dir : "/tmp", (int)getpid());
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_writer_create(&w));
+    TU_OK(clf_gguf_set_str(w, "tokenizer.ggml.model", "llama"));
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", tok, (uint64_t)n));
+    TU_OK(clf_gguf_set_arr(w, "tokenizer.ggml.token_type", CLF_GGUF_INT32, type, (uint64_t)n));
+    TU_OK(clf_gguf_set_arr(w, "tokenizer.ggml.scores", CLF_GGUF_FLOAT32, score, (uint64_t)n));
+    TU_OK(clf_gguf_write(w, path));
+    clf_gguf_writer_free(w);
+    clf_gguf *g;
+    clf_tokenizer *t;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_tokenizer_load(g, &t));
+    clf_gguf_close(g);
+    unlink(path);
+    return t;
+}
+
+/* Gemma's GGUFs carry no template: its turn tokens tell the format. */
+static void test_format_from_special_tokens(void **state) {
+    (void)state;
+    static const struct { const char *tok[2]; int n; clf_chat_format want; } CASES[] = {
+        {{"<start_of_turn>", "<end_of_turn>"}, 2, CLF_CHAT_GEMMA},
+        {{"<|user|>", "<|end|>"}, 2, CLF_CHAT_PHI3},
+        {{"<|start_header_id|>", "<|eot_id|>"}, 2, CLF_CHAT_LLAMA3},
+        {{"<start_of_turn>"}, 1, CLF_CHAT_CHATML}, /* half a pair is no format */
+        {{NULL}, 0, CLF_CHAT_CHATML},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        clf_tokenizer *t = vocab_without_template(CASES[i].tok, CASES[i].n);
+        assert_null(clf_tokenizer_chat_template(t));
+        clf_chat c;
+        TU_OK(clf_chat_init_model(t, &c));
+        assert_int_equal(c.format, CASES[i].want);
+        clf_tokenizer_free(t);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_renders_like_jinja),
-        cmocka_unit_test(test_unknown_template_is_an_error),
+        cmocka_unit_test(test_template_details),
+        cmocka_unit_test(test_format_from_special_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

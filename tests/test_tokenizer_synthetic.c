@@ -29,7 +29,7 @@ typedef struct vocab {
     char *merge[MAX_MERGES];
     int n_merges;
     int with_merges, with_types, short_types;
-    int bos, eos, add_bos, add_eos; /* -1: key left out */
+    int bos, eos, add_bos, add_eos, add_space_prefix; /* -1: key left out */
 } vocab;
 
 static void vocab_init(vocab *v, const char *model, const char *pre) {
@@ -37,7 +37,7 @@ static void vocab_init(vocab *v, const char *model, const char *pre) {
     v->model = model;
     v->pre = pre;
     v->with_merges = v->with_types = 1;
-    v->bos = v->eos = v->add_bos = v->add_eos = -1;
+    v->bos = v->eos = v->add_bos = v->add_eos = v->add_space_prefix = -1;
 }
 
 static int add_token(vocab *v, const char *text, int32_t type, float score) {
@@ -81,6 +81,8 @@ static clf_status vocab_load(const vocab *v, clf_tokenizer **t) {
     if (v->eos >= 0) TU_OK(clf_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos));
     if (v->add_bos >= 0) TU_OK(clf_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos));
     if (v->add_eos >= 0) TU_OK(clf_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos));
+    if (v->add_space_prefix >= 0)
+        TU_OK(clf_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix));
     TU_OK(clf_gguf_write(w, path));
     clf_gguf_writer_free(w);
     clf_gguf *g;
@@ -461,6 +463,33 @@ static void test_bos_eos(void **state) {
     vocab_free(&v);
 }
 
+/* tokenizer.ggml.add_space_prefix false (Gemma): no U+2581 before the
+ * text or after a special token, and detokenization drops no space. */
+static void test_no_space_prefix(void **state) {
+    (void)state;
+    vocab v;
+    spm_base_vocab(&v);
+    int a = add_token(&v, "a", 1, -1), sp_a = add_token(&v, SP "a", 1, -1), sp = add_token(&v, SP, 1, -2);
+    int turn = add_token(&v, "<start_of_turn>", 3, 0);
+    for (int prefix = 1; prefix >= 0; prefix--) {
+        v.add_space_prefix = prefix;
+        clf_tokenizer *t;
+        TU_OK(vocab_load(&v, &t));
+        int n;
+        int32_t *ids = tokenize(t, "a a<start_of_turn>a", 0, 1, &n);
+        int32_t with[] = {sp_a, sp_a, turn, sp_a}, without[] = {a, sp_a, turn, a};
+        assert_ids(ids, n, prefix ? with : without, 4, prefix ? "space prefix" : "no space prefix");
+        free(ids);
+        ids = tokenize(t, " a", 0, 0, &n);
+        int32_t with2[] = {sp, sp_a}, without2[] = {sp_a};
+        assert_ids(ids, n, prefix ? with2 : without2, prefix ? 2 : 1, "leading space");
+        assert_round_trip(t, ids, n, CLF_DETOK_LSTRIP, " a", 2); /* the prefix, and only it, is dropped */
+        free(ids);
+        clf_tokenizer_free(t);
+    }
+    vocab_free(&v);
+}
+
 static void test_invalid_utf8(void **state) {
     (void)state;
     uint64_t s = tu_seed() + 404;
@@ -547,6 +576,7 @@ int main(void) {
         cmocka_unit_test(test_streaming_holds_split_utf8),
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_bos_eos),
+        cmocka_unit_test(test_no_space_prefix),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_malformed_vocabularies),
     };

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Generated at build time from the cl/ folder (cmake/embed_cl.cmake). */
+/* Generated at build time from the cl/ folder (cmake/embed.cmake). */
 typedef struct { const char *name; const unsigned char *data; size_t len; } clf_cl_source;
 extern const clf_cl_source clf_cl_sources[];
 extern const int clf_cl_nsources;

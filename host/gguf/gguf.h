@@ -102,9 +102,15 @@ clf_status clf_gguf_add_tensor(clf_gguf_writer *w, const char *name, clf_type ty
  * it, also on failure. For large conversions (quantize). */
 clf_status clf_gguf_add_tensor_take(clf_gguf_writer *w, const char *name, clf_type type, uint32_t n_dims,
                                     const int64_t *ne, void *data);
+/* A stop request (e.g. a flag set by a signal handler), checked before
+ * each write: when fn(ud) returns non-zero, clf_gguf_write stops with
+ * CLF_ERR_INTERRUPTED and leaves nothing. */
+void clf_gguf_writer_set_abort(clf_gguf_writer *w, int (*fn)(void *), void *ud);
 /* set_* of an existing key replaces its value in place (keeping the order).
- * Writes version 3 with general.alignment (default 32, or the value set) to a temporary file
- * beside `path`, then renames it: a failed write leaves nothing behind. */
+ * Writes version 3 with general.alignment (default 32, or the value set)
+ * through clf_outfile (host/core/outfile.h): the file at `path` (a link's target;
+ * never a device, FIFO or directory) appears or is replaced only when
+ * complete, and a failure or a fatal signal leaves nothing behind. */
 clf_status clf_gguf_write(clf_gguf_writer *w, const char *path);
 
 #endif

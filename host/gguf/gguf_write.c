@@ -1,15 +1,14 @@
 /* GGUF writer: key/values serialized as they are set, tensors held until
- * clf_gguf_write lays them out aligned and writes version 3 through a
- * temporary file that is renamed into place only when complete. */
+ * clf_gguf_write lays them out aligned and writes version 3 through an
+ * output file that appears only when complete (host/core/outfile.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "gguf.h"
+#include "outfile.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 
@@ -34,7 +33,14 @@ struct clf_gguf_writer {
     size_t n_kv, cap_kv;
     wtensor *tensors;
     size_t n_tensors, cap_tensors;
+    int (*abort)(void *); /* a stop request, checked while writing */
+    void *abort_ud;
 };
+
+void clf_gguf_writer_set_abort(clf_gguf_writer *w, int (*fn)(void *), void *ud) {
+    w->abort = fn;
+    w->abort_ud = ud;
+}
 
 clf_status clf_gguf_writer_create(clf_gguf_writer **out) {
     *out = calloc(1, sizeof **out);
@@ -232,14 +238,16 @@ clf_status clf_gguf_add_tensor(clf_gguf_writer *w, const char *name, clf_type ty
 
 typedef struct out {
     FILE *f;
-    const char *path;
+    const clf_gguf_writer *w;
     uint64_t off;
-    int failed;
+    int failed; /* errno of the first failed write */
+    int aborted;
 } out;
 
 static void emit(out *o, const void *p, size_t n) {
-    if (o->failed || n == 0) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = errno ? errno : EIO;
+    if (o->failed || o->aborted || n == 0) return;
+    if (o->w->abort && o->w->abort(o->w->abort_ud)) o->aborted = 1;
+    else if (fwrite(p, 1, n, o->f) != n) o->failed = errno ? errno : EIO;
     o->off += n;
 }
 
@@ -302,34 +310,14 @@ static void emit_all(clf_gguf_writer *w, out *o, size_t align) {
 clf_status clf_gguf_write(clf_gguf_writer *w, const char *path) {
     size_t align;
     CLF_TRY(writer_alignment(w, &align));
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) return clf_fail(CLF_ERR_MEMORY, "out of memory writing '%s'", path);
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        clf_status st = clf_fail(CLF_ERR_IO, "cannot create a temporary file beside '%s': %s", path, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    fchmod(fd, 0644); /* mkstemp makes 0600; a model file is for everyone to read */
-    out o = {.f = fdopen(fd, "wb"), .path = path};
-    if (!o.f) {
-        o.failed = errno;
-        close(fd);
-    } else {
-        errno = 0;
-        emit_all(w, &o, align);
-        if (fflush(o.f) != 0 && !o.failed) o.failed = errno;
-        if (!o.failed && fsync(fileno(o.f)) != 0) o.failed = errno;
-        if (fclose(o.f) != 0 && !o.failed) o.failed = errno;
-    }
-    if (!o.failed && rename(tmp, path) != 0) o.failed = errno;
-    clf_status st = CLF_OK;
-    if (o.failed) {
-        st = clf_fail(CLF_ERR_IO, "cannot write '%s': %s", path, strerror(o.failed));
-        unlink(tmp);
-    }
-    free(tmp);
-    return st;
+    clf_outfile of;
+    CLF_TRY(clf_outfile_open(path, &of));
+    out o = {.f = of.f, .w = w};
+    errno = 0;
+    emit_all(w, &o, align);
+    if (!o.failed && !o.aborted && w->abort && w->abort(w->abort_ud)) o.aborted = 1; /* during the last write */
+    if (!o.failed && !o.aborted) return clf_outfile_commit(&of);
+    clf_outfile_discard(&of);
+    if (o.aborted) return clf_fail(CLF_ERR_INTERRUPTED, "writing '%s' stopped; nothing written", path);
+    return clf_fail(CLF_ERR_IO, "cannot write '%s': %s", path, strerror(o.failed));
 }

@@ -3,28 +3,95 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-static const char *CHATML_SYS = "<|im_start|>system\n";
+/* ---- recognising the format ---------------------------------------------- */
+
+/* A literal system turn in a ChatML template is its default system message:
+ * "<|im_start|>system", a newline (itself, or the two characters \n inside
+ * a Jinja string as Qwen writes it), then text up to "<|im_end|>" without a
+ * quote, brace or backslash (those mean template code around a message). */
+static void find_default_system(const char *tmpl, clf_chat *c) {
+    static const char HEAD[] = "<|im_start|>system";
+    for (const char *p = strstr(tmpl, HEAD); p; p = strstr(p + 1, HEAD)) {
+        const char *s = p + strlen(HEAD), *e;
+        if (*s == '\n') s++;
+        else if (s[0] == '\\' && s[1] == 'n') s += 2;
+        else continue;
+        if (!(e = strstr(s, "<|im_end|>")) || e == s) continue;
+        const char *q = s;
+        while (q < e && !strchr("'\"{}\\", *q)) q++;
+        if (q < e) continue;
+        c->default_system = s;
+        c->default_system_len = (size_t)(e - s);
+        return;
+    }
+}
+
+/* Copies tmpl's text after `key` up to a quote, backslash or newline. */
+static int copy_literal(const char *tmpl, const char *key, char *out, size_t cap) {
+    const char *s = strstr(tmpl, key);
+    if (!s) return 0;
+    s += strlen(key);
+    size_t n = strcspn(s, "\"'\\\n");
+    if (n == 0 || n >= cap) return 0;
+    memcpy(out, s, n);
+    out[n] = 0;
+    return 1;
+}
+
+/* Llama 3.1+'s dated system turn: the knowledge date as the template writes
+ * it; today as strftime_now("%d %b %Y") gives it (English month names,
+ * whatever the locale), else the template's date_string default. */
+static void find_dated_system(const char *tmpl, clf_chat *c) {
+    if (!copy_literal(tmpl, "Cutting Knowledge Date: ", c->knowledge, sizeof c->knowledge)) return;
+    if (!strstr(tmpl, "strftime_now") && (copy_literal(tmpl, "set date_string = \"", c->date, sizeof c->date) ||
+                                          copy_literal(tmpl, "set date_string = '", c->date, sizeof c->date)))
+        return;
+    static const char *const MONTH[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm) && tm.tm_mon >= 0 && tm.tm_mon < 12)
+        snprintf(c->date, sizeof c->date, "%02d %s %d", tm.tm_mday, MONTH[tm.tm_mon], tm.tm_year + 1900);
+    else
+        snprintf(c->date, sizeof c->date, "26 Jul 2024"); /* the templates' own fallback */
+}
 
 clf_status clf_chat_init(const char *tmpl, clf_chat *c) {
     memset(c, 0, sizeof *c);
     if (!tmpl || strstr(tmpl, "<|im_start|>")) {
         c->format = CLF_CHAT_CHATML;
-        /* A literal system turn in the template is its default system message. */
-        const char *s = tmpl ? strstr(tmpl, CHATML_SYS) : NULL;
-        const char *e = s ? strstr(s, "<|im_end|>") : NULL;
-        if (s && e) {
-            c->default_system = s + strlen(CHATML_SYS);
-            c->default_system_len = (size_t)(e - c->default_system);
-        }
+        if (tmpl) find_default_system(tmpl, c);
     } else if (strstr(tmpl, "<|start_header_id|>")) {
         c->format = CLF_CHAT_LLAMA3;
+        find_dated_system(tmpl, c);
+    } else if (strstr(tmpl, "<start_of_turn>")) {
+        c->format = CLF_CHAT_GEMMA;
+    } else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>")) {
+        c->format = CLF_CHAT_PHI3;
     } else if (strstr(tmpl, "<|user|>")) {
         c->format = CLF_CHAT_ZEPHYR;
     } else {
-        return clf_fail(CLF_ERR_FORMAT, "the model's chat template is not one clinfer knows (ChatML, Llama-3, Zephyr)");
+        return clf_fail(CLF_ERR_FORMAT, "the model's chat template is not one clinfer knows (ChatML, Llama-3, "
+                                        "Gemma, Phi-3, Zephyr)");
     }
     return CLF_OK;
+}
+
+clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c) {
+    const char *tmpl = clf_tokenizer_chat_template(t);
+    if (tmpl) return clf_chat_init(tmpl, c);
+    /* the turn markers of a format, as special tokens of the vocabulary */
+    static const struct { const char *tok[2]; const char *tmpl; } BY_TOKENS[] = {
+        {{"<start_of_turn>", "<end_of_turn>"}, "<start_of_turn>"},
+        {{"<|start_header_id|>", "<|eot_id|>"}, "<|start_header_id|>"},
+        {{"<|user|>", "<|end|>"}, "<|user|><|end|>"},
+    };
+    for (size_t i = 0; i < sizeof BY_TOKENS / sizeof BY_TOKENS[0]; i++)
+        if (clf_tokenizer_find(t, BY_TOKENS[i].tok[0]) >= 0 && clf_tokenizer_find(t, BY_TOKENS[i].tok[1]) >= 0)
+            return clf_chat_init(BY_TOKENS[i].tmpl, c);
+    return clf_chat_init(NULL, c);
 }
 
 const char *clf_chat_format_name(clf_chat_format f) {
@@ -32,58 +99,114 @@ const char *clf_chat_format_name(clf_chat_format f) {
     case CLF_CHAT_CHATML: return "ChatML";
     case CLF_CHAT_LLAMA3: return "Llama-3";
     case CLF_CHAT_ZEPHYR: return "Zephyr";
+    case CLF_CHAT_GEMMA: return "Gemma";
+    case CLF_CHAT_PHI3: return "Phi-3";
     }
     return "?";
 }
 
-static clf_status append(char **buf, size_t *len, const char *a, const char *b, const char *c) {
-    size_t n = strlen(a) + strlen(b) + strlen(c);
+/* ---- rendering ----------------------------------------------------------- */
+
+static clf_status put(char **buf, size_t *len, const char *s, size_t n) {
     char *grown = realloc(*buf, *len + n + 1);
     if (!grown) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    snprintf(grown + *len, n + 1, "%s%s%s", a, b, c);
+    memcpy(grown + *len, s, n);
+    grown[*len + n] = 0;
     *buf = grown;
     *len += n;
     return CLF_OK;
 }
 
-clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len) {
-    char head[64];
+static clf_status puts_(char **buf, size_t *len, const char *s) { return put(buf, len, s, strlen(s)); }
+
+/* Jinja's trim (Python's strip) on ASCII whitespace: Llama 3 and Gemma
+ * templates trim every message text. */
+static void trim(const char **s, size_t *n) {
+    while (*n && strchr(" \t\n\r\v\f", (*s)[0])) (*s)++, (*n)--;
+    while (*n && strchr(" \t\n\r\v\f", (*s)[*n - 1])) (*n)--;
+}
+
+/* One turn: the format's header for `role`, then `prefix` as it is, then
+ * the content (trimmed where the template trims), then the turn's end. */
+static clf_status turn(const clf_chat *c, const char *role, const char *prefix, const char *content, char **buf,
+                       size_t *len) {
+    char head[96];
+    const char *end = clf_chat_turn_end(c);
+    int trimmed = 0;
     switch (c->format) {
-    case CLF_CHAT_CHATML:
-        snprintf(head, sizeof head, "<|im_start|>%s\n", role);
-        return append(buf, len, head, content, "<|im_end|>\n");
+    case CLF_CHAT_CHATML: snprintf(head, sizeof head, "<|im_start|>%.32s\n", role); break;
     case CLF_CHAT_LLAMA3:
-        snprintf(head, sizeof head, "<|start_header_id|>%s<|end_header_id|>\n\n", role);
-        return append(buf, len, head, content, "<|eot_id|>");
+        snprintf(head, sizeof head, "<|start_header_id|>%.32s<|end_header_id|>\n\n", role);
+        trimmed = 1;
+        break;
     case CLF_CHAT_ZEPHYR:
-        snprintf(head, sizeof head, "<|%s|>\n", role);
-        return append(buf, len, head, content, "</s>\n");
+    case CLF_CHAT_PHI3: snprintf(head, sizeof head, "<|%.32s|>\n", role); break;
+    case CLF_CHAT_GEMMA:
+        if (!strcmp(role, "system"))
+            return clf_fail(CLF_ERR_ARG, "Gemma has no system turn: its text opens the first user turn "
+                                         "(clf_chat_render)");
+        snprintf(head, sizeof head, "<start_of_turn>%.32s\n", strcmp(role, "assistant") ? role : "model");
+        trimmed = 1;
+        break;
     }
-    return clf_fail(CLF_ERR_ARG, "bad chat format");
+    size_t n = strlen(content);
+    if (trimmed) trim(&content, &n);
+    CLF_TRY(puts_(buf, len, head));
+    CLF_TRY(puts_(buf, len, prefix));
+    CLF_TRY(put(buf, len, content, n));
+    return puts_(buf, len, end);
+}
+
+clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len) {
+    return turn(c, role, "", content, buf, len);
 }
 
 clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *len) {
     switch (c->format) {
-    case CLF_CHAT_CHATML: return append(buf, len, "<|im_start|>assistant\n", "", "");
-    case CLF_CHAT_LLAMA3: return append(buf, len, "<|start_header_id|>assistant<|end_header_id|>\n\n", "", "");
-    case CLF_CHAT_ZEPHYR: return append(buf, len, "<|assistant|>\n", "", "");
+    case CLF_CHAT_CHATML: return puts_(buf, len, "<|im_start|>assistant\n");
+    case CLF_CHAT_LLAMA3: return puts_(buf, len, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    case CLF_CHAT_ZEPHYR:
+    case CLF_CHAT_PHI3: return puts_(buf, len, "<|assistant|>\n");
+    case CLF_CHAT_GEMMA: return puts_(buf, len, "<start_of_turn>model\n");
     }
     return clf_fail(CLF_ERR_ARG, "bad chat format");
+}
+
+static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
+                         size_t *len) {
+    const char *sys = n > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
+    char *prefix = NULL;
+    clf_status st = CLF_OK;
+    int i = 0;
+    if (c->knowledge[0]) { /* Llama 3.1+: the dated system turn, always */
+        char dated[96];
+        snprintf(dated, sizeof dated, "Cutting Knowledge Date: %s\nToday Date: %s\n\n", c->knowledge, c->date);
+        st = turn(c, "system", dated, sys ? sys : "", buf, len);
+        i = sys != NULL;
+    } else if (c->format == CLF_CHAT_GEMMA && sys) { /* the system text opens the first turn */
+        size_t k = strlen(sys);
+        if (!(prefix = malloc(k + 3))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        memcpy(prefix, sys, k);
+        memcpy(prefix + k, "\n\n", 3);
+        i = 1;
+    } else if (c->default_system && !sys) {
+        char *d = strndup(c->default_system, c->default_system_len);
+        st = d ? turn(c, "system", "", d, buf, len) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        free(d);
+    }
+    for (int first = i; st == CLF_OK && i < n; i++)
+        st = turn(c, msgs[i].role, i == first && prefix ? prefix : "", msgs[i].content, buf, len);
+    free(prefix);
+    if (st == CLF_OK && reply_start) st = clf_chat_append_reply_start(c, buf, len);
+    if (st == CLF_OK && !*buf) st = put(buf, len, "", 0);
+    return st;
 }
 
 clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
                            size_t *len) {
     *buf = NULL;
     *len = 0;
-    clf_status st = CLF_OK;
-    if (c->default_system && (n == 0 || strcmp(msgs[0].role, "system") != 0)) {
-        char *sys = strndup(c->default_system, c->default_system_len);
-        st = sys ? clf_chat_append(c, "system", sys, buf, len) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-        free(sys);
-    }
-    for (int i = 0; st == CLF_OK && i < n; i++) st = clf_chat_append(c, msgs[i].role, msgs[i].content, buf, len);
-    if (st == CLF_OK && reply_start) st = clf_chat_append_reply_start(c, buf, len);
-    if (st == CLF_OK && !*buf) st = append(buf, len, "", "", "");
+    clf_status st = render(c, msgs, n, reply_start, buf, len);
     if (st != CLF_OK) {
         free(*buf);
         *buf = NULL;
@@ -97,6 +220,8 @@ const char *clf_chat_turn_end(const clf_chat *c) {
     case CLF_CHAT_CHATML: return "<|im_end|>\n";
     case CLF_CHAT_LLAMA3: return "<|eot_id|>";
     case CLF_CHAT_ZEPHYR: return "</s>\n";
+    case CLF_CHAT_GEMMA: return "<end_of_turn>\n";
+    case CLF_CHAT_PHI3: return "<|end|>\n";
     }
     return "";
 }

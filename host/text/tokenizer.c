@@ -579,7 +579,7 @@ clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_
     const char *p = t->pieces + t->piece_off[id];
     size_t len = t->piece_len[id];
     if (!(d->flags & CLF_DETOK_SPECIAL) && is_hidden(t, id)) len = 0;
-    if (!d->started && (d->flags & CLF_DETOK_LSTRIP) && len && p[0] == ' ') {
+    if (!d->started && (d->flags & CLF_DETOK_LSTRIP) && t->add_space_prefix && len && p[0] == ' ') {
         p++;
         len--;
     }

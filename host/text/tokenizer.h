@@ -75,7 +75,7 @@ size_t clf_tokenizer_max_piece(const clf_tokenizer *t);
 
 enum {
     CLF_DETOK_SPECIAL = 1, /* render control and unknown tokens as their text (default: "") */
-    CLF_DETOK_LSTRIP = 2,  /* drop one leading space of the first token (undoes the SPM space prefix) */
+    CLF_DETOK_LSTRIP = 2,  /* undo the SPM space prefix: drop one leading space of the first token where the model adds one */
 };
 
 typedef struct clf_detok {

@@ -3,9 +3,9 @@
  * CLF_ERR_FORMAT; a file that parses must then survive every accessor over
  * every key and tensor (typed getters of every type, arrays, strings, finds
  * by name), with every pointer it hands out inside the input, and every
- * consumer a hostile file reaches: the tokenizer loader, the Llama
- * hyperparameter checks, the host dequantizers, and the writer's copy
- * (quantize's path) whose output must parse back to the same keys.
+ * consumer a hostile file reaches: the tokenizer loader and chat format,
+ * the Llama hyperparameter checks, the host dequantizers, and the writer's
+ * copy (quantize's path) whose output must parse back to the same keys.
  *
  * Built by the CLINFER_FUZZ build (build-fuzz); the same code replays
  * tests/fuzz/regressions/gguf-* in the ordinary suite
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat.h"
 #include "gguf.h"
 #include "llama.h"
 #include "quant.h"
@@ -172,7 +173,17 @@ static void fg_tokenizer(const clf_gguf *g) {
         free(out);
         free(ids);
     }
-    (void)clf_tokenizer_chat_template(t);
+    /* the file's chat template (or its tokens) gives a format or a format error */
+    clf_chat chat;
+    st = clf_chat_init_model(t, &chat);
+    FG_CHECK(st == CLF_OK || st == CLF_ERR_FORMAT);
+    if (st == CLF_OK) {
+        static const clf_chat_msg msgs[] = {{"system", " s\n"}, {"user", "u"}, {"assistant", " "}, {"user", "\t"}};
+        char *buf;
+        size_t len;
+        FG_CHECK(clf_chat_render(&chat, msgs, 4, 1, &buf, &len) == CLF_OK && len == strlen(buf));
+        free(buf);
+    }
     clf_tokenizer_free(t);
 }
 

@@ -5,9 +5,12 @@ tests/test_tokenizer.c:
   python3 tests/peer/record_tokens.py MODEL.gguf > tests/data/tokens_smollm2.txt
   python3 tests/peer/record_tokens.py --pre ggml-vocab-gpt-2.gguf > tests/data/tokens_pretok.txt
   python3 tests/peer/record_tokens.py ggml-vocab-phi-3.gguf > tests/data/tokens_phi3.txt
+  python3 tests/peer/record_tokens.py gemma-3-270m-q4_k_m.gguf > tests/data/tokens_gemma3.txt
 
-The first and third use a vocabulary as it is (the third: SentencePiece with
-Phi-3's special tokens, after which llama.cpp drops whitespace). The second runs the
+The first, third and fourth use a vocabulary as it is (the third:
+SentencePiece with Phi-3's special tokens, after which llama.cpp drops
+whitespace; the fourth: Gemma 3's 262k SentencePiece vocabulary, no space
+prefix, user-defined whitespace and HTML tokens). The second runs the
 GPT-2 vocabulary (llama.cpp's models/ggml-vocab-gpt-2.gguf) under each
 pre-tokenizer in PRES, overriding tokenizer.ggml.pre, so the regexes of
 vocabularies not at hand (Llama 3, Qwen2, ...) are checked too.
@@ -89,6 +92,13 @@ TEXTS = [
     "<s><|system|>\nYou are helpful.<|end|>\n<|user|>\n  What is 2+2?<|end|>\n<|assistant|>\n",
     "<|user|>Hi</s> <s>  x <unk> y<|endoftext|>\t\n z <|placeholder1|><|placeholder2|>",
     "text </s>",
+    # Gemma: its turns, and user-defined tokens (HTML tags, runs of
+    # whitespace) that are split out before SentencePiece
+    "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><start_of_turn>user\n  Hi\t\t<end_of_turn>\n\n\n<eos>",
+    "<table><tr><td>1</td></tr></table> <b>bold</b><em>x</em> <h1>T</h1>",
+    "\t\t\tindented\n\n\n\n    four  two\n\t \t",
+    "<unused0> [multimodal] <start_of_image><end_of_image> <mask> <pad>",
 ]
 
 

@@ -1,18 +1,20 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--arch A] [--layers N]
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--ff N] [--arch A] [--layers N]
  *                  [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
  *       a random model (tests/support: tiny_model_write, default a one-layer
  *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
  *       so that `clinfer run` works on it; weights of TYPE (default F32);
  *       --no-eog gives it no end-of-generation token, so a run stops only at
- *       -n. The family options: --arch (llama, qwen2, qwen3, gemma3, phi3, or
- *       any name: the file then has Llama's tensors), --layers, --embd (the
- *       embedding width when it differs from the 2 heads of 16 or 64), --window
- *       (gemma3's sliding window), --rot (rotated dims), --rope-freqs (Llama
- *       3.1 factors), --untied (an output matrix). tests/peer/record.py gives
- *       these files to llama.cpp.
+ *       -n; --ff N: the feed-forward width (default 64; 384 N bytes of F32
+ *       weights: a large file that still loads in a moment). The family
+ *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
+ *       file then has Llama's tensors), --layers, --embd (the embedding width
+ *       when it differs from the 2 heads of 16), --window (gemma3's sliding
+ *       window), --rot (rotated dims), --rope-freqs (Llama 3.1 factors),
+ *       --untied (an output matrix). tests/peer/record.py gives these files
+ *       to llama.cpp.
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
@@ -198,6 +200,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--rope-freqs")) tm.rope_freqs = 1;
             else if (!strcmp(a, "--untied")) tm.tied = 0;
             else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
+            else if (!strcmp(a, "--ff") && v && (tm.n_ff = atoi(argv[++i])) > 0 && tm.n_ff % 32 == 0) {}
             else if (!strcmp(a, "--arch") && v) tm.arch = argv[++i];
             else if (!strcmp(a, "--layers") && v) tm.n_layer = atoi(argv[++i]);
             else if (!strcmp(a, "--embd") && v) tm.n_embd = atoi(argv[++i]);
@@ -212,7 +215,7 @@ int main(int argc, char **argv) {
         return write_model(argv[2], tm, 0, eog, seed);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--arch A] [--layers N] [--embd D] "
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--ff N] [--arch A] [--layers N] [--embd D] "
                     "[--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
     return 2;
 }

@@ -1,0 +1,211 @@
+/* The public API (include/clinfer.h): version, errors, devices, models and
+ * their text functions (tokenizer, detokenizer, chat templates). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "chat.h"
+#include "estimate.h"
+#include "model_path.h"
+
+const char *clinfer_version(void) { return CLINFER_VERSION; }
+const char *clinfer_last_error(void) { return clf_last_error(); }
+const char *clinfer_status_name(clinfer_status st) { return clf_status_name((clf_status)st); }
+void clinfer_free(void *p) { free(p); }
+
+clf_status api_read_params(void *dst, size_t size, const void *src, const char *what) {
+    if (!src) return CLF_OK;
+    size_t n = *(const size_t *)src;
+    if (n < sizeof(size_t))
+        return clf_fail(CLF_ERR_ARG, "%s.size is %zu: set it to sizeof(%s)", what, n, what);
+    if (n > size) n = size;
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
+    return CLF_OK;
+}
+
+clf_status api_write_info(void *dst, const void *src, size_t size, const char *what) {
+    size_t n = *(const size_t *)dst;
+    if (n < sizeof(size_t))
+        return clf_fail(CLF_ERR_ARG, "%s.size is %zu: set it to sizeof(%s)", what, n, what);
+    if (n > size) n = size;
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
+    return CLF_OK;
+}
+
+/* ---- devices ---------------------------------------------------------------- */
+
+clinfer_status clinfer_device_count(int *n) {
+    API_NOT_NULL(n);
+    clf_device *devs = NULL;
+    clf_status st = clf_devices_list(&devs, n);
+    free(devs);
+    return (clinfer_status)st;
+}
+
+clinfer_status clinfer_device_get(int index, clinfer_device_info *info) {
+    API_NOT_NULL(info);
+    clf_device *devs = NULL;
+    int n;
+    API_TRY(clf_devices_list(&devs, &n));
+    clf_status st = CLF_OK;
+    if (index < 0 || index >= n) st = clf_fail(CLF_ERR_ARG, "no device %d: there are %d", index, n);
+    if (st == CLF_OK) {
+        const clf_device *d = &devs[index];
+        clinfer_device_info out = {.size = sizeof out,
+                                   .compute_units = d->compute_units,
+                                   .global_mem = d->global_mem,
+                                   .max_alloc = d->max_alloc,
+                                   .is_default = index == clf_device_default(devs, n)};
+        snprintf(out.selector, sizeof out.selector, "%d:%d", d->platform_index, d->device_index);
+        snprintf(out.platform, sizeof out.platform, "%s", d->platform_name);
+        snprintf(out.name, sizeof out.name, "%s", d->name);
+        snprintf(out.type, sizeof out.type, "%s", clf_device_type_name(d->type));
+        st = api_write_info(info, &out, sizeof out, "clinfer_device_info");
+    }
+    free(devs);
+    return (clinfer_status)st;
+}
+
+/* ---- models ----------------------------------------------------------------- */
+
+clinfer_model_params clinfer_model_default_params(void) {
+    return (clinfer_model_params){.size = sizeof(clinfer_model_params)};
+}
+
+/* What clinfer_model_get_info reports, read once at load from the file. */
+static clf_status read_info(const clf_gguf *g, clinfer_model *m) {
+    clf_model_shape sh;
+    CLF_TRY(clf_model_shape_from_gguf(g, &sh));
+    clinfer_model_info *in = &m->info;
+    in->size = sizeof *in;
+    snprintf(in->arch, sizeof in->arch, "%s", sh.arch);
+    const clf_gguf_kv *name = clf_gguf_find(g, "general.name");
+    if (name && name->type == CLF_GGUF_STRING)
+        snprintf(in->name, sizeof in->name, "%.*s", (int)(name->str.len < 127 ? name->str.len : 127), name->str.ptr);
+    snprintf(in->weight_type, sizeof in->weight_type, "%s", clf_type_get(sh.type_attn)->name);
+    clf_chat chat;
+    if (clf_chat_init_model(m->tok, &chat) == CLF_OK)
+        snprintf(in->chat_format, sizeof in->chat_format, "%s", clf_chat_format_name(chat.format));
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        in->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+    }
+    in->n_vocab = (int)sh.n_vocab;
+    in->n_ctx_train = (int)sh.n_ctx_train;
+    in->n_embd = (int)sh.n_embd;
+    in->n_layer = (int)sh.n_layer;
+    in->n_head = (int)sh.n_head;
+    in->n_head_kv = (int)sh.n_head_kv;
+    in->n_ff = (int)sh.n_ff;
+    in->bos = clf_tokenizer_bos(m->tok);
+    in->eos = clf_tokenizer_eos(m->tok);
+    return CLF_OK;
+}
+
+static clf_status load(const char *path, const char *device, const clinfer_model_params *p, clinfer_model *m) {
+    char file[4096];
+    clf_gguf *g = NULL;
+    clf_status st = clf_model_path(path, file, sizeof file);
+    if (st == CLF_OK) st = clf_gguf_open(file, &g);
+    if (st == CLF_OK) st = clf_tokenizer_load(g, &m->tok);
+    if (st == CLF_OK) st = read_info(g, m);
+    if (st == CLF_OK && !p->vocab_only) {
+        st = clf_runtime_create(device, &m->rt);
+        if (st == CLF_OK) st = clf_llama_load(m->rt, g, &m->llama);
+        if (st == CLF_OK && clf_tokenizer_n_vocab(m->tok) != m->llama->hp.n_vocab)
+            st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(m->tok),
+                          m->llama->hp.n_vocab);
+        if (st == CLF_OK) {
+            snprintf(m->info.device, sizeof m->info.device, "%s", m->rt->dev.name);
+            m->info.device_bytes = m->llama->device_bytes;
+        }
+    }
+    clf_gguf_close(g); /* the weights are on the device; the tokenizer keeps its own copy */
+    return st;
+}
+
+clinfer_status clinfer_model_load(const char *path, const char *device, const clinfer_model_params *params,
+                                  clinfer_model **out) {
+    API_NOT_NULL(out);
+    *out = NULL;
+    clinfer_model_params p = clinfer_model_default_params();
+    API_TRY(api_read_params(&p, sizeof p, params, "clinfer_model_params"));
+    clinfer_model *m = calloc(1, sizeof *m);
+    if (!m) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (pthread_mutex_init(&m->device_lock, NULL)) {
+        free(m);
+        return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "cannot create a mutex");
+    }
+    clf_status st = load(path, device, &p, m);
+    if (st != CLF_OK) {
+        clinfer_model_free(m);
+        return (clinfer_status)st;
+    }
+    *out = m;
+    return CLINFER_OK;
+}
+
+void clinfer_model_free(clinfer_model *m) {
+    if (!m) return;
+    clf_llama_free(m->llama);
+    clf_runtime_free(m->rt);
+    clf_tokenizer_free(m->tok);
+    pthread_mutex_destroy(&m->device_lock);
+    free(m);
+}
+
+clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info *info) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(info);
+    return (clinfer_status)api_write_info(info, &m->info, sizeof m->info, "clinfer_model_info");
+}
+
+int clinfer_model_n_vocab(const clinfer_model *m) { return m ? m->info.n_vocab : 0; }
+
+/* ---- text ------------------------------------------------------------------- */
+
+clinfer_status clinfer_tokenize(const clinfer_model *m, const char *text, size_t len, int add_special,
+                                int parse_special, int32_t **tokens, int *n) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(text);
+    API_NOT_NULL(tokens);
+    API_NOT_NULL(n);
+    *tokens = NULL;
+    *n = 0;
+    return (clinfer_status)clf_tokenize(m->tok, text, len, add_special, parse_special, tokens, n);
+}
+
+clinfer_status clinfer_detokenize(const clinfer_model *m, const int32_t *tokens, int n, int special, char **text,
+                                  size_t *len) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(text);
+    API_NOT_NULL(len);
+    *text = NULL;
+    *len = 0;
+    if (n < 0 || (n > 0 && !tokens)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_detokenize: no tokens");
+    return (clinfer_status)clf_detokenize(m->tok, tokens, n, special ? CLF_DETOK_SPECIAL : 0, text, len);
+}
+
+int clinfer_token_is_eog(const clinfer_model *m, int32_t token) { return m && clf_token_is_eog(m->tok, token); }
+
+clinfer_status clinfer_chat_apply(const clinfer_model *m, const clinfer_chat_message *msgs, int n, int add_assistant,
+                                  char **text, size_t *len) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(text);
+    API_NOT_NULL(len);
+    *text = NULL;
+    *len = 0;
+    if (n < 0 || (n > 0 && !msgs)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_chat_apply: no messages");
+    for (int i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_chat_apply: message %d has no role or content", i);
+    clf_chat c;
+    API_TRY(clf_chat_init_model(m->tok, &c));
+    clf_chat_msg *cm = malloc((size_t)(n ? n : 1) * sizeof *cm);
+    if (!cm) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; i < n; i++) cm[i] = (clf_chat_msg){msgs[i].role, msgs[i].content};
+    clf_status st = clf_chat_render(&c, cm, n, add_assistant, text, len);
+    free(cm);
+    return (clinfer_status)st;
+}

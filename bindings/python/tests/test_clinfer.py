@@ -1,0 +1,181 @@
+"""The Python package against the `clinfer` command, on the default model
+(`make model`) and a tiny one. Run by tests/python.sh (ctest `python`), which
+installs the library where the loader finds it (LD_LIBRARY_PATH) and sets
+CLINFER_BIN (the installed command) and CLINFER_TINY_MODEL (a tiny model
+without an end-of-generation token)."""
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import clinfer
+
+BIN = os.environ.get("CLINFER_BIN", "clinfer")
+PROMPT = "Once upon a time, in a small village,"
+
+
+def cli(*args):
+    """The command's stdout; it must succeed."""
+    r = subprocess.run([BIN, *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def model():
+    with clinfer.Model() as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    path = os.environ.get("CLINFER_TINY_MODEL")
+    if not path:
+        pytest.fail("CLINFER_TINY_MODEL is not set (tests/python.sh sets it)")
+    with clinfer.Model(path) as m:
+        yield m
+
+
+def test_library_lookup(monkeypatch, tmp_path):
+    from clinfer import _lib
+    assert os.path.basename(_lib._find()).startswith("libclinfer.so")  # the loader's, here
+    monkeypatch.setenv("CLINFER_LIBRARY", str(tmp_path / "libclinfer.so"))
+    assert _lib._find() == str(tmp_path / "libclinfer.so")  # the environment comes first
+
+
+def test_version():
+    assert clinfer.version() == clinfer.__version__ == "0.1.0"
+
+
+def test_devices():
+    devs = clinfer.devices()
+    assert devs and sum(d["is_default"] for d in devs) == 1
+    assert all(d["selector"].count(":") == 1 and d["name"] for d in devs)
+
+
+def test_info(model):
+    assert model.info["arch"] == "llama"
+    assert model.info["n_vocab"] == model.n_vocab == 49152
+    assert model.info["weight_type"] == "Q4_1" and model.info["chat_format"] == "ChatML"
+    assert model.info["n_params"] > 100_000_000 and model.info["device"]
+
+
+def test_greedy_text_is_clinfer_runs(model):
+    want = cli("run", "-p", PROMPT, "-n", "16")
+    with model.session() as s:
+        got = s.generate(PROMPT, max_tokens=16)
+        assert len(got) > 40 and got + "\n" == want
+        assert s.last_result["n_generated"] == 16 and s.last_result["stop"] == "max_tokens"
+        assert s.generate(PROMPT, max_tokens=16) == got  # reset=True: the same again
+
+
+def test_chat_greedy_is_clinfer_run_chat(model):
+    want = cli("run", "--chat", "-p", "Say hello.", "-n", "12")
+    with model.session() as s:
+        got = s.generate("Say hello.", max_tokens=12, chat=True)
+        assert got and got + "\n" == want
+
+
+def test_stream_pieces_make_the_text(model):
+    with model.session() as s:
+        whole = s.generate(PROMPT, max_tokens=16)
+        pieces = list(s.generate(PROMPT, max_tokens=16, stream=True))
+    assert len(pieces) == 16 and all(isinstance(p, str) for p in pieces)
+    assert "".join(pieces) == whole
+
+
+def test_tokenize_is_clinfer_tokenize(model):
+    text = "Hello, world! Ünïcödé and <|im_start|> 12345"
+    want = [int(x) for x in cli("tokenize", "-p", text).split()]
+    assert model.tokenize(text) == want
+    special = [int(x) for x in cli("tokenize", "--special", "-p", text).split()]
+    assert model.tokenize(text, parse_special=True) == special != want
+    assert model.detokenize(want) == text
+
+
+def test_logits(model):
+    ids = model.tokenize(PROMPT)
+    with model.session() as s:
+        assert s.logits is None
+        s.eval(ids)
+        lg = s.logits
+        assert isinstance(lg, np.ndarray) and lg.dtype == np.float32 and lg.shape == (model.n_vocab,)
+        assert np.isfinite(lg).all()
+        first = s.generate(ids, max_tokens=1)
+        assert first == model.detokenize([int(np.argmax(lg))])
+        all_rows = model.session().eval(ids, all_logits=True)
+        assert all_rows.shape == (len(ids), model.n_vocab)
+        # the same row through the batched product (GEMM, not GEMV): close, not equal
+        assert np.argmax(all_rows[-1]) == np.argmax(lg)
+        assert np.abs(all_rows[-1] - lg).max() < 0.02 * np.abs(lg).max()
+
+
+def test_bad_path_raises_the_librarys_message():
+    path = "/nonexistent/model.gguf"
+    with pytest.raises(clinfer.Error) as e:
+        clinfer.Model(path)
+    assert e.value.status == 3 and e.value.status_name == "I/O error"
+    r = subprocess.run([BIN, "run", "-m", path, "-p", "hi"], capture_output=True, text=True)
+    assert r.returncode == 3
+    assert r.stderr.strip() == f"clinfer: {e.value}"  # the CLI's one line, word for word
+
+
+def test_errors(tiny):
+    with pytest.raises(clinfer.Error) as e:
+        clinfer.Model(os.environ["CLINFER_TINY_MODEL"], device="no-such-device")
+    assert e.value.status == 5
+    with tiny.session(n_ctx=8) as s:
+        with pytest.raises(clinfer.Error) as e:
+            s.eval(list(range(9)))
+        assert e.value.status == 8 and "do not fit" in e.value.message
+        with pytest.raises(clinfer.Error):
+            s.generate("hi", temperature=float("nan"))
+    vocab = clinfer.Model(os.environ["CLINFER_TINY_MODEL"], vocab_only=True)
+    assert vocab.tokenize("hi") == tiny.tokenize("hi")
+    with pytest.raises(clinfer.Error) as e:
+        vocab.session()
+    assert "vocab_only" in e.value.message
+
+
+def test_cancel_stops_generation(tiny):
+    big = 60000  # seconds of generation on the tiny model: only a cancel ends it early
+    with tiny.session(n_ctx=65536) as s:
+        pieces = []
+        for p in s.generate("hi", max_tokens=big, stream=True):
+            pieces.append(p)
+            if len(pieces) == 3:
+                s.cancel()
+        assert s.last_result["stop"] == "cancelled"
+        assert 3 <= s.last_result["n_generated"] < big
+        # a closed stream cancels too
+        it = s.generate("hi", max_tokens=big, stream=True)
+        next(it)
+        it.close()
+        assert s.last_result["stop"] == "cancelled" and s.last_result["n_generated"] < big
+        # and so can another thread
+        timer = threading.Timer(0.2, s.cancel)
+        timer.start()
+        s.generate("hi", max_tokens=big)
+        timer.join()
+        assert s.last_result["stop"] == "cancelled" and s.last_result["n_generated"] < big
+        # a request is for one generation: the next one runs to its end
+        assert len(list(s.generate("hi", max_tokens=5, stream=True))) == 5
+        assert s.last_result["stop"] == "max_tokens"
+
+
+def test_sessions_share_a_model_across_threads(tiny):
+    want = tiny.session().generate("hi", max_tokens=20)
+    got = [None] * 4
+
+    def work(i):
+        with tiny.session() as s:
+            got[i] = s.generate("hi", max_tokens=20)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [want] * 4

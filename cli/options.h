@@ -1,0 +1,50 @@
+/* The one option parser of every command: glibc's getopt_long over a table
+ * (so --opt=value, `--`, unique abbreviations and a missing value all work
+ * the same way everywhere), with each number checked against its range. */
+#ifndef CLF_CLI_OPTIONS_H
+#define CLF_CLI_OPTIONS_H
+
+#include <math.h>
+
+typedef enum cli_kind {
+    CLI_FLAG,  /* int, set to 1 */
+    CLI_STR,   /* const char *: a name or a path, never empty */
+    CLI_TEXT,  /* const char *: free text, may be empty */
+    CLI_INT,   /* int in lo..hi */
+    CLI_U64,   /* uint64_t in lo..hi (lo >= 0) */
+    CLI_FLOAT, /* float in flo..fhi (fhi INFINITY: no upper bound), finite */
+    CLI_KV,    /* clf_type: f32 or f16 (the KV cache's types) */
+} cli_kind;
+
+typedef struct cli_option {
+    const char *name; /* as the user writes it: "-n" (short) or "--ctx" (long) */
+    cli_kind kind;
+    void *dst;
+    long long lo, hi;  /* CLI_INT, CLI_U64 */
+    double flo, fhi;   /* CLI_FLOAT */
+    int open_lo;       /* CLI_FLOAT: flo itself is out of range */
+} cli_option;
+
+/* Table entries, one per kind (an entry with no name ends a table: {0}). */
+#define CLI_OPT_FLAG(nm, d) {.name = (nm), .kind = CLI_FLAG, .dst = (d)}
+#define CLI_OPT_STR(nm, d) {.name = (nm), .kind = CLI_STR, .dst = (d)}
+#define CLI_OPT_TEXT(nm, d) {.name = (nm), .kind = CLI_TEXT, .dst = (d)}
+#define CLI_OPT_KV(nm, d) {.name = (nm), .kind = CLI_KV, .dst = (d)}
+#define CLI_OPT_INT(nm, d, l, h) {.name = (nm), .kind = CLI_INT, .dst = (d), .lo = (l), .hi = (h)}
+#define CLI_OPT_U64(nm, d, l, h) {.name = (nm), .kind = CLI_U64, .dst = (d), .lo = (l), .hi = (h)}
+#define CLI_OPT_FLOAT(nm, d, l, h) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .flo = (l), .fhi = (h)}
+/* A float > 0, no upper bound. */
+#define CLI_OPT_POSITIVE(nm, d) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .fhi = INFINITY, .open_lo = 1}
+
+/* Parses argv[1..argc-1] against `opts` (ended by an entry with no name):
+ * -n 5, -n5, -n=5, --ctx 64, --ctx=64, --co 64 (a unique abbreviation);
+ * `--` ends the options; -h/--help prints `usage` to stdout. Non-option
+ * arguments go to pos (at most max_pos, counted in *n_pos; pos may be NULL
+ * when max_pos is 0).
+ * Returns -1 when the command should go on, else the exit status to return
+ * now: 0 after --help, CLF_ERR_ARG after a usage error (printed with the
+ * usage line, `clinfer: usage error: <message>`). */
+int cli_parse(int argc, char **argv, const cli_option *opts, const char *usage, const char **pos, int max_pos,
+              int *n_pos);
+
+#endif

@@ -1,0 +1,47 @@
+# What `cmake --install` (and `make install PREFIX=...`) puts where, and the
+# Debian package built from it (`cpack -G DEB` in the build folder):
+#   bin/clinfer, lib/libclinfer.so.0.1.0 (SONAME libclinfer.so.0),
+#   include/clinfer.h, lib/pkgconfig/clinfer.pc,
+#   lib/cmake/clinfer/ (find_package(clinfer): the target clinfer::clinfer).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS clinfer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS clinfer_shared EXPORT clinferTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+# clinfer.pc is written at install time, for the prefix installed into
+# (--prefix, PREFIX=, /usr in the .deb); an unpacked tree is used with
+# `pkg-config --define-prefix`.
+install(CODE "set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+set(PROJECT_VERSION ${PROJECT_VERSION})
+configure_file(\"${CMAKE_SOURCE_DIR}/cmake/clinfer.pc.in\" \"${CMAKE_BINARY_DIR}/clinfer.pc\" @ONLY)")
+install(FILES ${CMAKE_BINARY_DIR}/clinfer.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+set(CLINFER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/clinfer)
+install(EXPORT clinferTargets NAMESPACE clinfer:: DESTINATION ${CLINFER_CMAKE_DIR})
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/clinferConfig.cmake.in
+                              ${CMAKE_BINARY_DIR}/clinferConfig.cmake INSTALL_DESTINATION ${CLINFER_CMAKE_DIR})
+# 0.x: a minor version may break the API, so only the same minor is compatible.
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/clinferConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/clinferConfig.cmake ${CMAKE_BINARY_DIR}/clinferConfigVersion.cmake
+        DESTINATION ${CLINFER_CMAKE_DIR})
+
+# The .deb: run-time dependencies are what dpkg-shlibdeps finds the binaries
+# linked with (OpenCL loader, PCRE2, CLBlast and OpenBLAS when built with
+# them); an OpenCL driver (ICD) is recommended, not required, since any
+# vendor's will do.
+set(CPACK_PACKAGE_NAME clinfer)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "portable LLM inference engine on OpenCL: command, library and header")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "clinfer developers <clinfer@localhost>")
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "pocl-opencl-icd | opencl-icd")
+set(CPACK_GENERATOR DEB)
+include(CPack)
