@@ -75,8 +75,7 @@ def load(path, kv_f32=False):
     # llama.cpp's default KV cache is F16; an F32 one (type 0) leaves only
     # summation order between the two engines
     kv = {"type_k": 0, "type_v": 0} if kv_f32 else {}
-    return llama_cpp.Llama(model_path=path, n_ctx=1024, n_batch=1024, n_threads=2, logits_all=True, verbose=False,
-                           **kv)
+    return llama_cpp.Llama(model_path=path, n_ctx=1024, n_batch=1024, n_threads=2, verbose=False, **kv)
 
 
 def record_case(llm, ids, n_gen, out):
@@ -85,7 +84,9 @@ def record_case(llm, ids, n_gen, out):
     llm.eval(ids)
     gen = []
     for step in range(n_gen + 1):
-        logits = np.array(llm.eval_logits[-1], dtype=np.float64)
+        # the last token's row, all llama.cpp computes without logits_all
+        # (which would keep n_ctx x 262k floats for Gemma 3)
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
         order = np.argsort(-logits, kind="stable")[:TOP]
         top = " ".join(f"{i}:{logits[i]:.5f}" for i in order)
         print(f"S {step} {np.linalg.norm(logits):.4f} {top}", file=out)
