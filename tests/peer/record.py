@@ -8,6 +8,8 @@ A real model (the default SmolLM2, as shipped and converted to F32; Gemma 3
   build/clinfer quantize MODEL.gguf /tmp/f32.gguf F32
   python3 tests/peer/record.py /tmp/f32.gguf > tests/data/peer_smollm2_f32.txt
   python3 tests/peer/record.py --gemma gemma-3-270m-q4_k_m.gguf > tests/data/peer_gemma3_270m.txt
+  build/clinfer quantize gemma-3-270m-q4_k_m.gguf /tmp/g32.gguf F32   (or gguf-py's dequantize)
+  python3 tests/peer/record.py --gemma /tmp/g32.gguf > tests/data/peer_gemma3_270m_f32.txt
 
 Tiny random models of every family, written by tests/tools/tiny_gguf with
 each family's quirks switched on (see FAMILIES), on random token ids:
