@@ -190,6 +190,45 @@ static void test_gemma3(void **state) {
     check(&mc, 12, 64, 8);
 }
 
+/* Rewinding a Gemma 3 context whose local layers' ring wrapped: back by at
+ * most a batch keeps the window's keys (the logits match the reference
+ * again), further forgets everything. */
+static void test_rewind_ring(void **state) {
+    (void)state;
+    tiny_model tm = BASE;
+    tm.arch = "gemma3", tm.n_layer = 6, tm.n_head = 2, tm.n_embd = 96, tm.window = 8, tm.tied = 1;
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    enum { N = 50, V = 97 };
+    int32_t toks[N];
+    uint64_t s = tu_seed();
+    for (int i = 0; i < N; i++) toks[i] = (int32_t)(tu_next(&s) % V);
+    double *ref = malloc((size_t)N * V * sizeof *ref);
+    assert_int_equal(ref_llama_forward(g, toks, N, ref), 0);
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_load(tu_runtime(), g, &m));
+    TU_OK(clf_llama_ctx_create(m, 256, 8, CLF_F32, &c));
+    assert_int_equal(c->kv_swa.n_ctx, 32); /* the window and a batch, rounded up */
+    float logits[V];
+    TU_OK(clf_llama_eval(c, toks, N, 0, logits));
+    clf_llama_rewind(c, N - 8); /* one batch back: the ring still holds the window before it */
+    assert_int_equal(c->n_past, N - 8);
+    TU_OK(clf_llama_eval(c, toks + N - 8, 8, 0, logits));
+    assert_true(tu_rel_err(logits, ref + (size_t)(N - 1) * V, V) < 1e-4);
+    clf_llama_rewind(c, 20); /* 30 back: positions 13..19 were overwritten */
+    assert_int_equal(c->n_past, 0);
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+    free(ref);
+}
+
 /* Phi-3: attn_qkv and gate|up stored fused, a partial rotation, untied. */
 static void test_phi3(void **state) {
     (void)state;
@@ -239,6 +278,7 @@ int main(void) {
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_llama3_rope),
         cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_rewind_ring),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_context_full_is_an_error),
     };
