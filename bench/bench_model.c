@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "estimate.h"
 #include "llama.h"
 #include "model_path.h"
@@ -13,6 +14,9 @@
 
 static const char *USAGE =
     "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16] [--device SEL | --all-devices] [--json]";
+
+/* decode steps before timing (kernel builds), and profiled per device */
+enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
 
 typedef struct {
     const char *model_path, *device;
@@ -48,18 +52,22 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_status st = clf_model_shape_from_gguf(g, &shape);
     if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
     if (st == CLF_OK) st = clf_llama_load(rt, g, &m);
-    if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + 16, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
+    if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + PROFILE_TOKENS, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
     if (st != CLF_OK) goto done;
     const clf_llama_hparams *hp = &m->hp;
+    /* token ids for every read below: the prompt, the generated run, and
+     * the warm-up's and profile's PROFILE_TOKENS steps from position 0 */
+    int n_toks = o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    if (n_toks < PROFILE_TOKENS) n_toks = PROFILE_TOKENS;
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-    toks = malloc((size_t)(o->n_prompt + o->n_gen + 1) * sizeof *toks);
+    toks = malloc((size_t)n_toks * sizeof *toks);
     tps = malloc((size_t)o->reps * sizeof *tps);
     if (!logits || !toks || !tps) {
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         goto done;
     }
     uint64_t s = 88172645463325252ull;
-    for (int i = 0; i < o->n_prompt + o->n_gen + 1; i++) {
+    for (int i = 0; i < n_toks; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         toks[i] = (int32_t)(s % (uint64_t)hp->n_vocab);
     }
@@ -72,7 +80,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
     if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
-    for (int i = 0; st == CLF_OK && i < 4; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+    for (int i = 0; st == CLF_OK && i < WARMUP_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
     if (st != CLF_OK) goto done;
     if (o->n_prompt > 0) {
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
@@ -103,7 +111,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         /* where a generated token's time goes, by kernel */
         clf_llama_rewind(c, 0);
         st = clf_profile_start(rt);
-        for (int i = 0; st == CLF_OK && i < 16; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
+        for (int i = 0; st == CLF_OK && i < PROFILE_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
         clf_status st2 = clf_profile_stop(rt, &prof, &nprof);
         if (st == CLF_OK) st = st2;
         if (st != CLF_OK) goto done;
@@ -132,7 +140,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out, ", \"tg_kernel_share\": [");
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "%s{\"kernel\": \"%s\", \"launches_per_token\": %.1f, \"share\": %.4f}", i ? ", " : "",
-                        prof[i].name, prof[i].launches / 16.0, prof_total > 0 ? prof[i].ms / prof_total : 0);
+                        prof[i].name, prof[i].launches / (double)PROFILE_TOKENS, prof_total > 0 ? prof[i].ms / prof_total : 0);
             fprintf(out, "]");
         }
         fprintf(out, "}");
@@ -155,8 +163,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(o->kv)->name);
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "  %-28s %5.1f%%  %6.1f launches/token  %8.1f us/token\n", prof[i].name,
-                        100 * prof[i].ms / prof_total, prof[i].launches / 16.0, prof[i].ms * 1000 / 16);
-            fprintf(out, "  kernel time %.2f ms/token of %.2f ms/token wall\n\n", prof_total / 16, 1000 / tg.median);
+                        100 * prof[i].ms / prof_total, prof[i].launches / (double)PROFILE_TOKENS, prof[i].ms * 1000 / PROFILE_TOKENS);
+            fprintf(out, "  kernel time %.2f ms/token of %.2f ms/token wall\n\n", prof_total / PROFILE_TOKENS, 1000 / tg.median);
         }
     }
 done:
@@ -172,31 +180,13 @@ done:
 
 int clf_bench_model_main(int argc, char **argv) {
     opts o = {NULL, NULL, 512, 128, 5, 0, 0, CLF_F32};
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        long long x;
-        if (cli_opt(argc, argv, &i, "-m", &v)) o.model_path = v;
-        else if (cli_opt(argc, argv, &i, "--device", &v)) o.device = v;
-        else if (cli_opt(argc, argv, &i, "-p", &v)) {
-            if (cli_int(v, 0, 1 << 20, &x)) return cli_usage(USAGE, "bad -p '%s'", v);
-            o.n_prompt = (int)x;
-        } else if (cli_opt(argc, argv, &i, "-n", &v)) {
-            if (cli_int(v, 0, 1 << 20, &x)) return cli_usage(USAGE, "bad -n '%s'", v);
-            o.n_gen = (int)x;
-        } else if (cli_opt(argc, argv, &i, "-r", &v)) {
-            if (cli_int(v, 1, 1000, &x)) return cli_usage(USAGE, "bad -r '%s'", v);
-            o.reps = (int)x;
-        } else if (cli_opt(argc, argv, &i, "--kv", &v)) {
-            int t = clf_type_from_name(v);
-            if (t != CLF_F32 && t != CLF_F16) return cli_usage(USAGE, "--kv must be f32 or f16");
-            o.kv = (clf_type)t;
-        } else if (cli_flag(argv, i, "--all-devices")) o.all_devices = 1;
-        else if (cli_flag(argv, i, "--json")) o.json = 1;
-        else if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
-            return 0;
-        } else return cli_usage(USAGE, "unknown option '%s'", argv[i]);
-    }
+    const cli_option table[] = {CLI_OPT_STR("-m", &o.model_path),     CLI_OPT_STR("--device", &o.device),
+                                CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20), CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20),
+                                CLI_OPT_INT("-r", &o.reps, 1, 1000),  CLI_OPT_KV("--kv", &o.kv),
+                                CLI_OPT_FLAG("--all-devices", &o.all_devices), CLI_OPT_FLAG("--json", &o.json),
+                                {0}};
+    int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
+    if (rc >= 0) return rc;
     if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");
     char path[1024];
     clf_gguf *g;

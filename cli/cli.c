@@ -30,28 +30,3 @@ int cli_usage(const char *usage, const char *fmt, ...) {
     va_end(ap);
     return CLF_ERR_ARG;
 }
-
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val) {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0) return 0;
-    if (argv[*i][n] == '=') {
-        *val = argv[*i] + n + 1;
-        return 1;
-    }
-    if (argv[*i][n] == 0 && *i + 1 < argc) {
-        *val = argv[++*i];
-        return 1;
-    }
-    return 0;
-}
-
-int cli_flag(char **argv, int i, const char *name) { return strcmp(argv[i], name) == 0; }
-
-int cli_int(const char *s, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}

@@ -14,12 +14,6 @@ int cli_close_stdout(int status);
  * usage line; returns CLF_ERR_ARG (2). */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The commands parse their options with cli_parse (options.h). These three
- * remain for bench/bench_model.c only, until it moves to cli_parse too. */
-int cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
-int cli_flag(char **argv, int i, const char *name);
-int cli_int(const char *s, long long lo, long long hi, long long *out);
-
 /* Commands: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);
 int cmd_info(int argc, char **argv);

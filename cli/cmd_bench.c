@@ -9,30 +9,21 @@
 #include "bench_ops.h"
 #include "bench_model.h"
 #include "cli.h"
+#include "json.h"
 #include "options.h"
 #include "roof.h"
 #include "runtime.h"
 
 static const char *USAGE_KERNELS = "clinfer bench kernels [--device SEL] [--json]";
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void print_header(FILE *f, int json, const clf_device *d, const clf_roofs *r) {
     if (json) {
         fprintf(f, "{\n  \"device\": {\"index\": \"%d:%d\", \"platform\": ", d->platform_index, d->device_index);
-        json_str(f, d->platform_name);
+        cli_json_str(f, d->platform_name);
         fprintf(f, ", \"name\": ");
-        json_str(f, d->name);
+        cli_json_str(f, d->name);
         fprintf(f, ", \"driver\": ");
-        json_str(f, d->driver);
+        cli_json_str(f, d->driver);
         fprintf(f, ", \"type\": \"%s\", \"compute_units\": %u},\n", clf_device_type_name(d->type), d->compute_units);
         fprintf(f,
                 "  \"roofs\": {\"copy_gbs\": %.3f, \"copy_bytes\": %zu, \"copy_width\": %d, \"fma_gflops\": %.3f, "

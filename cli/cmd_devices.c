@@ -4,20 +4,11 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "json.h"
 #include "options.h"
 #include "runtime.h"
 
 static const char *USAGE = "clinfer devices [--json] [--device SEL]";
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
-        else putchar(*s);
-    }
-    putchar('"');
-}
 
 /* The selected device's tuning: its table row, whether `clinfer tune`'s
  * values apply, the environment's overrides, every parameter. */
@@ -27,15 +18,15 @@ static clf_status print_tuning(const char *sel, int json) {
     const clf_tuning *t = &rt->tune;
     if (json) {
         printf(",\n \"tuning\": {\"row\": ");
-        json_str(t->row);
+        cli_json_str(stdout, t->row);
         printf(", \"tuned\": %s, \"overrides\": ", t->tuned ? "true" : "false");
-        json_str(t->overrides);
+        cli_json_str(stdout, t->overrides);
         printf(", \"values\": {");
         for (int i = 0; clf_tuning_param_name(i); i++) {
             char v[32];
             clf_tuning_value_text(t, i, v, sizeof v);
             printf("%s\"%s\": ", i ? ", " : "", clf_tuning_param_name(i));
-            json_str(v);
+            cli_json_str(stdout, v);
         }
         printf("}}");
     } else {
@@ -68,17 +59,17 @@ int cmd_devices(int argc, char **argv) {
         const clf_device *d = &devs[i];
         if (json) {
             printf("  {\"index\": \"%d:%d\", \"platform\": ", d->platform_index, d->device_index);
-            json_str(d->platform_name);
+            cli_json_str(stdout, d->platform_name);
             printf(", \"name\": ");
-            json_str(d->name);
+            cli_json_str(stdout, d->name);
             printf(", \"type\": \"%s\", \"compute_units\": %u, \"clock_mhz\": %u, \"global_mem\": %llu, "
                    "\"max_alloc\": %llu, \"local_mem\": %llu, \"opencl_c\": ",
                    clf_device_type_name(d->type), d->compute_units, d->clock_mhz,
                    (unsigned long long)d->global_mem, (unsigned long long)d->max_alloc,
                    (unsigned long long)d->local_mem);
-            json_str(d->c_version);
+            cli_json_str(stdout, d->c_version);
             printf(", \"fp16\": %s, \"fp64\": %s, \"driver\": ", d->fp16 ? "true" : "false", d->fp64 ? "true" : "false");
-            json_str(d->driver);
+            cli_json_str(stdout, d->driver);
             printf(", \"selected\": %s}%s\n", i == chosen ? "true" : "false", i + 1 < n ? "," : "");
         } else {
             printf("%s %d:%d  %s | %s\n", i == chosen ? "*" : " ", d->platform_index, d->device_index,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "json.h"
 #include "estimate.h"
 #include "gguf.h"
 #include "model_path.h"
@@ -209,17 +210,6 @@ static void print_text(const report *r) {
 
 /* ---- JSON ---------------------------------------------------------------------- */
 
-static void json_str(const char *s, size_t n) {
-    putchar('"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20) printf("\\u%04x", ch);
-        else putchar(ch);
-    }
-    putchar('"');
-}
-
 static void json_groups(const char *key, const int64_t *count, const double *bytes) {
     printf("  \"%s\": {", key);
     for (int g = 0; g < CLF_GROUP_COUNT; g++) {
@@ -239,9 +229,9 @@ static void json_bound(const char *key, const clf_bound *b) {
 static void print_json(const report *r) {
     const clf_model_shape *s = &r->s;
     printf("{\n  \"model\": ");
-    json_str(r->path, strlen(r->path));
+    cli_json_strn(stdout, r->path, strlen(r->path));
     printf(",\n  \"name\": ");
-    json_str(r->name, strlen(r->name));
+    cli_json_strn(stdout, r->name, strlen(r->name));
     printf(",\n  \"gguf_version\": %" PRIu32 ", \"file_bytes\": %zu, \"alignment\": %zu, \"tensors\": %" PRId64 ",\n",
            clf_gguf_version(r->g), clf_gguf_size(r->g), clf_gguf_alignment(r->g), clf_gguf_n_tensors(r->g));
     printf("  \"shape\": {\"arch\": \"%s\", \"n_layer\": %" PRId64 ", \"n_embd\": %" PRId64 ", \"n_ff\": %" PRId64
@@ -292,7 +282,7 @@ static void print_json(const report *r) {
         return;
     }
     printf("  \"roofline\": {\"source\": ");
-    json_str(r->roof_source, strlen(r->roof_source));
+    cli_json_strn(stdout, r->roof_source, strlen(r->roof_source));
     printf(", \"gflops\": %.6g, \"gbs\": %.6g, ", r->roof.gflops, r->roof.gbs);
     json_bound("decode_c1", &r->dec_c1);
     printf(", ");

@@ -58,11 +58,10 @@ int cmd_run(int argc, char **argv) {
                       n_gen, s.c->n_ctx);
     if (st == CLF_OK) st = clf_sampler_create(&o.sp, s.m->hp.n_vocab, &smp);
     if (st == CLF_OK) {
-        cli_catch_sigint();
         st = cli_generate(&s, smp, ids, n, n_gen, stdout, &stats);
         if (stats.n_gen > 0) printf("\n"); /* end the text's last line */
-        /* speeds when something ran (also on Ctrl-C), not after a failed first step */
-        if (st == CLF_OK || st == CLF_ERR_INTERRUPTED || stats.n_gen > 0) cli_print_stats(&s, &stats);
+        /* speeds once the prompt ran (also on Ctrl-C), not after it failed */
+        if (stats.n_prompt > 0) cli_print_stats(&s, &stats);
     }
     clf_sampler_free(smp);
     free(ids);

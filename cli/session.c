@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,20 +18,55 @@ void cli_catch_sigint(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: a blocked read returns */
     sigaction(SIGTERM, &sa, NULL);
+    /* a parent may have blocked them; a Ctrl-C already pending arrives now */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* The runtime's abort hook: Ctrl-C stops a load or a prompt between steps. */
+static int interrupted(void *ud) {
+    (void)ud;
+    return cli_interrupted;
+}
+
+/* Ctrl-C between the steps of opening a session, or inside one. Whatever
+ * failed after a Ctrl-C failed for it: LLVM, compiling kernels inside PoCL,
+ * deletes its temporary files on SIGINT, and the build then fails. */
+static clf_status load_step(clf_status st) {
+    if (st == CLF_ERR_INTERRUPTED || cli_interrupted)
+        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped by %s", cli_interrupt_name());
+    return st;
+}
+
+/* Kernels missing from the cache take seconds to build: say so, once. */
+static void building_notice(void *ud) {
+    static int shown;
+    const clf_runtime *rt = ud;
+    if (shown++) return;
+    fprintf(stderr, "clinfer: building kernels for %s (%s)...\n", rt->dev.name,
+            rt->cache_dir[0] ? "first run on this device; cached afterwards" : "the kernel cache is off");
 }
 
 const char *cli_interrupt_name(void) { return cli_interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C"; }
 
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
     memset(s, 0, sizeof *s);
+    cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     double t0 = clf_now_s();
     char path[1024];
     clf_status st = clf_model_path(model, path, sizeof path);
-    if (st == CLF_OK) st = clf_gguf_open(path, &s->g);
-    if (st == CLF_OK) st = clf_tokenizer_load(s->g, &s->tok);
-    if (st == CLF_OK) st = clf_runtime_create(device, &s->rt);
-    if (st == CLF_OK) st = clf_llama_load(s->rt, s->g, &s->m);
-    if (st == CLF_OK) st = clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c);
+    if (st == CLF_OK) st = load_step(clf_gguf_open(path, &s->g));
+    if (st == CLF_OK) st = load_step(clf_tokenizer_load(s->g, &s->tok));
+    if (st == CLF_OK) st = load_step(clf_runtime_create(device, &s->rt));
+    if (st == CLF_OK) {
+        clf_runtime_set_abort(s->rt, interrupted, NULL);
+        clf_runtime_on_build(s->rt, building_notice, s->rt);
+    }
+    if (st == CLF_OK) st = load_step(clf_llama_load(s->rt, s->g, &s->m));
+    if (st == CLF_OK) st = load_step(clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c));
     if (st == CLF_OK && clf_tokenizer_n_vocab(s->tok) != s->m->hp.n_vocab)
         st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(s->tok),
                       s->m->hp.n_vocab);
@@ -60,25 +96,43 @@ static clf_status emit(FILE *out, const char *text, size_t n) {
     return clf_fail(CLF_ERR_IO, "cannot write the generated text: %s", strerror(errno));
 }
 
+/* Corrupt weights can make every logit NaN: sampling would then pick
+ * token 0 or stop at once, printing nothing; say so instead. */
+static clf_status check_logits(const cli_session *s) {
+    for (int i = 0; i < s->m->hp.n_vocab; i++)
+        if (!isfinite(s->logits[i]))
+            return clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
+    return CLF_OK;
+}
+
 clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
                         cli_gen_stats *stats) {
     memset(stats, 0, sizeof *stats);
     stats->last = -1;
+    double build0 = s->rt->build_s, t0 = clf_now_s();
+    int n_past0 = s->c->n_past;
+    clf_status st = clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits);
+    if (st == CLF_OK) st = check_logits(s);
+    if (st != CLF_OK) {
+        clf_llama_rewind(s->c, n_past0); /* no half-read prompt stays in the context */
+        if (st == CLF_ERR_INTERRUPTED || cli_interrupted) st = clf_fail(CLF_ERR_INTERRUPTED, "prompt processing stopped by %s", cli_interrupt_name());
+        return st;
+    }
     stats->n_prompt = n_prompt;
-    double t0 = clf_now_s();
-    CLF_TRY(clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits));
     for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
-    stats->prompt_s = clf_now_s() - t0;
+    /* kernels built on the way (a first run) are not the prompt's speed */
+    stats->build_s = s->rt->build_s - build0;
+    stats->prompt_s = clf_now_s() - t0 - stats->build_s;
+    build0 = s->rt->build_s;
     t0 = clf_now_s();
     clf_detok d;
     clf_detok_init(&d, s->tok, 0);
     size_t cap = clf_tokenizer_max_piece(s->tok);
     char *buf = malloc(cap);
     if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    clf_status st = CLF_OK;
     for (int i = 0; i < max_gen; i++) {
         if (cli_interrupted) {
-            st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by %s", cli_interrupt_name());
+            st = CLF_ERR_INTERRUPTED;
             break;
         }
         int32_t id = clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);
@@ -97,17 +151,22 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
             st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
             break;
         }
-        if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK) break;
+        if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK || (st = check_logits(s)) != CLF_OK) break;
     }
+    if (st != CLF_OK && cli_interrupted) /* whatever failed after a signal failed for it (load_step) */
+        st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by %s", cli_interrupt_name());
     size_t n = clf_detok_flush(&d, buf, cap);
     if (st == CLF_OK) st = emit(out, buf, n);
     free(buf);
-    stats->gen_s = clf_now_s() - t0;
+    stats->gen_s = clf_now_s() - t0 - (s->rt->build_s - build0);
+    stats->build_s += s->rt->build_s - build0;
     return st;
 }
 
 void cli_print_stats(const cli_session *s, const cli_gen_stats *st) {
-    fprintf(stderr, "\nclinfer: %s | load %.2f s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
-            s->rt->dev.name, s->load_s, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
+    char kernels[48] = "";
+    if (st->build_s > 0) snprintf(kernels, sizeof kernels, " | kernels %.2f s", st->build_s);
+    fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
+            s->rt->dev.name, s->load_s, kernels, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
             st->n_gen, st->gen_s > 0 ? st->n_gen / st->gen_s : 0);
 }

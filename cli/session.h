@@ -20,12 +20,15 @@ typedef struct cli_session {
     double load_s;
 } cli_session;
 
-/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped). */
+/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped).
+ * Installs the Ctrl-C handler first: Ctrl-C while loading is
+ * CLF_ERR_INTERRUPTED, as in a prompt (the runtime's abort hook). */
 clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s);
 void cli_session_close(cli_session *s);
 
 /* Set to the signal's number by SIGINT or SIGTERM (cli_catch_sigint installs
- * the handler for both); generation stops at the next token. */
+ * the handler for both and unblocks them); loading and a prompt stop between
+ * steps, generation at the next token. */
 extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_sigint(void);
 /* "Ctrl-C" or "SIGTERM", for the message of a stop. */
@@ -33,7 +36,8 @@ const char *cli_interrupt_name(void);
 
 typedef struct cli_gen_stats {
     int n_prompt, n_gen;
-    double prompt_s, gen_s;
+    double prompt_s, gen_s; /* without build_s */
+    double build_s;         /* building kernels on the way (a first run) */
     int32_t last; /* the last sampled token (-1 if none) */
     int stopped_eog;
 } cli_gen_stats;
@@ -42,7 +46,8 @@ typedef struct cli_gen_stats {
  * max_gen tokens, streaming their text to `out` as it completes; stops at an
  * end-of-generation token, at max_gen, at a full context or on Ctrl-C
  * (CLF_ERR_INTERRUPTED). Sampled tokens are kept in the context except the
- * last one, which is reported in stats->last. */
+ * last one, which is reported in stats->last. A prompt that fails (Ctrl-C,
+ * non-finite logits) leaves the context as it was and stats->n_prompt 0. */
 clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
                         cli_gen_stats *stats);
 

@@ -1,5 +1,6 @@
 #include "llama.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,10 @@ static clf_status dim(const char *arch, const char *key, int64_t v, int *out) {
     return CLF_OK;
 }
 
-/* Linear position scaling from rope.scaling.type/factor (or the older
- * rope.scale_linear); other schemes are refused by name. */
+/* Linear position scaling as llama.cpp reads it: 1 / rope.scaling.factor
+ * (else the older rope.scale_linear) unless rope.scaling.type is "none";
+ * other schemes (YaRN, LongRoPE) are refused by name. The factors' ranges
+ * are checked by the caller. */
 static clf_status rope_scaling(const clf_gguf *g, const char *a, float *freq_scale) {
     char key[128];
     float factor = 1.0f;
@@ -63,11 +66,13 @@ static clf_status rope_scaling(const clf_gguf *g, const char *a, float *freq_sca
         if (!none && !linear)
             return clf_fail(CLF_ERR_FORMAT, "RoPE scaling '%.*s' is unsupported (none, linear are)",
                             type.len > 32 ? 32 : (int)type.len, type.ptr);
-        if (linear) CLF_TRY(get_f32(g, a, "rope.scaling.factor", &factor));
-    } else {
-        CLF_TRY(get_f32(g, a, "rope.scale_linear", &factor));
+        if (none) {
+            *freq_scale = 1.0f;
+            return CLF_OK;
+        }
     }
-    if (!(factor >= 1.0f) || !(factor < 1e6f)) return clf_fail(CLF_ERR_FORMAT, "RoPE scaling factor %g is out of range", factor);
+    CLF_TRY(get_f32(g, a, "rope.scale_linear", &factor));
+    CLF_TRY(get_f32(g, a, "rope.scaling.factor", &factor));
     *freq_scale = 1.0f / factor;
     return CLF_OK;
 }
@@ -114,12 +119,25 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     CLF_TRY(get_u32(g, a, "rope.dimension_count", 0, &hp->n_rot));
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return clf_fail(CLF_ERR_FORMAT, "rope.dimension_count %d does not fit head_dim %d", hp->n_rot, hp->head_dim);
+    /* Ranges: a base <= 1 makes RoPE's frequencies grow with the dimension
+     * (1e-45 underflows the angles to NaN), an epsilon outside (0, 1) is no
+     * RMSNorm guard, a scale <= 0 no scale; none of them may be NaN or Inf. */
     hp->rope_base = 10000.0f;
     hp->eps = 1e-5f;
+    float scale = 1.0f, scale_linear = 1.0f;
     CLF_TRY(get_f32(g, a, "rope.freq_base", &hp->rope_base));
     CLF_TRY(get_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->eps));
-    if (!(hp->rope_base > 0) || !(hp->eps > 0) || !(hp->eps < 1))
-        return clf_fail(CLF_ERR_FORMAT, "rope.freq_base %g or rms epsilon %g out of range", hp->rope_base, hp->eps);
+    CLF_TRY(get_f32(g, a, "rope.scaling.factor", &scale));
+    CLF_TRY(get_f32(g, a, "rope.scale_linear", &scale_linear));
+    if (!isfinite(hp->rope_base) || !(hp->rope_base > 1))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.freq_base = %g is out of range (finite and > 1)", a, hp->rope_base);
+    if (!isfinite(hp->eps) || !(hp->eps > 0) || !(hp->eps < 1))
+        return clf_fail(CLF_ERR_FORMAT, "%s.attention.layer_norm_rms_epsilon = %g is out of range (finite, between 0 and 1)",
+                        a, hp->eps);
+    if (!isfinite(scale) || !(scale > 0) || !isfinite(scale_linear) || !(scale_linear > 0))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.%s = %g is out of range (finite and > 0)", a,
+                        !isfinite(scale) || !(scale > 0) ? "scaling.factor" : "scale_linear",
+                        !isfinite(scale) || !(scale > 0) ? scale : scale_linear);
     CLF_TRY(rope_scaling(g, a, &hp->rope_freq_scale));
     /* Gemma 3 27B scales scores by 1/sqrt(n_embd / n_head), not by the
      * head's width (gemma_pytorch's query_pre_attn_scalar; llama.cpp keys it
@@ -140,6 +158,19 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
         return clf_fail(CLF_ERR_FORMAT, "LongRoPE (rope_factors_long/short) is unsupported");
     if ((hp->rope_freqs = clf_gguf_find_tensor(g, "rope_freqs.weight") != NULL))
         CLF_TRY(want_tensor(g, "rope_freqs.weight", hp->n_rot / 2, 0, &t));
+
+    /* a block_count below the blocks present would run part of the model */
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_str *nm = &clf_gguf_tensor_at(g, i)->name;
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(nm->len < 120 ? nm->len : 120), nm->ptr);
+        if (strncmp(name, "blk.", 4) || !isdigit((unsigned char)name[4])) continue;
+        char *end;
+        unsigned long long blk = strtoull(name + 4, &end, 10);
+        if (*end == '.' && blk >= (unsigned long long)hp->n_layer)
+            return clf_fail(CLF_ERR_FORMAT, "tensor %s is of block %llu but %s.block_count is %d", name, blk, a,
+                            hp->n_layer);
+    }
 
     int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     hp->fused_qkv = clf_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
@@ -191,14 +222,19 @@ typedef struct loader {
     double t0, shown; /* start, last progress line */
 } loader;
 
-/* Only a load that takes a while reports, a few times a second. */
-static void progress(loader *ld) {
+/* Counts an uploaded tensor; only a load that takes a while reports, a few
+ * times a second. Between tensors the runtime's abort hook may stop it. */
+static clf_status progress(loader *ld) {
     ld->done++;
     double t = clf_now_s();
-    if (t - ld->t0 < 1.0 || (t - ld->shown < 0.25 && ld->done < ld->total)) return;
-    ld->shown = t;
-    fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
-    if (ld->done == ld->total) fputc('\n', stderr);
+    if (t - ld->t0 >= 1.0 && (t - ld->shown >= 0.25 || ld->done == ld->total)) {
+        ld->shown = t;
+        fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
+        if (ld->done == ld->total) fputc('\n', stderr);
+    }
+    if (clf_runtime_aborted(ld->m->rt))
+        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request after %d of %d tensors", ld->done, ld->total);
+    return clf_gguf_guard_check(ld->g); /* the file shrank: stop uploading zeros */
 }
 
 static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
@@ -206,8 +242,7 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
     CLF_TRY(clf_tensor_alloc(ld->m->rt, CLF_F32, gt->ne[0], 1, t));
     CLF_TRY(clf_tensor_upload(ld->m->rt, t, gt->data, gt->bytes));
     ld->m->device_bytes += gt->bytes;
-    progress(ld);
-    return CLF_OK;
+    return progress(ld);
 }
 
 /* Uploads the row-concatenation of `n` tensors (same type and columns) as one
@@ -240,7 +275,7 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
     free(cat);
     if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
     ld->m->device_bytes += w->bytes;
-    for (int i = 0; i < n; i++) progress(ld);
+    for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
     return CLF_OK;
 }
 
@@ -262,7 +297,7 @@ static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     if (st == CLF_OK) st = clf_tensor_upload(ld->m->rt, t, cat, (size_t)n * sizeof *cat);
     free(cat);
     ld->m->device_bytes += (size_t)n * sizeof *cat;
-    for (int i = 0; i < 3; i++) progress(ld);
+    for (int i = 0; st == CLF_OK && i < 3; i++) st = progress(ld);
     return st;
 }
 
@@ -310,20 +345,21 @@ static clf_status upload_layer(loader *ld, int l, const char *const *what, int n
     return upload_fused(ld, p, n, w);
 }
 
-static clf_status load(clf_llama *m, const clf_gguf *g) {
+static clf_status upload_all(loader *ld) {
+    clf_llama *m = ld->m;
+    const clf_gguf *g = ld->g;
     const clf_llama_hparams *hp = &m->hp;
     const clf_family *f = hp->fam;
-    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (hp->tied ? 1 : 0), clf_now_s(), 0};
     CLF_TRY(check_fits(m->rt, g));
     const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
     CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
     CLF_TRY(clf_tensor_upload(m->rt, &m->tok_embd, emb->data, emb->bytes));
     m->device_bytes += emb->bytes;
-    progress(&ld);
+    CLF_TRY(progress(ld));
     const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
-    CLF_TRY(upload_fused(&ld, out_name, 1, &m->output));
-    CLF_TRY(upload_vec(&ld, "output_norm.weight", &m->out_norm));
-    if (hp->rope_freqs) CLF_TRY(upload_vec(&ld, "rope_freqs.weight", &m->rope_freqs));
+    CLF_TRY(upload_fused(ld, out_name, 1, &m->output));
+    CLF_TRY(upload_vec(ld, "output_norm.weight", &m->out_norm));
+    if (hp->rope_freqs) CLF_TRY(upload_vec(ld, "rope_freqs.weight", &m->rope_freqs));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     /* Q|K|V and gate|up become one weight each, fused here unless stored so */
@@ -332,24 +368,32 @@ static clf_status load(clf_llama *m, const clf_gguf *g) {
     static const char *const wo[] = {"attn_output"}, *const down[] = {"ffn_down"};
     for (int l = 0; l < hp->n_layer; l++) {
         clf_llama_layer *L = &m->layers[l];
-        CLF_TRY(upload_layer_vec(&ld, l, "attn_norm", &L->attn_norm));
-        CLF_TRY(upload_layer_vec(&ld, l, "ffn_norm", &L->ffn_norm));
+        CLF_TRY(upload_layer_vec(ld, l, "attn_norm", &L->attn_norm));
+        CLF_TRY(upload_layer_vec(ld, l, "ffn_norm", &L->ffn_norm));
         if (f->qk_norm) {
-            CLF_TRY(upload_layer_vec(&ld, l, "attn_q_norm", &L->q_norm));
-            CLF_TRY(upload_layer_vec(&ld, l, "attn_k_norm", &L->k_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "attn_q_norm", &L->q_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "attn_k_norm", &L->k_norm));
         }
         if (f->post_norms) {
-            CLF_TRY(upload_layer_vec(&ld, l, "post_attention_norm", &L->post_attn_norm));
-            CLF_TRY(upload_layer_vec(&ld, l, "post_ffw_norm", &L->post_ffn_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "post_attention_norm", &L->post_attn_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "post_ffw_norm", &L->post_ffn_norm));
         }
-        CLF_TRY(hp->fused_qkv ? upload_layer(&ld, l, qkv_fused, 1, &L->wqkv) : upload_layer(&ld, l, qkv, 3, &L->wqkv));
-        CLF_TRY(upload_layer(&ld, l, wo, 1, &L->wo));
-        CLF_TRY(hp->fused_gate_up ? upload_layer(&ld, l, gate_up_fused, 1, &L->wgu)
-                                  : upload_layer(&ld, l, gate_up, 2, &L->wgu));
-        CLF_TRY(upload_layer(&ld, l, down, 1, &L->wdown));
-        if (f->qkv_bias) CLF_TRY(upload_bias(&ld, l, &L->bqkv));
+        CLF_TRY(hp->fused_qkv ? upload_layer(ld, l, qkv_fused, 1, &L->wqkv) : upload_layer(ld, l, qkv, 3, &L->wqkv));
+        CLF_TRY(upload_layer(ld, l, wo, 1, &L->wo));
+        CLF_TRY(hp->fused_gate_up ? upload_layer(ld, l, gate_up_fused, 1, &L->wgu)
+                                  : upload_layer(ld, l, gate_up, 2, &L->wgu));
+        CLF_TRY(upload_layer(ld, l, down, 1, &L->wdown));
+        if (f->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
     }
     return CLF_OK;
+}
+
+static clf_status load(clf_llama *m, const clf_gguf *g) {
+    loader ld = {m, g, 0, (int)clf_gguf_n_tensors(g) + (m->hp.tied ? 1 : 0), clf_now_s(), 0};
+    clf_status st = upload_all(&ld);
+    /* a progress line cut short (Ctrl-C, an error) ends before the message */
+    if (ld.shown > 0 && ld.done < ld.total) fputc('\n', stderr);
+    return st;
 }
 
 clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {
@@ -357,8 +401,11 @@ clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {
     clf_llama *m = calloc(1, sizeof *m);
     if (!m) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     m->rt = rt;
+    clf_gguf_guard_begin(g); /* weights and keys are read from the mapping */
     clf_status st = clf_llama_hparams_read(g, &m->hp);
     if (st == CLF_OK) st = load(m, g);
+    clf_status changed = clf_gguf_guard_end(g);
+    if (changed != CLF_OK) st = changed; /* it explains whatever else failed */
     if (st != CLF_OK) {
         clf_llama_free(m);
         return st;
@@ -529,6 +576,12 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         c->logits = grown;
     }
     for (int done = 0; done < n;) {
+        /* between chunks the abort hook may stop a long prompt: once the
+         * previous chunk has run (forward only enqueues), so that the stop
+         * is prompt; the chunks done stay counted in n_past */
+        if (done > 0 && rt->abort_fn) CLF_TRY(clf_finish(rt));
+        if (clf_runtime_aborted(rt))
+            return clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of %d tokens", done, n);
         int chunk = n - done < c->n_batch ? n - done : c->n_batch;
         clf_status st = forward(c, tokens + done, chunk, c->n_past, all_logits);
         if (st == CLF_OK && (all_logits || done + chunk == n)) {

@@ -54,6 +54,7 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp);
 /* Device bytes the weights will take (checked against the device up front). */
 size_t clf_llama_weight_bytes(const clf_gguf *g);
 
+/* The runtime's abort hook may stop it between tensors (CLF_ERR_INTERRUPTED). */
 clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out);
 void clf_llama_free(clf_llama *m);
 
@@ -78,7 +79,9 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
 /* Appends n tokens at position c->n_past (processing in chunks of n_batch)
  * and writes logits: the last token's [n_vocab] to `logits`, or with
  * all_logits every token's [n × n_vocab]. CLF_ERR_CONTEXT when the tokens do
- * not fit; nothing is changed then. */
+ * not fit; nothing is changed then. CLF_ERR_INTERRUPTED when the runtime's
+ * abort hook (clf_runtime_set_abort) stops it before a chunk: the chunks
+ * done stay in the cache, counted in n_past (rewind to drop them). */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
 
 /* Forgets cached tokens from position `pos` on (pos = 0 clears). A

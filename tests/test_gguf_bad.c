@@ -2,6 +2,7 @@
  * byte into each kind of damage. Every one must fail with CLF_ERR_FORMAT
  * and its own message (a distinctive substring is checked), never crash or
  * read out of bounds (run under the sanitizer build too). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -430,6 +431,15 @@ static void rope_freqs_short(clf_gguf_writer *w) { /* 4 factors for 8 rotated pa
     float f[4] = {1, 2, 4, 8};
     TU_OK(clf_gguf_add_tensor(w, "rope_freqs.weight", CLF_F32, 1, (int64_t[]){4}, f));
 }
+static void rope_base_tiny(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", 1e-45f)); }
+static void rope_base_one(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", 1.0f)); }
+static void rope_base_nan(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", NAN)); }
+static void rope_base_inf(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", INFINITY)); }
+static void eps_nan(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", NAN)); }
+static void eps_one(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1.0f)); }
+static void scale_zero(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.scaling.factor", 0.0f)); }
+static void scale_linear_inf(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.scale_linear", INFINITY)); }
+static void layers_one(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.block_count", 1)); }
 static void norm_q8(clf_gguf_writer *w) {
     uint8_t q[2 * 34] = {0}; /* output_norm.weight, left out of the copy, comes back as Q8_0 */
     TU_OK(clf_gguf_add_tensor(w, "output_norm.weight", CLF_Q8_0, 1, (int64_t[]){64}, q));
@@ -476,7 +486,21 @@ static void test_llama_hparams(void **state) {
     expect_llama_fail(llama_variant(NULL, NULL, head_dim_8), "head_dim the kernels lack",
                       "head_dim 8 is unsupported (a multiple of 16 up to 256)");
     expect_llama_fail(llama_variant(NULL, NULL, arch_gpt2), "unsupported architecture", "unsupported architecture 'gpt2'");
-    expect_llama_fail(llama_variant(NULL, NULL, eps_negative), "negative rms epsilon", "out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, eps_negative), "negative rms epsilon",
+                      "llama.attention.layer_norm_rms_epsilon = -1 is out of range (finite, between 0 and 1)");
+    expect_llama_fail(llama_variant(NULL, NULL, eps_nan), "NaN rms epsilon", "layer_norm_rms_epsilon = nan is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, eps_one), "rms epsilon 1", "layer_norm_rms_epsilon = 1 is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_base_tiny), "rope base 1e-45",
+                      "llama.rope.freq_base = 1.4013e-45 is out of range (finite and > 1)");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_base_one), "rope base 1", "llama.rope.freq_base = 1 is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_base_nan), "NaN rope base", "llama.rope.freq_base = nan is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_base_inf), "Inf rope base", "llama.rope.freq_base = inf is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, scale_zero), "rope scale 0",
+                      "llama.rope.scaling.factor = 0 is out of range (finite and > 0)");
+    expect_llama_fail(llama_variant(NULL, NULL, scale_linear_inf), "Inf rope scale_linear",
+                      "llama.rope.scale_linear = inf is out of range");
+    expect_llama_fail(llama_variant(NULL, NULL, layers_one), "fewer layers than tensors",
+                      "is of block 1 but llama.block_count is 1");
     expect_llama_fail(llama_variant(NULL, "output_norm.weight", norm_q8), "quantized norm",
                       "tensor output_norm.weight must be F32, is Q8_0");
     expect_llama_fail(llama_variant(NULL, NULL, rope_yarn), "YaRN", "RoPE scaling 'yarn' is unsupported (none, linear are)");

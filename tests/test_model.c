@@ -270,6 +270,50 @@ static void test_context_full_is_an_error(void **state) {
     unlink(path);
 }
 
+/* An abort hook that lets *budget calls pass, then asks to stop. */
+static int stop_after(void *ud) {
+    int *budget = ud;
+    return (*budget)-- <= 0;
+}
+
+/* The runtime's abort hook (Ctrl-C in the CLI) stops a load between tensors
+ * and an eval between chunks; the chunks done stay in the cache. */
+static void test_abort_hook(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(tiny_model_write(&BASE, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    clf_llama *m = NULL;
+    int budget = 3;
+    clf_runtime_set_abort(rt, stop_after, &budget);
+    assert_int_equal(clf_llama_load(rt, g, &m), CLF_ERR_INTERRUPTED);
+    assert_null(m);
+    assert_non_null(strstr(clf_last_error(), "loading stopped on request after 4 of "));
+    clf_runtime_set_abort(rt, NULL, NULL);
+    TU_OK(clf_llama_load(rt, g, &m));
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create(m, 64, 8, CLF_F32, &c));
+    int32_t toks[30] = {0};
+    float *logits = malloc(97 * sizeof *logits);
+    budget = 2; /* two chunks of 8 run, the third does not start */
+    clf_runtime_set_abort(rt, stop_after, &budget);
+    assert_int_equal(clf_llama_eval(c, toks, 30, 0, logits), CLF_ERR_INTERRUPTED);
+    assert_string_equal(clf_last_error(), "evaluation stopped on request after 16 of 30 tokens");
+    assert_int_equal(c->n_past, 16);
+    clf_runtime_set_abort(rt, NULL, NULL);
+    TU_OK(clf_llama_eval(c, toks + 16, 14, 0, logits)); /* and goes on from there */
+    assert_int_equal(c->n_past, 30);
+    free(logits);
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weight_types),
@@ -281,6 +325,7 @@ int main(void) {
         cmocka_unit_test(test_rewind_ring),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_context_full_is_an_error),
+        cmocka_unit_test(test_abort_hook),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -103,6 +103,44 @@ static void test_build_error_has_log(void **state) {
     assert_non_null(strstr(clf_last_error(), "undeclared_thing"));
 }
 
+static void count_call(void *ud) { ++*(int *)ud; }
+
+/* The cache as the device's platform keeps it (on PoCL: a marker per
+ * program, PoCL caching the build): a program missing from it is announced
+ * once (on_build), found the second time, and its build time counted. */
+static void test_kernel_cache(void **state) {
+    (void)state;
+    char dir[] = "/tmp/clinfer-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    setenv("CLINFER_CACHE_DIR", dir, 1);
+    clf_runtime *rt;
+    TU_OK(clf_runtime_create(NULL, &rt));
+    int announced = 0;
+    clf_runtime_on_build(rt, count_call, &announced);
+    char opts[64];
+    snprintf(opts, sizeof opts, "-DNONCE=%llu", (unsigned long long)tu_seed());
+    cl_program p;
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), opts, &p));
+    assert_int_equal(rt->last_build_cached, 0);
+    assert_int_equal(announced, 1);
+    assert_true(rt->build_s > 0);
+    clReleaseProgram(p);
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), opts, &p));
+    assert_int_equal(rt->last_build_cached, 1);
+    assert_int_equal(announced, 1);
+    run_saxpy(rt, p);
+    clReleaseProgram(p);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s/*.%s >/dev/null 2>&1", dir, rt->tune.binaries ? "bin" : "built");
+    assert_int_equal(system(cmd), 0);
+    clf_runtime_free(rt);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Program binaries in the cache (the mode of every platform but PoCL, forced
+ * here so that it is tested on PoCL too): hits, and corrupt or truncated
+ * files rebuilt. */
 static void test_binary_cache(void **state) {
     (void)state;
     char dir[] = "/tmp/clinfer-cache-XXXXXX";
@@ -110,6 +148,7 @@ static void test_binary_cache(void **state) {
     setenv("CLINFER_CACHE_DIR", dir, 1);
     clf_runtime *rt;
     TU_OK(clf_runtime_create(NULL, &rt));
+    rt->tune.binaries = 1;
     /* a unique option so the first build cannot be a hit */
     char opts[64];
     snprintf(opts, sizeof opts, "-DNONCE=%llu", (unsigned long long)tu_seed());
@@ -166,6 +205,25 @@ static void test_embedded_kernel_lookup(void **state) {
     assert_non_null(strstr(clf_last_error(), "CL_INVALID_KERNEL_NAME"));
 }
 
+static int always(void *ud) {
+    (void)ud;
+    return 1;
+}
+
+/* The abort hook stops a first run between program builds; what is built
+ * is still served. */
+static void test_abort_before_build(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    cl_kernel k;
+    TU_OK(clf_kernel_get(rt, "elementwise", "", "add_f32", &k));
+    clf_runtime_set_abort(rt, always, NULL);
+    assert_int_equal(clf_kernel_get(rt, "elementwise", "-DCLF_UNBUILT=1", "add_f32", &k), CLF_ERR_INTERRUPTED);
+    assert_string_equal(clf_last_error(), "stopped on request before building kernels 'elementwise'");
+    TU_OK(clf_kernel_get(rt, "elementwise", "", "add_f32", &k));
+    clf_runtime_set_abort(rt, NULL, NULL);
+}
+
 static void test_error_names(void **state) {
     (void)state;
     assert_string_equal(clf_cl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
@@ -179,6 +237,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_kernel_computes),     cmocka_unit_test(test_build_error_has_log),
         cmocka_unit_test(test_embedded_kernel_lookup),   cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_binary_cache),             cmocka_unit_test(test_unwritable_cache_dir),
+        cmocka_unit_test(test_kernel_cache),             cmocka_unit_test(test_abort_before_build),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -44,22 +44,47 @@ typedef struct clf_runtime {
     clf_device dev;
     cl_context ctx;
     cl_command_queue queue; /* in order, profiling enabled */
-    char cache_dir[1024];   /* "" when the binary cache is off */
+    char cache_dir[1024];   /* "" when the kernel cache is off */
     clf_program_entry *programs;
     int nprograms;
     clf_kernel_entry *kernels;
     int nkernels;
     int last_build_cached; /* 1 if the most recent program build hit the cache */
     clf_tuning tune;       /* what this device runs (tuning.h), resolved at creation */
+    /* Seconds spent building programs and, for those compiled from source
+     * (not in the cache), waiting for their kernels' first launch, where
+     * PoCL compiles them: what a first run spends on kernels rather than
+     * tokens. */
+    double build_s;
+    int cold_kernels; /* kernels of programs compiled from source not launched yet */
+    void (*on_build)(void *); /* see clf_runtime_on_build */
+    void *on_build_ud;
     int matmul_backend;    /* clf_matmul_backend for n > 1 (host/compute/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
+    int (*abort_fn)(void *);     /* see clf_runtime_set_abort */
+    void *abort_ud;
 } clf_runtime;
 
 clf_status clf_runtime_create(const char *selector, clf_runtime **out);
 void clf_runtime_free(clf_runtime *rt);
 
+/* Long operations on this runtime (uploading a model's weights, evaluating
+ * tokens in chunks, building kernels) call fn(ud) between steps and stop with
+ * CLF_ERR_INTERRUPTED when it returns nonzero, like llama.cpp's
+ * abort_callback: the caller decides what stops (a Ctrl-C flag); the
+ * library knows nothing of signals. fn NULL: never stop. */
+void clf_runtime_set_abort(clf_runtime *rt, int (*fn)(void *ud), void *ud);
+/* Whether the hook asks to stop now (the caller fails with
+ * CLF_ERR_INTERRUPTED, saying where). */
+int clf_runtime_aborted(const clf_runtime *rt);
+
+/* fn(ud) is called before a program is compiled because the cache does not
+ * have it (a first run on this device, or the cache off): it then takes
+ * seconds, which a caller may want to announce (the library prints nothing). */
+void clf_runtime_on_build(clf_runtime *rt, void (*fn)(void *ud), void *ud);
+
 /* Builds a program from source with "-cl-std=CL1.2" and `options`, through
- * the binary cache. A compile error is CLF_ERR_CL carrying the build log. */
+ * the kernel cache. A compile error is CLF_ERR_CL carrying the build log. */
 clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len,
                              const char *options, cl_program *out);
 

@@ -43,6 +43,9 @@ static const param params[] = {
     {P(attn_split_keys), 16, 65536, NULL, "decode attention: fewest keys one split takes (bounds its fixed cost)"},
     {P(attn_split_cu), 1, 64, NULL, "decode attention: splits per compute unit the cache is cut into"},
     {P(ops), 0, 0, SHAPE_NAMES, "row reductions (RMSNorm, softmax): cpu (one work-item a row), gpu (64-256 lanes a row)"},
+    {P(binaries), 0, 1, NULL,
+     "1: keep program binaries in the kernel cache; 0: let the driver cache its own builds (asking PoCL for a "
+     "binary makes it compile every kernel of the program)"},
 };
 #undef P
 enum { NPARAMS = sizeof params / sizeof params[0] };
@@ -65,14 +68,15 @@ typedef struct row {
 static const row table[] = {
     {"*", "*", "*",
      "matmul=cpu-portable int8_gemv=0 int8_ppw=4 int8_ppw_q8=1 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
-     "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu",
+     "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu binaries=1",
      "CPU shapes: one SIMD work-item per row or panel; bench/RESULTS.md 'Tuning table'"},
     {"gpu", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
      "local-memory tiles and work-groups; H200 run, bench/results/h200/"},
     {"accelerator", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
      "as a GPU"},
-    {"cpu", "Portable Computing Language", "*", "matmul=cpu",
-     "PoCL compiles with clang: __fp16 vectors convert in one instruction"},
+    {"cpu", "Portable Computing Language", "*", "matmul=cpu binaries=0",
+     "PoCL compiles with clang: __fp16 vectors convert in one instruction; it caches its own builds, and a "
+     "first run without binaries is 3-4x shorter (bench/RESULTS.md 'First run')"},
     /* PoCL names its CPU device after LLVM's CPU name ("pthread-skylake-avx512-...") */
     {"cpu", "Portable Computing Language",
      "avx512|cascadelake|cooperlake|cannonlake|icelake|tigerlake|rocketlake|sapphirerapids|znver4|znver5|"

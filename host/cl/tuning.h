@@ -45,6 +45,13 @@ typedef struct clf_tuning {
     int attn_split_cu;   /* decode: splits (CPU work-items, GPU work-groups) per compute unit */
     /* row reductions (RMSNorm, softmax) */
     int ops;             /* CLF_SHAPE_* */
+    /* program builds */
+    /* 1: program binaries are cached in the kernel cache; 0 (PoCL): the
+     * driver caches its own builds (in <kernel cache>/pocl) and the kernel
+     * cache keeps an empty <key>.built per program, since asking PoCL for
+     * binaries makes it compile every kernel of a program (10 of a first
+     * run's 15 s) */
+    int binaries;
 
     /* where the values came from, for `clinfer devices --json` */
     char row[96];        /* the most specific table row applied, e.g. "cpu/pocl/avx512" */

@@ -8,15 +8,16 @@
 
 clf_status clf_open_regular(const char *path, int *fd_out) {
     *fd_out = -1;
-    /* O_NONBLOCK: opening a FIFO without a writer (or a tty, a tape) returns at once */
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return clf_fail(CLF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
     clf_status st = CLF_OK;
+    int flags;
     if (fstat(fd, &sb) != 0) st = clf_fail(CLF_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
-    else if (S_ISDIR(sb.st_mode)) st = clf_fail(CLF_ERR_IO, "'%s' is a directory", path);
+    else if (S_ISDIR(sb.st_mode)) st = clf_fail(CLF_ERR_IO, "'%s' is a directory, not a file", path);
     else if (!S_ISREG(sb.st_mode)) st = clf_fail(CLF_ERR_IO, "'%s' is not a regular file", path);
-    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
         st = clf_fail(CLF_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
     if (st != CLF_OK) {
         close(fd);

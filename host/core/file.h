@@ -1,13 +1,15 @@
-/* Opening input files without surprises: a FIFO or a device named where a
- * file is expected is refused instead of blocking. */
+/* Opening files the library reads (models, texts) without blocking on
+ * what is not a file: a FIFO or a device would make open() or read() wait
+ * forever. */
 #ifndef CLF_FILE_H
 #define CLF_FILE_H
 
 #include "status.h"
 
-/* Opens `path` read-only (O_CLOEXEC) without blocking on a FIFO or a device:
- * anything but a regular file is CLF_ERR_IO ("'%s' is not a regular file",
- * or "... is a directory"). *fd_out is a blocking fd on success. */
+/* Opens `path` read-only (close-on-exec) and refuses anything but a regular
+ * file: CLF_ERR_IO "'path' is not a regular file" ("is a directory" for a
+ * directory). The open does not block (O_NONBLOCK, cleared on success).
+ * *fd_out is the descriptor, or -1 on failure. */
 clf_status clf_open_regular(const char *path, int *fd_out);
 
 #endif

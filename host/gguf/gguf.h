@@ -47,10 +47,25 @@ typedef struct clf_gguf_tensor {
 
 typedef struct clf_gguf clf_gguf;
 
+/* Maps the file (clf_open_regular: a FIFO or a device is refused). */
 clf_status clf_gguf_open(const char *path, clf_gguf **out);
 /* Parses a buffer that the caller keeps alive (fuzzing, tests). */
 clf_status clf_gguf_open_memory(const void *data, size_t size, clf_gguf **out);
 void clf_gguf_close(clf_gguf *g);
+
+/* A mapped file truncated or rewritten in place while it is read (a model
+ * re-downloaded over itself) makes reads past its new end raise SIGBUS.
+ * Between guard_begin and guard_end such reads see zeros instead (a SIGBUS
+ * handler, installed for that span only, maps zero pages over the rest of
+ * the mapping, in whichever thread read), and check and end report it:
+ * CLF_ERR_FORMAT naming the file when a read faulted or the file's size is
+ * no longer the size it had when opened. Loaders (weights, tokenizer) wrap
+ * their reads in it and let its error replace their own. Pairs nest; one
+ * file is guarded at a time (begin on a second file guards nothing, check
+ * and end then compare sizes only); memory files are never guarded. */
+void clf_gguf_guard_begin(const clf_gguf *g);
+clf_status clf_gguf_guard_check(const clf_gguf *g);
+clf_status clf_gguf_guard_end(const clf_gguf *g);
 
 uint32_t clf_gguf_version(const clf_gguf *g);
 size_t clf_gguf_alignment(const clf_gguf *g);

@@ -4,10 +4,13 @@
  * the key or tensor it belongs to, before anything is allocated for it. */
 #include "gguf.h"
 
+#include "file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,9 @@
 struct clf_gguf {
     const uint8_t *base;
     size_t size;
-    void *map; /* non-NULL when clf_gguf_open mapped the file */
+    void *map;  /* non-NULL when clf_gguf_open mapped the file */
+    int fd;     /* the mapped file, kept open to notice it shrink; -1 if none */
+    char *path; /* for messages */
     uint32_t version;
     size_t alignment;
     size_t data_offset;
@@ -466,6 +471,7 @@ clf_status clf_gguf_open_memory(const void *data, size_t size, clf_gguf **out) {
     if (!g) return clf_fail(CLF_ERR_MEMORY, "out of memory opening a GGUF");
     g->base = data;
     g->size = size;
+    g->fd = -1;
     clf_status st = parse(g);
     if (st != CLF_OK) {
         clf_gguf_close(g);
@@ -475,23 +481,88 @@ clf_status clf_gguf_open_memory(const void *data, size_t size, clf_gguf **out) {
     return CLF_OK;
 }
 
+/* ---- reads of a file that shrinks under us ------------------------------------------ */
+
+/* One guarded file at a time: its mapping in whole pages, and whether a read
+ * past the file's end faulted. The handler runs in whichever thread read
+ * (an OpenCL driver's too), so it does not jump anywhere: it maps zero pages
+ * over the rest of the mapping, the read completes, and the loader fails at
+ * its next check. */
+static struct {
+    const clf_gguf *volatile g;
+    uintptr_t lo, hi;
+    size_t page;
+    int depth;
+    volatile sig_atomic_t faulted;
+    struct sigaction old;
+} guard;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)uc;
+    int saved = errno;
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (guard.g && a >= guard.lo && a < guard.hi) {
+        uintptr_t p = a & ~(uintptr_t)(guard.page - 1);
+        if (mmap((void *)p, guard.hi - p, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+            guard.faulted = 1;
+            errno = saved;
+            return;
+        }
+    }
+    /* not ours: the previous action takes the read when it runs again */
+    sigaction(SIGBUS, &guard.old, NULL);
+    errno = saved;
+}
+
+void clf_gguf_guard_begin(const clf_gguf *g) {
+    if (!g->map) return;
+    if (guard.g == g) {
+        guard.depth++;
+        return;
+    }
+    if (guard.g) return; /* another file is guarded */
+    guard.page = (size_t)sysconf(_SC_PAGESIZE);
+    guard.lo = (uintptr_t)g->map;
+    guard.hi = (guard.lo + g->size + guard.page - 1) & ~(uintptr_t)(guard.page - 1);
+    guard.faulted = 0;
+    guard.depth = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    guard.g = g;
+    if (sigaction(SIGBUS, &sa, &guard.old) != 0) guard.g = NULL;
+}
+
+clf_status clf_gguf_guard_check(const clf_gguf *g) {
+    struct stat sb;
+    int faulted = guard.g == g && guard.faulted;
+    if (g->fd < 0 || (!faulted && fstat(g->fd, &sb) == 0 && (size_t)sb.st_size == g->size)) return CLF_OK;
+    if (fstat(g->fd, &sb) != 0) sb.st_size = 0;
+    return clf_fail(CLF_ERR_FORMAT, "%s: the file changed while it was read (truncated or rewritten in place? "
+                                    "%lld bytes now, %zu when opened)",
+                    g->path, (long long)sb.st_size, g->size);
+}
+
+clf_status clf_gguf_guard_end(const clf_gguf *g) {
+    clf_status st = clf_gguf_guard_check(g);
+    if (guard.g == g && --guard.depth == 0) {
+        sigaction(SIGBUS, &guard.old, NULL);
+        guard.g = NULL;
+    }
+    return st;
+}
+
 clf_status clf_gguf_open(const char *path, clf_gguf **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return clf_fail(CLF_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    CLF_TRY(clf_open_regular(path, &fd));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
         return clf_fail(CLF_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
-    }
-    if (S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return clf_fail(CLF_ERR_IO, "'%s' is a directory, not a GGUF file", path);
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return clf_fail(CLF_ERR_IO, "'%s' is not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
     void *map = NULL;
@@ -503,13 +574,29 @@ clf_status clf_gguf_open(const char *path, clf_gguf **out) {
             return clf_fail(CLF_ERR_IO, "cannot map '%s' (%zu bytes): %s", path, size, strerror(e));
         }
     }
-    close(fd); /* the mapping stays valid */
-    clf_status st = clf_gguf_open_memory(map, size, out);
-    if (st != CLF_OK) {
+    clf_gguf *g = calloc(1, sizeof *g);
+    char *name = strdup(path);
+    if (!g || !name) {
+        free(g);
+        free(name);
         if (map) munmap(map, size);
-        return clf_fail_ctx(st, "%s: ", path);
+        close(fd);
+        return clf_fail(CLF_ERR_MEMORY, "out of memory opening a GGUF");
     }
-    (*out)->map = map;
+    g->base = map;
+    g->size = size;
+    g->map = map;
+    g->fd = fd;
+    g->path = name;
+    clf_gguf_guard_begin(g);
+    clf_status st = parse(g);
+    clf_status changed = clf_gguf_guard_end(g); /* explains whatever the parse made of zeros */
+    if (changed != CLF_OK || st != CLF_OK) {
+        if (changed == CLF_OK) clf_fail_ctx(st, "%s: ", path);
+        clf_gguf_close(g);
+        return changed != CLF_OK ? changed : st;
+    }
+    *out = g;
     return CLF_OK;
 }
 
@@ -521,6 +608,8 @@ void clf_gguf_close(clf_gguf *g) {
     free(g->kv_index);
     free(g->tensor_index);
     if (g->map) munmap(g->map, g->size);
+    if (g->fd >= 0) close(g->fd);
+    free(g->path);
     free(g);
 }
 

@@ -389,7 +389,13 @@ clf_status clf_tokenizer_load(const clf_gguf *g, clf_tokenizer **out) {
     *out = NULL;
     clf_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
+    clf_gguf_guard_begin(g); /* the vocabulary is read from the mapping */
     clf_status st = load(t, g);
+    clf_status changed = clf_gguf_guard_end(g);
+    if (changed != CLF_OK) {
+        clf_tokenizer_free(t);
+        return changed;
+    }
     if (st != CLF_OK) {
         clf_tokenizer_free(t);
         return clf_fail_ctx(st, "loading the tokenizer: ");

@@ -1,14 +1,15 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--ff N] [--arch A] [--layers N]
- *                  [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--arch A]
+ *                  [--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
  *       a random model (tests/support: tiny_model_write, default a one-layer
  *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
  *       so that `clinfer run` works on it; weights of TYPE (default F32);
  *       --no-eog gives it no end-of-generation token, so a run stops only at
  *       -n; --ff N: the feed-forward width (default 64; 384 N bytes of F32
- *       weights: a large file that still loads in a moment). The family
+ *       weights: a large file that still loads in a moment); --nan fills
+ *       output_norm.weight with NaN, so every logit is NaN. The family
  *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
  *       file then has Llama's tensors), --layers, --embd (the embedding width
  *       when it differs from the 2 heads of 16), --window (gemma3's sliding
@@ -21,6 +22,7 @@
  *       arrays, no tensors at all); DIR/tokenizer: texts for fuzz_tokenizer.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +46,7 @@ static int fail(const char *what) {
 /* A tiny model with a vocabulary: the random model is written first, then
  * copied key by key and tensor by tensor beside the vocabulary's keys. */
 /* tm gives the family and shapes; the vocabulary sets n_vocab. */
-static int write_model(const char *path, tiny_model tm, int spm, int eog, uint64_t seed) {
+static int write_model(const char *path, tiny_model tm, int spm, int eog, int nan, uint64_t seed) {
     fz_vocab v;
     fz_vocab_build2(&v, spm, eog);
     tm.n_vocab = v.n;
@@ -61,7 +63,10 @@ static int write_model(const char *path, tiny_model tm, int spm, int eog, uint64
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
-        st = clf_gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data);
+        float nans[256];
+        const int nan_norm = nan && !strcmp(name, "output_norm.weight") && t->ne[0] <= 256;
+        for (int j = 0; nan_norm && j < t->ne[0]; j++) nans[j] = NAN;
+        st = clf_gguf_add_tensor(w, name, t->type, t->n_dims, t->ne, nan_norm ? nans : t->data);
     }
     if (st == CLF_OK) st = clf_gguf_write(w, path);
     clf_gguf_writer_free(w);
@@ -159,10 +164,10 @@ static int write_seeds(const char *dir) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         snprintf(p, sizeof p, "%s/llama-bpe-%s.gguf", g, clf_type_get(types[i])->name);
         tm.type = types[i];
-        rc |= write_model(p, tm, 0, 1, 1 + i);
+        rc |= write_model(p, tm, 0, 1, 0, 1 + i);
     }
     tm.arch = "qwen2", tm.type = CLF_Q8_0;
-    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, tm, 1, 1, 7);
+    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, tm, 1, 1, 0, 7);
     snprintf(p, sizeof p, "%s/vocab-bpe.gguf", g), rc |= fz_vocab_write(p, 0) != CLF_OK;
     snprintf(p, sizeof p, "%s/vocab-spm.gguf", g), rc |= fz_vocab_write(p, 1) != CLF_OK;
     snprintf(p, sizeof p, "%s/kinds.gguf", g), rc |= write_kinds(p);
@@ -192,11 +197,12 @@ static int write_seeds(const char *dir) {
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "model")) {
         tiny_model tm = TINY;
-        int eog = 1;
+        int eog = 1, nan = 0;
         uint64_t seed = 42;
         for (int i = 3; i < argc; i++) {
             const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
             if (!strcmp(a, "--no-eog")) eog = 0;
+            else if (!strcmp(a, "--nan")) nan = 1;
             else if (!strcmp(a, "--rope-freqs")) tm.rope_freqs = 1;
             else if (!strcmp(a, "--untied")) tm.tied = 0;
             else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
@@ -212,10 +218,10 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        return write_model(argv[2], tm, 0, eog, seed);
+        return write_model(argv[2], tm, 0, eog, nan, seed);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--ff N] [--arch A] [--layers N] [--embd D] "
-                    "[--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--arch A] [--layers N] "
+                    "[--embd D] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
     return 2;
 }
