@@ -158,6 +158,9 @@ static void print_text(const report *r) {
     printf("  P_mm = weights a token multiplies (layer matrices + output projection) = %" PRId64 "\n", r->p.matmul);
     printf("  per token attending to c positions: 2*P_mm + 4*n_layer*n_head*head_dim*c = %s + %.0f*c\n",
            human(2.0 * r->p.matmul, "FLOP", a), 4.0 * s->n_layer * s->n_head * s->head_dim);
+    if (s->n_swa_layers)
+        printf("    (n_layer*c is the keys attended: %" PRId64 " layers see at most the %" PRId64 "-token window)\n",
+               s->n_swa_layers, s->n_swa);
     printf("    c = 1: %s    c = %" PRId64 ": %s\n", human(r->flops_c1, "FLOP", a), r->ctx, human(r->flops_ctx, "FLOP", b));
     printf("  prefill of B = %" PRId64 " tokens: 2*P_layers*B + 2*n_vocab*n_embd (last logits) + 4*n_layer*n_head*head_dim*B(B+1)/2\n",
            r->batch);
