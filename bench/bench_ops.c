@@ -26,7 +26,7 @@ static clf_status run_get_rows(clf_runtime *rt, void *p) {
 static clf_status run_rmsnorm(clf_runtime *rt, void *p) {
     ops_ctx *c = p;
     clf_tensor x = clf_tensor_rows(&c->x, 0, c->rows), y = clf_tensor_rows(&c->r, 0, c->rows);
-    return clf_rmsnorm(rt, &x, &c->w, 1e-5f, &y);
+    return clf_rmsnorm(rt, &x, &c->w, 1e-5f, &y, 0);
 }
 static clf_status run_rope(clf_runtime *rt, void *p) {
     ops_ctx *c = p;

@@ -496,14 +496,14 @@ void clf_llama_rewind(clf_llama_ctx *c, int pos) {
 
 /* ---- forward pass ----------------------------------------------------------- */
 
-/* x += post_norm(W · in), or x += W · in fused into the product when the
- * family has no post-norm; tmp is scratch as wide as x. */
+/* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
+ * into the product when the family has no post-norm; tmp is scratch as
+ * wide as x. */
 static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *post_norm,
                            float eps, clf_tensor *x, clf_tensor *tmp) {
     if (!post_norm) return clf_matmul(rt, w, in, x, 1);
     CLF_TRY(clf_matmul(rt, w, in, tmp, 0));
-    CLF_TRY(clf_rmsnorm(rt, tmp, post_norm, eps, tmp));
-    return clf_add(rt, x, tmp, x);
+    return clf_rmsnorm(rt, tmp, post_norm, eps, x, 1);
 }
 
 /* Enqueues one chunk of n ≤ n_batch tokens at position pos; logits for the
@@ -530,13 +530,13 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         const clf_rope_params rope = {f->rope, hp->n_rot, swa ? f->swa_rope_base : hp->rope_base,
                                       swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
         /* attention: x += [post-norm] Wo · attn(rope([QK-norm] Wqkv · norm(x) [+ b])) */
-        CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn));
+        CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn, 0));
         CLF_TRY(clf_matmul(rt, &L->wqkv, &xn, &qkv, 0));
         if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
-        if (f->qk_norm) {
-            CLF_TRY(clf_rmsnorm_heads(rt, &qkv, n, qkv_dim, 0, hp->n_head, hp->head_dim, &L->q_norm, hp->eps));
-            CLF_TRY(clf_rmsnorm_heads(rt, &qkv, n, qkv_dim, q_dim, hp->n_head_kv, hp->head_dim, &L->k_norm, hp->eps));
-        }
+        /* Q's heads then K's: one launch */
+        if (f->qk_norm)
+            CLF_TRY(clf_rmsnorm_heads(rt, &qkv, n, qkv_dim, 0, hp->head_dim, hp->n_head, &L->q_norm, hp->n_head_kv,
+                                      &L->k_norm, hp->eps));
         /* Q and K are adjacent in each row: one launch rotates both */
         CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, pos, &rope));
         clf_rows q = {&qkv, 0, qkv_dim}, k = {&qkv, q_dim, qkv_dim}, v = {&qkv, q_dim + kv_dim, qkv_dim};
@@ -544,7 +544,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, n, pos, hp->attn_scale, &att));
         CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn));
         /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
-        CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn));
+        CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn, 0));
         CLF_TRY(clf_matmul(rt, &L->wgu, &xn, &gu, 0));
         CLF_TRY(clf_glu(rt, f->act, &gu, &ff));
         CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn));
@@ -552,7 +552,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
     int first = all_logits ? 0 : n - 1, rows = all_logits ? n : 1;
     clf_tensor xs = clf_tensor_rows(&c->x, first, rows), xns = clf_tensor_rows(&c->xn, first, rows);
     clf_tensor logits = clf_tensor_rows(&c->logits, 0, rows);
-    CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns));
+    CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns, 0));
     CLF_TRY(clf_matmul(rt, &m->output, &xns, &logits, 0));
     return CLF_OK;
 }

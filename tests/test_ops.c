@@ -61,14 +61,14 @@ static void test_rmsnorm(void **state) {
     (void)state;
     for (int i = 0; i < NLEN; i++)
         for (int rows = 1; rows <= 3; rows += 2)
-            for (int in_place = 0; in_place < 2; in_place++) {
+            for (int mode = 0; mode < 4; mode++) { /* in place or not, accumulating or not */
                 clf_check_result r;
-                expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows + in_place),
-                                              rows, LENGTHS[i], in_place, &r),
+                expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows + mode), rows,
+                                              LENGTHS[i], mode & 1, mode >> 1, &r),
                             &r, "rmsnorm");
             }
     clf_check_result r;
-    expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed(), 512, 576, 1, &r), &r, "rmsnorm prefill");
+    expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed(), 512, 576, 1, 0, &r), &r, "rmsnorm prefill");
 }
 
 static void test_rope(void **state) {
@@ -103,15 +103,15 @@ static void test_rope(void **state) {
  * heads of 256 and Qwen3's of 128, odd heads and strides. */
 static void test_rmsnorm_heads(void **state) {
     (void)state;
-    const int cases[][5] = {/* tokens, stride, col0, heads, head_dim */
-                            {1, 1536, 0, 4, 256},  {9, 1536, 1024, 1, 256}, {5, 4096, 2048, 8, 128},
-                            {3, 50, 7, 3, 13},     {2, 8, 0, 1, 8},         {64, 960, 0, 12, 64}};
+    const int cases[][6] = {/* tokens, stride, col0, head_dim, heads with the first weight, with the second */
+                            {1, 1536, 0, 256, 4, 1}, {9, 1536, 1024, 256, 1, 0}, {5, 4096, 0, 128, 16, 8},
+                            {3, 50, 7, 13, 1, 2},    {2, 8, 0, 8, 1, 0},         {64, 960, 0, 64, 9, 3}};
     for (int ops = 0; ops < 2; ops++) {
         tu_tune(ops ? "ops=gpu" : NULL);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             clf_check_result r;
             expect_pass(clf_check_rmsnorm_heads(tu_runtime(), tu_seed() + i, cases[i][0], cases[i][1], cases[i][2],
-                                                cases[i][3], cases[i][4], &r),
+                                                cases[i][3], cases[i][4], cases[i][5], &r),
                         &r, ops ? "rmsnorm_heads (gpu variant)" : "rmsnorm_heads");
         }
     }
@@ -177,7 +177,7 @@ static void test_row_reductions_gpu_variant(void **state) {
     tu_tune("ops=gpu");
     for (int i = 0; i < NLEN; i++) {
         clf_check_result r;
-        expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], i % 2, &r), &r,
+        expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], i % 2, i % 3 == 0, &r), &r,
                     "rmsnorm (gpu variant)");
         expect_pass(clf_check_softmax(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], &r), &r,
                     "softmax (gpu variant)");
@@ -202,13 +202,14 @@ static void test_bad_arguments(void **state) {
     TU_OK(clf_tensor_alloc(rt, CLF_F32, 32, 2, &h));
     expect_arg_error(clf_add(rt, &a, &b, &a), "shapes differ");
     expect_arg_error(clf_add(rt, &a, &q, &a), "must be F32");
-    expect_arg_error(clf_rmsnorm(rt, &a, &b, 1e-5f, &a), "rmsnorm");
+    expect_arg_error(clf_rmsnorm(rt, &a, &b, 1e-5f, &a, 0), "rmsnorm");
     expect_arg_error(clf_glu(rt, CLF_GLU_SILU, &a, &a), "glu");
     expect_arg_error(clf_glu(rt, (clf_glu_act)7, &a, &h), "activation");
     expect_arg_error(clf_scale(rt, &a, 2.0f, &b), "shapes differ");
     /* rmsnorm_heads: heads past the row, a weight not head_dim long */
-    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 8, 2, 32, &h, 1e-6f), "exceed");
-    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 0, 2, 16, &h, 1e-6f), "weight");
+    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 8, 32, 2, &h, 0, NULL, 1e-6f), "exceed");
+    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 0, 16, 2, &h, 0, NULL, 1e-6f), "weights");
+    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 0, 32, 1, &h, 1, NULL, 1e-6f), "a weight for each");
     expect_arg_error(clf_add_rows(rt, &a, &b), "bias");
     expect_arg_error(clf_dequantize_dev(rt, &q, &b), "dequantize");
     expect_arg_error(clf_get_rows(rt, &q, NULL, 1, &a), "get_rows");

@@ -13,6 +13,9 @@
  * square root of the row length. */
 #define TOL_EXACT 1e-6
 #define TOL_ELEMENTWISE 1e-6
+/* GELU's tail g / (1 + exp(-u)) carries exp's relative error times |u|
+ * (up to ~44 at the clamp): a lone negative gate may be off by ~5e-6. */
+#define TOL_GELU 1e-5
 static double tol_reduction(int n) { return 2e-6 + 1.5e-7 * sqrt((double)n); }
 /* RoPE angles are pos * base^(-2i/n_rot) in float, so their absolute error
  * grows with the position (~2^-24 relative, a few roundings). */
@@ -140,77 +143,90 @@ out:
 
 /* ---- RMSNorm ------------------------------------------------------------ */
 
-clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place,
+clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place, int accumulate,
                              clf_check_result *res) {
     if (rows < 1 || n < 1) return clf_fail(CLF_ERR_ARG, "rmsnorm check: %d x %d", rows, n);
-    snprintf(res->detail, sizeof res->detail, "%dx%d%s", rows, n, in_place ? " in place" : "");
+    snprintf(res->detail, sizeof res->detail, "%dx%d%s%s", rows, n, in_place ? " in place" : "",
+             accumulate ? ", accumulate" : "");
     size_t total = (size_t)rows * n;
     const float eps = 1e-5f;
     clf_status st = CLF_OK;
     float *x = xmalloc(total * sizeof *x, &st), *w = xmalloc((size_t)n * sizeof *w, &st);
-    float *out = xmalloc(total * sizeof *out, &st);
+    float *y0 = xmalloc(total * sizeof *y0, &st), *out = xmalloc(total * sizeof *out, &st);
     double *ref = xmalloc(total * sizeof *ref, &st);
     clf_tensor tx = {0}, tw = {0}, ty = {0};
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 2);
     fill(&s, x, total, -2.0f, 2.0f);
     fill(&s, w, (size_t)n, -1.5f, 1.5f);
+    fill(&s, y0, total, -3.0f, 3.0f);
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * n;
         double ss = 0;
         for (int j = 0; j < n; j++) ss += (double)xr[j] * xr[j];
         double scale = 1.0 / sqrt(ss / n + eps);
-        for (int j = 0; j < n; j++) ref[(size_t)r * n + j] = xr[j] * scale * w[j];
+        for (int j = 0; j < n; j++) {
+            const size_t i = (size_t)r * n + j;
+            ref[i] = xr[j] * scale * w[j] + (accumulate ? (in_place ? xr[j] : y0[i]) : 0.0);
+        }
     }
     if ((st = tensor_from(rt, CLF_F32, n, rows, x, &tx)) != CLF_OK) goto out;
     if ((st = tensor_from(rt, CLF_F32, n, 1, w, &tw)) != CLF_OK) goto out;
-    if (!in_place && (st = poisoned(rt, n, rows, &ty)) != CLF_OK) goto out;
+    if (!in_place && accumulate && (st = tensor_from(rt, CLF_F32, n, rows, y0, &ty)) != CLF_OK) goto out;
+    if (!in_place && !accumulate && (st = poisoned(rt, n, rows, &ty)) != CLF_OK) goto out;
     clf_tensor *y = in_place ? &tx : &ty;
-    if ((st = clf_rmsnorm(rt, &tx, &tw, eps, y)) != CLF_OK) goto out;
+    if ((st = clf_rmsnorm(rt, &tx, &tw, eps, y, accumulate)) != CLF_OK) goto out;
     if ((st = clf_tensor_download(rt, y, out, total * sizeof *out)) != CLF_OK) goto out;
     result(res, clf_rel_err(out, ref, total), tol_reduction(n));
 out:
     clf_tensor_free(&tx);
     clf_tensor_free(&tw);
     clf_tensor_free(&ty);
-    free(x), free(w), free(out), free(ref);
+    free(x), free(w), free(y0), free(out), free(ref);
     return st;
 }
 
 clf_status clf_check_rmsnorm_heads(clf_runtime *rt, uint64_t seed, int n_tokens, int row_stride, int col0,
-                                   int n_heads, int head_dim, clf_check_result *res) {
-    if (n_tokens < 1 || n_heads < 1 || head_dim < 1 || col0 + n_heads * head_dim > row_stride)
-        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads check: %d tokens of %d x %d at %d/%d", n_tokens, n_heads, head_dim,
-                        col0, row_stride);
-    snprintf(res->detail, sizeof res->detail, "%dx%dx%d at col %d/%d", n_tokens, n_heads, head_dim, col0, row_stride);
+                                   int head_dim, int n_a, int n_b, clf_check_result *res) {
+    const int n_heads = n_a + n_b;
+    if (n_tokens < 1 || n_a < 1 || n_b < 0 || head_dim < 1 || col0 + n_heads * head_dim > row_stride)
+        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads check: %d tokens of %d + %d x %d at %d/%d", n_tokens, n_a, n_b,
+                        head_dim, col0, row_stride);
+    snprintf(res->detail, sizeof res->detail, "%dx(%d+%d)x%d at col %d/%d", n_tokens, n_a, n_b, head_dim, col0,
+             row_stride);
     size_t total = (size_t)n_tokens * row_stride;
     const float eps = 1e-6f;
     clf_status st = CLF_OK;
-    float *x = xmalloc(total * sizeof *x, &st), *w = xmalloc((size_t)head_dim * sizeof *w, &st);
+    float *x = xmalloc(total * sizeof *x, &st), *w = xmalloc(2 * (size_t)head_dim * sizeof *w, &st);
     float *out = xmalloc(total * sizeof *out, &st);
     double *ref = xmalloc(total * sizeof *ref, &st);
-    clf_tensor tx = {0}, tw = {0};
+    clf_tensor tx = {0}, tw = {0}, tw2 = {0};
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 8);
     fill(&s, x, total, -2.0f, 2.0f);
-    fill(&s, w, (size_t)head_dim, 0.5f, 1.5f);
+    fill(&s, w, 2 * (size_t)head_dim, 0.5f, 1.5f);
     for (size_t i = 0; i < total; i++) ref[i] = x[i];
     for (int t = 0; t < n_tokens; t++)
         for (int h = 0; h < n_heads; h++) {
+            const float *wh = w + (h < n_a ? 0 : head_dim);
             size_t o = (size_t)t * row_stride + col0 + (size_t)h * head_dim;
             double ss = 0;
             for (int j = 0; j < head_dim; j++) ss += (double)x[o + j] * x[o + j];
             double scale = 1.0 / sqrt(ss / head_dim + eps);
-            for (int j = 0; j < head_dim; j++) ref[o + j] = x[o + j] * scale * w[j];
+            for (int j = 0; j < head_dim; j++) ref[o + j] = x[o + j] * scale * wh[j];
         }
     if ((st = tensor_from(rt, CLF_F32, row_stride, n_tokens, x, &tx)) != CLF_OK) goto out;
     if ((st = tensor_from(rt, CLF_F32, head_dim, 1, w, &tw)) != CLF_OK) goto out;
-    if ((st = clf_rmsnorm_heads(rt, &tx, n_tokens, row_stride, col0, n_heads, head_dim, &tw, eps)) != CLF_OK) goto out;
+    if ((st = tensor_from(rt, CLF_F32, head_dim, 1, w + head_dim, &tw2)) != CLF_OK) goto out;
+    if ((st = clf_rmsnorm_heads(rt, &tx, n_tokens, row_stride, col0, head_dim, n_a, &tw, n_b, n_b ? &tw2 : NULL,
+                                eps)) != CLF_OK)
+        goto out;
     if ((st = clf_tensor_download(rt, &tx, out, total * sizeof *out)) != CLF_OK) goto out;
     result(res, clf_rel_err(out, ref, total), tol_reduction(head_dim));
 out:
     clf_tensor_free(&tx);
     clf_tensor_free(&tw);
+    clf_tensor_free(&tw2);
     free(x), free(w), free(out), free(ref);
     return st;
 }
@@ -294,7 +310,7 @@ clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int ro
     if ((st = poisoned(rt, ff, rows, &ty)) != CLF_OK) goto out;
     if ((st = clf_glu(rt, act, &tgu, &ty)) != CLF_OK) goto out;
     if ((st = clf_tensor_download(rt, &ty, out, total * sizeof *out)) != CLF_OK) goto out;
-    result(res, clf_rel_err(out, ref, total), TOL_ELEMENTWISE);
+    result(res, clf_rel_err(out, ref, total), act == CLF_GLU_SILU ? TOL_ELEMENTWISE : TOL_GELU);
 out:
     clf_tensor_free(&tgu);
     clf_tensor_free(&ty);
@@ -466,24 +482,25 @@ static clf_status chk_get_rows_q4_1(clf_runtime *rt, uint64_t seed, clf_check_re
 }
 
 static clf_status chk_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[3][3] = {{1, 576, 1}, {64, 576, 0}, {5, 37, 0}}; /* rows, n, in place */
-    for (int i = 0; i < 3; i++) {
+    /* rows, n, in place, accumulate (a post-norm's residual add: Gemma 3's 640) */
+    const int shapes[4][4] = {{1, 576, 1, 0}, {64, 576, 0, 0}, {5, 37, 0, 0}, {3, 640, 0, 1}};
+    for (int i = 0; i < 4; i++) {
         clf_check_result r;
-        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
+        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &r));
         fold(res, &r, i);
     }
-    fold_done(res, 3);
+    fold_done(res, 4);
     return CLF_OK;
 }
 
-/* Gemma 3 270M's QK-norm: 4 query heads of 256 in a fused row of
- * 1024 + 2 * 256, then its 1 K head; a short odd head. */
+/* Gemma 3 270M's QK-norm: 4 query heads of 256 and 1 K head in a fused
+ * row of 1024 + 2 * 256; one weight alone; a short odd head. */
 static clf_status chk_rmsnorm_heads(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[3][5] = {{1, 1536, 0, 4, 256}, {17, 1536, 1024, 1, 256}, {3, 50, 7, 3, 13}};
+    const int shapes[3][6] = {{17, 1536, 0, 256, 4, 1}, {1, 1536, 1024, 256, 1, 0}, {3, 50, 7, 13, 1, 2}};
     for (int i = 0; i < 3; i++) {
         clf_check_result r;
         CLF_TRY(clf_check_rmsnorm_heads(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
-                                        shapes[i][4], &r));
+                                        shapes[i][4], shapes[i][5], &r));
         fold(res, &r, i);
     }
     fold_done(res, 3);

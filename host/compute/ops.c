@@ -107,33 +107,44 @@ static clf_status row_kernel(clf_runtime *rt, const char *name, int64_t n, cl_ke
     return clf_kernel_get(rt, "norm", opts, name, k);
 }
 
-/* Rows of n at x_off + (r / heads) * x_stride + (r % heads) * n, likewise in y. */
-static clf_status rmsnorm_launch(clf_runtime *rt, cl_mem x, cl_ulong x_off, int x_stride, const clf_tensor *w,
-                                 cl_ulong w_off, cl_mem y, cl_ulong y_off, int y_stride, int n, int heads,
-                                 size_t rows, float eps) {
+/* Rows of n at x_off + (r / heads) * x_stride + (r % heads) * n, likewise in
+ * y; heads below split weighted by w, the others by w2. */
+typedef struct norm_rows {
+    cl_mem x, y;
+    cl_ulong x_off, y_off, w_off, w2_off;
+    int x_stride, y_stride, n, heads, split, acc;
+    const clf_tensor *w, *w2;
+    size_t rows;
+} norm_rows;
+
+static clf_status rmsnorm_launch(clf_runtime *rt, const norm_rows *r, float eps) {
     if (!(eps >= 0)) return clf_fail(CLF_ERR_ARG, "rmsnorm: eps %g must be >= 0", eps);
-    if (rows == 0) return CLF_OK;
+    if (r->rows == 0) return CLF_OK;
     cl_kernel k;
     size_t local;
-    CLF_TRY(row_kernel(rt, "rmsnorm_f32", n, &k, &local));
-    clf_arg a[] = {CLF_ARG(x), CLF_ARG(x_off), CLF_ARG(x_stride), CLF_ARG(w->mem), CLF_ARG(w_off), CLF_ARG(y),
-                   CLF_ARG(y_off), CLF_ARG(y_stride), CLF_ARG(n), CLF_ARG(heads), CLF_ARG(eps)};
+    CLF_TRY(row_kernel(rt, "rmsnorm_f32", r->n, &k, &local));
+    clf_arg a[] = {CLF_ARG(r->x),        CLF_ARG(r->x_off), CLF_ARG(r->x_stride), CLF_ARG(r->w->mem), CLF_ARG(r->w_off),
+                   CLF_ARG(r->w2->mem),  CLF_ARG(r->w2_off), CLF_ARG(r->y),       CLF_ARG(r->y_off),  CLF_ARG(r->y_stride),
+                   CLF_ARG(r->n),        CLF_ARG(r->heads), CLF_ARG(r->split),    CLF_ARG(eps),       CLF_ARG(r->acc)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global = rows * local;
+    size_t global = r->rows * local;
     return clf_launch(rt, k, 1, &global, &local);
 }
 
-clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y) {
-    cl_ulong x_off = 0, w_off = 0, y_off = 0;
-    CLF_TRY(f32_offset(x, "rmsnorm input", &x_off));
-    CLF_TRY(f32_offset(w, "rmsnorm weight", &w_off));
-    CLF_TRY(f32_offset(y, "rmsnorm output", &y_off));
+clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                       int accumulate) {
+    norm_rows r = {.x = x->mem, .y = y->mem, .w = w, .w2 = w, .heads = 1, .split = 1, .acc = accumulate != 0};
+    CLF_TRY(f32_offset(x, "rmsnorm input", &r.x_off));
+    CLF_TRY(f32_offset(w, "rmsnorm weight", &r.w_off));
+    CLF_TRY(f32_offset(y, "rmsnorm output", &r.y_off));
     if (!same_shape(x, y) || elems_of(w) != x->ne[0])
         return clf_fail(CLF_ERR_ARG, "rmsnorm: input %lld x %lld, weight of %lld, output %lld x %lld",
                         (long long)x->ne[0], (long long)clf_tensor_nrows(x), (long long)elems_of(w), (long long)y->ne[0],
                         (long long)clf_tensor_nrows(y));
-    cl_int n = (cl_int)x->ne[0];
-    return rmsnorm_launch(rt, x->mem, x_off, n, w, w_off, y->mem, y_off, n, n, 1, (size_t)clf_tensor_nrows(x), eps);
+    r.n = r.x_stride = r.y_stride = (int)x->ne[0];
+    r.w2_off = r.w_off;
+    r.rows = (size_t)clf_tensor_nrows(x);
+    return rmsnorm_launch(rt, &r, eps);
 }
 
 /* n_tokens rows of n_heads x head_dim at col0, row_stride apart, inside x. */
@@ -147,17 +158,23 @@ static clf_status heads_check(const char *what, const clf_tensor *x, int n_token
     return CLF_OK;
 }
 
-clf_status clf_rmsnorm_heads(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
-                             int head_dim, const clf_tensor *w, float eps) {
-    cl_ulong x_off = 0, w_off = 0;
-    CLF_TRY(f32_offset(x, "rmsnorm_heads input", &x_off));
-    CLF_TRY(f32_offset(w, "rmsnorm_heads weight", &w_off));
-    CLF_TRY(heads_check("rmsnorm_heads", x, n_tokens, row_stride, col0, n_heads, head_dim));
-    if (elems_of(w) != head_dim)
-        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads: weight of %lld for heads of %d", (long long)elems_of(w), head_dim);
-    x_off += (cl_ulong)col0;
-    return rmsnorm_launch(rt, x->mem, x_off, row_stride, w, w_off, x->mem, x_off, row_stride, head_dim, n_heads,
-                          (size_t)n_tokens * (size_t)n_heads, eps);
+clf_status clf_rmsnorm_heads(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int head_dim,
+                             int n_a, const clf_tensor *w_a, int n_b, const clf_tensor *w_b, float eps) {
+    if (n_a < 1 || n_b < 0 || (n_b > 0 && !w_b))
+        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads: %d + %d heads (a weight for each set)", n_a, n_b);
+    norm_rows r = {.x = x->mem, .y = x->mem, .w = w_a, .w2 = n_b ? w_b : w_a, .n = head_dim, .heads = n_a + n_b,
+                   .split = n_a, .x_stride = row_stride, .y_stride = row_stride};
+    CLF_TRY(f32_offset(x, "rmsnorm_heads input", &r.x_off));
+    CLF_TRY(f32_offset(r.w, "rmsnorm_heads weight", &r.w_off));
+    CLF_TRY(f32_offset(r.w2, "rmsnorm_heads weight", &r.w2_off));
+    CLF_TRY(heads_check("rmsnorm_heads", x, n_tokens, row_stride, col0, n_a + n_b, head_dim));
+    if (elems_of(r.w) != head_dim || elems_of(r.w2) != head_dim)
+        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads: weights of %lld and %lld for heads of %d", (long long)elems_of(r.w),
+                        (long long)elems_of(r.w2), head_dim);
+    r.x_off += (cl_ulong)col0;
+    r.y_off = r.x_off;
+    r.rows = (size_t)n_tokens * (size_t)(n_a + n_b);
+    return rmsnorm_launch(rt, &r, eps);
 }
 
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {

@@ -15,14 +15,17 @@ clf_status clf_dequantize_dev(clf_runtime *rt, const clf_tensor *src, clf_tensor
  * buffer of n int32 token ids (validated by the caller to be < rows). */
 clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, int n, clf_tensor *out);
 
-/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * w  for each row; y may be x. */
-clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y);
+/* y[i, :] = (or +=, with accumulate) x[i, :] / sqrt(mean(x[i, :]²) + eps) * w
+ * for each row; y may be x. Accumulating is a residual add after a norm. */
+clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                       int accumulate);
 
 /* The same per head, in place: n_tokens rows `row_stride` floats apart,
- * each holding n_heads heads of head_dim at column col0, every head normed
- * with w [head_dim] (QK-norm of Q or K inside a fused QKV output). */
-clf_status clf_rmsnorm_heads(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
-                             int head_dim, const clf_tensor *w, float eps);
+ * each holding heads of head_dim from column col0: the first n_a normed
+ * with w_a [head_dim], the next n_b with w_b (QK-norm of Q and K inside a
+ * fused QKV output, one launch; n_b 0 and w_b NULL for one weight). */
+clf_status clf_rmsnorm_heads(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int head_dim,
+                             int n_a, const clf_tensor *w_a, int n_b, const clf_tensor *w_b, float eps);
 
 typedef enum clf_rope_mode {
     CLF_ROPE_NORM = 0, /* Llama GGUF: rotates pairs (2i, 2i+1) */
