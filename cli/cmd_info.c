@@ -25,9 +25,9 @@ static const char *USAGE =
 typedef struct tally {
     int64_t count[CLF_GROUP_COUNT];
     double bytes[CLF_GROUP_COUNT];
-    int tensors[CLF_Q8_0 + 1];
-    int64_t type_elems[CLF_Q8_0 + 1];
-    double type_bytes[CLF_Q8_0 + 1];
+    int tensors[CLF_TYPE_COUNT];
+    int64_t type_elems[CLF_TYPE_COUNT];
+    double type_bytes[CLF_TYPE_COUNT];
     double total_bytes;
 } tally;
 
@@ -148,7 +148,7 @@ static void print_text(const report *r) {
            mib(r->p.total_bytes, b), mib(r->file.total_bytes, c));
     if (mismatch) printf("  * the file differs from the estimate from hyperparameters\n");
     printf("  by type in the file:");
-    for (int t = 0; t <= CLF_Q8_0; t++)
+    for (int t = 0; t < CLF_TYPE_COUNT; t++)
         if (r->file.tensors[t])
             printf(" %s %d tensors %s (%.3f B/weight);", type_name((clf_type)t), r->file.tensors[t],
                    mib(r->file.type_bytes[t], a), r->file.type_bytes[t] / (double)r->file.type_elems[t]);
@@ -253,7 +253,7 @@ static void print_json(const report *r) {
     json_groups("file_bytes_by_group", NULL, r->file.bytes);
     printf(",\n  \"file_types\": {");
     int first = 1;
-    for (int t = 0; t <= CLF_Q8_0; t++)
+    for (int t = 0; t < CLF_TYPE_COUNT; t++)
         if (r->file.tensors[t]) {
             printf("%s\"%s\": {\"tensors\": %d, \"elements\": %" PRId64 ", \"bytes\": %.0f}", first ? "" : ", ",
                    type_name((clf_type)t), r->file.tensors[t], r->file.type_elems[t], r->file.type_bytes[t]);

@@ -227,8 +227,17 @@ static void test_tensor_infos(void **state) {
     expect_fail(c, "5 dimensions", "'t.q8': 5 dimensions"), free(c.p);
     c = copy(b), put32(c, tensor_field(b, "t.q8", T_NDIMS, 0), 0);
     expect_fail(c, "0 dimensions", "'t.q8': 0 dimensions"), free(c.p);
-    c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 12);
-    expect_fail(c, "Q4_K tensor", "'t.q8': unsupported tensor type 12 (Q4_K)"), free(c.p);
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 16);
+    expect_fail(c, "IQ2_XXS tensor", "'t.q8': unsupported tensor type 16 (IQ2_XXS)"), free(c.p);
+    /* the message lists what the type table holds */
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 15);
+    expect_fail(c, "Q8_K tensor", "(Q8_K) at offset"), free(c.p);
+    assert_non_null(strstr(clf_last_error(), "clinfer reads F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
+                                             "Q6_K, IQ4_NL, BF16"));
+    /* a K-quant row must be whole 256-weight super-blocks (t.q8's 2 x 68
+     * bytes read as Q4_K: 64 weights a row) */
+    c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), CLF_Q4_K);
+    expect_fail(c, "Q4_K row of 64", "'t.q8': row length 64 is not a multiple of the Q4_K block size 256"), free(c.p);
     c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 0xdead);
     expect_fail(c, "unknown tensor type", "unsupported tensor type 57005 (unknown)"), free(c.p);
     c = copy(b), put64(c, tensor_field(b, "t.q8", T_DIM0, 0), 48);

@@ -1,37 +1,28 @@
 #include "quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include "quant_k.h"
 
 _Static_assert(sizeof(clf_block_q8_0) == 34, "Q8_0 block is 34 bytes");
 _Static_assert(sizeof(clf_block_q4_0) == 18, "Q4_0 block is 18 bytes");
 _Static_assert(sizeof(clf_block_q4_1) == 20, "Q4_1 block is 20 bytes");
+_Static_assert(sizeof(clf_block_q5_0) == 22, "Q5_0 block is 22 bytes");
+_Static_assert(sizeof(clf_block_q5_1) == 24, "Q5_1 block is 24 bytes");
+_Static_assert(sizeof(clf_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
+_Static_assert(sizeof(clf_block_q2_K) == 84, "Q2_K block is 84 bytes");
+_Static_assert(sizeof(clf_block_q3_K) == 110, "Q3_K block is 110 bytes");
+_Static_assert(sizeof(clf_block_q4_K) == 144, "Q4_K block is 144 bytes");
+_Static_assert(sizeof(clf_block_q5_K) == 176, "Q5_K block is 176 bytes");
+_Static_assert(sizeof(clf_block_q6_K) == 210, "Q6_K block is 210 bytes");
 
-static const clf_type_info clf_types[] = {
-    [CLF_F32] = {"F32", 1, 4},
-    [CLF_F16] = {"F16", 1, 2},
-    [CLF_Q4_0] = {"Q4_0", CLF_QK, sizeof(clf_block_q4_0)},
-    [CLF_Q4_1] = {"Q4_1", CLF_QK, sizeof(clf_block_q4_1)},
-    [CLF_Q8_0] = {"Q8_0", CLF_QK, sizeof(clf_block_q8_0)},
-};
+/* ggml's kvalues_iq4nl: a non-uniform 4-bit grid, denser near zero. */
+const int8_t clf_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-const clf_type_info *clf_type_get(uint32_t type) {
-    if (type >= sizeof clf_types / sizeof clf_types[0] || !clf_types[type].name) return NULL;
-    return &clf_types[type];
-}
-
-int clf_type_from_name(const char *name) {
-    for (size_t i = 0; i < sizeof clf_types / sizeof clf_types[0]; i++)
-        if (clf_types[i].name && strcasecmp(clf_types[i].name, name) == 0) return (int)i;
-    return -1;
-}
-
-size_t clf_row_bytes(clf_type type, int64_t n) {
-    const clf_type_info *ti = clf_type_get(type);
-    if (!ti || n < 0 || n % ti->block || (uint64_t)(n / ti->block) > SIZE_MAX / (size_t)ti->block_bytes) return 0;
-    return (size_t)(n / ti->block) * (size_t)ti->block_bytes;
-}
+/* ---- scalar conversions ---------------------------------------------------- */
 
 float clf_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -66,92 +57,249 @@ uint16_t clf_f32_to_f16(float f) {
     return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
+float clf_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t clf_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* NaN: keep it quiet, as ggml */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16);
+}
+
+/* ---- element types ---------------------------------------------------------- */
+
+static void f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+static void f32_from_float(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+static void f16_to_float(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = clf_f16_to_f32(((const uint16_t *)src)[i]);
+}
+static void f16_from_float(const float *src, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = clf_f32_to_f16(src[i]);
+}
+
+static void bf16_to_float(const void *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = clf_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+static void bf16_from_float(const float *src, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = clf_f32_to_bf16(src[i]);
+}
+
+/* ---- 32-weight blocks ------------------------------------------------------- */
+
+static void q8_0_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_q8_0 *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_f16_to_f32(x->d);
+        for (int j = 0; j < CLF_QK; j++) y[j] = x->qs[j] * d;
+    }
+}
+
+static void q4_0_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_q4_0 *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_f16_to_f32(x->d);
+        for (int j = 0; j < CLF_QK / 2; j++) {
+            y[j] = ((x->qs[j] & 0xf) - 8) * d;
+            y[j + 16] = ((x->qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void q4_1_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_q4_1 *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_f16_to_f32(x->d), m = clf_f16_to_f32(x->m);
+        for (int j = 0; j < CLF_QK / 2; j++) {
+            y[j] = (x->qs[j] & 0xf) * d + m;
+            y[j + 16] = (x->qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+/* The 5-bit codes of a Q5 block: low nibble from qs, fifth bit from qh. */
+static void q5_codes(const uint8_t *qh4, const uint8_t *qs, int q[CLF_QK]) {
+    uint32_t qh = (uint32_t)qh4[0] | (uint32_t)qh4[1] << 8 | (uint32_t)qh4[2] << 16 | (uint32_t)qh4[3] << 24;
+    for (int j = 0; j < CLF_QK / 2; j++) {
+        q[j] = (qs[j] & 0xf) | (int)((qh >> j) & 1) << 4;
+        q[j + 16] = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+    }
+}
+
+static void q5_pack(const int q[CLF_QK], uint8_t *qh4, uint8_t *qs) {
+    uint32_t qh = 0;
+    for (int j = 0; j < CLF_QK / 2; j++) {
+        qs[j] = (uint8_t)((q[j] & 0xf) | (q[j + 16] & 0xf) << 4);
+        qh |= (uint32_t)(q[j] >> 4 & 1) << j | (uint32_t)(q[j + 16] >> 4 & 1) << (j + 16);
+    }
+    for (int i = 0; i < 4; i++) qh4[i] = (uint8_t)(qh >> 8 * i);
+}
+
+static void q5_0_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_q5_0 *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_f16_to_f32(x->d);
+        int q[CLF_QK];
+        q5_codes(x->qh, x->qs, q);
+        for (int j = 0; j < CLF_QK; j++) y[j] = (q[j] - 16) * d;
+    }
+}
+
+static void q5_1_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_q5_1 *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_f16_to_f32(x->d), m = clf_f16_to_f32(x->m);
+        int q[CLF_QK];
+        q5_codes(x->qh, x->qs, q);
+        for (int j = 0; j < CLF_QK; j++) y[j] = q[j] * d + m;
+    }
+}
+
+static void iq4_nl_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_iq4_nl *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_f16_to_f32(x->d);
+        for (int j = 0; j < CLF_QK / 2; j++) {
+            y[j] = d * clf_iq4nl_values[x->qs[j] & 0xf];
+            y[j + 16] = d * clf_iq4nl_values[x->qs[j] >> 4];
+        }
+    }
+}
+
+/* ggml's reference quantizers (quantize_row_*_ref): a scale from the block's
+ * extreme value, codes by truncating x / d plus an offset. */
+
+static void q8_0_from_float(const float *x, void *dst, int64_t nb) {
+    for (clf_block_q8_0 *y = dst; nb--; y++, x += CLF_QK) {
+        float amax = 0;
+        for (int j = 0; j < CLF_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        y->d = clf_f32_to_f16(d);
+        for (int j = 0; j < CLF_QK; j++) y->qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+/* The signed value of largest magnitude (the first of equals). */
+static float signed_max(const float *x, int n) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+    return max;
+}
+
+static void q4_0_from_float(const float *x, void *dst, int64_t nb) {
+    for (clf_block_q4_0 *y = dst; nb--; y++, x += CLF_QK) {
+        float d = signed_max(x, CLF_QK) / -8.0f, id = d ? 1.0f / d : 0.0f;
+        y->d = clf_f32_to_f16(d);
+        for (int j = 0; j < CLF_QK / 2; j++) {
+            int q0 = (int)(x[j] * id + 8.5f), q1 = (int)(x[j + 16] * id + 8.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            y->qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+static void min_max(const float *x, int n, float *lo, float *hi) {
+    *lo = x[0], *hi = x[0];
+    for (int j = 1; j < n; j++) *lo = fminf(*lo, x[j]), *hi = fmaxf(*hi, x[j]);
+}
+
+static void q4_1_from_float(const float *x, void *dst, int64_t nb) {
+    for (clf_block_q4_1 *y = dst; nb--; y++, x += CLF_QK) {
+        float min, max;
+        min_max(x, CLF_QK, &min, &max);
+        float d = (max - min) / 15.0f, id = d ? 1.0f / d : 0.0f;
+        y->d = clf_f32_to_f16(d);
+        y->m = clf_f32_to_f16(min);
+        for (int j = 0; j < CLF_QK / 2; j++) {
+            int q0 = (int)((x[j] - min) * id + 0.5f), q1 = (int)((x[j + 16] - min) * id + 0.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            y->qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+static void q5_0_from_float(const float *x, void *dst, int64_t nb) {
+    for (clf_block_q5_0 *y = dst; nb--; y++, x += CLF_QK) {
+        float d = signed_max(x, CLF_QK) / -16.0f, id = d ? 1.0f / d : 0.0f;
+        y->d = clf_f32_to_f16(d);
+        int q[CLF_QK];
+        for (int j = 0; j < CLF_QK; j++) {
+            q[j] = (int)(x[j] * id + 16.5f);
+            q[j] = q[j] > 31 ? 31 : q[j];
+        }
+        q5_pack(q, y->qh, y->qs);
+    }
+}
+
+static void q5_1_from_float(const float *x, void *dst, int64_t nb) {
+    for (clf_block_q5_1 *y = dst; nb--; y++, x += CLF_QK) {
+        float min, max;
+        min_max(x, CLF_QK, &min, &max);
+        float d = (max - min) / 31.0f, id = d ? 1.0f / d : 0.0f;
+        y->d = clf_f32_to_f16(d);
+        y->m = clf_f32_to_f16(min);
+        int q[CLF_QK];
+        for (int j = 0; j < CLF_QK; j++) q[j] = (int)((x[j] - min) * id + 0.5f); /* at most 31: min..max spans 31 d */
+        q5_pack(q, y->qh, y->qs);
+    }
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static const clf_type_info clf_types[CLF_TYPE_COUNT] = {
+    [CLF_F32] = {"F32", "f32", 1, 4, f32_to_float, f32_from_float},
+    [CLF_F16] = {"F16", "f16", 1, 2, f16_to_float, f16_from_float},
+    [CLF_BF16] = {"BF16", "bf16", 1, 2, bf16_to_float, bf16_from_float},
+    [CLF_Q4_0] = {"Q4_0", "q4_0", CLF_QK, sizeof(clf_block_q4_0), q4_0_to_float, q4_0_from_float},
+    [CLF_Q4_1] = {"Q4_1", "q4_1", CLF_QK, sizeof(clf_block_q4_1), q4_1_to_float, q4_1_from_float},
+    [CLF_Q5_0] = {"Q5_0", "q5_0", CLF_QK, sizeof(clf_block_q5_0), q5_0_to_float, q5_0_from_float},
+    [CLF_Q5_1] = {"Q5_1", "q5_1", CLF_QK, sizeof(clf_block_q5_1), q5_1_to_float, q5_1_from_float},
+    [CLF_Q8_0] = {"Q8_0", "q8_0", CLF_QK, sizeof(clf_block_q8_0), q8_0_to_float, q8_0_from_float},
+    [CLF_IQ4_NL] = {"IQ4_NL", "iq4_nl", CLF_QK, sizeof(clf_block_iq4_nl), iq4_nl_to_float, clf_iq4_nl_from_float},
+    [CLF_Q2_K] = {"Q2_K", "q2_k", CLF_QK_K, sizeof(clf_block_q2_K), clf_q2_K_to_float, clf_q2_K_from_float},
+    [CLF_Q3_K] = {"Q3_K", "q3_k", CLF_QK_K, sizeof(clf_block_q3_K), clf_q3_K_to_float, clf_q3_K_from_float},
+    [CLF_Q4_K] = {"Q4_K", "q4_k", CLF_QK_K, sizeof(clf_block_q4_K), clf_q4_K_to_float, clf_q4_K_from_float},
+    [CLF_Q5_K] = {"Q5_K", "q5_k", CLF_QK_K, sizeof(clf_block_q5_K), clf_q5_K_to_float, clf_q5_K_from_float},
+    [CLF_Q6_K] = {"Q6_K", "q6_k", CLF_QK_K, sizeof(clf_block_q6_K), clf_q6_K_to_float, clf_q6_K_from_float},
+};
+
+const clf_type_info *clf_type_get(uint32_t type) {
+    if (type >= CLF_TYPE_COUNT || !clf_types[type].name) return NULL;
+    return &clf_types[type];
+}
+
+char *clf_type_names(char *buf, size_t n) {
+    size_t len = 0;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < CLF_TYPE_COUNT && len < n; i++)
+        if (clf_types[i].name) {
+            int w = snprintf(buf + len, n - len, "%s%s", len ? ", " : "", clf_types[i].name);
+            if (w < 0) break;
+            len += (size_t)w;
+        }
+    return buf;
+}
+
+int clf_type_from_name(const char *name) {
+    for (int i = 0; i < CLF_TYPE_COUNT; i++)
+        if (clf_types[i].name && strcasecmp(clf_types[i].name, name) == 0) return i;
+    return -1;
+}
+
+size_t clf_row_bytes(clf_type type, int64_t n) {
+    const clf_type_info *ti = clf_type_get(type);
+    if (!ti || n < 0 || n % ti->block || (uint64_t)(n / ti->block) > SIZE_MAX / (size_t)ti->block_bytes) return 0;
+    return (size_t)(n / ti->block) * (size_t)ti->block_bytes;
+}
+
 void clf_dequantize(clf_type type, const void *src, float *dst, int64_t n) {
-    switch (type) {
-    case CLF_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
-    case CLF_F16:
-        for (int64_t i = 0; i < n; i++) dst[i] = clf_f16_to_f32(((const uint16_t *)src)[i]);
-        break;
-    case CLF_Q8_0:
-        for (int64_t b = 0; b < n / CLF_QK; b++) {
-            const clf_block_q8_0 *x = (const clf_block_q8_0 *)src + b;
-            float d = clf_f16_to_f32(x->d);
-            for (int j = 0; j < CLF_QK; j++) dst[b * CLF_QK + j] = d * x->qs[j];
-        }
-        break;
-    case CLF_Q4_0:
-        for (int64_t b = 0; b < n / CLF_QK; b++) {
-            const clf_block_q4_0 *x = (const clf_block_q4_0 *)src + b;
-            float d = clf_f16_to_f32(x->d);
-            for (int j = 0; j < CLF_QK / 2; j++) {
-                dst[b * CLF_QK + j] = d * ((x->qs[j] & 0xf) - 8);
-                dst[b * CLF_QK + j + 16] = d * ((x->qs[j] >> 4) - 8);
-            }
-        }
-        break;
-    case CLF_Q4_1:
-        for (int64_t b = 0; b < n / CLF_QK; b++) {
-            const clf_block_q4_1 *x = (const clf_block_q4_1 *)src + b;
-            float d = clf_f16_to_f32(x->d), m = clf_f16_to_f32(x->m);
-            for (int j = 0; j < CLF_QK / 2; j++) {
-                dst[b * CLF_QK + j] = d * (x->qs[j] & 0xf) + m;
-                dst[b * CLF_QK + j + 16] = d * (x->qs[j] >> 4) + m;
-            }
-        }
-        break;
-    }
-}
-
-static void quantize_q8_0(const float *x, clf_block_q8_0 *y) {
-    float amax = 0;
-    for (int j = 0; j < CLF_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
-    float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-    y->d = clf_f32_to_f16(d);
-    for (int j = 0; j < CLF_QK; j++) y->qs[j] = (int8_t)roundf(x[j] * id);
-}
-
-static void quantize_q4_0(const float *x, clf_block_q4_0 *y) {
-    float amax = 0, max = 0; /* max: the signed value of largest magnitude */
-    for (int j = 0; j < CLF_QK; j++)
-        if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
-    float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
-    y->d = clf_f32_to_f16(d);
-    for (int j = 0; j < CLF_QK / 2; j++) {
-        int q0 = (int)(x[j] * id + 8.5f), q1 = (int)(x[j + 16] * id + 8.5f);
-        q0 = q0 > 15 ? 15 : q0;
-        q1 = q1 > 15 ? 15 : q1;
-        y->qs[j] = (uint8_t)(q0 | (q1 << 4));
-    }
-}
-
-static void quantize_q4_1(const float *x, clf_block_q4_1 *y) {
-    float min = x[0], max = x[0];
-    for (int j = 1; j < CLF_QK; j++) { min = fminf(min, x[j]); max = fmaxf(max, x[j]); }
-    float d = (max - min) / 15.0f, id = d ? 1.0f / d : 0.0f;
-    y->d = clf_f32_to_f16(d);
-    y->m = clf_f32_to_f16(min);
-    for (int j = 0; j < CLF_QK / 2; j++) {
-        int q0 = (int)((x[j] - min) * id + 0.5f), q1 = (int)((x[j + 16] - min) * id + 0.5f);
-        q0 = q0 > 15 ? 15 : q0;
-        q1 = q1 > 15 ? 15 : q1;
-        y->qs[j] = (uint8_t)(q0 | (q1 << 4));
-    }
+    const clf_type_info *ti = clf_type_get(type);
+    if (ti) ti->to_float(src, dst, n / ti->block);
 }
 
 void clf_quantize(clf_type type, const float *src, void *dst, int64_t n) {
-    switch (type) {
-    case CLF_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
-    case CLF_F16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = clf_f32_to_f16(src[i]);
-        break;
-    case CLF_Q8_0:
-        for (int64_t b = 0; b < n / CLF_QK; b++) quantize_q8_0(src + b * CLF_QK, (clf_block_q8_0 *)dst + b);
-        break;
-    case CLF_Q4_0:
-        for (int64_t b = 0; b < n / CLF_QK; b++) quantize_q4_0(src + b * CLF_QK, (clf_block_q4_0 *)dst + b);
-        break;
-    case CLF_Q4_1:
-        for (int64_t b = 0; b < n / CLF_QK; b++) quantize_q4_1(src + b * CLF_QK, (clf_block_q4_1 *)dst + b);
-        break;
-    }
+    const clf_type_info *ti = clf_type_get(type);
+    if (ti) ti->from_float(src, dst, n / ti->block);
 }

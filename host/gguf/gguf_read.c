@@ -353,10 +353,11 @@ static clf_status parse_tensor_info(clf_gguf *g, cursor *c, int64_t i, clf_gguf_
     at = c->off;
     CLF_TRY(rd_u32(c, "type", &type));
     const clf_type_info *ti = clf_type_get(type);
-    if (!ti)
-        return clf_fail(CLF_ERR_FORMAT,
-                        "%s: unsupported tensor type %" PRIu32 " (%s) at offset %zu; clinfer reads F32, F16, Q4_0, Q4_1, Q8_0",
-                        c->where, type, ggml_type_name(type), at);
+    if (!ti) {
+        char known[256];
+        return clf_fail(CLF_ERR_FORMAT, "%s: unsupported tensor type %" PRIu32 " (%s) at offset %zu; clinfer reads %s",
+                        c->where, type, ggml_type_name(type), at, clf_type_names(known, sizeof known));
+    }
     t->type = (clf_type)type;
     if (t->ne[0] % ti->block)
         return clf_fail(CLF_ERR_FORMAT, "%s: row length %" PRId64 " is not a multiple of the %s block size %d", c->where,

@@ -1,7 +1,7 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--arch A]
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A]
  *                  [--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
  *       a random model (tests/support: tiny_model_write, default a one-layer
  *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
@@ -9,7 +9,10 @@
  *       --no-eog gives it no end-of-generation token, so a run stops only at
  *       -n; --ff N: the feed-forward width (default 64; 384 N bytes of F32
  *       weights: a large file that still loads in a moment); --nan fills
- *       output_norm.weight with NaN, so every logit is NaN. The family
+ *       output_norm.weight with NaN, so every logit is NaN; --kquant: rows of
+ *       whole 256-weight super-blocks (n_embd 256 in 4 heads of 64 sharing 1
+ *       KV head, n_ff 512), 2 layers, an untied output head: every matrix can
+ *       be a K-quant (tests/peer/record_kquant.py). The family
  *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
  *       file then has Llama's tensors), --layers, --embd (the embedding width
  *       when it differs from the 2 heads of 16), --window (gemma3's sliding
@@ -19,7 +22,8 @@
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
- *       arrays, no tensors at all); DIR/tokenizer: texts for fuzz_tokenizer.
+ *       arrays, no tensors at all, a K-quant super-block); DIR/tokenizer:
+ *       texts for fuzz_tokenizer.
  */
 #include <errno.h>
 #include <math.h>
@@ -121,6 +125,9 @@ static int write_kinds(const char *path) {
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.4d.q4_1", CLF_Q4_1, 4, (int64_t[]){32, 1, 2, 1}, q);
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.q4_0", CLF_Q4_0, 2, (int64_t[]){32, 2}, q);
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.f16", CLF_F16, 2, (int64_t[]){4, 5}, q);
+    uint8_t k[sizeof(clf_block_q6_K)]; /* a 256-weight super-block */
+    for (size_t i = 0; i < sizeof k; i++) k[i] = (uint8_t)(i * 29 + 3);
+    if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.q6_k", CLF_Q6_K, 1, (int64_t[]){256}, k);
     if (st == CLF_OK) st = clf_gguf_write(w, path);
     clf_gguf_writer_free(w);
     return st == CLF_OK ? 0 : fail(path);
@@ -203,6 +210,8 @@ int main(int argc, char **argv) {
             const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
             if (!strcmp(a, "--no-eog")) eog = 0;
             else if (!strcmp(a, "--nan")) nan = 1;
+            else if (!strcmp(a, "--kquant"))
+                tm.n_layer = 2, tm.n_head = 4, tm.n_head_kv = 1, tm.head_dim = 64, tm.n_ff = 512, tm.tied = 0;
             else if (!strcmp(a, "--rope-freqs")) tm.rope_freqs = 1;
             else if (!strcmp(a, "--untied")) tm.tied = 0;
             else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
@@ -221,7 +230,7 @@ int main(int argc, char **argv) {
         return write_model(argv[2], tm, 0, eog, nan, seed);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--arch A] [--layers N] "
-                    "[--embd D] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A] "
+                    "[--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
     return 2;
 }
