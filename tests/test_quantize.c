@@ -312,14 +312,17 @@ static void test_progress(void **state) {
     PATH(src, "src.gguf");
     PATH(out, "progress.gguf");
     PATH(log, "progress.log");
-    assert_int_equal(run("%s quantize %s %s Q4_K_M 2>%s", bin(), src, out, log), 0);
+    assert_int_equal(run("%s quantize --force %s %s Q4_K_M 2>%s", bin(), src, out, log), 0);
     assert_int_equal(run("test $(wc -l < %s) -eq 1 && grep -q '^clinfer: wrote ' %s && ! grep -q \"$(printf '\\r')\" %s",
                          log, log, log), 0);
     if (run("command -v script >/dev/null") != 0) {
         printf("[  NOTE    ] script(1) is absent: the terminal case skipped\n");
         return;
     }
-    assert_int_equal(run("script -qec '%s quantize %s %s Q4_K_M' /dev/null > %s 2>&1", bin(), src, out, log), 0);
+    if (run("script -qec '%s quantize --force %s %s Q4_K_M' /dev/null > %s 2>&1", bin(), src, out, log) != 0) {
+        run("cat %s", log);
+        fail_msg("quantize under script(1) failed");
+    }
     assert_int_equal(run("grep -q \"$(printf '\\r')clinfer: quantizing 1/%d \" %s", N_T, log), 0);
     unlink(out);
 }
