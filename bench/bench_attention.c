@@ -36,7 +36,7 @@ static clf_status setup(clf_runtime *rt, attn_ctx *c) {
     free(h);
     const clf_rows k = {&c->qkv, N_HEAD * HEAD_DIM, QKV}, v = {&c->qkv, (N_HEAD + N_KV_HEAD) * HEAD_DIM, QKV};
     for (int i = 0; i < 2 && st == CLF_OK; i++) {
-        st = clf_kv_cache_create(rt, i ? CLF_F16 : CLF_F32, 1, N_KV_HEAD, HEAD_DIM, MAX_CTX, &c->cache[i]);
+        st = clf_kv_cache_create(rt, i ? CLF_F16 : CLF_F32, 1, N_KV_HEAD, HEAD_DIM, MAX_CTX, 0, &c->cache[i]);
         if (st == CLF_OK) st = clf_kv_write(rt, &c->cache[i], 0, k, v, MAX_CTX, 0);
     }
     return st == CLF_OK ? clf_finish(rt) : st;

@@ -26,16 +26,17 @@ static clf_status run_get_rows(clf_runtime *rt, void *p) {
 static clf_status run_rmsnorm(clf_runtime *rt, void *p) {
     ops_ctx *c = p;
     clf_tensor x = clf_tensor_rows(&c->x, 0, c->rows), y = clf_tensor_rows(&c->r, 0, c->rows);
-    return clf_rmsnorm(rt, &x, &c->w, 1e-5f, &y);
+    return clf_rmsnorm(rt, &x, &c->w, 1e-5f, &y, 0);
 }
 static clf_status run_rope(clf_runtime *rt, void *p) {
     ops_ctx *c = p;
-    return clf_rope(rt, &c->qkv, c->rows, QKV, 0, HEADS_QK, HEAD_DIM, HEAD_DIM, 100, ROPE_BASE, CLF_ROPE_NORM);
+    const clf_rope_params rp = {CLF_ROPE_NORM, HEAD_DIM, ROPE_BASE, 1.0f, NULL};
+    return clf_rope(rt, &c->qkv, c->rows, QKV, 0, HEADS_QK, HEAD_DIM, 100, &rp);
 }
 static clf_status run_swiglu(clf_runtime *rt, void *p) {
     ops_ctx *c = p;
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, c->rows), y = clf_tensor_rows(&c->ff, 0, c->rows);
-    return clf_swiglu(rt, &gu, &y);
+    return clf_glu(rt, CLF_GLU_SILU, &gu, &y);
 }
 static clf_status run_add(clf_runtime *rt, void *p) { /* the residual add: x += r */
     ops_ctx *c = p;

@@ -14,7 +14,15 @@
  * masked score then contributes exp2(NEG_BIG - max) = 0 once a real score is
  * seen, and a fully masked row averages finite values instead of giving NaN.
  * Offsets are in elements; cache offsets are ulong (a cache may exceed 2^31
- * elements). */
+ * elements).
+ *
+ * Sliding window: with window > 0 a query at position p sees keys
+ * p - window + 1 .. p only (Gemma 3's local layers); loops start at the
+ * first block any row of the tile sees, and the mask drops the rest. A
+ * cache of n_ctx slots holds position j at slot j % n_ctx, so a windowed
+ * cache can be a ring shorter than the context; the host guarantees that
+ * a ring's n_ctx is a multiple of 32 (no key block straddles its end) or
+ * that positions stay below n_ctx. */
 
 #if HD % 16 != 0
 #error "HD must be a multiple of 16"
@@ -41,6 +49,10 @@
 
 /* Start of the cache rows of one KV head. */
 #define KV_HEAD(base, kv_off, kvh, n_ctx) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_ctx) * HD)
+/* Element offset of position j's row within a head (ring slot j % n_ctx). */
+#define KV_ROW(j, n_ctx) ((ulong)((j) % (n_ctx)) * HD)
+/* First key a query at position p sees. */
+#define KV_FIRST(p, window) ((window) > 0 ? max((p) - (window) + 1, 0) : 0)
 
 CLF_INLINE float clf_hmax16(float16 v) {
     float8 a = fmax(v.lo, v.hi);
@@ -81,12 +93,13 @@ CLF_INLINE float16 clf_transpose_sum16(const float16 *a) {
 /* ---- KV write ------------------------------------------------------------ */
 
 /* Row t of K and V (n_kv_head × HD at k_off / v_off, rows *_stride apart)
- * into cache positions pos0 + t. Global size (n_tokens, n_kv_head). */
+ * into cache position pos0 + t (slot (pos0 + t) % n_ctx). Global size
+ * (n_tokens, n_kv_head). */
 __kernel void kv_write(__global const float *k, const ulong k_off, const int k_stride, __global const float *v,
                        const ulong v_off, const int v_stride, __global kv_t *kc, __global kv_t *vc,
                        const ulong kv_off, const int n_ctx, const int pos0) {
     const int t = get_global_id(0), kvh = get_global_id(1);
-    const ulong dst = (ulong)(pos0 + t) * HD;
+    const ulong dst = KV_ROW(pos0 + t, n_ctx);
     __global const float *ks = k + k_off + (ulong)t * k_stride + kvh * HD;
     __global const float *vs = v + v_off + (ulong)t * v_stride + kvh * HD;
     __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_ctx) + dst;
@@ -118,11 +131,12 @@ __kernel void kv_write(__global const float *k, const ulong k_off, const int k_s
 
 /* One block: keys rows 0 .. ATTN_BK-1 of kblk/vblk (rows past `last` repeat
  * row `last`, in bounds; the mask drops them), online-softmax update of m, l
- * and the transposed output ot. `mask` applies the causal limits limv to key
- * indices kb + j. Full blocks pass the constant ATTN_BK - 1 as last. */
+ * and the transposed output ot. `mask` applies each row's limits, lov <=
+ * key kb + j <= limv (causal, and the window's start). Full blocks pass the
+ * constant ATTN_BK - 1 as last. */
 CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, float16 *l, KBLK_SPACE const float *kblk,
-                                  KBLK_SPACE const float *vblk, const int last, const int kb, const int16 limv,
-                                  const bool mask) {
+                                  KBLK_SPACE const float *vblk, const int last, const int kb, const int16 lov,
+                                  const int16 limv, const bool mask) {
     float16 s[ATTN_BK];
 #pragma unroll
     for (int j = 0; j < ATTN_BK; j++) s[j] = 0.0f;
@@ -133,7 +147,8 @@ CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, floa
     }
     if (mask) {
 #pragma unroll
-        for (int j = 0; j < ATTN_BK; j++) s[j] = select(s[j], (float16)CLF_NEG_BIG, (int16)(kb + j) > limv);
+        for (int j = 0; j < ATTN_BK; j++)
+            s[j] = select(s[j], (float16)CLF_NEG_BIG, ((int16)(kb + j) > limv) | ((int16)(kb + j) < lov));
     }
     float16 mx = *m;
 #pragma unroll
@@ -158,7 +173,7 @@ CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, floa
 __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const int q_stride,
                                __global const kv_t *kc, __global const kv_t *vc, const ulong kv_off,
                                const int n_ctx, __global float *out, const ulong out_off, const int n_tokens,
-                               const int pos0, const int gqa, const float qscale) {
+                               const int pos0, const int gqa, const float qscale, const int window) {
     const int kvh = get_global_id(1), n_head = get_global_size(1) * gqa;
     const int n_rows = n_tokens * gqa, r0 = get_global_id(0) * ROWS;
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
@@ -166,16 +181,20 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
 
     float16 qt16[HD]; /* qt16[d] = dimension d of the 16 rows; reused for the output */
     float *qt = (float *)qt16;
-    int lim[ROWS]; /* last key row r may see (causal) */
+    int lim[ROWS], lo[ROWS]; /* first and last key row r may see */
     for (int r = 0; r < ROWS; r++) {
         const int row = min(r0 + r, n_rows - 1), t = row / gqa; /* padding rows repeat the last */
         __global const float *qr = q + q_off + (ulong)t * q_stride + (kvh * gqa + row % gqa) * HD;
         for (int d = 0; d < HD; d++) qt[d * ROWS + r] = qr[d] * qscale;
         lim[r] = pos0 + t;
+        lo[r] = KV_FIRST(pos0 + t, window);
     }
-    const int16 limv = vload16(0, lim);
-    const int kend = pos0 + min(r0 + ROWS - 1, n_rows - 1) / gqa + 1; /* keys any row sees */
-    const int kfull = pos0 + r0 / gqa + 1;                            /* keys every row sees */
+    const int16 limv = vload16(0, lim), lov = vload16(0, lo);
+    const int t_last = min(r0 + ROWS - 1, n_rows - 1) / gqa;
+    const int kend = pos0 + t_last + 1;                    /* keys any row sees: below kend */
+    const int kfull = pos0 + r0 / gqa + 1;                 /* every row sees keys below kfull ... */
+    const int klo = KV_FIRST(pos0 + t_last, window);       /* ... from klo on */
+    const int kstart = KV_FIRST(pos0 + r0 / gqa, window) / ATTN_BK * ATTN_BK;
 
     float16 ot[HD];
     for (int d = 0; d < HD; d++) ot[d] = 0.0f;
@@ -183,22 +202,23 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
 #if KV_F16
     float16 kt[ATTN_BK * HV], vt[ATTN_BK * HV];
 #endif
-    for (int kb = 0; kb < kend; kb += ATTN_BK) {
+    for (int kb = kstart; kb < kend; kb += ATTN_BK) {
         const int last = min(ATTN_BK, kend - kb) - 1;
-        const bool mask = kb + ATTN_BK > kfull;
+        const bool mask = kb + ATTN_BK > kfull || kb < klo;
+        const ulong base = KV_ROW(kb, n_ctx);
 #if KV_F16
         for (int j = 0; j < ATTN_BK; j++) {
-            const ulong row = (ulong)(kb + min(j, last)) * HD;
+            const ulong row = base + (ulong)min(j, last) * HD;
             for (int c = 0; c < HV; c++) {
                 kt[j * HV + c] = KV_LOAD16(kh + row + 16 * c);
                 vt[j * HV + c] = KV_LOAD16(vh + row + 16 * c);
             }
         }
-        clf_prefill_block(qt, ot, &m, &l, (const float *)kt, (const float *)vt, ATTN_BK - 1, kb, limv, mask);
+        clf_prefill_block(qt, ot, &m, &l, (const float *)kt, (const float *)vt, ATTN_BK - 1, kb, lov, limv, mask);
 #else
-        __global const float *kblk = kh + (ulong)kb * HD, *vblk = vh + (ulong)kb * HD;
-        if (last == ATTN_BK - 1) clf_prefill_block(qt, ot, &m, &l, kblk, vblk, ATTN_BK - 1, kb, limv, mask);
-        else clf_prefill_block(qt, ot, &m, &l, kblk, vblk, last, kb, limv, mask);
+        __global const float *kblk = kh + base, *vblk = vh + base;
+        if (last == ATTN_BK - 1) clf_prefill_block(qt, ot, &m, &l, kblk, vblk, ATTN_BK - 1, kb, lov, limv, mask);
+        else clf_prefill_block(qt, ot, &m, &l, kblk, vblk, last, kb, lov, limv, mask);
 #endif
     }
 
@@ -220,12 +240,14 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
 __kernel __attribute__((reqd_work_group_size(ATTN_BR, 1, 1))) void
 attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride, __global const kv_t *kc,
                  __global const kv_t *vc, const ulong kv_off, const int n_ctx, __global float *out,
-                 const ulong out_off, const int n_tokens, const int pos0, const int gqa, const float qscale) {
+                 const ulong out_off, const int n_tokens, const int pos0, const int gqa, const float qscale,
+                 const int window) {
     __local float kl[ATTN_BC * HD], vl[ATTN_BC * HD];
     const int lid = get_local_id(0), kvh = get_group_id(1), n_head = get_num_groups(1) * gqa;
     const int n_rows = n_tokens * gqa, r0 = get_group_id(0) * ATTN_BR, row = min(r0 + lid, n_rows - 1);
-    const int t = row / gqa, h = kvh * gqa + row % gqa, lim = pos0 + t;
+    const int t = row / gqa, h = kvh * gqa + row % gqa, lim = pos0 + t, lo = KV_FIRST(lim, window);
     const int kend = pos0 + min(r0 + ATTN_BR - 1, n_rows - 1) / gqa + 1;
+    const int kstart = KV_FIRST(pos0 + r0 / gqa, window) / ATTN_BC * ATTN_BC;
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
 
@@ -236,18 +258,19 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
         o[d] = 0.0f;
     }
     float m = CLF_NEG_BIG, l = 0.0f;
-    for (int kb = 0; kb < kend; kb += ATTN_BC) {
+    for (int kb = kstart; kb < kend; kb += ATTN_BC) {
         const int n = min(ATTN_BC, kend - kb) * HD;
+        const ulong base = KV_ROW(kb, n_ctx);
         for (int i = lid; i < ATTN_BC * HD; i += ATTN_BR) {
-            kl[i] = i < n ? KV_LOAD1(kh + (ulong)kb * HD + i) : 0.0f;
-            vl[i] = i < n ? KV_LOAD1(vh + (ulong)kb * HD + i) : 0.0f;
+            kl[i] = i < n ? KV_LOAD1(kh + base + i) : 0.0f;
+            vl[i] = i < n ? KV_LOAD1(vh + base + i) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float mx = m;
         for (int j = 0; j < ATTN_BC; j++) {
             float dot = 0.0f;
             for (int d = 0; d < HD; d++) dot = fma(qr[d], kl[j * HD + d], dot);
-            s[j] = kb + j <= lim ? dot : CLF_NEG_BIG;
+            s[j] = kb + j <= lim && kb + j >= lo ? dot : CLF_NEG_BIG;
             mx = fmax(mx, s[j]);
         }
         const float alpha = exp2(m - mx);
@@ -276,14 +299,15 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
 /* Global size (n_kv, n_tokens, n_head). */
 __kernel void attn_naive_scores(__global const float *q, const ulong q_off, const int q_stride,
                                 __global const kv_t *kc, const ulong kv_off, const int n_ctx, __global float *S,
-                                const int pos0, const int gqa, const float scale) {
+                                const int pos0, const int gqa, const float scale, const int window) {
     const int j = get_global_id(0), t = get_global_id(1), h = get_global_id(2);
     const int n_kv = get_global_size(0), n_tokens = get_global_size(1);
     __global const float *qr = q + q_off + (ulong)t * q_stride + h * HD;
-    __global const kv_t *kr = KV_HEAD(kc, kv_off, h / gqa, n_ctx) + (ulong)j * HD;
+    __global const kv_t *kr = KV_HEAD(kc, kv_off, h / gqa, n_ctx) + KV_ROW(j, n_ctx);
     float16 acc = 0.0f;
     for (int c = 0; c < HD; c += 16) acc = fma(vload16(0, qr + c), KV_LOAD16(kr + c), acc);
-    S[((ulong)h * n_tokens + t) * n_kv + j] = j <= pos0 + t ? clf_hsum16(acc) * scale : CLF_NEG_BIG;
+    const bool seen = j <= pos0 + t && j >= KV_FIRST(pos0 + t, window);
+    S[((ulong)h * n_tokens + t) * n_kv + j] = seen ? clf_hsum16(acc) * scale : CLF_NEG_BIG;
 }
 
 /* In place on each row of n_kv scores. Global size n_head * n_tokens. */
@@ -305,25 +329,27 @@ __kernel void attn_naive_pv(__global const float *S, const int n_kv, __global co
     __global const float *p = S + ((ulong)h * n_tokens + t) * n_kv;
     __global const kv_t *vr = KV_HEAD(vc, kv_off, h / gqa, n_ctx) + c;
     float16 acc = 0.0f;
-    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LOAD16(vr + (ulong)j * HD), acc);
+    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LOAD16(vr + KV_ROW(j, n_ctx)), acc);
     vstore16(acc, 0, out + out_off + ((ulong)t * n_head + h) * HD + c);
 }
 
 #else /* GQA */
 
 /* ---- decode (flash-decoding) -----------------------------------------------
- * One query token; the keys 0 .. n_kv-1 are cut into splits of `chunk`
- * keys. Each split writes its unnormalised output o, running max m (log2
+ * One query token; the keys it sees, k0 .. n_kv-1 (k0 > 0 in a sliding
+ * window), are cut into splits of `chunk` keys from k0 rounded down to 16
+ * (the keys below k0 in the first block are masked). Each split writes its unnormalised output o, running max m (log2
  * domain) and sum l to part_o [n_head][n_split][HD] and part_ml
  * [n_head][n_split][2]; attn_decode_reduce combines them. A split past the
  * end leaves m = NEG_BIG, l = 0, o = 0, which the reduction weighs as 0. */
 
 /* One block of 16 keys for one query head: scores as 16 float16 partial dot
  * products folded into one float16, the online-softmax update, then P·V.
- * Rows past `last` repeat row `last` (in bounds) and are masked; full
- * blocks pass the constant 15, which folds the clamps and the mask away. */
+ * Rows past `last` repeat row `last` (in bounds) and are masked, as are
+ * rows before `first`; full blocks pass the constants 0 and 15, which fold
+ * the clamps and the mask away. */
 CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float *l, __global const kv_t *kblk,
-                                 __global const kv_t *vblk, const int last) {
+                                 __global const kv_t *vblk, const int first, const int last) {
     float16 a[16];
 #pragma unroll
     for (int j = 0; j < 16; j++) {
@@ -334,7 +360,7 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
         a[j] = acc;
     }
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const float16 sc = select(clf_transpose_sum16(a), (float16)CLF_NEG_BIG, lane > last);
+    const float16 sc = select(clf_transpose_sum16(a), (float16)CLF_NEG_BIG, lane > last || lane < first);
     const float mx = fmax(*m, clf_hmax16(sc));
     const float alpha = exp2(*m - mx);
     const float16 p = exp2(sc - mx);
@@ -359,10 +385,10 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
  * Global size (n_split, n_kv_head), local size 1. */
 __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __global const kv_t *kc,
                               __global const kv_t *vc, const ulong kv_off, const int n_ctx,
-                              __global float *part_o, __global float *part_ml, const int n_kv, const int chunk,
-                              const float qscale) {
+                              __global float *part_o, __global float *part_ml, const int k0, const int n_kv,
+                              const int chunk, const float qscale) {
     const int sp = get_global_id(0), kvh = get_global_id(1), n_split = get_global_size(0);
-    const int j0 = sp * chunk, j1 = min(j0 + chunk, n_kv);
+    const int j0 = k0 / 16 * 16 + sp * chunk, j1 = min(j0 + chunk, n_kv);
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
     for (int g = 0; g < GQA; g++) {
@@ -375,9 +401,15 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
         }
         float m = CLF_NEG_BIG, l = 0.0f;
         int kb = j0;
+        if (kb < k0 && kb < j1) { /* the window starts inside this block */
+            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), k0 - kb,
+                             min(15, j1 - kb - 1));
+            kb += 16;
+        }
         for (; kb + 16 <= j1; kb += 16)
-            clf_decode_block(qv, ov, &m, &l, kh + (ulong)kb * HD, vh + (ulong)kb * HD, 15);
-        if (kb < j1) clf_decode_block(qv, ov, &m, &l, kh + (ulong)kb * HD, vh + (ulong)kb * HD, j1 - kb - 1);
+            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), 0, 15);
+        if (kb < j1)
+            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), 0, j1 - kb - 1);
         const int part = h * n_split + sp;
 #pragma unroll
         for (int c = 0; c < HV; c++) vstore16(ov[c], c, part_o + (ulong)part * HD);
@@ -397,10 +429,10 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
 __kernel __attribute__((reqd_work_group_size(HD, 1, 1))) void
 attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t *kc, __global const kv_t *vc,
                 const ulong kv_off, const int n_ctx, __global float *part_o, __global float *part_ml,
-                const int n_kv, const int chunk, const float qscale) {
+                const int k0, const int n_kv, const int chunk, const float qscale) {
     __local float ql[GQA * HD], sl[GQA * DEC_CK], kl[DEC_CK * (HD + 1)];
     const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), n_split = get_num_groups(0);
-    const int j0 = sp * chunk, j1 = min(j0 + chunk, n_kv);
+    const int j0 = k0 / 16 * 16 + sp * chunk, j1 = min(j0 + chunk, n_kv);
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
     for (int g = 0; g < GQA; g++) ql[g * HD + lid] = q[q_off + (kvh * GQA + g) * HD + lid] * qscale;
@@ -411,13 +443,13 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
-        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LOAD1(kh + (ulong)(kb + i) * HD + lid);
+        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LOAD1(kh + KV_ROW(kb + i, n_ctx) + lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < DEC_CK)
             for (int g = 0; g < GQA; g++) {
                 float dot = 0.0f;
                 for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], kl[lid * (HD + 1) + d], dot);
-                sl[g * DEC_CK + lid] = lid < nk ? dot : CLF_NEG_BIG;
+                sl[g * DEC_CK + lid] = lid < nk && kb + lid >= k0 ? dot : CLF_NEG_BIG;
             }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int g = 0; g < GQA; g++) {
@@ -427,7 +459,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
             for (int j = 0; j < nk; j++) {
                 const float p = exp2(sg[j] - mx);
                 sum += p;
-                acc = fma(p, KV_LOAD1(vh + (ulong)(kb + j) * HD + lid), acc);
+                acc = fma(p, KV_LOAD1(vh + KV_ROW(kb + j, n_ctx) + lid), acc);
             }
             const float alpha = exp2(m[g] - mx);
             l[g] = l[g] * alpha + sum;

@@ -24,19 +24,48 @@ __kernel void add_f32(__global float *y, const ulong y_off, __global const float
 inline float16 clf_silu16(float16 g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
 inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
 
-/* y[r, j] = silu(gu[r, j]) * gu[r, ff + j]: gu is a fused gate|up output
- * [rows x 2ff], y [rows x ff]. Global size (>= ceil(ff / 16), rows). */
-__kernel void swiglu_f32(__global const float *gu, const ulong gu_off, __global float *y, const ulong y_off,
-                         const int ff) {
-    size_t j = 16 * get_global_id(0), r = get_global_id(1);
-    if (j >= (size_t)ff) return;
-    __global const float *g = gu + gu_off + r * 2 * (size_t)ff + j;
-    __global const float *u = g + ff;
-    y += y_off + r * (size_t)ff + j;
-    if (j + 16 <= (size_t)ff) {
-        vstore16(clf_silu16(vload16(0, g)) * vload16(0, u), 0, y);
+/* GELU, tanh approximation (GeGLU of Gemma; llama.cpp's ggml_gelu):
+ * 0.5 g (1 + tanh(u)), u = sqrt(2/pi) g (1 + 0.044715 g^2), computed as
+ * g / (1 + exp(-2u)), the same value without the cancellation of 1 + tanh
+ * for negative g. g is clamped to +-10 inside u (the tanh is +-1 in float
+ * there), so exp stays finite. */
+#define CLF_GELU(T, g)                                                                                         \
+    ((g) / (1.0f + exp(-1.5957691216057308f * clamp((g), (T)-10.0f, (T)10.0f) *                              \
+                       (1.0f + 0.044715f * clamp((g), (T)-10.0f, (T)10.0f) * clamp((g), (T)-10.0f, (T)10.0f)))))
+inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
+inline float clf_gelu(float g) { return CLF_GELU(float, g); }
+
+/* y[r, j] = act(gu[r, j]) * gu[r, ff + j]: gu is a fused gate|up output
+ * [rows x 2ff], y [rows x ff]; act is silu (SwiGLU) or GELU (GeGLU).
+ * Global size (>= ceil(ff / 16), rows). */
+#define CLF_GLU_KERNEL(name, act16, act)                                                                      \
+    __kernel void name(__global const float *gu, const ulong gu_off, __global float *y, const ulong y_off,    \
+                       const int ff) {                                                                        \
+        size_t j = 16 * get_global_id(0), r = get_global_id(1);                                               \
+        if (j >= (size_t)ff) return;                                                                          \
+        __global const float *g = gu + gu_off + r * 2 * (size_t)ff + j;                                       \
+        __global const float *u = g + ff;                                                                     \
+        y += y_off + r * (size_t)ff + j;                                                                      \
+        if (j + 16 <= (size_t)ff) {                                                                           \
+            vstore16(act16(vload16(0, g)) * vload16(0, u), 0, y);                                             \
+        } else {                                                                                              \
+            for (int k = 0; k < ff - (int)j; k++) y[k] = act(g[k]) * u[k];                                    \
+        }                                                                                                     \
+    }
+CLF_GLU_KERNEL(swiglu_f32, clf_silu16, clf_silu)
+CLF_GLU_KERNEL(geglu_f32, clf_gelu16, clf_gelu)
+
+/* y = a * s over n elements; y may be a. Global size >= ceil(n / 16). */
+__kernel void scale_f32(__global float *y, const ulong y_off, __global const float *a, const ulong a_off,
+                        const float s, const int n) {
+    size_t i = 16 * get_global_id(0);
+    if (i >= (size_t)n) return;
+    y += y_off + i;
+    a += a_off + i;
+    if (i + 16 <= (size_t)n) {
+        vstore16(vload16(0, a) * s, 0, y);
     } else {
-        for (int k = 0; k < ff - (int)j; k++) y[k] = clf_silu(g[k]) * u[k];
+        for (int j = 0; j < n - (int)i; j++) y[j] = a[j] * s;
     }
 }
 

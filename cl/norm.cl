@@ -56,30 +56,43 @@ inline float clf_hmax8(float8 v) {
     return fmax(fmax(m.x, m.y), fmax(m.z, m.w));
 }
 
-/* y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w. y may be x: each
- * row is read in full before the group barrier that precedes any write.
+/* y = x / sqrt(mean(x^2) + eps) * w over rows of n, or y += that with acc
+ * (a residual add after a post-norm). Row r is head r % heads of token
+ * r / heads: it starts at x_off + (r / heads) * x_stride + (r % heads) * n
+ * (likewise in y), so a whole tensor is heads = 1 with stride n, and Q and
+ * K inside a fused QKV output are normed per head in place (QK-norm) in one
+ * launch: heads below `split` take weight w, the others w2. y may be x:
+ * each row is read in full before the group barrier that precedes any write.
  * Global size rows * CLF_ROW_WG, local size CLF_ROW_WG; offsets in floats. */
-__kernel void rmsnorm_f32(__global const float *x, const ulong x_off, __global const float *w, const ulong w_off,
-                          __global float *y, const ulong y_off, const int n, const float eps) {
+__kernel void rmsnorm_f32(__global const float *x, const ulong x_off, const int x_stride, __global const float *w,
+                          const ulong w_off, __global const float *w2, const ulong w2_off, __global float *y,
+                          const ulong y_off, const int y_stride, const int n, const int heads, const int split,
+                          const float eps, const int acc) {
     __local float scratch[CLF_ROW_WG];
-    size_t r = get_group_id(0);
+    size_t r = get_group_id(0), t = r / heads, h = r % heads;
     int l = get_local_id(0), n8 = n / 8;
-    x += x_off + r * (size_t)n;
-    y += y_off + r * (size_t)n;
-    w += w_off;
-    float8 acc = 0.0f;
+    x += x_off + t * (size_t)x_stride + h * (size_t)n;
+    y += y_off + t * (size_t)y_stride + h * (size_t)n;
+    w = (int)h < split ? w + w_off : w2 + w2_off;
+    float8 a8 = 0.0f;
     for (int j = l; j < n8; j += CLF_ROW_WG) {
         float8 v = vload8(j, x);
-        acc = fma(v, v, acc);
+        a8 = fma(v, v, a8);
     }
-    float ss = clf_hsum8(acc);
+    float ss = clf_hsum8(a8);
     if (l == 0)
         for (int j = 8 * n8; j < n; j++) ss = fma(x[j], x[j], ss);
     ss = clf_group_sum(ss, scratch);
     float scale = rsqrt(ss / (float)n + eps);
-    for (int j = l; j < n8; j += CLF_ROW_WG) vstore8(vload8(j, x) * scale * vload8(j, w), j, y);
-    if (l == 0)
-        for (int j = 8 * n8; j < n; j++) y[j] = x[j] * scale * w[j];
+    if (acc) {
+        for (int j = l; j < n8; j += CLF_ROW_WG) vstore8(fma(vload8(j, x) * scale, vload8(j, w), vload8(j, y)), j, y);
+        if (l == 0)
+            for (int j = 8 * n8; j < n; j++) y[j] = fma(x[j] * scale, w[j], y[j]);
+    } else {
+        for (int j = l; j < n8; j += CLF_ROW_WG) vstore8(vload8(j, x) * scale * vload8(j, w), j, y);
+        if (l == 0)
+            for (int j = 8 * n8; j < n; j++) y[j] = x[j] * scale * w[j];
+    }
 }
 
 /* Softmax of each row in place, stable: exp(x - max) / sum. The running

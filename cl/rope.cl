@@ -1,8 +1,11 @@
 /* Rotary position embedding, in place.
  *
  * Pair i (i < n_rot / 2) of a head at position pos turns by
- * theta = pos * base^(-2 i / n_rot) = pos * exp2(i * log2_scale), with
- * log2_scale = -2 log2(base) / n_rot computed on the host in double.
+ * theta = pos * freq_scale * base^(-2 i / n_rot) / ff[i]
+ *       = pos * freq_scale * exp2(i * log2_scale) / ff[i], with
+ * log2_scale = -2 log2(base) / n_rot computed on the host in double;
+ * freq_scale is linear position interpolation (1: none) and ff the
+ * per-pair frequency factors of Llama 3.1 (rope_freqs), or NULL for none.
  * NORM (Llama GGUF) pairs elements (2i, 2i + 1); NEOX pairs (i, i + n_rot/2).
  *
  * Global size (ceil(n_rot / 2 / 8), >= n_tokens): a work-item takes 8 pairs
@@ -26,9 +29,11 @@ inline __global float *rope_row(__global float *x, ulong x_off, int row_stride, 
 
 /* The pairs past the last whole group of 8 (n_rot / 2 not a multiple of 8). */
 inline void rope_tail(__global float *row, int i0, int n_pairs, int n_heads, int head_dim, float pos,
-                      float log2_scale, int neox) {
+                      float log2_scale, __global const float *ff, int neox) {
     for (int i = i0; i < n_pairs; i++) {
-        float c, s = sincos(pos * exp2((float)i * log2_scale), &c);
+        float theta = pos * exp2((float)i * log2_scale);
+        if (ff) theta /= ff[i];
+        float c, s = sincos(theta, &c);
         int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
         for (int h = 0; h < n_heads; h++) {
             __global float *p = row + h * head_dim;
@@ -40,23 +45,27 @@ inline void rope_tail(__global float *row, int i0, int n_pairs, int n_heads, int
     }
 }
 
-inline float8 rope_angles(int i0, float pos, float log2_scale, float8 *c) {
+inline float8 rope_angles(int i0, float pos, float log2_scale, __global const float *ff, float8 *c) {
     float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
-    return sincos(pos * exp2(i * log2_scale), c);
+    float8 theta = pos * exp2(i * log2_scale);
+    if (ff) theta /= vload8(0, ff + i0);
+    return sincos(theta, c);
 }
 
 __kernel void rope_norm_f32(__global float *x, const ulong x_off, const int row_stride, const int col0,
                             const int n_heads, const int head_dim, const int n_rot, const int pos0,
-                            const int n_tokens, const float log2_scale) {
+                            const int n_tokens, const float log2_scale, const float freq_scale,
+                            __global const float *ff, const ulong ff_off) {
     if ((int)get_global_id(1) >= n_tokens) return;
     int n_pairs = n_rot / 2, i0 = CLF_ROPE_PAIRS * get_global_id(0);
-    float pos = (float)(pos0 + (int)get_global_id(1));
+    float pos = (float)(pos0 + (int)get_global_id(1)) * freq_scale;
     __global float *row = rope_row(x, x_off, row_stride, col0);
+    if (ff) ff += ff_off;
     if (i0 + CLF_ROPE_PAIRS > n_pairs) {
-        rope_tail(row, i0, n_pairs, n_heads, head_dim, pos, log2_scale, 0);
+        rope_tail(row, i0, n_pairs, n_heads, head_dim, pos, log2_scale, ff, 0);
         return;
     }
-    float8 c, s = rope_angles(i0, pos, log2_scale, &c);
+    float8 c, s = rope_angles(i0, pos, log2_scale, ff, &c);
     for (int h = 0; h < n_heads; h++) {
         __global float *p = row + h * head_dim + 2 * i0;
         float16 v = vload16(0, p);
@@ -69,16 +78,18 @@ __kernel void rope_norm_f32(__global float *x, const ulong x_off, const int row_
 
 __kernel void rope_neox_f32(__global float *x, const ulong x_off, const int row_stride, const int col0,
                             const int n_heads, const int head_dim, const int n_rot, const int pos0,
-                            const int n_tokens, const float log2_scale) {
+                            const int n_tokens, const float log2_scale, const float freq_scale,
+                            __global const float *ff, const ulong ff_off) {
     if ((int)get_global_id(1) >= n_tokens) return;
     int n_pairs = n_rot / 2, i0 = CLF_ROPE_PAIRS * get_global_id(0);
-    float pos = (float)(pos0 + (int)get_global_id(1));
+    float pos = (float)(pos0 + (int)get_global_id(1)) * freq_scale;
     __global float *row = rope_row(x, x_off, row_stride, col0);
+    if (ff) ff += ff_off;
     if (i0 + CLF_ROPE_PAIRS > n_pairs) {
-        rope_tail(row, i0, n_pairs, n_heads, head_dim, pos, log2_scale, 1);
+        rope_tail(row, i0, n_pairs, n_heads, head_dim, pos, log2_scale, ff, 1);
         return;
     }
-    float8 c, s = rope_angles(i0, pos, log2_scale, &c);
+    float8 c, s = rope_angles(i0, pos, log2_scale, ff, &c);
     for (int h = 0; h < n_heads; h++) {
         __global float *p = row + h * head_dim + i0;
         float8 a = vload8(0, p), b = vload8(0, p + n_pairs), ra, rb;

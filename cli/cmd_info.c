@@ -80,7 +80,7 @@ static void compute(report *r) {
     r->weights_device = clf_device_weight_bytes(s);
     for (int k = 0; k < 2; k++) {
         r->kv_tok[k] = clf_kv_bytes_per_token(s, k ? 2 : 4);
-        r->kv_ctx[k] = r->kv_tok[k] * (double)r->ctx;
+        r->kv_ctx[k] = clf_kv_cache_bytes(s, r->ctx, r->batch, k ? 2 : 4);
         r->mem_total[k] = r->weights_device + r->kv_ctx[k] + r->scratch;
     }
     r->bytes_c1 = clf_bytes_token(s, 1, r->kv_bytes);
@@ -122,10 +122,14 @@ static void print_text(const report *r) {
     printf("%s\n  %s: GGUF v%" PRIu32 ", %s, alignment %zu, %" PRId64 " tensors, %" PRId64 " metadata keys\n",
            r->name, r->path, clf_gguf_version(r->g), mib((double)clf_gguf_size(r->g), a), clf_gguf_alignment(r->g),
            clf_gguf_n_tensors(r->g), clf_gguf_n_kv(r->g));
+    char swa[96] = "";
+    if (s->n_swa_layers)
+        snprintf(swa, sizeof swa, ", sliding window %" PRId64 " on %" PRId64 " of the layers", s->n_swa, s->n_swa_layers);
     printf("  %s: %" PRId64 " layers, n_embd %" PRId64 ", n_ff %" PRId64 ", %" PRId64 " heads / %" PRId64
-           " KV heads, head_dim %" PRId64 ", vocab %" PRId64 ", trained context %" PRId64 "%s%s\n\n",
+           " KV heads, head_dim %" PRId64 ", vocab %" PRId64 ", trained context %" PRId64 "%s%s%s%s%s\n\n",
            s->arch, s->n_layer, s->n_embd, s->n_ff, s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx_train,
-           s->tied ? ", tied embeddings" : "", s->qkv_bias ? ", Q/K/V biases" : "");
+           s->tied ? ", tied embeddings" : "", s->qkv_bias ? ", Q/K/V biases" : "", s->qk_norm ? ", QK-norm" : "",
+           s->post_norms ? ", post-norms" : "", swa);
 
     printf("parameters       %12s %7s  %-5s %12s %12s\n", "count", "share", "type", "bytes", "in the file");
     static const clf_type none = (clf_type)-1;
@@ -154,6 +158,9 @@ static void print_text(const report *r) {
     printf("  P_mm = weights a token multiplies (layer matrices + output projection) = %" PRId64 "\n", r->p.matmul);
     printf("  per token attending to c positions: 2*P_mm + 4*n_layer*n_head*head_dim*c = %s + %.0f*c\n",
            human(2.0 * r->p.matmul, "FLOP", a), 4.0 * s->n_layer * s->n_head * s->head_dim);
+    if (s->n_swa_layers)
+        printf("    (n_layer*c is the keys attended: %" PRId64 " layers see at most the %" PRId64 "-token window)\n",
+               s->n_swa_layers, s->n_swa);
     printf("    c = 1: %s    c = %" PRId64 ": %s\n", human(r->flops_c1, "FLOP", a), r->ctx, human(r->flops_ctx, "FLOP", b));
     printf("  prefill of B = %" PRId64 " tokens: 2*P_layers*B + 2*n_vocab*n_embd (last logits) + 4*n_layer*n_head*head_dim*B(B+1)/2\n",
            r->batch);
@@ -232,9 +239,11 @@ static void print_json(const report *r) {
            clf_gguf_version(r->g), clf_gguf_size(r->g), clf_gguf_alignment(r->g), clf_gguf_n_tensors(r->g));
     printf("  \"shape\": {\"arch\": \"%s\", \"n_layer\": %" PRId64 ", \"n_embd\": %" PRId64 ", \"n_ff\": %" PRId64
            ", \"n_head\": %" PRId64 ", \"n_head_kv\": %" PRId64 ", \"head_dim\": %" PRId64 ", \"n_vocab\": %" PRId64
-           ", \"n_ctx_train\": %" PRId64 ", \"tied\": %s, \"qkv_bias\": %s},\n",
+           ", \"n_ctx_train\": %" PRId64 ", \"tied\": %s, \"qkv_bias\": %s, \"qk_norm\": %s, \"post_norms\": %s"
+           ", \"sliding_window\": %" PRId64 ", \"sliding_layers\": %" PRId64 "},\n",
            s->arch, s->n_layer, s->n_embd, s->n_ff, s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx_train,
-           s->tied ? "true" : "false", s->qkv_bias ? "true" : "false");
+           s->tied ? "true" : "false", s->qkv_bias ? "true" : "false", s->qk_norm ? "true" : "false",
+           s->post_norms ? "true" : "false", s->n_swa, s->n_swa_layers);
     json_groups("params", r->p.count, NULL);
     printf(",\n  \"params_total\": %" PRId64 ", \"params_matmul\": %" PRId64 ",\n", r->p.total, r->p.matmul);
     json_groups("weight_bytes", NULL, r->p.bytes);

@@ -192,7 +192,10 @@ CLINFER_API void clinfer_session_free(clinfer_session *s);
 CLINFER_API int clinfer_session_n_ctx(const clinfer_session *s);
 /* Tokens the session holds. */
 CLINFER_API int clinfer_session_n_past(const clinfer_session *s);
-/* Forgets the tokens from position pos on (0 clears the session). */
+/* Forgets the tokens from position pos on (0 clears the session). A model
+ * with sliding-window layers (Gemma 3) keeps their keys in a ring of the
+ * window and one batch: going back more than a batch (but not to 0) clears
+ * the session; clinfer_session_n_past tells. */
 CLINFER_API clinfer_status clinfer_session_rewind(clinfer_session *s, int pos);
 
 /* Appends n tokens after those the session holds and computes the logits of

@@ -2,8 +2,12 @@
 #include "estimate.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "attention.h"
+#include "family.h"
 
 /* ---- shape from a GGUF --------------------------------------------------- */
 
@@ -52,10 +56,22 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     s->type_embd = embd->type;
     s->tied = clf_gguf_find_tensor(g, "output.weight") == NULL;
     s->type_out = tensor_type(g, "output.weight", s->type_embd);
-    s->qkv_bias = clf_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
-    s->type_attn = tensor_type(g, "blk.0.attn_q.weight", CLF_F32);
+    /* projections stored fused (Phi-3: attn_qkv, ffn_up of gate|up) or apart */
+    s->type_attn = tensor_type(g, "blk.0.attn_q.weight", tensor_type(g, "blk.0.attn_qkv.weight", CLF_F32));
     s->type_ffn = tensor_type(g, "blk.0.ffn_gate.weight", tensor_type(g, "blk.0.ffn_up.weight", CLF_F32));
     s->type_norm = tensor_type(g, "blk.0.attn_norm.weight", CLF_F32);
+    const clf_gguf_tensor *freqs = clf_gguf_find_tensor(g, "rope_freqs.weight");
+    s->n_rope_freqs = freqs ? freqs->ne[0] : 0;
+    static const clf_family llama = {.arch = "llama"};
+    const clf_family *f = clf_family_find(s->arch);
+    if (!f) f = &llama;
+    s->qkv_bias = f->qkv_bias;
+    s->qk_norm = f->qk_norm;
+    s->post_norms = f->post_norms;
+    if (f->swa_period) {
+        CLF_TRY(arch_u32(g, a, "attention.sliding_window", 1, &s->n_swa));
+        for (int64_t l = 0; l < s->n_layer; l++) s->n_swa_layers += clf_family_layer_swa(f, (int)l);
+    }
     return CLF_OK;
 }
 
@@ -97,13 +113,15 @@ clf_params clf_estimate_params(const clf_model_shape *s) {
     p.count[CLF_GROUP_EMBD] = s->n_vocab * s->n_embd;
     p.count[CLF_GROUP_ATTN] = s->n_layer * (attn_matrices(s) + bias);
     p.count[CLF_GROUP_MLP] = s->n_layer * 3 * s->n_embd * s->n_ff; /* gate, up, down */
-    p.count[CLF_GROUP_NORM] = s->n_layer * 2 * s->n_embd + s->n_embd;
+    p.count[CLF_GROUP_NORM] = s->n_layer * ((2 + 2 * s->post_norms) * s->n_embd + 2 * s->qk_norm * s->head_dim) + s->n_embd;
     p.count[CLF_GROUP_OUTPUT] = s->tied ? 0 : s->n_vocab * s->n_embd;
     p.bytes[CLF_GROUP_EMBD] = p.count[CLF_GROUP_EMBD] * clf_type_bytes_per_elem(s->type_embd);
     p.bytes[CLF_GROUP_ATTN] = (double)s->n_layer * (attn_matrices(s) * clf_type_bytes_per_elem(s->type_attn) + bias * 4.0);
     p.bytes[CLF_GROUP_MLP] = p.count[CLF_GROUP_MLP] * clf_type_bytes_per_elem(s->type_ffn);
     p.bytes[CLF_GROUP_NORM] = p.count[CLF_GROUP_NORM] * clf_type_bytes_per_elem(s->type_norm);
     p.bytes[CLF_GROUP_OUTPUT] = p.count[CLF_GROUP_OUTPUT] * clf_type_bytes_per_elem(s->type_out);
+    p.count[CLF_GROUP_OTHER] = s->n_rope_freqs;
+    p.bytes[CLF_GROUP_OTHER] = 4.0 * s->n_rope_freqs;
     for (int g = 0; g < CLF_GROUP_COUNT; g++) {
         p.total += p.count[g];
         p.total_bytes += p.bytes[g];
@@ -123,19 +141,37 @@ static double layer_matmul_params(const clf_model_shape *s) {
     return (double)s->n_layer * (double)(attn_matrices(s) + 3 * s->n_embd * s->n_ff);
 }
 
-static double attn_flops_per_position(const clf_model_shape *s) { return 4.0 * s->n_layer * q_dim(s); }
+/* A(c): keys attended over the layers by a query with c positions before
+ * it and itself (estimate.h). */
+static double attended(const clf_model_shape *s, int64_t c) {
+    int64_t local = c < s->n_swa ? c : s->n_swa;
+    return (double)(s->n_layer - s->n_swa_layers) * c + (double)s->n_swa_layers * local;
+}
+
+/* sum_{t=1..b} A(t) */
+static double attended_prefill(const clf_model_shape *s, int64_t batch) {
+    double b = (double)batch, w = (double)(s->n_swa < batch ? s->n_swa : batch);
+    double local = w * (w + 1) / 2 + (b - w) * w; /* sum of min(t, W) */
+    return (double)(s->n_layer - s->n_swa_layers) * b * (b + 1) / 2 + (double)s->n_swa_layers * local;
+}
 
 double clf_flops_token(const clf_model_shape *s, int64_t ctx) {
-    return 2.0 * clf_estimate_params(s).matmul + attn_flops_per_position(s) * ctx;
+    return 2.0 * clf_estimate_params(s).matmul + 4.0 * q_dim(s) * attended(s, ctx);
 }
 
 double clf_flops_prefill(const clf_model_shape *s, int64_t batch) {
     double b = (double)batch;
-    return 2.0 * layer_matmul_params(s) * b + 2.0 * s->n_vocab * s->n_embd + attn_flops_per_position(s) * b * (b + 1) / 2;
+    return 2.0 * layer_matmul_params(s) * b + 2.0 * s->n_vocab * s->n_embd + 4.0 * q_dim(s) * attended_prefill(s, batch);
 }
 
 double clf_kv_bytes_per_token(const clf_model_shape *s, int elem_bytes) {
     return 2.0 * s->n_layer * kv_dim(s) * elem_bytes;
+}
+
+double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, int elem_bytes) {
+    int64_t ring = s->n_swa_layers && ctx <= INT_MAX && batch <= INT_MAX ? clf_kv_ring_slots((int)s->n_swa, (int)batch, (int)ctx) : ctx;
+    double slots = (double)(s->n_layer - s->n_swa_layers) * ctx + (double)s->n_swa_layers * ring;
+    return 2.0 * kv_dim(s) * elem_bytes * slots;
 }
 
 /* Weights a forward pass reads: every matrix, norm and bias, the output
@@ -148,7 +184,9 @@ static double weight_bytes_read(const clf_model_shape *s) {
 }
 
 double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes) {
-    return weight_bytes_read(s) + clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)(ctx + 1);
+    /* the keys and values attended (the window's in a sliding layer), and the new token's */
+    double per_layer = 2.0 * kv_dim(s) * kv_elem_bytes;
+    return weight_bytes_read(s) + per_layer * attended(s, ctx) + clf_kv_bytes_per_token(s, kv_elem_bytes);
 }
 
 double clf_bytes_prefill(const clf_model_shape *s, int64_t batch, int kv_elem_bytes) {

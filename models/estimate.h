@@ -6,11 +6,15 @@
  *   q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim
  *   P_mm  = weights a token multiplies = n_layer * (attention + MLP matrices)
  *           + n_vocab * n_embd (the output projection, tied or not)
- *   FLOPs per token attending to c positions = 2 * P_mm + 4 * n_layer * q_dim * c
+ *   FLOPs per token attending to c positions = 2 * P_mm + 4 * q_dim * A(c)
  *     (a multiply-add is 2 FLOPs; QK^T and AV each 2 * head_dim * c per head;
- *     norms, RoPE, softmax and SwiGLU are O(n_embd) and left out)
+ *     norms, RoPE, softmax and SwiGLU are O(n_embd) and left out), where
+ *     A(c) = keys attended over the layers = n_layer * c, or with a sliding
+ *     window W on n_swa_layers of them (n_layer - n_swa_layers) * c +
+ *     n_swa_layers * min(c, W)
  *   prefill of B tokens = 2 * P_layers * B + 2 * n_vocab * n_embd (logits of
- *     the last token only) + 4 * n_layer * q_dim * B(B+1)/2 (causal) */
+ *     the last token only) + 4 * q_dim * sum_{t=1..B} A(t) (causal; without
+ *     a window n_layer * B(B+1)/2) */
 #ifndef CLF_ESTIMATE_H
 #define CLF_ESTIMATE_H
 
@@ -26,10 +30,16 @@ typedef struct clf_model_shape {
     int tied;            /* the output projection reuses token_embd */
     int qkv_bias;        /* Q/K/V biases (Qwen2) */
     clf_type type_embd, type_out, type_attn, type_ffn, type_norm;
+    /* the family's differences that change the counts (models/family.h) */
+    int qk_norm, post_norms;             /* norms per layer: 2 + 2 head-wide, + 2 more */
+    int64_t n_swa, n_swa_layers;         /* sliding window and the layers using it; 0: none */
+    int64_t n_rope_freqs;                /* rope_freqs.weight elements (F32, "other"); 0: none */
 } clf_model_shape;
 
 /* Hyperparameters from `<arch>.*` keys, vocabulary size and weight types
- * from the tensors; CLF_ERR_FORMAT naming what is missing or inconsistent. */
+ * from the tensors, the family's differences from its description (Llama's
+ * for an architecture clinfer does not run); CLF_ERR_FORMAT naming what is
+ * missing or inconsistent. */
 clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s);
 
 typedef enum clf_group {
@@ -61,8 +71,13 @@ double clf_flops_prefill(const clf_model_shape *s, int64_t batch);
 
 /* K and V of one token in every layer, with elements of elem_bytes (4 or 2). */
 double clf_kv_bytes_per_token(const clf_model_shape *s, int elem_bytes);
+/* The KV cache of a context of ctx positions taken in chunks of batch: the
+ * global layers hold every position, the sliding-window layers a ring of
+ * the window and a chunk (clf_kv_ring_slots). */
+double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, int elem_bytes);
 /* Minimum bytes moved: a decode step at context ctx reads every weight once
- * (one embedding row) and the KV cache, writes one token's K and V; a
+ * (one embedding row) and the K and V it attends (A(ctx) positions' worth),
+ * writes one token's K and V; a
  * prefill of B tokens reads the weights once and writes and reads the B
  * tokens' K and V once. */
 double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes);

@@ -51,21 +51,41 @@ static clf_status dim(const char *arch, const char *key, int64_t v, int *out) {
     return CLF_OK;
 }
 
+/* Linear position scaling as llama.cpp reads it: 1 / rope.scaling.factor
+ * (else the older rope.scale_linear) unless rope.scaling.type is "none";
+ * other schemes (YaRN, LongRoPE) are refused by name. The factors' ranges
+ * are checked by the caller. */
+static clf_status rope_scaling(const clf_gguf *g, const char *a, float *freq_scale) {
+    char key[128];
+    float factor = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if (clf_gguf_find(g, key)) {
+        clf_gguf_str type;
+        CLF_TRY(clf_gguf_get_str(g, key, &type));
+        int none = type.len == 4 && !memcmp(type.ptr, "none", 4), linear = type.len == 6 && !memcmp(type.ptr, "linear", 6);
+        if (!none && !linear)
+            return clf_fail(CLF_ERR_FORMAT, "RoPE scaling '%.*s' is unsupported (none, linear are)",
+                            type.len > 32 ? 32 : (int)type.len, type.ptr);
+        if (none) {
+            *freq_scale = 1.0f;
+            return CLF_OK;
+        }
+    }
+    CLF_TRY(get_f32(g, a, "rope.scale_linear", &factor));
+    CLF_TRY(get_f32(g, a, "rope.scaling.factor", &factor));
+    *freq_scale = 1.0f / factor;
+    return CLF_OK;
+}
+
 clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     memset(hp, 0, sizeof *hp);
-    clf_gguf_str arch;
-    CLF_TRY(clf_gguf_get_str(g, "general.architecture", &arch));
-    if (!(arch.len == 5 && !memcmp(arch.ptr, "llama", 5)) && !(arch.len == 7 && !memcmp(arch.ptr, "mistral", 7)) &&
-        !(arch.len == 5 && !memcmp(arch.ptr, "qwen2", 5)))
-        return clf_fail(CLF_ERR_FORMAT, "unsupported architecture '%.*s' (llama, mistral, qwen2 are)",
-                        arch.len > 64 ? 64 : (int)arch.len, arch.ptr);
+    CLF_TRY(clf_family_of(g, &hp->fam));
+    const clf_family *f = hp->fam;
     /* the keys and the embedding as `clinfer info` reads them; what the
      * kernels and the tensors further require is checked here */
     clf_model_shape s;
     CLF_TRY(clf_model_shape_from_gguf(g, &s));
     const char *a = memcpy(hp->arch, s.arch, sizeof hp->arch);
-    hp->rope_mode = strcmp(a, "qwen2") == 0 ? CLF_ROPE_NEOX : CLF_ROPE_NORM;
-    hp->qkv_bias = strcmp(a, "qwen2") == 0;
     CLF_TRY(dim(a, "block_count", s.n_layer, &hp->n_layer));
     CLF_TRY(dim(a, "embedding_length", s.n_embd, &hp->n_embd));
     CLF_TRY(dim(a, "feed_forward_length", s.n_ff, &hp->n_ff));
@@ -77,10 +97,19 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     if (s.n_vocab > INT32_MAX) return clf_fail(CLF_ERR_FORMAT, "vocabulary of %lld tokens is too large", (long long)s.n_vocab);
     hp->n_vocab = (int)s.n_vocab;
     hp->tied = s.tied;
-    if (hp->n_embd % hp->n_head) return clf_fail(CLF_ERR_FORMAT, "embedding_length %d is not a multiple of head_count %d", hp->n_embd, hp->n_head);
-    if ((int64_t)hp->head_dim * hp->n_head != hp->n_embd)
-        return clf_fail(CLF_ERR_FORMAT, "head_dim %d × heads %d != embedding_length %d (unsupported)", hp->head_dim,
-                        hp->n_head, hp->n_embd);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.key_length", a);
+    /* without key_length a head is n_embd / n_head wide; with it (Gemma 3,
+     * Qwen3) Q may be wider or narrower than the embedding */
+    if (!clf_gguf_find(g, key) && hp->n_embd % hp->n_head)
+        return clf_fail(CLF_ERR_FORMAT, "embedding_length %d is not a multiple of head_count %d", hp->n_embd, hp->n_head);
+    int value_length = hp->head_dim;
+    CLF_TRY(get_u32(g, a, "attention.value_length", 0, &value_length));
+    if (value_length != hp->head_dim)
+        return clf_fail(CLF_ERR_FORMAT, "value_length %d differs from key_length %d (unsupported)", value_length,
+                        hp->head_dim);
+    if ((int64_t)hp->head_dim * hp->n_head > (1 << 30))
+        return clf_fail(CLF_ERR_FORMAT, "head_dim %d × heads %d is too large", hp->head_dim, hp->n_head);
     /* what the attention kernels are built for (-DHD): float16 lanes */
     if (hp->head_dim % 16 || hp->head_dim > 256)
         return clf_fail(CLF_ERR_FORMAT, "head_dim %d is unsupported (a multiple of 16 up to 256)", hp->head_dim);
@@ -109,6 +138,13 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
         return clf_fail(CLF_ERR_FORMAT, "%s.rope.%s = %g is out of range (finite and > 0)", a,
                         !isfinite(scale) || !(scale > 0) ? "scaling.factor" : "scale_linear",
                         !isfinite(scale) || !(scale > 0) ? scale : scale_linear);
+    CLF_TRY(rope_scaling(g, a, &hp->rope_freq_scale));
+    /* Gemma 3 27B scales scores by 1/sqrt(n_embd / n_head), not by the
+     * head's width (gemma_pytorch's query_pre_attn_scalar; llama.cpp keys it
+     * on the 62 layers) */
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (f->post_norms && hp->n_layer == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    if (f->swa_period) CLF_TRY(get_u32(g, a, "attention.sliding_window", 1, &hp->n_swa));
 
     const clf_gguf_tensor *t;
     CLF_TRY(want_tensor(g, "token_embd.weight", hp->n_embd, hp->n_vocab, &t));
@@ -118,6 +154,10 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
                         (unsigned long long)toks->arr_n, hp->n_vocab);
     if (!hp->tied) CLF_TRY(want_tensor(g, "output.weight", hp->n_embd, hp->n_vocab, &t));
     CLF_TRY(want_tensor(g, "output_norm.weight", hp->n_embd, 0, &t));
+    if (clf_gguf_find_tensor(g, "rope_factors_long.weight") || clf_gguf_find_tensor(g, "rope_factors_short.weight"))
+        return clf_fail(CLF_ERR_FORMAT, "LongRoPE (rope_factors_long/short) is unsupported");
+    if ((hp->rope_freqs = clf_gguf_find_tensor(g, "rope_freqs.weight") != NULL))
+        CLF_TRY(want_tensor(g, "rope_freqs.weight", hp->n_rot / 2, 0, &t));
 
     /* a block_count below the blocks present would run part of the model */
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
@@ -132,22 +172,30 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
                             hp->n_layer);
     }
 
-    int kv_dim = hp->n_head_kv * hp->head_dim;
+    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    hp->fused_qkv = clf_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
+    hp->fused_gate_up = !clf_gguf_find_tensor(g, "blk.0.ffn_gate.weight");
     for (int l = 0; l < hp->n_layer; l++) {
         char name[96];
-        struct { const char *n; int64_t ne0, ne1; } want[] = {
-            {"attn_norm", hp->n_embd, 0}, {"ffn_norm", hp->n_embd, 0},
-            {"attn_q", hp->n_embd, hp->n_embd}, {"attn_k", hp->n_embd, kv_dim}, {"attn_v", hp->n_embd, kv_dim},
-            {"attn_output", hp->n_embd, hp->n_embd}, {"ffn_gate", hp->n_embd, hp->n_ff},
-            {"ffn_up", hp->n_embd, hp->n_ff}, {"ffn_down", hp->n_ff, hp->n_embd},
+        struct { const char *n; int64_t ne0, ne1; int on; } want[] = {
+            {"attn_norm", hp->n_embd, 0, 1}, {"ffn_norm", hp->n_embd, 0, 1},
+            {"attn_qkv", hp->n_embd, q_dim + 2 * kv_dim, hp->fused_qkv},
+            {"attn_q", hp->n_embd, q_dim, !hp->fused_qkv}, {"attn_k", hp->n_embd, kv_dim, !hp->fused_qkv},
+            {"attn_v", hp->n_embd, kv_dim, !hp->fused_qkv}, {"attn_output", q_dim, hp->n_embd, 1},
+            {"ffn_gate", hp->n_embd, hp->n_ff, !hp->fused_gate_up},
+            {"ffn_up", hp->n_embd, hp->fused_gate_up ? 2 * (int64_t)hp->n_ff : hp->n_ff, 1},
+            {"ffn_down", hp->n_ff, hp->n_embd, 1},
+            {"attn_q_norm", hp->head_dim, 0, f->qk_norm}, {"attn_k_norm", hp->head_dim, 0, f->qk_norm},
+            {"post_attention_norm", hp->n_embd, 0, f->post_norms}, {"post_ffw_norm", hp->n_embd, 0, f->post_norms},
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            if (!want[i].on) continue;
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, want[i].n);
             CLF_TRY(want_tensor(g, name, want[i].ne0, want[i].ne1, &t));
         }
-        if (hp->qkv_bias) {
+        if (f->qkv_bias) {
             const char *b[] = {"attn_q", "attn_k", "attn_v"};
-            int64_t nb[] = {hp->n_embd, kv_dim, kv_dim};
+            int64_t nb[] = {q_dim, kv_dim, kv_dim};
             for (int i = 0; i < 3; i++) {
                 snprintf(name, sizeof name, "blk.%d.%s.bias", l, b[i]);
                 CLF_TRY(want_tensor(g, name, nb[i], 0, &t));
@@ -233,7 +281,7 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
 
 static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     const clf_llama_hparams *hp = &ld->m->hp;
-    int kv_dim = hp->n_head_kv * hp->head_dim, n = hp->n_embd + 2 * kv_dim;
+    int kv_dim = hp->n_head_kv * hp->head_dim, n = hp->n_head * hp->head_dim + 2 * kv_dim;
     float *cat = malloc((size_t)n * sizeof *cat);
     if (!cat) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     const char *b[] = {"attn_q", "attn_k", "attn_v"};
@@ -278,10 +326,30 @@ static clf_status check_fits(clf_runtime *rt, const clf_gguf *g) {
     return CLF_OK;
 }
 
+/* blk.<l>.<what>.weight */
+static const char *layer_name(char *buf, size_t n, int l, const char *what) {
+    snprintf(buf, n, "blk.%d.%s.weight", l, what);
+    return buf;
+}
+
+static clf_status upload_layer_vec(loader *ld, int l, const char *what, clf_tensor *t) {
+    char name[96];
+    return upload_vec(ld, layer_name(name, sizeof name, l, what), t);
+}
+
+/* blk.<l>.<what[i]>.weight for i < n as one weight (upload_fused). */
+static clf_status upload_layer(loader *ld, int l, const char *const *what, int n, clf_weight *w) {
+    char names[3][96];
+    const char *p[3];
+    for (int i = 0; i < n; i++) p[i] = layer_name(names[i], sizeof names[i], l, what[i]);
+    return upload_fused(ld, p, n, w);
+}
+
 static clf_status upload_all(loader *ld) {
     clf_llama *m = ld->m;
     const clf_gguf *g = ld->g;
     const clf_llama_hparams *hp = &m->hp;
+    const clf_family *f = hp->fam;
     CLF_TRY(check_fits(m->rt, g));
     const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
     CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
@@ -291,22 +359,31 @@ static clf_status upload_all(loader *ld) {
     const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
     CLF_TRY(upload_fused(ld, out_name, 1, &m->output));
     CLF_TRY(upload_vec(ld, "output_norm.weight", &m->out_norm));
+    if (hp->rope_freqs) CLF_TRY(upload_vec(ld, "rope_freqs.weight", &m->rope_freqs));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    /* Q|K|V and gate|up become one weight each, fused here unless stored so */
+    static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"}, *const qkv_fused[] = {"attn_qkv"};
+    static const char *const gate_up[] = {"ffn_gate", "ffn_up"}, *const gate_up_fused[] = {"ffn_up"};
+    static const char *const wo[] = {"attn_output"}, *const down[] = {"ffn_down"};
     for (int l = 0; l < hp->n_layer; l++) {
         clf_llama_layer *L = &m->layers[l];
-        char n[9][96];
-        const char *sfx[] = {"attn_norm", "ffn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-                             "ffn_gate", "ffn_up", "ffn_down"};
-        for (int i = 0; i < 9; i++) snprintf(n[i], sizeof n[i], "blk.%d.%s.weight", l, sfx[i]);
-        const char *qkv[] = {n[2], n[3], n[4]}, *o[] = {n[5]}, *gu[] = {n[6], n[7]}, *down[] = {n[8]};
-        CLF_TRY(upload_vec(ld, n[0], &L->attn_norm));
-        CLF_TRY(upload_vec(ld, n[1], &L->ffn_norm));
-        CLF_TRY(upload_fused(ld, qkv, 3, &L->wqkv));
-        CLF_TRY(upload_fused(ld, o, 1, &L->wo));
-        CLF_TRY(upload_fused(ld, gu, 2, &L->wgu));
-        CLF_TRY(upload_fused(ld, down, 1, &L->wdown));
-        if (hp->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
+        CLF_TRY(upload_layer_vec(ld, l, "attn_norm", &L->attn_norm));
+        CLF_TRY(upload_layer_vec(ld, l, "ffn_norm", &L->ffn_norm));
+        if (f->qk_norm) {
+            CLF_TRY(upload_layer_vec(ld, l, "attn_q_norm", &L->q_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "attn_k_norm", &L->k_norm));
+        }
+        if (f->post_norms) {
+            CLF_TRY(upload_layer_vec(ld, l, "post_attention_norm", &L->post_attn_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "post_ffw_norm", &L->post_ffn_norm));
+        }
+        CLF_TRY(hp->fused_qkv ? upload_layer(ld, l, qkv_fused, 1, &L->wqkv) : upload_layer(ld, l, qkv, 3, &L->wqkv));
+        CLF_TRY(upload_layer(ld, l, wo, 1, &L->wo));
+        CLF_TRY(hp->fused_gate_up ? upload_layer(ld, l, gate_up_fused, 1, &L->wgu)
+                                  : upload_layer(ld, l, gate_up, 2, &L->wgu));
+        CLF_TRY(upload_layer(ld, l, down, 1, &L->wdown));
+        if (f->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
     }
     return CLF_OK;
 }
@@ -341,11 +418,12 @@ void clf_llama_free(clf_llama *m) {
     if (!m) return;
     clf_tensor_free(&m->tok_embd);
     clf_tensor_free(&m->out_norm);
+    clf_tensor_free(&m->rope_freqs);
     clf_weight_free(&m->output);
     for (int l = 0; m->layers && l < m->hp.n_layer; l++) {
         clf_llama_layer *L = &m->layers[l];
-        clf_tensor_free(&L->attn_norm);
-        clf_tensor_free(&L->ffn_norm);
+        clf_tensor *vecs[] = {&L->attn_norm, &L->ffn_norm, &L->post_attn_norm, &L->post_ffn_norm, &L->q_norm, &L->k_norm};
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) clf_tensor_free(vecs[i]);
         clf_tensor_free(&L->bqkv);
         clf_weight_free(&L->wqkv);
         clf_weight_free(&L->wo);
@@ -370,12 +448,18 @@ clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
     clf_runtime *rt = m->rt;
-    int kv_dim = hp->n_head_kv * hp->head_dim;
-    clf_status st = clf_kv_cache_create(rt, kv_type, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, &c->kv);
+    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, n_swa_layers = 0;
+    for (int l = 0; l < hp->n_layer; l++) n_swa_layers += clf_family_layer_swa(hp->fam, l);
+    clf_status st = CLF_OK;
+    if (n_swa_layers < hp->n_layer)
+        st = clf_kv_cache_create(rt, kv_type, hp->n_layer - n_swa_layers, hp->n_head_kv, hp->head_dim, n_ctx, 0, &c->kv);
+    if (st == CLF_OK && n_swa_layers)
+        st = clf_kv_cache_create(rt, kv_type, n_swa_layers, hp->n_head_kv, hp->head_dim,
+                                 clf_kv_ring_slots(hp->n_swa, n_batch, n_ctx), hp->n_swa, &c->kv_swa);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->x);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd + 2 * kv_dim, n_batch, &c->qkv);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->att);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim, n_batch, &c->att);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * hp->n_ff, n_batch, &c->gu);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_ff, n_batch, &c->ff);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, 1, &c->logits); /* grown by all_logits */
@@ -384,9 +468,9 @@ clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_
         clf_llama_ctx_free(c);
         return clf_fail_ctx(st, "creating a context of %d tokens: ", n_ctx);
     }
-    c->device_bytes = c->kv.bytes +
-                      (size_t)n_batch * sizeof(float) * ((size_t)hp->n_embd * 3 + hp->n_embd + 2 * kv_dim + 3 * (size_t)hp->n_ff) +
-                      (size_t)n_batch * sizeof(int32_t) + clf_tensor_bytes(&c->logits);
+    c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
+    const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
     *out = c;
     return CLF_OK;
 }
@@ -394,6 +478,7 @@ clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_
 void clf_llama_ctx_free(clf_llama_ctx *c) {
     if (!c) return;
     clf_kv_cache_free(&c->kv);
+    clf_kv_cache_free(&c->kv_swa);
     clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
     if (c->ids) clReleaseMemObject(c->ids);
@@ -401,47 +486,73 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
 }
 
 void clf_llama_rewind(clf_llama_ctx *c, int pos) {
-    if (pos >= 0 && pos < c->n_past) c->n_past = pos;
+    if (pos < 0 || pos >= c->n_past) return;
+    /* a ring that wrapped keeps the window before pos only if fewer than
+     * slots - window + 1 positions are dropped */
+    const clf_kv_cache *r = &c->kv_swa;
+    if (r->k && c->n_past > r->n_ctx && c->n_past - pos > r->n_ctx - r->window + 1) pos = 0;
+    c->n_past = pos;
 }
 
 /* ---- forward pass ----------------------------------------------------------- */
+
+/* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
+ * into the product when the family has no post-norm; tmp is scratch as
+ * wide as x. */
+static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *post_norm,
+                           float eps, clf_tensor *x, clf_tensor *tmp) {
+    if (!post_norm) return clf_matmul(rt, w, in, x, 1);
+    CLF_TRY(clf_matmul(rt, w, in, tmp, 0));
+    return clf_rmsnorm(rt, tmp, post_norm, eps, x, 1);
+}
 
 /* Enqueues one chunk of n ≤ n_batch tokens at position pos; logits for the
  * last token (or all) land in c->logits. Nothing waits. */
 static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int pos, int all_logits) {
     const clf_llama *m = c->m;
     const clf_llama_hparams *hp = &m->hp;
+    const clf_family *f = hp->fam;
     clf_runtime *rt = m->rt;
-    int kv_dim = hp->n_head_kv * hp->head_dim, qkv_dim = hp->n_embd + 2 * kv_dim;
-    float scale = 1.0f / sqrtf((float)hp->head_dim);
+    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, qkv_dim = q_dim + 2 * kv_dim;
     CLF_CL_TRY(clEnqueueWriteBuffer(rt->queue, c->ids, CL_FALSE, 0, (size_t)n * sizeof *tokens, tokens, 0, NULL, NULL));
     clf_tensor x = clf_tensor_rows(&c->x, 0, n), xn = clf_tensor_rows(&c->xn, 0, n);
     clf_tensor qkv = clf_tensor_rows(&c->qkv, 0, n), att = clf_tensor_rows(&c->att, 0, n);
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, n), ff = clf_tensor_rows(&c->ff, 0, n);
+    /* x = embeddings (times sqrt(n_embd): Gemma) */
     CLF_TRY(clf_get_rows(rt, &m->tok_embd, c->ids, n, &x));
-    for (int l = 0; l < hp->n_layer; l++) {
+    if (f->embd_scale) CLF_TRY(clf_scale(rt, &x, sqrtf((float)hp->n_embd), &x));
+    for (int l = 0, n_global = 0, n_local = 0; l < hp->n_layer; l++) {
         const clf_llama_layer *L = &m->layers[l];
-        /* attention: x += Wo · attn(rope(Wqkv · norm(x))) */
-        CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn));
+        /* a sliding-window layer: its own ring cache, the family's local RoPE base, no position scaling */
+        const int swa = clf_family_layer_swa(f, l);
+        clf_kv_cache *kv = swa ? &c->kv_swa : &c->kv;
+        const int kl = swa ? n_local++ : n_global++;
+        const clf_rope_params rope = {f->rope, hp->n_rot, swa ? f->swa_rope_base : hp->rope_base,
+                                      swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
+        /* attention: x += [post-norm] Wo · attn(rope([QK-norm] Wqkv · norm(x) [+ b])) */
+        CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn, 0));
         CLF_TRY(clf_matmul(rt, &L->wqkv, &xn, &qkv, 0));
-        if (hp->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
+        if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
+        /* Q's heads then K's: one launch */
+        if (f->qk_norm)
+            CLF_TRY(clf_rmsnorm_heads(rt, &qkv, n, qkv_dim, 0, hp->head_dim, hp->n_head, &L->q_norm, hp->n_head_kv,
+                                      &L->k_norm, hp->eps));
         /* Q and K are adjacent in each row: one launch rotates both */
-        CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
-                         hp->rope_base, hp->rope_mode));
-        clf_rows q = {&qkv, 0, qkv_dim}, k = {&qkv, hp->n_embd, qkv_dim}, v = {&qkv, hp->n_embd + kv_dim, qkv_dim};
-        CLF_TRY(clf_kv_write(rt, &c->kv, l, k, v, n, pos));
-        CLF_TRY(clf_attention(rt, &c->kv, l, q, hp->n_head, n, pos, scale, &att));
-        CLF_TRY(clf_matmul(rt, &L->wo, &att, &x, 1));
-        /* MLP: x += Wdown · (silu(Wgate · norm(x)) * (Wup · norm(x))) */
-        CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn));
+        CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, pos, &rope));
+        clf_rows q = {&qkv, 0, qkv_dim}, k = {&qkv, q_dim, qkv_dim}, v = {&qkv, q_dim + kv_dim, qkv_dim};
+        CLF_TRY(clf_kv_write(rt, kv, kl, k, v, n, pos));
+        CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, n, pos, hp->attn_scale, &att));
+        CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn));
+        /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
+        CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn, 0));
         CLF_TRY(clf_matmul(rt, &L->wgu, &xn, &gu, 0));
-        CLF_TRY(clf_swiglu(rt, &gu, &ff));
-        CLF_TRY(clf_matmul(rt, &L->wdown, &ff, &x, 1));
+        CLF_TRY(clf_glu(rt, f->act, &gu, &ff));
+        CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn));
     }
     int first = all_logits ? 0 : n - 1, rows = all_logits ? n : 1;
     clf_tensor xs = clf_tensor_rows(&c->x, first, rows), xns = clf_tensor_rows(&c->xn, first, rows);
     clf_tensor logits = clf_tensor_rows(&c->logits, 0, rows);
-    CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns));
+    CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns, 0));
     CLF_TRY(clf_matmul(rt, &m->output, &xns, &logits, 0));
     return CLF_OK;
 }

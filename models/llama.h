@@ -1,5 +1,6 @@
-/* The Llama-family transformer (Llama 2/3, SmolLM2, TinyLlama, Mistral, and
- * Qwen2 with Q/K/V biases and NeoX RoPE) on an OpenCL device.
+/* The transformer of every supported family (models/family.h: Llama 2/3,
+ * SmolLM2, TinyLlama, Mistral, Qwen2, Qwen3, Gemma 3, Phi-3) on an OpenCL
+ * device: one forward pass, parameterized by the family's differences.
  *
  * A clf_llama holds the weights (uploaded once, in their file types); a
  * clf_llama_ctx holds what one conversation needs (KV cache, scratch), so
@@ -8,26 +9,33 @@
 #define CLF_LLAMA_H
 
 #include "attention.h"
+#include "family.h"
 #include "gguf.h"
 #include "matmul.h"
 #include "ops.h"
 
 typedef struct clf_llama_hparams {
     char arch[32];
+    const clf_family *fam;
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab, n_ctx_train;
-    float rope_base, eps;
-    clf_rope_mode rope_mode;
-    int qkv_bias; /* Qwen2 */
-    int tied;     /* output projection reuses token_embd */
+    float rope_base, rope_freq_scale, eps;
+    float attn_scale; /* applied to Q·K: 1/sqrt(head_dim) but for Gemma 3 27B */
+    int n_swa;        /* the sliding window of the family's local layers; 0: none */
+    int fused_qkv;    /* stored as one attn_qkv (Phi-3) rather than attn_q, attn_k, attn_v */
+    int fused_gate_up; /* stored as one ffn_up of 2 n_ff rows (Phi-3), no ffn_gate */
+    int rope_freqs;   /* rope_freqs.weight: Llama 3.1 frequency factors */
+    int tied;         /* output projection reuses token_embd */
 } clf_llama_hparams;
 
 typedef struct clf_llama_layer {
-    clf_tensor attn_norm, ffn_norm; /* F32 [n_embd] */
-    clf_tensor bqkv;                /* F32 [n_embd + 2 kv_dim], Qwen2 only */
-    clf_weight wqkv;                /* fused [n_embd + 2 kv_dim × n_embd] */
-    clf_weight wo;                  /* [n_embd × n_embd] */
-    clf_weight wgu;                 /* fused gate|up [2 n_ff × n_embd] */
-    clf_weight wdown;               /* [n_embd × n_ff] */
+    clf_tensor attn_norm, ffn_norm;           /* F32 [n_embd] */
+    clf_tensor post_attn_norm, post_ffn_norm; /* F32 [n_embd], post_norms families */
+    clf_tensor q_norm, k_norm;                /* F32 [head_dim], qk_norm families */
+    clf_tensor bqkv;                          /* F32 [q_dim + 2 kv_dim], qkv_bias families */
+    clf_weight wqkv;                          /* fused [q_dim + 2 kv_dim × n_embd] */
+    clf_weight wo;                            /* [n_embd × q_dim] */
+    clf_weight wgu;                           /* fused gate|up [2 n_ff × n_embd] */
+    clf_weight wdown;                         /* [n_embd × n_ff] */
 } clf_llama_layer;
 
 typedef struct clf_llama {
@@ -35,7 +43,8 @@ typedef struct clf_llama {
     clf_llama_hparams hp;
     clf_tensor tok_embd; /* [n_vocab × n_embd], file type, for the row lookup */
     clf_tensor out_norm;
-    clf_weight output; /* [n_vocab × n_embd] */
+    clf_tensor rope_freqs; /* F32 [n_rot / 2] when hp.rope_freqs */
+    clf_weight output;     /* [n_vocab × n_embd] */
     clf_llama_layer *layers;
     size_t device_bytes; /* weights on the device */
 } clf_llama;
@@ -51,7 +60,8 @@ void clf_llama_free(clf_llama *m);
 
 typedef struct clf_llama_ctx {
     const clf_llama *m;
-    clf_kv_cache kv;
+    clf_kv_cache kv;     /* the global layers: every position */
+    clf_kv_cache kv_swa; /* the sliding-window layers: a ring of the window and a chunk */
     int n_ctx, n_batch;
     int n_past; /* tokens in the cache */
     clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
@@ -74,7 +84,10 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
  * done stay in the cache, counted in n_past (rewind to drop them). */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
 
-/* Forgets cached tokens from position `pos` on (pos = 0 clears). */
+/* Forgets cached tokens from position `pos` on (pos = 0 clears). A
+ * sliding-window layer's ring keeps the window and n_batch positions more:
+ * going back further than n_batch tokens (but not to 0) forgets everything
+ * (n_past becomes 0). */
 void clf_llama_rewind(clf_llama_ctx *c, int pos);
 
 #endif

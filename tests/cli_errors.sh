@@ -121,6 +121,9 @@ expect "empty file" 4 "^clinfer: format error: .*empty.gguf: not a GGUF file" \
 head -c 3000 "$TINY" >"$W/cut.gguf"
 expect "truncated model" 4 "^clinfer: format error: .*cut.gguf: .*(truncated|past the end|impossible)" \
     "$BIN" run -m "$W/cut.gguf" -p hi
+"$TOOL" model "$W/gpt2.gguf" --arch gpt2 || exit 1
+expect "unsupported architecture" 4 "^clinfer: format error: .*unsupported architecture 'gpt2' \(supported: llama, mistral, qwen2, qwen3, gemma3, phi3\)" \
+    "$BIN" run -m "$W/gpt2.gguf" -p hi
 expect "no model at all" 3 "^clinfer: I/O error: no -m given and the default model .* is not there" \
     env CLINFER_MODEL_DIR="$W/no-models" XDG_CACHE_HOME= "$BIN" run -p hi
 expect "catalogue model not fetched" 3 "^clinfer: I/O error: model gemma3-270m is not in the cache .*make model MODEL=gemma3-270m" \

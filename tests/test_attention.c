@@ -146,16 +146,55 @@ static void test_naive(void **state) {
                                .kv_type = CLF_F16, .naive = 1});
 }
 
+/* Sliding windows (Gemma 3's local layers): no effect when wider than the
+ * span, a window of 1 (each query sees itself), windows that start inside
+ * a key block, chunked prefill and decode through a ring of slots shorter
+ * than the positions (wrapping several times), GQA 4 with heads of 256. */
+static void test_sliding_window(void **state) {
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        clf_attn_case cs = smol(40, 10);
+        cs.variant = VARIANTS[v];
+        cs.window = 1000;
+        check_case(cs);
+        cs.window = 1;
+        check_case(cs);
+        cs = smol(100, 0); /* one prefill, the window from the middle of blocks */
+        cs.variant = VARIANTS[v];
+        cs.window = 21;
+        check_case(cs);
+        cs.chunk = 11; /* a ring of 32 slots: 11 + 21 - 1 fit */
+        cs.n_slots = 32;
+        check_case(cs);
+        cs = (clf_attn_case){.n_tokens = 70, .pos0 = 130, .n_head = 4, .n_kv_head = 1, .head_dim = 256,
+                             .kv_type = CLF_F16, .variant = VARIANTS[v], .chunk = 33, .window = 24, .n_slots = 64};
+        check_case(cs);
+        /* decode: the window's first key in mid-block, across the ring's end, several split counts */
+        static const int splits[] = {1, 0, 7};
+        for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+            cs = smol(1, 300 + 37 * (int)i);
+            cs.variant = VARIANTS[v];
+            cs.window = 45 + (int)i;
+            cs.n_slots = 64;
+            cs.n_split = splits[i];
+            cs.kv_type = i % 2 ? CLF_F16 : CLF_F32;
+            check_case(cs);
+        }
+    }
+    check_case((clf_attn_case){.n_tokens = 30, .pos0 = 50, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
+                               .kv_type = CLF_F32, .naive = 1, .window = 13, .chunk = 7, .n_slots = 32});
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
     clf_kv_cache c;
-    assert_int_equal(clf_kv_cache_create(rt, CLF_Q8_0, 1, 3, 64, 16, &c), CLF_ERR_ARG);
-    assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 1, 3, 72, 16, &c), CLF_ERR_ARG);
+    assert_int_equal(clf_kv_cache_create(rt, CLF_Q8_0, 1, 3, 64, 16, 0, &c), CLF_ERR_ARG);
+    assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 1, 3, 72, 16, 0, &c), CLF_ERR_ARG);
     assert_non_null(strstr(clf_last_error(), "head_dim 72"));
-    assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 0, 3, 64, 16, &c), CLF_ERR_ARG);
+    assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 0, 3, 64, 16, 0, &c), CLF_ERR_ARG);
 
-    TU_OK(clf_kv_cache_create(rt, CLF_F32, 2, 3, 64, 16, &c));
+    TU_OK(clf_kv_cache_create(rt, CLF_F32, 2, 3, 64, 16, 0, &c));
     clf_tensor qkv, out;
     TU_OK(clf_tensor_alloc(rt, CLF_F32, 15 * 64, 16, &qkv));
     TU_OK(clf_tensor_alloc(rt, CLF_F32, 9 * 64, 16, &out));
@@ -172,6 +211,19 @@ static void test_bad_arguments(void **state) {
     clf_tensor small = clf_tensor_rows(&out, 0, 2);
     assert_int_equal(clf_attention(rt, &c, 1, q, 9, 4, 0, 0.125f, &small), CLF_ERR_ARG);
     assert_int_equal(clf_attention_naive(rt, &c, 1, q, 9, 4, -1, 0.125f, &out), CLF_ERR_ARG);
+    clf_kv_cache_free(&c);
+    /* a ring: chunks that leave the window's keys in their slots only */
+    assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 1, 3, 64, 32, -1, &c), CLF_ERR_ARG);
+    TU_OK(clf_kv_cache_create(rt, CLF_F32, 1, 3, 64, 32, 20, &c));
+    TU_OK(clf_kv_write(rt, &c, 0, k, v, 13, 100)); /* 13 + 20 - 1 = 32 */
+    assert_int_equal(clf_kv_write(rt, &c, 0, k, v, 14, 100), CLF_ERR_CONTEXT);
+    assert_non_null(strstr(clf_last_error(), "ring"));
+    TU_OK(clf_kv_write(rt, &c, 0, k, v, 16, 0)); /* below the slots: any chunk */
+    clf_kv_cache_free(&c);
+    TU_OK(clf_kv_cache_create(rt, CLF_F32, 1, 3, 64, 40, 20, &c)); /* not a multiple of 32: no wrapping */
+    TU_OK(clf_kv_write(rt, &c, 0, k, v, 4, 36));
+    assert_int_equal(clf_kv_write(rt, &c, 0, k, v, 4, 37), CLF_ERR_CONTEXT);
+    TU_OK(clf_finish(rt));
     clf_tensor_free(&qkv);
     clf_tensor_free(&out);
     clf_kv_cache_free(&c);
@@ -182,7 +234,8 @@ int main(void) {
         cmocka_unit_test(test_kv_write),         cmocka_unit_test(test_sequence_lengths),
         cmocka_unit_test(test_offsets_and_chunks), cmocka_unit_test(test_gqa_head_dims_types),
         cmocka_unit_test(test_decode_splits),    cmocka_unit_test(test_large_scores),
-        cmocka_unit_test(test_naive),            cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_naive),            cmocka_unit_test(test_sliding_window),
+        cmocka_unit_test(test_bad_arguments),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -355,16 +355,17 @@ static void test_random_damage(void **state) {
 
 /* ---- files that parse but are no Llama model ---------------------------------- */
 
-/* A tiny Llama (tests/support) with a vocabulary of its n_vocab tokens,
- * copied without key `drop_key` and tensor `drop_tensor` (NULL: none), then
- * changed by `edit` (NULL: none). */
-static file llama_variant(const char *drop_key, const char *drop_tensor, void (*edit)(clf_gguf_writer *w)) {
+/* A tiny model of family `arch` (tests/support) with a vocabulary of its
+ * n_vocab tokens, copied without key `drop_key` and tensor `drop_tensor`
+ * (NULL: none), then changed by `edit` (NULL: none). */
+static file family_variant(const char *arch, const char *drop_key, const char *drop_tensor,
+                           void (*edit)(clf_gguf_writer *w)) {
     char path[] = "/tmp/clinfer-bad-llama-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 64,
-                     .n_vocab = 40, .type = CLF_Q8_0, .tied = 0};
+    tiny_model tm = {.arch = arch, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 64,
+                     .n_vocab = 40, .type = CLF_Q8_0, .tied = 0, .window = 8};
     assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
     file base = slurp_and_unlink(path);
     clf_gguf *g;
@@ -389,6 +390,10 @@ static file llama_variant(const char *drop_key, const char *drop_tensor, void (*
     free(base.p);
     if (edit) edit(w);
     return write_to_memory(w);
+}
+
+static file llama_variant(const char *drop_key, const char *drop_tensor, void (*edit)(clf_gguf_writer *w)) {
+    return family_variant("llama", drop_key, drop_tensor, edit);
 }
 
 /* The file parses; clf_llama_hparams_read refuses it with its own message. */
@@ -425,6 +430,16 @@ static void head_dim_8(clf_gguf_writer *w) { /* 8 heads of 8: consistent, but no
 }
 static void arch_gpt2(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "general.architecture", "gpt2")); }
 static void eps_negative(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", -1)); }
+static void rope_yarn(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "llama.rope.scaling.type", "yarn")); }
+static void value_length_32(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.attention.value_length", 32)); }
+static void long_rope(clf_gguf_writer *w) {
+    float f[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    TU_OK(clf_gguf_add_tensor(w, "rope_factors_long.weight", CLF_F32, 1, (int64_t[]){8}, f));
+}
+static void rope_freqs_short(clf_gguf_writer *w) { /* 4 factors for 8 rotated pairs */
+    float f[4] = {1, 2, 4, 8};
+    TU_OK(clf_gguf_add_tensor(w, "rope_freqs.weight", CLF_F32, 1, (int64_t[]){4}, f));
+}
 static void rope_base_tiny(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", 1e-45f)); }
 static void rope_base_one(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", 1.0f)); }
 static void rope_base_nan(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.rope.freq_base", NAN)); }
@@ -497,6 +512,40 @@ static void test_llama_hparams(void **state) {
                       "is of block 1 but llama.block_count is 1");
     expect_llama_fail(llama_variant(NULL, "output_norm.weight", norm_q8), "quantized norm",
                       "tensor output_norm.weight must be F32, is Q8_0");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_yarn), "YaRN", "RoPE scaling 'yarn' is unsupported (none, linear are)");
+    expect_llama_fail(llama_variant(NULL, NULL, long_rope), "LongRoPE", "LongRoPE (rope_factors_long/short) is unsupported");
+    expect_llama_fail(llama_variant(NULL, NULL, value_length_32), "value_length", "value_length 32 differs from key_length 16");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_freqs_short), "rope_freqs of the wrong length",
+                      "tensor rope_freqs.weight has shape [4, 1, 1, 1], expected [8, 1]");
+}
+
+/* Each family's own keys and tensors are required. */
+static void test_family_hparams(void **state) {
+    (void)state;
+    static const char *const fams[] = {"qwen2", "qwen3", "gemma3", "phi3"};
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        file ok = family_variant(fams[i], NULL, NULL, NULL);
+        clf_gguf *g;
+        TU_OK(clf_gguf_open_memory(ok.p, ok.n, &g));
+        clf_llama_hparams hp;
+        TU_OK(clf_llama_hparams_read(g, &hp));
+        assert_string_equal(hp.fam->arch, fams[i]);
+        assert_int_equal(hp.fused_qkv, i == 3);
+        assert_int_equal(hp.fused_gate_up, i == 3);
+        assert_int_equal(hp.n_swa, i == 2 ? 8 : 0);
+        clf_gguf_close(g);
+        free(ok.p);
+    }
+    expect_llama_fail(family_variant("gemma3", "gemma3.attention.sliding_window", NULL, NULL), "gemma3 without a window",
+                      "missing metadata key 'gemma3.attention.sliding_window'");
+    expect_llama_fail(family_variant("gemma3", NULL, "blk.1.post_ffw_norm.weight", NULL), "gemma3 without a post-norm",
+                      "tensor blk.1.post_ffw_norm.weight is missing");
+    expect_llama_fail(family_variant("qwen3", NULL, "blk.0.attn_k_norm.weight", NULL), "qwen3 without a K norm",
+                      "tensor blk.0.attn_k_norm.weight is missing");
+    expect_llama_fail(family_variant("qwen2", NULL, "blk.1.attn_v.bias", NULL), "qwen2 without a V bias",
+                      "tensor blk.1.attn_v.bias is missing");
+    expect_llama_fail(family_variant("phi3", NULL, "blk.0.attn_qkv.weight", NULL), "phi3 with no Q|K|V at all",
+                      "tensor blk.0.attn_q.weight is missing");
 }
 
 int main(void) {
@@ -505,6 +554,7 @@ int main(void) {
         cmocka_unit_test(test_metadata),     cmocka_unit_test(test_nesting),
         cmocka_unit_test(test_tensor_infos), cmocka_unit_test(test_truncation_everywhere),
         cmocka_unit_test(test_random_damage), cmocka_unit_test(test_llama_hparams),
+        cmocka_unit_test(test_family_hparams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

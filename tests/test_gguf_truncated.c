@@ -19,7 +19,8 @@
 #include "testutil.h"
 #include "tokenizer.h"
 
-static const tiny_model TM = {"llama", 2, 2, 1, 64, 160, 97, CLF_Q8_0, 0, 0};
+static const tiny_model TM = {.arch = "llama", .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                              .n_vocab = 97, .type = CLF_Q8_0};
 
 static void sigbus_action(struct sigaction *sa) { assert_int_equal(sigaction(SIGBUS, NULL, sa), 0); }
 

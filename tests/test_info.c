@@ -16,6 +16,7 @@
 #include "estimate.h"
 #include "llama.h"
 #include "model_path.h"
+#include "ref_llama.h"
 #include "testutil.h"
 
 /* 2 layers, n_embd 64, n_ff 96, 4 heads of 16, 2 KV heads, vocab 100:
@@ -72,6 +73,31 @@ static void test_flops_bytes_by_hand(void **state) {
     assert_true(clf_bytes_prefill(&TINY, 8, 2) == 50244 + 476 + 4096);
     /* per token 2*64 + (64 + 64) + 64 + 3*96 = 608 floats + an id; one row of 100 logits */
     assert_true(clf_scratch_bytes(&TINY, 8) == 8 * (608 * 4 + 4) + 100 * 4);
+}
+
+/* TINY as a Gemma-3-like family: QK-norm, post-norms, a sliding window of 4
+ * on one layer of the two, and 8 Llama 3.1 frequency factors. */
+static void test_family_by_hand(void **state) {
+    (void)state;
+    clf_model_shape s = TINY;
+    s.qk_norm = s.post_norms = 1;
+    s.n_swa = 4, s.n_swa_layers = 1;
+    s.n_rope_freqs = 8;
+    clf_params p = clf_estimate_params(&s);
+    assert_int_equal(p.count[CLF_GROUP_NORM], 640); /* 2 * ((2 + 2) * 64 + 2 * 16) + 64 */
+    assert_int_equal(p.count[CLF_GROUP_OTHER], 8);
+    assert_true(p.bytes[CLF_GROUP_OTHER] == 32);
+    /* keys attended A(10) = 10 (global layer) + min(10, 4) = 14: 2 * 67840 + 4 * 64 * 14 */
+    assert_true(clf_flops_token(&s, 10) == 139264);
+    /* sum over t = 1..8 of A(t) = 36 + (1 + 2 + 3 + 4 + 4 * 4) = 62: 983040 + 12800 + 4 * 64 * 62 */
+    assert_true(clf_flops_prefill(&s, 8) == 1011712);
+    /* the sliding layer's ring: the window and a batch of 8, 11 rounded up to 32 slots; F16 K and V
+     * of 32 dims are 128 bytes a slot */
+    assert_true(clf_kv_cache_bytes(&s, 100, 8, 2) == 128.0 * (100 + 32));
+    assert_true(clf_kv_cache_bytes(&s, 20, 8, 2) == 128.0 * (20 + 20)); /* a ring no shorter than the context */
+    assert_true(clf_kv_cache_bytes(&TINY, 100, 8, 2) == 128.0 * 200);
+    /* weights read 15360 + 20736 + 640 * 4 + 12800 + 68 = 51524; K and V attended 256 * 14, the new token's 512 */
+    assert_true(clf_bytes_token(&s, 10, 4) == 51524 + 3584 + 512);
 }
 
 static void test_training_and_roofline(void **state) {
@@ -258,7 +284,7 @@ static void test_device_memory(void **state) {
     clf_params p = clf_estimate_params(&s);
     double weights = clf_device_weight_bytes(&s);
     assert_true(weights == p.total_bytes + p.bytes[CLF_GROUP_EMBD]); /* tied */
-    double kv = clf_kv_bytes_per_token(&s, 2) * ctx, scratch = clf_scratch_bytes(&s, batch);
+    double kv = clf_kv_cache_bytes(&s, ctx, batch, 2), scratch = clf_scratch_bytes(&s, batch);
     printf("  weights: device %zu, estimate %.0f; context: device %zu, estimate %.0f (KV %.0f + activations %.0f)\n",
            m->device_bytes, weights, c->device_bytes, kv + scratch, kv, scratch);
     /* a device layout may pad or re-lay blocks one day: allow 2% */
@@ -269,11 +295,43 @@ static void test_device_memory(void **state) {
     clf_gguf_close(g);
 }
 
+/* A tiny Gemma 3 (5 sliding layers of 6): its ring caches as allocated
+ * against the estimate, exactly. */
+static void test_device_memory_sliding(void **state) {
+    (void)state;
+    char path[] = "/tmp/clinfer-info-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    tiny_model tm = {.arch = "gemma3", .n_layer = 6, .n_head = 2, .n_head_kv = 1, .head_dim = 64, .n_ff = 128,
+                     .n_vocab = 61, .type = CLF_Q8_0, .tied = 1, .n_embd = 96, .window = 40};
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    clf_gguf *g;
+    clf_model_shape s;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_model_shape_from_gguf(g, &s));
+    assert_int_equal(s.n_swa, 40);
+    assert_int_equal(s.n_swa_layers, 5);
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_load(tu_runtime(), g, &m));
+    TU_OK(clf_llama_ctx_create(m, 1024, 64, CLF_F16, &c));
+    assert_int_equal(c->kv_swa.n_ctx, 128); /* 40 + 64 - 1 rounded up to 32 */
+    double kv = clf_kv_cache_bytes(&s, 1024, 64, 2), scratch = clf_scratch_bytes(&s, 64);
+    assert_true(kv == (double)(c->kv.bytes + c->kv_swa.bytes));
+    assert_true((double)c->device_bytes == kv + scratch);
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params_by_hand),    cmocka_unit_test(test_flops_bytes_by_hand),
-        cmocka_unit_test(test_training_and_roofline), cmocka_unit_test(test_shape_and_command),
+        cmocka_unit_test(test_family_by_hand),    cmocka_unit_test(test_training_and_roofline),
+        cmocka_unit_test(test_shape_and_command),
         cmocka_unit_test(test_default_model),     cmocka_unit_test(test_device_memory),
+        cmocka_unit_test(test_device_memory_sliding),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -1,6 +1,7 @@
-/* The Llama forward pass on the device against the scalar C reference
+/* The forward pass on the device against the scalar C reference
  * (tests/support/ref_llama.c) on tiny random GGUF models of every weight
- * type: one-shot prefill, chunked prefill, and token-by-token decode. */
+ * type and every family, each quirk switched on: one-shot prefill, chunked
+ * prefill, and token-by-token decode. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,14 +96,15 @@ static void check(const model_case *mc, int n_prompt, int n_batch, int decode_fr
     double err = run_case(mc, n_prompt, n_batch, decode_from, seed);
     double tol = mc->kv == CLF_F16 ? TOL_F16_CACHE : TOL_F32_CACHE;
     if (mc->tm.type != CLF_F32 && mc->tm.type != CLF_F16 && int8_decode(mc->tm.type)) tol = TOL_INT8_ACT;
-    print_message("  %s %s layers=%d heads=%d/%d hd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
+    print_message("  %s %s layers=%d heads=%d/%d hd=%d embd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
                   mc->tm.arch, clf_type_get(mc->tm.type)->name, mc->tm.n_layer, mc->tm.n_head, mc->tm.n_head_kv,
-                  mc->tm.head_dim, mc->tm.n_ff, mc->tm.n_vocab, clf_type_get(mc->kv)->name, n_prompt, n_batch,
-                  decode_from, err, tol);
+                  mc->tm.head_dim, mc->tm.n_embd, mc->tm.n_ff, mc->tm.n_vocab, clf_type_get(mc->kv)->name, n_prompt,
+                  n_batch, decode_from, err, tol);
     assert_true(err <= tol);
 }
 
-static const tiny_model BASE = {"llama", 2, 3, 1, 64, 160, 97, CLF_F32, 0, 0};
+static const tiny_model BASE = {.arch = "llama", .n_layer = 2, .n_head = 3, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                                .n_vocab = 97, .type = CLF_F32};
 
 static void test_weight_types(void **state) {
     (void)state;
@@ -134,6 +136,108 @@ static void test_qwen2_bias_neox(void **state) {
     mc.tm.n_head = 2;
     mc.tm.n_head_kv = 2;
     mc.tm.head_dim = 128;
+    check(&mc, 11, 64, 6);
+}
+
+/* Qwen3: QK-norm, NeoX, Q wider than the embedding (key_length), untied. */
+static void test_qwen3(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "qwen3";
+    mc.tm.type = CLF_Q8_0;
+    mc.tm.n_head = 4;
+    mc.tm.n_head_kv = 2;
+    mc.tm.n_embd = 96;
+    check(&mc, 15, 64, 9);
+}
+
+/* Llama 3.1 frequency factors (rope_freqs), and linear position scaling
+ * with a partial rotation. */
+static void test_llama3_rope(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.rope_freqs = 1;
+    mc.tm.tied = 1;
+    check(&mc, 13, 64, 7);
+    mc.tm.rope_freqs = 0;
+    mc.tm.rope_scale = 4.0f;
+    mc.tm.n_rot = 48;
+    check(&mc, 13, 64, 7);
+}
+
+/* Gemma 3: 6 layers (5 with a sliding window of 8, then a global one),
+ * GeGLU, QK-norm, post-norms, scaled embeddings, Q (2 x 64) wider than the
+ * embedding (96). 45 tokens in chunks of 8 through a ring of 32 slots that
+ * wraps, then decode; one-shot; and heads of 256 as the real model has. */
+static void test_gemma3(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "gemma3";
+    mc.tm.n_layer = 6;
+    mc.tm.n_head = 2;
+    mc.tm.n_head_kv = 1;
+    mc.tm.n_embd = 96;
+    mc.tm.window = 8;
+    mc.tm.tied = 1;
+    check(&mc, 45, 8, 37);
+    mc.kv = CLF_F16;
+    mc.tm.type = CLF_Q8_0;
+    check(&mc, 20, 64, 20);
+    mc.tm.head_dim = 256;
+    mc.tm.n_head = 4;
+    mc.tm.n_embd = 128;
+    mc.tm.window = 5;
+    check(&mc, 12, 64, 8);
+}
+
+/* Rewinding a Gemma 3 context whose local layers' ring wrapped: back by at
+ * most a batch keeps the window's keys (the logits match the reference
+ * again), further forgets everything. */
+static void test_rewind_ring(void **state) {
+    (void)state;
+    tiny_model tm = BASE;
+    tm.arch = "gemma3", tm.n_layer = 6, tm.n_head = 2, tm.n_embd = 96, tm.window = 8, tm.tied = 1;
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    enum { N = 50, V = 97 };
+    int32_t toks[N];
+    uint64_t s = tu_seed();
+    for (int i = 0; i < N; i++) toks[i] = (int32_t)(tu_next(&s) % V);
+    double *ref = malloc((size_t)N * V * sizeof *ref);
+    assert_int_equal(ref_llama_forward(g, toks, N, ref), 0);
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_load(tu_runtime(), g, &m));
+    TU_OK(clf_llama_ctx_create(m, 256, 8, CLF_F32, &c));
+    assert_int_equal(c->kv_swa.n_ctx, 32); /* the window and a batch, rounded up */
+    float logits[V];
+    TU_OK(clf_llama_eval(c, toks, N, 0, logits));
+    clf_llama_rewind(c, N - 8); /* one batch back: the ring still holds the window before it */
+    assert_int_equal(c->n_past, N - 8);
+    TU_OK(clf_llama_eval(c, toks + N - 8, 8, 0, logits));
+    assert_true(tu_rel_err(logits, ref + (size_t)(N - 1) * V, V) < 1e-4);
+    clf_llama_rewind(c, 20); /* 30 back: positions 13..19 were overwritten */
+    assert_int_equal(c->n_past, 0);
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+    free(ref);
+}
+
+/* Phi-3: attn_qkv and gate|up stored fused, a partial rotation, untied. */
+static void test_phi3(void **state) {
+    (void)state;
+    model_case mc = {BASE, CLF_F32};
+    mc.tm.arch = "phi3";
+    mc.tm.type = CLF_Q4_0;
+    mc.tm.n_head = 4;
+    mc.tm.n_head_kv = 4;
+    mc.tm.n_rot = 32;
     check(&mc, 11, 64, 6);
 }
 
@@ -215,6 +319,11 @@ int main(void) {
         cmocka_unit_test(test_weight_types),
         cmocka_unit_test(test_chunked_prefill_and_f16_cache),
         cmocka_unit_test(test_qwen2_bias_neox),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_llama3_rope),
+        cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_rewind_ring),
+        cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_context_full_is_an_error),
         cmocka_unit_test(test_abort_hook),
     };

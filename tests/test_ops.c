@@ -61,14 +61,14 @@ static void test_rmsnorm(void **state) {
     (void)state;
     for (int i = 0; i < NLEN; i++)
         for (int rows = 1; rows <= 3; rows += 2)
-            for (int in_place = 0; in_place < 2; in_place++) {
+            for (int mode = 0; mode < 4; mode++) { /* in place or not, accumulating or not */
                 clf_check_result r;
-                expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows + in_place),
-                                              rows, LENGTHS[i], in_place, &r),
+                expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows + mode), rows,
+                                              LENGTHS[i], mode & 1, mode >> 1, &r),
                             &r, "rmsnorm");
             }
     clf_check_result r;
-    expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed(), 512, 576, 1, &r), &r, "rmsnorm prefill");
+    expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed(), 512, 576, 1, 0, &r), &r, "rmsnorm prefill");
 }
 
 static void test_rope(void **state) {
@@ -77,15 +77,20 @@ static void test_rope(void **state) {
         clf_rope_mode m = mode ? CLF_ROPE_NEOX : CLF_ROPE_NORM;
         const clf_rope_case cases[] = {
             /* tokens, stride, col0, heads, head_dim, n_rot, pos0, base */
-            {1, 64, 0, 1, 64, 64, 0, 10000.0f, m},        /* position 0: the identity */
-            {7, 576, 0, 9, 64, 64, 3, 100000.0f, m},      /* SmolLM2 Q alone */
-            {5, 960, 0, 12, 64, 64, 250, 100000.0f, m},   /* Q and K of a fused QKV row, one launch */
-            {4, 960, 576, 3, 64, 64, 1, 100000.0f, m},    /* K alone inside the fused row */
-            {3, 960, 0, 9, 64, 32, 11, 10000.0f, m},      /* n_rot < head_dim */
-            {2, 37, 5, 1, 6, 6, 9, 500.0f, m},            /* 3 pairs: the tail path only */
-            {9, 131, 3, 3, 40, 36, 2, 10000.0f, m},       /* 18 pairs: 16 vectorized + a tail */
-            {1, 128, 0, 2, 64, 64, 4000, 100000.0f, m},   /* a far position */
-            {64, 960, 0, 12, 64, 64, 0, 100000.0f, m},    /* a prefill chunk */
+            {1, 64, 0, 1, 64, 64, 0, 10000.0f, m, 0, 0},     /* position 0: the identity */
+            {7, 576, 0, 9, 64, 64, 3, 100000.0f, m, 0, 0},   /* SmolLM2 Q alone */
+            {5, 960, 0, 12, 64, 64, 250, 100000.0f, m, 0, 0}, /* Q and K of a fused QKV row, one launch */
+            {4, 960, 576, 3, 64, 64, 1, 100000.0f, m, 0, 0}, /* K alone inside the fused row */
+            {3, 960, 0, 9, 64, 32, 11, 10000.0f, m, 0, 0},   /* n_rot < head_dim */
+            {2, 37, 5, 1, 6, 6, 9, 500.0f, m, 0, 0},         /* 3 pairs: the tail path only */
+            {9, 131, 3, 3, 40, 36, 2, 10000.0f, m, 0, 0},    /* 18 pairs: 16 vectorized + a tail */
+            {1, 128, 0, 2, 64, 64, 4000, 100000.0f, m, 0, 0}, /* a far position */
+            {64, 960, 0, 12, 64, 64, 0, 100000.0f, m, 0, 0}, /* a prefill chunk */
+            /* Llama 3.1 frequency factors, linear scaling, both, with a tail; Gemma 3's heads of 256 */
+            {6, 3072, 0, 24, 128, 128, 900, 500000.0f, m, 0, 1},
+            {3, 960, 0, 12, 64, 64, 77, 10000.0f, m, 0.125f, 0},
+            {4, 131, 3, 3, 40, 36, 2000, 10000.0f, m, 0.5f, 1},
+            {5, 1536, 0, 5, 256, 256, 511, 1000000.0f, m, 0, 0},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             clf_check_result r;
@@ -94,15 +99,45 @@ static void test_rope(void **state) {
     }
 }
 
-static void test_swiglu(void **state) {
+/* QK-norm: Q's heads at the start of a fused row, K's after them, Gemma 3's
+ * heads of 256 and Qwen3's of 128, odd heads and strides. */
+static void test_rmsnorm_heads(void **state) {
     (void)state;
-    const int ffs[] = {1, 3, 37, 575, 576, 1536};
-    for (int i = 0; i < 6; i++)
-        for (int rows = 1; rows <= 5; rows += 4) {
+    const int cases[][6] = {/* tokens, stride, col0, head_dim, heads with the first weight, with the second */
+                            {1, 1536, 0, 256, 4, 1}, {9, 1536, 1024, 256, 1, 0}, {5, 4096, 0, 128, 16, 8},
+                            {3, 50, 7, 13, 1, 2},    {2, 8, 0, 8, 1, 0},         {64, 960, 0, 64, 9, 3}};
+    for (int ops = 0; ops < 2; ops++) {
+        tu_tune(ops ? "ops=gpu" : NULL);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             clf_check_result r;
-            expect_pass(clf_check_swiglu(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows), rows, ffs[i], &r), &r,
-                        "swiglu");
+            expect_pass(clf_check_rmsnorm_heads(tu_runtime(), tu_seed() + i, cases[i][0], cases[i][1], cases[i][2],
+                                                cases[i][3], cases[i][4], cases[i][5], &r),
+                        &r, ops ? "rmsnorm_heads (gpu variant)" : "rmsnorm_heads");
         }
+    }
+    tu_tune(NULL);
+}
+
+static void test_glu(void **state) {
+    (void)state;
+    const int ffs[] = {1, 3, 37, 575, 576, 2048};
+    for (int act = 0; act < 2; act++)
+        for (int i = 0; i < 6; i++)
+            for (int rows = 1; rows <= 5; rows += 4) {
+                clf_check_result r;
+                expect_pass(clf_check_glu(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows), (clf_glu_act)act, rows,
+                                          ffs[i], &r),
+                            &r, act ? "geglu" : "swiglu");
+            }
+}
+
+static void test_scale(void **state) {
+    (void)state;
+    for (int i = 0; i < NLEN; i++) {
+        clf_check_result r;
+        expect_pass(clf_check_scale(tu_runtime(), tu_seed() + (uint64_t)i, 1 + i % 3, LENGTHS[i], i % 2, &r), &r,
+                    "scale");
+    }
 }
 
 static void test_add(void **state) {
@@ -142,7 +177,7 @@ static void test_row_reductions_gpu_variant(void **state) {
     tu_tune("ops=gpu");
     for (int i = 0; i < NLEN; i++) {
         clf_check_result r;
-        expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], i % 2, &r), &r,
+        expect_pass(clf_check_rmsnorm(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], i % 2, i % 3 == 0, &r), &r,
                     "rmsnorm (gpu variant)");
         expect_pass(clf_check_softmax(tu_runtime(), tu_seed() + (uint64_t)i, 3, LENGTHS[i], &r), &r,
                     "softmax (gpu variant)");
@@ -167,19 +202,31 @@ static void test_bad_arguments(void **state) {
     TU_OK(clf_tensor_alloc(rt, CLF_F32, 32, 2, &h));
     expect_arg_error(clf_add(rt, &a, &b, &a), "shapes differ");
     expect_arg_error(clf_add(rt, &a, &q, &a), "must be F32");
-    expect_arg_error(clf_rmsnorm(rt, &a, &b, 1e-5f, &a), "rmsnorm");
-    expect_arg_error(clf_swiglu(rt, &a, &a), "swiglu");
+    expect_arg_error(clf_rmsnorm(rt, &a, &b, 1e-5f, &a, 0), "rmsnorm");
+    expect_arg_error(clf_glu(rt, CLF_GLU_SILU, &a, &a), "glu");
+    expect_arg_error(clf_glu(rt, (clf_glu_act)7, &a, &h), "activation");
+    expect_arg_error(clf_scale(rt, &a, 2.0f, &b), "shapes differ");
+    /* rmsnorm_heads: heads past the row, a weight not head_dim long */
+    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 8, 32, 2, &h, 0, NULL, 1e-6f), "exceed");
+    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 0, 16, 2, &h, 0, NULL, 1e-6f), "weights");
+    expect_arg_error(clf_rmsnorm_heads(rt, &a, 2, 64, 0, 32, 1, &h, 1, NULL, 1e-6f), "a weight for each");
     expect_arg_error(clf_add_rows(rt, &a, &b), "bias");
     expect_arg_error(clf_dequantize_dev(rt, &q, &b), "dequantize");
     expect_arg_error(clf_get_rows(rt, &q, NULL, 1, &a), "get_rows");
     /* rope: odd n_rot, n_rot past head_dim, heads past the row, rows past the tensor, bad mode */
-    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 63, 0, 1e4f, CLF_ROPE_NORM), "rope");
-    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 32, 34, 0, 1e4f, CLF_ROPE_NORM), "rope");
-    expect_arg_error(clf_rope(rt, &a, 2, 64, 8, 1, 64, 64, 0, 1e4f, CLF_ROPE_NORM), "exceed");
-    expect_arg_error(clf_rope(rt, &a, 3, 64, 0, 1, 64, 64, 0, 1e4f, CLF_ROPE_NORM), "exceed");
-    expect_arg_error(clf_rope(rt, &a, 1, 64, 0, 1, 64, 64, 0, 1e4f, (clf_rope_mode)1), "mode");
-    /* the matching shape is accepted: gate|up 64 wide, output 32 */
-    TU_OK(clf_swiglu(rt, &a, &h));
+    const clf_rope_params odd = {CLF_ROPE_NORM, 63, 1e4f, 1, NULL}, wide = {CLF_ROPE_NORM, 34, 1e4f, 1, NULL};
+    const clf_rope_params ok = {CLF_ROPE_NORM, 64, 1e4f, 1, NULL}, mode = {(clf_rope_mode)1, 64, 1e4f, 1, NULL};
+    const clf_rope_params unscaled = {CLF_ROPE_NORM, 64, 1e4f, 0, NULL}, factors = {CLF_ROPE_NORM, 64, 1e4f, 1, &h};
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &odd), "rope");
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 32, 0, &wide), "rope");
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 8, 1, 64, 0, &ok), "exceed");
+    expect_arg_error(clf_rope(rt, &a, 3, 64, 0, 1, 64, 0, &ok), "exceed");
+    expect_arg_error(clf_rope(rt, &a, 1, 64, 0, 1, 64, 0, &mode), "mode");
+    expect_arg_error(clf_rope(rt, &a, 1, 64, 0, 1, 64, 0, &unscaled), "freq_scale");
+    expect_arg_error(clf_rope(rt, &a, 1, 64, 0, 1, 64, 0, &factors), "frequency factors"); /* 64 for 32 pairs */
+    /* the matching shapes are accepted: gate|up 64 wide, output 32 */
+    TU_OK(clf_glu(rt, CLF_GLU_GELU_TANH, &a, &h));
+    TU_OK(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &ok));
     TU_OK(clf_finish(rt));
     clf_tensor_free(&a);
     clf_tensor_free(&b);
@@ -194,7 +241,9 @@ int main(void) {
         cmocka_unit_test(test_f16_every_bit_pattern),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rmsnorm_heads),
+        cmocka_unit_test(test_glu),
+        cmocka_unit_test(test_scale),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_add_rows),
         cmocka_unit_test(test_softmax),

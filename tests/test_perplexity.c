@@ -40,7 +40,8 @@ static double ref_ppl(const clf_gguf *g, const int32_t *toks, int n, int n_ctx, 
 
 static void test_matches_reference(void **state) {
     (void)state;
-    tiny_model tm = {"llama", 2, 2, 1, 64, 96, 61, CLF_Q8_0, 1, 0};
+    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 64, .n_ff = 96,
+                     .n_vocab = 61, .type = CLF_Q8_0, .tied = 1};
     char path[] = "/tmp/clinfer-ppl-XXXXXX";
     int fd = mkstemp(path);
     close(fd);

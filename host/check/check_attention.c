@@ -44,12 +44,12 @@ static double attention_ref(const float *qkv, int stride, const clf_attn_case *c
             v[(size_t)j * kvw + i] = kv_round(cs->kv_type, qkv[(size_t)j * stride + vcol + i]);
         }
     for (int t = 0; t < cs->n_tokens; t++) {
-        const int pos = cs->pos0 + t;
+        const int pos = cs->pos0 + t, first = cs->window > 0 && pos >= cs->window ? pos - cs->window + 1 : 0;
         for (int h = 0; h < cs->n_head; h++) {
             const float *q = qkv + (size_t)pos * stride + h * hd;
             const int off = (h / g) * hd;
             double mx = -INFINITY, sum = 0;
-            for (int j = 0; j <= pos; j++) {
+            for (int j = first; j <= pos; j++) {
                 double dot = 0;
                 for (int d = 0; d < hd; d++) dot += (double)q[d] * k[(size_t)j * kvw + off + d];
                 s[j] = dot * scale;
@@ -58,7 +58,7 @@ static double attention_ref(const float *qkv, int stride, const clf_attn_case *c
             }
             double *o = out + ((size_t)t * cs->n_head + h) * hd;
             memset(o, 0, (size_t)hd * sizeof *o);
-            for (int j = 0; j <= pos; j++) {
+            for (int j = first; j <= pos; j++) {
                 const double p = exp(s[j] - mx);
                 sum += p;
                 for (int d = 0; d < hd; d++) o[d] += p * v[(size_t)j * kvw + off + d];
@@ -92,10 +92,12 @@ static void bufs_free(attn_bufs *b) {
  * asked), each chunk writing its K/V before attending. */
 static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *b, int stride, float scale) {
     const int hd = cs->head_dim, kcol = cs->n_head * hd, vcol = kcol + cs->n_kv_head * hd;
-    if (cs->pos0 > 0) {
-        clf_tensor pre = clf_tensor_rows(&b->qkv, 0, cs->pos0);
-        CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&pre, kcol, stride}, (clf_rows){&pre, vcol, stride},
-                             cs->pos0, 0));
+    const int ring = b->cache.n_ctx < cs->pos0 + cs->n_tokens;
+    const int pre_step = ring ? b->cache.n_ctx - cs->window + 1 : cs->pos0;
+    for (int p = 0; p < cs->pos0; p += pre_step) {
+        const int n = p + pre_step <= cs->pos0 ? pre_step : cs->pos0 - p;
+        clf_tensor pre = clf_tensor_rows(&b->qkv, p, n);
+        CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&pre, kcol, stride}, (clf_rows){&pre, vcol, stride}, n, p));
     }
     const int step = cs->chunk > 0 ? cs->chunk : cs->n_tokens;
     for (int t0 = 0; t0 < cs->n_tokens; t0 += step) {
@@ -135,7 +137,8 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
             b.host_qkv[(size_t)p * stride + i] = clf_rng_uniform(&s, -a, a);
         }
 
-    clf_status st = clf_kv_cache_create(rt, cs->kv_type, 2, cs->n_kv_head, hd, n_pos + 3, &b.cache);
+    clf_status st = clf_kv_cache_create(rt, cs->kv_type, 2, cs->n_kv_head, hd, cs->n_slots > 0 ? cs->n_slots : n_pos + 3,
+                                        cs->window, &b.cache);
     if (st == CLF_OK) {
         b.cache.variant = cs->variant;
         b.cache.n_split = cs->n_split;
@@ -152,11 +155,12 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
         res->err = clf_rel_err(b.host_out, b.ref, n_out);
         res->tol = maxabs > 20 ? TOL_LARGE : TOL;
         const clf_attn_plan plan = clf_attention_plan(rt, &b.cache, n_pos);
-        char splits[24] = "";
+        char splits[24] = "", win[40] = "";
         if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);
-        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s |s|max %.0f",
+        if (cs->window) snprintf(win, sizeof win, " win %d/%d", cs->window, b.cache.n_ctx);
+        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s%s |s|max %.0f",
                  cs->naive ? "naive" : plan.variant == CLF_ATTN_GPU ? "gpu" : "cpu", cs->n_tokens, cs->pos0,
-                 cs->chunk, cs->n_head, cs->n_kv_head, hd, cs->kv_type == CLF_F16 ? "f16" : "f32", splits, maxabs);
+                 cs->chunk, cs->n_head, cs->n_kv_head, hd, cs->kv_type == CLF_F16 ? "f16" : "f32", win, splits, maxabs);
     }
     bufs_free(&b);
     return st;
@@ -191,7 +195,7 @@ clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int
     uint64_t s = clf_rng_init(seed, 0xA78);
     for (size_t i = 0; i < (size_t)n_tokens * stride; i++) src[i] = clf_rng_uniform(&s, -3, 3);
 
-    clf_status st = clf_kv_cache_create(rt, type, 2, n_kv_head, head_dim, n_ctx, &c);
+    clf_status st = clf_kv_cache_create(rt, type, 2, n_kv_head, head_dim, n_ctx, 0, &c);
     if (st == CLF_OK) st = cache_poison(rt, &c);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, stride, n_tokens, &t);
     if (st == CLF_OK) st = clf_tensor_upload(rt, &t, src, (size_t)n_tokens * stride * sizeof *src);
@@ -266,6 +270,17 @@ static clf_status chk_large_scores(clf_runtime *rt, uint64_t seed, clf_check_res
     return run(rt, seed, res, (clf_attn_case){.n_tokens = 64, .pos0 = 5, .n_head = 9, .n_kv_head = 3,
                                               .head_dim = 64, .kv_type = CLF_F32, .magnitude = 7.5f});
 }
+/* Gemma 3 270M's local layers: 4 query heads on 1 KV head of 256, a window
+ * (shortened) over a ring of slots, prefilled in chunks, then decoded */
+static clf_status chk_window_prefill(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 150, .pos0 = 30, .n_head = 4, .n_kv_head = 1,
+                                              .head_dim = 256, .kv_type = CLF_F16, .chunk = 40, .window = 57,
+                                              .n_slots = 96});
+}
+static clf_status chk_window_decode(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return run(rt, seed, res, (clf_attn_case){.n_tokens = 1, .pos0 = 700, .n_head = 4, .n_kv_head = 1,
+                                              .head_dim = 256, .kv_type = CLF_F16, .window = 300, .n_slots = 320});
+}
 static clf_status chk_naive(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return run(rt, seed, res, (clf_attn_case){.n_tokens = 33, .pos0 = 4, .n_head = 9, .n_kv_head = 3,
                                               .head_dim = 64, .kv_type = CLF_F32, .naive = 1});
@@ -280,6 +295,8 @@ const clf_check clf_checks_attention[] = {
     {"attn_decode_f16", chk_decode},
     {"attn_decode_gpu_shape", chk_decode_gpu},
     {"attn_large_scores", chk_large_scores},
+    {"attn_window_prefill", chk_window_prefill},
+    {"attn_window_decode", chk_window_decode},
     {"attn_naive", chk_naive},
     {NULL, NULL},
 };

@@ -18,11 +18,13 @@ typedef struct clf_attn_case {
     int chunk;                   /* > 0: prefill the new tokens in chunks of this many */
     int naive;                   /* through clf_attention_naive */
     float magnitude;             /* Q and K uniform in ±magnitude (scores grow as its square) */
+    int window;                  /* > 0: sliding window of that many keys */
+    int n_slots;                 /* > 0: cache slots (a ring when below the positions); 0: all positions + 3 */
 } clf_attn_case;
 
 /* Q, K and V come from one fused QKV activation with an odd row stride (so
  * rows are not 16-float aligned); the cache has two layers and the check uses
- * the second. The reference sees K/V rounded to the cache type, so F16 is
+ * the second. A cached prefix is written in chunks a ring can take. The reference sees K/V rounded to the cache type, so F16 is
  * held to the same tolerance as F32. res->detail also gives the largest
  * |score|. */
 clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_case *cs, clf_check_result *res);

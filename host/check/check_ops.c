@@ -13,6 +13,9 @@
  * square root of the row length. */
 #define TOL_EXACT 1e-6
 #define TOL_ELEMENTWISE 1e-6
+/* GELU's tail g / (1 + exp(-u)) carries exp's relative error times |u|
+ * (up to ~44 at the clamp): a lone negative gate may be off by ~5e-6. */
+#define TOL_GELU 1e-5
 static double tol_reduction(int n) { return 2e-6 + 1.5e-7 * sqrt((double)n); }
 /* RoPE angles are pos * base^(-2i/n_rot) in float, so their absolute error
  * grows with the position (~2^-24 relative, a few roundings). */
@@ -140,53 +143,107 @@ out:
 
 /* ---- RMSNorm ------------------------------------------------------------ */
 
-clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place,
+clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place, int accumulate,
                              clf_check_result *res) {
     if (rows < 1 || n < 1) return clf_fail(CLF_ERR_ARG, "rmsnorm check: %d x %d", rows, n);
-    snprintf(res->detail, sizeof res->detail, "%dx%d%s", rows, n, in_place ? " in place" : "");
+    snprintf(res->detail, sizeof res->detail, "%dx%d%s%s", rows, n, in_place ? " in place" : "",
+             accumulate ? ", accumulate" : "");
     size_t total = (size_t)rows * n;
     const float eps = 1e-5f;
     clf_status st = CLF_OK;
     float *x = xmalloc(total * sizeof *x, &st), *w = xmalloc((size_t)n * sizeof *w, &st);
-    float *out = xmalloc(total * sizeof *out, &st);
+    float *y0 = xmalloc(total * sizeof *y0, &st), *out = xmalloc(total * sizeof *out, &st);
     double *ref = xmalloc(total * sizeof *ref, &st);
     clf_tensor tx = {0}, tw = {0}, ty = {0};
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 2);
     fill(&s, x, total, -2.0f, 2.0f);
     fill(&s, w, (size_t)n, -1.5f, 1.5f);
+    fill(&s, y0, total, -3.0f, 3.0f);
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * n;
         double ss = 0;
         for (int j = 0; j < n; j++) ss += (double)xr[j] * xr[j];
         double scale = 1.0 / sqrt(ss / n + eps);
-        for (int j = 0; j < n; j++) ref[(size_t)r * n + j] = xr[j] * scale * w[j];
+        for (int j = 0; j < n; j++) {
+            const size_t i = (size_t)r * n + j;
+            ref[i] = xr[j] * scale * w[j] + (accumulate ? (in_place ? xr[j] : y0[i]) : 0.0);
+        }
     }
     if ((st = tensor_from(rt, CLF_F32, n, rows, x, &tx)) != CLF_OK) goto out;
     if ((st = tensor_from(rt, CLF_F32, n, 1, w, &tw)) != CLF_OK) goto out;
-    if (!in_place && (st = poisoned(rt, n, rows, &ty)) != CLF_OK) goto out;
+    if (!in_place && accumulate && (st = tensor_from(rt, CLF_F32, n, rows, y0, &ty)) != CLF_OK) goto out;
+    if (!in_place && !accumulate && (st = poisoned(rt, n, rows, &ty)) != CLF_OK) goto out;
     clf_tensor *y = in_place ? &tx : &ty;
-    if ((st = clf_rmsnorm(rt, &tx, &tw, eps, y)) != CLF_OK) goto out;
+    if ((st = clf_rmsnorm(rt, &tx, &tw, eps, y, accumulate)) != CLF_OK) goto out;
     if ((st = clf_tensor_download(rt, y, out, total * sizeof *out)) != CLF_OK) goto out;
     result(res, clf_rel_err(out, ref, total), tol_reduction(n));
 out:
     clf_tensor_free(&tx);
     clf_tensor_free(&tw);
     clf_tensor_free(&ty);
+    free(x), free(w), free(y0), free(out), free(ref);
+    return st;
+}
+
+clf_status clf_check_rmsnorm_heads(clf_runtime *rt, uint64_t seed, int n_tokens, int row_stride, int col0,
+                                   int head_dim, int n_a, int n_b, clf_check_result *res) {
+    const int n_heads = n_a + n_b;
+    if (n_tokens < 1 || n_a < 1 || n_b < 0 || head_dim < 1 || col0 + n_heads * head_dim > row_stride)
+        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads check: %d tokens of %d + %d x %d at %d/%d", n_tokens, n_a, n_b,
+                        head_dim, col0, row_stride);
+    snprintf(res->detail, sizeof res->detail, "%dx(%d+%d)x%d at col %d/%d", n_tokens, n_a, n_b, head_dim, col0,
+             row_stride);
+    size_t total = (size_t)n_tokens * row_stride;
+    const float eps = 1e-6f;
+    clf_status st = CLF_OK;
+    float *x = xmalloc(total * sizeof *x, &st), *w = xmalloc(2 * (size_t)head_dim * sizeof *w, &st);
+    float *out = xmalloc(total * sizeof *out, &st);
+    double *ref = xmalloc(total * sizeof *ref, &st);
+    clf_tensor tx = {0}, tw = {0}, tw2 = {0};
+    if (st != CLF_OK) goto out;
+    uint64_t s = clf_rng_init(seed, 8);
+    fill(&s, x, total, -2.0f, 2.0f);
+    fill(&s, w, 2 * (size_t)head_dim, 0.5f, 1.5f);
+    for (size_t i = 0; i < total; i++) ref[i] = x[i];
+    for (int t = 0; t < n_tokens; t++)
+        for (int h = 0; h < n_heads; h++) {
+            const float *wh = w + (h < n_a ? 0 : head_dim);
+            size_t o = (size_t)t * row_stride + col0 + (size_t)h * head_dim;
+            double ss = 0;
+            for (int j = 0; j < head_dim; j++) ss += (double)x[o + j] * x[o + j];
+            double scale = 1.0 / sqrt(ss / head_dim + eps);
+            for (int j = 0; j < head_dim; j++) ref[o + j] = x[o + j] * scale * wh[j];
+        }
+    if ((st = tensor_from(rt, CLF_F32, row_stride, n_tokens, x, &tx)) != CLF_OK) goto out;
+    if ((st = tensor_from(rt, CLF_F32, head_dim, 1, w, &tw)) != CLF_OK) goto out;
+    if ((st = tensor_from(rt, CLF_F32, head_dim, 1, w + head_dim, &tw2)) != CLF_OK) goto out;
+    if ((st = clf_rmsnorm_heads(rt, &tx, n_tokens, row_stride, col0, head_dim, n_a, &tw, n_b, n_b ? &tw2 : NULL,
+                                eps)) != CLF_OK)
+        goto out;
+    if ((st = clf_tensor_download(rt, &tx, out, total * sizeof *out)) != CLF_OK) goto out;
+    result(res, clf_rel_err(out, ref, total), tol_reduction(head_dim));
+out:
+    clf_tensor_free(&tx);
+    clf_tensor_free(&tw);
+    clf_tensor_free(&tw2);
     free(x), free(w), free(out), free(ref);
     return st;
 }
 
 /* ---- RoPE --------------------------------------------------------------- */
 
-static void rope_ref(const clf_rope_case *c, const float *x, double *ref) {
+static double rope_freq_scale(const clf_rope_case *c) { return c->freq_scale > 0 ? c->freq_scale : 1.0; }
+
+static void rope_ref(const clf_rope_case *c, const float *x, const float *factors, double *ref) {
     for (size_t i = 0; i < (size_t)c->n_tokens * c->row_stride; i++) ref[i] = x[i];
     int half = c->n_rot / 2;
     for (int t = 0; t < c->n_tokens; t++)
         for (int h = 0; h < c->n_heads; h++) {
             size_t base = (size_t)t * c->row_stride + c->col0 + (size_t)h * c->head_dim;
             for (int i = 0; i < half; i++) {
-                double theta = (c->pos0 + t) * pow((double)c->base, -2.0 * i / c->n_rot);
+                double theta = (c->pos0 + t) * rope_freq_scale(c) * pow((double)c->base, -2.0 * i / c->n_rot);
+                if (factors) theta /= factors[i];
                 size_t ia = base + (c->mode == CLF_ROPE_NEOX ? i : 2 * i);
                 size_t ib = base + (c->mode == CLF_ROPE_NEOX ? i + half : 2 * i + 1);
                 double a = x[ia], b = x[ib];
@@ -197,37 +254,44 @@ static void rope_ref(const clf_rope_case *c, const float *x, double *ref) {
 }
 
 clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res) {
-    if (c->n_tokens < 1 || c->row_stride < 1)
-        return clf_fail(CLF_ERR_ARG, "rope check: %d tokens, stride %d", c->n_tokens, c->row_stride);
-    snprintf(res->detail, sizeof res->detail, "%s %dx%dx%d rot %d, col %d/%d, pos0 %d",
+    if (c->n_tokens < 1 || c->row_stride < 1 || c->n_rot < 2)
+        return clf_fail(CLF_ERR_ARG, "rope check: %d tokens, stride %d, n_rot %d", c->n_tokens, c->row_stride, c->n_rot);
+    snprintf(res->detail, sizeof res->detail, "%s %dx%dx%d rot %d, col %d/%d, pos0 %d%s%s",
              c->mode == CLF_ROPE_NEOX ? "neox" : "norm", c->n_tokens, c->n_heads, c->head_dim, c->n_rot, c->col0,
-             c->row_stride, c->pos0);
+             c->row_stride, c->pos0, c->factors ? ", factors" : "", rope_freq_scale(c) != 1.0 ? ", scaled" : "");
     size_t total = (size_t)c->n_tokens * c->row_stride;
     clf_status st = CLF_OK;
     float *x = xmalloc(total * sizeof *x, &st), *out = xmalloc(total * sizeof *out, &st);
+    float *ff = xmalloc((size_t)c->n_rot / 2 * sizeof *ff, &st);
     double *ref = xmalloc(total * sizeof *ref, &st);
-    clf_tensor tx = {0};
+    clf_tensor tx = {0}, tff = {0};
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 3);
     fill(&s, x, total, -1.0f, 1.0f);
-    rope_ref(c, x, ref);
+    fill(&s, ff, (size_t)c->n_rot / 2, 1.0f, 40.0f);
+    rope_ref(c, x, c->factors ? ff : NULL, ref);
     if ((st = tensor_from(rt, CLF_F32, c->row_stride, c->n_tokens, x, &tx)) != CLF_OK) goto out;
-    if ((st = clf_rope(rt, &tx, c->n_tokens, c->row_stride, c->col0, c->n_heads, c->head_dim, c->n_rot, c->pos0,
-                       c->base, c->mode)) != CLF_OK)
+    if (c->factors && (st = tensor_from(rt, CLF_F32, c->n_rot / 2, 1, ff, &tff)) != CLF_OK) goto out;
+    const clf_rope_params p = {c->mode, c->n_rot, c->base, (float)rope_freq_scale(c), c->factors ? &tff : NULL};
+    if ((st = clf_rope(rt, &tx, c->n_tokens, c->row_stride, c->col0, c->n_heads, c->head_dim, c->pos0, &p)) != CLF_OK)
         goto out;
     if ((st = clf_tensor_download(rt, &tx, out, total * sizeof *out)) != CLF_OK) goto out;
     result(res, clf_rel_err(out, ref, total), tol_rope(c->pos0 + c->n_tokens - 1));
 out:
     clf_tensor_free(&tx);
-    free(x), free(out), free(ref);
+    clf_tensor_free(&tff);
+    free(x), free(out), free(ff), free(ref);
     return st;
 }
 
 /* ---- SwiGLU, add, softmax -------------------------------------------------- */
 
-clf_status clf_check_swiglu(clf_runtime *rt, uint64_t seed, int rows, int ff, clf_check_result *res) {
-    if (rows < 1 || ff < 1) return clf_fail(CLF_ERR_ARG, "swiglu check: %d x %d", rows, ff);
-    snprintf(res->detail, sizeof res->detail, "%dx%d from gate|up %dx%d", rows, ff, rows, 2 * ff);
+static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * g * (1.0 + 0.044715 * g * g))); }
+
+clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int rows, int ff, clf_check_result *res) {
+    if (rows < 1 || ff < 1) return clf_fail(CLF_ERR_ARG, "glu check: %d x %d", rows, ff);
+    snprintf(res->detail, sizeof res->detail, "%s %dx%d from gate|up %dx%d", act == CLF_GLU_SILU ? "silu" : "gelu",
+             rows, ff, rows, 2 * ff);
     size_t total = (size_t)rows * ff;
     clf_status st = CLF_OK;
     float *gu = xmalloc(2 * total * sizeof *gu, &st), *out = xmalloc(total * sizeof *out, &st);
@@ -235,22 +299,48 @@ clf_status clf_check_swiglu(clf_runtime *rt, uint64_t seed, int rows, int ff, cl
     clf_tensor tgu = {0}, ty = {0};
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 4);
-    /* wide enough to reach the saturated ends of silu */
+    /* wide enough to reach the saturated ends of silu and GELU (past the kernel's clamp at 10) */
     fill(&s, gu, 2 * total, -12.0f, 12.0f);
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < ff; j++) {
             double g = gu[(size_t)r * 2 * ff + j], u = gu[(size_t)r * 2 * ff + ff + j];
-            ref[(size_t)r * ff + j] = g / (1.0 + exp(-g)) * u;
+            ref[(size_t)r * ff + j] = (act == CLF_GLU_SILU ? g / (1.0 + exp(-g)) : gelu_tanh(g)) * u;
         }
     if ((st = tensor_from(rt, CLF_F32, 2 * ff, rows, gu, &tgu)) != CLF_OK) goto out;
     if ((st = poisoned(rt, ff, rows, &ty)) != CLF_OK) goto out;
-    if ((st = clf_swiglu(rt, &tgu, &ty)) != CLF_OK) goto out;
+    if ((st = clf_glu(rt, act, &tgu, &ty)) != CLF_OK) goto out;
     if ((st = clf_tensor_download(rt, &ty, out, total * sizeof *out)) != CLF_OK) goto out;
-    result(res, clf_rel_err(out, ref, total), TOL_ELEMENTWISE);
+    result(res, clf_rel_err(out, ref, total), act == CLF_GLU_SILU ? TOL_ELEMENTWISE : TOL_GELU);
 out:
     clf_tensor_free(&tgu);
     clf_tensor_free(&ty);
     free(gu), free(out), free(ref);
+    return st;
+}
+
+clf_status clf_check_scale(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place, clf_check_result *res) {
+    if (rows < 1 || n < 1) return clf_fail(CLF_ERR_ARG, "scale check: %d x %d", rows, n);
+    snprintf(res->detail, sizeof res->detail, "%dx%d%s", rows, n, in_place ? " in place" : "");
+    size_t total = (size_t)rows * n;
+    clf_status st = CLF_OK;
+    float *a = xmalloc(total * sizeof *a, &st), *out = xmalloc(total * sizeof *out, &st);
+    double *ref = xmalloc(total * sizeof *ref, &st);
+    clf_tensor ta = {0}, ty = {0};
+    if (st != CLF_OK) goto out;
+    uint64_t s = clf_rng_init(seed, 9);
+    fill(&s, a, total, -1.0f, 1.0f);
+    const float k = 25.298221f; /* sqrt(640): Gemma 3 270M's embedding scale */
+    for (size_t i = 0; i < total; i++) ref[i] = (double)a[i] * k;
+    if ((st = tensor_from(rt, CLF_F32, n, rows, a, &ta)) != CLF_OK) goto out;
+    if (!in_place && (st = poisoned(rt, n, rows, &ty)) != CLF_OK) goto out;
+    clf_tensor *y = in_place ? &ta : &ty;
+    if ((st = clf_scale(rt, &ta, k, y)) != CLF_OK) goto out;
+    if ((st = clf_tensor_download(rt, y, out, total * sizeof *out)) != CLF_OK) goto out;
+    result(res, clf_rel_err(out, ref, total), TOL_EXACT);
+out:
+    clf_tensor_free(&ta);
+    clf_tensor_free(&ty);
+    free(a), free(out), free(ref);
     return st;
 }
 
@@ -392,10 +482,25 @@ static clf_status chk_get_rows_q4_1(clf_runtime *rt, uint64_t seed, clf_check_re
 }
 
 static clf_status chk_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[3][3] = {{1, 576, 1}, {64, 576, 0}, {5, 37, 0}}; /* rows, n, in place */
+    /* rows, n, in place, accumulate (a post-norm's residual add: Gemma 3's 640) */
+    const int shapes[4][4] = {{1, 576, 1, 0}, {64, 576, 0, 0}, {5, 37, 0, 0}, {3, 640, 0, 1}};
+    for (int i = 0; i < 4; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 4);
+    return CLF_OK;
+}
+
+/* Gemma 3 270M's QK-norm: 4 query heads of 256 and 1 K head in a fused
+ * row of 1024 + 2 * 256; one weight alone; a short odd head. */
+static clf_status chk_rmsnorm_heads(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[3][6] = {{17, 1536, 0, 256, 4, 1}, {1, 1536, 1024, 256, 1, 0}, {3, 50, 7, 13, 1, 2}};
     for (int i = 0; i < 3; i++) {
         clf_check_result r;
-        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
+        CLF_TRY(clf_check_rmsnorm_heads(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                                        shapes[i][4], shapes[i][5], &r));
         fold(res, &r, i);
     }
     fold_done(res, 3);
@@ -403,19 +508,21 @@ static clf_status chk_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *
 }
 
 /* SmolLM2: Q and K rotated together inside a fused QKV row (9 + 3 heads of
- * 64, stride 576 + 2 * 192), plus a partial rotation with a tail. */
+ * 64, stride 576 + 2 * 192), plus a partial rotation with a tail, Llama
+ * 3.1 frequency factors and linear position scaling. */
 static clf_status rope_shapes(clf_runtime *rt, uint64_t seed, clf_rope_mode mode, clf_check_result *res) {
-    const clf_rope_case cases[3] = {
-        {1, 960, 0, 12, 64, 64, 700, 100000.0f, mode},
-        {33, 960, 0, 12, 64, 64, 5, 100000.0f, mode},
-        {3, 100, 10, 2, 40, 36, 17, 10000.0f, mode},
+    const clf_rope_case cases[4] = {
+        {1, 960, 0, 12, 64, 64, 700, 100000.0f, mode, 0, 0},
+        {33, 960, 0, 12, 64, 64, 5, 100000.0f, mode, 0, 0},
+        {3, 100, 10, 2, 40, 36, 17, 10000.0f, mode, 0, 0},
+        {5, 3072, 0, 24, 128, 128, 300, 500000.0f, mode, 0.25f, 1},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         clf_check_result r;
         CLF_TRY(clf_check_rope(rt, seed + (uint64_t)i, &cases[i], &r));
         fold(res, &r, i);
     }
-    fold_done(res, 3);
+    fold_done(res, 4);
     return CLF_OK;
 }
 
@@ -426,11 +533,29 @@ static clf_status chk_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result
     return rope_shapes(rt, seed, CLF_ROPE_NEOX, res);
 }
 
-static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+static clf_status glu_shapes(clf_runtime *rt, uint64_t seed, clf_glu_act act, clf_check_result *res) {
     const int shapes[2][2] = {{1, 1536}, {7, 37}};
     for (int i = 0; i < 2; i++) {
         clf_check_result r;
-        CLF_TRY(clf_check_swiglu(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], &r));
+        CLF_TRY(clf_check_glu(rt, seed + (uint64_t)i, act, shapes[i][0], shapes[i][1], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 2);
+    return CLF_OK;
+}
+
+static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return glu_shapes(rt, seed, CLF_GLU_SILU, res);
+}
+static clf_status chk_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return glu_shapes(rt, seed, CLF_GLU_GELU_TANH, res);
+}
+
+static clf_status chk_scale(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[2][3] = {{1, 640, 1}, {3, 1001, 0}}; /* rows, n, in place */
+    for (int i = 0; i < 2; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_scale(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
         fold(res, &r, i);
     }
     fold_done(res, 2);
@@ -478,10 +603,13 @@ const clf_check clf_checks_ops[] = {
     {"get_rows_q4_0", chk_get_rows_q4_0},
     {"get_rows_q4_1", chk_get_rows_q4_1},
     {"rmsnorm", chk_rmsnorm},
+    {"rmsnorm_heads", chk_rmsnorm_heads},
     {"rope_norm", chk_rope_norm},
     {"rope_neox", chk_rope_neox},
     {"swiglu", chk_swiglu},
+    {"geglu", chk_geglu},
     {"add", chk_add},
+    {"scale", chk_scale},
     {"add_rows", chk_add_rows},
     {"softmax", chk_softmax},
     {NULL, NULL},

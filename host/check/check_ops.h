@@ -18,21 +18,36 @@ clf_status clf_check_get_rows(clf_runtime *rt, uint64_t seed, clf_type type, int
  * compared bit for bit with clf_f16_to_f32 (NaN only needs to stay NaN). */
 clf_status clf_check_f16_bits(clf_runtime *rt, uint64_t seed, clf_check_result *res);
 
-/* rows × n, y a separate (poisoned) tensor or x itself. */
-clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place,
+/* rows × n, y a separate (poisoned) tensor or x itself; with accumulate y
+ * holds random values and the norm is added to them (in place: y = x + norm(x)). */
+clf_status clf_check_rmsnorm(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place, int accumulate,
                              clf_check_result *res);
+
+/* Per-head RMSNorm in place on n_a + n_b heads of head_dim at col0 of
+ * n_tokens rows of row_stride, the first n_a with one weight, the rest with
+ * another; the whole buffer is compared, so elements outside the heads must
+ * come back unchanged. */
+clf_status clf_check_rmsnorm_heads(clf_runtime *rt, uint64_t seed, int n_tokens, int row_stride, int col0,
+                                   int head_dim, int n_a, int n_b, clf_check_result *res);
 
 typedef struct clf_rope_case {
     int n_tokens, row_stride, col0, n_heads, head_dim, n_rot, pos0;
     float base;
     clf_rope_mode mode;
+    float freq_scale; /* 0 means 1 */
+    int factors;      /* random frequency factors in [1, 40) (Llama 3.1's range) */
 } clf_rope_case;
 
 /* The whole [n_tokens × row_stride] buffer is compared, so elements outside
  * the rotated heads and dims must come back unchanged. */
 clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res);
 
-clf_status clf_check_swiglu(clf_runtime *rt, uint64_t seed, int rows, int ff, clf_check_result *res);
+/* The gated unit with either activation; gate values reach the saturated
+ * ends of silu and GELU. */
+clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int rows, int ff, clf_check_result *res);
+
+/* y = a * s, y a separate tensor or a itself. */
+clf_status clf_check_scale(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place, clf_check_result *res);
 
 /* alias: 0 y is its own tensor, 1 y is a, 2 y is b. */
 clf_status clf_check_add(clf_runtime *rt, uint64_t seed, int rows, int n, int alias, clf_check_result *res);

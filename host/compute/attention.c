@@ -12,6 +12,8 @@
 #define ATTN_MAX_SPLIT 256
 #define CPU_TILE_ROWS 16 /* ROWS in attn_prefill_cpu: the lanes of a float16 */
 #define CPU_BLOCK_KEYS 16
+/* A ring's slots wrap at a multiple of every key block and tile (16, 32). */
+#define RING_ALIGN 32
 
 struct clf_attn_scratch {
     cl_mem part_o, part_ml; /* [n_head][n_split][head_dim], [n_head][n_split][2] floats */
@@ -25,13 +27,13 @@ static int div_up(int a, int b) { return (a + b - 1) / b; }
 /* ---- cache -------------------------------------------------------------- */
 
 clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
-                               int n_ctx, clf_kv_cache *c) {
+                               int n_ctx, int window, clf_kv_cache *c) {
     memset(c, 0, sizeof *c);
     if (type != CLF_F32 && type != CLF_F16)
         return clf_fail(CLF_ERR_ARG, "KV cache type must be F32 or F16 (got type %u)", (unsigned)type);
-    if (n_layer <= 0 || n_kv_head <= 0 || n_ctx <= 0)
-        return clf_fail(CLF_ERR_ARG, "bad KV cache shape: %d layers, %d KV heads, context %d", n_layer,
-                        n_kv_head, n_ctx);
+    if (n_layer <= 0 || n_kv_head <= 0 || n_ctx <= 0 || window < 0)
+        return clf_fail(CLF_ERR_ARG, "bad KV cache shape: %d layers, %d KV heads, context %d, window %d", n_layer,
+                        n_kv_head, n_ctx, window);
     if (head_dim < 16 || head_dim > 256 || head_dim % 16)
         return clf_fail(CLF_ERR_ARG, "head_dim %d unsupported (a multiple of 16 up to 256)", head_dim);
     uint64_t elems = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_ctx * (uint64_t)head_dim;
@@ -42,6 +44,7 @@ clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int 
     c->n_kv_head = n_kv_head;
     c->head_dim = head_dim;
     c->n_ctx = n_ctx;
+    c->window = window;
     c->bytes = 2 * one;
     c->scratch = calloc(1, sizeof *c->scratch);
     clf_status st = c->scratch ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
@@ -64,6 +67,11 @@ void clf_kv_cache_free(clf_kv_cache *c) {
         free(c->scratch);
     }
     memset(c, 0, sizeof *c);
+}
+
+int clf_kv_ring_slots(int window, int n_batch, int n_ctx) {
+    const int64_t need = ((int64_t)window + n_batch - 1 + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
+    return window <= 0 || need >= n_ctx ? n_ctx : (int)need;
 }
 
 /* ---- plan: variant, tiles, splits ----------------------------------------- */
@@ -114,7 +122,9 @@ clf_attn_plan clf_attention_plan(const clf_runtime *rt, const clf_kv_cache *c, i
     int br = CPU_TILE_ROWS, bc;
     if (p.variant == CLF_ATTN_GPU) gpu_tiles(rt, c->head_dim, &br, &bc);
     p.prefill_rows = br;
-    decode_split(rt, c, n_kv > 0 ? n_kv : 1, &p.n_split, &p.chunk);
+    if (n_kv < 1) n_kv = 1;
+    const int k0 = c->window && n_kv > c->window ? n_kv - c->window : 0;
+    decode_split(rt, c, n_kv - k0 / 16 * 16, &p.n_split, &p.chunk);
     return p;
 }
 
@@ -156,10 +166,16 @@ static clf_status span_check(const clf_kv_cache *c, int layer, int n_tokens, int
     if (!c || !c->k) return clf_fail(CLF_ERR_ARG, "KV cache not created");
     if (layer < 0 || layer >= c->n_layer)
         return clf_fail(CLF_ERR_ARG, "layer %d out of range (cache has %d)", layer, c->n_layer);
-    if (n_tokens <= 0 || pos0 < 0) return clf_fail(CLF_ERR_ARG, "bad token span: %d tokens at %d", n_tokens, pos0);
-    if (pos0 > c->n_ctx - n_tokens)
+    if (n_tokens <= 0 || pos0 < 0 || pos0 > INT32_MAX - n_tokens)
+        return clf_fail(CLF_ERR_ARG, "bad token span: %d tokens at %d", n_tokens, pos0);
+    if (pos0 <= c->n_ctx - n_tokens) return CLF_OK; /* no slot reused */
+    if (!c->window)
         return clf_fail(CLF_ERR_CONTEXT, "positions %d..%d exceed the context of %d", pos0, pos0 + n_tokens - 1,
                         c->n_ctx);
+    /* a ring: the chunk's keys and the window before it must all be in the slots */
+    if (c->n_ctx % RING_ALIGN || n_tokens > c->n_ctx - c->window + 1)
+        return clf_fail(CLF_ERR_CONTEXT, "%d tokens at %d with a window of %d do not fit a ring of %d slots", n_tokens,
+                        pos0, c->window, c->n_ctx);
     return CLF_OK;
 }
 
@@ -188,7 +204,7 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
 /* ---- attention ------------------------------------------------------------ */
 
 typedef struct {
-    int gqa, n_kv;
+    int gqa, k0, n_kv; /* the last query sees keys k0 .. n_kv - 1 */
     cl_ulong q_off, out_off, kv_off;
 } attn_args;
 
@@ -206,6 +222,7 @@ static clf_status attn_check(const clf_kv_cache *c, int layer, clf_rows q, int n
                         width);
     a->gqa = n_head / c->n_kv_head;
     a->n_kv = pos0 + n_tokens;
+    a->k0 = c->window && a->n_kv > c->window ? a->n_kv - c->window : 0;
     a->out_off = out->offset / sizeof(float);
     a->kv_off = layer_offset(c, layer);
     return CLF_OK;
@@ -229,15 +246,16 @@ static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_he
 static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
                          cl_mem q, cl_mem out, int n_head, float qscale) {
     int n_split, chunk;
-    decode_split(rt, c, a->n_kv, &n_split, &chunk);
+    decode_split(rt, c, a->n_kv - a->k0 / 16 * 16, &n_split, &chunk);
     clf_attn_scratch *s = c->scratch;
     CLF_TRY(scratch_reserve(rt, s, n_head, c->head_dim, n_split));
 
     const char *name = v == CLF_ATTN_GPU ? "attn_decode_gpu" : "attn_decode_cpu";
     cl_kernel k;
     CLF_TRY(get_kernel(rt, c, a->gqa, name, &k));
-    const clf_arg da[] = {CLF_ARG(q),          CLF_ARG(a->q_off),   CLF_ARG(c->k),    CLF_ARG(c->v),  CLF_ARG(a->kv_off), CLF_ARG(c->n_ctx),
-                       CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(a->n_kv), CLF_ARG(chunk), CLF_ARG(qscale)};
+    const clf_arg da[] = {CLF_ARG(q),          CLF_ARG(a->q_off),   CLF_ARG(c->k),  CLF_ARG(c->v),    CLF_ARG(a->kv_off),
+                          CLF_ARG(c->n_ctx),   CLF_ARG(s->part_o),  CLF_ARG(s->part_ml), CLF_ARG(a->k0), CLF_ARG(a->n_kv),
+                          CLF_ARG(chunk),      CLF_ARG(qscale)};
     CLF_TRY(clf_set_args(k, da, CLF_NARGS(da)));
     const size_t hd = (size_t)c->head_dim;
     if (v == CLF_ATTN_GPU) {
@@ -267,7 +285,7 @@ static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varia
     CLF_TRY(get_kernel(rt, c, 0, name, &k));
     const clf_arg pa[] = {CLF_ARG(q.t->mem), CLF_ARG(a->q_off),   CLF_ARG(q.row_stride), CLF_ARG(c->k),    CLF_ARG(c->v),
                        CLF_ARG(a->kv_off), CLF_ARG(c->n_ctx), CLF_ARG(out),          CLF_ARG(a->out_off), CLF_ARG(n_tokens),
-                       CLF_ARG(pos0),      CLF_ARG(a->gqa),   CLF_ARG(qscale)};
+                       CLF_ARG(pos0),      CLF_ARG(a->gqa),   CLF_ARG(qscale),       CLF_ARG(c->window)};
     CLF_TRY(clf_set_args(k, pa, CLF_NARGS(pa)));
     const int n_rows = n_tokens * a->gqa;
     if (v == CLF_ATTN_GPU) {
@@ -306,7 +324,8 @@ clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer
     if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_softmax", &km);
     if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_pv", &kv);
     const clf_arg sa[] = {CLF_ARG(q.t->mem), CLF_ARG(a.q_off), CLF_ARG(q.row_stride), CLF_ARG(c->k), CLF_ARG(a.kv_off),
-                       CLF_ARG(c->n_ctx), CLF_ARG(S),       CLF_ARG(pos0),         CLF_ARG(a.gqa), CLF_ARG(scale)};
+                       CLF_ARG(c->n_ctx), CLF_ARG(S),       CLF_ARG(pos0),         CLF_ARG(a.gqa), CLF_ARG(scale),
+                       CLF_ARG(c->window)};
     const clf_arg ma[] = {CLF_ARG(S), CLF_ARG(a.n_kv)};
     const clf_arg va[] = {CLF_ARG(S),        CLF_ARG(a.n_kv),  CLF_ARG(c->v),     CLF_ARG(a.kv_off),
                        CLF_ARG(c->n_ctx), CLF_ARG(out->mem), CLF_ARG(a.out_off), CLF_ARG(a.gqa)};

@@ -17,12 +17,17 @@ typedef enum clf_attn_variant {
 
 typedef struct clf_attn_scratch clf_attn_scratch;
 
-/* Layout: [layer][kv_head][position][head_dim], K and V in separate buffers,
+/* Layout: [layer][kv_head][slot][head_dim], K and V in separate buffers,
  * F32 or F16 elements (vstore_half / vload_half). head_dim is a multiple of
- * 16 up to 256. */
+ * 16 up to 256. Position p lives in slot p % n_ctx: a cache without a
+ * window takes positions below n_ctx; with a sliding window (attention
+ * sees the last `window` keys) it is a ring that takes any position, so
+ * it need hold only the window plus a chunk: a chunk of n tokens fits
+ * when n + window - 1 <= n_ctx, and a ring's n_ctx is a multiple of 32. */
 typedef struct clf_kv_cache {
     clf_type type; /* CLF_F32 or CLF_F16 */
     int n_layer, n_kv_head, head_dim, n_ctx;
+    int window; /* 0: causal over every position; > 0: sliding window */
     cl_mem k, v;
     size_t bytes; /* both buffers */
     /* Overrides, for tests and tuning: variant AUTO (what create sets)
@@ -35,8 +40,13 @@ typedef struct clf_kv_cache {
 } clf_kv_cache;
 
 clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
-                               int n_ctx, clf_kv_cache *c);
+                               int n_ctx, int window, clf_kv_cache *c);
 void clf_kv_cache_free(clf_kv_cache *c);
+
+/* Slots a cache with a sliding window needs for chunks of up to n_batch
+ * tokens: the window and a chunk, rounded up to the ring's alignment; n_ctx
+ * when that is not fewer (the positions then never wrap). */
+int clf_kv_ring_slots(int window, int n_batch, int n_ctx);
 
 /* Where Q/K/V rows live in an activation tensor: element column col0 in
  * rows `row_stride` floats apart (a fused QKV output has all three). */
@@ -50,10 +60,12 @@ typedef struct clf_rows {
 clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k, clf_rows v, int n_tokens,
                         int pos0);
 
-/* out [n_tokens × n_head × head_dim] = softmax(Q Kᵀ · scale + causal mask) V
+/* out [n_tokens × n_head × head_dim] = softmax(Q Kᵀ · scale + mask) V
  * for queries at positions pos0 .. pos0 + n_tokens - 1 against cache
- * positions 0 .. pos0 + n_tokens - 1 of `layer` (K/V already written).
- * n_tokens == 1 takes the split-K decode path, > 1 the tiled prefill. */
+ * positions 0 .. pos0 + n_tokens - 1 of `layer` (K/V already written); the
+ * mask is causal, and with the cache's window a query at p sees keys from
+ * p - window + 1 on. n_tokens == 1 takes the split-K decode path, > 1 the
+ * tiled prefill. */
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                          int n_tokens, int pos0, float scale, clf_tensor *out);
 
@@ -64,7 +76,7 @@ clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer
 
 /* How clf_attention runs for this cache and device (for the bench's
  * byte counts): the resolved variant, the query rows that share one pass
- * over K/V in prefill, and the decode split of n_kv cached keys. */
+ * over K/V in prefill, and the decode split of n_kv keys seen. */
 typedef struct clf_attn_plan {
     clf_attn_variant variant;
     int prefill_rows;   /* rows of (token, group head) per K/V pass */

@@ -107,25 +107,74 @@ static clf_status row_kernel(clf_runtime *rt, const char *name, int64_t n, cl_ke
     return clf_kernel_get(rt, "norm", opts, name, k);
 }
 
-clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y) {
-    cl_ulong x_off, w_off, y_off;
-    CLF_TRY(f32_offset(x, "rmsnorm input", &x_off));
-    CLF_TRY(f32_offset(w, "rmsnorm weight", &w_off));
-    CLF_TRY(f32_offset(y, "rmsnorm output", &y_off));
+/* Rows of n at x_off + (r / heads) * x_stride + (r % heads) * n, likewise in
+ * y; heads below split weighted by w, the others by w2. */
+typedef struct norm_rows {
+    cl_mem x, y;
+    cl_ulong x_off, y_off, w_off, w2_off;
+    int x_stride, y_stride, n, heads, split, acc;
+    const clf_tensor *w, *w2;
+    size_t rows;
+} norm_rows;
+
+static clf_status rmsnorm_launch(clf_runtime *rt, const norm_rows *r, float eps) {
+    if (!(eps >= 0)) return clf_fail(CLF_ERR_ARG, "rmsnorm: eps %g must be >= 0", eps);
+    if (r->rows == 0) return CLF_OK;
+    cl_kernel k;
+    size_t local;
+    CLF_TRY(row_kernel(rt, "rmsnorm_f32", r->n, &k, &local));
+    clf_arg a[] = {CLF_ARG(r->x),        CLF_ARG(r->x_off), CLF_ARG(r->x_stride), CLF_ARG(r->w->mem), CLF_ARG(r->w_off),
+                   CLF_ARG(r->w2->mem),  CLF_ARG(r->w2_off), CLF_ARG(r->y),       CLF_ARG(r->y_off),  CLF_ARG(r->y_stride),
+                   CLF_ARG(r->n),        CLF_ARG(r->heads), CLF_ARG(r->split),    CLF_ARG(eps),       CLF_ARG(r->acc)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
+    size_t global = r->rows * local;
+    return clf_launch(rt, k, 1, &global, &local);
+}
+
+clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                       int accumulate) {
+    norm_rows r = {.x = x->mem, .y = y->mem, .w = w, .w2 = w, .heads = 1, .split = 1, .acc = accumulate != 0};
+    CLF_TRY(f32_offset(x, "rmsnorm input", &r.x_off));
+    CLF_TRY(f32_offset(w, "rmsnorm weight", &r.w_off));
+    CLF_TRY(f32_offset(y, "rmsnorm output", &r.y_off));
     if (!same_shape(x, y) || elems_of(w) != x->ne[0])
         return clf_fail(CLF_ERR_ARG, "rmsnorm: input %lld x %lld, weight of %lld, output %lld x %lld",
                         (long long)x->ne[0], (long long)clf_tensor_nrows(x), (long long)elems_of(w), (long long)y->ne[0],
                         (long long)clf_tensor_nrows(y));
-    if (!(eps >= 0)) return clf_fail(CLF_ERR_ARG, "rmsnorm: eps %g must be >= 0", eps);
-    if (clf_tensor_nrows(x) == 0) return CLF_OK;
-    cl_kernel k;
-    size_t local;
-    CLF_TRY(row_kernel(rt, "rmsnorm_f32", x->ne[0], &k, &local));
-    cl_int n = (cl_int)x->ne[0];
-    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(w->mem), CLF_ARG(w_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(n), CLF_ARG(eps)};
-    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global = (size_t)clf_tensor_nrows(x) * local;
-    return clf_launch(rt, k, 1, &global, &local);
+    r.n = r.x_stride = r.y_stride = (int)x->ne[0];
+    r.w2_off = r.w_off;
+    r.rows = (size_t)clf_tensor_nrows(x);
+    return rmsnorm_launch(rt, &r, eps);
+}
+
+/* n_tokens rows of n_heads x head_dim at col0, row_stride apart, inside x. */
+static clf_status heads_check(const char *what, const clf_tensor *x, int n_tokens, int row_stride, int col0,
+                              int n_heads, int head_dim) {
+    int64_t row_end = (int64_t)col0 + (int64_t)n_heads * head_dim;
+    if (n_tokens < 0 || n_heads < 1 || head_dim < 1 || col0 < 0 || row_end > row_stride ||
+        (n_tokens > 0 && (int64_t)(n_tokens - 1) * row_stride + row_end > elems_of(x)))
+        return clf_fail(CLF_ERR_ARG, "%s: %d tokens of %d heads x %d at column %d, stride %d, exceed the tensor (%lld floats)",
+                        what, n_tokens, n_heads, head_dim, col0, row_stride, (long long)elems_of(x));
+    return CLF_OK;
+}
+
+clf_status clf_rmsnorm_heads(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int head_dim,
+                             int n_a, const clf_tensor *w_a, int n_b, const clf_tensor *w_b, float eps) {
+    if (n_a < 1 || n_b < 0 || (n_b > 0 && !w_b))
+        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads: %d + %d heads (a weight for each set)", n_a, n_b);
+    norm_rows r = {.x = x->mem, .y = x->mem, .w = w_a, .w2 = n_b ? w_b : w_a, .n = head_dim, .heads = n_a + n_b,
+                   .split = n_a, .x_stride = row_stride, .y_stride = row_stride};
+    CLF_TRY(f32_offset(x, "rmsnorm_heads input", &r.x_off));
+    CLF_TRY(f32_offset(r.w, "rmsnorm_heads weight", &r.w_off));
+    CLF_TRY(f32_offset(r.w2, "rmsnorm_heads weight", &r.w2_off));
+    CLF_TRY(heads_check("rmsnorm_heads", x, n_tokens, row_stride, col0, n_a + n_b, head_dim));
+    if (elems_of(r.w) != head_dim || elems_of(r.w2) != head_dim)
+        return clf_fail(CLF_ERR_ARG, "rmsnorm_heads: weights of %lld and %lld for heads of %d", (long long)elems_of(r.w),
+                        (long long)elems_of(r.w2), head_dim);
+    r.x_off += (cl_ulong)col0;
+    r.y_off = r.x_off;
+    r.rows = (size_t)n_tokens * (size_t)(n_a + n_b);
+    return rmsnorm_launch(rt, &r, eps);
 }
 
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
@@ -145,48 +194,74 @@ clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
 /* ---- RoPE (cl/rope.cl) --------------------------------------------------- */
 
 clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
-                    int head_dim, int n_rot, int pos0, float base, clf_rope_mode mode) {
-    cl_ulong x_off;
+                    int head_dim, int pos0, const clf_rope_params *p) {
+    cl_ulong x_off, ff_off = 0;
     CLF_TRY(f32_offset(x, "rope input", &x_off));
-    if (mode != CLF_ROPE_NORM && mode != CLF_ROPE_NEOX) return clf_fail(CLF_ERR_ARG, "rope: unknown mode %d", (int)mode);
-    if (n_tokens < 0 || n_heads < 1 || head_dim < 2 || n_rot < 2 || n_rot % 2 || n_rot > head_dim || col0 < 0 ||
-        pos0 < 0 || !(base > 0))
-        return clf_fail(CLF_ERR_ARG, "rope: bad parameters (tokens %d, heads %d, head_dim %d, n_rot %d, col0 %d, pos0 %d, base %g)",
-                        n_tokens, n_heads, head_dim, n_rot, col0, pos0, base);
-    int64_t row_end = (int64_t)col0 + (int64_t)n_heads * head_dim;
-    if (row_end > row_stride || (n_tokens > 0 && (int64_t)(n_tokens - 1) * row_stride + row_end > elems_of(x)))
-        return clf_fail(CLF_ERR_ARG, "rope: %d tokens of %d heads x %d at column %d, stride %d, exceed the tensor (%lld floats)",
-                        n_tokens, n_heads, head_dim, col0, row_stride, (long long)elems_of(x));
+    if (p->mode != CLF_ROPE_NORM && p->mode != CLF_ROPE_NEOX) return clf_fail(CLF_ERR_ARG, "rope: unknown mode %d", (int)p->mode);
+    if (n_tokens < 0 || n_heads < 1 || head_dim < 2 || p->n_rot < 2 || p->n_rot % 2 || p->n_rot > head_dim ||
+        col0 < 0 || pos0 < 0 || !(p->base > 0) || !(p->freq_scale > 0))
+        return clf_fail(CLF_ERR_ARG,
+                        "rope: bad parameters (tokens %d, heads %d, head_dim %d, n_rot %d, col0 %d, pos0 %d, base %g, freq_scale %g)",
+                        n_tokens, n_heads, head_dim, p->n_rot, col0, pos0, p->base, p->freq_scale);
+    if (p->factors) {
+        CLF_TRY(f32_offset(p->factors, "rope frequency factors", &ff_off));
+        if (elems_of(p->factors) != p->n_rot / 2)
+            return clf_fail(CLF_ERR_ARG, "rope: %lld frequency factors for %d rotated pairs",
+                            (long long)elems_of(p->factors), p->n_rot / 2);
+    }
+    CLF_TRY(heads_check("rope", x, n_tokens, row_stride, col0, n_heads, head_dim));
     if (n_tokens == 0) return CLF_OK;
-    const char *name = mode == CLF_ROPE_NEOX ? "rope_neox_f32" : "rope_norm_f32";
+    const char *name = p->mode == CLF_ROPE_NEOX ? "rope_neox_f32" : "rope_norm_f32";
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "rope", "", name, &k));
     /* base^(-2i/n_rot) = exp2(i * log2_scale), the constant taken in double */
-    float log2_scale = (float)(-2.0 * log2((double)base) / n_rot);
-    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(row_stride), CLF_ARG(col0), CLF_ARG(n_heads), CLF_ARG(head_dim),
-                CLF_ARG(n_rot), CLF_ARG(pos0), CLF_ARG(n_tokens), CLF_ARG(log2_scale)};
+    float log2_scale = (float)(-2.0 * log2((double)p->base) / p->n_rot), freq_scale = p->freq_scale;
+    cl_mem ff = p->factors ? p->factors->mem : NULL; /* a NULL buffer is a NULL pointer in the kernel */
+    cl_int n_rot = p->n_rot;
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off),  CLF_ARG(row_stride), CLF_ARG(col0),       CLF_ARG(n_heads),
+                   CLF_ARG(head_dim), CLF_ARG(n_rot), CLF_ARG(pos0),      CLF_ARG(n_tokens),   CLF_ARG(log2_scale),
+                   CLF_ARG(freq_scale), CLF_ARG(ff),  CLF_ARG(ff_off)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {(size_t)(n_rot / 2 + 7) / 8, round_up((size_t)n_tokens, ROPE_LOCAL)}, local[2] = {1, ROPE_LOCAL};
     return clf_launch(rt, k, 2, global, local);
 }
 
-/* ---- SwiGLU and add (cl/elementwise.cl) ------------------------------------ */
+/* ---- gated units, add, scale (cl/elementwise.cl) ---------------------------- */
 
-clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y) {
+clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y) {
     cl_ulong gu_off, y_off;
-    CLF_TRY(f32_offset(gu, "swiglu input", &gu_off));
-    CLF_TRY(f32_offset(y, "swiglu output", &y_off));
+    CLF_TRY(f32_offset(gu, "glu input", &gu_off));
+    CLF_TRY(f32_offset(y, "glu output", &y_off));
+    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH) return clf_fail(CLF_ERR_ARG, "glu: unknown activation %d", (int)act);
     if (gu->ne[0] != 2 * y->ne[0] || clf_tensor_nrows(gu) != clf_tensor_nrows(y))
-        return clf_fail(CLF_ERR_ARG, "swiglu: gate|up %lld x %lld does not match output %lld x %lld",
+        return clf_fail(CLF_ERR_ARG, "glu: gate|up %lld x %lld does not match output %lld x %lld",
                         (long long)gu->ne[0], (long long)clf_tensor_nrows(gu), (long long)y->ne[0], (long long)clf_tensor_nrows(y));
     if (clf_tensor_nrows(y) == 0) return CLF_OK;
     cl_kernel k;
-    CLF_TRY(clf_kernel_get(rt, "elementwise", "", "swiglu_f32", &k));
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", act == CLF_GLU_SILU ? "swiglu_f32" : "geglu_f32", &k));
     cl_int ff = (cl_int)y->ne[0];
     clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)clf_tensor_nrows(y)}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
+}
+
+clf_status clf_scale(clf_runtime *rt, const clf_tensor *a, float s, clf_tensor *y) {
+    cl_ulong a_off, y_off;
+    CLF_TRY(f32_offset(a, "scale input", &a_off));
+    CLF_TRY(f32_offset(y, "scale output", &y_off));
+    if (!same_shape(a, y))
+        return clf_fail(CLF_ERR_ARG, "scale: shapes differ (%lld x %lld, %lld x %lld)", (long long)a->ne[0],
+                        (long long)clf_tensor_nrows(a), (long long)y->ne[0], (long long)clf_tensor_nrows(y));
+    if (elems_of(a) > INT_MAX) return clf_fail(CLF_ERR_ARG, "scale: %lld elements is too many", (long long)elems_of(a));
+    if (elems_of(a) == 0) return CLF_OK;
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", "scale_f32", &k));
+    cl_int n = (cl_int)elems_of(a);
+    clf_arg args[] = {CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(a->mem), CLF_ARG(a_off), CLF_ARG(s), CLF_ARG(n)};
+    CLF_TRY(clf_set_args(k, args, CLF_NARGS(args)));
+    size_t global = round_up((size_t)(n + 15) / 16, EW_LOCAL), local = EW_LOCAL;
+    return clf_launch(rt, k, 1, &global, &local);
 }
 
 clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, clf_tensor *y) {

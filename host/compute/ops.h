@@ -1,5 +1,6 @@
 /* The small kernels of a transformer layer: dequantize, embedding lookup,
- * RMSNorm, RoPE, SwiGLU, residual add, softmax. X/Y tensors are F32 with
+ * RMSNorm (whole rows or per head), RoPE, SwiGLU/GeGLU, residual add,
+ * scale, softmax. X/Y tensors are F32 with
  * contiguous rows unless a row stride is given. Launchers enqueue without
  * waiting. */
 #ifndef CLF_OPS_H
@@ -14,25 +15,50 @@ clf_status clf_dequantize_dev(clf_runtime *rt, const clf_tensor *src, clf_tensor
  * buffer of n int32 token ids (validated by the caller to be < rows). */
 clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, int n, clf_tensor *out);
 
-/* y[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) * w  for each row; y may be x. */
-clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y);
+/* y[i, :] = (or +=, with accumulate) x[i, :] / sqrt(mean(x[i, :]²) + eps) * w
+ * for each row; y may be x. Accumulating is a residual add after a norm. */
+clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                       int accumulate);
+
+/* The same per head, in place: n_tokens rows `row_stride` floats apart,
+ * each holding heads of head_dim from column col0: the first n_a normed
+ * with w_a [head_dim], the next n_b with w_b (QK-norm of Q and K inside a
+ * fused QKV output, one launch; n_b 0 and w_b NULL for one weight). */
+clf_status clf_rmsnorm_heads(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int head_dim,
+                             int n_a, const clf_tensor *w_a, int n_b, const clf_tensor *w_b, float eps);
 
 typedef enum clf_rope_mode {
     CLF_ROPE_NORM = 0, /* Llama GGUF: rotates pairs (2i, 2i+1) */
     CLF_ROPE_NEOX = 2, /* NeoX / Qwen2: rotates (i, i + d/2) */
 } clf_rope_mode;
 
+typedef struct clf_rope_params {
+    clf_rope_mode mode;
+    int n_rot;                 /* dims rotated from the start of each head (even, <= head_dim) */
+    float base;                /* theta_i = pos * freq_scale * base^(-2i / n_rot) / factors[i] */
+    float freq_scale;          /* linear position interpolation; 1: none */
+    const clf_tensor *factors; /* F32 [n_rot / 2] frequency divisors (Llama 3.1 rope_freqs), or NULL */
+} clf_rope_params;
+
 /* In place on x: n_tokens rows, each row holding n_heads heads of head_dim
  * at element offset `col0` from the row start, rows `row_stride` floats
  * apart (lets Q and K be rotated inside a fused QKV output). Token t has
- * position pos0 + t; theta_i = pos * base^(-2i / n_rot); dims past n_rot
- * are left as they are. */
+ * position pos0 + t; dims past n_rot are left as they are. */
 clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
-                    int head_dim, int n_rot, int pos0, float base, clf_rope_mode mode);
+                    int head_dim, int pos0, const clf_rope_params *p);
 
-/* y[i, j] = silu(gu[i, j]) * gu[i, ff + j] for a fused gate|up output
+/* The gated unit's activation: SwiGLU (silu) or GeGLU (tanh-approximated GELU). */
+typedef enum clf_glu_act {
+    CLF_GLU_SILU = 0,
+    CLF_GLU_GELU_TANH = 1,
+} clf_glu_act;
+
+/* y[i, j] = act(gu[i, j]) * gu[i, ff + j] for a fused gate|up output
  * gu [n × 2ff]; y [n × ff]. */
-clf_status clf_swiglu(clf_runtime *rt, const clf_tensor *gu, clf_tensor *y);
+clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y);
+
+/* y = a * s, elementwise; y may be a (Gemma's embedding scale). */
+clf_status clf_scale(clf_runtime *rt, const clf_tensor *a, float s, clf_tensor *y);
 
 /* y = a + b, elementwise over equal shapes; y may alias a or b. */
 clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, clf_tensor *y);

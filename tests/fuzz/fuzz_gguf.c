@@ -191,7 +191,7 @@ static void fg_llama(const clf_gguf *g) {
     clf_llama_hparams hp;
     clf_status st = clf_llama_hparams_read(g, &hp);
     FG_CHECK(st == CLF_OK || st == CLF_ERR_FORMAT);
-    if (st == CLF_OK) FG_CHECK(hp.n_vocab > 0 && hp.n_layer > 0 && hp.head_dim * hp.n_head == hp.n_embd);
+    if (st == CLF_OK) FG_CHECK(hp.n_vocab > 0 && hp.n_layer > 0 && hp.head_dim % 16 == 0 && hp.n_head % hp.n_head_kv == 0);
     fg_sink += (unsigned)clf_llama_weight_bytes(g);
 }
 

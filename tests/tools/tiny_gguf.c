@@ -1,17 +1,24 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant]
- *       a random one-layer Llama (tests/support: tiny_model_write) with a
- *       tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h), so that
- *       `clinfer run` works on it; weights of TYPE (default F32); --no-eog
- *       gives it no end-of-generation token, so a run stops only at -n;
- *       --ff N: the feed-forward width (default 64; 384 N bytes of F32
- *       weights: a large file that still loads in a moment);
- *       --nan fills output_norm.weight with NaN, so every logit is NaN;
- *       --kquant: rows of whole 256-weight super-blocks (n_embd 256 in 4
- *       heads of 64 sharing 1 KV head, n_ff 512), 2 layers, an untied
- *       output head: every matrix can be a K-quant (tests/peer/record_kquant.py).
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A]
+ *                  [--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
+ *       a random model (tests/support: tiny_model_write, default a one-layer
+ *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
+ *       so that `clinfer run` works on it; weights of TYPE (default F32);
+ *       --no-eog gives it no end-of-generation token, so a run stops only at
+ *       -n; --ff N: the feed-forward width (default 64; 384 N bytes of F32
+ *       weights: a large file that still loads in a moment); --nan fills
+ *       output_norm.weight with NaN, so every logit is NaN; --kquant: rows of
+ *       whole 256-weight super-blocks (n_embd 256 in 4 heads of 64 sharing 1
+ *       KV head, n_ff 512), 2 layers, an untied output head: every matrix can
+ *       be a K-quant (tests/peer/record_kquant.py). The family
+ *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
+ *       file then has Llama's tensors), --layers, --embd (the embedding width
+ *       when it differs from the 2 heads of 16), --window (gemma3's sliding
+ *       window), --rot (rotated dims), --rope-freqs (Llama 3.1 factors),
+ *       --untied (an output matrix). tests/peer/record.py gives these files
+ *       to llama.cpp.
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
@@ -31,6 +38,10 @@
 #include "quant.h"
 #include "ref_llama.h"
 
+/* The default: one layer, 2 heads of 16 on 1 KV head. */
+static const tiny_model TINY = {.arch = "llama", .n_layer = 1, .n_head = 2, .n_head_kv = 1, .head_dim = 16, .n_ff = 64,
+                                .type = CLF_F32, .tied = 1};
+
 static int fail(const char *what) {
     fprintf(stderr, "tiny_gguf: %s: %s\n", what, clf_last_error());
     return 1;
@@ -38,26 +49,11 @@ static int fail(const char *what) {
 
 /* A tiny model with a vocabulary: the random model is written first, then
  * copied key by key and tensor by tensor beside the vocabulary's keys. */
-/* What `tiny_gguf model` writes. */
-typedef struct model_opts {
-    const char *arch;
-    clf_type type;
-    int spm, eog, nan, n_ff, kquant;
-    uint64_t seed;
-} model_opts;
-
-static int write_model(const char *path, const model_opts *o) {
-    const char *arch = o->arch;
-    const clf_type type = o->type;
-    const int spm = o->spm, eog = o->eog, nan = o->nan, n_ff = o->n_ff, kquant = o->kquant;
-    const uint64_t seed = o->seed;
+/* tm gives the family and shapes; the vocabulary sets n_vocab. */
+static int write_model(const char *path, tiny_model tm, int spm, int eog, int nan, uint64_t seed) {
     fz_vocab v;
     fz_vocab_build2(&v, spm, eog);
-    tiny_model tm = {.arch = arch, .n_layer = 1, .n_head = 2, .n_head_kv = 1, .head_dim = 16, .n_ff = n_ff,
-                     .n_vocab = v.n, .type = type, .tied = 1};
-    if (kquant)
-        tm = (tiny_model){.arch = arch, .n_layer = 2, .n_head = 4, .n_head_kv = 1, .head_dim = 64, .n_ff = 512,
-                          .n_vocab = v.n, .type = type, .tied = 0};
+    tm.n_vocab = v.n;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.base.gguf", path);
     int rc = tiny_model_write(&tm, seed, tmp);
@@ -171,12 +167,14 @@ static int write_seeds(const char *dir) {
     if (mkdir_p(dir) || mkdir_p(g) || mkdir_p(t)) return 1;
     int rc = 0;
     static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    tiny_model tm = TINY;
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         snprintf(p, sizeof p, "%s/llama-bpe-%s.gguf", g, clf_type_get(types[i])->name);
-        rc |= write_model(p, &(model_opts){"llama", types[i], 0, 1, 0, 64, 0, 1 + i});
+        tm.type = types[i];
+        rc |= write_model(p, tm, 0, 1, 0, 1 + i);
     }
-    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g),
-        rc |= write_model(p, &(model_opts){"qwen2", CLF_Q8_0, 1, 1, 0, 64, 0, 7});
+    tm.arch = "qwen2", tm.type = CLF_Q8_0;
+    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, tm, 1, 1, 0, 7);
     snprintf(p, sizeof p, "%s/vocab-bpe.gguf", g), rc |= fz_vocab_write(p, 0) != CLF_OK;
     snprintf(p, sizeof p, "%s/vocab-spm.gguf", g), rc |= fz_vocab_write(p, 1) != CLF_OK;
     snprintf(p, sizeof p, "%s/kinds.gguf", g), rc |= write_kinds(p);
@@ -205,22 +203,34 @@ static int write_seeds(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "model")) {
-        model_opts o = {.arch = "llama", .type = CLF_F32, .eog = 1, .n_ff = 64, .seed = 42};
+        tiny_model tm = TINY;
+        int eog = 1, nan = 0;
+        uint64_t seed = 42;
         for (int i = 3; i < argc; i++) {
-            if (!strcmp(argv[i], "--no-eog")) o.eog = 0;
-            else if (!strcmp(argv[i], "--nan")) o.nan = 1;
-            else if (!strcmp(argv[i], "--kquant")) o.kquant = 1;
-            else if (!strcmp(argv[i], "--seed") && i + 1 < argc) o.seed = strtoull(argv[++i], NULL, 10);
-            else if (!strcmp(argv[i], "--ff") && i + 1 < argc && (o.n_ff = atoi(argv[++i])) > 0 && o.n_ff % 32 == 0) {}
-            else if (clf_type_from_name(argv[i]) >= 0) o.type = (clf_type)clf_type_from_name(argv[i]);
+            const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+            if (!strcmp(a, "--no-eog")) eog = 0;
+            else if (!strcmp(a, "--nan")) nan = 1;
+            else if (!strcmp(a, "--kquant"))
+                tm.n_layer = 2, tm.n_head = 4, tm.n_head_kv = 1, tm.head_dim = 64, tm.n_ff = 512, tm.tied = 0;
+            else if (!strcmp(a, "--rope-freqs")) tm.rope_freqs = 1;
+            else if (!strcmp(a, "--untied")) tm.tied = 0;
+            else if (!strcmp(a, "--seed") && v) seed = strtoull(argv[++i], NULL, 10);
+            else if (!strcmp(a, "--ff") && v && (tm.n_ff = atoi(argv[++i])) > 0 && tm.n_ff % 32 == 0) {}
+            else if (!strcmp(a, "--arch") && v) tm.arch = argv[++i];
+            else if (!strcmp(a, "--layers") && v) tm.n_layer = atoi(argv[++i]);
+            else if (!strcmp(a, "--embd") && v) tm.n_embd = atoi(argv[++i]);
+            else if (!strcmp(a, "--window") && v) tm.window = atoi(argv[++i]);
+            else if (!strcmp(a, "--rot") && v) tm.n_rot = atoi(argv[++i]);
+            else if (clf_type_from_name(a) >= 0) tm.type = (clf_type)clf_type_from_name(a);
             else {
-                fprintf(stderr, "tiny_gguf: unknown option '%s'\n", argv[i]);
+                fprintf(stderr, "tiny_gguf: unknown option '%s'\n", a);
                 return 2;
             }
         }
-        return write_model(argv[2], &o);
+        return write_model(argv[2], tm, 0, eog, nan, seed);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] | tiny_gguf seeds DIR\n");
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A] "
+                    "[--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
     return 2;
 }

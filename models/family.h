@@ -1,0 +1,36 @@
+/* The model families clinfer runs, each as its differences from Llama:
+ * one forward pass (models/llama.c), the hyperparameter reader and the
+ * cost estimates (models/estimate.c) read these instead of naming
+ * architectures. How a file stores its projections (Q|K|V as one attn_qkv,
+ * gate|up as one ffn_up) is read from its tensors, whatever the family. */
+#ifndef CLF_FAMILY_H
+#define CLF_FAMILY_H
+
+#include "gguf.h"
+#include "ops.h"
+
+typedef struct clf_family {
+    const char *arch;    /* general.architecture */
+    clf_rope_mode rope;  /* Llama GGUF pairs or NeoX halves */
+    clf_glu_act act;     /* SwiGLU or GeGLU */
+    int qkv_bias;        /* attn_{q,k,v}.bias (Qwen2) */
+    int qk_norm;         /* per-head RMSNorm of Q and K before RoPE: attn_{q,k}_norm (Qwen3, Gemma 3) */
+    int post_norms;      /* attention and MLP outputs RMS-normed before their residual adds:
+                            post_attention_norm, post_ffw_norm (Gemma 3) */
+    int embd_scale;      /* embeddings times sqrt(n_embd) (Gemma) */
+    int swa_period;      /* sliding-window attention on every layer but each swa_period-th
+                            (Gemma 3: 6, layer l global when (l + 1) % 6 == 0); 0: none */
+    float swa_rope_base; /* RoPE base of the sliding-window layers (global ones: the file's) */
+} clf_family;
+
+/* The family named `arch`, or NULL. */
+const clf_family *clf_family_find(const char *arch);
+
+/* The family of the file's general.architecture; CLF_ERR_FORMAT naming it
+ * and listing the supported ones when clinfer has none. */
+clf_status clf_family_of(const clf_gguf *g, const clf_family **f);
+
+/* Whether layer l attends through a sliding window. */
+int clf_family_layer_swa(const clf_family *f, int l);
+
+#endif
