@@ -34,7 +34,9 @@ def peer_ppl(model, text, n_ctx, chunks, threads):
             chunk[0] = bos
         llm.reset()
         llm.eval(chunk)
-        logits = np.array(llm.eval_logits, dtype=np.float64)
+        # the numpy rows as llama-cpp-python keeps them (eval_logits would
+        # copy 512 x 262k floats into Python lists for Gemma 3)
+        logits = llm.scores[:n_ctx].astype(np.float64)
         for j in range(n_ctx // 2, n_ctx - 1):
             l = logits[j]
             m = l.max()
