@@ -543,13 +543,27 @@ void clf_llama_rewind(clf_llama_ctx *c, int pos) { clf_llama_seq_rewind(c, 0, po
 
 /* ---- forward pass ----------------------------------------------------------- */
 
+/* out (+)= W · in where the first n1 rows are single tokens (decodes):
+ * those computed as each token alone would be (clf_matmul_rowwise), the
+ * rest as one product. */
+static clf_status product(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out, int accumulate,
+                          int n1) {
+    const int64_t n = clf_tensor_nrows(in);
+    if (n1 <= 0) return clf_matmul(rt, w, in, out, accumulate);
+    if (n1 >= n) return clf_matmul_rowwise(rt, w, in, out, accumulate);
+    clf_tensor i1 = clf_tensor_rows(in, 0, n1), o1 = clf_tensor_rows(out, 0, n1);
+    clf_tensor i2 = clf_tensor_rows(in, n1, n - n1), o2 = clf_tensor_rows(out, n1, n - n1);
+    CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, accumulate));
+    return clf_matmul(rt, w, &i2, &o2, accumulate);
+}
+
 /* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
  * into the product when the family has no post-norm; tmp is scratch as
  * wide as x. */
 static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *post_norm,
-                           float eps, clf_tensor *x, clf_tensor *tmp) {
-    if (!post_norm) return clf_matmul(rt, w, in, x, 1);
-    CLF_TRY(clf_matmul(rt, w, in, tmp, 0));
+                           float eps, clf_tensor *x, clf_tensor *tmp, int n1) {
+    if (!post_norm) return product(rt, w, in, x, 1, n1);
+    CLF_TRY(product(rt, w, in, tmp, 0, n1));
     return clf_rmsnorm(rt, tmp, post_norm, eps, x, 1);
 }
 
@@ -559,11 +573,14 @@ typedef struct segment {
     int seq, row0, n, pos;
 } segment;
 
-/* Enqueues one pass over n ≤ n_batch tokens grouped in segments; logits
- * land in c->logits: with all_logits every row's, else row i for the row
- * want[i] (i < n_want). Nothing waits. */
+/* Enqueues one pass over n ≤ n_batch tokens grouped in segments, the
+ * single-token ones first (n1 rows); logits land in c->logits: with
+ * all_logits every row's, else row i for the row want[i] (i < n_want).
+ * Nothing waits. */
 static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const segment *segs, int n_seg,
                           int all_logits, const int *want, int n_want) {
+    int n1 = 0;
+    while (n1 < n_seg && segs[n1].n == 1) n1++;
     const clf_llama *m = c->m;
     const clf_llama_hparams *hp = &m->hp;
     const clf_family *f = hp->fam;
@@ -585,7 +602,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const 
                                       swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
         /* attention: x += [post-norm] Wo · attn(rope([QK-norm] Wqkv · norm(x) [+ b])) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn, 0));
-        CLF_TRY(clf_matmul(rt, &L->wqkv, &xn, &qkv, 0));
+        CLF_TRY(product(rt, &L->wqkv, &xn, &qkv, 0, n1));
         if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* Q's heads then K's: one launch */
         if (f->qk_norm)
@@ -603,12 +620,12 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const 
             CLF_TRY(clf_kv_write(rt, kv, kl, k, v, sg->n, sg->pos));
             CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
         }
-        CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn));
+        CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
         /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn, 0));
-        CLF_TRY(clf_matmul(rt, &L->wgu, &xn, &gu, 0));
+        CLF_TRY(product(rt, &L->wgu, &xn, &gu, 0, n1));
         CLF_TRY(clf_glu(rt, f->act, &gu, &ff));
-        CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn));
+        CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1));
     }
     /* the head over the rows asked for only, gathered by the norm into xn's first rows */
     int rows = all_logits ? n : n_want;
@@ -622,7 +639,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const 
     }
     if (rows == 0) return CLF_OK;
     clf_tensor xns = clf_tensor_rows(&c->xn, 0, rows), logits = clf_tensor_rows(&c->logits, 0, rows);
-    CLF_TRY(clf_matmul(rt, &m->output, &xns, &logits, 0));
+    CLF_TRY(product(rt, &m->output, &xns, &logits, 0, all_logits ? 0 : rows));
     return CLF_OK;
 }
 
@@ -700,9 +717,10 @@ static clf_status eval_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int 
     const clf_llama_hparams *hp = &c->m->hp;
     clf_runtime *rt = c->m->rt;
     int rows = 0, n_seg = 0, n_want = 0;
-    for (int i = 0; i < n && rows < c->n_batch; i++) {
+    /* the single tokens first (forward computes them as if alone), then the chunks */
+    for (int i = 0, sweep = 0; sweep < 2 && rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
         int left = b[i].n - done[i], take = left < c->n_batch - rows ? left : c->n_batch - rows;
-        if (take <= 0) continue;
+        if (take <= 0 || (left == 1) != (sweep == 0)) continue;
         segs[n_seg++] = (segment){b[i].seq, rows, take, clf_llama_seq_len(c, b[i].seq)};
         memcpy(c->host_ids + rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
         if (take == left && b[i].logits) {
@@ -723,10 +741,10 @@ static clf_status eval_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int 
         clFinish(rt->queue);
         return st;
     }
-    for (int s = 0, i = 0; s < n_seg; s++) {
+    for (int s = 0; s < n_seg; s++) {
         *seq_at(c, segs[s].seq).n_past += segs[s].n;
-        while (b[i].seq != segs[s].seq) i++;
-        done[i] += segs[s].n;
+        for (int i = 0; i < n; i++)
+            if (b[i].seq == segs[s].seq) done[i] += segs[s].n;
     }
     return CLF_OK;
 }
