@@ -301,6 +301,10 @@ static void *loop(void *arg) {
             if (j->n_eval < j->n_prompt) prompt += en->n;
             advance(s, en, s->len0[k]);
         }
+        /* the runtime's abort hook fires only when the server is stopping:
+         * admit nothing more (the queue may be reached before
+         * srv_sched_shutdown is called) */
+        if (st == CLF_ERR_INTERRUPTED) s->closed = 1;
         s->st.prompt_tokens += (unsigned long long)prompt;
         record_step(s, (int)(s->st.gen_tokens - gen0), prompt, n);
         pthread_cond_broadcast(&s->progress);

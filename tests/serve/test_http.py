@@ -164,7 +164,13 @@ def events(raw):
 def test_shutdown_under_load(tiny):
     s = tiny("--parallel", "2", "--queue", "4", "--ctx", "65536")
     bodies = [{"prompt": "a", "max_tokens": 100000}, {"messages": MSG}, {"prompt": "b"}]
-    streams = [open_stream(s.port, b, COMP if "prompt" in b else CHAT) for b in bodies]
+    streams = []
+    for b in bodies:  # one at a time, so the first two take the slots and the third waits
+        streams.append(open_stream(s.port, b, COMP if "prompt" in b else CHAT))
+        deadline = time.time() + 10
+        while (s.metric("requests_running") + s.metric("requests_queued") < len(streams)
+               and time.time() < deadline):
+            time.sleep(0.02)
     got = [b""] * 3
 
     def drain(i):  # each stream read as it comes, to its end
