@@ -760,8 +760,9 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
         int left = 0;
         for (int i = 0; i < n; i++) left += b[i].n - done[i];
         if (!left) break;
-        if (pass > 0 && clf_runtime_aborted(rt)) {
-            st = clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d passes", pass);
+        /* the abort hook may stop it before any pass (the server's step sees it so) */
+        if (clf_runtime_aborted(rt)) {
+            st = clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of its passes", pass);
             break;
         }
         st = eval_pass(c, b, n, done, segs, want, dst);

@@ -111,8 +111,10 @@ typedef struct clf_llama_seq_batch {
  * n_batch rows: every product runs once over the rows of all the entries,
  * each sequence's RoPE, cache write and attention over its own rows. Long
  * entries are split across passes. CLF_ERR_CONTEXT/CLF_ERR_ARG before
- * anything runs when an entry does not fit or is malformed; on a failure
- * later the sequences' lengths count the passes that completed. */
+ * anything runs when an entry does not fit or is malformed;
+ * CLF_ERR_INTERRUPTED when the runtime's abort hook stops it before a pass
+ * (the first included); on a failure after a pass the sequences' lengths
+ * count the passes that completed. */
 clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n);
 /* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */
 int clf_llama_seq_len(const clf_llama_ctx *c, int seq);

@@ -168,12 +168,44 @@ static void test_bad_batch(void **state) {
     unload(&l);
 }
 
+/* An abort hook that lets *budget calls pass, then asks to stop. */
+static int stop_after(void *ud) {
+    int *budget = ud;
+    return (*budget)-- <= 0;
+}
+
+/* The runtime's abort hook stops a batch before its first pass (nothing
+ * changes) or between passes (the passes done stay counted). */
+static void test_abort_hook(void **state) {
+    (void)state;
+    loaded l;
+    load(&BASE, &l);
+    clf_runtime *rt = tu_runtime();
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create_seqs(l.m, 64, 8, 2, CLF_F32, &c));
+    int32_t toks[12] = {0};
+    clf_llama_seq_batch b[2] = {{0, toks, 1, NULL}, {1, toks, 12, NULL}}; /* 13 rows: two passes */
+    int budget = 0;
+    clf_runtime_set_abort(rt, stop_after, &budget);
+    assert_int_equal(clf_llama_eval_seqs(c, b, 2), CLF_ERR_INTERRUPTED);
+    assert_string_equal(clf_last_error(), "evaluation stopped on request after 0 of its passes");
+    assert_int_equal(clf_llama_seq_len(c, 0) + clf_llama_seq_len(c, 1), 0);
+    budget = 1;
+    assert_int_equal(clf_llama_eval_seqs(c, b, 2), CLF_ERR_INTERRUPTED);
+    assert_int_equal(clf_llama_seq_len(c, 0), 1); /* the first pass: the decode and 7 of the chunk */
+    assert_int_equal(clf_llama_seq_len(c, 1), 7);
+    clf_runtime_set_abort(rt, NULL, NULL);
+    clf_llama_ctx_free(c);
+    unload(&l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_bad_batch),
+        cmocka_unit_test(test_abort_hook),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();
