@@ -270,7 +270,9 @@ DEFINE_QUANT_MV(mv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
  * sums are exact integers; only x's rounding (~0.4% relative) separates the
  * result from the float kernels. A work-item takes NPPW panels (PPW for
  * Q4, PPW_Q8 for Q8_0) so the quantized x is shared; global size
- * ceil(panels / NPPW). */
+ * (tokens, ceil(panels / NPPW)): a token per work-item, each computed as
+ * the one-token GEMV computes it, and the tokens of a panel group run one
+ * after another while its weights are in cache (batched decode). */
 typedef char clf_char64 __attribute__((ext_vector_type(64)));
 typedef short clf_short32 __attribute__((ext_vector_type(32)));
 
@@ -323,9 +325,10 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
     __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
                        const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
                        const int K, const int accumulate) {                                     \
-        const int p0 = get_global_id(0) * NPPW, nb = K / 32, np = (rows + 31) / 32;             \
+        const int p0 = get_global_id(1) * NPPW, nb = K / 32, np = (rows + 31) / 32;             \
         if (p0 >= np) return;                                                                   \
-        const __global float *x = X + xoff;                                                     \
+        const size_t r = get_global_id(0);                                                      \
+        const __global float *x = X + xoff + r * K;                                             \
         float16 acc[NPPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = 0.0f;          \
         for (int b = 0; b < nb; b++) {                                                          \
@@ -352,7 +355,7 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
             }                                                                                   \
         }                                                                                       \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < np)                       \
-            clf_store32(Y + yoff + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
+            clf_store32(Y + yoff + r * rows + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
 DEFINE_INT8_MV(mvi_q8_0, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)

@@ -436,79 +436,151 @@ void clf_llama_free(clf_llama *m) {
 
 /* ---- context -------------------------------------------------------------- */
 
-clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type, clf_llama_ctx **out) {
+/* One sequence's caches: the global layers', and the sliding-window
+ * layers' ring of the window and a chunk. */
+static clf_status create_caches(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type, clf_kv_cache *kv,
+                                clf_kv_cache *kv_swa) {
+    const clf_llama_hparams *hp = &m->hp;
+    int n_swa_layers = 0;
+    for (int l = 0; l < hp->n_layer; l++) n_swa_layers += clf_family_layer_swa(hp->fam, l);
+    if (n_swa_layers < hp->n_layer)
+        CLF_TRY(clf_kv_cache_create(m->rt, kv_type, hp->n_layer - n_swa_layers, hp->n_head_kv, hp->head_dim, n_ctx, 0,
+                                    kv));
+    if (n_swa_layers)
+        CLF_TRY(clf_kv_cache_create(m->rt, kv_type, n_swa_layers, hp->n_head_kv, hp->head_dim,
+                                    clf_kv_ring_slots(hp->n_swa, n_batch, n_ctx), hp->n_swa, kv_swa));
+    return CLF_OK;
+}
+
+clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
+                                     clf_llama_ctx **out) {
     const clf_llama_hparams *hp = &m->hp;
     *out = NULL;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (n_batch <= 0 || n_batch > n_ctx) n_batch = n_ctx < 512 ? n_ctx : 512;
     if (kv_type != CLF_F32 && kv_type != CLF_F16) return clf_fail(CLF_ERR_ARG, "KV cache type must be F32 or F16");
+    if (n_seq < 1 || n_seq > 4096) return clf_fail(CLF_ERR_ARG, "%d sequences: 1 to 4096 are possible", n_seq);
     clf_llama_ctx *c = calloc(1, sizeof *c);
     if (!c) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     c->m = m;
     c->n_ctx = n_ctx;
     c->n_batch = n_batch;
+    c->n_seq = n_seq;
     clf_runtime *rt = m->rt;
-    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, n_swa_layers = 0;
-    for (int l = 0; l < hp->n_layer; l++) n_swa_layers += clf_family_layer_swa(hp->fam, l);
-    clf_status st = CLF_OK;
-    if (n_swa_layers < hp->n_layer)
-        st = clf_kv_cache_create(rt, kv_type, hp->n_layer - n_swa_layers, hp->n_head_kv, hp->head_dim, n_ctx, 0, &c->kv);
-    if (st == CLF_OK && n_swa_layers)
-        st = clf_kv_cache_create(rt, kv_type, n_swa_layers, hp->n_head_kv, hp->head_dim,
-                                 clf_kv_ring_slots(hp->n_swa, n_batch, n_ctx), hp->n_swa, &c->kv_swa);
+    int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    c->seqs = calloc((size_t)n_seq, sizeof *c->seqs); /* [0] unused: sequence 0 is c->kv */
+    c->host_ids = malloc((size_t)n_batch * sizeof *c->host_ids);
+    clf_status st = c->seqs && c->host_ids ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st == CLF_OK) st = create_caches(m, n_ctx, n_batch, kv_type, &c->kv, &c->kv_swa);
+    for (int i = 1; st == CLF_OK && i < n_seq; i++)
+        st = create_caches(m, n_ctx, n_batch, kv_type, &c->seqs[i].kv, &c->seqs[i].kv_swa);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->x);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim, n_batch, &c->att);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * hp->n_ff, n_batch, &c->gu);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_ff, n_batch, &c->ff);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, 1, &c->logits); /* grown by all_logits */
+    /* a row per sequence (grown by all_logits) */
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, n_seq < n_batch ? n_seq : n_batch, &c->logits);
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_batch * sizeof(int32_t), NULL, &c->ids);
     if (st != CLF_OK) {
         clf_llama_ctx_free(c);
         return clf_fail_ctx(st, "creating a context of %d tokens: ", n_ctx);
     }
     c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
+    for (int i = 1; i < n_seq; i++) c->device_bytes += c->seqs[i].kv.bytes + c->seqs[i].kv_swa.bytes;
     const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
     *out = c;
     return CLF_OK;
 }
 
+clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type, clf_llama_ctx **out) {
+    return clf_llama_ctx_create_seqs(m, n_ctx, n_batch, 1, kv_type, out);
+}
+
 void clf_llama_ctx_free(clf_llama_ctx *c) {
     if (!c) return;
     clf_kv_cache_free(&c->kv);
     clf_kv_cache_free(&c->kv_swa);
+    for (int i = 1; c->seqs && i < c->n_seq; i++) {
+        clf_kv_cache_free(&c->seqs[i].kv);
+        clf_kv_cache_free(&c->seqs[i].kv_swa);
+    }
+    free(c->seqs);
+    free(c->host_ids);
     clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
     if (c->ids) clReleaseMemObject(c->ids);
     free(c);
 }
 
-void clf_llama_rewind(clf_llama_ctx *c, int pos) {
-    if (pos < 0 || pos >= c->n_past) return;
-    /* a ring that wrapped keeps the window before pos only if fewer than
-     * slots - window + 1 positions are dropped */
-    const clf_kv_cache *r = &c->kv_swa;
-    if (r->k && c->n_past > r->n_ctx && c->n_past - pos > r->n_ctx - r->window + 1) pos = 0;
-    c->n_past = pos;
+/* Sequence s's caches and length: sequence 0 lives in the context's own
+ * fields, which the single-sequence API has always used. */
+typedef struct seq_ref {
+    clf_kv_cache *kv, *kv_swa;
+    int *n_past;
+} seq_ref;
+
+static seq_ref seq_at(clf_llama_ctx *c, int s) {
+    if (s == 0) return (seq_ref){&c->kv, &c->kv_swa, &c->n_past};
+    return (seq_ref){&c->seqs[s].kv, &c->seqs[s].kv_swa, &c->seqs[s].n_past};
 }
 
+int clf_llama_seq_len(const clf_llama_ctx *c, int seq) { return seq == 0 ? c->n_past : c->seqs[seq].n_past; }
+
+void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos) {
+    seq_ref r = seq_at(c, seq);
+    if (pos < 0 || pos >= *r.n_past) return;
+    /* a ring that wrapped keeps the window before pos only if fewer than
+     * slots - window + 1 positions are dropped */
+    const clf_kv_cache *w = r.kv_swa;
+    if (w->k && *r.n_past > w->n_ctx && *r.n_past - pos > w->n_ctx - w->window + 1) pos = 0;
+    *r.n_past = pos;
+}
+
+void clf_llama_rewind(clf_llama_ctx *c, int pos) { clf_llama_seq_rewind(c, 0, pos); }
+
 /* ---- forward pass ----------------------------------------------------------- */
+
+/* out (+)= W · in where the first n1 rows are single tokens (decodes):
+ * those computed as each token alone would be (clf_matmul_rowwise), the
+ * rest as one product. */
+static clf_status product(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out, int accumulate,
+                          int n1) {
+    const int64_t n = clf_tensor_nrows(in);
+    if (n1 <= 0) return clf_matmul(rt, w, in, out, accumulate);
+    if (n1 >= n) return clf_matmul_rowwise(rt, w, in, out, accumulate);
+    clf_tensor i1 = clf_tensor_rows(in, 0, n1), o1 = clf_tensor_rows(out, 0, n1);
+    clf_tensor i2 = clf_tensor_rows(in, n1, n - n1), o2 = clf_tensor_rows(out, n1, n - n1);
+    CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, accumulate));
+    return clf_matmul(rt, w, &i2, &o2, accumulate);
+}
 
 /* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
  * into the product when the family has no post-norm; tmp is scratch as
  * wide as x. */
 static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *post_norm,
-                           float eps, clf_tensor *x, clf_tensor *tmp) {
-    if (!post_norm) return clf_matmul(rt, w, in, x, 1);
-    CLF_TRY(clf_matmul(rt, w, in, tmp, 0));
+                           float eps, clf_tensor *x, clf_tensor *tmp, int n1) {
+    if (!post_norm) return product(rt, w, in, x, 1, n1);
+    CLF_TRY(product(rt, w, in, tmp, 0, n1));
     return clf_rmsnorm(rt, tmp, post_norm, eps, x, 1);
 }
 
-/* Enqueues one chunk of n ≤ n_batch tokens at position pos; logits for the
- * last token (or all) land in c->logits. Nothing waits. */
-static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int pos, int all_logits) {
+/* A forward pass's rows of one sequence: n rows from row0, at positions
+ * pos .. pos + n - 1 of sequence seq. */
+typedef struct segment {
+    int seq, row0, n, pos;
+} segment;
+
+/* Enqueues one pass over n ≤ n_batch tokens grouped in segments, the
+ * single-token ones first (n1 rows); logits land in c->logits: with
+ * all_logits every row's, else row i for the row want[i] (i < n_want).
+ * Nothing waits. */
+static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const segment *segs, int n_seg,
+                          int all_logits, const int *want, int n_want) {
+    int n1 = 0;
+    while (n1 < n_seg && segs[n1].n == 1) n1++;
     const clf_llama *m = c->m;
     const clf_llama_hparams *hp = &m->hp;
     const clf_family *f = hp->fam;
@@ -525,35 +597,49 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         const clf_llama_layer *L = &m->layers[l];
         /* a sliding-window layer: its own ring cache, the family's local RoPE base, no position scaling */
         const int swa = clf_family_layer_swa(f, l);
-        clf_kv_cache *kv = swa ? &c->kv_swa : &c->kv;
         const int kl = swa ? n_local++ : n_global++;
         const clf_rope_params rope = {f->rope, hp->n_rot, swa ? f->swa_rope_base : hp->rope_base,
                                       swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
         /* attention: x += [post-norm] Wo · attn(rope([QK-norm] Wqkv · norm(x) [+ b])) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn, 0));
-        CLF_TRY(clf_matmul(rt, &L->wqkv, &xn, &qkv, 0));
+        CLF_TRY(product(rt, &L->wqkv, &xn, &qkv, 0, n1));
         if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* Q's heads then K's: one launch */
         if (f->qk_norm)
             CLF_TRY(clf_rmsnorm_heads(rt, &qkv, n, qkv_dim, 0, hp->head_dim, hp->n_head, &L->q_norm, hp->n_head_kv,
                                       &L->k_norm, hp->eps));
-        /* Q and K are adjacent in each row: one launch rotates both */
-        CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, pos, &rope));
-        clf_rows q = {&qkv, 0, qkv_dim}, k = {&qkv, q_dim, qkv_dim}, v = {&qkv, q_dim + kv_dim, qkv_dim};
-        CLF_TRY(clf_kv_write(rt, kv, kl, k, v, n, pos));
-        CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, n, pos, hp->attn_scale, &att));
-        CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn));
+        /* positions and caches are the sequence's own: a launch of each per segment */
+        for (int s = 0; s < n_seg; s++) {
+            const segment *sg = &segs[s];
+            seq_ref r = seq_at(c, sg->seq);
+            clf_kv_cache *kv = swa ? r.kv_swa : r.kv;
+            clf_tensor sq = clf_tensor_rows(&c->qkv, sg->row0, sg->n), sa = clf_tensor_rows(&c->att, sg->row0, sg->n);
+            /* Q and K are adjacent in each row: one launch rotates both */
+            CLF_TRY(clf_rope(rt, &sq, sg->n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, sg->pos, &rope));
+            clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
+            CLF_TRY(clf_kv_write(rt, kv, kl, k, v, sg->n, sg->pos));
+            CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
+        }
+        CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
         /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn, 0));
-        CLF_TRY(clf_matmul(rt, &L->wgu, &xn, &gu, 0));
+        CLF_TRY(product(rt, &L->wgu, &xn, &gu, 0, n1));
         CLF_TRY(clf_glu(rt, f->act, &gu, &ff));
-        CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn));
+        CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1));
     }
-    int first = all_logits ? 0 : n - 1, rows = all_logits ? n : 1;
-    clf_tensor xs = clf_tensor_rows(&c->x, first, rows), xns = clf_tensor_rows(&c->xn, first, rows);
-    clf_tensor logits = clf_tensor_rows(&c->logits, 0, rows);
-    CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns, 0));
-    CLF_TRY(clf_matmul(rt, &m->output, &xns, &logits, 0));
+    /* the head over the rows asked for only, gathered by the norm into xn's first rows */
+    int rows = all_logits ? n : n_want;
+    if (all_logits) {
+        CLF_TRY(clf_rmsnorm(rt, &x, &m->out_norm, hp->eps, &xn, 0));
+    } else {
+        for (int i = 0; i < n_want; i++) {
+            clf_tensor xs = clf_tensor_rows(&c->x, want[i], 1), xns = clf_tensor_rows(&c->xn, i, 1);
+            CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns, 0));
+        }
+    }
+    if (rows == 0) return CLF_OK;
+    clf_tensor xns = clf_tensor_rows(&c->xn, 0, rows), logits = clf_tensor_rows(&c->logits, 0, rows);
+    CLF_TRY(product(rt, &m->output, &xns, &logits, 0, all_logits ? 0 : rows));
     return CLF_OK;
 }
 
@@ -582,8 +668,9 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         if (done > 0 && rt->abort_fn) CLF_TRY(clf_finish(rt));
         if (clf_runtime_aborted(rt))
             return clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of %d tokens", done, n);
-        int chunk = n - done < c->n_batch ? n - done : c->n_batch;
-        clf_status st = forward(c, tokens + done, chunk, c->n_past, all_logits);
+        int chunk = n - done < c->n_batch ? n - done : c->n_batch, last = chunk - 1;
+        segment seg = {0, 0, chunk, c->n_past};
+        clf_status st = forward(c, tokens + done, chunk, &seg, 1, all_logits, &last, done + chunk == n);
         if (st == CLF_OK && (all_logits || done + chunk == n)) {
             size_t bytes = (size_t)(all_logits ? chunk : 1) * (size_t)hp->n_vocab * sizeof(float);
             float *dst = all_logits ? logits + (size_t)done * hp->n_vocab : logits;
@@ -599,4 +686,90 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         done += chunk;
     }
     return CLF_OK;
+}
+
+/* Checks a batch before anything runs: sequences in range and distinct,
+ * tokens in the vocabulary, each entry within its sequence's room. */
+static clf_status check_batch(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n) {
+    const clf_llama_hparams *hp = &c->m->hp;
+    for (int i = 0; i < n; i++) {
+        if (b[i].seq < 0 || b[i].seq >= c->n_seq)
+            return clf_fail(CLF_ERR_ARG, "sequence %d is outside the context's %d", b[i].seq, c->n_seq);
+        for (int j = 0; j < i; j++)
+            if (b[j].seq == b[i].seq) return clf_fail(CLF_ERR_ARG, "sequence %d appears twice in a batch", b[i].seq);
+        if (b[i].n <= 0 || !b[i].tokens) return clf_fail(CLF_ERR_ARG, "no tokens to evaluate for sequence %d", b[i].seq);
+        int len = clf_llama_seq_len(c, b[i].seq);
+        if (b[i].n > c->n_ctx - len)
+            return clf_fail(CLF_ERR_CONTEXT, "%d tokens do not fit sequence %d: %d of the context's %d are used", b[i].n,
+                            b[i].seq, len, c->n_ctx);
+        for (int t = 0; t < b[i].n; t++)
+            if (b[i].tokens[t] < 0 || b[i].tokens[t] >= hp->n_vocab)
+                return clf_fail(CLF_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", b[i].tokens[t], t,
+                                hp->n_vocab);
+    }
+    return CLF_OK;
+}
+
+/* One pass: fills up to n_batch rows from the entries' remaining tokens (in
+ * order), runs it, reads the logits of the entries it finishes. */
+static clf_status eval_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, int *done, segment *segs,
+                            int *want, float **dst) {
+    const clf_llama_hparams *hp = &c->m->hp;
+    clf_runtime *rt = c->m->rt;
+    int rows = 0, n_seg = 0, n_want = 0;
+    /* the single tokens first (forward computes them as if alone), then the chunks */
+    for (int i = 0, sweep = 0; sweep < 2 && rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
+        int left = b[i].n - done[i], take = left < c->n_batch - rows ? left : c->n_batch - rows;
+        if (take <= 0 || (left == 1) != (sweep == 0)) continue;
+        segs[n_seg++] = (segment){b[i].seq, rows, take, clf_llama_seq_len(c, b[i].seq)};
+        memcpy(c->host_ids + rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
+        if (take == left && b[i].logits) {
+            want[n_want] = rows + take - 1;
+            dst[n_want++] = b[i].logits;
+        }
+        rows += take;
+    }
+    clf_status st = forward(c, c->host_ids, rows, segs, n_seg, 0, want, n_want);
+    size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
+    for (int i = 0; st == CLF_OK && i < n_want; i++)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c->logits.mem, i == n_want - 1, c->logits.offset + i * row_bytes,
+                                              row_bytes, dst[i], 0, NULL, NULL),
+                          "reading logits");
+    /* host_ids and the caller's buffers must outlive the pass */
+    if (st == CLF_OK && n_want == 0) st = clf_finish(rt);
+    if (st != CLF_OK) {
+        clFinish(rt->queue);
+        return st;
+    }
+    for (int s = 0; s < n_seg; s++) {
+        *seq_at(c, segs[s].seq).n_past += segs[s].n;
+        for (int i = 0; i < n; i++)
+            if (b[i].seq == segs[s].seq) done[i] += segs[s].n;
+    }
+    return CLF_OK;
+}
+
+clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n) {
+    CLF_TRY(check_batch(c, b, n));
+    clf_runtime *rt = c->m->rt;
+    int *done = calloc((size_t)n + 1, sizeof *done), *want = malloc(((size_t)n + 1) * sizeof *want);
+    segment *segs = malloc(((size_t)n + 1) * sizeof *segs);
+    float **dst = malloc(((size_t)n + 1) * sizeof *dst);
+    clf_status st = done && want && segs && dst ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int pass = 0; st == CLF_OK; pass++) {
+        int left = 0;
+        for (int i = 0; i < n; i++) left += b[i].n - done[i];
+        if (!left) break;
+        /* the abort hook may stop it before any pass (the server's step sees it so) */
+        if (clf_runtime_aborted(rt)) {
+            st = clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of its passes", pass);
+            break;
+        }
+        st = eval_pass(c, b, n, done, segs, want, dst);
+    }
+    free(done);
+    free(want);
+    free(segs);
+    free(dst);
+    return st;
 }

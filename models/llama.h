@@ -58,15 +58,25 @@ size_t clf_llama_weight_bytes(const clf_gguf *g);
 clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out);
 void clf_llama_free(clf_llama *m);
 
+/* One sequence's cache: sequences share the weights and the scratch. */
+typedef struct clf_llama_seq {
+    clf_kv_cache kv, kv_swa;
+    int n_past;
+} clf_llama_seq;
+
 typedef struct clf_llama_ctx {
     const clf_llama *m;
+    /* sequence 0, the one the single-sequence calls use: */
     clf_kv_cache kv;     /* the global layers: every position */
     clf_kv_cache kv_swa; /* the sliding-window layers: a ring of the window and a chunk */
-    int n_ctx, n_batch;
+    int n_ctx, n_batch;  /* n_ctx per sequence; n_batch rows per forward pass over all of them */
     int n_past; /* tokens in the cache */
+    int n_seq;
+    clf_llama_seq *seqs; /* sequences 1 .. n_seq - 1 */
     clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
-    clf_tensor logits;                  /* one row, n_batch once all_logits is asked */
+    clf_tensor logits;                  /* n_seq rows, n_batch once all_logits is asked */
     cl_mem ids;
+    int32_t *host_ids; /* a pass's tokens, gathered from its entries */
     size_t device_bytes; /* KV cache + scratch */
 } clf_llama_ctx;
 
@@ -74,6 +84,10 @@ typedef struct clf_llama_ctx {
  * largest chunk processed at once. */
 clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type,
                                 clf_llama_ctx **out);
+/* The same with n_seq independent sequences (each of n_ctx positions, its
+ * own KV cache) that clf_llama_eval_seqs advances together. */
+clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
+                                     clf_llama_ctx **out);
 void clf_llama_ctx_free(clf_llama_ctx *c);
 
 /* Appends n tokens at position c->n_past (processing in chunks of n_batch)
@@ -83,6 +97,28 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
  * abort hook (clf_runtime_set_abort) stops it before a chunk: the chunks
  * done stay in the cache, counted in n_past (rewind to drop them). */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
+
+/* One entry of a batch: n tokens appended to sequence `seq` at its length;
+ * with `logits` set, its last token's [n_vocab] is written there. */
+typedef struct clf_llama_seq_batch {
+    int seq;
+    const int32_t *tokens;
+    int n;
+    float *logits;
+} clf_llama_seq_batch;
+
+/* Evaluates n entries (one per sequence at most) in forward passes of up to
+ * n_batch rows: every product runs once over the rows of all the entries,
+ * each sequence's RoPE, cache write and attention over its own rows. Long
+ * entries are split across passes. CLF_ERR_CONTEXT/CLF_ERR_ARG before
+ * anything runs when an entry does not fit or is malformed;
+ * CLF_ERR_INTERRUPTED when the runtime's abort hook stops it before a pass
+ * (the first included); on a failure after a pass the sequences' lengths
+ * count the passes that completed. */
+clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n);
+/* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */
+int clf_llama_seq_len(const clf_llama_ctx *c, int seq);
+void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos);
 
 /* Forgets cached tokens from position `pos` on (pos = 0 clears). A
  * sliding-window layer's ring keeps the window and n_batch positions more:

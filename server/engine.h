@@ -1,10 +1,8 @@
 /* The one place the server calls the model: n_slots sequences, each with
- * its own KV cache, advanced together one step at a time. Only the
- * scheduler's thread calls these (the OpenCL queue is not shared).
- *
- * Today a step evaluates its entries one after another, one context per
- * slot over the shared weights; a batched engine replaces the body of
- * srv_engine_step with one forward pass over every entry. */
+ * its own KV cache, advanced together one step at a time: a step is one
+ * forward pass over every entry's tokens (clf_llama_eval_seqs), so the
+ * weights are read once for all the slots. Only the scheduler's thread
+ * calls these (the OpenCL queue is not shared). */
 #ifndef SRV_ENGINE_H
 #define SRV_ENGINE_H
 

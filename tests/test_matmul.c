@@ -218,6 +218,55 @@ static void test_views(void **state) {
     free(wq);
 }
 
+/* clf_matmul_rowwise: each of n rows (views inside larger tensors,
+ * accumulating) as the one-row product gives it: bit for bit where that
+ * rounds x to int8 (the same kernel), else within F32 summation order. */
+static void test_rowwise(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { ROWS = 97, COLS = 160, N = 5, X0 = 2, Y0 = 3, T = 9 };
+    uint64_t s = tu_seed() + 5;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x), *y = malloc(T * ROWS * sizeof *y);
+    float *got = malloc(T * ROWS * sizeof *got), *want = malloc(T * ROWS * sizeof *want);
+    void *wq = malloc(ROWS * COLS * sizeof(float));
+    assert_true(wf && x && y && got && want && wq);
+    tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+    tu_fill_uniform(&s, x, T * COLS, -1, 1);
+    tu_fill_uniform(&s, y, T * ROWS, -1, 1);
+    for (int t = 0; t < NTYPES; t++) {
+        clf_weight W;
+        clf_tensor X, Y;
+        if (types[t] == CLF_F32) memcpy(wq, wf, ROWS * COLS * sizeof *wf);
+        else clf_quantize(types[t], wf, wq, ROWS * COLS);
+        TU_OK(clf_weight_upload(rt, types[t], ROWS, COLS, wq, &W));
+        TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, T, &X));
+        TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, T, &Y));
+        TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
+        for (int pass = 0; pass < 2; pass++) {
+            TU_OK(clf_tensor_upload(rt, &Y, y, T * ROWS * sizeof *y));
+            for (int m = 0; m < (pass ? N : 1); m++) {
+                clf_tensor xv = clf_tensor_rows(&X, X0 + m, pass ? 1 : N), yv = clf_tensor_rows(&Y, Y0 + m, pass ? 1 : N);
+                TU_OK(pass ? clf_matmul(rt, &W, &xv, &yv, 1) : clf_matmul_rowwise(rt, &W, &xv, &yv, 1));
+            }
+            TU_OK(clf_tensor_download(rt, &Y, pass ? want : got, T * ROWS * sizeof *got));
+        }
+        const int exact = clf_matmul_quantizes_x(rt, &W, 1);
+        double err = tu_rel_err_f(got, want, T * ROWS);
+        print_message("  %s rowwise vs row by row: rel diff %.2e%s\n", clf_type_get(types[t])->name, err,
+                      exact ? " (int8: must be 0)" : "");
+        assert_true(exact ? err == 0 : err <= 1e-5);
+        clf_tensor_free(&X);
+        clf_tensor_free(&Y);
+        clf_weight_free(&W);
+    }
+    free(wf);
+    free(x);
+    free(y);
+    free(got);
+    free(want);
+    free(wq);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -263,7 +312,7 @@ int main(void) {
         cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
         cmocka_unit_test(test_other_variants),
         cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
-        cmocka_unit_test(test_views),           cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -266,9 +266,10 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 }
 
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int accumulate) {
+                             cl_mem y, cl_ulong yoff, int n, int accumulate, int rowwise) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
-    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols, int8 = uses_int8(v, W->type, n);
+    const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
+    const int int8 = uses_int8(v, W->type, rowwise ? 1 : n);
     char opts[128];
     cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
@@ -279,13 +280,17 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof xoff, &xoff);
     arg(&a, sizeof(cl_mem), &y);
     arg(&a, sizeof yoff, &yoff);
-    if (n > 1) arg(&a, sizeof n, &n);
+    if (n > 1 && !int8) arg(&a, sizeof n, &n);
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
-    const size_t ppw = !int8 ? 1 : W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
-    const size_t global[2] = {((size_t)panels_of(rows) + ppw - 1) / ppw, (size_t)((n + tm * mg - 1) / (tm * mg))},
-                 local[2] = {1, 1};
+    const size_t local[2] = {1, 1};
+    if (int8) { /* tokens first: a panel group's tokens run back to back */
+        const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
+        const size_t global[2] = {(size_t)n, ((size_t)panels_of(rows) + ppw - 1) / ppw};
+        return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
+    }
+    const size_t global[2] = {(size_t)panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))};
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
 
@@ -391,7 +396,8 @@ static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf
 }
 #endif
 
-clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
+static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate,
+                         int rowwise) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
     const int64_t n = clf_tensor_nrows(X);
@@ -404,8 +410,17 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
                         (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
                         (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
     const mm_variant var = variant_of(rt, W->layout), *v = &var;
-    if (n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
+    if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4;
-    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate)
+    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate, rowwise)
                      : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate);
+}
+
+clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
+    return matmul(rt, W, X, Y, accumulate, 0);
+}
+
+clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y,
+                              int accumulate) {
+    return matmul(rt, W, X, Y, accumulate, 1);
 }
