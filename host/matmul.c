@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul_panels.h"
+
 /* Per-device parameters: which kernels and layout, tile sizes (-D options). */
 typedef struct mm_variant {
     const char *name;
@@ -95,102 +97,21 @@ static int x86_int8_ok(const clf_runtime *rt, const mm_variant *v) {
 }
 
 static int uses_int8(const clf_runtime *rt, const mm_variant *v, clf_type t, int64_t n) {
-    return n == 1 && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1) && x86_int8_ok(rt, v);
+    const clf_panel_fmt *f = clf_panel_fmt_get(t);
+    return n == 1 && f && f->int8 && x86_int8_ok(rt, v);
 }
 
-static const char *type_suffix(clf_type t) {
-    switch (t) {
-    case CLF_F32: return "f32";
-    case CLF_F16: return "f16";
-    case CLF_Q8_0: return "q8_0";
-    case CLF_Q4_0: return "q4_0";
-    case CLF_Q4_1: return "q4_1";
-    }
-    return NULL;
-}
-
-/* ---- upload: panel layout (see cl/matmul.cl for the byte map) ---- */
-
-static int64_t panels_of(int64_t rows) { return (rows + 31) / 32; }
-
-/* Halves of scales per (panel, block): d, and m for Q4_1. */
-static int scale_halves(clf_type t) { return t == CLF_Q4_1 ? 64 : 32; }
-
-/* Bytes of quants (or values) of one panel. */
-static size_t panel_bytes(clf_type t, int64_t cols) {
-    switch (t) {
-    case CLF_F32: return (size_t)cols * 32 * 4;
-    case CLF_F16: return (size_t)cols * 32 * 2;
-    case CLF_Q8_0: return (size_t)cols * 32;
-    default: return (size_t)cols * 16;
-    }
-}
-
-/* One row of GGUF blocks into its panel slot j. */
-static void pack_row(clf_type t, const unsigned char *src, int64_t cols, int j, unsigned char *q, uint16_t *s) {
-    const int64_t nb = cols / CLF_QK;
-    const int sh = scale_halves(t);
-    for (int64_t b = 0; b < nb; b++) {
-        uint16_t d, m = 0;
-        if (t == CLF_Q8_0) {
-            const unsigned char *blk = src + b * sizeof(clf_block_q8_0);
-            memcpy(&d, blk, 2);
-            for (int kk = 0; kk < CLF_QK; kk++) q[((b * 8 + kk / 4) * 32 + j) * 4 + kk % 4] = blk[2 + kk];
-        } else {
-            const size_t bb = t == CLF_Q4_0 ? sizeof(clf_block_q4_0) : sizeof(clf_block_q4_1);
-            const unsigned char *blk = src + b * bb;
-            memcpy(&d, blk, 2);
-            if (t == CLF_Q4_1) memcpy(&m, blk + 2, 2);
-            const unsigned char *qs = blk + (t == CLF_Q4_1 ? 4 : 2);
-            for (int kk = 0; kk < CLF_QK; kk++) {
-                const unsigned nib = kk < 16 ? qs[kk] & 15 : qs[kk - 16] >> 4;
-                const int g = kk / 8, i = kk % 8; /* dword (b, g, j), byte i % 4, nibble half i / 4 */
-                q[((b * 4 + g) * 32 + j) * 4 + i % 4] |= (unsigned char)(nib << (i / 4 * 4));
-            }
-        }
-        s[b * sh + j] = d;
-        if (t == CLF_Q4_1) s[b * sh + 32 + j] = m;
-    }
-}
-
-/* Host-side re-layout into panels; *aux is NULL for F32/F16. */
-static clf_status pack_panels(clf_type t, int64_t rows, int64_t cols, const void *data, unsigned char **main_out,
-                              size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes) {
-    const int64_t np = panels_of(rows);
-    const size_t pb = panel_bytes(t, cols), rb = clf_row_bytes(t, cols);
-    const int quant = t != CLF_F32 && t != CLF_F16;
-    *main_bytes = pb * (size_t)np;
-    *aux_bytes = quant ? (size_t)np * (size_t)(cols / CLF_QK) * (size_t)scale_halves(t) * 2 : 0;
-    unsigned char *q = calloc(1, *main_bytes);
-    uint16_t *s = quant ? calloc(1, *aux_bytes) : NULL;
-    if (!q || (quant && !s)) {
-        free(q);
-        free(s);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory re-laying a %lld x %lld weight", (long long)rows,
-                        (long long)cols);
-    }
-    const unsigned char *src = data;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t p = r / 32;
-        const int j = (int)(r % 32);
-        if (quant) {
-            pack_row(t, src + (size_t)r * rb, cols, j, q + (size_t)p * pb,
-                     s + (size_t)p * (size_t)(cols / CLF_QK) * (size_t)scale_halves(t));
-        } else {
-            const size_t es = t == CLF_F32 ? 4 : 2;
-            for (int64_t k = 0; k < cols; k++)
-                memcpy(q + (size_t)p * pb + ((size_t)k * 32 + (size_t)j) * es, src + (size_t)r * rb + (size_t)k * es, es);
-        }
-    }
-    *main_out = q;
-    *aux_out = s;
-    return CLF_OK;
+/* Kernel name suffix: the panel format's on the CPU variants (IQ4_NL runs
+ * Q8_0's), the type's own on the GPU one. */
+static const char *kernel_suffix(const mm_variant *v, clf_type t) {
+    return v->panels ? clf_panel_fmt_get(t)->kernel : clf_type_get(t)->suffix;
 }
 
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
                              clf_weight *w) {
     memset(w, 0, sizeof *w);
-    if (!type_suffix(type))
+    const clf_panel_fmt *f = clf_panel_fmt_get(type);
+    if (!f)
         return clf_fail(CLF_ERR_FORMAT, "matmul: weight type %u is not supported", (unsigned)type);
     if (rows <= 0 || cols <= 0 || rows > INT_MAX || cols > INT_MAX || !clf_row_bytes(type, cols) || !data)
         return clf_fail(CLF_ERR_ARG, "matmul: bad %s weight %lld x %lld (columns must be a whole number of blocks)",
@@ -207,7 +128,7 @@ clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64
     unsigned char *q = NULL;
     uint16_t *s = NULL;
     size_t qb = 0, sb = 0;
-    CLF_TRY(pack_panels(type, rows, cols, data, &q, &qb, &s, &sb));
+    CLF_TRY(clf_panels_pack(f, rows, cols, data, &q, &qb, &s, &sb));
     clf_status st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, qb, q, &w->mem);
     if (st == CLF_OK && s) st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sb, s, &w->aux);
     free(q);
@@ -248,7 +169,7 @@ static void arg(kargs *a, size_t size, const void *value) {
 static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *prefix, clf_type t,
                              cl_kernel *k) {
     char name[32];
-    snprintf(name, sizeof name, "%s_%s", prefix, type_suffix(t));
+    snprintf(name, sizeof name, "%s_%s", prefix, kernel_suffix(v, t));
     return clf_kernel_get(rt, v->panels ? "matmul" : "matmul_gpu", opts, name, k);
 }
 
@@ -287,8 +208,8 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
-    const size_t ppw = !int8 ? 1 : W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
-    const size_t global[2] = {((size_t)panels_of(rows) + ppw - 1) / ppw, (size_t)((n + tm * mg - 1) / (tm * mg))},
+    const size_t ppw = !int8 ? 1 : !strcmp(kernel_suffix(v, W->type), "q8_0") ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
+    const size_t global[2] = {((size_t)clf_panels_of(rows) + ppw - 1) / ppw, (size_t)((n + tm * mg - 1) / (tm * mg))},
                  local[2] = {1, 1};
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
@@ -351,7 +272,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
     arg(&a, sizeof K, &K);
     size_t global[2];
     if (v->panels) {
-        global[0] = (size_t)panels_of(rows);
+        global[0] = (size_t)clf_panels_of(rows);
         global[1] = (size_t)(K + 31) / 32;
     } else {
         global[0] = (size_t)(K + 7) / 8;

@@ -14,12 +14,16 @@
 #include "check_matmul.h"
 #include "testutil.h"
 
-static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+static const clf_type types[] = {CLF_F32,  CLF_F16,    CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0,
+                                 CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
 enum { NTYPES = sizeof types / sizeof types[0] };
 
-static int is_float(clf_type t) { return t == CLF_F32 || t == CLF_F16; }
+static int is_float(clf_type t) { return clf_type_get(t)->block == 1; }
 
+/* cols rounded up to whole blocks: K-quants take multiples of 256 */
 static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int accumulate) {
+    const int block = clf_type_get(type)->block;
+    cols = (cols + block - 1) / block * block;
     clf_check_result r;
     TU_OK(clf_check_matmul(rt, tu_seed(), type, rows, cols, n, accumulate, &r));
     if (!(r.err <= r.tol)) fail_msg("%s: rel err %.3g > tol %.3g", r.detail, r.err, r.tol);
@@ -29,14 +33,15 @@ static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int
  * whole blocks otherwise) through every path: GEMV (1), skinny (2..16),
  * GEMM (17+, with partial token tiles). */
 static void sweep_small(clf_runtime *rt) {
-    static const int ns[] = {1, 2, 3, 7, 11, 16, 17, 64, 129};
+    static const int ns[] = {1, 2, 5, 7, 13, 16, 17, 67, 129};
     static const int rows[] = {1, 37, 97};
-    static const int fcols[] = {33, 1001, 64}, qcols[] = {96, 160, 576};
+    static const int fcols[] = {33, 1001, 64}, qcols[] = {96, 160, 576}, kcols[] = {256, 512, 768};
     int i = 0;
     for (int t = 0; t < NTYPES; t++)
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
             for (int s = 0; s < 3; s++, i++)
-                check(rt, types[t], rows[s], is_float(types[t]) ? fcols[s] : qcols[s], ns[ni], i % 2);
+                check(rt, types[t], rows[s], is_float(types[t]) ? fcols[s] : clf_type_get(types[t])->block == 32 ? qcols[s] : kcols[s],
+                      ns[ni], i % 2);
 }
 
 /* SmolLM2-135M's products: Q, K|V, gate/up, down; decode, skinny, prefill. */
@@ -226,7 +231,7 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 2, 48, data, &W), CLF_ERR_ARG); /* not whole blocks */
     assert_non_null(strstr(clf_last_error(), "48"));
     assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 0, 32, data, &W), CLF_ERR_ARG);
-    assert_int_equal(clf_weight_upload(rt, (clf_type)7, 2, 32, data, &W), CLF_ERR_FORMAT);
+    assert_int_equal(clf_weight_upload(rt, (clf_type)4, 2, 32, data, &W), CLF_ERR_FORMAT); /* Q4_2: gone from ggml */
     assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 2, 32, NULL, &W), CLF_ERR_ARG);
     TU_OK(clf_weight_upload(rt, CLF_Q8_0, 4, 32, data, &W));
     clf_tensor X, Y, Xh;
@@ -255,7 +260,7 @@ static void test_selftest_table(void **state) {
         TU_OK(c->fn(rt, tu_seed(), &r));
         if (!(r.err <= r.tol)) fail_msg("%s (%s): rel err %.3g > tol %.3g", c->name, r.detail, r.err, r.tol);
     }
-    assert_int_equal(n, 15);
+    assert_int_equal(n, 3 * NTYPES);
 }
 
 int main(void) {
