@@ -15,7 +15,8 @@
  *                Q4_1 d[(p*nb + b)*64 + j], m[(p*nb + b)*64 + 32 + j]
  * (the Q8_0 and Q4 dwords are 4 consecutive columns of one row (per nibble
  * half), as the integer dot product wants them; little-endian devices).
- * X is [n × K] and Y [n × rows], rows contiguous, offsets in floats.
+ * X is [n × K] and Y [n × ldy] (the product fills columns [0, rows) of Y
+ * at yoff: one part of a fused output), rows contiguous, offsets in floats.
  *
  * Options: TM, the token rows of a work-item's tile (GEMM and skinny
  * products); MG, how many such tiles a work-item takes in turn, so its
@@ -77,17 +78,18 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
     }
 }
 
-/* Y[m0 + i, 32p + j] (+)= tile, for the tokens that exist. */
-#define TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate)                                 \
+/* Y[m0 + i, 32p + j] (+)= tile, for the tokens that exist; Y's rows are
+ * ldy apart. */
+#define TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate)                            \
     _Pragma("unroll") for (int i = 0; i < TM; i++) if (m0 + i < n)                              \
-        clf_store32(Y + yoff + (size_t)(m0 + i) * rows + 32 * p, a0[i], a1[i], rows - 32 * p, accumulate)
+        clf_store32(Y + yoff + (size_t)(m0 + i) * ldy + 32 * p, a0[i], a1[i], rows - 32 * p, accumulate)
 
 /* F32 and F16 products: one work-item per (panel, MG tiles of TM tokens);
  * global size (panels, ceil(n / (TM · MG))). */
 #define DEFINE_FLOAT_MM(NAME, T, LOAD)                                                          \
     __kernel void NAME(__global const T *W, __global const float *X, const ulong xoff,          \
-                       __global float *Y, const ulong yoff, const int n, const int rows,        \
-                       const int K, const int accumulate) {                                     \
+                       __global float *Y, const ulong yoff, const int n, const int ldy,         \
+                       const int rows, const int K, const int accumulate) {                     \
         const int p = get_global_id(0);                                                         \
         if (32 * p >= rows) return;                                                             \
         const __global T *w = W + (size_t)p * K * 32;                                           \
@@ -105,7 +107,7 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
                     a1[i] = fma(v, w1, a1[i]);                                                  \
                 }                                                                               \
             }                                                                                   \
-            TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                            \
+            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
         }                                                                                       \
     }
 
@@ -155,7 +157,7 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
 #define DEFINE_QUANT_MM(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ, KK_UNROLL)                   \
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
                        const ulong xoff, __global float *Y, const ulong yoff, const int n,       \
-                       const int rows, const int K, const int accumulate) {                     \
+                       const int ldy, const int rows, const int K, const int accumulate) {      \
         const int p = get_global_id(0), nb = K / 32;                                            \
         if (32 * p >= rows) return;                                                             \
         const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
@@ -179,7 +181,7 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
                     }                                                                           \
                 }                                                                               \
             }                                                                                   \
-            TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                            \
+            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
         }                                                                                       \
     }
 
@@ -535,7 +537,7 @@ inline float clf_sum_x(const __global float *x, int n) {
 #define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC)                                                   \
     __kernel void mm_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int n,     \
-                         const int rows, const int K, const int accumulate) {                   \
+                         const int ldy, const int rows, const int K, const int accumulate) {    \
         const int p = get_global_id(0), nb = K / 32;                                            \
         if (32 * p >= rows) return;                                                             \
         const __global uint *qp = W + (size_t)p * nb * 32 * ((QB) + (QH));                      \
@@ -565,7 +567,7 @@ inline float clf_sum_x(const __global float *x, int n) {
                     }                                                                           \
                 }                                                                               \
             }                                                                                   \
-            TILE_STORE(Y, yoff, n, rows, m0, p, a0, a1, accumulate);                            \
+            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
         }                                                                                       \
     }
 

@@ -1,7 +1,8 @@
 /* Matrix products Y (+)= X · Wᵀ for GPUs: many work-items, tiles staged in
  * local memory. W stays in its GGUF layout ([rows × K], quantized rows as
- * runs of blocks), X is [n × K] and Y [n × rows], rows contiguous, offsets
- * in floats. Halves go through vload_half (hardware conversion on GPUs).
+ * runs of blocks), X is [n × K] and Y [n × ldy] (the product fills columns
+ * [0, rows) at yoff), rows contiguous, offsets in floats. Halves go
+ * through vload_half (hardware conversion on GPUs).
  *
  * Options: BM × BN, the GEMM tile (tokens × rows) of a work-group of
  * (BN / RN) × (BM / RM) work-items, each computing RM × RN outputs; RPW rows
@@ -196,7 +197,8 @@ inline void load8_q3_k(const __global uchar *W, int K, int r, int k, float *w) {
 #define DEFINE_GEMM(NAME, T, LOAD8)                                                             \
     __kernel __attribute__((reqd_work_group_size(TX, TY, 1))) void NAME(                       \
         __global const T *W, __global const float *X, const ulong xoff, __global float *Y,      \
-        const ulong yoff, const int n, const int rows, const int K, const int accumulate) {     \
+        const ulong yoff, const int n, const int ldy, const int rows, const int K,              \
+        const int accumulate) {                                                                 \
         __local float Xs[BK][BM + 1], Ws[BK][BN + 1];                                           \
         const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx;               \
         const int r0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;                         \
@@ -229,7 +231,7 @@ inline void load8_q3_k(const __global uchar *W, int K, int r, int k, float *w) {
             for (int j = 0; j < RN; j++) {                                                      \
                 const int r = r0 + tx + j * TX;                                                 \
                 if (m < n && r < rows) {                                                        \
-                    __global float *y = Y + yoff + (size_t)m * rows + r;                        \
+                    __global float *y = Y + yoff + (size_t)m * ldy + r;                         \
                     *y = accumulate ? *y + acc[i][j] : acc[i][j];                               \
                 }                                                                               \
             }                                                                                   \
@@ -258,7 +260,8 @@ DEFINE_GEMM(gm_q6_k, uchar, load8_q6_k)
 #define DEFINE_GEMV(NAME, T, LOAD8)                                                             \
     __kernel __attribute__((reqd_work_group_size(32, RPW, 1))) void NAME(                      \
         __global const T *W, __global const float *X, const ulong xoff, __global float *Y,      \
-        const ulong yoff, const int n, const int rows, const int K, const int accumulate) {     \
+        const ulong yoff, const int n, const int ldy, const int rows, const int K,              \
+        const int accumulate) {                                                                 \
         __local float part[RPW][NT][33];                                                        \
         const int lane = get_local_id(0), ry = get_local_id(1), r = get_global_id(1);          \
         float acc[NT], w[8];                                                                    \
@@ -278,7 +281,7 @@ DEFINE_GEMM(gm_q6_k, uchar, load8_q6_k)
         if (r < rows && lane < n && lane < NT) {                                                \
             float s = 0.0f;                                                                     \
             for (int i = 0; i < 32; i++) s += part[ry][lane][i];                                \
-            __global float *y = Y + yoff + (size_t)lane * rows + r;                             \
+            __global float *y = Y + yoff + (size_t)lane * ldy + r;                              \
             *y = accumulate ? *y + s : s;                                                       \
         }                                                                                       \
     }

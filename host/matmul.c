@@ -191,7 +191,7 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 }
 
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int accumulate) {
+                             cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols, int8 = uses_int8(rt, v, W->type, n);
     char opts[128];
@@ -204,7 +204,10 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof xoff, &xoff);
     arg(&a, sizeof(cl_mem), &y);
     arg(&a, sizeof yoff, &yoff);
-    if (n > 1) arg(&a, sizeof n, &n);
+    if (n > 1) {
+        arg(&a, sizeof n, &n);
+        arg(&a, sizeof ldy, &ldy);
+    }
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
@@ -215,7 +218,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
 }
 
 static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int accumulate) {
+                             cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate) {
     const int skinny = n <= v->skinny_max, rows = (int)W->rows, K = (int)W->cols;
     const int nt = !skinny ? 1 : n == 1 ? 1 : n <= 4 ? 4 : v->skinny_max;
     /* GEMVs share one program per NT, whatever the shape */
@@ -230,6 +233,7 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof(cl_mem), &y);
     arg(&a, sizeof yoff, &yoff);
     arg(&a, sizeof n, &n);
+    arg(&a, sizeof ldy, &ldy);
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
@@ -288,14 +292,14 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
 }
 
 static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
-                                 clf_tensor *Y, size_t n, int accumulate) {
+                                 clf_tensor *Y, size_t yoff, size_t ldy, size_t n, int accumulate) {
     cl_mem wf;
     int owned;
     CLF_TRY(weight_as_f32(rt, v, W, &wf, &owned));
     const size_t rows = (size_t)W->rows, K = (size_t)W->cols;
     CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, n, rows, K,
                                         1.0f, X->mem, X->offset / 4, K, wf, 0, K, accumulate ? 1.0f : 0.0f, Y->mem,
-                                        Y->offset / 4, rows, &rt->queue, NULL);
+                                        yoff, ldy, &rt->queue, NULL);
     /* The scratch lives on until the queued GEMM that uses it completes. */
     if (owned) clReleaseMemObject(wf);
     if (cs != CLBlastSuccess)
@@ -304,21 +308,31 @@ static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf
     return CLF_OK;
 }
 
-clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
+clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                           int accumulate) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
     const int64_t n = clf_tensor_nrows(X);
-    if (X->type != CLF_F32 || Y->type != CLF_F32 || X->ne[0] != W->cols || Y->ne[0] != W->rows ||
-        clf_tensor_nrows(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
+    if (X->type != CLF_F32 || Y->type != CLF_F32 || X->ne[0] != W->cols || col0 < 0 || Y->ne[0] < col0 + W->rows ||
+        Y->ne[0] > INT_MAX || clf_tensor_nrows(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
         return clf_fail(CLF_ERR_ARG,
-                        "matmul: shapes do not fit: W %lld x %lld, X %s %lld x %lld, Y %s %lld x %lld "
+                        "matmul: shapes do not fit: W %lld x %lld, X %s %lld x %lld, Y %s %lld x %lld from column %lld "
                         "(F32, X = [n x cols], Y = [n x rows])",
                         (long long)W->rows, (long long)W->cols, clf_type_get(X->type) ? clf_type_get(X->type)->name : "?",
                         (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
-                        (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
+                        (long long)clf_tensor_nrows(Y), (long long)Y->ne[0], (long long)col0);
     const mm_variant *v = &variants[W->layout];
-    if (n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
-    const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4;
-    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate)
-                     : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate);
+    const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4 + (cl_ulong)col0;
+    const int ldy = (int)Y->ne[0];
+    if (n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST)
+        return matmul_clblast(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
+    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate)
+                     : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate);
+}
+
+clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
+    if (W && Y->ne[0] != W->rows)
+        return clf_fail(CLF_ERR_ARG, "matmul: shapes do not fit: W %lld x %lld, Y %lld x %lld (Y = [n x rows])",
+                        (long long)W->rows, (long long)W->cols, (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
+    return clf_matmul_cols(rt, W, X, Y, 0, accumulate);
 }

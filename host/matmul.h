@@ -36,6 +36,12 @@ typedef enum clf_matmul_backend {
  * X and Y are tensors whose rows are contiguous (row stride = ne[0]). */
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate);
 
+/* Y[:, col0 .. col0 + W->rows) = (or +=) X · Wᵀ: the same product written
+ * into columns of a wider Y [n × ≥ col0 + rows], as one part of a fused
+ * projection whose parts are weights of different types. */
+clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                           int accumulate);
+
 /* Backend for n > 1 products (default native); for `bench kernels` and tests. */
 void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b);
 

@@ -166,17 +166,15 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
     return CLF_OK;
 }
 
-/* Uploads the row-concatenation of `n` tensors (same type and columns) as one
- * weight: fusing Q|K|V and gate|up turns three or two launches into one. */
+/* Uploads the row-concatenation of `n` tensors (same type and columns; see
+ * upload_proj) as one weight: fusing Q|K|V and gate|up turns three or two
+ * launches into one. */
 static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_weight *w) {
     const clf_gguf_tensor *ts[3];
     int64_t rows = 0;
     size_t bytes = 0;
     for (int i = 0; i < n; i++) {
         ts[i] = clf_gguf_find_tensor(ld->g, names[i]);
-        if (ts[i]->type != ts[0]->type)
-            return clf_fail(CLF_ERR_FORMAT, "%s is %s but %s is %s: fused projections need one type", names[i],
-                            clf_type_get(ts[i]->type)->name, names[0], clf_type_get(ts[0]->type)->name);
         rows += ts[i]->ne[1];
         bytes += ts[i]->bytes;
     }
@@ -197,6 +195,34 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
     if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
     ld->m->device_bytes += w->bytes;
     for (int i = 0; i < n; i++) progress(ld);
+    return CLF_OK;
+}
+
+/* The group `names` as runs of equal types (one, unless the file mixes
+ * them): converting a tensor to its neighbours' type would cost precision,
+ * and keeping the output row fused keeps one RoPE launch over Q|K, the KV
+ * write and SwiGLU as they are; a mixed group costs a launch per run. */
+static clf_status upload_proj(loader *ld, const char *const *names, int n, clf_llama_proj *p) {
+    int64_t col = 0;
+    for (int i = 0; i < n;) {
+        const clf_gguf_tensor *t0 = clf_gguf_find_tensor(ld->g, names[i]);
+        int run = 1;
+        while (i + run < n && clf_gguf_find_tensor(ld->g, names[i + run])->type == t0->type) run++;
+        CLF_TRY(upload_fused(ld, names + i, run, &p->part[p->n]));
+        p->col0[p->n++] = col;
+        col += p->part[p->n - 1].rows;
+        i += run;
+    }
+    return CLF_OK;
+}
+
+static void proj_free(clf_llama_proj *p) {
+    for (int i = 0; i < p->n; i++) clf_weight_free(&p->part[i]);
+    p->n = 0;
+}
+
+static clf_status proj_matmul(clf_runtime *rt, const clf_llama_proj *p, const clf_tensor *x, clf_tensor *y) {
+    for (int i = 0; i < p->n; i++) CLF_TRY(clf_matmul_cols(rt, &p->part[i], x, y, p->col0[i], 0));
     return CLF_OK;
 }
 
@@ -270,9 +296,9 @@ static clf_status load(clf_llama *m, const clf_gguf *g) {
         const char *qkv[] = {n[2], n[3], n[4]}, *o[] = {n[5]}, *gu[] = {n[6], n[7]}, *down[] = {n[8]};
         CLF_TRY(upload_vec(&ld, n[0], &L->attn_norm));
         CLF_TRY(upload_vec(&ld, n[1], &L->ffn_norm));
-        CLF_TRY(upload_fused(&ld, qkv, 3, &L->wqkv));
+        CLF_TRY(upload_proj(&ld, qkv, 3, &L->wqkv));
         CLF_TRY(upload_fused(&ld, o, 1, &L->wo));
-        CLF_TRY(upload_fused(&ld, gu, 2, &L->wgu));
+        CLF_TRY(upload_proj(&ld, gu, 2, &L->wgu));
         CLF_TRY(upload_fused(&ld, down, 1, &L->wdown));
         if (hp->qkv_bias) CLF_TRY(upload_bias(&ld, l, &L->bqkv));
     }
@@ -304,9 +330,9 @@ void clf_llama_free(clf_llama *m) {
         clf_tensor_free(&L->attn_norm);
         clf_tensor_free(&L->ffn_norm);
         clf_tensor_free(&L->bqkv);
-        clf_weight_free(&L->wqkv);
+        proj_free(&L->wqkv);
         clf_weight_free(&L->wo);
-        clf_weight_free(&L->wgu);
+        proj_free(&L->wgu);
         clf_weight_free(&L->wdown);
     }
     free(m->layers);
@@ -380,7 +406,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         const clf_llama_layer *L = &m->layers[l];
         /* attention: x += Wo · attn(rope(Wqkv · norm(x))) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn));
-        CLF_TRY(clf_matmul(rt, &L->wqkv, &xn, &qkv, 0));
+        CLF_TRY(proj_matmul(rt, &L->wqkv, &xn, &qkv));
         if (hp->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* Q and K are adjacent in each row: one launch rotates both */
         CLF_TRY(clf_rope(rt, &qkv, n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
@@ -391,7 +417,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, int po
         CLF_TRY(clf_matmul(rt, &L->wo, &att, &x, 1));
         /* MLP: x += Wdown · (silu(Wgate · norm(x)) * (Wup · norm(x))) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn));
-        CLF_TRY(clf_matmul(rt, &L->wgu, &xn, &gu, 0));
+        CLF_TRY(proj_matmul(rt, &L->wgu, &xn, &gu));
         CLF_TRY(clf_swiglu(rt, &gu, &ff));
         CLF_TRY(clf_matmul(rt, &L->wdown, &ff, &x, 1));
     }

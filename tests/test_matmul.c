@@ -223,6 +223,76 @@ static void test_views(void **state) {
     free(wq);
 }
 
+/* clf_matmul_cols: a Q4_K weight of 37 rows fills columns 41..77 of Y
+ * [n × 100] (one part of a fused output) and leaves the rest alone, on every
+ * variant, through GEMV, skinny, GEMM and the CLBlast backend. */
+static void test_column_part(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { ROWS = 37, COLS = 512, YC = 100, C0 = 41, N = 19 };
+    uint64_t s = tu_seed() + 5;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(N * COLS * sizeof *x), *y = malloc(N * YC * sizeof *y);
+    float *out = malloc(N * YC * sizeof *out);
+    double *ref = malloc(N * ROWS * sizeof *ref);
+    unsigned char *wq = malloc(clf_row_bytes(CLF_Q4_K, COLS) * ROWS);
+    assert_true(wf && x && y && out && ref && wq);
+    tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+    tu_fill_uniform(&s, x, N * COLS, -1, 1);
+    tu_fill_uniform(&s, y, N * YC, -1, 1);
+    clf_quantize(CLF_Q4_K, wf, wq, ROWS * COLS);
+    clf_dequantize(CLF_Q4_K, wq, wf, ROWS * COLS);
+    static const char *variants[] = {"cpu", "cpu-portable", "gpu", "cpu"};
+    for (int v = 0; v < 4; v++) {
+        with_variant(variants[v]);
+        clf_matmul_set_backend(rt, v == 3 ? CLF_MATMUL_CLBLAST : CLF_MATMUL_NATIVE);
+        static const int ns[] = {1, 7, N};
+        for (int ni = 0; ni < 3; ni++) {
+            const int n = ns[ni], acc = ni % 2;
+            for (int m = 0; m < n; m++)
+                for (int r = 0; r < ROWS; r++) {
+                    double a = acc ? y[m * YC + C0 + r] : 0;
+                    for (int k = 0; k < COLS; k++) a += (double)x[m * COLS + k] * wf[r * COLS + k];
+                    ref[m * ROWS + r] = a;
+                }
+            clf_weight W;
+            clf_tensor X, Y;
+            TU_OK(clf_weight_upload(rt, CLF_Q4_K, ROWS, COLS, wq, &W));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, n, &X));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, YC, n, &Y));
+            TU_OK(clf_tensor_upload(rt, &X, x, (size_t)n * COLS * sizeof *x));
+            TU_OK(clf_tensor_upload(rt, &Y, y, (size_t)n * YC * sizeof *y));
+            TU_OK(clf_matmul_cols(rt, &W, &X, &Y, C0, acc));
+            TU_OK(clf_tensor_download(rt, &Y, out, (size_t)n * YC * sizeof *out));
+            double e2 = 0, r2 = 0;
+            for (int m = 0; m < n; m++)
+                for (int c = 0; c < YC; c++) {
+                    const float got = out[m * YC + c];
+                    if (c < C0 || c >= C0 + ROWS) {
+                        if (got != y[m * YC + c]) fail_msg("%s, n = %d: column %d outside the part changed", variants[v], n, c);
+                        continue;
+                    }
+                    const double want = ref[m * ROWS + c - C0];
+                    e2 += (got - want) * (got - want);
+                    r2 += want * want;
+                }
+            const double tol = clf_matmul_quantizes_x(rt, &W, n) ? 2e-2 : clf_check_matmul_tol(CLF_Q4_K);
+            if (!(sqrt(e2 / r2) <= tol)) fail_msg("%s, n = %d: rel err %.3g > %.3g", variants[v], n, sqrt(e2 / r2), tol);
+            assert_int_equal(clf_matmul_cols(rt, &W, &X, &Y, YC - ROWS + 1, 0), CLF_ERR_ARG); /* past Y's end */
+            clf_tensor_free(&X);
+            clf_tensor_free(&Y);
+            clf_weight_free(&W);
+        }
+    }
+    clf_matmul_set_backend(rt, CLF_MATMUL_NATIVE);
+    with_variant(NULL);
+    free(wf);
+    free(x);
+    free(y);
+    free(out);
+    free(ref);
+    free(wq);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -268,7 +338,8 @@ int main(void) {
         cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
         cmocka_unit_test(test_other_variants),
         cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
-        cmocka_unit_test(test_views),           cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_column_part),
+        cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,7 +40,7 @@ static double ref_ppl(const clf_gguf *g, const int32_t *toks, int n, int n_ctx, 
 
 static void test_matches_reference(void **state) {
     (void)state;
-    tiny_model tm = {"llama", 2, 2, 1, 64, 96, 61, CLF_Q8_0, 1, 0};
+    tiny_model tm = {"llama", 2, 2, 1, 64, 96, 61, CLF_Q8_0, 1, 0, 0};
     char path[] = "/tmp/clinfer-ppl-XXXXXX";
     int fd = mkstemp(path);
     close(fd);

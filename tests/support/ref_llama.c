@@ -199,7 +199,8 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     rc |= add_tensor(w, "token_embd.weight", tm->embd_q8_0 ? CLF_Q8_0 : tm->type, d, tm->n_vocab, 1.0f, 0, &s);
     /* a small output norm keeps logits near 1 (a plausible, not peaked, softmax) */
     rc |= add_tensor(w, "output_norm.weight", CLF_F32, d, 1, 0.01f, 0.1f, &s);
-    if (!tm->tied) rc |= add_tensor(w, "output.weight", tm->type, d, tm->n_vocab, wscale, 0, &s);
+    const clf_type mix = tm->mix ? tm->mix : tm->type;
+    if (!tm->tied) rc |= add_tensor(w, "output.weight", mix, d, tm->n_vocab, wscale, 0, &s);
     for (int l = 0; l < tm->n_layer && !rc; l++) {
         char n[96];
 #define T(what, type, ne0, ne1, sc, off) \
@@ -208,11 +209,11 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
         rc |= T("ffn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
         rc |= T("attn_q.weight", tm->type, d, d, wscale * 2, 0);
         rc |= T("attn_k.weight", tm->type, d, kvd, wscale * 2, 0);
-        rc |= T("attn_v.weight", tm->type, d, kvd, wscale, 0);
+        rc |= T("attn_v.weight", mix, d, kvd, wscale, 0);
         rc |= T("attn_output.weight", tm->type, d, d, wscale, 0);
         rc |= T("ffn_gate.weight", tm->type, d, tm->n_ff, wscale, 0);
-        rc |= T("ffn_up.weight", tm->type, d, tm->n_ff, wscale, 0);
-        rc |= T("ffn_down.weight", tm->type, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
+        rc |= T("ffn_up.weight", mix, d, tm->n_ff, wscale, 0);
+        rc |= T("ffn_down.weight", mix, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
         if (strcmp(a, "qwen2") == 0) {
             rc |= T("attn_q.bias", CLF_F32, d, 1, 0.5f, 0);
             rc |= T("attn_k.bias", CLF_F32, kvd, 1, 0.5f, 0);

@@ -20,6 +20,7 @@ typedef struct tiny_model {
     clf_type type;
     int tied;
     int embd_q8_0; /* token_embd in Q8_0, as llama.cpp's Q4 files have it */
+    clf_type mix;  /* nonzero: attn_v, ffn_up, ffn_down and output in this type (a Q4_K_M keeps some in Q6_K) */
 } tiny_model;
 int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path);
 

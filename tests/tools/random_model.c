@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "random_model: unknown type %s\n", argv[2]);
         return 2;
     }
-    tiny_model tm = {"llama", 30, 9, 3, 64, 1536, 49152, (clf_type)type, 1, 1};
+    tiny_model tm = {"llama", 30, 9, 3, 64, 1536, 49152, (clf_type)type, 1, 1, 0};
     if (tiny_model_write(&tm, 12345, argv[1]) != 0) {
         fprintf(stderr, "random_model: cannot write %s\n", argv[1]);
         return 1;
