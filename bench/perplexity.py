@@ -4,6 +4,8 @@ GGUF files, text and chunking (llama.cpp's method: non-overlapping chunks of
 --ctx tokens, the second half of each scored), in one run.
 
   python3 bench/perplexity.py -f genesis.txt --ctx 512 --chunks 20 MODEL.gguf [MODEL2.gguf ...]
+
+--peer-only: llama.cpp's figures alone (for weight types clinfer cannot run yet).
 """
 import argparse
 import math
@@ -56,14 +58,18 @@ def main():
     ap.add_argument("--chunks", type=int, default=20)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--clinfer", default=os.path.join(ROOT, "build", "clinfer"))
+    ap.add_argument("--peer-only", action="store_true")
     a = ap.parse_args()
     text = open(a.f, encoding="utf-8").read()
     print(f"text {os.path.basename(a.f)}, ctx {a.ctx}, {a.chunks} chunks, llama-cpp-python {llama_cpp.__version__}")
     print("| model | clinfer ppl | llama.cpp ppl | difference | scored tokens |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for model in a.models:
-        ours, n1 = clinfer_ppl(a.clinfer, model, a.f, a.ctx, a.chunks)
         theirs, n2 = peer_ppl(model, text, a.ctx, a.chunks, a.threads)
+        if a.peer_only:
+            print(f"| {os.path.basename(model)} | | {theirs:.4f} | | {n2} |")
+            continue
+        ours, n1 = clinfer_ppl(a.clinfer, model, a.f, a.ctx, a.chunks)
         assert n1 == n2, f"scored {n1} vs {n2} tokens"
         print(f"| {os.path.basename(model)} | {ours:.4f} | {theirs:.4f} | {100 * (ours / theirs - 1):+.2f}% | {n1} |")
 

@@ -1,40 +1,21 @@
-/* clinfer quantize IN OUT TYPE: a new GGUF with every weight matrix (the
- * token embeddings included) converted to TYPE through F32 with the host
- * reference quantizers; vectors (norms, biases) stored F32; metadata copied
- * with general.file_type updated; the output written to a temporary file
- * and renamed, so a failure leaves nothing behind. */
+/* clinfer quantize IN OUT TYPE: a new GGUF with the weight matrices
+ * converted through F32 with the host reference quantizers, each to the
+ * type llama.cpp's llama-quantize gives it for TYPE (models/quant_mix.c);
+ * vectors (norms, biases) stored F32; metadata copied with
+ * general.file_type updated; the output written to a temporary file and
+ * renamed, so a failure leaves nothing behind. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "gguf.h"
 #include "quant.h"
+#include "quant_mix.h"
 
-static const char *USAGE = "clinfer quantize IN OUT TYPE   (TYPE: Q8_0, Q4_0, Q4_1, F16 or F32)";
-
-/* llama.cpp's general.file_type numbers ("mostly TYPE"). */
-static uint32_t ggml_ftype(clf_type t) {
-    switch (t) {
-    case CLF_F32: return 0;
-    case CLF_F16: return 1;
-    case CLF_Q4_0: return 2;
-    case CLF_Q4_1: return 3;
-    case CLF_Q8_0: return 7;
-    }
-    return 0;
-}
-
-static int is_quantized(clf_type t) { return clf_type_get(t)->block > 1; }
-
-/* The type a tensor is stored in: matrices take the target type when their
- * rows are whole blocks of it (else F32, lossless); vectors stay F32. */
-static clf_type out_type(const clf_gguf_tensor *t, clf_type target) {
-    int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
-    if (t->n_dims < 2 || rows == 1) return CLF_F32;
-    return t->ne[0] % clf_type_get(target)->block ? CLF_F32 : target;
-}
+static const char *USAGE = "clinfer quantize IN OUT TYPE   (TYPE: Q4_K_M, Q8_0, ... as llama-quantize; --help lists them)";
 
 static clf_status convert_tensor(clf_gguf_writer *w, const clf_gguf_tensor *t, const char *name, clf_type to) {
     if (t->type == to) return clf_gguf_add_tensor(w, name, to, t->n_dims, t->ne, t->data); /* no requantization */
@@ -43,6 +24,7 @@ static clf_status convert_tensor(clf_gguf_writer *w, const clf_gguf_tensor *t, c
     float *f = malloc((size_t)n * sizeof *f);
     void *q = to == CLF_F32 ? (void *)f : malloc(out_bytes);
     if (!f || !q) {
+        if (q != f) free(q);
         free(f);
         return clf_fail(CLF_ERR_MEMORY, "out of memory converting '%s' (%" PRId64 " weights)", name, n);
     }
@@ -54,18 +36,32 @@ static clf_status convert_tensor(clf_gguf_writer *w, const clf_gguf_tensor *t, c
     return clf_gguf_add_tensor_take(w, name, to, t->n_dims, t->ne, q);
 }
 
-static clf_status quantize(const char *in, const char *out, clf_type target) {
+/* One line on a terminal, rewritten in place; nothing when stderr is not one. */
+static void progress(int64_t i, int64_t n, const char *name) {
+    static int tty = -1;
+    if (tty < 0) tty = isatty(2);
+    if (!tty) return;
+    if (i < n) fprintf(stderr, "\rclinfer: quantizing %" PRId64 "/%" PRId64 " %-48.48s", i + 1, n, name);
+    else fprintf(stderr, "\r%-80s\r", "");
+    fflush(stderr);
+}
+
+static clf_status quantize(const char *in, const char *out, const clf_quant_mix *mix) {
     clf_gguf *g;
     CLF_TRY(clf_gguf_open(in, &g));
-    clf_gguf_writer *w;
-    clf_status st = clf_gguf_writer_create(&w);
+    const int64_t n = clf_gguf_n_tensors(g);
+    clf_type *types = malloc((size_t)(n ? n : 1) * sizeof *types);
+    int fallback = 0;
+    clf_status st = types ? clf_quant_mix_plan(mix, g, types, &fallback) : clf_fail(CLF_ERR_MEMORY, "out of memory");
+    clf_gguf_writer *w = NULL;
+    if (st == CLF_OK) st = clf_gguf_writer_create(&w);
     for (int64_t i = 0; st == CLF_OK && i < clf_gguf_n_kv(g); i++) st = clf_gguf_set_kv(w, clf_gguf_kv_at(g, i));
-    if (st == CLF_OK) st = clf_gguf_set_u32(w, "general.file_type", ggml_ftype(target));
-    if (st == CLF_OK && is_quantized(target) && !clf_gguf_find(g, "general.quantization_version"))
-        st = clf_gguf_set_u32(w, "general.quantization_version", 2); /* ggml's, for Q4_0/Q4_1/Q8_0 */
-    int converted = 0, fallback = 0;
+    if (st == CLF_OK) st = clf_gguf_set_u32(w, "general.file_type", mix->ftype);
+    if (st == CLF_OK && clf_type_get(mix->base)->block > 1 && !clf_gguf_find(g, "general.quantization_version"))
+        st = clf_gguf_set_u32(w, "general.quantization_version", 2); /* ggml's */
+    int converted = 0, per_type[CLF_TYPE_COUNT] = {0};
     double in_bytes = 0, out_bytes = 0;
-    for (int64_t i = 0; st == CLF_OK && i < clf_gguf_n_tensors(g); i++) {
+    for (int64_t i = 0; st == CLF_OK && i < n; i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         char *name = malloc((size_t)t->name.len + 1);
         if (!name) {
@@ -74,25 +70,30 @@ static clf_status quantize(const char *in, const char *out, clf_type target) {
         }
         memcpy(name, t->name.ptr, (size_t)t->name.len);
         name[t->name.len] = 0;
-        clf_type to = out_type(t, target);
-        if (to != target && t->n_dims >= 2 && t->ne[1] > 1) {
-            fprintf(stderr, "clinfer: %s: rows of %" PRId64 " are not whole %s blocks, stored F32\n", name, t->ne[0],
-                    clf_type_get(target)->name);
-            fallback++;
-        }
+        progress(i, n, name);
+        clf_type to = types[i];
         converted += to != t->type;
+        per_type[to]++;
         st = convert_tensor(w, t, name, to);
         in_bytes += (double)t->bytes;
         out_bytes += (double)(clf_row_bytes(to, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]));
         if (st != CLF_OK) clf_fail_ctx(st, "tensor '%s': ", name);
         free(name);
     }
+    progress(n, n, "");
     if (st == CLF_OK) st = clf_gguf_write(w, out);
-    if (st == CLF_OK)
-        fprintf(stderr, "clinfer: wrote %s: %" PRId64 " tensors (%d converted%s), weights %.2f MiB -> %.2f MiB, %s\n", out,
-                clf_gguf_n_tensors(g), converted, fallback ? ", some kept F32" : "", in_bytes / 1048576.0,
-                out_bytes / 1048576.0, clf_type_get(target)->name);
+    if (st == CLF_OK) {
+        char mixdesc[256] = "";
+        for (int t = 0, len = 0; t < CLF_TYPE_COUNT && len < (int)sizeof mixdesc; t++)
+            if (per_type[t])
+                len += snprintf(mixdesc + len, sizeof mixdesc - (size_t)len, "%s%s %d", len ? ", " : "",
+                                clf_type_get((uint32_t)t)->name, per_type[t]);
+        fprintf(stderr, "clinfer: wrote %s: %" PRId64 " tensors (%s; %d converted%s), weights %.2f MiB -> %.2f MiB, %s\n",
+                out, n, mixdesc, converted, fallback ? ", some in a fallback type: rows not whole blocks" : "",
+                in_bytes / 1048576.0, out_bytes / 1048576.0, mix->name);
+    }
     clf_gguf_writer_free(w);
+    free(types);
     clf_gguf_close(g);
     return st;
 }
@@ -102,7 +103,8 @@ int cmd_quantize(int argc, char **argv) {
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_flag(argv, i, "--help")) {
-            printf("usage: %s\n", USAGE);
+            char names[512];
+            printf("usage: %s\n  TYPE: %s\n", USAGE, clf_quant_mix_names(names, sizeof names));
             return 0;
         }
         if (argv[i][0] == '-' && argv[i][1]) return cli_usage(USAGE, "unknown option '%s'", argv[i]);
@@ -110,7 +112,7 @@ int cmd_quantize(int argc, char **argv) {
         pos[npos++] = argv[i];
     }
     if (npos != 3) return cli_usage(USAGE, "expected IN OUT TYPE");
-    int t = clf_type_from_name(pos[2]);
-    if (t < 0) return cli_usage(USAGE, "unknown type '%s'", pos[2]);
-    return cli_error(quantize(pos[0], pos[1], (clf_type)t));
+    const clf_quant_mix *mix = clf_quant_mix_find(pos[2]);
+    if (!mix) return cli_usage(USAGE, "unknown type '%s'", pos[2]);
+    return cli_error(quantize(pos[0], pos[1], mix));
 }

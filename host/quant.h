@@ -119,7 +119,9 @@ float clf_bf16_to_f32(uint16_t h);
 uint16_t clf_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
 /* Reference conversions of n elements (n a multiple of the block size).
- * Quantizers follow ggml's reference rounding so files interoperate. */
+ * The quantizers give ggml's bytes, bit for bit: its reference quantizers
+ * without an importance matrix, as llama-quantize uses them (for IQ4_NL,
+ * quantize_iq4_nl's scale search); tests/data/quants.bin holds the proof. */
 void clf_dequantize(clf_type type, const void *src, float *dst, int64_t n);
 void clf_quantize(clf_type type, const float *src, void *dst, int64_t n);
 

@@ -445,14 +445,20 @@ void clf_q6_K_from_float(const float *x, void *dst, int64_t nb) {
 
 /* ---- IQ4_NL ---------------------------------------------------------------------- */
 
-/* The codebook entry nearest to x (ties to the larger): the sorted values'
- * midpoints compared in doubled units, where they are exact. */
+/* The codebook entry nearest to x, ties to the larger (as ggml's
+ * best_index_int8: bisection, then the nearer of the two neighbours by
+ * float distances). */
 static int nearest_value(float x) {
-    const float x2 = x + x;
-    int idx = 0;
-    for (int step = 8; step > 0; step >>= 1)
-        if (x2 >= (float)(clf_iq4nl_values[idx + step - 1] + clf_iq4nl_values[idx + step])) idx += step;
-    return idx;
+    const int8_t *v = clf_iq4nl_values;
+    if (x <= v[0]) return 0;
+    if (x >= v[15]) return 15;
+    int lo = 0, hi = 15; /* v[lo] <= x < v[hi] */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (x < v[mid]) hi = mid;
+        else lo = mid;
+    }
+    return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
 }
 
 /* llama.cpp's quantize_iq4_nl without an importance matrix: weights x^2, the

@@ -142,6 +142,12 @@ expect "quantize: bad input" 4 "^clinfer: format error: .*text.gguf: not a GGUF 
     "$BIN" quantize "$W/text.gguf" "$W/q/out.gguf" Q8_0
 expect "quantize: no output dir" 3 "^clinfer: I/O error: cannot create a temporary file beside '$W/nodir/out.gguf'" \
     "$BIN" quantize "$TINY" "$W/nodir/out.gguf" Q8_0
+# a type without its mix (Q4_K is a tensor type; the targets are Q4_K_S/Q4_K_M)
+cases=$((cases + 1))
+"$BIN" quantize "$TINY" "$W/q/out.gguf" Q4_K >"$W/out" 2>"$W/err"
+rc=$?
+if [ $rc -eq 2 ] && [ "$(head -n 1 "$W/err")" = "clinfer: unknown type 'Q4_K'" ]; then echo "ok   quantize: unknown target             exit 2  clinfer: unknown type 'Q4_K'"
+else fail "quantize: unknown target: exit $rc"; fi
 printf 'previous contents\n' >"$W/q/keep.gguf"
 # the file size limit makes the write fail half-way (EFBIG; SIGXFSZ ignored)
 expect "quantize: write fails midway" 3 "^clinfer: I/O error: cannot write '$W/q/keep.gguf': File too large" \

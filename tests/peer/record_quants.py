@@ -93,23 +93,29 @@ def qnt_record(t, x, q):
 
 
 def ggml_quantizer():
-    """ggml_quantize_chunk from llama-cpp-python's bundled ggml, or None."""
-    try:
-        import llama_cpp
-    except ImportError:
-        return None, None
+    """ggml_quantize_chunk from llama-cpp-python's bundled ggml (or the
+    libggml-base.so named by $CLINFER_GGML_LIB), or None."""
     import glob
     import os
-    libdir = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
-    for name in ("libggml-base.so", "libggml.so"):
-        for path in glob.glob(os.path.join(libdir, name)):
-            lib = ctypes.CDLL(path)
-            if hasattr(lib, "ggml_quantize_chunk"):
-                f = lib.ggml_quantize_chunk
-                f.restype = ctypes.c_size_t
-                f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                              ctypes.c_int64, ctypes.c_void_p]
-                return f, llama_cpp.__version__
+    paths, version = [], None
+    if os.environ.get("CLINFER_GGML_LIB"):
+        paths, version = [os.environ["CLINFER_GGML_LIB"]], os.environ["CLINFER_GGML_LIB"]
+    else:
+        try:
+            import llama_cpp
+        except ImportError:
+            return None, None
+        libdir = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
+        paths = glob.glob(os.path.join(libdir, "libggml-base.so")) + glob.glob(os.path.join(libdir, "libggml.so"))
+        version = f"llama-cpp-python {llama_cpp.__version__}"
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        if hasattr(lib, "ggml_quantize_chunk"):
+            f = lib.ggml_quantize_chunk
+            f.restype = ctypes.c_size_t
+            f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                          ctypes.c_int64, ctypes.c_void_p]
+            return f, version
     return None, None
 
 
@@ -126,7 +132,7 @@ def main():
         print("record_quants: llama_cpp not installed: no ggml records for "
               + ", ".join(t.name for t in GGML_ONLY), file=sys.stderr)
         return
-    print(f"record_quants: ggml from llama-cpp-python {version}", file=sys.stderr)
+    print(f"record_quants: ggml from {version}", file=sys.stderr)
     for t in GGML_ONLY:
         block, size = GGML_QUANT_SIZES[t]
         nb = 48 if block == 256 else 256

@@ -1,15 +1,19 @@
 /* tiny_gguf: small GGUF files for the tests that run the `clinfer` binary
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
- *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S]
+ *   tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--kquant]
  *       a random one-layer Llama (tests/support: tiny_model_write) with a
  *       tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h), so that
  *       `clinfer run` works on it; weights of TYPE (default F32); --no-eog
- *       gives it no end-of-generation token, so a run stops only at -n.
+ *       gives it no end-of-generation token, so a run stops only at -n;
+ *       --kquant: rows of whole 256-weight super-blocks (n_embd 256 in 4
+ *       heads of 64 sharing 1 KV head, n_ff 512), 2 layers, an untied
+ *       output head: every matrix can be a K-quant (tests/peer/record_kquant.py).
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
  *       every weight type, both vocabularies, every value type, nested
- *       arrays, no tensors at all); DIR/tokenizer: texts for fuzz_tokenizer.
+ *       arrays, no tensors at all, a K-quant super-block); DIR/tokenizer:
+ *       texts for fuzz_tokenizer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,11 +34,14 @@ static int fail(const char *what) {
 
 /* A tiny model with a vocabulary: the random model is written first, then
  * copied key by key and tensor by tensor beside the vocabulary's keys. */
-static int write_model(const char *path, const char *arch, clf_type type, int spm, int eog, uint64_t seed) {
+static int write_model(const char *path, const char *arch, clf_type type, int spm, int eog, uint64_t seed, int kquant) {
     fz_vocab v;
     fz_vocab_build2(&v, spm, eog);
     tiny_model tm = {.arch = arch, .n_layer = 1, .n_head = 2, .n_head_kv = 1, .head_dim = 16, .n_ff = 64,
                      .n_vocab = v.n, .type = type, .tied = 1};
+    if (kquant)
+        tm = (tiny_model){.arch = arch, .n_layer = 2, .n_head = 4, .n_head_kv = 1, .head_dim = 64, .n_ff = 512,
+                          .n_vocab = v.n, .type = type, .tied = 0};
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.base.gguf", path);
     int rc = tiny_model_write(&tm, seed, tmp);
@@ -103,6 +110,9 @@ static int write_kinds(const char *path) {
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.4d.q4_1", CLF_Q4_1, 4, (int64_t[]){32, 1, 2, 1}, q);
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.q4_0", CLF_Q4_0, 2, (int64_t[]){32, 2}, q);
     if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.f16", CLF_F16, 2, (int64_t[]){4, 5}, q);
+    uint8_t k[sizeof(clf_block_q6_K)]; /* a 256-weight super-block */
+    for (size_t i = 0; i < sizeof k; i++) k[i] = (uint8_t)(i * 29 + 3);
+    if (st == CLF_OK) st = clf_gguf_add_tensor(w, "t.q6_k", CLF_Q6_K, 1, (int64_t[]){256}, k);
     if (st == CLF_OK) st = clf_gguf_write(w, path);
     clf_gguf_writer_free(w);
     return st == CLF_OK ? 0 : fail(path);
@@ -144,9 +154,9 @@ static int write_seeds(const char *dir) {
     static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         snprintf(p, sizeof p, "%s/llama-bpe-%s.gguf", g, clf_type_get(types[i])->name);
-        rc |= write_model(p, "llama", types[i], 0, 1, 1 + i);
+        rc |= write_model(p, "llama", types[i], 0, 1, 1 + i, 0);
     }
-    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, "qwen2", CLF_Q8_0, 1, 1, 7);
+    snprintf(p, sizeof p, "%s/qwen2-spm-Q8_0.gguf", g), rc |= write_model(p, "qwen2", CLF_Q8_0, 1, 1, 7, 0);
     snprintf(p, sizeof p, "%s/vocab-bpe.gguf", g), rc |= fz_vocab_write(p, 0) != CLF_OK;
     snprintf(p, sizeof p, "%s/vocab-spm.gguf", g), rc |= fz_vocab_write(p, 1) != CLF_OK;
     snprintf(p, sizeof p, "%s/kinds.gguf", g), rc |= write_kinds(p);
@@ -176,10 +186,11 @@ static int write_seeds(const char *dir) {
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "model")) {
         clf_type type = CLF_F32;
-        int eog = 1;
+        int eog = 1, kquant = 0;
         uint64_t seed = 42;
         for (int i = 3; i < argc; i++) {
             if (!strcmp(argv[i], "--no-eog")) eog = 0;
+            else if (!strcmp(argv[i], "--kquant")) kquant = 1;
             else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
             else if (clf_type_from_name(argv[i]) >= 0) type = (clf_type)clf_type_from_name(argv[i]);
             else {
@@ -187,9 +198,9 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        return write_model(argv[2], "llama", type, 0, eog, seed);
+        return write_model(argv[2], "llama", type, 0, eog, seed, kquant);
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
-    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] | tiny_gguf seeds DIR\n");
+    fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--seed S] [--kquant] | tiny_gguf seeds DIR\n");
     return 2;
 }
