@@ -1,7 +1,8 @@
 /* The real default model (SmolLM2-135M-Instruct) against llama.cpp: logits
  * and greedy continuations recorded by tests/peer/record.py with
  * llama-cpp-python, on the file as shipped (Q4_1) and on its F32 conversion
- * by `clinfer quantize` (tests/data/peer_smollm2_{q4_1,f32}.txt). */
+ * by `clinfer quantize` (tests/data/peer_smollm2_{q4_1,f32}.txt); and tiny
+ * models in every K-quant mix (tests/peer/record_kquant.py). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 
 #include "llama.h"
 #include "model_path.h"
+#include "peer_kquant.h"
 #include "testutil.h"
 
 typedef struct {
@@ -22,6 +24,7 @@ typedef struct {
     double tol_rms;    /* RMS of the differences over a step's top-20 */
     double tie;        /* a llama.cpp top-2 margin below this may flip */
     clf_type kv;       /* KV cache type (llama.cpp's default is F16) */
+    const char *mix;   /* the data file's section "M <mix>" (tests/peer/record_kquant.py), or NULL: all of it */
 } peer_variant;
 
 /* Q4_1: llama.cpp multiplies Q4_1 weights with activations quantized to 8
@@ -30,12 +33,12 @@ typedef struct {
  * differ from llama.cpp's by up to ~1.1 (measured over the recorded steps:
  * max 1.11, RMS over a step's top-20 at most ~0.52), and near-ties flip
  * (seen at margins <= 0.33). */
-static const peer_variant Q4_1 = {"tests/data/peer_smollm2_q4_1.txt", 1.5, 0.75, 0.6, CLF_F32};
+static const peer_variant Q4_1 = {"tests/data/peer_smollm2_q4_1.txt", 1.5, 0.75, 0.6, CLF_F32, NULL};
 /* F32: llama.cpp computes F32 weights with F32 activations too, and keeps
  * its KV cache in F16 as clinfer does here, so only summation order
  * differs: every greedy token must match, logits agree to a few hundredths
  * (measured: max 0.024, RMS 0.012). */
-static const peer_variant F32 = {"tests/data/peer_smollm2_f32.txt", 0.06, 0.03, 0.0, CLF_F16};
+static const peer_variant F32 = {"tests/data/peer_smollm2_f32.txt", 0.06, 0.03, 0.0, CLF_F16, NULL};
 
 #define MAX_IDS 256
 typedef struct {
@@ -54,12 +57,14 @@ static int parse_ids(const char *s, int *out, int max) {
     return n;
 }
 
-static int load_cases(const char *path, peer_case *cases, int max) {
+static int load_cases(const char *path, const char *mix, peer_case *cases, int max) {
     FILE *f = fopen(path, "r");
     if (!f) fail_msg("cannot open %s (run from the repo root)", path);
-    char line[8192];
-    int n = -1;
+    char line[8192], name[16];
+    int n = -1, in = !mix;
     while (fgets(line, sizeof line, f)) {
+        if (line[0] == 'M') in = !mix || (sscanf(line, "M %15s", name) == 1 && !strcmp(name, mix));
+        if (!in) continue;
         if (line[0] == 'P' && n + 1 < max) {
             peer_case *c = &cases[++n];
             memset(c, 0, sizeof *c);
@@ -103,7 +108,7 @@ static void compare_step(const float *logits, const peer_case *pc, int step, dou
 
 static void check_variant(const peer_variant *pv, const char *path) {
     static peer_case cases[8];
-    int nc = load_cases(pv->data, cases, 8);
+    int nc = load_cases(pv->data, pv->mix, cases, 8);
     assert_true(nc >= 3);
     clf_runtime *rt = tu_runtime();
     clf_gguf *g;
@@ -169,8 +174,49 @@ static void test_f32_conversion(void **state) {
     rmdir(out);
 }
 
+/* Every K-quant mix and fallback type of tests/data/peer_kquant.txt: the
+ * tiny model rebuilt and quantized by clinfer (the bytes llama.cpp's
+ * quantizer wrote, hash-checked), its logits against llama.cpp's, on the
+ * default variant and on the GGUF-layout one. llama.cpp rounds the
+ * activations to 8 bits in these products (Q8_K, Q8_0, Q8_1; BF16 for
+ * BF16), so its logits (top-20 ~0.2-0.3, norm ~1.7 over 281) are off by
+ * that: measured max |diff| 0.022 and RMS 0.008 over all mixes, both
+ * variants (the gpu variant's F32 activations as far off as the cpu one's
+ * int8 decode: the difference is llama.cpp's), greedy flips at top-2
+ * margins up to 0.007. */
+static const peer_variant KQUANT = {PEER_KQUANT_DATA, 0.04, 0.015, 0.03, CLF_F16, NULL};
+
+static void test_kquant_mixes(void **state) {
+    (void)state;
+    char mixes[16][16], dir[] = "/tmp/clinfer-kq-XXXXXX", path[256];
+    const int n = peer_kquant_mixes(mixes, 16);
+    assert_true(n >= 9);
+    assert_non_null(mkdtemp(dir));
+    static const char *variants[] = {NULL, "gpu"};
+    for (int i = 0; i < n; i++) {
+        peer_kquant_model(dir, mixes[i], path, sizeof path);
+        peer_variant pv = KQUANT;
+        pv.mix = mixes[i];
+        for (int v = 0; v < 2; v++) {
+            if (variants[v])
+                setenv("CLINFER_MATMUL_VARIANT", variants[v], 1);
+            else
+                unsetenv("CLINFER_MATMUL_VARIANT");
+            print_message(" %s, %s variant\n", mixes[i], clf_matmul_variant(tu_runtime()));
+            check_variant(&pv, path);
+        }
+        unlink(path);
+    }
+    unsetenv("CLINFER_MATMUL_VARIANT");
+    char src[300];
+    snprintf(src, sizeof src, "%s/kq-src.gguf", dir);
+    unlink(src);
+    rmdir(dir);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion),
+                                       cmocka_unit_test(test_kquant_mixes)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
