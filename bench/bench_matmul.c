@@ -144,7 +144,7 @@ typedef struct bm_result {
 static void print_header(FILE *out, const clf_runtime *rt, double peak_gflops, double peak_gbs) {
     fprintf(out, "matrix products on %s (kernel variant %s)", rt->dev.name, clf_matmul_variant(rt));
     if (peak_gflops > 0 && peak_gbs > 0) fprintf(out, "; roofs %.0f GFLOP/s, %.1f GB/s", peak_gflops, peak_gbs);
-    fprintf(out, "\n%-5s %-5s %12s %4s %9s %8s %7s %6s %11s %6s %11s %6s\n", "kind", "type", "in->out", "n", "ms",
+    fprintf(out, "\n%-5s %-6s %12s %4s %9s %8s %7s %6s %11s %6s %11s %6s\n", "kind", "type", "in->out", "n", "ms",
             "GFLOP/s", "GB/s", "%roof", "CLBlast ms", "x", "OpenBLAS ms", "x");
 }
 
@@ -179,7 +179,7 @@ static void print_row(FILE *out, int json, int first, const bm_case *c, const bm
         snprintf(bl[0], sizeof bl[0], "%.3f", r->blas_ms);
         snprintf(bl[1], sizeof bl[1], "%.2f", r->blas_ms / r->ms);
     }
-    fprintf(out, "%-5s %-5s %12s %4d %9.3f %8.1f %7.1f %6s %11s %6s %11s %6s\n", c->kind, tn, shape, c->n, r->ms,
+    fprintf(out, "%-5s %-6s %12s %4d %9.3f %8.1f %7.1f %6s %11s %6s %11s %6s\n", c->kind, tn, shape, c->n, r->ms,
             gflops, gbs, pcts, cl[0], cl[1], bl[0], bl[1]);
     fflush(out);
 }

@@ -443,7 +443,19 @@ DEFINE_FLOAT_MV(mv_bf16, ushort, LOAD_BF16)
      (uint)((1 << (B)) - 1))
 #define KQ_CODE(q, QB, QH, kk, h) \
     (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
-#define KQ_CODE_F(q, QB, QH, kk, h) convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h)))
+/* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
+ * point it indexes (shuffle: a 16-lane permute). */
+#define CLF_IQ4NL_GRID                                                                            \
+    (float16)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f, 1.0f, 13.0f, 25.0f, 38.0f, 53.0f, \
+              69.0f, 89.0f, 113.0f)
+#if CLF_X86_INT8 /* LLVM 15 scalarizes a variable shuffle; vpermps is one instruction */
+#define KQ_LOOKUP(grid, c) __builtin_ia32_permvarsf512(grid, as_int16(c))
+#else
+#define KQ_LOOKUP(grid, c) shuffle(grid, c)
+#endif
+#define KQ_VALUE_F(q, QB, QH, kk, h, GRID)                                                        \
+    ((GRID) ? KQ_LOOKUP(CLF_IQ4NL_GRID, KQ_CODE(q, QB, QH, kk, h))                                \
+            : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
 
 /* A record's plane of 32 dwords at half offset off, rows 16h.. 16h + 15. */
 #define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
@@ -451,10 +463,17 @@ DEFINE_FLOAT_MV(mv_bf16, ushort, LOAD_BF16)
 
 /* Per type: D and M of sub-block i (of the super-block) for rows 16h.. */
 inline void kq_scales_q5_0(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
     *D = KQ_HALVES(rec, 0, h);
     *M = -16.0f * *D;
 }
+inline void kq_scales_iq4_nl(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
+    *D = KQ_HALVES(rec, 0, h);
+    *M = 0.0f;
+}
 inline void kq_scales_q5_1(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
     *D = KQ_HALVES(rec, 0, h);
     *M = KQ_HALVES(rec, 32, h);
 }
@@ -503,7 +522,7 @@ inline float clf_sum_x(const __global float *x, int n) {
 
 /* GEMV, one work-item per panel as DEFINE_QUANT_MV: per sub-block the sums
  * x·c in floats, then Σ x·w = D·Σ x·c + M·Σ x. */
-#define DEFINE_KQ_MV(T, QB, QH, SBK, SL, SREC)                                                   \
+#define DEFINE_KQ_MV(T, QB, QH, SBK, SL, SREC, GRID)                                                   \
     __kernel void mv_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int rows,  \
                          const int K, const int accumulate) {                                   \
@@ -520,8 +539,8 @@ inline float clf_sum_x(const __global float *x, int n) {
                 _Pragma("unroll") for (int v = 0; v < 8; v++) t[v] = 0.0f;                       \
                 _Pragma("unroll") for (int kk = u * (SL); kk < (u + 1) * (SL); kk++) {          \
                     const float16 xv = x[32 * b + kk];                                          \
-                    t[kk % 4 * 2] = fma(xv, KQ_CODE_F(q, QB, QH, kk, 0), t[kk % 4 * 2]);         \
-                    t[kk % 4 * 2 + 1] = fma(xv, KQ_CODE_F(q, QB, QH, kk, 1), t[kk % 4 * 2 + 1]); \
+                    t[kk % 4 * 2] = fma(xv, KQ_VALUE_F(q, QB, QH, kk, 0, GRID), t[kk % 4 * 2]);         \
+                    t[kk % 4 * 2 + 1] = fma(xv, KQ_VALUE_F(q, QB, QH, kk, 1, GRID), t[kk % 4 * 2 + 1]); \
                 }                                                                               \
                 const float sx = clf_sum_x(x + 32 * b + u * (SL), SL);                          \
                 KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);          \
@@ -534,7 +553,7 @@ inline float clf_sum_x(const __global float *x, int n) {
 
 /* GEMM and skinny products, grid as DEFINE_QUANT_MM: each column's 32
  * weights dequantized once (w = c·D + M) for TM tokens. */
-#define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC)                                                   \
+#define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC, GRID)                                                   \
     __kernel void mm_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int n,     \
                          const int ldy, const int rows, const int K, const int accumulate) {    \
@@ -556,8 +575,8 @@ inline float clf_sum_x(const __global float *x, int n) {
                     for (int c = u * (SL) / 4; c < (u + 1) * (SL) / 4; c++) {                   \
                         _Pragma("unroll") for (int i4 = 0; i4 < 4; i4++) {                      \
                             const int kk = 4 * c + i4, k = 32 * b + kk;                         \
-                            const float16 w0 = fma(KQ_CODE_F(q, QB, QH, kk, 0), D0, M0);         \
-                            const float16 w1 = fma(KQ_CODE_F(q, QB, QH, kk, 1), D1, M1);         \
+                            const float16 w0 = fma(KQ_VALUE_F(q, QB, QH, kk, 0, GRID), D0, M0);         \
+                            const float16 w1 = fma(KQ_VALUE_F(q, QB, QH, kk, 1, GRID), D1, M1);         \
                             _Pragma("unroll") for (int i = 0; i < TM; i++) {                    \
                                 float16 v = x[i][k];                                            \
                                 a0[i] = fma(v, w0, a0[i]);                                      \
@@ -572,7 +591,7 @@ inline float clf_sum_x(const __global float *x, int n) {
     }
 
 /* Panels back to F32 for the CLBlast backend, grid as DEFINE_QUANT_UNPACK. */
-#define DEFINE_KQ_UNPACK(T, QB, QH, SBK, SL, SREC)                                               \
+#define DEFINE_KQ_UNPACK(T, QB, QH, SBK, SL, SREC, GRID)                                               \
     __kernel void unpack_##T(__global const uint *W, __global const ushort *S, __global float *out, \
                              const int rows, const int K) {                                     \
         const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
@@ -582,8 +601,8 @@ inline float clf_sum_x(const __global float *x, int n) {
         _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                 \
             KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);              \
             _Pragma("unroll") for (int kk = u * (SL); kk < (u + 1) * (SL); kk++) {              \
-                const float16 w0 = fma(KQ_CODE_F(q, QB, QH, kk, 0), D0, M0);                     \
-                const float16 w1 = fma(KQ_CODE_F(q, QB, QH, kk, 1), D1, M1);                     \
+                const float16 w0 = fma(KQ_VALUE_F(q, QB, QH, kk, 0, GRID), D0, M0);                     \
+                const float16 w1 = fma(KQ_VALUE_F(q, QB, QH, kk, 1, GRID), D1, M1);                     \
                 UNPACK_STORE(out, rows, K, p, 32 * b + kk, w0, w1);                             \
             }                                                                                   \
         }                                                                                       \
@@ -591,15 +610,16 @@ inline float clf_sum_x(const __global float *x, int n) {
 
 DEFINE_FLOAT_UNPACK(unpack_bf16, ushort, LOAD_BF16)
 
-/* type, QB, QH, SBK, SL, SREC (halves) */
+/* type, QB, QH, SBK, SL, SREC (halves), GRID (codes index IQ4_NL's grid) */
 #define KQ_TYPES(X)                    \
-    X(q5_0, 4, 1, 32, 32, 32)          \
-    X(q5_1, 4, 1, 32, 32, 64)          \
-    X(q4_k, 4, 0, 256, 32, 256)        \
-    X(q5_k, 4, 1, 256, 32, 256)        \
-    X(q6_k, 4, 2, 256, 16, 288)        \
-    X(q2_k, 2, 0, 256, 16, 320)        \
-    X(q3_k, 2, 1, 256, 16, 224)
+    X(q5_0, 4, 1, 32, 32, 32, 0)       \
+    X(q5_1, 4, 1, 32, 32, 64, 0)       \
+    X(iq4_nl, 4, 0, 32, 32, 32, 1)     \
+    X(q4_k, 4, 0, 256, 32, 256, 0)     \
+    X(q5_k, 4, 1, 256, 32, 256, 0)     \
+    X(q6_k, 4, 2, 256, 16, 288, 0)     \
+    X(q2_k, 2, 0, 256, 16, 320, 0)     \
+    X(q3_k, 2, 1, 256, 16, 224, 0)
 KQ_TYPES(DEFINE_KQ_MV)
 KQ_TYPES(DEFINE_KQ_MM)
 KQ_TYPES(DEFINE_KQ_UNPACK)
@@ -624,26 +644,41 @@ inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx
     sx[1] = *dx * ((sb4.x + sb4.y) + (sb4.z + sb4.w));
 }
 
-/* Code bytes of columns 4c.. 4c + 3 (byte i: column 4c + i) of 16 rows from
- * a B-bit plane at dword dw0 (see the layout above). */
-#define KQ_BYTES(q, dw0, B, c, h) \
-    ((vload16(h, (q) + 32 * ((dw0) + (c) * (B) / 8)) >> (uint)((c) * (B) % 8)) & (uint)(0x01010101u * ((1u << (B)) - 1u)))
+/* Code bits of columns 4c.. 4c + 3 (byte i: column 4c + i) of 16 rows from
+ * a B-bit plane at dword dw0 (see the layout above), moved to bit `at` of
+ * each byte: one shift and one mask. */
+#define KQ_SHIFT_TO(v, from, at) ((from) >= (at) ? (v) >> (uint)((from) - (at)) : (v) << (uint)((at) - (from)))
+#define KQ_BYTES(q, dw0, B, c, h, at)                                                            \
+    (KQ_SHIFT_TO(vload16(h, (q) + 32 * ((dw0) + (c) * (B) / 8)), (c) * (B) % 8, at) &             \
+     (uint)(0x01010101u * (((1u << (B)) - 1u) << (at))))
 
 /* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h..:
  * unsigned codes times signed x̂ in pmaddubsw pairs, folded to ints by
  * pmaddwd once as many pairs as a short holds are summed (a pair is at most
  * 2·63·127 for 6-bit codes: two fit below 32767, four for 5 bits, eight for
  * 4 bits or fewer). */
-inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h) {
+inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
     const int widen = qb + qh >= 6 ? 2 : qb + qh == 5 ? 4 : 8;
     int16 acc = 0;
+    if (grid) { /* IQ4_NL: grid bytes by pshufb, signed, dotted as Q8_0's (clf_dot_q8_x8) */
+        const int4 g4 = (int4)(0xbfad9881, 0xf6eaddcf, 0x26190d01, 0x71594535); /* the grid's 16 bytes */
+        const clf_char64 g = __builtin_astype((int16)(g4, g4, g4, g4), clf_char64);
+#pragma unroll
+        for (int i = c0; i < c0 + nc; i++) {
+            const clf_char64 w = __builtin_ia32_pshufb512(g, __builtin_astype(KQ_BYTES(q, 0, qb, i, h, 0), clf_char64));
+            const clf_char64 x = __builtin_astype((int16)xw[i], clf_char64);
+            acc += __builtin_ia32_pmaddwd512(
+                __builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x), (clf_short32)1);
+        }
+        return acc;
+    }
 #pragma unroll
     for (int c = c0; c < c0 + nc; c += widen) {
         clf_short32 t = 0;
 #pragma unroll
         for (int i = c; i < c + widen && i < c0 + nc; i++) {
-            uint16 v = KQ_BYTES(q, 0, qb, i, h);
-            if (qh) v |= KQ_BYTES(q, qb, qh ? qh : 1, i, h) << (uint)qb;
+            uint16 v = KQ_BYTES(q, 0, qb, i, h, 0);
+            if (qh) v |= KQ_BYTES(q, qb, qh ? qh : 1, i, h, qb);
             t += __builtin_ia32_pmaddubsw512(__builtin_astype(v, clf_char64), __builtin_astype((int16)xw[i], clf_char64));
         }
         acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);
@@ -653,7 +688,7 @@ inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, in
 
 /* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV: per
  * sub-block Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂. */
-#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC)                                                  \
+#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                                  \
     __kernel void mvi_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                           const ulong xoff, __global float *Y, const ulong yoff, const int rows, \
                           const int K, const int accumulate) {                                  \
@@ -674,9 +709,9 @@ inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, in
                     KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);      \
                     const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                        \
                     const int c0 = u * (SL) / 4;                                                \
-                    acc[j][0] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0)), D0 * dx, \
+                    acc[j][0] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)), D0 * dx, \
                                     fma((float16)su, M0, acc[j][0]));                           \
-                    acc[j][1] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1)), D1 * dx, \
+                    acc[j][1] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)), D1 * dx, \
                                     fma((float16)su, M1, acc[j][1]));                           \
                 }                                                                               \
             }                                                                                   \

@@ -101,12 +101,6 @@ static int uses_int8(const clf_runtime *rt, const mm_variant *v, clf_type t, int
     return n == 1 && f && f->int8 && x86_int8_ok(rt, v);
 }
 
-/* Kernel name suffix: the panel format's on the CPU variants (IQ4_NL runs
- * Q8_0's), the type's own on the GPU one. */
-static const char *kernel_suffix(const mm_variant *v, clf_type t) {
-    return v->panels ? clf_panel_fmt_get(t)->kernel : clf_type_get(t)->suffix;
-}
-
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
                              clf_weight *w) {
     memset(w, 0, sizeof *w);
@@ -169,7 +163,7 @@ static void arg(kargs *a, size_t size, const void *value) {
 static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *prefix, clf_type t,
                              cl_kernel *k) {
     char name[32];
-    snprintf(name, sizeof name, "%s_%s", prefix, kernel_suffix(v, t));
+    snprintf(name, sizeof name, "%s_%s", prefix, clf_type_get(t)->suffix);
     return clf_kernel_get(rt, v->panels ? "matmul" : "matmul_gpu", opts, name, k);
 }
 
@@ -211,7 +205,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
-    const size_t ppw = !int8 ? 1 : !strcmp(kernel_suffix(v, W->type), "q8_0") ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
+    const size_t ppw = !int8 ? 1 : W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
     const size_t global[2] = {((size_t)clf_panels_of(rows) + ppw - 1) / ppw, (size_t)((n + tm * mg - 1) / (tm * mg))},
                  local[2] = {1, 1};
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);

@@ -1,8 +1,7 @@
 /* Panel re-layout for the CPU kernel variants: every quantized type becomes
  * integer codes in bit planes plus per-row scale records (cl/matmul.cl has
- * the byte map), in the same bytes as the file's blocks except IQ4_NL,
- * whose non-uniform grid values are stored as Q8_0 bytes (34 bytes a block
- * for 18): its codes then need no table in the kernels. */
+ * the byte map), in the same bytes as the file's blocks (IQ4_NL's codes are
+ * its grid indices, looked up in the kernels). */
 #include "matmul_panels.h"
 
 #include <stdlib.h>
@@ -32,11 +31,6 @@ static void nibbles(const unsigned char *qs, uint8_t *c) {
 
 static void codes_q4_0(const unsigned char *blk, uint8_t *c) { nibbles(blk + 2, c); }
 static void codes_q4_1(const unsigned char *blk, uint8_t *c) { nibbles(blk + 4, c); }
-
-static void codes_iq4_nl(const unsigned char *blk, uint8_t *c) {
-    nibbles(blk + 2, c);
-    for (int j = 0; j < CLF_QK; j++) c[j] = (uint8_t)clf_iq4nl_values[c[j]];
-}
 
 static void fifth_bits(const unsigned char *qh, uint8_t *c) {
     for (int j = 0; j < CLF_QK; j++) c[j] |= (uint8_t)((qh[j / 8] >> (j % 8) & 1) << 4);
@@ -122,20 +116,20 @@ static void scales_q3_k(const unsigned char *blk, uint16_t *rec, int j) {
 /* The int8 column: where the x86 int8 GEMV measured faster than the float
  * one (bench/RESULTS.md). */
 static const clf_panel_fmt fmts[] = {
-    {CLF_F32, "f32", 0, 0, 1, 0, 0, NULL, NULL},
-    {CLF_F16, "f16", 0, 0, 1, 0, 0, NULL, NULL},
-    {CLF_BF16, "bf16", 0, 0, 1, 0, 0, NULL, NULL},
-    {CLF_Q8_0, "q8_0", 8, 0, 32, 32, 1, codes_q8_0, scales_d},
-    {CLF_IQ4_NL, "q8_0", 8, 0, 32, 32, 1, codes_iq4_nl, scales_d},
-    {CLF_Q4_0, "q4_0", 4, 0, 32, 32, 1, codes_q4_0, scales_d},
-    {CLF_Q4_1, "q4_1", 4, 0, 32, 64, 1, codes_q4_1, scales_dm},
-    {CLF_Q5_0, "q5_0", 4, 1, 32, 32, 1, codes_q5_0, scales_d},
-    {CLF_Q5_1, "q5_1", 4, 1, 32, 64, 1, codes_q5_1, scales_dm},
-    {CLF_Q4_K, "q4_k", 4, 0, 256, 256, 1, codes_q4_k, scales_k4},
-    {CLF_Q5_K, "q5_k", 4, 1, 256, 256, 1, codes_q5_k, scales_k4},
-    {CLF_Q6_K, "q6_k", 4, 2, 256, 288, 1, codes_q6_k, scales_q6_k},
-    {CLF_Q2_K, "q2_k", 2, 0, 256, 320, 1, codes_q2_k, scales_q2_k},
-    {CLF_Q3_K, "q3_k", 2, 1, 256, 224, 1, codes_q3_k, scales_q3_k},
+    {CLF_F32, 0, 0, 1, 0, 0, NULL, NULL},
+    {CLF_F16, 0, 0, 1, 0, 0, NULL, NULL},
+    {CLF_BF16, 0, 0, 1, 0, 0, NULL, NULL},
+    {CLF_Q8_0, 8, 0, 32, 32, 1, codes_q8_0, scales_d},
+    {CLF_IQ4_NL, 4, 0, 32, 32, 1, codes_q4_0, scales_d},
+    {CLF_Q4_0, 4, 0, 32, 32, 1, codes_q4_0, scales_d},
+    {CLF_Q4_1, 4, 0, 32, 64, 1, codes_q4_1, scales_dm},
+    {CLF_Q5_0, 4, 1, 32, 32, 1, codes_q5_0, scales_d},
+    {CLF_Q5_1, 4, 1, 32, 64, 1, codes_q5_1, scales_dm},
+    {CLF_Q4_K, 4, 0, 256, 256, 1, codes_q4_k, scales_k4},
+    {CLF_Q5_K, 4, 1, 256, 256, 1, codes_q5_k, scales_k4},
+    {CLF_Q6_K, 4, 2, 256, 288, 1, codes_q6_k, scales_q6_k},
+    {CLF_Q2_K, 2, 0, 256, 320, 1, codes_q2_k, scales_q2_k},
+    {CLF_Q3_K, 2, 1, 256, 224, 1, codes_q3_k, scales_q3_k},
 };
 
 const clf_panel_fmt *clf_panel_fmt_get(clf_type t) {

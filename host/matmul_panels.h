@@ -12,7 +12,6 @@
 
 typedef struct clf_panel_fmt {
     clf_type type;
-    const char *kernel; /* kernel name suffix: IQ4_NL runs Q8_0's kernels */
     int qb, qh;         /* bits of a code's base and high planes; 0, 0: F32/F16/BF16 values */
     int sbk;            /* columns per scale record (super-block) */
     int rec;            /* halves per record of a panel (32 rows) */
