@@ -170,7 +170,7 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
  * upload_proj) as one weight: fusing Q|K|V and gate|up turns three or two
  * launches into one. */
 static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_weight *w) {
-    const clf_gguf_tensor *ts[3];
+    const clf_gguf_tensor *ts[3] = {NULL};
     int64_t rows = 0;
     size_t bytes = 0;
     for (int i = 0; i < n; i++) {
