@@ -112,14 +112,19 @@ static clf_status ctx_init(clf_runtime *rt, const bm_case *c, uint64_t seed, bm_
     ctx->wf = malloc(nw * sizeof(float));
     ctx->xf = malloc(nx * sizeof(float));
     ctx->yf = malloc(ny * sizeof(float));
-    void *wq = malloc(clf_row_bytes(c->type, c->cols) * (size_t)c->rows);
+    unsigned char *wq = malloc(clf_row_bytes(c->type, c->cols) * (size_t)c->rows);
     clf_status st = CLF_OK;
     if (!ctx->wf || !ctx->xf || !ctx->yf || !wq) st = clf_fail(CLF_ERR_MEMORY, "bench: out of host memory");
     if (st == CLF_OK) {
         uint64_t s = seed;
         for (size_t i = 0; i < nw; i++) ctx->wf[i] = clf_rng_uniform(&s, -1, 1);
         for (size_t i = 0; i < nx; i++) ctx->xf[i] = clf_rng_uniform(&s, -1, 1);
-        clf_quantize(c->type, ctx->wf, wq, (int64_t)nw);
+        /* at most 256 distinct rows, repeated: the K-quant and IQ4_NL
+         * quantizers search (100-400 ns a weight); the time does not care */
+        const int pool = c->rows < 256 ? c->rows : 256;
+        const size_t rb = clf_row_bytes(c->type, c->cols);
+        clf_quantize(c->type, ctx->wf, wq, (int64_t)pool * c->cols);
+        for (int r = pool; r < c->rows; r++) memcpy(wq + (size_t)r * rb, wq + (size_t)(r % pool) * rb, rb);
         st = clf_weight_upload(rt, c->type, c->rows, c->cols, wq, &ctx->w);
     }
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, c->cols, c->n, &ctx->x);
@@ -139,7 +144,7 @@ typedef struct bm_result {
 static void print_header(FILE *out, const clf_runtime *rt, double peak_gflops, double peak_gbs) {
     fprintf(out, "matrix products on %s (kernel variant %s)", rt->dev.name, clf_matmul_variant(rt));
     if (peak_gflops > 0 && peak_gbs > 0) fprintf(out, "; roofs %.0f GFLOP/s, %.1f GB/s", peak_gflops, peak_gbs);
-    fprintf(out, "\n%-5s %-5s %12s %4s %9s %8s %7s %6s %11s %6s %11s %6s\n", "kind", "type", "in->out", "n", "ms",
+    fprintf(out, "\n%-5s %-6s %12s %4s %9s %8s %7s %6s %11s %6s %11s %6s\n", "kind", "type", "in->out", "n", "ms",
             "GFLOP/s", "GB/s", "%roof", "CLBlast ms", "x", "OpenBLAS ms", "x");
 }
 
@@ -174,7 +179,7 @@ static void print_row(FILE *out, int json, int first, const bm_case *c, const bm
         snprintf(bl[0], sizeof bl[0], "%.3f", r->blas_ms);
         snprintf(bl[1], sizeof bl[1], "%.2f", r->blas_ms / r->ms);
     }
-    fprintf(out, "%-5s %-5s %12s %4d %9.3f %8.1f %7.1f %6s %11s %6s %11s %6s\n", c->kind, tn, shape, c->n, r->ms,
+    fprintf(out, "%-5s %-6s %12s %4d %9.3f %8.1f %7.1f %6s %11s %6s %11s %6s\n", c->kind, tn, shape, c->n, r->ms,
             gflops, gbs, pcts, cl[0], cl[1], bl[0], bl[1]);
     fflush(out);
 }
@@ -196,8 +201,12 @@ static clf_status bench_case(clf_runtime *rt, const bm_case *c, uint64_t seed, b
 int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, double peak_gbs) {
     static const int shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}, {576, 49152}}; /* in, out */
     static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
-    enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0] };
-    bm_case cases[2 * NS * NT + 2];
+    /* every type at a 7B model's 4096 -> 4096: the GEMV, and prefill for the
+     * types past the first five */
+    static const clf_type more[] = {CLF_BF16, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K,
+                                    CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+    enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0], NM = sizeof more / sizeof more[0] };
+    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM];
     int nc = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int s = 0; s < NS; s++)
@@ -205,6 +214,9 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
                 cases[nc++] = (bm_case){pass ? "gemm" : "gemv", types[t], shapes[s][0], shapes[s][1], pass ? 512 : 1};
     cases[nc++] = (bm_case){"gemm", CLF_F32, 1024, 1024, 1024};
     cases[nc++] = (bm_case){"gemm", CLF_F32, 2048, 2048, 2048};
+    for (int t = 0; t < NT; t++) cases[nc++] = (bm_case){"gemv", types[t], 4096, 4096, 1};
+    for (int pass = 0; pass < 2; pass++)
+        for (int t = 0; t < NM; t++) cases[nc++] = (bm_case){pass ? "gemm" : "gemv", more[t], 4096, 4096, pass ? 512 : 1};
 
     if (json)
         fprintf(out, "[");

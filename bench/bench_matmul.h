@@ -8,7 +8,9 @@
 
 /* Times the SmolLM2-135M decode GEMVs (576->576, 576->192, 576->1536,
  * 1536->576, 576->49152) for F32, F16, Q8_0, Q4_0, Q4_1, the same shapes as
- * 512-token prefill GEMMs, and square 1024 and 2048 F32 GEMMs: median device
+ * 512-token prefill GEMMs, square 1024 and 2048 F32 GEMMs, and 4096->4096
+ * GEMVs of every type with the 512-token GEMMs of BF16, Q5_0, Q5_1, IQ4_NL
+ * and the K-quants: median device
  * time over repeats (event profiling), GFLOP/s, GB/s (minimum bytes: weights
  * as stored, X, Y) and percent of the roofline min(peak_gflops, intensity ·
  * peak_gbs) (omitted when a peak is <= 0). Beside each GEMM, the CLBlast

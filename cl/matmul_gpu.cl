@@ -1,7 +1,8 @@
 /* Matrix products Y (+)= X · Wᵀ for GPUs: many work-items, tiles staged in
  * local memory. W stays in its GGUF layout ([rows × K], quantized rows as
- * runs of blocks), X is [n × K] and Y [n × rows], rows contiguous, offsets
- * in floats. Halves go through vload_half (hardware conversion on GPUs).
+ * runs of blocks), X is [n × K] and Y [n × ldy] (the product fills columns
+ * [0, rows) at yoff), rows contiguous, offsets in floats. Halves go
+ * through vload_half (hardware conversion on GPUs).
  *
  * Options: BM × BN, the GEMM tile (tokens × rows) of a work-group of
  * (BN / RN) × (BM / RM) work-items, each computing RM × RN outputs; RPW rows
@@ -72,6 +73,123 @@ inline void load8_q4_1(const __global uchar *W, int K, int r, int k, float *w) {
     for (int i = 0; i < 8; i++) w[i] = fma(w[i], d, m);
 }
 
+/* BF16: the top half of a float. */
+inline void load8_bf16(const __global ushort *W, int K, int r, int k, float *w) {
+    const __global ushort *p = W + (size_t)r * K + k;
+    for (int i = 0; i < 8; i++) w[i] = k + i < K ? as_float((uint)p[i] << 16) : 0.0f;
+}
+
+/* Bits j.. j + 7 of a Q5 block's qh (4 bytes, little-endian) as 0 or 16. */
+inline void fifth8(const __global uchar *qh, int j, float *w) {
+    const uint h = qh[0] | qh[1] << 8 | qh[2] << 16 | (uint)qh[3] << 24;
+    for (int i = 0; i < 8; i++) w[i] += (float)((h >> (j + i)) & 1u) * 16.0f;
+}
+
+/* Q5_0 block: half d, qh[4], 16 bytes of low nibbles as Q4_0; w = d·(q − 16). */
+inline void load8_q5_0(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 22;
+    const float d = vload_half(0, (const __global half *)blk);
+    nibbles8(blk + 6, k % 32, w);
+    fifth8(blk + 2, k % 32, w);
+    for (int i = 0; i < 8; i++) w[i] = d * (w[i] - 16.0f);
+}
+
+/* Q5_1 block: half d, half m, qh[4], nibbles; w = d·q + m. */
+inline void load8_q5_1(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 24;
+    const float d = vload_half(0, (const __global half *)blk), m = vload_half(1, (const __global half *)blk);
+    nibbles8(blk + 8, k % 32, w);
+    fifth8(blk + 4, k % 32, w);
+    for (int i = 0; i < 8; i++) w[i] = fma(w[i], d, m);
+}
+
+/* IQ4_NL block: half d, nibbles as Q4_0 indexing a non-uniform grid. */
+__constant float clf_iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline void load8_iq4_nl(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 18;
+    const float d = vload_half(0, (const __global half *)blk);
+    nibbles8(blk + 2, k % 32, w);
+    for (int i = 0; i < 8; i++) w[i] = d * clf_iq4nl_grid[(int)w[i]];
+}
+
+/* K-quant super-blocks of 256 weights (layouts in host/quant.h); 8 aligned
+ * weights share one sub-block, so one scale. Q4_K/Q5_K: scale and min of
+ * sub-block s from 12 packed bytes. */
+inline void k4_scale_min(const __global uchar *sc, int s, float *scale, float *min) {
+    if (s < 4) {
+        *scale = sc[s] & 63;
+        *min = sc[s + 4] & 63;
+    } else {
+        *scale = (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4;
+        *min = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
+    }
+}
+
+/* Q4_K (144 B): half d, half dmin, 12 scale bytes, qs[128]: sub-block s in
+ * the low (s even) or high nibbles of qs[32 (s / 2) ...]; w = d·sc·q − dmin·m. */
+inline void load8_q4_k(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 144;
+    const int kb = k % 256, s = kb / 32;
+    float sc, mn;
+    k4_scale_min(blk + 4, s, &sc, &mn);
+    const float d = vload_half(0, (const __global half *)blk) * sc, m = vload_half(1, (const __global half *)blk) * mn;
+    const __global uchar *q = blk + 16 + 32 * (s / 2) + kb % 32;
+    const int sh = 4 * (s % 2);
+    for (int i = 0; i < 8; i++) w[i] = d * ((q[i] >> sh) & 15) - m;
+}
+
+/* Q5_K (176 B): Q4_K with qh[32] before qs: bit s of qh[l] is the fifth. */
+inline void load8_q5_k(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 176;
+    const int kb = k % 256, s = kb / 32;
+    float sc, mn;
+    k4_scale_min(blk + 4, s, &sc, &mn);
+    const float d = vload_half(0, (const __global half *)blk) * sc, m = vload_half(1, (const __global half *)blk) * mn;
+    const __global uchar *q = blk + 48 + 32 * (s / 2) + kb % 32, *qh = blk + 16 + kb % 32;
+    const int sh = 4 * (s % 2);
+    for (int i = 0; i < 8; i++) w[i] = d * (((q[i] >> sh) & 15) | ((qh[i] >> s) & 1) << 4) - m;
+}
+
+/* Q6_K (210 B): ql[128], qh[64], int8 scales[16], half d; weight j in half
+ * n = j / 128, quarter c = j % 128 / 32: nibble c / 2 of ql[64 n + 32 (c % 2)
+ * + j % 32], bits 2c of qh[32 n + j % 32]; w = d·scales[j / 16]·(q − 32). */
+inline void load8_q6_k(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 210;
+    const int kb = k % 256, n = kb / 128, c = kb % 128 / 32, l = kb % 32;
+    const float d = vload_half(0, (const __global half *)(blk + 208)) * ((const __global char *)blk)[192 + kb / 16];
+    const __global uchar *ql = blk + 64 * n + 32 * (c % 2) + l, *qh = blk + 128 + 32 * n + l;
+    const int sl = 4 * (c / 2), sh = 2 * c;
+    for (int i = 0; i < 8; i++) w[i] = d * ((float)(((ql[i] >> sl) & 15) | ((qh[i] >> sh) & 3) << 4) - 32.0f);
+}
+
+/* Q2_K (84 B): scales[16] (scale low nibble, min high), qs[64], half d,
+ * half dmin; weight j: bits 2 (j % 128 / 32) of qs[32 (j / 128) + j % 32]. */
+inline void load8_q2_k(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 84;
+    const int kb = k % 256;
+    const uchar s = blk[kb / 16];
+    const float d = vload_half(40, (const __global half *)blk) * (s & 15),
+                m = vload_half(41, (const __global half *)blk) * (s >> 4);
+    const __global uchar *q = blk + 16 + 32 * (kb / 128) + kb % 32;
+    const int sh = 2 * (kb % 128 / 32);
+    for (int i = 0; i < 8; i++) w[i] = d * ((q[i] >> sh) & 3) - m;
+}
+
+/* Q3_K (110 B): hmask[32], qs[64] (low bits as Q2_K), 12 bytes of 6-bit
+ * scales, half d; q = low bits − 4 unless bit j / 32 of hmask[j % 32] is
+ * set; scale i: nibble i / 8 of byte i % 8, bits 2 (i / 4) of byte 8 + i % 4,
+ * minus 32. */
+inline void load8_q3_k(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 110;
+    const int kb = k % 256, i = kb / 16;
+    const __global uchar *sc = blk + 96;
+    const int s = ((sc[i % 8] >> (4 * (i / 8))) & 15) | ((sc[8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
+    const float d = vload_half(54, (const __global half *)blk) * (s - 32);
+    const __global uchar *q = blk + 32 + 32 * (kb / 128) + kb % 32, *hm = blk + kb % 32;
+    const int sh = 2 * (kb % 128 / 32), hb = kb / 32;
+    for (int i2 = 0; i2 < 8; i2++) w[i2] = d * (float)(((q[i2] >> sh) & 3) - ((hm[i2] >> hb) & 1 ? 0 : 4));
+}
+
 /* GEMM: work-group (TX, TY) computes Y[BM tokens × BN rows]; global size
  * (ceil(rows / BN) · TX, ceil(n / BM) · TY). Each BK step stages X and the
  * dequantized W in local memory, then every work-item multiplies its
@@ -79,7 +197,8 @@ inline void load8_q4_1(const __global uchar *W, int K, int r, int k, float *w) {
 #define DEFINE_GEMM(NAME, T, LOAD8)                                                             \
     __kernel __attribute__((reqd_work_group_size(TX, TY, 1))) void NAME(                       \
         __global const T *W, __global const float *X, const ulong xoff, __global float *Y,      \
-        const ulong yoff, const int n, const int rows, const int K, const int accumulate) {     \
+        const ulong yoff, const int n, const int ldy, const int rows, const int K,              \
+        const int accumulate) {                                                                 \
         __local float Xs[BK][BM + 1], Ws[BK][BN + 1];                                           \
         const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx;               \
         const int r0 = get_group_id(0) * BN, m0 = get_group_id(1) * BM;                         \
@@ -112,7 +231,7 @@ inline void load8_q4_1(const __global uchar *W, int K, int r, int k, float *w) {
             for (int j = 0; j < RN; j++) {                                                      \
                 const int r = r0 + tx + j * TX;                                                 \
                 if (m < n && r < rows) {                                                        \
-                    __global float *y = Y + yoff + (size_t)m * rows + r;                        \
+                    __global float *y = Y + yoff + (size_t)m * ldy + r;                         \
                     *y = accumulate ? *y + acc[i][j] : acc[i][j];                               \
                 }                                                                               \
             }                                                                                   \
@@ -124,6 +243,15 @@ DEFINE_GEMM(gm_f16, half, load8_f16)
 DEFINE_GEMM(gm_q8_0, uchar, load8_q8_0)
 DEFINE_GEMM(gm_q4_0, uchar, load8_q4_0)
 DEFINE_GEMM(gm_q4_1, uchar, load8_q4_1)
+DEFINE_GEMM(gm_bf16, ushort, load8_bf16)
+DEFINE_GEMM(gm_q5_0, uchar, load8_q5_0)
+DEFINE_GEMM(gm_q5_1, uchar, load8_q5_1)
+DEFINE_GEMM(gm_iq4_nl, uchar, load8_iq4_nl)
+DEFINE_GEMM(gm_q2_k, uchar, load8_q2_k)
+DEFINE_GEMM(gm_q3_k, uchar, load8_q3_k)
+DEFINE_GEMM(gm_q4_k, uchar, load8_q4_k)
+DEFINE_GEMM(gm_q5_k, uchar, load8_q5_k)
+DEFINE_GEMM(gm_q6_k, uchar, load8_q6_k)
 
 /* GEMV and skinny products (n <= NT): work-group (32, RPW) takes RPW rows,
  * its 32 lanes striding a row in runs of 8 weights, each weight read once
@@ -132,7 +260,8 @@ DEFINE_GEMM(gm_q4_1, uchar, load8_q4_1)
 #define DEFINE_GEMV(NAME, T, LOAD8)                                                             \
     __kernel __attribute__((reqd_work_group_size(32, RPW, 1))) void NAME(                      \
         __global const T *W, __global const float *X, const ulong xoff, __global float *Y,      \
-        const ulong yoff, const int n, const int rows, const int K, const int accumulate) {     \
+        const ulong yoff, const int n, const int ldy, const int rows, const int K,              \
+        const int accumulate) {                                                                 \
         __local float part[RPW][NT][33];                                                        \
         const int lane = get_local_id(0), ry = get_local_id(1), r = get_global_id(1);          \
         float acc[NT], w[8];                                                                    \
@@ -152,7 +281,7 @@ DEFINE_GEMM(gm_q4_1, uchar, load8_q4_1)
         if (r < rows && lane < n && lane < NT) {                                                \
             float s = 0.0f;                                                                     \
             for (int i = 0; i < 32; i++) s += part[ry][lane][i];                                \
-            __global float *y = Y + yoff + (size_t)lane * rows + r;                             \
+            __global float *y = Y + yoff + (size_t)lane * ldy + r;                              \
             *y = accumulate ? *y + s : s;                                                       \
         }                                                                                       \
     }
@@ -162,6 +291,15 @@ DEFINE_GEMV(gv_f16, half, load8_f16)
 DEFINE_GEMV(gv_q8_0, uchar, load8_q8_0)
 DEFINE_GEMV(gv_q4_0, uchar, load8_q4_0)
 DEFINE_GEMV(gv_q4_1, uchar, load8_q4_1)
+DEFINE_GEMV(gv_bf16, ushort, load8_bf16)
+DEFINE_GEMV(gv_q5_0, uchar, load8_q5_0)
+DEFINE_GEMV(gv_q5_1, uchar, load8_q5_1)
+DEFINE_GEMV(gv_iq4_nl, uchar, load8_iq4_nl)
+DEFINE_GEMV(gv_q2_k, uchar, load8_q2_k)
+DEFINE_GEMV(gv_q3_k, uchar, load8_q3_k)
+DEFINE_GEMV(gv_q4_k, uchar, load8_q4_k)
+DEFINE_GEMV(gv_q5_k, uchar, load8_q5_k)
+DEFINE_GEMV(gv_q6_k, uchar, load8_q6_k)
 
 /* Non-F32 W to row-major F32 [rows × K] for the CLBlast backend; global size
  * (ceil(K / 8), rows). */
@@ -178,3 +316,12 @@ DEFINE_DEQUANT(dq_f16, half, load8_f16)
 DEFINE_DEQUANT(dq_q8_0, uchar, load8_q8_0)
 DEFINE_DEQUANT(dq_q4_0, uchar, load8_q4_0)
 DEFINE_DEQUANT(dq_q4_1, uchar, load8_q4_1)
+DEFINE_DEQUANT(dq_bf16, ushort, load8_bf16)
+DEFINE_DEQUANT(dq_q5_0, uchar, load8_q5_0)
+DEFINE_DEQUANT(dq_q5_1, uchar, load8_q5_1)
+DEFINE_DEQUANT(dq_iq4_nl, uchar, load8_iq4_nl)
+DEFINE_DEQUANT(dq_q2_k, uchar, load8_q2_k)
+DEFINE_DEQUANT(dq_q3_k, uchar, load8_q3_k)
+DEFINE_DEQUANT(dq_q4_k, uchar, load8_q4_k)
+DEFINE_DEQUANT(dq_q5_k, uchar, load8_q5_k)
+DEFINE_DEQUANT(dq_q6_k, uchar, load8_q6_k)

@@ -245,17 +245,15 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
     return progress(ld);
 }
 
-/* Uploads the row-concatenation of `n` tensors (same type and columns) as one
- * weight: fusing Q|K|V and gate|up turns three or two launches into one. */
+/* Uploads the row-concatenation of `n` tensors (same type and columns; see
+ * upload_proj) as one weight: fusing Q|K|V and gate|up turns three or two
+ * launches into one. */
 static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_weight *w) {
-    const clf_gguf_tensor *ts[3];
+    const clf_gguf_tensor *ts[3] = {NULL};
     int64_t rows = 0;
     size_t bytes = 0;
     for (int i = 0; i < n; i++) {
         ts[i] = clf_gguf_find_tensor(ld->g, names[i]);
-        if (ts[i]->type != ts[0]->type)
-            return clf_fail(CLF_ERR_FORMAT, "%s is %s but %s is %s: fused projections need one type", names[i],
-                            clf_type_get(ts[i]->type)->name, names[0], clf_type_get(ts[0]->type)->name);
         rows += ts[i]->ne[1];
         bytes += ts[i]->bytes;
     }
@@ -277,6 +275,29 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
     ld->m->device_bytes += w->bytes;
     for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
     return CLF_OK;
+}
+
+/* The group `names` as runs of equal types (one, unless the file mixes
+ * them): converting a tensor to its neighbours' type would cost precision,
+ * and keeping the output row fused keeps one RoPE launch over Q|K, the KV
+ * write and SwiGLU as they are; a mixed group costs a launch per run. */
+static clf_status upload_proj(loader *ld, const char *const *names, int n, clf_llama_proj *p) {
+    int64_t col = 0;
+    for (int i = 0; i < n;) {
+        const clf_gguf_tensor *t0 = clf_gguf_find_tensor(ld->g, names[i]);
+        int run = 1;
+        while (i + run < n && clf_gguf_find_tensor(ld->g, names[i + run])->type == t0->type) run++;
+        CLF_TRY(upload_fused(ld, names + i, run, &p->part[p->n]));
+        p->col0[p->n++] = col;
+        col += p->part[p->n - 1].rows;
+        i += run;
+    }
+    return CLF_OK;
+}
+
+static void proj_free(clf_llama_proj *p) {
+    for (int i = 0; i < p->n; i++) clf_weight_free(&p->part[i]);
+    p->n = 0;
 }
 
 static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
@@ -345,6 +366,14 @@ static clf_status upload_layer(loader *ld, int l, const char *const *what, int n
     return upload_fused(ld, p, n, w);
 }
 
+/* The same for a fused projection whose tensors may differ in type. */
+static clf_status upload_layer_proj(loader *ld, int l, const char *const *what, int n, clf_llama_proj *pr) {
+    char names[3][96];
+    const char *p[3];
+    for (int i = 0; i < n; i++) p[i] = layer_name(names[i], sizeof names[i], l, what[i]);
+    return upload_proj(ld, p, n, pr);
+}
+
 static clf_status upload_all(loader *ld) {
     clf_llama *m = ld->m;
     const clf_gguf *g = ld->g;
@@ -378,10 +407,11 @@ static clf_status upload_all(loader *ld) {
             CLF_TRY(upload_layer_vec(ld, l, "post_attention_norm", &L->post_attn_norm));
             CLF_TRY(upload_layer_vec(ld, l, "post_ffw_norm", &L->post_ffn_norm));
         }
-        CLF_TRY(hp->fused_qkv ? upload_layer(ld, l, qkv_fused, 1, &L->wqkv) : upload_layer(ld, l, qkv, 3, &L->wqkv));
+        CLF_TRY(hp->fused_qkv ? upload_layer_proj(ld, l, qkv_fused, 1, &L->wqkv)
+                              : upload_layer_proj(ld, l, qkv, 3, &L->wqkv));
         CLF_TRY(upload_layer(ld, l, wo, 1, &L->wo));
-        CLF_TRY(hp->fused_gate_up ? upload_layer(ld, l, gate_up_fused, 1, &L->wgu)
-                                  : upload_layer(ld, l, gate_up, 2, &L->wgu));
+        CLF_TRY(hp->fused_gate_up ? upload_layer_proj(ld, l, gate_up_fused, 1, &L->wgu)
+                                  : upload_layer_proj(ld, l, gate_up, 2, &L->wgu));
         CLF_TRY(upload_layer(ld, l, down, 1, &L->wdown));
         if (f->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
     }
@@ -425,9 +455,9 @@ void clf_llama_free(clf_llama *m) {
         clf_tensor *vecs[] = {&L->attn_norm, &L->ffn_norm, &L->post_attn_norm, &L->post_ffn_norm, &L->q_norm, &L->k_norm};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) clf_tensor_free(vecs[i]);
         clf_tensor_free(&L->bqkv);
-        clf_weight_free(&L->wqkv);
+        proj_free(&L->wqkv);
         clf_weight_free(&L->wo);
-        clf_weight_free(&L->wgu);
+        proj_free(&L->wgu);
         clf_weight_free(&L->wdown);
     }
     free(m->layers);
@@ -546,15 +576,27 @@ void clf_llama_rewind(clf_llama_ctx *c, int pos) { clf_llama_seq_rewind(c, 0, po
 /* out (+)= W · in where the first n1 rows are single tokens (decodes):
  * those computed as each token alone would be (clf_matmul_rowwise), the
  * rest as one product. */
-static clf_status product(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out, int accumulate,
-                          int n1) {
+static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out,
+                               int64_t col0, int accumulate, int n1) {
     const int64_t n = clf_tensor_nrows(in);
-    if (n1 <= 0) return clf_matmul(rt, w, in, out, accumulate);
-    if (n1 >= n) return clf_matmul_rowwise(rt, w, in, out, accumulate);
+    if (n1 <= 0) return clf_matmul_cols(rt, w, in, out, col0, accumulate);
+    if (n1 >= n) return clf_matmul_rowwise(rt, w, in, out, col0, accumulate);
     clf_tensor i1 = clf_tensor_rows(in, 0, n1), o1 = clf_tensor_rows(out, 0, n1);
     clf_tensor i2 = clf_tensor_rows(in, n1, n - n1), o2 = clf_tensor_rows(out, n1, n - n1);
-    CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, accumulate));
-    return clf_matmul(rt, w, &i2, &o2, accumulate);
+    CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, col0, accumulate));
+    return clf_matmul_cols(rt, w, &i2, &o2, col0, accumulate);
+}
+
+static clf_status product(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out, int accumulate,
+                          int n1) {
+    return product_cols(rt, w, in, out, 0, accumulate, n1);
+}
+
+/* A fused projection: each part (a run of one type) into its columns. */
+static clf_status proj_product(clf_runtime *rt, const clf_llama_proj *p, const clf_tensor *in, clf_tensor *out,
+                               int n1) {
+    for (int i = 0; i < p->n; i++) CLF_TRY(product_cols(rt, &p->part[i], in, out, p->col0[i], 0, n1));
+    return CLF_OK;
 }
 
 /* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
@@ -602,7 +644,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const 
                                       swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
         /* attention: x += [post-norm] Wo · attn(rope([QK-norm] Wqkv · norm(x) [+ b])) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn, 0));
-        CLF_TRY(product(rt, &L->wqkv, &xn, &qkv, 0, n1));
+        CLF_TRY(proj_product(rt, &L->wqkv, &xn, &qkv, n1));
         if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* Q's heads then K's: one launch */
         if (f->qk_norm)
@@ -623,7 +665,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, int n, const 
         CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
         /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
         CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn, 0));
-        CLF_TRY(product(rt, &L->wgu, &xn, &gu, 0, n1));
+        CLF_TRY(proj_product(rt, &L->wgu, &xn, &gu, n1));
         CLF_TRY(clf_glu(rt, f->act, &gu, &ff));
         CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1));
     }

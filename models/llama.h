@@ -27,14 +27,25 @@ typedef struct clf_llama_hparams {
     int tied;         /* output projection reuses token_embd */
 } clf_llama_hparams;
 
+/* A fused projection (Q|K|V, gate|up): its tensors' rows concatenated, one
+ * output row. Consecutive tensors of one type share a weight, so a group in
+ * one type is one product; a file that mixes types inside the group (a
+ * Q4_K_M stores some attn_v in Q6_K beside Q4_K attn_q and attn_k) gets a
+ * weight per run of equal types, each writing its own columns of the row. */
+typedef struct clf_llama_proj {
+    clf_weight part[3];
+    int64_t col0[3]; /* first output column of each part */
+    int n;           /* parts */
+} clf_llama_proj;
+
 typedef struct clf_llama_layer {
     clf_tensor attn_norm, ffn_norm;           /* F32 [n_embd] */
     clf_tensor post_attn_norm, post_ffn_norm; /* F32 [n_embd], post_norms families */
     clf_tensor q_norm, k_norm;                /* F32 [head_dim], qk_norm families */
     clf_tensor bqkv;                          /* F32 [q_dim + 2 kv_dim], qkv_bias families */
-    clf_weight wqkv;                          /* fused [q_dim + 2 kv_dim × n_embd] */
+    clf_llama_proj wqkv;                      /* fused [q_dim + 2 kv_dim × n_embd] */
     clf_weight wo;                            /* [n_embd × q_dim] */
-    clf_weight wgu;                           /* fused gate|up [2 n_ff × n_embd] */
+    clf_llama_proj wgu;                       /* fused gate|up [2 n_ff × n_embd] */
     clf_weight wdown;                         /* [n_embd × n_ff] */
 } clf_llama_layer;
 

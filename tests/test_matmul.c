@@ -14,12 +14,16 @@
 #include "check_matmul.h"
 #include "testutil.h"
 
-static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+static const clf_type types[] = {CLF_F32,  CLF_F16,    CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0,
+                                 CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
 enum { NTYPES = sizeof types / sizeof types[0] };
 
-static int is_float(clf_type t) { return t == CLF_F32 || t == CLF_F16; }
+static int is_float(clf_type t) { return clf_type_get(t)->block == 1; }
 
+/* cols rounded up to whole blocks: K-quants take multiples of 256 */
 static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int accumulate) {
+    const int block = clf_type_get(type)->block;
+    cols = (cols + block - 1) / block * block;
     clf_check_result r;
     TU_OK(clf_check_matmul(rt, tu_seed(), type, rows, cols, n, accumulate, &r));
     if (!(r.err <= r.tol)) fail_msg("%s: rel err %.3g > tol %.3g", r.detail, r.err, r.tol);
@@ -29,14 +33,15 @@ static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int
  * whole blocks otherwise) through every path: GEMV (1), skinny (2..16),
  * GEMM (17+, with partial token tiles). */
 static void sweep_small(clf_runtime *rt) {
-    static const int ns[] = {1, 2, 3, 7, 11, 16, 17, 64, 129};
+    static const int ns[] = {1, 2, 5, 7, 13, 16, 17, 67, 129};
     static const int rows[] = {1, 37, 97};
-    static const int fcols[] = {33, 1001, 64}, qcols[] = {96, 160, 576};
+    static const int fcols[] = {33, 1001, 64}, qcols[] = {96, 160, 576}, kcols[] = {256, 512, 768};
     int i = 0;
     for (int t = 0; t < NTYPES; t++)
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
             for (int s = 0; s < 3; s++, i++)
-                check(rt, types[t], rows[s], is_float(types[t]) ? fcols[s] : qcols[s], ns[ni], i % 2);
+                check(rt, types[t], rows[s], is_float(types[t]) ? fcols[s] : clf_type_get(types[t])->block == 32 ? qcols[s] : kcols[s],
+                      ns[ni], i % 2);
 }
 
 /* SmolLM2-135M's products: Q, K|V, gate/up, down; decode, skinny, prefill. */
@@ -224,7 +229,7 @@ static void test_views(void **state) {
 static void test_rowwise(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
-    enum { ROWS = 97, COLS = 160, N = 5, X0 = 2, Y0 = 3, T = 9 };
+    enum { ROWS = 97, COLS = 512, N = 5, X0 = 2, Y0 = 3, T = 9 }; /* COLS: whole K-quant super-blocks */
     uint64_t s = tu_seed() + 5;
     float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x), *y = malloc(T * ROWS * sizeof *y);
     float *got = malloc(T * ROWS * sizeof *got), *want = malloc(T * ROWS * sizeof *want);
@@ -246,7 +251,7 @@ static void test_rowwise(void **state) {
             TU_OK(clf_tensor_upload(rt, &Y, y, T * ROWS * sizeof *y));
             for (int m = 0; m < (pass ? N : 1); m++) {
                 clf_tensor xv = clf_tensor_rows(&X, X0 + m, pass ? 1 : N), yv = clf_tensor_rows(&Y, Y0 + m, pass ? 1 : N);
-                TU_OK(pass ? clf_matmul(rt, &W, &xv, &yv, 1) : clf_matmul_rowwise(rt, &W, &xv, &yv, 1));
+                TU_OK(pass ? clf_matmul(rt, &W, &xv, &yv, 1) : clf_matmul_rowwise(rt, &W, &xv, &yv, 0, 1));
             }
             TU_OK(clf_tensor_download(rt, &Y, pass ? want : got, T * ROWS * sizeof *got));
         }
@@ -267,6 +272,77 @@ static void test_rowwise(void **state) {
     free(wq);
 }
 
+/* clf_matmul_cols: a Q4_K weight of 37 rows fills columns 41..77 of Y
+ * [n × 100] (one part of a fused output) and leaves the rest alone, on every
+ * variant, through GEMV, skinny, GEMM and the CLBlast backend. */
+static void test_column_part(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { ROWS = 37, COLS = 512, YC = 100, C0 = 41, N = 19 };
+    uint64_t s = tu_seed() + 5;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(N * COLS * sizeof *x), *y = malloc(N * YC * sizeof *y);
+    float *out = malloc(N * YC * sizeof *out);
+    double *ref = malloc(N * ROWS * sizeof *ref);
+    unsigned char *wq = malloc(clf_row_bytes(CLF_Q4_K, COLS) * ROWS);
+    assert_true(wf && x && y && out && ref && wq);
+    tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+    tu_fill_uniform(&s, x, N * COLS, -1, 1);
+    tu_fill_uniform(&s, y, N * YC, -1, 1);
+    clf_quantize(CLF_Q4_K, wf, wq, ROWS * COLS);
+    clf_dequantize(CLF_Q4_K, wq, wf, ROWS * COLS);
+    static const char *variants[] = {"cpu", "cpu-portable", "gpu", "cpu"};
+    for (int v = 0; v < 4; v++) {
+        if (v == 3 && !clf_matmul_has_clblast()) continue;
+        with_variant(variants[v]);
+        clf_matmul_set_backend(rt, v == 3 ? CLF_MATMUL_CLBLAST : CLF_MATMUL_NATIVE);
+        static const int ns[] = {1, 7, N};
+        for (int ni = 0; ni < 3; ni++) {
+            const int n = ns[ni], acc = ni % 2;
+            for (int m = 0; m < n; m++)
+                for (int r = 0; r < ROWS; r++) {
+                    double a = acc ? y[m * YC + C0 + r] : 0;
+                    for (int k = 0; k < COLS; k++) a += (double)x[m * COLS + k] * wf[r * COLS + k];
+                    ref[m * ROWS + r] = a;
+                }
+            clf_weight W;
+            clf_tensor X, Y;
+            TU_OK(clf_weight_upload(rt, CLF_Q4_K, ROWS, COLS, wq, &W));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, n, &X));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, YC, n, &Y));
+            TU_OK(clf_tensor_upload(rt, &X, x, (size_t)n * COLS * sizeof *x));
+            TU_OK(clf_tensor_upload(rt, &Y, y, (size_t)n * YC * sizeof *y));
+            TU_OK(clf_matmul_cols(rt, &W, &X, &Y, C0, acc));
+            TU_OK(clf_tensor_download(rt, &Y, out, (size_t)n * YC * sizeof *out));
+            double e2 = 0, r2 = 0;
+            for (int m = 0; m < n; m++)
+                for (int c = 0; c < YC; c++) {
+                    const float got = out[m * YC + c];
+                    if (c < C0 || c >= C0 + ROWS) {
+                        if (got != y[m * YC + c]) fail_msg("%s, n = %d: column %d outside the part changed", variants[v], n, c);
+                        continue;
+                    }
+                    const double want = ref[m * ROWS + c - C0];
+                    e2 += (got - want) * (got - want);
+                    r2 += want * want;
+                }
+            const double tol = clf_matmul_quantizes_x(rt, &W, n) ? 2e-2 : clf_check_matmul_tol(CLF_Q4_K);
+            if (!(sqrt(e2 / r2) <= tol)) fail_msg("%s, n = %d: rel err %.3g > %.3g", variants[v], n, sqrt(e2 / r2), tol);
+            assert_int_equal(clf_matmul_cols(rt, &W, &X, &Y, YC - ROWS + 1, 0), CLF_ERR_ARG); /* past Y's end */
+            clf_tensor_free(&X);
+            clf_tensor_free(&Y);
+            clf_weight_free(&W);
+        }
+    }
+    clf_matmul_set_backend(rt, CLF_MATMUL_NATIVE);
+    with_variant(NULL);
+    free(wf);
+    free(x);
+    free(y);
+    free(out);
+    free(ref);
+    free(wq);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -275,7 +351,7 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 2, 48, data, &W), CLF_ERR_ARG); /* not whole blocks */
     assert_non_null(strstr(clf_last_error(), "48"));
     assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 0, 32, data, &W), CLF_ERR_ARG);
-    assert_int_equal(clf_weight_upload(rt, (clf_type)7, 2, 32, data, &W), CLF_ERR_FORMAT);
+    assert_int_equal(clf_weight_upload(rt, (clf_type)4, 2, 32, data, &W), CLF_ERR_FORMAT); /* Q4_2: gone from ggml */
     assert_int_equal(clf_weight_upload(rt, CLF_Q8_0, 2, 32, NULL, &W), CLF_ERR_ARG);
     TU_OK(clf_weight_upload(rt, CLF_Q8_0, 4, 32, data, &W));
     clf_tensor X, Y, Xh;
@@ -304,7 +380,7 @@ static void test_selftest_table(void **state) {
         TU_OK(c->fn(rt, tu_seed(), &r));
         if (!(r.err <= r.tol)) fail_msg("%s (%s): rel err %.3g > tol %.3g", c->name, r.detail, r.err, r.tol);
     }
-    assert_int_equal(n, 15);
+    assert_int_equal(n, 3 * NTYPES);
 }
 
 int main(void) {
@@ -312,7 +388,8 @@ int main(void) {
         cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
         cmocka_unit_test(test_other_variants),
         cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
-        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_column_part),
+        cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

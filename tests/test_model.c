@@ -83,9 +83,9 @@ static double run_case(const model_case *mc, int n_prompt, int n_batch, int deco
 /* Whether this device's decode GEMVs of type t round x to int8: asked of
  * a one-block weight, so other devices and variants keep the tight bounds. */
 static int int8_decode(clf_type t) {
-    static const unsigned char zeros[sizeof(clf_block_q8_0)] = {0}; /* the largest block */
+    static const unsigned char zeros[sizeof(clf_block_q6_K)] = {0}; /* the largest block */
     clf_weight w;
-    TU_OK(clf_weight_upload(tu_runtime(), t, 1, CLF_QK, zeros, &w));
+    TU_OK(clf_weight_upload(tu_runtime(), t, 1, clf_type_get(t)->block, zeros, &w));
     const int q = clf_matmul_quantizes_x(tu_runtime(), &w, 1);
     clf_weight_free(&w);
     return q;
@@ -95,9 +95,12 @@ static void check(const model_case *mc, int n_prompt, int n_batch, int decode_fr
     uint64_t seed = tu_seed() + (uint64_t)mc->tm.type * 131 + (uint64_t)n_prompt;
     double err = run_case(mc, n_prompt, n_batch, decode_from, seed);
     double tol = mc->kv == CLF_F16 ? TOL_F16_CACHE : TOL_F32_CACHE;
-    if (mc->tm.type != CLF_F32 && mc->tm.type != CLF_F16 && int8_decode(mc->tm.type)) tol = TOL_INT8_ACT;
-    print_message("  %s %s layers=%d heads=%d/%d hd=%d embd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
-                  mc->tm.arch, clf_type_get(mc->tm.type)->name, mc->tm.n_layer, mc->tm.n_head, mc->tm.n_head_kv,
+    if ((mc->tm.type != CLF_F32 && mc->tm.type != CLF_F16 && int8_decode(mc->tm.type)) ||
+        (mc->tm.mix && int8_decode(mc->tm.mix)))
+        tol = TOL_INT8_ACT;
+    print_message("  %s %s%s%s layers=%d heads=%d/%d hd=%d embd=%d ff=%d vocab=%d kv=%s n=%d batch=%d decode_from=%d: rel err %.2e (tol %.0e)\n",
+                  mc->tm.arch, clf_type_get(mc->tm.type)->name, mc->tm.mix ? "+" : "",
+                  mc->tm.mix ? clf_type_get(mc->tm.mix)->name : "", mc->tm.n_layer, mc->tm.n_head, mc->tm.n_head_kv,
                   mc->tm.head_dim, mc->tm.n_embd, mc->tm.n_ff, mc->tm.n_vocab, clf_type_get(mc->kv)->name, n_prompt,
                   n_batch, decode_from, err, tol);
     assert_true(err <= tol);
@@ -108,12 +111,40 @@ static const tiny_model BASE = {.arch = "llama", .n_layer = 2, .n_head = 3, .n_h
 
 static void test_weight_types(void **state) {
     (void)state;
-    const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    const clf_type types[] = {CLF_F32, CLF_F16, CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         model_case mc = {BASE, CLF_F32};
         mc.tm.type = types[i];
         check(&mc, 13, 64, 9); /* prefill 9, decode 4 */
     }
+}
+
+/* K-quants need rows of whole 256-weight super-blocks: n_embd 256, n_ff 512. */
+static const tiny_model K_BASE = {.arch = "llama", .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+                                  .n_ff = 512, .n_vocab = 97, .type = CLF_Q4_K};
+
+static void test_k_quants(void **state) {
+    (void)state;
+    const clf_type types[] = {CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        model_case mc = {K_BASE, CLF_F32};
+        mc.tm.type = types[i];
+        check(&mc, 13, 64, 9);
+    }
+}
+
+/* A Q4_K_M-like mix: Q|K Q4_K with V Q6_K, gate Q4_K with up Q6_K (each
+ * group a product per type), down and the output head Q6_K; prefill
+ * through the GEMM and (in chunks) the skinny paths, then decode. */
+static void test_mixed_types_in_fused_groups(void **state) {
+    (void)state;
+    model_case mc = {K_BASE, CLF_F16};
+    mc.tm.mix = CLF_Q6_K;
+    check(&mc, 29, 64, 20);
+    check(&mc, 29, 6, 29);
+    mc.tm.type = CLF_Q5_0; /* Gemma 3's fallback for rows not of 256 beside Q8_0 */
+    mc.tm.mix = CLF_Q8_0;
+    check(&mc, 13, 64, 9);
 }
 
 static void test_chunked_prefill_and_f16_cache(void **state) {
@@ -317,6 +348,8 @@ static void test_abort_hook(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weight_types),
+        cmocka_unit_test(test_k_quants),
+        cmocka_unit_test(test_mixed_types_in_fused_groups),
         cmocka_unit_test(test_chunked_prefill_and_f16_cache),
         cmocka_unit_test(test_qwen2_bias_neox),
         cmocka_unit_test(test_qwen3),

@@ -26,18 +26,20 @@ static void expect_pass(clf_status st, const clf_check_result *r, const char *wh
 
 static void test_get_rows_every_type(void **state) {
     (void)state;
-    const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    const clf_type types[] = {CLF_F32,  CLF_F16,    CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0,
+                              CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         int block = clf_type_get(types[t])->block;
-        /* widths in whole blocks; F32/F16 also at widths that leave a partial run of 32 */
-        const int widths[] = {32, 96, 576, 1, 37, 575};
-        int nw = block == 1 ? 6 : 3;
+        /* widths in whole blocks (K-quants: 1 and 3 super-blocks); F32/F16/BF16 also at widths that leave a
+         * partial run of 32 */
+        const int widths[] = {32, 96, 576, 1, 37, 575}, kwidths[] = {256, 768};
+        int nw = block == 1 ? 6 : block == 32 ? 3 : 2;
         for (int w = 0; w < nw; w++) {
             const int shapes[][2] = {{1, 1}, {3, 5}, {257, 13}}; /* table rows, ids */
             for (int s = 0; s < 3; s++) {
                 clf_check_result r;
                 expect_pass(clf_check_get_rows(tu_runtime(), tu_seed() + (uint64_t)(100 * t + 10 * w + s), types[t],
-                                               widths[w], shapes[s][0], shapes[s][1], &r),
+                                               block == 256 ? kwidths[w] : widths[w], shapes[s][0], shapes[s][1], &r),
                             &r, "get_rows");
             }
         }

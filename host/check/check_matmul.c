@@ -8,10 +8,10 @@
 #include <string.h>
 
 double clf_check_matmul_tol(clf_type type) {
-    /* F32/F16 products see only float rounding in the sums (~sqrt(K)·2^-24
+    /* F32/F16/BF16 products see only float rounding in the sums (~sqrt(K)·2^-24
      * relative); quantized ones the same, with room for a different order of
      * block partial sums. */
-    return type == CLF_F32 || type == CLF_F16 ? 1e-5 : 1e-4;
+    return type == CLF_F32 || type == CLF_F16 || type == CLF_BF16 ? 1e-5 : 1e-4;
 }
 
 typedef struct mm_data {
@@ -42,9 +42,19 @@ static clf_status make_data(uint64_t seed, clf_type type, int rows, int cols, in
     }
     uint64_t s = clf_rng_init(seed, ((uint64_t)type << 48) ^ ((uint64_t)rows << 32) ^ ((uint64_t)cols << 12) ^
                                         ((uint64_t)n << 1) ^ (uint64_t)accumulate);
-    for (size_t i = 0; i < nw; i++) d->wd[i] = clf_rng_uniform(&s, -1, 1);
-    clf_quantize(type, d->wd, d->wq, (int64_t)nw);
-    clf_dequantize(type, d->wq, d->wd, (int64_t)nw);
+    /* POOL_ROWS distinct rows, repeated below them: the K-quant and IQ4_NL
+     * reference quantizers search (100-400 ns a weight), and 97 is prime,
+     * so no two rows of a 32-row panel or of neighbouring panels repeat */
+    enum { POOL_ROWS = 97 };
+    const int pool = rows < POOL_ROWS ? rows : POOL_ROWS;
+    const size_t np = (size_t)pool * (size_t)cols, rb = clf_row_bytes(type, cols);
+    for (size_t i = 0; i < np; i++) d->wd[i] = clf_rng_uniform(&s, -1, 1);
+    clf_quantize(type, d->wd, d->wq, (int64_t)np);
+    clf_dequantize(type, d->wq, d->wd, (int64_t)np);
+    for (int r = pool; r < rows; r++) {
+        memcpy((char *)d->wq + (size_t)r * rb, (char *)d->wq + (size_t)(r % pool) * rb, rb);
+        memcpy(d->wd + (size_t)r * cols, d->wd + (size_t)(r % pool) * cols, (size_t)cols * sizeof(float));
+    }
     for (size_t i = 0; i < nx; i++) d->x[i] = clf_rng_uniform(&s, -1, 1);
     for (size_t i = 0; i < ny; i++) d->y[i] = accumulate ? clf_rng_uniform(&s, -1, 1) : 0.0f;
     for (int m = 0; m < n; m++)
@@ -141,7 +151,8 @@ static clf_status check_cases(clf_runtime *rt, uint64_t seed, clf_type type, con
     res->err = -1;
     for (int i = 0; i < ncases; i++) {
         mm_case c = cases[i];
-        if (type != CLF_F32 && type != CLF_F16 && c.cols % CLF_QK) c.cols = (c.cols / CLF_QK + 1) * CLF_QK;
+        const int block = clf_type_get(type)->block; /* whole blocks: 32, or 256 for K-quants */
+        c.cols = (c.cols + block - 1) / block * block;
         clf_check_result r;
         CLF_TRY(clf_check_matmul(rt, seed, type, c.rows, c.cols, c.n, c.accumulate, &r));
         if (!(r.err <= res->err)) *res = r; /* NaN-safe max */
@@ -149,7 +160,7 @@ static clf_status check_cases(clf_runtime *rt, uint64_t seed, clf_type type, con
     return CLF_OK;
 }
 
-/* Odd columns (1001, rounded up to whole blocks for quantized types), rows
+/* Odd columns (1001, rounded up to whole blocks for block types), rows
  * that are not multiples of 32, then a SmolLM2-135M shape. */
 static const mm_case gemv_cases[] = {{97, 1001, 1, 0}, {576, 1536, 1, 1}};
 static const mm_case skinny_cases[] = {{37, 1001, 7, 1}, {1536, 576, 16, 0}};
@@ -159,7 +170,10 @@ static const mm_case gemm_cases[] = {{97, 1001, 67, 1}, {576, 576, 64, 0}};
     static clf_status check_##path##_##T(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
         return check_cases(rt, seed, CLF_##T, path##_cases, (int)(sizeof path##_cases / sizeof path##_cases[0]), res); \
     }
-#define CHECK_TYPES(path) CHECK_FN(path, F32) CHECK_FN(path, F16) CHECK_FN(path, Q8_0) CHECK_FN(path, Q4_0) CHECK_FN(path, Q4_1)
+#define CHECK_TYPES(path)                                                                                  \
+    CHECK_FN(path, F32) CHECK_FN(path, F16) CHECK_FN(path, BF16) CHECK_FN(path, Q8_0) CHECK_FN(path, Q4_0)     \
+    CHECK_FN(path, Q4_1) CHECK_FN(path, Q5_0) CHECK_FN(path, Q5_1) CHECK_FN(path, IQ4_NL) CHECK_FN(path, Q2_K) \
+    CHECK_FN(path, Q3_K) CHECK_FN(path, Q4_K) CHECK_FN(path, Q5_K) CHECK_FN(path, Q6_K)
 
 CHECK_TYPES(gemv)
 CHECK_TYPES(skinny)
@@ -167,7 +181,9 @@ CHECK_TYPES(gemm)
 
 #define ENTRY(path, T, name) {#path "_" name, check_##path##_##T}
 #define ENTRIES(path)                                                                                      \
-    ENTRY(path, F32, "f32"), ENTRY(path, F16, "f16"), ENTRY(path, Q8_0, "q8_0"), ENTRY(path, Q4_0, "q4_0"), \
-        ENTRY(path, Q4_1, "q4_1")
+    ENTRY(path, F32, "f32"), ENTRY(path, F16, "f16"), ENTRY(path, BF16, "bf16"), ENTRY(path, Q8_0, "q8_0"),     \
+        ENTRY(path, Q4_0, "q4_0"), ENTRY(path, Q4_1, "q4_1"), ENTRY(path, Q5_0, "q5_0"), ENTRY(path, Q5_1, "q5_1"), \
+        ENTRY(path, IQ4_NL, "iq4_nl"), ENTRY(path, Q2_K, "q2_k"), ENTRY(path, Q3_K, "q3_k"),                   \
+        ENTRY(path, Q4_K, "q4_k"), ENTRY(path, Q5_K, "q5_k"), ENTRY(path, Q6_K, "q6_k")
 
 const clf_check clf_checks_matmul[] = {ENTRIES(gemv), ENTRIES(skinny), ENTRIES(gemm), {NULL, NULL}};

@@ -454,9 +454,12 @@ static void fold_done(clf_check_result *acc, int n) {
 }
 
 static clf_status get_rows_shapes(clf_runtime *rt, uint64_t seed, clf_type type, clf_check_result *res) {
-    /* the SmolLM2 embedding width, and a width that is not a multiple of 32 where the type allows */
-    const int shapes[2][3] = {{576, 301, 7}, {clf_type_get(type)->block == 1 ? 37 : 96, 5, 3}};
+    /* the SmolLM2 embedding width, and a width that is not a multiple of 32
+     * where the type allows; both rounded up to whole blocks (K-quants: 256) */
+    const int block = clf_type_get(type)->block;
+    int shapes[2][3] = {{576, 301, 7}, {block == 1 ? 37 : 96, 5, 3}};
     for (int i = 0; i < 2; i++) {
+        shapes[i][0] = (shapes[i][0] + block - 1) / block * block;
         clf_check_result r;
         CLF_TRY(clf_check_get_rows(rt, seed + (uint64_t)i, type, shapes[i][0], shapes[i][1], shapes[i][2], &r));
         fold(res, &r, i);
@@ -465,21 +468,24 @@ static clf_status get_rows_shapes(clf_runtime *rt, uint64_t seed, clf_type type,
     return CLF_OK;
 }
 
-static clf_status chk_get_rows_f32(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return get_rows_shapes(rt, seed, CLF_F32, res);
-}
-static clf_status chk_get_rows_f16(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return get_rows_shapes(rt, seed, CLF_F16, res);
-}
-static clf_status chk_get_rows_q8_0(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return get_rows_shapes(rt, seed, CLF_Q8_0, res);
-}
-static clf_status chk_get_rows_q4_0(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return get_rows_shapes(rt, seed, CLF_Q4_0, res);
-}
-static clf_status chk_get_rows_q4_1(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return get_rows_shapes(rt, seed, CLF_Q4_1, res);
-}
+#define CHK_GET_ROWS(T)                                                                   \
+    static clf_status chk_get_rows_##T(clf_runtime *rt, uint64_t seed, clf_check_result *res) { \
+        return get_rows_shapes(rt, seed, CLF_##T, res);                                   \
+    }
+CHK_GET_ROWS(F32)
+CHK_GET_ROWS(F16)
+CHK_GET_ROWS(BF16)
+CHK_GET_ROWS(Q8_0)
+CHK_GET_ROWS(Q4_0)
+CHK_GET_ROWS(Q4_1)
+CHK_GET_ROWS(Q5_0)
+CHK_GET_ROWS(Q5_1)
+CHK_GET_ROWS(IQ4_NL)
+CHK_GET_ROWS(Q2_K)
+CHK_GET_ROWS(Q3_K)
+CHK_GET_ROWS(Q4_K)
+CHK_GET_ROWS(Q5_K)
+CHK_GET_ROWS(Q6_K)
 
 static clf_status chk_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     /* rows, n, in place, accumulate (a post-norm's residual add: Gemma 3's 640) */
@@ -597,11 +603,20 @@ static clf_status chk_softmax(clf_runtime *rt, uint64_t seed, clf_check_result *
 
 const clf_check clf_checks_ops[] = {
     {"dequantize_f16_bits", clf_check_f16_bits},
-    {"get_rows_f32", chk_get_rows_f32},
-    {"get_rows_f16", chk_get_rows_f16},
-    {"get_rows_q8_0", chk_get_rows_q8_0},
-    {"get_rows_q4_0", chk_get_rows_q4_0},
-    {"get_rows_q4_1", chk_get_rows_q4_1},
+    {"get_rows_f32", chk_get_rows_F32},
+    {"get_rows_f16", chk_get_rows_F16},
+    {"get_rows_bf16", chk_get_rows_BF16},
+    {"get_rows_q8_0", chk_get_rows_Q8_0},
+    {"get_rows_q4_0", chk_get_rows_Q4_0},
+    {"get_rows_q4_1", chk_get_rows_Q4_1},
+    {"get_rows_q5_0", chk_get_rows_Q5_0},
+    {"get_rows_q5_1", chk_get_rows_Q5_1},
+    {"get_rows_iq4_nl", chk_get_rows_IQ4_NL},
+    {"get_rows_q2_k", chk_get_rows_Q2_K},
+    {"get_rows_q3_k", chk_get_rows_Q3_K},
+    {"get_rows_q4_k", chk_get_rows_Q4_K},
+    {"get_rows_q5_k", chk_get_rows_Q5_K},
+    {"get_rows_q6_k", chk_get_rows_Q6_K},
     {"rmsnorm", chk_rmsnorm},
     {"rmsnorm_heads", chk_rmsnorm_heads},
     {"rope_norm", chk_rope_norm},

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "matmul_panels.h"
+
 /* A kernel family and its tunables on this device (from rt->tune). */
 typedef struct mm_variant {
     const char *name;
@@ -89,102 +91,15 @@ static const struct mm_tile *gpu_tile(const clf_runtime *rt, const mm_variant *v
 }
 
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
-    return n == 1 && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1) && v->x86_int8;
-}
-
-static const char *type_suffix(clf_type t) {
-    switch (t) {
-    case CLF_F32: return "f32";
-    case CLF_F16: return "f16";
-    case CLF_Q8_0: return "q8_0";
-    case CLF_Q4_0: return "q4_0";
-    case CLF_Q4_1: return "q4_1";
-    }
-    return NULL;
-}
-
-/* ---- upload: panel layout (see cl/matmul_cpu.cl for the byte map) ---- */
-
-static int64_t panels_of(int64_t rows) { return (rows + 31) / 32; }
-
-/* Halves of scales per (panel, block): d, and m for Q4_1. */
-static int scale_halves(clf_type t) { return t == CLF_Q4_1 ? 64 : 32; }
-
-/* Bytes of quants (or values) of one panel. */
-static size_t panel_bytes(clf_type t, int64_t cols) {
-    switch (t) {
-    case CLF_F32: return (size_t)cols * 32 * 4;
-    case CLF_F16: return (size_t)cols * 32 * 2;
-    case CLF_Q8_0: return (size_t)cols * 32;
-    default: return (size_t)cols * 16;
-    }
-}
-
-/* One row of GGUF blocks into its panel slot j. */
-static void pack_row(clf_type t, const unsigned char *src, int64_t cols, int j, unsigned char *q, uint16_t *s) {
-    const int64_t nb = cols / CLF_QK;
-    const int sh = scale_halves(t);
-    for (int64_t b = 0; b < nb; b++) {
-        uint16_t d, m = 0;
-        if (t == CLF_Q8_0) {
-            const unsigned char *blk = src + b * sizeof(clf_block_q8_0);
-            memcpy(&d, blk, 2);
-            for (int kk = 0; kk < CLF_QK; kk++) q[((b * 8 + kk / 4) * 32 + j) * 4 + kk % 4] = blk[2 + kk];
-        } else {
-            const size_t bb = t == CLF_Q4_0 ? sizeof(clf_block_q4_0) : sizeof(clf_block_q4_1);
-            const unsigned char *blk = src + b * bb;
-            memcpy(&d, blk, 2);
-            if (t == CLF_Q4_1) memcpy(&m, blk + 2, 2);
-            const unsigned char *qs = blk + (t == CLF_Q4_1 ? 4 : 2);
-            for (int kk = 0; kk < CLF_QK; kk++) {
-                const unsigned nib = kk < 16 ? qs[kk] & 15 : qs[kk - 16] >> 4;
-                const int g = kk / 8, i = kk % 8; /* dword (b, g, j), byte i % 4, nibble half i / 4 */
-                q[((b * 4 + g) * 32 + j) * 4 + i % 4] |= (unsigned char)(nib << (i / 4 * 4));
-            }
-        }
-        s[b * sh + j] = d;
-        if (t == CLF_Q4_1) s[b * sh + 32 + j] = m;
-    }
-}
-
-/* Host-side re-layout into panels; *aux is NULL for F32/F16. */
-static clf_status pack_panels(clf_type t, int64_t rows, int64_t cols, const void *data, unsigned char **main_out,
-                              size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes) {
-    const int64_t np = panels_of(rows);
-    const size_t pb = panel_bytes(t, cols), rb = clf_row_bytes(t, cols);
-    const int quant = t != CLF_F32 && t != CLF_F16;
-    *main_bytes = pb * (size_t)np;
-    *aux_bytes = quant ? (size_t)np * (size_t)(cols / CLF_QK) * (size_t)scale_halves(t) * 2 : 0;
-    unsigned char *q = calloc(1, *main_bytes);
-    uint16_t *s = quant ? calloc(1, *aux_bytes) : NULL;
-    if (!q || (quant && !s)) {
-        free(q);
-        free(s);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory re-laying a %lld x %lld weight", (long long)rows,
-                        (long long)cols);
-    }
-    const unsigned char *src = data;
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t p = r / 32;
-        const int j = (int)(r % 32);
-        if (quant) {
-            pack_row(t, src + (size_t)r * rb, cols, j, q + (size_t)p * pb,
-                     s + (size_t)p * (size_t)(cols / CLF_QK) * (size_t)scale_halves(t));
-        } else {
-            const size_t es = t == CLF_F32 ? 4 : 2;
-            for (int64_t k = 0; k < cols; k++)
-                memcpy(q + (size_t)p * pb + ((size_t)k * 32 + (size_t)j) * es, src + (size_t)r * rb + (size_t)k * es, es);
-        }
-    }
-    *main_out = q;
-    *aux_out = s;
-    return CLF_OK;
+    const clf_panel_fmt *f = clf_panel_fmt_get(t);
+    return n == 1 && f && f->int8 && v->x86_int8;
 }
 
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
                              clf_weight *w) {
     memset(w, 0, sizeof *w);
-    if (!type_suffix(type))
+    const clf_panel_fmt *f = clf_panel_fmt_get(type);
+    if (!f)
         return clf_fail(CLF_ERR_FORMAT, "matmul: weight type %u is not supported", (unsigned)type);
     if (rows <= 0 || cols <= 0 || rows > INT_MAX || cols > INT_MAX || !clf_row_bytes(type, cols) || !data)
         return clf_fail(CLF_ERR_ARG, "matmul: bad %s weight %lld x %lld (columns must be a whole number of blocks)",
@@ -201,7 +116,7 @@ clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64
     unsigned char *q = NULL;
     uint16_t *s = NULL;
     size_t qb = 0, sb = 0;
-    CLF_TRY(pack_panels(type, rows, cols, data, &q, &qb, &s, &sb));
+    CLF_TRY(clf_panels_pack(f, rows, cols, data, &q, &qb, &s, &sb));
     clf_status st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, qb, q, &w->mem);
     if (st == CLF_OK && s) st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sb, s, &w->aux);
     free(q);
@@ -244,7 +159,7 @@ static void arg(kargs *a, size_t size, const void *value) {
 static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *prefix, clf_type t,
                              cl_kernel *k) {
     char name[32];
-    snprintf(name, sizeof name, "%s_%s", prefix, type_suffix(t));
+    snprintf(name, sizeof name, "%s_%s", prefix, clf_type_get(t)->suffix);
     return clf_kernel_get(rt, v->panels ? "matmul_cpu" : "matmul_gpu", opts, name, k);
 }
 
@@ -266,7 +181,7 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 }
 
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int accumulate, int rowwise) {
+                             cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate, int rowwise) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
     const int int8 = uses_int8(v, W->type, rowwise ? 1 : n);
@@ -280,22 +195,27 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof xoff, &xoff);
     arg(&a, sizeof(cl_mem), &y);
     arg(&a, sizeof yoff, &yoff);
-    if (n > 1 && !int8) arg(&a, sizeof n, &n);
+    if (int8) {
+        arg(&a, sizeof ldy, &ldy);
+    } else if (n > 1) {
+        arg(&a, sizeof n, &n);
+        arg(&a, sizeof ldy, &ldy);
+    }
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
     const size_t local[2] = {1, 1};
     if (int8) { /* tokens first: a panel group's tokens run back to back */
         const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
-        const size_t global[2] = {(size_t)n, ((size_t)panels_of(rows) + ppw - 1) / ppw};
+        const size_t global[2] = {(size_t)n, ((size_t)clf_panels_of(rows) + ppw - 1) / ppw};
         return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
     }
-    const size_t global[2] = {(size_t)panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))};
+    const size_t global[2] = {(size_t)clf_panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))};
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
 
 static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int accumulate) {
+                             cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate) {
     const int skinny = n <= v->skinny_max, rows = (int)W->rows, K = (int)W->cols;
     const int nt = !skinny ? 1 : n == 1 ? 1 : n <= 4 ? 4 : v->skinny_max;
     /* GEMVs share one program per NT, whatever the shape */
@@ -310,6 +230,7 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof(cl_mem), &y);
     arg(&a, sizeof yoff, &yoff);
     arg(&a, sizeof n, &n);
+    arg(&a, sizeof ldy, &ldy);
     arg(&a, sizeof rows, &rows);
     arg(&a, sizeof K, &K);
     arg(&a, sizeof accumulate, &accumulate);
@@ -355,7 +276,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
     arg(&a, sizeof K, &K);
     size_t global[2];
     if (v->panels) {
-        global[0] = (size_t)panels_of(rows);
+        global[0] = (size_t)clf_panels_of(rows);
         global[1] = (size_t)(K + 31) / 32;
     } else {
         global[0] = (size_t)(K + 7) / 8;
@@ -371,14 +292,14 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
 }
 
 static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
-                                 clf_tensor *Y, size_t n, int accumulate) {
+                                 clf_tensor *Y, size_t yoff, size_t ldy, size_t n, int accumulate) {
     cl_mem wf;
     int owned;
     CLF_TRY(weight_as_f32(rt, v, W, &wf, &owned));
     const size_t rows = (size_t)W->rows, K = (size_t)W->cols;
     CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, n, rows, K,
                                         1.0f, X->mem, X->offset / 4, K, wf, 0, K, accumulate ? 1.0f : 0.0f, Y->mem,
-                                        Y->offset / 4, rows, &rt->queue, NULL);
+                                        yoff, ldy, &rt->queue, NULL);
     /* The scratch lives on until the queued GEMM that uses it completes. */
     if (owned) clReleaseMemObject(wf);
     if (cs != CLBlastSuccess)
@@ -390,37 +311,49 @@ static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf
 int clf_matmul_has_clblast(void) { return 0; }
 
 static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
-                                 clf_tensor *Y, size_t n, int accumulate) {
-    (void)rt, (void)v, (void)W, (void)X, (void)Y, (void)n, (void)accumulate;
+                                 clf_tensor *Y, size_t yoff, size_t ldy, size_t n, int accumulate) {
+    (void)rt, (void)v, (void)W, (void)X, (void)Y, (void)yoff, (void)ldy, (void)n, (void)accumulate;
     return clf_fail(CLF_ERR_ARG, "this build has no CLBlast backend (cmake -DCLINFER_CLBLAST=ON, libclblast-dev)");
 }
 #endif
 
-static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate,
-                         int rowwise) {
+/* Y[:, col0 .. col0 + W->rows) = (or +=) X · Wᵀ; rowwise: each row as a
+ * one-row X computes it. */
+static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                         int accumulate, int rowwise) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
     const int64_t n = clf_tensor_nrows(X);
-    if (X->type != CLF_F32 || Y->type != CLF_F32 || X->ne[0] != W->cols || Y->ne[0] != W->rows ||
-        clf_tensor_nrows(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
+    if (X->type != CLF_F32 || Y->type != CLF_F32 || X->ne[0] != W->cols || col0 < 0 || Y->ne[0] < col0 + W->rows ||
+        Y->ne[0] > INT_MAX || clf_tensor_nrows(Y) != n || n <= 0 || n > INT_MAX || X->offset % 4 || Y->offset % 4)
         return clf_fail(CLF_ERR_ARG,
-                        "matmul: shapes do not fit: W %lld x %lld, X %s %lld x %lld, Y %s %lld x %lld "
+                        "matmul: shapes do not fit: W %lld x %lld, X %s %lld x %lld, Y %s %lld x %lld from column %lld "
                         "(F32, X = [n x cols], Y = [n x rows])",
                         (long long)W->rows, (long long)W->cols, clf_type_get(X->type) ? clf_type_get(X->type)->name : "?",
                         (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
-                        (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
+                        (long long)clf_tensor_nrows(Y), (long long)Y->ne[0], (long long)col0);
     const mm_variant var = variant_of(rt, W->layout), *v = &var;
-    if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST) return matmul_clblast(rt, v, W, X, Y, (size_t)n, accumulate);
-    const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4;
-    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate, rowwise)
-                     : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, accumulate);
+    const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4 + (cl_ulong)col0;
+    const int ldy = (int)Y->ne[0];
+    if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST)
+        return matmul_clblast(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
+    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate, rowwise)
+                     : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate);
 }
 
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
-    return matmul(rt, W, X, Y, accumulate, 0);
+    if (W && Y->ne[0] != W->rows)
+        return clf_fail(CLF_ERR_ARG, "matmul: shapes do not fit: W %lld x %lld, Y %lld x %lld (Y = [n x rows])",
+                        (long long)W->rows, (long long)W->cols, (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
+    return matmul(rt, W, X, Y, 0, accumulate, 0);
 }
 
-clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y,
+clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                           int accumulate) {
+    return matmul(rt, W, X, Y, col0, accumulate, 0);
+}
+
+clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate) {
-    return matmul(rt, W, X, Y, accumulate, 1);
+    return matmul(rt, W, X, Y, col0, accumulate, 1);
 }

@@ -36,12 +36,19 @@ typedef enum clf_matmul_backend {
  * X and Y are tensors whose rows are contiguous (row stride = ne[0]). */
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate);
 
-/* The same, each row computed as clf_matmul computes a one-row X (where
- * that quantizes x to int8, so does this), the weights read once for all
- * the rows: decode tokens of several sequences batched give each the
- * result it gets alone. Elsewhere it is clf_matmul. */
-clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y,
+/* Y[:, col0 .. col0 + W->rows) = (or +=) X · Wᵀ: the same product written
+ * into columns of a wider Y [n × ≥ col0 + rows], as one part of a fused
+ * projection whose parts are weights of different types. */
+clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                           int accumulate);
+
+/* The same (into columns from col0), each row computed as clf_matmul
+ * computes a one-row X (where that quantizes x to int8, so does this), the
+ * weights read once for all the rows: decode tokens of several sequences
+ * batched give each the result it gets alone. Elsewhere it is clf_matmul. */
+clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate);
+
 /* Backend for n > 1 products (default native); for `bench kernels` and tests.
  * CLBlast is optional (CLINFER_CLBLAST): 1 when this build has it. */
 int clf_matmul_has_clblast(void);

@@ -51,20 +51,18 @@ static int row_wg(const clf_runtime *rt, int64_t n) {
 
 /* ---- dequantize / get_rows (cl/quant.cl) ------------------------------- */
 
-static const char *deq_kernel(clf_type t) {
-    switch (t) {
-    case CLF_F32: return "get_rows_f32";
-    case CLF_F16: return "get_rows_f16";
-    case CLF_Q8_0: return "get_rows_q8_0";
-    case CLF_Q4_0: return "get_rows_q4_0";
-    case CLF_Q4_1: return "get_rows_q4_1";
-    }
-    return NULL;
+/* cl/quant.cl has get_rows_<suffix> for every type clinfer reads. */
+static const char *deq_kernel(clf_type t, char *buf, size_t n) {
+    const clf_type_info *ti = clf_type_get(t);
+    if (!ti) return NULL;
+    snprintf(buf, n, "get_rows_%s", ti->suffix);
+    return buf;
 }
 
 /* out rows i < n are table rows ids[i] (or row i when ids is NULL). */
 static clf_status rows_launch(clf_runtime *rt, const clf_tensor *table, cl_mem ids, size_t n, clf_tensor *out) {
-    const char *name = deq_kernel(table->type);
+    char buf[32];
+    const char *name = deq_kernel(table->type, buf, sizeof buf);
     if (!name || !clf_tensor_row_bytes(table))
         return clf_fail(CLF_ERR_ARG, "cannot dequantize type %u with rows of %lld", (unsigned)table->type,
                         (long long)table->ne[0]);

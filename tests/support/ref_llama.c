@@ -272,7 +272,8 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
                      0, &s);
     /* a small output norm keeps logits near 1 (a plausible, not peaked, softmax) */
     rc |= add_tensor(w, "output_norm.weight", CLF_F32, d, 1, 0.01f, 0.1f, &s);
-    if (!tm->tied) rc |= add_tensor(w, "output.weight", tm->type, d, tm->n_vocab, wscale, 0, &s);
+    const clf_type mix = tm->mix ? tm->mix : tm->type;
+    if (!tm->tied) rc |= add_tensor(w, "output.weight", mix, d, tm->n_vocab, wscale, 0, &s);
     if (tm->rope_freqs) { /* Llama 3.1's factors run from 1 (high frequencies) to 8 (low) */
         int half = (tm->n_rot ? tm->n_rot : tm->head_dim) / 2;
         float *ff = malloc((size_t)half * sizeof *ff);
@@ -291,16 +292,16 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
         } else {
             rc |= T("attn_q.weight", tm->type, d, qd, wscale * 2, 0);
             rc |= T("attn_k.weight", tm->type, d, kvd, wscale * 2, 0);
-            rc |= T("attn_v.weight", tm->type, d, kvd, wscale, 0);
+            rc |= T("attn_v.weight", mix, d, kvd, wscale, 0);
         }
         rc |= T("attn_output.weight", tm->type, qd, d, 1.0f / sqrtf((float)qd), 0);
         if (phi) {
             rc |= T("ffn_up.weight", tm->type, d, 2 * tm->n_ff, wscale, 0);
         } else {
             rc |= T("ffn_gate.weight", tm->type, d, tm->n_ff, wscale, 0);
-            rc |= T("ffn_up.weight", tm->type, d, tm->n_ff, wscale, 0);
+            rc |= T("ffn_up.weight", mix, d, tm->n_ff, wscale, 0);
         }
-        rc |= T("ffn_down.weight", tm->type, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
+        rc |= T("ffn_down.weight", mix, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
         if (strcmp(a, "qwen2") == 0) {
             rc |= T("attn_q.bias", CLF_F32, qd, 1, 0.5f, 0);
             rc |= T("attn_k.bias", CLF_F32, kvd, 1, 0.5f, 0);

@@ -28,6 +28,7 @@ typedef struct tiny_model {
     int rope_freqs;   /* a rope_freqs.weight (Llama 3.1 frequency factors from 1 to 8) */
     float rope_scale; /* > 0: linear RoPE scaling by this factor */
     int window;       /* gemma3's sliding window */
+    clf_type mix;     /* nonzero: attn_v, ffn_up, ffn_down and output in this type (a Q4_K_M keeps some in Q6_K) */
 } tiny_model;
 int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path);
 
