@@ -447,18 +447,29 @@ DEFINE_FLOAT_MV(gemv_bf16, ushort, LOAD_BF16)
 #define KQ_CODE(q, QB, QH, kk, h) \
     (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
 /* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
- * point it indexes (shuffle: a 16-lane permute). */
-#define CLF_IQ4NL_GRID                                                                            \
-    (float16)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f, 1.0f, 13.0f, 25.0f, 38.0f, 53.0f, \
-              69.0f, 89.0f, 113.0f)
-#if CLF_X86_INT8 /* LLVM 15 scalarizes a variable shuffle; vpermps is one instruction */
-#define KQ_LOOKUP(grid, c) __builtin_ia32_permvarsf512(grid, as_int16(c))
+ * point it indexes: on x86 PoCL one vpermps; elsewhere a degree-6
+ * polynomial in c − 7.5, rounded (least squares on the 16 points: within
+ * 0.353 of each in float, so rounding is exact; PoCL's LLVM 15 scalarizes
+ * OpenCL's shuffle with a variable mask, and its rint is a call). */
+#if CLF_X86_INT8
+#define KQ_LOOKUP(c)                                                                              \
+    __builtin_ia32_permvarsf512((float16)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f, 1.0f, \
+                                          13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f),        \
+                                as_int16(c))
 #else
-#define KQ_LOOKUP(grid, c) shuffle(grid, c)
+#define KQ_LOOKUP(c) clf_iq4nl_lookup(c)
 #endif
-#define KQ_VALUE_F(q, QB, QH, kk, h, GRID)                                                        \
-    ((GRID) ? KQ_LOOKUP(CLF_IQ4NL_GRID, KQ_CODE(q, QB, QH, kk, h))                                \
-            : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
+inline float16 clf_iq4nl_lookup(uint16 c) {
+    const float16 t = convert_float16(as_int16(c)) - 7.5f;
+    float16 p = fma(t, 3.783969805226661e-05f, 8.43454763526097e-05f);
+    p = fma(p, t, -0.0018443544395267963f);
+    p = fma(p, t, 0.07512453198432922f);
+    p = fma(p, t, -0.06124495714902878f);
+    p = fma(p, t, 11.508660316467285f);
+    return (fma(p, t, -4.4609375f) + 12582912.0f) - 12582912.0f; /* rint: 1.5·2^23 leaves no fraction bits */
+}
+#define KQ_VALUE_F(q, QB, QH, kk, h, GRID) \
+    ((GRID) ? KQ_LOOKUP(KQ_CODE(q, QB, QH, kk, h)) : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
 
 /* A record's plane of 32 dwords at half offset off, rows 16h.. 16h + 15. */
 #define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
@@ -661,8 +672,9 @@ inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx
  * unsigned codes times signed x̂ in pmaddubsw pairs, folded to ints by
  * pmaddwd once as many pairs as a short holds are summed (a pair is at most
  * 2·63·127 for 6-bit codes: two fit below 32767, four for 5 bits, eight for
- * 4 bits or fewer). */
-inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
+ * 4 bits or fewer). static: its loops unroll once inlined, where c0 and nc
+ * are constants; a standalone copy would warn that they cannot. */
+static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
     const int widen = qb + qh >= 6 ? 2 : qb + qh == 5 ? 4 : 8;
     int16 acc = 0;
     if (grid) { /* IQ4_NL: grid bytes by pshufb, signed, dotted as Q8_0's (clf_dot_q8_x8) */
