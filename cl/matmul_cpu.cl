@@ -111,8 +111,8 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
         }                                                                                       \
     }
 
-DEFINE_FLOAT_MM(mm_f32, float, LOAD_F32)
-DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
+DEFINE_FLOAT_MM(gemm_f32, float, LOAD_F32)
+DEFINE_FLOAT_MM(gemm_f16, ushort, LOAD_F16)
 
 /* Quantized panels: per block, the scales (and Q4_1 minimums) of 32 rows;
  * per column the 32 weights dequantized as w = q*d + m. Q4 nibbles arrive as
@@ -185,9 +185,9 @@ DEFINE_FLOAT_MM(mm_f16, ushort, LOAD_F16)
         }                                                                                       \
     }
 
-DEFINE_QUANT_MM(mm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8, _Pragma("unroll 4"))
-DEFINE_QUANT_MM(mm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4, )
-DEFINE_QUANT_MM(mm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, )
+DEFINE_QUANT_MM(gemm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8, _Pragma("unroll 4"))
+DEFINE_QUANT_MM(gemm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4, )
+DEFINE_QUANT_MM(gemm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, )
 
 /* GEMV (one token): one work-item per panel, global size (panels). Four
  * independent accumulator pairs hide the FMA latency that a single token's
@@ -219,8 +219,8 @@ DEFINE_QUANT_MM(mm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, )
                     rows - 32 * p, accumulate);                                                 \
     }
 
-DEFINE_FLOAT_MV(mv_f32, float, LOAD_F32)
-DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
+DEFINE_FLOAT_MV(gemv_f32, float, LOAD_F32)
+DEFINE_FLOAT_MV(gemv_f16, ushort, LOAD_F16)
 
 /* Quantized GEMV: per block, sum x·q in integers-as-floats first and scale
  * once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x (with Q4's f for q, as above). */
@@ -260,9 +260,9 @@ DEFINE_FLOAT_MV(mv_f16, ushort, LOAD_F16)
         clf_store32(Y + yoff + 32 * p, acc0, acc1, rows - 32 * p, accumulate);                  \
     }
 
-DEFINE_QUANT_MV(mv_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
-DEFINE_QUANT_MV(mv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
-DEFINE_QUANT_MV(mv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
+DEFINE_QUANT_MV(gemv_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
+DEFINE_QUANT_MV(gemv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
+DEFINE_QUANT_MV(gemv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
 
 #if CLF_X86_INT8
 /* Q8_0/Q4 GEMVs with x quantized to int8 per block of 32 (scale
@@ -360,9 +360,9 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
             clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
-DEFINE_INT8_MV(mvi_q8_0, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)
-DEFINE_INT8_MV(mvi_q4_0, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M)
-DEFINE_INT8_MV(mvi_q4_1, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M)
+DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)
+DEFINE_INT8_MV(gemv_q4_0_i8, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M)
+DEFINE_INT8_MV(gemv_q4_1_i8, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M)
 #endif
 
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
@@ -415,8 +415,8 @@ DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
     (w0 = as_float16(convert_uint16(vload16(0, (w) + 32 * (k))) << 16),                         \
      w1 = as_float16(convert_uint16(vload16(1, (w) + 32 * (k))) << 16))
 
-DEFINE_FLOAT_MM(mm_bf16, ushort, LOAD_BF16)
-DEFINE_FLOAT_MV(mv_bf16, ushort, LOAD_BF16)
+DEFINE_FLOAT_MM(gemm_bf16, ushort, LOAD_BF16)
+DEFINE_FLOAT_MV(gemv_bf16, ushort, LOAD_BF16)
 
 /* The other types store each weight as an unsigned integer code c of QB + QH
  * bits, w = c·D + M with D and M per row and sub-block of SL columns (32 or
@@ -447,18 +447,29 @@ DEFINE_FLOAT_MV(mv_bf16, ushort, LOAD_BF16)
 #define KQ_CODE(q, QB, QH, kk, h) \
     (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
 /* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
- * point it indexes (shuffle: a 16-lane permute). */
-#define CLF_IQ4NL_GRID                                                                            \
-    (float16)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f, 1.0f, 13.0f, 25.0f, 38.0f, 53.0f, \
-              69.0f, 89.0f, 113.0f)
-#if CLF_X86_INT8 /* LLVM 15 scalarizes a variable shuffle; vpermps is one instruction */
-#define KQ_LOOKUP(grid, c) __builtin_ia32_permvarsf512(grid, as_int16(c))
+ * point it indexes: on x86 PoCL one vpermps; elsewhere a degree-6
+ * polynomial in c − 7.5, rounded (least squares on the 16 points: within
+ * 0.353 of each in float, so rounding is exact; PoCL's LLVM 15 scalarizes
+ * OpenCL's shuffle with a variable mask, and its rint is a call). */
+#if CLF_X86_INT8
+#define KQ_LOOKUP(c)                                                                              \
+    __builtin_ia32_permvarsf512((float16)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f, 1.0f, \
+                                          13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f),        \
+                                as_int16(c))
 #else
-#define KQ_LOOKUP(grid, c) shuffle(grid, c)
+#define KQ_LOOKUP(c) clf_iq4nl_lookup(c)
 #endif
-#define KQ_VALUE_F(q, QB, QH, kk, h, GRID)                                                        \
-    ((GRID) ? KQ_LOOKUP(CLF_IQ4NL_GRID, KQ_CODE(q, QB, QH, kk, h))                                \
-            : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
+inline float16 clf_iq4nl_lookup(uint16 c) {
+    const float16 t = convert_float16(as_int16(c)) - 7.5f;
+    float16 p = fma(t, 3.783969805226661e-05f, 8.43454763526097e-05f);
+    p = fma(p, t, -0.0018443544395267963f);
+    p = fma(p, t, 0.07512453198432922f);
+    p = fma(p, t, -0.06124495714902878f);
+    p = fma(p, t, 11.508660316467285f);
+    return (fma(p, t, -4.4609375f) + 12582912.0f) - 12582912.0f; /* rint: 1.5·2^23 leaves no fraction bits */
+}
+#define KQ_VALUE_F(q, QB, QH, kk, h, GRID) \
+    ((GRID) ? KQ_LOOKUP(KQ_CODE(q, QB, QH, kk, h)) : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
 
 /* A record's plane of 32 dwords at half offset off, rows 16h.. 16h + 15. */
 #define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
@@ -526,7 +537,7 @@ inline float clf_sum_x(const __global float *x, int n) {
 /* GEMV, one work-item per panel as DEFINE_QUANT_MV: per sub-block the sums
  * x·c in floats, then Σ x·w = D·Σ x·c + M·Σ x. */
 #define DEFINE_KQ_MV(T, QB, QH, SBK, SL, SREC, GRID)                                                   \
-    __kernel void mv_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
+    __kernel void gemv_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int rows,  \
                          const int K, const int accumulate) {                                   \
         const int p = get_global_id(0), nb = K / 32;                                            \
@@ -559,7 +570,7 @@ inline float clf_sum_x(const __global float *x, int n) {
  * unrolled, every plane's shift a constant: 2048² × 64 tokens 7-24% faster
  * (Q4_K 7%, Q6_K 14%, Q3_K 24%). */
 #define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC, GRID)                                                   \
-    __kernel void mm_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
+    __kernel void gemm_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int n,     \
                          const int ldy, const int rows, const int K, const int accumulate) {    \
         const int p = get_global_id(0), nb = K / 32;                                            \
@@ -661,8 +672,9 @@ inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx
  * unsigned codes times signed x̂ in pmaddubsw pairs, folded to ints by
  * pmaddwd once as many pairs as a short holds are summed (a pair is at most
  * 2·63·127 for 6-bit codes: two fit below 32767, four for 5 bits, eight for
- * 4 bits or fewer). */
-inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
+ * 4 bits or fewer). static: its loops unroll once inlined, where c0 and nc
+ * are constants; a standalone copy would warn that they cannot. */
+static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
     const int widen = qb + qh >= 6 ? 2 : qb + qh == 5 ? 4 : 8;
     int16 acc = 0;
     if (grid) { /* IQ4_NL: grid bytes by pshufb, signed, dotted as Q8_0's (clf_dot_q8_x8) */
@@ -694,7 +706,7 @@ inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, in
 /* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV: per
  * sub-block Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂. */
 #define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                                  \
-    __kernel void mvi_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
+    __kernel void gemv_##T##_i8(__global const uint *W, __global const ushort *S, __global const float *X, \
                           const ulong xoff, __global float *Y, const ulong yoff, const int ldy,  \
                           const int rows, const int K, const int accumulate) {                  \
         const int p0 = get_global_id(1) * PPW, nb = K / 32, np = (rows + 31) / 32;              \

@@ -17,7 +17,9 @@ clf_status clf_check_matmul(clf_runtime *rt, uint64_t seed, clf_type type, int r
                             int accumulate, clf_check_result *res);
 
 /* The stated tolerance on ||Y - ref|| / ||ref||: float accumulation order
- * only, since the kernels dequantize exactly as the reference does. Where
+ * only, since the kernels dequantize exactly as the reference does
+ * (clf_check_matmul widens it where the outputs cancel to well below
+ * Σ|x·w| / √cols, whose rounding it then sees). Where
  * the product quantizes x to int8 (clf_matmul_quantizes_x), the check
  * derives it from the data instead: 4 standard deviations of the error that
  * x's rounding causes (about 0.5% on the real shapes). */

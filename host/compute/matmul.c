@@ -155,11 +155,13 @@ static void arg(kargs *a, size_t size, const void *value) {
     a->i++;
 }
 
-/* A kernel of the variant's family built with `opts` (its -D options). */
-static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *prefix, clf_type t,
+/* A kernel of the variant's family built with `opts` (its -D options),
+ * named by what it computes for which type, as ggml names its own:
+ * `pattern` has one %s for the type ("gemv_%s_i8" -> gemv_q8_0_i8). */
+static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *pattern, clf_type t,
                              cl_kernel *k) {
-    char name[32];
-    snprintf(name, sizeof name, "%s_%s", prefix, clf_type_get(t)->suffix);
+    char name[48];
+    snprintf(name, sizeof name, pattern, clf_type_get(t)->suffix);
     return clf_kernel_get(rt, v->panels ? "matmul_cpu" : "matmul_gpu", opts, name, k);
 }
 
@@ -188,7 +190,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     char opts[128];
     cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, int8 ? "mvi" : n == 1 ? "mv" : "mm", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, int8 ? "gemv_%s_i8" : n == 1 ? "gemv_%s" : "gemm_%s", W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
     arg(&a, sizeof(cl_mem), &x);
@@ -223,7 +225,7 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     char opts[128];
     gpu_options(v, t, nt, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, skinny ? "gv" : "gm", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, skinny ? "gemv_%s" : "gemm_%s", W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     arg(&a, sizeof(cl_mem), &x);
     arg(&a, sizeof xoff, &xoff);
@@ -267,7 +269,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
         cpu_options(v, v->gemm_tm, opts, sizeof opts);
     else
         gpu_options(v, &v->tiles[1], 1, opts, sizeof opts);
-    CLF_TRY(get_kernel(rt, v, opts, v->panels ? "unpack" : "dq", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, v->panels ? "unpack_%s" : "dequant_%s", W->type, &a.k));
     CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, bytes, NULL, out));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (W->aux) arg(&a, sizeof(cl_mem), &W->aux);

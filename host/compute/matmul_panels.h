@@ -15,7 +15,7 @@ typedef struct clf_panel_fmt {
     int qb, qh;         /* bits of a code's base and high planes; 0, 0: F32/F16/BF16 values */
     int sbk;            /* columns per scale record (super-block) */
     int rec;            /* halves per record of a panel (32 rows) */
-    int int8;           /* 1: has an int8-x GEMV (mvi_<kernel>) that beats the float one */
+    int int8;           /* 1: has an int8-x GEMV (gemv_<type>_i8) that beats the float one */
     /* the sbk codes of one GGUF (super-)block, and its scale fields into
      * row j of a record */
     void (*codes)(const unsigned char *blk, uint8_t *c);
