@@ -74,13 +74,39 @@ def _ids(tokens):
     return arr, len(tokens)
 
 
-class Model:
+class _Handle:
+    """A library handle (self._h) freed by close(), also on `with` exit and
+    on garbage collection; _handle() refuses a closed one."""
+
+    _what = "handle"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _handle(self):
+        if not self._h:
+            raise Error(2, f"the {self._what} is closed")
+        return self._h
+
+
+class Model(_Handle):
     """A GGUF model loaded onto a device.
 
     path: the file (None: $CLINFER_MODEL, else the default model in the
     cache); device: "P:D" or a name substring (None: $CLINFER_DEVICE, else
     the first GPU, accelerator, then CPU); vocab_only: the tokenizer and chat
     template only, no device."""
+
+    _what = "model"
 
     def __init__(self, path=None, device=None, vocab_only=False):
         self._h = None
@@ -105,22 +131,6 @@ class Model:
             lib.clinfer_model_free(self._h)
             self._h = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def _handle(self):
-        if not self._h:
-            raise Error(2, "the model is closed")
-        return self._h
 
     def tokenize(self, text, add_special=True, parse_special=False):
         """Text -> token ids (a list): add_special adds BOS where the model
@@ -171,8 +181,10 @@ class Model:
         return Session(self, n_ctx=n_ctx, n_batch=n_batch, kv=kv)
 
 
-class Session:
+class Session(_Handle):
     """A context on a model: its KV cache, the logits of the last token."""
+
+    _what = "session"
 
     def __init__(self, model, n_ctx=0, n_batch=0, kv="f32"):
         if kv not in ("f32", "f16"):
@@ -193,22 +205,6 @@ class Session:
             lib.clinfer_session_free(self._h)
             self._h = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def _handle(self):
-        if not self._h:
-            raise Error(2, "the session is closed")
-        return self._h
 
     @property
     def n_ctx(self):
