@@ -192,6 +192,22 @@ static float signed_amax(const float *x, int n, float *amax_out) {
     return max;
 }
 
+/* Codes clamp(round(iscale x), -nmax, nmax-1) and their x^2-weighted
+ * least-squares sums; L (when not NULL) gets each code plus `off`. */
+static void sym_codes(int n, int nmax, float iscale, const float *x, int8_t *L, int off, float *sumlx_out,
+                      float *suml2_out) {
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)(l + off);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    *sumlx_out = sumlx;
+    *suml2_out = suml2;
+}
+
 /* Symmetric fit to codes -nmax..nmax-1 weighted by x^2: the scale that puts
  * the largest weight on -nmax, then 18 nearby spacings, keeping the best by
  * the least-squares score sumlx^2 / suml2 (make_qx_quants, rmse_type 1).
@@ -202,25 +218,13 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
-    float iscale = -nmax / max, sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float iscale = -nmax / max, sumlx, suml2;
+    sym_codes(n, nmax, iscale, x, L, nmax, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        sym_codes(n, nmax, iscale, x, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1));
             scale = sumlx / suml2;
@@ -239,14 +243,8 @@ static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
         memset(L, 0, (size_t)n);
         return 0.f;
     }
-    float iscale = -nmax / max, sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float iscale = -nmax / max, sumlx, suml2;
+    sym_codes(n, nmax, iscale, x, L, 0, &sumlx, &suml2);
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
