@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "matmul.h"
 #include "ops.h"
+#include "stage.h"
 
 typedef struct clf_llama_hparams {
     char arch[32];
@@ -56,8 +57,11 @@ typedef struct clf_llama {
     clf_tensor out_norm;
     clf_tensor rope_freqs; /* F32 [n_rot / 2] when hp.rope_freqs */
     clf_weight output;     /* [n_vocab × n_embd] */
-    clf_llama_layer *layers;
+    clf_llama_layer *layers; /* [hp.n_layer], those of [l0, l1) loaded */
     size_t device_bytes; /* weights on the device */
+    int l0, l1;          /* the layers this model holds: all but on a stage of a split (stage.h) */
+    const clf_stage_ops *next_ops; /* a stage before the last: how its contexts reach the next */
+    void *next;
 } clf_llama;
 
 /* Reads hyperparameters and checks every tensor's presence, type and shape. */
@@ -89,6 +93,9 @@ typedef struct clf_llama_ctx {
     cl_mem ids;
     int32_t *host_ids; /* a pass's tokens, gathered from its entries */
     size_t device_bytes; /* KV cache + scratch */
+    clf_stage_link *next; /* a stage before the last: the next stage's context */
+    float *hop_x[2];      /* [n_batch × n_embd]: a pass's activations for the next stage, two in flight */
+    float *hop_logits;    /* the logits rows a pass over the link returns */
 } clf_llama_ctx;
 
 /* n_ctx 0 = the model's training context (capped at 4096); n_batch: the
