@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "clf_mpi.h"
 #include "options.h"
 #include "estimate.h"
 #include "llama.h"
@@ -51,7 +52,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_model_shape shape; /* FLOPs and KV bytes as `clinfer info` counts them */
     clf_status st = clf_model_shape_from_gguf(g, &shape);
     if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
-    if (st == CLF_OK) st = clf_llama_load(rt, g, &m);
+    if (st == CLF_OK) st = cli_mpi ? clf_mpi_load(rt, g, o->model_path, sel, NULL, 0, &m) : clf_llama_load(rt, g, &m);
     if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + PROFILE_TOKENS, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
     if (st != CLF_OK) goto done;
     const clf_llama_hparams *hp = &m->hp;
@@ -188,6 +189,7 @@ int clf_bench_model_main(int argc, char **argv) {
     int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");
+    if (cli_mpi && o.all_devices) return cli_usage(USAGE, "--mpi runs one model: not with --all-devices");
     char path[1024];
     clf_gguf *g;
     clf_status st = clf_model_path(o.model_path, path, sizeof path);

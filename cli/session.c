@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+#include "clf_mpi.h"
 #include "model_path.h"
 
 volatile sig_atomic_t cli_interrupted;
@@ -65,7 +67,9 @@ clf_status cli_session_open(const char *model, const char *device, int n_ctx, cl
         clf_runtime_set_abort(s->rt, interrupted, NULL);
         clf_runtime_on_build(s->rt, building_notice, s->rt);
     }
-    if (st == CLF_OK) st = load_step(clf_llama_load(s->rt, s->g, &s->m));
+    if (st == CLF_OK)
+        st = load_step(cli_mpi ? clf_mpi_load(s->rt, s->g, model, device, NULL, 0, &s->m)
+                               : clf_llama_load(s->rt, s->g, &s->m));
     if (st == CLF_OK && n_ctx >= 0) st = load_step(clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c));
     if (st == CLF_OK && clf_tokenizer_n_vocab(s->tok) != s->m->hp.n_vocab)
         st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(s->tok),

@@ -1,0 +1,38 @@
+/* One model across the ranks of an MPI job: `mpirun -np N clinfer run|chat|
+ * perplexity|bench|serve --mpi ...`. Rank 0 runs the command (tokenizer,
+ * sampling, all I/O) on stage 0; ranks 1..N-1 run clf_mpi_worker, each
+ * holding one later stage (its layers only, from its own mmap of the GGUF,
+ * on its own device). Messages: mpi_proto.h.
+ *
+ * Built with Open MPI (CLINFER_MPI); without it, clf_mpi_start fails with
+ * one clear message and everything else runs as usual. */
+#ifndef CLF_MPI_H
+#define CLF_MPI_H
+
+#include "llama.h"
+
+/* Starts MPI (MPI_Init_thread, funneled). *rank and *size: this process's
+ * place in the job. Rank 0 must end with clf_mpi_end, ranks > 0 run
+ * clf_mpi_worker. */
+clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size);
+
+/* A rank > 0: waits for rank 0's setup, loads its stage, then serves the
+ * pipeline's requests until rank 0 says stop. Never writes to stdout;
+ * its failures go to rank 0. Returns the process's exit status. */
+int clf_mpi_worker(void);
+
+/* Rank 0: the layers of every rank. Broadcasts the setup (the model as -m
+ * gave it, the device selector, the plan: layers equal by weight bytes, or
+ * by `ratio` when given: n_ratio == job size), loads layers [0, l1) here,
+ * gathers every rank's load status and makes the result stage 0 with an MPI
+ * link to rank 1. A rank that failed: its status, the message naming the
+ * rank ("rank 2: ..."). */
+clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, const char *device,
+                        const double *ratio, int n_ratio, clf_llama **out);
+
+/* Rank 0, once the command returned `status`: 0 stops the workers and
+ * finalizes MPI; anything else ends the job with MPI_Abort(status) (a
+ * worker may be blocked on a stage that failed). Returns status. */
+int clf_mpi_end(int status);
+
+#endif
