@@ -94,7 +94,7 @@ void cli_place_print(FILE *f, const cli_split *s) {
                 st->total_bytes / 1048576.0, st->device_bytes / 1048576.0,
                 st->total_bytes > st->device_bytes ? "  does not fit" : "");
     }
-    fprintf(f, "  each boundary: %.0f bytes per token (n_embd F32 activations), %d boundaries\n",
+    fprintf(f, "  crossing a boundary: %.0f bytes per token (n_embd F32 activations); boundaries: %d\n",
             p->hop_bytes_per_token, p->n - 1);
 }
 
