@@ -69,7 +69,7 @@ int cmd_serve(int argc, char **argv) {
     srv_engine *e = NULL;
     srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
                    .created = (long long)time(NULL)};
-    st = cli_session_open(path, o.device, -1, o.kv, &s);
+    st = cli_session_open(path, &o.place, -1, o.kv, &s);
     if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
     if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
     if (st == CLF_OK) {

@@ -72,7 +72,7 @@ struct clf_stage_link {
 /* Loads layers [l0, l1) of the file (0 <= l0 < l1 <= n_layer) with the
  * tensors the stage needs: token_embd on the first (l0 == 0), output_norm
  * and output on the last (l1 == n_layer; tied embeddings: token_embd as the
- * head). clf_llama_load is the range [0, n_layer). */
+ * head). clf_llama_load is the range [0, n_layer); l1 = -1 means n_layer. */
 clf_status clf_llama_load_range(clf_runtime *rt, const clf_gguf *g, int l0, int l1, struct clf_llama **out);
 
 /* Makes m a stage that is not the last: contexts created on it from now on
@@ -88,5 +88,17 @@ void clf_llama_set_next(struct clf_llama *m, const clf_stage_ops *ops, void *nex
  * The segments' sequences advance to pos + n (every segment's pos must be
  * the sequence's length on this stage: CLF_ERR_ARG otherwise). */
 clf_status clf_llama_stage_pass(struct clf_llama_ctx *c, const clf_stage_pass *p, const float *x_in, float *out);
+
+/* The link to another stage in this process (its own device and queue):
+ * `next` is the next stage's clf_llama. */
+extern const clf_stage_ops clf_stage_local_ops;
+
+/* Loads stage i's layers [l0[i], l1[i]) on rts[i] for i < n and chains the
+ * stages with local links; models[0] is the model to evaluate with (its
+ * contexts reach the others). On a failure nothing stays loaded. */
+clf_status clf_stage_local_load(clf_runtime *const *rts, int n, const clf_gguf *g, const int *l0, const int *l1,
+                                struct clf_llama **models);
+/* Frees the n models (the contexts on models[0] first). */
+void clf_stage_local_free(struct clf_llama **models, int n);
 
 #endif
