@@ -123,6 +123,10 @@ cd - >/dev/null || exit 1
 expect "rank 0's file missing" 3 "^clinfer: I/O error: .*no-such\.gguf" 60 \
     $MPIRUN -np 2 "$BIN" run --mpi -m "$W/no-such.gguf" -p hi -n 4
 expect "a usage error under --mpi" 2 "^clinfer: usage error: no prompt" 60 $MPIRUN -np 2 "$BIN" run --mpi -m "$W/tiny.gguf"
+expect "--split-ratio for other ranks" 2 "^clinfer: usage error: --split-ratio has 2 parts for 3 ranks" 60 \
+    $MPIRUN -np 3 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 --split-ratio 1,1
+expect "--mpi with --devices" 2 "^clinfer: usage error: --mpi holds one stage per rank" 60 \
+    $MPIRUN -np 2 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 --devices 0:0,0:0
 expect "--mpi on a command without it" 2 "^clinfer: usage error: --mpi works with run, chat" 10 "$BIN" info --mpi -m "$W/tiny.gguf"
 
 # 3. a rank killed mid-generation (SIGKILL after 3 s; the tiny model,
