@@ -75,6 +75,29 @@ static int start_mpi(int *argc, char ***argv) {
     return rank > 0 ? clf_mpi_worker() : -1;
 }
 
+/* After a command under --mpi: what crossed the ranks, on stderr (a pass
+ * of one row is a decoding step, of several a prompt's chunk). */
+static void print_mpi_stats(void) {
+    clf_mpi_stats s;
+    clf_mpi_get_stats(&s);
+    const clf_mpi_hops *kinds[2] = {&s.one, &s.many};
+    for (int i = 0; i < 2; i++) {
+        const clf_mpi_hops *h = kinds[i];
+        if (!h->passes) continue;
+        fprintf(stderr,
+                "clinfer: mpi: %d ranks, %ld passes of %.0f rows: per pass %d hops down of %.1f KiB and 1 back of %.1f "
+                "KiB, stages on ranks 1..%d %.3f ms, messaging %.3f ms (%.3f ms per hop)\n",
+                s.ranks, h->passes, (double)h->rows / h->passes, s.ranks - 1, h->bytes_down / h->passes / 1024,
+                h->bytes_back / h->passes / 1024, s.ranks - 1, h->remote_s / h->passes * 1e3,
+                h->messaging_s / h->passes * 1e3, h->messaging_s / h->passes / s.ranks * 1e3);
+    }
+}
+
+static int end_mpi(int status) {
+    if (cli_mpi && status == 0) print_mpi_stats();
+    return clf_mpi_end(status);
+}
+
 int main(int argc, char **argv) {
     hold_std_fds();
     if (take_mpi_flag(&argc, argv) && argc >= 2) {
@@ -87,7 +110,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return clf_mpi_end(cli_close_stdout(commands[i].fn(argc - 1, argv + 1)));
+            return end_mpi(cli_close_stdout(commands[i].fn(argc - 1, argv + 1)));
     fprintf(stderr, "clinfer: %s: unknown command '%s'\n", clf_status_name(CLF_ERR_ARG), argv[1]);
     usage(stderr);
     return 2;

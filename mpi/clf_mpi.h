@@ -30,6 +30,24 @@ int clf_mpi_worker(void);
 clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, const char *device,
                         const double *ratio, int n_ratio, clf_llama **out);
 
+/* What rank 0's link has carried since the job started: the passes, and
+ * per pass the messages down (one per boundary) and back (the logits).
+ * Kept apart for passes of one row and of several. messaging_s: the time
+ * rank 0 waited for the logits minus the time the
+ * other ranks spent in their stages (clf_llama_stage_pass, which includes
+ * each stage's upload of its input and download of its output): what the
+ * hops themselves cost, MPI and waking up, over all hops. */
+typedef struct clf_mpi_hops {
+    long passes, rows;
+    double bytes_down, bytes_back; /* per boundary, summed over the passes */
+    double wait_s, remote_s, messaging_s;
+} clf_mpi_hops;
+typedef struct clf_mpi_stats {
+    int ranks;
+    clf_mpi_hops one, many; /* passes of one row (decoding), of several (prompts) */
+} clf_mpi_stats;
+void clf_mpi_get_stats(clf_mpi_stats *s);
+
 /* Rank 0, once the command returned `status`: 0 stops the workers and
  * finalizes MPI; anything else ends the job with MPI_Abort(status) (a
  * worker may be blocked on a stage that failed). Returns status. */

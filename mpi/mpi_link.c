@@ -9,6 +9,7 @@
 
 #include "clf_mpi.h"
 #include "mpi_wire.h"
+#include "runtime.h"
 #include "split.h"
 #include "stage.h"
 
@@ -17,12 +18,19 @@ static struct {
     int setup_sent; /* the workers left MPI_Bcast: a STOP must reach them down the pipeline */
     int next_id;    /* the last context id given out */
     clf_mpi_buf buf;
+    clf_mpi_stats stats;
 } job;
 
 clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size) {
     /* serve runs the model on its scheduler thread: MPI is called from one
      * thread at a time, not always the main one */
     int provided = 0;
+    /* Open MPI spins in its progress loop without yielding unless a host
+     * is oversubscribed; a rank's OpenCL threads (a CPU device) and the
+     * other ranks on the host need that core: measured on 2 cores, 2 ranks
+     * spent 0.4-0.7 ms per hop spinning, 0.007 ms yielding. A user's own
+     * setting wins. */
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return clf_fail(CLF_ERR_IO, "MPI_Init_thread failed");
     if (provided < MPI_THREAD_SERIALIZED) {
@@ -59,8 +67,9 @@ int clf_mpi_end(int status) {
 }
 
 /* The next answer on TAG_REPLY: `bytes` of payload into dst, or the failure
- * a rank reported (its message names it). */
-static clf_status wait_reply(void *dst, size_t bytes) {
+ * a rank reported (its message names it). *hops: what the answer says of
+ * the ranks' time and the bytes back. */
+static clf_status wait_reply(void *dst, size_t bytes, clf_mpi_hops *hops) {
     CLF_TRY(clf_mpi_recv(&job.buf, MPI_ANY_SOURCE, CLF_MPI_TAG_REPLY));
     const clf_mpi_msg *h = clf_mpi_head(&job.buf);
     size_t got = job.buf.len - sizeof *h;
@@ -69,7 +78,20 @@ static clf_status wait_reply(void *dst, size_t bytes) {
     if (got != bytes)
         return clf_fail(CLF_ERR_FORMAT, "rank %d answered %zu bytes, %zu expected", h->rank, got, bytes);
     if (bytes) memcpy(dst, job.buf.p + sizeof *h, bytes);
+    *hops = (clf_mpi_hops){.remote_s = h->busy_s, .bytes_back = (double)job.buf.len};
     return CLF_OK;
+}
+
+static void add_hops(clf_mpi_hops *to, const clf_mpi_hops *h) {
+    to->passes += h->passes, to->rows += h->rows;
+    to->bytes_down += h->bytes_down, to->bytes_back += h->bytes_back;
+    to->wait_s += h->wait_s, to->remote_s += h->remote_s;
+    to->messaging_s = to->wait_s - to->remote_s;
+}
+
+void clf_mpi_get_stats(clf_mpi_stats *s) {
+    *s = job.stats;
+    s->ranks = job.size;
 }
 
 typedef struct mpi_link {
@@ -87,7 +109,7 @@ static clf_status link_ctx_create(void *next, int n_ctx, int n_batch, int n_seq,
     if (!l) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     *l = (mpi_link){{&mpi_ops, l}, ++job.next_id, m->hp.n_embd, m->hp.n_vocab};
     clf_status st = clf_mpi_send_op(CLF_MPI_CTX_CREATE, l->id, (int32_t[4]){n_ctx, n_batch, n_seq, kv_type}, 1);
-    if (st == CLF_OK) st = wait_reply(NULL, 0);
+    if (st == CLF_OK) st = wait_reply(NULL, 0, &(clf_mpi_hops){0});
     if (st != CLF_OK) {
         /* the ranks before the one that failed hold it: free it there */
         clf_mpi_send_op(CLF_MPI_CTX_FREE, l->id, NULL, 1);
@@ -103,8 +125,14 @@ static clf_status link_pass(clf_stage_link *base, const clf_stage_pass *p, const
     float *dst;
     CLF_TRY(clf_mpi_pass_pack(&job.buf, l->id, p, l->n_embd, &dst));
     memcpy(dst, x, (size_t)p->n * (size_t)l->n_embd * sizeof *x);
+    double t0 = clf_now_s();
+    clf_mpi_hops h = {0};
+    double down = (double)job.buf.len; /* the answer reuses the buffer */
     CLF_TRY(clf_mpi_send(job.buf.p, job.buf.len, 1, CLF_MPI_TAG_PIPE));
-    return wait_reply(logits, (size_t)clf_stage_pass_rows(p) * (size_t)l->n_vocab * sizeof *logits);
+    CLF_TRY(wait_reply(logits, (size_t)clf_stage_pass_rows(p) * (size_t)l->n_vocab * sizeof *logits, &h));
+    h.passes = 1, h.rows = p->n, h.bytes_down = down, h.wait_s = clf_now_s() - t0;
+    add_hops(p->n == 1 ? &job.stats.one : &job.stats.many, &h);
+    return CLF_OK;
 }
 
 static void link_seq_rewind(clf_stage_link *base, int seq, int pos) {

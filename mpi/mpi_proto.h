@@ -33,6 +33,7 @@ typedef struct clf_mpi_msg {
     int32_t status; /* REPLY: a clf_status */
     int32_t rank;   /* the sender */
     int32_t a[4];   /* the op's arguments (above) */
+    double busy_s;  /* PASS, REPLY: seconds the ranks so far spent in their stages (clf_mpi_stats) */
 } clf_mpi_msg;
 
 /* PASS payload, in this order: n_seg segments as 4 int32 each (seq, row0,

@@ -57,17 +57,20 @@ static clf_status pass(worker *w, clf_llama_ctx *c) {
     clf_stage_pass p;
     const float *x;
     CLF_TRY(clf_mpi_pass_unpack(&w->in, n_embd, &p, &x));
+    double busy = clf_mpi_head(&w->in)->busy_s, t0 = clf_now_s();
     if (!w->last) {
         float *y;
         CLF_TRY(clf_mpi_pass_pack(&w->out, ctx, &p, n_embd, &y));
         CLF_TRY(clf_llama_stage_pass(c, &p, x, y));
         clf_mpi_head(&w->out)->rank = w->rank;
+        clf_mpi_head(&w->out)->busy_s = busy + clf_now_s() - t0;
         return clf_mpi_send(w->out.p, w->out.len, w->rank + 1, CLF_MPI_TAG_PIPE);
     }
     size_t n = sizeof(clf_mpi_msg) + (size_t)clf_stage_pass_rows(&p) * (size_t)w->m->hp.n_vocab * sizeof(float);
     CLF_TRY(clf_mpi_buf_reserve(&w->out, n));
     *clf_mpi_head(&w->out) = (clf_mpi_msg){.op = CLF_MPI_REPLY, .ctx = ctx, .rank = w->rank};
     CLF_TRY(clf_llama_stage_pass(c, &p, x, (float *)(w->out.p + sizeof(clf_mpi_msg))));
+    clf_mpi_head(&w->out)->busy_s = busy + clf_now_s() - t0;
     return clf_mpi_send(w->out.p, n, 0, CLF_MPI_TAG_REPLY);
 }
 

@@ -82,6 +82,8 @@ for m in $MODELS; do
             fail "$name: clinfer run on $np ranks: exit $?"
         if [ -s "$W/run1" ] && cmp -s "$W/run1" "$W/run$np"; then echo "ok   $name: $np ranks, the same 24 tokens"
         else fail "$name: $np ranks: the text differs"; diff "$W/run1" "$W/run$np" | head -5; fi
+        grep -Eq "^clinfer: mpi: $np ranks, 23 passes of 1 rows: per pass $((np - 1)) hops down" "$W/err" ||
+            fail "$name: $np ranks: no line on what crossed the ranks (23 decoding passes)"
         $MPIRUN -np $np "$LOGITS" "$m" "$W/logits$np" --mpi 2>"$W/err" || fail "$name: mpi_logits on $np ranks"
         if [ -s "$W/logits1" ] && cmp -s "$W/logits1" "$W/logits$np"; then
             echo "ok   $name: $np ranks, identical logits ($(wc -c <"$W/logits1") bytes)"
