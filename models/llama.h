@@ -113,7 +113,10 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
  * all_logits every token's [n × n_vocab]. CLF_ERR_CONTEXT when the tokens do
  * not fit; nothing is changed then. CLF_ERR_INTERRUPTED when the runtime's
  * abort hook (clf_runtime_set_abort) stops it before a chunk: the chunks
- * done stay in the cache, counted in n_past (rewind to drop them). */
+ * done stay in the cache, counted in n_past (rewind to drop them). Over
+ * a split (stage.h) the chunks pipeline: chunk k+1 runs on this stage
+ * while chunk k runs on the next; on a failure the chunks that did not
+ * reach every stage are forgotten. */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
 
 /* One entry of a batch: n tokens appended to sequence `seq` at its length;
