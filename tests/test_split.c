@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -386,6 +387,63 @@ static void test_range_bytes(void **state) {
     }
 }
 
+static char *capture(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) n += r;
+    buf[n] = 0;
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+static void expect_in(const char *out, const char *s) {
+    if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
+}
+
+/* `clinfer info --devices`: the plan as the library makes it, before loading */
+static void test_info_plan(void **state) {
+    (void)state;
+    tiny_model tm = {.arch = "llama", .n_layer = 4, .n_head = 3, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                     .n_vocab = 97, .type = CLF_Q8_0};
+    char path[] = "/tmp/clinfer-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    const char *bin = getenv("CLINFER_BIN");
+    if (!bin) fail_msg("CLINFER_BIN is not set (run through ctest)");
+    char cmd[1024], want[256];
+    int st;
+    snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 64 --devices 0:0,0:1 --split-ratio 1,3", bin, path);
+    char *out = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    expect_in(out, "split by layers over 2 devices (context 64, chunks of 64):");
+    expect_in(out, "  0     0:0     0-0 ");
+    expect_in(out, "  1     0:1     1-3 ");
+    expect_in(out, "crossing a boundary: 768 bytes per token (n_embd F32 activations); boundaries: 1");
+    assert_null(strstr(out, "does not fit"));
+    free(out);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 64 --devices 0:0,0:1 --split-ratio 1,3 --json", bin, path);
+    out = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    snprintf(want, sizeof want, "\"layers\": [0, 1], \"weight_bytes\": %zu, \"kv_bytes\": %d",
+             clf_split_range_bytes(g, 0, 1, 4, NULL), 2 * 64 * 64 * 4);
+    expect_in(out, want);
+    snprintf(want, sizeof want, "\"layers\": [1, 4], \"weight_bytes\": %zu, \"kv_bytes\": %d",
+             clf_split_range_bytes(g, 1, 4, 4, NULL), 3 * 2 * 64 * 64 * 4);
+    expect_in(out, want);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s info -m %s --devices 0:0,0:1 --json | python3 -m json.tool >/dev/null", bin, path);
+    assert_int_equal(system(cmd), 0);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan),
@@ -397,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_gemma3_three_stages),
         cmocka_unit_test(test_relay),
         cmocka_unit_test(test_default_model),
+        cmocka_unit_test(test_info_plan),
     };
     int failed = cmocka_run_group_tests_name("split plan", tests, NULL, NULL);
     failed += cmocka_run_group_tests_name("split on two devices", device_tests, setup, teardown);
