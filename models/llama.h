@@ -96,6 +96,7 @@ typedef struct clf_llama_ctx {
     clf_stage_link *next; /* a stage before the last: the next stage's context */
     float *hop_x[2];      /* [n_batch × n_embd]: a pass's activations for the next stage, two in flight */
     float *hop_logits;    /* the logits rows a pass over the link returns */
+    int n_micro;          /* over a link, clf_llama_eval's chunks: n_batch / 4 from 128 rows on, so stages overlap */
 } clf_llama_ctx;
 
 /* n_ctx 0 = the model's training context (capped at 4096); n_batch: the

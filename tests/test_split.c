@@ -352,6 +352,30 @@ static void test_default_model(void **state) {
     TU_OK(clf_llama_hparams_read(g, &hp));
     int cuts[] = {hp.n_layer / 2};
     compare(g, cuts, 2);
+    /* a prompt in chunks of 128 crosses in micro-batches of 32, pipelined */
+    clf_llama *ref, *stages[2];
+    TU_OK(clf_llama_load(rts[0], g, &ref));
+    const int V = hp.n_vocab, N = 200;
+    int32_t toks[200];
+    for (int i = 0; i < N; i++) toks[i] = (int32_t)((i * 7919) % V);
+    float *want = malloc((size_t)V * sizeof *want), *got = malloc((size_t)V * sizeof *got);
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create(ref, 256, 128, CLF_F32, &c));
+    TU_OK(clf_llama_eval(c, toks, N, 0, want));
+    clf_llama_ctx_free(c);
+    clf_llama_free(ref);
+    int l0[2] = {0, cuts[0]}, l1[2] = {cuts[0], hp.n_layer};
+    TU_OK(clf_stage_local_load(rts, 2, g, l0, l1, stages));
+    TU_OK(clf_llama_ctx_create(stages[0], 256, 128, CLF_F32, &c));
+    assert_int_equal(c->n_micro, 32);
+    TU_OK(clf_llama_eval(c, toks, N, 0, got));
+    clf_llama_ctx_free(c);
+    clf_stage_local_free(stages, 2);
+    double e = tu_rel_err_f(got, want, (size_t)V);
+    print_message("  a 200-token prompt in micro-batches of 32: rel diff %.2e (tol %.0e)\n", e, TOL);
+    assert_true(e <= TOL);
+    free(want);
+    free(got);
     clf_gguf_close(g);
 }
 
