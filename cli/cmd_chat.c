@@ -82,8 +82,10 @@ int cmd_chat(int argc, char **argv) {
         cli_session_close(&cs.s);
         return cli_error(st);
     }
+    char devices[512];
     fprintf(stderr, "clinfer chat: %s on %s, %s template, context %d tokens. /exit to quit, /reset to start over.\n",
-            cs.s.m->hp.arch, cs.s.rt->dev.name, clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
+            cs.s.m->hp.arch, cli_stages_devices(&cs.s.stages, devices, sizeof devices),
+            clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
     cli_catch_sigint();
     char *line = NULL; /* a whole line, however long: one line is one turn */
     size_t line_cap = 0;

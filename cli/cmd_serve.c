@@ -80,8 +80,9 @@ int cmd_serve(int argc, char **argv) {
     }
     if (st == CLF_OK) {
         srv_http_set_app(h, &app);
-        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id, s.rt->dev.name,
-                parallel, app.n_ctx);
+        char devices[512];
+        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id,
+                cli_stages_devices(&s.stages, devices, sizeof devices), parallel, app.n_ctx);
         while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
         fprintf(stderr, "clinfer serve: %s: stopping\n", cli_interrupt_name());
     }

@@ -128,6 +128,15 @@ clf_status cli_stages_open(const cli_place *p, const clf_gguf *g, int n_ctx, clf
     return st;
 }
 
+const char *cli_stages_devices(const cli_stages *s, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; i < s->n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "%s%s", i ? " + " : "", s->rt[i]->dev.name);
+    }
+    return buf;
+}
+
 void cli_stages_close(cli_stages *s) {
     clf_stage_local_free(s->m, s->n);
     for (int i = 0; i < s->n; i++) clf_runtime_free(s->rt[i]);

@@ -48,5 +48,7 @@ typedef struct cli_stages {
 clf_status cli_stages_open(const cli_place *p, const clf_gguf *g, int n_ctx, clf_type kv,
                            void (*prepare)(clf_runtime *rt), cli_stages *out);
 void cli_stages_close(cli_stages *s);
+/* The stages' devices for a message: "NAME", or "NAME + NAME ..." for a split. */
+const char *cli_stages_devices(const cli_stages *s, char *buf, size_t n);
 
 #endif

@@ -169,9 +169,9 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
 }
 
 void cli_print_stats(const cli_session *s, const cli_gen_stats *st) {
-    char kernels[48] = "";
+    char kernels[48] = "", devices[512];
     if (st->build_s > 0) snprintf(kernels, sizeof kernels, " | kernels %.2f s", st->build_s);
     fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
-            s->rt->dev.name, s->load_s, kernels, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
+            cli_stages_devices(&s->stages, devices, sizeof devices), s->load_s, kernels, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
             st->n_gen, st->gen_s > 0 ? st->n_gen / st->gen_s : 0);
 }

@@ -546,6 +546,10 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
         if (st == CLF_OK && !(c->hop_logits = malloc((size_t)logit_rows * (size_t)hp->n_vocab * sizeof(float))))
             st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         if (st == CLF_OK) st = m->next_ops->ctx_create(m->next, n_ctx, n_batch, n_seq, kv_type, &c->next);
+        /* a prompt crosses in micro-batches: while the next stage runs one,
+         * this one runs the next (a product's rows do not depend on how
+         * many it takes at once on PoCL: the logits stay one device's) */
+        c->n_micro = n_batch >= 128 ? n_batch / 4 : n_batch;
     } else if (m->l1 == hp->n_layer && st == CLF_OK) {
         /* a row per sequence (grown by all_logits) */
         st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, logit_rows, &c->logits);
@@ -813,7 +817,8 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
                 st = clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of %d tokens", done, n);
             break;
         }
-        int chunk = n - done < c->n_batch ? n - done : c->n_batch, last = chunk - 1, final = done + chunk == n;
+        int step = c->next ? c->n_micro : c->n_batch;
+        int chunk = n - done < step ? n - done : step, last = chunk - 1, final = done + chunk == n;
         segment seg = {0, 0, chunk, c->n_past};
         float *dst = all_logits ? logits + (size_t)done * hp->n_vocab : final ? logits : NULL;
         cl_event ev = NULL;

@@ -96,6 +96,7 @@ typedef struct clf_llama_ctx {
     clf_stage_link *next; /* a stage before the last: the next stage's context */
     float *hop_x[2];      /* [n_batch × n_embd]: a pass's activations for the next stage, two in flight */
     float *hop_logits;    /* the logits rows a pass over the link returns */
+    int n_micro;          /* over a link, clf_llama_eval's chunks: n_batch / 4 from 128 rows on, so stages overlap */
 } clf_llama_ctx;
 
 /* n_ctx 0 = the model's training context (capped at 4096); n_batch: the
@@ -113,7 +114,10 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
  * all_logits every token's [n × n_vocab]. CLF_ERR_CONTEXT when the tokens do
  * not fit; nothing is changed then. CLF_ERR_INTERRUPTED when the runtime's
  * abort hook (clf_runtime_set_abort) stops it before a chunk: the chunks
- * done stay in the cache, counted in n_past (rewind to drop them). */
+ * done stay in the cache, counted in n_past (rewind to drop them). Over
+ * a split (stage.h) the chunks pipeline: chunk k+1 runs on this stage
+ * while chunk k runs on the next; on a failure the chunks that did not
+ * reach every stage are forgotten. */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
 
 /* One entry of a batch: n tokens appended to sequence `seq` at its length;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -213,6 +214,101 @@ static void compare(const clf_gguf *g, const int *cuts, int n_stage) {
     free(got);
 }
 
+/* A link as an MPI rank 0 sees one: its pass relays the activations
+ * through stages whose contexts have no link of their own, each
+ * clf_llama_stage_pass returning activations but the last's logits. */
+typedef struct relay {
+    clf_llama *m[2];
+    clf_llama_ctx *c[2];
+    float *x;
+} relay;
+
+static const clf_stage_ops relay_ops;
+
+static clf_status relay_create(void *next, int n_ctx, int n_batch, int n_seq, clf_type kv, clf_stage_link **out) {
+    relay *r = calloc(1, sizeof *r);
+    clf_stage_link *l = calloc(1, sizeof *l);
+    memcpy(r->m, next, sizeof r->m);
+    r->x = malloc((size_t)n_batch * r->m[0]->hp.n_embd * sizeof(float));
+    for (int i = 0; i < 2; i++) CLF_TRY(clf_llama_ctx_create_seqs(r->m[i], n_ctx, n_batch, n_seq, kv, &r->c[i]));
+    l->ops = &relay_ops;
+    l->impl = r;
+    *out = l;
+    return CLF_OK;
+}
+
+static clf_status relay_pass(clf_stage_link *l, const clf_stage_pass *p, const float *x, float *logits) {
+    relay *r = l->impl;
+    CLF_TRY(clf_llama_stage_pass(r->c[0], p, x, r->x));
+    return clf_llama_stage_pass(r->c[1], p, r->x, logits);
+}
+
+static void relay_rewind(clf_stage_link *l, int seq, int pos) {
+    relay *r = l->impl;
+    for (int i = 0; i < 2; i++) clf_llama_seq_rewind(r->c[i], seq, pos);
+}
+
+static void relay_free(clf_stage_link *l) {
+    relay *r = l->impl;
+    for (int i = 0; i < 2; i++) clf_llama_ctx_free(r->c[i]);
+    free(r->x);
+    free(r);
+    free(l);
+}
+
+static const clf_stage_ops relay_ops = {relay_create, relay_pass, relay_rewind, relay_free};
+
+static void test_relay(void **state) {
+    (void)state;
+    tiny_model tm = {.arch = "qwen3", .n_layer = 4, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .n_embd = 96,
+                     .n_ff = 160, .n_vocab = 97, .type = CLF_Q8_0};
+    char path[] = "/tmp/clinfer-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    clf_llama *ref, *first, *rest[2];
+    TU_OK(clf_llama_load(rts[0], g, &ref));
+    const int V = ref->hp.n_vocab;
+    int32_t toks[64];
+    uint64_t r = tu_seed() ^ 0x7e1a;
+    for (int i = 0; i < 64; i++) toks[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+    float *want = malloc((size_t)N_ROWS * V * sizeof *want), *got = malloc((size_t)N_ROWS * V * sizeof *got);
+    script(ref, toks, V, want);
+    clf_llama_free(ref);
+    TU_OK(clf_llama_load_range(rts[0], g, 0, 1, &first));
+    TU_OK(clf_llama_load_range(rts[1], g, 1, 3, &rest[0]));
+    TU_OK(clf_llama_load_range(rts[0], g, 3, 4, &rest[1]));
+    clf_llama_set_next(first, &relay_ops, rest);
+    /* a stage that is not the last, without a link: its pass returns activations */
+    script(first, toks, V, got);
+    double worst = 0;
+    for (int i = 0; i < N_ROWS; i++) {
+        double e = tu_rel_err_f(got + (size_t)i * V, want + (size_t)i * V, (size_t)V);
+        if (e > worst) worst = e;
+    }
+    print_message("  relayed by the caller over 3 stages: max rel diff %.2e (tol %.0e)\n", worst, TOL);
+    assert_true(worst <= TOL);
+    /* a pass that does not continue its sequences is refused */
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create(rest[0], 16, 4, CLF_F32, &c));
+    clf_stage_segment seg = {0, 0, 2, 3};
+    clf_stage_pass p = {2, &seg, 1, 0, NULL, 0};
+    float x[2 * 96] = {0};
+    assert_int_equal(clf_llama_stage_pass(c, &p, x, x), CLF_ERR_ARG);
+    assert_non_null(strstr(clf_last_error(), "starts at 3 of sequence 0, which holds 0"));
+    clf_llama_ctx_free(c);
+    clf_llama_free(first);
+    clf_llama_free(rest[0]);
+    clf_llama_free(rest[1]);
+    free(want);
+    free(got);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 static void compare_tiny(const tiny_model *tm, const int *cuts, int n_stage) {
     char path[] = "/tmp/clinfer-split-XXXXXX";
     int fd = mkstemp(path);
@@ -256,6 +352,30 @@ static void test_default_model(void **state) {
     TU_OK(clf_llama_hparams_read(g, &hp));
     int cuts[] = {hp.n_layer / 2};
     compare(g, cuts, 2);
+    /* a prompt in chunks of 128 crosses in micro-batches of 32, pipelined */
+    clf_llama *ref, *stages[2];
+    TU_OK(clf_llama_load(rts[0], g, &ref));
+    const int V = hp.n_vocab, N = 200;
+    int32_t toks[200];
+    for (int i = 0; i < N; i++) toks[i] = (int32_t)((i * 7919) % V);
+    float *want = malloc((size_t)V * sizeof *want), *got = malloc((size_t)V * sizeof *got);
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create(ref, 256, 128, CLF_F32, &c));
+    TU_OK(clf_llama_eval(c, toks, N, 0, want));
+    clf_llama_ctx_free(c);
+    clf_llama_free(ref);
+    int l0[2] = {0, cuts[0]}, l1[2] = {cuts[0], hp.n_layer};
+    TU_OK(clf_stage_local_load(rts, 2, g, l0, l1, stages));
+    TU_OK(clf_llama_ctx_create(stages[0], 256, 128, CLF_F32, &c));
+    assert_int_equal(c->n_micro, 32);
+    TU_OK(clf_llama_eval(c, toks, N, 0, got));
+    clf_llama_ctx_free(c);
+    clf_stage_local_free(stages, 2);
+    double e = tu_rel_err_f(got, want, (size_t)V);
+    print_message("  a 200-token prompt in micro-batches of 32: rel diff %.2e (tol %.0e)\n", e, TOL);
+    assert_true(e <= TOL);
+    free(want);
+    free(got);
     clf_gguf_close(g);
 }
 
@@ -291,6 +411,63 @@ static void test_range_bytes(void **state) {
     }
 }
 
+static char *capture(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) n += r;
+    buf[n] = 0;
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+static void expect_in(const char *out, const char *s) {
+    if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
+}
+
+/* `clinfer info --devices`: the plan as the library makes it, before loading */
+static void test_info_plan(void **state) {
+    (void)state;
+    tiny_model tm = {.arch = "llama", .n_layer = 4, .n_head = 3, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                     .n_vocab = 97, .type = CLF_Q8_0};
+    char path[] = "/tmp/clinfer-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    const char *bin = getenv("CLINFER_BIN");
+    if (!bin) fail_msg("CLINFER_BIN is not set (run through ctest)");
+    char cmd[1024], want[256];
+    int st;
+    snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 64 --devices 0:0,0:1 --split-ratio 1,3", bin, path);
+    char *out = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    expect_in(out, "split by layers over 2 devices (context 64, chunks of 64):");
+    expect_in(out, "  0     0:0     0-0 ");
+    expect_in(out, "  1     0:1     1-3 ");
+    expect_in(out, "crossing a boundary: 768 bytes per token (n_embd F32 activations); boundaries: 1");
+    assert_null(strstr(out, "does not fit"));
+    free(out);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 64 --devices 0:0,0:1 --split-ratio 1,3 --json", bin, path);
+    out = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    snprintf(want, sizeof want, "\"layers\": [0, 1], \"weight_bytes\": %zu, \"kv_bytes\": %d",
+             clf_split_range_bytes(g, 0, 1, 4, NULL), 2 * 64 * 64 * 4);
+    expect_in(out, want);
+    snprintf(want, sizeof want, "\"layers\": [1, 4], \"weight_bytes\": %zu, \"kv_bytes\": %d",
+             clf_split_range_bytes(g, 1, 4, 4, NULL), 3 * 2 * 64 * 64 * 4);
+    expect_in(out, want);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s info -m %s --devices 0:0,0:1 --json | python3 -m json.tool >/dev/null", bin, path);
+    assert_int_equal(system(cmd), 0);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan),
@@ -300,7 +477,9 @@ int main(void) {
     const struct CMUnitTest device_tests[] = {
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_gemma3_three_stages),
+        cmocka_unit_test(test_relay),
         cmocka_unit_test(test_default_model),
+        cmocka_unit_test(test_info_plan),
     };
     int failed = cmocka_run_group_tests_name("split plan", tests, NULL, NULL);
     failed += cmocka_run_group_tests_name("split on two devices", device_tests, setup, teardown);
