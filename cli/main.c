@@ -80,21 +80,30 @@ static int start_mpi(int *argc, char ***argv) {
 static void print_mpi_stats(void) {
     clf_mpi_stats s;
     clf_mpi_get_stats(&s);
-    const clf_mpi_hops *kinds[2] = {&s.one, &s.many};
-    for (int i = 0; i < 2; i++) {
-        const clf_mpi_hops *h = kinds[i];
-        if (!h->passes) continue;
+    const clf_mpi_hops *h = &s.one;
+    if (h->passes)
         fprintf(stderr,
-                "clinfer: mpi: %d ranks, %ld passes of %.0f rows: per pass %d hops down of %.1f KiB and 1 back of %.1f "
+                "clinfer: mpi: %d ranks, %ld passes of 1 row: per pass %d hops down of %.1f KiB and 1 back of %.1f "
                 "KiB, stages on ranks 1..%d %.3f ms, messaging %.3f ms (%.3f ms per hop)\n",
+                s.ranks, h->passes, s.ranks - 1, h->bytes_down / h->passes / 1024, h->bytes_back / h->passes / 1024,
+                s.ranks - 1, h->remote_s / h->passes * 1e3, h->messaging_s / h->passes * 1e3,
+                h->messaging_s / h->passes / s.ranks * 1e3);
+    h = &s.many;
+    if (h->passes)
+        fprintf(stderr,
+                "clinfer: mpi: %d ranks, %ld passes of %.0f rows: per pass %d hops down of %.1f KiB; %ld answered "
+                "(logits wanted), rank 0 waited %.3f ms for each\n",
                 s.ranks, h->passes, (double)h->rows / h->passes, s.ranks - 1, h->bytes_down / h->passes / 1024,
-                h->bytes_back / h->passes / 1024, s.ranks - 1, h->remote_s / h->passes * 1e3,
-                h->messaging_s / h->passes * 1e3, h->messaging_s / h->passes / s.ranks * 1e3);
-    }
+                h->answered, h->answered ? h->wait_s / h->answered * 1e3 : 0);
 }
 
+/* Rank 0 at the end of a command: every pass through the pipeline (a
+ * failure on a rank is the command's), then the job ends. */
 static int end_mpi(int status) {
-    if (cli_mpi && status == 0) print_mpi_stats();
+    if (cli_mpi && status == 0) {
+        status = cli_error(clf_mpi_flush());
+        if (status == 0) print_mpi_stats();
+    }
     return clf_mpi_end(status);
 }
 

@@ -32,13 +32,15 @@ clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, c
 
 /* What rank 0's link has carried since the job started: the passes, and
  * per pass the messages down (one per boundary) and back (the logits).
- * Kept apart for passes of one row and of several. messaging_s: the time
- * rank 0 waited for the logits minus the time the
- * other ranks spent in their stages (clf_llama_stage_pass, which includes
- * each stage's upload of its input and download of its output): what the
- * hops themselves cost, MPI and waking up, over all hops. */
+ * Kept apart for passes of one row and of several. Of the passes answered
+ * (those that want logits; rank 0 waits for them): wait_s, the time rank 0
+ * waited, and remote_s, the time the other ranks spent in their stages
+ * (clf_llama_stage_pass, which includes each stage's upload of its input
+ * and download of its output) on them; when every pass is answered (one
+ * row: decoding), messaging_s = wait_s - remote_s is what the hops
+ * themselves cost, MPI and waking up, over all hops. */
 typedef struct clf_mpi_hops {
-    long passes, rows;
+    long passes, rows, answered;
     double bytes_down, bytes_back; /* per boundary, summed over the passes */
     double wait_s, remote_s, messaging_s;
 } clf_mpi_hops;
@@ -47,6 +49,11 @@ typedef struct clf_mpi_stats {
     clf_mpi_hops one, many; /* passes of one row (decoding), of several (prompts) */
 } clf_mpi_stats;
 void clf_mpi_get_stats(clf_mpi_stats *s);
+
+/* Rank 0: waits until every pass sent is through the pipeline (passes
+ * that want no logits are not waited for); a failure of one of them on a
+ * rank, named. */
+clf_status clf_mpi_flush(void);
 
 /* Rank 0, once the command returned `status`: 0 stops the workers and
  * finalizes MPI; anything else ends the job with MPI_Abort(status) (a

@@ -19,6 +19,10 @@ static struct {
     int next_id;    /* the last context id given out */
     clf_mpi_buf buf;
     clf_mpi_stats stats;
+    long unanswered; /* passes sent without waiting since the last answer */
+    /* a pass failed on a rank (mpi_proto.h): every later request fails so */
+    clf_status broken;
+    char broken_msg[1100];
 } job;
 
 clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size) {
@@ -73,17 +77,42 @@ static clf_status wait_reply(void *dst, size_t bytes, clf_mpi_hops *hops) {
     CLF_TRY(clf_mpi_recv(&job.buf, MPI_ANY_SOURCE, CLF_MPI_TAG_REPLY));
     const clf_mpi_msg *h = clf_mpi_head(&job.buf);
     size_t got = job.buf.len - sizeof *h;
-    if (h->status != CLF_OK)
-        return clf_fail((clf_status)h->status, "%.*s", (int)got, job.buf.p + sizeof *h);
+    job.unanswered = 0;
+    if (h->status != CLF_OK) {
+        clf_status st = clf_fail((clf_status)h->status, "%.*s", (int)got, job.buf.p + sizeof *h);
+        if (h->a[0] == CLF_MPI_PASS) { /* that rank drops the passes after it */
+            job.broken = st;
+            snprintf(job.broken_msg, sizeof job.broken_msg, "%s", clf_last_error());
+        }
+        return st;
+    }
     if (got != bytes)
         return clf_fail(CLF_ERR_FORMAT, "rank %d answered %zu bytes, %zu expected", h->rank, got, bytes);
     if (bytes) memcpy(dst, job.buf.p + sizeof *h, bytes);
-    *hops = (clf_mpi_hops){.remote_s = h->busy_s, .bytes_back = (double)job.buf.len};
+    hops->remote_s = h->busy_s, hops->bytes_back = (double)job.buf.len;
     return CLF_OK;
 }
 
+/* A failed pass stops the pipeline: said again by every later request. A
+ * failure answered while no one waited (a pass that wanted no logits) is
+ * read here, before the next request. */
+static clf_status check_broken(void) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, CLF_MPI_TAG_REPLY, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    if (flag && !job.broken) wait_reply(NULL, 0, &(clf_mpi_hops){0});
+    return job.broken ? clf_fail(job.broken, "%s", job.broken_msg) : CLF_OK;
+}
+
+clf_status clf_mpi_flush(void) {
+    if (!job.started || job.rank != 0 || job.size == 1 || !job.setup_sent) return CLF_OK;
+    CLF_TRY(check_broken());
+    if (!job.unanswered) return CLF_OK;
+    CLF_TRY(clf_mpi_send_op(CLF_MPI_SYNC, 0, NULL, 1));
+    return wait_reply(NULL, 0, &(clf_mpi_hops){0});
+}
+
 static void add_hops(clf_mpi_hops *to, const clf_mpi_hops *h) {
-    to->passes += h->passes, to->rows += h->rows;
+    to->passes += h->passes, to->rows += h->rows, to->answered += h->answered;
     to->bytes_down += h->bytes_down, to->bytes_back += h->bytes_back;
     to->wait_s += h->wait_s, to->remote_s += h->remote_s;
     to->messaging_s = to->wait_s - to->remote_s;
@@ -108,7 +137,8 @@ static clf_status link_ctx_create(void *next, int n_ctx, int n_batch, int n_seq,
     mpi_link *l = calloc(1, sizeof *l);
     if (!l) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     *l = (mpi_link){{&mpi_ops, l}, ++job.next_id, m->hp.n_embd, m->hp.n_vocab};
-    clf_status st = clf_mpi_send_op(CLF_MPI_CTX_CREATE, l->id, (int32_t[4]){n_ctx, n_batch, n_seq, kv_type}, 1);
+    clf_status st = check_broken();
+    if (st == CLF_OK) st = clf_mpi_send_op(CLF_MPI_CTX_CREATE, l->id, (int32_t[4]){n_ctx, n_batch, n_seq, kv_type}, 1);
     if (st == CLF_OK) st = wait_reply(NULL, 0, &(clf_mpi_hops){0});
     if (st != CLF_OK) {
         /* the ranks before the one that failed hold it: free it there */
@@ -123,14 +153,16 @@ static clf_status link_ctx_create(void *next, int n_ctx, int n_batch, int n_seq,
 static clf_status link_pass(clf_stage_link *base, const clf_stage_pass *p, const float *x, float *logits) {
     mpi_link *l = base->impl;
     float *dst;
+    CLF_TRY(check_broken());
     CLF_TRY(clf_mpi_pass_pack(&job.buf, l->id, p, l->n_embd, &dst));
     memcpy(dst, x, (size_t)p->n * (size_t)l->n_embd * sizeof *x);
     double t0 = clf_now_s();
-    clf_mpi_hops h = {0};
-    double down = (double)job.buf.len; /* the answer reuses the buffer */
+    clf_mpi_hops h = {.passes = 1, .rows = p->n, .bytes_down = (double)job.buf.len};
     CLF_TRY(clf_mpi_send(job.buf.p, job.buf.len, 1, CLF_MPI_TAG_PIPE));
-    CLF_TRY(wait_reply(logits, (size_t)clf_stage_pass_rows(p) * (size_t)l->n_vocab * sizeof *logits, &h));
-    h.passes = 1, h.rows = p->n, h.bytes_down = down, h.wait_s = clf_now_s() - t0;
+    if (clf_stage_pass_rows(p)) { /* else no answer: on to the next while the ranks below work */
+        CLF_TRY(wait_reply(logits, (size_t)clf_stage_pass_rows(p) * (size_t)l->n_vocab * sizeof *logits, &h));
+        h.answered = 1, h.wait_s = clf_now_s() - t0;
+    } else job.unanswered++;
     add_hops(p->n == 1 ? &job.stats.one : &job.stats.many, &h);
     return CLF_OK;
 }

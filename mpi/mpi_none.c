@@ -16,6 +16,8 @@ clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, c
     return clf_fail(CLF_ERR_ARG, "--mpi: this clinfer was built without MPI");
 }
 
+clf_status clf_mpi_flush(void) { return CLF_OK; }
+
 void clf_mpi_get_stats(clf_mpi_stats *s) { *s = (clf_mpi_stats){0}; }
 
 int clf_mpi_end(int status) { return status; }

@@ -8,6 +8,13 @@
  * logits rows, or OK), or from the rank where a request failed (its status
  * and message; that rank does not forward the request).
  *
+ * A pass that wants no logits (a prompt's micro-batch but the last) gets no
+ * answer: rank 0 goes on to the next while the ranks below work, so a
+ * prompt's micro-batches fill the pipeline. A failed pass is answered by the
+ * rank where it failed, which then drops every later pass (they would not
+ * continue their sequences): rank 0 reads that answer at its next wait and
+ * takes the pipeline as stopped, as the job then ends.
+ *
  * A message is one MPI_BYTE buffer: a clf_mpi_msg header, then its payload
  * (below, per op). All ranks run the same build on the same kind of host
  * (little-endian, the same struct layout). */
@@ -24,7 +31,9 @@ typedef enum clf_mpi_op {
     CLF_MPI_SEQ_REWIND = 3, /* a: seq, pos. No answer. */
     CLF_MPI_CTX_FREE = 4,   /* No answer. */
     CLF_MPI_STOP = 5,       /* the job ends: forward it, then MPI_Finalize. No answer. */
-    CLF_MPI_REPLY = 6,      /* status; payload: logits rows (OK after a pass) or the error message (text). */
+    CLF_MPI_REPLY = 6,      /* status, a[0] the op answered; payload: logits rows (OK after a pass) or the
+                               error message (text). */
+    CLF_MPI_SYNC = 7,       /* Last rank answers OK: every pass before it is through. */
 } clf_mpi_op;
 
 typedef struct clf_mpi_msg {

@@ -93,11 +93,11 @@ clf_status clf_mpi_pass_unpack(const clf_mpi_buf *b, int n_embd, clf_stage_pass 
     return CLF_OK;
 }
 
-void clf_mpi_reply_error(clf_status st, int rank, int ctx) {
+void clf_mpi_reply_error(clf_status st, int rank, int op, int ctx) {
     struct {
         clf_mpi_msg m;
         char text[1024];
-    } r = {.m = {.op = CLF_MPI_REPLY, .ctx = ctx, .status = st, .rank = rank}};
+    } r = {.m = {.op = CLF_MPI_REPLY, .ctx = ctx, .status = st, .rank = rank, .a = {op}}};
     int len = snprintf(r.text, sizeof r.text, "rank %d: %s", rank, clf_last_error());
     if (len >= (int)sizeof r.text) len = sizeof r.text - 1;
     clf_mpi_send(&r, sizeof r.m + (size_t)len + 1, 0, CLF_MPI_TAG_REPLY);

@@ -36,7 +36,8 @@ clf_status clf_mpi_pass_pack(clf_mpi_buf *b, int ctx, const clf_stage_pass *p, i
  * activations. CLF_ERR_FORMAT when the sizes do not add up. */
 clf_status clf_mpi_pass_unpack(const clf_mpi_buf *b, int n_embd, clf_stage_pass *p, const float **x);
 
-/* Sends rank 0 this rank's failure: st and "rank R: <clf_last_error()>". */
-void clf_mpi_reply_error(clf_status st, int rank, int ctx);
+/* Sends rank 0 this rank's failure of request `op`: st and "rank R:
+ * <clf_last_error()>". */
+void clf_mpi_reply_error(clf_status st, int rank, int op, int ctx);
 
 #endif

@@ -20,6 +20,8 @@ typedef struct worker {
     clf_llama *m;
     clf_llama_ctx **ctx; /* by the id rank 0 gave (0 unused) */
     int n_ctx;
+    int failed; /* a pass failed here: later ones are dropped (mpi_proto.h) */
+    long passes, fail_at; /* testing aid: CLINFER_MPI_FAIL_PASS=N fails this rank's N-th pass */
     clf_mpi_buf in, out;
 } worker;
 
@@ -57,6 +59,8 @@ static clf_status pass(worker *w, clf_llama_ctx *c) {
     clf_stage_pass p;
     const float *x;
     CLF_TRY(clf_mpi_pass_unpack(&w->in, n_embd, &p, &x));
+    if (++w->passes == w->fail_at)
+        return clf_fail(CLF_ERR_CL, "pass %ld failed as CLINFER_MPI_FAIL_PASS asked (a testing aid)", w->passes);
     double busy = clf_mpi_head(&w->in)->busy_s, t0 = clf_now_s();
     if (!w->last) {
         float *y;
@@ -68,9 +72,10 @@ static clf_status pass(worker *w, clf_llama_ctx *c) {
     }
     size_t n = sizeof(clf_mpi_msg) + (size_t)clf_stage_pass_rows(&p) * (size_t)w->m->hp.n_vocab * sizeof(float);
     CLF_TRY(clf_mpi_buf_reserve(&w->out, n));
-    *clf_mpi_head(&w->out) = (clf_mpi_msg){.op = CLF_MPI_REPLY, .ctx = ctx, .rank = w->rank};
+    *clf_mpi_head(&w->out) = (clf_mpi_msg){.op = CLF_MPI_REPLY, .ctx = ctx, .rank = w->rank, .a = {CLF_MPI_PASS}};
     CLF_TRY(clf_llama_stage_pass(c, &p, x, (float *)(w->out.p + sizeof(clf_mpi_msg))));
     clf_mpi_head(&w->out)->busy_s = busy + clf_now_s() - t0;
+    if (!clf_stage_pass_rows(&p)) return CLF_OK; /* no logits wanted: no answer */
     return clf_mpi_send(w->out.p, n, 0, CLF_MPI_TAG_REPLY);
 }
 
@@ -79,16 +84,24 @@ static clf_status serve(worker *w, clf_status loaded) {
     const clf_mpi_msg *h = clf_mpi_head(&w->in);
     clf_llama_ctx *c = find(w, h->ctx);
     int fwd = !w->last;
+    clf_status st;
     switch (h->op) {
     case CLF_MPI_CTX_CREATE:
-        if (loaded != CLF_OK) return loaded; /* rank 0 knows already; say it again */
-        CLF_TRY(ctx_create(w, h));
-        if (w->last) return clf_mpi_send(&(clf_mpi_msg){.op = CLF_MPI_REPLY, .ctx = h->ctx, .rank = w->rank},
-                                         sizeof(clf_mpi_msg), 0, CLF_MPI_TAG_REPLY);
+    case CLF_MPI_SYNC:
+        if (h->op == CLF_MPI_CTX_CREATE) {
+            if (loaded != CLF_OK) return loaded; /* rank 0 knows already; say it again */
+            CLF_TRY(ctx_create(w, h));
+        }
+        if (w->last)
+            return clf_mpi_send(&(clf_mpi_msg){.op = CLF_MPI_REPLY, .ctx = h->ctx, .rank = w->rank, .a = {h->op}},
+                                sizeof(clf_mpi_msg), 0, CLF_MPI_TAG_REPLY);
         break;
     case CLF_MPI_PASS:
-        if (!c) return clf_fail(CLF_ERR_ARG, "a pass for context %d, which this rank does not hold", h->ctx);
-        return pass(w, c);
+        if (w->failed) return CLF_OK; /* dropped: rank 0 has this rank's failure */
+        if (!c) st = clf_fail(CLF_ERR_ARG, "a pass for context %d, which this rank does not hold", h->ctx);
+        else st = pass(w, c);
+        w->failed = st != CLF_OK;
+        return st;
     case CLF_MPI_SEQ_REWIND:
         if (c) clf_llama_seq_rewind(c, h->a[0], h->a[1]);
         break;
@@ -119,6 +132,8 @@ int clf_mpi_worker(void) {
         MPI_Finalize();
         return 0;
     }
+    const char *fail_at = getenv("CLINFER_MPI_FAIL_PASS");
+    w.fail_at = fail_at ? atol(fail_at) : 0;
     clf_status loaded = load(&w, &su, su.layers[w.rank][0], su.layers[w.rank][1]);
     clf_mpi_loaded ld = {.status = loaded};
     if (loaded != CLF_OK) snprintf(ld.message, sizeof ld.message, "rank %d: %s", w.rank, clf_last_error());
@@ -126,7 +141,9 @@ int clf_mpi_worker(void) {
     for (;;) {
         clf_status st = clf_mpi_recv(&w.in, w.rank - 1, CLF_MPI_TAG_PIPE);
         if (st == CLF_OK) st = serve(&w, loaded);
-        if (st != CLF_OK) clf_mpi_reply_error(st, w.rank, w.in.len ? clf_mpi_head(&w.in)->ctx : 0);
+        if (st != CLF_OK)
+            clf_mpi_reply_error(st, w.rank, w.in.len ? clf_mpi_head(&w.in)->op : 0,
+                                w.in.len ? clf_mpi_head(&w.in)->ctx : 0);
         if (st == CLF_OK && clf_mpi_head(&w.in)->op == CLF_MPI_STOP) break;
     }
     for (int i = 0; i < w.n_ctx; i++) clf_llama_ctx_free(w.ctx[i]);

@@ -3,9 +3,10 @@
 # machine over loopback, 2 and 3 ranks give the single-process tokens
 # (`clinfer run`) and logits (mpi_logits: prompt, decode, rewind, two
 # sequences) bit for bit, on a tiny model and on the default one; a stage
-# that fails on one rank (its file missing, its device too small) ends the
-# job with one line naming the rank and its status; a rank killed
-# mid-generation ends the job through Open MPI's runtime, in bounded time.
+# that fails on one rank (its file missing, its device too small, a device
+# error mid-prompt or mid-generation) ends the job with one line naming the
+# rank and its status; a rank killed mid-generation ends the job through
+# Open MPI's runtime, in bounded time.
 # Without MPI (CLINFER_MPI=OFF) it checks that --mpi says so, then SKIPs.
 #
 # usage: mpi.sh CLINFER MPI_LOGITS TINY_GGUF ON|OFF
@@ -82,7 +83,7 @@ for m in $MODELS; do
             fail "$name: clinfer run on $np ranks: exit $?"
         if [ -s "$W/run1" ] && cmp -s "$W/run1" "$W/run$np"; then echo "ok   $name: $np ranks, the same 24 tokens"
         else fail "$name: $np ranks: the text differs"; diff "$W/run1" "$W/run$np" | head -5; fi
-        grep -Eq "^clinfer: mpi: $np ranks, 23 passes of 1 rows: per pass $((np - 1)) hops down" "$W/err" ||
+        grep -Eq "^clinfer: mpi: $np ranks, 23 passes of 1 row: per pass $((np - 1)) hops down" "$W/err" ||
             fail "$name: $np ranks: no line on what crossed the ranks (23 decoding passes)"
         $MPIRUN -np $np "$LOGITS" "$m" "$W/logits$np" --mpi 2>"$W/err" || fail "$name: mpi_logits on $np ranks"
         if [ -s "$W/logits1" ] && cmp -s "$W/logits1" "$W/logits$np"; then
@@ -122,6 +123,17 @@ AT_RANK=2 AT_PRE="env CLINFER_GLOBAL_MEM_MB=0.01" expect "device too small on ra
 # failure comes back as the answer to the context's creation)
 AT_RANK=2 AT_PRE="env CLINFER_MAX_ALLOC_MB=1" expect "context too large on rank 2" 7 \
     "^clinfer: out of memory: .*rank 2: .*KV cache" 60 $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4 --ctx 65536
+# ... or mid-run (CLINFER_MPI_FAIL_PASS, a testing aid: a device error at
+# that rank's N-th pass): in the first micro-batch of a 301-token prompt,
+# which wants no logits, so rank 0 has gone on without waiting (it reads the
+# failure at the prompt's last micro-batch), and at a decoding step
+LONG=$(printf 'abcdefghij %.0s' $(seq 30))
+AT_RANK=2 AT_PRE="env CLINFER_MPI_FAIL_PASS=1" expect "a micro-batch failing on rank 2" 6 \
+    "^clinfer: OpenCL error: rank 2: pass 1 failed" 60 \
+    $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p "$LONG" -n 8 --ctx 1024
+AT_RANK=1 AT_PRE="env CLINFER_MPI_FAIL_PASS=6" expect "a decoding step failing on rank 1" 6 \
+    "^clinfer: OpenCL error: rank 1: pass 6 failed" 60 \
+    $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p "$LONG" -n 8 --ctx 1024
 cd - >/dev/null || exit 1
 # rank 0 fails before the setup: the workers waiting for it end too
 expect "rank 0's file missing" 3 "^clinfer: I/O error: .*no-such\.gguf" 60 \
