@@ -6,10 +6,12 @@
  *   mpi_logits MODEL OUT          one process, clf_llama_load
  *   mpirun -np N mpi_logits MODEL OUT --mpi
  *
- * The script: a prompt in chunks of 4 rows with every row's logits
- * (clf_llama_eval, all_logits), 6 greedy decode steps, a rewind of 3
- * positions and 3 steps again, then 4 passes of clf_llama_eval_seqs over
- * two sequences (a prompt on sequence 1 beside decodes on sequence 0). */
+ * The script: a prompt with every row's logits (clf_llama_eval,
+ * all_logits), 6 greedy decode steps, a rewind of 3 positions and 3 steps
+ * again, 4 passes of clf_llama_eval_seqs over two sequences (a prompt on
+ * sequence 1 beside decodes on sequence 0), then 200 more tokens on
+ * sequence 0 with the last row's logits (over a split: micro-batches, all
+ * but the last wanting no logits) and 2 decode steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 #include "clf_mpi.h"
 #include "runtime.h"
 
-enum { N_CTX = 64, N_BATCH = 4, N_PROMPT = 11 };
+enum { N_CTX = 320, N_BATCH = 256, N_PROMPT = 11, N_LONG = 200 };
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -49,6 +51,13 @@ static clf_status script(clf_llama *m, FILE *out) {
         fwrite(lg, sizeof *lg, (size_t)nv, out);
         fwrite(lg1, sizeof *lg1, (size_t)nv, out);
         tok = argmax(lg, nv), tok1 = argmax(lg1, nv);
+    }
+    int32_t more[N_LONG];
+    for (int i = 0; i < N_LONG; i++) more[i] = (int32_t)((i * 104729 + 7) % nv);
+    if (st == CLF_OK && (st = clf_llama_eval(c, more, N_LONG, 0, lg)) == CLF_OK) fwrite(lg, sizeof *lg, (size_t)nv, out);
+    for (int i = 0; st == CLF_OK && i < 2; i++) {
+        tok = argmax(lg, nv);
+        if ((st = clf_llama_eval(c, &tok, 1, 0, lg)) == CLF_OK) fwrite(lg, sizeof *lg, (size_t)nv, out);
     }
     free(lg);
     free(lg1);
