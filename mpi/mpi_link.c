@@ -26,15 +26,15 @@ static struct {
 } job;
 
 clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size) {
-    /* serve runs the model on its scheduler thread: MPI is called from one
-     * thread at a time, not always the main one */
-    int provided = 0;
     /* Open MPI spins in its progress loop without yielding unless a host
      * is oversubscribed; a rank's OpenCL threads (a CPU device) and the
      * other ranks on the host need that core: measured on 2 cores, 2 ranks
      * spent 0.4-0.7 ms per hop spinning, 0.007 ms yielding. A user's own
      * setting wins. */
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+    /* serve runs the model on its scheduler thread: MPI is called from one
+     * thread at a time, not always the main one */
+    int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return clf_fail(CLF_ERR_IO, "MPI_Init_thread failed");
     if (provided < MPI_THREAD_SERIALIZED) {
