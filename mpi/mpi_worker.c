@@ -38,6 +38,8 @@ static clf_status load(worker *w, const clf_mpi_setup *su, int l0, int l1) {
 }
 
 static clf_status ctx_create(worker *w, const clf_mpi_msg *h) {
+    if (h->ctx <= 0 || h->ctx > (1 << 24))
+        return clf_fail(CLF_ERR_FORMAT, "a context id %d from rank %d", h->ctx, h->rank);
     if (h->ctx >= w->n_ctx) {
         int n = h->ctx + 8;
         clf_llama_ctx **p = realloc(w->ctx, (size_t)n * sizeof *p);
