@@ -686,6 +686,9 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
     const clf_family *f = hp->fam;
     clf_runtime *rt = m->rt;
     int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, qkv_dim = q_dim + 2 * kv_dim;
+    if (m->l1 < hp->n_layer && !x_out)
+        return clf_fail(CLF_ERR_ARG, "layers %d-%d end before the head, and nothing takes their activations "
+                                     "(clf_llama_set_next)", m->l0, m->l1 - 1);
     clf_tensor x = clf_tensor_rows(&c->x, 0, n), xn = clf_tensor_rows(&c->xn, 0, n);
     clf_tensor qkv = clf_tensor_rows(&c->qkv, 0, n), att = clf_tensor_rows(&c->att, 0, n);
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, n), ff = clf_tensor_rows(&c->ff, 0, n);

@@ -281,6 +281,13 @@ static void test_relay(void **state) {
     TU_OK(clf_llama_load_range(rts[0], g, 0, 1, &first));
     TU_OK(clf_llama_load_range(rts[1], g, 1, 3, &rest[0]));
     TU_OK(clf_llama_load_range(rts[0], g, 3, 4, &rest[1]));
+    /* a first stage that is not the last, with nowhere to send its activations */
+    clf_llama_ctx *alone;
+    TU_OK(clf_llama_ctx_create(first, 16, 4, CLF_F32, &alone));
+    assert_int_equal(clf_llama_eval(alone, toks, 2, 0, got), CLF_ERR_ARG);
+    assert_non_null(strstr(clf_last_error(), "layers 0-0 end before the head"));
+    assert_int_equal(alone->n_past, 0);
+    clf_llama_ctx_free(alone);
     clf_llama_set_next(first, &relay_ops, rest);
     /* a stage that is not the last, without a link: its pass returns activations */
     script(first, toks, V, got);
