@@ -82,6 +82,7 @@ static void test_plan(void **state) {
     assert_int_equal(p.n, 2);
     /* more stages than layers, or a share that is no number */
     assert_int_equal(clf_split_plan_make(&sm, 11, NULL, NULL, &p), CLF_ERR_ARG);
+    assert_int_equal(clf_split_plan_make(&sm, 2, NULL, NULL, &p), CLF_ERR_ARG);
     double bad[2] = {1, 0};
     assert_int_equal(clf_split_plan_make(&sm, 2, bad, mem, &p), CLF_ERR_ARG);
 }
