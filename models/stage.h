@@ -8,7 +8,7 @@
  * split model.
  *
  * Implementations of the link: another device in this process
- * (clf_stage_local_*, models/split_local.c) and MPI ranks (the mpi branch).
+ * (clf_stage_local_*, models/stage_local.c) and MPI ranks (mpi/).
  * A stage that receives a pass (the local link, an MPI rank > 0) runs
  * clf_llama_stage_pass on its own context. */
 #ifndef CLF_STAGE_H
