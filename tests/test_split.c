@@ -472,6 +472,22 @@ static void test_info_plan(void **state) {
     free(out);
     snprintf(cmd, sizeof cmd, "%s info -m %s --devices 0:0,0:1 --json | python3 -m json.tool >/dev/null", bin, path);
     assert_int_equal(system(cmd), 0);
+    /* `run` over the split samples one device's tokens (its text, with a
+     * seed) on a model with a vocabulary (tests/tools/tiny_gguf.c) */
+    const char *tool = getenv("CLINFER_TINY_GGUF");
+    if (!tool) fail_msg("CLINFER_TINY_GGUF is not set (run through ctest)");
+    snprintf(cmd, sizeof cmd, "%s model %s --layers 4 --no-eog", tool, path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c' -n 12 --seed 3 --ctx 64 2>/dev/null", bin, path);
+    char *one = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c' -n 12 --seed 3 --ctx 64 --devices 0:0,0:1 2>/dev/null", bin, path);
+    char *two = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    assert_true(strlen(one) > 0);
+    assert_string_equal(one, two);
+    free(one);
+    free(two);
     clf_gguf_close(g);
     unlink(path);
 }
