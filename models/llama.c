@@ -694,7 +694,9 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, n), ff = clf_tensor_rows(&c->ff, 0, n);
     if (m->l0 == 0) {
         /* x = embeddings (times sqrt(n_embd): Gemma) */
-        CLF_CL_TRY(clEnqueueWriteBuffer(rt->queue, c->ids, CL_FALSE, 0, (size_t)n * sizeof *tokens, tokens, 0, NULL, NULL));
+        /* over a split the caller refills its tokens while this pass runs: copied before returning */
+        CLF_CL_TRY(clEnqueueWriteBuffer(rt->queue, c->ids, c->next ? CL_TRUE : CL_FALSE, 0, (size_t)n * sizeof *tokens,
+                                        tokens, 0, NULL, NULL));
         CLF_TRY(clf_get_rows(rt, &m->tok_embd, c->ids, n, &x));
         if (f->embd_scale) CLF_TRY(clf_scale(rt, &x, sqrtf((float)hp->n_embd), &x));
     } else {
@@ -883,61 +885,89 @@ static clf_status check_batch(clf_llama_ctx *c, const clf_llama_seq_batch *b, in
     return CLF_OK;
 }
 
-/* One pass: fills up to n_batch rows from the entries' remaining tokens (in
- * order), runs it, reads the logits of the entries it finishes. */
-static clf_status eval_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, int *done, segment *segs,
-                            int *want, float **dst) {
-    const clf_llama_hparams *hp = &c->m->hp;
-    clf_runtime *rt = c->m->rt;
-    int rows = 0, n_seg = 0, n_want = 0;
+/* One pass of clf_llama_eval_seqs: its rows grouped in segments, the
+ * logits rows it asks for and where they go; over a split, its
+ * activations on their way (x, completed by ev). */
+typedef struct seq_pass {
+    int rows, n_seg, n_want;
+    segment *segs;
+    int *want;
+    float **dst;
+    float *x;
+    cl_event ev;
+} seq_pass;
+
+/* Fills up to n_batch rows from the entries' remaining tokens (in order):
+ * their ids into host_ids, positions from the sequences' lengths. */
+static void fill_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, const int *done, seq_pass *p) {
+    p->rows = p->n_seg = p->n_want = 0;
     /* the single tokens first (forward computes them as if alone), then the chunks */
-    for (int i = 0, sweep = 0; sweep < 2 && rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
-        int left = b[i].n - done[i], take = left < c->n_batch - rows ? left : c->n_batch - rows;
+    for (int i = 0, sweep = 0; sweep < 2 && p->rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
+        int left = b[i].n - done[i], take = left < c->n_batch - p->rows ? left : c->n_batch - p->rows;
         if (take <= 0 || (left == 1) != (sweep == 0)) continue;
-        segs[n_seg++] = (segment){b[i].seq, rows, take, clf_llama_seq_len(c, b[i].seq)};
-        memcpy(c->host_ids + rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
+        p->segs[p->n_seg++] = (segment){b[i].seq, p->rows, take, clf_llama_seq_len(c, b[i].seq)};
+        memcpy(c->host_ids + p->rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
         if (take == left && b[i].logits) {
-            want[n_want] = rows + take - 1;
-            dst[n_want++] = b[i].logits;
+            p->want[p->n_want] = p->rows + take - 1;
+            p->dst[p->n_want++] = b[i].logits;
         }
-        rows += take;
+        p->rows += take;
     }
-    cl_event ev = NULL;
-    clf_status st = forward(c, c->host_ids, NULL, rows, segs, n_seg, 0, want, n_want, c->hop_x[0], &ev);
-    size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
-    if (st == CLF_OK && c->next) {
-        /* the later stages' caches advance with the pass; the logits come back */
-        clf_stage_pass p = {rows, segs, n_seg, 0, want, n_want};
-        st = hop(c, &p, ev, c->hop_x[0], c->hop_logits);
-        ev = NULL;
-        for (int i = 0; st == CLF_OK && i < n_want; i++) memcpy(dst[i], c->hop_logits + (size_t)i * hp->n_vocab, row_bytes);
-    }
-    for (int i = 0; st == CLF_OK && !c->next && i < n_want; i++)
-        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c->logits.mem, i == n_want - 1, c->logits.offset + i * row_bytes,
-                                              row_bytes, dst[i], 0, NULL, NULL),
-                          "reading logits");
-    if (ev) clReleaseEvent(ev);
-    /* host_ids and the caller's buffers must outlive the pass */
-    if (st == CLF_OK && n_want == 0) st = clf_finish(rt);
-    if (st != CLF_OK) {
-        clFinish(rt->queue);
-        return st;
-    }
-    for (int s = 0; s < n_seg; s++) {
-        *seq_at(c, segs[s].seq).n_past += segs[s].n;
+}
+
+/* Counts a pass in its sequences and entries (by = 1), or takes it back
+ * (by = -1: the sequences rewind to where the pass began). */
+static void count_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, int *done, const seq_pass *p, int by) {
+    for (int s = 0; s < p->n_seg; s++) {
+        const segment *g = &p->segs[s];
+        if (by > 0) *seq_at(c, g->seq).n_past += g->n;
+        else clf_llama_seq_rewind(c, g->seq, g->pos);
         for (int i = 0; i < n; i++)
-            if (b[i].seq == segs[s].seq) done[i] += segs[s].n;
+            if (b[i].seq == g->seq) done[i] += by * g->n;
     }
-    return CLF_OK;
+}
+
+/* One device, or the last stage: runs the pass, reads the logits of the
+ * entries it finishes. */
+static clf_status run_pass(clf_llama_ctx *c, const seq_pass *p) {
+    clf_runtime *rt = c->m->rt;
+    size_t row_bytes = (size_t)c->m->hp.n_vocab * sizeof(float);
+    clf_status st = forward(c, c->host_ids, NULL, p->rows, p->segs, p->n_seg, 0, p->want, p->n_want, NULL, NULL);
+    for (int i = 0; st == CLF_OK && i < p->n_want; i++)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c->logits.mem, i == p->n_want - 1,
+                                              c->logits.offset + i * row_bytes, row_bytes, p->dst[i], 0, NULL, NULL),
+                          "reading logits");
+    /* host_ids and the caller's buffers must outlive the pass */
+    if (st == CLF_OK && p->n_want == 0) st = clf_finish(rt);
+    if (st != CLF_OK) clFinish(rt->queue);
+    return st;
+}
+
+/* Over a split: hands a pass enqueued here to the next stage (which runs
+ * it while this one runs the next pass), the logits back to the entries. */
+static clf_status hop_pass(clf_llama_ctx *c, seq_pass *p) {
+    clf_stage_pass sp = {p->rows, p->segs, p->n_seg, 0, p->want, p->n_want};
+    clf_status st = hop(c, &sp, p->ev, p->x, c->hop_logits);
+    p->ev = NULL;
+    size_t row_bytes = (size_t)c->m->hp.n_vocab * sizeof(float);
+    for (int i = 0; st == CLF_OK && i < p->n_want; i++)
+        memcpy(p->dst[i], c->hop_logits + (size_t)i * c->m->hp.n_vocab, row_bytes);
+    return st;
 }
 
 clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n) {
     CLF_TRY(check_batch(c, b, n));
     clf_runtime *rt = c->m->rt;
-    int *done = calloc((size_t)n + 1, sizeof *done), *want = malloc(((size_t)n + 1) * sizeof *want);
-    segment *segs = malloc(((size_t)n + 1) * sizeof *segs);
-    float **dst = malloc(((size_t)n + 1) * sizeof *dst);
+    /* two passes' descriptions: over a split one is on its way while the next is filled */
+    size_t m = (size_t)n + 1;
+    int *done = calloc(m, sizeof *done), *want = malloc(2 * m * sizeof *want);
+    segment *segs = malloc(2 * m * sizeof *segs);
+    float **dst = malloc(2 * m * sizeof *dst);
     clf_status st = done && want && segs && dst ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    seq_pass ps[2] = {{0}};
+    for (int k = 0; st == CLF_OK && k < 2; k++)
+        ps[k] = (seq_pass){0, 0, 0, segs + k * m, want + k * m, dst + k * m, c->hop_x[k], NULL};
+    seq_pass *pending = NULL;
     for (int pass = 0; st == CLF_OK; pass++) {
         int left = 0;
         for (int i = 0; i < n; i++) left += b[i].n - done[i];
@@ -947,8 +977,29 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
             st = clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of its passes", pass);
             break;
         }
-        st = eval_pass(c, b, n, done, segs, want, dst);
+        seq_pass *p = &ps[pass & 1];
+        fill_pass(c, b, n, done, p);
+        if (!c->next) {
+            if ((st = run_pass(c, p)) == CLF_OK) count_pass(c, b, n, done, p, 1);
+            continue;
+        }
+        /* a split: this pass runs here while the previous one hops on */
+        if ((st = forward(c, c->host_ids, NULL, p->rows, p->segs, p->n_seg, 0, p->want, p->n_want, p->x, &p->ev)) != CLF_OK)
+            break;
+        count_pass(c, b, n, done, p, 1);
+        if (pending && (st = hop_pass(c, pending)) != CLF_OK) {
+            count_pass(c, b, n, done, p, -1);
+            break;
+        }
+        pending = p;
     }
+    if (st == CLF_OK && pending) st = hop_pass(c, pending);
+    if (st != CLF_OK && c->next) {
+        clFinish(rt->queue);
+        if (pending) count_pass(c, b, n, done, pending, -1); /* it did not reach every stage */
+    }
+    for (int k = 0; k < 2; k++)
+        if (ps[k].ev) clReleaseEvent(ps[k].ev);
     free(done);
     free(want);
     free(segs);

@@ -317,6 +317,107 @@ static void test_relay(void **state) {
     unlink(path);
 }
 
+/* A local link whose pass number fail_at fails: what a failing hop leaves. */
+typedef struct flaky {
+    clf_llama *next;
+    int calls, fail_at;
+} flaky;
+
+typedef struct flaky_link {
+    clf_stage_link *inner; /* the local link */
+    flaky *f;
+} flaky_link;
+
+static const clf_stage_ops flaky_ops;
+
+static clf_status flaky_create(void *next, int n_ctx, int n_batch, int n_seq, clf_type kv, clf_stage_link **out) {
+    flaky_link *fl = calloc(1, sizeof *fl);
+    fl->f = next;
+    CLF_TRY(clf_stage_local_ops.ctx_create(fl->f->next, n_ctx, n_batch, n_seq, kv, &fl->inner));
+    clf_stage_link *l = calloc(1, sizeof *l);
+    l->ops = &flaky_ops;
+    l->impl = fl;
+    *out = l;
+    return CLF_OK;
+}
+
+static clf_status flaky_pass(clf_stage_link *l, const clf_stage_pass *p, const float *x, float *logits) {
+    flaky_link *fl = l->impl;
+    if (++fl->f->calls == fl->f->fail_at) return clf_fail(CLF_ERR_CL, "injected failure of pass %d", fl->f->calls);
+    return fl->inner->ops->pass(fl->inner, p, x, logits);
+}
+
+static void flaky_rewind(clf_stage_link *l, int seq, int pos) {
+    flaky_link *fl = l->impl;
+    fl->inner->ops->seq_rewind(fl->inner, seq, pos);
+}
+
+static void flaky_free(clf_stage_link *l) {
+    flaky_link *fl = l->impl;
+    fl->inner->ops->free(fl->inner);
+    free(fl);
+    free(l);
+}
+
+static const clf_stage_ops flaky_ops = {flaky_create, flaky_pass, flaky_rewind, flaky_free};
+
+/* A hop that fails mid-prompt: every stage keeps the chunks (passes) that
+ * reached them all, and evaluation goes on from there with one device's
+ * logits. */
+static void test_failed_hop(void **state) {
+    (void)state;
+    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 3, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                     .n_vocab = 97, .type = CLF_F32};
+    char path[] = "/tmp/clinfer-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    clf_llama *ref, *a, *z;
+    TU_OK(clf_llama_load(rts[0], g, &ref));
+    TU_OK(clf_llama_load_range(rts[0], g, 0, 1, &a));
+    TU_OK(clf_llama_load_range(rts[1], g, 1, 2, &z));
+    flaky f = {z, 0, 0};
+    clf_llama_set_next(a, &flaky_ops, &f);
+    const int V = 97;
+    int32_t toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = (int32_t)(i * 31 % V);
+    float want[97], got[97];
+    clf_llama_ctx *r, *c;
+    TU_OK(clf_llama_ctx_create_seqs(ref, 64, 8, 2, CLF_F32, &r));
+    TU_OK(clf_llama_ctx_create_seqs(a, 64, 8, 2, CLF_F32, &c));
+    clf_llama_ctx *down = ((flaky_link *)c->next->impl)->inner->impl;
+    /* clf_llama_eval: chunks 8, 8, 4; the second hop fails */
+    f.calls = 0, f.fail_at = 2;
+    assert_int_equal(clf_llama_eval(c, toks, 20, 0, got), CLF_ERR_CL);
+    assert_int_equal(c->n_past, 8);
+    assert_int_equal(down->n_past, 8);
+    TU_OK(clf_llama_eval(c, toks + 8, 12, 0, got));
+    TU_OK(clf_llama_eval(r, toks, 20, 0, want));
+    assert_true(tu_rel_err_f(got, want, V) <= TOL);
+    /* clf_llama_eval_seqs: sequence 1's 17 tokens in passes of 8, 8, 1; the second hop fails, the
+     * third pass already enqueued here */
+    f.calls = 0, f.fail_at = 2;
+    clf_llama_seq_batch e = {1, toks + 20, 17, got};
+    assert_int_equal(clf_llama_eval_seqs(c, &e, 1), CLF_ERR_CL);
+    assert_int_equal(clf_llama_seq_len(c, 1), 8);
+    assert_int_equal(clf_llama_seq_len(down, 1), 8);
+    clf_llama_seq_batch rest = {1, toks + 28, 9, got}, all = {1, toks + 20, 17, want};
+    TU_OK(clf_llama_eval_seqs(c, &rest, 1));
+    TU_OK(clf_llama_eval_seqs(r, &all, 1));
+    assert_true(tu_rel_err_f(got, want, V) <= TOL);
+    assert_int_equal(clf_llama_seq_len(down, 1), 17);
+    clf_llama_ctx_free(c);
+    clf_llama_ctx_free(r);
+    clf_llama_free(a);
+    clf_llama_free(z);
+    clf_llama_free(ref);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 static void compare_tiny(const tiny_model *tm, const int *cuts, int n_stage) {
     char path[] = "/tmp/clinfer-split-XXXXXX";
     int fd = mkstemp(path);
@@ -502,6 +603,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_gemma3_three_stages),
         cmocka_unit_test(test_relay),
+        cmocka_unit_test(test_failed_hop),
         cmocka_unit_test(test_default_model),
         cmocka_unit_test(test_info_plan),
     };
