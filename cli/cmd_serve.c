@@ -69,7 +69,7 @@ int cmd_serve(int argc, char **argv) {
     srv_engine *e = NULL;
     srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
                    .created = (long long)time(NULL)};
-    st = cli_session_open(path, o.device, -1, o.kv, &s);
+    st = cli_session_open(path, &o.place, -1, o.kv, &s);
     if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
     if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
     if (st == CLF_OK) {
@@ -80,8 +80,9 @@ int cmd_serve(int argc, char **argv) {
     }
     if (st == CLF_OK) {
         srv_http_set_app(h, &app);
-        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id, s.rt->dev.name,
-                parallel, app.n_ctx);
+        char devices[512];
+        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id,
+                cli_stages_devices(&s.stages, devices, sizeof devices), parallel, app.n_ctx);
         while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
         fprintf(stderr, "clinfer serve: %s: stopping\n", cli_interrupt_name());
     }
