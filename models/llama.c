@@ -509,6 +509,21 @@ static clf_status create_caches(const clf_llama *m, int n_ctx, int n_batch, clf_
     return CLF_OK;
 }
 
+/* 1 when a decode product reading the norms' or SwiGLU's output quantizes
+ * it to int8 (the first layer's weights stand for all; a product that does
+ * not just reads the float rows). */
+static int takes_xq(const clf_llama *m) {
+    const clf_llama_hparams *hp = &m->hp;
+    if (hp->n_embd % 32 || hp->n_ff % 32) return 0;
+    const clf_llama_layer *L = &m->layers[m->l0]; /* a stage's first layer; the head on the last stage only */
+    const clf_llama_proj *ps[] = {&L->wqkv, &L->wgu};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < ps[i]->n; j++)
+            if (clf_matmul_quantizes_x(m->rt, &ps[i]->part[j], 1)) return 1;
+    return clf_matmul_quantizes_x(m->rt, &L->wdown, 1) ||
+           (m->l1 == hp->n_layer && clf_matmul_quantizes_x(m->rt, &m->output, 1));
+}
+
 clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
                                      clf_llama_ctx **out) {
     const clf_llama_hparams *hp = &m->hp;
@@ -555,13 +570,19 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
         st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, logit_rows, &c->logits);
     }
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_batch * sizeof(int32_t), NULL, &c->ids);
+    /* a decode row's activation quantized once by the norm or SwiGLU that makes it, where the GEMVs take int8 x */
+    const int n_dec = n_seq < n_batch ? n_seq : n_batch;
+    if (st == CLF_OK && takes_xq(m))
+        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_embd), n_dec, &c->xq_e);
+    if (st == CLF_OK && takes_xq(m))
+        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_ff), n_dec, &c->xq_f);
     if (st != CLF_OK) {
         clf_llama_ctx_free(c);
         return clf_fail_ctx(st, "creating a context of %d tokens: ", n_ctx);
     }
     c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
     for (int i = 1; i < n_seq; i++) c->device_bytes += c->seqs[i].kv.bytes + c->seqs[i].kv_swa.bytes;
-    const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits};
+    const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
     *out = c;
     return CLF_OK;
@@ -585,7 +606,7 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     free(c->hop_x[0]);
     free(c->hop_x[1]);
     free(c->hop_logits);
-    clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits};
+    clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
     if (c->ids) clReleaseMemObject(c->ids);
     free(c);
@@ -632,39 +653,65 @@ void clf_llama_rewind(clf_llama_ctx *c, int pos) { clf_llama_seq_rewind(c, 0, po
 /* ---- forward pass ----------------------------------------------------------- */
 
 /* out (+)= W · in where the first n1 rows are single tokens (decodes):
- * those computed as each token alone would be (clf_matmul_rowwise), the
- * rest as one product. */
-static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out,
-                               int64_t col0, int accumulate, int n1) {
+ * those computed as each token alone would be (clf_matmul_rowwise), reading
+ * their int8 form xq [n1 rows] where given, the rest as one product. */
+static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *xq,
+                               clf_tensor *out, int64_t col0, int accumulate, int n1) {
     const int64_t n = clf_tensor_nrows(in);
     if (n1 <= 0) return clf_matmul_cols(rt, w, in, out, col0, accumulate);
-    if (n1 >= n) return clf_matmul_rowwise(rt, w, in, out, col0, accumulate);
     clf_tensor i1 = clf_tensor_rows(in, 0, n1), o1 = clf_tensor_rows(out, 0, n1);
+    CLF_TRY(xq ? clf_matmul_rowwise_xq(rt, w, &i1, xq, &o1, col0, accumulate)
+               : clf_matmul_rowwise(rt, w, &i1, &o1, col0, accumulate));
+    if (n1 >= n) return CLF_OK;
     clf_tensor i2 = clf_tensor_rows(in, n1, n - n1), o2 = clf_tensor_rows(out, n1, n - n1);
-    CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, col0, accumulate));
     return clf_matmul_cols(rt, w, &i2, &o2, col0, accumulate);
 }
 
-static clf_status product(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out, int accumulate,
-                          int n1) {
-    return product_cols(rt, w, in, out, 0, accumulate, n1);
+static clf_status product(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *xq,
+                          clf_tensor *out, int accumulate, int n1) {
+    return product_cols(rt, w, in, xq, out, 0, accumulate, n1);
 }
 
 /* A fused projection: each part (a run of one type) into its columns. */
-static clf_status proj_product(clf_runtime *rt, const clf_llama_proj *p, const clf_tensor *in, clf_tensor *out,
-                               int n1) {
-    for (int i = 0; i < p->n; i++) CLF_TRY(product_cols(rt, &p->part[i], in, out, p->col0[i], 0, n1));
+static clf_status proj_product(clf_runtime *rt, const clf_llama_proj *p, const clf_tensor *in, const clf_tensor *xq,
+                               clf_tensor *out, int n1) {
+    for (int i = 0; i < p->n; i++) CLF_TRY(product_cols(rt, &p->part[i], in, xq, out, p->col0[i], 0, n1));
     return CLF_OK;
 }
 
 /* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
  * into the product when the family has no post-norm; tmp is scratch as
  * wide as x. */
-static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *post_norm,
-                           float eps, clf_tensor *x, clf_tensor *tmp, int n1) {
-    if (!post_norm) return product(rt, w, in, x, 1, n1);
-    CLF_TRY(product(rt, w, in, tmp, 0, n1));
+static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *xq,
+                           const clf_tensor *post_norm, float eps, clf_tensor *x, clf_tensor *tmp, int n1) {
+    if (!post_norm) return product(rt, w, in, xq, x, 1, n1);
+    CLF_TRY(product(rt, w, in, xq, tmp, 0, n1));
     return clf_rmsnorm(rt, tmp, post_norm, eps, x, 1);
+}
+
+/* ff = act(gate) ⊙ up of the fused gate|up projection of xn; the n1 decode
+ * rows in one launch where a GEMV applies the unit (from xq, writing ff's
+ * int8 form ffq), else the product and then the unit (also into ffq). */
+static clf_status gated_unit(clf_runtime *rt, const clf_llama_proj *p, clf_glu_act act, const clf_tensor *xn,
+                             const clf_tensor *xq, clf_tensor *gu, clf_tensor *ff, const clf_tensor *ffq, int n1) {
+    const int64_t n = clf_tensor_nrows(xn);
+    if (!xq || !ffq || p->n != 1 || !clf_matmul_fuses_glu(rt, &p->part[0])) {
+        CLF_TRY(proj_product(rt, p, xn, xq, gu, n1));
+        return ffq ? clf_glu_xq(rt, act, gu, ff, ffq) : clf_glu(rt, act, gu, ff);
+    }
+    clf_tensor f1 = clf_tensor_rows(ff, 0, n1);
+    CLF_TRY(clf_matmul_glu_xq(rt, &p->part[0], act, xq, &f1, ffq));
+    if (n1 >= n) return CLF_OK;
+    clf_tensor x2 = clf_tensor_rows(xn, n1, n - n1), g2 = clf_tensor_rows(gu, n1, n - n1);
+    clf_tensor f2 = clf_tensor_rows(ff, n1, n - n1);
+    CLF_TRY(clf_matmul_cols(rt, &p->part[0], &x2, &g2, 0, 0));
+    return clf_glu(rt, act, &g2, &f2);
+}
+
+/* y = norm(x), its first rows also quantized into xq where given. */
+static clf_status norm_xq(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                          const clf_tensor *xq) {
+    return xq ? clf_rmsnorm_xq(rt, x, w, eps, y, xq) : clf_rmsnorm(rt, x, w, eps, y, 0);
 }
 
 /* A forward pass's rows of one sequence (stage.h). */
@@ -686,12 +733,26 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
     const clf_family *f = hp->fam;
     clf_runtime *rt = m->rt;
     int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, qkv_dim = q_dim + 2 * kv_dim;
+    if (m->l1 < hp->n_layer && !x_out)
+        return clf_fail(CLF_ERR_ARG, "layers %d-%d end before the head, and nothing takes their activations "
+                                     "(clf_llama_set_next)", m->l0, m->l1 - 1);
     clf_tensor x = clf_tensor_rows(&c->x, 0, n), xn = clf_tensor_rows(&c->xn, 0, n);
     clf_tensor qkv = clf_tensor_rows(&c->qkv, 0, n), att = clf_tensor_rows(&c->att, 0, n);
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, n), ff = clf_tensor_rows(&c->ff, 0, n);
+    /* the decode rows' int8 form for the GEMVs, written by the norms and SwiGLU */
+    clf_tensor xq_e = {0}, xq_f = {0};
+    const clf_tensor *xqe = NULL, *xqf = NULL;
+    if (n1 > 0 && c->xq_e.mem) {
+        xq_e = clf_tensor_rows(&c->xq_e, 0, n1);
+        xq_f = clf_tensor_rows(&c->xq_f, 0, n1);
+        xqe = &xq_e;
+        xqf = &xq_f;
+    }
     if (m->l0 == 0) {
         /* x = embeddings (times sqrt(n_embd): Gemma) */
-        CLF_CL_TRY(clEnqueueWriteBuffer(rt->queue, c->ids, CL_FALSE, 0, (size_t)n * sizeof *tokens, tokens, 0, NULL, NULL));
+        /* over a split the caller refills its tokens while this pass runs: copied before returning */
+        CLF_CL_TRY(clEnqueueWriteBuffer(rt->queue, c->ids, c->next ? CL_TRUE : CL_FALSE, 0, (size_t)n * sizeof *tokens,
+                                        tokens, 0, NULL, NULL));
         CLF_TRY(clf_get_rows(rt, &m->tok_embd, c->ids, n, &x));
         if (f->embd_scale) CLF_TRY(clf_scale(rt, &x, sqrtf((float)hp->n_embd), &x));
     } else {
@@ -706,8 +767,8 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
         const clf_rope_params rope = {f->rope, hp->n_rot, swa ? f->swa_rope_base : hp->rope_base,
                                       swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
         /* attention: x += [post-norm] Wo · attn(rope([QK-norm] Wqkv · norm(x) [+ b])) */
-        CLF_TRY(clf_rmsnorm(rt, &x, &L->attn_norm, hp->eps, &xn, 0));
-        CLF_TRY(proj_product(rt, &L->wqkv, &xn, &qkv, n1));
+        CLF_TRY(norm_xq(rt, &x, &L->attn_norm, hp->eps, &xn, xqe));
+        CLF_TRY(proj_product(rt, &L->wqkv, &xn, xqe, &qkv, n1));
         if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* Q's heads then K's: one launch */
         if (f->qk_norm)
@@ -719,18 +780,21 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
             seq_ref r = seq_at(c, sg->seq);
             clf_kv_cache *kv = swa ? r.kv_swa : r.kv;
             clf_tensor sq = clf_tensor_rows(&c->qkv, sg->row0, sg->n), sa = clf_tensor_rows(&c->att, sg->row0, sg->n);
+            clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
+            if (sg->n == 1) { /* RoPE and the cache write fused into the decode kernel */
+                CLF_TRY(clf_attention_decode(rt, kv, kl, q, k, v, hp->n_head, sg->pos, hp->attn_scale, &rope, &sa));
+                continue;
+            }
             /* Q and K are adjacent in each row: one launch rotates both */
             CLF_TRY(clf_rope(rt, &sq, sg->n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, sg->pos, &rope));
-            clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
             CLF_TRY(clf_kv_write(rt, kv, kl, k, v, sg->n, sg->pos));
             CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
         }
-        CLF_TRY(residual(rt, &L->wo, &att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
+        CLF_TRY(residual(rt, &L->wo, &att, NULL, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
         /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
-        CLF_TRY(clf_rmsnorm(rt, &x, &L->ffn_norm, hp->eps, &xn, 0));
-        CLF_TRY(proj_product(rt, &L->wgu, &xn, &gu, n1));
-        CLF_TRY(clf_glu(rt, f->act, &gu, &ff));
-        CLF_TRY(residual(rt, &L->wdown, &ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1));
+        CLF_TRY(norm_xq(rt, &x, &L->ffn_norm, hp->eps, &xn, xqe));
+        CLF_TRY(gated_unit(rt, &L->wgu, f->act, &xn, xqe, &gu, &ff, xqf, n1));
+        CLF_TRY(residual(rt, &L->wdown, &ff, xqf, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1));
     }
     if (m->l1 < hp->n_layer) /* the head is a later stage's */
         return clf_cl_check(clEnqueueReadBuffer(rt->queue, c->x.mem, CL_FALSE, c->x.offset, clf_tensor_bytes(&x), x_out,
@@ -743,12 +807,14 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
     } else {
         for (int i = 0; i < n_want; i++) {
             clf_tensor xs = clf_tensor_rows(&c->x, want[i], 1), xns = clf_tensor_rows(&c->xn, i, 1);
-            CLF_TRY(clf_rmsnorm(rt, &xs, &m->out_norm, hp->eps, &xns, 0));
+            clf_tensor xqs = c->xq_e.mem ? clf_tensor_rows(&c->xq_e, i, 1) : xs;
+            CLF_TRY(norm_xq(rt, &xs, &m->out_norm, hp->eps, &xns, c->xq_e.mem ? &xqs : NULL));
         }
     }
     if (rows == 0) return CLF_OK;
     clf_tensor xns = clf_tensor_rows(&c->xn, 0, rows), logits = clf_tensor_rows(&c->logits, 0, rows);
-    CLF_TRY(product(rt, &m->output, &xns, &logits, 0, all_logits ? 0 : rows));
+    clf_tensor xqh = c->xq_e.mem && !all_logits ? clf_tensor_rows(&c->xq_e, 0, rows) : xns;
+    CLF_TRY(product(rt, &m->output, &xns, c->xq_e.mem && !all_logits ? &xqh : NULL, &logits, 0, all_logits ? 0 : rows));
     return CLF_OK;
 }
 
@@ -880,61 +946,89 @@ static clf_status check_batch(clf_llama_ctx *c, const clf_llama_seq_batch *b, in
     return CLF_OK;
 }
 
-/* One pass: fills up to n_batch rows from the entries' remaining tokens (in
- * order), runs it, reads the logits of the entries it finishes. */
-static clf_status eval_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, int *done, segment *segs,
-                            int *want, float **dst) {
-    const clf_llama_hparams *hp = &c->m->hp;
-    clf_runtime *rt = c->m->rt;
-    int rows = 0, n_seg = 0, n_want = 0;
+/* One pass of clf_llama_eval_seqs: its rows grouped in segments, the
+ * logits rows it asks for and where they go; over a split, its
+ * activations on their way (x, completed by ev). */
+typedef struct seq_pass {
+    int rows, n_seg, n_want;
+    segment *segs;
+    int *want;
+    float **dst;
+    float *x;
+    cl_event ev;
+} seq_pass;
+
+/* Fills up to n_batch rows from the entries' remaining tokens (in order):
+ * their ids into host_ids, positions from the sequences' lengths. */
+static void fill_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, const int *done, seq_pass *p) {
+    p->rows = p->n_seg = p->n_want = 0;
     /* the single tokens first (forward computes them as if alone), then the chunks */
-    for (int i = 0, sweep = 0; sweep < 2 && rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
-        int left = b[i].n - done[i], take = left < c->n_batch - rows ? left : c->n_batch - rows;
+    for (int i = 0, sweep = 0; sweep < 2 && p->rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
+        int left = b[i].n - done[i], take = left < c->n_batch - p->rows ? left : c->n_batch - p->rows;
         if (take <= 0 || (left == 1) != (sweep == 0)) continue;
-        segs[n_seg++] = (segment){b[i].seq, rows, take, clf_llama_seq_len(c, b[i].seq)};
-        memcpy(c->host_ids + rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
+        p->segs[p->n_seg++] = (segment){b[i].seq, p->rows, take, clf_llama_seq_len(c, b[i].seq)};
+        memcpy(c->host_ids + p->rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
         if (take == left && b[i].logits) {
-            want[n_want] = rows + take - 1;
-            dst[n_want++] = b[i].logits;
+            p->want[p->n_want] = p->rows + take - 1;
+            p->dst[p->n_want++] = b[i].logits;
         }
-        rows += take;
+        p->rows += take;
     }
-    cl_event ev = NULL;
-    clf_status st = forward(c, c->host_ids, NULL, rows, segs, n_seg, 0, want, n_want, c->hop_x[0], &ev);
-    size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
-    if (st == CLF_OK && c->next) {
-        /* the later stages' caches advance with the pass; the logits come back */
-        clf_stage_pass p = {rows, segs, n_seg, 0, want, n_want};
-        st = hop(c, &p, ev, c->hop_x[0], c->hop_logits);
-        ev = NULL;
-        for (int i = 0; st == CLF_OK && i < n_want; i++) memcpy(dst[i], c->hop_logits + (size_t)i * hp->n_vocab, row_bytes);
-    }
-    for (int i = 0; st == CLF_OK && !c->next && i < n_want; i++)
-        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c->logits.mem, i == n_want - 1, c->logits.offset + i * row_bytes,
-                                              row_bytes, dst[i], 0, NULL, NULL),
-                          "reading logits");
-    if (ev) clReleaseEvent(ev);
-    /* host_ids and the caller's buffers must outlive the pass */
-    if (st == CLF_OK && n_want == 0) st = clf_finish(rt);
-    if (st != CLF_OK) {
-        clFinish(rt->queue);
-        return st;
-    }
-    for (int s = 0; s < n_seg; s++) {
-        *seq_at(c, segs[s].seq).n_past += segs[s].n;
+}
+
+/* Counts a pass in its sequences and entries (by = 1), or takes it back
+ * (by = -1: the sequences rewind to where the pass began). */
+static void count_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, int *done, const seq_pass *p, int by) {
+    for (int s = 0; s < p->n_seg; s++) {
+        const segment *g = &p->segs[s];
+        if (by > 0) *seq_at(c, g->seq).n_past += g->n;
+        else clf_llama_seq_rewind(c, g->seq, g->pos);
         for (int i = 0; i < n; i++)
-            if (b[i].seq == segs[s].seq) done[i] += segs[s].n;
+            if (b[i].seq == g->seq) done[i] += by * g->n;
     }
-    return CLF_OK;
+}
+
+/* One device, or the last stage: runs the pass, reads the logits of the
+ * entries it finishes. */
+static clf_status run_pass(clf_llama_ctx *c, const seq_pass *p) {
+    clf_runtime *rt = c->m->rt;
+    size_t row_bytes = (size_t)c->m->hp.n_vocab * sizeof(float);
+    clf_status st = forward(c, c->host_ids, NULL, p->rows, p->segs, p->n_seg, 0, p->want, p->n_want, NULL, NULL);
+    for (int i = 0; st == CLF_OK && i < p->n_want; i++)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c->logits.mem, i == p->n_want - 1,
+                                              c->logits.offset + i * row_bytes, row_bytes, p->dst[i], 0, NULL, NULL),
+                          "reading logits");
+    /* host_ids and the caller's buffers must outlive the pass */
+    if (st == CLF_OK && p->n_want == 0) st = clf_finish(rt);
+    if (st != CLF_OK) clFinish(rt->queue);
+    return st;
+}
+
+/* Over a split: hands a pass enqueued here to the next stage (which runs
+ * it while this one runs the next pass), the logits back to the entries. */
+static clf_status hop_pass(clf_llama_ctx *c, seq_pass *p) {
+    clf_stage_pass sp = {p->rows, p->segs, p->n_seg, 0, p->want, p->n_want};
+    clf_status st = hop(c, &sp, p->ev, p->x, c->hop_logits);
+    p->ev = NULL;
+    size_t row_bytes = (size_t)c->m->hp.n_vocab * sizeof(float);
+    for (int i = 0; st == CLF_OK && i < p->n_want; i++)
+        memcpy(p->dst[i], c->hop_logits + (size_t)i * c->m->hp.n_vocab, row_bytes);
+    return st;
 }
 
 clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n) {
     CLF_TRY(check_batch(c, b, n));
     clf_runtime *rt = c->m->rt;
-    int *done = calloc((size_t)n + 1, sizeof *done), *want = malloc(((size_t)n + 1) * sizeof *want);
-    segment *segs = malloc(((size_t)n + 1) * sizeof *segs);
-    float **dst = malloc(((size_t)n + 1) * sizeof *dst);
+    /* two passes' descriptions: over a split one is on its way while the next is filled */
+    size_t m = (size_t)n + 1;
+    int *done = calloc(m, sizeof *done), *want = malloc(2 * m * sizeof *want);
+    segment *segs = malloc(2 * m * sizeof *segs);
+    float **dst = malloc(2 * m * sizeof *dst);
     clf_status st = done && want && segs && dst ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    seq_pass ps[2] = {{0}};
+    for (int k = 0; st == CLF_OK && k < 2; k++)
+        ps[k] = (seq_pass){0, 0, 0, segs + k * m, want + k * m, dst + k * m, c->hop_x[k], NULL};
+    seq_pass *pending = NULL;
     for (int pass = 0; st == CLF_OK; pass++) {
         int left = 0;
         for (int i = 0; i < n; i++) left += b[i].n - done[i];
@@ -944,8 +1038,29 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
             st = clf_fail(CLF_ERR_INTERRUPTED, "evaluation stopped on request after %d of its passes", pass);
             break;
         }
-        st = eval_pass(c, b, n, done, segs, want, dst);
+        seq_pass *p = &ps[pass & 1];
+        fill_pass(c, b, n, done, p);
+        if (!c->next) {
+            if ((st = run_pass(c, p)) == CLF_OK) count_pass(c, b, n, done, p, 1);
+            continue;
+        }
+        /* a split: this pass runs here while the previous one hops on */
+        if ((st = forward(c, c->host_ids, NULL, p->rows, p->segs, p->n_seg, 0, p->want, p->n_want, p->x, &p->ev)) != CLF_OK)
+            break;
+        count_pass(c, b, n, done, p, 1);
+        if (pending && (st = hop_pass(c, pending)) != CLF_OK) {
+            count_pass(c, b, n, done, p, -1);
+            break;
+        }
+        pending = p;
     }
+    if (st == CLF_OK && pending) st = hop_pass(c, pending);
+    if (st != CLF_OK && c->next) {
+        clFinish(rt->queue);
+        if (pending) count_pass(c, b, n, done, pending, -1); /* it did not reach every stage */
+    }
+    for (int k = 0; k < 2; k++)
+        if (ps[k].ev) clReleaseEvent(ps[k].ev);
     free(done);
     free(want);
     free(segs);

@@ -114,6 +114,7 @@ clf_status clf_split_plan_make(const clf_split_model *sm, int n, const double *r
     if (n < 1 || n > max)
         return clf_fail(CLF_ERR_ARG, "%d stages for %d layers: 1 to %d are possible", n, sm->n_layer, max);
     const double *w = ratio ? ratio : device_bytes;
+    if (!w) return clf_fail(CLF_ERR_ARG, "a split needs a ratio or the devices' memory");
     double sum = 0;
     for (int i = 0; i < n; i++) {
         if (!(w[i] > 0) || !isfinite(w[i]))

@@ -8,7 +8,7 @@
  * split model.
  *
  * Implementations of the link: another device in this process
- * (clf_stage_local_*, models/split_local.c) and MPI ranks (the mpi branch).
+ * (clf_stage_local_*, models/stage_local.c) and MPI ranks (mpi/).
  * A stage that receives a pass (the local link, an MPI rank > 0) runs
  * clf_llama_stage_pass on its own context. */
 #ifndef CLF_STAGE_H
@@ -56,9 +56,10 @@ typedef struct clf_stage_ops {
     clf_status (*ctx_create)(void *next, int n_ctx, int n_batch, int n_seq, clf_type kv_type, clf_stage_link **out);
     /* x: [p->n × n_embd] F32 activations after this stage's layers; logits:
      * [clf_stage_pass_rows(p) × n_vocab] written on return (NULL when no
-     * row is asked). Passes come in order, one at a time; a prompt's come
-     * as micro-batches (n_batch / 4 rows from 128 on), this stage already
-     * running the next one while pass() blocks: that is the pipeline. The
+     * row is asked). Passes come in order, one at a time, this stage
+     * already running the next one while pass() blocks (a prompt's next
+     * micro-batch of n_batch / 4 rows from 128 on, clf_llama_eval_seqs'
+     * next pass): that is the pipeline. The
      * remote stages advance their sequences only when the pass succeeds
      * (clf_llama_stage_pass does so); on a failure the caller rewinds. */
     clf_status (*pass)(clf_stage_link *l, const clf_stage_pass *p, const float *x, float *logits);

@@ -358,6 +358,27 @@ quantize_stopped "quantize: SIGTERM while writing" TERM 9 "^clinfer: interrupted
 quantize_stopped "quantize: SIGHUP while writing" HUP 129 ""
 quantize_stopped "quantize: Ctrl-C, named temporary" INT 9 "^clinfer: interrupted: quantize stopped by Ctrl-C" CLINFER_NO_TMPFILE=1
 quantize_stopped "quantize: SIGHUP, named temporary" HUP 129 "" CLINFER_NO_TMPFILE=1
+# the input cut short while its tensors are copied out of the mapping:
+# reads past the new end would raise SIGBUS; the guard stops the write
+cases=$((cases + 1)) try=0 rc=0
+while [ $try -lt 5 ] && [ $rc -eq 0 ]; do
+    try=$((try + 1))
+    rm -rf "$W/qs" && mkdir "$W/qs" && cp "$W/big.gguf" "$W/shrink.gguf"
+    "$BIN" quantize "$W/shrink.gguf" "$W/qs/out.gguf" F32 >"$W/out" 2>"$W/err" &
+    pid=$! wrote=0
+    while [ "$wrote" -lt 1048576 ] && kill -0 $pid 2>/dev/null; do
+        while read -r key val; do [ "$key" = wchar: ] && wrote=$val; done 2>/dev/null <"/proc/$pid/io"
+    done
+    truncate -s 4096 "$W/shrink.gguf"
+    wait $pid
+    rc=$?
+done
+if [ $rc -ne 4 ]; then fail "quantize: input truncated: exit status $rc, expected 4"
+elif [ -n "$(ls -A "$W/qs")" ]; then fail "quantize: input truncated: left behind: $(ls -A "$W/qs")"
+elif ! error_lines | grep -Eq "^clinfer: format error: .*shrink.gguf.*changed while it was read"; then
+    fail "quantize: input truncated: no line naming the change"
+else printf 'ok   %-34s exit %d  nothing left %s\n' "quantize: input truncated" "$rc" "$(error_lines)"; fi
+rm -f "$W/shrink.gguf"
 mkdir "$W/qn"
 unchanged "quantize: named temporary, complete" 'CLINFER_NO_TMPFILE=1 "$BIN" quantize "$TINY" "$W/qn/out.gguf" Q8_0 2>"$W/err" &&
     [ "$(ls -A "$W/qn")" = out.gguf ] && "$BIN" info -m "$W/qn/out.gguf" >/dev/null 2>&1'

@@ -82,6 +82,7 @@ static void test_plan(void **state) {
     assert_int_equal(p.n, 2);
     /* more stages than layers, or a share that is no number */
     assert_int_equal(clf_split_plan_make(&sm, 11, NULL, NULL, &p), CLF_ERR_ARG);
+    assert_int_equal(clf_split_plan_make(&sm, 2, NULL, NULL, &p), CLF_ERR_ARG);
     double bad[2] = {1, 0};
     assert_int_equal(clf_split_plan_make(&sm, 2, bad, mem, &p), CLF_ERR_ARG);
 }
@@ -281,6 +282,13 @@ static void test_relay(void **state) {
     TU_OK(clf_llama_load_range(rts[0], g, 0, 1, &first));
     TU_OK(clf_llama_load_range(rts[1], g, 1, 3, &rest[0]));
     TU_OK(clf_llama_load_range(rts[0], g, 3, 4, &rest[1]));
+    /* a first stage that is not the last, with nowhere to send its activations */
+    clf_llama_ctx *alone;
+    TU_OK(clf_llama_ctx_create(first, 16, 4, CLF_F32, &alone));
+    assert_int_equal(clf_llama_eval(alone, toks, 2, 0, got), CLF_ERR_ARG);
+    assert_non_null(strstr(clf_last_error(), "layers 0-0 end before the head"));
+    assert_int_equal(alone->n_past, 0);
+    clf_llama_ctx_free(alone);
     clf_llama_set_next(first, &relay_ops, rest);
     /* a stage that is not the last, without a link: its pass returns activations */
     script(first, toks, V, got);
@@ -305,6 +313,107 @@ static void test_relay(void **state) {
     clf_llama_free(rest[1]);
     free(want);
     free(got);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
+/* A local link whose pass number fail_at fails: what a failing hop leaves. */
+typedef struct flaky {
+    clf_llama *next;
+    int calls, fail_at;
+} flaky;
+
+typedef struct flaky_link {
+    clf_stage_link *inner; /* the local link */
+    flaky *f;
+} flaky_link;
+
+static const clf_stage_ops flaky_ops;
+
+static clf_status flaky_create(void *next, int n_ctx, int n_batch, int n_seq, clf_type kv, clf_stage_link **out) {
+    flaky_link *fl = calloc(1, sizeof *fl);
+    fl->f = next;
+    CLF_TRY(clf_stage_local_ops.ctx_create(fl->f->next, n_ctx, n_batch, n_seq, kv, &fl->inner));
+    clf_stage_link *l = calloc(1, sizeof *l);
+    l->ops = &flaky_ops;
+    l->impl = fl;
+    *out = l;
+    return CLF_OK;
+}
+
+static clf_status flaky_pass(clf_stage_link *l, const clf_stage_pass *p, const float *x, float *logits) {
+    flaky_link *fl = l->impl;
+    if (++fl->f->calls == fl->f->fail_at) return clf_fail(CLF_ERR_CL, "injected failure of pass %d", fl->f->calls);
+    return fl->inner->ops->pass(fl->inner, p, x, logits);
+}
+
+static void flaky_rewind(clf_stage_link *l, int seq, int pos) {
+    flaky_link *fl = l->impl;
+    fl->inner->ops->seq_rewind(fl->inner, seq, pos);
+}
+
+static void flaky_free(clf_stage_link *l) {
+    flaky_link *fl = l->impl;
+    fl->inner->ops->free(fl->inner);
+    free(fl);
+    free(l);
+}
+
+static const clf_stage_ops flaky_ops = {flaky_create, flaky_pass, flaky_rewind, flaky_free};
+
+/* A hop that fails mid-prompt: every stage keeps the chunks (passes) that
+ * reached them all, and evaluation goes on from there with one device's
+ * logits. */
+static void test_failed_hop(void **state) {
+    (void)state;
+    tiny_model tm = {.arch = "llama", .n_layer = 2, .n_head = 3, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
+                     .n_vocab = 97, .type = CLF_F32};
+    char path[] = "/tmp/clinfer-split-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    clf_llama *ref, *a, *z;
+    TU_OK(clf_llama_load(rts[0], g, &ref));
+    TU_OK(clf_llama_load_range(rts[0], g, 0, 1, &a));
+    TU_OK(clf_llama_load_range(rts[1], g, 1, 2, &z));
+    flaky f = {z, 0, 0};
+    clf_llama_set_next(a, &flaky_ops, &f);
+    const int V = 97;
+    int32_t toks[40];
+    for (int i = 0; i < 40; i++) toks[i] = (int32_t)(i * 31 % V);
+    float want[97], got[97];
+    clf_llama_ctx *r, *c;
+    TU_OK(clf_llama_ctx_create_seqs(ref, 64, 8, 2, CLF_F32, &r));
+    TU_OK(clf_llama_ctx_create_seqs(a, 64, 8, 2, CLF_F32, &c));
+    clf_llama_ctx *down = ((flaky_link *)c->next->impl)->inner->impl;
+    /* clf_llama_eval: chunks 8, 8, 4; the second hop fails */
+    f.calls = 0, f.fail_at = 2;
+    assert_int_equal(clf_llama_eval(c, toks, 20, 0, got), CLF_ERR_CL);
+    assert_int_equal(c->n_past, 8);
+    assert_int_equal(down->n_past, 8);
+    TU_OK(clf_llama_eval(c, toks + 8, 12, 0, got));
+    TU_OK(clf_llama_eval(r, toks, 20, 0, want));
+    assert_true(tu_rel_err_f(got, want, V) <= TOL);
+    /* clf_llama_eval_seqs: sequence 1's 17 tokens in passes of 8, 8, 1; the second hop fails, the
+     * third pass already enqueued here */
+    f.calls = 0, f.fail_at = 2;
+    clf_llama_seq_batch e = {1, toks + 20, 17, got};
+    assert_int_equal(clf_llama_eval_seqs(c, &e, 1), CLF_ERR_CL);
+    assert_int_equal(clf_llama_seq_len(c, 1), 8);
+    assert_int_equal(clf_llama_seq_len(down, 1), 8);
+    clf_llama_seq_batch rest = {1, toks + 28, 9, got}, all = {1, toks + 20, 17, want};
+    TU_OK(clf_llama_eval_seqs(c, &rest, 1));
+    TU_OK(clf_llama_eval_seqs(r, &all, 1));
+    assert_true(tu_rel_err_f(got, want, V) <= TOL);
+    assert_int_equal(clf_llama_seq_len(down, 1), 17);
+    clf_llama_ctx_free(c);
+    clf_llama_ctx_free(r);
+    clf_llama_free(a);
+    clf_llama_free(z);
+    clf_llama_free(ref);
     clf_gguf_close(g);
     unlink(path);
 }
@@ -464,6 +573,22 @@ static void test_info_plan(void **state) {
     free(out);
     snprintf(cmd, sizeof cmd, "%s info -m %s --devices 0:0,0:1 --json | python3 -m json.tool >/dev/null", bin, path);
     assert_int_equal(system(cmd), 0);
+    /* `run` over the split samples one device's tokens (its text, with a
+     * seed) on a model with a vocabulary (tests/tools/tiny_gguf.c) */
+    const char *tool = getenv("CLINFER_TINY_GGUF");
+    if (!tool) fail_msg("CLINFER_TINY_GGUF is not set (run through ctest)");
+    snprintf(cmd, sizeof cmd, "%s model %s --layers 4 --no-eog", tool, path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c' -n 12 --seed 3 --ctx 64 2>/dev/null", bin, path);
+    char *one = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c' -n 12 --seed 3 --ctx 64 --devices 0:0,0:1 2>/dev/null", bin, path);
+    char *two = capture(cmd, &st);
+    assert_int_equal(st, 0);
+    assert_true(strlen(one) > 0);
+    assert_string_equal(one, two);
+    free(one);
+    free(two);
     clf_gguf_close(g);
     unlink(path);
 }
@@ -478,6 +603,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_llama),
         cmocka_unit_test(test_tiny_gemma3_three_stages),
         cmocka_unit_test(test_relay),
+        cmocka_unit_test(test_failed_hop),
         cmocka_unit_test(test_default_model),
         cmocka_unit_test(test_info_plan),
     };
