@@ -2,7 +2,8 @@
 # One model across the ranks of an MPI job (issue 16; mpi/): on this
 # machine over loopback, 2 and 3 ranks give the single-process tokens
 # (`clinfer run`) and logits (mpi_logits: prompt, decode, rewind, two
-# sequences) bit for bit, on a tiny model and on the default one; a stage
+# sequences) bit for bit, on a tiny model and on the default one, and
+# `serve` answers concurrent requests as in one process; a stage
 # that fails on one rank (its file missing, its device too small, a device
 # error mid-prompt or mid-generation) ends the job with one line naming the
 # rank and its status; a rank killed mid-generation ends the job through
@@ -94,6 +95,44 @@ for m in $MODELS; do
     done
 done
 
+# 2. serve: three requests at once (the scheduler's passes carry several
+# sequences, pipelined) get the same answers on 3 ranks as in one process
+# (the tiny model's bytes are not UTF-8: serve's JSON has U+FFFD where
+# `run` prints the bytes, so serve is compared with serve)
+cat >"$W/ask.py" <<'EOP'
+import json, re, sys, threading, time, urllib.request
+err, out = sys.argv[1], sys.argv[2]
+port = None
+for _ in range(300):  # ready: the port printed and /health 200
+    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", open(err, errors="replace").read())
+    if m:
+        port = m.group(1)
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5).status == 200: break
+        except OSError: pass
+    time.sleep(0.2)
+texts = {}
+def ask(i, prompt):
+    body = json.dumps({"prompt": prompt, "max_tokens": 12, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
+    texts[i] = json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["text"]
+ts = [threading.Thread(target=ask, args=(i, p)) for i, p in enumerate(["hi", "hello world", "abc abc abc"])]
+for t in ts: t.start()
+for t in ts: t.join()
+json.dump([texts.get(i) for i in range(3)], open(out, "w"))
+EOP
+for np in 1 3; do
+    if [ $np = 1 ]; then "$BIN" serve -m "$W/tiny.gguf" --port 0 --parallel 3 >/dev/null 2>"$W/serve.err" &
+    else $MPIRUN -np 3 "$BIN" serve --mpi -m "$W/tiny.gguf" --port 0 --parallel 3 >/dev/null 2>"$W/serve.err" & fi
+    spid=$!
+    timeout 120 python3 "$W/ask.py" "$W/serve.err" "$W/serve$np.json" 2>"$W/err" || fail "serve ($np): no answers"
+    kill -TERM $spid 2>/dev/null
+    wait $spid 2>/dev/null
+done
+if [ -s "$W/serve1.json" ] && ! grep -q null "$W/serve1.json" && cmp -s "$W/serve1.json" "$W/serve3.json"; then
+    echo "ok   serve on 3 ranks: 3 concurrent answers as in one process"
+else fail "serve on 3 ranks: the answers differ ($(cat "$W/serve1.json") / $(cat "$W/serve3.json"))"; fi
+
 # expect NAME STATUS PATTERN SECONDS COMMAND...: exits with STATUS (any
 # non-zero for "fail"), within SECONDS, stderr matching PATTERN (ERE);
 # clinfer's own error line, when there is one, is the only one.
@@ -113,7 +152,7 @@ expect() {
     fi
 }
 
-# 2. a stage that fails: rank 1 does not find the file (the path is
+# 3. a stage that fails: rank 1 does not find the file (the path is
 # relative and rank 1 starts elsewhere), rank 2's device is too small for
 # its layers
 cd "$W" || exit 1
@@ -147,7 +186,7 @@ expect "--mpi with --devices" 2 "^clinfer: usage error: --mpi holds one stage pe
     $MPIRUN -np 2 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 --devices 0:0,0:0
 expect "--mpi on a command without it" 2 "^clinfer: usage error: --mpi works with run, chat" 10 "$BIN" info --mpi -m "$W/tiny.gguf"
 
-# 3. a rank killed mid-generation (SIGKILL after 3 s; the tiny model,
+# 4. a rank killed mid-generation (SIGKILL after 3 s; the tiny model,
 # thousands of tokens): Open MPI's runtime ends the job and says which
 # rank; without -q, as a user would run it
 AT_RANK=1 AT_PRE="timeout -s KILL 3" expect "rank 1 killed mid-generation" fail \
