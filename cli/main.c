@@ -47,7 +47,8 @@ int cli_mpi;
 
 /* --mpi (spelled out, before any `--`) makes the process one rank of an MPI
  * job; it is taken out of argv here, before the command parses it, since
- * every rank but 0 never runs the command. Returns whether it was there. */
+ * every rank but 0 never runs the command (a value that reads "--mpi" is
+ * taken too: `-p=--mpi` passes it). Returns whether it was there. */
 static int take_mpi_flag(int *argc, char **argv) {
     int found = 0, j = 1;
     for (int i = 1, opts = 1; i < *argc; i++) {
