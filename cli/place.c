@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+#include "clf_mpi.h"
 #include "estimate.h"
 
 static clf_status check_options(const cli_place *p) {
@@ -134,6 +136,7 @@ const char *cli_stages_devices(const cli_stages *s, char *buf, size_t n) {
         size_t used = strlen(buf);
         snprintf(buf + used, n - used, "%s%s", i ? " + " : "", s->rt[i]->dev.name);
     }
+    if (cli_mpi) snprintf(buf + strlen(buf), n - strlen(buf), "%s", clf_mpi_devices()); /* the other ranks' */
     return buf;
 }
 

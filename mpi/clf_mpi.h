@@ -50,6 +50,10 @@ typedef struct clf_mpi_stats {
 } clf_mpi_stats;
 void clf_mpi_get_stats(clf_mpi_stats *s);
 
+/* Rank 0, after clf_mpi_load: " + DEV1 + DEV2 ...", the devices of ranks
+ * 1..N-1 ("" before, or alone), to follow rank 0's own in banners. */
+const char *clf_mpi_devices(void);
+
 /* Rank 0: waits until every pass sent is through the pipeline (passes
  * that want no logits are not waited for); a failure of one of them on a
  * rank, named. */

@@ -23,6 +23,7 @@ static struct {
     /* a pass failed on a rank (mpi_proto.h): every later request fails so */
     clf_status broken;
     char broken_msg[1100];
+    char devices[CLF_SPLIT_MAX * 132]; /* " + " and each other rank's device */
 } job;
 
 clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size) {
@@ -117,6 +118,8 @@ static void add_hops(clf_mpi_hops *to, const clf_mpi_hops *h) {
     to->wait_s += h->wait_s, to->remote_s += h->remote_s;
     to->messaging_s = to->wait_s - to->remote_s;
 }
+
+const char *clf_mpi_devices(void) { return job.devices; }
 
 void clf_mpi_get_stats(clf_mpi_stats *s) {
     *s = job.stats;
@@ -231,6 +234,10 @@ clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, c
     MPI_Gather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
     for (int r = 1; st == CLF_OK && r < job.size; r++)
         if (all[r].status != CLF_OK) st = clf_fail((clf_status)all[r].status, "%s", all[r].message);
+    for (int r = 1; st == CLF_OK && r < job.size; r++) {
+        size_t used = strlen(job.devices);
+        snprintf(job.devices + used, sizeof job.devices - used, " + %s", all[r].device);
+    }
     free(all);
     if (st != CLF_OK) {
         clf_llama_free(m);

@@ -66,6 +66,7 @@ typedef struct clf_mpi_setup {
 typedef struct clf_mpi_loaded {
     int32_t status;
     char message[500];
+    char device[128]; /* the rank's device, for rank 0's banners */
 } clf_mpi_loaded;
 
 #endif

@@ -139,6 +139,7 @@ int clf_mpi_worker(void) {
     clf_status loaded = load(&w, &su, su.layers[w.rank][0], su.layers[w.rank][1]);
     clf_mpi_loaded ld = {.status = loaded};
     if (loaded != CLF_OK) snprintf(ld.message, sizeof ld.message, "rank %d: %s", w.rank, clf_last_error());
+    if (w.rt) snprintf(ld.device, sizeof ld.device, "%s", w.rt->dev.name);
     MPI_Gather(&ld, sizeof ld, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD);
     for (;;) {
         clf_status st = clf_mpi_recv(&w.in, w.rank - 1, CLF_MPI_TAG_PIPE);

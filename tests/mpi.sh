@@ -88,6 +88,8 @@ for m in $MODELS; do
         else fail "$name: $np ranks: the text differs"; diff "$W/run1" "$W/run$np" | head -5; fi
         grep -Eq "^clinfer: mpi: $np ranks, 23 passes of 1 row: per pass $((np - 1)) hops down" "$W/err" ||
             fail "$name: $np ranks: no line on what crossed the ranks (23 decoding passes)"
+        [ "$(grep "| load" "$W/err" | grep -o " + " | wc -l)" -eq $((np - 1)) ] ||
+            fail "$name: $np ranks: the stats line does not name every rank's device"
         $MPIRUN -np $np "$LOGITS" "$m" "$W/logits$np" --mpi 2>"$W/err" || fail "$name: mpi_logits on $np ranks"
         if [ -s "$W/logits1" ] && cmp -s "$W/logits1" "$W/logits$np"; then
             echo "ok   $name: $np ranks, identical logits ($(wc -c <"$W/logits1") bytes)"
