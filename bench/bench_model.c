@@ -53,9 +53,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_llama *m = stages.m[0];
     /* a split's device: its stages' */
     char dev_name[400];
-    snprintf(dev_name, sizeof dev_name, "%s", rt->dev.name);
-    for (int i = 1; i < stages.n; i++)
-        snprintf(dev_name + strlen(dev_name), sizeof dev_name - strlen(dev_name), " + %s", stages.rt[i]->dev.name);
+    cli_stages_devices(&stages, dev_name, sizeof dev_name);
     clf_llama_ctx *c = NULL;
     float *logits = NULL;
     int32_t *toks = NULL;
