@@ -89,6 +89,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
      * only its own row */
     double weight_bytes = -(double)clf_tensor_bytes(&m->tok_embd);
     for (int i = 0; i < stages.n; i++) weight_bytes += (double)stages.m[i]->device_bytes;
+    if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
     double kv_per_pos = clf_kv_bytes_per_token(&shape, (int)kv_elt);
     figure pp = {0}, tg = {0};
     /* warm-up: builds every kernel variant both paths use */
