@@ -560,7 +560,10 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
                 st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         if (st == CLF_OK && !(c->hop_logits = malloc((size_t)logit_rows * (size_t)hp->n_vocab * sizeof(float))))
             st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
-        if (st == CLF_OK) st = m->next_ops->ctx_create(m->next, n_ctx, n_batch, n_seq, kv_type, &c->next);
+        if (st == CLF_OK && (st = m->next_ops->ctx_create(m->next, n_ctx, n_batch, n_seq, kv_type, &c->next)) != CLF_OK) {
+            clf_llama_ctx_free(c); /* the next stage's message says what it was creating */
+            return st;
+        }
         /* a prompt crosses in micro-batches: while the next stage runs one,
          * this one runs the next (a product's rows do not depend on how
          * many it takes at once on PoCL: the logits stay one device's) */

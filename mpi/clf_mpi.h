@@ -54,6 +54,11 @@ void clf_mpi_get_stats(clf_mpi_stats *s);
  * 1..N-1 ("" before, or alone), to follow rank 0's own in banners. */
 const char *clf_mpi_devices(void);
 
+/* Rank 0: fn is called (once, from the thread that evaluates) when a rank
+ * reports a failed pass: the pipeline is broken for good, every later
+ * request fails. A command that would go on (serve) ends on it. */
+void clf_mpi_on_broken(void (*fn)(void));
+
 /* Rank 0: waits until every pass sent is through the pipeline (passes
  * that want no logits are not waited for); a failure of one of them on a
  * rank, named. */

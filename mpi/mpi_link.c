@@ -23,6 +23,7 @@ static struct {
     /* a pass failed on a rank (mpi_proto.h): every later request fails so */
     clf_status broken;
     char broken_msg[1100];
+    void (*on_broken)(void);
     char devices[CLF_SPLIT_MAX * 132]; /* " + " and each other rank's device */
 } job;
 
@@ -84,6 +85,8 @@ static clf_status wait_reply(void *dst, size_t bytes, clf_mpi_hops *hops) {
         if (h->a[0] == CLF_MPI_PASS) { /* that rank drops the passes after it */
             job.broken = st;
             snprintf(job.broken_msg, sizeof job.broken_msg, "%s", clf_last_error());
+            if (job.on_broken) job.on_broken();
+            clf_fail(st, "%s", job.broken_msg); /* the hook may have said something else */
         }
         return st;
     }
@@ -93,6 +96,8 @@ static clf_status wait_reply(void *dst, size_t bytes, clf_mpi_hops *hops) {
     hops->remote_s = h->busy_s, hops->bytes_back = (double)job.buf.len;
     return CLF_OK;
 }
+
+void clf_mpi_on_broken(void (*fn)(void)) { job.on_broken = fn; }
 
 /* A failed pass stops the pipeline: said again by every later request. A
  * failure answered while no one waited (a pass that wanted no logits) is

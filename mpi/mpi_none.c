@@ -18,6 +18,8 @@ clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, c
 
 clf_status clf_mpi_flush(void) { return CLF_OK; }
 
+void clf_mpi_on_broken(void (*fn)(void)) { (void)fn; }
+
 const char *clf_mpi_devices(void) { return ""; }
 
 void clf_mpi_get_stats(clf_mpi_stats *s) { *s = (clf_mpi_stats){0}; }

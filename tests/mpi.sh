@@ -165,7 +165,7 @@ AT_RANK=2 AT_PRE="env CLINFER_GLOBAL_MEM_MB=0.01" expect "device too small on ra
 # ... or later: rank 2 holds its layers but not the KV cache of 65536 (the
 # failure comes back as the answer to the context's creation)
 AT_RANK=2 AT_PRE="env CLINFER_MAX_ALLOC_MB=1" expect "context too large on rank 2" 7 \
-    "^clinfer: out of memory: .*rank 2: .*KV cache" 60 $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4 --ctx 65536
+    "^clinfer: out of memory: rank 2: creating a context of 65536 tokens: KV cache" 60 $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4 --ctx 65536
 # ... or mid-run (CLINFER_MPI_FAIL_PASS, a testing aid: a device error at
 # that rank's N-th pass): in the first micro-batch of a 301-token prompt,
 # which wants no logits, so rank 0 has gone on without waiting (it reads the
@@ -177,6 +177,21 @@ AT_RANK=2 AT_PRE="env CLINFER_MPI_FAIL_PASS=1" expect "a micro-batch failing on 
 AT_RANK=1 AT_PRE="env CLINFER_MPI_FAIL_PASS=6" expect "a decoding step failing on rank 1" 6 \
     "^clinfer: OpenCL error: rank 1: pass 6 failed" 60 \
     $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p "$LONG" -n 8 --ctx 1024
+# ... under serve: the first request's pass fails on rank 1; the server
+# does not go on answering errors from a broken pipeline: the job ends
+AT_RANK=1 AT_PRE="env CLINFER_MPI_FAIL_PASS=1" $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" serve --mpi -m "$W/tiny.gguf" \
+    --port 0 >/dev/null 2>"$W/serve.err" &
+spid=$! t0=$(date +%s)
+timeout 60 python3 "$W/ask.py" "$W/serve.err" "$W/serve_broken.json" >/dev/null 2>&1
+while kill -0 $spid 2>/dev/null && [ $(($(date +%s) - t0)) -lt 90 ]; do sleep 0.2; done
+kill -KILL $spid 2>/dev/null
+wait $spid
+rc=$? dt=$(($(date +%s) - t0))
+n=$(grep -c "^clinfer: [a-zA-Z/ ]*error: " "$W/serve.err")
+if [ $rc -ne 6 ]; then fail "serve, a pass failing on rank 1: exit status $rc after $dt s, expected 6 ($(tail -n 3 "$W/serve.err"))"
+elif [ "$n" -ne 1 ] || ! grep -q "^clinfer: OpenCL error: rank 1: pass 1 failed" "$W/serve.err"; then
+    fail "serve, a pass failing on rank 1: not one line naming the rank ($(tail -n 3 "$W/serve.err"))"
+else echo "ok   serve, a pass failing on rank 1: the job ends (exit 6 in $dt s)"; fi
 cd - >/dev/null || exit 1
 # rank 0 fails before the setup: the workers waiting for it end too
 expect "rank 0's file missing" 3 "^clinfer: I/O error: .*no-such\.gguf" 60 \
