@@ -122,8 +122,11 @@ static clf_status quantize(const char *in, const char *out, const clf_quant_mix 
         clf_gguf_writer_set_abort(w, stop_writing, g);
         st = clf_gguf_write(w, out);
     }
+    /* a write that completed read everything before its last check of the
+     * guard (stop_writing): a change after it spoiled nothing; a failed
+     * one is explained by the change */
     clf_status changed = clf_gguf_guard_end(g);
-    if (changed != CLF_OK) st = changed; /* it explains whatever else failed */
+    if (changed != CLF_OK && st != CLF_OK) st = changed;
     else if (st == CLF_ERR_INTERRUPTED) clf_fail(st, "quantize stopped by %s; nothing written", cli_interrupt_name());
     if (st == CLF_OK) {
         char mixdesc[256] = "";
