@@ -29,6 +29,14 @@ typedef struct {
     double gflops, gbs;    /* at the median */
 } figure;
 
+/* What a generated token costs the device, beside the copy roof. */
+typedef struct {
+    double launches;      /* kernels enqueued per token (clf_launch's count) */
+    double bytes;         /* read per token: every weight once + the KV cache */
+    double kv_bytes;      /* of which the KV cache, at the run's mean length */
+    double roof_share;    /* tg GB/s / the copy roof measured in this run */
+} token_cost;
+
 static void summarize(double *tps, int n, figure *f) {
     double mean = 0, var = 0;
     for (int i = 0; i < n; i++) mean += tps[i] / n;
@@ -77,6 +85,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     double weight_bytes = (double)(m->device_bytes - clf_tensor_bytes(&m->tok_embd));
     double kv_per_pos = clf_kv_bytes_per_token(&shape, (int)kv_elt);
     figure pp = {0}, tg = {0};
+    token_cost tc = {0};
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
     if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
@@ -96,6 +105,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         pp.gbs = (weight_bytes + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
     }
     if (o->n_gen > 0) {
+        uint64_t launches0 = rt->launches;
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
             double t0 = clf_now_s();
@@ -104,9 +114,12 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         }
         if (st != CLF_OK) goto done;
         summarize(tps, o->reps, &tg);
+        tc.launches = (double)(rt->launches - launches0) / ((double)o->reps * o->n_gen);
         /* and the KV cache so far: on average half the run's length */
-        double bytes = weight_bytes + kv_per_pos * (o->n_gen / 2.0);
-        tg.gbs = bytes * tg.median * 1e-9;
+        tc.kv_bytes = kv_per_pos * (o->n_gen / 2.0);
+        tc.bytes = weight_bytes + tc.kv_bytes;
+        tg.gbs = tc.bytes * tg.median * 1e-9;
+        tc.roof_share = tg.gbs / roof.copy_gbs;
         tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
         /* where a generated token's time goes, by kernel */
         clf_llama_rewind(c, 0);
@@ -135,8 +148,12 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f}", o->n_prompt, pp.median,
                     pp.stddev, pp.gflops);
         if (o->n_gen > 0) {
-            fprintf(out, ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f}", o->n_gen, tg.median,
-                    tg.stddev, tg.gbs);
+            fprintf(out,
+                    ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f, \"bytes_per_token\": %.0f, "
+                    "\"kv_bytes_per_token\": %.0f, \"roof_share\": %.4f, \"launches_per_token\": %.2f, "
+                    "\"launches_per_layer\": %.2f}",
+                    o->n_gen, tg.median, tg.stddev, tg.gbs, tc.bytes, tc.kv_bytes, tc.roof_share, tc.launches,
+                    tc.launches / hp->n_layer);
             fprintf(out, ", \"tg_kernel_share\": [");
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "%s{\"kernel\": \"%s\", \"launches_per_token\": %.1f, \"share\": %.4f}", i ? ", " : "",
@@ -159,6 +176,14 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s | %.0f%% of %.0f |\n",
                     model, size / 1048576, params / 1e6, rt->dev.name, o->n_gen, tg.median, tg.stddev, tg.gbs,
                     100 * tg.gbs / roof.copy_gbs, roof.copy_gbs);
+        if (o->n_gen > 0)
+            fprintf(out,
+                    "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
+                    "%.2f MB, KV cache %.2f MB at mean length %d); moves %.1f GB/s = %.0f%% of the copy roof "
+                    "(%.1f GB/s, this run)\n",
+                    rt->dev.name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
+                    (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
+                    roof.copy_gbs);
         if (nprof) {
             fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(o->kv)->name);
             for (int i = 0; i < nprof; i++)

@@ -54,6 +54,7 @@ clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *
          * or a fault: an OpenCL error (6), not the model's size (7) */
         return clf_fail_ctx(clf_cl_check(err, "clEnqueueNDRangeKernel"), "kernel %s: ", name);
     }
+    rt->launches++;
     if (p) {
         if (p->n == p->cap) {
             int cap = p->cap ? 2 * p->cap : 1024;
