@@ -2,12 +2,14 @@
 """clinfer against llama.cpp (through llama-cpp-python) on one GGUF, same
 prompt and generation lengths, same threads, interleaved in one run.
 
-  python3 bench/compare.py [-m MODEL] [-p 512] [-n 128] [-r 3] [--rounds 3]
+  python3 bench/compare.py [-m MODEL] [-p 512] [-n 128] [-r 3] [--rounds 3] [--json FILE]
 
 Each round measures llama.cpp (pp then tg, r repetitions, medians), then
 `clinfer bench --json` with the same settings; the ratio of each round is
 clinfer / llama.cpp and the table quotes the median ratio over rounds, since
 the machine's speed drifts between rounds but not within one.
+--json FILE also writes the table, each round and clinfer's last bench
+record as JSON (bench/plot.py draws it).
 """
 import argparse
 import json
@@ -76,6 +78,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default=None)
     ap.add_argument("--clinfer", default=os.path.join(ROOT, "build", "clinfer"))
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     a = ap.parse_args()
     a.model = model_path(a.model)
 
@@ -86,7 +89,7 @@ def main():
     rows = []
     for i in range(a.rounds):
         ppl, tgl = peer_round(llm, n_vocab, a.p, a.n, a.r)
-        ppc, tgc, _ = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device)
+        ppc, tgc, rec = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device)
         rows.append((ppl, ppc, tgl, tgc))
         print(f"round {i + 1}: llama.cpp pp{a.p} {ppl or 0:.1f} tg{a.n} {tgl or 0:.1f} | "
               f"clinfer pp{a.p} {ppc or 0:.1f} tg{a.n} {tgc or 0:.1f} t/s", file=sys.stderr)
@@ -108,6 +111,18 @@ def main():
         print(f"| pp{a.p} | {med(0):.1f} | {med(1):.1f} | {ratio(0, 1):.2f}x |")
     if a.n:
         print(f"| tg{a.n} | {med(2):.1f} | {med(3):.1f} | {ratio(2, 3):.2f}x |")
+    if a.json:
+        tests = []
+        if a.p:
+            tests.append({"test": f"pp{a.p}", "llama_cpp_tps": med(0), "clinfer_tps": med(1), "ratio": ratio(0, 1)})
+        if a.n:
+            tests.append({"test": f"tg{a.n}", "llama_cpp_tps": med(2), "clinfer_tps": med(3), "ratio": ratio(2, 3)})
+        doc = {"model": name, "file_type": rec["model"].split(" ", 1)[-1], "llama_cpp_python": llama_cpp.__version__,
+               "threads": a.threads, "rounds": a.rounds, "reps": a.r, "tests": tests,
+               "per_round": [dict(zip(("llama_cpp_pp", "clinfer_pp", "llama_cpp_tg", "clinfer_tg"), r)) for r in rows],
+               "clinfer_last": rec}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":
