@@ -145,14 +145,15 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
                 first ? "" : ",\n", rt->dev.name, hp->arch, wtype, size, params, clf_type_get(o->kv)->name);
         fprintf(out, ", \"roof\": {\"copy_gbs\": %.2f, \"fma_gflops\": %.2f}", roof.copy_gbs, roof.fma_gflops);
         if (o->n_prompt > 0)
-            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f}", o->n_prompt, pp.median,
-                    pp.stddev, pp.gflops);
+            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f, \"gbs\": %.3f}",
+                    o->n_prompt, pp.median, pp.stddev, pp.gflops, pp.gbs);
         if (o->n_gen > 0) {
             fprintf(out,
-                    ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f, \"bytes_per_token\": %.0f, "
+                    ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f, \"gflops\": %.3f, "
+                    "\"bytes_per_token\": %.0f, "
                     "\"kv_bytes_per_token\": %.0f, \"roof_share\": %.4f, \"launches_per_token\": %.2f, "
                     "\"launches_per_layer\": %.2f}",
-                    o->n_gen, tg.median, tg.stddev, tg.gbs, tc.bytes, tc.kv_bytes, tc.roof_share, tc.launches,
+                    o->n_gen, tg.median, tg.stddev, tg.gbs, tg.gflops, tc.bytes, tc.kv_bytes, tc.roof_share, tc.launches,
                     tc.launches / hp->n_layer);
             fprintf(out, ", \"tg_kernel_share\": [");
             for (int i = 0; i < nprof; i++)

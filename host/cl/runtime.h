@@ -62,6 +62,11 @@ typedef struct clf_runtime {
     int matmul_backend;    /* clf_matmul_backend for n > 1 (host/compute/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
     uint64_t launches;           /* kernels enqueued through clf_launch (launches per token) */
+    /* While set, clf_launch hands each kernel to record(record_ud, ...)
+     * instead of the queue: bench/bench_launches.c records a token's
+     * launches into a command buffer (cl_khr_command_buffer) this way. */
+    cl_int (*record)(void *ud, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local);
+    void *record_ud;
     int (*abort_fn)(void *);     /* see clf_runtime_set_abort */
     void *abort_ud;
 } clf_runtime;
