@@ -90,9 +90,9 @@ def main():
     for i in range(a.rounds):
         ppl, tgl = peer_round(llm, n_vocab, a.p, a.n, a.r)
         ppc, tgc, rec = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device)
-        rows.append((ppl, ppc, tgl, tgc))
+        rows.append((ppl, ppc, tgl, tgc, os.getloadavg()[0]))
         print(f"round {i + 1}: llama.cpp pp{a.p} {ppl or 0:.1f} tg{a.n} {tgl or 0:.1f} | "
-              f"clinfer pp{a.p} {ppc or 0:.1f} tg{a.n} {tgc or 0:.1f} t/s", file=sys.stderr)
+              f"clinfer pp{a.p} {ppc or 0:.1f} tg{a.n} {tgc or 0:.1f} t/s | load {rows[-1][4]:.2f}", file=sys.stderr)
 
     def med(k):
         v = [r[k] for r in rows if r[k]]
@@ -103,8 +103,10 @@ def main():
         return statistics.median(v) if v else 0
 
     name = os.path.basename(a.model)
+    # other work on the machine slows llama.cpp's spinning threads far more
+    # than PoCL's: the 1-minute load average after each round says how quiet it was
     print(f"model {name}, llama-cpp-python {llama_cpp.__version__}, {a.threads} threads, "
-          f"{a.rounds} rounds x {a.r} reps (medians)")
+          f"{a.rounds} rounds x {a.r} reps (medians), load {max(r[4] for r in rows):.2f} at most")
     print("| test | llama.cpp t/s | clinfer t/s | clinfer / llama.cpp (median of per-round ratios) |")
     print("| --- | ---: | ---: | ---: |")
     if a.p:
@@ -119,7 +121,8 @@ def main():
             tests.append({"test": f"tg{a.n}", "llama_cpp_tps": med(2), "clinfer_tps": med(3), "ratio": ratio(2, 3)})
         doc = {"model": name, "file_type": rec["model"].split(" ", 1)[-1], "llama_cpp_python": llama_cpp.__version__,
                "threads": a.threads, "rounds": a.rounds, "reps": a.r, "tests": tests,
-               "per_round": [dict(zip(("llama_cpp_pp", "clinfer_pp", "llama_cpp_tg", "clinfer_tg"), r)) for r in rows],
+               "per_round": [dict(zip(("llama_cpp_pp", "clinfer_pp", "llama_cpp_tg", "clinfer_tg", "load"), r))
+                             for r in rows],
                "clinfer_last": rec}
         with open(a.json, "w") as f:
             json.dump(doc, f, indent=1)
