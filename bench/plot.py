@@ -66,28 +66,37 @@ def roofline(kern, bench, out):
             f = r.get(test, {})
             if f.get("gflops", 0) > 0 and f.get("gbs", 0) > 0:
                 pts.append((f["gflops"] / f["gbs"], f["gflops"], f"{r['model']} {test}{f['n']}", "*", c))
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(9.5, 5.5), dpi=110)
     xs = [p[0] for p in pts] or [1]
     lo, hi = min(min(xs) / 2, 0.1), max(max(xs) * 2, 4 * fma / copy)
     ridge = fma / copy
     ax.plot([lo, ridge, hi], [lo * copy, fma, fma], "k-", lw=1.5)
-    ax.annotate(f"copy {copy:.1f} GB/s", (lo * 1.3, lo * 1.3 * copy), rotation=0, va="bottom", fontsize=8)
-    ax.annotate(f"FMA {fma:.0f} GFLOP/s", (hi / 8, fma), va="bottom", fontsize=8)
-    seen = set()
+    ax.annotate(f"copy roof {copy:.1f} GB/s", (lo * 1.5, lo * 1.5 * copy * 1.15), rotation=0, fontsize=8)
+    ax.annotate(f"FMA roof {fma:.0f} GFLOP/s", (ridge * 1.3, fma * 1.1), fontsize=8)
     for x, y, label, marker, c in pts:
-        key = (label, marker)
-        ax.scatter([x], [y], marker=marker, s=90 if marker == "*" else 30, color=c, edgecolors="k", linewidths=0.3,
-                   label=None if key in seen else (label if marker != "s" else f"{label} (GEMM)"), zorder=3)
-        seen.add(key)
+        ax.scatter([x], [y], marker=marker, s=110 if marker == "*" else 30, color=c, edgecolors="k", linewidths=0.3,
+                   zorder=3)
+    # one legend entry per colour (weight type, model test) and per marker shape
+    from matplotlib.lines import Line2D
+    handles, seen = [], set()
+    for x, y, label, marker, c in pts:
+        if label not in seen:
+            seen.add(label)
+            m = marker if marker in "*^" else "o"
+            handles.append(Line2D([], [], ls="", marker=m, color=c, markeredgecolor="k", markeredgewidth=0.3,
+                                  markersize=9 if m == "*" else 6, label=label))
+    shapes = [("o", "GEMV (n = 1)"), ("s", "GEMM (n = 512-2048)")]
+    handles += [Line2D([], [], ls="", marker=m, color="w", markeredgecolor="k", label=t) for m, t in shapes]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("achieved GFLOP/s")
     dev = kern["device"]["name"] if kern else bench[0]["device"]
-    ax.set_title(f"roofline: {dev}\n(circles: GEMV n=1, squares: GEMM, stars: a model's tg/pp)", fontsize=9)
+    ax.set_title(f"roofline: {dev}; roofs measured in the same run\n"
+                 f"(weights that fit the cache can pass the copy roof, which streams from memory)", fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=6, ncol=2, loc="lower right")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
@@ -121,7 +130,11 @@ def decode(bench, out):
 
 def vs_llamacpp(compares, out):
     """clinfer / llama.cpp per file, pp and tg side by side."""
-    labels = [f"{c['model']}\n({c['file_type']})" for c in compares]
+    def label(c):
+        loads = [r["load"] for r in c.get("per_round", []) if "load" in r]
+        return f"{c['model']}\n(attn_q: {c['file_type']})" + (f"\nload <= {max(loads):.1f}" if loads else "")
+
+    labels = [label(c) for c in compares]
     tests = sorted({t["test"] for c in compares for t in c["tests"]}, key=lambda t: (not t.startswith("pp"), t))
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(compares) + 2), 4.5), dpi=110)
     w = 0.8 / max(len(tests), 1)
@@ -142,8 +155,8 @@ def vs_llamacpp(compares, out):
     ax.set_ylabel("clinfer / llama.cpp (median of per-round ratios)")
     ax.set_ylim(0, max([t["ratio"] for c in compares for t in c["tests"]] + [1]) * 1.25)
     c0 = compares[0]
-    ax.set_title(f"against llama.cpp (llama-cpp-python {c0['llama_cpp_python']}), {c0['threads']} threads, "
-                 f"{c0['rounds']} rounds x {c0['reps']} reps; labels: ratio, clinfer/llama.cpp t/s", fontsize=8)
+    ax.set_title(f"clinfer against llama.cpp (llama-cpp-python {c0['llama_cpp_python']}), {c0['threads']} threads, "
+                 f"{c0['rounds']} rounds x {c0['reps']} reps\nlabels: ratio, clinfer / llama.cpp t/s", fontsize=8)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out)
