@@ -139,25 +139,31 @@ def vs_llamacpp(compares, out):
     fig, ax = plt.subplots(figsize=(max(6, 1.5 * len(compares) + 2), 4.5), dpi=110)
     w = 0.8 / max(len(tests), 1)
     for j, name in enumerate(tests):
-        xs, ys, notes = [], [], []
+        xs, ys, notes, bx, by = [], [], [], [], []
         for i, c in enumerate(compares):
             t = next((t for t in c["tests"] if t["test"] == name), None)
             if t:
                 xs.append(i + (j - (len(tests) - 1) / 2) * w)
                 ys.append(t["ratio"])
                 notes.append(f"{t['ratio']:.2f}x\n{t['clinfer_tps']:.0f}/{t['llama_cpp_tps']:.0f}")
+                if "best_ratio" in t:
+                    bx.append(xs[-1])
+                    by.append(t["best_ratio"])
         bars = ax.bar(xs, ys, w, label=name, color="tab:blue" if name.startswith("pp") else "tab:orange")
+        if bx:
+            ax.scatter(bx, by, marker="_", s=400, color="k", zorder=3,
+                       label="best round / best round" if j == 0 else None)
         for b, note in zip(bars, notes):
             ax.annotate(note, (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom", fontsize=6)
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(range(len(compares)))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel("clinfer / llama.cpp (median of per-round ratios)")
-    ax.set_ylim(0, max([t["ratio"] for c in compares for t in c["tests"]] + [1]) * 1.25)
+    ax.set_ylim(0, max([max(t["ratio"], t.get("best_ratio", 0)) for c in compares for t in c["tests"]] + [1]) * 1.25)
     c0 = compares[0]
     ax.set_title(f"clinfer against llama.cpp (llama-cpp-python {c0['llama_cpp_python']}), {c0['threads']} threads, "
                  f"{c0['rounds']} rounds x {c0['reps']} reps\nlabels: ratio, clinfer / llama.cpp t/s", fontsize=8)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
