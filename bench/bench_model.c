@@ -119,7 +119,6 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         tc.kv_bytes = kv_per_pos * (o->n_gen / 2.0);
         tc.bytes = weight_bytes + tc.kv_bytes;
         tg.gbs = tc.bytes * tg.median * 1e-9;
-        tc.roof_share = tg.gbs / roof.copy_gbs;
         tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
         /* where a generated token's time goes, by kernel */
         clf_llama_rewind(c, 0);
@@ -127,7 +126,13 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         for (int i = 0; st == CLF_OK && i < PROFILE_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
         clf_status st2 = clf_profile_stop(rt, &prof, &nprof);
         if (st == CLF_OK) st = st2;
+        /* the copy roof again, after the runs: on a machine shared with
+         * other work the roof is the faster of the two */
+        double end_gbs = 0;
+        if (st == CLF_OK) st = clf_roofs_measure_copy(rt, &end_gbs);
         if (st != CLF_OK) goto done;
+        if (end_gbs > roof.copy_gbs) roof.copy_gbs = end_gbs;
+        tc.roof_share = tg.gbs / roof.copy_gbs;
     }
 
     double params = 0, size = 0;
@@ -181,7 +186,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             fprintf(out,
                     "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
                     "%.2f MB, KV cache %.2f MB at mean length %d); moves %.1f GB/s = %.0f%% of the copy roof "
-                    "(%.1f GB/s, this run)\n",
+                    "(%.1f GB/s: the faster of this run's measures before and after)\n",
                     rt->dev.name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
                     (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
                     roof.copy_gbs);
