@@ -61,11 +61,14 @@ def peer_round(llm, n_vocab, p, n, reps):
     return (statistics.median(pp) if pp else None, statistics.median(tg) if tg else None)
 
 
-def clinfer_round(binary, model, p, n, reps, device):
+def clinfer_round(binary, model, p, n, reps, device, threads):
     cmd = [binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", str(reps), "--json"]
     if device:
         cmd += ["--device", device]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # the same threads on PoCL's CPU device as llama.cpp's (ignored elsewhere)
+    env = dict(os.environ)
+    env.setdefault("POCL_MAX_PTHREAD_COUNT", str(threads))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     r = json.loads(out)[0]
     return (r["pp"]["tps"] if p else None, r["tg"]["tps"] if n else None, r)
 
@@ -91,7 +94,7 @@ def main():
     rows = []
     for i in range(a.rounds):
         ppl, tgl = peer_round(llm, n_vocab, a.p, a.n, a.r)
-        ppc, tgc, rec = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device)
+        ppc, tgc, rec = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device, a.threads)
         rows.append((ppl, ppc, tgl, tgc, os.getloadavg()[0]))
         print(f"round {i + 1}: llama.cpp pp{a.p} {ppl or 0:.1f} tg{a.n} {tgl or 0:.1f} | "
               f"clinfer pp{a.p} {ppc or 0:.1f} tg{a.n} {tgc or 0:.1f} t/s | load {rows[-1][4]:.2f}", file=sys.stderr)
