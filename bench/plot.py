@@ -161,9 +161,9 @@ def vs_llamacpp(compares, out):
     ax.set_ylabel("clinfer / llama.cpp (median of per-round ratios)")
     ax.set_ylim(0, max([max(t["ratio"], t.get("best_ratio", 0)) for c in compares for t in c["tests"]] + [1]) * 1.25)
     c0 = compares[0]
-    ax.set_title(f"clinfer against llama.cpp (llama-cpp-python {c0['llama_cpp_python']}), {c0['threads']} threads, "
+    ax.set_title(f"clinfer against llama.cpp (llama-cpp-python {c0['llama_cpp_python']}), {c0['threads']} thread{'s' if c0['threads'] != 1 else ''}, "
                  f"{c0['rounds']} rounds x {c0['reps']} reps\nlabels: ratio, clinfer / llama.cpp t/s", fontsize=8)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
     fig.savefig(out)
     plt.close(fig)
