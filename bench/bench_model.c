@@ -7,20 +7,25 @@
 
 #include "cli.h"
 #include "options.h"
+#include "place_mpi.h"
 #include "estimate.h"
 #include "llama.h"
 #include "model_path.h"
+#include "place.h"
 #include "roof.h"
 
 static const char *USAGE =
-    "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16] [--device SEL | --all-devices] [--json]";
+    "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16] [--batch B] [--json]\n"
+    "              [--device SEL | --all-devices | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]]\n"
+    "  --batch: the prompt's chunks (default: the whole prompt at once); over --devices they pipeline";
 
 /* decode steps before timing (kernel builds), and profiled per device */
 enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
 
 typedef struct {
     const char *model_path, *device;
-    int n_prompt, n_gen, reps, all_devices, json;
+    cli_place split; /* --devices: the model split across them */
+    int n_prompt, n_gen, reps, all_devices, json, n_batch;
     clf_type kv;
 } opts;
 
@@ -46,9 +51,17 @@ static void summarize(double *tps, int n, figure *f) {
 }
 
 static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
-    clf_runtime *rt;
-    CLF_TRY(clf_runtime_create(sel, &rt));
-    clf_llama *m = NULL;
+    cli_place place = o->split;
+    place.device = sel;
+    cli_stages stages;
+    int n_ctx = o->n_prompt + o->n_gen + PROFILE_TOKENS;
+    CLF_TRY(cli_mpi ? cli_place_mpi_open(&place, o->model_path, g, NULL, &stages)
+                    : cli_stages_open(&place, g, n_ctx, o->kv, NULL, &stages));
+    clf_runtime *rt = stages.rt[0];
+    clf_llama *m = stages.m[0];
+    /* a split's device: its stages' */
+    char dev_name[400];
+    cli_stages_devices(&stages, dev_name, sizeof dev_name);
     clf_llama_ctx *c = NULL;
     float *logits = NULL;
     int32_t *toks = NULL;
@@ -59,8 +72,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_model_shape shape; /* FLOPs and KV bytes as `clinfer info` counts them */
     clf_status st = clf_model_shape_from_gguf(g, &shape);
     if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
-    if (st == CLF_OK) st = clf_llama_load(rt, g, &m);
-    if (st == CLF_OK) st = clf_llama_ctx_create(m, o->n_prompt + o->n_gen + PROFILE_TOKENS, o->n_prompt > 0 ? o->n_prompt : 1, o->kv, &c);
+    int n_batch = o->n_batch ? o->n_batch : o->n_prompt > 0 ? o->n_prompt : 1;
+    if (st == CLF_OK) st = clf_llama_ctx_create(m, n_ctx, n_batch, o->kv, &c);
     if (st != CLF_OK) goto done;
     const clf_llama_hparams *hp = &m->hp;
     /* token ids for every read below: the prompt, the generated run, and
@@ -82,7 +95,9 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     size_t kv_elt = o->kv == CLF_F16 ? 2 : 4;
     /* a token reads every product's weights once; of the embedding table
      * only its own row */
-    double weight_bytes = (double)(m->device_bytes - clf_tensor_bytes(&m->tok_embd));
+    double weight_bytes = -(double)clf_tensor_bytes(&m->tok_embd);
+    for (int i = 0; i < stages.n; i++) weight_bytes += (double)stages.m[i]->device_bytes;
+    if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
     double kv_per_pos = clf_kv_bytes_per_token(&shape, (int)kv_elt);
     figure pp = {0}, tg = {0};
     token_cost tc = {0};
@@ -120,7 +135,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         tc.bytes = weight_bytes + tc.kv_bytes;
         tg.gbs = tc.bytes * tg.median * 1e-9;
         tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
-        /* where a generated token's time goes, by kernel */
+        /* where a generated token's time goes, by kernel (one device's) */
+        if (stages.n > 1) goto report;
         clf_llama_rewind(c, 0);
         st = clf_profile_start(rt);
         for (int i = 0; st == CLF_OK && i < PROFILE_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
@@ -135,6 +151,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         tc.roof_share = tg.gbs / roof.copy_gbs;
     }
 
+report:;
     double params = 0, size = 0;
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
@@ -147,7 +164,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     for (int i = 0; i < nprof; i++) prof_total += prof[i].ms;
     if (o->json) {
         fprintf(out, "%s  {\"device\": \"%s\", \"model\": \"%s %s\", \"size_bytes\": %.0f, \"params\": %.0f, \"kv\": \"%s\"",
-                first ? "" : ",\n", rt->dev.name, hp->arch, wtype, size, params, clf_type_get(o->kv)->name);
+                first ? "" : ",\n", dev_name, hp->arch, wtype, size, params, clf_type_get(o->kv)->name);
         fprintf(out, ", \"roof\": {\"copy_gbs\": %.2f, \"fma_gflops\": %.2f}", roof.copy_gbs, roof.fma_gflops);
         if (o->n_prompt > 0)
             fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f, \"gbs\": %.3f}",
@@ -176,11 +193,11 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         snprintf(model, sizeof model, "%s %s", hp->arch, wtype);
         if (o->n_prompt > 0)
             fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | pp%d | %.2f ± %.2f | %.1f GFLOP/s | %.0f%% of %.0f |\n",
-                    model, size / 1048576, params / 1e6, rt->dev.name, o->n_prompt, pp.median, pp.stddev, pp.gflops,
+                    model, size / 1048576, params / 1e6, dev_name, o->n_prompt, pp.median, pp.stddev, pp.gflops,
                     100 * pp.gflops / roof.fma_gflops, roof.fma_gflops);
         if (o->n_gen > 0)
             fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s | %.0f%% of %.0f |\n",
-                    model, size / 1048576, params / 1e6, rt->dev.name, o->n_gen, tg.median, tg.stddev, tg.gbs,
+                    model, size / 1048576, params / 1e6, dev_name, o->n_gen, tg.median, tg.stddev, tg.gbs,
                     100 * tg.gbs / roof.copy_gbs, roof.copy_gbs);
         if (o->n_gen > 0)
             fprintf(out,
@@ -204,21 +221,24 @@ done:
     free(toks);
     free(tps);
     clf_llama_ctx_free(c);
-    clf_llama_free(m);
-    clf_runtime_free(rt);
+    cli_stages_close(&stages);
     return st;
 }
 
 int clf_bench_model_main(int argc, char **argv) {
-    opts o = {NULL, NULL, 512, 128, 5, 0, 0, CLF_F32};
+    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, CLF_F32};
     const cli_option table[] = {CLI_OPT_STR("-m", &o.model_path),     CLI_OPT_STR("--device", &o.device),
                                 CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20), CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20),
                                 CLI_OPT_INT("-r", &o.reps, 1, 1000),  CLI_OPT_KV("--kv", &o.kv),
                                 CLI_OPT_FLAG("--all-devices", &o.all_devices), CLI_OPT_FLAG("--json", &o.json),
+                                CLI_OPT_STR("--devices", &o.split.devices), CLI_OPT_STR("--split", &o.split.split),
+                                CLI_OPT_STR("--split-ratio", &o.split.ratio), CLI_OPT_INT("--batch", &o.n_batch, 1, 1 << 20),
                                 {0}};
     int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");
+    if (o.all_devices && o.split.devices) return cli_usage(USAGE, "--all-devices and --devices exclude each other");
+    if (cli_mpi && o.all_devices) return cli_usage(USAGE, "--mpi runs one model: not with --all-devices");
     char path[1024];
     clf_gguf *g;
     clf_status st = clf_model_path(o.model_path, path, sizeof path);

@@ -381,22 +381,79 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
 /* CPU shape: one work-item per (split, KV head) handles the GQA heads of the
  * group one after the other over the split's keys: K/V come from memory
  * once, the later heads find them in cache, and one head's q, o and 16
- * partial dot products fit the vector registers.
+ * partial dot products fit the vector registers. Fused where the host asks
+ * (each a launch saved per layer): with ks non-NULL, the work-item whose
+ * split holds the last key first writes that token's K and V rows (ks, vs at
+ * k_off, v_off + kvh·HD) into the cache slot, as kv_write would (no other
+ * split reads that slot: in a ring it held a key outside the window); with
+ * one split, it writes the normalised output to out itself, as
+ * attn_decode_reduce would, instead of the partials; with rope_mode >= 0
+ * (CLF_ROPE_NORM 0, NEOX 2) q and k arrive unrotated and it applies the
+ * token's RoPE (n_rot, freq_scale, log2_scale, factors rff as cl/rope.cl
+ * takes them) to the q heads and the k row it writes.
  * Global size (n_split, n_kv_head), local size 1. */
-__kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __global const kv_t *kc,
-                              __global const kv_t *vc, const ulong kv_off, const int n_ctx,
+/* A head of HD floats rotated in place as cl/rope.cl rotates it: pairs
+ * (2i, 2i + 1), or (i, i + n_pairs) for NeoX, by the angles in c[], s[]. */
+inline void clf_rope_head(float *x, const float *c, const float *s, int n_pairs, int neox) {
+    for (int i = 0; i < n_pairs; i++) {
+        const int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
+        const float a = x[ia], b = x[ib];
+        x[ia] = a * c[i] - b * s[i];
+        x[ib] = a * s[i] + b * c[i];
+    }
+}
+
+__kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __global kv_t *kc,
+                              __global kv_t *vc, const ulong kv_off, const int n_ctx,
                               __global float *part_o, __global float *part_ml, const int k0, const int n_kv,
-                              const int chunk, const float qscale) {
+                              const int chunk, const float qscale, __global const float *ks, const ulong k_off,
+                              __global const float *vs, const ulong v_off, __global float *out, const ulong out_off,
+                              const int rope_mode, const int n_rot, const float freq_scale, const float log2_scale,
+                              __global const float *rff, const ulong rff_off) {
     const int sp = get_global_id(0), kvh = get_global_id(1), n_split = get_global_size(0);
     const int j0 = k0 / 16 * 16 + sp * chunk, j1 = min(j0 + chunk, n_kv);
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
     __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+    /* the token's RoPE angles (rope_mode >= 0: q and k arrive unrotated), as cl/rope.cl computes them */
+    const int n_pairs = n_rot / 2, neox = rope_mode == 2;
+    float rc[HD / 2], rs[HD / 2], hv[HD];
+    if (rope_mode >= 0) {
+        const float pos = (float)(n_kv - 1) * freq_scale;
+        __global const float *ff = rff ? rff + rff_off : rff;
+        int i = 0;
+        for (; i + 8 <= n_pairs; i += 8) {
+            float8 c8, s8 = rope_angles(i, pos, log2_scale, ff, &c8);
+            vstore8(c8, 0, rc + i);
+            vstore8(s8, 0, rs + i);
+        }
+        for (; i < n_pairs; i++) {
+            float theta = pos * exp2((float)i * log2_scale), c;
+            if (ff) theta /= ff[i];
+            rs[i] = sincos(theta, &c);
+            rc[i] = c;
+        }
+    }
+    if (ks && j0 < n_kv && j1 == n_kv) {
+        __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_ctx) + KV_ROW(n_kv - 1, n_ctx);
+        __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_ctx) + KV_ROW(n_kv - 1, n_ctx);
+        for (int c = 0; c < HD; c += 16) vstore16(vload16(0, ks + k_off + kvh * HD + c), 0, hv + c);
+        if (rope_mode >= 0) clf_rope_head(hv, rc, rs, n_pairs, neox);
+        for (int c = 0; c < HD; c += 16) {
+            KV_STORE16(vload16(0, hv + c), kd + c);
+            KV_STORE16(vload16(0, vs + v_off + kvh * HD + c), vd + c);
+        }
+    }
     for (int g = 0; g < GQA; g++) {
         const int h = kvh * GQA + g;
         float16 qv[HV], ov[HV];
+        if (rope_mode >= 0) {
+#pragma unroll
+            for (int c = 0; c < HV; c++) vstore16(vload16(c, q + q_off + h * HD), c, hv);
+            clf_rope_head(hv, rc, rs, n_pairs, neox);
+        }
 #pragma unroll
         for (int c = 0; c < HV; c++) {
-            qv[c] = vload16(c, q + q_off + h * HD) * qscale;
+            qv[c] = (rope_mode >= 0 ? vload16(c, hv) : vload16(c, q + q_off + h * HD)) * qscale;
             ov[c] = 0.0f;
         }
         float m = CLF_NEG_BIG, l = 0.0f;
@@ -410,6 +467,12 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
             clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), 0, 15);
         if (kb < j1)
             clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), 0, j1 - kb - 1);
+        if (n_split == 1 && out) { /* the reduction of one split, as attn_decode_reduce computes it */
+            const float inv = 1.0f / l;
+#pragma unroll
+            for (int c = 0; c < HV; c++) vstore16(ov[c] * inv, c, out + out_off + (ulong)h * HD);
+            continue;
+        }
         const int part = h * n_split + sp;
 #pragma unroll
         for (int c = 0; c < HV; c++) vstore16(ov[c], c, part_o + (ulong)part * HD);

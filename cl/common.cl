@@ -4,4 +4,66 @@
 /* Large negative used instead of -INFINITY so masking survives any math
  * flags; exp(CLF_NEG_BIG - m) underflows to exactly 0. */
 #define CLF_NEG_BIG (-1.0e30f)
+
+/* The gated units' activations (cl/elementwise.cl's GLU kernels and the
+ * GEMV that fuses gate|up with SwiGLU/GeGLU, cl/matmul_cpu.cl). */
+/* silu(g) = g / (1 + exp(-g)); the exponent is clamped so a very negative
+ * g gives 0 without relying on exp overflowing to infinity. */
+inline float16 clf_silu16(float16 g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
+inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
+
+/* GELU, tanh approximation (GeGLU of Gemma; llama.cpp's ggml_gelu):
+ * 0.5 g (1 + tanh(u)), u = sqrt(2/pi) g (1 + 0.044715 g^2), computed as
+ * g / (1 + exp(-2u)), the same value without the cancellation of 1 + tanh
+ * for negative g. g is clamped to +-10 inside u (the tanh is +-1 in float
+ * there), so exp stays finite. */
+#define CLF_GELU(T, g)                                                                                         \
+    ((g) / (1.0f + exp(-1.5957691216057308f * clamp((g), (T)-10.0f, (T)10.0f) *                              \
+                       (1.0f + 0.044715f * clamp((g), (T)-10.0f, (T)10.0f) * clamp((g), (T)-10.0f, (T)10.0f)))))
+inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
+inline float clf_gelu(float g) { return CLF_GELU(float, g); }
+
+/* RoPE's cos and sin of pairs i0 .. i0 + 7 at position pos (times the
+ * linear scale), theta = pos * exp2(i * log2_scale) / ff[i] (cl/rope.cl; the
+ * decode attention that rotates its own q and k, cl/attention.cl). */
+inline float8 rope_angles(int i0, float pos, float log2_scale, __global const float *ff, float8 *c) {
+    float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
+    float8 theta = pos * exp2(i * log2_scale);
+    if (ff) theta /= vload8(0, ff + i0);
+    return sincos(theta, c);
+}
+
+/* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
+ * CLF_XQ_FLOATS): per block of 32 elements, 48 bytes: the 32 x̂ = rint(x /
+ * dx) as chars, then floats dx = max|x| / 127, dx·Σx̂ of each half and of
+ * the block. The kernel that produces x writes it once; every work-item of
+ * the products that read it would otherwise quantize x again. The sums are
+ * formed as the GEMVs formed them inline, so results are bit-identical. */
+#define CLF_XQ_BYTES 48
+inline float clf_xq_hsum16(float16 v) {
+    const float8 s8 = v.lo + v.hi;
+    const float4 s4 = s8.lo + s8.hi;
+    return (s4.x + s4.y) + (s4.z + s4.w);
+}
+/* The block's scale dx and x̂ (as floats ra, rb: halves) of x = (xa, xb). */
+#define CLF_XQ_QUANT(xa, xb, ra, rb, dx)                                                  \
+    do {                                                                                  \
+        const float16 am_ = fmax(fabs(xa), fabs(xb));                                     \
+        const float8 am8_ = fmax(am_.lo, am_.hi);                                         \
+        const float4 am4_ = fmax(am8_.lo, am8_.hi);                                       \
+        const float amax_ = fmax(fmax(am4_.x, am4_.y), fmax(am4_.z, am4_.w));             \
+        const float inv_ = amax_ > 0.0f ? 127.0f / amax_ : 0.0f;                          \
+        dx = amax_ / 127.0f;                                                              \
+        ra = rint((xa) * inv_);                                                           \
+        rb = rint((xb) * inv_);                                                           \
+    } while (0)
+inline void clf_xq_store32(float16 xa, float16 xb, __global uchar *dst) {
+    float16 ra, rb;
+    float dx;
+    CLF_XQ_QUANT(xa, xb, ra, rb, dx);
+    vstore16(convert_char16(ra), 0, (__global char *)dst);
+    vstore16(convert_char16(rb), 1, (__global char *)dst);
+    vstore4((float4)(dx, dx * clf_xq_hsum16(ra), dx * clf_xq_hsum16(rb), dx * clf_xq_hsum16(ra + rb)), 0,
+            (__global float *)(dst + 32));
+}
 #endif

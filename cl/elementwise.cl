@@ -19,35 +19,25 @@ __kernel void add_f32(__global float *y, const ulong y_off, __global const float
     }
 }
 
-/* silu(g) = g / (1 + exp(-g)); the exponent is clamped so a very negative
- * g gives 0 without relying on exp overflowing to infinity. */
-inline float16 clf_silu16(float16 g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
-inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
-
-/* GELU, tanh approximation (GeGLU of Gemma; llama.cpp's ggml_gelu):
- * 0.5 g (1 + tanh(u)), u = sqrt(2/pi) g (1 + 0.044715 g^2), computed as
- * g / (1 + exp(-2u)), the same value without the cancellation of 1 + tanh
- * for negative g. g is clamped to +-10 inside u (the tanh is +-1 in float
- * there), so exp stays finite. */
-#define CLF_GELU(T, g)                                                                                         \
-    ((g) / (1.0f + exp(-1.5957691216057308f * clamp((g), (T)-10.0f, (T)10.0f) *                              \
-                       (1.0f + 0.044715f * clamp((g), (T)-10.0f, (T)10.0f) * clamp((g), (T)-10.0f, (T)10.0f)))))
-inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
-inline float clf_gelu(float g) { return CLF_GELU(float, g); }
-
 /* y[r, j] = act(gu[r, j]) * gu[r, ff + j]: gu is a fused gate|up output
- * [rows x 2ff], y [rows x ff]; act is silu (SwiGLU) or GELU (GeGLU).
- * Global size (>= ceil(ff / 16), rows). */
+ * [rows x 2ff], y [rows x ff]; act is silu (SwiGLU) or GELU (GeGLU). Rows
+ * below xq_rows (ff a multiple of 32) are also written quantized for the
+ * int8 GEMV of the down product (cl/common.cl) at xq + xq_off bytes.
+ * A work-item takes 32 elements. Global size (>= ceil(ff / 32), rows). */
 #define CLF_GLU_KERNEL(name, act16, act)                                                                      \
     __kernel void name(__global const float *gu, const ulong gu_off, __global float *y, const ulong y_off,    \
-                       const int ff) {                                                                        \
-        size_t j = 16 * get_global_id(0), r = get_global_id(1);                                               \
+                       const int ff, __global uchar *xq, const ulong xq_off, const int xq_rows) {            \
+        size_t j = 32 * get_global_id(0), r = get_global_id(1);                                               \
         if (j >= (size_t)ff) return;                                                                          \
         __global const float *g = gu + gu_off + r * 2 * (size_t)ff + j;                                       \
         __global const float *u = g + ff;                                                                     \
         y += y_off + r * (size_t)ff + j;                                                                      \
-        if (j + 16 <= (size_t)ff) {                                                                           \
-            vstore16(act16(vload16(0, g)) * vload16(0, u), 0, y);                                             \
+        if (j + 32 <= (size_t)ff) {                                                                           \
+            const float16 ya = act16(vload16(0, g)) * vload16(0, u), yb = act16(vload16(1, g)) * vload16(1, u); \
+            vstore16(ya, 0, y);                                                                               \
+            vstore16(yb, 1, y);                                                                               \
+            if ((int)r < xq_rows)                                                                             \
+                clf_xq_store32(ya, yb, xq + xq_off + (r * (size_t)(ff / 32) + j / 32) * CLF_XQ_BYTES);        \
         } else {                                                                                              \
             for (int k = 0; k < ff - (int)j; k++) y[k] = act(g[k]) * u[k];                                    \
         }                                                                                                     \
@@ -82,4 +72,14 @@ __kernel void add_rows_f32(__global float *x, const ulong x_off, __global const 
     } else {
         for (int k = 0; k < n - (int)j; k++) x[k] += b[k];
     }
+}
+
+/* x's rows quantized for the int8 GEMVs (cl/common.cl) where no kernel of
+ * its own produces them: xq + xq_off bytes, rows n / 32 blocks apart; x's
+ * rows x_stride floats apart. Global size (n / 32, rows). */
+__kernel void quantize_xq_f32(__global const float *x, const ulong x_off, const int x_stride, __global uchar *xq,
+                              const ulong xq_off, const int n) {
+    const size_t b = get_global_id(0), r = get_global_id(1);
+    x += x_off + r * (size_t)x_stride + 32 * b;
+    clf_xq_store32(vload16(0, x), vload16(1, x), xq + xq_off + (r * (size_t)(n / 32) + b) * CLF_XQ_BYTES);
 }

@@ -313,6 +313,32 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
     return acc;
 }
 
+/* x[0, 32) as int8 for the integer dot: x̂ 4 per int in xw, the scale dx
+ * and dx·Σx̂ over each half and the block in sx[0..2] (cl/common.cl's
+ * block, quantized here: QUANT_X), or the same read from blocks a producer
+ * kernel wrote (LOAD_XQ); the GEMVs come in both forms, *_i8 and *_xq, and
+ * QUANT_X_ROW / LOAD_XQ_ROW give the floats between x's rows. */
+inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx) {
+    const float16 xa = vload16(0, x), xb = vload16(1, x);
+    float16 ra, rb;
+    CLF_XQ_QUANT(xa, xb, ra, rb, *dx);
+    const int4 qa = as_int4(convert_char16(ra)), qb = as_int4(convert_char16(rb));
+    xw[0] = qa.x, xw[1] = qa.y, xw[2] = qa.z, xw[3] = qa.w, xw[4] = qb.x, xw[5] = qb.y, xw[6] = qb.z, xw[7] = qb.w;
+    sx[0] = *dx * clf_xq_hsum16(ra);
+    sx[1] = *dx * clf_xq_hsum16(rb);
+    sx[2] = *dx * clf_xq_hsum16(ra + rb);
+}
+inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx) {
+    const int8 w = vload8(0, (const __global int *)x);
+    xw[0] = w.s0, xw[1] = w.s1, xw[2] = w.s2, xw[3] = w.s3, xw[4] = w.s4, xw[5] = w.s5, xw[6] = w.s6, xw[7] = w.s7;
+    const float4 f = vload4(2, x);
+    *dx = f.x, sx[0] = f.y, sx[1] = f.z, sx[2] = f.w;
+}
+#define QUANT_X(x, b, xw, dx, sx) clf_quant_x32((x) + 32 * (b), xw, dx, sx)
+#define QUANT_X_ROW(K) (K)
+#define LOAD_XQ(x, b, xw, dx, sx) clf_load_xq32((x) + CLF_XQ_BYTES / 4 * (b), xw, dx, sx)
+#define LOAD_XQ_ROW(K) ((K) / 32 * (CLF_XQ_BYTES / 4))
+
 /* SCALES_RAW: the block's d and m (Q4_0: m = -8d) of 32 rows. */
 #define SCALES_RAW_Q8_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16))
 #define SCALES_RAW_Q4_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = -8.0f * d0, m1 = -8.0f * d1)
@@ -323,31 +349,22 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
 #define INT8_APPLY(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, acc))
 #define INT8_APPLY_M(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, fma((float16)sx, m, acc)))
 
-#define DEFINE_INT8_MV(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY)             \
+#define DEFINE_INT8_MV(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY, XMODE)      \
     __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
                        const ulong xoff, __global float *Y, const ulong yoff, const int ldy,     \
                        const int rows, const int K, const int accumulate) {                     \
         const int p0 = get_global_id(1) * NPPW, nb = K / 32, np = (rows + 31) / 32;             \
         if (p0 >= np) return;                                                                   \
         const size_t r = get_global_id(0);                                                      \
-        const __global float *x = X + xoff + r * K;                                             \
+        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                \
         float16 acc[NPPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = 0.0f;          \
         for (int b = 0; b < nb; b++) {                                                          \
-            const float16 xa = vload16(0, x + 32 * b), xb = vload16(1, x + 32 * b);             \
-            const float16 am = fmax(fabs(xa), fabs(xb));                                        \
-            const float8 am8 = fmax(am.lo, am.hi);                                              \
-            const float4 am4 = fmax(am8.lo, am8.hi);                                            \
-            const float amax = fmax(fmax(am4.x, am4.y), fmax(am4.z, am4.w));                    \
-            const float dx = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;           \
-            const float16 ra = rint(xa * inv), rb = rint(xb * inv);                             \
-            const int4 qa = as_int4(convert_char16(ra)), qb = as_int4(convert_char16(rb));      \
-            const int xw[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};                 \
+            int xw[8];                                                                          \
+            float dx, sxs[3];                                                                   \
+            XMODE(x, b, xw, &dx, sxs);                                                          \
             /* m·Σx̂, not m·Σx: the error then scales with w, not with q */                      \
-            const float16 xs = ra + rb;                                                         \
-            const float8 xs8 = xs.lo + xs.hi;                                                   \
-            const float4 xs4 = xs8.lo + xs8.hi;                                                 \
-            const float sx = dx * ((xs4.x + xs4.y) + (xs4.z + xs4.w));                          \
+            const float sx = sxs[2];                                                            \
             _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
                 if (p0 + j >= np) break;                                                        \
                 const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * BLOCK_SIZE;          \
@@ -360,9 +377,61 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
             clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
-DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY)
-DEFINE_INT8_MV(gemv_q4_0_i8, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M)
-DEFINE_INT8_MV(gemv_q4_1_i8, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M)
+/* The gate|up GEMV with the gated unit applied: W is a fused gate|up weight
+ * (the gate's ff rows, then the up's, ff a multiple of 32); a work-item
+ * takes NPPW gate panels and the up panels of the same rows, so it owns
+ * h = act(g)·u for those rows and writes it to Y (rows ldy apart) and, one
+ * int8 block per panel, to YQ at yq_off bytes: h is the down product's x.
+ * x from its int8 blocks. The SwiGLU launch and the down GEMV's quantizing
+ * go; h equals what the GEMV, then clf_glu, then quantizing x would give.
+ * Global size (tokens, ceil(ff / 32 / NPPW)). */
+#define DEFINE_INT8_GLU(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY, ACT)             \
+    __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
+                       const ulong xoff, __global float *Y, const ulong yoff, const int ldy,     \
+                       const int rows, const int K, __global uchar *YQ, const ulong yq_off) {   \
+        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * NPPW;                   \
+        if (p0 >= npf) return;                                                                  \
+        const size_t r = get_global_id(0);                                                      \
+        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                \
+        float16 acc[NPPW][4], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
+        _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
+        for (int b = 0; b < nb; b++) {                                                          \
+            int xw[8];                                                                          \
+            float dx, sxs[3];                                                                   \
+            LOAD_XQ(x, b, xw, &dx, sxs);                                                        \
+            const float sx = sxs[2];                                                            \
+            _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
+                if (p0 + j >= npf) break;                                                       \
+                _Pragma("unroll") for (int u = 0; u < 2; u++) { /* gate, up */                  \
+                    const size_t pb = (size_t)(p0 + j + u * npf) * nb + b;                      \
+                    const __global uint *q = W + pb * BLOCK_SIZE;                               \
+                    SCALES_RAW(S + pb * SCALE_HALVES, d0, d1, m0, m1);                           \
+                    APPLY(acc[j][2 * u], DOT(q, xw), sx, d0, m0, dx);                           \
+                    APPLY(acc[j][2 * u + 1], DOT(q + 16, xw), sx, d1, m1, dx);                  \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < npf) {                    \
+            const float16 ha = ACT(acc[j][0]) * acc[j][2], hb = ACT(acc[j][1]) * acc[j][3];    \
+            __global float *y = Y + yoff + r * ldy + 32 * (p0 + j);                             \
+            vstore16(ha, 0, y);                                                                 \
+            vstore16(hb, 1, y);                                                                 \
+            clf_xq_store32(ha, hb, YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);            \
+        }                                                                                       \
+    }
+
+DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, QUANT_X)
+DEFINE_INT8_MV(gemv_q4_0_i8, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X)
+DEFINE_INT8_MV(gemv_q4_1_i8, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X)
+DEFINE_INT8_MV(gemv_q8_0_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, LOAD_XQ)
+DEFINE_INT8_MV(gemv_q4_0_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ)
+DEFINE_INT8_MV(gemv_q4_1_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ)
+DEFINE_INT8_GLU(gemv_q8_0_swiglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_silu16)
+DEFINE_INT8_GLU(gemv_q4_0_swiglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16)
+DEFINE_INT8_GLU(gemv_q4_1_swiglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16)
+DEFINE_INT8_GLU(gemv_q8_0_geglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_gelu16)
+DEFINE_INT8_GLU(gemv_q4_0_geglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16)
+DEFINE_INT8_GLU(gemv_q4_1_geglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16)
 #endif
 
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
@@ -641,25 +710,6 @@ KQ_TYPES(DEFINE_KQ_MM)
 KQ_TYPES(DEFINE_KQ_UNPACK)
 
 #if CLF_X86_INT8
-/* x[0, 32) as int8 for the integer dot: scale dx = max|x| / 127, x̂ =
- * rint(x / dx), 4 per int in xw; sx[h] = dx·Σx̂ over columns 16h.. 16h + 15. */
-inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx) {
-    const float16 xa = vload16(0, x), xb = vload16(1, x);
-    const float16 am = fmax(fabs(xa), fabs(xb));
-    const float8 am8 = fmax(am.lo, am.hi);
-    const float4 am4 = fmax(am8.lo, am8.hi);
-    const float amax = fmax(fmax(am4.x, am4.y), fmax(am4.z, am4.w));
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    *dx = amax / 127.0f;
-    const float16 ra = rint(xa * inv), rb = rint(xb * inv);
-    const int4 qa = as_int4(convert_char16(ra)), qb = as_int4(convert_char16(rb));
-    xw[0] = qa.x, xw[1] = qa.y, xw[2] = qa.z, xw[3] = qa.w, xw[4] = qb.x, xw[5] = qb.y, xw[6] = qb.z, xw[7] = qb.w;
-    const float8 sa8 = ra.lo + ra.hi, sb8 = rb.lo + rb.hi;
-    const float4 sa4 = sa8.lo + sa8.hi, sb4 = sb8.lo + sb8.hi;
-    sx[0] = *dx * ((sa4.x + sa4.y) + (sa4.z + sa4.w));
-    sx[1] = *dx * ((sb4.x + sb4.y) + (sb4.z + sb4.w));
-}
-
 /* Code bits of columns 4c.. 4c + 3 (byte i: column 4c + i) of 16 rows from
  * a B-bit plane at dword dw0 (see the layout above), moved to bit `at` of
  * each byte: one shift and one mask. */
@@ -705,20 +755,20 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 
 /* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV: per
  * sub-block Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂. */
-#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                                  \
-    __kernel void gemv_##T##_i8(__global const uint *W, __global const ushort *S, __global const float *X, \
+#define DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, SUFFIX, XMODE)                                                  \
+    __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X, \
                           const ulong xoff, __global float *Y, const ulong yoff, const int ldy,  \
                           const int rows, const int K, const int accumulate) {                  \
         const int p0 = get_global_id(1) * PPW, nb = K / 32, np = (rows + 31) / 32;              \
         if (p0 >= np) return;                                                                   \
         const size_t r = get_global_id(0);                                                      \
-        const __global float *x = X + xoff + r * K;                                             \
+        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                             \
         float16 acc[PPW][2], D0, D1, M0, M1;                                                    \
         _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;           \
         for (int b = 0; b < nb; b++) {                                                          \
             int xw[8];                                                                          \
-            float dx, sx[2];                                                                    \
-            clf_quant_x32(x + 32 * b, xw, &dx, sx);                                             \
+            float dx, sx[3];                                                                    \
+            XMODE(x, b, xw, &dx, sx);                                             \
             _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                   \
                 if (p0 + j >= np) break;                                                        \
                 const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * 32 * ((QB) + (QH));  \
@@ -737,6 +787,10 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                        \
             clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
+
+#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                   \
+    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, i8, QUANT_X)                          \
+    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, xq, LOAD_XQ)
 
 KQ_TYPES(DEFINE_KQ_MVI)
 #endif

@@ -63,11 +63,14 @@ inline float clf_hmax8(float8 v) {
  * K inside a fused QKV output are normed per head in place (QK-norm) in one
  * launch: heads below `split` take weight w, the others w2. y may be x:
  * each row is read in full before the group barrier that precedes any write.
+ * Rows below xq_rows (whole rows, heads = 1, n a multiple of 32, no acc)
+ * are also written quantized for the int8 GEMVs that read them (cl/common.cl)
+ * at xq + xq_off bytes, rows n / 32 blocks apart.
  * Global size rows * CLF_ROW_WG, local size CLF_ROW_WG; offsets in floats. */
 __kernel void rmsnorm_f32(__global const float *x, const ulong x_off, const int x_stride, __global const float *w,
                           const ulong w_off, __global const float *w2, const ulong w2_off, __global float *y,
                           const ulong y_off, const int y_stride, const int n, const int heads, const int split,
-                          const float eps, const int acc) {
+                          const float eps, const int acc, __global uchar *xq, const ulong xq_off, const int xq_rows) {
     __local float scratch[CLF_ROW_WG];
     size_t r = get_group_id(0), t = r / heads, h = r % heads;
     int l = get_local_id(0), n8 = n / 8;
@@ -92,6 +95,12 @@ __kernel void rmsnorm_f32(__global const float *x, const ulong x_off, const int 
         for (int j = l; j < n8; j += CLF_ROW_WG) vstore8(vload8(j, x) * scale * vload8(j, w), j, y);
         if (l == 0)
             for (int j = 8 * n8; j < n; j++) y[j] = x[j] * scale * w[j];
+        if ((int)r < xq_rows) { /* the group's y is written: each work-item quantizes blocks of it */
+            barrier(CLK_GLOBAL_MEM_FENCE);
+            xq += xq_off + r * (size_t)(n / 32) * CLF_XQ_BYTES;
+            for (int b = l; b < n / 32; b += CLF_ROW_WG)
+                clf_xq_store32(vload16(2 * b, y), vload16(2 * b + 1, y), xq + (size_t)b * CLF_XQ_BYTES);
+        }
     }
 }
 

@@ -45,12 +45,6 @@ inline void rope_tail(__global float *row, int i0, int n_pairs, int n_heads, int
     }
 }
 
-inline float8 rope_angles(int i0, float pos, float log2_scale, __global const float *ff, float8 *c) {
-    float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
-    float8 theta = pos * exp2(i * log2_scale);
-    if (ff) theta /= vload8(0, ff + i0);
-    return sincos(theta, c);
-}
 
 __kernel void rope_norm_f32(__global float *x, const ulong x_off, const int row_stride, const int col0,
                             const int n_heads, const int head_dim, const int n_rot, const int pos0,

@@ -14,6 +14,10 @@ int cli_close_stdout(int status);
  * usage line; returns CLF_ERR_ARG (2). */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* --mpi was given: this process is rank 0 of an MPI job (cli/main.c);
+ * sessions load stage 0 with clf_mpi_load (mpi/clf_mpi.h). */
+extern int cli_mpi;
+
 /* Commands: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);
 int cmd_info(int argc, char **argv);

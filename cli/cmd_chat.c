@@ -74,7 +74,7 @@ int cmd_chat(int argc, char **argv) {
         CLI_GEN_OPTIONS(&o), CLI_OPT_TEXT("--system", &cs.system), CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24), {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
-    clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &cs.s);
+    clf_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
     if (st != CLF_OK) return cli_error(st);
     st = clf_chat_init_model(cs.s.tok, &cs.fmt);
     if (st == CLF_OK) st = clf_sampler_create(&o.sp, cs.s.m->hp.n_vocab, &cs.smp);
@@ -82,8 +82,10 @@ int cmd_chat(int argc, char **argv) {
         cli_session_close(&cs.s);
         return cli_error(st);
     }
+    char devices[512];
     fprintf(stderr, "clinfer chat: %s on %s, %s template, context %d tokens. /exit to quit, /reset to start over.\n",
-            cs.s.m->hp.arch, cs.s.rt->dev.name, clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
+            cs.s.m->hp.arch, cli_stages_devices(&cs.s.stages, devices, sizeof devices),
+            clf_chat_format_name(cs.fmt.format), cs.s.c->n_ctx);
     cli_catch_sigint();
     char *line = NULL; /* a whole line, however long: one line is one turn */
     size_t line_cap = 0;

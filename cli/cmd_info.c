@@ -13,14 +13,17 @@
 #include "gguf.h"
 #include "model_path.h"
 #include "options.h"
+#include "place.h"
 #include "roof.h"
 
 static const char *USAGE =
-    "clinfer info [-m MODEL] [--ctx N] [--batch B] [--kv f32|f16] [--device SEL] [--gflops G --gbs B] [--json]\n"
+    "clinfer info [-m MODEL] [--ctx N] [--batch B] [--kv f32|f16] [--device SEL] [--gflops G --gbs B]\n"
+    "             [--devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--json]\n"
     "  --ctx: context for the KV cache and attention terms (default: the model's, at most 4096)\n"
     "  --batch: prefill length (default 512, at most the context)\n"
     "  --device: measure that device's roofs (copy GB/s, FMA GFLOP/s; a few seconds) for the roofline\n"
-    "  --gflops/--gbs: give the peaks instead (FP32 GFLOP/s, memory GB/s)";
+    "  --gflops/--gbs: give the peaks instead (FP32 GFLOP/s, memory GB/s)\n"
+    "  --devices: the plan of a split by layers over those devices (refused when a stage does not fit)";
 
 typedef struct tally {
     int64_t count[CLF_GROUP_COUNT];
@@ -50,6 +53,7 @@ typedef struct report {
     clf_roof roof;
     char roof_source[200]; /* the device measured, or "given" */
     clf_bound dec_c1, dec_ctx, pre;
+    const cli_split *split; /* --devices: the plan */
 } report;
 
 static void tally_file(const clf_gguf *g, tally *t) {
@@ -280,6 +284,19 @@ static void print_json(const report *r) {
            r->kv_bytes == 4 ? "f32" : "f16", r->bytes_c1, r->bytes_ctx, r->bytes_prefill);
     printf("  \"intensity\": {\"decode_c1\": %.4g, \"decode_ctx\": %.4g, \"prefill\": %.4g},\n",
            r->flops_c1 / r->bytes_c1, r->flops_ctx / r->bytes_ctx, r->flops_prefill / r->bytes_prefill);
+    if (r->split) {
+        const clf_split_plan *p = &r->split->plan;
+        printf("  \"split\": {\"mode\": \"layers\", \"hop_bytes_per_token\": %.0f, \"stages\": [", p->hop_bytes_per_token);
+        for (int i = 0; i < p->n; i++) {
+            const clf_split_stage *st = &p->st[i];
+            printf("%s\n    {\"device\": \"%s\", \"name\": ", i ? "," : "", r->split->sel[i]);
+            cli_json_strn(stdout, r->split->names[i], strlen(r->split->names[i]));
+            printf(", \"layers\": [%d, %d], \"weight_bytes\": %.0f, \"kv_bytes\": %.0f, \"scratch_bytes\": %.0f, "
+                   "\"total_bytes\": %.0f, \"device_bytes\": %.0f}",
+                   st->l0, st->l1, st->weight_bytes, st->kv_bytes, st->scratch_bytes, st->total_bytes, st->device_bytes);
+        }
+        printf("]},\n");
+    }
     if (!r->has_roof) {
         printf("  \"roofline\": null\n}\n");
         return;
@@ -316,6 +333,7 @@ static clf_status measure_roof(const char *device, report *r) {
 
 int cmd_info(int argc, char **argv) {
     const char *m = NULL, *device = NULL;
+    cli_place place = {0};
     int ctx = 0, batch = 512, json = 0;
     clf_type kv = CLF_F32;
     float gflops = 0, gbs = 0;
@@ -326,6 +344,9 @@ int cmd_info(int argc, char **argv) {
                                CLI_OPT_POSITIVE("--gflops", &gflops),
                                CLI_OPT_POSITIVE("--gbs", &gbs),
                                CLI_OPT_STR("--device", &device),
+                               CLI_OPT_STR("--devices", &place.devices),
+                               CLI_OPT_STR("--split", &place.split),
+                               CLI_OPT_STR("--split-ratio", &place.ratio),
                                CLI_OPT_FLAG("--json", &json),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
@@ -355,8 +376,23 @@ int cmd_info(int argc, char **argv) {
     r.ctx = ctx ? ctx : train < 4096 ? train : 4096; /* as `run` sizes its context */
     r.batch = batch < r.ctx ? batch : r.ctx;
     compute(&r);
+    /* the split's plan, from the file and the devices' memory: nothing loads */
+    cli_split split;
+    int planned = 0;
+    if (place.devices || place.split || place.ratio) {
+        st = cli_place_plan(&place, g, r.ctx, r.batch, kv_bytes, &split, &planned);
+        if (planned) r.split = &split;
+        if (st != CLF_OK && !planned) {
+            clf_gguf_close(g);
+            return cli_error(st);
+        }
+    }
     if (json) print_json(&r);
     else print_text(&r);
+    if (r.split && !json) {
+        printf("\n");
+        cli_place_print(stdout, &split);
+    }
     clf_gguf_close(g);
-    return 0;
+    return cli_error(st); /* a plan that does not fit: shown, then refused */
 }

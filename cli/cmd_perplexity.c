@@ -71,7 +71,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (st != CLF_OK) return cli_error(st);
     cli_session s;
     o.n_ctx = n_ctx;
-    st = cli_session_open(o.model, o.device, n_ctx, o.kv, &s);
+    st = cli_session_open(o.model, &o.place, n_ctx, o.kv, &s);
     if (st != CLF_OK) {
         free(text);
         return cli_error(st);

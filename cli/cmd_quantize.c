@@ -62,10 +62,9 @@ static clf_status check_output(const char *in, const char *out, int force) {
     return st;
 }
 
-static int interrupted(void *ud) {
-    (void)ud;
-    return cli_interrupted != 0;
-}
+/* The writer's stop request: Ctrl-C, or the input changed under its mapping
+ * (its reads then see zeros: nothing may be written from them). */
+static int stop_writing(void *g) { return cli_interrupted || clf_gguf_guard_check(g) != CLF_OK; }
 
 /* One line on a terminal, rewritten in place; nothing when stderr is not one. */
 static void progress(int64_t i, int64_t n, const char *name) {
@@ -80,6 +79,7 @@ static void progress(int64_t i, int64_t n, const char *name) {
 static clf_status quantize(const char *in, const char *out, const clf_quant_mix *mix, int force) {
     clf_gguf *g;
     CLF_TRY(clf_gguf_open(in, &g));
+    clf_gguf_guard_begin(g); /* weights are read from the mapping until the write ends */
     clf_status st = check_output(in, out, force);
     const int64_t n = clf_gguf_n_tensors(g);
     clf_type *types = st == CLF_OK ? malloc((size_t)(n ? n : 1) * sizeof *types) : NULL;
@@ -98,6 +98,7 @@ static clf_status quantize(const char *in, const char *out, const clf_quant_mix 
             st = CLF_ERR_INTERRUPTED;
             break;
         }
+        if ((st = clf_gguf_guard_check(g)) != CLF_OK) break;
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         char *name = malloc((size_t)t->name.len + 1);
         if (!name) {
@@ -118,10 +119,12 @@ static clf_status quantize(const char *in, const char *out, const clf_quant_mix 
     }
     progress(n, n, "");
     if (st == CLF_OK) {
-        clf_gguf_writer_set_abort(w, interrupted, NULL);
+        clf_gguf_writer_set_abort(w, stop_writing, g);
         st = clf_gguf_write(w, out);
     }
-    if (st == CLF_ERR_INTERRUPTED) clf_fail(st, "quantize stopped by %s; nothing written", cli_interrupt_name());
+    clf_status changed = clf_gguf_guard_end(g);
+    if (changed != CLF_OK) st = changed; /* it explains whatever else failed */
+    else if (st == CLF_ERR_INTERRUPTED) clf_fail(st, "quantize stopped by %s; nothing written", cli_interrupt_name());
     if (st == CLF_OK) {
         char mixdesc[256] = "";
         for (int t = 0, len = 0; t < CLF_TYPE_COUNT && len < (int)sizeof mixdesc; t++)

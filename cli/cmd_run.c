@@ -42,7 +42,7 @@ int cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
     cli_session s;
-    clf_status st = cli_session_open(o.model, o.device, o.n_ctx, o.kv, &s);
+    clf_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
     if (st != CLF_OK) return cli_error(st);
     int32_t *ids = NULL;
     int n = 0;

@@ -1,15 +1,18 @@
 /* clinfer serve: an OpenAI-compatible HTTP server (server/). It listens
  * first (/health answers 503 while the model loads), serves until SIGINT or
  * SIGTERM, then stops accepting, cuts the running answers cleanly and exits
- * 0. */
+ * 0. Under --mpi a stage that fails on a rank ends it too: the job stops
+ * with that rank's error (a broken pipeline would fail every request). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "clf_mpi.h"
 #include "engine.h"
 #include "http.h"
 #include "model_path.h"
@@ -28,6 +31,14 @@ static void hold_signals(int block, sigset_t *old) {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(block ? SIG_BLOCK : SIG_SETMASK, block ? &set : old, block ? old : NULL);
+}
+
+/* A rank reported a failed pass (the scheduler's thread): wake the main
+ * thread's wait as SIGTERM would; the job then ends with that failure. */
+static volatile sig_atomic_t pipeline_broken;
+static void stop_on_broken(void) {
+    pipeline_broken = 1;
+    kill(getpid(), SIGTERM);
 }
 
 /* The model's name in the API: its file's name. */
@@ -69,7 +80,7 @@ int cmd_serve(int argc, char **argv) {
     srv_engine *e = NULL;
     srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
                    .created = (long long)time(NULL)};
-    st = cli_session_open(path, o.device, -1, o.kv, &s);
+    st = cli_session_open(path, &o.place, -1, o.kv, &s);
     if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
     if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
     if (st == CLF_OK) {
@@ -80,10 +91,12 @@ int cmd_serve(int argc, char **argv) {
     }
     if (st == CLF_OK) {
         srv_http_set_app(h, &app);
-        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id, s.rt->dev.name,
-                parallel, app.n_ctx);
+        char devices[512];
+        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id,
+                cli_stages_devices(&s.stages, devices, sizeof devices), parallel, app.n_ctx);
+        if (cli_mpi) clf_mpi_on_broken(stop_on_broken);
         while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
-        fprintf(stderr, "clinfer serve: %s: stopping\n", cli_interrupt_name());
+        fprintf(stderr, "clinfer serve: %s: stopping\n", pipeline_broken ? "a stage failed" : cli_interrupt_name());
     }
     /* no new connections or requests; the running answers cut and sent
      * out; then the connections closed, and only then the scheduler freed

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clf_mpi.h"
 #include "tune.h"
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
@@ -29,7 +30,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: clinfer COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n`clinfer COMMAND --help` for a command's options. Device: --device SEL or CLINFER_DEVICE.\n");
+    fprintf(f, "\n`clinfer COMMAND --help` for a command's options. Device: --device SEL or CLINFER_DEVICE.\n"
+                "Several machines: mpirun -np N clinfer run|chat|perplexity|bench|serve --mpi ...\n");
 }
 
 /* A closed stdin, stdout or stderr gets /dev/null opened read-only in its
@@ -41,14 +43,84 @@ static void hold_std_fds(void) {
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDONLY) < 0) break;
 }
 
+int cli_mpi;
+
+/* --mpi (spelled out, before any `--`) makes the process one rank of an MPI
+ * job; it is taken out of argv here, before the command parses it, since
+ * every rank but 0 never runs the command (a value that reads "--mpi" is
+ * taken too: `-p=--mpi` passes it). Returns whether it was there. */
+static int take_mpi_flag(int *argc, char **argv) {
+    int found = 0, j = 1;
+    for (int i = 1, opts = 1; i < *argc; i++) {
+        if (opts && !strcmp(argv[i], "--")) opts = 0;
+        if (opts && !strcmp(argv[i], "--mpi")) found = 1;
+        else argv[j++] = argv[i];
+    }
+    *argc = j;
+    argv[j] = NULL;
+    return found;
+}
+
+/* Starts the MPI job: rank 0 goes on to the command, the others serve
+ * their stage (mpi/mpi_worker.c). -1: go on; else the exit status. */
+static int start_mpi(int *argc, char ***argv) {
+    static const char *const with_mpi[] = {"run", "chat", "perplexity", "bench", "serve"};
+    int ok = 0, rank, size;
+    for (size_t i = 0; i < sizeof with_mpi / sizeof with_mpi[0]; i++) ok |= !strcmp((*argv)[1], with_mpi[i]);
+    if (!ok)
+        return cli_error(clf_fail(CLF_ERR_ARG, "--mpi works with run, chat, perplexity, bench and serve, not '%s'",
+                                  (*argv)[1]));
+    clf_status st = clf_mpi_start(argc, argv, &rank, &size);
+    if (st != CLF_OK) return cli_error(st);
+    cli_mpi = 1;
+    return rank > 0 ? clf_mpi_worker() : -1;
+}
+
+/* After a command under --mpi: what crossed the ranks, on stderr (a pass
+ * of one row is a decoding step, of several a prompt's chunk). */
+static void print_mpi_stats(void) {
+    clf_mpi_stats s;
+    clf_mpi_get_stats(&s);
+    const clf_mpi_hops *h = &s.one;
+    if (h->passes)
+        fprintf(stderr,
+                "clinfer: mpi: %d ranks, %ld passes of 1 row: per pass %d hops down of %.1f KiB and 1 back of %.1f "
+                "KiB, stages on ranks 1..%d %.3f ms, messaging %.3f ms (%.3f ms per hop)\n",
+                s.ranks, h->passes, s.ranks - 1, h->bytes_down / h->passes / 1024, h->bytes_back / h->passes / 1024,
+                s.ranks - 1, h->remote_s / h->passes * 1e3, h->messaging_s / h->passes * 1e3,
+                h->messaging_s / h->passes / s.ranks * 1e3);
+    h = &s.many;
+    if (h->passes)
+        fprintf(stderr,
+                "clinfer: mpi: %d ranks, %ld passes of %.0f rows: per pass %d hops down of %.1f KiB; %ld answered "
+                "(logits wanted), rank 0 waited %.3f ms for each\n",
+                s.ranks, h->passes, (double)h->rows / h->passes, s.ranks - 1, h->bytes_down / h->passes / 1024,
+                h->answered, h->answered ? h->wait_s / h->answered * 1e3 : 0);
+}
+
+/* Rank 0 at the end of a command: every pass through the pipeline (a
+ * failure on a rank is the command's), then the job ends. */
+static int end_mpi(int status) {
+    if (cli_mpi && status == 0) {
+        status = cli_error(clf_mpi_flush());
+        if (status == 0) print_mpi_stats();
+    }
+    return clf_mpi_end(status);
+}
+
 int main(int argc, char **argv) {
     hold_std_fds();
+    if (take_mpi_flag(&argc, argv) && argc >= 2) {
+        int rc = start_mpi(&argc, &argv);
+        if (rc >= 0) return rc;
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : cli_close_stdout(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return cli_close_stdout(commands[i].fn(argc - 1, argv + 1));
+        if (!strcmp(argv[1], commands[i].name))
+            return end_mpi(cli_close_stdout(commands[i].fn(argc - 1, argv + 1)));
     fprintf(stderr, "clinfer: %s: unknown command '%s'\n", clf_status_name(CLF_ERR_ARG), argv[1]);
     usage(stderr);
     return 2;

@@ -6,24 +6,26 @@
 #include <limits.h>
 
 #include "options.h"
+#include "place.h"
 #include "quant.h"
 #include "sampler.h"
 
 typedef struct cli_gen_opts {
-    const char *model, *device;
+    const char *model;
+    cli_place place; /* --device, or --devices for a split */
     int n_ctx;
     clf_type kv;
     clf_sampler_params sp;
 } cli_gen_opts;
 
-#define CLI_MODEL_USAGE "[-m MODEL] [--device SEL] [--kv f32|f16]"
+#define CLI_MODEL_USAGE "[-m MODEL] " CLI_PLACE_USAGE " [--kv f32|f16]"
 #define CLI_GEN_USAGE \
     CLI_MODEL_USAGE " [--ctx N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] " \
                     "[--repeat-last-n N] [--seed S]"
 
 /* The model and where it runs (o: a cli_gen_opts *). */
 #define CLI_MODEL_OPTIONS(o) \
-    CLI_OPT_STR("-m", &(o)->model), CLI_OPT_STR("--device", &(o)->device), CLI_OPT_KV("--kv", &(o)->kv)
+    CLI_OPT_STR("-m", &(o)->model), CLI_PLACE_OPTIONS(&(o)->place), CLI_OPT_KV("--kv", &(o)->kv)
 
 /* CLI_MODEL_OPTIONS, the context size and the sampler's parameters. */
 #define CLI_GEN_OPTIONS(o) \

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "model_path.h"
+#include "place_mpi.h"
 
 volatile sig_atomic_t cli_interrupted;
 
@@ -52,7 +54,13 @@ static void building_notice(void *ud) {
 
 const char *cli_interrupt_name(void) { return cli_interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C"; }
 
-clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s) {
+/* Before a stage's weights load: Ctrl-C stops it, a first build is announced. */
+static void prepare(clf_runtime *rt) {
+    clf_runtime_set_abort(rt, interrupted, NULL);
+    clf_runtime_on_build(rt, building_notice, rt);
+}
+
+clf_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clf_type kv, cli_session *s) {
     memset(s, 0, sizeof *s);
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     double t0 = clf_now_s();
@@ -60,12 +68,10 @@ clf_status cli_session_open(const char *model, const char *device, int n_ctx, cl
     clf_status st = clf_model_path(model, path, sizeof path);
     if (st == CLF_OK) st = load_step(clf_gguf_open(path, &s->g));
     if (st == CLF_OK) st = load_step(clf_tokenizer_load(s->g, &s->tok));
-    if (st == CLF_OK) st = load_step(clf_runtime_create(device, &s->rt));
-    if (st == CLF_OK) {
-        clf_runtime_set_abort(s->rt, interrupted, NULL);
-        clf_runtime_on_build(s->rt, building_notice, s->rt);
-    }
-    if (st == CLF_OK) st = load_step(clf_llama_load(s->rt, s->g, &s->m));
+    if (st == CLF_OK)
+        st = load_step(cli_mpi ? cli_place_mpi_open(place, model, s->g, prepare, &s->stages)
+                               : cli_stages_open(place, s->g, n_ctx, kv, prepare, &s->stages));
+    if (st == CLF_OK) s->rt = s->stages.rt[0], s->m = s->stages.m[0];
     if (st == CLF_OK && n_ctx >= 0) st = load_step(clf_llama_ctx_create(s->m, n_ctx, 0, kv, &s->c));
     if (st == CLF_OK && clf_tokenizer_n_vocab(s->tok) != s->m->hp.n_vocab)
         st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(s->tok),
@@ -82,9 +88,8 @@ clf_status cli_session_open(const char *model, const char *device, int n_ctx, cl
 
 void cli_session_close(cli_session *s) {
     free(s->logits);
-    clf_llama_ctx_free(s->c);
-    clf_llama_free(s->m);
-    clf_runtime_free(s->rt);
+    clf_llama_ctx_free(s->c); /* before the stages its links reach */
+    cli_stages_close(&s->stages);
     clf_tokenizer_free(s->tok);
     clf_gguf_close(s->g);
     memset(s, 0, sizeof *s);
@@ -164,9 +169,9 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
 }
 
 void cli_print_stats(const cli_session *s, const cli_gen_stats *st) {
-    char kernels[48] = "";
+    char kernels[48] = "", devices[512];
     if (st->build_s > 0) snprintf(kernels, sizeof kernels, " | kernels %.2f s", st->build_s);
     fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
-            s->rt->dev.name, s->load_s, kernels, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
+            cli_stages_devices(&s->stages, devices, sizeof devices), s->load_s, kernels, st->n_prompt, st->prompt_s > 0 ? st->n_prompt / st->prompt_s : 0,
             st->n_gen, st->gen_s > 0 ? st->n_gen / st->gen_s : 0);
 }

@@ -7,24 +7,27 @@
 #include <stdio.h>
 
 #include "llama.h"
+#include "place.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
 typedef struct cli_session {
-    clf_runtime *rt;
+    clf_runtime *rt; /* the first stage's (the only one's without a split) */
     clf_gguf *g;
-    clf_llama *m;
+    clf_llama *m;     /* the first stage */
+    cli_stages stages;
     clf_llama_ctx *c;
     clf_tokenizer *tok;
     float *logits; /* [n_vocab], the last evaluated token's */
     double load_s;
 } cli_session;
 
-/* model: -m or NULL for the default; n_ctx 0 for the model's own (capped),
- * -1 for no context (`serve` makes one per slot).
+/* model: -m or NULL for the default; place: --device or a split
+ * (--devices); n_ctx 0 for the model's own (capped), -1 for no context
+ * (`serve` makes one per slot).
  * Installs the Ctrl-C handler first: Ctrl-C while loading is
  * CLF_ERR_INTERRUPTED, as in a prompt (the runtime's abort hook). */
-clf_status cli_session_open(const char *model, const char *device, int n_ctx, clf_type kv, cli_session *s);
+clf_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clf_type kv, cli_session *s);
 void cli_session_close(cli_session *s);
 
 /* Set to the signal's number by SIGINT or SIGTERM (cli_catch_sigint installs

@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "matmul.h"
 #include "ops.h"
+#include "stage.h"
 
 typedef struct clf_llama_hparams {
     char arch[32];
@@ -56,8 +57,11 @@ typedef struct clf_llama {
     clf_tensor out_norm;
     clf_tensor rope_freqs; /* F32 [n_rot / 2] when hp.rope_freqs */
     clf_weight output;     /* [n_vocab × n_embd] */
-    clf_llama_layer *layers;
+    clf_llama_layer *layers; /* [hp.n_layer], those of [l0, l1) loaded */
     size_t device_bytes; /* weights on the device */
+    int l0, l1;          /* the layers this model holds: all but on a stage of a split (stage.h) */
+    const clf_stage_ops *next_ops; /* a stage before the last: how its contexts reach the next */
+    void *next;
 } clf_llama;
 
 /* Reads hyperparameters and checks every tensor's presence, type and shape. */
@@ -85,10 +89,15 @@ typedef struct clf_llama_ctx {
     int n_seq;
     clf_llama_seq *seqs; /* sequences 1 .. n_seq - 1 */
     clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
+    clf_tensor xq_e, xq_f; /* decode rows of xn and ff quantized for the int8 GEMVs (unallocated: none do) */
     clf_tensor logits;                  /* n_seq rows, n_batch once all_logits is asked */
     cl_mem ids;
     int32_t *host_ids; /* a pass's tokens, gathered from its entries */
     size_t device_bytes; /* KV cache + scratch */
+    clf_stage_link *next; /* a stage before the last: the next stage's context */
+    float *hop_x[2];      /* [n_batch × n_embd]: a pass's activations for the next stage, two in flight */
+    float *hop_logits;    /* the logits rows a pass over the link returns */
+    int n_micro;          /* over a link, clf_llama_eval's chunks: n_batch / 4 from 128 rows on, so stages overlap */
 } clf_llama_ctx;
 
 /* n_ctx 0 = the model's training context (capped at 4096); n_batch: the
@@ -106,7 +115,10 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
  * all_logits every token's [n × n_vocab]. CLF_ERR_CONTEXT when the tokens do
  * not fit; nothing is changed then. CLF_ERR_INTERRUPTED when the runtime's
  * abort hook (clf_runtime_set_abort) stops it before a chunk: the chunks
- * done stay in the cache, counted in n_past (rewind to drop them). */
+ * done stay in the cache, counted in n_past (rewind to drop them). Over
+ * a split (stage.h) the chunks pipeline: chunk k+1 runs on this stage
+ * while chunk k runs on the next; on a failure the chunks that did not
+ * reach every stage are forgotten. */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
 
 /* One entry of a batch: n tokens appended to sequence `seq` at its length;

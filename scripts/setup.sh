@@ -5,12 +5,13 @@ set -e
 # The Python bindings' tests (a venv over Debian's numpy and pytest, pip
 # installing offline) and the .deb (cpack's dpkg-shlibdeps, file); then
 # `clinfer serve`: HTTP and JSON libraries, and the browser its chat page
-# is checked in (the tests pip-install the openai client into a venv).
+# is checked in (the tests pip-install the openai client into a venv);
+# Open MPI for `--mpi` (one model across the ranks of an MPI job).
 PKGS="cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
 libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip \
 clang libclang-rt-14-dev valgrind \
 python3-numpy python3-pytest python3-venv python3-setuptools python3-wheel dpkg-dev file \
-libmicrohttpd-dev libjansson-dev chromium"
+libmicrohttpd-dev libjansson-dev chromium openmpi-bin libopenmpi-dev"
 PKGS="$PKGS python3-matplotlib" # bench/plot.py (Debian's python3; plot.py finds it from another python3)
 missing=""
 for p in $PKGS; do

@@ -67,6 +67,29 @@ expect "model > global memory" 7 "^clinfer: out of memory: model weights need [0
 expect "tensor > max allocation" 7 "^clinfer: out of memory: tensor token_embd.weight \([0-9.]+ KiB\) exceeds .*max allocation of 10.0 KiB" \
     env CLINFER_MAX_ALLOC_MB=0.009765625 "$BIN" run -m "$TINY" -p hi -n 2
 
+# 3b. a split by layers (--devices; the same device twice is two stages):
+#     a plan that puts more on a device than it holds is refused before
+#     loading, by `info` (which shows the plan) and `run`; malformed split
+#     options are usage errors
+"$TOOL" model "$W/tiny4.gguf" --layers 4 --ff 1024 || exit 1
+expect "split stage > device (info)" 7 "^clinfer: out of memory: stage 1 \(layers 1-3\) needs 2\.0 MiB \(weights 1\.2, KV 0\.0, scratch 0\.8\) but its device has 1\.5 MiB" \
+    env CLINFER_GLOBAL_MEM_MB=1.5 "$BIN" info -m "$W/tiny4.gguf" --ctx 64 --devices 0:0,0:0 --split-ratio 1,3
+grep -q "^  1     0:0     1-3 .* does not fit" "$W/out" || fail "split stage > device (info): the plan is not shown"
+expect "split stage > device (run)" 7 "^clinfer: out of memory: stage 1 \(layers 1-3\) needs 2\.0 MiB .* but its device has 1\.5 MiB" \
+    env CLINFER_GLOBAL_MEM_MB=1.5 "$BIN" run -m "$W/tiny4.gguf" --ctx 64 --devices 0:0,0:0 --split-ratio 1,3 -p hi -n 2
+expect "bad --split-ratio" 2 "^clinfer: usage error: --split-ratio: split ratio item '1x' is not a positive number" \
+    "$BIN" run -m "$W/tiny4.gguf" --devices 0:0,0:0 --split-ratio 2,1x -p hi -n 2
+expect "--split-ratio count" 2 "^clinfer: usage error: --split-ratio has 3 shares for 2 devices" \
+    "$BIN" info -m "$W/tiny4.gguf" --devices 0:0,0:0 --split-ratio 1,1,1
+expect "--split not layers" 2 "^clinfer: usage error: --split 'rows': only 'layers' is supported" \
+    "$BIN" chat -m "$W/tiny4.gguf" --devices 0:0,0:0 --split rows
+expect "--split-ratio alone" 2 "^clinfer: usage error: --split-ratio needs --devices" \
+    "$BIN" run -m "$W/tiny4.gguf" -p hi -n 2 --split-ratio 1,1
+expect "split more stages than layers" 2 "^clinfer: usage error: 2 stages for 1 layers" \
+    "$BIN" run -m "$TINY" --devices 0:0,0:0 -p hi -n 2
+expect "--devices selector" 5 "^clinfer: device error: no OpenCL device matches 'nope'" \
+    "$BIN" run -m "$W/tiny4.gguf" --devices 0:0,nope -p hi -n 2
+
 # 4. a prompt longer than the context; 5. -n beyond the context
 expect "prompt longer than context" 8 "^clinfer: context full: the prompt \([0-9]+ tokens\) is longer than the context of 8 tokens" \
     "$BIN" run -m "$TINY" -p "one two three four five six seven eight nine ten eleven twelve" -n 2 --ctx 8
@@ -337,6 +360,27 @@ quantize_stopped "quantize: SIGTERM while writing" TERM 9 "^clinfer: interrupted
 quantize_stopped "quantize: SIGHUP while writing" HUP 129 ""
 quantize_stopped "quantize: Ctrl-C, named temporary" INT 9 "^clinfer: interrupted: quantize stopped by Ctrl-C" CLINFER_NO_TMPFILE=1
 quantize_stopped "quantize: SIGHUP, named temporary" HUP 129 "" CLINFER_NO_TMPFILE=1
+# the input cut short while its tensors are copied out of the mapping:
+# reads past the new end would raise SIGBUS; the guard stops the write
+cases=$((cases + 1)) try=0 rc=0
+while [ $try -lt 5 ] && [ $rc -eq 0 ]; do
+    try=$((try + 1))
+    rm -rf "$W/qs" && mkdir "$W/qs" && cp "$W/big.gguf" "$W/shrink.gguf"
+    "$BIN" quantize "$W/shrink.gguf" "$W/qs/out.gguf" F32 >"$W/out" 2>"$W/err" &
+    pid=$! wrote=0
+    while [ "$wrote" -lt 1048576 ] && kill -0 $pid 2>/dev/null; do
+        while read -r key val; do [ "$key" = wchar: ] && wrote=$val; done 2>/dev/null <"/proc/$pid/io"
+    done
+    truncate -s 4096 "$W/shrink.gguf"
+    wait $pid
+    rc=$?
+done
+if [ $rc -ne 4 ]; then fail "quantize: input truncated: exit status $rc, expected 4"
+elif [ -n "$(ls -A "$W/qs")" ]; then fail "quantize: input truncated: left behind: $(ls -A "$W/qs")"
+elif ! error_lines | grep -Eq "^clinfer: format error: .*shrink.gguf.*changed while it was read"; then
+    fail "quantize: input truncated: no line naming the change"
+else printf 'ok   %-34s exit %d  nothing left %s\n' "quantize: input truncated" "$rc" "$(error_lines)"; fi
+rm -f "$W/shrink.gguf"
 mkdir "$W/qn"
 unchanged "quantize: named temporary, complete" 'CLINFER_NO_TMPFILE=1 "$BIN" quantize "$TINY" "$W/qn/out.gguf" Q8_0 2>"$W/err" &&
     [ "$(ls -A "$W/qn")" = out.gguf ] && "$BIN" info -m "$W/qn/out.gguf" >/dev/null 2>&1'

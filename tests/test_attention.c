@@ -108,6 +108,11 @@ static void test_decode_splits(void **state) {
                 cs.n_split = splits[s];
                 cs.kv_type = (i + s) % 2 ? CLF_F16 : CLF_F32;
                 check_case(cs);
+                cs.fused = 1; /* the cache write in the decode kernel, one split's output without the reduction */
+                check_case(cs);
+                cs.rope = 1 + (int)(i + s) % 2; /* and RoPE there: NORM or NEOX pairs, all or half the head */
+                cs.n_rot = (i + v) % 2 ? cs.head_dim : cs.head_dim / 2;
+                check_case(cs);
             }
 }
 
@@ -178,6 +183,11 @@ static void test_sliding_window(void **state) {
             cs.n_slots = 64;
             cs.n_split = splits[i];
             cs.kv_type = i % 2 ? CLF_F16 : CLF_F32;
+            check_case(cs);
+            cs.fused = 1; /* the fused cache write into a ring, across its end */
+            check_case(cs);
+            cs.rope = 2 - (int)i % 2;
+            cs.n_rot = cs.head_dim - 2 * (int)i; /* 64, 62, 60: a partial group of 8 pairs */
             check_case(cs);
         }
     }

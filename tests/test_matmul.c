@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "check_matmul.h"
+#include "ops.h"
 #include "testutil.h"
 
 static const clf_type types[] = {CLF_F32,  CLF_F16,    CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0,
@@ -272,6 +273,119 @@ static void test_rowwise(void **state) {
     free(wq);
 }
 
+/* clf_matmul_rowwise_xq: x quantized once (clf_quantize_x) and read by
+ * every work-item gives the product that quantizes x in each work-item, bit
+ * for bit, for every type (those without an int8 GEMV read the float rows),
+ * views at row offsets, accumulating. */
+static void test_rowwise_xq(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { ROWS = 133, COLS = 768, N = 3, X0 = 1, T = 5 }; /* COLS: whole K-quant super-blocks */
+    uint64_t s = tu_seed() + 7;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x), *y = malloc(N * ROWS * sizeof *y);
+    float *got = malloc(N * ROWS * sizeof *got), *want = malloc(N * ROWS * sizeof *want);
+    void *wq = malloc(ROWS * COLS * sizeof(float));
+    assert_true(wf && x && y && got && want && wq);
+    tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+    tu_fill_uniform(&s, x, T * COLS, -2, 2);
+    tu_fill_uniform(&s, y, N * ROWS, -1, 1);
+    clf_tensor X, XQ, Y;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, T, &X));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(COLS), T, &XQ));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, N, &Y));
+    TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
+    clf_tensor xv = clf_tensor_rows(&X, X0, N), xqv = clf_tensor_rows(&XQ, X0, N);
+    TU_OK(clf_quantize_x(rt, &xv, &xqv));
+    for (int t = 0; t < NTYPES; t++) {
+        clf_weight W;
+        if (types[t] == CLF_F32) memcpy(wq, wf, ROWS * COLS * sizeof *wf);
+        else clf_quantize(types[t], wf, wq, ROWS * COLS);
+        TU_OK(clf_weight_upload(rt, types[t], ROWS, COLS, wq, &W));
+        for (int pass = 0; pass < 2; pass++) {
+            TU_OK(clf_tensor_upload(rt, &Y, y, N * ROWS * sizeof *y));
+            TU_OK(pass ? clf_matmul_rowwise(rt, &W, &xv, &Y, 0, 1) : clf_matmul_rowwise_xq(rt, &W, &xv, &xqv, &Y, 0, 1));
+            TU_OK(clf_tensor_download(rt, &Y, pass ? want : got, N * ROWS * sizeof *got));
+        }
+        const double err = tu_rel_err_f(got, want, N * ROWS);
+        print_message("  %s x quantized once vs per work-item: rel diff %.2e%s\n", clf_type_get(types[t])->name, err,
+                      clf_matmul_quantizes_x(rt, &W, 1) ? " (int8)" : "");
+        assert_true(err == 0);
+        clf_weight_free(&W);
+    }
+    /* a quantized x of another width is refused */
+    clf_tensor bad = clf_tensor_rows(&X, 0, N);
+    clf_weight W;
+    clf_quantize(CLF_Q4_0, wf, wq, ROWS * COLS);
+    TU_OK(clf_weight_upload(rt, CLF_Q4_0, ROWS, COLS, wq, &W));
+    assert_int_equal(clf_matmul_rowwise_xq(rt, &W, &xv, &bad, &Y, 0, 0), CLF_ERR_ARG);
+    clf_weight_free(&W);
+    clf_tensor_free(&X);
+    clf_tensor_free(&XQ);
+    clf_tensor_free(&Y);
+    free(wf), free(x), free(y), free(got), free(want), free(wq);
+}
+
+/* clf_matmul_glu_xq: the gate|up GEMV with SwiGLU/GeGLU applied gives, bit
+ * for bit, the product then the unit then quantizing (for the down GEMV),
+ * for 1 and 3 decode rows at a row offset, 5 panels per half (a partial
+ * work-item). Devices without it refuse it. */
+static void test_gated_unit_gemv(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    enum { FF = 160, COLS = 576, T = 4 };
+    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    uint64_t s = tu_seed() + 11;
+    float *wf = malloc(2 * FF * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x);
+    float *got = malloc(T * FF * sizeof *got), *want = malloc(T * FF * sizeof *want);
+    float *gq = malloc(T * CLF_XQ_FLOATS(FF) * sizeof *gq), *wantq = malloc(T * CLF_XQ_FLOATS(FF) * sizeof *wantq);
+    void *wq = malloc(2 * FF * COLS * sizeof(float));
+    assert_true(wf && x && got && want && gq && wantq && wq);
+    tu_fill_uniform(&s, wf, 2 * FF * COLS, -1, 1);
+    tu_fill_uniform(&s, x, T * COLS, -2, 2);
+    clf_tensor X, XQ, GU, Y, YQ;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, T, &X));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(COLS), T, &XQ));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 2 * FF, T, &GU));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, FF, T, &Y));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(FF), T, &YQ));
+    TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
+    TU_OK(clf_quantize_x(rt, &X, &XQ));
+    for (int t = 0; t < 3; t++)
+        for (int act = 0; act < 2; act++)
+            for (int n = 1; n <= 3; n += 2) {
+                clf_weight W;
+                clf_quantize(qt[t], wf, wq, 2 * FF * COLS);
+                TU_OK(clf_weight_upload(rt, qt[t], 2 * FF, COLS, wq, &W));
+                clf_tensor xv = clf_tensor_rows(&X, 1, n), xqv = clf_tensor_rows(&XQ, 1, n);
+                clf_tensor guv = clf_tensor_rows(&GU, 1, n), yv = clf_tensor_rows(&Y, 1, n), yqv = clf_tensor_rows(&YQ, 1, n);
+                if (!clf_matmul_fuses_glu(rt, &W)) {
+                    assert_int_equal(clf_matmul_glu_xq(rt, &W, (clf_glu_act)act, &xqv, &yv, &yqv), CLF_ERR_ARG);
+                    clf_weight_free(&W);
+                    continue;
+                }
+                TU_OK(clf_matmul_rowwise_xq(rt, &W, &xv, &xqv, &guv, 0, 0));
+                TU_OK(clf_glu_xq(rt, (clf_glu_act)act, &guv, &yv, &yqv));
+                TU_OK(clf_tensor_download(rt, &Y, want, T * FF * sizeof *want));
+                TU_OK(clf_tensor_download(rt, &YQ, wantq, T * CLF_XQ_FLOATS(FF) * sizeof *wantq));
+                const float nan = NAN;
+                for (int i = 0; i < T * FF; i++) got[i] = nan;
+                TU_OK(clf_tensor_upload(rt, &Y, got, T * FF * sizeof *got));
+                TU_OK(clf_tensor_upload(rt, &YQ, got, T * CLF_XQ_FLOATS(FF) * sizeof *got));
+                TU_OK(clf_matmul_glu_xq(rt, &W, (clf_glu_act)act, &xqv, &yv, &yqv));
+                TU_OK(clf_tensor_download(rt, &Y, got, T * FF * sizeof *got));
+                TU_OK(clf_tensor_download(rt, &YQ, gq, T * CLF_XQ_FLOATS(FF) * sizeof *gq));
+                const double err = tu_rel_err_f(got + FF, want + FF, n * FF);
+                print_message("  %s %s, %d rows: fused vs product then unit: rel diff %.2e\n",
+                              clf_type_get(qt[t])->name, act ? "geglu" : "swiglu", n, err);
+                assert_true(err == 0);
+                assert_memory_equal(gq + CLF_XQ_FLOATS(FF), wantq + CLF_XQ_FLOATS(FF), n * CLF_XQ_FLOATS(FF) * sizeof *gq);
+                clf_weight_free(&W);
+            }
+    clf_tensor *ts[] = {&X, &XQ, &GU, &Y, &YQ};
+    for (int i = 0; i < 5; i++) clf_tensor_free(ts[i]);
+    free(wf), free(x), free(got), free(want), free(gq), free(wantq), free(wq);
+}
+
 /* clf_matmul_cols: a Q4_K weight of 37 rows fills columns 41..77 of Y
  * [n × 100] (one part of a fused output) and leaves the rest alone, on every
  * variant, through GEMV, skinny, GEMM and the CLBlast backend. */
@@ -388,7 +502,9 @@ int main(void) {
         cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
         cmocka_unit_test(test_other_variants),
         cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
-        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_column_part),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_rowwise_xq),
+        cmocka_unit_test(test_gated_unit_gemv),
+        cmocka_unit_test(test_column_part),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };

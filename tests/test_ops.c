@@ -133,6 +133,26 @@ static void test_glu(void **state) {
             }
 }
 
+/* Activations quantized once by the kernel that produces them (the norm,
+ * SwiGLU, or a quantize launch): odd row counts, part of the rows quantized,
+ * row lengths of one block up to SmolLM2's n_ff, every row-reduction shape. */
+static void test_quantized_activations(void **state) {
+    (void)state;
+    const int ns[] = {32, 96, 576, 1536};
+    for (int shape = 0; shape < 2; shape++) {
+        tu_tune(shape ? "ops=gpu" : NULL);
+        for (int p = 0; p < 3; p++)
+            for (int i = 0; i < 4; i++)
+                for (int rows = 1; rows <= 7; rows += 3) {
+                    clf_check_result r;
+                    expect_pass(clf_check_xq(tu_runtime(), tu_seed() + (uint64_t)(i * 16 + rows + 100 * p),
+                                             (clf_xq_producer)p, rows, rows > 1 ? rows - 1 : 1, ns[i], &r),
+                                &r, "quantized activation");
+                }
+    }
+    tu_tune(NULL);
+}
+
 static void test_scale(void **state) {
     (void)state;
     for (int i = 0; i < NLEN; i++) {
@@ -245,6 +265,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_rmsnorm_heads),
         cmocka_unit_test(test_glu),
+        cmocka_unit_test(test_quantized_activations),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_add_rows),

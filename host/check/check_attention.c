@@ -88,6 +88,27 @@ static void bufs_free(attn_bufs *b) {
     free(b->ref);
 }
 
+/* RoPE of a row's Q and K heads (they are adjacent) at position pos, as
+ * clf_check_attention's fused decode asks it: base 10000, linear scale 0.5
+ * (the position halved), n_rot of each head, NORM or NEOX pairs. The angle
+ * is formed in float as the kernels form it (an angle of a few thousand
+ * radians is only that exact), its cos and sin and the rotation in double. */
+static void rope_ref_row(float *row, const clf_attn_case *cs, int pos) {
+    const int n_pairs = cs->n_rot / 2, neox = cs->rope == 2;
+    const float log2_scale = (float)(-2.0 * log2(10000.0) / cs->n_rot);
+    for (int h = 0; h < cs->n_head + cs->n_kv_head; h++) {
+        float *x = row + (size_t)h * cs->head_dim;
+        for (int i = 0; i < n_pairs; i++) {
+            const float theta = (float)pos * 0.5f * exp2f((float)i * log2_scale);
+            const double c = cos(theta), s = sin(theta);
+            const int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
+            const double a = x[ia], b = x[ib];
+            x[ia] = (float)(a * c - b * s);
+            x[ib] = (float)(a * s + b * c);
+        }
+    }
+}
+
 /* Writes K/V of the cached prefix, then runs the new tokens (in chunks when
  * asked), each chunk writing its K/V before attending. */
 static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *b, int stride, float scale) {
@@ -103,9 +124,16 @@ static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *
     for (int t0 = 0; t0 < cs->n_tokens; t0 += step) {
         const int n = t0 + step <= cs->n_tokens ? step : cs->n_tokens - t0, pos = cs->pos0 + t0;
         clf_tensor rows = clf_tensor_rows(&b->qkv, pos, n), out = clf_tensor_rows(&b->out, t0, n);
+        const clf_rows q = {&rows, 0, stride};
+        if (cs->fused && n == 1) {
+            const clf_rope_params rope = {cs->rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs->n_rot, 10000.0f, 0.5f, NULL};
+            CLF_TRY(clf_attention_decode(rt, &b->cache, 1, q, (clf_rows){&rows, kcol, stride},
+                                         (clf_rows){&rows, vcol, stride}, cs->n_head, pos, scale,
+                                         cs->rope ? &rope : NULL, &out));
+            continue;
+        }
         CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&rows, kcol, stride}, (clf_rows){&rows, vcol, stride}, n,
                              pos));
-        const clf_rows q = {&rows, 0, stride};
         CLF_TRY(cs->naive ? clf_attention_naive(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, &out)
                           : clf_attention(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, &out));
     }
@@ -149,11 +177,18 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, (int64_t)cs->n_head * hd, cs->n_tokens, &b.out);
     if (st == CLF_OK) st = clf_tensor_fill(rt, &b.out, 0xff);
     if (st == CLF_OK) st = run_case(rt, cs, &b, stride, scale);
+    /* the reference sees Q and K rotated where run_case decoded a token through the fused kernel */
+    const int step = cs->chunk > 0 ? cs->chunk : cs->n_tokens;
+    for (int t = 0; cs->fused && cs->rope && t < cs->n_tokens; t++)
+        if (t / step * step + 1 == cs->n_tokens || step == 1)
+            rope_ref_row(b.host_qkv + (size_t)(cs->pos0 + t) * stride, cs, cs->pos0 + t);
     const double maxabs = st == CLF_OK ? attention_ref(b.host_qkv, stride, cs, scale, b.ref) : 0;
     if (maxabs < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st == CLF_OK) {
         res->err = clf_rel_err(b.host_out, b.ref, n_out);
         res->tol = maxabs > 20 ? TOL_LARGE : TOL;
+        /* fused RoPE: a last-bit difference in exp2 moves an angle of p/2 radians by p·3e-8 */
+        if (cs->fused && cs->rope) res->tol += 2e-9 * n_pos;
         const clf_attn_plan plan = clf_attention_plan(rt, &b.cache, n_pos);
         char splits[24] = "", win[40] = "";
         if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);

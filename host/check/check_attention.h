@@ -20,6 +20,8 @@ typedef struct clf_attn_case {
     float magnitude;             /* Q and K uniform in ±magnitude (scores grow as its square) */
     int window;                  /* > 0: sliding window of that many keys */
     int n_slots;                 /* > 0: cache slots (a ring when below the positions); 0: all positions + 3 */
+    int fused;                   /* single tokens through clf_attention_decode (the cache write fused) */
+    int rope, n_rot;             /* fused: RoPE applied there too (1 NORM, 2 NEOX pairs) to n_rot of each head */
 } clf_attn_case;
 
 /* Q, K and V come from one fused QKV activation with an odd row stride (so

@@ -2,6 +2,8 @@
  * (host/check/check_ops.h), and the clf_checks_ops[] table that `selftest` runs. */
 #include "check_ops.h"
 
+#include "matmul.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +283,103 @@ out:
     clf_tensor_free(&tx);
     clf_tensor_free(&tff);
     free(x), free(out), free(ff), free(ref);
+    return st;
+}
+
+/* ---- activations quantized for the int8 GEMVs -------------------------------- */
+
+/* One block of 32 as cl/common.cl quantizes it, in float: x̂ and dx, dx·Σx̂
+ * over each half and the block. */
+static void xq_block_ref(const float *x, float *q, float out[4]) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
+    double s[2] = {0, 0};
+    for (int j = 0; j < 32; j++) {
+        q[j] = rintf(x[j] * inv);
+        s[j / 16] += q[j];
+    }
+    out[0] = dx;
+    out[1] = dx * (float)s[0];
+    out[2] = dx * (float)s[1];
+    out[3] = dx * (float)(s[0] + s[1]);
+}
+
+clf_status clf_check_xq(clf_runtime *rt, uint64_t seed, clf_xq_producer p, int rows, int xq_rows, int n,
+                        clf_check_result *res) {
+    if (rows < 1 || xq_rows < 1 || xq_rows > rows || n < 32 || n % 32 || p < 0 || p > 2)
+        return clf_fail(CLF_ERR_ARG, "quantized activation check: %d (%d) x %d by %d", rows, xq_rows, n, (int)p);
+    static const char *names[] = {"quantize", "rmsnorm", "swiglu"};
+    snprintf(res->detail, sizeof res->detail, "%s %dx%d, %d rows quantized", names[p], rows, n, xq_rows);
+    const size_t total = (size_t)rows * n, nb = (size_t)n / 32, xq_floats = (size_t)CLF_XQ_FLOATS(n);
+    const float eps = 1e-5f;
+    clf_status st = CLF_OK;
+    const size_t in_n = p == CLF_XQ_SWIGLU ? 2 * total : total;
+    float *in = xmalloc(in_n * sizeof *in, &st), *w = xmalloc((size_t)n * sizeof *w, &st);
+    float *y = xmalloc(total * sizeof *y, &st), *y_plain = xmalloc(total * sizeof *y_plain, &st);
+    float *xq = xmalloc((size_t)xq_rows * xq_floats * sizeof *xq, &st), *out = xmalloc(total * sizeof *out, &st);
+    double *ref = xmalloc(total * sizeof *ref, &st);
+    clf_tensor tin = {0}, tw = {0}, ty = {0}, ty2 = {0}, txq = {0};
+    if (st != CLF_OK) goto out;
+    uint64_t s = clf_rng_init(seed, 11);
+    fill(&s, in, in_n, -3.0f, 3.0f);
+    fill(&s, w, (size_t)n, -1.5f, 1.5f);
+    if (p == CLF_XQ_QUANTIZE) /* zero blocks (scale 0) and a lone large value */
+        for (size_t i = 0; i < total; i++) in[i] = (i / 32) % 5 == 3 ? 0.0f : i % 97 == 5 ? 1e3f : in[i];
+    if ((st = tensor_from(rt, CLF_F32, p == CLF_XQ_SWIGLU ? 2 * n : n, rows, in, &tin)) != CLF_OK) goto out;
+    if ((st = tensor_from(rt, CLF_F32, n, 1, w, &tw)) != CLF_OK) goto out;
+    if ((st = poisoned(rt, n, rows, &ty)) != CLF_OK) goto out;
+    if ((st = poisoned(rt, n, rows, &ty2)) != CLF_OK) goto out;
+    if ((st = poisoned(rt, (int64_t)xq_floats, xq_rows, &txq)) != CLF_OK) goto out;
+    /* the producer with its quantized rows, and alone (its float output must not change) */
+    if (p == CLF_XQ_QUANTIZE) {
+        st = clf_quantize_x(rt, &tin, &txq);
+    } else if (p == CLF_XQ_RMSNORM) {
+        st = clf_rmsnorm_xq(rt, &tin, &tw, eps, &ty, &txq);
+        if (st == CLF_OK) st = clf_rmsnorm(rt, &tin, &tw, eps, &ty2, 0);
+    } else {
+        st = clf_glu_xq(rt, CLF_GLU_SILU, &tin, &ty, &txq);
+        if (st == CLF_OK) st = clf_glu(rt, CLF_GLU_SILU, &tin, &ty2);
+    }
+    if (st != CLF_OK) goto out;
+    if (p == CLF_XQ_QUANTIZE) {
+        memcpy(y, in, total * sizeof *y);
+        memcpy(y_plain, in, total * sizeof *y);
+    } else {
+        if ((st = clf_tensor_download(rt, &ty, y, total * sizeof *y)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &ty2, y_plain, total * sizeof *y)) != CLF_OK) goto out;
+    }
+    if ((st = clf_tensor_download(rt, &txq, xq, (size_t)xq_rows * xq_floats * sizeof *xq)) != CLF_OK) goto out;
+    /* out: the device's x̂·dx and sums; ref: the C quantization of the device's y */
+    double err = 0;
+    for (size_t i = 0; i < total; i++)
+        if (memcmp(&y[i], &y_plain[i], sizeof *y)) err = INFINITY;
+    double num = 0, den = 0;
+    for (int r = 0; r < xq_rows; r++)
+        for (size_t b = 0; b < nb; b++) {
+            const float *blk = xq + (size_t)r * xq_floats + 12 * b;
+            const signed char *qd = (const signed char *)blk;
+            float qr[32], sr[4];
+            xq_block_ref(y + (size_t)r * n + 32 * b, qr, sr);
+            for (int j = 0; j < 32; j++) {
+                const double d = (double)qd[j] * blk[8] - (double)qr[j] * sr[0];
+                num += isfinite(blk[8]) ? d * d : INFINITY;
+                den += (double)qr[j] * sr[0] * qr[j] * sr[0];
+            }
+            for (int k = 1; k < 4; k++) {
+                const double d = (double)blk[8 + k] - sr[k];
+                num += isfinite(blk[8 + k]) ? d * d : INFINITY;
+            }
+        }
+    err = fmax(err, sqrt(num) / fmax(sqrt(den), 1e-30));
+    result(res, err, tol_reduction(32));
+out:
+    clf_tensor_free(&tin);
+    clf_tensor_free(&tw);
+    clf_tensor_free(&ty);
+    clf_tensor_free(&ty2);
+    clf_tensor_free(&txq);
+    free(in), free(w), free(y), free(y_plain), free(xq), free(out), free(ref);
     return st;
 }
 
@@ -613,6 +712,18 @@ static clf_status chk_softmax(clf_runtime *rt, uint64_t seed, clf_check_result *
     return CLF_OK;
 }
 
+static clf_status chk_xq(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[3][4] = {{CLF_XQ_QUANTIZE, 3, 2, 96}, {CLF_XQ_RMSNORM, 2, 1, 576}, {CLF_XQ_SWIGLU, 3, 3, 1536}};
+    for (int i = 0; i < 3; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_xq(rt, seed + (uint64_t)i, (clf_xq_producer)shapes[i][0], shapes[i][1], shapes[i][2],
+                             shapes[i][3], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 3);
+    return CLF_OK;
+}
+
 const clf_check clf_checks_ops[] = {
     {"dequantize_f16_bits", clf_check_f16_bits},
     {"get_rows_f32", chk_get_rows_F32},
@@ -639,5 +750,6 @@ const clf_check clf_checks_ops[] = {
     {"scale", chk_scale},
     {"add_rows", chk_add_rows},
     {"softmax", chk_softmax},
+    {"quantize_x", chk_xq},
     {NULL, NULL},
 };

@@ -46,6 +46,15 @@ clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c
  * ends of silu and GELU. */
 clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int rows, int ff, clf_check_result *res);
 
+/* Activations quantized to int8 for the GEMVs (matmul.h): by clf_quantize_x
+ * (CLF_XQ_QUANTIZE), clf_rmsnorm_xq or clf_glu_xq (SwiGLU) over rows × n,
+ * the first xq_rows quantized. Each block's x̂, scale and sums against a C
+ * quantization in float of the producer's own float output (which must be
+ * unchanged: clf_rmsnorm / clf_glu's); n a multiple of 32. */
+typedef enum clf_xq_producer { CLF_XQ_QUANTIZE = 0, CLF_XQ_RMSNORM = 1, CLF_XQ_SWIGLU = 2 } clf_xq_producer;
+clf_status clf_check_xq(clf_runtime *rt, uint64_t seed, clf_xq_producer p, int rows, int xq_rows, int n,
+                        clf_check_result *res);
+
 /* y = a * s, y a separate tensor or a itself. */
 clf_status clf_check_scale(clf_runtime *rt, uint64_t seed, int rows, int n, int in_place, clf_check_result *res);
 

@@ -3,6 +3,7 @@
  * enqueue without waiting. */
 #include "attention.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,39 +244,56 @@ static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_he
     return CLF_OK;
 }
 
+/* The decode launch(es): the split kernel, then the reduction unless the
+ * CPU kernel, given one split, wrote the output itself; with k (and v) the
+ * CPU kernel also writes the token's K and V rows into the cache. */
 static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
-                         cl_mem q, cl_mem out, int n_head, float qscale) {
+                         cl_mem q, cl_mem out, int n_head, float qscale, const clf_rows *k, const clf_rows *vr,
+                         cl_ulong k_off, cl_ulong v_off, const clf_rope_params *rope) {
     int n_split, chunk;
     decode_split(rt, c, a->n_kv - a->k0 / 16 * 16, &n_split, &chunk);
     clf_attn_scratch *s = c->scratch;
     CLF_TRY(scratch_reserve(rt, s, n_head, c->head_dim, n_split));
 
     const char *name = v == CLF_ATTN_GPU ? "attn_decode_gpu" : "attn_decode_cpu";
-    cl_kernel k;
-    CLF_TRY(get_kernel(rt, c, a->gqa, name, &k));
+    cl_kernel kern;
+    CLF_TRY(get_kernel(rt, c, a->gqa, name, &kern));
     const clf_arg da[] = {CLF_ARG(q),          CLF_ARG(a->q_off),   CLF_ARG(c->k),  CLF_ARG(c->v),    CLF_ARG(a->kv_off),
                           CLF_ARG(c->n_ctx),   CLF_ARG(s->part_o),  CLF_ARG(s->part_ml), CLF_ARG(a->k0), CLF_ARG(a->n_kv),
                           CLF_ARG(chunk),      CLF_ARG(qscale)};
-    CLF_TRY(clf_set_args(k, da, CLF_NARGS(da)));
+    CLF_TRY(clf_set_args(kern, da, CLF_NARGS(da)));
     const size_t hd = (size_t)c->head_dim;
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {(size_t)n_split * hd, (size_t)c->n_kv_head}, local[2] = {hd, 1};
-        CLF_TRY(clf_launch(rt, k, 2, global, local));
+        CLF_TRY(clf_launch(rt, kern, 2, global, local));
     } else {
+        cl_mem ks = k ? k->t->mem : NULL, vs = k ? vr->t->mem : NULL;
+        /* RoPE as clf_rope takes it: base^(-2i/n_rot) = exp2(i * log2_scale), the constant in double */
+        const cl_int mode = rope ? (cl_int)rope->mode : -1, n_rot = rope ? rope->n_rot : 0;
+        const float freq_scale = rope ? rope->freq_scale : 1.0f,
+                    log2_scale = rope ? (float)(-2.0 * log2((double)rope->base) / rope->n_rot) : 0.0f;
+        cl_mem ff = rope && rope->factors ? rope->factors->mem : NULL;
+        const cl_ulong ff_off = rope && rope->factors ? rope->factors->offset / sizeof(float) : 0;
+        const clf_arg fa[] = {CLF_ARG(ks),   CLF_ARG(k_off),      CLF_ARG(vs),         CLF_ARG(v_off),
+                              CLF_ARG(out),  CLF_ARG(a->out_off), CLF_ARG(mode),       CLF_ARG(n_rot),
+                              CLF_ARG(freq_scale), CLF_ARG(log2_scale), CLF_ARG(ff), CLF_ARG(ff_off)};
+        for (int i = 0; i < (int)CLF_NARGS(fa); i++)
+            CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)(CLF_NARGS(da) + i), fa[i].size, fa[i].value));
         const size_t global[2] = {(size_t)n_split, (size_t)c->n_kv_head}, local[2] = {1, 1};
-        CLF_TRY(clf_launch(rt, k, 2, global, local));
+        CLF_TRY(clf_launch(rt, kern, 2, global, local));
+        if (n_split == 1) return CLF_OK;
     }
 
     const char *rname = v == CLF_ATTN_GPU ? "attn_decode_reduce_gpu" : "attn_decode_reduce";
-    CLF_TRY(get_kernel(rt, c, a->gqa, rname, &k));
+    CLF_TRY(get_kernel(rt, c, a->gqa, rname, &kern));
     const clf_arg ra[] = {CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(n_split), CLF_ARG(out), CLF_ARG(a->out_off)};
-    CLF_TRY(clf_set_args(k, ra, CLF_NARGS(ra)));
+    CLF_TRY(clf_set_args(kern, ra, CLF_NARGS(ra)));
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {hd, (size_t)n_head}, local[2] = {hd, 1};
-        return clf_launch(rt, k, 2, global, local);
+        return clf_launch(rt, kern, 2, global, local);
     }
     const size_t global = (size_t)n_head;
-    return clf_launch(rt, k, 1, &global, NULL);
+    return clf_launch(rt, kern, 1, &global, NULL);
 }
 
 static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
@@ -308,8 +326,38 @@ clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_
         return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", c->head_dim,
                         rt->dev.max_work_group);
     const float qscale = (float)(scale * LOG2E);
-    if (n_tokens == 1) return decode(rt, c, v, &a, q.t->mem, out->mem, n_head, qscale);
+    if (n_tokens == 1) return decode(rt, c, v, &a, q.t->mem, out->mem, n_head, qscale, NULL, NULL, 0, 0, NULL);
     return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, qscale);
+}
+
+clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
+                                int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out) {
+    attn_args a;
+    CLF_TRY(attn_check(c, layer, q, n_head, 1, pos, out, &a));
+    const int width = c->n_kv_head * c->head_dim;
+    cl_ulong k_off, v_off;
+    CLF_TRY(rows_check("K", k, 1, width, &k_off));
+    CLF_TRY(rows_check("V", v, 1, width, &v_off));
+    if (rope && (rope->n_rot < 2 || rope->n_rot % 2 || rope->n_rot > c->head_dim || !(rope->base > 1) ||
+                 !(rope->freq_scale > 0) || (rope->mode != CLF_ROPE_NORM && rope->mode != CLF_ROPE_NEOX) ||
+                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2))))
+        return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
+                        (int)rope->mode, rope->n_rot, c->head_dim, rope->base, rope->freq_scale);
+    const clf_attn_variant var = resolve_variant(rt, c);
+    if (var != CLF_ATTN_CPU) { /* the GPU kernels keep their own launches: RoPE over Q and K, the write, attention */
+        if (rope) {
+            clf_tensor *qt = (clf_tensor *)q.t, *kt = (clf_tensor *)k.t;
+            if (qt == kt && k.col0 == q.col0 + n_head * c->head_dim && k.row_stride == q.row_stride)
+                CLF_TRY(clf_rope(rt, qt, 1, q.row_stride, q.col0, n_head + c->n_kv_head, c->head_dim, pos, rope));
+            else {
+                CLF_TRY(clf_rope(rt, qt, 1, q.row_stride, q.col0, n_head, c->head_dim, pos, rope));
+                CLF_TRY(clf_rope(rt, kt, 1, k.row_stride, k.col0, c->n_kv_head, c->head_dim, pos, rope));
+            }
+        }
+        CLF_TRY(clf_kv_write(rt, c, layer, k, v, 1, pos));
+        return clf_attention(rt, c, layer, q, n_head, 1, pos, scale, out);
+    }
+    return decode(rt, c, var, &a, q.t->mem, out->mem, n_head, (float)(scale * LOG2E), &k, &v, k_off, v_off, rope);
 }
 
 clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,

@@ -4,6 +4,7 @@
 #ifndef CLF_ATTENTION_H
 #define CLF_ATTENTION_H
 
+#include "ops.h"
 #include "tensor.h"
 
 /* Kernel shapes. The CPU shape gives few work-items large register tiles in
@@ -68,6 +69,14 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
  * tiled prefill. */
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                          int n_tokens, int pos0, float scale, clf_tensor *out);
+
+/* One token at position pos: with rope, clf_rope of its Q and K heads
+ * (unrotated in q and k), then clf_kv_write of its K and V and
+ * clf_attention of its queries, the same result; the CPU decode kernel
+ * rotates, writes the cache and, with one split, the output itself: one
+ * launch (q and k are left unrotated then). */
+clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
+                                int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out);
 
 /* The same result through the naive kernels (scores materialised in a
  * [n_head × n_tokens × n_kv] buffer allocated here); for tests and bench. */

@@ -183,14 +183,20 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 }
 
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate, int rowwise) {
+                             const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate,
+                             int rowwise) {
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
-    const int int8 = uses_int8(v, W->type, rowwise ? 1 : n);
+    const int int8 = uses_int8(v, W->type, rowwise ? 1 : n), xq = int8 && XQ;
+    if (xq) { /* x as its producer quantized it */
+        x = XQ->mem;
+        xoff = XQ->offset / 4;
+    }
     char opts[128];
     cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, int8 ? "gemv_%s_i8" : n == 1 ? "gemv_%s" : "gemm_%s", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, xq ? "gemv_%s_xq" : int8 ? "gemv_%s_i8" : n == 1 ? "gemv_%s" : "gemm_%s", W->type,
+                       &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
     arg(&a, sizeof(cl_mem), &x);
@@ -321,8 +327,8 @@ static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf
 
 /* Y[:, col0 .. col0 + W->rows) = (or +=) X · Wᵀ; rowwise: each row as a
  * one-row X computes it. */
-static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
-                         int accumulate, int rowwise) {
+static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, const clf_tensor *XQ,
+                         clf_tensor *Y, int64_t col0, int accumulate, int rowwise) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
     const int64_t n = clf_tensor_nrows(X);
@@ -334,12 +340,17 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
                         (long long)W->rows, (long long)W->cols, clf_type_get(X->type) ? clf_type_get(X->type)->name : "?",
                         (long long)n, (long long)X->ne[0], clf_type_get(Y->type) ? clf_type_get(Y->type)->name : "?",
                         (long long)clf_tensor_nrows(Y), (long long)Y->ne[0], (long long)col0);
+    if (XQ && (XQ->type != CLF_F32 || XQ->offset % 16 || W->cols % 32 || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) ||
+               clf_tensor_nrows(XQ) != n))
+        return clf_fail(CLF_ERR_ARG, "matmul: quantized x %lld x %lld does not fit %lld rows of %lld (%lld floats each)",
+                        (long long)clf_tensor_nrows(XQ), (long long)XQ->ne[0], (long long)n, (long long)W->cols,
+                        (long long)CLF_XQ_FLOATS(W->cols));
     const mm_variant var = variant_of(rt, W->layout), *v = &var;
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4 + (cl_ulong)col0;
     const int ldy = (int)Y->ne[0];
     if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST)
         return matmul_clblast(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
-    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate, rowwise)
+    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise)
                      : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate);
 }
 
@@ -347,15 +358,64 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
     if (W && Y->ne[0] != W->rows)
         return clf_fail(CLF_ERR_ARG, "matmul: shapes do not fit: W %lld x %lld, Y %lld x %lld (Y = [n x rows])",
                         (long long)W->rows, (long long)W->cols, (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
-    return matmul(rt, W, X, Y, 0, accumulate, 0);
+    return matmul(rt, W, X, NULL, Y, 0, accumulate, 0);
 }
 
 clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                            int accumulate) {
-    return matmul(rt, W, X, Y, col0, accumulate, 0);
+    return matmul(rt, W, X, NULL, Y, col0, accumulate, 0);
 }
 
 clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate) {
-    return matmul(rt, W, X, Y, col0, accumulate, 1);
+    return matmul(rt, W, X, NULL, Y, col0, accumulate, 1);
+}
+
+int clf_matmul_fuses_glu(const clf_runtime *rt, const clf_weight *W) {
+    if (!W->mem || W->layout < 0 || W->layout >= VAR_COUNT || W->rows % 64) return 0;
+    const mm_variant v = variant_of(rt, W->layout);
+    const clf_type t = W->type; /* the three with block-wise kernels (DEFINE_INT8_GLU) */
+    return v.panels && uses_int8(&v, t, 1) && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1);
+}
+
+clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act act, const clf_tensor *XQ,
+                             clf_tensor *Y, const clf_tensor *YQ) {
+    if (!clf_matmul_fuses_glu(rt, W))
+        return clf_fail(CLF_ERR_ARG, "matmul: no gated-unit GEMV for this %s weight on this device",
+                        clf_type_get(W->type) ? clf_type_get(W->type)->name : "?");
+    const int64_t n = clf_tensor_nrows(XQ), ff = W->rows / 2;
+    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH) return clf_fail(CLF_ERR_ARG, "matmul: unknown activation %d", (int)act);
+    if (XQ->type != CLF_F32 || Y->type != CLF_F32 || YQ->type != CLF_F32 || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) ||
+        Y->ne[0] != ff || YQ->ne[0] != CLF_XQ_FLOATS(ff) || clf_tensor_nrows(Y) != n || clf_tensor_nrows(YQ) != n ||
+        n <= 0 || n > INT_MAX || XQ->offset % 16 || Y->offset % 4 || YQ->offset % 16)
+        return clf_fail(CLF_ERR_ARG, "matmul: gated unit of W %lld x %lld does not fit x %lld x %lld, y %lld x %lld, "
+                        "its int8 form %lld x %lld", (long long)W->rows, (long long)W->cols, (long long)n,
+                        (long long)XQ->ne[0], (long long)clf_tensor_nrows(Y), (long long)Y->ne[0],
+                        (long long)clf_tensor_nrows(YQ), (long long)YQ->ne[0]);
+    const mm_variant var = variant_of(rt, W->layout), *v = &var;
+    char opts[128];
+    cpu_options(v, v->gemm_tm, opts, sizeof opts);
+    kargs a = {0};
+    CLF_TRY(get_kernel(rt, v, opts, act == CLF_GLU_SILU ? "gemv_%s_swiglu_xq" : "gemv_%s_geglu_xq", W->type, &a.k));
+    const cl_ulong xoff = XQ->offset / 4, yoff = Y->offset / 4, yq_off = YQ->offset;
+    const int ldy = (int)Y->ne[0], rows = (int)W->rows, K = (int)W->cols;
+    arg(&a, sizeof(cl_mem), &W->mem);
+    arg(&a, sizeof(cl_mem), &W->aux);
+    arg(&a, sizeof(cl_mem), &XQ->mem);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof(cl_mem), &Y->mem);
+    arg(&a, sizeof yoff, &yoff);
+    arg(&a, sizeof ldy, &ldy);
+    arg(&a, sizeof rows, &rows);
+    arg(&a, sizeof K, &K);
+    arg(&a, sizeof(cl_mem), &YQ->mem);
+    arg(&a, sizeof yq_off, &yq_off);
+    const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
+    const size_t global[2] = {(size_t)n, ((size_t)(ff / 32) + ppw - 1) / ppw}, local[2] = {1, 1};
+    return enqueue(rt, &a, "matmul (gated-unit gemv)", 2, global, local);
+}
+
+clf_status clf_matmul_rowwise_xq(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, const clf_tensor *XQ,
+                                 clf_tensor *Y, int64_t col0, int accumulate) {
+    return matmul(rt, W, X, XQ, Y, col0, accumulate, 1);
 }

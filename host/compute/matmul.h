@@ -6,6 +6,7 @@
 #ifndef CLF_MATMUL_H
 #define CLF_MATMUL_H
 
+#include "ops.h"
 #include "tensor.h"
 
 /* A weight matrix on the device. The device copy may be re-laid (scales apart
@@ -48,6 +49,29 @@ clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tenso
  * batched give each the result it gets alone. Elsewhere it is clf_matmul. */
 clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate);
+
+/* Floats a row of K activations takes quantized to int8 (cl/common.cl's
+ * blocks: 32 x̂, the scale and the sums, 48 bytes per 32 elements). */
+#define CLF_XQ_FLOATS(K) ((K) / 32 * 12)
+
+/* clf_matmul_rowwise with X also given quantized, XQ [n × CLF_XQ_FLOATS(cols)]
+ * (16-byte aligned) as the kernel that produced X wrote it (clf_rmsnorm_xq,
+ * clf_glu_xq, clf_quantize_x): products that quantize x (clf_matmul_quantizes_x)
+ * read XQ instead of quantizing X in every work-item, with the same result;
+ * the others read X. */
+clf_status clf_matmul_rowwise_xq(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, const clf_tensor *XQ,
+                                 clf_tensor *Y, int64_t col0, int accumulate);
+
+/* 1 when clf_matmul_glu_xq takes the fused gate|up weight W on this device
+ * (the int8 GEMVs of Q8_0/Q4_0/Q4_1, an even number of 32-row panels). */
+int clf_matmul_fuses_glu(const clf_runtime *rt, const clf_weight *W);
+
+/* The gated unit of n decode rows in one launch: Y [n × ff] = act(X · Wgᵀ) ⊙
+ * (X · Wuᵀ) for W [2ff × cols] the gate's rows then the up's, X given only as
+ * its int8 form XQ; Y also written as its int8 form YQ for the down product.
+ * Each row as clf_matmul_rowwise_xq then clf_glu_xq give it. */
+clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act act, const clf_tensor *XQ,
+                             clf_tensor *Y, const clf_tensor *YQ);
 
 /* Backend for n > 1 products (default native); for `bench kernels` and tests.
  * CLBlast is optional (CLINFER_CLBLAST): 1 when this build has it. */

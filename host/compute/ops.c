@@ -3,6 +3,8 @@
  * enqueues through clf_launch without waiting. */
 #include "ops.h"
 
+#include "matmul.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -113,6 +115,9 @@ typedef struct norm_rows {
     int x_stride, y_stride, n, heads, split, acc;
     const clf_tensor *w, *w2;
     size_t rows;
+    cl_mem xq; /* the first xq_rows rows quantized too, from byte xq_off; NULL: none */
+    cl_ulong xq_off;
+    int xq_rows;
 } norm_rows;
 
 static clf_status rmsnorm_launch(clf_runtime *rt, const norm_rows *r, float eps) {
@@ -123,7 +128,8 @@ static clf_status rmsnorm_launch(clf_runtime *rt, const norm_rows *r, float eps)
     CLF_TRY(row_kernel(rt, "rmsnorm_f32", r->n, &k, &local));
     clf_arg a[] = {CLF_ARG(r->x),        CLF_ARG(r->x_off), CLF_ARG(r->x_stride), CLF_ARG(r->w->mem), CLF_ARG(r->w_off),
                    CLF_ARG(r->w2->mem),  CLF_ARG(r->w2_off), CLF_ARG(r->y),       CLF_ARG(r->y_off),  CLF_ARG(r->y_stride),
-                   CLF_ARG(r->n),        CLF_ARG(r->heads), CLF_ARG(r->split),    CLF_ARG(eps),       CLF_ARG(r->acc)};
+                   CLF_ARG(r->n),        CLF_ARG(r->heads), CLF_ARG(r->split),    CLF_ARG(eps),       CLF_ARG(r->acc),
+                   CLF_ARG(r->xq),       CLF_ARG(r->xq_off), CLF_ARG(r->xq_rows)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global = r->rows * local;
     return clf_launch(rt, k, 1, &global, &local);
@@ -142,6 +148,36 @@ clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w
     r.n = r.x_stride = r.y_stride = (int)x->ne[0];
     r.w2_off = r.w_off;
     r.rows = (size_t)clf_tensor_nrows(x);
+    return rmsnorm_launch(rt, &r, eps);
+}
+
+/* xq holds the quantized form of rows of n (matmul.h), at most `rows` of
+ * them, at a 16-byte aligned offset; *off is its offset in bytes. */
+static clf_status xq_check(const char *what, const clf_tensor *xq, int64_t n, int64_t rows, cl_ulong *off) {
+    if (xq->type != CLF_F32 || xq->offset % 16 || n % 32 || xq->ne[0] != CLF_XQ_FLOATS(n) ||
+        clf_tensor_nrows(xq) > rows)
+        return clf_fail(CLF_ERR_ARG, "%s: quantized rows %lld x %lld do not fit %lld rows of %lld (%lld floats each, "
+                        "n a multiple of 32)", what, (long long)clf_tensor_nrows(xq), (long long)xq->ne[0],
+                        (long long)rows, (long long)n, (long long)CLF_XQ_FLOATS(n));
+    *off = xq->offset;
+    return CLF_OK;
+}
+
+clf_status clf_rmsnorm_xq(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                          const clf_tensor *xq) {
+    norm_rows r = {.x = x->mem, .y = y->mem, .w = w, .w2 = w, .heads = 1, .split = 1, .xq = xq->mem};
+    CLF_TRY(f32_offset(x, "rmsnorm input", &r.x_off));
+    CLF_TRY(f32_offset(w, "rmsnorm weight", &r.w_off));
+    CLF_TRY(f32_offset(y, "rmsnorm output", &r.y_off));
+    if (!same_shape(x, y) || elems_of(w) != x->ne[0])
+        return clf_fail(CLF_ERR_ARG, "rmsnorm: input %lld x %lld, weight of %lld, output %lld x %lld",
+                        (long long)x->ne[0], (long long)clf_tensor_nrows(x), (long long)elems_of(w), (long long)y->ne[0],
+                        (long long)clf_tensor_nrows(y));
+    CLF_TRY(xq_check("rmsnorm", xq, x->ne[0], clf_tensor_nrows(x), &r.xq_off));
+    r.n = r.x_stride = r.y_stride = (int)x->ne[0];
+    r.w2_off = r.w_off;
+    r.rows = (size_t)clf_tensor_nrows(x);
+    r.xq_rows = (int)clf_tensor_nrows(xq);
     return rmsnorm_launch(rt, &r, eps);
 }
 
@@ -226,22 +262,48 @@ clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride
 
 /* ---- gated units, add, scale (cl/elementwise.cl) ---------------------------- */
 
-clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y) {
-    cl_ulong gu_off, y_off;
+static clf_status glu_launch(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y,
+                             const clf_tensor *xq) {
+    cl_ulong gu_off, y_off, xq_off = 0;
     CLF_TRY(f32_offset(gu, "glu input", &gu_off));
     CLF_TRY(f32_offset(y, "glu output", &y_off));
     if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH) return clf_fail(CLF_ERR_ARG, "glu: unknown activation %d", (int)act);
     if (gu->ne[0] != 2 * y->ne[0] || clf_tensor_nrows(gu) != clf_tensor_nrows(y))
         return clf_fail(CLF_ERR_ARG, "glu: gate|up %lld x %lld does not match output %lld x %lld",
                         (long long)gu->ne[0], (long long)clf_tensor_nrows(gu), (long long)y->ne[0], (long long)clf_tensor_nrows(y));
+    if (xq) CLF_TRY(xq_check("glu", xq, y->ne[0], clf_tensor_nrows(y), &xq_off));
     if (clf_tensor_nrows(y) == 0) return CLF_OK;
     cl_kernel k;
     CLF_TRY(clf_kernel_get(rt, "elementwise", "", act == CLF_GLU_SILU ? "swiglu_f32" : "geglu_f32", &k));
-    cl_int ff = (cl_int)y->ne[0];
-    clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff)};
+    cl_int ff = (cl_int)y->ne[0], xq_rows = xq ? (cl_int)clf_tensor_nrows(xq) : 0;
+    cl_mem xq_mem = xq ? xq->mem : NULL;
+    clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff),
+                   CLF_ARG(xq_mem),  CLF_ARG(xq_off), CLF_ARG(xq_rows)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
-    size_t global[2] = {round_up((size_t)(ff + 15) / 16, EW_LOCAL), (size_t)clf_tensor_nrows(y)}, local[2] = {EW_LOCAL, 1};
+    size_t global[2] = {round_up((size_t)(ff + 31) / 32, EW_LOCAL), (size_t)clf_tensor_nrows(y)}, local[2] = {EW_LOCAL, 1};
     return clf_launch(rt, k, 2, global, local);
+}
+
+clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y) {
+    return glu_launch(rt, act, gu, y, NULL);
+}
+
+clf_status clf_glu_xq(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y, const clf_tensor *xq) {
+    return glu_launch(rt, act, gu, y, xq);
+}
+
+clf_status clf_quantize_x(clf_runtime *rt, const clf_tensor *x, const clf_tensor *xq) {
+    cl_ulong x_off, xq_off;
+    CLF_TRY(f32_offset(x, "quantize input", &x_off));
+    CLF_TRY(xq_check("quantize", xq, x->ne[0], clf_tensor_nrows(x), &xq_off));
+    if (clf_tensor_nrows(xq) == 0) return CLF_OK;
+    cl_kernel k;
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", "quantize_xq_f32", &k));
+    cl_int n = (cl_int)x->ne[0];
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(n), CLF_ARG(xq->mem), CLF_ARG(xq_off), CLF_ARG(n)};
+    CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
+    size_t global[2] = {(size_t)n / 32, (size_t)clf_tensor_nrows(xq)};
+    return clf_launch(rt, k, 2, global, NULL);
 }
 
 clf_status clf_scale(clf_runtime *rt, const clf_tensor *a, float s, clf_tensor *y) {

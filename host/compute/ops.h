@@ -20,6 +20,12 @@ clf_status clf_get_rows(clf_runtime *rt, const clf_tensor *table, cl_mem ids, in
 clf_status clf_rmsnorm(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
                        int accumulate);
 
+/* clf_rmsnorm (no accumulation) that also writes its first rows quantized
+ * to int8 for the GEMVs that read them (matmul.h, clf_matmul_rowwise_xq):
+ * xq [r × CLF_XQ_FLOATS(n)] takes rows 0 .. r - 1 of y; n a multiple of 32. */
+clf_status clf_rmsnorm_xq(clf_runtime *rt, const clf_tensor *x, const clf_tensor *w, float eps, clf_tensor *y,
+                          const clf_tensor *xq);
+
 /* The same per head, in place: n_tokens rows `row_stride` floats apart,
  * each holding heads of head_dim from column col0: the first n_a normed
  * with w_a [head_dim], the next n_b with w_b (QK-norm of Q and K inside a
@@ -56,6 +62,14 @@ typedef enum clf_glu_act {
 /* y[i, j] = act(gu[i, j]) * gu[i, ff + j] for a fused gate|up output
  * gu [n × 2ff]; y [n × ff]. */
 clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y);
+
+/* clf_glu that also writes y's first rows quantized into xq (as
+ * clf_rmsnorm_xq); ff a multiple of 32. */
+clf_status clf_glu_xq(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y, const clf_tensor *xq);
+
+/* xq [r × CLF_XQ_FLOATS(n)] = x's first r rows quantized (matmul.h), where
+ * no producing kernel writes them; n a multiple of 32. */
+clf_status clf_quantize_x(clf_runtime *rt, const clf_tensor *x, const clf_tensor *xq);
 
 /* y = a * s, elementwise; y may be a (Gemma's embedding scale). */
 clf_status clf_scale(clf_runtime *rt, const clf_tensor *a, float s, clf_tensor *y);

@@ -1,0 +1,147 @@
+#include "place.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clf_mpi.h"
+#include "estimate.h"
+
+static clf_status check_options(const cli_place *p) {
+    if (!p->devices) {
+        if (p->split || p->ratio)
+            return clf_fail(CLF_ERR_ARG, "%s needs --devices SEL,SEL,...", p->split ? "--split" : "--split-ratio");
+        return CLF_OK;
+    }
+    if (p->device) return clf_fail(CLF_ERR_ARG, "--device and --devices exclude each other");
+    if (p->split && strcmp(p->split, "layers"))
+        return clf_fail(CLF_ERR_ARG, "--split '%s': only 'layers' is supported (each device holds a range of layers)",
+                        p->split);
+    return CLF_OK;
+}
+
+clf_status cli_place_plan(const cli_place *p, const clf_gguf *g, int64_t n_ctx, int64_t n_batch, int kv_bytes,
+                          cli_split *out, int *planned) {
+    memset(out, 0, sizeof *out);
+    *planned = 0;
+    CLF_TRY(check_options(p));
+    /* the selectors */
+    char list[1024];
+    if (strlen(p->devices) >= sizeof list) return clf_fail(CLF_ERR_ARG, "--devices is too long");
+    strcpy(list, p->devices);
+    const char *sels[CLF_SPLIT_MAX];
+    int n = 0;
+    for (char *s = list, *end;; s = end + 1) {
+        end = strchr(s, ',');
+        if (end) *end = 0;
+        if (!*s) return clf_fail(CLF_ERR_ARG, "--devices '%s' has an empty selector", p->devices);
+        if (n == CLF_SPLIT_MAX) return clf_fail(CLF_ERR_ARG, "--devices: at most %d devices", CLF_SPLIT_MAX);
+        sels[n++] = s;
+        if (!end) break;
+    }
+    double ratio[CLF_SPLIT_MAX];
+    int n_ratio = 0;
+    if (p->ratio) {
+        clf_status st = clf_split_parse_ratio(p->ratio, ratio, CLF_SPLIT_MAX, &n_ratio);
+        if (st != CLF_OK) return clf_fail_ctx(st, "--split-ratio: ");
+        if (n_ratio != n)
+            return clf_fail(CLF_ERR_ARG, "--split-ratio has %d shares for %d devices", n_ratio, n);
+    }
+    /* the devices, and what each offers */
+    clf_device *devs;
+    int nd;
+    CLF_TRY(clf_devices_list(&devs, &nd));
+    double mem[CLF_SPLIT_MAX];
+    clf_status st = CLF_OK;
+    for (int i = 0; st == CLF_OK && i < n; i++) {
+        int k;
+        st = clf_device_select(devs, nd, sels[i], &k);
+        if (st != CLF_OK) break;
+        snprintf(out->sel[i], sizeof out->sel[i], "%d:%d", devs[k].platform_index, devs[k].device_index);
+        snprintf(out->names[i], sizeof out->names[i], "%s", devs[k].name);
+        mem[i] = (double)devs[k].global_mem;
+    }
+    free(devs);
+    CLF_TRY(st);
+    /* the plan, for the context a session makes */
+    clf_model_shape shape;
+    CLF_TRY(clf_model_shape_from_gguf(g, &shape));
+    if (n_ctx <= 0) n_ctx = shape.n_ctx_train && shape.n_ctx_train < 4096 ? shape.n_ctx_train : 4096;
+    if (n_batch <= 0 || n_batch > n_ctx) n_batch = n_ctx < 512 ? n_ctx : 512;
+    out->n_ctx = n_ctx;
+    out->n_batch = n_batch;
+    clf_split_model *sm = malloc(sizeof *sm);
+    if (!sm) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    st = clf_split_model_from_gguf(g, n_ctx, n_batch, 1, kv_bytes, sm);
+    if (st == CLF_OK) {
+        st = clf_split_plan_make(sm, n, p->ratio ? ratio : NULL, mem, &out->plan);
+        *planned = out->plan.n == n;
+    }
+    free(sm);
+    return st;
+}
+
+void cli_place_print(FILE *f, const cli_split *s) {
+    const clf_split_plan *p = &s->plan;
+    fprintf(f, "split by layers over %d devices (context %lld, chunks of %lld):\n", p->n, (long long)s->n_ctx,
+            (long long)s->n_batch);
+    fprintf(f, "  %-5s %-7s %-10s %12s %12s %12s %12s %12s\n", "stage", "device", "layers", "weights MiB", "KV MiB",
+            "scratch MiB", "total MiB", "device MiB");
+    for (int i = 0; i < p->n; i++) {
+        const clf_split_stage *st = &p->st[i];
+        char layers[32];
+        snprintf(layers, sizeof layers, "%d-%d", st->l0, st->l1 - 1);
+        fprintf(f, "  %-5d %-7s %-10s %12.1f %12.1f %12.1f %12.1f %12.1f%s\n", i, s->sel[i], layers,
+                st->weight_bytes / 1048576.0, st->kv_bytes / 1048576.0, st->scratch_bytes / 1048576.0,
+                st->total_bytes / 1048576.0, st->device_bytes / 1048576.0,
+                st->total_bytes > st->device_bytes ? "  does not fit" : "");
+    }
+    fprintf(f, "  crossing a boundary: %.0f bytes per token (n_embd F32 activations); boundaries: %d\n",
+            p->hop_bytes_per_token, p->n - 1);
+}
+
+clf_status cli_stages_open(const cli_place *p, const clf_gguf *g, int n_ctx, clf_type kv,
+                           void (*prepare)(clf_runtime *rt), cli_stages *out) {
+    memset(out, 0, sizeof *out);
+    if (!p->devices) {
+        CLF_TRY(check_options(p));
+        out->n = 1;
+        CLF_TRY(clf_runtime_create(p->device, &out->rt[0]));
+        if (prepare) prepare(out->rt[0]);
+        clf_status st = clf_llama_load(out->rt[0], g, &out->m[0]);
+        if (st != CLF_OK) cli_stages_close(out);
+        return st;
+    }
+    cli_split *s = malloc(sizeof *s);
+    if (!s) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    int planned;
+    clf_status st = cli_place_plan(p, g, n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F16 ? 2 : 4, s, &planned);
+    int l0[CLF_SPLIT_MAX], l1[CLF_SPLIT_MAX];
+    for (int i = 0; st == CLF_OK && i < s->plan.n; i++) {
+        out->n = i + 1;
+        st = clf_runtime_create(s->sel[i], &out->rt[i]);
+        if (st == CLF_OK && prepare) prepare(out->rt[i]);
+        l0[i] = s->plan.st[i].l0;
+        l1[i] = s->plan.st[i].l1;
+    }
+    if (st == CLF_OK) st = clf_stage_local_load(out->rt, out->n, g, l0, l1, out->m);
+    free(s);
+    if (st != CLF_OK) cli_stages_close(out);
+    return st;
+}
+
+const char *cli_stages_devices(const cli_stages *s, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int i = 0; i < s->n; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "%s%s", i ? " + " : "", s->rt[i]->dev.name);
+    }
+    if (cli_mpi) snprintf(buf + strlen(buf), n - strlen(buf), "%s", clf_mpi_devices()); /* the other ranks' */
+    return buf;
+}
+
+void cli_stages_close(cli_stages *s) {
+    clf_stage_local_free(s->m, s->n);
+    for (int i = 0; i < s->n; i++) clf_runtime_free(s->rt[i]);
+    memset(s, 0, sizeof *s);
+}
