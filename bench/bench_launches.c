@@ -63,7 +63,8 @@ extern CL_API_ENTRY cl_kernel CL_API_CALL clCloneKernel(cl_kernel source_kernel,
  * its own clone of the kernel: PoCL 3.1 reads a recorded kernel's arguments
  * when the buffer runs, not when it is recorded (as the extension says), so
  * a kernel launched twice with different arguments would replay twice with
- * the last ones (RESULTS.md, "Command buffers"). */
+ * the last ones (RESULTS.md, "Command buffers"); and a clone of a kernel
+ * holding a NULL buffer argument faults, so the token below avoids them. */
 typedef struct recorder {
     const cb_api *api;
     cl_command_buffer_khr cb;
@@ -123,7 +124,10 @@ typedef struct token {
     int layers;
     clf_weight *qkv, *wo, *gu, *down; /* one of each per layer */
     clf_tensor x, r, w, qkvt, gut, fft, a, b;
-    clf_tensor freqs; /* RoPE factors of 1: PoCL 3.1's clCloneKernel faults on a NULL buffer argument */
+    clf_tensor rq, fq; /* r and fft quantized for the GEMVs, as the decode path passes them */
+    /* RoPE factors of 1, and the _xq launchers: PoCL 3.1's clCloneKernel
+     * faults on a NULL buffer argument (see record_kernel) */
+    clf_tensor freqs;
 } token;
 
 static clf_status upload_random(clf_runtime *rt, int rows, int cols, uint64_t *s, clf_weight *w) {
@@ -168,6 +172,8 @@ static clf_status token_setup(clf_runtime *rt, int layers, token *t) {
         CLF_TRY(clf_tensor_alloc(rt, CLF_F32, ts[i].n, 1, ts[i].t));
         CLF_TRY(fill(rt, ts[i].t, &s));
     }
+    CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(D), 1, &t->rq));
+    CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(FF), 1, &t->fq));
     float ones[HEAD_DIM / 2];
     for (int i = 0; i < HEAD_DIM / 2; i++) ones[i] = 1.0f;
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, HEAD_DIM / 2, 1, &t->freqs));
@@ -177,7 +183,7 @@ static clf_status token_setup(clf_runtime *rt, int layers, token *t) {
 static void token_free(token *t) {
     for (int i = 0; t->qkv && i < 4 * t->layers; i++) clf_weight_free(&t->qkv[i]);
     free(t->qkv);
-    clf_tensor *ts[] = {&t->x, &t->r, &t->w, &t->qkvt, &t->gut, &t->fft, &t->a, &t->b, &t->freqs};
+    clf_tensor *ts[] = {&t->x, &t->r, &t->w, &t->qkvt, &t->gut, &t->fft, &t->a, &t->b, &t->rq, &t->fq, &t->freqs};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
 }
 
@@ -195,14 +201,14 @@ static clf_status token_launch(clf_runtime *rt, token *t, const workload *w) {
                 continue;
             }
             switch (s) {
-            case RMSNORM: case RMSNORM2: CLF_TRY(clf_rmsnorm(rt, &t->x, &t->w, 1e-5f, &t->r, 0)); break;
-            case GEMV_QKV: CLF_TRY(clf_matmul(rt, &t->qkv[l], &t->r, &t->qkvt, 0)); break;
+            case RMSNORM: case RMSNORM2: CLF_TRY(clf_rmsnorm_xq(rt, &t->x, &t->w, 1e-5f, &t->r, &t->rq)); break;
+            case GEMV_QKV: CLF_TRY(clf_matmul_rowwise_xq(rt, &t->qkv[l], &t->r, &t->rq, &t->qkvt, 0, 0)); break;
             case ROPE: CLF_TRY(clf_rope(rt, &t->qkvt, 1, QKV, 0, HEADS_QK, HEAD_DIM, 100, &rp)); break;
             case SMALL_A: case SMALL_B: case SMALL_C: CLF_TRY(clf_add(rt, &t->a, &t->b, &t->a)); break;
-            case GEMV_WO: CLF_TRY(clf_matmul(rt, &t->wo[l], &t->r, &t->x, 1)); break;
-            case GEMV_GU: CLF_TRY(clf_matmul(rt, &t->gu[l], &t->r, &t->gut, 0)); break;
-            case SWIGLU: CLF_TRY(clf_glu(rt, CLF_GLU_SILU, &t->gut, &t->fft)); break;
-            case GEMV_DOWN: CLF_TRY(clf_matmul(rt, &t->down[l], &t->fft, &t->x, 1)); break;
+            case GEMV_WO: CLF_TRY(clf_matmul_rowwise_xq(rt, &t->wo[l], &t->r, &t->rq, &t->x, 0, 1)); break;
+            case GEMV_GU: CLF_TRY(clf_matmul_rowwise_xq(rt, &t->gu[l], &t->r, &t->rq, &t->gut, 0, 0)); break;
+            case SWIGLU: CLF_TRY(clf_glu_xq(rt, CLF_GLU_SILU, &t->gut, &t->fft, &t->fq)); break;
+            case GEMV_DOWN: CLF_TRY(clf_matmul_rowwise_xq(rt, &t->down[l], &t->fft, &t->fq, &t->x, 0, 1)); break;
             }
         }
     return CLF_OK;
