@@ -120,7 +120,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         pp.gbs = (weight_bytes + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
     }
     if (o->n_gen > 0) {
-        uint64_t launches0 = rt->launches;
+        uint64_t launches0 = 0;
+        for (int i = 0; i < stages.n; i++) launches0 += stages.rt[i]->launches;
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
             double t0 = clf_now_s();
@@ -129,12 +130,23 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         }
         if (st != CLF_OK) goto done;
         summarize(tps, o->reps, &tg);
-        tc.launches = (double)(rt->launches - launches0) / ((double)o->reps * o->n_gen);
+        /* every stage's launches in this process (an MPI job's other ranks
+         * count their own) */
+        uint64_t launched = 0;
+        for (int i = 0; i < stages.n; i++) launched += stages.rt[i]->launches;
+        tc.launches = (double)(launched - launches0) / ((double)o->reps * o->n_gen);
         /* and the KV cache so far: on average half the run's length */
         tc.kv_bytes = kv_per_pos * (o->n_gen / 2.0);
         tc.bytes = weight_bytes + tc.kv_bytes;
         tg.gbs = tc.bytes * tg.median * 1e-9;
         tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
+        /* the copy roof again, after the runs: on a machine shared with
+         * other work the roof is the faster of the two */
+        double end_gbs = 0;
+        st = clf_roofs_measure_copy(rt, &end_gbs);
+        if (st != CLF_OK) goto done;
+        if (end_gbs > roof.copy_gbs) roof.copy_gbs = end_gbs;
+        tc.roof_share = tg.gbs / roof.copy_gbs;
         /* where a generated token's time goes, by kernel (one device's) */
         if (stages.n > 1) goto report;
         clf_llama_rewind(c, 0);
@@ -142,13 +154,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         for (int i = 0; st == CLF_OK && i < PROFILE_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
         clf_status st2 = clf_profile_stop(rt, &prof, &nprof);
         if (st == CLF_OK) st = st2;
-        /* the copy roof again, after the runs: on a machine shared with
-         * other work the roof is the faster of the two */
-        double end_gbs = 0;
-        if (st == CLF_OK) st = clf_roofs_measure_copy(rt, &end_gbs);
         if (st != CLF_OK) goto done;
-        if (end_gbs > roof.copy_gbs) roof.copy_gbs = end_gbs;
-        tc.roof_share = tg.gbs / roof.copy_gbs;
     }
 
 report:;
@@ -204,7 +210,7 @@ report:;
                     "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
                     "%.2f MB, KV cache %.2f MB at mean length %d); moves %.1f GB/s = %.0f%% of the copy roof "
                     "(%.1f GB/s: the faster of this run's measures before and after)\n",
-                    rt->dev.name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
+                    dev_name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
                     (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
                     roof.copy_gbs);
         if (nprof) {
