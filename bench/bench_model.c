@@ -34,6 +34,14 @@ typedef struct {
     double gflops, gbs;    /* at the median */
 } figure;
 
+/* What a generated token costs the device, beside the copy roof. */
+typedef struct {
+    double launches;      /* kernels enqueued per token (clf_launch's count) */
+    double bytes;         /* read per token: every weight once + the KV cache */
+    double kv_bytes;      /* of which the KV cache, at the run's mean length */
+    double roof_share;    /* tg GB/s / the copy roof measured in this run */
+} token_cost;
+
 static void summarize(double *tps, int n, figure *f) {
     double mean = 0, var = 0;
     for (int i = 0; i < n; i++) mean += tps[i] / n;
@@ -92,6 +100,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
     double kv_per_pos = clf_kv_bytes_per_token(&shape, (int)kv_elt);
     figure pp = {0}, tg = {0};
+    token_cost tc = {0};
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
     if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
@@ -111,6 +120,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         pp.gbs = (weight_bytes + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
     }
     if (o->n_gen > 0) {
+        uint64_t launches0 = 0;
+        for (int i = 0; i < stages.n; i++) launches0 += stages.rt[i]->launches;
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
             double t0 = clf_now_s();
@@ -119,10 +130,23 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         }
         if (st != CLF_OK) goto done;
         summarize(tps, o->reps, &tg);
+        /* every stage's launches in this process (an MPI job's other ranks
+         * count their own) */
+        uint64_t launched = 0;
+        for (int i = 0; i < stages.n; i++) launched += stages.rt[i]->launches;
+        tc.launches = (double)(launched - launches0) / ((double)o->reps * o->n_gen);
         /* and the KV cache so far: on average half the run's length */
-        double bytes = weight_bytes + kv_per_pos * (o->n_gen / 2.0);
-        tg.gbs = bytes * tg.median * 1e-9;
+        tc.kv_bytes = kv_per_pos * (o->n_gen / 2.0);
+        tc.bytes = weight_bytes + tc.kv_bytes;
+        tg.gbs = tc.bytes * tg.median * 1e-9;
         tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
+        /* the copy roof again, after the runs: on a machine shared with
+         * other work the roof is the faster of the two */
+        double end_gbs = 0;
+        st = clf_roofs_measure_copy(rt, &end_gbs);
+        if (st != CLF_OK) goto done;
+        if (end_gbs > roof.copy_gbs) roof.copy_gbs = end_gbs;
+        tc.roof_share = tg.gbs / roof.copy_gbs;
         /* where a generated token's time goes, by kernel (one device's) */
         if (stages.n > 1) goto report;
         clf_llama_rewind(c, 0);
@@ -149,11 +173,16 @@ report:;
                 first ? "" : ",\n", dev_name, hp->arch, wtype, size, params, clf_type_get(o->kv)->name);
         fprintf(out, ", \"roof\": {\"copy_gbs\": %.2f, \"fma_gflops\": %.2f}", roof.copy_gbs, roof.fma_gflops);
         if (o->n_prompt > 0)
-            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f}", o->n_prompt, pp.median,
-                    pp.stddev, pp.gflops);
+            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f, \"gbs\": %.3f}",
+                    o->n_prompt, pp.median, pp.stddev, pp.gflops, pp.gbs);
         if (o->n_gen > 0) {
-            fprintf(out, ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f}", o->n_gen, tg.median,
-                    tg.stddev, tg.gbs);
+            fprintf(out,
+                    ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f, \"gflops\": %.3f, "
+                    "\"bytes_per_token\": %.0f, "
+                    "\"kv_bytes_per_token\": %.0f, \"roof_share\": %.4f, \"launches_per_token\": %.2f, "
+                    "\"launches_per_layer\": %.2f}",
+                    o->n_gen, tg.median, tg.stddev, tg.gbs, tg.gflops, tc.bytes, tc.kv_bytes, tc.roof_share, tc.launches,
+                    tc.launches / hp->n_layer);
             fprintf(out, ", \"tg_kernel_share\": [");
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "%s{\"kernel\": \"%s\", \"launches_per_token\": %.1f, \"share\": %.4f}", i ? ", " : "",
@@ -176,6 +205,14 @@ report:;
             fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s | %.0f%% of %.0f |\n",
                     model, size / 1048576, params / 1e6, dev_name, o->n_gen, tg.median, tg.stddev, tg.gbs,
                     100 * tg.gbs / roof.copy_gbs, roof.copy_gbs);
+        if (o->n_gen > 0)
+            fprintf(out,
+                    "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
+                    "%.2f MB, KV cache %.2f MB at mean length %d); moves %.1f GB/s = %.0f%% of the copy roof "
+                    "(%.1f GB/s: the faster of this run's measures before and after)\n",
+                    dev_name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
+                    (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
+                    roof.copy_gbs);
         if (nprof) {
             fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(o->kv)->name);
             for (int i = 0; i < nprof; i++)

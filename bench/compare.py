@@ -2,12 +2,16 @@
 """clinfer against llama.cpp (through llama-cpp-python) on one GGUF, same
 prompt and generation lengths, same threads, interleaved in one run.
 
-  python3 bench/compare.py [-m MODEL] [-p 512] [-n 128] [-r 3] [--rounds 3]
+  python3 bench/compare.py [-m MODEL] [-p 512] [-n 128] [-r 3] [--rounds 3] [--json FILE]
 
 Each round measures llama.cpp (pp then tg, r repetitions, medians), then
 `clinfer bench --json` with the same settings; the ratio of each round is
 clinfer / llama.cpp and the table quotes the median ratio over rounds, since
-the machine's speed drifts between rounds but not within one.
+the machine's speed drifts between rounds but not within one. Beside it,
+each engine's fastest round against the other's: on a machine shared with
+other work, what each reaches when it is quietest.
+--json FILE also writes the table, each round and clinfer's last bench
+record as JSON (bench/plot.py draws it).
 """
 import argparse
 import json
@@ -57,11 +61,14 @@ def peer_round(llm, n_vocab, p, n, reps):
     return (statistics.median(pp) if pp else None, statistics.median(tg) if tg else None)
 
 
-def clinfer_round(binary, model, p, n, reps, device):
+def clinfer_round(binary, model, p, n, reps, device, threads):
     cmd = [binary, "bench", "-m", model, "-p", str(p), "-n", str(n), "-r", str(reps), "--json"]
     if device:
         cmd += ["--device", device]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    # the same threads on PoCL's CPU device as llama.cpp's (ignored elsewhere)
+    env = dict(os.environ)
+    env.setdefault("POCL_MAX_PTHREAD_COUNT", str(threads))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     r = json.loads(out)[0]
     return (r["pp"]["tps"] if p else None, r["tg"]["tps"] if n else None, r)
 
@@ -76,6 +83,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--device", default=None)
     ap.add_argument("--clinfer", default=os.path.join(ROOT, "build", "clinfer"))
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
     a = ap.parse_args()
     a.model = model_path(a.model)
 
@@ -86,10 +94,10 @@ def main():
     rows = []
     for i in range(a.rounds):
         ppl, tgl = peer_round(llm, n_vocab, a.p, a.n, a.r)
-        ppc, tgc, _ = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device)
-        rows.append((ppl, ppc, tgl, tgc))
+        ppc, tgc, rec = clinfer_round(a.clinfer, a.model, a.p, a.n, a.r, a.device, a.threads)
+        rows.append((ppl, ppc, tgl, tgc, os.getloadavg()[0]))
         print(f"round {i + 1}: llama.cpp pp{a.p} {ppl or 0:.1f} tg{a.n} {tgl or 0:.1f} | "
-              f"clinfer pp{a.p} {ppc or 0:.1f} tg{a.n} {tgc or 0:.1f} t/s", file=sys.stderr)
+              f"clinfer pp{a.p} {ppc or 0:.1f} tg{a.n} {tgc or 0:.1f} t/s | load {rows[-1][4]:.2f}", file=sys.stderr)
 
     def med(k):
         v = [r[k] for r in rows if r[k]]
@@ -99,15 +107,36 @@ def main():
         v = [r[b_] / r[a_] for r in rows if r[a_] and r[b_]]
         return statistics.median(v) if v else 0
 
+    def best(a_, b_):  # each engine's fastest round: its speed when the machine was quietest
+        pa, pb = max((r[a_] or 0) for r in rows), max((r[b_] or 0) for r in rows)
+        return pb / pa if pa else 0
+
     name = os.path.basename(a.model)
+    # other work on the machine slows llama.cpp's spinning threads far more
+    # than PoCL's: the 1-minute load average after each round says how quiet it was
     print(f"model {name}, llama-cpp-python {llama_cpp.__version__}, {a.threads} threads, "
-          f"{a.rounds} rounds x {a.r} reps (medians)")
-    print("| test | llama.cpp t/s | clinfer t/s | clinfer / llama.cpp (median of per-round ratios) |")
-    print("| --- | ---: | ---: | ---: |")
+          f"{a.rounds} rounds x {a.r} reps (medians), load {max(r[4] for r in rows):.2f} at most")
+    print("| test | llama.cpp t/s | clinfer t/s | clinfer / llama.cpp (median of per-round ratios) | best round / best round |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     if a.p:
-        print(f"| pp{a.p} | {med(0):.1f} | {med(1):.1f} | {ratio(0, 1):.2f}x |")
+        print(f"| pp{a.p} | {med(0):.1f} | {med(1):.1f} | {ratio(0, 1):.2f}x | {best(0, 1):.2f}x |")
     if a.n:
-        print(f"| tg{a.n} | {med(2):.1f} | {med(3):.1f} | {ratio(2, 3):.2f}x |")
+        print(f"| tg{a.n} | {med(2):.1f} | {med(3):.1f} | {ratio(2, 3):.2f}x | {best(2, 3):.2f}x |")
+    if a.json:
+        tests = []
+        if a.p:
+            tests.append({"test": f"pp{a.p}", "llama_cpp_tps": med(0), "clinfer_tps": med(1), "ratio": ratio(0, 1),
+                          "best_ratio": best(0, 1)})
+        if a.n:
+            tests.append({"test": f"tg{a.n}", "llama_cpp_tps": med(2), "clinfer_tps": med(3), "ratio": ratio(2, 3),
+                          "best_ratio": best(2, 3)})
+        doc = {"model": name, "file_type": rec["model"].split(" ", 1)[-1], "llama_cpp_python": llama_cpp.__version__,
+               "threads": a.threads, "rounds": a.rounds, "reps": a.r, "tests": tests,
+               "per_round": [dict(zip(("llama_cpp_pp", "clinfer_pp", "llama_cpp_tg", "clinfer_tg", "load"), r))
+                             for r in rows],
+               "clinfer_last": rec}
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":

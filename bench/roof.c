@@ -154,6 +154,13 @@ static clf_status measure_launch(clf_runtime *rt, clf_roofs *r) {
     return CLF_OK;
 }
 
+clf_status clf_roofs_measure_copy(clf_runtime *rt, double *gbs) {
+    clf_roofs r;
+    CLF_TRY(measure_copy(rt, &r));
+    *gbs = r.copy_gbs;
+    return CLF_OK;
+}
+
 static clf_status named(clf_status st, const char *what) { return st == CLF_OK ? st : clf_fail_ctx(st, "%s: ", what); }
 
 clf_status clf_roofs_measure(clf_runtime *rt, clf_roofs *r) {

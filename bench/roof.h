@@ -19,6 +19,8 @@ typedef struct clf_roofs {
 /* Takes a few seconds: builds the roof kernels, sizes each run to a few
  * tens of milliseconds and reports medians of several runs. */
 clf_status clf_roofs_measure(clf_runtime *rt, clf_roofs *r);
+/* The copy roof alone, again (a fraction of a second): *gbs. */
+clf_status clf_roofs_measure_copy(clf_runtime *rt, double *gbs);
 
 /* Monotonic wall clock in microseconds. */
 double clf_bench_now_us(void);

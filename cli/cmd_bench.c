@@ -1,10 +1,12 @@
 /* clinfer bench: `kernels` times every kernel family against the device's
- * measured roofs; without a subcommand (or with `model`) it runs the model
+ * measured roofs; `launches` a token's launches plain against replayed from
+ * a command buffer; without a subcommand (or with `model`) it runs the model
  * benchmark (prompt processing and generation, llama-bench style). */
 #include <stdio.h>
 #include <string.h>
 
 #include "bench_attention.h"
+#include "bench_launches.h"
 #include "bench_matmul.h"
 #include "bench_ops.h"
 #include "bench_model.h"
@@ -78,5 +80,6 @@ static int bench_kernels(int argc, char **argv) {
 int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "model")) return clf_bench_model_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "launches")) return clf_bench_launches_main(argc - 1, argv + 1);
     return clf_bench_model_main(argc, argv);
 }

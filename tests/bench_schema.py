@@ -39,8 +39,30 @@ def main():
     shares = r["tg_kernel_share"]
     assert shares and abs(sum(s["share"] for s in shares) - 1) < 1e-3, shares
     assert any(s["kernel"].startswith("gemv_") for s in shares), shares  # a GEMV ran
-    print(f"bench JSON ok: pp16 {r['pp']['tps']:.1f} t/s, tg8 {r['tg']['tps']:.1f} t/s, {len(shares)} kernels")
-    print("2 passed, 0 failed")
+    # the launch counter agrees with the profile's launches, a token's bytes
+    # with its GB/s, and the roof share with the copy roof of the same run
+    tg = r["tg"]
+    assert tg["launches_per_token"] > 0 and tg["launches_per_layer"] > 0, tg
+    profiled = sum(s["launches_per_token"] for s in shares)
+    assert abs(profiled - tg["launches_per_token"]) < 0.5, (profiled, tg)
+    assert tg["bytes_per_token"] > tg["kv_bytes_per_token"] > 0, tg
+    assert abs(tg["bytes_per_token"] * tg["tps"] * 1e-9 - tg["gbs"]) <= 0.01 + 1e-3 * tg["gbs"], tg
+    assert abs(tg["roof_share"] - tg["gbs"] / r["roof"]["copy_gbs"]) < 1e-3 + 0.01 * tg["roof_share"], tg
+    # bench launches: a token's launches plain and replayed from a command
+    # buffer (where the device has one) leave the same residual
+    out = subprocess.run([clinfer, "bench", "launches", "--layers", "2", "--rounds", "3", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    lau = json.loads(out)
+    per_layer = {"layer11": 11, "layer7": 7, "ops11": 11}
+    assert lau["layers"] == 2 and [w["name"] for w in lau["workloads"]] == list(per_layer), lau
+    for w in lau["workloads"]:
+        assert w["launches"] == 2 * per_layer[w["name"]] and w["plain_us"] > 0, w
+        if lau["command_buffer"]:
+            assert w["identical"] is True and w["replay_us"] > 0, w
+    print(f"bench JSON ok: pp16 {r['pp']['tps']:.1f} t/s, tg8 {r['tg']['tps']:.1f} t/s, {len(shares)} kernels, "
+          f"{tg['launches_per_token']:.1f} launches/token")
+    print(f"bench launches JSON ok: command buffer {lau['command_buffer']}")
+    print("3 passed, 0 failed")
 
 
 if __name__ == "__main__":

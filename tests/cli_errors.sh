@@ -193,10 +193,12 @@ expect "value given to a flag" 2 "^clinfer: usage error: option '--chat' takes n
     "$BIN" run -m "$TINY" -p hi --chat=yes
 expect "stray argument" 2 "^clinfer: usage error: unexpected argument 'extra'$" \
     "$BIN" tokenize -m "$TINY" -p hi extra
-for cmd in run chat tokenize info devices quantize perplexity selftest bench "bench kernels"; do
+for cmd in run chat tokenize info devices quantize perplexity selftest bench "bench kernels" "bench launches"; do
     # shellcheck disable=SC2086 # "bench kernels" is two words
     expect "$cmd: unknown option" 2 "^clinfer: usage error: unknown option '--bogus'$" "$BIN" $cmd --bogus
 done
+expect "bench launches: --layers 0" 2 "^clinfer: usage error: --layers 0 is out of range \(1\.\.1000\)$" \
+    "$BIN" bench launches --layers 0
 expect "unknown command" 2 "^clinfer: usage error: unknown command 'no-such-command'$" "$BIN" no-such-command
 cases=$((cases + 1))
 if "$BIN" tokenize -m="$TINY" --pieces -p=hi -- >"$W/out" 2>"$W/err" && grep -q "^[0-9]*:'" "$W/out" &&

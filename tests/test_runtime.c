@@ -224,6 +224,33 @@ static void test_abort_before_build(void **state) {
     clf_runtime_set_abort(rt, NULL, NULL);
 }
 
+/* Every launch through clf_launch is counted (`clinfer bench` divides the
+ * count by the tokens generated); one the device refuses is not. */
+static void test_launch_counter(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    cl_program prog;
+    TU_OK(clf_program_build(rt, SAXPY, strlen(SAXPY), "", &prog));
+    cl_int err;
+    cl_kernel k = clCreateKernel(prog, "saxpy", &err);
+    assert_int_equal(err, CL_SUCCESS);
+    clf_tensor ty;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, 64, 1, &ty));
+    float a = 1;
+    int n = 64;
+    const clf_arg args[] = {CLF_ARG(ty.mem), CLF_ARG(ty.mem), CLF_ARG(a), CLF_ARG(n)};
+    TU_OK(clf_set_args(k, args, CLF_NARGS(args)));
+    uint64_t before = rt->launches;
+    size_t g = 64, big = (size_t)1 << 30; /* a group past any device's limit */
+    for (int i = 0; i < 3; i++) TU_OK(clf_launch(rt, k, 1, &g, NULL));
+    assert_int_equal(clf_launch(rt, k, 1, &big, &big), CLF_ERR_CL);
+    TU_OK(clf_finish(rt));
+    assert_int_equal(rt->launches - before, 3);
+    clf_tensor_free(&ty);
+    clReleaseKernel(k);
+    clReleaseProgram(prog);
+}
+
 static void test_error_names(void **state) {
     (void)state;
     assert_string_equal(clf_cl_error_name(CL_OUT_OF_RESOURCES), "CL_OUT_OF_RESOURCES");
@@ -238,6 +265,7 @@ int main(void) {
         cmocka_unit_test(test_embedded_kernel_lookup),   cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_binary_cache),             cmocka_unit_test(test_unwritable_cache_dir),
         cmocka_unit_test(test_kernel_cache),             cmocka_unit_test(test_abort_before_build),
+        cmocka_unit_test(test_launch_counter),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -41,7 +41,8 @@ clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *
         cold->cold = 0;
         rt->cold_kernels--;
     }
-    cl_int err = clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, p ? &ev : NULL);
+    cl_int err = rt->record ? rt->record(rt->record_ud, k, dims, global, local)
+                            : clEnqueueNDRangeKernel(rt->queue, k, dims, NULL, global, local, 0, NULL, p ? &ev : NULL);
     if (cold && err == CL_SUCCESS) {
         clFinish(rt->queue);
         rt->build_s += clf_now_s() - t0;
@@ -54,7 +55,8 @@ clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *
          * or a fault: an OpenCL error (6), not the model's size (7) */
         return clf_fail_ctx(clf_cl_check(err, "clEnqueueNDRangeKernel"), "kernel %s: ", name);
     }
-    if (p) {
+    rt->launches++;
+    if (p && ev) { /* (a recorded kernel has no event) */
         if (p->n == p->cap) {
             int cap = p->cap ? 2 * p->cap : 1024;
             void *grown = realloc(p->ev, (size_t)cap * sizeof *p->ev);

@@ -61,6 +61,12 @@ typedef struct clf_runtime {
     void *on_build_ud;
     int matmul_backend;    /* clf_matmul_backend for n > 1 (host/compute/matmul.c; 0 = native) */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
+    uint64_t launches;           /* kernels enqueued through clf_launch (launches per token) */
+    /* While set, clf_launch hands each kernel to record(record_ud, ...)
+     * instead of the queue: bench/bench_launches.c records a token's
+     * launches into a command buffer (cl_khr_command_buffer) this way. */
+    cl_int (*record)(void *ud, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local);
+    void *record_ud;
     int (*abort_fn)(void *);     /* see clf_runtime_set_abort */
     void *abort_ud;
 } clf_runtime;
@@ -114,8 +120,8 @@ typedef struct clf_arg {
 clf_status clf_set_args(cl_kernel k, const clf_arg *args, int n);
 
 /* Enqueues a kernel (local may be NULL). Every launcher goes through here so
- * that, while profiling is on, each launch's device time is recorded under
- * the kernel's name. */
+ * that each one is counted (rt->launches) and, while profiling is on, its
+ * device time is recorded under the kernel's name. */
 clf_status clf_launch(clf_runtime *rt, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local);
 
 /* Kernel time per kernel name, summed over the launches since profile_start. */
