@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "matmul.h"
+#include "ops.h"
 #include "tensor.h"
 #ifdef CLINFER_HAVE_OPENBLAS
 #include <cblas.h>
@@ -17,7 +18,7 @@ enum { MAX_RUNS = 50 };
 #define BUDGET_MS 300.0 /* keep repeating a case until this much time is spent */
 
 typedef struct bm_case {
-    const char *kind; /* "gemv", "gemm" */
+    const char *kind; /* "gemv", "gemm"; "gemv_cold": a decode GEMV, weights from memory, x quantized once */
     clf_type type;
     int cols, rows, n; /* in, out, tokens */
 } bm_case;
@@ -29,7 +30,12 @@ typedef struct bm_ctx {
     clf_weight w;
     clf_tensor x, y;
     float *wf, *xf, *yf; /* host F32 copies for OpenBLAS */
+    clf_weight *cold;    /* gemv_cold: copies of w, more bytes than a CPU's last-level cache, taken in turn */
+    int n_cold;
+    clf_tensor xq;       /* gemv_cold: x as the kernel that produces it quantizes it (matmul.h) */
 } bm_ctx;
+
+enum { COLD_BYTES = 96 << 20 }; /* weight bytes a gemv_cold case cycles through */
 
 static double now_ms(void) { return clf_now_s() * 1e3; }
 
@@ -69,6 +75,25 @@ static clf_status run_native(bm_ctx *ctx, double *ms) {
     return st;
 }
 
+/* A decode GEMV as a token meets it: weights not in cache (each run takes
+ * the next copy), x read in its int8 form where the device's GEMV takes
+ * one (clf_matmul_rowwise_xq); kernel time per product. */
+static clf_status run_cold(bm_ctx *ctx, double *ms) {
+    CLF_TRY(clf_profile_start(ctx->rt));
+    clf_status st = CLF_OK;
+    for (int i = 0; i < ctx->n_cold && st == CLF_OK; i++)
+        st = clf_matmul_rowwise_xq(ctx->rt, &ctx->cold[i], &ctx->x, &ctx->xq, &ctx->y, 0, 0);
+    clf_profile_entry *e;
+    int n;
+    clf_status st2 = clf_profile_stop(ctx->rt, &e, &n);
+    if (st == CLF_OK) st = st2;
+    *ms = 0;
+    for (int i = 0; i < n; i++) *ms += e[i].ms;
+    *ms /= ctx->n_cold;
+    free(e);
+    return st;
+}
+
 /* CLBlast launches its own kernels, so: wall time through the finish. */
 static clf_status run_clblast(bm_ctx *ctx, double *ms) {
     clf_matmul_set_backend(ctx->rt, CLF_MATMUL_CLBLAST);
@@ -96,6 +121,9 @@ static clf_status run_openblas(bm_ctx *ctx, double *ms) {
 #endif
 
 static void ctx_free(bm_ctx *ctx) {
+    for (int i = 0; i < ctx->n_cold; i++) clf_weight_free(&ctx->cold[i]);
+    free(ctx->cold);
+    clf_tensor_free(&ctx->xq);
     clf_weight_free(&ctx->w);
     clf_tensor_free(&ctx->x);
     clf_tensor_free(&ctx->y);
@@ -127,9 +155,21 @@ static clf_status ctx_init(clf_runtime *rt, const bm_case *c, uint64_t seed, bm_
         for (int r = pool; r < c->rows; r++) memcpy(wq + (size_t)r * rb, wq + (size_t)(r % pool) * rb, rb);
         st = clf_weight_upload(rt, c->type, c->rows, c->cols, wq, &ctx->w);
     }
+    if (st == CLF_OK && !strcmp(c->kind, "gemv_cold")) {
+        const size_t wb = clf_row_bytes(c->type, c->cols) * (size_t)c->rows;
+        const int n_cold = (int)(COLD_BYTES / wb) + 2;
+        ctx->cold = calloc((size_t)n_cold, sizeof *ctx->cold);
+        if (!ctx->cold) st = clf_fail(CLF_ERR_MEMORY, "bench: out of host memory");
+        for (; st == CLF_OK && ctx->n_cold < n_cold; ctx->n_cold++)
+            st = clf_weight_upload(rt, c->type, c->rows, c->cols, wq, &ctx->cold[ctx->n_cold]);
+    }
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, c->cols, c->n, &ctx->x);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, c->rows, c->n, &ctx->y);
     if (st == CLF_OK) st = clf_tensor_upload(rt, &ctx->x, ctx->xf, nx * sizeof(float));
+    if (st == CLF_OK && ctx->cold && c->cols % 32 == 0) {
+        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(c->cols), c->n, &ctx->xq);
+        if (st == CLF_OK) st = clf_quantize_x(rt, &ctx->x, &ctx->xq);
+    }
     free(wq);
     if (st != CLF_OK) ctx_free(ctx);
     return st;
@@ -144,7 +184,7 @@ typedef struct bm_result {
 static void print_header(FILE *out, const clf_runtime *rt, double peak_gflops, double peak_gbs) {
     fprintf(out, "matrix products on %s (kernel variant %s)", rt->dev.name, clf_matmul_variant(rt));
     if (peak_gflops > 0 && peak_gbs > 0) fprintf(out, "; roofs %.0f GFLOP/s, %.1f GB/s", peak_gflops, peak_gbs);
-    fprintf(out, "\n%-5s %-6s %12s %4s %9s %8s %7s %6s %11s %6s %11s %6s\n", "kind", "type", "in->out", "n", "ms",
+    fprintf(out, "\n%-9s %-6s %12s %4s %9s %8s %7s %6s %11s %6s %11s %6s\n", "kind", "type", "in->out", "n", "ms",
             "GFLOP/s", "GB/s", "%roof", "CLBlast ms", "x", "OpenBLAS ms", "x");
 }
 
@@ -179,7 +219,7 @@ static void print_row(FILE *out, int json, int first, const bm_case *c, const bm
         snprintf(bl[0], sizeof bl[0], "%.3f", r->blas_ms);
         snprintf(bl[1], sizeof bl[1], "%.2f", r->blas_ms / r->ms);
     }
-    fprintf(out, "%-5s %-6s %12s %4d %9.3f %8.1f %7.1f %6s %11s %6s %11s %6s\n", c->kind, tn, shape, c->n, r->ms,
+    fprintf(out, "%-9s %-6s %12s %4d %9.3f %8.1f %7.1f %6s %11s %6s %11s %6s\n", c->kind, tn, shape, c->n, r->ms,
             gflops, gbs, pcts, cl[0], cl[1], bl[0], bl[1]);
     fflush(out);
 }
@@ -189,10 +229,11 @@ static clf_status bench_case(clf_runtime *rt, const bm_case *c, uint64_t seed, b
     memset(r, 0, sizeof *r);
     CLF_TRY(ctx_init(rt, c, seed, &ctx));
     r->weight_bytes = ctx.w.bytes;
-    clf_status st = median_ms(run_native, &ctx, 5, &r->ms);
+    clf_status st = median_ms(ctx.cold ? run_cold : run_native, &ctx, 5, &r->ms);
     if (st == CLF_OK && c->n > 1 && clf_matmul_has_clblast()) st = median_ms(run_clblast, &ctx, 1, &r->clblast_ms);
 #ifdef CLINFER_HAVE_OPENBLAS
-    if (st == CLF_OK && (rt->dev.type & CL_DEVICE_TYPE_CPU)) st = median_ms(run_openblas, &ctx, 3, &r->blas_ms);
+    if (st == CLF_OK && !ctx.cold && (rt->dev.type & CL_DEVICE_TYPE_CPU))
+        st = median_ms(run_openblas, &ctx, 3, &r->blas_ms);
 #endif
     ctx_free(&ctx);
     return st;
@@ -206,7 +247,7 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
     static const clf_type more[] = {CLF_BF16, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K,
                                     CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
     enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0], NM = sizeof more / sizeof more[0] };
-    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM];
+    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM + NS * 3];
     int nc = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int s = 0; s < NS; s++)
@@ -217,6 +258,10 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
     for (int t = 0; t < NT; t++) cases[nc++] = (bm_case){"gemv", types[t], 4096, 4096, 1};
     for (int pass = 0; pass < 2; pass++)
         for (int t = 0; t < NM; t++) cases[nc++] = (bm_case){pass ? "gemm" : "gemv", more[t], 4096, 4096, pass ? 512 : 1};
+    /* decode as a token meets it: each product's weights cold (issue 15) */
+    static const clf_type cold_types[] = {CLF_Q8_0, CLF_Q4_1, CLF_F16};
+    for (int s = 0; s < NS; s++)
+        for (int t = 0; t < 3; t++) cases[nc++] = (bm_case){"gemv_cold", cold_types[t], shapes[s][0], shapes[s][1], 1};
 
     if (json)
         fprintf(out, "[");

@@ -390,8 +390,20 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
  * attn_decode_reduce would, instead of the partials; with rope_mode >= 0
  * (CLF_ROPE_NORM 0, NEOX 2) q and k arrive unrotated and it applies the
  * token's RoPE (n_rot, freq_scale, log2_scale, factors rff as cl/rope.cl
- * takes them) to the q heads and the k row it writes.
+ * takes them) to the q heads and the k row it writes. xq (non-NULL: HD a
+ * multiple of 32) takes the output's int8 form wherever the output is
+ * written (here, or by attn_decode_reduce).
  * Global size (n_split, n_kv_head), local size 1. */
+/* Head h's output o·inv also written as its int8 blocks (cl/common.cl) at
+ * xq + xq_off bytes, for the Wo GEMV (xq non-NULL: HD a multiple of 32). */
+inline void clf_decode_out_xq(const float16 *o, const float inv, const int h, __global uchar *xq, const ulong xq_off) {
+#if HV % 2 == 0
+    if (xq)
+        for (int c = 0; c < HV; c += 2)
+            clf_xq_store32(o[c] * inv, o[c + 1] * inv, xq + xq_off + ((ulong)h * (HD / 32) + c / 2) * CLF_XQ_BYTES);
+#endif
+}
+
 /* A head of HD floats rotated in place as cl/rope.cl rotates it: pairs
  * (2i, 2i + 1), or (i, i + n_pairs) for NeoX, by the angles in c[], s[]. */
 inline void clf_rope_head(float *x, const float *c, const float *s, int n_pairs, int neox) {
@@ -409,7 +421,7 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
                               const int chunk, const float qscale, __global const float *ks, const ulong k_off,
                               __global const float *vs, const ulong v_off, __global float *out, const ulong out_off,
                               const int rope_mode, const int n_rot, const float freq_scale, const float log2_scale,
-                              __global const float *rff, const ulong rff_off) {
+                              __global const float *rff, const ulong rff_off, __global uchar *xq, const ulong xq_off) {
     const int sp = get_global_id(0), kvh = get_global_id(1), n_split = get_global_size(0);
     const int j0 = k0 / 16 * 16 + sp * chunk, j1 = min(j0 + chunk, n_kv);
     __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
@@ -471,6 +483,7 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
             const float inv = 1.0f / l;
 #pragma unroll
             for (int c = 0; c < HV; c++) vstore16(ov[c] * inv, c, out + out_off + (ulong)h * HD);
+            clf_decode_out_xq(ov, inv, h, xq, xq_off);
             continue;
         }
         const int part = h * n_split + sp;
@@ -544,7 +557,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
 /* out[h] = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, M = max_s m_s.
  * CPU shape: one work-item per head, float16 vectors. Global size n_head. */
 __kernel void attn_decode_reduce(__global const float *part_o, __global const float *part_ml, const int n_split,
-                                 __global float *out, const ulong out_off) {
+                                 __global float *out, const ulong out_off, __global uchar *xq, const ulong xq_off) {
     const int h = get_global_id(0);
     __global const float *ml = part_ml + 2 * h * n_split;
     __global const float *po = part_o + (ulong)h * n_split * HD;
@@ -559,6 +572,7 @@ __kernel void attn_decode_reduce(__global const float *part_o, __global const fl
     }
     const float inv = 1.0f / sum;
     for (int c = 0; c < HV; c++) vstore16(acc[c] * inv, c, out + out_off + (ulong)h * HD);
+    clf_decode_out_xq(acc, inv, h, xq, xq_off);
 }
 
 /* GPU shape: one work-item per output element. Global size (HD, n_head). */

@@ -201,7 +201,12 @@ double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
                        + q_dim(s)                 /* attention output */
                        + 3.0 * s->n_ff;           /* gate|up, SwiGLU */
     /* one row of logits: every token's (perplexity) is allocated when asked */
-    return (double)batch * (4.0 * per_token + 4.0 /* token id */) + 4.0 * s->n_vocab;
+    return (double)batch * (4.0 * per_token + 4.0 /* token id */) + 4.0 * s->n_vocab + clf_xq_bytes(s);
+}
+
+double clf_xq_bytes(const clf_model_shape *s) {
+    /* 48 bytes per 32 (host/compute/matmul.h CLF_XQ_FLOATS) */
+    return 48.0 * (double)(s->n_embd / 32 + s->n_ff / 32 + q_dim(s) / 32);
 }
 
 /* ---- training ----------------------------------------------------------------------- */

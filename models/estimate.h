@@ -83,8 +83,13 @@ double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, 
 double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes);
 double clf_bytes_prefill(const clf_model_shape *s, int64_t batch, int kv_elem_bytes);
 /* F32 activations for a batch of B tokens: x, normed x, Q|K|V, attention
- * output, gate|up, SwiGLU output per token, and one row of logits. */
+ * output, gate|up, SwiGLU output per token, one row of logits, and a decode
+ * row's int8 forms (clf_xq_bytes). */
 double clf_scratch_bytes(const clf_model_shape *s, int64_t batch);
+/* A decode row's activations quantized once for the int8 GEMVs (normed x,
+ * the MLP's hidden row, the attention output): allocated where the
+ * device's GEMVs take int8 x, counted always (a few KiB). */
+double clf_xq_bytes(const clf_model_shape *s);
 
 /* Training memory per parameter with Adam (ZeRO paper, Rajbhandari et al.
  * 2020): full F32 = 4 weights + 4 gradients + 8 moments = 16 bytes; mixed

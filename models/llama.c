@@ -579,13 +579,16 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_embd), n_dec, &c->xq_e);
     if (st == CLF_OK && takes_xq(m))
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_ff), n_dec, &c->xq_f);
+    /* the attention output's, written by the decode kernel, where heads are whole blocks */
+    if (st == CLF_OK && takes_xq(m) && hp->head_dim % 32 == 0)
+        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(q_dim), n_dec, &c->xq_a);
     if (st != CLF_OK) {
         clf_llama_ctx_free(c);
         return clf_fail_ctx(st, "creating a context of %d tokens: ", n_ctx);
     }
     c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
     for (int i = 1; i < n_seq; i++) c->device_bytes += c->seqs[i].kv.bytes + c->seqs[i].kv_swa.bytes;
-    const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f};
+    const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
     *out = c;
     return CLF_OK;
@@ -609,7 +612,7 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     free(c->hop_x[0]);
     free(c->hop_x[1]);
     free(c->hop_logits);
-    clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f};
+    clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
     if (c->ids) clReleaseMemObject(c->ids);
     free(c);
@@ -743,13 +746,17 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
     clf_tensor qkv = clf_tensor_rows(&c->qkv, 0, n), att = clf_tensor_rows(&c->att, 0, n);
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, n), ff = clf_tensor_rows(&c->ff, 0, n);
     /* the decode rows' int8 form for the GEMVs, written by the norms and SwiGLU */
-    clf_tensor xq_e = {0}, xq_f = {0};
-    const clf_tensor *xqe = NULL, *xqf = NULL;
+    clf_tensor xq_e = {0}, xq_f = {0}, xq_a = {0};
+    const clf_tensor *xqe = NULL, *xqf = NULL, *xqa = NULL;
     if (n1 > 0 && c->xq_e.mem) {
         xq_e = clf_tensor_rows(&c->xq_e, 0, n1);
         xq_f = clf_tensor_rows(&c->xq_f, 0, n1);
         xqe = &xq_e;
         xqf = &xq_f;
+    }
+    if (n1 > 0 && c->xq_a.mem) { /* written by the attention of each decode row */
+        xq_a = clf_tensor_rows(&c->xq_a, 0, n1);
+        xqa = &xq_a;
     }
     if (m->l0 == 0) {
         /* x = embeddings (times sqrt(n_embd): Gemma) */
@@ -784,8 +791,10 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
             clf_kv_cache *kv = swa ? r.kv_swa : r.kv;
             clf_tensor sq = clf_tensor_rows(&c->qkv, sg->row0, sg->n), sa = clf_tensor_rows(&c->att, sg->row0, sg->n);
             clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
-            if (sg->n == 1) { /* RoPE and the cache write fused into the decode kernel */
-                CLF_TRY(clf_attention_decode(rt, kv, kl, q, k, v, hp->n_head, sg->pos, hp->attn_scale, &rope, &sa));
+            if (sg->n == 1) { /* RoPE and the cache write fused into the decode kernel, which quantizes its output */
+                clf_tensor aq = c->xq_a.mem ? clf_tensor_rows(&c->xq_a, sg->row0, 1) : sa;
+                CLF_TRY(clf_attention_decode(rt, kv, kl, q, k, v, hp->n_head, sg->pos, hp->attn_scale, &rope, &sa,
+                                             xqe && c->xq_a.mem ? &aq : NULL));
                 continue;
             }
             /* Q and K are adjacent in each row: one launch rotates both */
@@ -793,7 +802,7 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
             CLF_TRY(clf_kv_write(rt, kv, kl, k, v, sg->n, sg->pos));
             CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
         }
-        CLF_TRY(residual(rt, &L->wo, &att, NULL, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
+        CLF_TRY(residual(rt, &L->wo, &att, xqa, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
         /* MLP: x += [post-norm] Wdown · (act(Wgate · norm(x)) * (Wup · norm(x))) */
         CLF_TRY(norm_xq(rt, &x, &L->ffn_norm, hp->eps, &xn, xqe));
         CLF_TRY(gated_unit(rt, &L->wgu, f->act, &xn, xqe, &gu, &ff, xqf, n1));

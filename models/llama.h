@@ -89,7 +89,7 @@ typedef struct clf_llama_ctx {
     int n_seq;
     clf_llama_seq *seqs; /* sequences 1 .. n_seq - 1 */
     clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
-    clf_tensor xq_e, xq_f; /* decode rows of xn and ff quantized for the int8 GEMVs (unallocated: none do) */
+    clf_tensor xq_e, xq_f, xq_a; /* decode rows of xn, ff and att quantized for the int8 GEMVs (unallocated: none do) */
     clf_tensor logits;                  /* n_seq rows, n_batch once all_logits is asked */
     cl_mem ids;
     int32_t *host_ids; /* a pass's tokens, gathered from its entries */

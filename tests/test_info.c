@@ -72,7 +72,8 @@ static void test_flops_bytes_by_hand(void **state) {
     /* 50244 + 7 more rows * 68 + 2 * 256 * 8 */
     assert_true(clf_bytes_prefill(&TINY, 8, 2) == 50244 + 476 + 4096);
     /* per token 2*64 + (64 + 64) + 64 + 3*96 = 608 floats + an id; one row of 100 logits */
-    assert_true(clf_scratch_bytes(&TINY, 8) == 8 * (608 * 4 + 4) + 100 * 4);
+    assert_true(clf_xq_bytes(&TINY) == 48 * (2 + 3 + 2)); /* x, hidden, attention out: 32-blocks of 48 bytes */
+    assert_true(clf_scratch_bytes(&TINY, 8) == 8 * (608 * 4 + 4) + 100 * 4 + 48 * 7);
 }
 
 /* TINY as a Gemma-3-like family: QK-norm, post-norms, a sliding window of 4
@@ -209,7 +210,7 @@ static void test_shape_and_command(void **state) {
                    "\"output\": 6400, \"other\": 0}");
     expect_in(out, "\"per_token_c1\": 136192, \"per_token_ctx\": 140800, \"prefill\": 1014272");
     expect_in(out, "\"kv_per_token_f32\": 512, \"kv_per_token_f16\": 256, \"kv_ctx_f32\": 5120, \"kv_ctx_f16\": 2560");
-    expect_in(out, "\"activations\": 19888"); /* 8 * (608 * 4 + 4) + 100 * 4 */
+    expect_in(out, "\"activations\": 20224"); /* 8 * (608 * 4 + 4) + 100 * 4 + 48 * 7 (int8 forms) */
     expect_in(out, "\"name\": \"tiny \\\"test\\\"\"");
     expect_in(out, "\"roofline\": {\"source\": \"given\", \"gflops\": 200, \"gbs\": 10, \"decode_c1\": {\"bound\": \"memory\"");
     free(out);
@@ -318,7 +319,10 @@ static void test_device_memory_sliding(void **state) {
     assert_int_equal(c->kv_swa.n_ctx, 128); /* 40 + 64 - 1 rounded up to 32 */
     double kv = clf_kv_cache_bytes(&s, 1024, 64, 2), scratch = clf_scratch_bytes(&s, 64);
     assert_true(kv == (double)(c->kv.bytes + c->kv_swa.bytes));
-    assert_true((double)c->device_bytes == kv + scratch);
+    /* the int8 forms exist where the device's GEMVs take int8 x: then as estimated */
+    double xq = (double)(clf_tensor_bytes(&c->xq_e) + clf_tensor_bytes(&c->xq_f) + clf_tensor_bytes(&c->xq_a));
+    if (c->xq_e.mem) assert_true(xq == clf_xq_bytes(&s));
+    assert_true((double)c->device_bytes == kv + scratch - clf_xq_bytes(&s) + xq);
     clf_llama_ctx_free(c);
     clf_llama_free(m);
     clf_gguf_close(g);

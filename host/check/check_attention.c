@@ -2,6 +2,8 @@
  * split-K decode, naive) against a double-precision C reference. */
 #include "check_attention.h"
 
+#include "matmul.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,12 +79,15 @@ typedef struct {
     clf_tensor qkv, out;
     float *host_qkv, *host_out;
     double *ref;
+    clf_tensor out_q, out_q_ref; /* a fused single decode's output in int8 form, and clf_quantize_x's */
 } attn_bufs;
 
 static void bufs_free(attn_bufs *b) {
     clf_kv_cache_free(&b->cache);
     clf_tensor_free(&b->qkv);
     clf_tensor_free(&b->out);
+    clf_tensor_free(&b->out_q);
+    clf_tensor_free(&b->out_q_ref);
     free(b->host_qkv);
     free(b->host_out);
     free(b->ref);
@@ -129,7 +134,7 @@ static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *
             const clf_rope_params rope = {cs->rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs->n_rot, 10000.0f, 0.5f, NULL};
             CLF_TRY(clf_attention_decode(rt, &b->cache, 1, q, (clf_rows){&rows, kcol, stride},
                                          (clf_rows){&rows, vcol, stride}, cs->n_head, pos, scale,
-                                         cs->rope ? &rope : NULL, &out));
+                                         cs->rope ? &rope : NULL, &out, b->out_q.mem ? &b->out_q : NULL));
             continue;
         }
         CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&rows, kcol, stride}, (clf_rows){&rows, vcol, stride}, n,
@@ -176,7 +181,22 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
     if (st == CLF_OK) st = clf_tensor_upload(rt, &b.qkv, b.host_qkv, (size_t)n_pos * stride * sizeof(float));
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, (int64_t)cs->n_head * hd, cs->n_tokens, &b.out);
     if (st == CLF_OK) st = clf_tensor_fill(rt, &b.out, 0xff);
+    /* a fused single decode also writes its output's int8 form: it must be clf_quantize_x's, byte for byte */
+    const int want_q = cs->fused && cs->n_tokens == 1 && hd % 32 == 0;
+    const int64_t qf = CLF_XQ_FLOATS((int64_t)cs->n_head * hd);
+    if (st == CLF_OK && want_q) st = clf_tensor_alloc(rt, CLF_F32, qf, 1, &b.out_q);
+    if (st == CLF_OK && want_q) st = clf_tensor_alloc(rt, CLF_F32, qf, 1, &b.out_q_ref);
+    if (st == CLF_OK && want_q) st = clf_tensor_fill(rt, &b.out_q, 0xff);
     if (st == CLF_OK) st = run_case(rt, cs, &b, stride, scale);
+    int q_same = 1;
+    if (st == CLF_OK && want_q) {
+        float *got = malloc((size_t)qf * sizeof *got), *want = malloc((size_t)qf * sizeof *want);
+        st = got && want ? clf_quantize_x(rt, &b.out, &b.out_q_ref) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        if (st == CLF_OK) st = clf_tensor_download(rt, &b.out_q, got, (size_t)qf * sizeof *got);
+        if (st == CLF_OK) st = clf_tensor_download(rt, &b.out_q_ref, want, (size_t)qf * sizeof *want);
+        q_same = st == CLF_OK && !memcmp(got, want, (size_t)qf * sizeof *got);
+        free(got), free(want);
+    }
     /* the reference sees Q and K rotated where run_case decoded a token through the fused kernel */
     const int step = cs->chunk > 0 ? cs->chunk : cs->n_tokens;
     for (int t = 0; cs->fused && cs->rope && t < cs->n_tokens; t++)
@@ -185,7 +205,7 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
     const double maxabs = st == CLF_OK ? attention_ref(b.host_qkv, stride, cs, scale, b.ref) : 0;
     if (maxabs < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st == CLF_OK) {
-        res->err = clf_rel_err(b.host_out, b.ref, n_out);
+        res->err = q_same ? clf_rel_err(b.host_out, b.ref, n_out) : INFINITY;
         res->tol = maxabs > 20 ? TOL_LARGE : TOL;
         /* fused RoPE: a last-bit difference in exp2 moves an angle of p/2 radians by p·3e-8 */
         if (cs->fused && cs->rope) res->tol += 2e-9 * n_pos;

@@ -3,6 +3,8 @@
  * enqueue without waiting. */
 #include "attention.h"
 
+#include "matmul.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,7 +251,7 @@ static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_he
  * CPU kernel also writes the token's K and V rows into the cache. */
 static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
                          cl_mem q, cl_mem out, int n_head, float qscale, const clf_rows *k, const clf_rows *vr,
-                         cl_ulong k_off, cl_ulong v_off, const clf_rope_params *rope) {
+                         cl_ulong k_off, cl_ulong v_off, const clf_rope_params *rope, const clf_tensor *out_q) {
     int n_split, chunk;
     decode_split(rt, c, a->n_kv - a->k0 / 16 * 16, &n_split, &chunk);
     clf_attn_scratch *s = c->scratch;
@@ -267,7 +269,8 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
         const size_t global[2] = {(size_t)n_split * hd, (size_t)c->n_kv_head}, local[2] = {hd, 1};
         CLF_TRY(clf_launch(rt, kern, 2, global, local));
     } else {
-        cl_mem ks = k ? k->t->mem : NULL, vs = k ? vr->t->mem : NULL;
+        cl_mem ks = k ? k->t->mem : NULL, vs = k ? vr->t->mem : NULL, xq = out_q ? out_q->mem : NULL;
+        const cl_ulong xq_off = out_q ? out_q->offset : 0;
         /* RoPE as clf_rope takes it: base^(-2i/n_rot) = exp2(i * log2_scale), the constant in double */
         const cl_int mode = rope ? (cl_int)rope->mode : -1, n_rot = rope ? rope->n_rot : 0;
         const float freq_scale = rope ? rope->freq_scale : 1.0f,
@@ -276,7 +279,8 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
         const cl_ulong ff_off = rope && rope->factors ? rope->factors->offset / sizeof(float) : 0;
         const clf_arg fa[] = {CLF_ARG(ks),   CLF_ARG(k_off),      CLF_ARG(vs),         CLF_ARG(v_off),
                               CLF_ARG(out),  CLF_ARG(a->out_off), CLF_ARG(mode),       CLF_ARG(n_rot),
-                              CLF_ARG(freq_scale), CLF_ARG(log2_scale), CLF_ARG(ff), CLF_ARG(ff_off)};
+                              CLF_ARG(freq_scale), CLF_ARG(log2_scale), CLF_ARG(ff), CLF_ARG(ff_off),
+                              CLF_ARG(xq), CLF_ARG(xq_off)};
         for (int i = 0; i < (int)CLF_NARGS(fa); i++)
             CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)(CLF_NARGS(da) + i), fa[i].size, fa[i].value));
         const size_t global[2] = {(size_t)n_split, (size_t)c->n_kv_head}, local[2] = {1, 1};
@@ -288,6 +292,12 @@ static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varian
     CLF_TRY(get_kernel(rt, c, a->gqa, rname, &kern));
     const clf_arg ra[] = {CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(n_split), CLF_ARG(out), CLF_ARG(a->out_off)};
     CLF_TRY(clf_set_args(kern, ra, CLF_NARGS(ra)));
+    if (v != CLF_ATTN_GPU) {
+        cl_mem xq = out_q ? out_q->mem : NULL;
+        const cl_ulong xq_off = out_q ? out_q->offset : 0;
+        CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)CLF_NARGS(ra), sizeof xq, &xq));
+        CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)CLF_NARGS(ra) + 1, sizeof xq_off, &xq_off));
+    }
     if (v == CLF_ATTN_GPU) {
         const size_t global[2] = {hd, (size_t)n_head}, local[2] = {hd, 1};
         return clf_launch(rt, kern, 2, global, local);
@@ -326,12 +336,13 @@ clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_
         return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", c->head_dim,
                         rt->dev.max_work_group);
     const float qscale = (float)(scale * LOG2E);
-    if (n_tokens == 1) return decode(rt, c, v, &a, q.t->mem, out->mem, n_head, qscale, NULL, NULL, 0, 0, NULL);
+    if (n_tokens == 1) return decode(rt, c, v, &a, q.t->mem, out->mem, n_head, qscale, NULL, NULL, 0, 0, NULL, NULL);
     return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, qscale);
 }
 
 clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
-                                int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out) {
+                                int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
+                                const clf_tensor *out_q) {
     attn_args a;
     CLF_TRY(attn_check(c, layer, q, n_head, 1, pos, out, &a));
     const int width = c->n_kv_head * c->head_dim;
@@ -343,6 +354,12 @@ clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf
                  (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2))))
         return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
                         (int)rope->mode, rope->n_rot, c->head_dim, rope->base, rope->freq_scale);
+    const int q_width = n_head * c->head_dim;
+    if (out_q && (out_q->type != CLF_F32 || out_q->offset % 16 || c->head_dim % 32 ||
+                  out_q->ne[0] != CLF_XQ_FLOATS(q_width) || clf_tensor_nrows(out_q) != 1 ||
+                  out->ne[0] != q_width))
+        return clf_fail(CLF_ERR_ARG, "attention: the output's int8 form %lld x %lld does not fit one row of %d "
+                        "(heads of a multiple of 32)", (long long)clf_tensor_nrows(out_q), (long long)out_q->ne[0], q_width);
     const clf_attn_variant var = resolve_variant(rt, c);
     if (var != CLF_ATTN_CPU) { /* the GPU kernels keep their own launches: RoPE over Q and K, the write, attention */
         if (rope) {
@@ -355,9 +372,13 @@ clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf
             }
         }
         CLF_TRY(clf_kv_write(rt, c, layer, k, v, 1, pos));
-        return clf_attention(rt, c, layer, q, n_head, 1, pos, scale, out);
+        CLF_TRY(clf_attention(rt, c, layer, q, n_head, 1, pos, scale, out));
+        if (!out_q) return CLF_OK;
+        clf_tensor o1 = clf_tensor_rows(out, 0, 1);
+        return clf_quantize_x(rt, &o1, out_q);
     }
-    return decode(rt, c, var, &a, q.t->mem, out->mem, n_head, (float)(scale * LOG2E), &k, &v, k_off, v_off, rope);
+    return decode(rt, c, var, &a, q.t->mem, out->mem, n_head, (float)(scale * LOG2E), &k, &v, k_off, v_off, rope,
+                  out_q);
 }
 
 clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,

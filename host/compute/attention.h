@@ -74,9 +74,12 @@ clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_
  * (unrotated in q and k), then clf_kv_write of its K and V and
  * clf_attention of its queries, the same result; the CPU decode kernel
  * rotates, writes the cache and, with one split, the output itself: one
- * launch (q and k are left unrotated then). */
+ * launch (q and k are left unrotated then). out_q (or NULL): the output
+ * row's int8 form for the Wo GEMV (matmul.h, CLF_XQ_FLOATS of n_head ×
+ * head_dim; head_dim a multiple of 32), written with the output. */
 clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
-                                int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out);
+                                int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
+                                const clf_tensor *out_q);
 
 /* The same result through the naive kernels (scores materialised in a
  * [n_head × n_tokens × n_kv] buffer allocated here); for tests and bench. */
