@@ -788,9 +788,58 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
+/* The gate|up GEMV with the gated unit applied, as DEFINE_INT8_GLU: each
+ * panel's sums in the order DEFINE_KQ_MVI_X takes them, so h is bit for bit
+ * the GEMV's, then the unit's. A work-item takes KQ_GLU_PPW gate panels and
+ * their up panels: half of PPW, the bytes of a GEMV's work-item (PPW pairs
+ * measured ~10% slower than the GEMV and the SwiGLU launch together). */
+#define KQ_GLU_PPW ((PPW + 1) / 2)
+#define DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, UNIT, ACT)                                                  \
+    __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X, \
+                                         const ulong xoff, __global float *Y, const ulong yoff, const int ldy,      \
+                                         const int rows, const int K, __global uchar *YQ, const ulong yq_off) {    \
+        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * KQ_GLU_PPW;                                        \
+        if (p0 >= npf) return;                                                                                      \
+        const size_t r = get_global_id(0);                                                                          \
+        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                                    \
+        float16 acc[KQ_GLU_PPW][4], D0, D1, M0, M1;                                                                        \
+        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;     \
+        for (int b = 0; b < nb; b++) {                                                                              \
+            int xw[8];                                                                                              \
+            float dx, sx[3];                                                                                        \
+            LOAD_XQ(x, b, xw, &dx, sx);                                                                             \
+            _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                       \
+                if (p0 + j >= npf) break;                                                                           \
+                _Pragma("unroll") for (int g = 0; g < 2; g++) { /* gate, up */                                      \
+                    const size_t p = (size_t)(p0 + j + g * npf);                                                    \
+                    const __global uint *q = W + (p * nb + b) * 32 * ((QB) + (QH));                                 \
+                    const __global ushort *rec = S + (p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);                 \
+                    _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                         \
+                        KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);                      \
+                        const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                                        \
+                        const int c0 = u * (SL) / 4;                                                                \
+                        acc[j][2 * g] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)),       \
+                                            D0 * dx, fma((float16)su, M0, acc[j][2 * g]));                          \
+                        acc[j][2 * g + 1] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)),   \
+                                                D1 * dx, fma((float16)su, M1, acc[j][2 * g + 1]));                  \
+                    }                                                                                               \
+                }                                                                                                   \
+            }                                                                                                       \
+        }                                                                                                           \
+        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) if (p0 + j < npf) {                                         \
+            const float16 ha = ACT(acc[j][0]) * acc[j][2], hb = ACT(acc[j][1]) * acc[j][3];                         \
+            __global float *y = Y + yoff + r * ldy + 32 * (p0 + j);                                                 \
+            vstore16(ha, 0, y);                                                                                     \
+            vstore16(hb, 1, y);                                                                                     \
+            clf_xq_store32(ha, hb, YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);                                \
+        }                                                                                                           \
+    }
+
 #define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                   \
     DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, i8, QUANT_X)                          \
-    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, xq, LOAD_XQ)
+    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, xq, LOAD_XQ)                          \
+    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, swiglu, clf_silu16)                   \
+    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, geglu, clf_gelu16)
 
 KQ_TYPES(DEFINE_KQ_MVI)
 #endif

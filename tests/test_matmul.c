@@ -328,12 +328,15 @@ static void test_rowwise_xq(void **state) {
 /* clf_matmul_glu_xq: the gate|up GEMV with SwiGLU/GeGLU applied gives, bit
  * for bit, the product then the unit then quantizing (for the down GEMV),
  * for 1 and 3 decode rows at a row offset, 5 panels per half (a partial
- * work-item). Devices without it refuse it. */
+ * work-item), every quantized type (rows of 768: whole K-quant
+ * super-blocks). Devices without it refuse it. */
 static void test_gated_unit_gemv(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
-    enum { FF = 160, COLS = 576, T = 4 };
-    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    enum { FF = 160, COLS = 768, T = 4 };
+    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL,
+                                  CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
+    enum { NQ = sizeof qt / sizeof qt[0] };
     uint64_t s = tu_seed() + 11;
     float *wf = malloc(2 * FF * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x);
     float *got = malloc(T * FF * sizeof *got), *want = malloc(T * FF * sizeof *want);
@@ -350,7 +353,7 @@ static void test_gated_unit_gemv(void **state) {
     TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(FF), T, &YQ));
     TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
     TU_OK(clf_quantize_x(rt, &X, &XQ));
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < NQ; t++)
         for (int act = 0; act < 2; act++)
             for (int n = 1; n <= 3; n += 2) {
                 clf_weight W;

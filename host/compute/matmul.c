@@ -374,8 +374,9 @@ clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_te
 int clf_matmul_fuses_glu(const clf_runtime *rt, const clf_weight *W) {
     if (!W->mem || W->layout < 0 || W->layout >= VAR_COUNT || W->rows % 64) return 0;
     const mm_variant v = variant_of(rt, W->layout);
-    const clf_type t = W->type; /* the three with block-wise kernels (DEFINE_INT8_GLU) */
-    return v.panels && uses_int8(&v, t, 1) && (t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1);
+    /* every type with an int8 GEMV has its gated-unit form (cl/matmul_cpu.cl:
+     * DEFINE_INT8_GLU, DEFINE_KQ_GLU_X) */
+    return v.panels && uses_int8(&v, W->type, 1);
 }
 
 clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act act, const clf_tensor *XQ,
@@ -410,7 +411,8 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
     arg(&a, sizeof K, &K);
     arg(&a, sizeof(cl_mem), &YQ->mem);
     arg(&a, sizeof yq_off, &yq_off);
-    const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
+    const int legacy = W->type == CLF_Q4_0 || W->type == CLF_Q4_1; /* DEFINE_INT8_GLU; the rest KQ_GLU_PPW */
+    const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : legacy ? (size_t)v->int8_ppw : (size_t)(v->int8_ppw + 1) / 2;
     const size_t global[2] = {(size_t)n, ((size_t)(ff / 32) + ppw - 1) / ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (gated-unit gemv)", 2, global, local);
 }
