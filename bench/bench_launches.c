@@ -144,16 +144,6 @@ static clf_status upload_random(clf_runtime *rt, int rows, int cols, uint64_t *s
     return st;
 }
 
-static clf_status fill(clf_runtime *rt, clf_tensor *t, uint64_t *s) {
-    size_t n = clf_tensor_bytes(t) / sizeof(float);
-    float *h = malloc(n * sizeof *h);
-    if (!h) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    for (size_t i = 0; i < n; i++) h[i] = clf_rng_uniform(s, -1.0f, 1.0f);
-    clf_status st = clf_tensor_upload(rt, t, h, n * sizeof *h);
-    free(h);
-    return st;
-}
-
 static clf_status token_setup(clf_runtime *rt, int layers, token *t) {
     uint64_t s = clf_rng_init(3, 0);
     t->layers = layers;
@@ -170,7 +160,7 @@ static clf_status token_setup(clf_runtime *rt, int layers, token *t) {
                                                    {&t->gut, 2 * FF}, {&t->fft, FF}, {&t->a, D}, {&t->b, D}};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
         CLF_TRY(clf_tensor_alloc(rt, CLF_F32, ts[i].n, 1, ts[i].t));
-        CLF_TRY(fill(rt, ts[i].t, &s));
+        CLF_TRY(clf_rng_fill_tensor(rt, ts[i].t, &s, -1.0f, 1.0f));
     }
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(D), 1, &t->rq));
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(FF), 1, &t->fq));

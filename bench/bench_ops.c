@@ -56,16 +56,6 @@ typedef struct bench_row {
     double bytes; /* the minimum: each input read once, each output written once */
 } bench_row;
 
-static clf_status fill_random(clf_runtime *rt, clf_tensor *t, uint64_t *s) {
-    size_t n = clf_tensor_bytes(t) / sizeof(float);
-    float *h = malloc(n * sizeof *h);
-    if (!h) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    for (size_t i = 0; i < n; i++) h[i] = clf_rng_uniform(s, -1.0f, 1.0f);
-    clf_status st = clf_tensor_upload(rt, t, h, n * sizeof *h);
-    free(h);
-    return st;
-}
-
 static clf_status setup(clf_runtime *rt, ops_ctx *c) {
     uint64_t s = clf_rng_init(1, 0);
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, D, PREFILL, &c->x));
@@ -76,7 +66,7 @@ static clf_status setup(clf_runtime *rt, ops_ctx *c) {
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, FF, PREFILL, &c->ff));
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, VOCAB, 1, &c->logits));
     clf_tensor *inputs[] = {&c->x, &c->r, &c->w, &c->qkv, &c->gu, &c->logits};
-    for (int i = 0; i < 6; i++) CLF_TRY(fill_random(rt, inputs[i], &s));
+    for (int i = 0; i < 6; i++) CLF_TRY(clf_rng_fill_tensor(rt, inputs[i], &s, -1.0f, 1.0f));
     /* a Q8_0 table of valid blocks (quantized random rows) */
     size_t n = (size_t)EMBD_ROWS * D;
     float *f = malloc(n * sizeof *f);

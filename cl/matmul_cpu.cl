@@ -385,6 +385,13 @@ inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx
  * x from its int8 blocks. The SwiGLU launch and the down GEMV's quantizing
  * go; h equals what the GEMV, then clf_glu, then quantizing x would give.
  * Global size (tokens, ceil(ff / 32 / NPPW)). */
+/* h = act(g)·u of 32 rows: to Y, and its int8 block (the down GEMV's x) to yq. */
+inline void glu_store32(float16 ha, float16 hb, __global float *y, __global uchar *yq) {
+    vstore16(ha, 0, y);
+    vstore16(hb, 1, y);
+    clf_xq_store32(ha, hb, yq);
+}
+
 #define DEFINE_INT8_GLU(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY, ACT)             \
     __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
                        const ulong xoff, __global float *Y, const ulong yoff, const int ldy,     \
@@ -411,13 +418,9 @@ inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
-        _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < npf) {                    \
-            const float16 ha = ACT(acc[j][0]) * acc[j][2], hb = ACT(acc[j][1]) * acc[j][3];    \
-            __global float *y = Y + yoff + r * ldy + 32 * (p0 + j);                             \
-            vstore16(ha, 0, y);                                                                 \
-            vstore16(hb, 1, y);                                                                 \
-            clf_xq_store32(ha, hb, YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);            \
-        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < npf)                      \
+            glu_store32(ACT(acc[j][0]) * acc[j][2], ACT(acc[j][1]) * acc[j][3],                  \
+                        Y + yoff + r * ldy + 32 * (p0 + j), YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES); \
     }
 
 DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, QUANT_X)
@@ -753,86 +756,77 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
     return acc;
 }
 
-/* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV: per
- * sub-block Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂. */
+/* One 32-block b of panel P into its two row halves A0, A1: per sub-block                                              \
+ * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (W, S, K, nb, b, xw, dx, sx from the                                                 \
+ * kernel). The GEMV and its gated-unit form share it, so their sums are                                                \
+ * taken in one order. */                                                                                               \
+#define KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
+    do {                                                                                                                \
+        const __global uint *q = W + ((size_t)(P) * nb + b) * 32 * ((QB) + (QH));                                       \
+        const __global ushort *rec = S + ((size_t)(P) * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);                       \
+        float16 D0, D1, M0, M1;                                                                                         \
+        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                                         \
+            KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);                                      \
+            const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                                                        \
+            const int c0 = u * (SL) / 4;                                                                                \
+            A0 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)), D0 * dx, fma((float16)su, M0, A0));\
+            A1 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)), D1 * dx, fma((float16)su, M1, A1));\
+        }                                                                                                               \
+    } while (0)
+
+/* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV. */                                                       \
 #define DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, SUFFIX, XMODE)                                                  \
-    __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X, \
-                          const ulong xoff, __global float *Y, const ulong yoff, const int ldy,  \
-                          const int rows, const int K, const int accumulate) {                  \
-        const int p0 = get_global_id(1) * PPW, nb = K / 32, np = (rows + 31) / 32;              \
-        if (p0 >= np) return;                                                                   \
-        const size_t r = get_global_id(0);                                                      \
-        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                             \
-        float16 acc[PPW][2], D0, D1, M0, M1;                                                    \
-        _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;           \
-        for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8];                                                                          \
-            float dx, sx[3];                                                                    \
-            XMODE(x, b, xw, &dx, sx);                                             \
-            _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                   \
-                if (p0 + j >= np) break;                                                        \
-                const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * 32 * ((QB) + (QH));  \
-                const __global ushort *rec = S + ((size_t)(p0 + j) * (K / (SBK)) + b / ((SBK) / 32)) * (SREC); \
-                _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                         \
-                    KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);      \
-                    const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                        \
-                    const int c0 = u * (SL) / 4;                                                \
-                    acc[j][0] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)), D0 * dx, \
-                                    fma((float16)su, M0, acc[j][0]));                           \
-                    acc[j][1] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)), D1 * dx, \
-                                    fma((float16)su, M1, acc[j][1]));                           \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-        _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                        \
-            clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
+    __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X,        \
+                                      const ulong xoff, __global float *Y, const ulong yoff, const int ldy,             \
+                                      const int rows, const int K, const int accumulate) {                              \
+        const int p0 = get_global_id(1) * PPW, nb = K / 32, np = (rows + 31) / 32;                                      \
+        if (p0 >= np) return;                                                                                           \
+        const size_t r = get_global_id(0);                                                                              \
+        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                                        \
+        float16 acc[PPW][2];                                                                                            \
+        _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;                                   \
+        for (int b = 0; b < nb; b++) {                                                                                  \
+            int xw[8];                                                                                                  \
+            float dx, sx[3];                                                                                            \
+            XMODE(x, b, xw, &dx, sx);                                                                                   \
+            _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                                           \
+                if (p0 + j >= np) break;                                                                                \
+                KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, p0 + j, acc[j][0], acc[j][1]);                           \
+            }                                                                                                           \
+        }                                                                                                               \
+        _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                                                \
+            clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate);    \
     }
 
-/* The gate|up GEMV with the gated unit applied, as DEFINE_INT8_GLU: each
- * panel's sums in the order DEFINE_KQ_MVI_X takes them, so h is bit for bit
+/* The gate|up GEMV with the gated unit applied, as DEFINE_INT8_GLU, each
+ * panel's sums as the GEMV takes them (KQ_PANEL_BLOCK), so h is bit for bit
  * the GEMV's, then the unit's. A work-item takes KQ_GLU_PPW gate panels and
  * their up panels: half of PPW, the bytes of a GEMV's work-item (PPW pairs
  * measured ~10% slower than the GEMV and the SwiGLU launch together). */
 #define KQ_GLU_PPW ((PPW + 1) / 2)
-#define DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, UNIT, ACT)                                                  \
-    __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X, \
-                                         const ulong xoff, __global float *Y, const ulong yoff, const int ldy,      \
-                                         const int rows, const int K, __global uchar *YQ, const ulong yq_off) {    \
-        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * KQ_GLU_PPW;                                        \
-        if (p0 >= npf) return;                                                                                      \
-        const size_t r = get_global_id(0);                                                                          \
-        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                                    \
-        float16 acc[KQ_GLU_PPW][4], D0, D1, M0, M1;                                                                        \
-        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;     \
-        for (int b = 0; b < nb; b++) {                                                                              \
-            int xw[8];                                                                                              \
-            float dx, sx[3];                                                                                        \
-            LOAD_XQ(x, b, xw, &dx, sx);                                                                             \
-            _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                       \
-                if (p0 + j >= npf) break;                                                                           \
-                _Pragma("unroll") for (int g = 0; g < 2; g++) { /* gate, up */                                      \
-                    const size_t p = (size_t)(p0 + j + g * npf);                                                    \
-                    const __global uint *q = W + (p * nb + b) * 32 * ((QB) + (QH));                                 \
-                    const __global ushort *rec = S + (p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);                 \
-                    _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                         \
-                        KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);                      \
-                        const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                                        \
-                        const int c0 = u * (SL) / 4;                                                                \
-                        acc[j][2 * g] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)),       \
-                                            D0 * dx, fma((float16)su, M0, acc[j][2 * g]));                          \
-                        acc[j][2 * g + 1] = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)),   \
-                                                D1 * dx, fma((float16)su, M1, acc[j][2 * g + 1]));                  \
-                    }                                                                                               \
-                }                                                                                                   \
-            }                                                                                                       \
-        }                                                                                                           \
-        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) if (p0 + j < npf) {                                         \
-            const float16 ha = ACT(acc[j][0]) * acc[j][2], hb = ACT(acc[j][1]) * acc[j][3];                         \
-            __global float *y = Y + yoff + r * ldy + 32 * (p0 + j);                                                 \
-            vstore16(ha, 0, y);                                                                                     \
-            vstore16(hb, 1, y);                                                                                     \
-            clf_xq_store32(ha, hb, YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);                                \
-        }                                                                                                           \
+#define DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, UNIT, ACT)                                                      \
+    __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X,     \
+                                         const ulong xoff, __global float *Y, const ulong yoff, const int ldy,          \
+                                         const int rows, const int K, __global uchar *YQ, const ulong yq_off) {         \
+        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * KQ_GLU_PPW;                                     \
+        if (p0 >= npf) return;                                                                                          \
+        const size_t r = get_global_id(0);                                                                              \
+        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                                        \
+        float16 acc[KQ_GLU_PPW][4];                                                                                     \
+        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;    \
+        for (int b = 0; b < nb; b++) {                                                                                  \
+            int xw[8];                                                                                                  \
+            float dx, sx[3];                                                                                            \
+            LOAD_XQ(x, b, xw, &dx, sx);                                                                                 \
+            _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                    \
+                if (p0 + j >= npf) break;                                                                               \
+                _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                                            \
+                    KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
+            }                                                                                                           \
+        }                                                                                                               \
+        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) if (p0 + j < npf)                                        \
+            glu_store32(ACT(acc[j][0]) * acc[j][2], ACT(acc[j][1]) * acc[j][3], Y + yoff + r * ldy + 32 * (p0 + j),     \
+                        YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);                                               \
     }
 
 #define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                   \

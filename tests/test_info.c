@@ -161,22 +161,6 @@ static void write_tiny(const char *path) {
     clf_gguf_writer_free(w);
 }
 
-static char *capture(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) n += r;
-    buf[n] = 0;
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
-static void expect_in(const char *out, const char *s) {
-    if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
-}
-
 static void test_shape_and_command(void **state) {
     (void)state;
     char path[] = "/tmp/clinfer-info-XXXXXX";
@@ -202,36 +186,36 @@ static void test_shape_and_command(void **state) {
     char cmd[1024];
     int st;
     snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 10 --batch 8 --kv f16 --gflops 200 --gbs 10 --json", bin, path);
-    char *out = capture(cmd, &st);
+    char *out = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
-    expect_in(out, "\"params_total\": 74560, \"params_matmul\": 67840");
-    expect_in(out, "\"weight_bytes_total\": 56976");
-    expect_in(out, "\"file_params\": {\"embeddings\": 6400, \"attention\": 24576, \"mlp\": 36864, \"norms\": 320, "
+    tu_expect_in(out, "\"params_total\": 74560, \"params_matmul\": 67840");
+    tu_expect_in(out, "\"weight_bytes_total\": 56976");
+    tu_expect_in(out, "\"file_params\": {\"embeddings\": 6400, \"attention\": 24576, \"mlp\": 36864, \"norms\": 320, "
                    "\"output\": 6400, \"other\": 0}");
-    expect_in(out, "\"per_token_c1\": 136192, \"per_token_ctx\": 140800, \"prefill\": 1014272");
-    expect_in(out, "\"kv_per_token_f32\": 512, \"kv_per_token_f16\": 256, \"kv_ctx_f32\": 5120, \"kv_ctx_f16\": 2560");
-    expect_in(out, "\"activations\": 20224"); /* 8 * (608 * 4 + 4) + 100 * 4 + 48 * 7 (int8 forms) */
-    expect_in(out, "\"name\": \"tiny \\\"test\\\"\"");
-    expect_in(out, "\"roofline\": {\"source\": \"given\", \"gflops\": 200, \"gbs\": 10, \"decode_c1\": {\"bound\": \"memory\"");
+    tu_expect_in(out, "\"per_token_c1\": 136192, \"per_token_ctx\": 140800, \"prefill\": 1014272");
+    tu_expect_in(out, "\"kv_per_token_f32\": 512, \"kv_per_token_f16\": 256, \"kv_ctx_f32\": 5120, \"kv_ctx_f16\": 2560");
+    tu_expect_in(out, "\"activations\": 20224"); /* 8 * (608 * 4 + 4) + 100 * 4 + 48 * 7 (int8 forms) */
+    tu_expect_in(out, "\"name\": \"tiny \\\"test\\\"\"");
+    tu_expect_in(out, "\"roofline\": {\"source\": \"given\", \"gflops\": 200, \"gbs\": 10, \"decode_c1\": {\"bound\": \"memory\"");
     free(out);
     /* one valid JSON document */
     snprintf(cmd, sizeof cmd, "%s info -m %s --json | python3 -m json.tool >/dev/null", bin, path);
     assert_int_equal(system(cmd), 0);
     /* the text form: the file agrees with the estimate (no '*' mark) */
     snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 10", bin, path);
-    out = capture(cmd, &st);
+    out = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
-    expect_in(out, "2*P_mm + 4*n_layer*n_head*head_dim*c");
-    expect_in(out, "16 B/param");
+    tu_expect_in(out, "2*P_mm + 4*n_layer*n_head*head_dim*c");
+    tu_expect_in(out, "16 B/param");
     assert_null(strstr(out, "differs"));
     free(out);
     /* roofs measured on the test device */
     const char *dev = getenv("CLINFER_DEVICE");
     snprintf(cmd, sizeof cmd, "%s info -m %s --device '%s' --json 2>/dev/null", bin, path, dev ? dev : "0:0");
-    out = capture(cmd, &st);
+    out = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
-    expect_in(out, "\"roofline\": {\"source\": \"measured on ");
-    expect_in(out, "\"prefill\": {\"bound\": ");
+    tu_expect_in(out, "\"roofline\": {\"source\": \"measured on ");
+    tu_expect_in(out, "\"prefill\": {\"bound\": ");
     free(out);
     /* usage and file errors */
     snprintf(cmd, sizeof cmd, "%s info -m %s --gflops 5 2>/dev/null", bin, path);

@@ -520,22 +520,6 @@ static void test_range_bytes(void **state) {
     }
 }
 
-static char *capture(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) n += r;
-    buf[n] = 0;
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
-static void expect_in(const char *out, const char *s) {
-    if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
-}
-
 /* `clinfer info --devices`: the plan as the library makes it, before loading */
 static void test_info_plan(void **state) {
     (void)state;
@@ -551,25 +535,25 @@ static void test_info_plan(void **state) {
     char cmd[1024], want[256];
     int st;
     snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 64 --devices 0:0,0:1 --split-ratio 1,3", bin, path);
-    char *out = capture(cmd, &st);
+    char *out = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
-    expect_in(out, "split by layers over 2 devices (context 64, chunks of 64):");
-    expect_in(out, "  0     0:0     0-0 ");
-    expect_in(out, "  1     0:1     1-3 ");
-    expect_in(out, "crossing a boundary: 768 bytes per token (n_embd F32 activations); boundaries: 1");
+    tu_expect_in(out, "split by layers over 2 devices (context 64, chunks of 64):");
+    tu_expect_in(out, "  0     0:0     0-0 ");
+    tu_expect_in(out, "  1     0:1     1-3 ");
+    tu_expect_in(out, "crossing a boundary: 768 bytes per token (n_embd F32 activations); boundaries: 1");
     assert_null(strstr(out, "does not fit"));
     free(out);
     clf_gguf *g;
     TU_OK(clf_gguf_open(path, &g));
     snprintf(cmd, sizeof cmd, "%s info -m %s --ctx 64 --devices 0:0,0:1 --split-ratio 1,3 --json", bin, path);
-    out = capture(cmd, &st);
+    out = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
     snprintf(want, sizeof want, "\"layers\": [0, 1], \"weight_bytes\": %zu, \"kv_bytes\": %d",
              clf_split_range_bytes(g, 0, 1, 4, NULL), 2 * 64 * 64 * 4);
-    expect_in(out, want);
+    tu_expect_in(out, want);
     snprintf(want, sizeof want, "\"layers\": [1, 4], \"weight_bytes\": %zu, \"kv_bytes\": %d",
              clf_split_range_bytes(g, 1, 4, 4, NULL), 3 * 2 * 64 * 64 * 4);
-    expect_in(out, want);
+    tu_expect_in(out, want);
     free(out);
     snprintf(cmd, sizeof cmd, "%s info -m %s --devices 0:0,0:1 --json | python3 -m json.tool >/dev/null", bin, path);
     assert_int_equal(system(cmd), 0);
@@ -580,10 +564,10 @@ static void test_info_plan(void **state) {
     snprintf(cmd, sizeof cmd, "%s model %s --layers 4 --no-eog", tool, path);
     assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c' -n 12 --seed 3 --ctx 64 2>/dev/null", bin, path);
-    char *one = capture(cmd, &st);
+    char *one = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a b c' -n 12 --seed 3 --ctx 64 --devices 0:0,0:1 2>/dev/null", bin, path);
-    char *two = capture(cmd, &st);
+    char *two = tu_capture(cmd, &st);
     assert_int_equal(st, 0);
     assert_true(strlen(one) > 0);
     assert_string_equal(one, two);

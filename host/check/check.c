@@ -2,6 +2,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 uint64_t clf_rng_init(uint64_t seed, uint64_t stream) {
     /* splitmix64 of the pair, so nearby seeds and streams give unrelated data */
@@ -22,6 +23,16 @@ uint64_t clf_rng_next(uint64_t *s) {
 float clf_rng_uniform(uint64_t *s, float lo, float hi) {
     float u = (float)((clf_rng_next(s) >> 40) * (1.0 / 16777216.0));
     return lo + (hi - lo) * u;
+}
+
+clf_status clf_rng_fill_tensor(clf_runtime *rt, clf_tensor *t, uint64_t *s, float lo, float hi) {
+    size_t n = clf_tensor_bytes(t) / sizeof(float);
+    float *h = malloc(n * sizeof *h);
+    if (!h) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (size_t i = 0; i < n; i++) h[i] = clf_rng_uniform(s, lo, hi);
+    clf_status st = clf_tensor_upload(rt, t, h, n * sizeof *h);
+    free(h);
+    return st;
 }
 
 double clf_rel_err(const float *out, const double *ref, size_t n) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "runtime.h"
+#include "tensor.h"
 
 typedef struct clf_check_result {
     double err;       /* relative error (inf when an output was NaN/unwritten) */
@@ -35,6 +36,8 @@ extern const clf_check clf_checks_attention[];
 uint64_t clf_rng_init(uint64_t seed, uint64_t stream);
 uint64_t clf_rng_next(uint64_t *s);
 float clf_rng_uniform(uint64_t *s, float lo, float hi); /* [lo, hi) */
+/* An F32 tensor filled from the stream with values in [lo, hi). */
+clf_status clf_rng_fill_tensor(clf_runtime *rt, clf_tensor *t, uint64_t *s, float lo, float hi);
 
 /* ||out - ref|| / ||ref|| (the plain norm when ref is all zero); +inf when
  * out holds a NaN or an infinity, as a poisoned, unwritten element does. */

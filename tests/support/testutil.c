@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -75,4 +77,21 @@ void tu_tune(const char *assignments) {
 void tu_runtime_free(void) {
     clf_runtime_free(tu_rt);
     tu_rt = NULL;
+}
+
+char *tu_capture(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) n += r;
+    buf[n] = 0;
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+void tu_expect_in(const char *out, const char *s) {
+    if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
 }

@@ -35,4 +35,10 @@ void tu_tune(const char *assignments);
         if (tu_st_ != CLF_OK) fail_msg("%s -> %s: %s", #expr, clf_status_name(tu_st_), clf_last_error()); \
     } while (0)
 
+/* A shell command's stdout (up to 64 KiB, NUL-ended; free it) and its exit
+ * status in *status (-1: killed). */
+char *tu_capture(const char *cmd, int *status);
+/* Fails the test, showing `out`, unless it contains s. */
+void tu_expect_in(const char *out, const char *s);
+
 #endif
