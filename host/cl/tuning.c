@@ -30,8 +30,10 @@ static const param params[] = {
      "PoCL), cpu-portable (the same in plain OpenCL C 1.2), gpu (GGUF layout, local-memory tiles)"},
     {P(int8_gemv), 0, 1, NULL,
      "decode GEMVs of Q8_0/Q4_0/Q4_1 on int8 activations with byte multiply-adds (matmul=cpu on x86 AVX-512BW)"},
-    {P(int8_ppw), 1, 16, NULL, "panels (32 rows each) per work-item of the Q4 int8 GEMVs, which share one quantized x"},
-    {P(int8_ppw_q8), 1, 16, NULL, "panels per work-item of the Q8_0 int8 GEMV"},
+    {P(int8_ppw), 1, 16, NULL,
+     "most panels (32 rows each) per work-item of the Q4 int8 GEMVs, which share one quantized x (fewer where "
+     "that evens the work over the compute units)"},
+    {P(int8_ppw_q8), 1, 16, NULL, "most panels per work-item of the Q8_0 int8 GEMV"},
     {P(gemm_tm), 2, 16, NULL, "cpu: token rows of a GEMM work-item's register tile above 12 tokens"},
     {P(gemm_mg), 1, 64, NULL, "cpu: token tiles a GEMM work-item takes in turn, reusing its weight panel from cache"},
     {P(gpu_rpw), 1, 64, NULL, "gpu: weight rows per GEMV work-group"},

@@ -90,6 +90,23 @@ static const struct mm_tile *gpu_tile(const clf_runtime *rt, const mm_variant *v
     return &v->tiles[0];
 }
 
+/* Panels per work-item of an int8 GEMV over `panels` panels and n tokens:
+ * at most `most` (the table's, which shares one quantized x over more
+ * rows), and among those the one whose busiest compute unit has the fewest
+ * panels, the largest on ties. A work-group is one work-item and PoCL hands
+ * them out whole: 18 panels at 4 a work-item are 5 work-items, 3 on one
+ * core and 2 on the other (12 panels against 9 at 3 a work-item). */
+static int balanced_ppw(int64_t panels, int64_t n, int most, unsigned cus) {
+    int best = 1;
+    int64_t best_load = -1;
+    if (cus < 1) cus = 1;
+    for (int p = 1; p <= most; p++) {
+        const int64_t items = n * ((panels + p - 1) / p), load = (items + cus - 1) / cus * p;
+        if (best_load < 0 || load <= best_load) best = p, best_load = load;
+    }
+    return best;
+}
+
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
     const clf_panel_fmt *f = clf_panel_fmt_get(t);
     return n == 1 && f && f->int8 && v->x86_int8;
@@ -188,6 +205,12 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
     const int int8 = uses_int8(v, W->type, rowwise ? 1 : n), xq = int8 && XQ;
+    mm_variant vb = *v; /* the int8 GEMV's panels per work-item, balanced over the compute units */
+    if (int8) {
+        int *ppw = W->type == CLF_Q8_0 ? &vb.int8_ppw_q8 : &vb.int8_ppw;
+        *ppw = balanced_ppw(clf_panels_of(rows), n, *ppw, rt->dev.compute_units);
+    }
+    v = &vb;
     if (xq) { /* x as its producer quantized it */
         x = XQ->mem;
         xoff = XQ->offset / 4;
@@ -393,7 +416,17 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
                         "its int8 form %lld x %lld", (long long)W->rows, (long long)W->cols, (long long)n,
                         (long long)XQ->ne[0], (long long)clf_tensor_nrows(Y), (long long)Y->ne[0],
                         (long long)clf_tensor_nrows(YQ), (long long)YQ->ne[0]);
-    const mm_variant var = variant_of(rt, W->layout), *v = &var;
+    mm_variant var = variant_of(rt, W->layout), *v = &var;
+    /* gate panels per work-item, balanced as the GEMV's: Q8_0 and Q4 take
+     * PPW_Q8 / PPW (DEFINE_INT8_GLU), the rest (PPW + 1) / 2 (KQ_GLU_PPW) */
+    const int legacy = W->type == CLF_Q4_0 || W->type == CLF_Q4_1;
+    int ppw;
+    if (W->type == CLF_Q8_0)
+        ppw = var.int8_ppw_q8 = balanced_ppw(ff / 32, n, var.int8_ppw_q8, rt->dev.compute_units);
+    else if (legacy)
+        ppw = var.int8_ppw = balanced_ppw(ff / 32, n, var.int8_ppw, rt->dev.compute_units);
+    else
+        ppw = balanced_ppw(ff / 32, n, (var.int8_ppw + 1) / 2, rt->dev.compute_units), var.int8_ppw = 2 * ppw;
     char opts[128];
     cpu_options(v, v->gemm_tm, opts, sizeof opts);
     kargs a = {0};
@@ -411,9 +444,7 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
     arg(&a, sizeof K, &K);
     arg(&a, sizeof(cl_mem), &YQ->mem);
     arg(&a, sizeof yq_off, &yq_off);
-    const int legacy = W->type == CLF_Q4_0 || W->type == CLF_Q4_1; /* DEFINE_INT8_GLU; the rest KQ_GLU_PPW */
-    const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : legacy ? (size_t)v->int8_ppw : (size_t)(v->int8_ppw + 1) / 2;
-    const size_t global[2] = {(size_t)n, ((size_t)(ff / 32) + ppw - 1) / ppw}, local[2] = {1, 1};
+    const size_t global[2] = {(size_t)n, ((size_t)(ff / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (gated-unit gemv)", 2, global, local);
 }
 
