@@ -80,6 +80,7 @@ int cmd_serve(int argc, char **argv) {
     srv_engine *e = NULL;
     srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
                    .created = (long long)time(NULL)};
+    o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = cli_session_open(path, &o.place, -1, o.kv, &s);
     if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
     if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);

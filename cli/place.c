@@ -72,7 +72,7 @@ clf_status cli_place_plan(const cli_place *p, const clf_gguf *g, int64_t n_ctx, 
     out->n_batch = n_batch;
     clf_split_model *sm = malloc(sizeof *sm);
     if (!sm) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    st = clf_split_model_from_gguf(g, n_ctx, n_batch, 1, kv_bytes, sm);
+    st = clf_split_model_from_gguf(g, n_ctx, n_batch, p->n_seq > 0 ? p->n_seq : 1, kv_bytes, sm);
     if (st == CLF_OK) {
         st = clf_split_plan_make(sm, n, p->ratio ? ratio : NULL, mem, &out->plan);
         *planned = out->plan.n == n;
@@ -115,7 +115,8 @@ clf_status cli_stages_open(const cli_place *p, const clf_gguf *g, int n_ctx, clf
     cli_split *s = malloc(sizeof *s);
     if (!s) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     int planned;
-    clf_status st = cli_place_plan(p, g, n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F16 ? 2 : 4, s, &planned);
+    clf_status st = cli_place_plan(p, g, p->n_ctx > 0 ? p->n_ctx : n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F16 ? 2 : 4, s,
+                                   &planned);
     int l0[CLF_SPLIT_MAX], l1[CLF_SPLIT_MAX];
     for (int i = 0; st == CLF_OK && i < s->plan.n; i++) {
         out->n = i + 1;

@@ -15,6 +15,10 @@ typedef struct cli_place {
     const char *devices; /* --devices: a split when set */
     const char *split;   /* --split: "layers", the only mode */
     const char *ratio;   /* --split-ratio */
+    /* a command that makes its own context (serve: a sequence per slot):
+     * the sequences and positions a split's plan sizes KV for; 0: one, and
+     * the session's context */
+    int n_seq, n_ctx;
 } cli_place;
 
 #define CLI_PLACE_USAGE "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]]"

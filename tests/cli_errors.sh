@@ -77,6 +77,10 @@ expect "split stage > device (info)" 7 "^clinfer: out of memory: stage 1 \(layer
 grep -q "^  1     0:0     1-3 .* does not fit" "$W/out" || fail "split stage > device (info): the plan is not shown"
 expect "split stage > device (run)" 7 "^clinfer: out of memory: stage 1 \(layers 1-3\) needs 2\.0 MiB .* but its device has 1\.5 MiB" \
     env CLINFER_GLOBAL_MEM_MB=1.5 "$BIN" run -m "$W/tiny4.gguf" --ctx 64 --devices 0:0,0:0 --split-ratio 1,3 -p hi -n 2
+# serve's plan counts the KV of every slot: 64 of 1024 positions do not fit
+# where one would (7.4 MiB)
+expect "split stage > device (serve slots)" 7 "^clinfer: out of memory: stage 0 \(layers 0-1\) needs 23\.1 MiB \(weights 0\.8, KV 16\.0, scratch 6\.3\)" \
+    timeout 20 env CLINFER_GLOBAL_MEM_MB=12 "$BIN" serve -m "$W/tiny4.gguf" --port 0 --ctx 1024 --parallel 64 --devices 0:0,0:0
 expect "bad --split-ratio" 2 "^clinfer: usage error: --split-ratio: split ratio item '1x' is not a positive number" \
     "$BIN" run -m "$W/tiny4.gguf" --devices 0:0,0:0 --split-ratio 2,1x -p hi -n 2
 expect "--split-ratio count" 2 "^clinfer: usage error: --split-ratio has 3 shares for 2 devices" \
