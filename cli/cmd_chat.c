@@ -60,7 +60,7 @@ static clf_status one_turn(chat_state *cs, const char *user) {
     if (stats.n_gen > 0 || stats.n_prompt > 0) cs->first = 0;
     /* an answer cut short keeps its last token; the turn's end follows it */
     if (st == CLF_OK && !stats.stopped_eog && stats.last >= 0)
-        st = clf_llama_eval(cs->s.c, &stats.last, 1, 0, cs->s.logits);
+        st = clf_llama_eval(cs->s.c, &stats.last, 1, 0, NULL);
     printf("\n");
     if (getenv("CLINFER_CHAT_STATS")) cli_print_stats(&cs->s, &stats);
     return st;

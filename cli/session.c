@@ -101,13 +101,20 @@ static clf_status emit(FILE *out, const char *text, size_t n) {
     return clf_fail(CLF_ERR_IO, "cannot write the generated text: %s", strerror(errno));
 }
 
-/* Corrupt weights can make every logit NaN: sampling would then pick
- * token 0 or stop at once, printing nothing; say so instead. */
-static clf_status check_logits(const cli_session *s) {
-    for (int i = 0; i < s->m->hp.n_vocab; i++)
-        if (!isfinite(s->logits[i]))
-            return clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
-    return CLF_OK;
+/* Evaluates tokens for what the sampler needs next: the k best logits
+ * where they are all it takes (on one device k values cross instead of the
+ * vocabulary), else every logit. Corrupt weights can make every logit
+ * NaN: sampling would then pick token 0 or stop at once, printing nothing;
+ * say so instead. */
+static clf_status eval_for(cli_session *s, const clf_sampler *smp, const int32_t *tokens, int n) {
+    int bad = 0;
+    s->top_k = clf_sampler_top_k(smp, CLF_TOPK_MAX);
+    clf_status st = s->top_k ? clf_llama_eval_top(s->c, tokens, n, s->top_k, s->top_vals, s->top_ids, &bad)
+                             : clf_llama_eval(s->c, tokens, n, 0, s->logits);
+    for (int i = 0; st == CLF_OK && !s->top_k && i < s->m->hp.n_vocab; i++) bad |= !isfinite(s->logits[i]);
+    if (st == CLF_OK && bad)
+        st = clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
+    return st;
 }
 
 clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen, FILE *out,
@@ -116,8 +123,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
     stats->last = -1;
     double build0 = s->rt->build_s, t0 = clf_now_s();
     int n_past0 = s->c->n_past;
-    clf_status st = clf_llama_eval(s->c, prompt, n_prompt, 0, s->logits);
-    if (st == CLF_OK) st = check_logits(s);
+    clf_status st = eval_for(s, smp, prompt, n_prompt);
     if (st != CLF_OK) {
         clf_llama_rewind(s->c, n_past0); /* no half-read prompt stays in the context */
         if (st == CLF_ERR_INTERRUPTED || cli_interrupted) st = clf_fail(CLF_ERR_INTERRUPTED, "prompt processing stopped by %s", cli_interrupt_name());
@@ -140,7 +146,8 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
             st = CLF_ERR_INTERRUPTED;
             break;
         }
-        int32_t id = clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);
+        int32_t id = s->top_k ? clf_sampler_sample_top(smp, s->top_vals, s->top_ids, s->top_k)
+                              : clf_sampler_sample(smp, s->logits, s->m->hp.n_vocab);
         stats->last = id;
         stats->n_gen++;
         if (clf_token_is_eog(s->tok, id)) {
@@ -156,7 +163,7 @@ clf_status cli_generate(cli_session *s, clf_sampler *smp, const int32_t *prompt,
             st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
             break;
         }
-        if ((st = clf_llama_eval(s->c, &id, 1, 0, s->logits)) != CLF_OK || (st = check_logits(s)) != CLF_OK) break;
+        if ((st = eval_for(s, smp, &id, 1)) != CLF_OK) break;
     }
     if (st != CLF_OK && cli_interrupted) /* whatever failed after a signal failed for it (load_step) */
         st = clf_fail(CLF_ERR_INTERRUPTED, "generation stopped by %s", cli_interrupt_name());

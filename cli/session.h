@@ -19,6 +19,10 @@ typedef struct cli_session {
     clf_llama_ctx *c;
     clf_tokenizer *tok;
     float *logits; /* [n_vocab], the last evaluated token's */
+    /* or only its top_k best (top_k > 0), when that is all the sampler needs */
+    int top_k;
+    float top_vals[CLF_TOPK_MAX];
+    int32_t top_ids[CLF_TOPK_MAX];
     double load_s;
 } cli_session;
 

@@ -612,6 +612,8 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     free(c->hop_x[0]);
     free(c->hop_x[1]);
     free(c->hop_logits);
+    free(c->top_logits);
+    clf_topk_free(&c->topk);
     clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
     if (c->ids) clReleaseMemObject(c->ids);
@@ -868,6 +870,7 @@ static clf_status hop_pending(clf_llama_ctx *c, pending_hop *h) {
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits) {
     const clf_llama_hparams *hp = &c->m->hp;
     if (n <= 0) return clf_fail(CLF_ERR_ARG, "no tokens to evaluate");
+    if (all_logits && !logits) return clf_fail(CLF_ERR_ARG, "every token's logits asked for, nowhere to write them");
     if (n > c->n_ctx - c->n_past)
         return clf_fail(CLF_ERR_CONTEXT, "%d tokens do not fit: %d of the context's %d are used", n, c->n_past, c->n_ctx);
     for (int i = 0; i < n; i++)
@@ -934,6 +937,42 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         if (c->n_past > hopped) clf_llama_rewind(c, hopped);
     }
     return st;
+}
+
+/* The k best of a host row, as cl/select.cl chooses them. */
+static void top_of_row(const float *row, int n, int k, float *vals, int32_t *ids, int *nonfinite) {
+    int m = 0;
+    *nonfinite = 0;
+    for (int i = 0; i < n; i++) {
+        float x = row[i];
+        if (!isfinite(x)) {
+            *nonfinite = 1;
+            if (isnan(x)) x = -INFINITY;
+        }
+        if (m == k && !(x > vals[k - 1])) continue; /* ids rise: a tie loses */
+        int j = m < k ? m++ : k - 1;
+        for (; j > 0 && x > vals[j - 1]; j--) vals[j] = vals[j - 1], ids[j] = ids[j - 1];
+        vals[j] = x;
+        ids[j] = i;
+    }
+}
+
+clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
+                              int *nonfinite) {
+    const int n_vocab = c->m->hp.n_vocab;
+    if (k < 1 || k > CLF_TOPK_MAX || k > n_vocab)
+        return clf_fail(CLF_ERR_ARG, "top-k: k = %d is not in 1 .. %d", k, n_vocab < CLF_TOPK_MAX ? n_vocab : CLF_TOPK_MAX);
+    if (c->next) { /* the logits arrive on the host */
+        if (!c->top_logits && !(c->top_logits = malloc((size_t)n_vocab * sizeof *c->top_logits)))
+            return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        CLF_TRY(clf_llama_eval(c, tokens, n, 0, c->top_logits));
+        top_of_row(c->top_logits, n_vocab, k, vals, ids, nonfinite);
+        return CLF_OK;
+    }
+    if (!c->topk.out_i) CLF_TRY(clf_topk_create(c->m->rt, &c->topk));
+    CLF_TRY(clf_llama_eval(c, tokens, n, 0, NULL)); /* the last token's logits stay in row 0 */
+    const clf_tensor row = clf_tensor_rows(&c->logits, 0, 1);
+    return clf_topk_read(&c->topk, &row, k, vals, ids, nonfinite);
 }
 
 /* Checks a batch before anything runs: sequences in range and distinct,

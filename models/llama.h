@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "matmul.h"
 #include "ops.h"
+#include "select.h"
 #include "stage.h"
 
 typedef struct clf_llama_hparams {
@@ -98,6 +99,8 @@ typedef struct clf_llama_ctx {
     float *hop_x[2];      /* [n_batch × n_embd]: a pass's activations for the next stage, two in flight */
     float *hop_logits;    /* the logits rows a pass over the link returns */
     int n_micro;          /* over a link, clf_llama_eval's chunks: n_batch / 4 from 128 rows on, so stages overlap */
+    clf_topk topk;        /* clf_llama_eval_top's device scratch (on first use) */
+    float *top_logits;    /* over a split, its host row [n_vocab] (on first use) */
 } clf_llama_ctx;
 
 /* n_ctx 0 = the model's training context (capped at 4096); n_batch: the
@@ -118,8 +121,18 @@ void clf_llama_ctx_free(clf_llama_ctx *c);
  * done stay in the cache, counted in n_past (rewind to drop them). Over
  * a split (stage.h) the chunks pipeline: chunk k+1 runs on this stage
  * while chunk k runs on the next; on a failure the chunks that did not
- * reach every stage are forgotten. */
+ * reach every stage are forgotten. logits NULL: nothing is read back (a
+ * token only to extend the cache). */
 clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int all_logits, float *logits);
+
+/* clf_llama_eval for the last token's k best logits only (1 <= k <=
+ * CLF_TOPK_MAX, host/compute/select.h): vals/ids best first (the larger
+ * logit, then the smaller id; NaN as -inf), *nonfinite 1 when any of its
+ * logits is NaN or infinite. On one device the choice is made there and k
+ * values cross instead of n_vocab (what clf_sampler_sample_top needs);
+ * over a split the logits come back and are chosen on the host. */
+clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
+                              int *nonfinite);
 
 /* One entry of a batch: n tokens appended to sequence `seq` at its length;
  * with `logits` set, its last token's [n_vocab] is written there. */

@@ -301,6 +301,49 @@ static void test_context_full_is_an_error(void **state) {
     unlink(path);
 }
 
+/* clf_llama_eval_top: the k best of the logits clf_llama_eval gives for
+ * the same tokens (another context of the same model), bit for bit, best
+ * first, for a prompt and the decode steps after it. */
+static void test_eval_top(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(tiny_model_write(&BASE, tu_seed(), path), 0);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open(path, &g));
+    clf_llama *m;
+    clf_llama_ctx *c, *ct;
+    TU_OK(clf_llama_load(rt, g, &m));
+    TU_OK(clf_llama_ctx_create(m, 32, 16, CLF_F32, &c));
+    TU_OK(clf_llama_ctx_create(m, 32, 16, CLF_F32, &ct));
+    const int nv = m->hp.n_vocab;
+    float *logits = malloc((size_t)nv * sizeof *logits), vals[CLF_TOPK_MAX];
+    int32_t ids[CLF_TOPK_MAX], toks[8] = {5, 17, 3, 90, 44, 1, 60, 2};
+    for (int step = 0; step < 4; step++) {
+        const int n = step ? 1 : 5, k = step % 2 ? 1 : 40;
+        const int32_t *t = toks + (step ? 4 + step : 0);
+        int bad = -1;
+        TU_OK(clf_llama_eval(c, t, n, 0, logits));
+        TU_OK(clf_llama_eval_top(ct, t, n, k, vals, ids, &bad));
+        assert_int_equal(bad, 0);
+        for (int j = 0; j < k; j++) { /* the j-th best: nothing above it, ties by the smaller id */
+            int above = 0;
+            for (int i = 0; i < nv; i++) above += logits[i] > logits[ids[j]] || (logits[i] == logits[ids[j]] && i < ids[j]);
+            assert_int_equal(above, j);
+            assert_memory_equal(&vals[j], &logits[ids[j]], sizeof(float));
+        }
+    }
+    assert_int_equal(clf_llama_eval_top(ct, toks, 1, CLF_TOPK_MAX + 1, vals, ids, &(int){0}), CLF_ERR_ARG);
+    free(logits);
+    clf_llama_ctx_free(c);
+    clf_llama_ctx_free(ct);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
 /* An abort hook that lets *budget calls pass, then asks to stop. */
 static int stop_after(void *ud) {
     int *budget = ud;
@@ -358,6 +401,7 @@ int main(void) {
         cmocka_unit_test(test_rewind_ring),
         cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_context_full_is_an_error),
+        cmocka_unit_test(test_eval_top),
         cmocka_unit_test(test_abort_hook),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -293,6 +293,69 @@ static void test_repetition_penalty(void **state) {
     clf_sampler_free(s);
 }
 
+/* The k best of l, best first (the larger logit, then the smaller id), as
+ * clf_llama_eval_top gives them. */
+static void best_k(const float *l, int n, int k, float *vals, int32_t *ids) {
+    int *order = malloc((size_t)n * sizeof *order);
+    for (int i = 0; i < n; i++) order[i] = i;
+    g_logits = l;
+    qsort(order, (size_t)n, sizeof *order, by_logit_desc);
+    for (int j = 0; j < k; j++) vals[j] = l[order[j]], ids[j] = order[j];
+    free(order);
+}
+
+/* Given only the k best logits (clf_sampler_sample_top), the same token as
+ * from all of them, draw for draw with one seed: greedy and sampling with
+ * each filter, on logits with ties (a coarse grid). */
+static void test_top_k_candidates_same_tokens(void **state) {
+    (void)state;
+    enum { N = 3001, DRAWS = 400, KMAX = 64 };
+    uint64_t s = tu_seed() ^ 0x70b;
+    float *l = malloc(N * sizeof *l), vals[KMAX];
+    int32_t ids[KMAX];
+    const struct { float t; int k; float p, minp; } set[] = {
+        {0, 40, 0.95f, 0.05f}, {0.8f, 40, 0.95f, 0.05f}, {1.0f, 1, 1, 0}, {1.5f, 64, 1, 0}, {0.7f, 10, 0.5f, 0},
+        {1.2f, 64, 1, 0.2f}};
+    for (size_t c = 0; c < sizeof set / sizeof set[0]; c++) {
+        clf_sampler_params p = clf_sampler_defaults();
+        p.temperature = set[c].t, p.top_k = set[c].k, p.top_p = set[c].p, p.min_p = set[c].minp;
+        p.seed = tu_next(&s);
+        clf_sampler *full, *top;
+        assert_int_equal(clf_sampler_create(&p, N, &full), CLF_OK);
+        assert_int_equal(clf_sampler_create(&p, N, &top), CLF_OK);
+        const int k = clf_sampler_top_k(top, KMAX);
+        assert_int_equal(k, set[c].t <= 0 ? 1 : set[c].k);
+        for (int d = 0; d < DRAWS; d++) {
+            for (int i = 0; i < N; i++) l[i] = d % 2 ? floorf(6 * tu_normal(&s)) / 2 : 3 * tu_normal(&s);
+            best_k(l, N, k, vals, ids);
+            const int32_t a = clf_sampler_sample(full, l, N), b = clf_sampler_sample_top(top, vals, ids, k);
+            if (a != b) fail_msg("settings %zu, draw %d: %d from every logit, %d from the best %d (replay: CLINFER_SEED=%llu)",
+                                 c, d, (int)a, (int)b, k, (unsigned long long)tu_seed());
+        }
+        clf_sampler_free(full);
+        clf_sampler_free(top);
+    }
+    /* when all the logits are needed: a penalty, top-k off, above the most, or the whole vocabulary */
+    clf_sampler_params p = clf_sampler_defaults();
+    clf_sampler *sm;
+    const struct { float pen; int k, kmax, n; } none[] = {{1.1f, 40, KMAX, N}, {1, 0, KMAX, N}, {1, 65, KMAX, N}, {1, 40, KMAX, 40}};
+    for (size_t c = 0; c < sizeof none / sizeof none[0]; c++) {
+        p.repeat_penalty = none[c].pen, p.top_k = none[c].k;
+        assert_int_equal(clf_sampler_create(&p, none[c].n, &sm), CLF_OK);
+        assert_int_equal(clf_sampler_top_k(sm, none[c].kmax), 0);
+        clf_sampler_free(sm);
+    }
+    /* a k the settings do not take, an id outside the vocabulary */
+    p = clf_sampler_defaults();
+    assert_int_equal(clf_sampler_create(&p, N, &sm), CLF_OK);
+    best_k(l, N, 40, vals, ids);
+    assert_int_equal(clf_sampler_sample_top(sm, vals, ids, 39), -1);
+    ids[3] = N;
+    assert_int_equal(clf_sampler_sample_top(sm, vals, ids, 40), -1);
+    clf_sampler_free(sm);
+    free(l);
+}
+
 static void test_bad_parameters(void **state) {
     (void)state;
     clf_sampler *s = (clf_sampler *)&s;
@@ -362,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_same_seed_same_tokens),
         cmocka_unit_test(test_repetition_penalty),
+        cmocka_unit_test(test_top_k_candidates_same_tokens),
         cmocka_unit_test(test_bad_parameters),
         cmocka_unit_test(test_vocab_sized_cost),
     };

@@ -26,6 +26,7 @@
  * floats exactly, so the logits are equal (1e-6 allows a device whose
  * kernels differ in summation order). */
 #define TOL 1e-6
+#define TOP_K 40 /* clf_llama_eval_top's k */
 
 /* ---- the plan ---------------------------------------------------------------- */
 
@@ -142,7 +143,7 @@ enum { N_ROWS = 25, PROMPT = 20 };
  * ([N_ROWS × V]): a 20-token prompt in chunks of 8, four decodes, a rewind
  * and three tokens again, two sequences batched, a fresh context's every
  * token's logits. */
-static void script(clf_llama *m, const int32_t *toks, int V, float *out) {
+static void script(clf_llama *m, const int32_t *toks, int V, float *out, float *top_vals, int32_t *top_ids) {
     clf_llama_ctx *c;
     TU_OK(clf_llama_ctx_create_seqs(m, 64, 8, 2, CLF_F32, &c));
     float *row = out;
@@ -168,6 +169,11 @@ static void script(clf_llama *m, const int32_t *toks, int V, float *out) {
     TU_OK(clf_llama_eval(c, &toks[50], 12, 1, row));
     row += 12 * V;
     assert_int_equal((row - out) / V, N_ROWS);
+    /* and the best TOP_K of a prompt's last logits (over a split, chosen on the host) */
+    int bad = -1;
+    clf_llama_rewind(c, 0);
+    TU_OK(clf_llama_eval_top(c, &toks[50], 12, TOP_K, top_vals, top_ids, &bad));
+    assert_int_equal(bad, 0);
     clf_llama_ctx_free(c);
 }
 
@@ -183,7 +189,9 @@ static void compare(const clf_gguf *g, const int *cuts, int n_stage) {
     float *want = malloc((size_t)N_ROWS * V * sizeof *want), *got = malloc((size_t)N_ROWS * V * sizeof *got);
     assert_non_null(want);
     assert_non_null(got);
-    script(ref, toks, V, want);
+    float want_top[TOP_K], got_top[TOP_K];
+    int32_t want_ids[TOP_K], got_ids[TOP_K];
+    script(ref, toks, V, want, want_top, want_ids);
     clf_llama_free(ref);
 
     int l0[4], l1[4];
@@ -200,7 +208,7 @@ static void compare(const clf_gguf *g, const int *cuts, int n_stage) {
     assert_null(stages[n_stage - 1]->tok_embd.mem);
     assert_null(stages[n_stage - 1]->layers[0].attn_norm.mem);
     memset(got, 0xff, (size_t)N_ROWS * V * sizeof *got);
-    script(stages[0], toks, V, got);
+    script(stages[0], toks, V, got, got_top, got_ids);
     clf_stage_local_free(stages, n_stage);
 
     double worst = 0;
@@ -211,6 +219,8 @@ static void compare(const clf_gguf *g, const int *cuts, int n_stage) {
     print_message("  %d layers in %d stages: max rel diff split vs one device %.2e (tol %.0e)\n", L, n_stage, worst,
                   TOL);
     assert_true(worst <= TOL);
+    assert_memory_equal(got_ids, want_ids, sizeof want_ids);
+    assert_true(tu_rel_err_f(got_top, want_top, TOP_K) <= TOL);
     free(want);
     free(got);
 }
@@ -277,7 +287,9 @@ static void test_relay(void **state) {
     uint64_t r = tu_seed() ^ 0x7e1a;
     for (int i = 0; i < 64; i++) toks[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
     float *want = malloc((size_t)N_ROWS * V * sizeof *want), *got = malloc((size_t)N_ROWS * V * sizeof *got);
-    script(ref, toks, V, want);
+    float want_top[TOP_K], got_top[TOP_K];
+    int32_t want_ids[TOP_K], got_ids[TOP_K];
+    script(ref, toks, V, want, want_top, want_ids);
     clf_llama_free(ref);
     TU_OK(clf_llama_load_range(rts[0], g, 0, 1, &first));
     TU_OK(clf_llama_load_range(rts[1], g, 1, 3, &rest[0]));
@@ -291,7 +303,7 @@ static void test_relay(void **state) {
     clf_llama_ctx_free(alone);
     clf_llama_set_next(first, &relay_ops, rest);
     /* a stage that is not the last, without a link: its pass returns activations */
-    script(first, toks, V, got);
+    script(first, toks, V, got, got_top, got_ids);
     double worst = 0;
     for (int i = 0; i < N_ROWS; i++) {
         double e = tu_rel_err_f(got + (size_t)i * V, want + (size_t)i * V, (size_t)V);
@@ -299,6 +311,8 @@ static void test_relay(void **state) {
     }
     print_message("  relayed by the caller over 3 stages: max rel diff %.2e (tol %.0e)\n", worst, TOL);
     assert_true(worst <= TOL);
+    assert_memory_equal(got_ids, want_ids, sizeof want_ids);
+    assert_true(tu_rel_err_f(got_top, want_top, TOP_K) <= TOL);
     /* a pass that does not continue its sequences is refused */
     clf_llama_ctx *c;
     TU_OK(clf_llama_ctx_create(rest[0], 16, 4, CLF_F32, &c));

@@ -136,6 +136,9 @@ static int top_k(clf_sampler *s, int n, int k) {
         }
         h[j] = x;
     }
+    /* best first: the order the draw walks, whether the k came from here
+     * or from the device (clf_sampler_sample_top) */
+    qsort(h, (size_t)m, sizeof *h, cmp_better);
     memcpy(s->c, h, (size_t)m * sizeof *h);
     return m;
 }
@@ -174,18 +177,45 @@ static int top_p(clf_sampler *s, int n, float max, float p) {
     return n;
 }
 
+static int32_t draw(clf_sampler *s, int n);
+
 int32_t clf_sampler_sample(clf_sampler *s, const float *logits, int n_vocab) {
     if (n_vocab <= 0 || n_vocab > s->n_vocab) {
         clf_fail(CLF_ERR_ARG, "sampler: %d logits for a sampler of %d", n_vocab, s->n_vocab);
         return -1;
     }
-    int n = n_vocab;
-    for (int i = 0; i < n; i++) s->c[i] = (cand){isnan(logits[i]) ? -INFINITY : logits[i], i};
+    for (int i = 0; i < n_vocab; i++) s->c[i] = (cand){isnan(logits[i]) ? -INFINITY : logits[i], i};
     apply_penalty(s);
+    return draw(s, n_vocab);
+}
 
+int clf_sampler_top_k(const clf_sampler *s, int k_max) {
+    if (s->p.repeat_penalty != 1.0f) return 0; /* any logit of the history may move */
+    if (s->p.temperature <= 0) return 1;
+    return s->p.top_k > 0 && s->p.top_k <= k_max && s->p.top_k < s->n_vocab ? s->p.top_k : 0;
+}
+
+int32_t clf_sampler_sample_top(clf_sampler *s, const float *vals, const int32_t *ids, int k) {
+    if (k != clf_sampler_top_k(s, k)) {
+        clf_fail(CLF_ERR_ARG, "sampler: %d best logits where these settings need %d", k, clf_sampler_top_k(s, k));
+        return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab) {
+            clf_fail(CLF_ERR_ARG, "sampler: token %d is not in the vocabulary of %d", (int)ids[i], s->n_vocab);
+            return -1;
+        }
+        s->c[i] = (cand){isnan(vals[i]) ? -INFINITY : vals[i], ids[i]};
+    }
+    return draw(s, k);
+}
+
+/* The chain after the penalty, over the candidates c[0..n): all the
+ * vocabulary in id order, or the best k best first. */
+static int32_t draw(clf_sampler *s, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
-        if (s->c[i].logit > s->c[best].logit) best = i;
+        if (better(&s->c[i], &s->c[best])) best = i;
     float max = s->c[best].logit;
     if (s->p.temperature <= 0 || isinf(max)) return s->c[best].id; /* greedy, or nothing to weigh */
 

@@ -38,6 +38,17 @@ void clf_sampler_free(clf_sampler *s);
  * -1 with a message when n_vocab is not the sampler's. */
 int32_t clf_sampler_sample(clf_sampler *s, const float *logits, int n_vocab);
 
+/* How many of the best logits clf_sampler_sample_top needs with these
+ * settings, at most k_max: 1 for greedy, top_k for sampling, 0 when it
+ * needs them all (a repetition penalty, top-k off or above k_max or the
+ * vocabulary). */
+int clf_sampler_top_k(const clf_sampler *s, int k_max);
+
+/* clf_sampler_sample given only the k best logits, best first (the larger
+ * logit, then the smaller id), k = clf_sampler_top_k: the same token as
+ * from all of them. -1 with a message for another k or an id out of range. */
+int32_t clf_sampler_sample_top(clf_sampler *s, const float *vals, const int32_t *ids, int k);
+
 /* Appends a token (prompt or generated) to the penalty's history. */
 void clf_sampler_accept(clf_sampler *s, int32_t id);
 

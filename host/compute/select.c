@@ -1,0 +1,72 @@
+/* The k best of a device row (select.h): two launches of cl/select.cl and
+ * one read of k values, k indices and a count. */
+#include "select.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Slices the row is cut into: enough for every compute unit of a GPU, each
+ * at least 512 values (a CPU's two threads take 32 each). */
+enum { TOPK_PARTS = 64, TOPK_SLICE = 512 };
+
+clf_status clf_topk_create(clf_runtime *rt, clf_topk *t) {
+    memset(t, 0, sizeof *t);
+    t->rt = rt;
+    const size_t lists = (size_t)TOPK_PARTS * CLF_TOPK_MAX * 4;
+    clf_status st = clf_buffer_create(rt, CL_MEM_READ_WRITE, lists, NULL, &t->part_v);
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, lists, NULL, &t->part_i);
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, TOPK_PARTS * 4, NULL, &t->bad);
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, CLF_TOPK_MAX * 4, NULL, &t->out_v);
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, (CLF_TOPK_MAX + 1) * 4, NULL, &t->out_i);
+    if (st != CLF_OK) clf_topk_free(t);
+    return st;
+}
+
+void clf_topk_free(clf_topk *t) {
+    cl_mem *m[] = {&t->part_v, &t->part_i, &t->bad, &t->out_v, &t->out_i};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (*m[i]) clReleaseMemObject(*m[i]);
+    memset(t, 0, sizeof *t);
+}
+
+clf_status clf_topk_read(clf_topk *t, const clf_tensor *x, int k, float *vals, int32_t *ids, int *nonfinite) {
+    clf_runtime *rt = t->rt;
+    if (!t->out_i) return clf_fail(CLF_ERR_ARG, "top-k: no scratch (clf_topk_create)");
+    if (x->type != CLF_F32 || x->offset % 4 || x->ne[0] < 1 || x->ne[0] > INT_MAX)
+        return clf_fail(CLF_ERR_ARG, "top-k: the row must be F32 with 1 to %d values", INT_MAX);
+    const int n = (int)x->ne[0];
+    if (k < 1 || k > CLF_TOPK_MAX || k > n)
+        return clf_fail(CLF_ERR_ARG, "top-k: k = %d is not in 1 .. %d (a row of %d)", k, n < CLF_TOPK_MAX ? n : CLF_TOPK_MAX, n);
+    int parts = n / TOPK_SLICE;
+    parts = parts < 1 ? 1 : parts > TOPK_PARTS ? TOPK_PARTS : parts;
+    const cl_ulong xoff = x->offset / 4;
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DTOPK_MAX=%d", CLF_TOPK_MAX);
+    cl_kernel kp, km;
+    CLF_TRY(clf_kernel_get(rt, "select", opts, "topk_part", &kp));
+    CLF_TRY(clf_kernel_get(rt, "select", opts, "topk_merge", &km));
+    clf_arg ap[] = {CLF_ARG(x->mem), CLF_ARG(xoff), CLF_ARG(n), CLF_ARG(k), CLF_ARG(parts),
+                    CLF_ARG(t->part_v), CLF_ARG(t->part_i), CLF_ARG(t->bad)};
+    CLF_TRY(clf_set_args(kp, ap, CLF_NARGS(ap)));
+    const size_t gp = (size_t)parts, one = 1;
+    CLF_TRY(clf_launch(rt, kp, 1, &gp, NULL));
+    clf_arg am[] = {CLF_ARG(t->part_v), CLF_ARG(t->part_i), CLF_ARG(t->bad), CLF_ARG(k), CLF_ARG(parts),
+                    CLF_ARG(t->out_v), CLF_ARG(t->out_i)};
+    CLF_TRY(clf_set_args(km, am, CLF_NARGS(am)));
+    CLF_TRY(clf_launch(rt, km, 1, &one, &one));
+    int32_t out_i[CLF_TOPK_MAX + 1];
+    clf_status st = clf_cl_check(clEnqueueReadBuffer(rt->queue, t->out_v, CL_FALSE, 0, (size_t)k * 4, vals, 0, NULL, NULL),
+                                 "reading the top-k values");
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, t->out_i, CL_TRUE, 0, (size_t)(k + 1) * 4, out_i, 0,
+                                              NULL, NULL),
+                          "reading the top-k indices");
+    if (st != CLF_OK) {
+        clFinish(rt->queue);
+        return st;
+    }
+    memcpy(ids, out_i, (size_t)k * sizeof *ids);
+    *nonfinite = out_i[k] != 0;
+    return CLF_OK;
+}
