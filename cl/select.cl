@@ -7,10 +7,11 @@
  * counts as -inf, as the sampler takes it; a row holding any non-finite
  * value is counted, for the caller's check of the logits.
  *
- * Two launches: topk_part, one work-item per slice of the row keeping its k
- * best in a sorted private list (a value enters only when it beats the
- * list's last, rare once the list fills); topk_merge, one work-item merging
- * the parts' lists. Option TOPK_MAX: the largest k (private list size). */
+ * Two launches: topk_part, one work-item (and work-group: the scan is
+ * serial, not for lanes) per slice of the row keeping its k best in a
+ * sorted private list (a value enters only when it beats the list's last,
+ * rare once the list fills); topk_merge, one work-item merging the parts'
+ * lists. Option TOPK_MAX: the largest k (private list size). */
 
 #ifndef TOPK_MAX
 #define TOPK_MAX 64
@@ -40,13 +41,25 @@ __kernel void topk_part(__global const float *X, const ulong xoff, const int n, 
     const int len = (n + parts - 1) / parts, i0 = p * len, i1 = min(n, i0 + len);
     float v[TOPK_MAX];
     int id[TOPK_MAX], m = 0, bad = 0;
-    for (int i = i0; i < i1; i++) {
-        float x = X[xoff + i];
-        if (!isfinite(x)) {
-            bad = 1;
-            if (isnan(x)) x = -INFINITY;
+    int i = i0;
+    /* 16 at a time: once the list is full a run whose values all fall at
+     * or below its last (a later tie loses) is skipped whole */
+    for (; i + 16 <= i1; i += 16) {
+        const float16 x = vload16(0, X + xoff + i);
+        if (any(isinf(x) | isnan(x))) bad = 1;
+        else if (m == k && !any(x > (float16)v[k - 1])) continue;
+        for (int j = i; j < i + 16; j++) {
+            const float y = X[xoff + j];
+            topk_insert(v, id, &m, k, isnan(y) ? -INFINITY : y, j);
         }
-        topk_insert(v, id, &m, k, x, i);
+    }
+    for (; i < i1; i++) {
+        float y = X[xoff + i];
+        if (!isfinite(y)) {
+            bad = 1;
+            if (isnan(y)) y = -INFINITY;
+        }
+        topk_insert(v, id, &m, k, y, i);
     }
     for (int j = 0; j < k; j++) {
         PV[p * k + j] = j < m ? v[j] : -INFINITY;
