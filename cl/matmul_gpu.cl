@@ -301,6 +301,123 @@ DEFINE_GEMV(gemv_q4_k, uchar, load8_q4_k)
 DEFINE_GEMV(gemv_q5_k, uchar, load8_q5_k)
 DEFINE_GEMV(gemv_q6_k, uchar, load8_q6_k)
 
+/* Decode GEMVs on x quantized to int8 (CLF_XQ_BYTES blocks, cl/common.cl,
+ * written once by the kernel that produces x) with integer dot products.
+ * Work-group (LPR, 32 · RPW / LPR): LPR lanes per weight row, rows side by
+ * side; global (LPR, ceil(rows / rows per group) · rows per group, tokens),
+ * each token a separate row of XQ and Y (rowwise decode).
+ *
+ * A row's quants are cut into chunks of 16 bytes (Q8_0: 2 a block, Q4: 1);
+ * lane l reads chunks l, l + LPR, ... so a row's lanes read consecutive
+ * 16-byte runs (coalesced, one wide load each), and the host picks LPR so
+ * every lane has at least two chunks (more loads in flight per work-item).
+ * Blocks stay in their GGUF layout: Q8_0 (34 B) and Q4_0 (18 B) quants are
+ * only 2-byte aligned (vload8 of ushort), Q4_1's (20 B) 4-byte (vload4 of
+ * uint). x̂ for a chunk is 16 or 32 bytes of a 16-byte aligned XQ block.
+ * Partial sums meet in local memory (OpenCL 1.2: no sub-groups needed). */
+#ifndef LPR
+#define LPR 32
+#endif
+#define XQ_ROWS (32 * RPW / LPR) /* weight rows a work-group takes */
+
+/* acc + the dot product of the 4 int8 pairs packed in a and b, in one
+ * place whatever the device offers: PTX dp4a (NVIDIA, sm_61+: the host sets
+ * CLF_DOT_PTX), cl_khr_integer_dot_product (OpenCL 3.0 feature macros or
+ * the extension's), else packed char4 arithmetic (PoCL). Q4 nibbles are
+ * 0..15, so signed × signed is exact for every type here. */
+#if CLF_DOT_PTX
+inline int clf_dot4(uint a, uint b, int acc) {
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+    return r;
+}
+#define CLF_DOT_FORM 2
+#elif defined(__opencl_c_integer_dot_product_input_4x8bit_packed)
+#define clf_dot4(a, b, acc) ((acc) + dot_4x8packed_ss_int((a), (b)))
+#define CLF_DOT_FORM 1
+#elif defined(__opencl_c_integer_dot_product_input_4x8bit) || defined(cl_khr_integer_dot_product)
+#define clf_dot4(a, b, acc) ((acc) + dot(as_char4((uint)(a)), as_char4((uint)(b))))
+#define CLF_DOT_FORM 1
+#else
+inline int clf_dot4(uint a, uint b, int acc) {
+    const int4 p = convert_int4(as_char4(a)) * convert_int4(as_char4(b));
+    return acc + (p.x + p.y) + (p.z + p.w);
+}
+#define CLF_DOT_FORM 0
+#endif
+
+inline int clf_dot16(uint4 q, uint4 x, int acc) {
+    return clf_dot4(q.w, x.w, clf_dot4(q.z, x.z, clf_dot4(q.y, x.y, clf_dot4(q.x, x.x, acc))));
+}
+
+/* Chunk c of a row (blocks of BYTES at blk): acc += its Σ w·x. xb: the XQ
+ * row; its block b holds x̂ (32 chars) then dx, dx·Σx̂ of each half and of
+ * the block (floats). */
+/* Q8_0: chunk = half h of block c / 2; w = d·q. */
+inline float xq_chunk_q8_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const int b = c >> 1, h = c & 1;
+    const __global uchar *blk = W + (size_t)b * 34;
+    const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 2 + 16 * h)));
+    const __global uchar *xq = xb + (size_t)b * CLF_XQ_BYTES;
+    const uint4 x = vload4(h, (const __global uint *)xq);
+    const float dx = *(const __global float *)(xq + 32);
+    return fma(vload_half(0, (const __global half *)blk) * dx, (float)clf_dot16(q, x, 0), acc);
+}
+
+/* Q4: low nibbles are weights 0..15 of the block, high ones 16..31; Σq·x̂. */
+inline int xq_dot_q4(uint4 q, const __global uchar *xq) {
+    const uint4 m = (uint4)(0x0f0f0f0fu);
+    return clf_dot16((q >> 4) & m, vload4(1, (const __global uint *)xq), clf_dot16(q & m, vload4(0, (const __global uint *)xq), 0));
+}
+
+/* Q4_0 (18 B): w = d·(q − 8): d·(dx·Σq·x̂ − 8·dx·Σx̂). */
+inline float xq_chunk_q4_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const __global uchar *blk = W + (size_t)c * 18, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 2)));
+    const float4 s = vload4(0, (const __global float *)(xq + 32));
+    return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)xq_dot_q4(q, xq), -8.0f * s.w), acc);
+}
+
+/* Q4_1 (20 B): w = d·q + m: d·dx·Σq·x̂ + m·dx·Σx̂. */
+inline float xq_chunk_q4_1(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const __global uchar *blk = W + (size_t)c * 20, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const uint4 q = vload4(0, (const __global uint *)(blk + 4));
+    const float4 s = vload4(0, (const __global float *)(xq + 32));
+    const float2 dm = vload_half2(0, (const __global half *)blk);
+    return fma(dm.x * s.x, (float)xq_dot_q4(q, xq), fma(dm.y, s.w, acc));
+}
+
+#define DEFINE_GEMV_XQ(NAME, BYTES, CHUNKS, CHUNK)                                                  \
+    __kernel __attribute__((reqd_work_group_size(LPR, XQ_ROWS, 1))) void NAME(                     \
+        __global const uchar *W, __global const float *XQ, const ulong xoff, __global float *Y,     \
+        const ulong yoff, const int ldy, const int rows, const int K, const int accumulate) {        \
+        __local float part[XQ_ROWS][LPR + 1];                                                       \
+        const int lane = get_local_id(0), ry = get_local_id(1), r = get_global_id(1);              \
+        const int t = get_global_id(2), nb = K / 32, nc = (CHUNKS) * nb;                            \
+        const __global uchar *xb = (const __global uchar *)(XQ + xoff) + (size_t)t * nb * CLF_XQ_BYTES; \
+        float acc = 0.0f;                                                                           \
+        if (r < rows) {                                                                             \
+            const __global uchar *wr = W + (size_t)r * nb * (BYTES);                                \
+            for (int c = lane; c < nc; c += LPR) acc = CHUNK(wr, xb, c, acc);                       \
+        }                                                                                           \
+        part[ry][lane] = acc;                                                                       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        if (r < rows && lane == 0) {                                                                \
+            float s = 0.0f;                                                                         \
+            for (int i = 0; i < LPR; i++) s += part[ry][i];                                         \
+            __global float *y = Y + yoff + (size_t)t * ldy + r;                                     \
+            *y = accumulate ? *y + s : s;                                                           \
+        }                                                                                           \
+    }
+
+DEFINE_GEMV_XQ(gemv_q8_0_xq, 34, 2, xq_chunk_q8_0)
+DEFINE_GEMV_XQ(gemv_q4_0_xq, 18, 1, xq_chunk_q4_0)
+DEFINE_GEMV_XQ(gemv_q4_1_xq, 20, 1, xq_chunk_q4_1)
+
+/* Which clf_dot4 this device built (0 char4 arithmetic, 1 the Khronos
+ * integer dot product, 2 PTX dp4a): the tests and the bench print it. */
+__kernel void gemv_xq_dot_form(__global int *out) { out[0] = CLF_DOT_FORM; }
+
 /* Non-F32 W to row-major F32 [rows × K] for the CLBlast backend; global size
  * (ceil(K / 8), rows). */
 #define DEFINE_DEQUANT(NAME, T, LOAD8)                                                          \
