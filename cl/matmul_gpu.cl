@@ -32,15 +32,22 @@
 #define TY (BM / RM)
 
 /* w[i] = W[r, k + i] for i < 8, k a multiple of 8; 0 past K (F32/F16 only:
- * quantized K is a multiple of 32). */
+ * quantized K is a multiple of 32). Whole runs in one wide load (vload8,
+ * vload_half8: element alignment is all they need, so any K). */
 inline void load8_f32(const __global float *W, int K, int r, int k, float *w) {
     const __global float *p = W + (size_t)r * K + k;
-    for (int i = 0; i < 8; i++) w[i] = k + i < K ? p[i] : 0.0f;
+    if (k + 8 <= K)
+        vstore8(vload8(0, p), 0, w);
+    else
+        for (int i = 0; i < 8; i++) w[i] = k + i < K ? p[i] : 0.0f;
 }
 
 inline void load8_f16(const __global half *W, int K, int r, int k, float *w) {
     const __global half *p = W + (size_t)r * K + k;
-    for (int i = 0; i < 8; i++) w[i] = k + i < K ? vload_half(i, p) : 0.0f;
+    if (k + 8 <= K)
+        vstore8(vload_half8(0, p), 0, w);
+    else
+        for (int i = 0; i < 8; i++) w[i] = k + i < K ? vload_half(i, p) : 0.0f;
 }
 
 /* Q8_0 block: half d, 32 × int8; w = d·q. */
@@ -271,8 +278,9 @@ DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
             for (int k = 8 * lane; k < K; k += 8 * 32) {                                        \
                 LOAD8(W, K, r, k, w);                                                           \
                 for (int t = 0; t < NT && t < n; t++) {                                         \
-                    const __global float *xr = X + (size_t)t * K + k;                           \
-                    for (int i = 0; i < 8; i++) acc[t] = fma(w[i], k + i < K ? xr[i] : 0.0f, acc[t]); \
+                    float xv[8];                                                                \
+                    load8_f32(X + (size_t)t * K, K, 0, k, xv);                                  \
+                    for (int i = 0; i < 8; i++) acc[t] = fma(w[i], xv[i], acc[t]);              \
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
@@ -387,6 +395,44 @@ inline float xq_chunk_q4_1(const __global uchar *W, const __global uchar *xb, in
     return fma(dm.x * s.x, (float)xq_dot_q4(q, xq), fma(dm.y, s.w, acc));
 }
 
+/* Bits 0..3 of b as bit 4 of each byte: a Q5 weight's fifth bit. */
+inline uint fifth4(uint b) { return (b & 1u) << 4 | (b & 2u) << 11 | (b & 4u) << 18 | (b & 8u) << 25; }
+
+/* Q5_0 (22 B: d, qh[4], 16 bytes of nibbles as Q4_0): w = d·(q − 16). */
+inline float xq_chunk_q5_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const __global uchar *blk = W + (size_t)c * 22, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const ushort2 h2 = vload2(0, (const __global ushort *)(blk + 2));
+    const uint h = h2.x | (uint)h2.y << 16;
+    const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 6))), m = (uint4)(0x0f0f0f0fu);
+    const uint4 lo = (q & m) | (uint4)(fifth4(h), fifth4(h >> 4), fifth4(h >> 8), fifth4(h >> 12));
+    const uint4 hi = ((q >> 4) & m) | (uint4)(fifth4(h >> 16), fifth4(h >> 20), fifth4(h >> 24), fifth4(h >> 28));
+    const int dot = clf_dot16(hi, vload4(1, (const __global uint *)xq), clf_dot16(lo, vload4(0, (const __global uint *)xq), 0));
+    const float4 s = vload4(0, (const __global float *)(xq + 32));
+    return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)dot, -16.0f * s.w), acc);
+}
+
+/* Q4_K (144 B per 256 weights): chunk c is half h of qs group g of
+ * super-block c / 8: its low nibbles are sub-block 2g, its high ones 2g + 1,
+ * weights 16h.. of each, so the x̂ of two XQ blocks and their half sums;
+ * w = d·sc·q − dmin·m. */
+inline float xq_chunk_q4_k(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const int g = c % 8 / 2, h = c % 2;
+    const __global uchar *blk = W + (size_t)(c / 8) * 144;
+    const __global uchar *xa = xb + (size_t)(c / 8 * 8 + 2 * g) * CLF_XQ_BYTES, *xc = xa + CLF_XQ_BYTES;
+    const uint4 q = vload4(0, (const __global uint *)(blk + 16 + 32 * g + 16 * h)), m = (uint4)(0x0f0f0f0fu);
+    const float2 dm = vload_half2(0, (const __global half *)blk);
+    float sa, ma, sb, mb;
+    k4_scale_min(blk + 4, 2 * g, &sa, &ma);
+    k4_scale_min(blk + 4, 2 * g + 1, &sb, &mb);
+    const float4 fa = vload4(0, (const __global float *)(xa + 32)), fc = vload4(0, (const __global float *)(xc + 32));
+    const int da = clf_dot16(q & m, vload4(h, (const __global uint *)xa), 0);
+    const int dc = clf_dot16((q >> 4) & m, vload4(h, (const __global uint *)xc), 0);
+    acc = fma(dm.x * sa * fa.x, (float)da, fma(-dm.y * ma, h ? fa.z : fa.y, acc));
+    return fma(dm.x * sb * fc.x, (float)dc, fma(-dm.y * mb, h ? fc.z : fc.y, acc));
+}
+
+/* BYTES: a row's bytes per 32 weights (Q4_K: 144 / 8); CHUNKS: its 16-byte
+ * chunks per 32 weights. */
 #define DEFINE_GEMV_XQ(NAME, BYTES, CHUNKS, CHUNK)                                                  \
     __kernel __attribute__((reqd_work_group_size(LPR, XQ_ROWS, 1))) void NAME(                     \
         __global const uchar *W, __global const float *XQ, const ulong xoff, __global float *Y,     \
@@ -413,6 +459,8 @@ inline float xq_chunk_q4_1(const __global uchar *W, const __global uchar *xb, in
 DEFINE_GEMV_XQ(gemv_q8_0_xq, 34, 2, xq_chunk_q8_0)
 DEFINE_GEMV_XQ(gemv_q4_0_xq, 18, 1, xq_chunk_q4_0)
 DEFINE_GEMV_XQ(gemv_q4_1_xq, 20, 1, xq_chunk_q4_1)
+DEFINE_GEMV_XQ(gemv_q5_0_xq, 22, 1, xq_chunk_q5_0)
+DEFINE_GEMV_XQ(gemv_q4_k_xq, 18, 1, xq_chunk_q4_k)
 
 /* Which clf_dot4 this device built (0 char4 arithmetic, 1 the Khronos
  * integer dot product, 2 PTX dp4a): the tests and the bench print it. */

@@ -91,7 +91,9 @@ static const struct mm_tile *gpu_tile(const clf_runtime *rt, const mm_variant *v
 }
 
 /* gpu: the types with an int8 GEMV in cl/matmul_gpu.cl (DEFINE_GEMV_XQ) */
-static int gpu_int8(clf_type t) { return t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1; }
+static int gpu_int8(clf_type t) {
+    return t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1 || t == CLF_Q5_0 || t == CLF_Q4_K;
+}
 
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
     if (!v->panels) return n == 1 && gpu_int8(t);
