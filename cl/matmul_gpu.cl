@@ -315,13 +315,15 @@ DEFINE_GEMV(gemv_q6_k, uchar, load8_q6_k)
  * side; global (LPR, ceil(rows / rows per group) · rows per group, tokens),
  * each token a separate row of XQ and Y (rowwise decode).
  *
- * A row's quants are cut into chunks of 16 bytes (Q8_0: 2 a block, Q4: 1);
- * lane l reads chunks l, l + LPR, ... so a row's lanes read consecutive
- * 16-byte runs (coalesced, one wide load each), and the host picks LPR so
- * every lane has at least two chunks (more loads in flight per work-item).
- * Blocks stay in their GGUF layout: Q8_0 (34 B) and Q4_0 (18 B) quants are
- * only 2-byte aligned (vload8 of ushort), Q4_1's (20 B) 4-byte (vload4 of
- * uint). x̂ for a chunk is 16 or 32 bytes of a 16-byte aligned XQ block.
+ * A row's quants are cut into chunks of 16 bytes (Q8_0: 2 a block; Q4_0,
+ * Q4_1, Q5_0: 1; Q4_K, Q6_K: 8 a super-block); lane l reads chunks l, l + LPR,
+ * ... so a row's lanes read consecutive 16-byte runs (coalesced), and the
+ * host picks LPR so every lane has at least two chunks (more loads in
+ * flight per work-item). Blocks stay in their GGUF layout: Q8_0 (34 B),
+ * Q4_0 (18 B) and Q5_0 (22 B) quants are only 2-byte aligned (vload8 of
+ * ushort), Q4_1's (20 B) 4-byte (vload4 of uint), Q4_K's (144 B) 16-byte
+ * (one uint4); Q6_K (210 B) reads 16 bytes of ql and 16 of qh a chunk. x̂ for a chunk is 16 or 32 bytes of a 16-byte aligned XQ
+ * block (uint4 loads).
  * Partial sums meet in local memory (OpenCL 1.2: no sub-groups needed). */
 #ifndef LPR
 #define LPR 32
@@ -354,6 +356,12 @@ inline int clf_dot4(uint a, uint b, int acc) {
 #define CLF_DOT_FORM 0
 #endif
 
+/* XQ blocks are 16-byte aligned (matmul.c checks the offset): x̂ bytes
+ * 16i.. and the block's floats (dx, dx·Σx̂ of each half, of the block) as
+ * single 16-byte loads. */
+#define XQ_Q16(xq, i) (((const __global uint4 *)(xq))[i])
+#define XQ_SUMS(xq) (*(const __global float4 *)((xq) + 32))
+
 inline int clf_dot16(uint4 q, uint4 x, int acc) {
     return clf_dot4(q.w, x.w, clf_dot4(q.z, x.z, clf_dot4(q.y, x.y, clf_dot4(q.x, x.x, acc))));
 }
@@ -367,7 +375,7 @@ inline float xq_chunk_q8_0(const __global uchar *W, const __global uchar *xb, in
     const __global uchar *blk = W + (size_t)b * 34;
     const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 2 + 16 * h)));
     const __global uchar *xq = xb + (size_t)b * CLF_XQ_BYTES;
-    const uint4 x = vload4(h, (const __global uint *)xq);
+    const uint4 x = XQ_Q16(xq, h);
     const float dx = *(const __global float *)(xq + 32);
     return fma(vload_half(0, (const __global half *)blk) * dx, (float)clf_dot16(q, x, 0), acc);
 }
@@ -375,14 +383,14 @@ inline float xq_chunk_q8_0(const __global uchar *W, const __global uchar *xb, in
 /* Q4: low nibbles are weights 0..15 of the block, high ones 16..31; Σq·x̂. */
 inline int xq_dot_q4(uint4 q, const __global uchar *xq) {
     const uint4 m = (uint4)(0x0f0f0f0fu);
-    return clf_dot16((q >> 4) & m, vload4(1, (const __global uint *)xq), clf_dot16(q & m, vload4(0, (const __global uint *)xq), 0));
+    return clf_dot16((q >> 4) & m, XQ_Q16(xq, 1), clf_dot16(q & m, XQ_Q16(xq, 0), 0));
 }
 
 /* Q4_0 (18 B): w = d·(q − 8): d·(dx·Σq·x̂ − 8·dx·Σx̂). */
 inline float xq_chunk_q4_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
     const __global uchar *blk = W + (size_t)c * 18, *xq = xb + (size_t)c * CLF_XQ_BYTES;
     const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 2)));
-    const float4 s = vload4(0, (const __global float *)(xq + 32));
+    const float4 s = XQ_SUMS(xq);
     return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)xq_dot_q4(q, xq), -8.0f * s.w), acc);
 }
 
@@ -390,7 +398,7 @@ inline float xq_chunk_q4_0(const __global uchar *W, const __global uchar *xb, in
 inline float xq_chunk_q4_1(const __global uchar *W, const __global uchar *xb, int c, float acc) {
     const __global uchar *blk = W + (size_t)c * 20, *xq = xb + (size_t)c * CLF_XQ_BYTES;
     const uint4 q = vload4(0, (const __global uint *)(blk + 4));
-    const float4 s = vload4(0, (const __global float *)(xq + 32));
+    const float4 s = XQ_SUMS(xq);
     const float2 dm = vload_half2(0, (const __global half *)blk);
     return fma(dm.x * s.x, (float)xq_dot_q4(q, xq), fma(dm.y, s.w, acc));
 }
@@ -406,8 +414,8 @@ inline float xq_chunk_q5_0(const __global uchar *W, const __global uchar *xb, in
     const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 6))), m = (uint4)(0x0f0f0f0fu);
     const uint4 lo = (q & m) | (uint4)(fifth4(h), fifth4(h >> 4), fifth4(h >> 8), fifth4(h >> 12));
     const uint4 hi = ((q >> 4) & m) | (uint4)(fifth4(h >> 16), fifth4(h >> 20), fifth4(h >> 24), fifth4(h >> 28));
-    const int dot = clf_dot16(hi, vload4(1, (const __global uint *)xq), clf_dot16(lo, vload4(0, (const __global uint *)xq), 0));
-    const float4 s = vload4(0, (const __global float *)(xq + 32));
+    const int dot = clf_dot16(hi, XQ_Q16(xq, 1), clf_dot16(lo, XQ_Q16(xq, 0), 0));
+    const float4 s = XQ_SUMS(xq);
     return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)dot, -16.0f * s.w), acc);
 }
 
@@ -419,21 +427,41 @@ inline float xq_chunk_q4_k(const __global uchar *W, const __global uchar *xb, in
     const int g = c % 8 / 2, h = c % 2;
     const __global uchar *blk = W + (size_t)(c / 8) * 144;
     const __global uchar *xa = xb + (size_t)(c / 8 * 8 + 2 * g) * CLF_XQ_BYTES, *xc = xa + CLF_XQ_BYTES;
-    const uint4 q = vload4(0, (const __global uint *)(blk + 16 + 32 * g + 16 * h)), m = (uint4)(0x0f0f0f0fu);
+    const uint4 q = *(const __global uint4 *)(blk + 16 + 32 * g + 16 * h), m = (uint4)(0x0f0f0f0fu); /* 16-aligned */
     const float2 dm = vload_half2(0, (const __global half *)blk);
     float sa, ma, sb, mb;
     k4_scale_min(blk + 4, 2 * g, &sa, &ma);
     k4_scale_min(blk + 4, 2 * g + 1, &sb, &mb);
-    const float4 fa = vload4(0, (const __global float *)(xa + 32)), fc = vload4(0, (const __global float *)(xc + 32));
-    const int da = clf_dot16(q & m, vload4(h, (const __global uint *)xa), 0);
-    const int dc = clf_dot16((q >> 4) & m, vload4(h, (const __global uint *)xc), 0);
+    const float4 fa = XQ_SUMS(xa), fc = XQ_SUMS(xc);
+    const int da = clf_dot16(q & m, XQ_Q16(xa, h), 0);
+    const int dc = clf_dot16((q >> 4) & m, XQ_Q16(xc, h), 0);
     acc = fma(dm.x * sa * fa.x, (float)da, fma(-dm.y * ma, h ? fa.z : fa.y, acc));
     return fma(dm.x * sb * fc.x, (float)dc, fma(-dm.y * mb, h ? fc.z : fc.y, acc));
 }
 
-/* BYTES: a row's bytes per 32 weights (Q4_K: 144 / 8); CHUNKS: its 16-byte
- * chunks per 32 weights. */
-#define DEFINE_GEMV_XQ(NAME, BYTES, CHUNKS, CHUNK)                                                  \
+/* Q6_K (210 B: ql[128], qh[64], int8 scales[16], half d): chunk r of the
+ * super-block is ql[16r ..]: half n = r / 4, pair p = r / 2 % 2, weights
+ * 16h.. (h = r % 2) of quarter p (low nibbles) and p + 2 (high), their two
+ * top bits at bits 2p and 2p + 4 of qh[32n + 16h ..]; each 16 weights have
+ * one scale: w = d·sc·(q − 32), the 32 against the x half's sum. */
+inline float xq_chunk_q6_k(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const int r = c % 8, n = r / 4, p = r / 2 % 2, h = r % 2;
+    const __global uchar *blk = W + (size_t)(c / 8) * 210;
+    const __global uchar *xa = xb + (size_t)(c / 8 * 8 + 4 * n + p) * CLF_XQ_BYTES, *xc = xa + 2 * CLF_XQ_BYTES;
+    const uint4 ql = as_uint4(vload8(0, (const __global ushort *)(blk + 16 * r)));
+    const uint4 qh = as_uint4(vload8(0, (const __global ushort *)(blk + 128 + 32 * n + 16 * h)));
+    const uint4 m4 = (uint4)(0x0f0f0f0fu), m2 = (uint4)(0x03030303u);
+    const uint4 lo = (ql & m4) | ((qh >> (uint)(2 * p)) & m2) << 4, hi = ((ql >> 4) & m4) | ((qh >> (uint)(2 * p + 4)) & m2) << 4;
+    const __global char *sc = (const __global char *)blk + 192 + 8 * n + 2 * p + h; /* scales[j / 16] */
+    const float d = vload_half(0, (const __global half *)(blk + 208)), da = d * sc[0], dc = d * sc[4];
+    const float4 fa = XQ_SUMS(xa), fc = XQ_SUMS(xc);
+    const int ia = clf_dot16(lo, XQ_Q16(xa, h), 0), ic = clf_dot16(hi, XQ_Q16(xc, h), 0);
+    acc = fma(da, fma(fa.x, (float)ia, -32.0f * (h ? fa.z : fa.y)), acc);
+    return fma(dc, fma(fc.x, (float)ic, -32.0f * (h ? fc.z : fc.y)), acc);
+}
+
+/* QK weights of BLOCK bytes; CHUNKS: 16-byte chunks per 32 weights. */
+#define DEFINE_GEMV_XQ(NAME, QK, BLOCK, CHUNKS, CHUNK)                                                  \
     __kernel __attribute__((reqd_work_group_size(LPR, XQ_ROWS, 1))) void NAME(                     \
         __global const uchar *W, __global const float *XQ, const ulong xoff, __global float *Y,     \
         const ulong yoff, const int ldy, const int rows, const int K, const int accumulate) {        \
@@ -443,7 +471,7 @@ inline float xq_chunk_q4_k(const __global uchar *W, const __global uchar *xb, in
         const __global uchar *xb = (const __global uchar *)(XQ + xoff) + (size_t)t * nb * CLF_XQ_BYTES; \
         float acc = 0.0f;                                                                           \
         if (r < rows) {                                                                             \
-            const __global uchar *wr = W + (size_t)r * nb * (BYTES);                                \
+            const __global uchar *wr = W + (size_t)r * (K / (QK)) * (BLOCK);                        \
             for (int c = lane; c < nc; c += LPR) acc = CHUNK(wr, xb, c, acc);                       \
         }                                                                                           \
         part[ry][lane] = acc;                                                                       \
@@ -456,11 +484,12 @@ inline float xq_chunk_q4_k(const __global uchar *W, const __global uchar *xb, in
         }                                                                                           \
     }
 
-DEFINE_GEMV_XQ(gemv_q8_0_xq, 34, 2, xq_chunk_q8_0)
-DEFINE_GEMV_XQ(gemv_q4_0_xq, 18, 1, xq_chunk_q4_0)
-DEFINE_GEMV_XQ(gemv_q4_1_xq, 20, 1, xq_chunk_q4_1)
-DEFINE_GEMV_XQ(gemv_q5_0_xq, 22, 1, xq_chunk_q5_0)
-DEFINE_GEMV_XQ(gemv_q4_k_xq, 18, 1, xq_chunk_q4_k)
+DEFINE_GEMV_XQ(gemv_q8_0_xq, 32, 34, 2, xq_chunk_q8_0)
+DEFINE_GEMV_XQ(gemv_q4_0_xq, 32, 18, 1, xq_chunk_q4_0)
+DEFINE_GEMV_XQ(gemv_q4_1_xq, 32, 20, 1, xq_chunk_q4_1)
+DEFINE_GEMV_XQ(gemv_q5_0_xq, 32, 22, 1, xq_chunk_q5_0)
+DEFINE_GEMV_XQ(gemv_q4_k_xq, 256, 144, 1, xq_chunk_q4_k)
+DEFINE_GEMV_XQ(gemv_q6_k_xq, 256, 210, 1, xq_chunk_q6_k)
 
 /* Which clf_dot4 this device built (0 char4 arithmetic, 1 the Khronos
  * integer dot product, 2 PTX dp4a): the tests and the bench print it. */

@@ -469,7 +469,7 @@ static void test_column_part(void **state) {
 static void test_gpu_int8_gemv(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
-    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q4_K};
+    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q4_K, CLF_Q6_K};
     enum { NQ = sizeof qt / sizeof qt[0] };
     static const int rows[] = {1, 37, 97, 130}, cols[] = {32, 96, 576, 1056};
     with_variant("gpu");
@@ -477,7 +477,7 @@ static void test_gpu_int8_gemv(void **state) {
     for (int t = 0; t < NQ; t++)
         for (int r = 0; r < 4; r++)
             for (int c = 0; c < 4; c++, i++) check(rt, qt[t], rows[r], cols[c], 1, i % 2);
-    enum { ROWS = 101, COLS = 512, N = 3, X0 = 2, T = 6 }; /* COLS: whole Q4_K super-blocks */
+    enum { ROWS = 101, COLS = 512, N = 3, X0 = 2, T = 6 }; /* COLS: whole K-quant super-blocks */
     uint64_t s = tu_seed() + 11;
     float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x), *y = malloc(N * ROWS * sizeof *y);
     float *out[3];

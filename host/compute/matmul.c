@@ -92,7 +92,7 @@ static const struct mm_tile *gpu_tile(const clf_runtime *rt, const mm_variant *v
 
 /* gpu: the types with an int8 GEMV in cl/matmul_gpu.cl (DEFINE_GEMV_XQ) */
 static int gpu_int8(clf_type t) {
-    return t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1 || t == CLF_Q5_0 || t == CLF_Q4_K;
+    return t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1 || t == CLF_Q5_0 || t == CLF_Q4_K || t == CLF_Q6_K;
 }
 
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
