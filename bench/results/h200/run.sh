@@ -5,7 +5,9 @@
 #
 # Stage here (builds, then copies the binaries and the libraries they need
 # beyond the C library into DIR, an ignored folder of the checkout that the
-# device tool carries):
+# device tool carries: ~58 MB, OpenBLAS the most, under the 64 MiB that
+# travels with the ~3 MB tree):
+#   echo /.h200/ >> "$(git rev-parse --git-common-dir)/info/exclude"
 #   bench/results/h200/run.sh stage .h200
 # then on the lent machine (run, carry [".h200"], timeout_s 600):
 #   .h200/run.sh
