@@ -17,6 +17,7 @@
 #include <clblast_c.h>
 #endif
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,12 +229,16 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
 
+/* A device whose compiler refused the PTX build (then built without it,
+ * once, rather than failing again at every GEMV). */
+static _Atomic(cl_device_id) ptx_refused;
+
 /* NVIDIA devices of compute capability 6.1 and up have dp4a (PTX inline
  * assembly in OpenCL C: cl/matmul_gpu.cl clf_dot4). */
 static int gpu_dp4a(const clf_runtime *rt) {
     enum { CC_MAJOR_NV = 0x4000, CC_MINOR_NV = 0x4001 }; /* cl_nv_device_attribute_query */
     cl_uint major = 0, minor = 0;
-    if (!(rt->dev.type & CL_DEVICE_TYPE_GPU) || !strstr(rt->dev.vendor, "NVIDIA") ||
+    if (!(rt->dev.type & CL_DEVICE_TYPE_GPU) || !strstr(rt->dev.vendor, "NVIDIA") || atomic_load(&ptx_refused) == rt->dev.id ||
         clGetDeviceInfo(rt->dev.id, CC_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
         clGetDeviceInfo(rt->dev.id, CC_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
         return 0;
@@ -273,6 +278,7 @@ static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_we
     for (int ptx = gpu_dp4a(rt); ptx >= 0 && st != CLF_OK; ptx--) { /* a driver refusing the PTX: the portable form */
         snprintf(opts, sizeof opts, "%s -DLPR=%d -DCLF_DOT_PTX=%d", base, lanes, ptx);
         st = get_kernel(rt, v, opts, "gemv_%s_xq", W->type, &a.k);
+        if (st != CLF_OK && st != CLF_ERR_INTERRUPTED && ptx) atomic_store(&ptx_refused, rt->dev.id);
     }
     if (st == CLF_OK) {
         const cl_ulong xoff = XQ->offset / 4;
