@@ -367,8 +367,9 @@ DEFINE_GEMV(gemv_q6_k, uchar, load8_q6_k)
  * flight per work-item). Blocks stay in their GGUF layout: Q8_0 (34 B),
  * Q4_0 (18 B) and Q5_0 (22 B) quants are only 2-byte aligned (vload8 of
  * ushort), Q4_1's (20 B) 4-byte (vload4 of uint), Q4_K's (144 B) 16-byte
- * (one uint4); Q6_K (210 B) reads 16 bytes of ql and 16 of qh a chunk. x̂ for a chunk is 16 or 32 bytes of a 16-byte aligned XQ
- * block (uint4 loads).
+ * (one uint4); Q6_K (210 B) reads 16 bytes of ql and 16 of qh a chunk.
+ * x̂ for a chunk is 16 or 32 bytes of a 16-byte aligned XQ block (uint4
+ * loads).
  * Partial sums meet in local memory (OpenCL 1.2: no sub-groups needed). */
 #ifndef LPR
 #define LPR 32
@@ -496,7 +497,8 @@ inline float xq_chunk_q6_k(const __global uchar *W, const __global uchar *xb, in
     const uint4 ql = as_uint4(vload8(0, (const __global ushort *)(blk + 16 * r)));
     const uint4 qh = as_uint4(vload8(0, (const __global ushort *)(blk + 128 + 32 * n + 16 * h)));
     const uint4 m4 = (uint4)(0x0f0f0f0fu), m2 = (uint4)(0x03030303u);
-    const uint4 lo = (ql & m4) | ((qh >> (uint)(2 * p)) & m2) << 4, hi = ((ql >> 4) & m4) | ((qh >> (uint)(2 * p + 4)) & m2) << 4;
+    const uint4 lo = (ql & m4) | ((qh >> (uint)(2 * p)) & m2) << 4;
+    const uint4 hi = ((ql >> 4) & m4) | ((qh >> (uint)(2 * p + 4)) & m2) << 4;
     const __global char *sc = (const __global char *)blk + 192 + 8 * n + 2 * p + h; /* scales[j / 16] */
     const float d = vload_half(0, (const __global half *)(blk + 208)), da = d * sc[0], dc = d * sc[4];
     const float4 fa = XQ_SUMS(xa), fc = XQ_SUMS(xc);

@@ -238,7 +238,8 @@ static _Atomic(cl_device_id) ptx_refused;
 static int gpu_dp4a(const clf_runtime *rt) {
     enum { CC_MAJOR_NV = 0x4000, CC_MINOR_NV = 0x4001 }; /* cl_nv_device_attribute_query */
     cl_uint major = 0, minor = 0;
-    if (!(rt->dev.type & CL_DEVICE_TYPE_GPU) || !strstr(rt->dev.vendor, "NVIDIA") || atomic_load(&ptx_refused) == rt->dev.id ||
+    if (!(rt->dev.type & CL_DEVICE_TYPE_GPU) || !strstr(rt->dev.vendor, "NVIDIA") ||
+        atomic_load(&ptx_refused) == rt->dev.id ||
         clGetDeviceInfo(rt->dev.id, CC_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
         clGetDeviceInfo(rt->dev.id, CC_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
         return 0;
@@ -291,7 +292,8 @@ static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_we
         arg(&a, sizeof rows, &rows);
         arg(&a, sizeof K, &K);
         arg(&a, sizeof accumulate, &accumulate);
-        const size_t global[3] = {(size_t)lanes, (size_t)((rows + group_rows - 1) / group_rows * group_rows), (size_t)n},
+        const size_t groups = (size_t)((rows + group_rows - 1) / group_rows);
+        const size_t global[3] = {(size_t)lanes, groups * (size_t)group_rows, (size_t)n},
                      local[3] = {(size_t)lanes, (size_t)group_rows, 1};
         st = enqueue(rt, &a, "matmul (int8 gemv)", 3, global, local);
     }
