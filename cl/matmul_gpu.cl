@@ -387,19 +387,15 @@ inline int clf_dot4(uint a, uint b, int acc) {
     asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
     return r;
 }
-#define CLF_DOT_FORM 2
 #elif defined(__opencl_c_integer_dot_product_input_4x8bit_packed)
 #define clf_dot4(a, b, acc) ((acc) + dot_4x8packed_ss_int((a), (b)))
-#define CLF_DOT_FORM 1
 #elif defined(__opencl_c_integer_dot_product_input_4x8bit) || defined(cl_khr_integer_dot_product)
 #define clf_dot4(a, b, acc) ((acc) + dot(as_char4((uint)(a)), as_char4((uint)(b))))
-#define CLF_DOT_FORM 1
 #else
 inline int clf_dot4(uint a, uint b, int acc) {
     const int4 p = convert_int4(as_char4(a)) * convert_int4(as_char4(b));
     return acc + (p.x + p.y) + (p.z + p.w);
 }
-#define CLF_DOT_FORM 0
 #endif
 
 /* XQ blocks are 16-byte aligned (matmul.c checks the offset): x̂ bytes
@@ -537,10 +533,6 @@ DEFINE_GEMV_XQ(gemv_q4_1_xq, 32, 20, 1, xq_chunk_q4_1)
 DEFINE_GEMV_XQ(gemv_q5_0_xq, 32, 22, 1, xq_chunk_q5_0)
 DEFINE_GEMV_XQ(gemv_q4_k_xq, 256, 144, 1, xq_chunk_q4_k)
 DEFINE_GEMV_XQ(gemv_q6_k_xq, 256, 210, 1, xq_chunk_q6_k)
-
-/* Which clf_dot4 this device built (0 char4 arithmetic, 1 the Khronos
- * integer dot product, 2 PTX dp4a): the tests and the bench print it. */
-__kernel void gemv_xq_dot_form(__global int *out) { out[0] = CLF_DOT_FORM; }
 
 /* Non-F32 W to row-major F32 [rows × K] for the CLBlast backend; global size
  * (ceil(K / 8), rows). */
