@@ -247,7 +247,7 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
     static const clf_type more[] = {CLF_BF16, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K,
                                     CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
     enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0], NM = sizeof more / sizeof more[0] };
-    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM + NS * 3 + 2];
+    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM + NS * 3 + 2 + 9];
     int nc = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int s = 0; s < NS; s++)
@@ -265,6 +265,14 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
     /* and the K-quant target's 4096 -> 4096 (issue 12), whose warm row above fits a large cache */
     cases[nc++] = (bm_case){"gemv_cold", CLF_Q4_K, 4096, 4096, 1};
     cases[nc++] = (bm_case){"gemv_cold", CLF_Q6_K, 4096, 4096, 1};
+    /* the gpu variant's int8 GEMV targets (issue 15): Q4_0 at the head, and
+     * a 7B model's 4096 -> 4096 and 4096 -> 11008 */
+    if (!strcmp(clf_matmul_variant(rt), "gpu")) {
+        static const clf_type gt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_F16};
+        cases[nc++] = (bm_case){"gemv_cold", CLF_Q4_0, 576, 49152, 1};
+        for (int s = 0; s < 2; s++)
+            for (int t = 0; t < 4; t++) cases[nc++] = (bm_case){"gemv_cold", gt[t], 4096, s ? 11008 : 4096, 1};
+    }
 
     if (json)
         fprintf(out, "[");

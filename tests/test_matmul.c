@@ -460,6 +460,71 @@ static void test_column_part(void **state) {
     free(wq);
 }
 
+/* The gpu variant's int8 GEMVs (cl/matmul_gpu.cl DEFINE_GEMV_XQ): against
+ * the C reference within x's int8 rounding, at rows that leave a
+ * work-group part empty and K of 1 to 33 blocks (every lanes-per-row
+ * choice); and, for 3 decode rows at row offsets, accumulating, the
+ * product from XQ equals the one that quantizes x itself, bit for bit, and
+ * is within that rounding of the gpu float GEMV (the skinny product). */
+static void test_gpu_int8_gemv(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q4_K, CLF_Q6_K};
+    enum { NQ = sizeof qt / sizeof qt[0] };
+    static const int rows[] = {1, 37, 97, 130}, cols[] = {32, 96, 576, 1056};
+    with_variant("gpu");
+    int i = 0;
+    for (int t = 0; t < NQ; t++)
+        for (int r = 0; r < 4; r++)
+            for (int c = 0; c < 4; c++, i++) check(rt, qt[t], rows[r], cols[c], 1, i % 2);
+    enum { ROWS = 101, COLS = 512, N = 3, X0 = 2, T = 6 }; /* COLS: whole K-quant super-blocks */
+    uint64_t s = tu_seed() + 11;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x), *y = malloc(N * ROWS * sizeof *y);
+    float *out[3];
+    double *ref = malloc(N * ROWS * sizeof *ref);
+    void *wq = malloc(ROWS * COLS * sizeof(float));
+    for (int k = 0; k < 3; k++) out[k] = malloc(N * ROWS * sizeof *out[k]);
+    assert_true(wf && x && y && ref && wq && out[0] && out[1] && out[2]);
+    tu_fill_uniform(&s, x, T * COLS, -2, 2);
+    tu_fill_uniform(&s, y, N * ROWS, -1, 1);
+    clf_tensor X, XQ, Y;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, T, &X));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(COLS), T, &XQ));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, N, &Y));
+    TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
+    clf_tensor xv = clf_tensor_rows(&X, X0, N), xqv = clf_tensor_rows(&XQ, X0, N);
+    TU_OK(clf_quantize_x(rt, &xv, &xqv));
+    for (int t = 0; t < NQ; t++) {
+        tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+        clf_quantize(qt[t], wf, wq, ROWS * COLS);
+        clf_dequantize(qt[t], wq, wf, ROWS * COLS);
+        clf_weight W;
+        TU_OK(clf_weight_upload(rt, qt[t], ROWS, COLS, wq, &W));
+        assert_true(clf_matmul_quantizes_x(rt, &W, 1));
+        for (int k = 0; k < 3; k++) { /* from XQ, quantizing x itself, the float skinny product */
+            TU_OK(clf_tensor_upload(rt, &Y, y, N * ROWS * sizeof *y));
+            TU_OK(k == 0   ? clf_matmul_rowwise_xq(rt, &W, &xv, &xqv, &Y, 0, 1)
+                  : k == 1 ? clf_matmul_rowwise(rt, &W, &xv, &Y, 0, 1)
+                           : clf_matmul(rt, &W, &xv, &Y, 1));
+            TU_OK(clf_tensor_download(rt, &Y, out[k], N * ROWS * sizeof *out[k]));
+        }
+        for (int j = 0; j < N * ROWS; j++) ref[j] = out[2][j];
+        const double exact = tu_rel_err_f(out[0], out[1], N * ROWS), err = tu_rel_err(out[0], ref, N * ROWS);
+        const double tol = clf_check_matmul_int8_tol(qt[t], x + X0 * COLS, wf, ref, ROWS, COLS, N);
+        print_message("  %s gpu int8: XQ vs quantizing x %.2e (must be 0), vs float GEMV %.2e (tol %.2e)\n",
+                      clf_type_get(qt[t])->name, exact, err, tol);
+        assert_true(exact == 0);
+        if (!(err <= tol)) fail_msg("%s: int8 vs float GEMV rel err %.3g > tol %.3g", clf_type_get(qt[t])->name, err, tol);
+        clf_weight_free(&W);
+    }
+    with_variant(NULL);
+    clf_tensor_free(&X);
+    clf_tensor_free(&XQ);
+    clf_tensor_free(&Y);
+    for (int k = 0; k < 3; k++) free(out[k]);
+    free(wf), free(x), free(y), free(ref), free(wq);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -508,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_rowwise_xq),
         cmocka_unit_test(test_gated_unit_gemv),
         cmocka_unit_test(test_column_part),
+        cmocka_unit_test(test_gpu_int8_gemv),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };

@@ -17,6 +17,7 @@
 #include <clblast_c.h>
 #endif
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,13 @@ static int balanced_ppw(int64_t panels, int64_t n, int most, unsigned cus) {
     return best;
 }
 
+/* gpu: the types with an int8 GEMV in cl/matmul_gpu.cl (DEFINE_GEMV_XQ) */
+static int gpu_int8(clf_type t) {
+    return t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1 || t == CLF_Q5_0 || t == CLF_Q4_K || t == CLF_Q6_K;
+}
+
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
+    if (!v->panels) return n == 1 && gpu_int8(t);
     const clf_panel_fmt *f = clf_panel_fmt_get(t);
     return n == 1 && f && f->int8 && v->x86_int8;
 }
@@ -245,8 +252,84 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
 }
 
-static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate) {
+/* A device whose compiler refused the PTX build (then built without it,
+ * once, rather than failing again at every GEMV). */
+static _Atomic(cl_device_id) ptx_refused;
+
+/* NVIDIA devices of compute capability 6.1 and up have dp4a (PTX inline
+ * assembly in OpenCL C: cl/matmul_gpu.cl clf_dot4). */
+static int gpu_dp4a(const clf_runtime *rt) {
+    enum { CC_MAJOR_NV = 0x4000, CC_MINOR_NV = 0x4001 }; /* cl_nv_device_attribute_query */
+    cl_uint major = 0, minor = 0;
+    if (!(rt->dev.type & CL_DEVICE_TYPE_GPU) || !strstr(rt->dev.vendor, "NVIDIA") ||
+        atomic_load(&ptx_refused) == rt->dev.id ||
+        clGetDeviceInfo(rt->dev.id, CC_MAJOR_NV, sizeof major, &major, NULL) != CL_SUCCESS ||
+        clGetDeviceInfo(rt->dev.id, CC_MINOR_NV, sizeof minor, &minor, NULL) != CL_SUCCESS)
+        return 0;
+    return major * 10 + minor >= 61;
+}
+
+/* Lanes per weight row of the int8 GEMV: the most (up to 32) that still
+ * gives every lane two 16-byte chunks of the row. */
+static int gpu_xq_lanes(clf_type t, int K) {
+    const int chunks = K / 32 * (t == CLF_Q8_0 ? 2 : 1);
+    int lanes = 32;
+    while (lanes > 4 && 2 * lanes > chunks) lanes /= 2;
+    return lanes;
+}
+
+/* The int8 GEMV of each of n rows (cl/matmul_gpu.cl DEFINE_GEMV_XQ), from
+ * XQ, or from x quantized here first as its producer would (the same
+ * kernel, so bit for bit the same product). */
+static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
+                              const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate) {
+    const int rows = (int)W->rows, K = (int)W->cols, lanes = gpu_xq_lanes(W->type, K);
+    const int group_rows = 32 * v->rpw / lanes;
+    clf_tensor tmp = {0};
+    if (!XQ) {
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(K), n, &tmp));
+        clf_status st = clf_quantize_x(rt, X, &tmp);
+        if (st != CLF_OK) {
+            clf_tensor_free(&tmp);
+            return st;
+        }
+        XQ = &tmp;
+    }
+    char opts[160], base[128];
+    gpu_options(v, &v->tiles[1], 1, base, sizeof base);
+    kargs a = {0};
+    clf_status st = CLF_ERR_CL;
+    for (int ptx = gpu_dp4a(rt); ptx >= 0 && st != CLF_OK; ptx--) { /* a driver refusing the PTX: the portable form */
+        snprintf(opts, sizeof opts, "%s -DLPR=%d -DCLF_DOT_PTX=%d", base, lanes, ptx);
+        st = get_kernel(rt, v, opts, "gemv_%s_xq", W->type, &a.k);
+        if (st != CLF_OK && st != CLF_ERR_INTERRUPTED && ptx) atomic_store(&ptx_refused, rt->dev.id);
+    }
+    if (st == CLF_OK) {
+        const cl_ulong xoff = XQ->offset / 4;
+        arg(&a, sizeof(cl_mem), &W->mem);
+        arg(&a, sizeof(cl_mem), &XQ->mem);
+        arg(&a, sizeof xoff, &xoff);
+        arg(&a, sizeof(cl_mem), &y);
+        arg(&a, sizeof yoff, &yoff);
+        arg(&a, sizeof ldy, &ldy);
+        arg(&a, sizeof rows, &rows);
+        arg(&a, sizeof K, &K);
+        arg(&a, sizeof accumulate, &accumulate);
+        const size_t groups = (size_t)((rows + group_rows - 1) / group_rows);
+        const size_t global[3] = {(size_t)lanes, groups * (size_t)group_rows, (size_t)n},
+                     local[3] = {(size_t)lanes, (size_t)group_rows, 1};
+        st = enqueue(rt, &a, "matmul (int8 gemv)", 3, global, local);
+    }
+    clf_tensor_free(&tmp); /* released once the queued GEMV is done with it */
+    return st;
+}
+
+static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
+                             const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate,
+                             int rowwise) {
+    if (uses_int8(v, W->type, rowwise ? 1 : n)) return gemv_xq_gpu(rt, v, W, X, XQ, y, yoff, n, ldy, accumulate);
+    const cl_mem x = X->mem;
+    const cl_ulong xoff = X->offset / 4;
     const int skinny = n <= v->skinny_max, rows = (int)W->rows, K = (int)W->cols;
     const int nt = !skinny ? 1 : n == 1 ? 1 : n <= 4 ? 4 : v->skinny_max;
     /* GEMVs share one program per NT, whatever the shape */
@@ -374,7 +457,7 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
     if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST)
         return matmul_clblast(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
     return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise)
-                     : matmul_gpu(rt, v, W, X->mem, xoff, Y->mem, yoff, (int)n, ldy, accumulate);
+                     : matmul_gpu(rt, v, W, X, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
 }
 
 clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int accumulate) {
