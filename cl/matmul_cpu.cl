@@ -769,36 +769,43 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
  * group; else pmaddubsw pairs summed in shorts, folded to ints by pmaddwd
  * once as many as a short holds are in (a pair is at most 2·63·127 for
  * 6-bit codes: two fit below 32767, four for 5 bits, eight for 4 or fewer;
- * a signed pair 2·128·127: one). Integer sums: exact either way. */
-static inline int16 kq_dot_codes(const uint16 *u, const int *xw, int nc, int bits, int sgn) {
-    int16 acc = 0;
+ * a signed pair 2·128·127: one). Integer sums: exact either way. x̂ from
+ * private ints (kq_dot_codes: the GEMVs) or straight from x's int8 block
+ * in global memory (kq_dot_codes_g: the GEMMs, where each x̂ word is then
+ * one broadcast load, not a scalar load and a register broadcast). */
+#define DEFINE_KQ_DOT_CODES(NAME, XAS)                                                                      \
+    static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn) {               \
+        int16 acc = 0;                                                                                      \
+        KQ_DOT_CODES_BODY                                                                                   \
+        return acc;                                                                                         \
+    }
 #if CLF_X86_VNNI
-#pragma unroll
-    for (int c = 0; c < nc; c++) {
-        if (sgn) {
-            const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64);
-            acc = clf_dpbusd(acc, __builtin_astype(__builtin_elementwise_abs(w), uint16),
-                             __builtin_astype(w < (clf_char64)0 ? -x : x, int16));
-        } else {
-            acc = clf_dpbusd(acc, u[c], (int16)xw[c]);
-        }
+#define KQ_DOT_CODES_BODY                                                                                   \
+    (void)bits;                                                                                             \
+    _Pragma("unroll") for (int c = 0; c < nc; c++) {                                                        \
+        if (sgn) {                                                                                          \
+            const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
+            acc = clf_dpbusd(acc, __builtin_astype(__builtin_elementwise_abs(w), uint16),                  \
+                             __builtin_astype(w < (clf_char64)0 ? -x : x, int16));                          \
+        } else {                                                                                            \
+            acc = clf_dpbusd(acc, u[c], (int16)xw[c]);                                                      \
+        }                                                                                                   \
     }
 #else
-    const int widen = sgn || bits >= 7 ? 1 : bits == 6 ? 2 : bits == 5 ? 4 : 8;
-#pragma unroll
-    for (int c0 = 0; c0 < nc; c0 += widen) {
-        clf_short32 t = 0;
-#pragma unroll
-        for (int c = c0; c < c0 + widen && c < nc; c++) {
-            const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64);
-            t += sgn ? __builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x)
-                     : __builtin_ia32_pmaddubsw512(w, x);
-        }
-        acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);
+#define KQ_DOT_CODES_BODY                                                                                   \
+    const int widen = sgn || bits >= 7 ? 1 : bits == 6 ? 2 : bits == 5 ? 4 : 8;                            \
+    _Pragma("unroll") for (int c0 = 0; c0 < nc; c0 += widen) {                                              \
+        clf_short32 t = 0;                                                                                  \
+        _Pragma("unroll") for (int c = c0; c < c0 + widen && c < nc; c++) {                                 \
+            const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
+            t += sgn ? __builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x) \
+                     : __builtin_ia32_pmaddubsw512(w, x);                                                   \
+        }                                                                                                   \
+        acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);                                                \
     }
 #endif
-    return acc;
-}
+DEFINE_KQ_DOT_CODES(kq_dot_codes, )
+DEFINE_KQ_DOT_CODES(kq_dot_codes_g, __global)
 
 /* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
 static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
@@ -919,18 +926,19 @@ KQ_TYPES(DEFINE_KQ_MVI)
                 const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                   \
                 const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);   \
                 _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                   \
+                    float16 D[2], M[2];                                                                   \
+                    uint16 cw[2][(SL) / 4];                                                               \
                     _Pragma("unroll") for (int h = 0; h < 2; h++) {                                       \
-                        float16 D, M;                                                                     \
-                        kq_scales_##T(rec, b % ((SBK) / 32) * (32 / (SL)) + u, h, &D, &M);                \
-                        uint16 cw[(SL) / 4];                                                              \
-                        kq_unpack(q, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, cw);                        \
-                        _Pragma("unroll") for (int i = 0; i < TM; i++) {                                  \
-                            int xw[8];                                                                    \
-                            float dx, sx[3];                                                              \
-                            LOAD_XQ(x[i], b, xw, &dx, sx);                                                \
-                            const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                          \
-                            const int16 dot = kq_dot_codes(cw, xw + u * (SL) / 4, (SL) / 4, (QB) + (QH), GRID); \
-                            a[i][h] = fma(convert_float16(dot), D * dx, fma((float16)su, M, a[i][h]));    \
+                        kq_scales_##T(rec, b % ((SBK) / 32) * (32 / (SL)) + u, h, &D[h], &M[h]);          \
+                        kq_unpack(q, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, cw[h]);                     \
+                    }                                                                                     \
+                    _Pragma("unroll") for (int i = 0; i < TM; i++) {                                      \
+                        const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */ \
+                        const float dx = xb[8], su = (SL) == 16 ? xb[9 + u] : xb[9] + xb[10];             \
+                        _Pragma("unroll") for (int h = 0; h < 2; h++) {                                   \
+                            const int16 dot = kq_dot_codes_g(cw[h], (const __global int *)xb + u * (SL) / 4, \
+                                                             (SL) / 4, (QB) + (QH), GRID);                \
+                            a[i][h] = fma(convert_float16(dot), D[h] * dx, fma((float16)su, M[h], a[i][h])); \
                         }                                                                                 \
                     }                                                                                     \
                 }                                                                                         \
@@ -960,10 +968,9 @@ KQ_TYPES(DEFINE_KQ_MMI)
                     uint16 cw[8];                                                                         \
                     _Pragma("unroll") for (int c = 0; c < 8; c++) cw[c] = KQ_BYTES(q, 0, BITS, c, h, 0);  \
                     _Pragma("unroll") for (int i = 0; i < TM; i++) {                                      \
-                        int xw[8];                                                                        \
-                        float dx, sxs[3];                                                                 \
-                        LOAD_XQ(x[i], b, xw, &dx, sxs);                                                   \
-                        APPLY(a[i][h], kq_dot_codes(cw, xw, 8, BITS, SGN), sxs[2], d[h], m[h], dx);       \
+                        const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */ \
+                        const float dx = xb[8];                                                           \
+                        APPLY(a[i][h], kq_dot_codes_g(cw, (const __global int *)xb, 8, BITS, SGN), xb[11], d[h], m[h], dx); \
                     }                                                                                     \
                 }                                                                                         \
             }                                                                                             \

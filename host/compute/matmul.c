@@ -109,9 +109,10 @@ static int uses_int8_gemm(const mm_variant *v, clf_type t, int64_t n) {
     return n > 1 && v->int8_gemm > 0 && n >= v->int8_gemm && uses_int8(v, t, 1);
 }
 
-/* Its token tile: the float GEMM's (cpu_tm) up to 8 rows; 8 rows of two
- * float16 accumulators and a half panel's 8 code vectors fill the 32
- * vector registers. */
+/* Its token tile: the float GEMM's (cpu_tm) up to 8 rows. 256-row Llama
+ * pp512 under load, alternating: TM 8 0.97-1.07x TM 4 (Q4_K_M), 1.01-1.07x
+ * (Q6_K); 12 was slower (its accumulators and the 16 code vectors of a
+ * sub-block spill). */
 static int int8_tm(const mm_variant *v, int64_t n) {
     const int tm = cpu_tm(v, n);
     return tm < 8 ? tm : 8;
