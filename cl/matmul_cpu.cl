@@ -949,8 +949,28 @@ KQ_TYPES(DEFINE_KQ_MVI)
 KQ_TYPES(DEFINE_KQ_MMI)
 
 /* Q8_0 (signed 8-bit plane), Q4_0/Q4_1 (the 4-bit plane): per block the
- * scales as the GEMV reads them, per row half the 8 column groups. */
-#define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, SGN, APPLY)                      \
+ * scales as the GEMV reads them, both row halves' 8 column groups, then the
+ * tokens. Signed Q8_0 with VNNI: w + 128 (w ^ 0x80) unsigned, then
+ * Σ(w + 128)x̂ − 128·Σx̂ = Σ w·x̂ exactly, one vpdpbusd a group and the
+ * token's Σx̂ once for both halves, where |w| and x̂ under w's sign took
+ * three ops a group (pmaddubsw cannot: (w + 128)·x̂ pairs overflow shorts). */
+#if CLF_X86_VNNI
+#define MMI_SIGNED_FLIP 0x80808080u
+#define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
+    do {                                                                                                  \
+        int16 s_ = 0;                                                                                     \
+        _Pragma("unroll") for (int c = 0; c < 8; c++) s_ = clf_dpbusd(s_, (uint16)0x01010101u, (int16)((xg)[c])); \
+        _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0) - (s_ << 7); \
+    } while (0)
+#else
+#define MMI_SIGNED_FLIP 0u
+#define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 1)
+#endif
+#define MMI_DOT_UNSIGNED(cw, xg, out)                                                                     \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0)
+
+#define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY)               \
     __kernel void NAME(MMI_ARGS) {                                                                        \
         const int p = get_global_id(0), nb = K / 32;                                                      \
         if (32 * p >= rows) return;                                                                       \
@@ -964,20 +984,22 @@ KQ_TYPES(DEFINE_KQ_MMI)
             for (int b = 0; b < nb; b++) {                                                                \
                 const __global uint *q = W + ((size_t)p * nb + b) * (BLOCK_SIZE);                         \
                 SCALES_RAW(S + ((size_t)p * nb + b) * (SCALE_HALVES), d[0], d[1], m[0], m[1]);            \
-                _Pragma("unroll") for (int h = 0; h < 2; h++) {                                           \
-                    uint16 cw[8];                                                                         \
-                    _Pragma("unroll") for (int c = 0; c < 8; c++) cw[c] = KQ_BYTES(q, 0, BITS, c, h, 0);  \
-                    _Pragma("unroll") for (int i = 0; i < TM; i++) {                                      \
-                        const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */ \
-                        const float dx = xb[8];                                                           \
-                        APPLY(a[i][h], kq_dot_codes_g(cw, (const __global int *)xb, 8, BITS, SGN), xb[11], d[h], m[h], dx); \
-                    }                                                                                     \
+                uint16 cw[2][8];                                                                          \
+                _Pragma("unroll") for (int h = 0; h < 2; h++)                                             \
+                    _Pragma("unroll") for (int c = 0; c < 8; c++) cw[h][c] = KQ_BYTES(q, 0, BITS, c, h, 0) ^ (FLIP); \
+                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                          \
+                    const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */     \
+                    const __global int *xg = (const __global int *)xb;                                    \
+                    const float dx = xb[8];                                                               \
+                    int16 dot[2];                                                                         \
+                    DOT2(cw, xg, dot);                                                                    \
+                    _Pragma("unroll") for (int h = 0; h < 2; h++) APPLY(a[i][h], dot[h], xb[11], d[h], m[h], dx); \
                 }                                                                                         \
             }                                                                                             \
             MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
         }                                                                                                 \
     }
-DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, 1, INT8_APPLY)
-DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0, INT8_APPLY_M)
-DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0, INT8_APPLY_M)
+DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY)
+DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
+DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
 #endif
