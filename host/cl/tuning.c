@@ -89,9 +89,10 @@ static const row table[] = {
      "emeraldrapids|graniterapids",
      "int8_gemv=1 int8_vnni=1 int8_gemm=2",
      "AVX-512BW: Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; bench/RESULTS.md 'Tuning table'. int8_vnni (kept only where "
-     "the host CPU has it): bit for bit the pmaddubsw form, decode within noise, pp512 +3-15%; int8_gemm=2: the int8 "
-     "GEMM beats the float one from the smallest batch (pp4-pp16 1.2-2.3x; pp512 1.9-2.7x on five files), and from 2 "
-     "every product's rows are the GEMV's whatever the batch; bench/RESULTS.md 'int8 prefill GEMM and VNNI (issue 12)'"},
+     "the host CPU has it): bit for bit the pmaddubsw form, decode within noise, K-quant pp512 1.11-1.12x (quiet); "
+     "int8_gemm=2: the int8 GEMM beats the float one from the smallest batch (pp4-pp16 1.2-2.3x; quiet pp512 1.9-2.5x "
+     "on three files), and from 2 every product's rows are the GEMV's whatever the batch; bench/RESULTS.md 'int8 "
+     "prefill GEMM and VNNI (issue 12)'"},
 };
 
 static int type_matches(const char *type, const clf_device *d) {
