@@ -247,7 +247,7 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
     static const clf_type more[] = {CLF_BF16, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K,
                                     CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
     enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0], NM = sizeof more / sizeof more[0] };
-    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM + NS * 3 + 2 + 9];
+    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM + 4 + NS * 3 + 2 + 9];
     int nc = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int s = 0; s < NS; s++)
@@ -258,6 +258,11 @@ int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, d
     for (int t = 0; t < NT; t++) cases[nc++] = (bm_case){"gemv", types[t], 4096, 4096, 1};
     for (int pass = 0; pass < 2; pass++)
         for (int t = 0; t < NM; t++) cases[nc++] = (bm_case){pass ? "gemm" : "gemv", more[t], 4096, 4096, pass ? 512 : 1};
+    /* the 256-row Llama's prefill products, up and down (issue 12's pp512) */
+    for (int t = 0; t < 2; t++) {
+        cases[nc++] = (bm_case){"gemm", t ? CLF_Q6_K : CLF_Q4_K, 1024, 2816, 512};
+        cases[nc++] = (bm_case){"gemm", t ? CLF_Q6_K : CLF_Q4_K, 2816, 1024, 512};
+    }
     /* decode as a token meets it: each product's weights cold (issue 15) */
     static const clf_type cold_types[] = {CLF_Q8_0, CLF_Q4_1, CLF_F16};
     for (int s = 0; s < NS; s++)

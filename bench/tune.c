@@ -47,6 +47,8 @@ static const candidate_set sets[] = {
     {"int8_gemv", TG, CLF_MATMUL_CPU, {"0", "1"}},
     {"int8_ppw", TG, CLF_MATMUL_CPU, {"1", "2", "4", "8"}},
     {"int8_ppw_q8", TG, CLF_MATMUL_CPU, {"1", "2", "4"}},
+    {"int8_vnni", BOTH, CLF_MATMUL_CPU, {"0", "1"}},
+    {"int8_gemm", PPM, CLF_MATMUL_CPU, {"0", "2", "16", "64"}},
     {"gemm_tm", PPM, CLF_MATMUL_CPU, {"4", "8", "12"}},
     {"gemm_mg", PPM, CLF_MATMUL_CPU, {"4", "8", "16", "32"}},
     {"gemm_tm", PPM, CLF_MATMUL_CPU_PORTABLE, {"4", "8", "12"}},

@@ -23,8 +23,9 @@
  * weight panel is read from memory once and then from cache;
  * CLF_FP16_CLANG=1 converts halves with the compiler's native __fp16
  * vectors (clang-based drivers) instead of the portable bit recipe;
- * CLF_X86_INT8=1 builds the Q8_0/Q4 GEMVs that quantize x to int8 and use
- * AVX-512BW integer multiply-adds (clang on x86 CPUs only). */
+ * CLF_X86_INT8=1 builds the int8-activation GEMVs and GEMMs, on AVX-512BW
+ * integer multiply-adds (clang on x86 CPUs only); CLF_X86_VNNI=1 (with it)
+ * takes their byte dot products with AVX512-VNNI's vpdpbusd instead. */
 
 #ifndef TM
 #define TM 8
@@ -278,10 +279,31 @@ DEFINE_QUANT_MV(gemv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4
 typedef char clf_char64 __attribute__((ext_vector_type(64)));
 typedef short clf_short32 __attribute__((ext_vector_type(32)));
 
+#if CLF_X86_VNNI
+/* acc + Σ over each dword's 4 bytes of u's (unsigned) times s's (signed)
+ * bytes: vpdpbusd, exact (no short stage, no saturation). Inline asm: PoCL
+ * compiles for LLVM's skylake-avx512, which refuses the builtin; the host
+ * asks for this only where its CPU has avx512vnni (host/cl/tuning.c). */
+inline int16 clf_dpbusd(int16 acc, uint16 u, int16 s) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+    return acc;
+}
+#endif
+
 /* Σ over a block's 32 columns of q·xq for 16 rows: their dwords at q + 32g,
  * xw the block's xq, 4 columns per int. Each of the 32 shorts sums 8 pairs
  * of at most 2·15·127, so it stays below 32767. */
 inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
+#if CLF_X86_VNNI
+    int16 acc = 0;
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+        const uint16 v = vload16(0, q + 32 * g);
+        acc = clf_dpbusd(acc, v & 0x0f0f0f0fu, (int16)xw[2 * g]);
+        acc = clf_dpbusd(acc, (v >> 4) & 0x0f0f0f0fu, (int16)xw[2 * g + 1]);
+    }
+    return acc;
+#else
     clf_short32 t = 0;
     for (int g = 0; g < 4; g++) {
         const uint16 v = vload16(0, q + 32 * g);
@@ -291,6 +313,7 @@ inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
                                          __builtin_astype((int16)xw[2 * g + 1], clf_char64));
     }
     return __builtin_ia32_pmaddwd512(t, (clf_short32)1);
+#endif
 }
 
 /* Σ over a block's 32 columns of q·xq for 16 Q8_0 rows: their dwords at
@@ -308,7 +331,11 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
         const clf_char64 w = __builtin_astype(vload16(0, q + 32 * g), clf_char64);
         const clf_char64 x = __builtin_astype((int16)xw[g], clf_char64);
         const clf_char64 sx = w < (clf_char64)0 ? -x : x;
+#if CLF_X86_VNNI
+        acc = clf_dpbusd(acc, __builtin_astype(__builtin_elementwise_abs(w), uint16), __builtin_astype(sx, int16));
+#else
         acc += __builtin_ia32_pmaddwd512(__builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), sx), (clf_short32)1);
+#endif
     }
     return acc;
 }
@@ -721,39 +748,70 @@ KQ_TYPES(DEFINE_KQ_UNPACK)
     (KQ_SHIFT_TO(vload16(h, (q) + 32 * ((dw0) + (c) * (B) / 8)), (c) * (B) % 8, at) &             \
      (uint)(0x01010101u * (((1u << (B)) - 1u) << (at))))
 
-/* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h..:
- * unsigned codes times signed x̂ in pmaddubsw pairs, folded to ints by
- * pmaddwd once as many pairs as a short holds are summed (a pair is at most
- * 2·63·127 for 6-bit codes: two fit below 32767, four for 5 bits, eight for
- * 4 bits or fewer). static: its loops unroll once inlined, where c0 and nc
- * are constants; a standalone copy would warn that they cannot. */
+/* The codes of a block's column groups [c0, c0 + nc) for rows 16h..16h + 15
+ * into u[0, nc): byte i of u[c - c0] is column 4c + i's unsigned code, or
+ * (grid) IQ4_NL's signed grid value, by pshufb. static: the loops unroll
+ * once inlined, where the counts are constants (and u stays in registers). */
+static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int nc, int h, int grid, uint16 *u) {
+    const int4 g4 = (int4)(0xbfad9881, 0xf6eaddcf, 0x26190d01, 0x71594535); /* IQ4_NL's grid, 16 bytes */
+    const clf_char64 g = __builtin_astype((int16)(g4, g4, g4, g4), clf_char64);
+#pragma unroll
+    for (int c = c0; c < c0 + nc; c++) {
+        uint16 v = KQ_BYTES(q, 0, qb, c, h, 0);
+        if (qh) v |= KQ_BYTES(q, qb, qh ? qh : 1, c, h, qb);
+        u[c - c0] = grid ? __builtin_astype(__builtin_ia32_pshufb512(g, __builtin_astype(v, clf_char64)), uint16) : v;
+    }
+}
+
+/* Σ over nc column groups of u[c]·x̂ (xw[c]: its 4 x̂) for 16 rows: codes
+ * of at most `bits` bits, or (sgn) signed bytes, taken as |w| times x̂
+ * with w's sign as llama.cpp does (clf_dot_q8_x8). With VNNI one vpdpbusd a
+ * group; else pmaddubsw pairs summed in shorts, folded to ints by pmaddwd
+ * once as many as a short holds are in (a pair is at most 2·63·127 for
+ * 6-bit codes: two fit below 32767, four for 5 bits, eight for 4 or fewer;
+ * a signed pair 2·128·127: one). Integer sums: exact either way. x̂ from
+ * private ints (kq_dot_codes: the GEMVs) or straight from x's int8 block
+ * in global memory (kq_dot_codes_g: the GEMMs, where each x̂ word is then
+ * one broadcast load, not a scalar load and a register broadcast). */
+#define DEFINE_KQ_DOT_CODES(NAME, XAS)                                                                      \
+    static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn) {               \
+        int16 acc = 0;                                                                                      \
+        KQ_DOT_CODES_BODY                                                                                   \
+        return acc;                                                                                         \
+    }
+#if CLF_X86_VNNI
+#define KQ_DOT_CODES_BODY                                                                                   \
+    (void)bits;                                                                                             \
+    _Pragma("unroll") for (int c = 0; c < nc; c++) {                                                        \
+        if (sgn) {                                                                                          \
+            const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
+            acc = clf_dpbusd(acc, __builtin_astype(__builtin_elementwise_abs(w), uint16),                  \
+                             __builtin_astype(w < (clf_char64)0 ? -x : x, int16));                          \
+        } else {                                                                                            \
+            acc = clf_dpbusd(acc, u[c], (int16)xw[c]);                                                      \
+        }                                                                                                   \
+    }
+#else
+#define KQ_DOT_CODES_BODY                                                                                   \
+    const int widen = sgn || bits >= 7 ? 1 : bits == 6 ? 2 : bits == 5 ? 4 : 8;                            \
+    _Pragma("unroll") for (int c0 = 0; c0 < nc; c0 += widen) {                                              \
+        clf_short32 t = 0;                                                                                  \
+        _Pragma("unroll") for (int c = c0; c < c0 + widen && c < nc; c++) {                                 \
+            const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
+            t += sgn ? __builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x) \
+                     : __builtin_ia32_pmaddubsw512(w, x);                                                   \
+        }                                                                                                   \
+        acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);                                                \
+    }
+#endif
+DEFINE_KQ_DOT_CODES(kq_dot_codes, )
+DEFINE_KQ_DOT_CODES(kq_dot_codes_g, __global)
+
+/* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
 static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
-    const int widen = qb + qh >= 6 ? 2 : qb + qh == 5 ? 4 : 8;
-    int16 acc = 0;
-    if (grid) { /* IQ4_NL: grid bytes by pshufb, signed, dotted as Q8_0's (clf_dot_q8_x8) */
-        const int4 g4 = (int4)(0xbfad9881, 0xf6eaddcf, 0x26190d01, 0x71594535); /* the grid's 16 bytes */
-        const clf_char64 g = __builtin_astype((int16)(g4, g4, g4, g4), clf_char64);
-#pragma unroll
-        for (int i = c0; i < c0 + nc; i++) {
-            const clf_char64 w = __builtin_ia32_pshufb512(g, __builtin_astype(KQ_BYTES(q, 0, qb, i, h, 0), clf_char64));
-            const clf_char64 x = __builtin_astype((int16)xw[i], clf_char64);
-            acc += __builtin_ia32_pmaddwd512(
-                __builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x), (clf_short32)1);
-        }
-        return acc;
-    }
-#pragma unroll
-    for (int c = c0; c < c0 + nc; c += widen) {
-        clf_short32 t = 0;
-#pragma unroll
-        for (int i = c; i < c + widen && i < c0 + nc; i++) {
-            uint16 v = KQ_BYTES(q, 0, qb, i, h, 0);
-            if (qh) v |= KQ_BYTES(q, qb, qh ? qh : 1, i, h, qb);
-            t += __builtin_ia32_pmaddubsw512(__builtin_astype(v, clf_char64), __builtin_astype((int16)xw[i], clf_char64));
-        }
-        acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);
-    }
-    return acc;
+    uint16 u[8];
+    kq_unpack(q, qb, qh, c0, nc, h, grid, u);
+    return kq_dot_codes(u, xw + c0, nc, qb + qh, grid);
 }
 
 /* One 32-block b of panel P into its two row halves A0, A1: per sub-block                                              \
@@ -836,4 +894,112 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
     DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, geglu, clf_gelu16)
 
 KQ_TYPES(DEFINE_KQ_MVI)
+
+/* int8 GEMM (prefill): X as int8 blocks (LOAD_XQ), one work-item per
+ * (panel, MG tiles of TM tokens) as DEFINE_QUANT_MM, so each block's codes
+ * are unpacked once per tile: per (sub-block, row half), the codes into
+ * registers, then for each token the integer dot and the float update the
+ * GEMV makes (KQ_PANEL_BLOCK; INT8_APPLY* for the legacy types), in the
+ * same order, so every token's row is bit for bit the int8 GEMV's. */
+#define MMI_TILE_BEGIN(X, xoff, n, K, m0, x)                                                              \
+    const __global float *x[TM];                                                                          \
+    _Pragma("unroll") for (int i = 0; i < TM; i++) x[i] = X + xoff + (size_t)min(m0 + i, n - 1) * LOAD_XQ_ROW(K)
+#define MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate)                                       \
+    _Pragma("unroll") for (int i = 0; i < TM; i++) if (m0 + i < n)                                        \
+        clf_store32(Y + yoff + (size_t)(m0 + i) * ldy + 32 * p, a[i][0], a[i][1], rows - 32 * p, accumulate)
+#define MMI_ARGS                                                                                          \
+    __global const uint *W, __global const ushort *S, __global const float *X, const ulong xoff,          \
+        __global float *Y, const ulong yoff, const int n, const int ldy, const int rows, const int K,     \
+        const int accumulate
+
+#define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID)                                                     \
+    __kernel void gemm_##T##_xq(MMI_ARGS) {                                                               \
+        const int p = get_global_id(0), nb = K / 32;                                                      \
+        if (32 * p >= rows) return;                                                                       \
+        for (int g = 0; g < MG; g++) {                                                                    \
+            const int m0 = (get_global_id(1) * MG + g) * TM;                                              \
+            if (m0 >= n) return;                                                                          \
+            MMI_TILE_BEGIN(X, xoff, n, K, m0, x);                                                         \
+            float16 a[TM][2];                                                                             \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) a[i][0] = a[i][1] = 0.0f;                      \
+            for (int b = 0; b < nb; b++) {                                                                \
+                const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                   \
+                const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);   \
+                _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                   \
+                    float16 D[2], M[2];                                                                   \
+                    uint16 cw[2][(SL) / 4];                                                               \
+                    _Pragma("unroll") for (int h = 0; h < 2; h++) {                                       \
+                        kq_scales_##T(rec, b % ((SBK) / 32) * (32 / (SL)) + u, h, &D[h], &M[h]);          \
+                        kq_unpack(q, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, cw[h]);                     \
+                    }                                                                                     \
+                    _Pragma("unroll") for (int i = 0; i < TM; i++) {                                      \
+                        const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */ \
+                        const float dx = xb[8], su = (SL) == 16 ? xb[9 + u] : xb[9] + xb[10];             \
+                        _Pragma("unroll") for (int h = 0; h < 2; h++) {                                   \
+                            const int16 dot = kq_dot_codes_g(cw[h], (const __global int *)xb + u * (SL) / 4, \
+                                                             (SL) / 4, (QB) + (QH), GRID);                \
+                            a[i][h] = fma(convert_float16(dot), D[h] * dx, fma((float16)su, M[h], a[i][h])); \
+                        }                                                                                 \
+                    }                                                                                     \
+                }                                                                                         \
+            }                                                                                             \
+            MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
+        }                                                                                                 \
+    }
+KQ_TYPES(DEFINE_KQ_MMI)
+
+/* Q8_0 (signed 8-bit plane), Q4_0/Q4_1 (the 4-bit plane): per block the
+ * scales as the GEMV reads them, both row halves' 8 column groups, then the
+ * tokens. Signed Q8_0 with VNNI: w + 128 (w ^ 0x80) unsigned, then
+ * Σ(w + 128)x̂ − 128·Σx̂ = Σ w·x̂ exactly, one vpdpbusd a group and the
+ * token's Σx̂ once for both halves, where |w| and x̂ under w's sign took
+ * three ops a group (pmaddubsw cannot: (w + 128)·x̂ pairs overflow shorts). */
+#if CLF_X86_VNNI
+#define MMI_SIGNED_FLIP 0x80808080u
+#define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
+    do {                                                                                                  \
+        int16 s_ = 0;                                                                                     \
+        _Pragma("unroll") for (int c = 0; c < 8; c++) s_ = clf_dpbusd(s_, (uint16)0x01010101u, (int16)((xg)[c])); \
+        _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0) - (s_ << 7); \
+    } while (0)
+#else
+#define MMI_SIGNED_FLIP 0u
+#define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 1)
+#endif
+#define MMI_DOT_UNSIGNED(cw, xg, out)                                                                     \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0)
+
+#define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY)               \
+    __kernel void NAME(MMI_ARGS) {                                                                        \
+        const int p = get_global_id(0), nb = K / 32;                                                      \
+        if (32 * p >= rows) return;                                                                       \
+        for (int g = 0; g < MG; g++) {                                                                    \
+            const int m0 = (get_global_id(1) * MG + g) * TM;                                              \
+            if (m0 >= n) return;                                                                          \
+            MMI_TILE_BEGIN(X, xoff, n, K, m0, x);                                                         \
+            float16 a[TM][2], d[2], m[2];                                                                 \
+            m[0] = m[1] = 0.0f;                                                                           \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) a[i][0] = a[i][1] = 0.0f;                      \
+            for (int b = 0; b < nb; b++) {                                                                \
+                const __global uint *q = W + ((size_t)p * nb + b) * (BLOCK_SIZE);                         \
+                SCALES_RAW(S + ((size_t)p * nb + b) * (SCALE_HALVES), d[0], d[1], m[0], m[1]);            \
+                uint16 cw[2][8];                                                                          \
+                _Pragma("unroll") for (int h = 0; h < 2; h++)                                             \
+                    _Pragma("unroll") for (int c = 0; c < 8; c++) cw[h][c] = KQ_BYTES(q, 0, BITS, c, h, 0) ^ (FLIP); \
+                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                          \
+                    const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */     \
+                    const __global int *xg = (const __global int *)xb;                                    \
+                    const float dx = xb[8];                                                               \
+                    int16 dot[2];                                                                         \
+                    DOT2(cw, xg, dot);                                                                    \
+                    _Pragma("unroll") for (int h = 0; h < 2; h++) APPLY(a[i][h], dot[h], xb[11], d[h], m[h], dx); \
+                }                                                                                         \
+            }                                                                                             \
+            MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
+        }                                                                                                 \
+    }
+DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY)
+DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
+DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
 #endif

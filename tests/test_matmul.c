@@ -525,6 +525,88 @@ static void test_gpu_int8_gemv(void **state) {
     free(wf), free(x), free(y), free(ref), free(wq);
 }
 
+/* One product of n rows X0.. of X into Y (accumulating onto y) under the
+ * tuning `tune`: rowwise (each row as its GEMV computes it), or as one
+ * product; the result downloaded into out. */
+static void product_under(const char *tune, const clf_weight *W, clf_tensor *X, clf_tensor *Y, const float *y, int x0,
+                          int n, int rowwise, float *out) {
+    clf_runtime *rt = tu_runtime();
+    tu_tune(tune);
+    clf_tensor xv = clf_tensor_rows(X, x0, n), yv = clf_tensor_rows(Y, 0, n);
+    TU_OK(clf_tensor_upload(rt, &yv, y, clf_tensor_bytes(&yv)));
+    TU_OK(rowwise ? clf_matmul_rowwise(rt, W, &xv, &yv, 0, 1) : clf_matmul(rt, W, &xv, &yv, 1));
+    TU_OK(clf_tensor_download(rt, &yv, out, clf_tensor_bytes(&yv)));
+}
+
+/* The int8 GEMM (int8_gemm): over n tokens, bit for bit the int8 GEMV token
+ * by token, for every type with an int8 GEMV, n odd, rows not a multiple of
+ * 32, K several (super-)blocks, a view at a row offset, accumulating; and
+ * the VNNI dot products (int8_vnni=1) bit for bit the pmaddubsw ones, GEMV
+ * and GEMM. */
+static void test_int8_gemm(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    tu_tune("matmul=cpu");
+    if (!rt->tune.int8_gemv) {
+        print_message("  no int8 products on this device: skipped\n");
+        tu_tune(NULL);
+        return;
+    }
+    tu_tune("matmul=cpu int8_vnni=1");
+    const int vnni = rt->tune.int8_vnni;
+    enum { ROWS = 97, COLS = 512, X0 = 3, NMAX = 513 };
+    uint64_t s = tu_seed() + 11;
+    float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc((X0 + NMAX) * COLS * sizeof *x);
+    float *y = malloc(NMAX * ROWS * sizeof *y), *got = malloc(NMAX * ROWS * sizeof *got);
+    float *want = malloc(NMAX * ROWS * sizeof *want);
+    void *wq = malloc(ROWS * COLS * sizeof(float));
+    assert_true(wf && x && y && got && want && wq);
+    tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
+    tu_fill_uniform(&s, x, (X0 + NMAX) * COLS, -2, 2);
+    tu_fill_uniform(&s, y, NMAX * ROWS, -1, 1);
+    clf_tensor X, Y;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, X0 + NMAX, &X));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, NMAX, &Y));
+    TU_OK(clf_tensor_upload(rt, &X, x, (X0 + NMAX) * COLS * sizeof *x));
+    static const int ns[] = {1, 7, 33, NMAX};
+    int tested = 0;
+    for (int t = 0; t < NTYPES; t++) {
+        tu_tune("matmul=cpu");
+        clf_weight W;
+        clf_quantize(types[t], wf, wq, ROWS * COLS);
+        TU_OK(clf_weight_upload(rt, types[t], ROWS, COLS, wq, &W));
+        if (is_float(types[t]) || !clf_matmul_quantizes_x(rt, &W, 1)) {
+            clf_weight_free(&W);
+            continue;
+        }
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int n = ns[ni];
+            const size_t bytes = (size_t)n * ROWS * sizeof *got;
+            product_under("matmul=cpu int8_vnni=0 int8_gemm=0", &W, &X, &Y, y, X0, n, 1, want);
+            assert_int_equal(clf_matmul_quantizes_x(rt, &W, n), n == 1);
+            for (int v = 0; v <= vnni; v++) {
+                char tune[96];
+                snprintf(tune, sizeof tune, "matmul=cpu int8_vnni=%d int8_gemm=2", v);
+                for (int rowwise = 0; rowwise < 2; rowwise++) {
+                    product_under(tune, &W, &X, &Y, y, X0, n, rowwise, got);
+                    assert_true(clf_matmul_quantizes_x(rt, &W, n));
+                    if (memcmp(got, want, bytes))
+                        fail_msg("%s, n = %d, %s%s: differs from the int8 GEMV (rel %.3g)", clf_type_get(types[t])->name,
+                                 n, rowwise ? "rowwise" : "one product", v ? ", VNNI" : "", tu_rel_err_f(got, want, (size_t)n * ROWS));
+                }
+            }
+        }
+        tested++;
+        clf_weight_free(&W);
+    }
+    print_message("  int8 GEMM = int8 GEMV bit for bit: %d types%s\n", tested, vnni ? ", VNNI and pmaddubsw" : "");
+    assert_true(tested >= 11);
+    tu_tune(NULL);
+    clf_tensor_free(&X);
+    clf_tensor_free(&Y);
+    free(wf), free(x), free(y), free(got), free(want), free(wq);
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -574,6 +656,7 @@ int main(void) {
         cmocka_unit_test(test_gated_unit_gemv),
         cmocka_unit_test(test_column_part),
         cmocka_unit_test(test_gpu_int8_gemv),
+        cmocka_unit_test(test_int8_gemm),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };

@@ -402,11 +402,15 @@ static void test_default_model_converted(void **state) {
     if (rc == 77) printf("[  NOTE    ] llama_cpp is not importable: llama.cpp load check skipped\n");
     else assert_int_equal(rc, 0);
 
-    /* clinfer: every file generates; Q8_0 continues greedily as the source */
+    /* clinfer: every file generates; Q8_0 continues greedily as the source,
+     * both with float prompts (int8_gemm=0): the source's 5th token is a
+     * near-tie (' answer' 14.66, ' United' 14.52), which prefill's int8
+     * activations move by ~0.3 and flip */
     const char *prompt = "The capital of France is";
-    assert_int_equal(run("%s run -m %s -p '%s' -n 6 > %s/gen-src.txt 2>/dev/null", bin(), model, prompt, dir), 0);
+    assert_int_equal(run("CLINFER_TUNE=int8_gemm=0 %s run -m %s -p '%s' -n 6 > %s/gen-src.txt 2>/dev/null", bin(), model,
+                         prompt, dir), 0);
     for (int k = 0; k < 3; k++) {
-        assert_int_equal(run("%s run -m %s/model-%s.gguf -p '%s' -n 6 > %s/gen-%s.txt 2>/dev/null", bin(), dir,
+        assert_int_equal(run("CLINFER_TUNE=int8_gemm=0 %s run -m %s/model-%s.gguf -p '%s' -n 6 > %s/gen-%s.txt 2>/dev/null", bin(), dir,
                              types[k], prompt, dir, types[k]), 0);
         assert_int_equal(run("test -s %s/gen-%s.txt", dir, types[k]), 0);
         run("rm -f %s/model-%s.gguf", dir, types[k]);

@@ -34,6 +34,12 @@ static const param params[] = {
      "most panels (32 rows each) per work-item of the Q4 int8 GEMVs, which share one quantized x (fewer where "
      "that evens the work over the compute units)"},
     {P(int8_ppw_q8), 1, 16, NULL, "most panels per work-item of the Q8_0 int8 GEMV"},
+    {P(int8_vnni), 0, 1, NULL,
+     "1: the int8 GEMVs and GEMMs take their byte dot products with AVX512-VNNI's vpdpbusd (inline asm: PoCL "
+     "compiles for skylake-avx512); only where the device is the host CPU under PoCL and that CPU has avx512vnni"},
+    {P(int8_gemm), 0, 65536, NULL,
+     "products of at least this many tokens (prefill) on int8 activations: each block's codes unpacked once per "
+     "token tile, every row bit for bit the int8 GEMV's; 0: the float GEMM (needs int8_gemv)"},
     {P(gemm_tm), 2, 16, NULL, "cpu: token rows of a GEMM work-item's register tile above 12 tokens"},
     {P(gemm_mg), 1, 64, NULL, "cpu: token tiles a GEMM work-item takes in turn, reusing its weight panel from cache"},
     {P(gpu_rpw), 1, 64, NULL, "gpu: weight rows per GEMV work-group"},
@@ -69,7 +75,7 @@ typedef struct row {
 
 static const row table[] = {
     {"*", "*", "*",
-     "matmul=cpu-portable int8_gemv=0 int8_ppw=4 int8_ppw_q8=1 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
+     "matmul=cpu-portable int8_gemv=0 int8_ppw=4 int8_ppw_q8=1 int8_vnni=0 int8_gemm=0 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
      "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu binaries=1",
      "CPU shapes: one SIMD work-item per row or panel; bench/RESULTS.md 'Tuning table'"},
     {"gpu", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
@@ -83,7 +89,12 @@ static const row table[] = {
     {"cpu", "Portable Computing Language",
      "avx512|cascadelake|cooperlake|cannonlake|icelake|tigerlake|rocketlake|sapphirerapids|znver4|znver5|"
      "emeraldrapids|graniterapids",
-     "int8_gemv=1", "AVX-512BW: Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; bench/RESULTS.md 'Tuning table'"},
+     "int8_gemv=1 int8_vnni=1 int8_gemm=2",
+     "AVX-512BW: Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; bench/RESULTS.md 'Tuning table'. int8_vnni (kept only where "
+     "the host CPU has it): bit for bit the pmaddubsw form, decode within noise, K-quant pp512 1.11-1.12x (quiet); "
+     "int8_gemm=2: the int8 GEMM beats the float one from the smallest batch (pp4-pp16 1.2-2.3x; quiet pp512 1.9-2.5x "
+     "on three files), and from 2 every product's rows are the GEMV's whatever the batch; bench/RESULTS.md 'int8 "
+     "prefill GEMM and VNNI (issue 12)'"},
 };
 
 static int type_matches(const char *type, const clf_device *d) {
@@ -200,12 +211,26 @@ static clf_status table_values(const clf_device *d, clf_tuning *t) {
     return CLF_OK;
 }
 
+/* 1 when the host CPU has AVX512-VNNI (gcc and clang on x86 ask cpuid). */
+static int host_has_vnni(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+#else
+    return 0;
+#endif
+}
+
 /* What a device can run whatever a row or override says: the cpu family's
- * __fp16 vectors need clang (PoCL); the int8 GEMVs are part of that family. */
+ * __fp16 vectors need clang (PoCL); the int8 products are part of that
+ * family; their VNNI form runs on the host CPU only (PoCL's CPU device), so
+ * it is the host's cpuid, not a device name, that allows it. */
 static void capabilities(const clf_device *d, clf_tuning *t) {
-    if (t->matmul == CLF_MATMUL_CPU && !strstr(d->platform_name, "Portable Computing Language"))
-        t->matmul = CLF_MATMUL_CPU_PORTABLE;
+    const int pocl = strstr(d->platform_name, "Portable Computing Language") != NULL;
+    if (t->matmul == CLF_MATMUL_CPU && !pocl) t->matmul = CLF_MATMUL_CPU_PORTABLE;
     if (t->matmul != CLF_MATMUL_CPU) t->int8_gemv = 0;
+    if (!t->int8_gemv) t->int8_vnni = t->int8_gemm = 0;
+    if (!pocl || !(d->type & CL_DEVICE_TYPE_CPU) || !host_has_vnni()) t->int8_vnni = 0;
 }
 
 clf_status clf_tuning_override(const clf_device *d, clf_tuning *t, const char *assignments) {

@@ -34,6 +34,8 @@ typedef struct clf_tuning {
     int int8_gemv;       /* 1: decode GEMVs on int8 activations (matmul=cpu, x86 AVX-512BW) */
     int int8_ppw;        /* panels per work-item of the Q4 int8 GEMVs */
     int int8_ppw_q8;     /* the same for Q8_0 */
+    int int8_vnni;       /* 1: the int8 products' byte dot products by AVX512-VNNI (host CPU under PoCL only) */
+    int int8_gemm;       /* fewest tokens a product takes on the int8 GEMM (prefill), 0: never (with int8_gemv) */
     int gemm_tm;         /* cpu: token rows of a GEMM work-item tile above 12 tokens */
     int gemm_mg;         /* cpu: token tiles a work-item takes in turn */
     int gpu_rpw;         /* gpu: GEMV rows per work-group */

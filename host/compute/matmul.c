@@ -8,8 +8,10 @@
  *    work-item per panel and token tile, wide explicit vectors, no local
  *    memory; OpenCL C 1.2 only;
  *  - cpu: the same on PoCL, with clang's __fp16 conversions and, where the
- *    tuning says int8_gemv (x86 CPUs with AVX-512BW), Q8_0/Q4 GEMVs on int8
- *    x with integer multiply-adds;
+ *    tuning says int8_gemv (x86 CPUs with AVX-512BW), GEMVs on int8 x with
+ *    integer multiply-adds (AVX512-VNNI's where int8_vnni), and from
+ *    int8_gemm tokens on GEMMs on int8 x, each token's row bit for bit the
+ *    GEMV's;
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
@@ -23,6 +25,7 @@
 #include <string.h>
 
 #include "matmul_panels.h"
+#include "ops.h"
 
 /* A kernel family and its tunables on this device (from rt->tune). */
 typedef struct mm_variant {
@@ -30,6 +33,8 @@ typedef struct mm_variant {
     int panels;     /* 1: panel layout and cl/matmul_cpu.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
     int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins */
+    int x86_vnni;   /* cpu: their byte dot products by AVX512-VNNI's vpdpbusd */
+    int int8_gemm;  /* cpu: fewest tokens that take the int8 GEMM (0: never) */
     int int8_ppw;   /* cpu: panels per work-item of the Q4 GEMVs (its quantized x is shared) */
     int int8_ppw_q8; /* cpu: the same for Q8_0, which reads twice the bytes */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
@@ -56,6 +61,8 @@ static mm_variant variant_of(const clf_runtime *rt, int layout) {
     const clf_tuning *t = &rt->tune;
     mm_variant v = families[layout];
     v.x86_int8 = layout == CLF_MATMUL_CPU && t->int8_gemv;
+    v.x86_vnni = v.x86_int8 && t->int8_vnni;
+    v.int8_gemm = v.x86_int8 ? t->int8_gemm : 0;
     v.int8_ppw = t->int8_ppw;
     v.int8_ppw_q8 = t->int8_ppw_q8;
     v.gemm_tm = t->gemm_tm;
@@ -119,6 +126,22 @@ static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
     return n == 1 && f && f->int8 && v->x86_int8;
 }
 
+/* n > 1 tokens on the int8 GEMM (gemm_<type>_xq): every type with an int8
+ * GEMV has one, and its rows equal the GEMV's, so it serves rowwise
+ * products too. */
+static int uses_int8_gemm(const mm_variant *v, clf_type t, int64_t n) {
+    return n > 1 && v->int8_gemm > 0 && n >= v->int8_gemm && uses_int8(v, t, 1);
+}
+
+/* Its token tile: the float GEMM's (cpu_tm) up to 8 rows. 256-row Llama
+ * pp512 under load, alternating: TM 8 0.97-1.07x TM 4 (Q4_K_M), 1.01-1.07x
+ * (Q6_K); 12 was slower (its accumulators and the 16 code vectors of a
+ * sub-block spill). */
+static int int8_tm(const mm_variant *v, int64_t n) {
+    const int tm = cpu_tm(v, n);
+    return tm < 8 ? tm : 8;
+}
+
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
                              clf_weight *w) {
     memset(w, 0, sizeof *w);
@@ -161,7 +184,7 @@ const char *clf_matmul_variant(const clf_runtime *rt) { return families[rt->tune
 int clf_matmul_quantizes_x(const clf_runtime *rt, const clf_weight *W, int64_t n) {
     if (W->layout < 0 || W->layout >= VAR_COUNT) return 0;
     const mm_variant v = variant_of(rt, W->layout);
-    return uses_int8(&v, W->type, n);
+    return uses_int8(&v, W->type, n) || uses_int8_gemm(&v, W->type, n);
 }
 
 void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b) { rt->matmul_backend = b; }
@@ -191,8 +214,8 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
 
 static void cpu_options(const mm_variant *v, int tm, char *buf, size_t n) {
     const int int8 = v->x86_int8;
-    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DPPW=%d -DPPW_Q8=%d", tm, v->gemm_mg,
-             v->fp16_clang, int8, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1);
+    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DCLF_X86_VNNI=%d -DPPW=%d -DPPW_Q8=%d", tm,
+             v->gemm_mg, v->fp16_clang, int8, v->x86_vnni, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1);
 }
 
 static void gpu_options(const mm_variant *v, const struct mm_tile *t, int nt, char *buf, size_t n) {
@@ -209,9 +232,10 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
                              const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate,
                              int rowwise) {
-    const int tm = n == 1 ? v->gemm_tm : cpu_tm(v, n), mg = v->gemm_mg;
+    const int gemm8 = uses_int8_gemm(v, W->type, n) && XQ; /* matmul() gives it XQ */
+    const int tm = n == 1 ? v->gemm_tm : gemm8 ? int8_tm(v, n) : cpu_tm(v, n), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
-    const int int8 = uses_int8(v, W->type, rowwise ? 1 : n), xq = int8 && XQ;
+    const int int8 = !gemm8 && uses_int8(v, W->type, rowwise ? 1 : n), xq = (int8 || gemm8) && XQ;
     mm_variant vb = *v; /* the int8 GEMV's panels per work-item, balanced over the compute units */
     if (int8) {
         int *ppw = W->type == CLF_Q8_0 ? &vb.int8_ppw_q8 : &vb.int8_ppw;
@@ -222,11 +246,16 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
         x = XQ->mem;
         xoff = XQ->offset / 4;
     }
-    char opts[128];
+    char opts[160];
     cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, xq ? "gemv_%s_xq" : int8 ? "gemv_%s_i8" : n == 1 ? "gemv_%s" : "gemm_%s", W->type,
-                       &a.k));
+    CLF_TRY(get_kernel(rt, v, opts,
+                       gemm8  ? "gemm_%s_xq"
+                       : xq   ? "gemv_%s_xq"
+                       : int8 ? "gemv_%s_i8"
+                       : n == 1 ? "gemv_%s"
+                                : "gemm_%s",
+                       W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
     arg(&a, sizeof(cl_mem), &x);
@@ -249,7 +278,8 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
         return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
     }
     const size_t global[2] = {(size_t)clf_panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))};
-    return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : "matmul (gemm)", n == 1 ? 1 : 2, global, local);
+    return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : gemm8 ? "matmul (int8 gemm)" : "matmul (gemm)", n == 1 ? 1 : 2,
+                   global, local);
 }
 
 /* A device whose compiler refused the PTX build (then built without it,
@@ -456,6 +486,16 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
     const int ldy = (int)Y->ne[0];
     if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST)
         return matmul_clblast(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
+    if (v->panels && !XQ && uses_int8_gemm(v, W->type, n)) {
+        /* the int8 GEMM reads x as int8 blocks: quantized into a scratch
+         * (released at once: the queued kernels hold it) */
+        clf_tensor xq;
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(W->cols), n, &xq));
+        clf_status st = clf_quantize_x(rt, X, &xq);
+        if (st == CLF_OK) st = matmul_cpu(rt, v, W, X->mem, xoff, &xq, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
+        clf_tensor_free(&xq);
+        return st;
+    }
     return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise)
                      : matmul_gpu(rt, v, W, X, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
 }
