@@ -295,14 +295,14 @@ inline int16 clf_dpbusd(int16 acc, uint16 u, int16 s) {
  * of at most 2·15·127, so it stays below 32767. */
 inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
 #if CLF_X86_VNNI
-    int16 acc = 0;
+    int16 acc = 0, acc2 = 0; /* two chains: vpdpbusd's latency, not its rate, bounds one */
 #pragma unroll
     for (int g = 0; g < 4; g++) {
         const uint16 v = vload16(0, q + 32 * g);
         acc = clf_dpbusd(acc, v & 0x0f0f0f0fu, (int16)xw[2 * g]);
-        acc = clf_dpbusd(acc, (v >> 4) & 0x0f0f0f0fu, (int16)xw[2 * g + 1]);
+        acc2 = clf_dpbusd(acc2, (v >> 4) & 0x0f0f0f0fu, (int16)xw[2 * g + 1]);
     }
-    return acc;
+    return acc + acc2;
 #else
     clf_short32 t = 0;
     for (int g = 0; g < 4; g++) {
@@ -331,11 +331,11 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
         const clf_char64 w = __builtin_astype(vload16(0, q + 32 * g), clf_char64);
         const clf_char64 x = __builtin_astype((int16)xw[g], clf_char64);
         const clf_char64 sx = w < (clf_char64)0 ? -x : x;
-#if CLF_X86_VNNI
-        acc = clf_dpbusd(acc, __builtin_astype(__builtin_elementwise_abs(w), uint16), __builtin_astype(sx, int16));
-#else
+        /* pmaddubsw also where VNNI is on: vpdpbusd in this form made the
+         * Q8_0 decode GEMVs ~20% slower (SmolLM2 Q8_0, kernel time 6.9-7.6
+         * vs 5.9 ms a token, alternating; bench/RESULTS.md 'int8 prefill
+         * GEMM and VNNI') */
         acc += __builtin_ia32_pmaddwd512(__builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), sx), (clf_short32)1);
-#endif
     }
     return acc;
 }
@@ -775,9 +775,9 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
  * one broadcast load, not a scalar load and a register broadcast). */
 #define DEFINE_KQ_DOT_CODES(NAME, XAS)                                                                      \
     static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn) {               \
-        int16 acc = 0;                                                                                      \
+        int16 acc = 0, acc2 = 0; /* VNNI: two chains, as clf_dot_q4_x8 */                                   \
         KQ_DOT_CODES_BODY                                                                                   \
-        return acc;                                                                                         \
+        return acc + acc2;                                                                                  \
     }
 #if CLF_X86_VNNI
 #define KQ_DOT_CODES_BODY                                                                                   \
@@ -785,8 +785,11 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
     _Pragma("unroll") for (int c = 0; c < nc; c++) {                                                        \
         if (sgn) {                                                                                          \
             const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
-            acc = clf_dpbusd(acc, __builtin_astype(__builtin_elementwise_abs(w), uint16),                  \
-                             __builtin_astype(w < (clf_char64)0 ? -x : x, int16));                          \
+            const int16 d_ = clf_dpbusd(c % 2 ? acc2 : acc, __builtin_astype(__builtin_elementwise_abs(w), uint16), \
+                                        __builtin_astype(w < (clf_char64)0 ? -x : x, int16));              \
+            if (c % 2) acc2 = d_; else acc = d_;                                                            \
+        } else if (c % 2) {                                                                                 \
+            acc2 = clf_dpbusd(acc2, u[c], (int16)xw[c]);                                                    \
         } else {                                                                                            \
             acc = clf_dpbusd(acc, u[c], (int16)xw[c]);                                                      \
         }                                                                                                   \
