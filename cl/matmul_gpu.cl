@@ -253,6 +253,20 @@ DEFINE_GEMM(gemm_q4_k, uchar, load8_q4_k)
 DEFINE_GEMM(gemm_q5_k, uchar, load8_q5_k)
 DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
 
+/* The GEMVs' end: each lane's sums acc[NT] of row r to part[ry][t][lane],
+ * then lane t adds up token t's 32 and stores it (+= with accumulate). */
+#define GEMV_LANES_STORE()                                                                      \
+    do {                                                                                        \
+        for (int t = 0; t < NT; t++) part[ry][t][lane] = acc[t];                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+        if (r < rows && lane < n && lane < NT) {                                                \
+            float s = 0.0f;                                                                     \
+            for (int i = 0; i < 32; i++) s += part[ry][lane][i];                                \
+            __global float *y = Y + yoff + (size_t)lane * ldy + r;                              \
+            *y = accumulate ? *y + s : s;                                                       \
+        }                                                                                       \
+    } while (0)
+
 /* GEMV and skinny products (n <= NT): work-group (32, RPW) takes RPW rows,
  * its 32 lanes striding a row in runs of 8 weights, each weight read once
  * for all n tokens; global size (32, ceil(rows / RPW) · RPW). Lanes' partial
@@ -276,14 +290,7 @@ DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
-        for (int t = 0; t < NT; t++) part[ry][t][lane] = acc[t];                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-        if (r < rows && lane < n && lane < NT) {                                                \
-            float s = 0.0f;                                                                     \
-            for (int i = 0; i < 32; i++) s += part[ry][lane][i];                                \
-            __global float *y = Y + yoff + (size_t)lane * ldy + r;                              \
-            *y = accumulate ? *y + s : s;                                                       \
-        }                                                                                       \
+        GEMV_LANES_STORE();                                                                     \
     }
 
 /* Float weights: lane l reads weights 4l, 4l + 128, ... of its row, so a
@@ -315,14 +322,7 @@ DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
                     for (int t = 0; t < NT && t < n; t++) acc[t] = fma(w, X[(size_t)t * K + k], acc[t]); \
                 }                                                                               \
         }                                                                                       \
-        for (int t = 0; t < NT; t++) part[ry][t][lane] = acc[t];                                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                           \
-        if (r < rows && lane < n && lane < NT) {                                                \
-            float s = 0.0f;                                                                     \
-            for (int i = 0; i < 32; i++) s += part[ry][lane][i];                                \
-            __global float *y = Y + yoff + (size_t)lane * ldy + r;                              \
-            *y = accumulate ? *y + s : s;                                                       \
-        }                                                                                       \
+        GEMV_LANES_STORE();                                                                     \
     }
 
 /* 4 weights from an 8- or 16-byte aligned p; one weight from any p. Halves
