@@ -517,6 +517,14 @@ static void test_gpu_int8_gemv(void **state) {
         if (!(err <= tol)) fail_msg("%s: int8 vs float GEMV rel err %.3g > tol %.3g", clf_type_get(qt[t])->name, err, tol);
         clf_weight_free(&W);
     }
+    /* int8_gemv=0: the gpu variant's float GEMVs, x not quantized */
+    tu_tune("matmul=gpu int8_gemv=0");
+    clf_weight Wf;
+    TU_OK(clf_weight_upload(rt, CLF_Q8_0, 64, 64, wq, &Wf));
+    assert_false(clf_matmul_quantizes_x(rt, &Wf, 1));
+    with_variant("gpu");
+    assert_true(clf_matmul_quantizes_x(rt, &Wf, 1));
+    clf_weight_free(&Wf);
     with_variant(NULL);
     clf_tensor_free(&X);
     clf_tensor_free(&XQ);

@@ -65,7 +65,11 @@ static void test_rows(void **state) {
     assert_int_equal(t.attn, CLF_SHAPE_GPU);
     assert_int_equal(t.ops, CLF_SHAPE_GPU);
     assert_int_equal(t.attn_split_keys, 64);
+    assert_int_equal(t.int8_gemv, 1); /* the gpu variant's int8 GEMVs, */
+    assert_int_equal(t.int8_gemm, 0); /* not the cpu family's GEMM */
     assert_string_equal(t.row, "gpu/*/*");
+    assert_int_equal(clf_tuning_override(&nvidia, &t, "int8_gemv=0"), CLF_OK); /* float GEMVs on a GPU */
+    assert_int_equal(t.int8_gemv, 0);
     t = resolve(&fpga);
     assert_int_equal(t.matmul, CLF_MATMUL_GPU);
     assert_int_equal(t.tuned, 0);
@@ -88,7 +92,9 @@ static void test_env_overrides(void **state) {
     setenv("CLINFER_OPS_VARIANT", "auto", 1);
     clf_tuning t = resolve(&pocl);
     assert_int_equal(t.matmul, CLF_MATMUL_GPU);
-    assert_int_equal(t.int8_gemv, 0); /* the int8 GEMVs belong to the cpu family */
+    assert_int_equal(t.int8_gemv, 1); /* the gpu family has int8 GEMVs too (integer dot products) */
+    assert_int_equal(t.int8_gemm, 0); /* but the int8 GEMM and VNNI are the cpu family's */
+    assert_int_equal(t.int8_vnni, 0);
     assert_int_equal(t.attn, CLF_SHAPE_GPU);
     assert_int_equal(t.ops, CLF_SHAPE_CPU);
     assert_non_null(strstr(t.overrides, "matmul=gpu"));

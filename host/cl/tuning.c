@@ -29,7 +29,8 @@ static const param params[] = {
      "product kernels: cpu (weights re-laid in 32-row panels, register tiles in float16 vectors, clang's __fp16: "
      "PoCL), cpu-portable (the same in plain OpenCL C 1.2), gpu (GGUF layout, local-memory tiles)"},
     {P(int8_gemv), 0, 1, NULL,
-     "decode GEMVs of Q8_0/Q4_0/Q4_1 on int8 activations with byte multiply-adds (matmul=cpu on x86 AVX-512BW)"},
+     "decode GEMVs on int8 activations: byte multiply-adds on matmul=cpu (x86 AVX-512BW), integer dot products "
+     "on matmul=gpu (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K); 0: float GEMVs"},
     {P(int8_ppw), 1, 16, NULL,
      "most panels (32 rows each) per work-item of the Q4 int8 GEMVs, which share one quantized x (fewer where "
      "that evens the work over the compute units)"},
@@ -78,9 +79,10 @@ static const row table[] = {
      "matmul=cpu-portable int8_gemv=0 int8_ppw=4 int8_ppw_q8=1 int8_vnni=0 int8_gemm=0 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
      "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu binaries=1",
      "CPU shapes: one SIMD work-item per row or panel; bench/RESULTS.md 'Tuning table'"},
-    {"gpu", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
-     "local-memory tiles and work-groups; H200 run, bench/results/h200/"},
-    {"accelerator", "*", "*", "matmul=gpu attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
+    {"gpu", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
+     "local-memory tiles and work-groups; H200 run, bench/results/h200/; int8 GEMVs: bench/RESULTS.md 'GPU "
+     "GEMVs' (PoCL only so far)"},
+    {"accelerator", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
      "as a GPU"},
     {"cpu", "Portable Computing Language", "*", "matmul=cpu binaries=0",
      "PoCL compiles with clang: __fp16 vectors convert in one instruction; it caches its own builds, and a "
@@ -228,8 +230,8 @@ static int host_has_vnni(void) {
 static void capabilities(const clf_device *d, clf_tuning *t) {
     const int pocl = strstr(d->platform_name, "Portable Computing Language") != NULL;
     if (t->matmul == CLF_MATMUL_CPU && !pocl) t->matmul = CLF_MATMUL_CPU_PORTABLE;
-    if (t->matmul != CLF_MATMUL_CPU) t->int8_gemv = 0;
-    if (!t->int8_gemv) t->int8_vnni = t->int8_gemm = 0;
+    if (t->matmul == CLF_MATMUL_CPU_PORTABLE) t->int8_gemv = 0; /* int8 GEMVs: the cpu and gpu families */
+    if (!t->int8_gemv || t->matmul != CLF_MATMUL_CPU) t->int8_vnni = t->int8_gemm = 0;
     if (!pocl || !(d->type & CL_DEVICE_TYPE_CPU) || !host_has_vnni()) t->int8_vnni = 0;
 }
 

@@ -31,7 +31,7 @@ enum { CLF_SHAPE_CPU, CLF_SHAPE_GPU };
 typedef struct clf_tuning {
     /* products */
     int matmul;          /* CLF_MATMUL_* */
-    int int8_gemv;       /* 1: decode GEMVs on int8 activations (matmul=cpu, x86 AVX-512BW) */
+    int int8_gemv;       /* 1: decode GEMVs on int8 activations (matmul=cpu on x86 AVX-512BW, matmul=gpu) */
     int int8_ppw;        /* panels per work-item of the Q4 int8 GEMVs */
     int int8_ppw_q8;     /* the same for Q8_0 */
     int int8_vnni;       /* 1: the int8 products' byte dot products by AVX512-VNNI (host CPU under PoCL only) */

@@ -33,6 +33,7 @@ typedef struct mm_variant {
     int panels;     /* 1: panel layout and cl/matmul_cpu.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
     int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins */
+    int gpu_int8;   /* gpu: decode GEMVs on int8 x with integer dot products (gpu_int8()'s types) */
     int x86_vnni;   /* cpu: their byte dot products by AVX512-VNNI's vpdpbusd */
     int int8_gemm;  /* cpu: fewest tokens that take the int8 GEMM (0: never) */
     int int8_ppw;   /* cpu: panels per work-item of the Q4 GEMVs (its quantized x is shared) */
@@ -61,6 +62,7 @@ static mm_variant variant_of(const clf_runtime *rt, int layout) {
     const clf_tuning *t = &rt->tune;
     mm_variant v = families[layout];
     v.x86_int8 = layout == CLF_MATMUL_CPU && t->int8_gemv;
+    v.gpu_int8 = layout == CLF_MATMUL_GPU && t->int8_gemv;
     v.x86_vnni = v.x86_int8 && t->int8_vnni;
     v.int8_gemm = v.x86_int8 ? t->int8_gemm : 0;
     v.int8_ppw = t->int8_ppw;
@@ -121,7 +123,7 @@ static int gpu_int8(clf_type t) {
 }
 
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
-    if (!v->panels) return n == 1 && gpu_int8(t);
+    if (!v->panels) return n == 1 && v->gpu_int8 && gpu_int8(t);
     const clf_panel_fmt *f = clf_panel_fmt_get(t);
     return n == 1 && f && f->int8 && v->x86_int8;
 }
