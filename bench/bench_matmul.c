@@ -61,10 +61,9 @@ static clf_status median_ms(run_fn fn, bm_ctx *ctx, int min_runs, double *med) {
     return CLF_OK;
 }
 
-/* Device time of one product, from the runtime's launch profiling. */
-static clf_status run_native(bm_ctx *ctx, double *ms) {
-    CLF_TRY(clf_profile_start(ctx->rt));
-    clf_status st = clf_matmul(ctx->rt, &ctx->w, &ctx->x, &ctx->y, 0);
+/* Ends the profiling that clf_profile_start began: *ms the device time of
+ * every launch since, st the launches' own status (passed through). */
+static clf_status profiled_ms(bm_ctx *ctx, clf_status st, double *ms) {
     clf_profile_entry *e;
     int n;
     clf_status st2 = clf_profile_stop(ctx->rt, &e, &n);
@@ -75,6 +74,12 @@ static clf_status run_native(bm_ctx *ctx, double *ms) {
     return st;
 }
 
+/* Device time of one product, from the runtime's launch profiling. */
+static clf_status run_native(bm_ctx *ctx, double *ms) {
+    CLF_TRY(clf_profile_start(ctx->rt));
+    return profiled_ms(ctx, clf_matmul(ctx->rt, &ctx->w, &ctx->x, &ctx->y, 0), ms);
+}
+
 /* A decode GEMV as a token meets it: weights not in cache (each run takes
  * the next copy), x read in its int8 form where the device's GEMV takes
  * one (clf_matmul_rowwise_xq); kernel time per product. */
@@ -83,14 +88,8 @@ static clf_status run_cold(bm_ctx *ctx, double *ms) {
     clf_status st = CLF_OK;
     for (int i = 0; i < ctx->n_cold && st == CLF_OK; i++)
         st = clf_matmul_rowwise_xq(ctx->rt, &ctx->cold[i], &ctx->x, &ctx->xq, &ctx->y, 0, 0);
-    clf_profile_entry *e;
-    int n;
-    clf_status st2 = clf_profile_stop(ctx->rt, &e, &n);
-    if (st == CLF_OK) st = st2;
-    *ms = 0;
-    for (int i = 0; i < n; i++) *ms += e[i].ms;
+    st = profiled_ms(ctx, st, ms);
     *ms /= ctx->n_cold;
-    free(e);
     return st;
 }
 

@@ -272,15 +272,22 @@ static void test_phi3(void **state) {
     check(&mc, 11, 64, 6);
 }
 
-static void test_context_full_is_an_error(void **state) {
-    (void)state;
-    clf_runtime *rt = tu_runtime();
-    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+/* BASE with fresh weights written to path (a mkstemp template), opened. */
+static clf_gguf *open_base(char *path) {
     int fd = mkstemp(path);
+    assert_true(fd >= 0);
     close(fd);
     assert_int_equal(tiny_model_write(&BASE, tu_seed(), path), 0);
     clf_gguf *g;
     TU_OK(clf_gguf_open(path, &g));
+    return g;
+}
+
+static void test_context_full_is_an_error(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    char path[] = "/tmp/clinfer-tiny-XXXXXX";
+    clf_gguf *g = open_base(path);
     clf_llama *m;
     clf_llama_ctx *c;
     TU_OK(clf_llama_load(rt, g, &m));
@@ -308,11 +315,7 @@ static void test_eval_top(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
     char path[] = "/tmp/clinfer-tiny-XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
-    assert_int_equal(tiny_model_write(&BASE, tu_seed(), path), 0);
-    clf_gguf *g;
-    TU_OK(clf_gguf_open(path, &g));
+    clf_gguf *g = open_base(path);
     clf_llama *m;
     clf_llama_ctx *c, *ct;
     TU_OK(clf_llama_load(rt, g, &m));
@@ -356,11 +359,7 @@ static void test_abort_hook(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
     char path[] = "/tmp/clinfer-tiny-XXXXXX";
-    int fd = mkstemp(path);
-    close(fd);
-    assert_int_equal(tiny_model_write(&BASE, tu_seed(), path), 0);
-    clf_gguf *g;
-    TU_OK(clf_gguf_open(path, &g));
+    clf_gguf *g = open_base(path);
     clf_llama *m = NULL;
     int budget = 3;
     clf_runtime_set_abort(rt, stop_after, &budget);
