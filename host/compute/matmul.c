@@ -193,16 +193,15 @@ void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b) { rt->matmul_
 
 /* ---- launching ---- */
 
+/* A launch's kernel and its arguments in order, set by clf_set_args when
+ * it is enqueued (the values must live until then: the caller's locals). */
 typedef struct kargs {
     cl_kernel k;
-    cl_uint i;
-    cl_int err;
+    clf_arg v[16];
+    int n;
 } kargs;
 
-static void arg(kargs *a, size_t size, const void *value) {
-    if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->i, size, value);
-    a->i++;
-}
+static void arg(kargs *a, size_t size, const void *value) { a->v[a->n++] = (clf_arg){size, value}; }
 
 /* A kernel of the variant's family built with `opts` (its -D options),
  * named by what it computes for which type, as ggml names its own:
@@ -226,8 +225,8 @@ static void gpu_options(const mm_variant *v, const struct mm_tile *t, int nt, ch
 
 static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint dims, const size_t *global,
                           const size_t *local) {
-    if (a->err != CL_SUCCESS) return clf_fail_ctx(clf_cl_check(a->err, "clSetKernelArg"), "%s: ", what);
-    clf_status st = clf_launch(rt, a->k, dims, global, local);
+    clf_status st = clf_set_args(a->k, a->v, a->n);
+    if (st == CLF_OK) st = clf_launch(rt, a->k, dims, global, local);
     return st == CLF_OK ? st : clf_fail_ctx(st, "%s: ", what);
 }
 
