@@ -34,12 +34,13 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
 }
 
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
- * CLF_XQ_FLOATS): per block of 32 elements, 48 bytes: the 32 x̂ = rint(x /
- * dx) as chars, then floats dx = max|x| / 127, dx·Σx̂ of each half and of
- * the block. The kernel that produces x writes it once; every work-item of
- * the products that read it would otherwise quantize x again. The sums are
+ * CLF_XQ_FLOATS): per block of 32 elements, 64 bytes: the 32 x̂ = rint(x /
+ * dx) as chars; floats dx = max|x| / 127, dx·Σx̂ of each half and of the
+ * block; ints Σx̂ of each half (the K-quants' integer offsets), two zeros.
+ * The kernel that produces x writes it once; every work-item of the
+ * products that read it would otherwise quantize x again. The sums are
  * formed as the GEMVs formed them inline, so results are bit-identical. */
-#define CLF_XQ_BYTES 48
+#define CLF_XQ_BYTES 64
 inline float clf_xq_hsum16(float16 v) {
     const float8 s8 = v.lo + v.hi;
     const float4 s4 = s8.lo + s8.hi;
@@ -63,7 +64,8 @@ inline void clf_xq_store32(float16 xa, float16 xb, __global uchar *dst) {
     CLF_XQ_QUANT(xa, xb, ra, rb, dx);
     vstore16(convert_char16(ra), 0, (__global char *)dst);
     vstore16(convert_char16(rb), 1, (__global char *)dst);
-    vstore4((float4)(dx, dx * clf_xq_hsum16(ra), dx * clf_xq_hsum16(rb), dx * clf_xq_hsum16(ra + rb)), 0,
-            (__global float *)(dst + 32));
+    const float sa = clf_xq_hsum16(ra), sb = clf_xq_hsum16(rb);
+    vstore4((float4)(dx, dx * sa, dx * sb, dx * clf_xq_hsum16(ra + rb)), 0, (__global float *)(dst + 32));
+    vstore4((int4)((int)sa, (int)sb, 0, 0), 0, (__global int *)(dst + 48));
 }
 #endif

@@ -288,6 +288,14 @@ inline int16 clf_dpbusd(int16 acc, uint16 u, int16 s) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
     return acc;
 }
+/* The same with s's dword in global memory, broadcast by the instruction
+ * ({1to16}), where LLVM would load and broadcast it in a register first. */
+inline int16 clf_dpbusd_g(int16 acc, uint16 u, const __global int *s) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*s));
+    return acc;
+}
+#define KQ_DPBUSD_P(acc, u, xp) clf_dpbusd(acc, u, (int16)*(xp))
+#define KQ_DPBUSD_G(acc, u, xp) clf_dpbusd_g(acc, u, xp)
 #endif
 
 /* Σ over a block's 32 columns of q·xq for 16 rows: their dwords at q + 32g,
@@ -340,12 +348,13 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
     return acc;
 }
 
-/* x[0, 32) as int8 for the integer dot: x̂ 4 per int in xw, the scale dx
- * and dx·Σx̂ over each half and the block in sx[0..2] (cl/common.cl's
+/* x[0, 32) as int8 for the integer dot: x̂ 4 per int in xw, the scale dx,
+ * dx·Σx̂ over each half and the block in sx[0..2], Σx̂ of each half in
+ * si[0..1] (cl/common.cl's
  * block, quantized here: QUANT_X), or the same read from blocks a producer
  * kernel wrote (LOAD_XQ); the GEMVs come in both forms, *_i8 and *_xq, and
  * QUANT_X_ROW / LOAD_XQ_ROW give the floats between x's rows. */
-inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx) {
+inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx, int *si) {
     const float16 xa = vload16(0, x), xb = vload16(1, x);
     float16 ra, rb;
     CLF_XQ_QUANT(xa, xb, ra, rb, *dx);
@@ -354,16 +363,20 @@ inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx
     sx[0] = *dx * clf_xq_hsum16(ra);
     sx[1] = *dx * clf_xq_hsum16(rb);
     sx[2] = *dx * clf_xq_hsum16(ra + rb);
+    si[0] = (int)clf_xq_hsum16(ra);
+    si[1] = (int)clf_xq_hsum16(rb);
 }
-inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx) {
+inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx, int *si) {
     const int8 w = vload8(0, (const __global int *)x);
     xw[0] = w.s0, xw[1] = w.s1, xw[2] = w.s2, xw[3] = w.s3, xw[4] = w.s4, xw[5] = w.s5, xw[6] = w.s6, xw[7] = w.s7;
     const float4 f = vload4(2, x);
     *dx = f.x, sx[0] = f.y, sx[1] = f.z, sx[2] = f.w;
+    const int2 i = vload2(6, (const __global int *)x);
+    si[0] = i.x, si[1] = i.y;
 }
-#define QUANT_X(x, b, xw, dx, sx) clf_quant_x32((x) + 32 * (b), xw, dx, sx)
+#define QUANT_X(x, b, xw, dx, sx, si) clf_quant_x32((x) + 32 * (b), xw, dx, sx, si)
 #define QUANT_X_ROW(K) (K)
-#define LOAD_XQ(x, b, xw, dx, sx) clf_load_xq32((x) + CLF_XQ_BYTES / 4 * (b), xw, dx, sx)
+#define LOAD_XQ(x, b, xw, dx, sx, si) clf_load_xq32((x) + CLF_XQ_BYTES / 4 * (b), xw, dx, sx, si)
 #define LOAD_XQ_ROW(K) ((K) / 32 * (CLF_XQ_BYTES / 4))
 
 /* SCALES_RAW: the block's d and m (Q4_0: m = -8d) of 32 rows. */
@@ -387,9 +400,9 @@ inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx
         float16 acc[NPPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = 0.0f;          \
         for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8];                                                                          \
+            int xw[8], si[2];                                                                   \
             float dx, sxs[3];                                                                   \
-            XMODE(x, b, xw, &dx, sxs);                                                          \
+            XMODE(x, b, xw, &dx, sxs, si);                                                      \
             /* m·Σx̂, not m·Σx: the error then scales with w, not with q */                      \
             const float sx = sxs[2];                                                            \
             _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
@@ -430,9 +443,9 @@ inline void glu_store32(float16 ha, float16 hb, __global float *y, __global ucha
         float16 acc[NPPW][4], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
         for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8];                                                                          \
+            int xw[8], si[2];                                                                   \
             float dx, sxs[3];                                                                   \
-            LOAD_XQ(x, b, xw, &dx, sxs);                                                        \
+            LOAD_XQ(x, b, xw, &dx, sxs, si);                                                    \
             const float sx = sxs[2];                                                            \
             _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
                 if (p0 + j >= npf) break;                                                       \
@@ -574,11 +587,30 @@ inline float16 clf_iq4nl_lookup(uint16 c) {
 #define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
 #define KQ_HALVES(rec, off, h) LOAD_H16((rec) + (off) + 16 * (h))
 
+/* Types whose M is a fixed multiple of D: w = d·s·(c − KQ_OFF), s an
+ * integer per sub-block (kq_iscale: 1 where the block has one scale). */
+#define KQ_OFF_q5_0 16
+#define KQ_OFF_iq4_nl 0
+#define KQ_OFF_q6_k 32
+#define KQ_OFF_q3_k 4
+inline int16 kq_iscale_q5_0(const __global ushort *rec, int i, int h) {
+    (void)rec, (void)i, (void)h;
+    return 1;
+}
+#define kq_iscale_iq4_nl kq_iscale_q5_0
+inline int16 kq_iscale_q6_k(const __global ushort *rec, int i, int h) {
+    return as_int16(KQ_WORDS(rec, 32 + 64 * (i / 4), h) << (uint)(24 - 8 * (i % 4))) >> 24;
+}
+inline int16 kq_iscale_q3_k(const __global ushort *rec, int i, int h) {
+    const uint16 lo = KQ_WORDS(rec, 32 + 64 * (i % 8 / 4), h) >> (uint)(8 * (i % 4) + 4 * (i / 8)) & 15u;
+    const uint16 hi = KQ_WORDS(rec, 32 + 128, h) >> (uint)(8 * (i % 4) + 2 * (i / 4)) & 3u;
+    return as_int16(lo | hi << 4) - 32;
+}
 /* Per type: D and M of sub-block i (of the super-block) for rows 16h.. */
 inline void kq_scales_q5_0(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     (void)i; /* one scale per block */
     *D = KQ_HALVES(rec, 0, h);
-    *M = -16.0f * *D;
+    *M = -KQ_OFF_q5_0 * *D;
 }
 inline void kq_scales_iq4_nl(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     (void)i; /* one scale per block */
@@ -607,9 +639,8 @@ inline void kq_scales_q4_k(const __global ushort *rec, int i, int h, float16 *D,
 }
 #define kq_scales_q5_k kq_scales_q4_k
 inline void kq_scales_q6_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    const int16 sc = as_int16(KQ_WORDS(rec, 32 + 64 * (i / 4), h) << (uint)(24 - 8 * (i % 4))) >> 24;
-    *D = KQ_HALVES(rec, 0, h) * convert_float16(sc);
-    *M = -32.0f * *D;
+    *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q6_k(rec, i, h));
+    *M = -KQ_OFF_q6_k * *D;
 }
 inline void kq_scales_q2_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     const uint16 s = KQ_WORDS(rec, 64 + 64 * (i / 4), h) >> (uint)(8 * (i % 4));
@@ -617,10 +648,8 @@ inline void kq_scales_q2_k(const __global ushort *rec, int i, int h, float16 *D,
     *M = -KQ_HALVES(rec, 32, h) * convert_float16(as_int16(s >> 4 & 15u));
 }
 inline void kq_scales_q3_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    const uint16 lo = KQ_WORDS(rec, 32 + 64 * (i % 8 / 4), h) >> (uint)(8 * (i % 4) + 4 * (i / 8)) & 15u;
-    const uint16 hi = KQ_WORDS(rec, 32 + 128, h) >> (uint)(8 * (i % 4) + 2 * (i / 4)) & 3u;
-    *D = KQ_HALVES(rec, 0, h) * convert_float16(as_int16(lo | hi << 4) - 32);
-    *M = -4.0f * *D;
+    *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q3_k(rec, i, h));
+    *M = -KQ_OFF_q3_k * *D;
 }
 #define KQ_SCALES(T, rec, i, D0, D1, M0, M1) (kq_scales_##T(rec, i, 0, &D0, &M0), kq_scales_##T(rec, i, 1, &D1, &M1))
 
@@ -763,7 +792,7 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
     }
 }
 
-/* Σ over nc column groups of u[c]·x̂ (xw[c]: its 4 x̂) for 16 rows: codes
+/* init + Σ over nc column groups of u[c]·x̂ (xw[c]: its 4 x̂) for 16 rows: codes
  * of at most `bits` bits, or (sgn) signed bytes, taken as |w| times x̂
  * with w's sign as llama.cpp does (clf_dot_q8_x8). With VNNI one vpdpbusd a
  * group; else pmaddubsw pairs summed in shorts, folded to ints by pmaddwd
@@ -773,14 +802,14 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
  * private ints (kq_dot_codes: the GEMVs) or straight from x's int8 block
  * in global memory (kq_dot_codes_g: the GEMMs, where each x̂ word is then
  * one broadcast load, not a scalar load and a register broadcast). */
-#define DEFINE_KQ_DOT_CODES(NAME, XAS)                                                                      \
-    static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn) {               \
-        int16 acc = 0, acc2 = 0; /* VNNI: two chains, as clf_dot_q4_x8 */                                   \
-        KQ_DOT_CODES_BODY                                                                                   \
+#define DEFINE_KQ_DOT_CODES(NAME, XAS, DPX)                                                                 \
+    static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn, int16 init) {   \
+        int16 acc = init, acc2 = 0; /* VNNI: two chains, as clf_dot_q4_x8 */                                \
+        KQ_DOT_CODES_BODY(DPX)                                                                              \
         return acc + acc2;                                                                                  \
     }
 #if CLF_X86_VNNI
-#define KQ_DOT_CODES_BODY                                                                                   \
+#define KQ_DOT_CODES_BODY(DPX)                                                                              \
     (void)bits;                                                                                             \
     _Pragma("unroll") for (int c = 0; c < nc; c++) {                                                        \
         if (sgn) {                                                                                          \
@@ -789,13 +818,13 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
                                         __builtin_astype(w < (clf_char64)0 ? -x : x, int16));              \
             if (c % 2) acc2 = d_; else acc = d_;                                                            \
         } else if (c % 2) {                                                                                 \
-            acc2 = clf_dpbusd(acc2, u[c], (int16)xw[c]);                                                    \
+            acc2 = DPX(acc2, u[c], xw + c);                                                                 \
         } else {                                                                                            \
-            acc = clf_dpbusd(acc, u[c], (int16)xw[c]);                                                      \
+            acc = DPX(acc, u[c], xw + c);                                                                   \
         }                                                                                                   \
     }
 #else
-#define KQ_DOT_CODES_BODY                                                                                   \
+#define KQ_DOT_CODES_BODY(DPX)                                                                              \
     const int widen = sgn || bits >= 7 ? 1 : bits == 6 ? 2 : bits == 5 ? 4 : 8;                            \
     _Pragma("unroll") for (int c0 = 0; c0 < nc; c0 += widen) {                                              \
         clf_short32 t = 0;                                                                                  \
@@ -807,32 +836,68 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
         acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);                                                \
     }
 #endif
-DEFINE_KQ_DOT_CODES(kq_dot_codes, )
-DEFINE_KQ_DOT_CODES(kq_dot_codes_g, __global)
+DEFINE_KQ_DOT_CODES(kq_dot_codes, , KQ_DPBUSD_P)
+DEFINE_KQ_DOT_CODES(kq_dot_codes_g, __global, KQ_DPBUSD_G)
 
-/* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
-static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
+/* init + Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
+static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid,
+                              int16 init) {
     uint16 u[8];
     kq_unpack(q, qb, qh, c0, nc, h, grid, u);
-    return kq_dot_codes(u, xw + c0, nc, qb + qh, grid);
+    return kq_dot_codes(u, xw + c0, nc, qb + qh, grid, init);
 }
 
-/* One 32-block b of panel P into its two row halves A0, A1: per sub-block                                              \
- * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (W, S, K, nb, b, xw, dx, sx from the                                                 \
- * kernel). The GEMV and its gated-unit form share it, so their sums are                                                \
- * taken in one order. */                                                                                               \
-#define KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
+/* One 32-block b of panel P into its two row halves A0, A1 (W, S, K, nb,
+ * b, xw, dx, sx, si from the kernel). The GEMV and its gated-unit form
+ * share it, so their sums are taken in one order. Per sub-block
+ * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (KQ_PANEL_FLOAT); where M is a multiple
+ * of D (KQ_OFF_T), the block's sub-blocks are summed in integers first,
+ * I = Σ_u s_u·(Σ c·x̂ − KQ_OFF·Σ x̂), then one update A += I·d·dx
+ * (KQ_PANEL_INT), as llama.cpp sums a super-block (x here has a scale per
+ * 32): Q6_K and Q3_K's 16-column sub-blocks took two float updates of four
+ * operations per 32 columns. KQ_FORM_T names the form. */
+#define KQ_CAT(a, b) KQ_CAT_(a, b)
+#define KQ_CAT_(a, b) a##b
+#define KQ_FORM_q5_0 INT
+#define KQ_FORM_iq4_nl INT
+#define KQ_FORM_q6_k INT
+#define KQ_FORM_q3_k INT
+#define KQ_FORM_q5_1 FLOAT
+#define KQ_FORM_q4_k FLOAT
+#define KQ_FORM_q5_k FLOAT
+#define KQ_FORM_q2_k FLOAT
+#define KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1) \
+    KQ_CAT(KQ_PANEL_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)
+/* Sub-block u's index in the super-block and its Σx̂ (a whole 32-block: both halves). */
+#define KQ_SUB(SBK, SL, u) (b % ((SBK) / 32) * (32 / (SL)) + (u))
+#define KQ_SI(SL, si, u) ((SL) == 16 ? (si)[u] : (si)[0] + (si)[1])
+#define KQ_PANEL_FLOAT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
     do {                                                                                                                \
         const __global uint *q = W + ((size_t)(P) * nb + b) * 32 * ((QB) + (QH));                                       \
         const __global ushort *rec = S + ((size_t)(P) * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);                       \
         float16 D0, D1, M0, M1;                                                                                         \
         _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                                         \
-            KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);                                      \
+            KQ_SCALES(T, rec, KQ_SUB(SBK, SL, u), D0, D1, M0, M1);                                                      \
             const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                                                        \
             const int c0 = u * (SL) / 4;                                                                                \
-            A0 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)), D0 * dx, fma((float16)su, M0, A0));\
-            A1 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)), D1 * dx, fma((float16)su, M1, A1));\
+            A0 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID, 0)), D0 * dx, fma((float16)su, M0, A0));\
+            A1 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID, 0)), D1 * dx, fma((float16)su, M1, A1));\
         }                                                                                                               \
+    } while (0)
+#define KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, h, A)                                                               \
+    do {                                                                                                                \
+        int16 I = 0;                                                                                                    \
+        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                                           \
+            I += kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h) *                                                            \
+                 kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, -KQ_OFF_##T * KQ_SI(SL, si, u));             \
+        A = fma(convert_float16(I), KQ_HALVES(rec, 0, h) * dx, A);                                                      \
+    } while (0)
+#define KQ_PANEL_INT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                         \
+    do {                                                                                                                \
+        const __global uint *q = W + ((size_t)(P) * nb + b) * 32 * ((QB) + (QH));                                       \
+        const __global ushort *rec = S + ((size_t)(P) * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);                       \
+        KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, 0, A0);                                                             \
+        KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, 1, A1);                                                             \
     } while (0)
 
 /* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV. */                                                       \
@@ -847,9 +912,9 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         float16 acc[PPW][2];                                                                                            \
         _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;                                   \
         for (int b = 0; b < nb; b++) {                                                                                  \
-            int xw[8];                                                                                                  \
+            int xw[8], si[2];                                                                                           \
             float dx, sx[3];                                                                                            \
-            XMODE(x, b, xw, &dx, sx);                                                                                   \
+            XMODE(x, b, xw, &dx, sx, si);                                                                               \
             _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                                           \
                 if (p0 + j >= np) break;                                                                                \
                 KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, p0 + j, acc[j][0], acc[j][1]);                           \
@@ -876,9 +941,9 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         float16 acc[KQ_GLU_PPW][4];                                                                                     \
         _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;    \
         for (int b = 0; b < nb; b++) {                                                                                  \
-            int xw[8];                                                                                                  \
+            int xw[8], si[2];                                                                                           \
             float dx, sx[3];                                                                                            \
-            LOAD_XQ(x, b, xw, &dx, sx);                                                                                 \
+            LOAD_XQ(x, b, xw, &dx, sx, si);                                                                             \
             _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                    \
                 if (p0 + j >= npf) break;                                                                               \
                 _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                                            \
@@ -915,6 +980,54 @@ KQ_TYPES(DEFINE_KQ_MVI)
         __global float *Y, const ulong yoff, const int n, const int ldy, const int rows, const int K,     \
         const int accumulate
 
+/* The float form (KQ_PANEL_FLOAT's order): per block and sub-block, both
+ * row halves' codes, then the tokens. */
+#define KQ_MMI_FLOAT(T, QB, QH, SBK, SL, SREC, GRID)                                                      \
+    for (int b = 0; b < nb; b++) {                                                                        \
+        const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                           \
+        const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);           \
+        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                           \
+            float16 D[2], M[2];                                                                           \
+            uint16 cw[2][(SL) / 4];                                                                       \
+            _Pragma("unroll") for (int h = 0; h < 2; h++) {                                               \
+                kq_scales_##T(rec, KQ_SUB(SBK, SL, u), h, &D[h], &M[h]);                                  \
+                kq_unpack(q, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, cw[h]);                             \
+            }                                                                                             \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) {                                              \
+                const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */         \
+                const float dx = xb[8], su = (SL) == 16 ? xb[9 + u] : xb[9] + xb[10];                     \
+                _Pragma("unroll") for (int h = 0; h < 2; h++) {                                           \
+                    const int16 dot = kq_dot_codes_g(cw[h], (const __global int *)xb + u * (SL) / 4,      \
+                                                     (SL) / 4, (QB) + (QH), GRID, 0);                     \
+                    a[i][h] = fma(convert_float16(dot), D[h] * dx, fma((float16)su, M[h], a[i][h]));      \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+    }
+/* The integer form (KQ_PANEL_INT's): row half by row half over all of K,
+ * so only a half's TM sums are live: per block its codes (8 column groups)
+ * and scales in registers, then each token's integer sum. */
+#define KQ_MMI_INT(T, QB, QH, SBK, SL, SREC, GRID)                                                        \
+    _Pragma("unroll") for (int h = 0; h < 2; h++) {                                                       \
+        for (int b = 0; b < nb; b++) {                                                                    \
+            const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                       \
+            const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);       \
+            int16 sc[32 / (SL)];                                                                          \
+            uint16 cw[8];                                                                                 \
+            _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) sc[u] = kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h); \
+            kq_unpack(q, QB, QH, 0, 8, h, GRID, cw);                                                      \
+            const float16 d = KQ_HALVES(rec, 0, h);                                                       \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) {                                              \
+                const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */         \
+                const __global int *si = (const __global int *)xb + 12;                                   \
+                int16 I = 0;                                                                              \
+                _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                     \
+                    I += sc[u] * kq_dot_codes_g(cw + u * (SL) / 4, (const __global int *)xb + u * (SL) / 4, \
+                                                (SL) / 4, (QB) + (QH), GRID, -KQ_OFF_##T * KQ_SI(SL, si, u)); \
+                a[i][h] = fma(convert_float16(I), d * xb[8], a[i][h]);                                    \
+            }                                                                                             \
+        }                                                                                                 \
+    }
 #define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID)                                                     \
     __kernel void gemm_##T##_xq(MMI_ARGS) {                                                               \
         const int p = get_global_id(0), nb = K / 32;                                                      \
@@ -925,27 +1038,7 @@ KQ_TYPES(DEFINE_KQ_MVI)
             MMI_TILE_BEGIN(X, xoff, n, K, m0, x);                                                         \
             float16 a[TM][2];                                                                             \
             _Pragma("unroll") for (int i = 0; i < TM; i++) a[i][0] = a[i][1] = 0.0f;                      \
-            for (int b = 0; b < nb; b++) {                                                                \
-                const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                   \
-                const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);   \
-                _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                   \
-                    float16 D[2], M[2];                                                                   \
-                    uint16 cw[2][(SL) / 4];                                                               \
-                    _Pragma("unroll") for (int h = 0; h < 2; h++) {                                       \
-                        kq_scales_##T(rec, b % ((SBK) / 32) * (32 / (SL)) + u, h, &D[h], &M[h]);          \
-                        kq_unpack(q, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, cw[h]);                     \
-                    }                                                                                     \
-                    _Pragma("unroll") for (int i = 0; i < TM; i++) {                                      \
-                        const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */ \
-                        const float dx = xb[8], su = (SL) == 16 ? xb[9 + u] : xb[9] + xb[10];             \
-                        _Pragma("unroll") for (int h = 0; h < 2; h++) {                                   \
-                            const int16 dot = kq_dot_codes_g(cw[h], (const __global int *)xb + u * (SL) / 4, \
-                                                             (SL) / 4, (QB) + (QH), GRID);                \
-                            a[i][h] = fma(convert_float16(dot), D[h] * dx, fma((float16)su, M[h], a[i][h])); \
-                        }                                                                                 \
-                    }                                                                                     \
-                }                                                                                         \
-            }                                                                                             \
+            KQ_CAT(KQ_MMI_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID);                                 \
             MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
         }                                                                                                 \
     }
@@ -963,15 +1056,15 @@ KQ_TYPES(DEFINE_KQ_MMI)
     do {                                                                                                  \
         int16 s_ = 0;                                                                                     \
         _Pragma("unroll") for (int c = 0; c < 8; c++) s_ = clf_dpbusd(s_, (uint16)0x01010101u, (int16)((xg)[c])); \
-        _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0) - (s_ << 7); \
+        _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0, 0) - (s_ << 7); \
     } while (0)
 #else
 #define MMI_SIGNED_FLIP 0u
 #define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
-    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 1)
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 1, 0)
 #endif
 #define MMI_DOT_UNSIGNED(cw, xg, out)                                                                     \
-    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0)
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0, 0)
 
 #define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY)               \
     __kernel void NAME(MMI_ARGS) {                                                                        \

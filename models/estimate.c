@@ -205,8 +205,8 @@ double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
 }
 
 double clf_xq_bytes(const clf_model_shape *s) {
-    /* 48 bytes per 32 (host/compute/matmul.h CLF_XQ_FLOATS) */
-    return 48.0 * (double)(s->n_embd / 32 + s->n_ff / 32 + q_dim(s) / 32);
+    /* 64 bytes per 32 (host/compute/matmul.h CLF_XQ_FLOATS) */
+    return 64.0 * (double)(s->n_embd / 32 + s->n_ff / 32 + q_dim(s) / 32);
 }
 
 /* ---- training ----------------------------------------------------------------------- */

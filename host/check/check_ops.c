@@ -357,10 +357,14 @@ clf_status clf_check_xq(clf_runtime *rt, uint64_t seed, clf_xq_producer p, int r
     double num = 0, den = 0;
     for (int r = 0; r < xq_rows; r++)
         for (size_t b = 0; b < nb; b++) {
-            const float *blk = xq + (size_t)r * xq_floats + 12 * b;
+            const float *blk = xq + (size_t)r * xq_floats + CLF_XQ_FLOATS(32) * b;
             const signed char *qd = (const signed char *)blk;
             float qr[32], sr[4];
+            int32_t si[4], sum[2] = {0, 0};
             xq_block_ref(y + (size_t)r * n + 32 * b, qr, sr);
+            for (int j = 0; j < 32; j++) sum[j / 16] += qd[j];
+            memcpy(si, blk + 12, sizeof si); /* Σx̂ of each half of the block's own x̂, then zeros */
+            if (si[0] != sum[0] || si[1] != sum[1] || si[2] || si[3]) err = INFINITY;
             for (int j = 0; j < 32; j++) {
                 const double d = (double)qd[j] * blk[8] - (double)qr[j] * sr[0];
                 num += isfinite(blk[8]) ? d * d : INFINITY;

@@ -51,8 +51,8 @@ clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_te
                               int accumulate);
 
 /* Floats a row of K activations takes quantized to int8 (cl/common.cl's
- * blocks: 32 x̂, the scale and the sums, 48 bytes per 32 elements). */
-#define CLF_XQ_FLOATS(K) ((K) / 32 * 12)
+ * blocks: 32 x̂, the scale and the sums, 64 bytes per 32 elements). */
+#define CLF_XQ_FLOATS(K) ((K) / 32 * 16)
 
 /* clf_matmul_rowwise with X also given quantized, XQ [n × CLF_XQ_FLOATS(cols)]
  * (16-byte aligned) as the kernel that produced X wrote it (clf_rmsnorm_xq,
