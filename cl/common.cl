@@ -36,7 +36,8 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
  * CLF_XQ_FLOATS): per block of 32 elements, 64 bytes: the 32 x̂ = rint(x /
  * dx) as chars; floats dx = max|x| / 127, dx·Σx̂ of each half and of the
- * block; ints Σx̂ of each half (the K-quants' integer offsets), two zeros.
+ * block; Σx̂ of each half as two shorts in one int (the K-quants' offsets,
+ * one pmaddwd), three zero ints.
  * The kernel that produces x writes it once; every work-item of the
  * products that read it would otherwise quantize x again. The sums are
  * formed as the GEMVs formed them inline, so results are bit-identical. */
@@ -58,6 +59,8 @@ inline float clf_xq_hsum16(float16 v) {
         ra = rint((xa) * inv_);                                                           \
         rb = rint((xb) * inv_);                                                           \
     } while (0)
+/* Σx̂ of the halves (|Σ| ≤ 16·127) as shorts: the low one first. */
+inline int clf_xq_pair(float sa, float sb) { return ((int)sa & 0xffff) | (int)sb << 16; }
 inline void clf_xq_store32(float16 xa, float16 xb, __global uchar *dst) {
     float16 ra, rb;
     float dx;
@@ -66,6 +69,6 @@ inline void clf_xq_store32(float16 xa, float16 xb, __global uchar *dst) {
     vstore16(convert_char16(rb), 1, (__global char *)dst);
     const float sa = clf_xq_hsum16(ra), sb = clf_xq_hsum16(rb);
     vstore4((float4)(dx, dx * sa, dx * sb, dx * clf_xq_hsum16(ra + rb)), 0, (__global float *)(dst + 32));
-    vstore4((int4)((int)sa, (int)sb, 0, 0), 0, (__global int *)(dst + 48));
+    vstore4((int4)(clf_xq_pair(sa, sb), 0, 0, 0), 0, (__global int *)(dst + 48));
 }
 #endif

@@ -349,12 +349,12 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
 }
 
 /* x[0, 32) as int8 for the integer dot: x̂ 4 per int in xw, the scale dx,
- * dx·Σx̂ over each half and the block in sx[0..2], Σx̂ of each half in
- * si[0..1] (cl/common.cl's
+ * dx·Σx̂ over each half and the block in sx[0..2], Σx̂ of each half as a
+ * pair of shorts in sp (cl/common.cl's
  * block, quantized here: QUANT_X), or the same read from blocks a producer
  * kernel wrote (LOAD_XQ); the GEMVs come in both forms, *_i8 and *_xq, and
  * QUANT_X_ROW / LOAD_XQ_ROW give the floats between x's rows. */
-inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx, int *si) {
+inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx, int *sp) {
     const float16 xa = vload16(0, x), xb = vload16(1, x);
     float16 ra, rb;
     CLF_XQ_QUANT(xa, xb, ra, rb, *dx);
@@ -363,20 +363,18 @@ inline void clf_quant_x32(const __global float *x, int *xw, float *dx, float *sx
     sx[0] = *dx * clf_xq_hsum16(ra);
     sx[1] = *dx * clf_xq_hsum16(rb);
     sx[2] = *dx * clf_xq_hsum16(ra + rb);
-    si[0] = (int)clf_xq_hsum16(ra);
-    si[1] = (int)clf_xq_hsum16(rb);
+    *sp = clf_xq_pair(clf_xq_hsum16(ra), clf_xq_hsum16(rb));
 }
-inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx, int *si) {
+inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx, int *sp) {
     const int8 w = vload8(0, (const __global int *)x);
     xw[0] = w.s0, xw[1] = w.s1, xw[2] = w.s2, xw[3] = w.s3, xw[4] = w.s4, xw[5] = w.s5, xw[6] = w.s6, xw[7] = w.s7;
     const float4 f = vload4(2, x);
     *dx = f.x, sx[0] = f.y, sx[1] = f.z, sx[2] = f.w;
-    const int2 i = vload2(6, (const __global int *)x);
-    si[0] = i.x, si[1] = i.y;
+    *sp = ((const __global int *)x)[12];
 }
-#define QUANT_X(x, b, xw, dx, sx, si) clf_quant_x32((x) + 32 * (b), xw, dx, sx, si)
+#define QUANT_X(x, b, xw, dx, sx, sp) clf_quant_x32((x) + 32 * (b), xw, dx, sx, sp)
 #define QUANT_X_ROW(K) (K)
-#define LOAD_XQ(x, b, xw, dx, sx, si) clf_load_xq32((x) + CLF_XQ_BYTES / 4 * (b), xw, dx, sx, si)
+#define LOAD_XQ(x, b, xw, dx, sx, sp) clf_load_xq32((x) + CLF_XQ_BYTES / 4 * (b), xw, dx, sx, sp)
 #define LOAD_XQ_ROW(K) ((K) / 32 * (CLF_XQ_BYTES / 4))
 
 /* SCALES_RAW: the block's d and m (Q4_0: m = -8d) of 32 rows. */
@@ -400,9 +398,9 @@ inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx
         float16 acc[NPPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = 0.0f;          \
         for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], si[2];                                                                   \
+            int xw[8], sp;                                                                      \
             float dx, sxs[3];                                                                   \
-            XMODE(x, b, xw, &dx, sxs, si);                                                      \
+            XMODE(x, b, xw, &dx, sxs, &sp);                                                     \
             /* m·Σx̂, not m·Σx: the error then scales with w, not with q */                      \
             const float sx = sxs[2];                                                            \
             _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
@@ -443,9 +441,9 @@ inline void glu_store32(float16 ha, float16 hb, __global float *y, __global ucha
         float16 acc[NPPW][4], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
         _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
         for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], si[2];                                                                   \
+            int xw[8], sp;                                                                      \
             float dx, sxs[3];                                                                   \
-            LOAD_XQ(x, b, xw, &dx, sxs, si);                                                    \
+            LOAD_XQ(x, b, xw, &dx, sxs, &sp);                                                   \
             const float sx = sxs[2];                                                            \
             _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
                 if (p0 + j >= npf) break;                                                       \
@@ -804,7 +802,7 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
  * one broadcast load, not a scalar load and a register broadcast). */
 #define DEFINE_KQ_DOT_CODES(NAME, XAS, DPX)                                                                 \
     static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn, int16 init) {   \
-        int16 acc = init, acc2 = 0; /* VNNI: two chains, as clf_dot_q4_x8 */                                \
+        int16 acc = init, acc2 = 0; /* VNNI: two chains past 4 groups, as clf_dot_q4_x8 */                  \
         KQ_DOT_CODES_BODY(DPX)                                                                              \
         return acc + acc2;                                                                                  \
     }
@@ -814,10 +812,10 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
     _Pragma("unroll") for (int c = 0; c < nc; c++) {                                                        \
         if (sgn) {                                                                                          \
             const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
-            const int16 d_ = clf_dpbusd(c % 2 ? acc2 : acc, __builtin_astype(__builtin_elementwise_abs(w), uint16), \
+            const int16 d_ = clf_dpbusd(nc > 4 && c % 2 ? acc2 : acc, __builtin_astype(__builtin_elementwise_abs(w), uint16), \
                                         __builtin_astype(w < (clf_char64)0 ? -x : x, int16));              \
-            if (c % 2) acc2 = d_; else acc = d_;                                                            \
-        } else if (c % 2) {                                                                                 \
+            if (nc > 4 && c % 2) acc2 = d_; else acc = d_;                                                  \
+        } else if (nc > 4 && c % 2) {                                                                       \
             acc2 = DPX(acc2, u[c], xw + c);                                                                 \
         } else {                                                                                            \
             acc = DPX(acc, u[c], xw + c);                                                                   \
@@ -848,11 +846,11 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 }
 
 /* One 32-block b of panel P into its two row halves A0, A1 (W, S, K, nb,
- * b, xw, dx, sx, si from the kernel). The GEMV and its gated-unit form
+ * b, xw, dx, sx, sp from the kernel). The GEMV and its gated-unit form
  * share it, so their sums are taken in one order. Per sub-block
  * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (KQ_PANEL_FLOAT); where M is a multiple
  * of D (KQ_OFF_T), the block's sub-blocks are summed in integers first,
- * I = Σ_u s_u·(Σ c·x̂ − KQ_OFF·Σ x̂), then one update A += I·d·dx
+ * I = Σ_u s_u·Σ c·x̂ − KQ_OFF·Σ_u s_u·Σ x̂, then one update A += I·d·dx
  * (KQ_PANEL_INT), as llama.cpp sums a super-block (x here has a scale per
  * 32): Q6_K and Q3_K's 16-column sub-blocks took two float updates of four
  * operations per 32 columns. KQ_FORM_T names the form. */
@@ -868,9 +866,8 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 #define KQ_FORM_q2_k FLOAT
 #define KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1) \
     KQ_CAT(KQ_PANEL_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)
-/* Sub-block u's index in the super-block and its Σx̂ (a whole 32-block: both halves). */
+/* Sub-block u's index in the super-block. */
 #define KQ_SUB(SBK, SL, u) (b % ((SBK) / 32) * (32 / (SL)) + (u))
-#define KQ_SI(SL, si, u) ((SL) == 16 ? (si)[u] : (si)[0] + (si)[1])
 #define KQ_PANEL_FLOAT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
     do {                                                                                                                \
         const __global uint *q = W + ((size_t)(P) * nb + b) * 32 * ((QB) + (QH));                                       \
@@ -884,12 +881,21 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             A1 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID, 0)), D1 * dx, fma((float16)su, M1, A1));\
         }                                                                                                               \
     } while (0)
+/* Σ_u KQ_OFF·s_u·Σx̂_u of 16 rows in one pmaddwd: each row's (OFF·s_0,
+ * OFF·s_1) as shorts (SL = 32: one scale, over both halves' Σx̂) times
+ * x's pair sp (|OFF·s| ≤ 4096, |Σx̂| ≤ 2032). */
+#define KQ_OFFSETS(T, SL, sc, sp)                                                                                       \
+    __builtin_ia32_pmaddwd512(__builtin_astype((KQ_OFF_##T * (sc)[0] & 0xffff) | KQ_OFF_##T * (sc)[(SL) == 16] << 16,  \
+                                               clf_short32),                                                            \
+                              __builtin_astype((int16)(sp), clf_short32))
 #define KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, h, A)                                                               \
     do {                                                                                                                \
-        int16 I = 0;                                                                                                    \
-        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                                           \
-            I += kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h) *                                                            \
-                 kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, -KQ_OFF_##T * KQ_SI(SL, si, u));             \
+        int16 sc[32 / (SL)], I = 0;                                                                                     \
+        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                                         \
+            sc[u] = kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h);                                                          \
+            I += sc[u] * kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, 0);                                  \
+        }                                                                                                               \
+        if (KQ_OFF_##T) I -= KQ_OFFSETS(T, SL, sc, sp);                                                                 \
         A = fma(convert_float16(I), KQ_HALVES(rec, 0, h) * dx, A);                                                      \
     } while (0)
 #define KQ_PANEL_INT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                         \
@@ -912,9 +918,9 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         float16 acc[PPW][2];                                                                                            \
         _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;                                   \
         for (int b = 0; b < nb; b++) {                                                                                  \
-            int xw[8], si[2];                                                                                           \
+            int xw[8], sp;                                                                                              \
             float dx, sx[3];                                                                                            \
-            XMODE(x, b, xw, &dx, sx, si);                                                                               \
+            XMODE(x, b, xw, &dx, sx, &sp);                                                                              \
             _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                                           \
                 if (p0 + j >= np) break;                                                                                \
                 KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, p0 + j, acc[j][0], acc[j][1]);                           \
@@ -941,9 +947,9 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         float16 acc[KQ_GLU_PPW][4];                                                                                     \
         _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;    \
         for (int b = 0; b < nb; b++) {                                                                                  \
-            int xw[8], si[2];                                                                                           \
+            int xw[8], sp;                                                                                              \
             float dx, sx[3];                                                                                            \
-            LOAD_XQ(x, b, xw, &dx, sx, si);                                                                             \
+            LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                                            \
             _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                    \
                 if (p0 + j >= npf) break;                                                                               \
                 _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                                            \
@@ -1019,11 +1025,11 @@ KQ_TYPES(DEFINE_KQ_MVI)
             const float16 d = KQ_HALVES(rec, 0, h);                                                       \
             _Pragma("unroll") for (int i = 0; i < TM; i++) {                                              \
                 const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */         \
-                const __global int *si = (const __global int *)xb + 12;                                   \
                 int16 I = 0;                                                                              \
                 _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                     \
                     I += sc[u] * kq_dot_codes_g(cw + u * (SL) / 4, (const __global int *)xb + u * (SL) / 4, \
-                                                (SL) / 4, (QB) + (QH), GRID, -KQ_OFF_##T * KQ_SI(SL, si, u)); \
+                                                (SL) / 4, (QB) + (QH), GRID, 0);                          \
+                if (KQ_OFF_##T) I -= KQ_OFFSETS(T, SL, sc, ((const __global int *)xb)[12]);               \
                 a[i][h] = fma(convert_float16(I), d * xb[8], a[i][h]);                                    \
             }                                                                                             \
         }                                                                                                 \
