@@ -790,7 +790,7 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
     }
 }
 
-/* init + Σ over nc column groups of u[c]·x̂ (xw[c]: its 4 x̂) for 16 rows: codes
+/* Σ over nc column groups of u[c]·x̂ (xw[c]: its 4 x̂) for 16 rows: codes
  * of at most `bits` bits, or (sgn) signed bytes, taken as |w| times x̂
  * with w's sign as llama.cpp does (clf_dot_q8_x8). With VNNI one vpdpbusd a
  * group; else pmaddubsw pairs summed in shorts, folded to ints by pmaddwd
@@ -801,8 +801,8 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
  * in global memory (kq_dot_codes_g: the GEMMs, where each x̂ word is then
  * one broadcast load, not a scalar load and a register broadcast). */
 #define DEFINE_KQ_DOT_CODES(NAME, XAS, DPX)                                                                 \
-    static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn, int16 init) {   \
-        int16 acc = init, acc2 = 0; /* VNNI: two chains past 4 groups, as clf_dot_q4_x8 */                  \
+    static inline int16 NAME(const uint16 *u, XAS const int *xw, int nc, int bits, int sgn) {               \
+        int16 acc = 0, acc2 = 0; /* VNNI: two chains past 4 groups, as clf_dot_q4_x8 */                     \
         KQ_DOT_CODES_BODY(DPX)                                                                              \
         return acc + acc2;                                                                                  \
     }
@@ -837,12 +837,11 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
 DEFINE_KQ_DOT_CODES(kq_dot_codes, , KQ_DPBUSD_P)
 DEFINE_KQ_DOT_CODES(kq_dot_codes_g, __global, KQ_DPBUSD_G)
 
-/* init + Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
-static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid,
-                              int16 init) {
+/* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
+static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
     uint16 u[8];
     kq_unpack(q, qb, qh, c0, nc, h, grid, u);
-    return kq_dot_codes(u, xw + c0, nc, qb + qh, grid, init);
+    return kq_dot_codes(u, xw + c0, nc, qb + qh, grid);
 }
 
 /* One 32-block b of panel P into its two row halves A0, A1 (W, S, K, nb,
@@ -877,8 +876,8 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             KQ_SCALES(T, rec, KQ_SUB(SBK, SL, u), D0, D1, M0, M1);                                                      \
             const float su = (SL) == 16 ? sx[u] : sx[0] + sx[1];                                                        \
             const int c0 = u * (SL) / 4;                                                                                \
-            A0 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID, 0)), D0 * dx, fma((float16)su, M0, A0));\
-            A1 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID, 0)), D1 * dx, fma((float16)su, M1, A1));\
+            A0 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 0, GRID)), D0 * dx, fma((float16)su, M0, A0));\
+            A1 = fma(convert_float16(kq_dot_x8(q, xw, QB, QH, c0, (SL) / 4, 1, GRID)), D1 * dx, fma((float16)su, M1, A1));\
         }                                                                                                               \
     } while (0)
 /* Σ_u KQ_OFF·s_u·Σx̂_u of 16 rows in one pmaddwd: each row's (OFF·s_0,
@@ -893,7 +892,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         int16 sc[32 / (SL)], I = 0;                                                                                     \
         _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                                         \
             sc[u] = kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h);                                                          \
-            I += sc[u] * kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID, 0);                                  \
+            I += sc[u] * kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID);                                     \
         }                                                                                                               \
         if (KQ_OFF_##T) I -= KQ_OFFSETS(T, SL, sc, sp);                                                                 \
         A = fma(convert_float16(I), KQ_HALVES(rec, 0, h) * dx, A);                                                      \
@@ -1004,7 +1003,7 @@ KQ_TYPES(DEFINE_KQ_MVI)
                 const float dx = xb[8], su = (SL) == 16 ? xb[9 + u] : xb[9] + xb[10];                     \
                 _Pragma("unroll") for (int h = 0; h < 2; h++) {                                           \
                     const int16 dot = kq_dot_codes_g(cw[h], (const __global int *)xb + u * (SL) / 4,      \
-                                                     (SL) / 4, (QB) + (QH), GRID, 0);                     \
+                                                     (SL) / 4, (QB) + (QH), GRID);                        \
                     a[i][h] = fma(convert_float16(dot), D[h] * dx, fma((float16)su, M[h], a[i][h]));      \
                 }                                                                                         \
             }                                                                                             \
@@ -1028,7 +1027,7 @@ KQ_TYPES(DEFINE_KQ_MVI)
                 int16 I = 0;                                                                              \
                 _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                     \
                     I += sc[u] * kq_dot_codes_g(cw + u * (SL) / 4, (const __global int *)xb + u * (SL) / 4, \
-                                                (SL) / 4, (QB) + (QH), GRID, 0);                          \
+                                                (SL) / 4, (QB) + (QH), GRID);                             \
                 if (KQ_OFF_##T) I -= KQ_OFFSETS(T, SL, sc, ((const __global int *)xb)[12]);               \
                 a[i][h] = fma(convert_float16(I), d * xb[8], a[i][h]);                                    \
             }                                                                                             \
@@ -1054,23 +1053,22 @@ KQ_TYPES(DEFINE_KQ_MMI)
  * scales as the GEMV reads them, both row halves' 8 column groups, then the
  * tokens. Signed Q8_0 with VNNI: w + 128 (w ^ 0x80) unsigned, then
  * Σ(w + 128)x̂ − 128·Σx̂ = Σ w·x̂ exactly, one vpdpbusd a group and the
- * token's Σx̂ once for both halves, where |w| and x̂ under w's sign took
+ * token's Σx̂ from its block's pair, where |w| and x̂ under w's sign took
  * three ops a group (pmaddubsw cannot: (w + 128)·x̂ pairs overflow shorts). */
 #if CLF_X86_VNNI
 #define MMI_SIGNED_FLIP 0x80808080u
 #define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
     do {                                                                                                  \
-        int16 s_ = 0;                                                                                     \
-        _Pragma("unroll") for (int c = 0; c < 8; c++) s_ = clf_dpbusd(s_, (uint16)0x01010101u, (int16)((xg)[c])); \
-        _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0, 0) - (s_ << 7); \
+        const int sp_ = (xg)[12], s_ = (short)sp_ + (sp_ >> 16); /* Σx̂: the pair's two shorts */        \
+        _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0) - (s_ << 7); \
     } while (0)
 #else
 #define MMI_SIGNED_FLIP 0u
 #define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
-    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 1, 0)
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 1)
 #endif
 #define MMI_DOT_UNSIGNED(cw, xg, out)                                                                     \
-    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0, 0)
+    _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0)
 
 #define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY)               \
     __kernel void NAME(MMI_ARGS) {                                                                        \
