@@ -24,8 +24,8 @@ static double now(void) {
     do {                                                                                                   \
         const double t0 = now();                                                                           \
         for (long i = 0; i < N; i++)                                                                       \
-            __asm__ volatile(text : [a0] "+v"(a[0]), [a1] "+v"(a[1]), [a2] "+v"(a[2]), [a3] "+v"(a[3]),   \
-                             [a4] "+v"(a[4]), [a5] "+v"(a[5]), [a6] "+v"(a[6]), [a7] "+v"(a[7])            \
+            __asm__ volatile(text : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), \
+                             [a5] "+v"(a5), [a6] "+v"(a6), [a7] "+v"(a7)                                   \
                              : [b] "v"(b), [c] "v"(c));                                                    \
         printf("%-28s %.2f cycles\n", name, (now() - t0) / (double)N / 8 / cycle);                        \
     } while (0)
@@ -36,8 +36,9 @@ int main(void) {
     for (long i = 0; i < N; i++) __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
     const double cycle = (now() - t0) / (double)N / 4;
     printf("clock %.2f GHz (a dependent add a cycle)\n", 1e-9 / cycle);
-    __m512i a[8], b = _mm512_set1_epi32(3), c = _mm512_set1_epi32(5);
-    for (int i = 0; i < 8; i++) a[i] = _mm512_set1_epi32(i);
+    /* eight named registers: an array would go through memory each iteration */
+    __m512i a0 = _mm512_set1_epi32(1), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const __m512i b = _mm512_set1_epi32(3), c = _mm512_set1_epi32(5);
     N = 50000000;
     RUN("vpdpbusd", OP8("vpdpbusd"));
     RUN("vpmulld", OP8("vpmulld"));
@@ -47,7 +48,7 @@ int main(void) {
     RUN("vpaddd", OP8("vpaddd"));
     RUN("vpdpbusd + vfmadd231ps (a pair)", OP8("vpdpbusd") OP8("vfmadd231ps"));
     RUN("vpdpbusd + vpaddd (a pair)", OP8("vpdpbusd") OP8("vpaddd"));
-    int s = 0;
-    for (int i = 0; i < 8; i++) s += _mm512_reduce_add_epi32(a[i]);
-    return s == 42 && x == 0;
+    const __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                       _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+    return _mm512_reduce_add_epi32(s) == 42 && x == 0;
 }
