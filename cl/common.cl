@@ -36,11 +36,11 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
  * CLF_XQ_FLOATS): per block of 32 elements, 64 bytes: the 32 x̂ = rint(x /
  * dx) as chars; floats dx = max|x| / 127, dx·Σx̂ of each half and of the
- * block; Σx̂ of each half as two shorts in one int (the K-quants' offsets,
- * one pmaddwd), three zero ints.
- * The kernel that produces x writes it once; every work-item of the
- * products that read it would otherwise quantize x again. The sums are
- * formed as the GEMVs formed them inline, so results are bit-identical. */
+ * block; Σx̂ of each half as two shorts in one int (the K-quants' offsets
+ * in one pmaddwd, Q8_0's in its GEMM), three zero ints. The kernel that
+ * produces x writes it once; every work-item of the products that read it
+ * would otherwise quantize x again. The sums are formed as the GEMVs formed
+ * them inline, so results are bit-identical. */
 #define CLF_XQ_BYTES 64
 inline float clf_xq_hsum16(float16 v) {
     const float8 s8 = v.lo + v.hi;
