@@ -42,6 +42,7 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
  * would otherwise quantize x again. The sums are formed as the GEMVs formed
  * them inline, so results are bit-identical. */
 #define CLF_XQ_BYTES 64
+#define CLF_XQ_PAIR 12 /* the Σx̂ pair's index among a block's ints */
 inline float clf_xq_hsum16(float16 v) {
     const float8 s8 = v.lo + v.hi;
     const float4 s4 = s8.lo + s8.hi;
@@ -69,6 +70,6 @@ inline void clf_xq_store32(float16 xa, float16 xb, __global uchar *dst) {
     vstore16(convert_char16(rb), 1, (__global char *)dst);
     const float sa = clf_xq_hsum16(ra), sb = clf_xq_hsum16(rb);
     vstore4((float4)(dx, dx * sa, dx * sb, dx * clf_xq_hsum16(ra + rb)), 0, (__global float *)(dst + 32));
-    vstore4((int4)(clf_xq_pair(sa, sb), 0, 0, 0), 0, (__global int *)(dst + 48));
+    vstore4((int4)(clf_xq_pair(sa, sb), 0, 0, 0), 0, (__global int *)dst + CLF_XQ_PAIR);
 }
 #endif

@@ -370,7 +370,7 @@ inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx
     xw[0] = w.s0, xw[1] = w.s1, xw[2] = w.s2, xw[3] = w.s3, xw[4] = w.s4, xw[5] = w.s5, xw[6] = w.s6, xw[7] = w.s7;
     const float4 f = vload4(2, x);
     *dx = f.x, sx[0] = f.y, sx[1] = f.z, sx[2] = f.w;
-    *sp = ((const __global int *)x)[12];
+    *sp = ((const __global int *)x)[CLF_XQ_PAIR];
 }
 #define QUANT_X(x, b, xw, dx, sx, sp) clf_quant_x32((x) + 32 * (b), xw, dx, sx, sp)
 #define QUANT_X_ROW(K) (K)
@@ -883,10 +883,9 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 /* Σ_u KQ_OFF·s_u·Σx̂_u of 16 rows in one pmaddwd: each row's (OFF·s_0,
  * OFF·s_1) as shorts (SL = 32: one scale, over both halves' Σx̂) times
  * x's pair sp (|OFF·s| ≤ 4096, |Σx̂| ≤ 2032). */
-#define KQ_OFFSETS(T, SL, sc, sp)                                                                                       \
-    __builtin_ia32_pmaddwd512(__builtin_astype((KQ_OFF_##T * (sc)[0] & 0xffff) | KQ_OFF_##T * (sc)[(SL) == 16] << 16,  \
-                                               clf_short32),                                                            \
-                              __builtin_astype((int16)(sp), clf_short32))
+#define KQ_OFF_PAIRS(T, SL, sc) \
+    __builtin_astype((KQ_OFF_##T * (sc)[0] & 0xffff) | KQ_OFF_##T * (sc)[(SL) == 16] << 16, clf_short32)
+#define KQ_OFFSETS(pairs, sp) __builtin_ia32_pmaddwd512(pairs, __builtin_astype((int16)(sp), clf_short32))
 #define KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, h, A)                                                               \
     do {                                                                                                                \
         int16 sc[32 / (SL)], I = 0;                                                                                     \
@@ -894,7 +893,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             sc[u] = kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h);                                                          \
             I += sc[u] * kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID);                                     \
         }                                                                                                               \
-        if (KQ_OFF_##T) I -= KQ_OFFSETS(T, SL, sc, sp);                                                                 \
+        if (KQ_OFF_##T) I -= KQ_OFFSETS(KQ_OFF_PAIRS(T, SL, sc), sp);                                                   \
         A = fma(convert_float16(I), KQ_HALVES(rec, 0, h) * dx, A);                                                      \
     } while (0)
 #define KQ_PANEL_INT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                         \
@@ -984,6 +983,23 @@ KQ_TYPES(DEFINE_KQ_MVI)
     __global const uint *W, __global const ushort *S, __global const float *X, const ulong xoff,          \
         __global float *Y, const ulong yoff, const int n, const int ldy, const int rows, const int K,     \
         const int accumulate
+/* The int8 GEMM kernel NAME: per work-item panel p and MG tiles of TM
+ * tokens x[TM], sums a[TM][2] (row halves) filled by TILE over the nb
+ * blocks, then stored. */
+#define DEFINE_MMI(NAME, TILE)                                                                            \
+    __kernel void NAME(MMI_ARGS) {                                                                        \
+        const int p = get_global_id(0), nb = K / 32;                                                      \
+        if (32 * p >= rows) return;                                                                       \
+        for (int g = 0; g < MG; g++) {                                                                    \
+            const int m0 = (get_global_id(1) * MG + g) * TM;                                              \
+            if (m0 >= n) return;                                                                          \
+            MMI_TILE_BEGIN(X, xoff, n, K, m0, x);                                                         \
+            float16 a[TM][2];                                                                             \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) a[i][0] = a[i][1] = 0.0f;                      \
+            TILE;                                                                                         \
+            MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
+        }                                                                                                 \
+    }
 
 /* The float form (KQ_PANEL_FLOAT's order): per block and sub-block, both
  * row halves' codes, then the tokens. */
@@ -1022,31 +1038,20 @@ KQ_TYPES(DEFINE_KQ_MVI)
             _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) sc[u] = kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h); \
             kq_unpack(q, QB, QH, 0, 8, h, GRID, cw);                                                      \
             const float16 d = KQ_HALVES(rec, 0, h);                                                       \
+            const clf_short32 offs = KQ_OFF_PAIRS(T, SL, sc);                                             \
             _Pragma("unroll") for (int i = 0; i < TM; i++) {                                              \
                 const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */         \
                 int16 I = 0;                                                                              \
                 _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                     \
                     I += sc[u] * kq_dot_codes_g(cw + u * (SL) / 4, (const __global int *)xb + u * (SL) / 4, \
                                                 (SL) / 4, (QB) + (QH), GRID);                             \
-                if (KQ_OFF_##T) I -= KQ_OFFSETS(T, SL, sc, ((const __global int *)xb)[12]);               \
+                if (KQ_OFF_##T) I -= KQ_OFFSETS(offs, ((const __global int *)xb)[CLF_XQ_PAIR]);           \
                 a[i][h] = fma(convert_float16(I), d * xb[8], a[i][h]);                                    \
             }                                                                                             \
         }                                                                                                 \
     }
-#define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID)                                                     \
-    __kernel void gemm_##T##_xq(MMI_ARGS) {                                                               \
-        const int p = get_global_id(0), nb = K / 32;                                                      \
-        if (32 * p >= rows) return;                                                                       \
-        for (int g = 0; g < MG; g++) {                                                                    \
-            const int m0 = (get_global_id(1) * MG + g) * TM;                                              \
-            if (m0 >= n) return;                                                                          \
-            MMI_TILE_BEGIN(X, xoff, n, K, m0, x);                                                         \
-            float16 a[TM][2];                                                                             \
-            _Pragma("unroll") for (int i = 0; i < TM; i++) a[i][0] = a[i][1] = 0.0f;                      \
-            KQ_CAT(KQ_MMI_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID);                                 \
-            MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
-        }                                                                                                 \
-    }
+#define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID) \
+    DEFINE_MMI(gemm_##T##_xq, KQ_CAT(KQ_MMI_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID))
 KQ_TYPES(DEFINE_KQ_MMI)
 
 /* Q8_0 (signed 8-bit plane), Q4_0/Q4_1 (the 4-bit plane): per block the
@@ -1059,7 +1064,7 @@ KQ_TYPES(DEFINE_KQ_MMI)
 #define MMI_SIGNED_FLIP 0x80808080u
 #define MMI_DOT_SIGNED(cw, xg, out)                                                                       \
     do {                                                                                                  \
-        const int sp_ = (xg)[12], s_ = (short)sp_ + (sp_ >> 16); /* Σx̂: the pair's two shorts */        \
+        const int sp_ = (xg)[CLF_XQ_PAIR], s_ = (short)sp_ + (sp_ >> 16); /* Σx̂: the pair's two shorts */ \
         _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 8, 0) - (s_ << 7); \
     } while (0)
 #else
@@ -1070,35 +1075,26 @@ KQ_TYPES(DEFINE_KQ_MMI)
 #define MMI_DOT_UNSIGNED(cw, xg, out)                                                                     \
     _Pragma("unroll") for (int h = 0; h < 2; h++) out[h] = kq_dot_codes_g(cw[h], xg, 8, 4, 0)
 
-#define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY)               \
-    __kernel void NAME(MMI_ARGS) {                                                                        \
-        const int p = get_global_id(0), nb = K / 32;                                                      \
-        if (32 * p >= rows) return;                                                                       \
-        for (int g = 0; g < MG; g++) {                                                                    \
-            const int m0 = (get_global_id(1) * MG + g) * TM;                                              \
-            if (m0 >= n) return;                                                                          \
-            MMI_TILE_BEGIN(X, xoff, n, K, m0, x);                                                         \
-            float16 a[TM][2], d[2], m[2];                                                                 \
-            m[0] = m[1] = 0.0f;                                                                           \
-            _Pragma("unroll") for (int i = 0; i < TM; i++) a[i][0] = a[i][1] = 0.0f;                      \
-            for (int b = 0; b < nb; b++) {                                                                \
-                const __global uint *q = W + ((size_t)p * nb + b) * (BLOCK_SIZE);                         \
-                SCALES_RAW(S + ((size_t)p * nb + b) * (SCALE_HALVES), d[0], d[1], m[0], m[1]);            \
-                uint16 cw[2][8];                                                                          \
-                _Pragma("unroll") for (int h = 0; h < 2; h++)                                             \
-                    _Pragma("unroll") for (int c = 0; c < 8; c++) cw[h][c] = KQ_BYTES(q, 0, BITS, c, h, 0) ^ (FLIP); \
-                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                          \
-                    const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */     \
-                    const __global int *xg = (const __global int *)xb;                                    \
-                    const float dx = xb[8];                                                               \
-                    int16 dot[2];                                                                         \
-                    DOT2(cw, xg, dot);                                                                    \
-                    _Pragma("unroll") for (int h = 0; h < 2; h++) APPLY(a[i][h], dot[h], xb[11], d[h], m[h], dx); \
-                }                                                                                         \
-            }                                                                                             \
-            MMI_TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a, accumulate);                                  \
+#define INT8_MM_TILE(BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY)                     \
+    for (int b = 0; b < nb; b++) {                                                                        \
+        const __global uint *q = W + ((size_t)p * nb + b) * (BLOCK_SIZE);                                 \
+        float16 d[2], m[2];                                                                               \
+        m[0] = m[1] = 0.0f; /* Q8_0's SCALES_RAW leaves m */                                              \
+        SCALES_RAW(S + ((size_t)p * nb + b) * (SCALE_HALVES), d[0], d[1], m[0], m[1]);                    \
+        uint16 cw[2][8];                                                                                  \
+        _Pragma("unroll") for (int h = 0; h < 2; h++)                                                     \
+            _Pragma("unroll") for (int c = 0; c < 8; c++) cw[h][c] = KQ_BYTES(q, 0, BITS, c, h, 0) ^ (FLIP); \
+        _Pragma("unroll") for (int i = 0; i < TM; i++) {                                                  \
+            const __global float *xb = x[i] + CLF_XQ_BYTES / 4 * b; /* as LOAD_XQ reads it */             \
+            const __global int *xg = (const __global int *)xb;                                            \
+            const float dx = xb[8];                                                                       \
+            int16 dot[2];                                                                                 \
+            DOT2(cw, xg, dot);                                                                            \
+            _Pragma("unroll") for (int h = 0; h < 2; h++) APPLY(a[i][h], dot[h], xb[11], d[h], m[h], dx); \
         }                                                                                                 \
     }
+#define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY) \
+    DEFINE_MMI(NAME, INT8_MM_TILE(BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY))
 DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY)
 DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
 DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)

@@ -268,38 +268,10 @@ DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
     } while (0)
 
 /* GEMV and skinny products (n <= NT): work-group (32, RPW) takes RPW rows,
- * its 32 lanes striding a row in runs of 8 weights, each weight read once
- * for all n tokens; global size (32, ceil(rows / RPW) · RPW). Lanes' partial
- * sums meet in local memory. */
-#define DEFINE_GEMV(NAME, T, LOAD8)                                                             \
-    __kernel __attribute__((reqd_work_group_size(32, RPW, 1))) void NAME(                      \
-        __global const T *W, __global const float *X, const ulong xoff, __global float *Y,      \
-        const ulong yoff, const int n, const int ldy, const int rows, const int K,              \
-        const int accumulate) {                                                                 \
-        __local float part[RPW][NT][33];                                                        \
-        const int lane = get_local_id(0), ry = get_local_id(1), r = get_global_id(1);          \
-        float acc[NT], w[8];                                                                    \
-        for (int t = 0; t < NT; t++) acc[t] = 0.0f;                                             \
-        X += xoff;                                                                              \
-        if (r < rows) {                                                                         \
-            for (int k = 8 * lane; k < K; k += 8 * 32) {                                        \
-                LOAD8(W, K, r, k, w);                                                           \
-                for (int t = 0; t < NT && t < n; t++) {                                         \
-                    const __global float *xr = X + (size_t)t * K + k;                           \
-                    for (int i = 0; i < 8; i++) acc[t] = fma(w[i], k + i < K ? xr[i] : 0.0f, acc[t]); \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-        GEMV_LANES_STORE();                                                                     \
-    }
-
-/* Float weights: lane l reads weights 4l, 4l + 128, ... of its row, so a
- * row's 32 lanes read 512 (F32) or 256 (F16/BF16) contiguous bytes at each
- * step, one 16- or 8-byte load a lane (rows of K % 4 == 0 start aligned:
- * the aligned vector types; else one weight a lane, still contiguous). On
- * PoCL, too, this beats 8 weights a lane (F32 1.7x, F16 2-3x at
- * 576 -> 8192): its vectorizer over lanes gets contiguous loads. */
-#define DEFINE_GEMV_FLOAT(NAME, T, LOAD4, LOAD1)                                                 \
+ * global size (32, ceil(rows / RPW) · RPW). ROW adds lane `lane`'s share of
+ * row r (r < rows) into acc[t] for each token t < n; lanes' partial sums
+ * meet in local memory (GEMV_LANES_STORE). */
+#define DEFINE_GEMV_ROWS(NAME, T, ROW)                                                          \
     __kernel __attribute__((reqd_work_group_size(32, RPW, 1))) void NAME(                      \
         __global const T *W, __global const float *X, const ulong xoff, __global float *Y,      \
         const ulong yoff, const int n, const int ldy, const int rows, const int K,              \
@@ -310,20 +282,43 @@ DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
         for (int t = 0; t < NT; t++) acc[t] = 0.0f;                                             \
         X += xoff;                                                                              \
         if (r < rows) {                                                                         \
-            const __global T *wr = W + (size_t)r * K;                                           \
-            if (K % 4 == 0)                                                                     \
-                for (int k = 4 * lane; k < K; k += 4 * 32) {                                    \
-                    const float4 w = LOAD4(wr + k);                                             \
-                    for (int t = 0; t < NT && t < n; t++) acc[t] += dot(w, vload4(0, X + (size_t)t * K + k)); \
-                }                                                                               \
-            else                                                                                \
-                for (int k = lane; k < K; k += 32) {                                            \
-                    const float w = LOAD1(wr + k);                                              \
-                    for (int t = 0; t < NT && t < n; t++) acc[t] = fma(w, X[(size_t)t * K + k], acc[t]); \
-                }                                                                               \
+            ROW;                                                                                \
         }                                                                                       \
         GEMV_LANES_STORE();                                                                     \
     }
+
+/* Quantized weights: the 32 lanes stride a row in runs of 8 weights, each
+ * weight read once for all n tokens. */
+#define GEMV_ROW8(LOAD8)                                                                        \
+    for (int k = 8 * lane; k < K; k += 8 * 32) {                                                \
+        float w[8];                                                                             \
+        LOAD8(W, K, r, k, w);                                                                   \
+        for (int t = 0; t < NT && t < n; t++) {                                                 \
+            const __global float *xr = X + (size_t)t * K + k;                                   \
+            for (int i = 0; i < 8; i++) acc[t] = fma(w[i], k + i < K ? xr[i] : 0.0f, acc[t]);   \
+        }                                                                                       \
+    }
+#define DEFINE_GEMV(NAME, T, LOAD8) DEFINE_GEMV_ROWS(NAME, T, GEMV_ROW8(LOAD8))
+
+/* Float weights: lane l reads weights 4l, 4l + 128, ... of its row, so a
+ * row's 32 lanes read 512 (F32) or 256 (F16/BF16) contiguous bytes at each
+ * step, one 16- or 8-byte load a lane (rows of K % 4 == 0 start aligned:
+ * the aligned vector types; else one weight a lane, still contiguous). On
+ * PoCL, too, this beats 8 weights a lane (F32 1.7x, F16 2-3x at
+ * 576 -> 8192): its vectorizer over lanes gets contiguous loads. */
+#define GEMV_ROW4(T, LOAD4, LOAD1)                                                              \
+    const __global T *wr = W + (size_t)r * K;                                                   \
+    if (K % 4 == 0)                                                                             \
+        for (int k = 4 * lane; k < K; k += 4 * 32) {                                            \
+            const float4 w = LOAD4(wr + k);                                                     \
+            for (int t = 0; t < NT && t < n; t++) acc[t] += dot(w, vload4(0, X + (size_t)t * K + k)); \
+        }                                                                                       \
+    else                                                                                        \
+        for (int k = lane; k < K; k += 32) {                                                    \
+            const float w = LOAD1(wr + k);                                                      \
+            for (int t = 0; t < NT && t < n; t++) acc[t] = fma(w, X[(size_t)t * K + k], acc[t]); \
+        }
+#define DEFINE_GEMV_FLOAT(NAME, T, LOAD4, LOAD1) DEFINE_GEMV_ROWS(NAME, T, GEMV_ROW4(T, LOAD4, LOAD1))
 
 /* 4 weights from an 8- or 16-byte aligned p; one weight from any p. Halves
  * are loaded as one uint2 and converted from a private copy. */

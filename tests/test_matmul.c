@@ -273,6 +273,20 @@ static void test_rowwise(void **state) {
     free(wq);
 }
 
+/* The rowwise-xq tests' inputs: x [t × cols] on the device as X, its rows
+ * x0 .. x0 + n as the view xv and quantized (clf_quantize_x) into the view
+ * xqv of XQ, and Y [n × rows] for the products. */
+static void xq_inputs(clf_runtime *rt, const float *x, int t, int cols, int x0, int n, int rows, clf_tensor *X,
+                      clf_tensor *XQ, clf_tensor *Y, clf_tensor *xv, clf_tensor *xqv) {
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, cols, t, X));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(cols), t, XQ));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, rows, n, Y));
+    TU_OK(clf_tensor_upload(rt, X, x, (size_t)t * cols * sizeof *x));
+    *xv = clf_tensor_rows(X, x0, n);
+    *xqv = clf_tensor_rows(XQ, x0, n);
+    TU_OK(clf_quantize_x(rt, xv, xqv));
+}
+
 /* clf_matmul_rowwise_xq: x quantized once (clf_quantize_x) and read by
  * every work-item gives the product that quantizes x in each work-item, bit
  * for bit, for every type (those without an int8 GEMV read the float rows),
@@ -289,13 +303,8 @@ static void test_rowwise_xq(void **state) {
     tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
     tu_fill_uniform(&s, x, T * COLS, -2, 2);
     tu_fill_uniform(&s, y, N * ROWS, -1, 1);
-    clf_tensor X, XQ, Y;
-    TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, T, &X));
-    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(COLS), T, &XQ));
-    TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, N, &Y));
-    TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
-    clf_tensor xv = clf_tensor_rows(&X, X0, N), xqv = clf_tensor_rows(&XQ, X0, N);
-    TU_OK(clf_quantize_x(rt, &xv, &xqv));
+    clf_tensor X, XQ, Y, xv, xqv;
+    xq_inputs(rt, x, T, COLS, X0, N, ROWS, &X, &XQ, &Y, &xv, &xqv);
     for (int t = 0; t < NTYPES; t++) {
         clf_weight W;
         if (types[t] == CLF_F32) memcpy(wq, wf, ROWS * COLS * sizeof *wf);
@@ -487,13 +496,8 @@ static void test_gpu_int8_gemv(void **state) {
     assert_true(wf && x && y && ref && wq && out[0] && out[1] && out[2]);
     tu_fill_uniform(&s, x, T * COLS, -2, 2);
     tu_fill_uniform(&s, y, N * ROWS, -1, 1);
-    clf_tensor X, XQ, Y;
-    TU_OK(clf_tensor_alloc(rt, CLF_F32, COLS, T, &X));
-    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(COLS), T, &XQ));
-    TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, N, &Y));
-    TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
-    clf_tensor xv = clf_tensor_rows(&X, X0, N), xqv = clf_tensor_rows(&XQ, X0, N);
-    TU_OK(clf_quantize_x(rt, &xv, &xqv));
+    clf_tensor X, XQ, Y, xv, xqv;
+    xq_inputs(rt, x, T, COLS, X0, N, ROWS, &X, &XQ, &Y, &xv, &xqv);
     for (int t = 0; t < NQ; t++) {
         tu_fill_uniform(&s, wf, ROWS * COLS, -1, 1);
         clf_quantize(qt[t], wf, wq, ROWS * COLS);

@@ -300,6 +300,16 @@ static int gpu_dp4a(const clf_runtime *rt) {
     return major * 10 + minor >= 61;
 }
 
+/* X's n rows of K quantized to int8 blocks (clf_quantize_x, as a producer
+ * would) into a new scratch *xq, which the caller frees once the products
+ * reading it are queued. */
+static clf_status quantized_x(clf_runtime *rt, const clf_tensor *X, int64_t K, int64_t n, clf_tensor *xq) {
+    CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(K), n, xq));
+    const clf_status st = clf_quantize_x(rt, X, xq);
+    if (st != CLF_OK) clf_tensor_free(xq);
+    return st;
+}
+
 /* Lanes per weight row of the int8 GEMV: the most (up to 32) that still
  * gives every lane two 16-byte chunks of the row. */
 static int gpu_xq_lanes(clf_type t, int K) {
@@ -318,12 +328,7 @@ static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_we
     const int group_rows = 32 * v->rpw / lanes;
     clf_tensor tmp = {0};
     if (!XQ) {
-        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(K), n, &tmp));
-        clf_status st = clf_quantize_x(rt, X, &tmp);
-        if (st != CLF_OK) {
-            clf_tensor_free(&tmp);
-            return st;
-        }
+        CLF_TRY(quantized_x(rt, X, K, n, &tmp));
         XQ = &tmp;
     }
     char opts[160], base[128];
@@ -491,9 +496,8 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
         /* the int8 GEMM reads x as int8 blocks: quantized into a scratch
          * (released at once: the queued kernels hold it) */
         clf_tensor xq;
-        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(W->cols), n, &xq));
-        clf_status st = clf_quantize_x(rt, X, &xq);
-        if (st == CLF_OK) st = matmul_cpu(rt, v, W, X->mem, xoff, &xq, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
+        CLF_TRY(quantized_x(rt, X, W->cols, n, &xq));
+        clf_status st = matmul_cpu(rt, v, W, X->mem, xoff, &xq, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
         clf_tensor_free(&xq);
         return st;
     }
