@@ -127,16 +127,6 @@ static void test_env_overrides(void **state) {
     clear_env();
 }
 
-/* The host CPU's own avx512vnni, as the tuning asks for it (cpuid). */
-static int host_vnni(void) {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
-#else
-    return 0;
-#endif
-}
-
 /* int8_vnni is a capability: kept only for PoCL's CPU device (the host
  * CPU) where that CPU reports avx512vnni, whatever a row or override asks;
  * CLINFER_TUNE can turn it off. The int8 GEMM (int8_gemm) and VNNI go with
@@ -148,13 +138,13 @@ static void test_int8_capabilities(void **state) {
     const clf_device pocl_avx2 = device(CL_DEVICE_TYPE_CPU, "Portable Computing Language", "cpu-haswell-Intel Xeon");
     const clf_device pocl_gpu = device(CL_DEVICE_TYPE_GPU, "Portable Computing Language", "avx512 remote");
     clf_tuning t = resolve(&pocl);
-    assert_int_equal(t.int8_vnni, host_vnni());
+    assert_int_equal(t.int8_vnni, clf_host_has_vnni());
     assert_int_equal(t.int8_gemm, 2);
     t = resolve(&pocl_avx2); /* no int8 products: neither */
     assert_int_equal(t.int8_vnni, 0);
     assert_int_equal(t.int8_gemm, 0);
     assert_int_equal(clf_tuning_override(&pocl_avx2, &t, "int8_gemv=1 int8_vnni=1 int8_gemm=8"), CLF_OK);
-    assert_int_equal(t.int8_vnni, host_vnni());
+    assert_int_equal(t.int8_vnni, clf_host_has_vnni());
     assert_int_equal(t.int8_gemm, 8);
     t = resolve(&pocl_gpu);
     assert_int_equal(clf_tuning_override(&pocl_gpu, &t, "matmul=cpu int8_gemv=1 int8_vnni=1"), CLF_OK);

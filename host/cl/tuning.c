@@ -213,8 +213,8 @@ static clf_status table_values(const clf_device *d, clf_tuning *t) {
     return CLF_OK;
 }
 
-/* 1 when the host CPU has AVX512-VNNI (gcc and clang on x86 ask cpuid). */
-static int host_has_vnni(void) {
+/* gcc and clang on x86 ask cpuid. */
+int clf_host_has_vnni(void) {
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512vnni") != 0;
@@ -232,7 +232,7 @@ static void capabilities(const clf_device *d, clf_tuning *t) {
     if (t->matmul == CLF_MATMUL_CPU && !pocl) t->matmul = CLF_MATMUL_CPU_PORTABLE;
     if (t->matmul == CLF_MATMUL_CPU_PORTABLE) t->int8_gemv = 0; /* int8 GEMVs: the cpu and gpu families */
     if (!t->int8_gemv || t->matmul != CLF_MATMUL_CPU) t->int8_vnni = t->int8_gemm = 0;
-    if (!pocl || !(d->type & CL_DEVICE_TYPE_CPU) || !host_has_vnni()) t->int8_vnni = 0;
+    if (!pocl || !(d->type & CL_DEVICE_TYPE_CPU) || !clf_host_has_vnni()) t->int8_vnni = 0;
 }
 
 clf_status clf_tuning_override(const clf_device *d, clf_tuning *t, const char *assignments) {

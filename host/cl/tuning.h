@@ -83,6 +83,9 @@ const char *clf_tuning_param_name(int i);
 const char *clf_tuning_param_help(int i);
 void clf_tuning_value_text(const clf_tuning *t, int i, char *buf, size_t n);
 
+/* 1 when the host CPU has AVX512-VNNI (cpuid; 0 off x86): int8_vnni's capability. */
+int clf_host_has_vnni(void);
+
 /* The tune file for a device: <cache_dir>/tune-<key>.txt, key from the
  * device name, driver and platform version. */
 void clf_tuning_path(const struct clf_device *dev, const char *cache_dir, char *buf, size_t n);
