@@ -23,9 +23,11 @@
  * weight panel is read from memory once and then from cache;
  * CLF_FP16_CLANG=1 converts halves with the compiler's native __fp16
  * vectors (clang-based drivers) instead of the portable bit recipe;
- * CLF_X86_INT8=1 builds the int8-activation GEMVs and GEMMs, on AVX-512BW
- * integer multiply-adds (clang on x86 CPUs only); CLF_X86_VNNI=1 (with it)
- * takes their byte dot products with AVX512-VNNI's vpdpbusd instead. */
+ * CLF_X86_INT8=512 or 256 builds the int8-activation GEMVs and GEMMs on
+ * x86 integer multiply-adds of that width (AVX-512BW or AVX2; clang on x86
+ * CPUs only), 0 leaves them out; CLF_X86_VNNI=1 (with it) takes their byte
+ * dot products with AVX512-VNNI's vpdpbusd instead, 2 with AVX-VNNI's
+ * (256 only). */
 
 #ifndef TM
 #define TM 8
@@ -276,14 +278,47 @@ DEFINE_QUANT_MV(gemv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4
  * (tokens, ceil(panels / NPPW)): a token per work-item, each computed as
  * the one-token GEMV computes it, and the tokens of a panel group run one
  * after another while its weights are in cache (batched decode). */
+/* The integer products' primitives at the vector width CLF_X86_INT8 (512:
+ * AVX-512BW, 256: AVX2). Every kernel below works on 16 rows at a time:
+ * 64 bytes, 32 shorts or 16 ints (clf_char64, clf_short32, int16), one
+ * register at 512 bits; at 256 each primitive is its AVX2 instruction on
+ * the two halves, so the algorithms, their order of sums and their results
+ * are the same bit for bit at either width, and only the register count
+ * differs (the tuning table sets smaller tiles for 256). */
 typedef char clf_char64 __attribute__((ext_vector_type(64)));
 typedef short clf_short32 __attribute__((ext_vector_type(32)));
+
+#if CLF_X86_INT8 == 512
+/* pmaddubsw: unsigned bytes of u times signed bytes of s, adjacent pairs
+ * summed to saturating shorts; pmaddwd: short pairs multiplied and summed
+ * to ints; pshufb: bytes of t chosen by the low nibbles of i (per 128-bit
+ * lane); permps: t's lanes chosen by i. */
+#define CLF_MADDUBS(u, s) __builtin_ia32_pmaddubsw512(u, s)
+#define CLF_MADDWD(a, b) __builtin_ia32_pmaddwd512(a, b)
+#define CLF_PSHUFB(t, i) __builtin_ia32_pshufb512(t, i)
+#elif CLF_X86_INT8 == 256
+typedef char clf_char32 __attribute__((ext_vector_type(32)));
+typedef short clf_short16 __attribute__((ext_vector_type(16)));
+/* F (256-bit, argument types A and B) on both halves of a and b, as R. */
+#define CLF_HALVES(F, R, A, B, a, b)                                                                            \
+    __builtin_astype((int16)(__builtin_astype(F(__builtin_astype(__builtin_astype(a, int16).lo, A),             \
+                                                __builtin_astype(__builtin_astype(b, int16).lo, B)), int8),     \
+                             __builtin_astype(F(__builtin_astype(__builtin_astype(a, int16).hi, A),             \
+                                                __builtin_astype(__builtin_astype(b, int16).hi, B)), int8)),    \
+                     R)
+#define CLF_MADDUBS(u, s) CLF_HALVES(__builtin_ia32_pmaddubsw256, clf_short32, clf_char32, clf_char32, u, s)
+#define CLF_MADDWD(a, b) CLF_HALVES(__builtin_ia32_pmaddwd256, int16, clf_short16, clf_short16, a, b)
+#define CLF_PSHUFB(t, i) CLF_HALVES(__builtin_ia32_pshufb256, clf_char64, clf_char32, clf_char32, t, i)
+#endif
 
 #if CLF_X86_VNNI
 /* acc + Σ over each dword's 4 bytes of u's (unsigned) times s's (signed)
  * bytes: vpdpbusd, exact (no short stage, no saturation). Inline asm: PoCL
- * compiles for LLVM's skylake-avx512, which refuses the builtin; the host
- * asks for this only where its CPU has avx512vnni (host/cl/tuning.c). */
+ * compiles for an LLVM CPU (skylake-avx512, haswell) that refuses the
+ * builtin; the host asks for this only where its CPU has the instruction
+ * (host/cl/tuning.c): CLF_X86_VNNI=1 AVX512-VNNI (EVEX; at 256 bits with
+ * AVX512-VL), 2 AVX-VNNI (the VEX form of Alder Lake and Zen 5, ymm0-15). */
+#if CLF_X86_INT8 == 512
 inline int16 clf_dpbusd(int16 acc, uint16 u, int16 s) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
     return acc;
@@ -294,6 +329,21 @@ inline int16 clf_dpbusd_g(int16 acc, uint16 u, const __global int *s) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*s));
     return acc;
 }
+#else
+inline int8 clf_dpbusd8(int8 acc, uint8 u, int8 s) {
+#if CLF_X86_VNNI == 2
+    __asm__("{vex} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+#else
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+#endif
+    return acc;
+}
+inline int16 clf_dpbusd(int16 acc, uint16 u, int16 s) {
+    return (int16)(clf_dpbusd8(acc.lo, u.lo, s.lo), clf_dpbusd8(acc.hi, u.hi, s.hi));
+}
+/* VEX has no embedded broadcast: s's dword broadcast in a register. */
+inline int16 clf_dpbusd_g(int16 acc, uint16 u, const __global int *s) { return clf_dpbusd(acc, u, (int16)*s); }
+#endif
 #define KQ_DPBUSD_P(acc, u, xp) clf_dpbusd(acc, u, (int16)*(xp))
 #define KQ_DPBUSD_G(acc, u, xp) clf_dpbusd_g(acc, u, xp)
 #endif
@@ -315,12 +365,12 @@ inline int16 clf_dot_q4_x8(const __global uint *q, const int *xw) {
     clf_short32 t = 0;
     for (int g = 0; g < 4; g++) {
         const uint16 v = vload16(0, q + 32 * g);
-        t += __builtin_ia32_pmaddubsw512(__builtin_astype(v & 0x0f0f0f0fu, clf_char64),
+        t += CLF_MADDUBS(__builtin_astype(v & 0x0f0f0f0fu, clf_char64),
                                          __builtin_astype((int16)xw[2 * g], clf_char64)) +
-             __builtin_ia32_pmaddubsw512(__builtin_astype((v >> 4) & 0x0f0f0f0fu, clf_char64),
+             CLF_MADDUBS(__builtin_astype((v >> 4) & 0x0f0f0f0fu, clf_char64),
                                          __builtin_astype((int16)xw[2 * g + 1], clf_char64));
     }
-    return __builtin_ia32_pmaddwd512(t, (clf_short32)1);
+    return CLF_MADDWD(t, (clf_short32)1);
 #endif
 }
 
@@ -343,7 +393,7 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
          * Q8_0 decode GEMVs ~20% slower (SmolLM2 Q8_0, kernel time 6.9-7.6
          * vs 5.9 ms a token, alternating; bench/RESULTS.md 'int8 prefill
          * GEMM and VNNI') */
-        acc += __builtin_ia32_pmaddwd512(__builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), sx), (clf_short32)1);
+        acc += CLF_MADDWD(CLF_MADDUBS(__builtin_elementwise_abs(w), sx), (clf_short32)1);
     }
     return acc;
 }
@@ -557,15 +607,21 @@ DEFINE_FLOAT_MV(gemv_bf16, ushort, LOAD_BF16)
 #define KQ_CODE(q, QB, QH, kk, h) \
     (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
 /* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
- * point it indexes: on x86 PoCL one vpermps; elsewhere a degree-6
- * polynomial in c − 7.5, rounded (least squares on the 16 points: within
- * 0.353 of each in float, so rounding is exact; PoCL's LLVM 15 scalarizes
- * OpenCL's shuffle with a variable mask, and its rint is a call). */
-#if CLF_X86_INT8
-#define KQ_LOOKUP(c)                                                                              \
-    __builtin_ia32_permvarsf512((float16)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f, 1.0f, \
-                                          13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f),        \
-                                as_int16(c))
+ * point it indexes: on x86 PoCL one vpermps at 512 bits, at 256 (8 lanes a
+ * table) a vpermps in each half of the grid and a blend on the code's bit 3;
+ * elsewhere a degree-6 polynomial in c − 7.5, rounded (least squares on the
+ * 16 points: within 0.353 of each in float, so rounding is exact; PoCL's
+ * LLVM 15 scalarizes OpenCL's shuffle with a variable mask, and its rint is
+ * a call). */
+#define KQ_GRID_LO (float8)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f)
+#define KQ_GRID_HI (float8)(1.0f, 13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f)
+#if CLF_X86_INT8 == 512
+#define KQ_LOOKUP(c) __builtin_ia32_permvarsf512((float16)(KQ_GRID_LO, KQ_GRID_HI), as_int16(c))
+#elif CLF_X86_INT8 == 256
+inline float8 kq_lookup8(int8 c) {
+    return select(__builtin_ia32_permvarsf256(KQ_GRID_LO, c), __builtin_ia32_permvarsf256(KQ_GRID_HI, c), c > 7);
+}
+#define KQ_LOOKUP(c) (float16)(kq_lookup8(as_int16(c).lo), kq_lookup8(as_int16(c).hi))
 #else
 #define KQ_LOOKUP(c) clf_iq4nl_lookup(c)
 #endif
@@ -786,7 +842,7 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
     for (int c = c0; c < c0 + nc; c++) {
         uint16 v = KQ_BYTES(q, 0, qb, c, h, 0);
         if (qh) v |= KQ_BYTES(q, qb, qh ? qh : 1, c, h, qb);
-        u[c - c0] = grid ? __builtin_astype(__builtin_ia32_pshufb512(g, __builtin_astype(v, clf_char64)), uint16) : v;
+        u[c - c0] = grid ? __builtin_astype(CLF_PSHUFB(g, __builtin_astype(v, clf_char64)), uint16) : v;
     }
 }
 
@@ -828,10 +884,10 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
         clf_short32 t = 0;                                                                                  \
         _Pragma("unroll") for (int c = c0; c < c0 + widen && c < nc; c++) {                                 \
             const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
-            t += sgn ? __builtin_ia32_pmaddubsw512(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x) \
-                     : __builtin_ia32_pmaddubsw512(w, x);                                                   \
+            t += sgn ? CLF_MADDUBS(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x) \
+                     : CLF_MADDUBS(w, x);                                                   \
         }                                                                                                   \
-        acc += __builtin_ia32_pmaddwd512(t, (clf_short32)1);                                                \
+        acc += CLF_MADDWD(t, (clf_short32)1);                                                \
     }
 #endif
 DEFINE_KQ_DOT_CODES(kq_dot_codes, , KQ_DPBUSD_P)
@@ -885,7 +941,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * x's pair sp (|OFF·s| ≤ 4096, |Σx̂| ≤ 2032). */
 #define KQ_OFF_PAIRS(T, SL, sc) \
     __builtin_astype((KQ_OFF_##T * (sc)[0] & 0xffff) | KQ_OFF_##T * (sc)[(SL) == 16] << 16, clf_short32)
-#define KQ_OFFSETS(pairs, sp) __builtin_ia32_pmaddwd512(pairs, __builtin_astype((int16)(sp), clf_short32))
+#define KQ_OFFSETS(pairs, sp) CLF_MADDWD(pairs, __builtin_astype((int16)(sp), clf_short32))
 #define KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, h, A)                                                               \
     do {                                                                                                                \
         int16 sc[32 / (SL)], I = 0;                                                                                     \

@@ -60,6 +60,22 @@ static void with_variant(const char *v) {
     tu_tune(v ? a : NULL);
 }
 
+/* The cpu variant at each int8 width this device runs, widest first, as
+ * tunings ("matmul=cpu int8_width=512"): the int8 tests run at each, so a
+ * suite on an AVX-512 machine checks the AVX2 kernels too. 0 where the
+ * device has no int8 products. */
+static int int8_widths(const char *w[2]) {
+    clf_runtime *rt = tu_runtime();
+    static const char *all[] = {"matmul=cpu int8_width=512", "matmul=cpu int8_width=256"};
+    int n = 0, last = -1;
+    for (int i = 0; i < 2; i++) {
+        tu_tune(all[i]);
+        if (rt->tune.int8_gemv && rt->tune.int8_width != last) w[n++] = all[i], last = rt->tune.int8_width;
+    }
+    tu_tune(NULL);
+    return n;
+}
+
 static void test_default_variant(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -74,6 +90,24 @@ static void test_head_gemv(void **state) {
     clf_runtime *rt = tu_runtime();
     with_variant(NULL);
     for (int t = 0; t < NTYPES; t++) check(rt, types[t], 49152, 576, 1, t % 2);
+}
+
+/* The int8 widths this device does not choose by itself (AVX2 on an
+ * AVX-512 CPU), forced, against the reference. */
+static void test_int8_other_widths(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    const char *w[2] = {NULL, NULL};
+    const int nw = int8_widths(w);
+    if (nw < 2) TU_SKIP("this device runs %s int8 width: none other to force", nw ? "one" : "no");
+    static const int ns[] = {1, 7, 64};
+    for (int i = 1; i < nw; i++) {
+        tu_tune(w[i]);
+        print_message("  %s\n", w[i]);
+        sweep_small(rt);
+        sweep_model(rt, ns, 3);
+    }
+    tu_tune(NULL);
 }
 
 /* The variants this device does not choose by itself, forced. */
@@ -102,7 +136,7 @@ static void test_other_variants(void **state) {
  * either layout): a second, independent product. */
 static void test_clblast_backend(void **state) {
     (void)state;
-    if (!clf_matmul_has_clblast()) skip(); /* built without CLINFER_CLBLAST */
+    if (!clf_matmul_has_clblast()) TU_SKIP("built without CLINFER_CLBLAST");
     clf_runtime *rt = tu_runtime();
     clf_matmul_set_backend(rt, CLF_MATMUL_CLBLAST);
     for (int v = 0; v < 2; v++) {
@@ -481,7 +515,7 @@ static void test_gpu_int8_gemv(void **state) {
     static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q4_K, CLF_Q6_K};
     enum { NQ = sizeof qt / sizeof qt[0] };
     static const int rows[] = {1, 37, 97, 130}, cols[] = {32, 96, 576, 1056};
-    with_variant("gpu");
+    tu_tune("matmul=gpu int8_gemv=1"); /* whatever this device's row says */
     int i = 0;
     for (int t = 0; t < NQ; t++)
         for (int r = 0; r < 4; r++)
@@ -526,7 +560,7 @@ static void test_gpu_int8_gemv(void **state) {
     clf_weight Wf;
     TU_OK(clf_weight_upload(rt, CLF_Q8_0, 64, 64, wq, &Wf));
     assert_false(clf_matmul_quantizes_x(rt, &Wf, 1));
-    with_variant("gpu");
+    tu_tune("matmul=gpu int8_gemv=1");
     assert_true(clf_matmul_quantizes_x(rt, &Wf, 1));
     clf_weight_free(&Wf);
     with_variant(NULL);
@@ -553,19 +587,15 @@ static void product_under(const char *tune, const clf_weight *W, clf_tensor *X, 
 /* The int8 GEMM (int8_gemm): over n tokens, bit for bit the int8 GEMV token
  * by token, for every type with an int8 GEMV, n odd, rows not a multiple of
  * 32, K several (super-)blocks, a view at a row offset, accumulating; and
- * the VNNI dot products (int8_vnni=1) bit for bit the pmaddubsw ones, GEMV
- * and GEMM. */
+ * at every width the device runs, with and without vpdpbusd, GEMV and GEMM
+ * alike bit for bit the widest width's pmaddubsw GEMV: one contract, so a
+ * model's results do not depend on which kernels the host gets. */
 static void test_int8_gemm(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
-    tu_tune("matmul=cpu");
-    if (!rt->tune.int8_gemv) {
-        print_message("  no int8 products on this device: skipped\n");
-        tu_tune(NULL);
-        return;
-    }
-    tu_tune("matmul=cpu int8_vnni=1");
-    const int vnni = rt->tune.int8_vnni;
+    const char *widths[2] = {NULL, NULL};
+    const int nw = int8_widths(widths);
+    if (!nw) TU_SKIP("no int8 products on this device (x86 AVX2 or AVX-512BW under PoCL)");
     enum { ROWS = 97, COLS = 512, X0 = 3, NMAX = 513 };
     uint64_t s = tu_seed() + 11;
     float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc((X0 + NMAX) * COLS * sizeof *x);
@@ -581,9 +611,9 @@ static void test_int8_gemm(void **state) {
     TU_OK(clf_tensor_alloc(rt, CLF_F32, ROWS, NMAX, &Y));
     TU_OK(clf_tensor_upload(rt, &X, x, (X0 + NMAX) * COLS * sizeof *x));
     static const int ns[] = {1, 7, 33, NMAX};
-    int tested = 0;
+    int tested = 0, forms = 0;
     for (int t = 0; t < NTYPES; t++) {
-        tu_tune("matmul=cpu");
+        tu_tune(widths[0]);
         clf_weight W;
         clf_quantize(types[t], wf, wq, ROWS * COLS);
         TU_OK(clf_weight_upload(rt, types[t], ROWS, COLS, wq, &W));
@@ -594,24 +624,31 @@ static void test_int8_gemm(void **state) {
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             const int n = ns[ni];
             const size_t bytes = (size_t)n * ROWS * sizeof *got;
-            product_under("matmul=cpu int8_vnni=0 int8_gemm=0", &W, &X, &Y, y, X0, n, 1, want);
+            char tune[128];
+            snprintf(tune, sizeof tune, "%s int8_vnni=0 int8_gemm=0", widths[0]);
+            product_under(tune, &W, &X, &Y, y, X0, n, 1, want);
             assert_int_equal(clf_matmul_quantizes_x(rt, &W, n), n == 1);
-            for (int v = 0; v <= vnni; v++) {
-                char tune[96];
-                snprintf(tune, sizeof tune, "matmul=cpu int8_vnni=%d int8_gemm=2", v);
-                for (int rowwise = 0; rowwise < 2; rowwise++) {
-                    product_under(tune, &W, &X, &Y, y, X0, n, rowwise, got);
-                    assert_true(clf_matmul_quantizes_x(rt, &W, n));
-                    if (memcmp(got, want, bytes))
-                        fail_msg("%s, n = %d, %s%s: differs from the int8 GEMV (rel %.3g)", clf_type_get(types[t])->name,
-                                 n, rowwise ? "rowwise" : "one product", v ? ", VNNI" : "", tu_rel_err_f(got, want, (size_t)n * ROWS));
+            forms = 0;
+            for (int wi = 0; wi < nw; wi++)
+                for (int v = 0; v <= 1; v++) {
+                    snprintf(tune, sizeof tune, "%s int8_vnni=%d int8_gemm=2", widths[wi], v);
+                    tu_tune(tune);
+                    if (v && !rt->tune.int8_vnni) continue; /* no vpdpbusd on this CPU */
+                    forms++;
+                    for (int rowwise = 0; rowwise < 2; rowwise++) {
+                        product_under(tune, &W, &X, &Y, y, X0, n, rowwise, got);
+                        assert_true(clf_matmul_quantizes_x(rt, &W, n));
+                        if (memcmp(got, want, bytes))
+                            fail_msg("%s, n = %d, %s, %s: differs from the int8 GEMV (rel %.3g)",
+                                     clf_type_get(types[t])->name, n, rowwise ? "rowwise" : "one product", tune,
+                                     tu_rel_err_f(got, want, (size_t)n * ROWS));
+                    }
                 }
-            }
         }
         tested++;
         clf_weight_free(&W);
     }
-    print_message("  int8 GEMM = int8 GEMV bit for bit: %d types%s\n", tested, vnni ? ", VNNI and pmaddubsw" : "");
+    print_message("  int8 GEMM = int8 GEMV bit for bit: %d types, %d widths, %d kernel forms\n", tested, nw, forms);
     assert_true(tested >= 11);
     tu_tune(NULL);
     clf_tensor_free(&X);
@@ -662,7 +699,7 @@ static void test_selftest_table(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
-        cmocka_unit_test(test_other_variants),
+        cmocka_unit_test(test_other_variants),  cmocka_unit_test(test_int8_other_widths),
         cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
         cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_rowwise_xq),
         cmocka_unit_test(test_gated_unit_gemv),

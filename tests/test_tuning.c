@@ -13,16 +13,30 @@
 #include "runtime.h"
 #include "tuning.h"
 
-static clf_device device(cl_device_type type, const char *platform, const char *name) {
+/* PoCL's probe on an AVX-512 host with VNNI (Zen 4: the compiler targets
+ * skylake-avx512, cpuid adds VNNI), on an AVX2 host (Zen 2), and on an AVX2
+ * host with AVX-VNNI (Alder Lake): what host/cl/probe.c would set. */
+#define CAPS_AVX2 (CLF_CAP_CLANG | CLF_CAP_X86 | CLF_CAP_AVX2 | CLF_CAP_FMA | CLF_CAP_HOST_AVX2)
+#define CAPS_AVX512 (CAPS_AVX2 | CLF_CAP_AVX512BW | CLF_CAP_AVX512VL | CLF_CAP_HOST_AVX512BW | \
+                     CLF_CAP_HOST_AVX512VL | CLF_CAP_HOST_AVX512VNNI)
+#define CAPS_AVXVNNI (CAPS_AVX2 | CLF_CAP_HOST_AVXVNNI)
+
+static clf_device device_caps(cl_device_type type, const char *platform, const char *name, unsigned caps) {
     clf_device d;
     memset(&d, 0, sizeof d);
     d.type = type;
+    d.caps = caps;
     snprintf(d.platform_name, sizeof d.platform_name, "%s", platform);
     snprintf(d.vendor, sizeof d.vendor, "%s", platform);
     snprintf(d.name, sizeof d.name, "%s", name);
     snprintf(d.driver, sizeof d.driver, "1.0");
     snprintf(d.platform_version, sizeof d.platform_version, "OpenCL 3.0 test");
     return d;
+}
+/* PoCL's CPU devices probe as the host they name; other drivers' as none. */
+static clf_device device(cl_device_type type, const char *platform, const char *name) {
+    const int pocl_cpu = type == CL_DEVICE_TYPE_CPU && strstr(platform, "Portable");
+    return device_caps(type, platform, name, !pocl_cpu ? 0 : strstr(name, "haswell") ? CAPS_AVX2 : CAPS_AVX512);
 }
 
 static void clear_env(void) {
@@ -51,11 +65,13 @@ static void test_rows(void **state) {
     clf_tuning t = resolve(&pocl_avx512);
     assert_int_equal(t.matmul, CLF_MATMUL_CPU);
     assert_int_equal(t.int8_gemv, 1);
+    assert_int_equal(t.int8_width, CLF_INT8_512);
     assert_int_equal(t.attn, CLF_SHAPE_CPU);
-    assert_string_equal(t.row, "cpu/pocl/avx512");
+    assert_string_equal(t.row, "cpu/pocl/*");
     t = resolve(&pocl_avx2);
     assert_int_equal(t.matmul, CLF_MATMUL_CPU);
-    assert_int_equal(t.int8_gemv, 0);
+    assert_int_equal(t.int8_gemv, 1);
+    assert_int_equal(t.int8_width, CLF_INT8_256);
     assert_string_equal(t.row, "cpu/pocl/*");
     t = resolve(&intel_cpu);
     assert_int_equal(t.matmul, CLF_MATMUL_CPU_PORTABLE);
@@ -127,36 +143,73 @@ static void test_env_overrides(void **state) {
     clear_env();
 }
 
-/* int8_vnni is a capability: kept only for PoCL's CPU device (the host
- * CPU) where that CPU reports avx512vnni, whatever a row or override asks;
- * CLINFER_TUNE can turn it off. The int8 GEMM (int8_gemm) and VNNI go with
- * the int8 products. */
+/* The int8 kernels follow the probed capabilities, never the device's
+ * name: the widest width the compiler targets, at most int8_width; none
+ * without AVX2 or off x86 (the portable float kernels); vpdpbusd in the
+ * form the CPU has (EVEX with AVX512-VNNI, at 256 bits only with VL; VEX
+ * with AVX-VNNI), 0 without one, whatever a row or override asks. The int8
+ * GEMM (int8_gemm) and VNNI go with the int8 products. */
 static void test_int8_capabilities(void **state) {
     (void)state;
     clear_env();
-    const clf_device pocl = device(CL_DEVICE_TYPE_CPU, "Portable Computing Language", "cpu-znver4-AMD EPYC");
-    const clf_device pocl_avx2 = device(CL_DEVICE_TYPE_CPU, "Portable Computing Language", "cpu-haswell-Intel Xeon");
-    const clf_device pocl_gpu = device(CL_DEVICE_TYPE_GPU, "Portable Computing Language", "avx512 remote");
-    clf_tuning t = resolve(&pocl);
-    assert_int_equal(t.int8_vnni, clf_host_has_vnni());
+    const char *pocl_name = "Portable Computing Language";
+    /* the name says avx512; the probe is what counts */
+    const clf_device avx512 = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-avx2-named", CAPS_AVX512);
+    const clf_device avx2 = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-skylake-avx512-named", CAPS_AVX2);
+    const clf_device avxvnni = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-alderlake", CAPS_AVXVNNI);
+    const clf_device arm = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-neoverse", CLF_CAP_CLANG | CLF_CAP_NEON);
+    const clf_device no_clang = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-x", CAPS_AVX512 & ~CLF_CAP_CLANG);
+    const clf_device pocl_gpu = device_caps(CL_DEVICE_TYPE_GPU, pocl_name, "avx512 remote", 0);
+
+    clf_tuning t = resolve(&avx512);
+    assert_int_equal(t.int8_width, CLF_INT8_512);
+    assert_int_equal(t.int8_vnni, 1);
     assert_int_equal(t.int8_gemm, 2);
-    t = resolve(&pocl_avx2); /* no int8 products: neither */
-    assert_int_equal(t.int8_vnni, 0);
-    assert_int_equal(t.int8_gemm, 0);
-    assert_int_equal(clf_tuning_override(&pocl_avx2, &t, "int8_gemv=1 int8_vnni=1 int8_gemm=8"), CLF_OK);
-    assert_int_equal(t.int8_vnni, clf_host_has_vnni());
-    assert_int_equal(t.int8_gemm, 8);
+    t = resolve(&avx2);
+    assert_int_equal(t.int8_gemv, 1);
+    assert_int_equal(t.int8_width, CLF_INT8_256);
+    assert_int_equal(t.int8_vnni, 0); /* no vpdpbusd on this CPU */
+    assert_int_equal(t.int8_gemm, 2);
+    t = resolve(&avxvnni);
+    assert_int_equal(t.int8_width, CLF_INT8_256);
+    assert_int_equal(t.int8_vnni, 2);
+    assert_int_equal(clf_tuning_override(&avxvnni, &t, "int8_width=512"), CLF_OK);
+    assert_int_equal(t.int8_width, CLF_INT8_256); /* at most what it targets */
+    t = resolve(&arm);
+    assert_int_equal(t.matmul, CLF_MATMUL_CPU);
+    assert_int_equal(t.int8_gemv, 0);
+    assert_int_equal(t.int8_width, CLF_INT8_AUTO);
+    assert_int_equal(t.int8_vnni + t.int8_gemm, 0);
+    t = resolve(&no_clang);
+    assert_int_equal(t.matmul, CLF_MATMUL_CPU_PORTABLE);
+    assert_int_equal(t.int8_gemv, 0);
+
+    /* the AVX2 kernels on an AVX-512 CPU: EVEX vpdpbusd on ymm (VL) */
+    setenv("CLINFER_TUNE", "int8_width=256", 1);
+    t = resolve(&avx512);
+    assert_int_equal(t.int8_width, CLF_INT8_256);
+    assert_int_equal(t.int8_vnni, 1);
+    assert_int_equal(clf_tuning_override(&avx512, &t, "int8_vnni=2"), CLF_OK);
+    assert_int_equal(t.int8_vnni, 1); /* no AVX-VNNI on it: the form it has */
+    const clf_device no_vl = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-x",
+                                         CAPS_AVX512 & ~(CLF_CAP_AVX512VL | CLF_CAP_HOST_AVX512VL));
+    assert_int_equal(resolve(&no_vl).int8_vnni, 0);
+    clear_env();
+
     t = resolve(&pocl_gpu);
     assert_int_equal(clf_tuning_override(&pocl_gpu, &t, "matmul=cpu int8_gemv=1 int8_vnni=1"), CLF_OK);
-    assert_int_equal(t.int8_vnni, 0); /* not the host CPU */
+    assert_int_equal(t.int8_gemv, 0); /* nothing probed: no x86 kernels */
+    assert_int_equal(t.int8_vnni, 0);
     setenv("CLINFER_TUNE", "int8_vnni=0", 1);
-    t = resolve(&pocl);
+    t = resolve(&avx512);
     assert_int_equal(t.int8_vnni, 0);
     assert_int_equal(t.int8_gemv, 1);
     setenv("CLINFER_TUNE", "int8_gemm=0", 1);
-    assert_int_equal(resolve(&pocl).int8_gemm, 0);
-    setenv("CLINFER_TUNE", "int8_vnni=2", 1);
-    expect_arg_error(&pocl, "int8_vnni must be a whole number from 0 to 1, not '2'");
+    assert_int_equal(resolve(&avx512).int8_gemm, 0);
+    setenv("CLINFER_TUNE", "int8_vnni=3", 1);
+    expect_arg_error(&avx512, "int8_vnni must be a whole number from 0 to 2, not '3'");
+    setenv("CLINFER_TUNE", "int8_width=128", 1);
+    expect_arg_error(&avx512, "int8_width must be one of auto, 256, 512, not '128'");
     clear_env();
 }
 

@@ -122,7 +122,13 @@ clf_status clf_runtime_create(const char *selector, clf_runtime **out) {
         return clf_cl_check(err, "clCreateCommandQueue");
     }
     cache_dir_init(rt);
+    /* twice: the probe's build reads the tuning (binaries), the capability
+     * rules then read the probe */
     st = clf_tuning_resolve(&rt->dev, rt->cache_dir, &rt->tune);
+    if (st == CLF_OK) {
+        clf_device_probe(rt);
+        st = clf_tuning_resolve(&rt->dev, rt->cache_dir, &rt->tune);
+    }
     if (st != CLF_OK) {
         clf_runtime_free(rt);
         return st;

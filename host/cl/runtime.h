@@ -23,7 +23,54 @@ typedef struct clf_device {
     uint64_t global_mem, max_alloc, local_mem;
     size_t max_work_group;
     int fp16, fp64; /* cl_khr_fp16 / cl_khr_fp64 */
+    unsigned caps;  /* CLF_CAP_* (host/cl/probe.c), set when a runtime is created; 0 before */
 } clf_device;
+
+/* What a device can run, probed (host/cl/probe.c): what its compiler
+ * targets (cl/probe.cl's predefined macros), then, for PoCL's CPU device,
+ * what the host CPU executes (cpuid: inline asm needs only that). The
+ * tuning's capability rules read these; its table rows never name a CPU. */
+enum {
+    CLF_CAP_CLANG_BIT,      /* clang: __fp16 vectors */
+    CLF_CAP_X86_BIT,
+    CLF_CAP_AVX2_BIT,       /* 256-bit integer builtins */
+    CLF_CAP_AVX512BW_BIT,   /* 512-bit integer builtins (with AVX512F) */
+    CLF_CAP_AVX512VL_BIT,
+    CLF_CAP_AVX512VNNI_BIT,
+    CLF_CAP_AVXVNNI_BIT,
+    CLF_CAP_FMA_BIT,
+    CLF_CAP_NEON_BIT,
+    CLF_CAP_DOTPROD_BIT,
+    CLF_CAP_HOST_FIRST_BIT, /* the host CPU's, by cpuid, from here */
+    CLF_CAP_HOST_AVX2_BIT = CLF_CAP_HOST_FIRST_BIT,
+    CLF_CAP_HOST_AVX512BW_BIT,
+    CLF_CAP_HOST_AVX512VL_BIT,
+    CLF_CAP_HOST_AVX512VNNI_BIT,
+    CLF_CAP_HOST_AVXVNNI_BIT,
+    CLF_CAP_COUNT
+};
+#define CLF_CAP(name) (1u << CLF_CAP_##name##_BIT)
+#define CLF_CAP_CLANG CLF_CAP(CLANG)
+#define CLF_CAP_X86 CLF_CAP(X86)
+#define CLF_CAP_AVX2 CLF_CAP(AVX2)
+#define CLF_CAP_AVX512BW CLF_CAP(AVX512BW)
+#define CLF_CAP_AVX512VL CLF_CAP(AVX512VL)
+#define CLF_CAP_AVX512VNNI CLF_CAP(AVX512VNNI)
+#define CLF_CAP_AVXVNNI CLF_CAP(AVXVNNI)
+#define CLF_CAP_FMA CLF_CAP(FMA)
+#define CLF_CAP_NEON CLF_CAP(NEON)
+#define CLF_CAP_DOTPROD CLF_CAP(DOTPROD)
+#define CLF_CAP_HOST_AVX2 CLF_CAP(HOST_AVX2)
+#define CLF_CAP_HOST_AVX512BW CLF_CAP(HOST_AVX512BW)
+#define CLF_CAP_HOST_AVX512VL CLF_CAP(HOST_AVX512VL)
+#define CLF_CAP_HOST_AVX512VNNI CLF_CAP(HOST_AVX512VNNI)
+#define CLF_CAP_HOST_AVXVNNI CLF_CAP(HOST_AVXVNNI)
+/* A capability's name ("avx2", "host-avx512vnni"; NULL past the last) and a
+ * set's names separated by spaces. */
+const char *clf_cap_name(int bit);
+void clf_caps_text(unsigned caps, char *buf, size_t n);
+/* The host CPU's CLF_CAP_HOST_* bits (cpuid; 0 off x86). */
+unsigned clf_host_caps(void);
 
 /* All devices of all platforms. *devs is malloc'd (free() it); n may be 0
  * with CLF_OK when a platform has no devices, CLF_ERR_DEVICE when there is

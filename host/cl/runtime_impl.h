@@ -19,4 +19,8 @@ struct clf_kernel_entry { uint64_t key; char *name; cl_kernel kernel; int cold; 
  * first touched (runtime.c). */
 void clf_pocl_cache_init(void);
 
+/* Sets rt->dev.caps (probe.c): from the kernel cache's caps file, else by
+ * running cl/probe.cl (builds through rt->tune, resolved before). */
+void clf_device_probe(clf_runtime *rt);
+
 #endif

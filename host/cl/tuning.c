@@ -14,6 +14,7 @@
 
 static const char *const MATMUL_NAMES[] = {"cpu", "cpu-portable", "gpu", NULL};
 static const char *const SHAPE_NAMES[] = {"cpu", "gpu", NULL};
+static const char *const WIDTH_NAMES[] = {"auto", "256", "512", NULL};
 
 typedef struct param {
     const char *name;
@@ -29,15 +30,19 @@ static const param params[] = {
      "product kernels: cpu (weights re-laid in 32-row panels, register tiles in float16 vectors, clang's __fp16: "
      "PoCL), cpu-portable (the same in plain OpenCL C 1.2), gpu (GGUF layout, local-memory tiles)"},
     {P(int8_gemv), 0, 1, NULL,
-     "decode GEMVs on int8 activations: byte multiply-adds on matmul=cpu (x86 AVX-512BW), integer dot products "
-     "on matmul=gpu (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K); 0: float GEMVs"},
+     "decode GEMVs on int8 activations: byte multiply-adds on matmul=cpu (x86 AVX2 or AVX-512BW), integer dot "
+     "products on matmul=gpu (Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K); 0: float GEMVs"},
+    {P(int8_width), 0, 0, WIDTH_NAMES,
+     "matmul=cpu: vector width of the int8 kernels (the same sums bit for bit at either): auto, the widest the "
+     "device's compiler targets (512 with AVX-512BW, 256 with AVX2), or at most 256 or 512"},
     {P(int8_ppw), 1, 16, NULL,
      "most panels (32 rows each) per work-item of the Q4 int8 GEMVs, which share one quantized x (fewer where "
      "that evens the work over the compute units)"},
     {P(int8_ppw_q8), 1, 16, NULL, "most panels per work-item of the Q8_0 int8 GEMV"},
-    {P(int8_vnni), 0, 1, NULL,
-     "1: the int8 GEMVs and GEMMs take their byte dot products with AVX512-VNNI's vpdpbusd (inline asm: PoCL "
-     "compiles for skylake-avx512); only where the device is the host CPU under PoCL and that CPU has avx512vnni"},
+    {P(int8_vnni), 0, 2, NULL,
+     "the int8 products' byte dot products by vpdpbusd (inline asm), where the device is a CPU that has it: 1 "
+     "AVX512-VNNI (EVEX; at 256 bits with AVX512-VL, else AVX-VNNI), 2 AVX-VNNI's VEX form; resolved to the form "
+     "the CPU has, 0 without one"},
     {P(int8_gemm), 0, 65536, NULL,
      "products of at least this many tokens (prefill) on int8 activations: each block's codes unpacked once per "
      "token tile, every row bit for bit the int8 GEMV's; 0: the float GEMM (needs int8_gemv)"},
@@ -76,7 +81,7 @@ typedef struct row {
 
 static const row table[] = {
     {"*", "*", "*",
-     "matmul=cpu-portable int8_gemv=0 int8_ppw=4 int8_ppw_q8=1 int8_vnni=0 int8_gemm=0 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
+     "matmul=cpu-portable int8_gemv=0 int8_width=auto int8_ppw=4 int8_ppw_q8=1 int8_vnni=0 int8_gemm=0 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
      "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu binaries=1",
      "CPU shapes: one SIMD work-item per row or panel; bench/RESULTS.md 'Tuning table'"},
     {"gpu", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
@@ -84,19 +89,13 @@ static const row table[] = {
      "GEMVs' (PoCL only so far)"},
     {"accelerator", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
      "as a GPU"},
-    {"cpu", "Portable Computing Language", "*", "matmul=cpu binaries=0",
+    {"cpu", "Portable Computing Language", "*", "matmul=cpu binaries=0 int8_gemv=1 int8_vnni=1 int8_gemm=2",
      "PoCL compiles with clang: __fp16 vectors convert in one instruction; it caches its own builds, and a "
-     "first run without binaries is 3-4x shorter (bench/RESULTS.md 'First run')"},
-    /* PoCL names its CPU device after LLVM's CPU name ("pthread-skylake-avx512-...") */
-    {"cpu", "Portable Computing Language",
-     "avx512|cascadelake|cooperlake|cannonlake|icelake|tigerlake|rocketlake|sapphirerapids|znver4|znver5|"
-     "emeraldrapids|graniterapids",
-     "int8_gemv=1 int8_vnni=1 int8_gemm=2",
-     "AVX-512BW: Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; bench/RESULTS.md 'Tuning table'. int8_vnni (kept only where "
-     "the host CPU has it): bit for bit the pmaddubsw form, decode within noise, K-quant pp512 1.11-1.12x (quiet); "
-     "int8_gemm=2: the int8 GEMM beats the float one from the smallest batch (pp4-pp16 1.2-2.3x; quiet pp512 1.9-2.5x "
-     "on three files), and from 2 every product's rows are the GEMV's whatever the batch; bench/RESULTS.md 'int8 "
-     "prefill GEMM and VNNI (issue 12)'"},
+     "first run without binaries is 3-4x shorter (bench/RESULTS.md 'First run'). The int8 products wherever the "
+     "probe finds AVX2 or AVX-512BW (capabilities below): AVX-512BW Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; int8_vnni: "
+     "bit for bit the pmaddubsw form, K-quant pp512 1.11-1.12x; int8_gemm=2: the int8 GEMM beats the float one "
+     "from the smallest batch (pp4-pp16 1.2-2.3x, pp512 1.9-2.5x), and from 2 every product's rows are the GEMV's "
+     "whatever the batch; bench/RESULTS.md 'Tuning table', 'int8 prefill GEMM and VNNI (issue 12)', 'AVX2 (issue 24)'"},
 };
 
 static int type_matches(const char *type, const clf_device *d) {
@@ -213,26 +212,27 @@ static clf_status table_values(const clf_device *d, clf_tuning *t) {
     return CLF_OK;
 }
 
-/* gcc and clang on x86 ask cpuid. */
-int clf_host_has_vnni(void) {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
-#else
-    return 0;
-#endif
-}
-
-/* What a device can run whatever a row or override says: the cpu family's
- * __fp16 vectors need clang (PoCL); the int8 products are part of that
- * family; their VNNI form runs on the host CPU only (PoCL's CPU device), so
- * it is the host's cpuid, not a device name, that allows it. */
+/* What a device can run whatever a row or override says, from its probed
+ * capabilities (host/cl/probe.c), never its name: the cpu family's __fp16
+ * vectors need clang; the int8 products are part of that family (or the
+ * gpu one's) and on it take the widest x86 width the compiler targets, at
+ * most int8_width; their vpdpbusd is inline asm, so what allows it is the
+ * CPU that runs it (cpuid, for PoCL's device) or the compiler's target. */
 static void capabilities(const clf_device *d, clf_tuning *t) {
-    const int pocl = strstr(d->platform_name, "Portable Computing Language") != NULL;
-    if (t->matmul == CLF_MATMUL_CPU && !pocl) t->matmul = CLF_MATMUL_CPU_PORTABLE;
-    if (t->matmul == CLF_MATMUL_CPU_PORTABLE) t->int8_gemv = 0; /* int8 GEMVs: the cpu and gpu families */
-    if (!t->int8_gemv || t->matmul != CLF_MATMUL_CPU) t->int8_vnni = t->int8_gemm = 0;
-    if (!pocl || !(d->type & CL_DEVICE_TYPE_CPU) || !clf_host_has_vnni()) t->int8_vnni = 0;
+    const unsigned c = d->caps;
+    if (t->matmul == CLF_MATMUL_CPU && !(c & CLF_CAP_CLANG)) t->matmul = CLF_MATMUL_CPU_PORTABLE;
+    if (t->matmul == CLF_MATMUL_CPU_PORTABLE) t->int8_gemv = 0;
+    if (t->matmul == CLF_MATMUL_CPU && t->int8_gemv) {
+        const int x86 = (c & CLF_CAP_X86) != 0;
+        if (x86 && (c & CLF_CAP_AVX512BW) && t->int8_width != CLF_INT8_256) t->int8_width = CLF_INT8_512;
+        else if (x86 && (c & CLF_CAP_AVX2)) t->int8_width = CLF_INT8_256;
+        else t->int8_gemv = 0;
+    }
+    if (!t->int8_gemv || t->matmul != CLF_MATMUL_CPU) t->int8_vnni = t->int8_gemm = t->int8_width = 0;
+    const int evex = (c & (CLF_CAP_AVX512VNNI | CLF_CAP_HOST_AVX512VNNI)) != 0 &&
+                     (t->int8_width == CLF_INT8_512 || (c & (CLF_CAP_AVX512VL | CLF_CAP_HOST_AVX512VL)) != 0);
+    const int vex = t->int8_width == CLF_INT8_256 && (c & (CLF_CAP_AVXVNNI | CLF_CAP_HOST_AVXVNNI)) != 0;
+    if (t->int8_vnni) t->int8_vnni = vex && (t->int8_vnni == 2 || !evex) ? 2 : evex ? 1 : 0;
 }
 
 clf_status clf_tuning_override(const clf_device *d, clf_tuning *t, const char *assignments) {

@@ -27,14 +27,17 @@ struct clf_device;
 enum { CLF_MATMUL_CPU, CLF_MATMUL_CPU_PORTABLE, CLF_MATMUL_GPU };
 /* attn, ops: the shape of the attention and row-reduction kernels. */
 enum { CLF_SHAPE_CPU, CLF_SHAPE_GPU };
+/* int8_width: auto (the widest the device targets), at most 256, 512 bits. */
+enum { CLF_INT8_AUTO, CLF_INT8_256, CLF_INT8_512 };
 
 typedef struct clf_tuning {
     /* products */
     int matmul;          /* CLF_MATMUL_* */
-    int int8_gemv;       /* 1: decode GEMVs on int8 activations (matmul=cpu on x86 AVX-512BW, matmul=gpu) */
+    int int8_gemv;       /* 1: decode GEMVs on int8 activations (matmul=cpu on x86 AVX2/AVX-512BW, matmul=gpu) */
+    int int8_width;      /* matmul=cpu: CLF_INT8_* the int8 kernels' vector width; resolved, never auto while int8_gemv */
     int int8_ppw;        /* panels per work-item of the Q4 int8 GEMVs */
     int int8_ppw_q8;     /* the same for Q8_0 */
-    int int8_vnni;       /* 1: the int8 products' byte dot products by AVX512-VNNI (host CPU under PoCL only) */
+    int int8_vnni;       /* the int8 byte dot products by vpdpbusd: 1 AVX512-VNNI (EVEX), 2 AVX-VNNI (VEX), 0 none */
     int int8_gemm;       /* fewest tokens a product takes on the int8 GEMM (prefill), 0: never (with int8_gemv) */
     int gemm_tm;         /* cpu: token rows of a GEMM work-item tile above 12 tokens */
     int gemm_mg;         /* cpu: token tiles a work-item takes in turn */
@@ -70,8 +73,9 @@ clf_status clf_tuning_resolve(const struct clf_device *dev, const char *cache_di
 clf_status clf_tuning_apply(clf_tuning *t, const char *assignments, const char *origin);
 
 /* Overrides on a resolved tuning (tests forcing a variant, `clinfer tune`
- * trying candidates): applies, then the device's capability rules (the
- * cpu family needs PoCL's clang, the int8 GEMVs the cpu family). */
+ * trying candidates): applies, then the device's capability rules, from its
+ * probed caps (the cpu family needs clang, its int8 kernels x86 AVX2 or
+ * AVX-512BW, vpdpbusd a CPU that has it). */
 clf_status clf_tuning_override(const struct clf_device *dev, clf_tuning *t, const char *assignments);
 
 /* Every parameter as "name=value ..." (the syntax clf_tuning_apply reads). */
@@ -82,9 +86,6 @@ void clf_tuning_format(const clf_tuning *t, char *buf, size_t n);
 const char *clf_tuning_param_name(int i);
 const char *clf_tuning_param_help(int i);
 void clf_tuning_value_text(const clf_tuning *t, int i, char *buf, size_t n);
-
-/* 1 when the host CPU has AVX512-VNNI (cpuid; 0 off x86): int8_vnni's capability. */
-int clf_host_has_vnni(void);
 
 /* The tune file for a device: <cache_dir>/tune-<key>.txt, key from the
  * device name, driver and platform version. */

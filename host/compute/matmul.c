@@ -8,8 +8,8 @@
  *    work-item per panel and token tile, wide explicit vectors, no local
  *    memory; OpenCL C 1.2 only;
  *  - cpu: the same on PoCL, with clang's __fp16 conversions and, where the
- *    tuning says int8_gemv (x86 CPUs with AVX-512BW), GEMVs on int8 x with
- *    integer multiply-adds (AVX512-VNNI's where int8_vnni), and from
+ *    tuning says int8_gemv (x86 CPUs with AVX2 or AVX-512BW, at int8_width),
+ *    GEMVs on int8 x with integer multiply-adds (vpdpbusd where int8_vnni), and from
  *    int8_gemm tokens on GEMMs on int8 x, each token's row bit for bit the
  *    GEMV's;
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
@@ -32,9 +32,9 @@ typedef struct mm_variant {
     const char *name;
     int panels;     /* 1: panel layout and cl/matmul_cpu.cl; 0: GGUF layout and cl/matmul_gpu.cl */
     int fp16_clang; /* cpu: convert halves with clang's __fp16 vectors */
-    int x86_int8;   /* cpu: Q8_0/Q4 GEMVs with int8 x and AVX-512BW builtins */
+    int x86_int8;   /* cpu: int8 x products on x86 integer builtins of this width (256, 512; 0: none) */
     int gpu_int8;   /* gpu: decode GEMVs on int8 x with integer dot products (gpu_int8()'s types) */
-    int x86_vnni;   /* cpu: their byte dot products by AVX512-VNNI's vpdpbusd */
+    int x86_vnni;   /* cpu: their byte dot products by vpdpbusd: 1 AVX512-VNNI, 2 AVX-VNNI (tuning's int8_vnni) */
     int int8_gemm;  /* cpu: fewest tokens that take the int8 GEMM (0: never) */
     int int8_ppw;   /* cpu: panels per work-item of the Q4 GEMVs (its quantized x is shared) */
     int int8_ppw_q8; /* cpu: the same for Q8_0, which reads twice the bytes */
@@ -61,9 +61,9 @@ static const mm_variant families[VAR_COUNT] = {
 static mm_variant variant_of(const clf_runtime *rt, int layout) {
     const clf_tuning *t = &rt->tune;
     mm_variant v = families[layout];
-    v.x86_int8 = layout == CLF_MATMUL_CPU && t->int8_gemv;
+    v.x86_int8 = layout == CLF_MATMUL_CPU && t->int8_gemv ? (t->int8_width == CLF_INT8_512 ? 512 : 256) : 0;
     v.gpu_int8 = layout == CLF_MATMUL_GPU && t->int8_gemv;
-    v.x86_vnni = v.x86_int8 && t->int8_vnni;
+    v.x86_vnni = v.x86_int8 ? t->int8_vnni : 0;
     v.int8_gemm = v.x86_int8 ? t->int8_gemm : 0;
     v.int8_ppw = t->int8_ppw;
     v.int8_ppw_q8 = t->int8_ppw_q8;

@@ -28,6 +28,16 @@ void tu_runtime_free(void);
  * what the device resolved. Fails the test on a bad assignment. */
 void tu_tune(const char *assignments);
 
+/* Skips the test (cmocka's skip) with one line saying why: a capability,
+ * model or tool this machine lacks. The one way tests skip. */
+#define TU_SKIP(...)                                                                          \
+    do {                                                                                      \
+        printf("[  SKIPPED ] ");                                                              \
+        printf(__VA_ARGS__);                                                                  \
+        printf("\n");                                                                         \
+        skip();                                                                               \
+    } while (0)
+
 /* Asserts st == CLF_OK, printing clf_last_error() otherwise. */
 #define TU_OK(expr)                                                                           \
     do {                                                                                      \
