@@ -16,7 +16,15 @@ static clf_status print_tuning(const char *sel, int json) {
     clf_runtime *rt;
     CLF_TRY(clf_runtime_create(sel, &rt));
     const clf_tuning *t = &rt->tune;
+    char caps[512], kernels[256];
+    clf_caps_text(rt->dev.caps, caps, sizeof caps);
+    clf_tuning_kernels(t, kernels, sizeof kernels);
     if (json) {
+        printf(",\n \"capabilities\": [");
+        for (int b = 0, n = 0; clf_cap_name(b); b++)
+            if (rt->dev.caps >> b & 1) printf("%s\"%s\"", n++ ? ", " : "", clf_cap_name(b));
+        printf("],\n \"kernels\": ");
+        cli_json_str(stdout, kernels);
         printf(",\n \"tuning\": {\"row\": ");
         cli_json_str(stdout, t->row);
         printf(", \"tuned\": %s, \"overrides\": ", t->tuned ? "true" : "false");
@@ -32,6 +40,7 @@ static clf_status print_tuning(const char *sel, int json) {
     } else {
         char values[1024];
         clf_tuning_format(t, values, sizeof values);
+        printf("capabilities of the selected device (probed): %s\nkernels: %s\n", caps[0] ? caps : "none", kernels);
         printf("tuning of the selected device: table row %s%s%s%s\n  %s\n", t->row,
                t->tuned ? ", measured by clinfer tune" : "", t->overrides[0] ? ", environment: " : "", t->overrides,
                values);

@@ -114,14 +114,17 @@ static void test_int8_other_widths(void **state) {
 static void test_other_variants(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
-    static const char *variants[] = {"cpu", "cpu-portable", "gpu"};
+    /* the cpu panels on float activations too: what a CPU without x86 int8 kernels runs */
+    static const char *variants[] = {"cpu", "cpu int8_gemv=0", "cpu-portable", "gpu"};
+    enum { NV = sizeof variants / sizeof variants[0] };
     static const int ns[] = {1, 16, 64};
-    char done[4][32] = {""};
+    char done[NV + 1][48] = {""};
     with_variant(NULL);
-    snprintf(done[0], sizeof done[0], "%s", clf_matmul_variant(rt));
-    for (int v = 0; v < 3; v++) {
+    snprintf(done[0], sizeof done[0], "%s %d", clf_matmul_variant(rt), rt->tune.int8_gemv);
+    for (int v = 0; v < NV; v++) {
         with_variant(variants[v]);
-        const char *got = clf_matmul_variant(rt); /* "cpu" is "cpu-portable" where clang's __fp16 is not known */
+        char got[48]; /* "cpu" is "cpu-portable" where clang's __fp16 is not known */
+        snprintf(got, sizeof got, "%s %d", clf_matmul_variant(rt), rt->tune.int8_gemv);
         int seen = 0;
         for (int i = 0; i <= v; i++) seen |= !strcmp(done[i], got);
         if (seen) continue;

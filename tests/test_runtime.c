@@ -138,6 +138,47 @@ static void test_kernel_cache(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* The capability probe (host/cl/probe.c): PoCL's CPU device reports clang
+ * and the host's cpuid bits; the answer is kept in the cache as caps-*.txt
+ * and read back the same; a damaged file is probed again, not believed. */
+static void test_capability_probe(void **state) {
+    (void)state;
+    char dir[] = "/tmp/clinfer-caps-XXXXXX", cmd[256];
+    assert_non_null(mkdtemp(dir));
+    setenv("CLINFER_CACHE_DIR", dir, 1);
+    clf_runtime *rt;
+    TU_OK(clf_runtime_create(NULL, &rt));
+    const unsigned probed = rt->dev.caps;
+    char names[512];
+    clf_caps_text(probed, names, sizeof names);
+    print_message("  %s: %s\n", rt->dev.name, names);
+    const int pocl_cpu = (rt->dev.type & CL_DEVICE_TYPE_CPU) && strstr(rt->dev.platform_name, "Portable");
+    if (pocl_cpu) {
+        assert_true(probed & CLF_CAP_CLANG);
+        assert_int_equal(probed & ~((1u << CLF_CAP_HOST_FIRST_BIT) - 1), clf_host_caps());
+    }
+    if (probed & CLF_CAP_AVX512BW) assert_true(probed & CLF_CAP_AVX2); /* what the compiler defines together */
+    clf_runtime_free(rt);
+    snprintf(cmd, sizeof cmd, "test $(ls %s/caps-*.txt | wc -l) = 1", dir);
+    assert_int_equal(system(cmd), 0);
+    TU_OK(clf_runtime_create(NULL, &rt)); /* from the file */
+    assert_int_equal(rt->dev.caps, probed);
+    clf_runtime_free(rt);
+    snprintf(cmd, sizeof cmd, "for f in %s/caps-*.txt; do printf '# x\\nclang x86\\n' > $f; done", dir);
+    assert_int_equal(system(cmd), 0);
+    TU_OK(clf_runtime_create(NULL, &rt)); /* the file is what counts, not a new probe */
+    assert_int_equal(rt->dev.caps, CLF_CAP_CLANG | CLF_CAP_X86 | (pocl_cpu ? clf_host_caps() : 0));
+    clf_runtime_free(rt);
+    snprintf(cmd, sizeof cmd, "for f in %s/caps-*.txt; do printf '# x\\nnot-a-capability\\n' > $f; done", dir);
+    assert_int_equal(system(cmd), 0);
+    TU_OK(clf_runtime_create(NULL, &rt));
+    assert_int_equal(rt->dev.caps, probed);
+    clf_runtime_free(rt);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    unsetenv("CLINFER_CACHE_DIR");
+}
+
 /* Program binaries in the cache (the mode of every platform but PoCL, forced
  * here so that it is tested on PoCL too): hits, and corrupt or truncated
  * files rebuilt. */
@@ -265,7 +306,7 @@ int main(void) {
         cmocka_unit_test(test_embedded_kernel_lookup),   cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_binary_cache),             cmocka_unit_test(test_unwritable_cache_dir),
         cmocka_unit_test(test_kernel_cache),             cmocka_unit_test(test_abort_before_build),
-        cmocka_unit_test(test_launch_counter),
+        cmocka_unit_test(test_launch_counter),           cmocka_unit_test(test_capability_probe),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -194,6 +194,17 @@ void clf_tuning_format(const clf_tuning *t, char *buf, size_t n) {
     }
 }
 
+void clf_tuning_kernels(const clf_tuning *t, char *buf, size_t n) {
+    static const char *const vnni[] = {"", " with vpdpbusd (AVX512-VNNI)", " with vpdpbusd (AVX-VNNI)"};
+    const char *fam = MATMUL_NAMES[t->matmul];
+    if (!t->int8_gemv) snprintf(buf, n, "%s products on float activations", fam);
+    else if (t->matmul != CLF_MATMUL_CPU) snprintf(buf, n, "%s products, int8 decode GEMVs (integer dot products)", fam);
+    else if (t->int8_gemm)
+        snprintf(buf, n, "%s products, int8 at %s bits%s, the int8 GEMM from %d tokens", fam,
+                 WIDTH_NAMES[t->int8_width], vnni[t->int8_vnni], t->int8_gemm);
+    else snprintf(buf, n, "%s products, int8 decode GEMVs at %s bits%s", fam, WIDTH_NAMES[t->int8_width], vnni[t->int8_vnni]);
+}
+
 const char *clf_tuning_param_name(int i) { return i >= 0 && i < NPARAMS ? params[i].name : NULL; }
 const char *clf_tuning_param_help(int i) { return i >= 0 && i < NPARAMS ? params[i].help : NULL; }
 

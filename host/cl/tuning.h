@@ -81,6 +81,10 @@ clf_status clf_tuning_override(const struct clf_device *dev, clf_tuning *t, cons
 /* Every parameter as "name=value ..." (the syntax clf_tuning_apply reads). */
 void clf_tuning_format(const clf_tuning *t, char *buf, size_t n);
 
+/* What the resolved values select, in words ("cpu products, int8 at 512
+ * bits with vpdpbusd (AVX512-VNNI), the int8 GEMM from 2 tokens"). */
+void clf_tuning_kernels(const clf_tuning *t, char *buf, size_t n);
+
 /* Parameters by index, for `clinfer tune` and --json: name, meaning, and
  * the value's text ("gpu", "8"). NULL past the last. */
 const char *clf_tuning_param_name(int i);

@@ -31,12 +31,14 @@ def test_health_loading_then_ready(smol):
 def test_chat(client, model):
     r = client.chat.completions.create(model=model, messages=Q, max_tokens=12, temperature=0)
     c = r.choices[0]
+    n = r.usage.completion_tokens
     assert c.message.role == "assistant" and c.message.content
-    assert c.finish_reason == "length" and r.usage.completion_tokens == 12
-    assert r.usage.total_tokens == r.usage.prompt_tokens + 12
+    # a real model may end its answer early: the count and the reason agree (exact counts: test_counts_tiny)
+    assert 1 <= n <= 12 and c.finish_reason == ("length" if n == 12 else "stop")
+    assert r.usage.total_tokens == r.usage.prompt_tokens + n
     # ChatML with SmolLM2's default system turn: 37 tokens, as `clinfer run --chat` counts them
     assert r.usage.prompt_tokens == 37
-    assert r.model_extra["timings"]["predicted_n"] == 12
+    assert r.model_extra["timings"]["predicted_n"] == n
 
 
 def test_chat_stream_matches_whole(client, model):
@@ -46,15 +48,36 @@ def test_chat_stream_matches_whole(client, model):
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == whole.choices[0].message.content
-    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
-    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 16
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
     assert chunks[-1].usage.prompt_tokens == 37
+
+
+def test_counts_tiny(tiny):
+    """On the tiny model, which never ends a turn: exactly max_tokens, "length", a chunk per token."""
+    s = tiny("--parallel", "1", "--ctx", "128")
+    c = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0)
+    m = c.models.list().data[0].id
+    r = c.chat.completions.create(model=m, messages=Q, max_tokens=12, temperature=0)
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 12
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 12 and r.model_extra["timings"]["predicted_n"] == 12
+    chunks = list(c.chat.completions.create(model=m, messages=Q, max_tokens=16, temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    assert [x.choices[0].finish_reason for x in chunks if x.choices][-1] == "length"
+    assert chunks[-1].usage.completion_tokens == 16
     assert len(chunks) >= 16  # a chunk per token (or more), not one at the end
+    r = c.completions.create(model=m, prompt="The capital of France is", max_tokens=8, temperature=0)
+    assert r.usage.completion_tokens == 8 and r.choices[0].finish_reason == "length"
+    # cut at the context's end, not at max_tokens: the last token is sampled, not evaluated
+    p = c.completions.create(model=m, prompt="hello " * 10, max_tokens=1).usage.prompt_tokens
+    assert p < 128
+    r = c.completions.create(model=m, prompt="hello " * 10, max_tokens=1000, temperature=0)
+    assert r.choices[0].finish_reason == "length" and r.usage.prompt_tokens + r.usage.completion_tokens == 129
 
 
 def test_completion_and_stream(client, model):
     r = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0)
-    assert r.object == "text_completion" and r.usage.completion_tokens == 8
+    assert r.object == "text_completion" and 1 <= r.usage.completion_tokens <= 8
     s = client.completions.create(model=model, prompt="The capital of France is", max_tokens=8, temperature=0,
                                   stream=True)
     assert "".join(c.choices[0].text for c in s) == r.choices[0].text
@@ -68,7 +91,8 @@ def test_default_max_tokens_is_16_for_completions(client, model):
 def test_stop_strings(client, model):
     full = client.completions.create(model=model, prompt="1, 2, 3, 4,", max_tokens=16, temperature=0)
     text = full.choices[0].text
-    stop = text[text.index("7"):][:3]  # "7, " or so: a stop string that begins inside a token run
+    assert len(text) >= 8, text
+    stop = text[len(text) // 2:][:3]  # a stop string that may begin inside a token run, wherever the answer goes
     r = client.completions.create(model=model, prompt="1, 2, 3, 4,", max_tokens=16, temperature=0, stop=[stop, "zzz"])
     assert r.choices[0].finish_reason == "stop"
     assert r.choices[0].text == text[:text.index(stop)]
@@ -106,13 +130,6 @@ def test_errors_as_client_exceptions(client, model):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=model, prompt="hello " * 600)
     assert e.value.code == "context_length_exceeded" and "longer than the context of 512 tokens" in e.value.message
-
-
-def test_length_at_context_end(client, model):
-    # 505 prompt tokens in a 512-token context: the answer is cut at the context, not at max_tokens
-    r = client.completions.create(model=model, prompt="hello " * 504, max_tokens=100, temperature=0)
-    assert r.choices[0].finish_reason == "length"
-    assert r.usage.prompt_tokens + r.usage.completion_tokens == 513  # the last token is sampled, not evaluated
 
 
 PROMPTS = ["The capital of France is", "Water boils at", "The three primary colors are", "A haiku about the sea:",
