@@ -46,6 +46,9 @@ static const param params[] = {
     {P(int8_gemm), 0, 65536, NULL,
      "products of at least this many tokens (prefill) on int8 activations: each block's codes unpacked once per "
      "token tile, every row bit for bit the int8 GEMV's; 0: the float GEMM (needs int8_gemv)"},
+    {P(int8_tm), 2, 12, NULL,
+     "most token rows of an int8 GEMM work-item's tile (fewer where the batch is smaller): its accumulators and a "
+     "block's codes share the vector registers"},
     {P(gemm_tm), 2, 16, NULL, "cpu: token rows of a GEMM work-item's register tile above 12 tokens"},
     {P(gemm_mg), 1, 64, NULL, "cpu: token tiles a GEMM work-item takes in turn, reusing its weight panel from cache"},
     {P(gpu_rpw), 1, 64, NULL, "gpu: weight rows per GEMV work-group"},
@@ -70,26 +73,29 @@ static int value_of(const clf_tuning *t, const param *p) { return *(const int *)
 /* ---- the table ------------------------------------------------------------
  * type: "cpu", "gpu", "accelerator" or "*"; platform: a substring of the
  * platform or vendor name, or "*"; device: substrings of the device name
- * separated by '|', or "*". Rows go from the general to the specific; every
- * row that matches is applied in order, so each level starts from its
- * default row. `why` cites the measurement behind a row. */
+ * separated by '|', or "*"; width: "*", or the int8 kernels' width ("256",
+ * "512") for values that are that width's register budget, applied once
+ * the device's capabilities have fixed the width (clf_tuning_resolve's
+ * second pass). Rows go from the general to the specific; every row that
+ * matches is applied in order, so each level starts from its default row.
+ * `why` cites the measurement behind a row. */
 typedef struct row {
-    const char *type, *platform, *device;
+    const char *type, *platform, *device, *width;
     const char *values;
     const char *why;
 } row;
 
 static const row table[] = {
-    {"*", "*", "*",
-     "matmul=cpu-portable int8_gemv=0 int8_width=auto int8_ppw=4 int8_ppw_q8=1 int8_vnni=0 int8_gemm=0 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
+    {"*", "*", "*", "*",
+     "matmul=cpu-portable int8_gemv=0 int8_width=auto int8_ppw=4 int8_ppw_q8=1 int8_vnni=0 int8_gemm=0 int8_tm=8 gemm_tm=8 gemm_mg=16 gpu_rpw=4 gpu_skinny_max=16 "
      "gpu_tile_max=128 attn=cpu attn_split_keys=256 attn_split_cu=8 ops=cpu binaries=1",
      "CPU shapes: one SIMD work-item per row or panel; bench/RESULTS.md 'Tuning table'"},
-    {"gpu", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
+    {"gpu", "*", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
      "local-memory tiles and work-groups; H200 run, bench/results/h200/; int8 GEMVs: bench/RESULTS.md 'GPU "
      "GEMVs' (PoCL only so far)"},
-    {"accelerator", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
+    {"accelerator", "*", "*", "*", "matmul=gpu int8_gemv=1 attn=gpu attn_split_keys=64 attn_split_cu=4 ops=gpu",
      "as a GPU"},
-    {"cpu", "Portable Computing Language", "*", "matmul=cpu binaries=0 int8_gemv=1 int8_vnni=1 int8_gemm=2",
+    {"cpu", "Portable Computing Language", "*", "*", "matmul=cpu binaries=0 int8_gemv=1 int8_vnni=1 int8_gemm=2",
      "PoCL compiles with clang: __fp16 vectors convert in one instruction; it caches its own builds, and a "
      "first run without binaries is 3-4x shorter (bench/RESULTS.md 'First run'). The int8 products wherever the "
      "probe finds AVX2 or AVX-512BW (capabilities below): AVX-512BW Q4 GEMVs 1.7-1.9x, Q8_0 tg +4-10%; int8_vnni: "
@@ -122,7 +128,8 @@ static void row_name(const row *r, char *buf, size_t n) {
     snprintf(dev, sizeof dev, "%s", r->device);
     char *bar = strchr(dev, '|');
     if (bar) *bar = 0;
-    snprintf(buf, n, "%s/%s/%s", r->type, plat, dev);
+    snprintf(buf, n, "%s/%s/%s%s%s", r->type, plat, dev, strcmp(r->width, "*") ? "/int8-" : "",
+             strcmp(r->width, "*") ? r->width : "");
 }
 
 /* ---- assignments: "name=value ..." ----------------------------------------- */
@@ -210,12 +217,15 @@ const char *clf_tuning_param_help(int i) { return i >= 0 && i < NPARAMS ? params
 
 /* ---- resolution ------------------------------------------------------------ */
 
-static clf_status table_values(const clf_device *d, clf_tuning *t) {
+/* The rows that match d, with those of int8 width `width` (CLF_INT8_*;
+ * auto: none of them). */
+static clf_status table_values(const clf_device *d, int width, clf_tuning *t) {
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const row *r = &table[i];
         if (!type_matches(r->type, d) || !text_matches(r->platform, d->platform_name, d->vendor) ||
-            !text_matches(r->device, d->name, NULL))
+            !text_matches(r->device, d->name, NULL) ||
+            (strcmp(r->width, "*") && (width == CLF_INT8_AUTO || strcmp(r->width, WIDTH_NAMES[width]))))
             continue;
         CLF_TRY(clf_tuning_apply(t, r->values, "tuning table"));
         row_name(r, t->row, sizeof t->row);
@@ -287,8 +297,8 @@ static clf_status env_variant(clf_tuning *t, const char *var, const char *param_
     return CLF_OK;
 }
 
-clf_status clf_tuning_resolve(const clf_device *d, const char *cache_dir, clf_tuning *t) {
-    CLF_TRY(table_values(d, t));
+static clf_status resolve_pass(const clf_device *d, const char *cache_dir, int width, clf_tuning *t) {
+    CLF_TRY(table_values(d, width, t));
     if (cache_dir && *cache_dir) {
         char path[1100];
         clf_tuning_path(d, cache_dir, path, sizeof path);
@@ -307,11 +317,18 @@ clf_status clf_tuning_resolve(const clf_device *d, const char *cache_dir, clf_tu
     return CLF_OK;
 }
 
+/* Twice where there are int8 kernels: the width comes out of the
+ * capabilities, then its rows apply under the tune file and environment. */
+clf_status clf_tuning_resolve(const clf_device *d, const char *cache_dir, clf_tuning *t) {
+    CLF_TRY(resolve_pass(d, cache_dir, CLF_INT8_AUTO, t));
+    return t->int8_width == CLF_INT8_AUTO ? CLF_OK : resolve_pass(d, cache_dir, t->int8_width, t);
+}
+
 clf_status clf_tuning_save(const clf_device *d, const char *cache_dir, const clf_tuning *t) {
     if (!cache_dir || !*cache_dir)
         return clf_fail(CLF_ERR_IO, "the kernel cache is off (CLINFER_CACHE_DIR is empty): nowhere to keep tuning");
     clf_tuning base;
-    CLF_TRY(table_values(d, &base));
+    CLF_TRY(table_values(d, t->int8_width, &base));
     char line[1024] = "";
     for (int i = 0; i < NPARAMS; i++) {
         if (value_of(t, &params[i]) == value_of(&base, &params[i])) continue;

@@ -39,6 +39,7 @@ typedef struct clf_tuning {
     int int8_ppw_q8;     /* the same for Q8_0 */
     int int8_vnni;       /* the int8 byte dot products by vpdpbusd: 1 AVX512-VNNI (EVEX), 2 AVX-VNNI (VEX), 0 none */
     int int8_gemm;       /* fewest tokens a product takes on the int8 GEMM (prefill), 0: never (with int8_gemv) */
+    int int8_tm;         /* cpu: most token rows of an int8 GEMM tile */
     int gemm_tm;         /* cpu: token rows of a GEMM work-item tile above 12 tokens */
     int gemm_mg;         /* cpu: token tiles a work-item takes in turn */
     int gpu_rpw;         /* gpu: GEMV rows per work-group */

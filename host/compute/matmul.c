@@ -38,6 +38,7 @@ typedef struct mm_variant {
     int int8_gemm;  /* cpu: fewest tokens that take the int8 GEMM (0: never) */
     int int8_ppw;   /* cpu: panels per work-item of the Q4 GEMVs (its quantized x is shared) */
     int int8_ppw_q8; /* cpu: the same for Q8_0, which reads twice the bytes */
+    int int8_tm;    /* cpu: most token rows of an int8 GEMM tile */
     int gemm_tm;    /* cpu: token rows of a GEMM work-item tile */
     int gemm_mg;    /* cpu: token tiles a work-item takes in turn, reusing its weight panel from cache */
     /* gpu GEMM tiles (tokens x rows per work-group, per work-item), smallest
@@ -67,6 +68,7 @@ static mm_variant variant_of(const clf_runtime *rt, int layout) {
     v.int8_gemm = v.x86_int8 ? t->int8_gemm : 0;
     v.int8_ppw = t->int8_ppw;
     v.int8_ppw_q8 = t->int8_ppw_q8;
+    v.int8_tm = t->int8_tm;
     v.gemm_tm = t->gemm_tm;
     v.gemm_mg = t->gemm_mg;
     v.tile_max = t->gpu_tile_max;
@@ -135,13 +137,13 @@ static int uses_int8_gemm(const mm_variant *v, clf_type t, int64_t n) {
     return n > 1 && v->int8_gemm > 0 && n >= v->int8_gemm && uses_int8(v, t, 1);
 }
 
-/* Its token tile: the float GEMM's (cpu_tm) up to 8 rows. 256-row Llama
- * pp512 under load, alternating: TM 8 0.97-1.07x TM 4 (Q4_K_M), 1.01-1.07x
- * (Q6_K); 12 was slower (its accumulators and the 16 code vectors of a
- * sub-block spill). */
+/* Its token tile: the float GEMM's (cpu_tm) up to int8_tm rows. At 512
+ * bits, 256-row Llama pp512 under load, alternating: TM 8 0.97-1.07x TM 4
+ * (Q4_K_M), 1.01-1.07x (Q6_K); 12 was slower (its accumulators and the 16
+ * code vectors of a sub-block spill). */
 static int int8_tm(const mm_variant *v, int64_t n) {
     const int tm = cpu_tm(v, n);
-    return tm < 8 ? tm : 8;
+    return tm < v->int8_tm ? tm : v->int8_tm;
 }
 
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
