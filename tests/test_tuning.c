@@ -72,7 +72,7 @@ static void test_rows(void **state) {
     assert_int_equal(t.matmul, CLF_MATMUL_CPU);
     assert_int_equal(t.int8_gemv, 1);
     assert_int_equal(t.int8_width, CLF_INT8_256);
-    assert_string_equal(t.row, "cpu/pocl/*");
+    assert_string_equal(t.row, "cpu/*/*/int8-256"); /* the last row applied: its width's */
     t = resolve(&intel_cpu);
     assert_int_equal(t.matmul, CLF_MATMUL_CPU_PORTABLE);
     assert_int_equal(t.ops, CLF_SHAPE_CPU);
@@ -213,6 +213,30 @@ static void test_int8_capabilities(void **state) {
     clear_env();
 }
 
+/* Rows keyed by int8 width apply once the capabilities fix the width: an
+ * AVX2 device and an AVX-512 one forced to 256 bits get the same values,
+ * the 512-bit device its own; the environment still has the last word. */
+static void test_width_rows(void **state) {
+    (void)state;
+    clear_env();
+    const char *pocl_name = "Portable Computing Language";
+    const clf_device avx2 = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-a", CAPS_AVX2);
+    const clf_device avx512 = device_caps(CL_DEVICE_TYPE_CPU, pocl_name, "cpu-b", CAPS_AVX512);
+    const clf_tuning t2 = resolve(&avx2), t5 = resolve(&avx512);
+    assert_non_null(strstr(t2.row, "int8-256"));
+    assert_null(strstr(t5.row, "int8-256"));
+    setenv("CLINFER_TUNE", "int8_width=256", 1);
+    clf_tuning f = resolve(&avx512);
+    assert_string_equal(f.row, t2.row);
+    assert_int_equal(f.int8_ppw, t2.int8_ppw);
+    assert_int_equal(f.int8_tm, t2.int8_tm);
+    setenv("CLINFER_TUNE", "int8_width=256 int8_ppw=7 int8_tm=5", 1);
+    f = resolve(&avx512);
+    assert_int_equal(f.int8_ppw, 7);
+    assert_int_equal(f.int8_tm, 5);
+    clear_env();
+}
+
 /* clf_tuning_format writes what clf_tuning_apply reads, for every parameter. */
 static void test_format_round_trip(void **state) {
     (void)state;
@@ -274,7 +298,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_env_overrides),
-        cmocka_unit_test(test_int8_capabilities),
+        cmocka_unit_test(test_int8_capabilities), cmocka_unit_test(test_width_rows),
         cmocka_unit_test(test_format_round_trip),
         cmocka_unit_test(test_tune_file),
     };
