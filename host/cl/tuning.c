@@ -103,7 +103,7 @@ static const row table[] = {
      "from the smallest batch (pp4-pp16 1.2-2.3x, pp512 1.9-2.5x), and from 2 every product's rows are the GEMV's "
      "whatever the batch; bench/RESULTS.md 'Tuning table', 'int8 prefill GEMM and VNNI (issue 12)', 'AVX2 (issue 24)'"},
     /* the int8 kernels at 256 bits: 16 vector registers of half the width, so a 512-bit value is two */
-    {"cpu", "*", "*", "256", "int8_ppw=2 int8_tm=4",
+    {"cpu", "*", "*", "256", "int8_ppw=1 int8_tm=4",
      "a work-item's accumulators are twice the registers of 512 bits' (AVX2 has 16 ymm, AVX-512 32 zmm): half the "
      "panels and tokens keep them in registers; bench/RESULTS.md 'AVX2 (issue 24)'"},
 };
