@@ -5,6 +5,7 @@ CLINFER_BIN (the installed command) and CLINFER_TINY_MODEL (a tiny model
 without an end-of-generation token)."""
 import os
 import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -179,3 +180,31 @@ def test_sessions_share_a_model_across_threads(tiny):
     for t in threads:
         t.join()
     assert got == [want] * 4
+
+
+def _python(code):
+    """code in a fresh interpreter on the tiny model (m); its exit status
+    and stderr. A crash (SIGSEGV) is a negative status; a hang ends at the
+    timeout, which only a hang reaches."""
+    head = ("import os, clinfer\n"
+            "m = clinfer.Model(os.environ['CLINFER_TINY_MODEL'])\n"
+            "s = m.session(n_ctx=65536)\n"
+            "it = s.generate('hi', max_tokens=60000, stream=True)\n"
+            "next(it)\n")
+    r = subprocess.run([sys.executable, "-c", head + code], capture_output=True, text=True, timeout=240)
+    return r.returncode, r.stderr
+
+
+@pytest.mark.parametrize("code", [
+    # close cancels the running generation and waits for it; the stream then ends
+    "m.close()\nrest = list(it)\nassert s.last_result['stop'] == 'cancelled', s.last_result\n"
+    "try:\n    s.n_past\nexcept clinfer.Error as e:\n    assert 'closed' in e.message\nelse:\n    raise SystemExit(3)\n",
+    "s.close()\nlist(it)\nassert s.last_result['stop'] == 'cancelled'\nm.close()\n",
+    # garbage collection and interpreter exit with the stream still running
+    "del s, m\n",
+    "",
+    "import threading\nthreading.Thread(target=m.close).start()\nlist(it)\n",
+])
+def test_close_while_streaming(code):
+    rc, err = _python(code)
+    assert rc == 0, err
