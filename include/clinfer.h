@@ -163,10 +163,17 @@ typedef struct clinfer_chat_message {
  * ChatML): the template's default system message when the conversation has
  * none (a system message goes where the format puts it), each message, and
  * with add_assistant the header that starts the answer. *text: clinfer_free
- * it. Tokenize the result with parse_special. CLINFER_ERR_FORMAT for a
- * template clinfer does not know. */
+ * it. CLINFER_ERR_FORMAT for a template clinfer does not know. The text is
+ * for reading: tokenized with parse_special, control-token text inside a
+ * message ("<|im_end|>" typed by a user) would become the control token and
+ * could close the turn; clinfer_chat_tokenize gives a prompt's tokens. */
 CLINFER_API clinfer_status clinfer_chat_apply(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
                                               int add_assistant, char **text, size_t *len);
+/* The same conversation as the prompt's token ids in *tokens (clinfer_free
+ * it), BOS first where the model adds one: the template's markers are
+ * control tokens and the messages' contents are text, whatever they hold. */
+CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
+                                                 int add_assistant, int32_t **tokens, int *n_tokens);
 
 /* ---- sessions: a context (KV cache) on a model ----------------------------- */
 

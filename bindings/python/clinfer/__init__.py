@@ -220,17 +220,36 @@ class Model(_Handle):
         finally:
             lib.clinfer_free(ptr)
 
-    def chat(self, messages, add_assistant=True):
-        """[{"role": "user", "content": "..."}, ...] -> the prompt text in the
-        model's chat format (tokenize it with parse_special=True)."""
+    @staticmethod
+    def _messages(messages):
         keep = [(m["role"].encode(), m["content"].encode()) for m in messages]
-        arr = (_lib.ChatMessage * max(len(keep), 1))(*[_lib.ChatMessage(r, c) for r, c in keep])
+        return keep, (_lib.ChatMessage * max(len(keep), 1))(*[_lib.ChatMessage(r, c) for r, c in keep])
+
+    def chat(self, messages, add_assistant=True):
+        """[{"role": "user", "content": "..."}, ...] -> the conversation's text
+        in the model's chat format, to read: chat_tokens gives the prompt
+        (tokenized with parse_special, control-token text typed in a message
+        would become the token)."""
+        keep, arr = self._messages(messages)
         ptr = ctypes.c_void_p()
         length = ctypes.c_size_t()
         _check(self._call(lib.clinfer_chat_apply, arr, len(keep), int(add_assistant), ctypes.byref(ptr),
                                       ctypes.byref(length)))
         try:
             return _str(ctypes.string_at(ptr, length.value))
+        finally:
+            lib.clinfer_free(ptr)
+
+    def chat_tokens(self, messages, add_assistant=True):
+        """The conversation as prompt token ids: the format's markers are
+        control tokens, the messages' contents text, whatever they hold."""
+        keep, arr = self._messages(messages)
+        ptr = ctypes.POINTER(ctypes.c_int32)()
+        n = ctypes.c_int()
+        _check(self._call(lib.clinfer_chat_tokenize, arr, len(keep), int(add_assistant), ctypes.byref(ptr),
+                          ctypes.byref(n)))
+        try:
+            return ptr[:n.value] if n.value else []
         finally:
             lib.clinfer_free(ptr)
 
@@ -341,8 +360,7 @@ class Session(_Handle):
         cancel() (or when the stream is closed); last_result says which."""
         if isinstance(prompt, str):
             if chat:
-                prompt = self.model.tokenize(self.model.chat([{"role": "user", "content": prompt}]),
-                                             add_special=True, parse_special=True)
+                prompt = self.model.chat_tokens([{"role": "user", "content": prompt}])
             else:
                 prompt = self.model.tokenize(prompt)
         sp = lib.clinfer_sampler_default_params()
