@@ -154,7 +154,10 @@ CLINFER_API clinfer_status clinfer_detokenize(const clinfer_model *m, const int3
 CLINFER_API int clinfer_token_is_eog(const clinfer_model *m, int32_t token);
 
 typedef struct clinfer_chat_message {
-    const char *role; /* "system", "user" or "assistant" */
+    /* "system", "user", "assistant" or "tool" (a tool's result: ChatML's
+     * "tool" turn, Llama 3's "ipython"; CLINFER_ERR_ARG in formats without
+     * one: Gemma, Phi-3, Zephyr); another role is CLINFER_ERR_ARG */
+    const char *role;
     const char *content;
 } clinfer_chat_message;
 
@@ -243,7 +246,9 @@ CLINFER_API clinfer_status clinfer_sampler_create(const clinfer_model *m, const 
                                                   clinfer_sampler **out);
 CLINFER_API void clinfer_sampler_free(clinfer_sampler *smp);
 /* The next token for `logits` (n_vocab floats, unchanged), not recorded in
- * the penalty's history: clinfer_sampler_accept does that. */
+ * the penalty's history: clinfer_sampler_accept does that. A logit of
+ * -INFINITY masks its token; CLINFER_ERR_ARG for a NaN logit or when every
+ * logit is -INFINITY (no token to draw). */
 CLINFER_API clinfer_status clinfer_sampler_sample(clinfer_sampler *smp, const float *logits, int n_vocab,
                                                   int32_t *token);
 /* Records a token (of the prompt or generated) for the repetition penalty. */
@@ -290,8 +295,10 @@ typedef struct clinfer_generate_result {
  * when the session has logits), then samples up to max_tokens tokens,
  * passing each one's text to on_token. Stops at an end-of-generation token
  * (not passed on), at max_tokens, when on_token returns nonzero, with
- * CLINFER_ERR_CONTEXT when the context is full and with
- * CLINFER_ERR_INTERRUPTED after clinfer_session_cancel. The prompt and
+ * CLINFER_ERR_CONTEXT when the context is full, with
+ * CLINFER_ERR_INTERRUPTED after clinfer_session_cancel and with
+ * CLINFER_ERR_FORMAT when the model's logits are not finite (NaN or Inf:
+ * a corrupt model), as `clinfer run` does. The prompt and
  * the sampled tokens stay in the session, except the last one sampled
  * (result->last), which is not evaluated: evaluate it first to continue the
  * text. The sampler (when given) records the prompt and the tokens.

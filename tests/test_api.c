@@ -252,6 +252,13 @@ static void test_chat_tokenize(void **state) {
     clinfer_free(plain);
     clinfer_free(ids);
     ASSERT_FAILS(clinfer_chat_tokenize(v, NULL, 1, 1, &ids, &n), CLINFER_ERR_ARG, "no messages");
+    /* the roles clinfer.h lists (issue 25): a tool's result, and nothing else */
+    clinfer_chat_message tool[] = {{"user", "2+2?"}, {"tool", "4"}, {"robot", "x"}};
+    ASSERT_OK(clinfer_chat_apply(v, tool, 2, 0, &text, &len));
+    assert_non_null(strstr(text, "<|im_start|>tool\n4<|im_end|>\n"));
+    clinfer_free(text);
+    ASSERT_FAILS(clinfer_chat_apply(v, tool, 3, 0, &text, &len), CLINFER_ERR_ARG, "'robot'");
+    ASSERT_FAILS(clinfer_chat_tokenize(v, tool, 3, 0, &ids, &n), CLINFER_ERR_ARG, "'robot'");
     clinfer_model_free(v);
     unlink(path);
 }
@@ -312,6 +319,27 @@ static void test_session_eval(void **state) {
     assert_int_equal(clinfer_session_n_past(NULL), 0);
 }
 
+/* A model whose logits are all NaN (tiny_gguf --nan): clinfer_generate
+ * fails as `clinfer run` does, not with token 0. */
+static void test_generate_nan_logits(void **state) {
+    (void)state;
+    char path[300], cmd[1024];
+    snprintf(path, sizeof path, "%s.nan.gguf", tiny_path);
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --no-eog --nan", getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *m;
+    clinfer_session *s;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m));
+    ASSERT_OK(clinfer_session_create(m, NULL, &s));
+    int32_t prompt[] = {1, 2, 3};
+    clinfer_generate_result r = {.size = sizeof r};
+    ASSERT_FAILS(clinfer_generate(s, prompt, 3, NULL, &r), CLINFER_ERR_FORMAT, "non-finite logits");
+    assert_int_equal(r.n_generated, 0);
+    clinfer_session_free(s);
+    clinfer_model_free(m);
+    unlink(path);
+}
+
 static void test_sampler(void **state) {
     (void)state;
     int nv = clinfer_model_n_vocab(tiny);
@@ -336,6 +364,16 @@ static void test_sampler(void **state) {
     ASSERT_FAILS(clinfer_sampler_sample(smp, lg, nv + 1, &t), CLINFER_ERR_ARG, "logits for a sampler");
     ASSERT_FAILS(clinfer_sampler_sample(smp, lg, 0, &t), CLINFER_ERR_ARG, "logits for a sampler");
     ASSERT_FAILS(clinfer_sampler_sample(NULL, lg, nv, &t), CLINFER_ERR_ARG, "NULL");
+    /* what the CLI refuses (issue 25): a NaN logit, or nothing to draw; -inf masks */
+    for (int i = 0; i < nv; i++) lg[i] = -1.0f / 0.0f;
+    ASSERT_FAILS(clinfer_sampler_sample(smp, lg, nv, &t), CLINFER_ERR_ARG, "no token to sample");
+    lg[5] = 1.0f;
+    ASSERT_OK(clinfer_sampler_sample(smp, lg, nv, &t));
+    assert_int_equal(t, 5);
+    for (int i = 0; i < nv; i++) lg[i] = 0.0f / 0.0f;
+    ASSERT_FAILS(clinfer_sampler_sample(smp, lg, nv, &t), CLINFER_ERR_ARG, "NaN");
+    lg[17] = 5.0f;
+    ASSERT_FAILS(clinfer_sampler_sample(smp, lg, nv, &t), CLINFER_ERR_ARG, "NaN");
     clinfer_sampler_free(smp);
     clinfer_sampler_free(NULL);
     clinfer_sampler_accept(NULL, 1);
@@ -512,7 +550,7 @@ int main(void) {
         cmocka_unit_test(test_version_and_errors), cmocka_unit_test(test_devices),
         cmocka_unit_test(test_load_errors),        cmocka_unit_test(test_info),
         cmocka_unit_test(test_text),               cmocka_unit_test(test_vocab_only),
-        cmocka_unit_test(test_chat_tokenize),
+        cmocka_unit_test(test_chat_tokenize),      cmocka_unit_test(test_generate_nan_logits),
         cmocka_unit_test(test_session_eval),       cmocka_unit_test(test_sampler),
         cmocka_unit_test(test_generate),           cmocka_unit_test(test_generate_context_full),
         cmocka_unit_test(test_threads),

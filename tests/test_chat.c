@@ -164,7 +164,32 @@ static void test_template_details(void **state) {
     assert_null(buf);
     TU_OK(clf_chat_append(&c, "assistant", " Hi ", &buf, &len));
     assert_string_equal(buf, "<start_of_turn>model\nHi<end_of_turn>\n");
+    /* the roles clinfer.h lists: a tool's result where the format has a turn for it */
+    assert_int_equal(clf_chat_append(&c, "tool", "42", &buf, &len), CLF_ERR_ARG);
     free(buf);
+    static const struct { const char *tmpl, *want; } TOOL[] = {
+        {NULL, "<|im_start|>tool\n42<|im_end|>\n"},
+        {"<|start_header_id|>", "<|start_header_id|>ipython<|end_header_id|>\n\n42<|eot_id|>"},
+        {"<|user|><|end|>", NULL},
+        {"<|user|>", NULL},
+    };
+    for (size_t i = 0; i < sizeof TOOL / sizeof TOOL[0]; i++) {
+        TU_OK(clf_chat_init(TOOL[i].tmpl, &c));
+        buf = NULL;
+        len = 0;
+        clf_status st = clf_chat_append(&c, "tool", "42", &buf, &len);
+        if (TOOL[i].want) {
+            TU_OK(st);
+            assert_string_equal(buf, TOOL[i].want);
+        } else {
+            assert_int_equal(st, CLF_ERR_ARG);
+        }
+        free(buf);
+        buf = NULL;
+        len = 0;
+        assert_int_equal(clf_chat_append(&c, "developer", "x", &buf, &len), CLF_ERR_ARG);
+        free(buf);
+    }
 }
 
 /* A SentencePiece vocabulary of these tokens and no chat template. */

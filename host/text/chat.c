@@ -158,10 +158,17 @@ static clf_status turn(const clf_chat *c, const char *role, const char *prefix, 
     char head[96];
     const char *end = clf_chat_turn_end(c);
     int trimmed = 0;
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool"))
+        return clf_fail(CLF_ERR_ARG, "the chat role '%.32s' is not system, user, assistant or tool", role);
+    /* a tool's result: ChatML templates write its role as it is, Llama 3.1's
+     * as "ipython"; Gemma's, Phi-3's and Zephyr's have no such turn */
+    if (!strcmp(role, "tool") && c->format != CLF_CHAT_CHATML && c->format != CLF_CHAT_LLAMA3)
+        return clf_fail(CLF_ERR_ARG, "the %s chat format has no tool turn", clf_chat_format_name(c->format));
     switch (c->format) {
     case CLF_CHAT_CHATML: snprintf(head, sizeof head, "<|im_start|>%.32s\n", role); break;
     case CLF_CHAT_LLAMA3:
-        snprintf(head, sizeof head, "<|start_header_id|>%.32s<|end_header_id|>\n\n", role);
+        snprintf(head, sizeof head, "<|start_header_id|>%.32s<|end_header_id|>\n\n",
+                 strcmp(role, "tool") ? role : "ipython");
         trimmed = 1;
         break;
     case CLF_CHAT_ZEPHYR:

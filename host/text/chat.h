@@ -69,7 +69,8 @@ clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, con
  * the model after an answer so that the next turn follows as in training. */
 const char *clf_chat_turn_end(const clf_chat *c);
 
-/* Appends one message (role "system", "user" or "assistant") to *buf
+/* Appends one message (role "system", "user", "assistant" or "tool", as
+ * clinfer_chat_message says; another is CLF_ERR_ARG) to *buf
  * (malloc'd, grown, NUL-terminated; *len bytes). Gemma has no system turn:
  * CLF_ERR_ARG (clf_chat_render places a system message). */
 clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len);
