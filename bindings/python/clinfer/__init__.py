@@ -15,6 +15,7 @@ running generation and waits for it).
 import atexit
 import contextlib
 import ctypes
+import operator
 import os
 import queue
 import threading
@@ -72,7 +73,24 @@ def devices():
     return out
 
 
+_INT = (-2**31, 2**31 - 1)  # the C int (and int32_t) of the library's arguments
+_U64 = (0, 2**64 - 1)
+
+
+def _int(name, value, bounds=_INT):
+    """value as an integer in bounds: ctypes would wrap one outside them
+    silently (2**32 + 5 -> 5), so it is refused instead."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise Error(2, f"{name} must be an integer, not {type(value).__name__}") from None
+    if not bounds[0] <= v <= bounds[1]:
+        raise Error(2, f"{name} {v} is out of range ({bounds[0]} .. {bounds[1]})")
+    return v
+
+
 def _ids(tokens):
+    tokens = [_int(f"token {i}", t) for i, t in enumerate(tokens)]
     arr = (ctypes.c_int32 * len(tokens))(*tokens)
     return arr, len(tokens)
 
@@ -255,7 +273,7 @@ class Model(_Handle):
 
     def is_eog(self, token):
         """Whether a token ends generation (EOS, <|im_end|>, ...)."""
-        return bool(self._call(lib.clinfer_token_is_eog, token))
+        return bool(self._call(lib.clinfer_token_is_eog, _int("token", token)))
 
     def session(self, n_ctx=0, n_batch=0, kv="f32"):
         """A new session (context) on this model: n_ctx 0 is the model's
@@ -276,7 +294,7 @@ class Session(_Handle):
         self.last_result = None
         self._busy = threading.Lock()  # one generation or evaluation at a time
         p = lib.clinfer_session_default_params()
-        p.n_ctx, p.n_batch, p.kv_type = n_ctx, n_batch, 0 if kv == "f32" else 1
+        p.n_ctx, p.n_batch, p.kv_type = _int("n_ctx", n_ctx), _int("n_batch", n_batch), 0 if kv == "f32" else 1
         h = ctypes.c_void_p()
         with model._use() as mh:  # so that the model's close() finds this session
             _check(lib.clinfer_session_create(mh, ctypes.byref(p), ctypes.byref(h)))
@@ -317,7 +335,7 @@ class Session(_Handle):
     def reset(self, pos=0):
         """Forgets the tokens from position pos on (0: all)."""
         with self._exclusive():
-            _check(self._call(lib.clinfer_session_rewind, pos))
+            _check(self._call(lib.clinfer_session_rewind, _int("pos", pos)))
 
     def eval(self, tokens, all_logits=False):
         """Appends tokens to the context; with all_logits returns every
@@ -364,9 +382,11 @@ class Session(_Handle):
             else:
                 prompt = self.model.tokenize(prompt)
         sp = lib.clinfer_sampler_default_params()
-        sp.temperature, sp.top_k, sp.top_p, sp.min_p = temperature, top_k, top_p, min_p
-        sp.repeat_penalty, sp.repeat_last_n, sp.seed = repeat_penalty, repeat_last_n, seed
-        args = (list(prompt), max_tokens, sp, special, reset)
+        sp.temperature, sp.top_k, sp.top_p, sp.min_p = temperature, _int("top_k", top_k), top_p, min_p
+        sp.repeat_penalty, sp.repeat_last_n = repeat_penalty, _int("repeat_last_n", repeat_last_n)
+        sp.seed = _int("seed", seed, _U64)
+        args = (list(prompt), _int("max_tokens", max_tokens), sp, special, reset)
+        _ids(args[0])  # out-of-range ids raise here, not on the stream's thread
         if stream:
             return self._stream(args)
         pieces = []

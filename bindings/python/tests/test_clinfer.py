@@ -229,3 +229,25 @@ def test_chat_messages_are_text(model):
     # a benign conversation: the rendered text's tokens, as before
     talk = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi!"}]
     assert model.chat_tokens(talk) == model.tokenize(model.chat(talk), parse_special=True)
+
+
+def test_integers_out_of_range_raise(tiny):
+    """ctypes wraps an integer silently (2**32 + 5 is 5): each is checked
+    against its C type instead (issue 25)."""
+    with tiny.session() as s:
+        for bad in (lambda: s.eval([2**32 + 5]), lambda: s.eval([-2**31 - 1]),
+                    lambda: s.generate("hi", max_tokens=2**32 + 3), lambda: s.generate("hi", top_k=2**40),
+                    lambda: s.generate("hi", repeat_last_n=2**32), lambda: s.generate("hi", seed=-1),
+                    lambda: s.generate("hi", seed=2**64), lambda: s.generate([2**32 + 5], max_tokens=1),
+                    lambda: s.generate("hi", max_tokens=2**32 + 3, stream=True), lambda: s.reset(2**32),
+                    lambda: tiny.detokenize([2**32 + 5]), lambda: tiny.is_eog(2**32 + 5),
+                    lambda: tiny.session(n_ctx=2**32 + 16), lambda: s.generate("hi", max_tokens=2.5)):
+            with pytest.raises(clinfer.Error) as e:
+                bad()
+            assert e.value.status == 2 and ("out of range" in e.value.message or "integer" in e.value.message)
+        assert s.n_past == 0  # nothing was evaluated
+        assert len(list(s.generate("hi", max_tokens=3, top_k=2**31 - 1, seed=2**64 - 1, temperature=1,
+                                   stream=True))) == 3
+        s.reset()
+        s.eval([np.int64(5)])  # numpy integers are integers
+        assert s.n_past == 1
