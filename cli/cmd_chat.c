@@ -39,8 +39,11 @@ static clf_status one_turn(chat_state *cs, const char *user) {
     clf_status st = turn_tokens(cs, user, &ids, &n);
     if (st != CLF_OK) return st;
     int room = cs->s.c->n_ctx - cs->s.c->n_past - n;
-    if (room < 2) {
+    if (room < 2) { /* a turn that cannot fit even an empty context is not a full context */
         free(ids);
+        if (n + 2 > cs->s.c->n_ctx)
+            return clf_fail(CLF_ERR_CONTEXT, "the message is %d tokens, longer than the context of %d tokens (--ctx)",
+                            n, cs->s.c->n_ctx);
         return clf_fail(CLF_ERR_CONTEXT, "the context is full (%d of %d tokens used): /reset to start over",
                         cs->s.c->n_past, cs->s.c->n_ctx);
     }
