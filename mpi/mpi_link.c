@@ -229,6 +229,7 @@ clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, c
     snprintf(su->model, sizeof su->model, "%s", model ? model : "");
     snprintf(su->device, sizeof su->device, "%s", device ? device : "");
     su->file_bytes = clf_gguf_size(g);
+    su->digest = clf_gguf_header_digest(g);
     MPI_Bcast(su, sizeof *su, MPI_BYTE, 0, MPI_COMM_WORLD);
     job.setup_sent = 1;
     clf_llama *m = NULL;

@@ -58,6 +58,7 @@ typedef struct clf_mpi_setup {
     int32_t stop;
     int32_t layers[CLF_MPI_MAX_RANKS][2]; /* the plan: rank r holds layers [l0, l1) */
     uint64_t file_bytes; /* the size of rank 0's file: a rank whose file differs refuses */
+    uint64_t digest;     /* and its clf_gguf_header_digest: the same size is not the same file */
     char model[4096];    /* -m as given ("": the default); each rank resolves it (clf_model_path) */
     char device[256];    /* --device ("": each rank's own CLINFER_DEVICE or default) */
 } clf_mpi_setup;

@@ -33,6 +33,8 @@ static clf_status load(worker *w, const clf_mpi_setup *su, int l0, int l1) {
     if (clf_gguf_size(w->g) != su->file_bytes)
         return clf_fail(CLF_ERR_FORMAT, "%s has %zu bytes, rank 0's model %llu: not the same file", path,
                         clf_gguf_size(w->g), (unsigned long long)su->file_bytes);
+    if (clf_gguf_header_digest(w->g) != su->digest)
+        return clf_fail(CLF_ERR_FORMAT, "%s has rank 0's size but other metadata or tensors: not the same file", path);
     CLF_TRY(clf_runtime_create(su->device[0] ? su->device : NULL, &w->rt));
     return clf_llama_load_range(w->rt, w->g, l0, l1, &w->m);
 }

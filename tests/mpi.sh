@@ -160,6 +160,15 @@ expect() {
 cd "$W" || exit 1
 AT_RANK=1 AT_DIR=/ expect "file missing on rank 1" 3 "^clinfer: I/O error: rank 1: .*tiny\.gguf" 60 \
     $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4
+# ... or finds a file of the same size that is another model (one byte of
+# its metadata differs: the header and tensor index are compared, issue 25)
+mkdir -p "$W/other"
+python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); assert d.count(b'test model') == 1
+open(sys.argv[2], 'wb').write(d.replace(b'test model', b'test modem'))" "$W/tiny.gguf" "$W/other/tiny.gguf" ||
+    fail "cannot write a same-size model"
+AT_RANK=1 AT_DIR="$W/other" expect "another file of the same size on rank 1" 4 \
+    "^clinfer: format error: rank 1: tiny\.gguf has rank 0's size but other metadata or tensors" 60 \
+    $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4
 AT_RANK=2 AT_PRE="env CLINFER_GLOBAL_MEM_MB=0.01" expect "device too small on rank 2" 7 \
     "^clinfer: out of memory: rank 2: " 60 $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4
 # ... or later: rank 2 holds its layers but not the KV cache of 65536 (the
