@@ -131,7 +131,9 @@ int clf_mpi_worker(void) {
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, STDOUT_FILENO), close(null);
     clf_mpi_setup su;
-    MPI_Bcast(&su, sizeof su, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req; /* rank 0's side is nonblocking (clf_mpi_load): so is ours, to match */
+    MPI_Ibcast(&su, sizeof su, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (clf_mpi_wait(&req, 0, "waiting for the setup") != CLF_OK) MPI_Abort(MPI_COMM_WORLD, CLF_ERR_INTERRUPTED);
     if (su.stop) {
         MPI_Finalize();
         return 0;
@@ -142,7 +144,8 @@ int clf_mpi_worker(void) {
     clf_mpi_loaded ld = {.status = loaded};
     if (loaded != CLF_OK) snprintf(ld.message, sizeof ld.message, "rank %d: %s", w.rank, clf_last_error());
     if (w.rt) snprintf(ld.device, sizeof ld.device, "%s", w.rt->dev.name);
-    MPI_Gather(&ld, sizeof ld, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Igather(&ld, sizeof ld, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (clf_mpi_wait(&req, 0, "sending the load status") != CLF_OK) MPI_Abort(MPI_COMM_WORLD, CLF_ERR_INTERRUPTED);
     for (;;) {
         clf_status st = clf_mpi_recv(&w.in, w.rank - 1, CLF_MPI_TAG_PIPE);
         if (st == CLF_OK) st = serve(&w, loaded);
