@@ -189,6 +189,19 @@ clinfer_status clinfer_detokenize(const clinfer_model *m, const int32_t *tokens,
 
 int clinfer_token_is_eog(const clinfer_model *m, int32_t token) { return m && clf_token_is_eog(m->tok, token); }
 
+/* The model's chat format and the messages as the library's (*cm: free it). */
+static clf_status chat_messages(const clinfer_model *m, const clinfer_chat_message *msgs, int n, const char *fn,
+                                clf_chat *c, clf_chat_msg **cm) {
+    *cm = NULL;
+    if (n < 0 || (n > 0 && !msgs)) return clf_fail(CLF_ERR_ARG, "%s: no messages", fn);
+    for (int i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content) return clf_fail(CLF_ERR_ARG, "%s: message %d has no role or content", fn, i);
+    CLF_TRY(clf_chat_init_model(m->tok, c));
+    if (!(*cm = malloc((size_t)(n ? n : 1) * sizeof **cm))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; i < n; i++) (*cm)[i] = (clf_chat_msg){msgs[i].role, msgs[i].content};
+    return CLF_OK;
+}
+
 clinfer_status clinfer_chat_apply(const clinfer_model *m, const clinfer_chat_message *msgs, int n, int add_assistant,
                                   char **text, size_t *len) {
     API_NOT_NULL(m);
@@ -196,16 +209,25 @@ clinfer_status clinfer_chat_apply(const clinfer_model *m, const clinfer_chat_mes
     API_NOT_NULL(len);
     *text = NULL;
     *len = 0;
-    if (n < 0 || (n > 0 && !msgs)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_chat_apply: no messages");
-    for (int i = 0; i < n; i++)
-        if (!msgs[i].role || !msgs[i].content)
-            return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_chat_apply: message %d has no role or content", i);
     clf_chat c;
-    API_TRY(clf_chat_init_model(m->tok, &c));
-    clf_chat_msg *cm = malloc((size_t)(n ? n : 1) * sizeof *cm);
-    if (!cm) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    for (int i = 0; i < n; i++) cm[i] = (clf_chat_msg){msgs[i].role, msgs[i].content};
-    clf_status st = clf_chat_render(&c, cm, n, add_assistant, text, len);
+    clf_chat_msg *cm;
+    clf_status st = chat_messages(m, msgs, n, "clinfer_chat_apply", &c, &cm);
+    if (st == CLF_OK) st = clf_chat_render(&c, cm, n, add_assistant, text, len);
+    free(cm);
+    return (clinfer_status)st;
+}
+
+clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n, int add_assistant,
+                                     int32_t **tokens, int *n_tokens) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(tokens);
+    API_NOT_NULL(n_tokens);
+    *tokens = NULL;
+    *n_tokens = 0;
+    clf_chat c;
+    clf_chat_msg *cm;
+    clf_status st = chat_messages(m, msgs, n, "clinfer_chat_tokenize", &c, &cm);
+    if (st == CLF_OK) st = clf_chat_tokenize(&c, m->tok, cm, n, add_assistant, 1, tokens, n_tokens);
     free(cm);
     return (clinfer_status)st;
 }

@@ -1,5 +1,6 @@
 /* The public API (include/clinfer.h): sessions (a context on a model),
  * evaluation, samplers, and the streaming generation loop. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,10 +135,23 @@ clinfer_status clinfer_sampler_create(const clinfer_model *m, const clinfer_samp
 
 void clinfer_sampler_free(clinfer_sampler *smp) { clf_sampler_free((clf_sampler *)smp); }
 
+/* The sampler reads a NaN logit as -inf (a masked token) and, with nothing
+ * above -inf, answers token 0: a caller's logits with a NaN or without a
+ * token to draw are refused instead, as the CLI refuses a model's. */
+static clf_status check_logits(const float *logits, int n) {
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(logits[i])) return clf_fail(CLF_ERR_ARG, "logit %d of %d is NaN", i, n);
+        any |= logits[i] > -INFINITY;
+    }
+    return any || n <= 0 ? CLF_OK : clf_fail(CLF_ERR_ARG, "every logit is -inf: no token to sample");
+}
+
 clinfer_status clinfer_sampler_sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
     API_NOT_NULL(smp);
     API_NOT_NULL(logits);
     API_NOT_NULL(token);
+    if (n_vocab <= clf_sampler_n_vocab((clf_sampler *)smp)) API_TRY(check_logits(logits, n_vocab)); /* else refused below */
     int32_t id = clf_sampler_sample((clf_sampler *)smp, logits, n_vocab);
     if (id < 0) return CLINFER_ERR_ARG; /* n_vocab not the model's; the message is set */
     *token = id;
@@ -173,6 +187,11 @@ static clf_status generate(clinfer_session *s, clf_sampler *smp, const clinfer_g
             st = clf_fail(CLF_ERR_INTERRUPTED, "generation cancelled");
             break;
         }
+        for (int k = 0; k < s->m->info.n_vocab && st == CLF_OK; k++)
+            if (!isfinite(s->logits[k])) /* corrupt weights: the CLI's message */
+                st = clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d",
+                              s->c->n_past);
+        if (st != CLF_OK) break;
         int32_t id = clf_sampler_sample(smp, s->logits, s->m->info.n_vocab);
         if (id < 0) { /* a sampler made for a smaller vocabulary; the message is set */
             st = CLF_ERR_ARG;

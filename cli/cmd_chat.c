@@ -21,36 +21,29 @@ typedef struct chat_state {
     int n_gen;
 } chat_state;
 
-/* The text of one user turn: the conversation's opening (system message)
- * on the first turn, else the end of the previous answer. */
-static clf_status turn_text(chat_state *cs, const char *user, char **text, size_t *len) {
+/* The tokens of one user turn: the conversation's opening (system message)
+ * on the first turn, else the end of the previous answer. What the user
+ * types is text, control-token look-alikes included. */
+static clf_status turn_tokens(chat_state *cs, const char *user, int32_t **ids, int *n) {
     if (cs->first) {
         clf_chat_msg msgs[2] = {{"system", cs->system}, {"user", user}};
-        return cs->system ? clf_chat_render(&cs->fmt, msgs, 2, 1, text, len)
-                          : clf_chat_render(&cs->fmt, msgs + 1, 1, 1, text, len);
+        return cs->system ? clf_chat_tokenize(&cs->fmt, cs->s.tok, msgs, 2, 1, 1, ids, n)
+                          : clf_chat_tokenize(&cs->fmt, cs->s.tok, msgs + 1, 1, 1, 1, ids, n);
     }
-    *text = NULL;
-    *len = 0;
-    size_t n = strlen(clf_chat_turn_end(&cs->fmt));
-    if (!(*text = malloc(n + 1))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    memcpy(*text, clf_chat_turn_end(&cs->fmt), n + 1);
-    *len = n;
-    CLF_TRY(clf_chat_append(&cs->fmt, "user", user, text, len));
-    return clf_chat_append_reply_start(&cs->fmt, text, len);
+    return clf_chat_tokenize_next(&cs->fmt, cs->s.tok, "user", user, ids, n);
 }
 
 static clf_status one_turn(chat_state *cs, const char *user) {
-    char *text;
-    size_t len;
     int32_t *ids = NULL;
     int n = 0;
-    clf_status st = turn_text(cs, user, &text, &len);
-    if (st == CLF_OK) st = clf_tokenize(cs->s.tok, text, len, cs->first, 1, &ids, &n);
-    free(text);
+    clf_status st = turn_tokens(cs, user, &ids, &n);
     if (st != CLF_OK) return st;
     int room = cs->s.c->n_ctx - cs->s.c->n_past - n;
-    if (room < 2) {
+    if (room < 2) { /* a turn that cannot fit even an empty context is not a full context */
         free(ids);
+        if (n + 2 > cs->s.c->n_ctx)
+            return clf_fail(CLF_ERR_CONTEXT, "the message is %d tokens, longer than the context of %d tokens (--ctx)",
+                            n, cs->s.c->n_ctx);
         return clf_fail(CLF_ERR_CONTEXT, "the context is full (%d of %d tokens used): /reset to start over",
                         cs->s.c->n_past, cs->s.c->n_ctx);
     }

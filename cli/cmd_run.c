@@ -18,12 +18,7 @@ static clf_status prompt_tokens(const cli_session *s, const char *prompt, int ch
     clf_chat c;
     CLF_TRY(clf_chat_init_model(s->tok, &c));
     clf_chat_msg msg = {"user", prompt};
-    char *text;
-    size_t len;
-    CLF_TRY(clf_chat_render(&c, &msg, 1, 1, &text, &len));
-    clf_status st = clf_tokenize(s->tok, text, len, 1, 1, ids, n);
-    free(text);
-    return st;
+    return clf_chat_tokenize(&c, s->tok, &msg, 1, 1, 1, ids, n); /* --special does not reach the message */
 }
 
 int cmd_run(int argc, char **argv) {

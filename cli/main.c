@@ -1,11 +1,13 @@
 /* clinfer: the command-line entry point; dispatches to cli/cmd_*.c. */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "clf_mpi.h"
+#include "session.h"
 #include "tune.h"
 
 typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
@@ -61,19 +63,38 @@ static int take_mpi_flag(int *argc, char **argv) {
     return found;
 }
 
+static int interrupted_now(void) { return cli_interrupted != 0; }
+
 /* Starts the MPI job: rank 0 goes on to the command, the others serve
- * their stage (mpi/mpi_worker.c). -1: go on; else the exit status. */
-static int start_mpi(int *argc, char ***argv) {
+ * their stage (mpi/mpi_worker.c). -1: go on; else the exit status. Under
+ * a launcher's job of several ranks every clinfer joins, --mpi or not, so
+ * that a rank running another command (or none with --mpi) ends the job
+ * at once with rank 0's line instead of leaving rank 0 waiting; and rank 0
+ * catches SIGTERM from the start: Open MPI's runtime sends it when another
+ * rank exits or is killed, and rank 0's wait then ends with its line. */
+static int start_mpi(int *argc, char ***argv, int mpi) {
     static const char *const with_mpi[] = {"run", "chat", "perplexity", "bench", "serve"};
-    int ok = 0, rank, size;
+    int ok = 0, rank, size, alone = 0;
     for (size_t i = 0; i < sizeof with_mpi / sizeof with_mpi[0]; i++) ok |= !strcmp((*argv)[1], with_mpi[i]);
-    if (!ok)
+    int launched = clf_mpi_launched() > 1;
+    if (mpi && !ok && !launched)
         return cli_error(clf_fail(CLF_ERR_ARG, "--mpi works with run, chat, perplexity, bench and serve, not '%s'",
                                   (*argv)[1]));
-    clf_status st = clf_mpi_start(argc, argv, &rank, &size);
-    if (st != CLF_OK) return cli_error(st);
+    cli_catch_sigint();
+    clf_mpi_set_abort(interrupted_now);
+    clf_status st = launched ? clf_mpi_agree(argc, argv, mpi && ok, &rank, &size, &alone)
+                             : clf_mpi_start(argc, argv, &rank, &size);
+    if (st != CLF_OK) return clf_mpi_end(clf_last_error()[0] ? cli_error(st) : (int)st); /* "": rank 0 says it */
+    if (alone) /* a job of independent runs, none with --mpi */
+        return mpi ? cli_error(clf_fail(CLF_ERR_ARG, "--mpi works with run, chat, perplexity, bench and serve, "
+                                                     "not '%s'", (*argv)[1]))
+                   : -1;
     cli_mpi = 1;
-    return rank > 0 ? clf_mpi_worker() : -1;
+    if (rank == 0) return -1;
+    clf_mpi_set_abort(NULL); /* a worker ends with the job, as before */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    return clf_mpi_worker();
 }
 
 /* After a command under --mpi: what crossed the ranks, on stderr (a pass
@@ -110,8 +131,9 @@ static int end_mpi(int status) {
 
 int main(int argc, char **argv) {
     hold_std_fds();
-    if (take_mpi_flag(&argc, argv) && argc >= 2) {
-        int rc = start_mpi(&argc, &argv);
+    int mpi = take_mpi_flag(&argc, argv);
+    if ((mpi || clf_mpi_launched() > 1) && argc >= 2) {
+        int rc = start_mpi(&argc, &argv, mpi);
         if (rc >= 0) return rc;
     }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

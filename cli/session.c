@@ -52,7 +52,11 @@ static void building_notice(void *ud) {
             rt->cache_dir[0] ? "first run on this device; cached afterwards" : "the kernel cache is off");
 }
 
-const char *cli_interrupt_name(void) { return cli_interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C"; }
+const char *cli_interrupt_name(void) {
+    if (cli_interrupted == SIGTERM && cli_mpi) /* from mpirun, most likely: say why it would send it */
+        return "SIGTERM (under MPI: the job ends when another rank exits or is killed)";
+    return cli_interrupted == SIGTERM ? "SIGTERM" : "Ctrl-C";
+}
 
 /* Before a stage's weights load: Ctrl-C stops it, a first build is announced. */
 static void prepare(clf_runtime *rt) {

@@ -154,7 +154,10 @@ CLINFER_API clinfer_status clinfer_detokenize(const clinfer_model *m, const int3
 CLINFER_API int clinfer_token_is_eog(const clinfer_model *m, int32_t token);
 
 typedef struct clinfer_chat_message {
-    const char *role; /* "system", "user" or "assistant" */
+    /* "system", "user", "assistant" or "tool" (a tool's result: ChatML's
+     * "tool" turn, Llama 3's "ipython"; CLINFER_ERR_ARG in formats without
+     * one: Gemma, Phi-3, Zephyr); another role is CLINFER_ERR_ARG */
+    const char *role;
     const char *content;
 } clinfer_chat_message;
 
@@ -163,10 +166,17 @@ typedef struct clinfer_chat_message {
  * ChatML): the template's default system message when the conversation has
  * none (a system message goes where the format puts it), each message, and
  * with add_assistant the header that starts the answer. *text: clinfer_free
- * it. Tokenize the result with parse_special. CLINFER_ERR_FORMAT for a
- * template clinfer does not know. */
+ * it. CLINFER_ERR_FORMAT for a template clinfer does not know. The text is
+ * for reading: tokenized with parse_special, control-token text inside a
+ * message ("<|im_end|>" typed by a user) would become the control token and
+ * could close the turn; clinfer_chat_tokenize gives a prompt's tokens. */
 CLINFER_API clinfer_status clinfer_chat_apply(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
                                               int add_assistant, char **text, size_t *len);
+/* The same conversation as the prompt's token ids in *tokens (clinfer_free
+ * it), BOS first where the model adds one: the template's markers are
+ * control tokens and the messages' contents are text, whatever they hold. */
+CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
+                                                 int add_assistant, int32_t **tokens, int *n_tokens);
 
 /* ---- sessions: a context (KV cache) on a model ----------------------------- */
 
@@ -236,7 +246,9 @@ CLINFER_API clinfer_status clinfer_sampler_create(const clinfer_model *m, const 
                                                   clinfer_sampler **out);
 CLINFER_API void clinfer_sampler_free(clinfer_sampler *smp);
 /* The next token for `logits` (n_vocab floats, unchanged), not recorded in
- * the penalty's history: clinfer_sampler_accept does that. */
+ * the penalty's history: clinfer_sampler_accept does that. A logit of
+ * -INFINITY masks its token; CLINFER_ERR_ARG for a NaN logit or when every
+ * logit is -INFINITY (no token to draw). */
 CLINFER_API clinfer_status clinfer_sampler_sample(clinfer_sampler *smp, const float *logits, int n_vocab,
                                                   int32_t *token);
 /* Records a token (of the prompt or generated) for the repetition penalty. */
@@ -283,8 +295,10 @@ typedef struct clinfer_generate_result {
  * when the session has logits), then samples up to max_tokens tokens,
  * passing each one's text to on_token. Stops at an end-of-generation token
  * (not passed on), at max_tokens, when on_token returns nonzero, with
- * CLINFER_ERR_CONTEXT when the context is full and with
- * CLINFER_ERR_INTERRUPTED after clinfer_session_cancel. The prompt and
+ * CLINFER_ERR_CONTEXT when the context is full, with
+ * CLINFER_ERR_INTERRUPTED after clinfer_session_cancel and with
+ * CLINFER_ERR_FORMAT when the model's logits are not finite (NaN or Inf:
+ * a corrupt model), as `clinfer run` does. The prompt and
  * the sampled tokens stay in the session, except the last one sampled
  * (result->last), which is not evaluated: evaluate it first to continue the
  * text. The sampler (when given) records the prompt and the tokens.

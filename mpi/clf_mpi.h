@@ -11,6 +11,26 @@
 
 #include "llama.h"
 
+/* The size of the job that an MPI launcher (mpirun) started this process
+ * in, from its environment; 0 when none did. */
+int clf_mpi_launched(void);
+
+/* Every clinfer a launcher starts in a job of several ranks joins this
+ * first, whatever its command: it starts MPI (clf_mpi_start) and rank 0
+ * gathers each rank's command (argv[1]) and whether it has --mpi, MPI_Init
+ * included within $CLINFER_MPI_TIMEOUT seconds (default CLF_MPI_AGREE_S:
+ * past it, rank 0 says so and the processes exit). CLF_OK: every rank runs rank 0's command with
+ * --mpi, the job goes on (*rank, *size). *alone set: no rank has --mpi, MPI
+ * is finalized and each runs its own command. A failure: rank 0's message
+ * names the rank that differs (the other ranks' is ""): the job ends. */
+enum { CLF_MPI_AGREE_S = 60 };
+clf_status clf_mpi_agree(int *argc, char ***argv, int with_mpi, int *rank, int *size, int *alone);
+
+/* What every wait of this process asks between its probes: nonzero stops
+ * it with CLF_ERR_INTERRUPTED (rank 0's SIGTERM: Open MPI's runtime sends
+ * it when another rank exited or was killed). */
+void clf_mpi_set_abort(int (*fn)(void));
+
 /* Starts MPI (MPI_Init_thread, funneled). *rank and *size: this process's
  * place in the job. Rank 0 must end with clf_mpi_end, ranks > 0 run
  * clf_mpi_worker. */

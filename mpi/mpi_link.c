@@ -3,9 +3,11 @@
  * a context's lifecycle and passes down the pipeline of ranks. */
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clf_mpi.h"
 #include "mpi_wire.h"
@@ -15,7 +17,7 @@
 
 static struct {
     int started, rank, size;
-    int setup_sent; /* the workers left MPI_Bcast: a STOP must reach them down the pipeline */
+    int setup_sent; /* the workers have the setup: a STOP must reach them down the pipeline */
     int next_id;    /* the last context id given out */
     clf_mpi_buf buf;
     clf_mpi_stats stats;
@@ -50,6 +52,77 @@ clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size) {
     return CLF_OK;
 }
 
+int clf_mpi_launched(void) {
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE"); /* Open MPI */
+    if (!n) n = getenv("PMI_SIZE");                 /* MPICH's Hydra */
+    return n ? atoi(n) : 0;
+}
+
+/* The bound on the job's start: CLINFER_MPI_TIMEOUT seconds, or the default. */
+static double agree_timeout(void) {
+    const char *v = getenv("CLINFER_MPI_TIMEOUT");
+    double t = v ? atof(v) : 0;
+    return t > 0 && t < 1e6 ? t : CLF_MPI_AGREE_S;
+}
+
+/* MPI_Init waits for every process of the job to call it, forever when one
+ * never does (it is not clinfer, or ended first): past the bound, rank 0
+ * says so and every rank leaves. A signal handler: write and _exit only. */
+static char init_msg[256]; /* rank 0's line, written before the alarm is set */
+static void init_too_long(int sig) {
+    (void)sig;
+    if (init_msg[0]) (void)!write(STDERR_FILENO, init_msg, strlen(init_msg));
+    _exit(CLF_ERR_IO);
+}
+
+clf_status clf_mpi_agree(int *argc, char ***argv, int with_mpi, int *rank, int *size, int *alone) {
+    *alone = 0;
+    const char *r0 = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r0) r0 = getenv("PMI_RANK");
+    double timeout = agree_timeout();
+    if (r0 && atoi(r0) == 0)
+        snprintf(init_msg, sizeof init_msg, "clinfer: %s: the MPI job did not start: a rank did not join within %.0f s "
+                 "(every rank runs clinfer ... --mpi; CLINFER_MPI_TIMEOUT)\n", clf_status_name(CLF_ERR_IO), timeout);
+    struct sigaction sa = {.sa_handler = init_too_long}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, &old);
+    alarm((unsigned)ceil(timeout));
+    clf_status st = clf_mpi_start(argc, argv, rank, size);
+    alarm(0);
+    sigaction(SIGALRM, &old, NULL);
+    CLF_TRY(st);
+    clf_mpi_hello mine = {.with_mpi = with_mpi != 0}, *all = NULL;
+    snprintf(mine.command, sizeof mine.command, "%s", *argc >= 2 ? (*argv)[1] : "");
+    if (job.rank == 0 && !(all = calloc((size_t)job.size, sizeof *all))) MPI_Abort(MPI_COMM_WORLD, CLF_ERR_MEMORY);
+    MPI_Request req;
+    MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    st = clf_mpi_wait(&req, timeout, "waiting for every rank's command (each runs clinfer with --mpi)");
+    int32_t verdict = CLF_MPI_GO;
+    for (int r = 1; st == CLF_OK && job.rank == 0 && r < job.size; r++)
+        if (all[r].with_mpi != all[0].with_mpi || strncmp(all[r].command, all[0].command, sizeof mine.command)) {
+            st = clf_fail(CLF_ERR_ARG, "rank %d runs '%.31s' %s --mpi, rank 0 '%.31s' %s: every rank of the job runs "
+                                       "the same command with --mpi", r, all[r].command,
+                          all[r].with_mpi ? "with" : "without", all[0].command, all[0].with_mpi ? "with" : "without");
+            verdict = CLF_MPI_STOP_JOB;
+        }
+    if (st == CLF_OK && job.rank == 0 && !all[0].with_mpi) verdict = CLF_MPI_ALONE; /* and so every rank */
+    free(all);
+    if (st == CLF_OK || verdict == CLF_MPI_STOP_JOB) {
+        MPI_Ibcast(&verdict, 1, MPI_INT32_T, 0, MPI_COMM_WORLD, &req);
+        clf_status sent = clf_mpi_wait(&req, timeout, "waiting for rank 0 to agree on the command");
+        if (st == CLF_OK) st = sent;
+        else if (sent != CLF_OK) return st; /* rank 0's line first; the job is aborted */
+    }
+    if (st != CLF_OK && verdict != CLF_MPI_STOP_JOB) return st; /* no answer: clf_mpi_end aborts the job */
+    if (verdict != CLF_MPI_GO) { /* every rank knows: the job ends cleanly */
+        MPI_Finalize();
+        job.started = 0;
+        if (verdict == CLF_MPI_STOP_JOB && job.rank > 0) st = clf_fail(CLF_ERR_ARG, "%s", ""); /* rank 0 says why */
+        *alone = verdict == CLF_MPI_ALONE;
+    }
+    return st;
+}
+
 int clf_mpi_end(int status) {
     if (!job.started) return status;
     if (status != 0) {
@@ -62,7 +135,9 @@ int clf_mpi_end(int status) {
         clf_mpi_setup *su = calloc(1, sizeof *su);
         if (!su) MPI_Abort(MPI_COMM_WORLD, CLF_ERR_MEMORY);
         su->stop = 1;
-        MPI_Bcast(su, sizeof *su, MPI_BYTE, 0, MPI_COMM_WORLD);
+        MPI_Request req; /* the workers' MPI_Ibcast (a blocking one would not match it) */
+        MPI_Ibcast(su, sizeof *su, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
         free(su);
     } else if (job.size > 1)
         clf_mpi_send_op(CLF_MPI_STOP, 0, NULL, 1);
@@ -224,19 +299,27 @@ clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, c
         st = clf_fail(CLF_ERR_ARG, "the model path or device selector is too long for the MPI setup");
     if (st != CLF_OK) {
         free(su), free(all);
-        return st; /* the workers wait in MPI_Bcast: clf_mpi_end aborts them */
+        return st; /* the workers wait for the setup: clf_mpi_end aborts them */
     }
     snprintf(su->model, sizeof su->model, "%s", model ? model : "");
     snprintf(su->device, sizeof su->device, "%s", device ? device : "");
     su->file_bytes = clf_gguf_size(g);
-    MPI_Bcast(su, sizeof *su, MPI_BYTE, 0, MPI_COMM_WORLD);
+    su->digest = clf_gguf_header_digest(g);
+    /* nonblocking, so that a SIGTERM (a rank gone) stops the waits */
+    MPI_Request req;
+    MPI_Ibcast(su, sizeof *su, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    st = clf_mpi_wait(&req, 0, "sending the setup");
     job.setup_sent = 1;
     clf_llama *m = NULL;
-    st = clf_llama_load_range(rt, g, su->layers[0][0], su->layers[0][1], &m);
+    if (st == CLF_OK) st = clf_llama_load_range(rt, g, su->layers[0][0], su->layers[0][1], &m);
     free(su);
     /* every rank's load status, rank 0's included; the first failure wins */
     mine.status = st;
-    MPI_Gather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (st != CLF_ERR_INTERRUPTED) {
+        MPI_Igather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        clf_status got = clf_mpi_wait(&req, 0, "waiting for the ranks to load");
+        if (st == CLF_OK) st = got;
+    }
     for (int r = 1; st == CLF_OK && r < job.size; r++)
         if (all[r].status != CLF_OK) st = clf_fail((clf_status)all[r].status, "%s", all[r].message);
     for (int r = 1; st == CLF_OK && r < job.size; r++) {

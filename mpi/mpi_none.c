@@ -10,6 +10,15 @@ clf_status clf_mpi_start(int *argc, char ***argv, int *rank, int *size) {
 
 int clf_mpi_worker(void) { return CLF_ERR_ARG; }
 
+int clf_mpi_launched(void) { return 0; } /* nothing to agree with: no MPI here */
+
+clf_status clf_mpi_agree(int *argc, char ***argv, int with_mpi, int *rank, int *size, int *alone) {
+    (void)with_mpi, (void)alone;
+    return clf_mpi_start(argc, argv, rank, size);
+}
+
+void clf_mpi_set_abort(int (*fn)(void)) { (void)fn; }
+
 clf_status clf_mpi_load(clf_runtime *rt, const clf_gguf *g, const char *model, const char *device,
                         const double *ratio, int n_ratio, clf_llama **out) {
     (void)rt, (void)g, (void)model, (void)device, (void)ratio, (void)n_ratio, (void)out;

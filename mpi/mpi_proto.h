@@ -52,17 +52,27 @@ enum { CLF_MPI_SEG_INTS = 4 };
 
 enum { CLF_MPI_MAX_RANKS = 64 };
 
-/* Sent by rank 0 with MPI_Bcast before any stage loads. stop: rank 0 ended
+/* Each rank's command, gathered on rank 0 before anything else
+ * (clf_mpi_agree, MPI_Igather); rank 0 answers with one int32 (MPI_Ibcast):
+ * go on, each alone (no rank has --mpi), or stop. */
+typedef struct clf_mpi_hello {
+    int32_t with_mpi;
+    char command[32];
+} clf_mpi_hello;
+enum { CLF_MPI_GO = 0, CLF_MPI_ALONE = 1, CLF_MPI_STOP_JOB = 2 };
+
+/* Sent by rank 0 with MPI_Ibcast before any stage loads. stop: rank 0 ended
  * before opening the model (--help, a usage error): the workers finalize. */
 typedef struct clf_mpi_setup {
     int32_t stop;
     int32_t layers[CLF_MPI_MAX_RANKS][2]; /* the plan: rank r holds layers [l0, l1) */
     uint64_t file_bytes; /* the size of rank 0's file: a rank whose file differs refuses */
+    uint64_t digest;     /* and its clf_gguf_header_digest: the same size is not the same file */
     char model[4096];    /* -m as given ("": the default); each rank resolves it (clf_model_path) */
     char device[256];    /* --device ("": each rank's own CLINFER_DEVICE or default) */
 } clf_mpi_setup;
 
-/* Each rank's load status, gathered on rank 0 after the setup (MPI_Gather). */
+/* Each rank's load status, gathered on rank 0 after the setup (MPI_Igather). */
 typedef struct clf_mpi_loaded {
     int32_t status;
     char message[500];

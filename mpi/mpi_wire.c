@@ -28,11 +28,33 @@ void clf_mpi_buf_free(clf_mpi_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
+static int (*abort_fn)(void);
+
+void clf_mpi_set_abort(int (*fn)(void)) { abort_fn = fn; }
+
+/* Between two empty probes: spin, then sleep; whether to stop waiting. */
+static clf_status idle(long spins) {
+    if (spins > SPIN_PROBES) nanosleep(&(struct timespec){0, SLEEP_NS}, NULL);
+    if (abort_fn && abort_fn()) return clf_fail(CLF_ERR_INTERRUPTED, "stopped while waiting for another rank");
+    return CLF_OK;
+}
+
+clf_status clf_mpi_wait(MPI_Request *r, double timeout_s, const char *what) {
+    int done = 0;
+    double t0 = clf_now_s();
+    for (long spins = 0; MPI_Test(r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done; spins++) {
+        CLF_TRY(idle(spins));
+        if (timeout_s > 0 && clf_now_s() - t0 > timeout_s)
+            return clf_fail(CLF_ERR_IO, "%s: no answer within %.0f s", what, timeout_s);
+    }
+    return CLF_OK;
+}
+
 clf_status clf_mpi_recv(clf_mpi_buf *b, int src, int tag) {
     MPI_Status s;
     int flag = 0;
     for (long spins = 0; MPI_Iprobe(src, tag, MPI_COMM_WORLD, &flag, &s) == MPI_SUCCESS && !flag; spins++)
-        if (spins > SPIN_PROBES) nanosleep(&(struct timespec){0, SLEEP_NS}, NULL);
+        CLF_TRY(idle(spins));
     int n = 0;
     MPI_Get_count(&s, MPI_BYTE, &n);
     if (n < (int)sizeof(clf_mpi_msg))

@@ -3,6 +3,7 @@
 #ifndef CLF_MPI_WIRE_H
 #define CLF_MPI_WIRE_H
 
+#include <mpi.h>
 #include <stddef.h>
 
 #include "mpi_proto.h"
@@ -25,6 +26,11 @@ static inline clf_mpi_msg *clf_mpi_head(const clf_mpi_buf *b) { return (clf_mpi_
  * A rank that dies ends the job through Open MPI's runtime, waiters
  * included. */
 clf_status clf_mpi_recv(clf_mpi_buf *b, int src, int tag);
+/* Waits for a nonblocking operation (MPI_Ibcast, MPI_Igather) as
+ * clf_mpi_recv waits, giving up after timeout_s seconds (0: never) with
+ * CLF_ERR_IO naming `what`. Both stop with CLF_ERR_INTERRUPTED when the
+ * hook of clf_mpi_set_abort says so. */
+clf_status clf_mpi_wait(MPI_Request *r, double timeout_s, const char *what);
 clf_status clf_mpi_send(const void *p, size_t n, int dst, int tag);
 /* A header-only message. */
 clf_status clf_mpi_send_op(int op, int ctx, const int32_t a[4], int dst);

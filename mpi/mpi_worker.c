@@ -33,6 +33,8 @@ static clf_status load(worker *w, const clf_mpi_setup *su, int l0, int l1) {
     if (clf_gguf_size(w->g) != su->file_bytes)
         return clf_fail(CLF_ERR_FORMAT, "%s has %zu bytes, rank 0's model %llu: not the same file", path,
                         clf_gguf_size(w->g), (unsigned long long)su->file_bytes);
+    if (clf_gguf_header_digest(w->g) != su->digest)
+        return clf_fail(CLF_ERR_FORMAT, "%s has rank 0's size but other metadata or tensors: not the same file", path);
     CLF_TRY(clf_runtime_create(su->device[0] ? su->device : NULL, &w->rt));
     return clf_llama_load_range(w->rt, w->g, l0, l1, &w->m);
 }
@@ -129,7 +131,9 @@ int clf_mpi_worker(void) {
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, STDOUT_FILENO), close(null);
     clf_mpi_setup su;
-    MPI_Bcast(&su, sizeof su, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Request req; /* rank 0's side is nonblocking (clf_mpi_load): so is ours, to match */
+    MPI_Ibcast(&su, sizeof su, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (clf_mpi_wait(&req, 0, "waiting for the setup") != CLF_OK) MPI_Abort(MPI_COMM_WORLD, CLF_ERR_INTERRUPTED);
     if (su.stop) {
         MPI_Finalize();
         return 0;
@@ -140,7 +144,8 @@ int clf_mpi_worker(void) {
     clf_mpi_loaded ld = {.status = loaded};
     if (loaded != CLF_OK) snprintf(ld.message, sizeof ld.message, "rank %d: %s", w.rank, clf_last_error());
     if (w.rt) snprintf(ld.device, sizeof ld.device, "%s", w.rt->dev.name);
-    MPI_Gather(&ld, sizeof ld, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Igather(&ld, sizeof ld, MPI_BYTE, NULL, 0, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (clf_mpi_wait(&req, 0, "sending the load status") != CLF_OK) MPI_Abort(MPI_COMM_WORLD, CLF_ERR_INTERRUPTED);
     for (;;) {
         clf_status st = clf_mpi_recv(&w.in, w.rank - 1, CLF_MPI_TAG_PIPE);
         if (st == CLF_OK) st = serve(&w, loaded);

@@ -26,15 +26,11 @@ static int prompt_tokens(const srv_app *app, const srv_api_req *q, int32_t **ids
     *n = 0;
     if (q->kind == SRV_CHAT) {
         clf_chat_msg *msgs = malloc((size_t)q->n_msgs * sizeof *msgs);
-        char *text = NULL;
-        size_t len = 0;
         if (!msgs) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         else {
             for (int i = 0; i < q->n_msgs; i++) msgs[i] = (clf_chat_msg){q->msgs[i].role, q->msgs[i].content};
-            st = clf_chat_render(&app->chat, msgs, q->n_msgs, 1, &text, &len);
+            st = clf_chat_tokenize(&app->chat, app->tok, msgs, q->n_msgs, 1, 1, ids, n); /* messages are text */
         }
-        if (st == CLF_OK) st = clf_tokenize(app->tok, text, len, 1, 1, ids, n);
-        free(text);
         free(msgs);
     } else if (q->prompt) {
         st = clf_tokenize(app->tok, q->prompt, strlen(q->prompt), 1, 0, ids, n);

@@ -7,7 +7,9 @@
 # that fails on one rank (its file missing, its device too small, a device
 # error mid-prompt or mid-generation) ends the job with one line naming the
 # rank and its status; a rank killed mid-generation ends the job through
-# Open MPI's runtime, in bounded time.
+# Open MPI's runtime, in bounded time, with rank 0's line; every rank
+# agrees on the command and the model (a digest of its header and tensor
+# index) before any work.
 # Without MPI (CLINFER_MPI=OFF) it checks that --mpi says so, then SKIPs.
 #
 # usage: mpi.sh CLINFER MPI_LOGITS TINY_GGUF ON|OFF
@@ -160,6 +162,15 @@ expect() {
 cd "$W" || exit 1
 AT_RANK=1 AT_DIR=/ expect "file missing on rank 1" 3 "^clinfer: I/O error: rank 1: .*tiny\.gguf" 60 \
     $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4
+# ... or finds a file of the same size that is another model (one byte of
+# its metadata differs: the header and tensor index are compared, issue 25)
+mkdir -p "$W/other"
+python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); assert d.count(b'test model') == 1
+open(sys.argv[2], 'wb').write(d.replace(b'test model', b'test modem'))" "$W/tiny.gguf" "$W/other/tiny.gguf" ||
+    fail "cannot write a same-size model"
+AT_RANK=1 AT_DIR="$W/other" expect "another file of the same size on rank 1" 4 \
+    "^clinfer: format error: rank 1: tiny\.gguf has rank 0's size but other metadata or tensors" 60 \
+    $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4
 AT_RANK=2 AT_PRE="env CLINFER_GLOBAL_MEM_MB=0.01" expect "device too small on rank 2" 7 \
     "^clinfer: out of memory: rank 2: " 60 $MPIRUN -np 3 "$W/at_rank.sh" "$BIN" run --mpi -m tiny.gguf -p hi -n 4
 # ... or later: rank 2 holds its layers but not the KV cache of 65536 (the
@@ -210,6 +221,29 @@ AT_RANK=1 AT_PRE="timeout -s KILL 3" expect "rank 1 killed mid-generation" fail 
     "process rank 1 .*exited on signal 9" 30 \
     mpirun -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 60000 --ctx 65536
 [ -s "$W/out" ] || fail "rank 1 killed: no token was generated before the kill (not mid-generation)"
+# ... and with -q, where Open MPI says nothing: rank 0's own line (it
+# catches the runtime's SIGTERM while it waits for the dead rank; issue 25;
+# the SIGKILL that follows comes 1 s later by default: 10 s on a loaded host)
+OMPI_MCA_odls_base_sigkill_timeout=10 AT_RANK=1 AT_PRE="timeout -s KILL 3" expect "rank 1 killed, mpirun -q" fail \
+    "^clinfer: interrupted: generation stopped by SIGTERM \(under MPI: the job ends when another rank exits" 30 \
+    $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 60000 --ctx 65536
+
+# 5. every rank agrees on the command before any work (issue 25): an MPMD
+# job whose other rank runs another command, or rank 0's without --mpi,
+# or is not clinfer at all, ends at once (in bounded time) with rank 0's line
+expect "a rank running tokenize" 2 "^clinfer: usage error: rank 1 runs 'tokenize' without --mpi, rank 0 'run' with" 60 \
+    $MPIRUN -np 1 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 : -np 1 "$BIN" tokenize -m "$W/tiny.gguf" -p hi
+expect "a rank without --mpi" 2 "^clinfer: usage error: rank 2 runs 'run' without --mpi, rank 0 'run' with" 60 \
+    $MPIRUN -np 2 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 : -np 1 "$BIN" run -m "$W/tiny.gguf" -p hi -n 4
+expect "rank 0 without --mpi" 2 "^clinfer: usage error: rank 1 runs 'run' with --mpi, rank 0 'run' without" 60 \
+    $MPIRUN -np 1 "$BIN" run -m "$W/tiny.gguf" -p hi -n 4 : -np 1 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4
+[ ! -s "$W/out" ] || fail "rank 0 without --mpi: it generated text before the job agreed"
+CLINFER_MPI_TIMEOUT=3 expect "a rank that is not clinfer" 3 \
+    "^clinfer: I/O error: the MPI job did not start: a rank did not join within 3 s" 60 \
+    $MPIRUN -np 1 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 : -np 1 true
+# a job of independent runs, none with --mpi, still runs each
+$MPIRUN -np 2 "$BIN" tokenize -m "$W/tiny.gguf" -p hi >"$W/out" 2>"$W/err" && [ "$(wc -l <"$W/out")" -eq 2 ] ||
+    fail "mpirun -np 2 clinfer tokenize: not two runs"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all MPI checks passed"

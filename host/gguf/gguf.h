@@ -71,6 +71,10 @@ uint32_t clf_gguf_version(const clf_gguf *g);
 size_t clf_gguf_alignment(const clf_gguf *g);
 size_t clf_gguf_size(const clf_gguf *g);        /* bytes of the file */
 size_t clf_gguf_data_offset(const clf_gguf *g); /* start of the tensor data section */
+/* FNV-1a of the bytes before the tensor data (the header, the metadata and
+ * the tensor index): two files that differ there are not the same model
+ * (MPI ranks compare it, not just the size). */
+uint64_t clf_gguf_header_digest(const clf_gguf *g);
 int64_t clf_gguf_n_kv(const clf_gguf *g);
 const clf_gguf_kv *clf_gguf_kv_at(const clf_gguf *g, int64_t i);
 const clf_gguf_kv *clf_gguf_find(const clf_gguf *g, const char *key); /* NULL if absent */

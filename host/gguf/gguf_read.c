@@ -5,6 +5,7 @@
 #include "gguf.h"
 
 #include "file.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -619,6 +620,9 @@ void clf_gguf_close(clf_gguf *g) {
 uint32_t clf_gguf_version(const clf_gguf *g) { return g->version; }
 size_t clf_gguf_alignment(const clf_gguf *g) { return g->alignment; }
 size_t clf_gguf_data_offset(const clf_gguf *g) { return g->data_offset; }
+uint64_t clf_gguf_header_digest(const clf_gguf *g) {
+    return clf_fnv1a(CLF_FNV1A_SEED, g->base, g->data_offset < g->size ? g->data_offset : g->size);
+}
 size_t clf_gguf_size(const clf_gguf *g) { return g->size; }
 int64_t clf_gguf_n_kv(const clf_gguf *g) { return g->n_kv; }
 int64_t clf_gguf_n_tensors(const clf_gguf *g) { return g->n_tensors; }

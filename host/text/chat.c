@@ -119,6 +119,30 @@ static clf_status put(char **buf, size_t *len, const char *s, size_t n) {
 
 static clf_status puts_(char **buf, size_t *len, const char *s) { return put(buf, len, s, strlen(s)); }
 
+/* Where the messages' texts lie in a rendered text (clf_chat_tokenize reads
+ * control tokens only outside them); NULL when nobody asks. */
+typedef struct spans {
+    clf_span *v;
+    int n, cap;
+} spans;
+
+static clf_status mark(spans *sp, size_t off, size_t n) {
+    if (!sp || !n) return CLF_OK;
+    if (sp->n && sp->v[sp->n - 1].off + sp->v[sp->n - 1].len == off) { /* the prefix, then its message */
+        sp->v[sp->n - 1].len += n;
+        return CLF_OK;
+    }
+    if (sp->n == sp->cap) {
+        int cap = sp->cap ? 2 * sp->cap : 8;
+        clf_span *v = realloc(sp->v, (size_t)cap * sizeof *v);
+        if (!v) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        sp->v = v;
+        sp->cap = cap;
+    }
+    sp->v[sp->n++] = (clf_span){off, n};
+    return CLF_OK;
+}
+
 /* Jinja's trim (Python's strip) on ASCII whitespace: Llama 3 and Gemma
  * templates trim every message text. */
 static void trim(const char **s, size_t *n) {
@@ -127,16 +151,24 @@ static void trim(const char **s, size_t *n) {
 }
 
 /* One turn: the format's header for `role`, then `prefix` as it is, then
- * the content (trimmed where the template trims), then the turn's end. */
+ * the content (trimmed where the template trims), then the turn's end. The
+ * prefix and content are the caller's text: marked plain in sp. */
 static clf_status turn(const clf_chat *c, const char *role, const char *prefix, const char *content, char **buf,
-                       size_t *len) {
+                       size_t *len, spans *sp) {
     char head[96];
     const char *end = clf_chat_turn_end(c);
     int trimmed = 0;
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool"))
+        return clf_fail(CLF_ERR_ARG, "the chat role '%.32s' is not system, user, assistant or tool", role);
+    /* a tool's result: ChatML templates write its role as it is, Llama 3.1's
+     * as "ipython"; Gemma's, Phi-3's and Zephyr's have no such turn */
+    if (!strcmp(role, "tool") && c->format != CLF_CHAT_CHATML && c->format != CLF_CHAT_LLAMA3)
+        return clf_fail(CLF_ERR_ARG, "the %s chat format has no tool turn", clf_chat_format_name(c->format));
     switch (c->format) {
     case CLF_CHAT_CHATML: snprintf(head, sizeof head, "<|im_start|>%.32s\n", role); break;
     case CLF_CHAT_LLAMA3:
-        snprintf(head, sizeof head, "<|start_header_id|>%.32s<|end_header_id|>\n\n", role);
+        snprintf(head, sizeof head, "<|start_header_id|>%.32s<|end_header_id|>\n\n",
+                 strcmp(role, "tool") ? role : "ipython");
         trimmed = 1;
         break;
     case CLF_CHAT_ZEPHYR:
@@ -152,13 +184,15 @@ static clf_status turn(const clf_chat *c, const char *role, const char *prefix, 
     size_t n = strlen(content);
     if (trimmed) trim(&content, &n);
     CLF_TRY(puts_(buf, len, head));
+    size_t start = *len;
     CLF_TRY(puts_(buf, len, prefix));
     CLF_TRY(put(buf, len, content, n));
+    CLF_TRY(mark(sp, start, *len - start));
     return puts_(buf, len, end);
 }
 
 clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len) {
-    return turn(c, role, "", content, buf, len);
+    return turn(c, role, "", content, buf, len, NULL);
 }
 
 clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *len) {
@@ -173,7 +207,7 @@ clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *le
 }
 
 static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
-                         size_t *len) {
+                         size_t *len, spans *sp) {
     const char *sys = n > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
     char *prefix = NULL;
     clf_status st = CLF_OK;
@@ -181,7 +215,7 @@ static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int
     if (c->knowledge[0]) { /* Llama 3.1+: the dated system turn, always */
         char dated[96];
         snprintf(dated, sizeof dated, "Cutting Knowledge Date: %s\nToday Date: %s\n\n", c->knowledge, c->date);
-        st = turn(c, "system", dated, sys ? sys : "", buf, len);
+        st = turn(c, "system", dated, sys ? sys : "", buf, len, sp);
         i = sys != NULL;
     } else if (c->format == CLF_CHAT_GEMMA && sys) { /* the system text opens the first turn */
         size_t k = strlen(sys);
@@ -191,11 +225,11 @@ static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int
         i = 1;
     } else if (c->default_system && !sys) {
         char *d = strndup(c->default_system, c->default_system_len);
-        st = d ? turn(c, "system", "", d, buf, len) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        st = d ? turn(c, "system", "", d, buf, len, sp) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
         free(d);
     }
     for (int first = i; st == CLF_OK && i < n; i++)
-        st = turn(c, msgs[i].role, i == first && prefix ? prefix : "", msgs[i].content, buf, len);
+        st = turn(c, msgs[i].role, i == first && prefix ? prefix : "", msgs[i].content, buf, len, sp);
     free(prefix);
     if (st == CLF_OK && reply_start) st = clf_chat_append_reply_start(c, buf, len);
     if (st == CLF_OK && !*buf) st = put(buf, len, "", 0);
@@ -206,12 +240,42 @@ clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, i
                            size_t *len) {
     *buf = NULL;
     *len = 0;
-    clf_status st = render(c, msgs, n, reply_start, buf, len);
+    clf_status st = render(c, msgs, n, reply_start, buf, len, NULL);
     if (st != CLF_OK) {
         free(*buf);
         *buf = NULL;
         *len = 0;
     }
+    return st;
+}
+
+clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const clf_chat_msg *msgs, int n,
+                             int reply_start, int add_special, int32_t **ids, int *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    spans sp = {0};
+    clf_status st = render(c, msgs, n, reply_start, &buf, &len, &sp);
+    if (st == CLF_OK) st = clf_tokenize_plain(t, buf, len, add_special, sp.v, sp.n, ids, n_ids);
+    free(buf);
+    free(sp.v);
+    return st;
+}
+
+clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, const char *role, const char *content,
+                                  int32_t **ids, int *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    spans sp = {0};
+    clf_status st = puts_(&buf, &len, clf_chat_turn_end(c));
+    if (st == CLF_OK) st = turn(c, role, "", content, &buf, &len, &sp);
+    if (st == CLF_OK) st = clf_chat_append_reply_start(c, &buf, &len);
+    if (st == CLF_OK) st = clf_tokenize_plain(t, buf, len, 0, sp.v, sp.n, ids, n_ids);
+    free(buf);
+    free(sp.v);
     return st;
 }
 

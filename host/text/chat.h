@@ -53,11 +53,24 @@ typedef struct clf_chat_msg {
 clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
                            size_t *len);
 
+/* clf_chat_render's text as tokens (BOS first where add_special and the
+ * model add one): the template's markers are control tokens, the messages'
+ * texts are text, whatever they hold, so a message cannot close its turn
+ * or open another ("<|im_end|>" typed by a user is not the token). */
+clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const clf_chat_msg *msgs, int n,
+                             int reply_start, int add_special, int32_t **ids, int *n_ids);
+/* The same for a message after an answer in a conversation that keeps its
+ * tokens (clinfer chat): the answer's turn end, the message, the header of
+ * the next answer. */
+clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, const char *role, const char *content,
+                                  int32_t **ids, int *n_ids);
+
 /* The text that closes an assistant turn ("<|im_end|>\n" for ChatML): fed to
  * the model after an answer so that the next turn follows as in training. */
 const char *clf_chat_turn_end(const clf_chat *c);
 
-/* Appends one message (role "system", "user" or "assistant") to *buf
+/* Appends one message (role "system", "user", "assistant" or "tool", as
+ * clinfer_chat_message says; another is CLF_ERR_ARG) to *buf
  * (malloc'd, grown, NUL-terminated; *len bytes). Gemma has no system turn:
  * CLF_ERR_ARG (clf_chat_render places a system message). */
 clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len);

@@ -189,6 +189,8 @@ int32_t clf_sampler_sample(clf_sampler *s, const float *logits, int n_vocab) {
     return draw(s, n_vocab);
 }
 
+int clf_sampler_n_vocab(const clf_sampler *s) { return s->n_vocab; }
+
 int clf_sampler_top_k(const clf_sampler *s, int k_max) {
     if (s->p.repeat_penalty != 1.0f) return 0; /* any logit of the history may move */
     if (s->p.temperature <= 0) return 1;

@@ -37,6 +37,8 @@ void clf_sampler_free(clf_sampler *s);
  * as -inf). Does not record the token: call clf_sampler_accept for that.
  * -1 with a message when n_vocab is not the sampler's. */
 int32_t clf_sampler_sample(clf_sampler *s, const float *logits, int n_vocab);
+/* The vocabulary size the sampler was made for. */
+int clf_sampler_n_vocab(const clf_sampler *s);
 
 /* How many of the best logits clf_sampler_sample_top needs with these
  * settings, at most k_max: 1 for greedy, top_k for sampling, 0 when it

@@ -448,9 +448,18 @@ static clf_status frags_push(frags *f, frag x) {
 
 static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); } /* C isspace, any locale */
 
+/* Whether [at, at + n) overlaps one of the plain ranges (in order). */
+static int in_plain(const clf_span *plain, int n_plain, size_t at, size_t n) {
+    for (int i = 0; i < n_plain && plain[i].off < at + n; i++)
+        if (at < plain[i].off + plain[i].len) return 1;
+    return 0;
+}
+
 /* Cuts every occurrence of each special token out of the text fragments, one
- * token at a time, longest first (llama.cpp's tokenizer_st_partition). */
-static clf_status split_special(const clf_tokenizer *t, const char *text, size_t len, int parse_special, frags *cur) {
+ * token at a time, longest first (llama.cpp's tokenizer_st_partition). A
+ * control token's text inside a plain range stays text. */
+static clf_status split_special(const clf_tokenizer *t, const char *text, size_t len, int parse_special,
+                                const clf_span *plain, int n_plain, frags *cur) {
     frags next = {0};
     clf_status st = CLF_OK;
     if (len) st = frags_push(cur, (frag){0, len, -1});
@@ -462,10 +471,15 @@ static clf_status split_special(const clf_tokenizer *t, const char *text, size_t
         next.n = 0;
         for (size_t i = 0; i < cur->n && st == CLF_OK; i++) {
             frag f = cur->v[i];
-            while (f.id < 0 && f.len >= tl && st == CLF_OK) {
-                const char *m = memmem(text + f.off, f.len, tok, tl);
+            size_t from = f.off; /* where to look next: past a match inside a plain range */
+            while (f.id < 0 && f.off + f.len - from >= tl && st == CLF_OK) {
+                const char *m = memmem(text + from, f.off + f.len - from, tok, tl);
                 if (!m) break;
                 size_t at = (size_t)(m - text);
+                if (n_plain && is_hidden(t, id) && in_plain(plain, n_plain, at, tl)) {
+                    from = at + 1;
+                    continue;
+                }
                 if (at > f.off) st = frags_push(&next, (frag){f.off, at - f.off, -1});
                 if (st == CLF_OK) st = frags_push(&next, (frag){at, tl, id});
                 f.len -= at + tl - f.off;
@@ -475,6 +489,7 @@ static clf_status split_special(const clf_tokenizer *t, const char *text, size_t
                         f.off++;
                         f.len--;
                     }
+                from = f.off;
             }
             if (st == CLF_OK && (f.id >= 0 || f.len)) st = frags_push(&next, f);
         }
@@ -487,10 +502,10 @@ static clf_status split_special(const clf_tokenizer *t, const char *text, size_t
 }
 
 static clf_status tokenize(const clf_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
-                           clf_ids *out) {
+                           const clf_span *plain, int n_plain, clf_ids *out) {
     if (add_special && t->add_bos) CLF_TRY(clf_ids_push(out, t->bos));
     frags fr = {0};
-    clf_status st = split_special(t, text, len, parse_special, &fr);
+    clf_status st = split_special(t, text, len, parse_special, plain, n_plain, &fr);
     int prev_special = 1; /* SentencePiece prefixes a space to the text after BOS or a special token */
     for (size_t i = 0; i < fr.n && st == CLF_OK; i++) {
         const frag *f = &fr.v[i];
@@ -509,15 +524,15 @@ static clf_status tokenize(const clf_tokenizer *t, const char *text, size_t len,
     return st;
 }
 
-clf_status clf_tokenize(const clf_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
-                        int32_t **ids, int *n) {
+static clf_status tokenize_ids(const clf_tokenizer *t, const char *text, size_t len, int add_special,
+                               int parse_special, const clf_span *plain, int n_plain, int32_t **ids, int *n) {
     *ids = NULL;
     *n = 0;
     if (!t || (!text && len)) return clf_fail(CLF_ERR_ARG, "clf_tokenize: no tokenizer or text");
     if (len > (size_t)INT32_MAX / 4) /* so that every count, after UTF-8 repair, fits an int */
         return clf_fail(CLF_ERR_ARG, "clf_tokenize: text of %zu bytes is too long", len);
     clf_ids out = {0};
-    clf_status st = tokenize(t, text, len, add_special, parse_special, &out);
+    clf_status st = tokenize(t, text, len, add_special, parse_special, plain, n_plain, &out);
     if (st != CLF_OK) {
         free(out.v);
         return st;
@@ -525,6 +540,21 @@ clf_status clf_tokenize(const clf_tokenizer *t, const char *text, size_t len, in
     *ids = out.v;
     *n = out.n;
     return CLF_OK;
+}
+
+clf_status clf_tokenize(const clf_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                        int32_t **ids, int *n) {
+    return tokenize_ids(t, text, len, add_special, parse_special, NULL, 0, ids, n);
+}
+
+clf_status clf_tokenize_plain(const clf_tokenizer *t, const char *text, size_t len, int add_special,
+                              const clf_span *plain, int n_plain, int32_t **ids, int *n) {
+    if (n_plain < 0 || (n_plain && !plain)) {
+        *ids = NULL;
+        *n = 0;
+        return clf_fail(CLF_ERR_ARG, "clf_tokenize_plain: no plain ranges");
+    }
+    return tokenize_ids(t, text, len, add_special, 1, plain, n_plain, ids, n);
 }
 
 /* ---- accessors ------------------------------------------------------------ */

@@ -46,6 +46,19 @@ void clf_tokenizer_free(clf_tokenizer *t);
 clf_status clf_tokenize(const clf_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                         int32_t **ids, int *n);
 
+/* A byte range of a text. */
+typedef struct clf_span {
+    size_t off, len;
+} clf_span;
+/* clf_tokenize with control tokens read everywhere but inside the `plain`
+ * ranges (n_plain of them, in order, disjoint): there control-token text
+ * is text, as with parse_special off. A chat prompt's messages are plain,
+ * its template's markers around them tokens (clf_chat_tokenize). The text
+ * is cut into the same fragments as with parse_special on, so a text
+ * without control-token text inside the plain ranges gives the same ids. */
+clf_status clf_tokenize_plain(const clf_tokenizer *t, const char *text, size_t len, int add_special,
+                              const clf_span *plain, int n_plain, int32_t **ids, int *n);
+
 int32_t clf_tokenizer_n_vocab(const clf_tokenizer *t);
 int32_t clf_tokenizer_bos(const clf_tokenizer *t); /* -1 when the model has none */
 int32_t clf_tokenizer_eos(const clf_tokenizer *t);

@@ -98,6 +98,8 @@ _sig("clinfer_tokenize", c_int, c_void_p, c_char_p, c_size_t, c_int, c_int, POIN
 _sig("clinfer_detokenize", c_int, c_void_p, POINTER(c_int32), c_int, c_int, POINTER(c_void_p), POINTER(c_size_t))
 _sig("clinfer_token_is_eog", c_int, c_void_p, c_int32)
 _sig("clinfer_chat_apply", c_int, c_void_p, POINTER(ChatMessage), c_int, c_int, POINTER(c_void_p), POINTER(c_size_t))
+_sig("clinfer_chat_tokenize", c_int, c_void_p, POINTER(ChatMessage), c_int, c_int, POINTER(POINTER(c_int32)),
+     POINTER(c_int))
 _sig("clinfer_session_default_params", SessionParams)
 _sig("clinfer_session_create", c_int, c_void_p, POINTER(SessionParams), POINTER(c_void_p))
 _sig("clinfer_session_free", None, c_void_p)
