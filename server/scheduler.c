@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,11 @@ static void *loop(void *arg) {
         if (s->slots[i].job) release_all(s, s->slots[i].job), finish(s, s->slots[i].job, SRV_FINISH_LENGTH, NULL);
     pthread_cond_broadcast(&s->progress);
     pthread_mutex_unlock(&s->mu);
+    /* PoCL compiles kernels with LLVM in the thread that enqueues them, and
+     * LLVM gives it an alternate signal stack from malloc; ASan's thread
+     * teardown munmaps the current one and aborts on that (serve's exit
+     * under make test-asan). Off before the end: LLVM keeps its memory. */
+    sigaltstack(&(stack_t){.ss_flags = SS_DISABLE}, NULL);
     return NULL;
 }
 
