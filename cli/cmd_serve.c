@@ -62,7 +62,10 @@ int cmd_serve(int argc, char **argv) {
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
-    if (api_key && !*api_key) api_key = NULL;
+    /* an empty key (a variable set from nothing) would turn authentication off unnoticed */
+    if (api_key && !*api_key)
+        return cli_error(clf_fail(CLF_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
+                                               "unset it to serve without a key"));
     char path[1024];
     clf_status st = clf_model_path(o.model, path, sizeof path);
     if (st != CLF_OK) return cli_error(st);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,11 +104,13 @@ static enum MHD_Result too_large(struct MHD_Connection *c) {
     return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
 }
 
-/* The key compared in time independent of where it differs. */
+/* The key compared in time independent of where it differs; the scheme's
+ * name in any case (RFC 7235). */
 static int key_ok(const srv_http *h, struct MHD_Connection *c) {
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncmp(auth, "Bearer ", 7)) return 0;
+    if (!auth || strncasecmp(auth, "Bearer ", 7)) return 0;
     const char *given = auth + 7;
+    while (*given == ' ') given++;
     size_t n = strlen(h->api_key), m = strlen(given);
     unsigned char diff = n != m;
     for (size_t i = 0; i < n; i++) diff |= (unsigned char)(h->api_key[i] ^ given[i < m ? i : 0]);

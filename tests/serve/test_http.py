@@ -1,11 +1,15 @@
 """HTTP as it comes: bad requests, oversized ones, a client gone mid-stream,
 a full queue, SIGTERM under load."""
 import json
+import os
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
+
+from conftest import BIN, TINY
 
 CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
@@ -210,3 +214,24 @@ def test_metrics(smol):
                  "requests_queued", "batch_occupancy", "slots"):
         assert f"# TYPE clinfer_{name} " in text
     assert smol.metric("generated_tokens_total") >= 3 and smol.metric("slots") == 8
+
+
+def test_api_key_scheme_any_case(tiny):
+    s = tiny("--api-key", "k")
+    for auth in ("Bearer k", "bearer k", "BEARER k", "Bearer  k"):
+        assert s.request("GET", "/v1/models", headers={"Authorization": auth})[0] == 200, auth
+    for auth in ("Basic k", "Bearer k2", "Bearer", "bearerk"):
+        assert s.request("GET", "/v1/models", headers={"Authorization": auth})[0] == 401, auth
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_empty_api_key_refused(how):
+    """An empty key is refused in one line, not taken as "no key"."""
+    args, env = [BIN, "serve", "--port", "0", "-m", TINY], dict(os.environ)
+    if how == "option":
+        args += ["--api-key", ""]
+    else:
+        env["CLINFER_API_KEY"] = ""
+    p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "listening" not in p.stderr
+    assert "empty" in p.stderr.splitlines()[0], p.stderr  # (the option's usage error adds the usage line)
