@@ -61,11 +61,15 @@ static enum MHD_Result send_fail(struct MHD_Connection *c, int http, const char 
     return srv_http_send_error(c, &e);
 }
 
+/* Only a hang-up or an error: the end of the client's data (POLLRDHUP) is
+ * also what a client that half-closes after its request (shutdown(SHUT_WR),
+ * nc -N) sends, and it waits for its answer. A client that closed entirely
+ * is seen when a write to it fails. */
 int srv_http_peer_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 1;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    struct pollfd p = {.fd = ci->connect_fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
 void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }

@@ -52,7 +52,8 @@ void srv_http_stop(srv_http *h);
 
 enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body);
 enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e);
-/* Whether the client has closed its side (a request then is cancelled). */
+/* Whether the client is gone: its connection hung up or failed (a request
+ * then is cancelled); a half-close is not gone. */
 int srv_http_peer_gone(struct MHD_Connection *c);
 /* Counts a completion in flight (srv_http_drain waits for them). */
 void srv_http_busy(srv_http *h, int delta);

@@ -235,3 +235,22 @@ def test_empty_api_key_refused(how):
     p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "listening" not in p.stderr
     assert "empty" in p.stderr.splitlines()[0], p.stderr  # (the option's usage error adds the usage line)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_half_close_gets_its_answer(tiny, stream):
+    """A client that shuts down its sending side after the request (nc -N) still gets the answer."""
+    s = tiny()
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+    data = json.dumps({"prompt": "a", "max_tokens": 5, "stream": stream}).encode()
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+              b"Connection: close\r\n\r\n%s" % (len(data), data))
+    c.shutdown(socket.SHUT_WR)
+    reply = read_until(c, b"\0")  # to the end: the server closes after the answer
+    c.close()
+    assert reply.startswith(b"HTTP/1.1 200"), reply
+    body = reply.split(b"\r\n\r\n", 1)[1]
+    if stream:
+        assert events(body)[-1] == "[DONE]"
+    else:
+        assert json.loads(body)["usage"]["completion_tokens"] == 5
