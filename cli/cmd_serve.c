@@ -41,10 +41,12 @@ static void stop_on_broken(void) {
     kill(getpid(), SIGTERM);
 }
 
-/* The model's name in the API: its file's name. */
-static const char *base_name(const char *path) {
+/* The model's name in the API: its file's name, made valid UTF-8 (every
+ * answer, and /metrics' label, carries it); NULL: out of memory. */
+static char *model_id(const char *path) {
     const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
+    s = s ? s + 1 : path;
+    return srv_api_utf8(s, strlen(s), NULL);
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -79,12 +81,12 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
             host, strchr(host, ':') ? "]" : "", srv_http_port(h));
 
-    cli_session s; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
+    cli_session s = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
     srv_engine *e = NULL;
-    srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
-                   .created = (long long)time(NULL)};
+    char *id = model_id(path);
+    srv_app app = {.model_id = id, .model_alias = o.model, .n_slots = parallel, .created = (long long)time(NULL)};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
-    st = cli_session_open(path, &o.place, -1, o.kv, &s);
+    st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLF_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
     if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
     if (st == CLF_OK) {
@@ -113,5 +115,6 @@ int cmd_serve(int argc, char **argv) {
     hold_signals(0, &old);
     srv_engine_free(e);
     if (s.rt) cli_session_close(&s);
+    free(id);
     return cli_error(st);
 }

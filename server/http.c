@@ -28,7 +28,8 @@ struct srv_http {
 
 /* ---- answers -------------------------------------------------------------- */
 
-enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
+/* body NULL: a fixed 500 (not even an error's JSON could be made). */
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
     if (!body) {
         static const char OOM[] = "{\"error\":{\"message\":\"out of host memory\",\"type\":\"server_error\"}}";
         struct MHD_Response *r = MHD_create_response_from_buffer(strlen(OOM), (void *)OOM, MHD_RESPMEM_PERSISTENT);
@@ -48,6 +49,13 @@ enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const c
     enum MHD_Result rc = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return rc;
+}
+
+enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
+    if (body) return send_body(c, status, type, body);
+    srv_api_error e; /* the body could not be made: a 500 saying why */
+    srv_api_error_set(&e, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s", clf_last_error());
+    return send_body(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json", srv_api_error_json(&e));
 }
 
 enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e) {
@@ -164,9 +172,11 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
         MHD_destroy_response(r);
         return rc;
     }
-    if (cn->r == R_HEALTH)
-        return srv_http_send(c, app ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
-                             strdup(app ? "{\"status\":\"ok\"}" : "{\"status\":\"loading model\"}"));
+    if (cn->r == R_HEALTH) {
+        char *b = strdup(app ? "{\"status\":\"ok\"}" : "{\"status\":\"loading model\"}");
+        if (!b) clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return srv_http_send(c, app ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", b);
+    }
     if (!app) return send_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "loading", "the model is loading");
     switch (cn->r) {
     case R_METRICS: {

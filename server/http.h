@@ -50,6 +50,8 @@ void srv_http_stop(srv_http *h);
 
 /* ---- for the endpoints (completions.c) ------------------------------------ */
 
+/* Sends body (malloc'd, consumed); NULL: a 500 whose message is
+ * clf_last_error() (why the body could not be made). */
 enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body);
 enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e);
 /* Whether the client is gone: its connection hung up or failed (a request

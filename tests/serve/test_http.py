@@ -254,3 +254,24 @@ def test_half_close_gets_its_answer(tiny, stream):
         assert events(body)[-1] == "[DONE]"
     else:
         assert json.loads(body)["usage"]["completion_tokens"] == 5
+
+
+def test_model_name_not_utf8(tiny, tmp_path):
+    """A file name that is not UTF-8: its id carries U+FFFD, and every answer works."""
+    path = os.path.join(os.fsencode(tmp_path), b"tiny-\xff.gguf")
+    with open(TINY, "rb") as f, open(path, "wb") as g:
+        g.write(f.read())
+    s = tiny(model=path)
+    name = "tiny-\ufffd.gguf"
+    status, models = s.request("GET", "/v1/models")
+    assert status == 200 and models["data"][0]["id"] == name
+    status, r = s.request("POST", COMP, {"prompt": "a", "max_tokens": 3})
+    assert status == 200 and r["model"] == name and r["usage"]["completion_tokens"] == 3
+    status, r = s.request("POST", CHAT, {"messages": MSG, "max_tokens": 3, "model": name})
+    assert status == 200 and r["choices"][0]["finish_reason"] == "length"
+    c = open_stream(s.port, {"prompt": "a", "max_tokens": 3})
+    ev = events(read_until(c, b"data: [DONE]"))
+    c.close()
+    assert ev[-1] == "[DONE]" and json.loads(ev[-2])["model"] == name
+    _, text = s.request("GET", "/metrics")  # decoded as UTF-8
+    assert f'model="{name}"' in text
