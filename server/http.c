@@ -129,12 +129,49 @@ static int key_ok(const srv_http *h, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-/* First call of a request: its route, key and announced size. A wrong one
+/* How the request says its body's length (RFC 9112 §6). */
+typedef struct framing {
+    const char *cl, *te;
+    int n_cl, n_te, cl_differ;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        f->cl_differ |= f->n_cl++ && strcmp(value, f->cl);
+        f->cl = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->n_te++;
+        f->te = value;
+    }
+    return MHD_YES;
+}
+
+/* A length said twice differently, by both Content-Length and
+ * Transfer-Encoding, or by a coding other than chunked: where the body ends
+ * is ambiguous (a proxy in front may read it otherwise: request smuggling),
+ * so RFC 9112 asks for a 400 and the connection closed. libmicrohttpd
+ * reads only the first Content-Length, and it answers a malformed one
+ * itself before this code sees the request. */
+static int framing_ok(struct MHD_Connection *c, srv_api_error *e) {
+    framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    const char *why = NULL;
+    if (f.cl_differ) why = "Content-Length is given twice with different values";
+    else if (f.n_cl && f.n_te) why = "Content-Length and Transfer-Encoding are both given";
+    else if (f.n_te > 1 || (f.n_te && strcasecmp(f.te, "chunked"))) why = "Transfer-Encoding must be chunked alone";
+    if (why) srv_api_error_set(e, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "bad_framing", NULL, "%s", why);
+    return !why;
+}
+
+/* First call of a request: its framing, route, key and announced size. A wrong one
  * is answered once its body is read and dropped (a client still sending
  * would not see an answer sent before); one far over the size limit at
  * once, and the connection closed. */
 static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
                                      conn *cn) {
+    if (!framing_ok(c, &cn->err)) return srv_http_send_error(c, &cn->err);
     int path_known = 0;
     cn->r = R_NONE;
     for (int i = 0; i < R_NONE; i++)
