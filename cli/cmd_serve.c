@@ -20,7 +20,7 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N] [--api-key KEY] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N] [--api-key KEY] [--request-timeout S] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -53,7 +53,7 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
-    int port = 8080, parallel = 4, queue = 64;
+    int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
                                CLI_OPT_STR("--host", &host),
@@ -61,6 +61,7 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--parallel", &parallel, 1, 256),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
                                CLI_OPT_STR("--api-key", &api_key),
+                               CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
@@ -76,7 +77,7 @@ int cmd_serve(int argc, char **argv) {
     sigset_t old;
     hold_signals(1, &old);
     srv_http *h;
-    st = srv_http_start(&(srv_http_config){host, port, api_key}, &h);
+    st = srv_http_start(&(srv_http_config){host, port, api_key, request_timeout}, &h);
     if (st != CLF_OK) return cli_error(st);
     fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
             host, strchr(host, ':') ? "]" : "", srv_http_port(h));

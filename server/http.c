@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -18,13 +19,36 @@
 typedef struct { const char *name; const unsigned char *data; size_t len; } srv_page_source;
 extern const srv_page_source srv_page_sources[];
 
+/* A connection's deadline to receive a request, headers and body:
+ * libmicrohttpd's idle timeout restarts on every byte, so a client that
+ * trickles bytes would hold a connection and its thread for ever. */
+typedef struct watch {
+    int fd;
+    double deadline; /* 0 while its request is served */
+    struct watch *prev, *next;
+} watch;
+
 struct srv_http {
     struct MHD_Daemon *d;
     const char *api_key;
     _Atomic(srv_app *) app; /* NULL while the model loads */
     atomic_int busy;
     int port;
+    /* the watchdog: shuts down the socket of a connection past its deadline
+     * (libmicrohttpd then reads the end of it and closes the connection) */
+    double request_timeout_s;
+    pthread_mutex_t wmu;
+    pthread_cond_t wake;
+    watch *watched;
+    pthread_t watchdog;
+    int watchdog_started, stopping;
 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* ---- answers -------------------------------------------------------------- */
 
@@ -81,6 +105,67 @@ int srv_http_peer_gone(struct MHD_Connection *c) {
 }
 
 void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }
+
+/* ---- the request deadline ------------------------------------------------ */
+
+/* The connection's next request must arrive whole within the timeout (on),
+ * or it is being served (off). */
+static void arm(srv_http *h, struct MHD_Connection *c, int on) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch *w = ci ? ci->socket_context : NULL;
+    if (!w) return;
+    pthread_mutex_lock(&h->wmu);
+    w->deadline = on ? now_s() + h->request_timeout_s : 0;
+    pthread_mutex_unlock(&h->wmu);
+}
+
+/* libmicrohttpd calls CLOSED before it closes the socket: under the lock,
+ * the watchdog's fd is still this connection's. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    watch *w = *socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(w = calloc(1, sizeof *w))) return; /* unwatched: the idle timeout still holds */
+        w->fd = ci->connect_fd;
+        pthread_mutex_lock(&h->wmu);
+        w->deadline = now_s() + h->request_timeout_s;
+        if ((w->next = h->watched)) w->next->prev = w;
+        h->watched = w;
+        pthread_mutex_unlock(&h->wmu);
+        *socket_ctx = w;
+    } else if (w) {
+        pthread_mutex_lock(&h->wmu);
+        if (w->prev) w->prev->next = w->next;
+        else h->watched = w->next;
+        if (w->next) w->next->prev = w->prev;
+        pthread_mutex_unlock(&h->wmu);
+        free(w);
+        *socket_ctx = NULL;
+    }
+}
+
+static void *watchdog(void *arg) {
+    srv_http *h = arg;
+    pthread_mutex_lock(&h->wmu);
+    while (!h->stopping) {
+        double t = now_s(), next = t + 1;
+        for (watch *w = h->watched; w; w = w->next) {
+            if (!w->deadline) continue;
+            if (w->deadline <= t) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->deadline = 0;
+            } else if (w->deadline < next) {
+                next = w->deadline;
+            }
+        }
+        struct timespec until = {(time_t)next, (long)((next - (time_t)next) * 1e9)};
+        pthread_cond_timedwait(&h->wake, &h->wmu, &until);
+    }
+    pthread_mutex_unlock(&h->wmu);
+    return NULL;
+}
 
 /* ---- routes --------------------------------------------------------------- */
 
@@ -259,13 +344,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->len += n;
         return MHD_YES;
     }
+    arm(h, c, 0); /* the request is whole: its answer may take long */
     if (cn->failed) return srv_http_send_error(c, &cn->err);
     if (cn->dropped) return too_large(c);
     return serve(h, c, cn);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode tc) {
-    (void)cls, (void)c, (void)tc;
+    (void)tc;
+    arm(cls, c, 1); /* for the next request on this connection */
     conn *cn = *req_cls;
     if (cn) free(cn->body);
     free(cn);
@@ -287,21 +374,35 @@ clf_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     }
     h->api_key = cfg->api_key;
+    h->request_timeout_s = cfg->request_timeout_s > 0 ? cfg->request_timeout_s : SRV_REQUEST_TIMEOUT_S;
+    pthread_mutex_init(&h->wmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->wake, &ca);
+    pthread_condattr_destroy(&ca);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     errno = 0;
     h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_HEADER_MEMORY,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, NULL, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SRV_MAX_PER_CLIENT,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                            h, MHD_OPTION_END);
     int err = errno;
     freeaddrinfo(ai);
     if (!h->d) {
-        free(h);
+        srv_http_stop(h);
         return clf_fail(CLF_ERR_IO, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                         err ? strerror(err) : "libmicrohttpd failed to start");
     }
+    if ((err = pthread_create(&h->watchdog, NULL, watchdog, h))) {
+        srv_http_stop(h);
+        return clf_fail(CLF_ERR_MEMORY, "cannot start the server's watchdog thread: %s", strerror(err));
+    }
+    h->watchdog_started = 1;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di ? di->port : cfg->port;
     *out = h;
@@ -324,6 +425,15 @@ void srv_http_drain(srv_http *h, double timeout_s) {
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;
-    MHD_stop_daemon(h->d);
+    if (h->d) MHD_stop_daemon(h->d); /* every connection closed: none watched */
+    if (h->watchdog_started) {
+        pthread_mutex_lock(&h->wmu);
+        h->stopping = 1;
+        pthread_cond_signal(&h->wake);
+        pthread_mutex_unlock(&h->wmu);
+        pthread_join(h->watchdog, NULL);
+    }
+    pthread_cond_destroy(&h->wake);
+    pthread_mutex_destroy(&h->wmu);
     free(h);
 }
