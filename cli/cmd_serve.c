@@ -20,7 +20,7 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N] [--api-key KEY] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N] [--api-key KEY] [--request-timeout S] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -41,17 +41,19 @@ static void stop_on_broken(void) {
     kill(getpid(), SIGTERM);
 }
 
-/* The model's name in the API: its file's name. */
-static const char *base_name(const char *path) {
+/* The model's name in the API: its file's name, made valid UTF-8 (every
+ * answer, and /metrics' label, carries it); NULL: out of memory. */
+static char *model_id(const char *path) {
     const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
+    s = s ? s + 1 : path;
+    return srv_api_utf8(s, strlen(s), NULL);
 }
 
 int cmd_serve(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
-    int port = 8080, parallel = 4, queue = 64;
+    int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
                                CLI_OPT_STR("--host", &host),
@@ -59,10 +61,14 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--parallel", &parallel, 1, 256),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
                                CLI_OPT_STR("--api-key", &api_key),
+                               CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
-    if (api_key && !*api_key) api_key = NULL;
+    /* an empty key (a variable set from nothing) would turn authentication off unnoticed */
+    if (api_key && !*api_key)
+        return cli_error(clf_fail(CLF_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
+                                               "unset it to serve without a key"));
     char path[1024];
     clf_status st = clf_model_path(o.model, path, sizeof path);
     if (st != CLF_OK) return cli_error(st);
@@ -71,17 +77,17 @@ int cmd_serve(int argc, char **argv) {
     sigset_t old;
     hold_signals(1, &old);
     srv_http *h;
-    st = srv_http_start(&(srv_http_config){host, port, api_key}, &h);
+    st = srv_http_start(&(srv_http_config){host, port, api_key, request_timeout}, &h);
     if (st != CLF_OK) return cli_error(st);
     fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
             host, strchr(host, ':') ? "]" : "", srv_http_port(h));
 
-    cli_session s; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
+    cli_session s = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
     srv_engine *e = NULL;
-    srv_app app = {.model_id = base_name(path), .model_alias = o.model, .n_slots = parallel,
-                   .created = (long long)time(NULL)};
+    char *id = model_id(path);
+    srv_app app = {.model_id = id, .model_alias = o.model, .n_slots = parallel, .created = (long long)time(NULL)};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
-    st = cli_session_open(path, &o.place, -1, o.kv, &s);
+    st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLF_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
     if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
     if (st == CLF_OK) {
@@ -110,5 +116,6 @@ int cmd_serve(int argc, char **argv) {
     hold_signals(0, &old);
     srv_engine_free(e);
     if (s.rt) cli_session_close(&s);
+    free(id);
     return cli_error(st);
 }

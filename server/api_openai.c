@@ -343,54 +343,79 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp < 0xe000) ? k : 0;
 }
 
-/* A JSON string of text whose invalid bytes become U+FFFD (jansson takes
- * valid UTF-8 only; a model can emit any bytes). */
-static json_t *text_json(const char *text, size_t len) {
+char *srv_api_utf8(const char *text, size_t len, size_t *out_len) {
     char *buf = malloc(len * 3 + 1);
-    if (!buf) return NULL;
+    if (!buf) {
+        clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return NULL;
+    }
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         size_t k = utf8_len((const unsigned char *)text + i, len - i);
         if (k) memcpy(buf + o, text + i, k), o += k, i += k;
         else memcpy(buf + o, "\xef\xbf\xbd", 3), o += 3, i++;
     }
-    json_t *s = json_stringn_nocheck(buf, o);
+    buf[o] = 0;
+    if (out_len) *out_len = o;
+    return buf;
+}
+
+/* A JSON string of text (jansson takes valid UTF-8 only; a model can emit
+ * any bytes). */
+static json_t *text_json(const char *text, size_t len) {
+    size_t n;
+    char *buf = srv_api_utf8(text, len, &n);
+    json_t *s = buf ? json_stringn_nocheck(buf, n) : NULL;
     free(buf);
     return s;
 }
 
+/* json_pack that says why it failed (clf_last_error): a string that is not
+ * UTF-8 is refused, not only memory. A part given as NULL failed before
+ * and said why already. */
+static json_t *pack(const char *fmt, ...) {
+    json_error_t je;
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *j = json_vpack_ex(&je, 0, fmt, ap);
+    va_end(ap);
+    if (!j && strcmp(je.text, "NULL object")) clf_fail(CLF_ERR_FORMAT, "cannot encode the answer as JSON: %s", je.text);
+    return j;
+}
+
 static char *dump(json_t *j) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (j && !s) clf_fail(CLF_ERR_MEMORY, "out of host memory");
     json_decref(j);
     return s;
 }
 
 /* The message may quote the request's bytes (jansson's parse errors do). */
 char *srv_api_error_json(const srv_api_error *e) {
-    return dump(json_pack("{s:{s:o, s:s, s:s?, s:s?}}", "error", "message", text_json(e->message, strlen(e->message)),
-                          "type", e->type, "param", e->param, "code", e->code));
+    return dump(pack("{s:{s:o, s:s, s:s?, s:s?}}", "error", "message", text_json(e->message, strlen(e->message)),
+                     "type", e->type, "param", e->param, "code", e->code));
 }
 
 static json_t *usage_json(const srv_api_usage *u) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
-                     u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens", u->cached_tokens);
+    return pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
+                u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
+                "prompt_tokens_details", "cached_tokens", u->cached_tokens);
 }
 
 /* clinfer's timings, in llama.cpp's server's names. */
 static json_t *timings_json(const srv_api_usage *u) {
     int np = u->prompt_tokens - u->cached_tokens, ng = u->completion_tokens;
-    return json_pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", u->cached_tokens, "prompt_n", np,
-                     "prompt_ms", u->prompt_ms, "prompt_per_second", u->prompt_ms > 0 ? np * 1e3 / u->prompt_ms : 0.0,
-                     "predicted_n", ng, "predicted_ms", u->gen_ms, "predicted_per_second",
-                     u->gen_ms > 0 ? ng * 1e3 / u->gen_ms : 0.0, "queue_ms", u->queue_ms);
+    return pack("{s:i, s:i, s:f, s:f, s:i, s:f, s:f, s:f}", "cache_n", u->cached_tokens, "prompt_n", np,
+                "prompt_ms", u->prompt_ms, "prompt_per_second", u->prompt_ms > 0 ? np * 1e3 / u->prompt_ms : 0.0,
+                "predicted_n", ng, "predicted_ms", u->gen_ms, "predicted_per_second",
+                u->gen_ms > 0 ? ng * 1e3 / u->gen_ms : 0.0, "queue_ms", u->queue_ms);
 }
 
 static json_t *head(const srv_api_resp *r, int chunk) {
     const char *object = r->kind == SRV_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
                                              : "text_completion";
-    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created,
-                     "model", r->model, "system_fingerprint", "clinfer");
+    return pack("{s:s, s:s, s:I, s:s, s:s}", "id", r->id, "object", object, "created", (json_int_t)r->created,
+                "model", r->model, "system_fingerprint", "clinfer");
 }
 
 static json_t *finish_json(const srv_api_resp *r) { return r->finish ? json_string(r->finish) : json_null(); }
@@ -398,12 +423,13 @@ static json_t *finish_json(const srv_api_resp *r) { return r->finish ? json_stri
 char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u) {
     json_t *j = head(r, 0), *choice;
     if (r->kind == SRV_CHAT)
-        choice = json_pack("{s:i, s:{s:s, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant", "content",
-                           text_json(text, len), "logprobs", "finish_reason", finish_json(r));
+        choice = pack("{s:i, s:{s:s, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant", "content",
+                      text_json(text, len), "logprobs", "finish_reason", finish_json(r));
     else
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", text_json(text, len), "logprobs",
-                           "finish_reason", finish_json(r));
-    if (!j || json_object_set_new(j, "choices", json_pack("[o]", choice)) ||
+        choice = pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", text_json(text, len), "logprobs",
+                      "finish_reason", finish_json(r));
+    if (!j) json_decref(choice); /* else the pack below takes it */
+    if (!j || json_object_set_new(j, "choices", pack("[o]", choice)) ||
         json_object_set_new(j, "usage", usage_json(u)) || json_object_set_new(j, "timings", timings_json(u))) {
         json_decref(j);
         return NULL;
@@ -416,14 +442,15 @@ char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size
     if (u) {
         choices = json_array();
     } else if (r->kind == SRV_CHAT) {
-        json_t *delta = r->finish && !len ? json_object() : json_pack("{s:o}", "content", text_json(text, len));
+        json_t *delta = r->finish && !len ? json_object() : pack("{s:o}", "content", text_json(text, len));
         if (role && delta) json_object_set_new(delta, "role", json_string("assistant"));
-        choices = json_pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "delta", delta, "logprobs", "finish_reason",
-                            finish_json(r));
+        choices = pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "delta", delta, "logprobs", "finish_reason",
+                       finish_json(r));
     } else {
-        choices = json_pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "text", text_json(text, len), "logprobs",
-                            "finish_reason", finish_json(r));
+        choices = pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "text", text_json(text, len), "logprobs",
+                       "finish_reason", finish_json(r));
     }
+    if (!j) json_decref(choices); /* else json_object_set_new takes it */
     if (!j || json_object_set_new(j, "choices", choices) ||
         (u && (json_object_set_new(j, "usage", usage_json(u)) || json_object_set_new(j, "timings", timings_json(u))))) {
         json_decref(j);
@@ -433,6 +460,6 @@ char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size
 }
 
 char *srv_api_models_json(const char *model, long long created, int n_ctx) {
-    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id", model, "object",
-                          "model", "created", (json_int_t)created, "owned_by", "clinfer", "meta", "n_ctx", n_ctx));
+    return dump(pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id", model, "object",
+                     "model", "created", (json_int_t)created, "owned_by", "clinfer", "meta", "n_ctx", n_ctx));
 }

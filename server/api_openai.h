@@ -54,7 +54,12 @@ void srv_api_bad(srv_api_error *e, const char *param, const char *fmt, ...) __at
 int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *req, srv_api_error *e);
 void srv_api_req_free(srv_api_req *req);
 
-/* ---- answers: malloc'd NUL-terminated JSON (NULL: out of memory) ------- */
+/* ---- answers: malloc'd NUL-terminated JSON (NULL: it cannot be made, ---
+ * clf_last_error says why: out of memory, or a string that is not UTF-8) */
+
+/* text[0, len) as valid UTF-8, NUL-terminated (*out_len bytes, if asked):
+ * each invalid byte becomes U+FFFD. NULL: out of memory. */
+char *srv_api_utf8(const char *text, size_t len, size_t *out_len);
 
 char *srv_api_error_json(const srv_api_error *e);
 

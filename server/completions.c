@@ -152,6 +152,26 @@ static int event(stream *s, char *json) {
     return 0;
 }
 
+/* The stream's end: [DONE]. */
+static int end_stream(stream *s) {
+    static const char DONE[] = "data: [DONE]\n\n";
+    char *o = realloc(s->out, s->out_len + sizeof DONE);
+    if (!o) return -1;
+    s->out = o;
+    memcpy(o + s->out_len, DONE, sizeof DONE - 1);
+    s->out_len += sizeof DONE - 1;
+    s->ended = 1;
+    return 0;
+}
+
+/* A chunk that could not be made ends the stream with an error event
+ * saying why (clf_last_error), then [DONE]. */
+static int fail_stream(stream *s) {
+    srv_api_error e;
+    srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clf_last_error());
+    return event(s, srv_api_error_json(&e)) ? -1 : end_stream(s);
+}
+
 /* The next events: new text, or the end (finish reason, usage, [DONE]). 0
  * when there are some, -1 when the stream must end in error. */
 static int next_events(stream *s) {
@@ -168,7 +188,7 @@ static int next_events(stream *s) {
             s->have += n;
         }
         free(text);
-        if (rc) return -1;
+        if (rc) return fail_stream(s);
         if (v.state == SRV_DONE) {
             if (v.finish == SRV_FINISH_ERROR) {
                 srv_api_error e;
@@ -180,14 +200,7 @@ static int next_events(stream *s) {
                 srv_api_usage u = usage_of(&v);
                 if (!rc && s->include_usage) rc = event(s, srv_api_chunk_json(&s->r, 0, NULL, 0, &u));
             }
-            static const char DONE[] = "data: [DONE]\n\n";
-            char *o = rc ? NULL : realloc(s->out, s->out_len + sizeof DONE);
-            if (!o) return -1;
-            s->out = o;
-            memcpy(o + s->out_len, DONE, sizeof DONE - 1);
-            s->out_len += sizeof DONE - 1;
-            s->ended = 1;
-            return 0;
+            return rc ? fail_stream(s) : end_stream(s);
         }
         if (s->out_len) return 0;
         if (srv_http_peer_gone(s->c)) return -1;
@@ -226,6 +239,7 @@ static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Conne
         free(s);
         srv_sched_release(app->sched, j);
         srv_http_busy(h, -1);
+        clf_fail(CLF_ERR_MEMORY, "out of host memory");
         return srv_http_send(c, 500, "application/json", NULL);
     }
     *s = (stream){.h = h, .app = app, .c = c, .j = j, .r = *r, .include_usage = include_usage};

@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,17 +19,41 @@
 typedef struct { const char *name; const unsigned char *data; size_t len; } srv_page_source;
 extern const srv_page_source srv_page_sources[];
 
+/* A connection's deadline to receive a request, headers and body:
+ * libmicrohttpd's idle timeout restarts on every byte, so a client that
+ * trickles bytes would hold a connection and its thread for ever. */
+typedef struct watch {
+    int fd;
+    double deadline; /* 0 while its request is served */
+    struct watch *prev, *next;
+} watch;
+
 struct srv_http {
     struct MHD_Daemon *d;
     const char *api_key;
     _Atomic(srv_app *) app; /* NULL while the model loads */
     atomic_int busy;
     int port;
+    /* the watchdog: shuts down the socket of a connection past its deadline
+     * (libmicrohttpd then reads the end of it and closes the connection) */
+    double request_timeout_s;
+    pthread_mutex_t wmu;
+    pthread_cond_t wake;
+    watch *watched;
+    pthread_t watchdog;
+    int watchdog_started, stopping;
 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* ---- answers -------------------------------------------------------------- */
 
-enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
+/* body NULL: a fixed 500 (not even an error's JSON could be made). */
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
     if (!body) {
         static const char OOM[] = "{\"error\":{\"message\":\"out of host memory\",\"type\":\"server_error\"}}";
         struct MHD_Response *r = MHD_create_response_from_buffer(strlen(OOM), (void *)OOM, MHD_RESPMEM_PERSISTENT);
@@ -49,6 +75,13 @@ enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const c
     return rc;
 }
 
+enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
+    if (body) return send_body(c, status, type, body);
+    srv_api_error e; /* the body could not be made: a 500 saying why */
+    srv_api_error_set(&e, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s", clf_last_error());
+    return send_body(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json", srv_api_error_json(&e));
+}
+
 enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e) {
     return srv_http_send(c, (unsigned)e->http, "application/json", srv_api_error_json(e));
 }
@@ -60,14 +93,79 @@ static enum MHD_Result send_fail(struct MHD_Connection *c, int http, const char 
     return srv_http_send_error(c, &e);
 }
 
+/* Only a hang-up or an error: the end of the client's data (POLLRDHUP) is
+ * also what a client that half-closes after its request (shutdown(SHUT_WR),
+ * nc -N) sends, and it waits for its answer. A client that closed entirely
+ * is seen when a write to it fails. */
 int srv_http_peer_gone(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 1;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    struct pollfd p = {.fd = ci->connect_fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
 void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }
+
+/* ---- the request deadline ------------------------------------------------ */
+
+/* The connection's next request must arrive whole within the timeout (on),
+ * or it is being served (off). */
+static void arm(srv_http *h, struct MHD_Connection *c, int on) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch *w = ci ? ci->socket_context : NULL;
+    if (!w) return;
+    pthread_mutex_lock(&h->wmu);
+    w->deadline = on ? now_s() + h->request_timeout_s : 0;
+    pthread_mutex_unlock(&h->wmu);
+}
+
+/* libmicrohttpd calls CLOSED before it closes the socket: under the lock,
+ * the watchdog's fd is still this connection's. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+    srv_http *h = cls;
+    watch *w = *socket_ctx;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(w = calloc(1, sizeof *w))) return; /* unwatched: the idle timeout still holds */
+        w->fd = ci->connect_fd;
+        pthread_mutex_lock(&h->wmu);
+        w->deadline = now_s() + h->request_timeout_s;
+        if ((w->next = h->watched)) w->next->prev = w;
+        h->watched = w;
+        pthread_mutex_unlock(&h->wmu);
+        *socket_ctx = w;
+    } else if (w) {
+        pthread_mutex_lock(&h->wmu);
+        if (w->prev) w->prev->next = w->next;
+        else h->watched = w->next;
+        if (w->next) w->next->prev = w->prev;
+        pthread_mutex_unlock(&h->wmu);
+        free(w);
+        *socket_ctx = NULL;
+    }
+}
+
+static void *watchdog(void *arg) {
+    srv_http *h = arg;
+    pthread_mutex_lock(&h->wmu);
+    while (!h->stopping) {
+        double t = now_s(), next = t + 1;
+        for (watch *w = h->watched; w; w = w->next) {
+            if (!w->deadline) continue;
+            if (w->deadline <= t) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->deadline = 0;
+            } else if (w->deadline < next) {
+                next = w->deadline;
+            }
+        }
+        struct timespec until = {(time_t)next, (long)((next - (time_t)next) * 1e9)};
+        pthread_cond_timedwait(&h->wake, &h->wmu, &until);
+    }
+    pthread_mutex_unlock(&h->wmu);
+    return NULL;
+}
 
 /* ---- routes --------------------------------------------------------------- */
 
@@ -103,23 +201,62 @@ static enum MHD_Result too_large(struct MHD_Connection *c) {
     return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
 }
 
-/* The key compared in time independent of where it differs. */
+/* The key compared in time independent of where it differs; the scheme's
+ * name in any case (RFC 7235). */
 static int key_ok(const srv_http *h, struct MHD_Connection *c) {
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncmp(auth, "Bearer ", 7)) return 0;
+    if (!auth || strncasecmp(auth, "Bearer ", 7)) return 0;
     const char *given = auth + 7;
+    while (*given == ' ') given++;
     size_t n = strlen(h->api_key), m = strlen(given);
     unsigned char diff = n != m;
     for (size_t i = 0; i < n; i++) diff |= (unsigned char)(h->api_key[i] ^ given[i < m ? i : 0]);
     return diff == 0;
 }
 
-/* First call of a request: its route, key and announced size. A wrong one
+/* How the request says its body's length (RFC 9112 §6). */
+typedef struct framing {
+    const char *cl, *te;
+    int n_cl, n_te, cl_differ;
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        f->cl_differ |= f->n_cl++ && strcmp(value, f->cl);
+        f->cl = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->n_te++;
+        f->te = value;
+    }
+    return MHD_YES;
+}
+
+/* A length said twice differently, by both Content-Length and
+ * Transfer-Encoding, or by a coding other than chunked: where the body ends
+ * is ambiguous (a proxy in front may read it otherwise: request smuggling),
+ * so RFC 9112 asks for a 400 and the connection closed. libmicrohttpd
+ * reads only the first Content-Length, and it answers a malformed one
+ * itself before this code sees the request. */
+static int framing_ok(struct MHD_Connection *c, srv_api_error *e) {
+    framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    const char *why = NULL;
+    if (f.cl_differ) why = "Content-Length is given twice with different values";
+    else if (f.n_cl && f.n_te) why = "Content-Length and Transfer-Encoding are both given";
+    else if (f.n_te > 1 || (f.n_te && strcasecmp(f.te, "chunked"))) why = "Transfer-Encoding must be chunked alone";
+    if (why) srv_api_error_set(e, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "bad_framing", NULL, "%s", why);
+    return !why;
+}
+
+/* First call of a request: its framing, route, key and announced size. A wrong one
  * is answered once its body is read and dropped (a client still sending
  * would not see an answer sent before); one far over the size limit at
  * once, and the connection closed. */
 static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, const char *url, const char *method,
                                      conn *cn) {
+    if (!framing_ok(c, &cn->err)) return srv_http_send_error(c, &cn->err);
     int path_known = 0;
     cn->r = R_NONE;
     for (int i = 0; i < R_NONE; i++)
@@ -157,9 +294,11 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
         MHD_destroy_response(r);
         return rc;
     }
-    if (cn->r == R_HEALTH)
-        return srv_http_send(c, app ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
-                             strdup(app ? "{\"status\":\"ok\"}" : "{\"status\":\"loading model\"}"));
+    if (cn->r == R_HEALTH) {
+        char *b = strdup(app ? "{\"status\":\"ok\"}" : "{\"status\":\"loading model\"}");
+        if (!b) clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return srv_http_send(c, app ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", b);
+    }
     if (!app) return send_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "loading", "the model is loading");
     switch (cn->r) {
     case R_METRICS: {
@@ -205,13 +344,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->len += n;
         return MHD_YES;
     }
+    arm(h, c, 0); /* the request is whole: its answer may take long */
     if (cn->failed) return srv_http_send_error(c, &cn->err);
     if (cn->dropped) return too_large(c);
     return serve(h, c, cn);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode tc) {
-    (void)cls, (void)c, (void)tc;
+    (void)tc;
+    arm(cls, c, 1); /* for the next request on this connection */
     conn *cn = *req_cls;
     if (cn) free(cn->body);
     free(cn);
@@ -233,21 +374,35 @@ clf_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     }
     h->api_key = cfg->api_key;
+    h->request_timeout_s = cfg->request_timeout_s > 0 ? cfg->request_timeout_s : SRV_REQUEST_TIMEOUT_S;
+    pthread_mutex_init(&h->wmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->wake, &ca);
+    pthread_condattr_destroy(&ca);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     errno = 0;
     h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_HEADER_MEMORY,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, NULL, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SRV_MAX_PER_CLIENT,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                            h, MHD_OPTION_END);
     int err = errno;
     freeaddrinfo(ai);
     if (!h->d) {
-        free(h);
+        srv_http_stop(h);
         return clf_fail(CLF_ERR_IO, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                         err ? strerror(err) : "libmicrohttpd failed to start");
     }
+    if ((err = pthread_create(&h->watchdog, NULL, watchdog, h))) {
+        srv_http_stop(h);
+        return clf_fail(CLF_ERR_MEMORY, "cannot start the server's watchdog thread: %s", strerror(err));
+    }
+    h->watchdog_started = 1;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di ? di->port : cfg->port;
     *out = h;
@@ -270,6 +425,15 @@ void srv_http_drain(srv_http *h, double timeout_s) {
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;
-    MHD_stop_daemon(h->d);
+    if (h->d) MHD_stop_daemon(h->d); /* every connection closed: none watched */
+    if (h->watchdog_started) {
+        pthread_mutex_lock(&h->wmu);
+        h->stopping = 1;
+        pthread_cond_signal(&h->wake);
+        pthread_mutex_unlock(&h->wmu);
+        pthread_join(h->watchdog, NULL);
+    }
+    pthread_cond_destroy(&h->wake);
+    pthread_mutex_destroy(&h->wmu);
     free(h);
 }

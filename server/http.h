@@ -1,5 +1,6 @@
 /* The HTTP side of `clinfer serve` (libmicrohttpd): a thread per
- * connection, bounded headers, bodies and idle time, routing, the API key,
+ * connection, bounded headers, bodies, idle time and time to receive a
+ * request, connections per client address, routing, the API key,
  * and the answers that are not completions (page, health, models, metrics).
  * It listens before the model is loaded (/health: 503) and serves the API
  * once srv_http_set_app gives it the loaded model. */
@@ -17,7 +18,9 @@ enum {
     SRV_DROP_BODY = 16 << 20,   /* ... read and dropped first up to this size, else the connection closed */
     SRV_HEADER_MEMORY = 32768,  /* per connection: the request line and headers must fit */
     SRV_IDLE_TIMEOUT_S = 60,    /* a connection that sends nothing for this long is closed */
+    SRV_REQUEST_TIMEOUT_S = 30, /* default: a request's headers and body must arrive within this, else closed */
     SRV_MAX_CONNECTIONS = 256,
+    SRV_MAX_PER_CLIENT = 32,    /* connections from one address; more are closed at once */
 };
 
 /* What the API needs once the model is loaded. */
@@ -37,6 +40,7 @@ typedef struct srv_http_config {
     const char *host; /* an address or name to bind (127.0.0.1, ::1, 0.0.0.0) */
     int port;         /* 0: any free port (srv_http_port says which) */
     const char *api_key; /* NULL: no key asked */
+    int request_timeout_s; /* 0: SRV_REQUEST_TIMEOUT_S */
 } srv_http_config;
 
 clf_status srv_http_start(const srv_http_config *cfg, srv_http **out);
@@ -50,9 +54,12 @@ void srv_http_stop(srv_http *h);
 
 /* ---- for the endpoints (completions.c) ------------------------------------ */
 
+/* Sends body (malloc'd, consumed); NULL: a 500 whose message is
+ * clf_last_error() (why the body could not be made). */
 enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body);
 enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e);
-/* Whether the client has closed its side (a request then is cancelled). */
+/* Whether the client is gone: its connection hung up or failed (a request
+ * then is cancelled); a half-close is not gone. */
 int srv_http_peer_gone(struct MHD_Connection *c);
 /* Counts a completion in flight (srv_http_drain waits for them). */
 void srv_http_busy(srv_http *h, int delta);

@@ -22,7 +22,10 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
+    if (!f) {
+        clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return NULL;
+    }
     metric(f, "prompt_tokens_total", "counter", "Prompt tokens processed (cached prefixes not counted).", model,
            (double)st->prompt_tokens);
     metric(f, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.", model,
@@ -46,6 +49,7 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
            model, st->occupancy);
     if (fclose(f) != 0) {
         free(buf);
+        clf_fail(CLF_ERR_MEMORY, "out of host memory");
         return NULL;
     }
     return buf;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,11 @@ static void *loop(void *arg) {
         if (s->slots[i].job) release_all(s, s->slots[i].job), finish(s, s->slots[i].job, SRV_FINISH_LENGTH, NULL);
     pthread_cond_broadcast(&s->progress);
     pthread_mutex_unlock(&s->mu);
+    /* PoCL compiles kernels with LLVM in the thread that enqueues them, and
+     * LLVM gives it an alternate signal stack from malloc; ASan's thread
+     * teardown munmaps the current one and aborts on that (serve's exit
+     * under make test-asan). Off before the end: LLVM keeps its memory. */
+    sigaltstack(&(stack_t){.ss_flags = SS_DISABLE}, NULL);
     return NULL;
 }
 
@@ -390,9 +396,19 @@ void srv_sched_free(srv_sched *s) {
     free(s);
 }
 
+/* Queued jobs that a free slot takes at the next step do not wait: only
+ * the rest count against max_queue and in the stats (a burst must not be
+ * refused while slots are idle, nor a request when max_queue is 0). */
+static int n_waiting(const srv_sched *s) {
+    int w = s->n_queued - (s->n_slots - s->n_running);
+    return w > 0 ? w : 0;
+}
+
 srv_submit srv_sched_submit(srv_sched *s, srv_job *j) {
     pthread_mutex_lock(&s->mu);
-    srv_submit r = s->closed ? SRV_SUBMIT_CLOSED : s->n_queued >= s->max_queue ? SRV_SUBMIT_FULL : SRV_SUBMIT_OK;
+    srv_submit r = s->closed ? SRV_SUBMIT_CLOSED
+                   : s->n_running + s->n_queued >= s->n_slots + s->max_queue ? SRV_SUBMIT_FULL
+                   : SRV_SUBMIT_OK;
     if (r == SRV_SUBMIT_OK) {
         j->submitted = 1;
         j->state = SRV_QUEUED;
@@ -467,7 +483,7 @@ void srv_sched_stats(srv_sched *s, srv_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->st;
     out->running = s->n_running;
-    out->queued = s->n_queued;
+    out->queued = n_waiting(s);
     double t = now_s(), t_first = t;
     long gen = 0, prompt = 0, busy = 0, steps = 0;
     for (int k = 0; k < s->ring_n; k++) {

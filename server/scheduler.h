@@ -61,7 +61,9 @@ void srv_sched_shutdown(srv_sched *s);
 clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out);
 
 typedef enum srv_submit { SRV_SUBMIT_OK, SRV_SUBMIT_FULL, SRV_SUBMIT_CLOSED } srv_submit;
-/* Queues the job; on success the scheduler shares it until srv_sched_release. */
+/* Queues the job: refused (FULL) only when every slot is busy and max_queue
+ * jobs already wait for one. On success the scheduler shares it until
+ * srv_sched_release. */
 srv_submit srv_sched_submit(srv_sched *s, srv_job *j);
 /* Waits up to timeout_ms for final text beyond `from` bytes or the job's
  * end, then reports the job and copies its text [from, text_len) to a

@@ -168,6 +168,29 @@ static void test_answers_are_valid_json(void **state) {
     free(s);
 }
 
+/* A name that is not UTF-8 made valid once (U+FFFD a bad byte); an answer
+ * that still carries one fails as what it is, not as out of memory. */
+static void test_utf8_and_encoding_errors(void **state) {
+    (void)state;
+    size_t n;
+    char *id = srv_api_utf8("m\xff\xc3.gguf", 8, &n);
+    assert_string_equal(id, "m\xef\xbf\xbd\xef\xbf\xbd.gguf");
+    assert_int_equal(n, strlen(id));
+    free(id);
+    clf_fail(CLF_OK, "%s", "");
+    srv_api_resp resp = {SRV_COMPLETION, "cmpl-1", "m\xff", 1700000000, "stop"};
+    srv_api_usage u = {1, 1, 0, 0, 0, 0};
+    assert_null(srv_api_completion_json(&resp, "a", 1, &u));
+    assert_non_null(strstr(clf_last_error(), "JSON"));
+    assert_non_null(strstr(clf_last_error(), "UTF-8"));
+    clf_fail(CLF_OK, "%s", "");
+    assert_null(srv_api_chunk_json(&resp, 0, "a", 1, NULL));
+    assert_non_null(strstr(clf_last_error(), "UTF-8"));
+    clf_fail(CLF_OK, "%s", "");
+    assert_null(srv_api_models_json("m\xff", 1, 8));
+    assert_non_null(strstr(clf_last_error(), "UTF-8"));
+}
+
 static void test_stop_scan(void **state) {
     (void)state;
     char *stop[] = {"</s>", "END", "xx"};
@@ -211,6 +234,7 @@ int main(void) {
         cmocka_unit_test(test_chat_fields),          cmocka_unit_test(test_defaults_and_completion_forms),
         cmocka_unit_test(test_bad_requests),         cmocka_unit_test(test_answers_are_valid_json),
         cmocka_unit_test(test_stop_scan),            cmocka_unit_test(test_metrics_text),
+        cmocka_unit_test(test_utf8_and_encoding_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,12 +206,47 @@ static void test_queue_full_release_and_shutdown(void **state) {
     stop(&sv);
 }
 
+/* The queue counts only the jobs that wait for a slot: n_slots + max_queue
+ * jobs submitted at once are all taken (max_queue 0 too: the free slots take
+ * them), one more is refused, and the stats show only the waiting ones. */
+static void test_burst_takes_free_slots(void **state) {
+    (void)state;
+    static const int QUEUES[] = {0, 2};
+    for (int q = 0; q < 2; q++) {
+        enum { SLOTS = 3 };
+        server sv = start(SLOTS, 4096, QUEUES[q]);
+        srv_job_params p = sampled(0);
+        srv_job *jobs[SLOTS + 2];
+        int n = SLOTS + QUEUES[q];
+        for (int i = 0; i < n; i++) assert_int_equal(srv_sched_submit(sv.s, jobs[i] = job(&p, N_PROMPT)), SRV_SUBMIT_OK);
+        srv_job *extra = job(&p, N_PROMPT);
+        assert_int_equal(srv_sched_submit(sv.s, extra), SRV_SUBMIT_FULL);
+        srv_sched_release(sv.s, extra);
+        srv_stats st;
+        for (int i = 0; i < SLOTS; i++) { /* the first ones reach the slots */
+            srv_job_view v;
+            char *t;
+            size_t m;
+            do {
+                srv_sched_wait(sv.s, jobs[i], 0, 1000, &v, &t, &m);
+                free(t);
+            } while (v.state == SRV_QUEUED);
+        }
+        srv_sched_stats(sv.s, &st);
+        assert_int_equal(st.running, SLOTS);
+        assert_int_equal(st.queued, QUEUES[q]);
+        for (int i = 0; i < n; i++) srv_sched_release(sv.s, jobs[i]);
+        stop(&sv);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_same_text_cached_or_not),
         cmocka_unit_test(test_context_end_is_length),
         cmocka_unit_test(test_stop_string_cuts),
         cmocka_unit_test(test_queue_full_release_and_shutdown),
+        cmocka_unit_test(test_burst_takes_free_slots),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -79,8 +79,8 @@ def tiny():
     """Servers on the tiny model with the options given; each must stop with 0."""
     started = []
 
-    def start(*args):
-        s = Server(*args, model=TINY)
+    def start(*args, model=TINY):
+        s = Server(*args, model=model)
         started.append(s)
         return s
 
