@@ -296,6 +296,10 @@ typedef short clf_short32 __attribute__((ext_vector_type(32)));
 #define CLF_MADDUBS(u, s) __builtin_ia32_pmaddubsw512(u, s)
 #define CLF_MADDWD(a, b) __builtin_ia32_pmaddwd512(a, b)
 #define CLF_PSHUFB(t, i) __builtin_ia32_pshufb512(t, i)
+/* x's bytes under w's signs (x where w is 0 too: its product with |w| is 0
+ * either way); AVX-512 has no psignb: a compare into a mask, a masked
+ * subtract */
+#define CLF_SIGN_OF(x, w) ((w) < (clf_char64)0 ? -(x) : (x))
 #elif CLF_X86_INT8 == 256
 typedef char clf_char32 __attribute__((ext_vector_type(32)));
 typedef short clf_short16 __attribute__((ext_vector_type(16)));
@@ -309,6 +313,9 @@ typedef short clf_short16 __attribute__((ext_vector_type(16)));
 #define CLF_MADDUBS(u, s) CLF_HALVES(__builtin_ia32_pmaddubsw256, clf_short32, clf_char32, clf_char32, u, s)
 #define CLF_MADDWD(a, b) CLF_HALVES(__builtin_ia32_pmaddwd256, int16, clf_short16, clf_short16, a, b)
 #define CLF_PSHUFB(t, i) CLF_HALVES(__builtin_ia32_pshufb256, clf_char64, clf_char32, clf_char32, t, i)
+/* vpsignb: 0 where w is 0 (where |w|·x is 0 anyway), one instruction where
+ * the select above takes a compare, a subtract and a blend */
+#define CLF_SIGN_OF(x, w) CLF_HALVES(__builtin_ia32_psignb256, clf_char64, clf_char32, clf_char32, x, w)
 #endif
 
 #if CLF_X86_VNNI
@@ -388,7 +395,7 @@ inline int16 clf_dot_q8_x8(const __global uint *q, const int *xw) {
     for (int g = 0; g < 8; g++) {
         const clf_char64 w = __builtin_astype(vload16(0, q + 32 * g), clf_char64);
         const clf_char64 x = __builtin_astype((int16)xw[g], clf_char64);
-        const clf_char64 sx = w < (clf_char64)0 ? -x : x;
+        const clf_char64 sx = CLF_SIGN_OF(x, w);
         /* pmaddubsw also where VNNI is on: vpdpbusd in this form made the
          * Q8_0 decode GEMVs ~20% slower (SmolLM2 Q8_0, kernel time 6.9-7.6
          * vs 5.9 ms a token, alternating; bench/RESULTS.md 'int8 prefill
@@ -869,7 +876,7 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
         if (sgn) {                                                                                          \
             const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
             const int16 d_ = clf_dpbusd(nc > 4 && c % 2 ? acc2 : acc, __builtin_astype(__builtin_elementwise_abs(w), uint16), \
-                                        __builtin_astype(w < (clf_char64)0 ? -x : x, int16));              \
+                                        __builtin_astype(CLF_SIGN_OF(x, w), int16));              \
             if (nc > 4 && c % 2) acc2 = d_; else acc = d_;                                                  \
         } else if (nc > 4 && c % 2) {                                                                       \
             acc2 = DPX(acc2, u[c], xw + c);                                                                 \
@@ -884,7 +891,7 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
         clf_short32 t = 0;                                                                                  \
         _Pragma("unroll") for (int c = c0; c < c0 + widen && c < nc; c++) {                                 \
             const clf_char64 w = __builtin_astype(u[c], clf_char64), x = __builtin_astype((int16)xw[c], clf_char64); \
-            t += sgn ? CLF_MADDUBS(__builtin_elementwise_abs(w), w < (clf_char64)0 ? -x : x) \
+            t += sgn ? CLF_MADDUBS(__builtin_elementwise_abs(w), CLF_SIGN_OF(x, w)) \
                      : CLF_MADDUBS(w, x);                                                   \
         }                                                                                                   \
         acc += CLF_MADDWD(t, (clf_short32)1);                                                \

@@ -1,7 +1,8 @@
 /* What the driver's compiler targets for this device, as the macros it
  * predefines (host/cl/probe.c reads the bits, CLF_CAP_* in runtime.h):
  * the x86 kernels' builtins compile only where their feature is on, so a
- * kernel is chosen by this, never by a device or CPU name. One work-item. */
+ * kernel is chosen by this, never by a device or CPU name. Bit i is
+ * CLF_CAP_*_BIT's i, in that enum's order. One work-item. */
 __kernel void probe_caps(__global uint *out) {
     uint c = 0;
 #ifdef __clang__

@@ -106,6 +106,10 @@ static void test_int8_other_widths(void **state) {
         print_message("  %s\n", w[i]);
         sweep_small(rt);
         sweep_model(rt, ns, 3);
+        char t[96]; /* and its float GEMM, whose IQ4_NL grid lookup is width-specific too */
+        snprintf(t, sizeof t, "%s int8_gemm=0", w[i]);
+        tu_tune(t);
+        sweep_small(rt);
     }
     tu_tune(NULL);
 }
