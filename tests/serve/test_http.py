@@ -111,9 +111,9 @@ def test_headers_over_limit(smol):
     assert smol.request("GET", "/health")[0] == 200
 
 
-def open_stream(port, body, path=COMP):
-    """A raw socket with a streaming request sent; returns it and a reader of its events."""
-    c = socket.create_connection(("127.0.0.1", port), timeout=30)
+def open_stream(port, body, path=COMP, source="127.0.0.1"):
+    """A raw socket, from the loopback address `source`, with a streaming request sent."""
+    c = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
     data = json.dumps(dict(body, stream=True)).encode()
     c.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
               % (path.encode(), len(data), data))
@@ -139,10 +139,11 @@ def test_disconnect_frees_the_slot(tiny):
     while s.metric("requests_running") != 0 and time.time() < deadline:
         time.sleep(0.02)
     assert s.metric("requests_cancelled_total") == 1
-    # the one slot serves the next request at once
-    t = time.time()
+    # the one slot serves the next request, not after the 3000 tokens (counted, not timed: a loaded
+    # machine under the sanitizers is slow, but the cancelled job's tokens stop where it was closed)
     status, r = s.request("POST", COMP, {"prompt": "a", "max_tokens": 4})
-    assert status == 200 and r["usage"]["completion_tokens"] == 4 and time.time() - t < 5
+    assert status == 200 and r["usage"]["completion_tokens"] == 4
+    assert s.metric("generated_tokens_total") < 3000
 
 
 def test_queue_full(tiny):
@@ -189,9 +190,8 @@ def test_shutdown_under_load(tiny):
     while (s.metric("requests_queued") != 2 or s.metric("generated_tokens_total") < 10) and time.time() < deadline:
         time.sleep(0.02)
     assert s.metric("requests_running") == 2 and s.metric("requests_queued") == 2
-    t0 = time.time()
-    rc, err = s.stop()
-    assert rc == 0 and time.time() - t0 < 10, err
+    rc, err = s.stop(timeout=120)  # not timed: the cut streams below show it stopped their 100000 tokens
+    assert rc == 0, err
     assert "stopping" in err
     for t in readers:
         t.join()
@@ -200,8 +200,8 @@ def test_shutdown_under_load(tiny):
         ev = events(got[i])
         assert ev[-1] == "[DONE]"
         last = json.loads(ev[-2])
-        if i < 2:  # running: cut, finish_reason length
-            assert last["choices"][0]["finish_reason"] == "length"
+        if i < 2:  # running: cut, finish_reason length, long before its max_tokens
+            assert last["choices"][0]["finish_reason"] == "length" and len(ev) < 50000
         else:  # queued: never ran
             assert last["error"]["code"] == "shutting_down"
     assert whole["r"][0] == 503 and whole["r"][1]["error"]["code"] == "shutting_down"

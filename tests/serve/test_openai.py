@@ -51,6 +51,9 @@ def test_chat_stream_matches_whole(client, model):
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
     assert chunks[-1].usage.prompt_tokens == 37
+    # a chunk per token (or more), not one at the end (the tiny model's random bytes would merge while
+    # a piece holds back an incomplete UTF-8 sequence; this answer is text)
+    assert len(chunks) >= whole.usage.completion_tokens
 
 
 def test_counts_tiny(tiny):
@@ -65,7 +68,6 @@ def test_counts_tiny(tiny):
                                             stream_options={"include_usage": True}))
     assert [x.choices[0].finish_reason for x in chunks if x.choices][-1] == "length"
     assert chunks[-1].usage.completion_tokens == 16
-    assert len(chunks) >= 16  # a chunk per token (or more), not one at the end
     r = c.completions.create(model=m, prompt="The capital of France is", max_tokens=8, temperature=0)
     assert r.usage.completion_tokens == 8 and r.choices[0].finish_reason == "length"
     # cut at the context's end, not at max_tokens: the last token is sampled, not evaluated
