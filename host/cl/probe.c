@@ -10,6 +10,9 @@
  * probing again; the file is written to a temporary name and renamed. */
 #include "runtime_impl.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +49,10 @@ unsigned clf_host_caps(void) {
     if (__builtin_cpu_supports("avx512bw")) c |= CLF_CAP_HOST_AVX512BW;
     if (__builtin_cpu_supports("avx512vl")) c |= CLF_CAP_HOST_AVX512VL;
     if (__builtin_cpu_supports("avx512vnni")) c |= CLF_CAP_HOST_AVX512VNNI;
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 || defined(__clang__) && __clang_major__ >= 13
-    if (__builtin_cpu_supports("avxvnni")) c |= CLF_CAP_HOST_AVXVNNI;
-#endif
+    /* AVX-VNNI: cpuid leaf 7 subleaf 1, eax bit 4 (clang 14's
+     * __builtin_cpu_supports has no name for it); ymm state as for AVX2 */
+    unsigned a, b, cx, dx;
+    if ((c & CLF_CAP_HOST_AVX2) && __get_cpuid_count(7, 1, &a, &b, &cx, &dx) && (a >> 4 & 1)) c |= CLF_CAP_HOST_AVXVNNI;
 #endif
     return c;
 }
