@@ -44,12 +44,6 @@ struct srv_http {
     int watchdog_started, stopping;
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- answers -------------------------------------------------------------- */
 
 /* body NULL: a fixed 500 (not even an error's JSON could be made). */
@@ -115,7 +109,7 @@ static void arm(srv_http *h, struct MHD_Connection *c, int on) {
     watch *w = ci ? ci->socket_context : NULL;
     if (!w) return;
     pthread_mutex_lock(&h->wmu);
-    w->deadline = on ? now_s() + h->request_timeout_s : 0;
+    w->deadline = on ? srv_now_s() + h->request_timeout_s : 0;
     pthread_mutex_unlock(&h->wmu);
 }
 
@@ -130,7 +124,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
         if (!ci || !(w = calloc(1, sizeof *w))) return; /* unwatched: the idle timeout still holds */
         w->fd = ci->connect_fd;
         pthread_mutex_lock(&h->wmu);
-        w->deadline = now_s() + h->request_timeout_s;
+        w->deadline = srv_now_s() + h->request_timeout_s;
         if ((w->next = h->watched)) w->next->prev = w;
         h->watched = w;
         pthread_mutex_unlock(&h->wmu);
@@ -150,7 +144,7 @@ static void *watchdog(void *arg) {
     srv_http *h = arg;
     pthread_mutex_lock(&h->wmu);
     while (!h->stopping) {
-        double t = now_s(), next = t + 1;
+        double t = srv_now_s(), next = t + 1;
         for (watch *w = h->watched; w; w = w->next) {
             if (!w->deadline) continue;
             if (w->deadline <= t) {
@@ -376,11 +370,7 @@ clf_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
     h->api_key = cfg->api_key;
     h->request_timeout_s = cfg->request_timeout_s > 0 ? cfg->request_timeout_s : SRV_REQUEST_TIMEOUT_S;
     pthread_mutex_init(&h->wmu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    srv_cond_init_monotonic(&h->wake);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     errno = 0;

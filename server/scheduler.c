@@ -66,10 +66,18 @@ struct srv_sched {
     int ring_n, ring_at;
 };
 
-static double now_s(void) {
+double srv_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void srv_cond_init_monotonic(pthread_cond_t *c) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
 }
 
 /* ---- stop strings --------------------------------------------------------- */
@@ -151,7 +159,7 @@ static void release_all(srv_sched *s, srv_job *j) {
 static void finish(srv_sched *s, srv_job *j, srv_finish why, const char *error) {
     if (error) snprintf(j->error, sizeof j->error, "%s", error);
     j->finish = why;
-    j->t_end = now_s();
+    j->t_end = srv_now_s();
     if (!j->t_first) j->t_first = j->t_end;
     if (j->state == SRV_RUNNING) {
         s->slots[j->slot].job = NULL;
@@ -196,7 +204,7 @@ static void admit(srv_sched *s) {
         j->slot = best;
         j->n_eval = j->n_cached = reuse;
         j->state = SRV_RUNNING;
-        j->t_start = now_s();
+        j->t_start = srv_now_s();
         s->slots[best].job = j;
         s->n_running++;
         s->st.cached_tokens += (unsigned long long)reuse;
@@ -217,7 +225,7 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
         j->n_eval += en->n;
         s->slots[en->slot].n_prefilled = j->n_eval;
         if (j->n_eval < j->n_prompt) return;
-        j->t_first = now_s();
+        j->t_first = srv_now_s();
     }
     int32_t id = clf_sampler_sample(j->smp, en->logits, s->n_vocab);
     if (id < 0 || clf_token_is_eog(s->tok, id)) {
@@ -248,7 +256,7 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
 }
 
 static void record_step(srv_sched *s, int gen, int prompt, int busy) {
-    s->ring[s->ring_at] = (step_sample){now_s(), gen, prompt, busy};
+    s->ring[s->ring_at] = (step_sample){srv_now_s(), gen, prompt, busy};
     s->ring_at = (s->ring_at + 1) % STATS_RING;
     if (s->ring_n < STATS_RING) s->ring_n++;
     s->st.steps++;
@@ -347,11 +355,7 @@ clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots
     s->st.n_slots = n_slots;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->progress, &ca);
-    pthread_condattr_destroy(&ca);
+    srv_cond_init_monotonic(&s->progress);
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->entries = calloc((size_t)n_slots, sizeof *s->entries);
     s->len0 = calloc((size_t)n_slots, sizeof *s->len0);
@@ -412,7 +416,7 @@ srv_submit srv_sched_submit(srv_sched *s, srv_job *j) {
     if (r == SRV_SUBMIT_OK) {
         j->submitted = 1;
         j->state = SRV_QUEUED;
-        j->t_submit = now_s();
+        j->t_submit = srv_now_s();
         if (s->q_tail) s->q_tail->qnext = j;
         else s->q_head = j;
         s->q_tail = j;
@@ -484,7 +488,7 @@ void srv_sched_stats(srv_sched *s, srv_stats *out) {
     *out = s->st;
     out->running = s->n_running;
     out->queued = n_waiting(s);
-    double t = now_s(), t_first = t;
+    double t = srv_now_s(), t_first = t;
     long gen = 0, prompt = 0, busy = 0, steps = 0;
     for (int k = 0; k < s->ring_n; k++) {
         const step_sample *r = &s->ring[(s->ring_at - 1 - k + STATS_RING) % STATS_RING];

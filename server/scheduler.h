@@ -9,6 +9,7 @@
 #ifndef SRV_SCHEDULER_H
 #define SRV_SCHEDULER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,11 @@ typedef struct srv_stats {
 } srv_stats;
 
 /* Starts the step loop; n_slots as the engine's, max_queue waiting jobs. */
+/* The server's clock, and a condition variable whose timed waits use it:
+ * CLOCK_MONOTONIC, so a wall-clock step moves no deadline. */
+double srv_now_s(void);
+void srv_cond_init_monotonic(pthread_cond_t *c);
+
 clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots, int max_queue, srv_sched **out);
 /* Stops taking jobs, fails the queued ones, cuts the running ones
  * (SRV_FINISH_LENGTH) after the current step, joins the thread. */
