@@ -1,5 +1,7 @@
-/* What the public API's handles hold (include/clinfer.h), shared by
- * api/model.c and api/session.c. */
+/* What the public API's handles hold (include/clinfer.h), shared by the
+ * files of api/: model.c (load, placement, info), session.c (contexts,
+ * sequences, evaluation, batches), sampler.c (the sampler chain),
+ * generate.c (the detokenizer and the one generation loop), mpi.c. */
 #ifndef CLF_API_H
 #define CLF_API_H
 
@@ -8,6 +10,8 @@
 
 #include "clinfer.h"
 #include "llama.h"
+#include "place.h"
+#include "sampler.h"
 #include "tokenizer.h"
 
 /* The internal status is the public one, value for value. */
@@ -16,23 +20,43 @@ _Static_assert(CLINFER_ERR_ARG == (int)CLF_ERR_ARG && CLINFER_ERR_IO == (int)CLF
                    CLINFER_ERR_CL == (int)CLF_ERR_CL && CLINFER_ERR_MEMORY == (int)CLF_ERR_MEMORY &&
                    CLINFER_ERR_CONTEXT == (int)CLF_ERR_CONTEXT && CLINFER_ERR_INTERRUPTED == (int)CLF_ERR_INTERRUPTED,
                "clinfer_status and clf_status differ");
+_Static_assert(CLINFER_TOP_K_MAX == CLF_TOPK_MAX, "CLINFER_TOP_K_MAX is not the device top-k's limit");
 
 struct clinfer_model {
     clf_tokenizer *tok;
-    clf_runtime *rt; /* NULL for a vocab_only model */
-    clf_llama *llama;
+    clf_stages stages; /* the layers on their devices (none for vocab_only) */
+    clf_runtime *rt;   /* stages.rt[0]: where evaluation starts */
+    clf_llama *llama;  /* stages.m[0] */
     clinfer_model_info info;
+    clinfer_model_params params; /* the callbacks (the strings are not kept) */
+    int noticed;                 /* the build notice went out */
     /* Sessions on several threads share the runtime: its queue, its kernel
-     * cache and the kernels' arguments. Evaluations take turns. */
+     * cache and the kernels' arguments. Evaluations take turns; `current`
+     * is the session evaluating (its cancel flag stops a prompt). */
     pthread_mutex_t device_lock;
+    struct clinfer_session *current;
 };
 
 struct clinfer_session {
     clinfer_model *m;
     clf_llama_ctx *c;
-    float *logits; /* [n_vocab], the last evaluated token's */
+    float *logits; /* [n_vocab], sequence 0's last evaluated token's */
     int has_logits;
     atomic_int cancel; /* clinfer_session_cancel, from any thread */
+    /* clinfer_decode: a row per sequence [n_seq × n_vocab], or every row of
+     * a one-sequence batch [n_rows × n_vocab]; row_of[i]: batch row i's */
+    float *batch_logits;
+    size_t batch_cap; /* floats */
+    int *row_of, row_cap, n_rows; /* n_rows: the last batch's (0 after a failure) */
+    clf_llama_seq_batch *entries;
+};
+
+struct clinfer_sampler {
+    clf_sampler *s;
+    int n_vocab;
+    clinfer_sampler_stage *stages;
+    int n_stages;
+    float *scratch; /* [n_vocab]: the logits the stages change */
 };
 
 /* Copies the fields of a caller's parameter struct that both it and the
@@ -42,6 +66,24 @@ clf_status api_read_params(void *dst, size_t size, const void *src, const char *
 /* Copies a filled struct to the caller's, as far as the caller's size goes,
  * keeping the caller's size. */
 clf_status api_write_info(void *dst, const void *src, size_t size, const char *what);
+
+/* An evaluation's turn on the device: the session is the model's current
+ * one (its cancel flag and the model's abort callback stop a prompt
+ * between chunks) until api_release. */
+void api_acquire(clinfer_session *s);
+void api_release(clinfer_session *s);
+
+struct clinfer_detokenizer {
+    clf_detok d;
+    char *buf; /* clf_tokenizer_max_piece bytes: one push's text */
+    size_t cap;
+};
+
+/* The one generation loop's body, shared by clinfer_generate and the
+ * public clinfer_next_token: sample (from every logit, or from the k best
+ * when top_k > 0), end-of-generation, detokenize, record. */
+clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
+                          const float *top_vals, const int32_t *top_ids, int top_k, clinfer_next *out);
 
 /* Propagates a failing internal status as the public one. */
 #define API_TRY(expr)                                                        \

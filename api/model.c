@@ -1,5 +1,7 @@
-/* The public API (include/clinfer.h): version, errors, devices, models and
+/* The public API (include/clinfer.h): version, errors, devices, models
+ * (loaded on their devices, split or across MPI ranks: api/place.c) and
  * their text functions (tokenizer, detokenizer, chat templates). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,24 @@ const char *clinfer_version(void) { return CLINFER_VERSION; }
 const char *clinfer_last_error(void) { return clf_last_error(); }
 const char *clinfer_status_name(clinfer_status st) { return clf_status_name((clf_status)st); }
 void clinfer_free(void *p) { free(p); }
+
+clinfer_status clinfer_fail(clinfer_status st, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return (clinfer_status)clf_fail((clf_status)st, "%s", msg);
+}
+
+clinfer_status clinfer_fail_prefix(clinfer_status st, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return (clinfer_status)clf_fail_ctx((clf_status)st, "%s", msg);
+}
 
 clf_status api_read_params(void *dst, size_t size, const void *src, const char *what) {
     if (!src) return CLF_OK;
@@ -61,16 +81,47 @@ clinfer_status clinfer_device_get(int index, clinfer_device_info *info) {
         snprintf(out.platform, sizeof out.platform, "%s", d->platform_name);
         snprintf(out.name, sizeof out.name, "%s", d->name);
         snprintf(out.type, sizeof out.type, "%s", clf_device_type_name(d->type));
+        out.clock_mhz = d->clock_mhz;
+        out.local_mem = d->local_mem;
+        snprintf(out.opencl_c, sizeof out.opencl_c, "%s", d->c_version);
+        snprintf(out.driver, sizeof out.driver, "%s", d->driver);
+        out.fp16 = d->fp16;
+        out.fp64 = d->fp64;
         st = api_write_info(info, &out, sizeof out, "clinfer_device_info");
     }
     free(devs);
     return (clinfer_status)st;
 }
 
+clinfer_status clinfer_device_select(const char *selector, int *index) {
+    API_NOT_NULL(index);
+    clf_device *devs = NULL;
+    int n;
+    API_TRY(clf_devices_list(&devs, &n));
+    clf_status st = clf_device_select(devs, n, selector, index);
+    free(devs);
+    return (clinfer_status)st;
+}
+
+clinfer_status clinfer_device_get_tuning(const char *selector, clinfer_device_tuning *out) {
+    API_NOT_NULL(out);
+    clf_runtime *rt;
+    API_TRY(clf_runtime_create(selector, &rt));
+    const clf_tuning *t = &rt->tune;
+    clinfer_device_tuning r = {.size = sizeof r, .tuned = t->tuned};
+    clf_caps_text(rt->dev.caps, r.capabilities, sizeof r.capabilities);
+    clf_tuning_kernels(t, r.kernels, sizeof r.kernels);
+    snprintf(r.row, sizeof r.row, "%s", t->row);
+    snprintf(r.overrides, sizeof r.overrides, "%s", t->overrides);
+    clf_tuning_format(t, r.values, sizeof r.values);
+    clf_runtime_free(rt);
+    return (clinfer_status)api_write_info(out, &r, sizeof r, "clinfer_device_tuning");
+}
+
 /* ---- models ----------------------------------------------------------------- */
 
 clinfer_model_params clinfer_model_default_params(void) {
-    return (clinfer_model_params){.size = sizeof(clinfer_model_params)};
+    return (clinfer_model_params){.size = sizeof(clinfer_model_params), .plan_kv_type = CLINFER_KV_F32};
 }
 
 /* What clinfer_model_get_info reports, read once at load from the file. */
@@ -103,6 +154,38 @@ static clf_status read_info(const clf_gguf *g, clinfer_model *m) {
     return CLF_OK;
 }
 
+/* The runtime's abort hook: the model's abort callback, and the cancel
+ * flag of the session evaluating (api_acquire). */
+static int aborted(void *ud) {
+    const clinfer_model *m = ud;
+    if (m->params.abort && m->params.abort(m->params.abort_user_data)) return 1;
+    return m->current && atomic_load(&m->current->cancel);
+}
+
+/* Kernels missing from the cache take seconds to build: say so, once. */
+static void building(void *ud) {
+    clinfer_model *m = ud;
+    if (!m->params.notice || m->noticed++) return;
+    char line[512];
+    snprintf(line, sizeof line, "building kernels for %s (%s)", m->rt ? m->rt->dev.name : "the device",
+             m->rt && m->rt->cache_dir[0] ? "first run on this device; cached afterwards" : "the kernel cache is off");
+    m->params.notice(m->params.notice_user_data, line);
+}
+
+static int load_progress(void *ud, int done, int total) {
+    const clinfer_model *m = ud;
+    return m->params.progress && m->params.progress(m->params.progress_user_data, total ? (float)done / total : 1.0f);
+}
+
+/* Before a stage's weights load: the abort hook, the build notice, progress. */
+static void prepare(clf_runtime *rt, void *ud) {
+    clinfer_model *m = ud;
+    if (!m->rt) m->rt = rt; /* stage 0's, for the notice */
+    clf_runtime_set_abort(rt, aborted, m);
+    clf_runtime_on_build(rt, building, m);
+    clf_runtime_on_progress(rt, load_progress, m);
+}
+
 static clf_status load(const char *path, const char *device, const clinfer_model_params *p, clinfer_model *m) {
     char file[4096];
     clf_gguf *g = NULL;
@@ -111,18 +194,41 @@ static clf_status load(const char *path, const char *device, const clinfer_model
     if (st == CLF_OK) st = clf_tokenizer_load(g, &m->tok);
     if (st == CLF_OK) st = read_info(g, m);
     if (st == CLF_OK && !p->vocab_only) {
-        st = clf_runtime_create(device, &m->rt);
-        if (st == CLF_OK) st = clf_llama_load(m->rt, g, &m->llama);
+        clf_place pl = {.device = device,
+                        .devices = p->devices,
+                        .ratio = p->split_ratio,
+                        .mpi = p->mpi,
+                        .model = path,
+                        .n_seq = p->plan_n_seq,
+                        .n_ctx = p->plan_n_ctx};
+        clf_type kv = p->plan_kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32;
+        st = clf_stages_open(&pl, g, p->plan_n_ctx, kv, prepare, m, &m->stages);
+        if (st == CLF_OK) {
+            m->rt = m->stages.rt[0];
+            m->llama = m->stages.m[0];
+        }
         if (st == CLF_OK && clf_tokenizer_n_vocab(m->tok) != m->llama->hp.n_vocab)
             st = clf_fail(CLF_ERR_FORMAT, "the tokenizer has %d tokens but the model %d", clf_tokenizer_n_vocab(m->tok),
                           m->llama->hp.n_vocab);
         if (st == CLF_OK) {
             snprintf(m->info.device, sizeof m->info.device, "%s", m->rt->dev.name);
-            m->info.device_bytes = m->llama->device_bytes;
+            clf_stages_devices(&m->stages, m->info.devices, sizeof m->info.devices);
+            m->info.n_stages = m->stages.n;
+            for (int i = 0; i < m->stages.n; i++) m->info.device_bytes += m->stages.m[i]->device_bytes;
         }
     }
     clf_gguf_close(g); /* the weights are on the device; the tokenizer keeps its own copy */
+    /* whatever failed after the abort callback said stop failed for it:
+     * LLVM (PoCL's compiler) deletes its temporary files on SIGINT */
+    if (st != CLF_OK && st != CLF_ERR_INTERRUPTED && p->abort && p->abort(p->abort_user_data))
+        st = clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request");
     return st;
+}
+
+clinfer_status clinfer_model_path(const char *path, char *buf, size_t n) {
+    API_NOT_NULL(buf);
+    if (n == 0) return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_model_path: no room");
+    return (clinfer_status)clf_model_path(path, buf, n);
 }
 
 clinfer_status clinfer_model_load(const char *path, const char *device, const clinfer_model_params *params,
@@ -133,23 +239,26 @@ clinfer_status clinfer_model_load(const char *path, const char *device, const cl
     API_TRY(api_read_params(&p, sizeof p, params, "clinfer_model_params"));
     clinfer_model *m = calloc(1, sizeof *m);
     if (!m) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    m->params = p;
+    m->params.devices = m->params.split_ratio = NULL; /* the caller's strings, not kept */
     if (pthread_mutex_init(&m->device_lock, NULL)) {
         free(m);
         return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "cannot create a mutex");
     }
+    double t0 = clf_now_s();
     clf_status st = load(path, device, &p, m);
     if (st != CLF_OK) {
         clinfer_model_free(m);
         return (clinfer_status)st;
     }
+    m->info.load_seconds = clf_now_s() - t0;
     *out = m;
     return CLINFER_OK;
 }
 
 void clinfer_model_free(clinfer_model *m) {
     if (!m) return;
-    clf_llama_free(m->llama);
-    clf_runtime_free(m->rt);
+    clf_stages_close(&m->stages);
     clf_tokenizer_free(m->tok);
     pthread_mutex_destroy(&m->device_lock);
     free(m);
@@ -162,6 +271,12 @@ clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info
 }
 
 int clinfer_model_n_vocab(const clinfer_model *m) { return m ? m->info.n_vocab : 0; }
+
+double clinfer_model_build_seconds(const clinfer_model *m) {
+    double s = 0;
+    for (int i = 0; m && i < m->stages.n; i++) s += m->stages.rt[i]->build_s;
+    return s;
+}
 
 /* ---- text ------------------------------------------------------------------- */
 
@@ -185,6 +300,13 @@ clinfer_status clinfer_detokenize(const clinfer_model *m, const int32_t *tokens,
     *len = 0;
     if (n < 0 || (n > 0 && !tokens)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_detokenize: no tokens");
     return (clinfer_status)clf_detokenize(m->tok, tokens, n, special ? CLF_DETOK_SPECIAL : 0, text, len);
+}
+
+const char *clinfer_token_piece(const clinfer_model *m, int32_t token, size_t *len) {
+    size_t n = 0;
+    const char *p = m ? clf_token_piece(m->tok, token, &n) : NULL;
+    if (len) *len = p ? n : 0;
+    return p;
 }
 
 int clinfer_token_is_eog(const clinfer_model *m, int32_t token) { return m && clf_token_is_eog(m->tok, token); }
@@ -230,4 +352,18 @@ clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_
     if (st == CLF_OK) st = clf_chat_tokenize(&c, m->tok, cm, n, add_assistant, 1, tokens, n_tokens);
     free(cm);
     return (clinfer_status)st;
+}
+
+clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *role, const char *content,
+                                          int32_t **tokens, int *n_tokens) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(role);
+    API_NOT_NULL(content);
+    API_NOT_NULL(tokens);
+    API_NOT_NULL(n_tokens);
+    *tokens = NULL;
+    *n_tokens = 0;
+    clf_chat c;
+    API_TRY(clf_chat_init_model(m->tok, &c));
+    return (clinfer_status)clf_chat_tokenize_next(&c, m->tok, role, content, tokens, n_tokens);
 }

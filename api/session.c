@@ -1,11 +1,11 @@
-/* The public API (include/clinfer.h): sessions (a context on a model),
- * evaluation, samplers, and the streaming generation loop. */
+/* The public API (include/clinfer.h): sessions (a context of one or more
+ * sequences on a model), evaluation, batches, sequences, perplexity. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
-#include "sampler.h"
+#include "perplexity.h"
 
 /* ---- sessions --------------------------------------------------------------- */
 
@@ -25,14 +25,18 @@ clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_pa
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "n_ctx (%d) and n_batch (%d) must be >= 0", p.n_ctx, p.n_batch);
     if (p.kv_type != CLINFER_KV_F32 && p.kv_type != CLINFER_KV_F16)
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "kv_type %d is not CLINFER_KV_F32 or CLINFER_KV_F16", (int)p.kv_type);
+    if (p.n_seq < 0 || p.n_seq > 4096) return (clinfer_status)clf_fail(CLF_ERR_ARG, "n_seq %d: 1 to 4096", p.n_seq);
     clinfer_session *s = calloc(1, sizeof *s);
     if (!s) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     s->m = m;
     atomic_init(&s->cancel, 0);
+    int n_seq = p.n_seq ? p.n_seq : 1;
     pthread_mutex_lock(&m->device_lock);
-    clf_status st = clf_llama_ctx_create(m->llama, p.n_ctx, p.n_batch, p.kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32,
-                                         &s->c);
+    clf_status st = clf_llama_ctx_create_seqs(m->llama, p.n_ctx, p.n_batch, n_seq,
+                                              p.kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32, &s->c);
     pthread_mutex_unlock(&m->device_lock);
+    if (st == CLF_OK && !(s->entries = calloc((size_t)n_seq, sizeof *s->entries)))
+        st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st == CLF_OK && !(s->logits = malloc((size_t)m->info.n_vocab * sizeof *s->logits)))
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st != CLF_OK) {
@@ -49,11 +53,25 @@ void clinfer_session_free(clinfer_session *s) {
     clf_llama_ctx_free(s->c);
     pthread_mutex_unlock(&s->m->device_lock);
     free(s->logits);
+    free(s->batch_logits);
+    free(s->row_of);
+    free(s->entries);
     free(s);
+}
+
+void api_acquire(clinfer_session *s) {
+    pthread_mutex_lock(&s->m->device_lock);
+    s->m->current = s;
+}
+
+void api_release(clinfer_session *s) {
+    s->m->current = NULL;
+    pthread_mutex_unlock(&s->m->device_lock);
 }
 
 int clinfer_session_n_ctx(const clinfer_session *s) { return s ? s->c->n_ctx : 0; }
 int clinfer_session_n_past(const clinfer_session *s) { return s ? s->c->n_past : 0; }
+int clinfer_session_n_seq(const clinfer_session *s) { return s ? s->c->n_seq : 0; }
 
 clinfer_status clinfer_session_rewind(clinfer_session *s, int pos) {
     API_NOT_NULL(s);
@@ -65,17 +83,29 @@ clinfer_status clinfer_session_rewind(clinfer_session *s, int pos) {
     return CLINFER_OK;
 }
 
-/* One evaluation, its turn on the device taken. */
-static clf_status eval(clinfer_session *s, const int32_t *tokens, int n, int all_logits, float *logits) {
+static clf_status check_tokens(const clinfer_session *s, const int32_t *tokens, int n) {
     if (n <= 0 || !tokens) return clf_fail(CLF_ERR_ARG, "nothing to evaluate (%d tokens)", n);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->m->info.n_vocab)
             return clf_fail(CLF_ERR_ARG, "token %d at %d is not in the vocabulary (%d tokens)", tokens[i], i,
                             s->m->info.n_vocab);
-    pthread_mutex_lock(&s->m->device_lock);
+    return CLF_OK;
+}
+
+/* A cancel stops the call it reaches, and only that one. */
+static clf_status cancelled(clinfer_session *s, clf_status st) {
+    if (st == CLF_ERR_INTERRUPTED) atomic_store(&s->cancel, 0);
+    return st;
+}
+
+/* One evaluation, its turn on the device taken. */
+static clf_status eval(clinfer_session *s, const int32_t *tokens, int n, int all_logits, float *logits) {
+    CLF_TRY(check_tokens(s, tokens, n));
+    s->has_logits = 0;
+    api_acquire(s);
     clf_status st = clf_llama_eval(s->c, tokens, n, all_logits, logits);
-    pthread_mutex_unlock(&s->m->device_lock);
-    if (st != CLF_OK) return st;
+    api_release(s);
+    if (st != CLF_OK) return cancelled(s, st);
     if (logits != s->logits) /* the last row is the session's too */
         memcpy(s->logits, logits + (size_t)(n - 1) * s->m->info.n_vocab, (size_t)s->m->info.n_vocab * sizeof *logits);
     s->has_logits = 1;
@@ -99,166 +129,192 @@ void clinfer_session_cancel(clinfer_session *s) {
     if (s) atomic_store(&s->cancel, 1);
 }
 
-/* ---- samplers: the library's clf_sampler behind the public name -------------- */
-
-clinfer_sampler_params clinfer_sampler_default_params(void) {
-    clf_sampler_params d = clf_sampler_defaults();
-    return (clinfer_sampler_params){.size = sizeof(clinfer_sampler_params),
-                                    .temperature = d.temperature,
-                                    .top_k = d.top_k,
-                                    .top_p = d.top_p,
-                                    .min_p = d.min_p,
-                                    .repeat_penalty = d.repeat_penalty,
-                                    .repeat_last_n = d.repeat_last_n,
-                                    .seed = d.seed};
+clinfer_status clinfer_eval_top(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
+                                int *nonfinite) {
+    API_NOT_NULL(s);
+    API_NOT_NULL(vals);
+    API_NOT_NULL(ids);
+    API_NOT_NULL(nonfinite);
+    if (k < 1 || k > CLINFER_TOP_K_MAX)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "top k %d: 1 to %d", k, CLINFER_TOP_K_MAX);
+    API_TRY(check_tokens(s, tokens, n));
+    s->has_logits = 0;
+    api_acquire(s);
+    clf_status st = clf_llama_eval_top(s->c, tokens, n, k, vals, ids, nonfinite);
+    api_release(s);
+    return (clinfer_status)cancelled(s, st);
 }
 
-clinfer_status clinfer_sampler_create(const clinfer_model *m, const clinfer_sampler_params *params,
-                                      clinfer_sampler **out) {
-    API_NOT_NULL(m);
-    API_NOT_NULL(out);
-    *out = NULL;
-    clinfer_sampler_params p = clinfer_sampler_default_params();
-    API_TRY(api_read_params(&p, sizeof p, params, "clinfer_sampler_params"));
-    clf_sampler_params sp = {.temperature = p.temperature,
-                             .top_k = p.top_k,
-                             .top_p = p.top_p,
-                             .min_p = p.min_p,
-                             .repeat_penalty = p.repeat_penalty,
-                             .repeat_last_n = p.repeat_last_n,
-                             .seed = p.seed};
-    clf_sampler *smp;
-    API_TRY(clf_sampler_create(&sp, m->info.n_vocab, &smp));
-    *out = (clinfer_sampler *)smp;
-    return CLINFER_OK;
+/* ---- batches and sequences --------------------------------------------------- */
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 1;
+    void *q = realloc(*p, need * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = need;
+    return 1;
 }
 
-void clinfer_sampler_free(clinfer_sampler *smp) { clf_sampler_free((clf_sampler *)smp); }
-
-/* The sampler reads a NaN logit as -inf (a masked token) and, with nothing
- * above -inf, answers token 0: a caller's logits with a NaN or without a
- * token to draw are refused instead, as the CLI refuses a model's. */
-static clf_status check_logits(const float *logits, int n) {
-    int any = 0;
-    for (int i = 0; i < n; i++) {
-        if (isnan(logits[i])) return clf_fail(CLF_ERR_ARG, "logit %d of %d is NaN", i, n);
-        any |= logits[i] > -INFINITY;
+/* The batch grouped by sequence: an entry each (tokens in batch order,
+ * into `tokens`), checked against the sequences before anything runs.
+ * last[q]: the batch row of sequence q's last token (-1: none in it);
+ * *all_rows: rows before a sequence's last want logits (a batch of one
+ * sequence only). */
+static clf_status plan_batch(clinfer_session *s, const clinfer_batch *b, int32_t *tokens, int *last, int *n_entries,
+                             int *all_rows) {
+    int n_seq = s->c->n_seq, n = b->n_tokens, used = 0;
+    int *count = calloc((size_t)n_seq, sizeof *count);
+    if (!count) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int q = 0; q < n_seq; q++) last[q] = -1;
+    clf_status st = check_tokens(s, b->token, n);
+    for (int i = 0; st == CLF_OK && i < n; i++) {
+        int q = b->seq_id ? b->seq_id[i] : 0;
+        if (q < 0 || q >= n_seq) st = clf_fail(CLF_ERR_ARG, "batch row %d: sequence %d of %d", i, q, n_seq);
+        else if (b->pos && b->pos[i] != clf_llama_seq_len(s->c, q) + count[q])
+            st = clf_fail(CLF_ERR_ARG, "batch row %d: position %d, but sequence %d's next is %d (rewind first)", i,
+                          b->pos[i], q, clf_llama_seq_len(s->c, q) + count[q]);
+        else used += !count[q]++, last[q] = i;
     }
-    return any || n <= 0 ? CLF_OK : clf_fail(CLF_ERR_ARG, "every logit is -inf: no token to sample");
-}
-
-clinfer_status clinfer_sampler_sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
-    API_NOT_NULL(smp);
-    API_NOT_NULL(logits);
-    API_NOT_NULL(token);
-    if (n_vocab <= clf_sampler_n_vocab((clf_sampler *)smp)) API_TRY(check_logits(logits, n_vocab)); /* else refused below */
-    int32_t id = clf_sampler_sample((clf_sampler *)smp, logits, n_vocab);
-    if (id < 0) return CLINFER_ERR_ARG; /* n_vocab not the model's; the message is set */
-    *token = id;
-    return CLINFER_OK;
-}
-
-void clinfer_sampler_accept(clinfer_sampler *smp, int32_t token) {
-    if (smp) clf_sampler_accept((clf_sampler *)smp, token);
-}
-
-void clinfer_sampler_reset(clinfer_sampler *smp) {
-    if (smp) clf_sampler_reset((clf_sampler *)smp);
-}
-
-/* ---- generation ------------------------------------------------------------- */
-
-clinfer_generate_params clinfer_generate_default_params(void) {
-    return (clinfer_generate_params){.size = sizeof(clinfer_generate_params), .max_tokens = 256};
-}
-
-/* The loop after the prompt: sample, stream, evaluate the token, repeat. */
-static clf_status generate(clinfer_session *s, clf_sampler *smp, const clinfer_generate_params *p,
-                           clinfer_generate_result *r) {
-    const clf_tokenizer *tok = s->m->tok;
-    clf_detok d;
-    clf_detok_init(&d, tok, p->special ? CLF_DETOK_SPECIAL : 0);
-    size_t cap = clf_tokenizer_max_piece(tok);
-    char *buf = malloc(cap);
-    if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    clf_status st = CLF_OK;
-    for (int i = 0; i < p->max_tokens; i++) {
-        if (atomic_load(&s->cancel)) {
-            st = clf_fail(CLF_ERR_INTERRUPTED, "generation cancelled");
-            break;
-        }
-        for (int k = 0; k < s->m->info.n_vocab && st == CLF_OK; k++)
-            if (!isfinite(s->logits[k])) /* corrupt weights: the CLI's message */
-                st = clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d",
-                              s->c->n_past);
-        if (st != CLF_OK) break;
-        int32_t id = clf_sampler_sample(smp, s->logits, s->m->info.n_vocab);
-        if (id < 0) { /* a sampler made for a smaller vocabulary; the message is set */
-            st = CLF_ERR_ARG;
-            break;
-        }
-        r->last = id;
-        r->n_generated++;
-        if (clf_token_is_eog(tok, id)) {
-            r->stop = CLINFER_STOP_EOG;
-            break;
-        }
-        size_t n;
-        if ((st = clf_detok_push(&d, id, buf, cap, &n)) != CLF_OK) break;
-        clf_sampler_accept(smp, id);
-        if (p->on_token && p->on_token(p->user_data, id, buf, n)) {
-            r->stop = CLINFER_STOP_CALLBACK;
-            break;
-        }
-        if (i + 1 == p->max_tokens) {
-            r->stop = CLINFER_STOP_MAX_TOKENS;
-            break; /* the last token need not be evaluated */
-        }
-        if (s->c->n_past >= s->c->n_ctx) {
-            st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
-            break;
-        }
-        if ((st = eval(s, &id, 1, 0, s->logits)) != CLF_OK) break;
+    *all_rows = 0;
+    for (int i = 0; st == CLF_OK && b->logits && i < n; i++)
+        if (b->logits[i] && i != last[b->seq_id ? b->seq_id[i] : 0]) *all_rows = 1;
+    if (st == CLF_OK && *all_rows && (used > 1 || last[0] < 0))
+        st = clf_fail(CLF_ERR_ARG, "logits of a row before a sequence's last: only in a batch of sequence 0 alone");
+    int off = 0, e = 0;
+    for (int q = 0; st == CLF_OK && q < n_seq; q++) {
+        if (!count[q]) continue;
+        s->entries[e++] = (clf_llama_seq_batch){q, tokens + off, count[q], NULL};
+        for (int i = 0; i < n; i++)
+            if ((b->seq_id ? b->seq_id[i] : 0) == q) tokens[off++] = b->token[i];
     }
-    size_t n = clf_detok_flush(&d, buf, cap);
-    if (n && p->on_token) p->on_token(p->user_data, -1, buf, n);
-    free(buf);
+    *n_entries = e;
+    free(count);
     return st;
 }
 
-clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n_prompt,
-                                const clinfer_generate_params *params, clinfer_generate_result *result) {
+clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *b) {
     API_NOT_NULL(s);
-    clinfer_generate_params p = clinfer_generate_default_params();
-    API_TRY(api_read_params(&p, sizeof p, params, "clinfer_generate_params"));
-    clinfer_generate_result r = {.size = sizeof r, .last = -1};
-    API_TRY(result ? api_write_info(result, &r, sizeof r, "clinfer_generate_result") : CLF_OK); /* size set? */
-    clf_status st = CLF_OK;
-    if (p.max_tokens <= 0) st = clf_fail(CLF_ERR_ARG, "max_tokens is %d: it must be > 0", p.max_tokens);
-    else if (n_prompt < 0 || (n_prompt > 0 && !prompt)) st = clf_fail(CLF_ERR_ARG, "clinfer_generate: no prompt");
-    else if (n_prompt == 0 && !s->has_logits)
-        st = clf_fail(CLF_ERR_ARG, "an empty prompt needs a session that has evaluated tokens");
-    clf_sampler *greedy = NULL;
-    clf_sampler *smp = (clf_sampler *)p.sampler;
-    if (st == CLF_OK && !smp) {
-        clf_sampler_params gp = clf_sampler_defaults();
-        gp.temperature = 0;
-        st = clf_sampler_create(&gp, s->m->info.n_vocab, &greedy);
-        smp = greedy;
+    API_NOT_NULL(b);
+    int n = b->n_tokens, n_vocab = s->m->info.n_vocab, n_seq = s->c->n_seq, n_entries = 0, all_rows = 0;
+    s->n_rows = 0;
+    s->has_logits = 0;
+    if (n <= 0 || !b->token) return (clinfer_status)clf_fail(CLF_ERR_ARG, "an empty batch");
+    size_t rows = (size_t)(n > n_seq ? n : n_seq), row_cap = (size_t)s->row_cap;
+    int32_t *tokens = malloc((size_t)n * sizeof *tokens);
+    int *last = malloc((size_t)n_seq * sizeof *last);
+    clf_status st = tokens && last && grow((void **)&s->batch_logits, &s->batch_cap, rows * (size_t)n_vocab, sizeof(float)) &&
+                            grow((void **)&s->row_of, &row_cap, (size_t)n, sizeof(int))
+                        ? CLF_OK
+                        : clf_fail(CLF_ERR_MEMORY, "out of host memory for %zu rows of logits", rows);
+    s->row_cap = (int)row_cap;
+    if (st == CLF_OK) st = plan_batch(s, b, tokens, last, &n_entries, &all_rows);
+    if (st == CLF_OK) {
+        /* row_of[i]: the output row holding batch row i's logits (-1: none) */
+        for (int i = 0; i < n; i++) s->row_of[i] = all_rows && b->logits[i] ? i : -1;
+        for (int e = 0; !all_rows && e < n_entries; e++) {
+            int q = s->entries[e].seq;
+            if (!b->logits || b->logits[last[q]]) {
+                s->entries[e].logits = s->batch_logits + (size_t)q * n_vocab;
+                s->row_of[last[q]] = q;
+            }
+        }
+        api_acquire(s);
+        st = all_rows ? clf_llama_eval(s->c, tokens, n, 1, s->batch_logits)
+                      : clf_llama_eval_seqs(s->c, s->entries, n_entries);
+        api_release(s);
+        st = cancelled(s, st);
     }
-    double t0 = clf_now_s();
-    if (st == CLF_OK && n_prompt > 0 && (st = eval(s, prompt, n_prompt, 0, s->logits)) == CLF_OK) {
-        r.n_prompt = n_prompt;
-        for (int i = 0; i < n_prompt; i++) clf_sampler_accept(smp, prompt[i]);
+    if (st == CLF_OK) {
+        s->n_rows = n;
+        const float *row0 = last[0] >= 0 ? clinfer_batch_logits(s, last[0]) : NULL;
+        if (row0) { /* sequence 0's last row is the session's logits too */
+            memcpy(s->logits, row0, (size_t)n_vocab * sizeof *s->logits);
+            s->has_logits = 1;
+        }
     }
-    /* TODO(harden-core): clf_llama_set_abort, once on main, lets a cancel
-     * stop a long prompt between its chunks too. */
-    r.prompt_seconds = clf_now_s() - t0;
-    t0 = clf_now_s();
-    if (st == CLF_OK) st = generate(s, smp, &p, &r);
-    r.generate_seconds = clf_now_s() - t0;
-    atomic_store(&s->cancel, 0); /* a request is for one generation */
-    clf_sampler_free(greedy);
-    if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");
+    free(tokens);
+    free(last);
     return (clinfer_status)st;
+}
+
+const float *clinfer_batch_logits(const clinfer_session *s, int i) {
+    if (!s || i < 0 || i >= s->n_rows || s->row_of[i] < 0) return NULL;
+    return s->batch_logits + (size_t)s->row_of[i] * s->m->info.n_vocab;
+}
+
+static clf_status check_seq(const clinfer_session *s, int seq) {
+    if (seq < 0 || seq >= s->c->n_seq) return clf_fail(CLF_ERR_ARG, "sequence %d of %d", seq, s->c->n_seq);
+    return CLF_OK;
+}
+
+int clinfer_seq_len(const clinfer_session *s, int seq) {
+    return s && seq >= 0 && seq < s->c->n_seq ? clf_llama_seq_len(s->c, seq) : 0;
+}
+
+clinfer_status clinfer_seq_rewind(clinfer_session *s, int seq, int pos) {
+    API_NOT_NULL(s);
+    API_TRY(check_seq(s, seq));
+    int len = clf_llama_seq_len(s->c, seq);
+    if (pos < 0 || pos > len)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "cannot rewind sequence %d to %d: it holds %d tokens", seq, pos,
+                                        len);
+    clf_llama_seq_rewind(s->c, seq, pos);
+    if (seq == 0) s->has_logits = 0;
+    return CLINFER_OK;
+}
+
+clinfer_status clinfer_seq_copy(clinfer_session *s, int src, int dst, int n) {
+    API_NOT_NULL(s);
+    API_TRY(check_seq(s, src));
+    API_TRY(check_seq(s, dst));
+    if (src == dst) return (clinfer_status)clf_fail(CLF_ERR_ARG, "copying sequence %d onto itself", src);
+    pthread_mutex_lock(&s->m->device_lock);
+    clf_status st = clf_llama_seq_copy(s->c, src, dst, n);
+    pthread_mutex_unlock(&s->m->device_lock);
+    if (st == CLF_OK && dst == 0) s->has_logits = 0;
+    return (clinfer_status)st;
+}
+
+/* ---- perplexity --------------------------------------------------------------- */
+
+typedef struct ppl_user {
+    clinfer_session *s;
+    int (*fn)(void *, int, int, double);
+    void *ud;
+    int stopped;
+} ppl_user;
+
+/* A progress callback that says stop cancels the next chunk. */
+static void ppl_progress(const clf_ppl_progress *p, void *user) {
+    ppl_user *u = user;
+    if (u->fn && u->fn(u->ud, p->chunk, p->n_chunks, p->ppl)) {
+        u->stopped = 1;
+        atomic_store(&u->s->cancel, 1);
+    }
+}
+
+clinfer_status clinfer_perplexity(clinfer_session *s, const int32_t *tokens, int n_tokens, int n_ctx,
+                                  int (*progress)(void *, int, int, double), void *user_data, double *ppl,
+                                  int *n_scored) {
+    API_NOT_NULL(s);
+    API_NOT_NULL(ppl);
+    if (n_tokens < 0 || (n_tokens > 0 && !tokens)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "no tokens");
+    if (n_tokens > 0) API_TRY(check_tokens(s, tokens, n_tokens));
+    ppl_user u = {s, progress, user_data, 0};
+    int32_t bos = clf_tokenizer_add_bos(s->m->tok) ? clf_tokenizer_bos(s->m->tok) : -1;
+    s->has_logits = 0;
+    api_acquire(s);
+    clf_status st = clf_perplexity(s->c, tokens, n_tokens, n_ctx, bos, ppl_progress, &u, ppl, n_scored);
+    api_release(s);
+    if (st == CLF_OK && u.stopped) st = clf_fail(CLF_ERR_INTERRUPTED, "perplexity stopped on request");
+    if (u.stopped && st == CLF_ERR_INTERRUPTED) atomic_store(&s->cancel, 0);
+    return (clinfer_status)cancelled(s, st);
+}
+
+
+/* TEMPORARY until the llama split lands */
+__attribute__((weak)) clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n) {
+    (void)c, (void)src, (void)dst, (void)n;
+    return clf_fail(CLF_ERR_ARG, "sequence copy: not yet");
 }

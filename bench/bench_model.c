@@ -7,7 +7,6 @@
 
 #include "cli.h"
 #include "options.h"
-#include "place_mpi.h"
 #include "estimate.h"
 #include "llama.h"
 #include "model_path.h"
@@ -24,9 +23,9 @@ enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
 
 typedef struct {
     const char *model_path, *device;
-    cli_place split; /* --devices: the model split across them */
+    clf_place split; /* --devices: the model split across them */
     int n_prompt, n_gen, reps, all_devices, json, n_batch;
-    clf_type kv;
+    clinfer_kv_type kv; /* --kv (cli/options.h) */
 } opts;
 
 typedef struct {
@@ -51,17 +50,19 @@ static void summarize(double *tps, int n, figure *f) {
 }
 
 static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
-    cli_place place = o->split;
+    clf_place place = o->split;
     place.device = sel;
-    cli_stages stages;
+    clf_stages stages;
     int n_ctx = o->n_prompt + o->n_gen + PROFILE_TOKENS;
-    CLF_TRY(cli_mpi ? cli_place_mpi_open(&place, o->model_path, g, NULL, &stages)
-                    : cli_stages_open(&place, g, n_ctx, o->kv, NULL, &stages));
+    place.mpi = cli_mpi;
+    place.model = o->model_path;
+    clf_type kv = o->kv == CLINFER_KV_F16 ? CLF_F16 : CLF_F32;
+    CLF_TRY(clf_stages_open(&place, g, n_ctx, kv, NULL, NULL, &stages));
     clf_runtime *rt = stages.rt[0];
     clf_llama *m = stages.m[0];
     /* a split's device: its stages' */
     char dev_name[400];
-    cli_stages_devices(&stages, dev_name, sizeof dev_name);
+    clf_stages_devices(&stages, dev_name, sizeof dev_name);
     clf_llama_ctx *c = NULL;
     float *logits = NULL;
     int32_t *toks = NULL;
@@ -73,7 +74,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_status st = clf_model_shape_from_gguf(g, &shape);
     if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
     int n_batch = o->n_batch ? o->n_batch : o->n_prompt > 0 ? o->n_prompt : 1;
-    if (st == CLF_OK) st = clf_llama_ctx_create(m, n_ctx, n_batch, o->kv, &c);
+    if (st == CLF_OK) st = clf_llama_ctx_create(m, n_ctx, n_batch, kv, &c);
     if (st != CLF_OK) goto done;
     const clf_llama_hparams *hp = &m->hp;
     /* token ids for every read below: the prompt, the generated run, and
@@ -92,7 +93,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         toks[i] = (int32_t)(s % (uint64_t)hp->n_vocab);
     }
-    size_t kv_elt = o->kv == CLF_F16 ? 2 : 4;
+    size_t kv_elt = kv == CLF_F16 ? 2 : 4;
     /* a token reads every product's weights once; of the embedding table
      * only its own row */
     double weight_bytes = -(double)clf_tensor_bytes(&m->tok_embd);
@@ -170,7 +171,7 @@ report:;
     for (int i = 0; i < nprof; i++) prof_total += prof[i].ms;
     if (o->json) {
         fprintf(out, "%s  {\"device\": \"%s\", \"model\": \"%s %s\", \"size_bytes\": %.0f, \"params\": %.0f, \"kv\": \"%s\"",
-                first ? "" : ",\n", dev_name, hp->arch, wtype, size, params, clf_type_get(o->kv)->name);
+                first ? "" : ",\n", dev_name, hp->arch, wtype, size, params, clf_type_get(kv)->name);
         fprintf(out, ", \"roof\": {\"copy_gbs\": %.2f, \"fma_gflops\": %.2f}", roof.copy_gbs, roof.fma_gflops);
         if (o->n_prompt > 0)
             fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f, \"gbs\": %.3f}",
@@ -214,7 +215,7 @@ report:;
                     (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
                     roof.copy_gbs);
         if (nprof) {
-            fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(o->kv)->name);
+            fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(kv)->name);
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "  %-28s %5.1f%%  %6.1f launches/token  %8.1f us/token\n", prof[i].name,
                         100 * prof[i].ms / prof_total, prof[i].launches / (double)PROFILE_TOKENS, prof[i].ms * 1000 / PROFILE_TOKENS);
@@ -227,12 +228,12 @@ done:
     free(toks);
     free(tps);
     clf_llama_ctx_free(c);
-    cli_stages_close(&stages);
+    clf_stages_close(&stages);
     return st;
 }
 
 int clf_bench_model_main(int argc, char **argv) {
-    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, CLF_F32};
+    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, CLINFER_KV_F32};
     const cli_option table[] = {CLI_OPT_STR("-m", &o.model_path),     CLI_OPT_STR("--device", &o.device),
                                 CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20), CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20),
                                 CLI_OPT_INT("-r", &o.reps, 1, 1000),  CLI_OPT_KV("--kv", &o.kv),

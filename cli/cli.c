@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_error(clf_status st) {
-    if (st == CLF_OK) return 0;
-    fprintf(stderr, "clinfer: %s: %s\n", clf_status_name(st), clf_last_error());
+int cli_error(int st) {
+    if (st == CLINFER_OK) return 0;
+    fprintf(stderr, "clinfer: %s: %s\n", clinfer_status_name((clinfer_status)st), clinfer_last_error());
     return (int)st;
 }
 
@@ -18,15 +18,15 @@ int cli_close_stdout(int status) {
     int err = errno;
     if (fclose(stdout) != 0 && !failed) failed = 1, err = errno;
     if (!failed || status != 0) return status; /* a failed command has said why already */
-    return cli_error(clf_fail(CLF_ERR_IO, "cannot write to stdout: %s", err ? strerror(err) : "write error"));
+    return cli_error(clinfer_fail(CLINFER_ERR_IO, "cannot write to stdout: %s", err ? strerror(err) : "write error"));
 }
 
 int cli_usage(const char *usage, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "clinfer: %s: ", clf_status_name(CLF_ERR_ARG));
+    fprintf(stderr, "clinfer: %s: ", clinfer_status_name(CLINFER_ERR_ARG));
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\nusage: %s\n", usage);
     va_end(ap);
-    return CLF_ERR_ARG;
+    return CLINFER_ERR_ARG;
 }

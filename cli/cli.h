@@ -1,33 +1,69 @@
-/* Shared helpers of the `clinfer` subcommands (one file per command). */
+/* Shared helpers of the `clinfer` subcommands (one file per command), on
+ * the public API alone; cli/frontend.c's part is shared with tools/, the
+ * commands that read the library's internals. */
 #ifndef CLF_CLI_H
 #define CLF_CLI_H
 
-#include "status.h"
+#include <signal.h>
+#include <stdio.h>
+
+#include "clinfer.h"
+
+/* Propagates a failing status. */
+#define CLI_TRY(expr)                                \
+    do {                                             \
+        clinfer_status cli_st_ = (expr);             \
+        if (cli_st_ != CLINFER_OK) return cli_st_;   \
+    } while (0)
 
 /* Prints "clinfer: <message>" on stderr and returns the exit code of st. */
-int cli_error(clf_status st);
+int cli_error(int st); /* st: a clinfer_status (or the library's own, value for value) */
 /* A command's exit status once stdout is flushed and closed: a write that
  * failed on the way (a full disk, a closed stdout, EPIPE when SIGPIPE is
- * ignored) turns success into CLF_ERR_IO, reported in one line. */
+ * ignored) turns success into CLINFER_ERR_IO, reported in one line. */
 int cli_close_stdout(int status);
 /* Usage error: prints "clinfer: usage error: <message>" and the command's
- * usage line; returns CLF_ERR_ARG (2). */
+ * usage line; returns CLINFER_ERR_ARG (2). */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* --mpi was given: this process is rank 0 of an MPI job (cli/main.c);
- * sessions load stage 0 with clf_mpi_load (mpi/clf_mpi.h). */
+/* --mpi was given: this process is rank 0 of an MPI job (cli_mpi_start);
+ * models load with clinfer_model_params.mpi. */
 extern int cli_mpi;
 
-/* Commands: each returns the process exit status. */
+/* Set to the signal's number by SIGINT or SIGTERM (cli_catch_sigint installs
+ * the handler for both and unblocks them); loading and a prompt stop between
+ * steps (the model's abort callback reads it), generation at the next token. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_catch_sigint(void);
+/* "Ctrl-C" or "SIGTERM", for the message of a stop. */
+const char *cli_interrupt_name(void);
+/* For clinfer_model_params.abort: nonzero once a signal came. */
+int cli_abort_requested(void *ud);
+
+/* A program's main around its command table (cli/frontend.c): the closed
+ * standard streams held, --mpi taken out of argv and the MPI job joined
+ * (ranks > 0 serve their stage and exit), the command run, stdout closed,
+ * the job ended. prog: the name in usage lines. */
+typedef struct cli_command {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} cli_command;
+int cli_main(int argc, char **argv, const cli_command *cmds, int n_cmds, void (*usage)(FILE *f));
+
+/* Commands of `clinfer`: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);
-int cmd_info(int argc, char **argv);
-int cmd_quantize(int argc, char **argv);
-int cmd_selftest(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+/* Commands of `clinfer-tools` (tools/, bench/): they read the library's
+ * internals, so they are another program; `clinfer` hands them over
+ * (cli/main.c). */
+int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -6,29 +6,53 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+
 #include "cli.h"
-#include "file.h"
-#include "perplexity.h"
 #include "sampling_opts.h"
 #include "session.h"
 
 static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] " CLI_MODEL_USAGE;
 
-static void on_chunk(const clf_ppl_progress *p, void *user) {
-    double el = clf_now_s() - *(double *)user;
-    fprintf(stderr, "\rclinfer: chunk %d/%d  ppl %.4f  (%.1f s, %.1f s/chunk)", p->chunk, p->n_chunks, p->ppl, el,
-            el / p->chunk);
-    if (p->chunk == p->n_chunks) fputc('\n', stderr);
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int on_chunk(void *user, int chunk, int n_chunks, double ppl) {
+    double el = now_s() - *(double *)user;
+    fprintf(stderr, "\rclinfer: chunk %d/%d  ppl %.4f  (%.1f s, %.1f s/chunk)", chunk, n_chunks, ppl, el, el / chunk);
+    if (chunk == n_chunks) fputc('\n', stderr);
+    return 0; /* Ctrl-C: the model's abort callback */
+}
+
+/* A regular file only: opening a FIFO for reading would wait for a writer. */
+static clinfer_status open_regular(const char *path, int *fd_out) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), flags;
+    if (fd < 0) return clinfer_fail(CLINFER_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    clinfer_status st = CLINFER_OK;
+    if (fstat(fd, &sb) != 0) st = clinfer_fail(CLINFER_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    else if (S_ISDIR(sb.st_mode)) st = clinfer_fail(CLINFER_ERR_IO, "'%s' is a directory, not a file", path);
+    else if (!S_ISREG(sb.st_mode)) st = clinfer_fail(CLINFER_ERR_IO, "'%s' is not a regular file", path);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        st = clinfer_fail(CLINFER_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    if (st != CLINFER_OK) close(fd);
+    else *fd_out = fd;
+    return st;
 }
 
 /* The whole text file (a FIFO or a device is refused, not waited on). */
-static clf_status read_file(const char *path, char **text, size_t *len) {
-    int fd;
-    CLF_TRY(clf_open_regular(path, &fd));
+static clinfer_status read_file(const char *path, char **text, size_t *len) {
+    int fd = -1;
+    CLI_TRY(open_regular(path, &fd));
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         close(fd);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory reading %s", path);
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory reading %s", path);
     }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = malloc(cap);
@@ -42,14 +66,14 @@ static clf_status read_file(const char *path, char **text, size_t *len) {
     }
     int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
-    if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory reading %s", path);
+    if (!buf) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory reading %s", path);
     if (err) {
         free(buf);
-        return clf_fail(CLF_ERR_IO, "cannot read '%s': %s", path, strerror(err));
+        return clinfer_fail(CLINFER_ERR_IO, "cannot read '%s': %s", path, strerror(err));
     }
     *text = buf;
     *len = n;
-    return CLF_OK;
+    return CLINFER_OK;
 }
 
 int cmd_perplexity(int argc, char **argv) {
@@ -67,29 +91,28 @@ int cmd_perplexity(int argc, char **argv) {
     if (!file) return cli_usage(USAGE, "no text file (-f)");
     char *text = NULL;
     size_t len = 0;
-    clf_status st = read_file(file, &text, &len);
-    if (st != CLF_OK) return cli_error(st);
+    clinfer_status st = read_file(file, &text, &len);
+    if (st != CLINFER_OK) return cli_error(st);
     cli_session s;
     o.n_ctx = n_ctx;
     st = cli_session_open(o.model, &o.place, n_ctx, o.kv, &s);
-    if (st != CLF_OK) {
+    if (st != CLINFER_OK) {
         free(text);
         return cli_error(st);
     }
     int32_t *ids = NULL;
     int n = 0, scored = 0;
     double ppl = 0;
-    st = clf_tokenize(s.tok, text, len, 1, 0, &ids, &n);
+    st = clinfer_tokenize(s.m, text, len, 1, 0, &ids, &n);
     free(text);
-    if (st == CLF_OK) {
+    if (st == CLINFER_OK) {
         if (chunks && (long long)n > (long long)chunks * n_ctx) n = (int)((long long)chunks * n_ctx);
         fprintf(stderr, "clinfer: %s, %d tokens, %d chunks of %d\n", file, n, n / n_ctx, n_ctx);
-        double t0 = clf_now_s();
-        int32_t bos = clf_tokenizer_add_bos(s.tok) ? clf_tokenizer_bos(s.tok) : -1;
-        st = clf_perplexity(s.c, ids, n, n_ctx, bos, on_chunk, &t0, &ppl, &scored);
+        double t0 = now_s();
+        st = clinfer_perplexity(s.s, ids, n, n_ctx, on_chunk, &t0, &ppl, &scored);
     }
-    if (st == CLF_OK) printf("perplexity %.4f over %d scored tokens (%d chunks of %d)\n", ppl, scored, n / n_ctx, n_ctx);
-    free(ids);
+    if (st == CLINFER_OK) printf("perplexity %.4f over %d scored tokens (%d chunks of %d)\n", ppl, scored, n / n_ctx, n_ctx);
+    clinfer_free(ids);
     cli_session_close(&s);
     return cli_error(st);
 }

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
 #include "cli.h"
 #include "sampling_opts.h"
 #include "session.h"
@@ -12,13 +11,11 @@
 static const char *USAGE = "clinfer run -p PROMPT [-n N] [--chat] [--special] " CLI_GEN_USAGE;
 
 /* The prompt's tokens: raw text, or a user turn in the model's chat format. */
-static clf_status prompt_tokens(const cli_session *s, const char *prompt, int chat, int special, int32_t **ids,
-                                int *n) {
-    if (!chat) return clf_tokenize(s->tok, prompt, strlen(prompt), 1, special, ids, n);
-    clf_chat c;
-    CLF_TRY(clf_chat_init_model(s->tok, &c));
-    clf_chat_msg msg = {"user", prompt};
-    return clf_chat_tokenize(&c, s->tok, &msg, 1, 1, 1, ids, n); /* --special does not reach the message */
+static clinfer_status prompt_tokens(const cli_session *s, const char *prompt, int chat, int special, int32_t **ids,
+                                    int *n) {
+    if (!chat) return clinfer_tokenize(s->m, prompt, strlen(prompt), 1, special, ids, n);
+    clinfer_chat_message msg = {"user", prompt};
+    return clinfer_chat_tokenize(s->m, &msg, 1, 1, ids, n); /* --special does not reach the message */
 }
 
 int cmd_run(int argc, char **argv) {
@@ -37,29 +34,30 @@ int cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
     cli_session s;
-    clf_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
-    if (st != CLF_OK) return cli_error(st);
+    clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
+    if (st != CLINFER_OK) return cli_error(st);
     int32_t *ids = NULL;
     int n = 0;
-    clf_sampler *smp = NULL;
-    cli_gen_stats stats = {0};
+    clinfer_sampler *smp = NULL;
+    clinfer_generate_result stats = {0};
+    int n_ctx = clinfer_session_n_ctx(s.s);
     st = prompt_tokens(&s, prompt, chat, special, &ids, &n);
-    if (st == CLF_OK && n == 0) st = clf_fail(CLF_ERR_ARG, "the prompt is empty");
-    if (st == CLF_OK && n > s.c->n_ctx)
-        st = clf_fail(CLF_ERR_CONTEXT, "the prompt (%d tokens) is longer than the context of %d tokens (--ctx)", n,
-                      s.c->n_ctx);
-    else if (st == CLF_OK && n + n_gen > s.c->n_ctx)
-        st = clf_fail(CLF_ERR_CONTEXT, "the prompt (%d tokens) and -n %d do not fit the context of %d tokens (--ctx)", n,
-                      n_gen, s.c->n_ctx);
-    if (st == CLF_OK) st = clf_sampler_create(&o.sp, s.m->hp.n_vocab, &smp);
-    if (st == CLF_OK) {
+    if (st == CLINFER_OK && n == 0) st = clinfer_fail(CLINFER_ERR_ARG, "the prompt is empty");
+    if (st == CLINFER_OK && n > n_ctx)
+        st = clinfer_fail(CLINFER_ERR_CONTEXT, "the prompt (%d tokens) is longer than the context of %d tokens (--ctx)", n,
+                      n_ctx);
+    else if (st == CLINFER_OK && n + n_gen > n_ctx)
+        st = clinfer_fail(CLINFER_ERR_CONTEXT, "the prompt (%d tokens) and -n %d do not fit the context of %d tokens (--ctx)", n,
+                      n_gen, n_ctx);
+    if (st == CLINFER_OK) st = clinfer_sampler_create(s.m, &o.sp, &smp);
+    if (st == CLINFER_OK) {
         st = cli_generate(&s, smp, ids, n, n_gen, stdout, &stats);
-        if (stats.n_gen > 0) printf("\n"); /* end the text's last line */
+        if (stats.n_generated > 0) printf("\n"); /* end the text's last line */
         /* speeds once the prompt ran (also on Ctrl-C), not after it failed */
         if (stats.n_prompt > 0) cli_print_stats(&s, &stats);
     }
-    clf_sampler_free(smp);
-    free(ids);
+    clinfer_sampler_free(smp);
+    clinfer_free(ids);
     cli_session_close(&s);
     return cli_error(st);
 }

@@ -12,10 +12,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "clf_mpi.h"
 #include "engine.h"
 #include "http.h"
-#include "model_path.h"
 #include "sampling_opts.h"
 #include "session.h"
 
@@ -67,18 +65,18 @@ int cmd_serve(int argc, char **argv) {
     if (rc >= 0) return rc;
     /* an empty key (a variable set from nothing) would turn authentication off unnoticed */
     if (api_key && !*api_key)
-        return cli_error(clf_fail(CLF_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
                                                "unset it to serve without a key"));
     char path[1024];
-    clf_status st = clf_model_path(o.model, path, sizeof path);
-    if (st != CLF_OK) return cli_error(st);
+    clinfer_status st = clinfer_model_path(o.model, path, sizeof path);
+    if (st != CLINFER_OK) return cli_error(st);
 
     signal(SIGPIPE, SIG_IGN); /* a client gone is a failed write, not the end */
     sigset_t old;
     hold_signals(1, &old);
     srv_http *h;
     st = srv_http_start(&(srv_http_config){host, port, api_key, request_timeout}, &h);
-    if (st != CLF_OK) return cli_error(st);
+    if (st != CLINFER_OK) return cli_error(st);
     fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
             host, strchr(host, ':') ? "]" : "", srv_http_port(h));
 
@@ -87,21 +85,23 @@ int cmd_serve(int argc, char **argv) {
     char *id = model_id(path);
     srv_app app = {.model_id = id, .model_alias = o.model, .n_slots = parallel, .created = (long long)time(NULL)};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
-    st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLF_ERR_MEMORY; /* srv_api_utf8 said why */
-    if (st == CLF_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
-    if (st == CLF_OK) st = clf_chat_init_model(s.tok, &app.chat);
-    if (st == CLF_OK) {
-        app.tok = s.tok;
+    st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
+    if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
+    char *probe = NULL; /* an empty conversation: does clinfer know the model's chat template? */
+    size_t probe_len;
+    if (st == CLINFER_OK) st = clinfer_chat_apply(s.m, NULL, 0, 0, &probe, &probe_len);
+    clinfer_free(probe);
+    if (st == CLINFER_OK) {
+        app.m = s.m;
         app.n_ctx = srv_engine_n_ctx(e);
         hold_signals(1, &old);
-        st = srv_sched_create(e, s.tok, parallel, queue, &app.sched);
+        st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
     }
-    if (st == CLF_OK) {
+    if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);
-        char devices[512];
-        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id,
-                cli_stages_devices(&s.stages, devices, sizeof devices), parallel, app.n_ctx);
-        if (cli_mpi) clf_mpi_on_broken(stop_on_broken);
+        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id, s.info.devices,
+                parallel, app.n_ctx);
+        if (cli_mpi) clinfer_mpi_on_broken(stop_on_broken);
         while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
         fprintf(stderr, "clinfer serve: %s: stopping\n", pipeline_broken ? "a stage failed" : cli_interrupt_name());
     }
@@ -115,7 +115,7 @@ int cmd_serve(int argc, char **argv) {
     srv_sched_free(app.sched);
     hold_signals(0, &old);
     srv_engine_free(e);
-    if (s.rt) cli_session_close(&s);
+    cli_session_close(&s);
     free(id);
     return cli_error(st);
 }

@@ -5,10 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gguf.h"
-#include "model_path.h"
 #include "options.h"
-#include "tokenizer.h"
 
 static const char *USAGE = "clinfer tokenize [-m MODEL] -p TEXT [--special] [--no-bos] [--pieces]\n"
                             "  --special  parse control tokens such as <|im_start|> in TEXT\n"
@@ -41,28 +38,25 @@ int cmd_tokenize(int argc, char **argv) {
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (!text) return cli_usage(USAGE, "-p TEXT is required");
-    char path[4096];
-    clf_gguf *g = NULL;
-    clf_tokenizer *t = NULL;
+    clinfer_model_params mp = clinfer_model_default_params();
+    mp.vocab_only = 1;
+    clinfer_model *m = NULL;
     int32_t *ids = NULL;
     int n = 0;
-    clf_status st = clf_model_path(model, path, sizeof path);
-    if (st == CLF_OK) st = clf_gguf_open(path, &g);
-    if (st == CLF_OK) st = clf_tokenizer_load(g, &t);
-    if (st == CLF_OK) st = clf_tokenize(t, text, strlen(text), !no_bos, special, &ids, &n);
-    for (int i = 0; st == CLF_OK && i < n; i++) {
+    clinfer_status st = clinfer_model_load(model, NULL, &mp, &m);
+    if (st == CLINFER_OK) st = clinfer_tokenize(m, text, strlen(text), !no_bos, special, &ids, &n);
+    for (int i = 0; st == CLINFER_OK && i < n; i++) {
         if (i) putchar(' ');
         printf("%d", ids[i]);
         if (pieces) {
             size_t len;
-            const char *p = clf_token_piece(t, ids[i], &len);
+            const char *p = clinfer_token_piece(m, ids[i], &len);
             putchar(':');
             print_piece(p, len);
         }
     }
-    if (st == CLF_OK) putchar('\n');
-    free(ids);
-    clf_tokenizer_free(t);
-    clf_gguf_close(g);
+    if (st == CLINFER_OK) putchar('\n');
+    clinfer_free(ids);
+    clinfer_model_free(m);
     return cli_error(st);
 }

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
-#include "quant.h"
 
 enum { MAX_OPTS = 48, LONG_BASE = 256 }; /* getopt_long's value of long option i: LONG_BASE + i */
 
@@ -35,9 +35,8 @@ static int store(const cli_option *o, const char *v, const char *usage) {
         break;
     case CLI_TEXT: *(const char **)o->dst = v; break;
     case CLI_KV: {
-        int t = clf_type_from_name(v);
-        if (t != CLF_F32 && t != CLF_F16) return cli_usage(usage, "%s '%s' is not f32 or f16", o->name, v);
-        *(clf_type *)o->dst = (clf_type)t;
+        if (strcasecmp(v, "f32") && strcasecmp(v, "f16")) return cli_usage(usage, "%s '%s' is not f32 or f16", o->name, v);
+        *(clinfer_kv_type *)o->dst = strcasecmp(v, "f16") ? CLINFER_KV_F32 : CLINFER_KV_F16;
         break;
     }
     case CLI_INT:

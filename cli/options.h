@@ -13,7 +13,7 @@ typedef enum cli_kind {
     CLI_INT,   /* int in lo..hi */
     CLI_U64,   /* uint64_t in lo..hi (lo >= 0) */
     CLI_FLOAT, /* float in flo..fhi (fhi INFINITY: no upper bound), finite */
-    CLI_KV,    /* clf_type: f32 or f16 (the KV cache's types) */
+    CLI_KV,    /* clinfer_kv_type: f32 or f16 (the KV cache's types) */
 } cli_kind;
 
 typedef struct cli_option {
@@ -42,7 +42,7 @@ typedef struct cli_option {
  * arguments go to pos (at most max_pos, counted in *n_pos; pos may be NULL
  * when max_pos is 0).
  * Returns -1 when the command should go on, else the exit status to return
- * now: 0 after --help, CLF_ERR_ARG after a usage error (printed with the
+ * now: 0 after --help, CLINFER_ERR_ARG after a usage error (printed with the
  * usage line, `clinfer: usage error: <message>`). */
 int cli_parse(int argc, char **argv, const cli_option *opts, const char *usage, const char **pos, int max_pos,
               int *n_pos);

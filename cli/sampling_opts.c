@@ -4,6 +4,6 @@
 
 void cli_gen_opts_init(cli_gen_opts *o) {
     memset(o, 0, sizeof *o);
-    o->kv = CLF_F32;
-    o->sp = clf_sampler_defaults();
+    o->kv = CLINFER_KV_F32;
+    o->sp = clinfer_sampler_default_params();
 }

@@ -1,21 +1,20 @@
-/* Model, sampling and context options shared by `run`, `chat` and
- * `perplexity`: entries for their cli_parse tables (options.h). */
+/* Model, sampling and context options shared by `run`, `chat`,
+ * `perplexity` and `serve`: entries for their cli_parse tables (options.h). */
 #ifndef CLF_SAMPLING_OPTS_H
 #define CLF_SAMPLING_OPTS_H
 
 #include <limits.h>
 
+#include "clinfer.h"
 #include "options.h"
-#include "place.h"
-#include "quant.h"
-#include "sampler.h"
+#include "session.h"
 
 typedef struct cli_gen_opts {
     const char *model;
     cli_place place; /* --device, or --devices for a split */
     int n_ctx;
-    clf_type kv;
-    clf_sampler_params sp;
+    clinfer_kv_type kv;
+    clinfer_sampler_params sp;
 } cli_gen_opts;
 
 #define CLI_MODEL_USAGE "[-m MODEL] " CLI_PLACE_USAGE " [--kv f32|f16]"

@@ -75,6 +75,22 @@ CLINFER_API const char *clinfer_last_error(void);
 /* A short name for a status ("format error"). Thread-safe. */
 CLINFER_API const char *clinfer_status_name(clinfer_status st);
 
+/* Sets this thread's last error to a formatted one-line message and returns
+ * st: for programs on this API (the `clinfer` command, the server) that
+ * report their own failures through the same channel. Thread-safe. */
+CLINFER_API clinfer_status clinfer_fail(clinfer_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Prefixes this thread's last error ("--split-ratio: " + the message);
+ * returns st. */
+CLINFER_API clinfer_status clinfer_fail_prefix(clinfer_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Frees what the library allocated for the caller (NULL is accepted). */
 CLINFER_API void clinfer_free(void *p);
 
@@ -90,6 +106,12 @@ typedef struct clinfer_device_info {
     uint64_t global_mem;  /* bytes */
     uint64_t max_alloc;   /* bytes, the largest single allocation */
     int is_default;       /* the device a NULL selector picks */
+    /* added later (a caller's size tells whether it knows them) */
+    unsigned clock_mhz;
+    uint64_t local_mem;   /* bytes */
+    char opencl_c[64];    /* the OpenCL C version the device compiles */
+    char driver[64];      /* the driver's version */
+    int fp16, fp64;       /* half and double precision arithmetic */
 } clinfer_device_info;
 
 /* The OpenCL devices of every platform. CLINFER_ERR_DEVICE when there is no
@@ -97,14 +119,65 @@ typedef struct clinfer_device_info {
 CLINFER_API clinfer_status clinfer_device_count(int *n);
 /* Device `index` (0 .. count-1) into *info, whose size the caller sets. */
 CLINFER_API clinfer_status clinfer_device_get(int index, clinfer_device_info *info);
+/* The index of the device a selector picks ("P:D", a name's substring;
+ * NULL or "": $CLINFER_DEVICE, else the default), CLINFER_ERR_DEVICE for
+ * one that matches nothing. */
+CLINFER_API clinfer_status clinfer_device_select(const char *selector, int *index);
+
+/* What the library runs on a device: the capabilities its probe found and
+ * the kernels and tuning they select, as `clinfer devices` shows them. */
+typedef struct clinfer_device_tuning {
+    size_t size;              /* sizeof(clinfer_device_tuning), set by the caller */
+    char capabilities[256];   /* probed: "avx2 avx512bw ... vnni" ("" for none) */
+    char kernels[256];        /* the kernels chosen, in words */
+    char row[96];             /* the tuning table's row */
+    int tuned;                /* `clinfer tune`'s measurements apply */
+    char overrides[256];      /* from $CLINFER_TUNE ("" for none) */
+    char values[1024];        /* every parameter: "name=value name=value ..." */
+} clinfer_device_tuning;
+
+/* Builds the runtime of the device `selector` picks (kernels are not
+ * built) and reports its tuning. */
+CLINFER_API clinfer_status clinfer_device_get_tuning(const char *selector, clinfer_device_tuning *out);
 
 /* ---- models --------------------------------------------------------------- */
 
 typedef struct clinfer_model clinfer_model;
 
+/* The KV cache's element type (sessions; a split's plan). */
+typedef enum clinfer_kv_type {
+    CLINFER_KV_F32 = 0,
+    CLINFER_KV_F16 = 1, /* half the memory, a little less precise */
+} clinfer_kv_type;
+
+
+/* Load progress: called between tensors with the fraction uploaded (0..1).
+ * Return nonzero to stop: the load fails with CLINFER_ERR_INTERRUPTED. */
+typedef int (*clinfer_progress_callback)(void *user_data, float progress);
+/* Polled between a load's steps (tensors, kernel builds) and between a
+ * prompt's chunks; nonzero stops them with CLINFER_ERR_INTERRUPTED. May be
+ * a signal handler's flag read. */
+typedef int (*clinfer_abort_callback)(void *user_data);
+/* A one-line notice the library would otherwise keep to itself ("building
+ * kernels for DEVICE (first run on this device; cached afterwards)"): once
+ * per model, from the thread that loads or evaluates. */
+typedef void (*clinfer_notice_callback)(void *user_data, const char *line);
+
 typedef struct clinfer_model_params {
     size_t size;    /* sizeof(clinfer_model_params) */
     int vocab_only; /* load the vocabulary only: tokenize, detokenize and chat templates, no device and no sessions */
+    /* added later (size tells): where the layers go (one device by default: clinfer_model_load's `device`) */
+    const char *devices;     /* "SEL,SEL,...": the layers split over these devices in order, a range each */
+    const char *split_ratio; /* "a,b,...": each device's (or MPI rank's) share of the layers; NULL: by device memory (MPI: equal weight bytes) */
+    int mpi;                 /* stage 0 here (on `device`), the later ones on ranks 1.. of the MPI job (clinfer_mpi_begin) */
+    int plan_n_ctx, plan_n_seq; /* what a split's plan reserves KV memory for: the sessions' context (0: the model's, at most 4096) and sequences (0: 1) */
+    clinfer_kv_type plan_kv_type;
+    clinfer_progress_callback progress;
+    void *progress_user_data;
+    clinfer_abort_callback abort;
+    void *abort_user_data;
+    clinfer_notice_callback notice;
+    void *notice_user_data;
 } clinfer_model_params;
 
 CLINFER_API clinfer_model_params clinfer_model_default_params(void);
@@ -117,6 +190,9 @@ CLINFER_API clinfer_model_params clinfer_model_default_params(void);
  *   then CPU.
  * params: NULL for the defaults.
  * Thread-safe (each call loads its own model). */
+/* The file clinfer_model_load(path, ...) reads (path as it documents:
+ * NULL, a file, or a catalogue name), into buf (n bytes). */
+CLINFER_API clinfer_status clinfer_model_path(const char *path, char *buf, size_t n);
 CLINFER_API clinfer_status clinfer_model_load(const char *path, const char *device, const clinfer_model_params *params,
                                               clinfer_model **out);
 CLINFER_API void clinfer_model_free(clinfer_model *m);
@@ -132,11 +208,18 @@ typedef struct clinfer_model_info {
     uint64_t device_bytes;/* the weights' bytes on the device */
     int n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, n_ff;
     int32_t bos, eos;     /* -1 when the model has none */
+    /* added later (a caller's size tells whether it knows them) */
+    char devices[512];    /* every stage's device: "NAME", or "NAME + NAME ..." for a split or MPI ranks */
+    int n_stages;         /* stages of a split on this process (1 unsplit, 0 vocab_only) */
+    double load_seconds;  /* clinfer_model_load's time */
 } clinfer_model_info;
 
 CLINFER_API clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info *info);
 /* The vocabulary size (the length of a logits row); 0 for a NULL model. */
 CLINFER_API int clinfer_model_n_vocab(const clinfer_model *m);
+/* Seconds spent building kernels for the model's devices so far (a first
+ * run on a device; later runs read them from the cache). */
+CLINFER_API double clinfer_model_build_seconds(const clinfer_model *m);
 
 /* ---- text ----------------------------------------------------------------- */
 
@@ -150,6 +233,10 @@ CLINFER_API clinfer_status clinfer_tokenize(const clinfer_model *m, const char *
  * bytes without the NUL. special: control tokens as their text (else ""). */
 CLINFER_API clinfer_status clinfer_detokenize(const clinfer_model *m, const int32_t *tokens, int n, int special,
                                               char **text, size_t *len);
+/* The bytes token stands for (control tokens their text), *len of them,
+ * not NUL-terminated (a piece may hold a NUL byte); NULL for an id outside
+ * the vocabulary. Valid as long as the model. */
+CLINFER_API const char *clinfer_token_piece(const clinfer_model *m, int32_t token, size_t *len);
 /* End of generation: EOS or an end-of-turn token (<|im_end|>, <|eot_id|>, ...). */
 CLINFER_API int clinfer_token_is_eog(const clinfer_model *m, int32_t token);
 
@@ -178,20 +265,22 @@ CLINFER_API clinfer_status clinfer_chat_apply(const clinfer_model *m, const clin
 CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
                                                  int add_assistant, int32_t **tokens, int *n_tokens);
 
+/* For a conversation that keeps its tokens in a session (`clinfer chat`):
+ * the tokens after the model's answer, that is the answer's turn end, the
+ * message (role, content as text) and the header of the next answer. */
+CLINFER_API clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *role, const char *content,
+                                                      int32_t **tokens, int *n_tokens);
+
 /* ---- sessions: a context (KV cache) on a model ----------------------------- */
 
 typedef struct clinfer_session clinfer_session;
-
-typedef enum clinfer_kv_type {
-    CLINFER_KV_F32 = 0,
-    CLINFER_KV_F16 = 1, /* half the memory, a little less precise */
-} clinfer_kv_type;
 
 typedef struct clinfer_session_params {
     size_t size;             /* sizeof(clinfer_session_params) */
     int n_ctx;               /* tokens the session holds; 0: the model's training context, at most 4096 */
     int n_batch;             /* the most tokens evaluated at once; 0: min(n_ctx, 512) */
     clinfer_kv_type kv_type; /* default CLINFER_KV_F32 */
+    int n_seq;               /* added later: independent sequences (0 .. n_seq-1), each of n_ctx tokens; 0: 1 */
 } clinfer_session_params;
 
 CLINFER_API clinfer_session_params clinfer_session_default_params(void);
@@ -219,6 +308,50 @@ CLINFER_API clinfer_status clinfer_eval_all(clinfer_session *s, const int32_t *t
  * and overwritten by the next evaluation; NULL when there are none (nothing
  * evaluated since the session was created or rewound). */
 CLINFER_API const float *clinfer_session_logits(const clinfer_session *s);
+
+/* clinfer_eval keeping only the last token's k best logits (1 <= k <=
+ * CLINFER_TOP_K_MAX), best first (the larger logit, then the smaller id):
+ * on one device they are chosen there and k values cross instead of the
+ * vocabulary. *nonfinite: 1 when any logit of the row is NaN or infinite.
+ * clinfer_session_logits is NULL after it. */
+#define CLINFER_TOP_K_MAX 64
+CLINFER_API clinfer_status clinfer_eval_top(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals,
+                                            int32_t *ids, int *nonfinite);
+
+/* ---- batches: several sequences in one evaluation ------------------------- */
+
+/* Tokens of several sequences, evaluated in one call: every product reads
+ * the weights once for all of them. A sequence's tokens are appended at
+ * its length, in the order they appear. */
+typedef struct clinfer_batch {
+    int n_tokens;
+    const int32_t *token;  /* [n_tokens] */
+    const int32_t *seq_id; /* [n_tokens] each token's sequence; NULL: all sequence 0 */
+    const int32_t *pos;    /* [n_tokens] positions, checked: each must be its sequence's next; NULL: appended */
+    const int8_t *logits;  /* [n_tokens] nonzero: this row's logits wanted; NULL: each sequence's last token's.
+                              Several rows of one sequence only in a batch of one sequence. */
+} clinfer_batch;
+
+/* Evaluates the batch. CLINFER_ERR_CONTEXT (nothing evaluated) when a
+ * sequence would outgrow n_ctx; CLINFER_ERR_ARG for a malformed batch;
+ * CLINFER_ERR_INTERRUPTED after clinfer_session_cancel (or the model's
+ * abort callback) between passes, the passes done kept. On another failure
+ * the sequences keep the passes that completed: clinfer_seq_len tells. */
+CLINFER_API clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *batch);
+/* The logits (n_vocab floats) of batch row i, when asked for; NULL
+ * otherwise. Valid until the next evaluation. */
+CLINFER_API const float *clinfer_batch_logits(const clinfer_session *s, int i);
+
+/* Sequences: their lengths, forgetting the tokens from pos on (0 empties
+ * it), and copying a prefix: dst becomes the first n tokens of src (its
+ * cache copied on the device, not evaluated again), for prompts that share
+ * a beginning. Sequence 0 is the one clinfer_eval and clinfer_generate use.
+ * A sliding-window model (Gemma 3) copies only whole sequences (n = its
+ * length); rewinding follows clinfer_session_rewind's rule. */
+CLINFER_API int clinfer_seq_len(const clinfer_session *s, int seq);
+CLINFER_API clinfer_status clinfer_seq_rewind(clinfer_session *s, int seq, int pos);
+CLINFER_API clinfer_status clinfer_seq_copy(clinfer_session *s, int src, int dst, int n);
+CLINFER_API int clinfer_session_n_seq(const clinfer_session *s);
 
 /* ---- samplers --------------------------------------------------------------- */
 
@@ -256,6 +389,50 @@ CLINFER_API void clinfer_sampler_accept(clinfer_sampler *smp, int32_t token);
 /* Forgets the history and restarts the random draws from the seed. */
 CLINFER_API void clinfer_sampler_reset(clinfer_sampler *smp);
 
+/* Stages before the chain's own ones, in the order added: each may change
+ * the logits (mask a token with -INFINITY, shift one: a grammar, a logit
+ * bias) and sees the tokens accepted. A chain with such a stage samples
+ * from every logit (never from a device-side top-k). */
+typedef struct clinfer_sampler_stage {
+    size_t size;      /* sizeof(clinfer_sampler_stage) */
+    const char *name; /* for messages */
+    /* logits [n_vocab], changed in place; a failure fails the sampling */
+    clinfer_status (*apply)(void *user_data, float *logits, int n_vocab);
+    void (*accept)(void *user_data, int32_t token); /* may be NULL */
+    void (*reset)(void *user_data);                 /* may be NULL */
+    void (*free)(void *user_data);                  /* with the sampler; may be NULL */
+    void *user_data;
+} clinfer_sampler_stage;
+/* The sampler owns the stage from here (its free runs with the sampler). */
+CLINFER_API clinfer_status clinfer_sampler_add_stage(clinfer_sampler *smp, const clinfer_sampler_stage *stage);
+/* A built-in stage: adds bias to token's logit (-INFINITY bans it). */
+CLINFER_API clinfer_status clinfer_sampler_add_logit_bias(clinfer_sampler *smp, int32_t token, float bias);
+
+/* How many of the best logits clinfer_sampler_sample_top needs, at most
+ * k_max: 1 for greedy, top_k for sampling, 0 when it needs every logit (a
+ * repetition penalty, top-k off or large, an added stage). */
+CLINFER_API int clinfer_sampler_top_k(const clinfer_sampler *smp, int k_max);
+/* clinfer_sampler_sample from the k best logits alone (clinfer_eval_top's,
+ * k = clinfer_sampler_top_k): the same token as from all of them. */
+CLINFER_API clinfer_status clinfer_sampler_sample_top(clinfer_sampler *smp, const float *vals, const int32_t *ids,
+                                                      int k, int32_t *token);
+
+/* ---- streaming detokenizer ------------------------------------------------ */
+
+/* Turns tokens into text piece by piece, holding back the bytes of a UTF-8
+ * character that the next token completes. One thread at a time. */
+typedef struct clinfer_detokenizer clinfer_detokenizer;
+/* special: control tokens as their text (else ""). */
+CLINFER_API clinfer_status clinfer_detokenizer_create(const clinfer_model *m, int special, clinfer_detokenizer **out);
+CLINFER_API void clinfer_detokenizer_free(clinfer_detokenizer *d);
+/* The text token completes (*piece, *len bytes, possibly 0), valid until
+ * the next call on d. CLINFER_ERR_ARG for a token outside the vocabulary. */
+CLINFER_API clinfer_status clinfer_detokenizer_push(clinfer_detokenizer *d, int32_t token, const char **piece,
+                                                    size_t *len);
+/* The bytes still held (an unfinished character at the end), as they are;
+ * the detokenizer starts afresh. */
+CLINFER_API void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_t *len);
+
 /* ---- generation ----------------------------------------------------------- */
 
 /* Called for each generated token with the text it completes (UTF-8; may be
@@ -288,7 +465,8 @@ typedef struct clinfer_generate_result {
     int n_prompt;     /* prompt tokens evaluated */
     int n_generated;  /* tokens sampled, an end-of-generation token included */
     int32_t last;     /* the last sampled token, not evaluated (see clinfer_generate); -1 if none */
-    double prompt_seconds, generate_seconds;
+    double prompt_seconds, generate_seconds; /* without build_seconds */
+    double build_seconds; /* added later: kernels built on the way (a first run on a device) */
 } clinfer_generate_result;
 
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0
@@ -306,11 +484,71 @@ typedef struct clinfer_generate_result {
 CLINFER_API clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n_prompt,
                                             const clinfer_generate_params *params, clinfer_generate_result *result);
 
-/* Asks the session's running (or next starting) clinfer_generate to stop
+/* One step of a generation for programs that drive their own loop (a
+ * server advancing many sequences with clinfer_decode): what
+ * clinfer_generate does for each token. From the logits of a sequence's
+ * last token (n_vocab floats): CLINFER_ERR_FORMAT when one is not finite (a
+ * corrupt model), else the sampled token; unless it ends the generation
+ * (eog: not recorded, no text), the text it completes and the token
+ * recorded in the sampler. */
+typedef struct clinfer_next {
+    int32_t token;
+    int eog;
+    const char *piece; /* valid until the detokenizer's next call */
+    size_t len;
+} clinfer_next;
+CLINFER_API clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
+                                              int n_vocab, clinfer_next *out);
+
+/* Perplexity as llama.cpp's llama-perplexity computes it: the tokens cut
+ * into chunks of n_ctx (<= the session's), each evaluated from an empty
+ * sequence 0 (its first token BOS where the model adds one), the second
+ * half of each scored. progress (may be NULL) after each chunk with the
+ * perplexity so far; nonzero stops (CLINFER_ERR_INTERRUPTED). Fewer than
+ * n_ctx tokens: CLINFER_ERR_ARG. */
+CLINFER_API clinfer_status clinfer_perplexity(clinfer_session *s, const int32_t *tokens, int n_tokens, int n_ctx,
+                                              int (*progress)(void *user_data, int chunk, int n_chunks, double ppl),
+                                              void *user_data, double *ppl, int *n_scored);
+
+/* Asks the session's running (or next starting) evaluation or
+ * clinfer_generate to stop: a prompt between its chunks, a generation
  * before its next token; it returns CLINFER_ERR_INTERRUPTED. Safe from any
- * thread and from a signal handler. Each clinfer_generate call clears the
- * request when it ends. */
+ * thread and from a signal handler. The request is cleared when the call
+ * it stopped (or the next clinfer_generate) returns. */
 CLINFER_API void clinfer_session_cancel(clinfer_session *s);
+
+/* ---- MPI: one model across the ranks of a job ------------------------------ */
+/* `mpirun -np N prog ...`: every rank calls clinfer_mpi_begin first; rank 0
+ * goes on to load the model with params.mpi and run the program, the others
+ * serve their stage inside it and return. Built without MPI, begin fails
+ * with one clear message. */
+
+/* The job size an MPI launcher started this process in (0 when none). */
+CLINFER_API int clinfer_mpi_launched(void);
+/* Joins the job. with_mpi: this rank's program asked for MPI; every rank
+ * must run the same command (argv[1]), which rank 0 checks. CLINFER_OK:
+ * *rank 0 goes on (load with params.mpi), a rank > 0 calls
+ * clinfer_mpi_worker; *alone: no rank asked for MPI, MPI is finalized and
+ * each runs on its own. A failure: rank 0 has the message (the others
+ * ""); end with clinfer_mpi_end. abort (may be NULL) is polled in rank 0's
+ * waits (a SIGTERM's flag: Open MPI's runtime sends it when a rank dies). */
+CLINFER_API clinfer_status clinfer_mpi_begin(int *argc, char ***argv, int with_mpi, int (*abort)(void), int *rank,
+                                             int *alone);
+/* A rank > 0: loads its stage and serves the pipeline until rank 0 ends
+ * the job; never writes to stdout. Returns the process's exit status. */
+CLINFER_API int clinfer_mpi_worker(void);
+/* Rank 0: waits until every pass is through the pipeline; a failure on a
+ * rank, named. */
+CLINFER_API clinfer_status clinfer_mpi_flush(void);
+/* Rank 0, at the end with the program's exit status: 0 stops the ranks
+ * and finalizes MPI, anything else aborts the job. Returns status. */
+CLINFER_API int clinfer_mpi_end(int status);
+/* Rank 0: fn runs (once, on the evaluating thread) when a rank fails a
+ * pass: every later evaluation fails. */
+CLINFER_API void clinfer_mpi_on_broken(void (*fn)(void));
+/* Rank 0: what crossed the ranks, a line per kind of pass ("" when
+ * nothing did), for a program's closing report. */
+CLINFER_API void clinfer_mpi_report(char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -220,20 +220,14 @@ typedef struct loader {
     clf_llama *m;
     const clf_gguf *g;
     int done, total;
-    double t0, shown; /* start, last progress line */
 } loader;
 
-/* Counts an uploaded tensor; only a load that takes a while reports, a few
- * times a second. Between tensors the runtime's abort hook may stop it. */
+/* Counts an uploaded tensor for the runtime's progress hook, which, like
+ * the abort hook, may stop the load between tensors. */
 static clf_status progress(loader *ld) {
     ld->done++;
-    double t = clf_now_s();
-    if (t - ld->t0 >= 1.0 && (t - ld->shown >= 0.25 || ld->done == ld->total)) {
-        ld->shown = t;
-        fprintf(stderr, "\rclinfer: uploading weights %d/%d", ld->done, ld->total);
-        if (ld->done == ld->total) fputc('\n', stderr);
-    }
-    if (clf_runtime_aborted(ld->m->rt))
+    clf_runtime *rt = ld->m->rt;
+    if ((rt->progress_fn && rt->progress_fn(rt->progress_ud, ld->done, ld->total)) || clf_runtime_aborted(rt))
         return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request after %d of %d tensors", ld->done, ld->total);
     return clf_gguf_guard_check(ld->g); /* the file shrank: stop uploading zeros */
 }
@@ -432,11 +426,8 @@ static clf_status upload_all(loader *ld) {
 static clf_status load(clf_llama *m, const clf_gguf *g) {
     int total;
     clf_split_range_bytes(g, m->l0, m->l1, m->hp.n_layer, &total);
-    loader ld = {m, g, 0, total, clf_now_s(), 0};
-    clf_status st = upload_all(&ld);
-    /* a progress line cut short (Ctrl-C, an error) ends before the message */
-    if (ld.shown > 0 && ld.done < ld.total) fputc('\n', stderr);
-    return st;
+    loader ld = {m, g, 0, total};
+    return upload_all(&ld);
 }
 
 clf_status clf_llama_load_range(clf_runtime *rt, const clf_gguf *g, int l0, int l1, clf_llama **out) {

@@ -155,6 +155,9 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
 /* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */
 int clf_llama_seq_len(const clf_llama_ctx *c, int seq);
 void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos);
+/* Sequence dst becomes the first n tokens of sequence src (its cache rows
+ * copied on the device). */
+clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n);
 
 /* Forgets cached tokens from position `pos` on (pos = 0 clears). A
  * sliding-window layer's ring keeps the window and n_batch positions more:

@@ -275,7 +275,7 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
     if (get_int(root, "max_tokens", 1, 1 << 24, &mt, &given, e)) return -1;
     if (!given && get_int(root, "max_completion_tokens", 1, 1 << 24, &mt, NULL, e)) return -1;
     r->max_tokens = (int)mt;
-    r->sp = clf_sampler_defaults();
+    r->sp = clinfer_sampler_default_params();
     if (get_number(root, "temperature", 0, 2, &r->sp.temperature, e) ||
         get_number(root, "top_p", 0, 1, &r->sp.top_p, e) || get_number(root, "min_p", 0, 1, &r->sp.min_p, e))
         return -1;
@@ -346,7 +346,7 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
 char *srv_api_utf8(const char *text, size_t len, size_t *out_len) {
     char *buf = malloc(len * 3 + 1);
     if (!buf) {
-        clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         return NULL;
     }
     size_t o = 0;
@@ -370,7 +370,7 @@ static json_t *text_json(const char *text, size_t len) {
     return s;
 }
 
-/* json_pack that says why it failed (clf_last_error): a string that is not
+/* json_pack that says why it failed (clinfer_last_error): a string that is not
  * UTF-8 is refused, not only memory. A part given as NULL failed before
  * and said why already. */
 static json_t *pack(const char *fmt, ...) {
@@ -379,13 +379,13 @@ static json_t *pack(const char *fmt, ...) {
     va_start(ap, fmt);
     json_t *j = json_vpack_ex(&je, 0, fmt, ap);
     va_end(ap);
-    if (!j && strcmp(je.text, "NULL object")) clf_fail(CLF_ERR_FORMAT, "cannot encode the answer as JSON: %s", je.text);
+    if (!j && strcmp(je.text, "NULL object")) clinfer_fail(CLINFER_ERR_FORMAT, "cannot encode the answer as JSON: %s", je.text);
     return j;
 }
 
 static char *dump(json_t *j) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (j && !s) clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (j && !s) clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     json_decref(j);
     return s;
 }

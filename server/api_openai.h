@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sampler.h"
+#include "clinfer.h"
 
 enum { SRV_MAX_STOP = 4 }; /* OpenAI's limit on stop strings */
 
@@ -29,7 +29,7 @@ typedef struct srv_api_req {
     int n_prompt_ids;
     int max_tokens;       /* 0: absent */
     int has_seed;
-    clf_sampler_params sp; /* clf_sampler_defaults() where a field is absent */
+    clinfer_sampler_params sp; /* clinfer_sampler_default_params() where a field is absent */
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int stream, include_usage;
@@ -55,7 +55,7 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *req,
 void srv_api_req_free(srv_api_req *req);
 
 /* ---- answers: malloc'd NUL-terminated JSON (NULL: it cannot be made, ---
- * clf_last_error says why: out of memory, or a string that is not UTF-8) */
+ * clinfer_last_error says why: out of memory, or a string that is not UTF-8) */
 
 /* text[0, len) as valid UTF-8, NUL-terminated (*out_len bytes, if asked):
  * each invalid byte becomes U+FFFD. NULL: out of memory. */

@@ -21,36 +21,36 @@ static unsigned long long next_id(void) {
 
 /* The prompt's tokens; -1 with a 400 when they cannot be made or do not fit. */
 static int prompt_tokens(const srv_app *app, const srv_api_req *q, int32_t **ids, int *n, srv_api_error *e) {
-    clf_status st;
+    clinfer_status st;
     *ids = NULL;
     *n = 0;
     if (q->kind == SRV_CHAT) {
-        clf_chat_msg *msgs = malloc((size_t)q->n_msgs * sizeof *msgs);
-        if (!msgs) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        clinfer_chat_message *msgs = malloc((size_t)q->n_msgs * sizeof *msgs);
+        if (!msgs) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         else {
-            for (int i = 0; i < q->n_msgs; i++) msgs[i] = (clf_chat_msg){q->msgs[i].role, q->msgs[i].content};
-            st = clf_chat_tokenize(&app->chat, app->tok, msgs, q->n_msgs, 1, 1, ids, n); /* messages are text */
+            for (int i = 0; i < q->n_msgs; i++) msgs[i] = (clinfer_chat_message){q->msgs[i].role, q->msgs[i].content};
+            st = clinfer_chat_tokenize(app->m, msgs, q->n_msgs, 1, ids, n); /* messages are text */
         }
         free(msgs);
     } else if (q->prompt) {
-        st = clf_tokenize(app->tok, q->prompt, strlen(q->prompt), 1, 0, ids, n);
+        st = clinfer_tokenize(app->m, q->prompt, strlen(q->prompt), 1, 0, ids, n);
     } else {
         for (int i = 0; i < q->n_prompt_ids; i++)
-            if (q->prompt_ids[i] >= clf_tokenizer_n_vocab(app->tok)) {
+            if (q->prompt_ids[i] >= clinfer_model_n_vocab(app->m)) {
                 srv_api_bad(e, "prompt", "'prompt[%d]' is %d, not a token id (the vocabulary has %d)", i,
-                            (int)q->prompt_ids[i], (int)clf_tokenizer_n_vocab(app->tok));
+                            (int)q->prompt_ids[i], clinfer_model_n_vocab(app->m));
                 return -1;
             }
-        if (!(*ids = malloc((size_t)q->n_prompt_ids * sizeof **ids))) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        if (!(*ids = malloc((size_t)q->n_prompt_ids * sizeof **ids))) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         else {
             memcpy(*ids, q->prompt_ids, (size_t)q->n_prompt_ids * sizeof **ids);
             *n = q->n_prompt_ids;
-            st = CLF_OK;
+            st = CLINFER_OK;
         }
     }
-    if (st != CLF_OK) {
-        if (st == CLF_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clf_last_error());
-        else srv_api_bad(e, q->kind == SRV_CHAT ? "messages" : "prompt", "%s", clf_last_error());
+    if (st != CLINFER_OK) {
+        if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+        else srv_api_bad(e, q->kind == SRV_CHAT ? "messages" : "prompt", "%s", clinfer_last_error());
         return -1;
     }
     if (*n == 0) {
@@ -165,10 +165,10 @@ static int end_stream(stream *s) {
 }
 
 /* A chunk that could not be made ends the stream with an error event
- * saying why (clf_last_error), then [DONE]. */
+ * saying why (clinfer_last_error), then [DONE]. */
 static int fail_stream(stream *s) {
     srv_api_error e;
-    srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clf_last_error());
+    srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
     return event(s, srv_api_error_json(&e)) ? -1 : end_stream(s);
 }
 
@@ -239,7 +239,7 @@ static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Conne
         free(s);
         srv_sched_release(app->sched, j);
         srv_http_busy(h, -1);
-        clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         return srv_http_send(c, 500, "application/json", NULL);
     }
     *s = (stream){.h = h, .app = app, .c = c, .j = j, .r = *r, .include_usage = include_usage};
@@ -271,8 +271,8 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
             if (!q.has_seed && getrandom(&p.sp.seed, sizeof p.sp.seed, 0) != sizeof p.sp.seed)
                 p.sp.seed = (uint64_t)time(NULL) ^ next_id();
             for (int i = 0; i < q.n_stop; i++) p.stop[i] = q.stop[i];
-            if (srv_job_create(ids, n, &p, &j) != CLF_OK)
-                srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clf_last_error());
+            if (srv_job_create(ids, n, &p, &j) != CLINFER_OK)
+                srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
         }
     }
     free(ids);

@@ -1,52 +1,74 @@
 #include "engine.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct srv_engine {
-    int n_slots, n_vocab;
-    clf_llama_ctx *ctx; /* a sequence per slot */
-    clf_llama_seq_batch *batch;
-    float *logits; /* [n_slots × n_vocab] */
+    int n_slots, cap;
+    clinfer_session *s; /* a sequence per slot */
+    int32_t *token, *seq; /* a step's batch [cap] */
+    int8_t *want;
 };
 
-clf_status srv_engine_create(const clf_llama *m, int n_slots, int n_ctx, clf_type kv, srv_engine **out) {
+clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinfer_kv_type kv, srv_engine **out) {
     *out = NULL;
     srv_engine *e = calloc(1, sizeof *e);
-    if (!e) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!e) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     e->n_slots = n_slots;
-    e->n_vocab = m->hp.n_vocab;
-    e->batch = calloc((size_t)n_slots, sizeof *e->batch);
-    e->logits = malloc((size_t)n_slots * (size_t)e->n_vocab * sizeof *e->logits);
-    clf_status st = e->batch && e->logits ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    if (st == CLF_OK) st = clf_llama_ctx_create_seqs(m, n_ctx, 0, n_slots, kv, &e->ctx);
-    if (st != CLF_OK) {
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = n_ctx;
+    sp.kv_type = kv;
+    sp.n_seq = n_slots;
+    clinfer_status st = clinfer_session_create(m, &sp, &e->s);
+    if (st != CLINFER_OK) {
         srv_engine_free(e);
-        return clf_fail_ctx(st, "%d slots (--parallel): ", n_slots);
+        return clinfer_fail_prefix(st, "%d slots (--parallel): ", n_slots);
     }
     *out = e;
-    return CLF_OK;
+    return CLINFER_OK;
 }
 
 void srv_engine_free(srv_engine *e) {
     if (!e) return;
-    clf_llama_ctx_free(e->ctx);
-    free(e->batch);
-    free(e->logits);
+    clinfer_session_free(e->s);
+    free(e->token);
+    free(e->seq);
+    free(e->want);
     free(e);
 }
 
-int srv_engine_n_ctx(const srv_engine *e) { return e->ctx->n_ctx; }
-int srv_engine_slot_len(const srv_engine *e, int slot) { return clf_llama_seq_len(e->ctx, slot); }
-void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clf_llama_seq_rewind(e->ctx, slot, pos); }
+int srv_engine_n_ctx(const srv_engine *e) { return clinfer_session_n_ctx(e->s); }
+int srv_engine_slot_len(const srv_engine *e, int slot) { return clinfer_seq_len(e->s, slot); }
+void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewind(e->s, slot, pos); }
 
-clf_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
-    for (int i = 0; i < n; i++) {
-        srv_entry *en = &entries[i];
-        float *lg = e->logits + (size_t)en->slot * (size_t)e->n_vocab;
-        e->batch[i] = (clf_llama_seq_batch){en->slot, en->tokens, en->n, en->want_logits ? lg : NULL};
-        en->logits = NULL;
+clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
+    int total = 0;
+    for (int i = 0; i < n; i++) total += entries[i].n;
+    if (total > e->cap) {
+        int32_t *t = realloc(e->token, (size_t)total * sizeof *t), *q = t ? realloc(e->seq, (size_t)total * sizeof *q) : NULL;
+        if (t) e->token = t;
+        if (q) e->seq = q;
+        int8_t *w = q ? realloc(e->want, (size_t)total) : NULL;
+        if (w) e->want = w;
+        if (!w) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        e->cap = total;
     }
-    CLF_TRY(clf_llama_eval_seqs(e->ctx, e->batch, n));
-    for (int i = 0; i < n; i++) entries[i].logits = e->batch[i].logits;
-    return CLF_OK;
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        const srv_entry *en = &entries[i];
+        memcpy(e->token + at, en->tokens, (size_t)en->n * sizeof *en->tokens);
+        for (int k = 0; k < en->n; k++) e->seq[at + k] = en->slot, e->want[at + k] = 0;
+        at += en->n;
+        e->want[at - 1] = (int8_t)(en->want_logits != 0);
+        entries[i].logits = NULL;
+    }
+    clinfer_batch b = {.n_tokens = total, .token = e->token, .seq_id = e->seq, .logits = e->want};
+    clinfer_status st = clinfer_decode(e->s, &b);
+    if (st != CLINFER_OK) return st;
+    at = 0;
+    for (int i = 0; i < n; i++) {
+        at += entries[i].n;
+        if (entries[i].want_logits) entries[i].logits = clinfer_batch_logits(e->s, at - 1);
+    }
+    return CLINFER_OK;
 }

@@ -1,19 +1,19 @@
-/* The one place the server calls the model: n_slots sequences, each with
- * its own KV cache, advanced together one step at a time: a step is one
- * forward pass over every entry's tokens (clf_llama_eval_seqs), so the
- * weights are read once for all the slots. Only the scheduler's thread
- * calls these (the OpenCL queue is not shared). */
+/* The one place the server calls the model: n_slots sequences of one
+ * session (include/clinfer.h), each with its own KV cache, advanced
+ * together one step at a time: a step is one clinfer_decode over every
+ * entry's tokens, so the weights are read once for all the slots. Only the
+ * scheduler's thread calls these. */
 #ifndef SRV_ENGINE_H
 #define SRV_ENGINE_H
 
 #include <stdint.h>
 
-#include "llama.h"
+#include "clinfer.h"
 
 typedef struct srv_engine srv_engine;
 
-/* n_ctx per slot (0: the model's own, capped as clf_llama_ctx_create does). */
-clf_status srv_engine_create(const clf_llama *m, int n_slots, int n_ctx, clf_type kv, srv_engine **out);
+/* n_ctx per slot (0: the model's own, capped as clinfer_session_create does). */
+clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinfer_kv_type kv, srv_engine **out);
 void srv_engine_free(srv_engine *e);
 
 int srv_engine_n_ctx(const srv_engine *e);
@@ -32,6 +32,6 @@ typedef struct srv_entry {
 /* Evaluates every entry (one per slot at most). A failure fails the step:
  * the caller rewinds the slots it advanced (their lengths are as before
  * the failed entry). */
-clf_status srv_engine_step(srv_engine *e, srv_entry *entries, int n);
+clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n);
 
 #endif

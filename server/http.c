@@ -72,7 +72,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, cons
 enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body) {
     if (body) return send_body(c, status, type, body);
     srv_api_error e; /* the body could not be made: a 500 saying why */
-    srv_api_error_set(&e, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s", clf_last_error());
+    srv_api_error_set(&e, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s", clinfer_last_error());
     return send_body(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json", srv_api_error_json(&e));
 }
 
@@ -290,7 +290,7 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     }
     if (cn->r == R_HEALTH) {
         char *b = strdup(app ? "{\"status\":\"ok\"}" : "{\"status\":\"loading model\"}");
-        if (!b) clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        if (!b) clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         return srv_http_send(c, app ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json", b);
     }
     if (!app) return send_fail(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "loading", "the model is loading");
@@ -355,17 +355,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
 
 /* ---- the daemon ----------------------------------------------------------- */
 
-clf_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
+clinfer_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
     *out = NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
     char port[16];
     snprintf(port, sizeof port, "%d", cfg->port);
     int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-    if (gai) return clf_fail(CLF_ERR_ARG, "--host %s: %s", cfg->host, gai_strerror(gai));
+    if (gai) return clinfer_fail(CLINFER_ERR_ARG, "--host %s: %s", cfg->host, gai_strerror(gai));
     srv_http *h = calloc(1, sizeof *h);
     if (!h) {
         freeaddrinfo(ai);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     }
     h->api_key = cfg->api_key;
     h->request_timeout_s = cfg->request_timeout_s > 0 ? cfg->request_timeout_s : SRV_REQUEST_TIMEOUT_S;
@@ -385,18 +385,18 @@ clf_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
     freeaddrinfo(ai);
     if (!h->d) {
         srv_http_stop(h);
-        return clf_fail(CLF_ERR_IO, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
+        return clinfer_fail(CLINFER_ERR_IO, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                         err ? strerror(err) : "libmicrohttpd failed to start");
     }
     if ((err = pthread_create(&h->watchdog, NULL, watchdog, h))) {
         srv_http_stop(h);
-        return clf_fail(CLF_ERR_MEMORY, "cannot start the server's watchdog thread: %s", strerror(err));
+        return clinfer_fail(CLINFER_ERR_MEMORY, "cannot start the server's watchdog thread: %s", strerror(err));
     }
     h->watchdog_started = 1;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di ? di->port : cfg->port;
     *out = h;
-    return CLF_OK;
+    return CLINFER_OK;
 }
 
 int srv_http_port(const srv_http *h) { return h->port; }

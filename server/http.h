@@ -10,7 +10,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
-#include "chat.h"
+#include "clinfer.h"
 #include "scheduler.h"
 
 enum {
@@ -26,8 +26,7 @@ enum {
 /* What the API needs once the model is loaded. */
 typedef struct srv_app {
     srv_sched *sched;
-    const clf_tokenizer *tok;
-    clf_chat chat;
+    const clinfer_model *m;
     const char *model_id;    /* the name /v1/models gives */
     const char *model_alias; /* also accepted in "model" (what -m said), or NULL */
     int n_ctx, n_slots;
@@ -43,7 +42,7 @@ typedef struct srv_http_config {
     int request_timeout_s; /* 0: SRV_REQUEST_TIMEOUT_S */
 } srv_http_config;
 
-clf_status srv_http_start(const srv_http_config *cfg, srv_http **out);
+clinfer_status srv_http_start(const srv_http_config *cfg, srv_http **out);
 int srv_http_port(const srv_http *h);
 void srv_http_set_app(srv_http *h, srv_app *app);
 /* Stops accepting connections; those open are still served. */
@@ -55,7 +54,7 @@ void srv_http_stop(srv_http *h);
 /* ---- for the endpoints (completions.c) ------------------------------------ */
 
 /* Sends body (malloc'd, consumed); NULL: a 500 whose message is
- * clf_last_error() (why the body could not be made). */
+ * clinfer_last_error() (why the body could not be made). */
 enum MHD_Result srv_http_send(struct MHD_Connection *c, unsigned status, const char *type, char *body);
 enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_error *e);
 /* Whether the client is gone: its connection hung up or failed (a request

@@ -23,7 +23,7 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) {
-        clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         return NULL;
     }
     metric(f, "prompt_tokens_total", "counter", "Prompt tokens processed (cached prefixes not counted).", model,
@@ -49,7 +49,7 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
            model, st->occupancy);
     if (fclose(f) != 0) {
         free(buf);
-        clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         return NULL;
     }
     return buf;

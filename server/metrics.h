@@ -4,7 +4,7 @@
 
 #include "scheduler.h"
 
-/* malloc'd text (NULL: out of memory, clf_last_error says so). */
+/* malloc'd text (NULL: out of memory, clinfer_last_error says so). */
 char *srv_metrics_text(const srv_stats *st, const char *model);
 
 #endif

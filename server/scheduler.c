@@ -17,7 +17,7 @@ enum { PREFILL_CHUNK = 128, STATS_RING = 512 };
 struct srv_job {
     int32_t *prompt;
     int n_prompt, max_tokens;
-    clf_sampler_params sp;
+    clinfer_sampler_params sp;
     char *stop[SRV_MAX_STOP];
     int n_stop;
     /* the rest is under the scheduler's lock */
@@ -28,8 +28,8 @@ struct srv_job {
     size_t len, cap, final_len;
     int n_eval, n_cached, n_gen, slot;
     int32_t next; /* the sampled token the next step evaluates */
-    clf_sampler *smp;
-    clf_detok detok;
+    clinfer_sampler *smp;
+    clinfer_detokenizer *detok;
     double t_submit, t_start, t_first, t_end;
     char error[256];
     srv_job *qnext;
@@ -48,7 +48,7 @@ typedef struct step_sample {
 
 struct srv_sched {
     srv_engine *e;
-    const clf_tokenizer *tok;
+    const clinfer_model *m;
     int n_slots, max_queue, n_ctx, n_vocab;
     pthread_t thread;
     int started;
@@ -59,8 +59,6 @@ struct srv_sched {
     slot *slots;
     srv_entry *entries;
     int *len0;
-    char *piece;
-    size_t piece_cap;
     srv_stats st;
     step_sample ring[STATS_RING];
     int ring_n, ring_at;
@@ -102,19 +100,20 @@ size_t srv_stop_scan(const char *text, size_t from, size_t len, char *const *sto
 
 static void job_free(srv_job *j) {
     if (!j) return;
-    clf_sampler_free(j->smp);
+    clinfer_sampler_free(j->smp);
+    clinfer_detokenizer_free(j->detok);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->prompt);
     free(j->text);
     free(j);
 }
 
-clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out) {
+clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out) {
     srv_job *j = calloc(1, sizeof *j);
     *out = NULL;
     if (!j || !(j->prompt = malloc((size_t)n_prompt * sizeof *prompt))) {
         free(j);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     }
     memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
     j->n_prompt = n_prompt;
@@ -123,10 +122,10 @@ clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_par
     for (int i = 0; i < p->n_stop; i++)
         if (!(j->stop[j->n_stop++] = strdup(p->stop[i]))) {
             job_free(j);
-            return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+            return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         }
     *out = j;
-    return CLF_OK;
+    return CLINFER_OK;
 }
 
 static int append(srv_job *j, const char *s, size_t n) {
@@ -147,9 +146,12 @@ static int append(srv_job *j, const char *s, size_t n) {
 /* All the text is final: what was held back was no stop string after all,
  * and a UTF-8 sequence cut short goes out as bytes. */
 static void release_all(srv_sched *s, srv_job *j) {
-    if (j->state == SRV_RUNNING) {
-        size_t n = clf_detok_flush(&j->detok, s->piece, s->piece_cap);
-        append(j, s->piece, n);
+    (void)s;
+    if (j->state == SRV_RUNNING && j->detok) {
+        const char *piece;
+        size_t n;
+        clinfer_detokenizer_flush(j->detok, &piece, &n);
+        append(j, piece, n);
     }
     j->final_len = j->len;
 }
@@ -208,12 +210,12 @@ static void admit(srv_sched *s) {
         s->slots[best].job = j;
         s->n_running++;
         s->st.cached_tokens += (unsigned long long)reuse;
-        clf_detok_init(&j->detok, s->tok, 0);
-        if (clf_sampler_create(&j->sp, s->n_vocab, &j->smp) != CLF_OK) {
-            finish(s, j, SRV_FINISH_ERROR, clf_last_error());
+        if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
+            clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK) {
+            finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
             continue;
         }
-        for (int i = 0; i < j->n_prompt; i++) clf_sampler_accept(j->smp, j->prompt[i]);
+        for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
     }
 }
 
@@ -227,17 +229,17 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
         if (j->n_eval < j->n_prompt) return;
         j->t_first = srv_now_s();
     }
-    int32_t id = clf_sampler_sample(j->smp, en->logits, s->n_vocab);
-    if (id < 0 || clf_token_is_eog(s->tok, id)) {
+    clinfer_next nx; /* the generation loop's body, as clinfer_generate's */
+    clinfer_status st = clinfer_next_token(j->smp, j->detok, en->logits, s->n_vocab, &nx);
+    if (st != CLINFER_OK || nx.eog) {
         release_all(s, j);
-        finish(s, j, id < 0 ? SRV_FINISH_ERROR : SRV_FINISH_STOP, id < 0 ? clf_last_error() : NULL);
+        finish(s, j, st != CLINFER_OK ? SRV_FINISH_ERROR : SRV_FINISH_STOP, st != CLINFER_OK ? clinfer_last_error() : NULL);
         return;
     }
+    int32_t id = nx.token;
     j->n_gen++;
     s->st.gen_tokens++;
-    clf_sampler_accept(j->smp, id);
-    size_t n = 0;
-    if (clf_detok_push(&j->detok, id, s->piece, s->piece_cap, &n) != CLF_OK || append(j, s->piece, n)) {
+    if (append(j, nx.piece, nx.len)) {
         finish(s, j, SRV_FINISH_ERROR, "out of host memory");
         return;
     }
@@ -293,18 +295,18 @@ static void *loop(void *arg) {
             continue;
         }
         pthread_mutex_unlock(&s->mu);
-        clf_status st = srv_engine_step(s->e, s->entries, n);
+        clinfer_status st = srv_engine_step(s->e, s->entries, n);
         pthread_mutex_lock(&s->mu);
         unsigned long long gen0 = s->st.gen_tokens;
         int prompt = 0;
         for (int k = 0; k < n; k++) {
             srv_entry *en = &s->entries[k];
             srv_job *j = s->slots[en->slot].job;
-            if (st != CLF_OK) { /* the step is lost: every slot as it was, its job ended */
+            if (st != CLINFER_OK) { /* the step is lost: every slot as it was, its job ended */
                 srv_engine_slot_rewind(s->e, en->slot, s->len0[k]);
                 if (s->slots[en->slot].n_prefilled > s->len0[k]) s->slots[en->slot].n_prefilled = s->len0[k];
-                if (st == CLF_ERR_INTERRUPTED) release_all(s, j), finish(s, j, SRV_FINISH_LENGTH, NULL);
-                else finish(s, j, SRV_FINISH_ERROR, clf_last_error());
+                if (st == CLINFER_ERR_INTERRUPTED) release_all(s, j), finish(s, j, SRV_FINISH_LENGTH, NULL);
+                else finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
                 continue;
             }
             if (j->n_eval < j->n_prompt) prompt += en->n;
@@ -313,7 +315,7 @@ static void *loop(void *arg) {
         /* the runtime's abort hook fires only when the server is stopping:
          * admit nothing more (the queue may be reached before
          * srv_sched_shutdown is called) */
-        if (st == CLF_ERR_INTERRUPTED) s->closed = 1;
+        if (st == CLINFER_ERR_INTERRUPTED) s->closed = 1;
         s->st.prompt_tokens += (unsigned long long)prompt;
         record_step(s, (int)(s->st.gen_tokens - gen0), prompt, n);
         pthread_cond_broadcast(&s->progress);
@@ -341,17 +343,16 @@ static void *loop(void *arg) {
 
 /* ---- the HTTP threads' side ----------------------------------------------- */
 
-clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots, int max_queue, srv_sched **out) {
+clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slots, int max_queue, srv_sched **out) {
     *out = NULL;
     srv_sched *s = calloc(1, sizeof *s);
-    if (!s) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!s) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     s->e = e;
-    s->tok = tok;
+    s->m = m;
     s->n_slots = n_slots;
     s->max_queue = max_queue;
     s->n_ctx = srv_engine_n_ctx(e);
-    s->n_vocab = clf_tokenizer_n_vocab(tok);
-    s->piece_cap = clf_tokenizer_max_piece(tok);
+    s->n_vocab = clinfer_model_n_vocab(m);
     s->st.n_slots = n_slots;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
@@ -359,21 +360,20 @@ clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->entries = calloc((size_t)n_slots, sizeof *s->entries);
     s->len0 = calloc((size_t)n_slots, sizeof *s->len0);
-    s->piece = malloc(s->piece_cap);
-    int ok = s->slots && s->entries && s->len0 && s->piece;
+    int ok = s->slots && s->entries && s->len0;
     for (int i = 0; ok && i < n_slots; i++) ok = (s->slots[i].cached = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
     if (!ok) {
         srv_sched_free(s);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     }
     int err = pthread_create(&s->thread, NULL, loop, s);
     if (err) {
         srv_sched_free(s);
-        return clf_fail(CLF_ERR_MEMORY, "cannot start the scheduler thread: %s", strerror(err));
+        return clinfer_fail(CLINFER_ERR_MEMORY, "cannot start the scheduler thread: %s", strerror(err));
     }
     s->started = 1;
     *out = s;
-    return CLF_OK;
+    return CLINFER_OK;
 }
 
 void srv_sched_shutdown(srv_sched *s) {
@@ -393,7 +393,6 @@ void srv_sched_free(srv_sched *s) {
     free(s->slots);
     free(s->entries);
     free(s->len0);
-    free(s->piece);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);

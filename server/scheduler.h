@@ -14,15 +14,15 @@
 #include <stdint.h>
 
 #include "api_openai.h"
+#include "clinfer.h"
 #include "engine.h"
-#include "tokenizer.h"
 
 typedef struct srv_sched srv_sched;
 typedef struct srv_job srv_job;
 
 typedef struct srv_job_params {
     int max_tokens; /* 0: until the context is full */
-    clf_sampler_params sp;
+    clinfer_sampler_params sp;
     const char *stop[SRV_MAX_STOP];
     int n_stop;
 } srv_job_params;
@@ -55,7 +55,7 @@ typedef struct srv_stats {
 double srv_now_s(void);
 void srv_cond_init_monotonic(pthread_cond_t *c);
 
-clf_status srv_sched_create(srv_engine *e, const clf_tokenizer *tok, int n_slots, int max_queue, srv_sched **out);
+clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slots, int max_queue, srv_sched **out);
 /* Stops taking jobs, fails the queued ones, cuts the running ones
  * (SRV_FINISH_LENGTH) after the current step, joins the thread. */
 void srv_sched_free(srv_sched *s);
@@ -64,7 +64,7 @@ void srv_sched_free(srv_sched *s);
 void srv_sched_shutdown(srv_sched *s);
 
 /* The job copies the prompt and parameters. */
-clf_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out);
+clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out);
 
 typedef enum srv_submit { SRV_SUBMIT_OK, SRV_SUBMIT_FULL, SRV_SUBMIT_CLOSED } srv_submit;
 /* Queues the job: refused (FULL) only when every slot is busy and max_queue

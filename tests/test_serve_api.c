@@ -53,7 +53,7 @@ static void test_defaults_and_completion_forms(void **state) {
     srv_api_req r;
     srv_api_error e;
     assert_int_equal(parse("{\"prompt\": \"hi\", \"temperature\": null}", SRV_COMPLETION, &r, &e), 0);
-    clf_sampler_params d = clf_sampler_defaults();
+    clinfer_sampler_params d = clinfer_sampler_default_params();
     assert_string_equal(r.prompt, "hi");
     assert_int_equal(r.max_tokens, 0);
     assert_false(r.has_seed || r.stream || r.model);
@@ -177,18 +177,18 @@ static void test_utf8_and_encoding_errors(void **state) {
     assert_string_equal(id, "m\xef\xbf\xbd\xef\xbf\xbd.gguf");
     assert_int_equal(n, strlen(id));
     free(id);
-    clf_fail(CLF_OK, "%s", "");
+    clinfer_fail(CLINFER_OK, "%s", "");
     srv_api_resp resp = {SRV_COMPLETION, "cmpl-1", "m\xff", 1700000000, "stop"};
     srv_api_usage u = {1, 1, 0, 0, 0, 0};
     assert_null(srv_api_completion_json(&resp, "a", 1, &u));
-    assert_non_null(strstr(clf_last_error(), "JSON"));
-    assert_non_null(strstr(clf_last_error(), "UTF-8"));
-    clf_fail(CLF_OK, "%s", "");
+    assert_non_null(strstr(clinfer_last_error(), "JSON"));
+    assert_non_null(strstr(clinfer_last_error(), "UTF-8"));
+    clinfer_fail(CLINFER_OK, "%s", "");
     assert_null(srv_api_chunk_json(&resp, 0, "a", 1, NULL));
-    assert_non_null(strstr(clf_last_error(), "UTF-8"));
-    clf_fail(CLF_OK, "%s", "");
+    assert_non_null(strstr(clinfer_last_error(), "UTF-8"));
+    clinfer_fail(CLINFER_OK, "%s", "");
     assert_null(srv_api_models_json("m\xff", 1, 8));
-    assert_non_null(strstr(clf_last_error(), "UTF-8"));
+    assert_non_null(strstr(clinfer_last_error(), "UTF-8"));
 }
 
 static void test_stop_scan(void **state) {

@@ -13,16 +13,13 @@
 
 #include <cmocka.h>
 
+#include "clinfer.h"
 #include "engine.h"
-#include "runtime.h"
 #include "scheduler.h"
 
 typedef struct fixture {
     char path[256];
-    clf_gguf *g;
-    clf_tokenizer *tok;
-    clf_runtime *rt;
-    clf_llama *m;
+    clinfer_model *m;
 } fixture;
 
 static fixture fx;
@@ -38,9 +35,8 @@ static int setup(void **state) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s' model '%s' --no-eog", tool, fx.path);
     if (system(cmd) != 0) return -1;
-    if (clf_gguf_open(fx.path, &fx.g) || clf_tokenizer_load(fx.g, &fx.tok) || clf_runtime_create(NULL, &fx.rt) ||
-        clf_llama_load(fx.rt, fx.g, &fx.m)) {
-        fprintf(stderr, "%s\n", clf_last_error());
+    if (clinfer_model_load(fx.path, NULL, NULL, &fx.m)) {
+        fprintf(stderr, "%s\n", clinfer_last_error());
         return -1;
     }
     return 0;
@@ -48,10 +44,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    clf_llama_free(fx.m);
-    clf_runtime_free(fx.rt);
-    clf_tokenizer_free(fx.tok);
-    clf_gguf_close(fx.g);
+    clinfer_model_free(fx.m);
     unlink(fx.path);
     return 0;
 }
@@ -63,8 +56,8 @@ typedef struct server {
 
 static server start(int slots, int n_ctx, int queue) {
     server sv;
-    assert_int_equal(srv_engine_create(fx.m, slots, n_ctx, CLF_F32, &sv.e), CLF_OK);
-    assert_int_equal(srv_sched_create(sv.e, fx.tok, slots, queue, &sv.s), CLF_OK);
+    assert_int_equal(srv_engine_create(fx.m, slots, n_ctx, CLINFER_KV_F32, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, slots, queue, &sv.s), CLINFER_OK);
     return sv;
 }
 
@@ -78,7 +71,7 @@ enum { N_PROMPT = sizeof PROMPT / sizeof PROMPT[0] };
 
 static srv_job *job(const srv_job_params *p, int n_prompt) {
     srv_job *j;
-    assert_int_equal(srv_job_create(PROMPT, n_prompt, p, &j), CLF_OK);
+    assert_int_equal(srv_job_create(PROMPT, n_prompt, p, &j), CLINFER_OK);
     return j;
 }
 
@@ -99,7 +92,7 @@ static char *run(server *sv, srv_job *j, srv_job_view *v) {
 }
 
 static srv_job_params sampled(int max_tokens) {
-    srv_job_params p = {.max_tokens = max_tokens, .sp = clf_sampler_defaults()};
+    srv_job_params p = {.max_tokens = max_tokens, .sp = clinfer_sampler_default_params()};
     p.sp.temperature = 1.0f;
     p.sp.top_k = 0;
     p.sp.seed = 77;

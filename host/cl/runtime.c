@@ -165,6 +165,11 @@ void clf_runtime_set_abort(clf_runtime *rt, int (*fn)(void *ud), void *ud) {
 
 int clf_runtime_aborted(const clf_runtime *rt) { return rt->abort_fn && rt->abort_fn(rt->abort_ud); }
 
+void clf_runtime_on_progress(clf_runtime *rt, int (*fn)(void *ud, int done, int total), void *ud) {
+    rt->progress_fn = fn;
+    rt->progress_ud = ud;
+}
+
 clf_status clf_finish(clf_runtime *rt) { return clf_cl_check(clFinish(rt->queue), "clFinish"); }
 
 double clf_now_s(void) {

@@ -116,6 +116,8 @@ typedef struct clf_runtime {
     void *record_ud;
     int (*abort_fn)(void *);     /* see clf_runtime_set_abort */
     void *abort_ud;
+    int (*progress_fn)(void *, int, int); /* see clf_runtime_on_progress */
+    void *progress_ud;
 } clf_runtime;
 
 clf_status clf_runtime_create(const char *selector, clf_runtime **out);
@@ -135,6 +137,10 @@ int clf_runtime_aborted(const clf_runtime *rt);
  * have it (a first run on this device, or the cache off): it then takes
  * seconds, which a caller may want to announce (the library prints nothing). */
 void clf_runtime_on_build(clf_runtime *rt, void (*fn)(void *ud), void *ud);
+
+/* fn(ud, done, total) after each of a load's `total` steps (tensors
+ * uploaded); nonzero stops the load with CLF_ERR_INTERRUPTED. */
+void clf_runtime_on_progress(clf_runtime *rt, int (*fn)(void *ud, int done, int total), void *ud);
 
 /* Builds a program from source with "-cl-std=CL1.2" and `options`, through
  * the kernel cache. A compile error is CLF_ERR_CL carrying the build log. */

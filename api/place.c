@@ -3,11 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "clf_mpi.h"
 #include "estimate.h"
 
-static clf_status check_options(const cli_place *p) {
+static clf_status check_options(const clf_place *p) {
     if (!p->devices) {
         if (p->split || p->ratio)
             return clf_fail(CLF_ERR_ARG, "%s needs --devices SEL,SEL,...", p->split ? "--split" : "--split-ratio");
@@ -20,8 +19,8 @@ static clf_status check_options(const cli_place *p) {
     return CLF_OK;
 }
 
-clf_status cli_place_plan(const cli_place *p, const clf_gguf *g, int64_t n_ctx, int64_t n_batch, int kv_bytes,
-                          cli_split *out, int *planned) {
+clf_status clf_place_plan(const clf_place *p, const clf_gguf *g, int64_t n_ctx, int64_t n_batch, int kv_bytes,
+                          clf_place_split *out, int *planned) {
     memset(out, 0, sizeof *out);
     *planned = 0;
     CLF_TRY(check_options(p));
@@ -81,7 +80,7 @@ clf_status cli_place_plan(const cli_place *p, const clf_gguf *g, int64_t n_ctx, 
     return st;
 }
 
-void cli_place_print(FILE *f, const cli_split *s) {
+void clf_place_print(FILE *f, const clf_place_split *s) {
     const clf_split_plan *p = &s->plan;
     fprintf(f, "split by layers over %d devices (context %lld, chunks of %lld):\n", p->n, (long long)s->n_ctx,
             (long long)s->n_batch);
@@ -100,48 +99,71 @@ void cli_place_print(FILE *f, const cli_split *s) {
             p->hop_bytes_per_token, p->n - 1);
 }
 
-clf_status cli_stages_open(const cli_place *p, const clf_gguf *g, int n_ctx, clf_type kv,
-                           void (*prepare)(clf_runtime *rt), cli_stages *out) {
+/* Under MPI: stage 0 here, on `device`; the others on ranks 1..N-1, each
+ * on its own device (the same selector, or its own CLINFER_DEVICE); the
+ * ratio shares the layers between ranks (default: equal weight bytes). */
+static clf_status open_mpi(const clf_place *p, const clf_gguf *g, void (*prepare)(clf_runtime *rt, void *ud),
+                           void *ud, clf_stages *out) {
+    if (p->devices || p->split)
+        return clf_fail(CLF_ERR_ARG, "--mpi holds one stage per rank: not with --devices or --split (--device "
+                                     "picks each rank's)");
+    double ratio[CLF_SPLIT_MAX];
+    int n_ratio = 0;
+    if (p->ratio) {
+        clf_status st = clf_split_parse_ratio(p->ratio, ratio, CLF_SPLIT_MAX, &n_ratio);
+        if (st != CLF_OK) return clf_fail_ctx(st, "--split-ratio: ");
+    }
+    CLF_TRY(clf_runtime_create(p->device, &out->rt[0]));
+    out->n = 1;
+    if (prepare) prepare(out->rt[0], ud);
+    clf_status st = clf_mpi_load(out->rt[0], g, p->model, p->device, p->ratio ? ratio : NULL, n_ratio, &out->m[0]);
+    if (st != CLF_OK) clf_stages_close(out);
+    return st;
+}
+
+clf_status clf_stages_open(const clf_place *p, const clf_gguf *g, int n_ctx, clf_type kv,
+                           void (*prepare)(clf_runtime *rt, void *ud), void *ud, clf_stages *out) {
     memset(out, 0, sizeof *out);
+    if (p->mpi) return open_mpi(p, g, prepare, ud, out);
     if (!p->devices) {
         CLF_TRY(check_options(p));
         out->n = 1;
         CLF_TRY(clf_runtime_create(p->device, &out->rt[0]));
-        if (prepare) prepare(out->rt[0]);
+        if (prepare) prepare(out->rt[0], ud);
         clf_status st = clf_llama_load(out->rt[0], g, &out->m[0]);
-        if (st != CLF_OK) cli_stages_close(out);
+        if (st != CLF_OK) clf_stages_close(out);
         return st;
     }
-    cli_split *s = malloc(sizeof *s);
+    clf_place_split *s = malloc(sizeof *s);
     if (!s) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     int planned;
-    clf_status st = cli_place_plan(p, g, p->n_ctx > 0 ? p->n_ctx : n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F16 ? 2 : 4, s,
+    clf_status st = clf_place_plan(p, g, p->n_ctx > 0 ? p->n_ctx : n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F16 ? 2 : 4, s,
                                    &planned);
     int l0[CLF_SPLIT_MAX], l1[CLF_SPLIT_MAX];
     for (int i = 0; st == CLF_OK && i < s->plan.n; i++) {
         out->n = i + 1;
         st = clf_runtime_create(s->sel[i], &out->rt[i]);
-        if (st == CLF_OK && prepare) prepare(out->rt[i]);
+        if (st == CLF_OK && prepare) prepare(out->rt[i], ud);
         l0[i] = s->plan.st[i].l0;
         l1[i] = s->plan.st[i].l1;
     }
     if (st == CLF_OK) st = clf_stage_local_load(out->rt, out->n, g, l0, l1, out->m);
     free(s);
-    if (st != CLF_OK) cli_stages_close(out);
+    if (st != CLF_OK) clf_stages_close(out);
     return st;
 }
 
-const char *cli_stages_devices(const cli_stages *s, char *buf, size_t n) {
+const char *clf_stages_devices(const clf_stages *s, char *buf, size_t n) {
     buf[0] = 0;
     for (int i = 0; i < s->n; i++) {
         size_t used = strlen(buf);
         snprintf(buf + used, n - used, "%s%s", i ? " + " : "", s->rt[i]->dev.name);
     }
-    if (cli_mpi) snprintf(buf + strlen(buf), n - strlen(buf), "%s", clf_mpi_devices()); /* the other ranks' */
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s", clf_mpi_devices()); /* the other ranks' ("" without MPI) */
     return buf;
 }
 
-void cli_stages_close(cli_stages *s) {
+void clf_stages_close(clf_stages *s) {
     clf_stage_local_free(s->m, s->n);
     for (int i = 0; i < s->n; i++) clf_runtime_free(s->rt[i]);
     memset(s, 0, sizeof *s);

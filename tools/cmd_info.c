@@ -53,7 +53,7 @@ typedef struct report {
     clf_roof roof;
     char roof_source[200]; /* the device measured, or "given" */
     clf_bound dec_c1, dec_ctx, pre;
-    const cli_split *split; /* --devices: the plan */
+    const clf_place_split *split; /* --devices: the plan */
 } report;
 
 static void tally_file(const clf_gguf *g, tally *t) {
@@ -333,9 +333,9 @@ static clf_status measure_roof(const char *device, report *r) {
 
 int cmd_info(int argc, char **argv) {
     const char *m = NULL, *device = NULL;
-    cli_place place = {0};
+    clf_place place = {0};
     int ctx = 0, batch = 512, json = 0;
-    clf_type kv = CLF_F32;
+    clinfer_kv_type kv = CLINFER_KV_F32; /* --kv (cli/options.h) */
     float gflops = 0, gbs = 0;
     const cli_option opts[] = {CLI_OPT_STR("-m", &m),
                                CLI_OPT_INT("--ctx", &ctx, 1, 1 << 24),
@@ -351,7 +351,7 @@ int cmd_info(int argc, char **argv) {
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
-    int kv_bytes = kv == CLF_F32 ? 4 : 2;
+    int kv_bytes = kv == CLINFER_KV_F32 ? 4 : 2;
     if ((gflops > 0) != (gbs > 0)) return cli_usage(USAGE, "--gflops and --gbs go together");
 
     char path[4096];
@@ -377,10 +377,10 @@ int cmd_info(int argc, char **argv) {
     r.batch = batch < r.ctx ? batch : r.ctx;
     compute(&r);
     /* the split's plan, from the file and the devices' memory: nothing loads */
-    cli_split split;
+    clf_place_split split;
     int planned = 0;
     if (place.devices || place.split || place.ratio) {
-        st = cli_place_plan(&place, g, r.ctx, r.batch, kv_bytes, &split, &planned);
+        st = clf_place_plan(&place, g, r.ctx, r.batch, kv_bytes, &split, &planned);
         if (planned) r.split = &split;
         if (st != CLF_OK && !planned) {
             clf_gguf_close(g);
@@ -391,7 +391,7 @@ int cmd_info(int argc, char **argv) {
     else print_text(&r);
     if (r.split && !json) {
         printf("\n");
-        cli_place_print(stdout, &split);
+        clf_place_print(stdout, &split);
     }
     clf_gguf_close(g);
     return cli_error(st); /* a plan that does not fit: shown, then refused */

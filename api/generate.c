@@ -1,0 +1,190 @@
+/* The public API (include/clinfer.h): the streaming detokenizer and the one
+ * generation loop. clinfer_generate drives it for one sequence (`clinfer
+ * run`, `chat`, programs); a server drives its body, clinfer_next_token,
+ * for many sequences at once. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+/* ---- the streaming detokenizer ------------------------------------------- */
+
+clinfer_status clinfer_detokenizer_create(const clinfer_model *m, int special, clinfer_detokenizer **out) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(out);
+    *out = NULL;
+    clinfer_detokenizer *d = calloc(1, sizeof *d);
+    size_t cap = clf_tokenizer_max_piece(m->tok);
+    if (!d || !(d->buf = malloc(cap))) {
+        free(d);
+        return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    d->cap = cap;
+    clf_detok_init(&d->d, m->tok, special ? CLF_DETOK_SPECIAL : 0);
+    *out = d;
+    return CLINFER_OK;
+}
+
+void clinfer_detokenizer_free(clinfer_detokenizer *d) {
+    if (!d) return;
+    free(d->buf);
+    free(d);
+}
+
+clinfer_status clinfer_detokenizer_push(clinfer_detokenizer *d, int32_t token, const char **piece, size_t *len) {
+    API_NOT_NULL(d);
+    API_NOT_NULL(piece);
+    API_NOT_NULL(len);
+    *piece = d->buf;
+    *len = 0;
+    return (clinfer_status)clf_detok_push(&d->d, token, d->buf, d->cap, len);
+}
+
+void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_t *len) {
+    if (!d) return;
+    *piece = d->buf;
+    *len = clf_detok_flush(&d->d, d->buf, d->cap);
+    clf_detok_init(&d->d, d->d.t, d->d.flags);
+}
+
+/* ---- one token ------------------------------------------------------------ */
+
+clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
+                          const float *top_vals, const int32_t *top_ids, int top_k, clinfer_next *out) {
+    *out = (clinfer_next){.token = -1, .piece = d->buf};
+    int32_t id;
+    if (top_k > 0) {
+        CLF_TRY((clf_status)clinfer_sampler_sample_top(smp, top_vals, top_ids, top_k, &id));
+    } else {
+        /* corrupt weights can make every logit NaN: sampling would pick
+         * token 0 or stop at once, printing nothing; say so instead */
+        for (int k = 0; k < n_vocab; k++)
+            if (!isfinite(logits[k])) return clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf)");
+        CLF_TRY((clf_status)clinfer_sampler_sample(smp, logits, n_vocab, &id));
+    }
+    out->token = id;
+    if ((out->eog = clf_token_is_eog(d->d.t, id))) return CLF_OK;
+    CLF_TRY(clf_detok_push(&d->d, id, d->buf, d->cap, &out->len));
+    clinfer_sampler_accept(smp, id);
+    return CLF_OK;
+}
+
+clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
+                                  clinfer_next *out) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(d);
+    API_NOT_NULL(logits);
+    API_NOT_NULL(out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, out);
+}
+
+/* ---- the loop ------------------------------------------------------------- */
+
+clinfer_generate_params clinfer_generate_default_params(void) {
+    return (clinfer_generate_params){.size = sizeof(clinfer_generate_params), .max_tokens = 256};
+}
+
+/* What the sampler needs next from an evaluation: the k best logits where
+ * they are all it takes (on one device k values cross instead of the
+ * vocabulary), else every logit. */
+typedef struct gen_eval {
+    int top_k;
+    float vals[CLINFER_TOP_K_MAX];
+    int32_t ids[CLINFER_TOP_K_MAX];
+} gen_eval;
+
+static clf_status eval_for(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, const int32_t *tokens, int n) {
+    ev->top_k = clinfer_sampler_top_k(smp, CLINFER_TOP_K_MAX);
+    int bad = 0;
+    clf_status st = ev->top_k ? (clf_status)clinfer_eval_top(s, tokens, n, ev->top_k, ev->vals, ev->ids, &bad)
+                              : (clf_status)clinfer_eval(s, tokens, n);
+    if (st == CLF_OK && bad)
+        st = clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
+    return st;
+}
+
+/* After the prompt: sample, stream, evaluate the token, repeat. */
+static clf_status generate(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, clinfer_detokenizer *d,
+                           const clinfer_generate_params *p, clinfer_generate_result *r) {
+    clf_status st = CLF_OK;
+    for (int i = 0; i < p->max_tokens; i++) {
+        if (atomic_load(&s->cancel)) {
+            st = clf_fail(CLF_ERR_INTERRUPTED, "generation cancelled");
+            break;
+        }
+        clinfer_next nx;
+        st = api_next_token(smp, d, s->logits, s->m->info.n_vocab, ev->vals, ev->ids, ev->top_k, &nx);
+        if (st == CLF_ERR_FORMAT) /* say where */
+            st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
+        if (st != CLF_OK) break;
+        r->last = nx.token;
+        r->n_generated++;
+        if (nx.eog) {
+            r->stop = CLINFER_STOP_EOG;
+            break;
+        }
+        if (p->on_token && p->on_token(p->user_data, nx.token, nx.piece, nx.len)) {
+            r->stop = CLINFER_STOP_CALLBACK;
+            break;
+        }
+        if (i + 1 == p->max_tokens) {
+            r->stop = CLINFER_STOP_MAX_TOKENS;
+            break; /* the last token need not be evaluated */
+        }
+        if (s->c->n_past >= s->c->n_ctx) {
+            st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
+            break;
+        }
+        if ((st = eval_for(s, ev, smp, &nx.token, 1)) != CLF_OK) break;
+    }
+    const char *piece;
+    size_t n;
+    clinfer_detokenizer_flush(d, &piece, &n);
+    if (n && p->on_token) p->on_token(p->user_data, -1, piece, n);
+    return st;
+}
+
+clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n_prompt,
+                                const clinfer_generate_params *params, clinfer_generate_result *result) {
+    API_NOT_NULL(s);
+    clinfer_generate_params p = clinfer_generate_default_params();
+    API_TRY(api_read_params(&p, sizeof p, params, "clinfer_generate_params"));
+    clinfer_generate_result r = {.size = sizeof r, .last = -1};
+    API_TRY(result ? api_write_info(result, &r, sizeof r, "clinfer_generate_result") : CLF_OK); /* size set? */
+    clf_status st = CLF_OK;
+    if (p.max_tokens <= 0) st = clf_fail(CLF_ERR_ARG, "max_tokens is %d: it must be > 0", p.max_tokens);
+    else if (n_prompt < 0 || (n_prompt > 0 && !prompt)) st = clf_fail(CLF_ERR_ARG, "clinfer_generate: no prompt");
+    else if (n_prompt == 0 && !s->has_logits)
+        st = clf_fail(CLF_ERR_ARG, "an empty prompt needs a session that has evaluated tokens");
+    clinfer_sampler *greedy = NULL, *smp = p.sampler;
+    clinfer_detokenizer *d = NULL;
+    if (st == CLF_OK && !smp) {
+        clinfer_sampler_params gp = clinfer_sampler_default_params();
+        gp.temperature = 0;
+        st = (clf_status)clinfer_sampler_create(s->m, &gp, &greedy);
+        smp = greedy;
+    }
+    if (st == CLF_OK) st = (clf_status)clinfer_detokenizer_create(s->m, p.special, &d);
+    gen_eval ev = {0}; /* top_k 0: an empty prompt samples from the session's logits */
+    double build0 = clinfer_model_build_seconds(s->m), t0 = clf_now_s();
+    int n_past0 = s->c->n_past;
+    if (st == CLF_OK && n_prompt > 0) {
+        st = eval_for(s, &ev, smp, prompt, n_prompt);
+        if (st != CLF_OK) clf_llama_rewind(s->c, n_past0); /* no half-read prompt stays in the session */
+        else r.n_prompt = n_prompt;
+        for (int i = 0; st == CLF_OK && i < n_prompt; i++) clinfer_sampler_accept(smp, prompt[i]);
+    }
+    /* kernels built on the way (a first run) are not the prompt's speed */
+    double build1 = clinfer_model_build_seconds(s->m), t1 = clf_now_s();
+    r.prompt_seconds = t1 - t0 - (build1 - build0);
+    if (st == CLF_OK) st = generate(s, &ev, smp, d, &p, &r);
+    double build2 = clinfer_model_build_seconds(s->m);
+    r.generate_seconds = clf_now_s() - t1 - (build2 - build1);
+    r.build_seconds = build2 - build0;
+    atomic_store(&s->cancel, 0); /* a request is for one generation */
+    clinfer_sampler_free(greedy);
+    clinfer_detokenizer_free(d);
+    if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");
+    return (clinfer_status)st;
+}

@@ -1,0 +1,170 @@
+/* The public API (include/clinfer.h): the sampler chain. Stages a program
+ * adds (a grammar, a logit bias) run first, on a copy of the logits; then
+ * the library's fixed chain (host/text/sampler.c: penalty, top-k, top-p,
+ * min-p, temperature, draw). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+
+clinfer_sampler_params clinfer_sampler_default_params(void) {
+    clf_sampler_params d = clf_sampler_defaults();
+    return (clinfer_sampler_params){.size = sizeof(clinfer_sampler_params),
+                                    .temperature = d.temperature,
+                                    .top_k = d.top_k,
+                                    .top_p = d.top_p,
+                                    .min_p = d.min_p,
+                                    .repeat_penalty = d.repeat_penalty,
+                                    .repeat_last_n = d.repeat_last_n,
+                                    .seed = d.seed};
+}
+
+clinfer_status clinfer_sampler_create(const clinfer_model *m, const clinfer_sampler_params *params,
+                                      clinfer_sampler **out) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(out);
+    *out = NULL;
+    clinfer_sampler_params p = clinfer_sampler_default_params();
+    API_TRY(api_read_params(&p, sizeof p, params, "clinfer_sampler_params"));
+    clf_sampler_params sp = {.temperature = p.temperature,
+                             .top_k = p.top_k,
+                             .top_p = p.top_p,
+                             .min_p = p.min_p,
+                             .repeat_penalty = p.repeat_penalty,
+                             .repeat_last_n = p.repeat_last_n,
+                             .seed = p.seed};
+    clinfer_sampler *smp = calloc(1, sizeof *smp);
+    if (!smp) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    smp->n_vocab = m->info.n_vocab;
+    clf_status st = clf_sampler_create(&sp, m->info.n_vocab, &smp->s);
+    if (st != CLF_OK) {
+        free(smp);
+        return (clinfer_status)st;
+    }
+    *out = smp;
+    return CLINFER_OK;
+}
+
+void clinfer_sampler_free(clinfer_sampler *smp) {
+    if (!smp) return;
+    for (int i = 0; i < smp->n_stages; i++)
+        if (smp->stages[i].free) smp->stages[i].free(smp->stages[i].user_data);
+    free(smp->stages);
+    free(smp->scratch);
+    clf_sampler_free(smp->s);
+    free(smp);
+}
+
+clinfer_status clinfer_sampler_add_stage(clinfer_sampler *smp, const clinfer_sampler_stage *stage) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(stage);
+    clinfer_sampler_stage st = {.size = sizeof st};
+    API_TRY(api_read_params(&st, sizeof st, stage, "clinfer_sampler_stage"));
+    if (!st.apply) return (clinfer_status)clf_fail(CLF_ERR_ARG, "sampler stage '%s' has no apply", st.name ? st.name : "");
+    clinfer_sampler_stage *grown = realloc(smp->stages, (size_t)(smp->n_stages + 1) * sizeof *grown);
+    if (!grown) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    smp->stages = grown;
+    if (!smp->scratch && !(smp->scratch = malloc((size_t)smp->n_vocab * sizeof *smp->scratch)))
+        return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    smp->stages[smp->n_stages++] = st;
+    return CLINFER_OK;
+}
+
+/* The logit bias: a stage like any other program's. */
+typedef struct logit_bias {
+    int32_t token;
+    float bias;
+} logit_bias;
+
+static clinfer_status bias_apply(void *ud, float *logits, int n_vocab) {
+    const logit_bias *b = ud;
+    if (b->token < n_vocab) logits[b->token] += b->bias;
+    return CLINFER_OK;
+}
+
+clinfer_status clinfer_sampler_add_logit_bias(clinfer_sampler *smp, int32_t token, float bias) {
+    API_NOT_NULL(smp);
+    if (token < 0 || token >= smp->n_vocab)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "logit bias for token %d: the vocabulary has %d", token,
+                                        smp->n_vocab);
+    if (isnan(bias) || bias == INFINITY) return (clinfer_status)clf_fail(CLF_ERR_ARG, "logit bias %g", bias);
+    logit_bias *b = malloc(sizeof *b);
+    if (!b) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    *b = (logit_bias){token, bias};
+    clinfer_sampler_stage st = {.size = sizeof st, .name = "logit bias", .apply = bias_apply, .free = free, .user_data = b};
+    clinfer_status s = clinfer_sampler_add_stage(smp, &st);
+    if (s != CLINFER_OK) free(b);
+    return s;
+}
+
+/* The sampler reads a NaN logit as -inf (a masked token) and, with nothing
+ * above -inf, answers token 0: a caller's logits with a NaN or without a
+ * token to draw are refused instead, as the CLI refuses a model's. */
+static clf_status check_logits(const float *logits, int n) {
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(logits[i])) return clf_fail(CLF_ERR_ARG, "logit %d of %d is NaN", i, n);
+        any |= logits[i] > -INFINITY;
+    }
+    return any || n <= 0 ? CLF_OK : clf_fail(CLF_ERR_ARG, "every logit is -inf: no token to sample");
+}
+
+/* The added stages over a copy of the logits, then the fixed chain. */
+static clf_status sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
+    if (smp->n_stages && n_vocab == smp->n_vocab) {
+        memcpy(smp->scratch, logits, (size_t)n_vocab * sizeof *logits);
+        for (int i = 0; i < smp->n_stages; i++) {
+            clinfer_status st = smp->stages[i].apply(smp->stages[i].user_data, smp->scratch, n_vocab);
+            if (st != CLINFER_OK) {
+                if (!clf_last_error()[0]) clf_fail((clf_status)st, "sampler stage '%s' failed", smp->stages[i].name);
+                return (clf_status)st;
+            }
+        }
+        logits = smp->scratch;
+        if (check_logits(logits, n_vocab) != CLF_OK) return clf_fail_ctx(CLF_ERR_ARG, "after the sampler's stages: ");
+    }
+    int32_t id = clf_sampler_sample(smp->s, logits, n_vocab);
+    if (id < 0) return CLF_ERR_ARG; /* n_vocab not the model's; the message is set */
+    *token = id;
+    return CLF_OK;
+}
+
+clinfer_status clinfer_sampler_sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(logits);
+    API_NOT_NULL(token);
+    if (n_vocab <= smp->n_vocab) API_TRY(check_logits(logits, n_vocab)); /* else refused below */
+    return (clinfer_status)sample(smp, logits, n_vocab, token);
+}
+
+int clinfer_sampler_top_k(const clinfer_sampler *smp, int k_max) {
+    return smp && !smp->n_stages ? clf_sampler_top_k(smp->s, k_max) : 0;
+}
+
+clinfer_status clinfer_sampler_sample_top(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k,
+                                          int32_t *token) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(vals);
+    API_NOT_NULL(ids);
+    API_NOT_NULL(token);
+    if (smp->n_stages) return (clinfer_status)clf_fail(CLF_ERR_ARG, "a sampler with added stages needs every logit");
+    int32_t id = clf_sampler_sample_top(smp->s, vals, ids, k);
+    if (id < 0) return CLINFER_ERR_ARG; /* the message is set */
+    *token = id;
+    return CLINFER_OK;
+}
+
+void clinfer_sampler_accept(clinfer_sampler *smp, int32_t token) {
+    if (!smp) return;
+    clf_sampler_accept(smp->s, token);
+    for (int i = 0; i < smp->n_stages; i++)
+        if (smp->stages[i].accept) smp->stages[i].accept(smp->stages[i].user_data, token);
+}
+
+void clinfer_sampler_reset(clinfer_sampler *smp) {
+    if (!smp) return;
+    clf_sampler_reset(smp->s);
+    for (int i = 0; i < smp->n_stages; i++)
+        if (smp->stages[i].reset) smp->stages[i].reset(smp->stages[i].user_data);
+}
