@@ -136,7 +136,10 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, clinfer_sampler *sm
             st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
             break;
         }
-        if ((st = eval_for(s, ev, smp, &nx.token, 1)) != CLF_OK) break;
+        if ((st = eval_for(s, ev, smp, &nx.token, 1)) != CLF_OK) {
+            if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "generation cancelled"); /* before the token's evaluation */
+            break;
+        }
     }
     const char *piece;
     size_t n;
