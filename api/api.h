@@ -28,7 +28,7 @@ struct clinfer_model {
     clf_runtime *rt;   /* stages.rt[0]: where evaluation starts */
     clf_llama *llama;  /* stages.m[0] */
     clinfer_model_info info;
-    clinfer_model_params params; /* the callbacks (the strings are not kept) */
+    clinfer_load_options opt; /* the callbacks (the strings are not kept) */
     int noticed;                 /* the build notice went out */
     /* Sessions on several threads share the runtime: its queue, its kernel
      * cache and the kernels' arguments. Evaluations take turns; `current`

@@ -121,7 +121,11 @@ clinfer_status clinfer_device_get_tuning(const char *selector, clinfer_device_tu
 /* ---- models ----------------------------------------------------------------- */
 
 clinfer_model_params clinfer_model_default_params(void) {
-    return (clinfer_model_params){.size = sizeof(clinfer_model_params), .plan_kv_type = CLINFER_KV_F32};
+    return (clinfer_model_params){.size = sizeof(clinfer_model_params)};
+}
+
+clinfer_load_options clinfer_load_default_options(void) {
+    return (clinfer_load_options){.size = sizeof(clinfer_load_options), .plan_kv_type = CLINFER_KV_F32};
 }
 
 /* What clinfer_model_get_info reports, read once at load from the file. */
@@ -158,23 +162,23 @@ static clf_status read_info(const clf_gguf *g, clinfer_model *m) {
  * flag of the session evaluating (api_acquire). */
 static int aborted(void *ud) {
     const clinfer_model *m = ud;
-    if (m->params.abort && m->params.abort(m->params.abort_user_data)) return 1;
+    if (m->opt.abort && m->opt.abort(m->opt.abort_user_data)) return 1;
     return m->current && atomic_load(&m->current->cancel);
 }
 
 /* Kernels missing from the cache take seconds to build: say so, once. */
 static void building(void *ud) {
     clinfer_model *m = ud;
-    if (!m->params.notice || m->noticed++) return;
+    if (!m->opt.notice || m->noticed++) return;
     char line[512];
     snprintf(line, sizeof line, "building kernels for %s (%s)", m->rt ? m->rt->dev.name : "the device",
              m->rt && m->rt->cache_dir[0] ? "first run on this device; cached afterwards" : "the kernel cache is off");
-    m->params.notice(m->params.notice_user_data, line);
+    m->opt.notice(m->opt.notice_user_data, line);
 }
 
 static int load_progress(void *ud, int done, int total) {
     const clinfer_model *m = ud;
-    return m->params.progress && m->params.progress(m->params.progress_user_data, total ? (float)done / total : 1.0f);
+    return m->opt.progress && m->opt.progress(m->opt.progress_user_data, total ? (float)done / total : 1.0f);
 }
 
 /* Before a stage's weights load: the abort hook, the build notice, progress. */
@@ -186,14 +190,15 @@ static void prepare(clf_runtime *rt, void *ud) {
     clf_runtime_on_progress(rt, load_progress, m);
 }
 
-static clf_status load(const char *path, const char *device, const clinfer_model_params *p, clinfer_model *m) {
+static clf_status load(const char *path, const char *device, const clinfer_model_params *mp,
+                       const clinfer_load_options *p, clinfer_model *m) {
     char file[4096];
     clf_gguf *g = NULL;
     clf_status st = clf_model_path(path, file, sizeof file);
     if (st == CLF_OK) st = clf_gguf_open(file, &g);
     if (st == CLF_OK) st = clf_tokenizer_load(g, &m->tok);
     if (st == CLF_OK) st = read_info(g, m);
-    if (st == CLF_OK && !p->vocab_only) {
+    if (st == CLF_OK && !mp->vocab_only) {
         clf_place pl = {.device = device,
                         .devices = p->devices,
                         .ratio = p->split_ratio,
@@ -233,20 +238,27 @@ clinfer_status clinfer_model_path(const char *path, char *buf, size_t n) {
 
 clinfer_status clinfer_model_load(const char *path, const char *device, const clinfer_model_params *params,
                                   clinfer_model **out) {
+    return clinfer_model_load_with(path, device, params, NULL, out);
+}
+
+clinfer_status clinfer_model_load_with(const char *path, const char *device, const clinfer_model_params *params,
+                                       const clinfer_load_options *options, clinfer_model **out) {
     API_NOT_NULL(out);
     *out = NULL;
     clinfer_model_params p = clinfer_model_default_params();
+    clinfer_load_options o = clinfer_load_default_options();
     API_TRY(api_read_params(&p, sizeof p, params, "clinfer_model_params"));
+    API_TRY(api_read_params(&o, sizeof o, options, "clinfer_load_options"));
     clinfer_model *m = calloc(1, sizeof *m);
     if (!m) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    m->params = p;
-    m->params.devices = m->params.split_ratio = NULL; /* the caller's strings, not kept */
+    m->opt = o;
+    m->opt.devices = m->opt.split_ratio = NULL; /* the caller's strings, not kept */
     if (pthread_mutex_init(&m->device_lock, NULL)) {
         free(m);
         return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "cannot create a mutex");
     }
     double t0 = clf_now_s();
-    clf_status st = load(path, device, &p, m);
+    clf_status st = load(path, device, &p, &o, m);
     if (st != CLF_OK) {
         clinfer_model_free(m);
         return (clinfer_status)st;

@@ -54,7 +54,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     memset(s, 0, sizeof *s);
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     progress_line line = {.t0 = now_s()};
-    clinfer_model_params mp = clinfer_model_default_params();
+    clinfer_load_options mp = clinfer_load_default_options();
     mp.devices = place->devices;
     mp.split_ratio = place->ratio;
     mp.mpi = cli_mpi;
@@ -66,7 +66,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     mp.abort = cli_abort_requested;
     mp.notice = on_notice;
     clinfer_status st = check_split(place);
-    if (st == CLINFER_OK) st = clinfer_model_load(model, place->device, &mp, &s->m);
+    if (st == CLINFER_OK) st = clinfer_model_load_with(model, place->device, NULL, &mp, &s->m);
     if (line.open) fputc('\n', stderr); /* a progress line cut short ends before the message */
     if (st == CLINFER_OK) {
         s->info.size = sizeof s->info;

@@ -1,11 +1,14 @@
 # What `cmake --install` (and `make install PREFIX=...`) puts where, and the
 # Debian package built from it (`cpack -G DEB` in the build folder):
-#   bin/clinfer, lib/libclinfer.so.0.1.0 (SONAME libclinfer.so.0),
+#   bin/clinfer (finding lib/libclinfer.so.0 beside it: RPATH $ORIGIN/../lib),
+#   bin/clinfer-tools (the commands `clinfer` hands over; static library),
+#   lib/libclinfer.so.0.1.0 (SONAME libclinfer.so.0),
 #   include/clinfer.h, lib/pkgconfig/clinfer.pc,
 #   lib/cmake/clinfer/ (find_package(clinfer): the target clinfer::clinfer).
 include(CMakePackageConfigHelpers)
 
-install(TARGETS clinfer RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+set_target_properties(clinfer PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+install(TARGETS clinfer clinfer_tools RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS clinfer_shared EXPORT clinferTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

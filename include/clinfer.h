@@ -166,7 +166,15 @@ typedef void (*clinfer_notice_callback)(void *user_data, const char *line);
 typedef struct clinfer_model_params {
     size_t size;    /* sizeof(clinfer_model_params) */
     int vocab_only; /* load the vocabulary only: tokenize, detokenize and chat templates, no device and no sessions */
-    /* added later (size tells): where the layers go (one device by default: clinfer_model_load's `device`) */
+} clinfer_model_params;
+
+/* How a model loads beyond clinfer_model_params: where its layers go and
+ * the load's callbacks. (A struct of its own: clinfer_model_params is
+ * returned by value in registers, being 16 bytes, and must keep its size
+ * for programs and bindings built against it.) */
+typedef struct clinfer_load_options {
+    size_t size;             /* sizeof(clinfer_load_options) */
+    /* one device by default (clinfer_model_load's `device`) */
     const char *devices;     /* "SEL,SEL,...": the layers split over these devices in order, a range each */
     const char *split_ratio; /* "a,b,...": each device's (or MPI rank's) share of the layers; NULL: by device memory (MPI: equal weight bytes) */
     int mpi;                 /* stage 0 here (on `device`), the later ones on ranks 1.. of the MPI job (clinfer_mpi_begin) */
@@ -178,7 +186,7 @@ typedef struct clinfer_model_params {
     void *abort_user_data;
     clinfer_notice_callback notice;
     void *notice_user_data;
-} clinfer_model_params;
+} clinfer_load_options;
 
 CLINFER_API clinfer_model_params clinfer_model_default_params(void);
 
@@ -195,6 +203,12 @@ CLINFER_API clinfer_model_params clinfer_model_default_params(void);
 CLINFER_API clinfer_status clinfer_model_path(const char *path, char *buf, size_t n);
 CLINFER_API clinfer_status clinfer_model_load(const char *path, const char *device, const clinfer_model_params *params,
                                               clinfer_model **out);
+/* clinfer_model_load with options (NULL: the defaults: one device, no
+ * callbacks). The strings are read during the call only. */
+CLINFER_API clinfer_load_options clinfer_load_default_options(void);
+CLINFER_API clinfer_status clinfer_model_load_with(const char *path, const char *device,
+                                                   const clinfer_model_params *params,
+                                                   const clinfer_load_options *options, clinfer_model **out);
 CLINFER_API void clinfer_model_free(clinfer_model *m);
 
 typedef struct clinfer_model_info {
@@ -519,7 +533,7 @@ CLINFER_API void clinfer_session_cancel(clinfer_session *s);
 
 /* ---- MPI: one model across the ranks of a job ------------------------------ */
 /* `mpirun -np N prog ...`: every rank calls clinfer_mpi_begin first; rank 0
- * goes on to load the model with params.mpi and run the program, the others
+ * goes on to load the model with options.mpi and run the program, the others
  * serve their stage inside it and return. Built without MPI, begin fails
  * with one clear message. */
 
@@ -527,7 +541,7 @@ CLINFER_API void clinfer_session_cancel(clinfer_session *s);
 CLINFER_API int clinfer_mpi_launched(void);
 /* Joins the job. with_mpi: this rank's program asked for MPI; every rank
  * must run the same command (argv[1]), which rank 0 checks. CLINFER_OK:
- * *rank 0 goes on (load with params.mpi), a rank > 0 calls
+ * *rank 0 goes on (load with options.mpi), a rank > 0 calls
  * clinfer_mpi_worker; *alone: no rank asked for MPI, MPI is finalized and
  * each runs on its own. A failure: rank 0 has the message (the others
  * ""); end with clinfer_mpi_end. abort (may be NULL) is polled in rank 0's

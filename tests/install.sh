@@ -35,10 +35,12 @@ same_as_cli() {
 # 1. cmake --install and pkg-config
 P=$W/prefix
 cmake --install "$BUILD" --prefix "$P" >"$W/log" 2>&1 || fail "cmake --install"
-for f in bin/clinfer include/clinfer.h lib/libclinfer.so lib/libclinfer.so.0 lib/libclinfer.so.0.1.0 \
+for f in bin/clinfer bin/clinfer-tools include/clinfer.h lib/libclinfer.so lib/libclinfer.so.0 lib/libclinfer.so.0.1.0 \
          lib/pkgconfig/clinfer.pc lib/cmake/clinfer/clinferConfig.cmake lib/cmake/clinfer/clinferConfigVersion.cmake; do
     [ -e "$P/$f" ] || fail "cmake --install did not install $f"
 done
+# `clinfer` finds its library and hands the internal commands to clinfer-tools beside it
+"$P/bin/clinfer" info -m "$W/tiny.gguf" >"$W/log" 2>&1 || fail "installed clinfer info (clinfer-tools): $(tail -n 2 "$W/log")"
 readelf -d "$P/lib/libclinfer.so" | grep -q 'SONAME.*\[libclinfer\.so\.0\]' || fail "libclinfer.so has no SONAME libclinfer.so.0"
 # everything else is hidden (-fvisibility=hidden, CLINFER_API)
 nm -D --defined-only "$P/lib/libclinfer.so" | awk '{print $3}' | grep -v '^clinfer_' >"$W/log"
