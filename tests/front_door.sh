@@ -11,6 +11,7 @@ rc=0
 for dir in cli server; do
     for f in "$SRC/$dir"/*.c "$SRC/$dir"/*.h; do
         grep -o '#include "[^"]*"' "$f" | sed 's/#include "\(.*\)"/\1/' | while read -r h; do
+            case $h in */*) echo "FAIL $f includes \"$h\": a path past its folder"; exit 1 ;; esac
             [ "$h" = clinfer.h ] || [ -e "$SRC/$dir/$h" ] || { [ $dir = cli ] && [ -e "$SRC/server/$h" ]; } || { echo "FAIL $f includes \"$h\": not the public API"; exit 1; }
         done || rc=1
     done
