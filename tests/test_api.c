@@ -716,7 +716,6 @@ static void check_decode(clinfer_model *m, int n_batch) {
     b = (clinfer_batch){.n_tokens = NQ, .token = t2, .seq_id = s2};
     ASSERT_OK(clinfer_decode(s, &b));
     for (int q = 0; q < NQ; q++) {
-        longer[q][lens[q] + 1] = 3;
         int32_t full[MAXL + 2];
         memcpy(full, longer[q], (size_t)(lens[q] + 1) * sizeof(int32_t));
         full[lens[q] + 1] = 3;
@@ -784,7 +783,9 @@ static void test_decode(void **state) {
  * the weights are quantized and head_dim is a multiple of 32. Passing xq_a
  * only to the leading single-row segments (s < n1) fixes it; set to 0 when
  * that lands. */
+#ifndef KNOWN_BUG_XQ_ROW
 #define KNOWN_BUG_XQ_ROW 1
+#endif
 
 static void test_decode_row_after_chunk(void **state) {
     (void)state;
