@@ -923,7 +923,7 @@ static void test_eval_top(void **state) {
         top_of(full, nv, k, rv, rid);
         for (int j = 0; j < k; j++) {
             if (ids[j] != rid[j]) fail_msg("k %d: #%d is token %d (%g), the reference's %d (%g)", k, j, ids[j], vals[j], rid[j], rv[j]);
-            double e = fabs((double)vals[j] - rv[j]) / (rv[0] - full[argmax(full, nv)] + fabs(rv[0]) + 1e-30);
+            double e = fabs((double)vals[j] - rv[j]) / (fabs(rv[0]) + 1e-30); /* relative to the best logit */
             worst = e > worst ? e : worst;
             assert_true(e <= LOGIT_TOL);
             if (j) assert_true(vals[j] < vals[j - 1] || (vals[j] == vals[j - 1] && ids[j] > ids[j - 1]));
@@ -961,14 +961,11 @@ static void test_eval_top(void **state) {
     assert_int_equal(k, 40);
     ASSERT_OK(clinfer_session_rewind(s, 0));
     ASSERT_OK(clinfer_eval_top(s, p, 9, k, vals, ids, &bad));
-    int distinct = 0;
     for (int i = 0; i < 32; i++) {
         ASSERT_OK(clinfer_sampler_sample(a, full, nv, &ta));
         ASSERT_OK(clinfer_sampler_sample_top(c, vals, ids, k, &tc));
         if (ta != tc) fail_msg("draw %d: %d from every logit, %d from the top %d", i, ta, tc, k);
-        distinct += i == 0 || ta != rid[0];
     }
-    (void)distinct;
     clinfer_sampler_free(a);
     clinfer_sampler_free(c);
     /* every logit needed: a penalty, or top-k off */
