@@ -3,6 +3,7 @@
  * the library's fixed chain (host/text/sampler.c: penalty, top-k, top-p,
  * min-p, temperature, draw). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,13 +115,21 @@ static clf_status check_logits(const float *logits, int n) {
 static clf_status sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
     if (smp->n_stages && n_vocab == smp->n_vocab) {
         memcpy(smp->scratch, logits, (size_t)n_vocab * sizeof *logits);
+        /* the last error is never cleared: emptied here, a stage that fails
+         * without a message of its own is told from one that set one (not
+         * an older failure's message); the caller's is back after success */
+        char saved[2048];
+        snprintf(saved, sizeof saved, "%s", clf_last_error());
+        clf_fail(CLF_OK, "%s", "");
         for (int i = 0; i < smp->n_stages; i++) {
             clinfer_status st = smp->stages[i].apply(smp->stages[i].user_data, smp->scratch, n_vocab);
             if (st != CLINFER_OK) {
-                if (!clf_last_error()[0]) clf_fail((clf_status)st, "sampler stage '%s' failed", smp->stages[i].name);
+                if (!clf_last_error()[0])
+                    clf_fail((clf_status)st, "sampler stage '%s' failed", smp->stages[i].name ? smp->stages[i].name : "");
                 return (clf_status)st;
             }
         }
+        clf_fail(CLF_OK, "%s", saved);
         logits = smp->scratch;
         if (check_logits(logits, n_vocab) != CLF_OK) return clf_fail_ctx(CLF_ERR_ARG, "after the sampler's stages: ");
     }
