@@ -580,9 +580,9 @@ static clinfer_model *default_model(void) {
         print_message("no default model (%s): skipped\n", path);
         return NULL;
     }
-    clinfer_model_params p = clinfer_model_default_params();
+    clinfer_load_options p = clinfer_load_default_options();
     p.progress = record_progress;
-    ASSERT_OK(clinfer_model_load(NULL, NULL, &p, &big));
+    ASSERT_OK(clinfer_model_load_with(NULL, NULL, NULL, &p, &big));
     return big;
 }
 
@@ -1288,19 +1288,19 @@ static void count_notice(void *user, const char *line) {
 static void test_load_callbacks(void **state) {
     (void)state;
     /* a progress callback that says stop, an abort callback that says so */
-    clinfer_model_params p = clinfer_model_default_params();
+    clinfer_load_options p = clinfer_load_default_options();
     int calls = 0;
     p.progress = stop_progress;
     p.progress_user_data = &calls;
     clinfer_model *m = (clinfer_model *)&m;
-    ASSERT_FAILS(clinfer_model_load(tiny_path, NULL, &p, &m), CLINFER_ERR_INTERRUPTED, "");
+    ASSERT_FAILS(clinfer_model_load_with(tiny_path, NULL, NULL, &p, &m), CLINFER_ERR_INTERRUPTED, "");
     assert_null(m);
     assert_int_equal(calls, 2);
-    p = clinfer_model_default_params();
+    p = clinfer_load_default_options();
     stopper now = {.armed = 1, .limit = 0};
     p.abort = stop_after;
     p.abort_user_data = &now;
-    ASSERT_FAILS(clinfer_model_load(tiny_path, NULL, &p, &m), CLINFER_ERR_INTERRUPTED, "");
+    ASSERT_FAILS(clinfer_model_load_with(tiny_path, NULL, NULL, &p, &m), CLINFER_ERR_INTERRUPTED, "");
     assert_null(m);
     assert_true(now.calls >= 1);
     /* the path it reads */
@@ -1337,10 +1337,10 @@ static void test_load_callbacks(void **state) {
     tiny_variant(four, sizeof four, "layers4", "--layers 4 --no-eog");
     clinfer_model *whole, *split;
     ASSERT_OK(clinfer_model_load(four, NULL, NULL, &whole));
-    p = clinfer_model_default_params();
+    p = clinfer_load_default_options();
     p.devices = "0:0,0:0";
     p.notice = count_notice;
-    clinfer_status st = clinfer_model_load(four, NULL, &p, &split);
+    clinfer_status st = clinfer_model_load_with(four, NULL, NULL, &p, &split);
     if (st != CLINFER_OK) {
         print_message("a split over 0:0 twice: %s: %s: skipped\n", clinfer_status_name(st), clinfer_last_error());
         clinfer_model_free(whole);
@@ -1369,11 +1369,11 @@ static void test_load_callbacks(void **state) {
 static void test_cancel_prompt(void **state) {
     (void)state;
     stopper ab = {0};
-    clinfer_model_params mp = clinfer_model_default_params();
+    clinfer_load_options mp = clinfer_load_default_options();
     mp.abort = stop_after;
     mp.abort_user_data = &ab;
     clinfer_model *m;
-    ASSERT_OK(clinfer_model_load(tiny_path, NULL, &mp, &m));
+    ASSERT_OK(clinfer_model_load_with(tiny_path, NULL, NULL, &mp, &m));
     const int nv = clinfer_model_n_vocab(m);
     int32_t p[40];
     some_tokens(p, 40, 10, nv);
