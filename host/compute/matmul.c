@@ -212,11 +212,16 @@ const char *clf_matmul_kernel_name(clf_type t, int panels, clf_mm_form f, char *
                                                   "unpack_%s"};
     static const char *const gpu[CLF_MM_FORMS] = {"gemv_%s", "gemm_%s", NULL, "gemv_%s_xq", NULL, NULL, NULL, "dequant_%s"};
     const clf_panel_fmt *pf = clf_panel_fmt_get(t);
-    if (!pf || f < 0 || f >= CLF_MM_FORMS) return NULL;
-    const int has = f <= CLF_MM_GEMM                                     ? 1
-                    : f == CLF_MM_TO_F32                                 ? panels || t != CLF_F32
-                    : panels                                             ? pf->int8
-                                                                         : f == CLF_MM_GEMV_XQ && pf->gpu_xq > 0;
+    if (!pf || (int)f < 0 || f >= CLF_MM_FORMS) return NULL;
+    int has;
+    if (f == CLF_MM_GEMV || f == CLF_MM_GEMM)
+        has = 1;
+    else if (f == CLF_MM_TO_F32)
+        has = panels || t != CLF_F32; /* the gpu reads an F32 weight as it is */
+    else if (panels)
+        has = pf->int8; /* all the int8-x forms */
+    else
+        has = f == CLF_MM_GEMV_XQ && pf->gpu_xq > 0;
     if (!has) return NULL;
     snprintf(buf, n, (panels ? cpu : gpu)[f], clf_type_get(t)->suffix);
     return buf;
@@ -271,7 +276,10 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     char opts[160];
     cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
-    const clf_mm_form form = gemm8 ? CLF_MM_GEMM_XQ : xq ? CLF_MM_GEMV_XQ : int8 ? CLF_MM_GEMV_I8 : n == 1 ? CLF_MM_GEMV : CLF_MM_GEMM;
+    const clf_mm_form form = gemm8  ? CLF_MM_GEMM_XQ
+                             : xq   ? CLF_MM_GEMV_XQ
+                             : int8 ? CLF_MM_GEMV_I8
+                                    : n == 1 ? CLF_MM_GEMV : CLF_MM_GEMM;
     CLF_TRY(get_kernel(rt, v, opts, form, W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
