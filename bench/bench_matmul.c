@@ -241,12 +241,17 @@ static clf_status bench_case(clf_runtime *rt, const bm_case *c, uint64_t seed, b
 int clf_bench_matmul(clf_runtime *rt, int json, FILE *out, double peak_gflops, double peak_gbs) {
     static const int shapes[][2] = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}, {576, 49152}}; /* in, out */
     static const clf_type types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1};
+    enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0] };
     /* every type at a 7B model's 4096 -> 4096: the GEMV, and prefill for the
-     * types past the first five */
-    static const clf_type more[] = {CLF_BF16, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K,
-                                    CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
-    enum { NS = sizeof shapes / sizeof shapes[0], NT = sizeof types / sizeof types[0], NM = sizeof more / sizeof more[0] };
-    bm_case cases[2 * NS * NT + 2 + NT + 2 * NM + 4 + NS * 3 + 2 + 9];
+     * rest of the table's types (cl/types.cl) */
+    clf_type more[CLF_NTYPES];
+    int NM = 0;
+    for (int i = 0; i < CLF_NTYPES; i++) {
+        int first = 0;
+        for (int t = 0; t < NT; t++) first |= clf_type_list[i] == types[t];
+        if (!first) more[NM++] = clf_type_list[i];
+    }
+    bm_case cases[2 * NS * NT + 2 + NT + 2 * CLF_NTYPES + 4 + NS * 3 + 2 + 9];
     int nc = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int s = 0; s < NS; s++)

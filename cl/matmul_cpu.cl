@@ -648,12 +648,9 @@ inline float16 clf_iq4nl_lookup(uint16 c) {
 #define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
 #define KQ_HALVES(rec, off, h) LOAD_H16((rec) + (off) + 16 * (h))
 
-/* Types whose M is a fixed multiple of D: w = d·s·(c − KQ_OFF), s an
- * integer per sub-block (kq_iscale: 1 where the block has one scale). */
-#define KQ_OFF_q5_0 16
-#define KQ_OFF_iq4_nl 0
-#define KQ_OFF_q6_k 32
-#define KQ_OFF_q3_k 4
+/* Types whose M is a fixed multiple of D (CPU KQI in cl/types.cl): w =
+ * d·s·(c − CLF_OFF_T), s an integer per sub-block (kq_iscale: 1 where the
+ * block has one scale). */
 inline int16 kq_iscale_q5_0(const __global ushort *rec, int i, int h) {
     (void)rec, (void)i, (void)h;
     return 1;
@@ -671,7 +668,7 @@ inline int16 kq_iscale_q3_k(const __global ushort *rec, int i, int h) {
 inline void kq_scales_q5_0(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     (void)i; /* one scale per block */
     *D = KQ_HALVES(rec, 0, h);
-    *M = -KQ_OFF_q5_0 * *D;
+    *M = -CLF_OFF_q5_0 * *D;
 }
 inline void kq_scales_iq4_nl(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     (void)i; /* one scale per block */
@@ -701,7 +698,7 @@ inline void kq_scales_q4_k(const __global ushort *rec, int i, int h, float16 *D,
 #define kq_scales_q5_k kq_scales_q4_k
 inline void kq_scales_q6_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q6_k(rec, i, h));
-    *M = -KQ_OFF_q6_k * *D;
+    *M = -CLF_OFF_q6_k * *D;
 }
 inline void kq_scales_q2_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     const uint16 s = KQ_WORDS(rec, 64 + 64 * (i / 4), h) >> (uint)(8 * (i % 4));
@@ -710,7 +707,7 @@ inline void kq_scales_q2_k(const __global ushort *rec, int i, int h, float16 *D,
 }
 inline void kq_scales_q3_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q3_k(rec, i, h));
-    *M = -KQ_OFF_q3_k * *D;
+    *M = -CLF_OFF_q3_k * *D;
 }
 #define KQ_SCALES(T, rec, i, D0, D1, M0, M1) (kq_scales_##T(rec, i, 0, &D0, &M0), kq_scales_##T(rec, i, 1, &D1, &M1))
 
@@ -725,7 +722,7 @@ inline float clf_sum_x(const __global float *x, int n) {
 
 /* GEMV, one work-item per panel as DEFINE_QUANT_MV: per sub-block the sums
  * x·c in floats, then Σ x·w = D·Σ x·c + M·Σ x. */
-#define DEFINE_KQ_MV(T, QB, QH, SBK, SL, SREC, GRID)                                                   \
+#define DEFINE_KQ_MV(T, QB, QH, SBK, SL, SREC, GRID, FORM)                                             \
     __kernel void gemv_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int rows,  \
                          const int K, const int accumulate) {                                   \
@@ -758,7 +755,7 @@ inline float clf_sum_x(const __global float *x, int n) {
  * weights dequantized once (w = c·D + M) for TM tokens. The column loop
  * unrolled, every plane's shift a constant: 2048² × 64 tokens 7-24% faster
  * (Q4_K 7%, Q6_K 14%, Q3_K 24%). */
-#define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC, GRID)                                                   \
+#define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC, GRID, FORM)                                             \
     __kernel void gemm_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
                          const ulong xoff, __global float *Y, const ulong yoff, const int n,     \
                          const int ldy, const int rows, const int K, const int accumulate) {    \
@@ -796,7 +793,7 @@ inline float clf_sum_x(const __global float *x, int n) {
     }
 
 /* Panels back to F32 for the CLBlast backend, grid as DEFINE_QUANT_UNPACK. */
-#define DEFINE_KQ_UNPACK(T, QB, QH, SBK, SL, SREC, GRID)                                               \
+#define DEFINE_KQ_UNPACK(T, QB, QH, SBK, SL, SREC, GRID, FORM)                                         \
     __kernel void unpack_##T(__global const uint *W, __global const ushort *S, __global float *out, \
                              const int rows, const int K) {                                     \
         const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
@@ -815,16 +812,19 @@ inline float clf_sum_x(const __global float *x, int n) {
 
 DEFINE_FLOAT_UNPACK(unpack_bf16, ushort, LOAD_BF16)
 
-/* type, QB, QH, SBK, SL, SREC (halves), GRID (codes index IQ4_NL's grid) */
-#define KQ_TYPES(X)                    \
-    X(q5_0, 4, 1, 32, 32, 32, 0)       \
-    X(q5_1, 4, 1, 32, 32, 64, 0)       \
-    X(iq4_nl, 4, 0, 32, 32, 32, 1)     \
-    X(q4_k, 4, 0, 256, 32, 256, 0)     \
-    X(q5_k, 4, 1, 256, 32, 256, 0)     \
-    X(q6_k, 4, 2, 256, 16, 288, 0)     \
-    X(q2_k, 2, 0, 256, 16, 320, 0)     \
-    X(q3_k, 2, 1, 256, 16, 224, 0)
+/* X(type, QB, QH, SBK, SL, SREC (halves), GRID (codes index IQ4_NL's grid),
+ * FORM (INT or FLOAT: KQ_PANEL_BLOCK)) for each code-plane type of the
+ * table (CPU KQI or KQF in cl/types.cl; SBK its block, SL its SUB). */
+#define KQ_IF_FLT(x)
+#define KQ_IF_Q8(x)
+#define KQ_IF_Q4(x)
+#define KQ_IF_KQI(x) x
+#define KQ_IF_KQF(x) x
+#define KQ_FORM_KQI INT
+#define KQ_FORM_KQF FLOAT
+#define KQ_ROW(X, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    KQ_IF_##CPU(X(name, QB, QH, QK, SUB, CLF_PANEL_REC(M_AT, SW), GRID, KQ_FORM_##CPU))
+#define KQ_TYPES(X) CLF_TYPES(KQ_ROW, X)
 KQ_TYPES(DEFINE_KQ_MV)
 KQ_TYPES(DEFINE_KQ_MM)
 KQ_TYPES(DEFINE_KQ_UNPACK)
@@ -911,23 +911,15 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * b, xw, dx, sx, sp from the kernel). The GEMV and its gated-unit form
  * share it, so their sums are taken in one order. Per sub-block
  * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (KQ_PANEL_FLOAT); where M is a multiple
- * of D (KQ_OFF_T), the block's sub-blocks are summed in integers first,
- * I = Σ_u s_u·Σ c·x̂ − KQ_OFF·Σ_u s_u·Σ x̂, then one update A += I·d·dx
+ * of D (CLF_OFF_T), the block's sub-blocks are summed in integers first,
+ * I = Σ_u s_u·Σ c·x̂ − OFF·Σ_u s_u·Σ x̂, then one update A += I·d·dx
  * (KQ_PANEL_INT), as llama.cpp sums a super-block (x here has a scale per
  * 32): Q6_K and Q3_K's 16-column sub-blocks took two float updates of four
- * operations per 32 columns. KQ_FORM_T names the form. */
+ * operations per 32 columns. FORM names the form (KQ_TYPES). */
 #define KQ_CAT(a, b) KQ_CAT_(a, b)
 #define KQ_CAT_(a, b) a##b
-#define KQ_FORM_q5_0 INT
-#define KQ_FORM_iq4_nl INT
-#define KQ_FORM_q6_k INT
-#define KQ_FORM_q3_k INT
-#define KQ_FORM_q5_1 FLOAT
-#define KQ_FORM_q4_k FLOAT
-#define KQ_FORM_q5_k FLOAT
-#define KQ_FORM_q2_k FLOAT
-#define KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1) \
-    KQ_CAT(KQ_PANEL_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)
+#define KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1) \
+    KQ_CAT(KQ_PANEL_, FORM)(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)
 /* Sub-block u's index in the super-block. */
 #define KQ_SUB(SBK, SL, u) (b % ((SBK) / 32) * (32 / (SL)) + (u))
 #define KQ_PANEL_FLOAT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
@@ -947,7 +939,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * OFF·s_1) as shorts (SL = 32: one scale, over both halves' Σx̂) times
  * x's pair sp (|OFF·s| ≤ 4096, |Σx̂| ≤ 2032). */
 #define KQ_OFF_PAIRS(T, SL, sc) \
-    __builtin_astype((KQ_OFF_##T * (sc)[0] & 0xffff) | KQ_OFF_##T * (sc)[(SL) == 16] << 16, clf_short32)
+    __builtin_astype((CLF_OFF_##T * (sc)[0] & 0xffff) | CLF_OFF_##T * (sc)[(SL) == 16] << 16, clf_short32)
 #define KQ_OFFSETS(pairs, sp) CLF_MADDWD(pairs, __builtin_astype((int16)(sp), clf_short32))
 #define KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, h, A)                                                               \
     do {                                                                                                                \
@@ -956,7 +948,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             sc[u] = kq_iscale_##T(rec, KQ_SUB(SBK, SL, u), h);                                                          \
             I += sc[u] * kq_dot_x8(q, xw, QB, QH, u * (SL) / 4, (SL) / 4, h, GRID);                                     \
         }                                                                                                               \
-        if (KQ_OFF_##T) I -= KQ_OFFSETS(KQ_OFF_PAIRS(T, SL, sc), sp);                                                   \
+        if (CLF_OFF_##T) I -= KQ_OFFSETS(KQ_OFF_PAIRS(T, SL, sc), sp);                                                   \
         A = fma(convert_float16(I), KQ_HALVES(rec, 0, h) * dx, A);                                                      \
     } while (0)
 #define KQ_PANEL_INT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                         \
@@ -968,7 +960,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
     } while (0)
 
 /* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV. */                                                       \
-#define DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, SUFFIX, XMODE)                                                  \
+#define DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, SUFFIX, XMODE)                                              \
     __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X,        \
                                       const ulong xoff, __global float *Y, const ulong yoff, const int ldy,             \
                                       const int rows, const int K, const int accumulate) {                              \
@@ -984,7 +976,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             XMODE(x, b, xw, &dx, sx, &sp);                                                                              \
             _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                                           \
                 if (p0 + j >= np) break;                                                                                \
-                KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, p0 + j, acc[j][0], acc[j][1]);                           \
+                KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, p0 + j, acc[j][0], acc[j][1]);                     \
             }                                                                                                           \
         }                                                                                                               \
         _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                                                \
@@ -997,7 +989,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * their up panels: half of PPW, the bytes of a GEMV's work-item (PPW pairs
  * measured ~10% slower than the GEMV and the SwiGLU launch together). */
 #define KQ_GLU_PPW ((PPW + 1) / 2)
-#define DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, UNIT, ACT)                                                      \
+#define DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, UNIT, ACT)                                                \
     __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X,     \
                                          const ulong xoff, __global float *Y, const ulong yoff, const int ldy,          \
                                          const int rows, const int K, __global uchar *YQ, const ulong yq_off) {         \
@@ -1014,7 +1006,8 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                    \
                 if (p0 + j >= npf) break;                                                                               \
                 _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                                            \
-                    KQ_PANEL_BLOCK(T, QB, QH, SBK, SL, SREC, GRID, p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
+                    KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, p0 + j + g * npf, acc[j][2 * g],          \
+                                   acc[j][2 * g + 1]);                                                                  \
             }                                                                                                           \
         }                                                                                                               \
         _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) if (p0 + j < npf)                                        \
@@ -1022,11 +1015,11 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
                         YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);                                               \
     }
 
-#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID)                                   \
-    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, i8, QUANT_X)                          \
-    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, xq, LOAD_XQ)                          \
-    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, swiglu, clf_silu16)                   \
-    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, geglu, clf_gelu16)
+#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID, FORM)                             \
+    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, i8, QUANT_X)                    \
+    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, xq, LOAD_XQ)                    \
+    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, swiglu, clf_silu16)             \
+    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, geglu, clf_gelu16)
 
 KQ_TYPES(DEFINE_KQ_MVI)
 
@@ -1108,13 +1101,13 @@ KQ_TYPES(DEFINE_KQ_MVI)
                 _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                     \
                     I += sc[u] * kq_dot_codes_g(cw + u * (SL) / 4, (const __global int *)xb + u * (SL) / 4, \
                                                 (SL) / 4, (QB) + (QH), GRID);                             \
-                if (KQ_OFF_##T) I -= KQ_OFFSETS(offs, ((const __global int *)xb)[CLF_XQ_PAIR]);           \
+                if (CLF_OFF_##T) I -= KQ_OFFSETS(offs, ((const __global int *)xb)[CLF_XQ_PAIR]);           \
                 a[i][h] = fma(convert_float16(I), d * xb[8], a[i][h]);                                    \
             }                                                                                             \
         }                                                                                                 \
     }
-#define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID) \
-    DEFINE_MMI(gemm_##T##_xq, KQ_CAT(KQ_MMI_, KQ_FORM_##T)(T, QB, QH, SBK, SL, SREC, GRID))
+#define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID, FORM) \
+    DEFINE_MMI(gemm_##T##_xq, KQ_CAT(KQ_MMI_, FORM)(T, QB, QH, SBK, SL, SREC, GRID))
 KQ_TYPES(DEFINE_KQ_MMI)
 
 /* Q8_0 (signed 8-bit plane), Q4_0/Q4_1 (the 4-bit plane): per block the

@@ -45,7 +45,7 @@ inline void load8_f16(const __global half *W, int K, int r, int k, float *w) {
 
 /* Q8_0 block: half d, 32 × int8; w = d·q. */
 inline void load8_q8_0(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 34;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q8_0) + k / CLF_QK_q8_0) * CLF_BYTES_q8_0;
     const float d = vload_half(0, (const __global half *)blk);
     const __global char *q = (const __global char *)(blk + 2) + k % 32;
     for (int i = 0; i < 8; i++) w[i] = d * q[i];
@@ -59,7 +59,7 @@ inline void nibbles8(const __global uchar *qs, int j, float *w) {
 
 /* Q4_0 block: half d, 16 bytes of nibbles; w = d·(q − 8). */
 inline void load8_q4_0(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 18;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q4_0) + k / CLF_QK_q4_0) * CLF_BYTES_q4_0;
     const float d = vload_half(0, (const __global half *)blk);
     nibbles8(blk + 2, k % 32, w);
     for (int i = 0; i < 8; i++) w[i] = d * (w[i] - 8.0f);
@@ -67,7 +67,7 @@ inline void load8_q4_0(const __global uchar *W, int K, int r, int k, float *w) {
 
 /* Q4_1 block: half d, half m, 16 bytes of nibbles; w = d·q + m. */
 inline void load8_q4_1(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 20;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q4_1) + k / CLF_QK_q4_1) * CLF_BYTES_q4_1;
     const float d = vload_half(0, (const __global half *)blk), m = vload_half(1, (const __global half *)blk);
     nibbles8(blk + 4, k % 32, w);
     for (int i = 0; i < 8; i++) w[i] = fma(w[i], d, m);
@@ -87,7 +87,7 @@ inline void fifth8(const __global uchar *qh, int j, float *w) {
 
 /* Q5_0 block: half d, qh[4], 16 bytes of low nibbles as Q4_0; w = d·(q − 16). */
 inline void load8_q5_0(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 22;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q5_0) + k / CLF_QK_q5_0) * CLF_BYTES_q5_0;
     const float d = vload_half(0, (const __global half *)blk);
     nibbles8(blk + 6, k % 32, w);
     fifth8(blk + 2, k % 32, w);
@@ -96,7 +96,7 @@ inline void load8_q5_0(const __global uchar *W, int K, int r, int k, float *w) {
 
 /* Q5_1 block: half d, half m, qh[4], nibbles; w = d·q + m. */
 inline void load8_q5_1(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 24;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q5_1) + k / CLF_QK_q5_1) * CLF_BYTES_q5_1;
     const float d = vload_half(0, (const __global half *)blk), m = vload_half(1, (const __global half *)blk);
     nibbles8(blk + 8, k % 32, w);
     fifth8(blk + 4, k % 32, w);
@@ -106,7 +106,7 @@ inline void load8_q5_1(const __global uchar *W, int K, int r, int k, float *w) {
 /* IQ4_NL block: half d, nibbles as Q4_0 indexing a non-uniform grid. */
 __constant float clf_iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 inline void load8_iq4_nl(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 32) + k / 32) * 18;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_iq4_nl) + k / CLF_QK_iq4_nl) * CLF_BYTES_iq4_nl;
     const float d = vload_half(0, (const __global half *)blk);
     nibbles8(blk + 2, k % 32, w);
     for (int i = 0; i < 8; i++) w[i] = d * clf_iq4nl_grid[(int)w[i]];
@@ -128,7 +128,7 @@ inline void k4_scale_min(const __global uchar *sc, int s, float *scale, float *m
 /* Q4_K (144 B): half d, half dmin, 12 scale bytes, qs[128]: sub-block s in
  * the low (s even) or high nibbles of qs[32 (s / 2) ...]; w = d·sc·q − dmin·m. */
 inline void load8_q4_k(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 144;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q4_k) + k / CLF_QK_q4_k) * CLF_BYTES_q4_k;
     const int kb = k % 256, s = kb / 32;
     float sc, mn;
     k4_scale_min(blk + 4, s, &sc, &mn);
@@ -140,7 +140,7 @@ inline void load8_q4_k(const __global uchar *W, int K, int r, int k, float *w) {
 
 /* Q5_K (176 B): Q4_K with qh[32] before qs: bit s of qh[l] is the fifth. */
 inline void load8_q5_k(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 176;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q5_k) + k / CLF_QK_q5_k) * CLF_BYTES_q5_k;
     const int kb = k % 256, s = kb / 32;
     float sc, mn;
     k4_scale_min(blk + 4, s, &sc, &mn);
@@ -154,7 +154,7 @@ inline void load8_q5_k(const __global uchar *W, int K, int r, int k, float *w) {
  * n = j / 128, quarter c = j % 128 / 32: nibble c / 2 of ql[64 n + 32 (c % 2)
  * + j % 32], bits 2c of qh[32 n + j % 32]; w = d·scales[j / 16]·(q − 32). */
 inline void load8_q6_k(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 210;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q6_k) + k / CLF_QK_q6_k) * CLF_BYTES_q6_k;
     const int kb = k % 256, n = kb / 128, c = kb % 128 / 32, l = kb % 32;
     const float d = vload_half(0, (const __global half *)(blk + 208)) * ((const __global char *)blk)[192 + kb / 16];
     const __global uchar *ql = blk + 64 * n + 32 * (c % 2) + l, *qh = blk + 128 + 32 * n + l;
@@ -165,7 +165,7 @@ inline void load8_q6_k(const __global uchar *W, int K, int r, int k, float *w) {
 /* Q2_K (84 B): scales[16] (scale low nibble, min high), qs[64], half d,
  * half dmin; weight j: bits 2 (j % 128 / 32) of qs[32 (j / 128) + j % 32]. */
 inline void load8_q2_k(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 84;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q2_k) + k / CLF_QK_q2_k) * CLF_BYTES_q2_k;
     const int kb = k % 256;
     const uchar s = blk[kb / 16];
     const float d = vload_half(40, (const __global half *)blk) * (s & 15),
@@ -180,7 +180,7 @@ inline void load8_q2_k(const __global uchar *W, int K, int r, int k, float *w) {
  * set; scale i: nibble i / 8 of byte i % 8, bits 2 (i / 4) of byte 8 + i % 4,
  * minus 32. */
 inline void load8_q3_k(const __global uchar *W, int K, int r, int k, float *w) {
-    const __global uchar *blk = W + ((size_t)r * (K / 256) + k / 256) * 110;
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_q3_k) + k / CLF_QK_q3_k) * CLF_BYTES_q3_k;
     const int kb = k % 256, i = kb / 16;
     const __global uchar *sc = blk + 96;
     const int s = ((sc[i % 8] >> (4 * (i / 8))) & 15) | ((sc[8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
@@ -240,18 +240,13 @@ inline void load8_q3_k(const __global uchar *W, int K, int r, int k, float *w) {
 
 DEFINE_GEMM(gemm_f32, float, load8_f32)
 DEFINE_GEMM(gemm_f16, half, load8_f16)
-DEFINE_GEMM(gemm_q8_0, uchar, load8_q8_0)
-DEFINE_GEMM(gemm_q4_0, uchar, load8_q4_0)
-DEFINE_GEMM(gemm_q4_1, uchar, load8_q4_1)
 DEFINE_GEMM(gemm_bf16, ushort, load8_bf16)
-DEFINE_GEMM(gemm_q5_0, uchar, load8_q5_0)
-DEFINE_GEMM(gemm_q5_1, uchar, load8_q5_1)
-DEFINE_GEMM(gemm_iq4_nl, uchar, load8_iq4_nl)
-DEFINE_GEMM(gemm_q2_k, uchar, load8_q2_k)
-DEFINE_GEMM(gemm_q3_k, uchar, load8_q3_k)
-DEFINE_GEMM(gemm_q4_k, uchar, load8_q4_k)
-DEFINE_GEMM(gemm_q5_k, uchar, load8_q5_k)
-DEFINE_GEMM(gemm_q6_k, uchar, load8_q6_k)
+/* D(name) for each quantized type of the table (cl/types.cl): its GEMM,
+ * GEMV or dequantize through its load8_<name>. */
+#define QUANT_ROW(D, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    CLF_IF_QUANT_##CPU(D(name))
+#define GEMM_OF(name) DEFINE_GEMM(gemm_##name, uchar, load8_##name)
+CLF_TYPES(QUANT_ROW, GEMM_OF)
 
 /* The GEMVs' end: each lane's sums acc[NT] of row r to part[ry][t][lane],
  * then lane t adds up token t's 32 and stores it (+= with accumulate). */
@@ -336,18 +331,9 @@ inline float load1_bf16(const __global ushort *p) { return as_float((uint)*p << 
 
 DEFINE_GEMV_FLOAT(gemv_f32, float, load4_f32, load1_f32)
 DEFINE_GEMV_FLOAT(gemv_f16, half, load4_f16, load1_f16)
-DEFINE_GEMV(gemv_q8_0, uchar, load8_q8_0)
-DEFINE_GEMV(gemv_q4_0, uchar, load8_q4_0)
-DEFINE_GEMV(gemv_q4_1, uchar, load8_q4_1)
 DEFINE_GEMV_FLOAT(gemv_bf16, ushort, load4_bf16, load1_bf16)
-DEFINE_GEMV(gemv_q5_0, uchar, load8_q5_0)
-DEFINE_GEMV(gemv_q5_1, uchar, load8_q5_1)
-DEFINE_GEMV(gemv_iq4_nl, uchar, load8_iq4_nl)
-DEFINE_GEMV(gemv_q2_k, uchar, load8_q2_k)
-DEFINE_GEMV(gemv_q3_k, uchar, load8_q3_k)
-DEFINE_GEMV(gemv_q4_k, uchar, load8_q4_k)
-DEFINE_GEMV(gemv_q5_k, uchar, load8_q5_k)
-DEFINE_GEMV(gemv_q6_k, uchar, load8_q6_k)
+#define GEMV_OF(name) DEFINE_GEMV(gemv_##name, uchar, load8_##name)
+CLF_TYPES(QUANT_ROW, GEMV_OF)
 
 /* Decode GEMVs on x quantized to int8 (CLF_XQ_BYTES blocks, cl/common.cl,
  * written once by the kernel that produces x) with integer dot products.
@@ -409,7 +395,7 @@ inline int clf_dot16(uint4 q, uint4 x, int acc) {
 /* Q8_0: chunk = half h of block c / 2; w = d·q. */
 inline float xq_chunk_q8_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
     const int b = c >> 1, h = c & 1;
-    const __global uchar *blk = W + (size_t)b * 34;
+    const __global uchar *blk = W + (size_t)b * CLF_BYTES_q8_0;
     const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 2 + 16 * h)));
     const __global uchar *xq = xb + (size_t)b * CLF_XQ_BYTES;
     const uint4 x = XQ_Q16(xq, h);
@@ -425,7 +411,7 @@ inline int xq_dot_q4(uint4 q, const __global uchar *xq) {
 
 /* Q4_0 (18 B): w = d·(q − 8): d·(dx·Σq·x̂ − 8·dx·Σx̂). */
 inline float xq_chunk_q4_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
-    const __global uchar *blk = W + (size_t)c * 18, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const __global uchar *blk = W + (size_t)c * CLF_BYTES_q4_0, *xq = xb + (size_t)c * CLF_XQ_BYTES;
     const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 2)));
     const float4 s = XQ_SUMS(xq);
     return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)xq_dot_q4(q, xq), -8.0f * s.w), acc);
@@ -433,7 +419,7 @@ inline float xq_chunk_q4_0(const __global uchar *W, const __global uchar *xb, in
 
 /* Q4_1 (20 B): w = d·q + m: d·dx·Σq·x̂ + m·dx·Σx̂. */
 inline float xq_chunk_q4_1(const __global uchar *W, const __global uchar *xb, int c, float acc) {
-    const __global uchar *blk = W + (size_t)c * 20, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const __global uchar *blk = W + (size_t)c * CLF_BYTES_q4_1, *xq = xb + (size_t)c * CLF_XQ_BYTES;
     const uint4 q = vload4(0, (const __global uint *)(blk + 4));
     const float4 s = XQ_SUMS(xq);
     const float2 dm = vload_half2(0, (const __global half *)blk);
@@ -445,7 +431,7 @@ inline uint fifth4(uint b) { return (b & 1u) << 4 | (b & 2u) << 11 | (b & 4u) <<
 
 /* Q5_0 (22 B: d, qh[4], 16 bytes of nibbles as Q4_0): w = d·(q − 16). */
 inline float xq_chunk_q5_0(const __global uchar *W, const __global uchar *xb, int c, float acc) {
-    const __global uchar *blk = W + (size_t)c * 22, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const __global uchar *blk = W + (size_t)c * CLF_BYTES_q5_0, *xq = xb + (size_t)c * CLF_XQ_BYTES;
     const ushort2 h2 = vload2(0, (const __global ushort *)(blk + 2));
     const uint h = h2.x | (uint)h2.y << 16;
     const uint4 q = as_uint4(vload8(0, (const __global ushort *)(blk + 6))), m = (uint4)(0x0f0f0f0fu);
@@ -462,7 +448,7 @@ inline float xq_chunk_q5_0(const __global uchar *W, const __global uchar *xb, in
  * w = d·sc·q − dmin·m. */
 inline float xq_chunk_q4_k(const __global uchar *W, const __global uchar *xb, int c, float acc) {
     const int g = c % 8 / 2, h = c % 2;
-    const __global uchar *blk = W + (size_t)(c / 8) * 144;
+    const __global uchar *blk = W + (size_t)(c / 8) * CLF_BYTES_q4_k;
     const __global uchar *xa = xb + (size_t)(c / 8 * 8 + 2 * g) * CLF_XQ_BYTES, *xc = xa + CLF_XQ_BYTES;
     const uint4 q = *(const __global uint4 *)(blk + 16 + 32 * g + 16 * h), m = (uint4)(0x0f0f0f0fu); /* 16-aligned */
     const float2 dm = vload_half2(0, (const __global half *)blk);
@@ -483,7 +469,7 @@ inline float xq_chunk_q4_k(const __global uchar *W, const __global uchar *xb, in
  * one scale: w = d·sc·(q − 32), the 32 against the x half's sum. */
 inline float xq_chunk_q6_k(const __global uchar *W, const __global uchar *xb, int c, float acc) {
     const int r = c % 8, n = r / 4, p = r / 2 % 2, h = r % 2;
-    const __global uchar *blk = W + (size_t)(c / 8) * 210;
+    const __global uchar *blk = W + (size_t)(c / 8) * CLF_BYTES_q6_k;
     const __global uchar *xa = xb + (size_t)(c / 8 * 8 + 4 * n + p) * CLF_XQ_BYTES, *xc = xa + 2 * CLF_XQ_BYTES;
     const uint4 ql = as_uint4(vload8(0, (const __global ushort *)(blk + 16 * r)));
     const uint4 qh = as_uint4(vload8(0, (const __global ushort *)(blk + 128 + 32 * n + 16 * h)));
@@ -522,12 +508,10 @@ inline float xq_chunk_q6_k(const __global uchar *W, const __global uchar *xb, in
         }                                                                                           \
     }
 
-DEFINE_GEMV_XQ(gemv_q8_0_xq, 32, 34, 2, xq_chunk_q8_0)
-DEFINE_GEMV_XQ(gemv_q4_0_xq, 32, 18, 1, xq_chunk_q4_0)
-DEFINE_GEMV_XQ(gemv_q4_1_xq, 32, 20, 1, xq_chunk_q4_1)
-DEFINE_GEMV_XQ(gemv_q5_0_xq, 32, 22, 1, xq_chunk_q5_0)
-DEFINE_GEMV_XQ(gemv_q4_k_xq, 256, 144, 1, xq_chunk_q4_k)
-DEFINE_GEMV_XQ(gemv_q6_k_xq, 256, 210, 1, xq_chunk_q6_k)
+/* every type whose GPU_XQ (cl/types.cl) says it has one, through its xq_chunk_<name> */
+#define GEMV_XQ_ROW(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    CLF_IF_##GPU_XQ(DEFINE_GEMV_XQ(gemv_##name##_xq, QK, BYTES, GPU_XQ, xq_chunk_##name))
+CLF_TYPES(GEMV_XQ_ROW, ~)
 
 /* Non-F32 W to row-major F32 [rows × K] for the CLBlast backend; global size
  * (ceil(K / 8), rows). */
@@ -541,15 +525,6 @@ DEFINE_GEMV_XQ(gemv_q6_k_xq, 256, 210, 1, xq_chunk_q6_k)
     }
 
 DEFINE_DEQUANT(dequant_f16, half, load8_f16)
-DEFINE_DEQUANT(dequant_q8_0, uchar, load8_q8_0)
-DEFINE_DEQUANT(dequant_q4_0, uchar, load8_q4_0)
-DEFINE_DEQUANT(dequant_q4_1, uchar, load8_q4_1)
 DEFINE_DEQUANT(dequant_bf16, ushort, load8_bf16)
-DEFINE_DEQUANT(dequant_q5_0, uchar, load8_q5_0)
-DEFINE_DEQUANT(dequant_q5_1, uchar, load8_q5_1)
-DEFINE_DEQUANT(dequant_iq4_nl, uchar, load8_iq4_nl)
-DEFINE_DEQUANT(dequant_q2_k, uchar, load8_q2_k)
-DEFINE_DEQUANT(dequant_q3_k, uchar, load8_q3_k)
-DEFINE_DEQUANT(dequant_q4_k, uchar, load8_q4_k)
-DEFINE_DEQUANT(dequant_q5_k, uchar, load8_q5_k)
-DEFINE_DEQUANT(dequant_q6_k, uchar, load8_q6_k)
+#define DEQUANT_OF(name) DEFINE_DEQUANT(dequant_##name, uchar, load8_##name)
+CLF_TYPES(QUANT_ROW, DEQUANT_OF)

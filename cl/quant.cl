@@ -53,7 +53,7 @@ inline void deq_f16(__global const uchar *row, int b, int n, __global float *out
 /* Q8_0: fp16 d, 32 int8; w = d * q. */
 inline void deq_q8_0(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 34 * b;
+    __global const uchar *blk = row + CLF_BYTES_q8_0 * b;
     float d = clf_scale(blk);
     __global const char *q = (__global const char *)(blk + 2);
     out += 32 * b;
@@ -65,7 +65,7 @@ inline void deq_q8_0(__global const uchar *row, int b, int n, __global float *ou
  * (high nibble); w = d * (q - 8). */
 inline void deq_q4_0(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 18 * b;
+    __global const uchar *blk = row + CLF_BYTES_q4_0 * b;
     float d = clf_scale(blk);
     uchar16 q = vload16(0, blk + 2);
     out += 32 * b;
@@ -76,7 +76,7 @@ inline void deq_q4_0(__global const uchar *row, int b, int n, __global float *ou
 /* Q4_1: fp16 d, fp16 m, 16 bytes of nibbles as Q4_0; w = d * q + m. */
 inline void deq_q4_1(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 20 * b;
+    __global const uchar *blk = row + CLF_BYTES_q4_1 * b;
     float d = clf_scale(blk), m = clf_scale(blk + 2);
     uchar16 q = vload16(0, blk + 4);
     out += 32 * b;
@@ -107,7 +107,7 @@ inline float16 clf_bit16(uint qh, int j0) {
 /* Q5_0: fp16 d, qh[4], 16 bytes of low nibbles as Q4_0; w = d * (q - 16). */
 inline void deq_q5_0(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 22 * b;
+    __global const uchar *blk = row + CLF_BYTES_q5_0 * b;
     float d = clf_scale(blk);
     uint qh = clf_qh32(blk + 2);
     uchar16 q = vload16(0, blk + 6);
@@ -119,7 +119,7 @@ inline void deq_q5_0(__global const uchar *row, int b, int n, __global float *ou
 /* Q5_1: fp16 d, fp16 m, qh[4], nibbles; w = d * q + m. */
 inline void deq_q5_1(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 24 * b;
+    __global const uchar *blk = row + CLF_BYTES_q5_1 * b;
     float d = clf_scale(blk), m = clf_scale(blk + 2);
     uint qh = clf_qh32(blk + 4);
     uchar16 q = vload16(0, blk + 8);
@@ -132,7 +132,7 @@ inline void deq_q5_1(__global const uchar *row, int b, int n, __global float *ou
 inline void deq_iq4_nl(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
     const char16 grid = (char16)(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-    __global const uchar *blk = row + 18 * b;
+    __global const uchar *blk = row + CLF_BYTES_iq4_nl * b;
     float d = clf_scale(blk);
     uchar16 q = vload16(0, blk + 2);
     out += 32 * b;
@@ -156,7 +156,7 @@ inline void clf_k4_scale_min(__global const uchar *sc, int s, float *scale, floa
  * sub-block s: nibbles (s odd: high) of qs[32 (s / 2) ...]; w = d sc q - dmin m. */
 inline void deq_q4_k(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 144 * (b / 8);
+    __global const uchar *blk = row + CLF_BYTES_q4_k * (b / 8);
     const int s = b % 8;
     float sc, mn;
     clf_k4_scale_min(blk + 4, s, &sc, &mn);
@@ -172,7 +172,7 @@ inline void deq_q4_k(__global const uchar *row, int b, int n, __global float *ou
  * weight l of sub-block s is bit s of qh[l]. */
 inline void deq_q5_k(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 176 * (b / 8);
+    __global const uchar *blk = row + CLF_BYTES_q5_k * (b / 8);
     const int s = b % 8;
     float sc, mn;
     clf_k4_scale_min(blk + 4, s, &sc, &mn);
@@ -192,7 +192,7 @@ inline void deq_q5_k(__global const uchar *row, int b, int n, __global float *ou
  * 2k of qh[32 n + l]; w = d * scales[j / 16] * (q - 32). */
 inline void deq_q6_k(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 210 * (b / 8);
+    __global const uchar *blk = row + CLF_BYTES_q6_k * (b / 8);
     const int j0 = 32 * (b % 8), hf = j0 / 128, k = j0 % 128 / 32;
     const float d = clf_scale(blk + 208);
     __global const char *sc = (__global const char *)(blk + 192);
@@ -210,7 +210,7 @@ inline void deq_q6_k(__global const uchar *row, int b, int n, __global float *ou
  * w = d * sc * q - dmin * m of sub-block j / 16. */
 inline void deq_q2_k(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 84 * (b / 8);
+    __global const uchar *blk = row + CLF_BYTES_q2_k * (b / 8);
     const int j0 = 32 * (b % 8);
     const float d = clf_scale(blk + 80), dmin = clf_scale(blk + 82);
     __global const uchar *q = blk + 16 + 32 * (j0 / 128);
@@ -228,7 +228,7 @@ inline void deq_q2_k(__global const uchar *row, int b, int n, __global float *ou
  * 2 bits at 2 (i / 4) of scales[8 + i % 4], minus 32; w = d * scale * q. */
 inline void deq_q3_k(__global const uchar *row, int b, int n, __global float *out) {
     (void)n;
-    __global const uchar *blk = row + 110 * (b / 8);
+    __global const uchar *blk = row + CLF_BYTES_q3_k * (b / 8);
     const int j0 = 32 * (b % 8);
     const float d = clf_scale(blk + 108);
     __global const uchar *q = blk + 32 + 32 * (j0 / 128), *sc = blk + 96;
@@ -256,17 +256,7 @@ inline void deq_q3_k(__global const uchar *row, int b, int n, __global float *ou
         deq_##T(src + src_off + r * row_bytes, b, n, dst + dst_off + i * (size_t)n);               \
     }
 
-CLF_GET_ROWS(f32)
-CLF_GET_ROWS(f16)
-CLF_GET_ROWS(q8_0)
-CLF_GET_ROWS(q4_0)
-CLF_GET_ROWS(q4_1)
-CLF_GET_ROWS(bf16)
-CLF_GET_ROWS(q5_0)
-CLF_GET_ROWS(q5_1)
-CLF_GET_ROWS(iq4_nl)
-CLF_GET_ROWS(q2_k)
-CLF_GET_ROWS(q3_k)
-CLF_GET_ROWS(q4_k)
-CLF_GET_ROWS(q5_k)
-CLF_GET_ROWS(q6_k)
+/* every type of the table (cl/types.cl) */
+#define CLF_GET_ROWS_ROW(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    CLF_GET_ROWS(name)
+CLF_TYPES(CLF_GET_ROWS_ROW, ~)

@@ -15,11 +15,21 @@
 #include "ops.h"
 #include "testutil.h"
 
-static const clf_type types[] = {CLF_F32,  CLF_F16,    CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0,
-                                 CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
-enum { NTYPES = sizeof types / sizeof types[0] };
+/* every type of the table (cl/types.cl) */
+#define types clf_type_list
+enum { NTYPES = CLF_NTYPES };
 
 static int is_float(clf_type t) { return clf_type_get(t)->block == 1; }
+
+/* The types with a kernel of form f in the cpu (panels) or gpu family, into
+ * qt; returns their count. */
+static int types_with(int panels, clf_mm_form f, clf_type *qt) {
+    int n = 0;
+    char name[48];
+    for (int t = 0; t < NTYPES; t++)
+        if (clf_matmul_kernel_name(types[t], panels, f, name, sizeof name)) qt[n++] = types[t];
+    return n;
+}
 
 /* cols rounded up to whole blocks: K-quants take multiples of 256 */
 static void check(clf_runtime *rt, clf_type type, int rows, int cols, int n, int accumulate) {
@@ -384,9 +394,9 @@ static void test_gated_unit_gemv(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
     enum { FF = 160, COLS = 768, T = 4 };
-    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q5_1, CLF_IQ4_NL,
-                                  CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
-    enum { NQ = sizeof qt / sizeof qt[0] };
+    clf_type qt[CLF_NTYPES];
+    const int NQ = types_with(1, CLF_MM_SWIGLU_XQ, qt);
+    assert_true(NQ > 0);
     uint64_t s = tu_seed() + 11;
     float *wf = malloc(2 * FF * COLS * sizeof *wf), *x = malloc(T * COLS * sizeof *x);
     float *got = malloc(T * FF * sizeof *got), *want = malloc(T * FF * sizeof *want);
@@ -519,8 +529,9 @@ static void test_column_part(void **state) {
 static void test_gpu_int8_gemv(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
-    static const clf_type qt[] = {CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0, CLF_Q4_K, CLF_Q6_K};
-    enum { NQ = sizeof qt / sizeof qt[0] };
+    clf_type qt[CLF_NTYPES];
+    const int NQ = types_with(0, CLF_MM_GEMV_XQ, qt);
+    assert_true(NQ > 0);
     static const int rows[] = {1, 37, 97, 130}, cols[] = {32, 96, 576, 1056};
     tu_tune("matmul=gpu int8_gemv=1"); /* whatever this device's row says */
     int i = 0;

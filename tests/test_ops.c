@@ -26,9 +26,8 @@ static void expect_pass(clf_status st, const clf_check_result *r, const char *wh
 
 static void test_get_rows_every_type(void **state) {
     (void)state;
-    const clf_type types[] = {CLF_F32,  CLF_F16,    CLF_BF16, CLF_Q8_0, CLF_Q4_0, CLF_Q4_1, CLF_Q5_0,
-                              CLF_Q5_1, CLF_IQ4_NL, CLF_Q2_K, CLF_Q3_K, CLF_Q4_K, CLF_Q5_K, CLF_Q6_K};
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    const clf_type *types = clf_type_list; /* every type of the table */
+    for (size_t t = 0; t < CLF_NTYPES; t++) {
         int block = clf_type_get(types[t])->block;
         /* widths in whole blocks (K-quants: 1 and 3 super-blocks); F32/F16/BF16 also at widths that leave a
          * partial run of 32 */

@@ -184,20 +184,14 @@ static const mm_case gemm_cases[] = {{97, 1001, 67, 1}, {576, 576, 64, 0}};
     static clf_status check_##path##_##T(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
         return check_cases(rt, seed, CLF_##T, path##_cases, (int)(sizeof path##_cases / sizeof path##_cases[0]), res); \
     }
-#define CHECK_TYPES(path)                                                                                  \
-    CHECK_FN(path, F32) CHECK_FN(path, F16) CHECK_FN(path, BF16) CHECK_FN(path, Q8_0) CHECK_FN(path, Q4_0)     \
-    CHECK_FN(path, Q4_1) CHECK_FN(path, Q5_0) CHECK_FN(path, Q5_1) CHECK_FN(path, IQ4_NL) CHECK_FN(path, Q2_K) \
-    CHECK_FN(path, Q3_K) CHECK_FN(path, Q4_K) CHECK_FN(path, Q5_K) CHECK_FN(path, Q6_K)
+/* every type of the table (cl/types.cl) on each path */
+#define CHECK_ROW(path, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    CHECK_FN(path, NAME)
+CLF_TYPES(CHECK_ROW, gemv)
+CLF_TYPES(CHECK_ROW, skinny)
+CLF_TYPES(CHECK_ROW, gemm)
 
-CHECK_TYPES(gemv)
-CHECK_TYPES(skinny)
-CHECK_TYPES(gemm)
+#define ENTRY(path, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    {#path "_" #name, check_##path##_##NAME},
 
-#define ENTRY(path, T, name) {#path "_" name, check_##path##_##T}
-#define ENTRIES(path)                                                                                      \
-    ENTRY(path, F32, "f32"), ENTRY(path, F16, "f16"), ENTRY(path, BF16, "bf16"), ENTRY(path, Q8_0, "q8_0"),     \
-        ENTRY(path, Q4_0, "q4_0"), ENTRY(path, Q4_1, "q4_1"), ENTRY(path, Q5_0, "q5_0"), ENTRY(path, Q5_1, "q5_1"), \
-        ENTRY(path, IQ4_NL, "iq4_nl"), ENTRY(path, Q2_K, "q2_k"), ENTRY(path, Q3_K, "q3_k"),                   \
-        ENTRY(path, Q4_K, "q4_k"), ENTRY(path, Q5_K, "q5_k"), ENTRY(path, Q6_K, "q6_k")
-
-const clf_check clf_checks_matmul[] = {ENTRIES(gemv), ENTRIES(skinny), ENTRIES(gemm), {NULL, NULL}};
+const clf_check clf_checks_matmul[] = {CLF_TYPES(ENTRY, gemv) CLF_TYPES(ENTRY, skinny) CLF_TYPES(ENTRY, gemm) {NULL, NULL}};

@@ -584,24 +584,11 @@ static clf_status get_rows_shapes(clf_runtime *rt, uint64_t seed, clf_type type,
     return CLF_OK;
 }
 
-#define CHK_GET_ROWS(T)                                                                   \
-    static clf_status chk_get_rows_##T(clf_runtime *rt, uint64_t seed, clf_check_result *res) { \
-        return get_rows_shapes(rt, seed, CLF_##T, res);                                   \
+#define CHK_GET_ROWS(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    static clf_status chk_get_rows_##NAME(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
+        return get_rows_shapes(rt, seed, CLF_##NAME, res);                                                   \
     }
-CHK_GET_ROWS(F32)
-CHK_GET_ROWS(F16)
-CHK_GET_ROWS(BF16)
-CHK_GET_ROWS(Q8_0)
-CHK_GET_ROWS(Q4_0)
-CHK_GET_ROWS(Q4_1)
-CHK_GET_ROWS(Q5_0)
-CHK_GET_ROWS(Q5_1)
-CHK_GET_ROWS(IQ4_NL)
-CHK_GET_ROWS(Q2_K)
-CHK_GET_ROWS(Q3_K)
-CHK_GET_ROWS(Q4_K)
-CHK_GET_ROWS(Q5_K)
-CHK_GET_ROWS(Q6_K)
+CLF_TYPES(CHK_GET_ROWS, ~) /* every type of the table (cl/types.cl) */
 
 static clf_status chk_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     /* rows, n, in place, accumulate (a post-norm's residual add: Gemma 3's 640) */
@@ -729,22 +716,11 @@ static clf_status chk_xq(clf_runtime *rt, uint64_t seed, clf_check_result *res) 
     return CLF_OK;
 }
 
+#define GET_ROWS_ENTRY(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    {"get_rows_" #name, chk_get_rows_##NAME},
 const clf_check clf_checks_ops[] = {
     {"dequantize_f16_bits", clf_check_f16_bits},
-    {"get_rows_f32", chk_get_rows_F32},
-    {"get_rows_f16", chk_get_rows_F16},
-    {"get_rows_bf16", chk_get_rows_BF16},
-    {"get_rows_q8_0", chk_get_rows_Q8_0},
-    {"get_rows_q4_0", chk_get_rows_Q4_0},
-    {"get_rows_q4_1", chk_get_rows_Q4_1},
-    {"get_rows_q5_0", chk_get_rows_Q5_0},
-    {"get_rows_q5_1", chk_get_rows_Q5_1},
-    {"get_rows_iq4_nl", chk_get_rows_IQ4_NL},
-    {"get_rows_q2_k", chk_get_rows_Q2_K},
-    {"get_rows_q3_k", chk_get_rows_Q3_K},
-    {"get_rows_q4_k", chk_get_rows_Q4_K},
-    {"get_rows_q5_k", chk_get_rows_Q5_K},
-    {"get_rows_q6_k", chk_get_rows_Q6_K},
+    CLF_TYPES(GET_ROWS_ENTRY, ~)
     {"rmsnorm", chk_rmsnorm},
     {"rmsnorm_heads", chk_rmsnorm_heads},
     {"rope_norm", chk_rope_norm},

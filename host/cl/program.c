@@ -188,7 +188,9 @@ static clf_status read_part(const char *family, char **buf, size_t *len) {
 clf_status clf_kernel_source(const char *family, char **src, size_t *len) {
     *src = NULL;
     *len = 0;
-    clf_status st = strcmp(family, "common") ? read_part("common", src, len) : CLF_OK;
+    /* the type table (cl/types.cl), then what every family shares */
+    clf_status st = strcmp(family, "types") ? read_part("types", src, len) : CLF_OK;
+    if (st == CLF_OK && strcmp(family, "types") && strcmp(family, "common")) st = read_part("common", src, len);
     if (st == CLF_OK) st = read_part(family, src, len);
     if (st != CLF_OK) {
         free(*src);

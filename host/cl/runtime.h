@@ -153,7 +153,7 @@ clf_status clf_program_build(clf_runtime *rt, const char *src, size_t len,
 clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *options,
                           const char *kernel_name, cl_kernel *out);
 
-/* Source text of a kernel family: cl/common.cl + cl/<family>.cl, embedded at
+/* Source text of a kernel family: cl/types.cl + cl/common.cl + cl/<family>.cl, embedded at
  * build time or read from $CLINFER_KERNEL_DIR. *src is malloc'd. */
 clf_status clf_kernel_source(const char *family, char **src, size_t *len);
 

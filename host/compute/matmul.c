@@ -119,9 +119,10 @@ static int balanced_ppw(int64_t panels, int64_t n, int most, unsigned cus) {
     return best;
 }
 
-/* gpu: the types with an int8 GEMV in cl/matmul_gpu.cl (DEFINE_GEMV_XQ) */
+/* gpu: the types with an int8 GEMV in cl/matmul_gpu.cl (GPU_XQ in cl/types.cl) */
 static int gpu_int8(clf_type t) {
-    return t == CLF_Q8_0 || t == CLF_Q4_0 || t == CLF_Q4_1 || t == CLF_Q5_0 || t == CLF_Q4_K || t == CLF_Q6_K;
+    const clf_panel_fmt *f = clf_panel_fmt_get(t);
+    return f && f->gpu_xq > 0;
 }
 
 static int uses_int8(const mm_variant *v, clf_type t, int64_t n) {
@@ -205,13 +206,35 @@ typedef struct kargs {
 
 static void arg(kargs *a, size_t size, const void *value) { a->v[a->n++] = (clf_arg){size, value}; }
 
-/* A kernel of the variant's family built with `opts` (its -D options),
- * named by what it computes for which type, as ggml names its own:
- * `pattern` has one %s for the type ("gemv_%s_i8" -> gemv_q8_0_i8). */
-static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, const char *pattern, clf_type t,
+const char *clf_matmul_kernel_name(clf_type t, int panels, clf_mm_form f, char *buf, size_t n) {
+    static const char *const cpu[CLF_MM_FORMS] = {"gemv_%s",          "gemm_%s",          "gemv_%s_i8", "gemv_%s_xq",
+                                                  "gemm_%s_xq",       "gemv_%s_swiglu_xq", "gemv_%s_geglu_xq",
+                                                  "unpack_%s"};
+    static const char *const gpu[CLF_MM_FORMS] = {"gemv_%s", "gemm_%s", NULL, "gemv_%s_xq", NULL, NULL, NULL, "dequant_%s"};
+    const clf_panel_fmt *pf = clf_panel_fmt_get(t);
+    if (!pf || (int)f < 0 || f >= CLF_MM_FORMS) return NULL;
+    int has;
+    if (f == CLF_MM_GEMV || f == CLF_MM_GEMM)
+        has = 1;
+    else if (f == CLF_MM_TO_F32)
+        has = panels || t != CLF_F32; /* the gpu reads an F32 weight as it is */
+    else if (panels)
+        has = pf->int8; /* all the int8-x forms */
+    else
+        has = f == CLF_MM_GEMV_XQ && pf->gpu_xq > 0;
+    if (!has) return NULL;
+    snprintf(buf, n, (panels ? cpu : gpu)[f], clf_type_get(t)->suffix);
+    return buf;
+}
+
+/* Type t's kernel of form f in the variant's family, built with `opts`
+ * (its -D options); named as ggml names its own (gemv_q8_0_i8). */
+static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *opts, clf_mm_form f, clf_type t,
                              cl_kernel *k) {
     char name[48];
-    snprintf(name, sizeof name, pattern, clf_type_get(t)->suffix);
+    if (!clf_matmul_kernel_name(t, v->panels, f, name, sizeof name))
+        return clf_fail(CLF_ERR_ARG, "matmul: %s has no %s kernel of form %d (cl/types.cl)", clf_type_get(t)->name,
+                        v->name, (int)f);
     return clf_kernel_get(rt, v->panels ? "matmul_cpu" : "matmul_gpu", opts, name, k);
 }
 
@@ -240,8 +263,9 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
     const int int8 = !gemm8 && uses_int8(v, W->type, rowwise ? 1 : n), xq = (int8 || gemm8) && XQ;
     mm_variant vb = *v; /* the int8 GEMV's panels per work-item, balanced over the compute units */
+    const int q8 = clf_panel_fmt_get(W->type)->family == CLF_CPU_Q8; /* PPW_Q8: twice the bytes */
     if (int8) {
-        int *ppw = W->type == CLF_Q8_0 ? &vb.int8_ppw_q8 : &vb.int8_ppw;
+        int *ppw = q8 ? &vb.int8_ppw_q8 : &vb.int8_ppw;
         *ppw = balanced_ppw(clf_panels_of(rows), n, *ppw, rt->dev.compute_units);
     }
     v = &vb;
@@ -252,13 +276,11 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     char opts[160];
     cpu_options(v, tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts,
-                       gemm8  ? "gemm_%s_xq"
-                       : xq   ? "gemv_%s_xq"
-                       : int8 ? "gemv_%s_i8"
-                       : n == 1 ? "gemv_%s"
-                                : "gemm_%s",
-                       W->type, &a.k));
+    const clf_mm_form form = gemm8  ? CLF_MM_GEMM_XQ
+                             : xq   ? CLF_MM_GEMV_XQ
+                             : int8 ? CLF_MM_GEMV_I8
+                                    : n == 1 ? CLF_MM_GEMV : CLF_MM_GEMM;
+    CLF_TRY(get_kernel(rt, v, opts, form, W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
     arg(&a, sizeof(cl_mem), &x);
@@ -276,7 +298,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof accumulate, &accumulate);
     const size_t local[2] = {1, 1};
     if (int8) { /* tokens first: a panel group's tokens run back to back */
-        const size_t ppw = W->type == CLF_Q8_0 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
+        const size_t ppw = q8 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
         const size_t global[2] = {(size_t)n, ((size_t)clf_panels_of(rows) + ppw - 1) / ppw};
         return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
     }
@@ -315,7 +337,7 @@ static clf_status quantized_x(clf_runtime *rt, const clf_tensor *X, int64_t K, i
 /* Lanes per weight row of the int8 GEMV: the most (up to 32) that still
  * gives every lane two 16-byte chunks of the row. */
 static int gpu_xq_lanes(clf_type t, int K) {
-    const int chunks = K / 32 * (t == CLF_Q8_0 ? 2 : 1);
+    const int chunks = K / 32 * clf_panel_fmt_get(t)->gpu_xq;
     int lanes = 32;
     while (lanes > 4 && 2 * lanes > chunks) lanes /= 2;
     return lanes;
@@ -339,7 +361,7 @@ static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_we
     clf_status st = CLF_ERR_CL;
     for (int ptx = gpu_dp4a(rt); ptx >= 0 && st != CLF_OK; ptx--) { /* a driver refusing the PTX: the portable form */
         snprintf(opts, sizeof opts, "%s -DLPR=%d -DCLF_DOT_PTX=%d", base, lanes, ptx);
-        st = get_kernel(rt, v, opts, "gemv_%s_xq", W->type, &a.k);
+        st = get_kernel(rt, v, opts, CLF_MM_GEMV_XQ, W->type, &a.k);
         if (st != CLF_OK && st != CLF_ERR_INTERRUPTED && ptx) atomic_store(&ptx_refused, rt->dev.id);
     }
     if (st == CLF_OK) {
@@ -375,7 +397,7 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     char opts[128];
     gpu_options(v, t, nt, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, skinny ? "gemv_%s" : "gemm_%s", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, skinny ? CLF_MM_GEMV : CLF_MM_GEMM, W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     arg(&a, sizeof(cl_mem), &x);
     arg(&a, sizeof xoff, &xoff);
@@ -419,7 +441,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
         cpu_options(v, v->gemm_tm, opts, sizeof opts);
     else
         gpu_options(v, &v->tiles[1], 1, opts, sizeof opts);
-    CLF_TRY(get_kernel(rt, v, opts, v->panels ? "unpack_%s" : "dequant_%s", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, CLF_MM_TO_F32, W->type, &a.k));
     CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, bytes, NULL, out));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (W->aux) arg(&a, sizeof(cl_mem), &W->aux);
@@ -549,18 +571,18 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
     mm_variant var = variant_of(rt, W->layout), *v = &var;
     /* gate panels per work-item, balanced as the GEMV's: Q8_0 and Q4 take
      * PPW_Q8 / PPW (DEFINE_INT8_GLU), the rest (PPW + 1) / 2 (KQ_GLU_PPW) */
-    const int legacy = W->type == CLF_Q4_0 || W->type == CLF_Q4_1;
+    const clf_cpu_family fam = clf_panel_fmt_get(W->type)->family;
     int ppw;
-    if (W->type == CLF_Q8_0)
+    if (fam == CLF_CPU_Q8)
         ppw = var.int8_ppw_q8 = balanced_ppw(ff / 32, n, var.int8_ppw_q8, rt->dev.compute_units);
-    else if (legacy)
+    else if (fam == CLF_CPU_Q4)
         ppw = var.int8_ppw = balanced_ppw(ff / 32, n, var.int8_ppw, rt->dev.compute_units);
     else
         ppw = balanced_ppw(ff / 32, n, (var.int8_ppw + 1) / 2, rt->dev.compute_units), var.int8_ppw = 2 * ppw;
     char opts[128];
     cpu_options(v, v->gemm_tm, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, act == CLF_GLU_SILU ? "gemv_%s_swiglu_xq" : "gemv_%s_geglu_xq", W->type, &a.k));
+    CLF_TRY(get_kernel(rt, v, opts, act == CLF_GLU_SILU ? CLF_MM_SWIGLU_XQ : CLF_MM_GEGLU_XQ, W->type, &a.k));
     const cl_ulong xoff = XQ->offset / 4, yoff = Y->offset / 4, yq_off = YQ->offset;
     const int ldy = (int)Y->ne[0], rows = (int)W->rows, K = (int)W->cols;
     arg(&a, sizeof(cl_mem), &W->mem);

@@ -89,4 +89,22 @@ const char *clf_matmul_variant(const clf_runtime *rt);
  * 0.4% relative, as in llama.cpp's CPU kernels. */
 int clf_matmul_quantizes_x(const clf_runtime *rt, const clf_weight *W, int64_t n);
 
+/* The product kernels, by form: one name pattern each, with %s for the
+ * type's name (cl/types.cl says which types have which form). */
+typedef enum clf_mm_form {
+    CLF_MM_GEMV,        /* gemv_<type>: one token */
+    CLF_MM_GEMM,        /* gemm_<type>: tokens */
+    CLF_MM_GEMV_I8,     /* gemv_<type>_i8: cpu, x quantized in the kernel */
+    CLF_MM_GEMV_XQ,     /* gemv_<type>_xq: x quantized by its producer (cpu; gpu where GPU_XQ) */
+    CLF_MM_GEMM_XQ,     /* gemm_<type>_xq: cpu, the int8 GEMM */
+    CLF_MM_SWIGLU_XQ,   /* gemv_<type>_swiglu_xq: cpu, gate|up with SwiGLU */
+    CLF_MM_GEGLU_XQ,    /* gemv_<type>_geglu_xq: cpu, gate|up with GeGLU */
+    CLF_MM_TO_F32,      /* unpack_<type> (cpu) or dequant_<type> (gpu, not F32): W as F32 for CLBlast */
+    CLF_MM_FORMS
+} clf_mm_form;
+
+/* The name of type t's kernel of form f in the cpu (panels 1: cl/matmul_cpu.cl)
+ * or gpu family, in buf; NULL when the type has no such kernel there. */
+const char *clf_matmul_kernel_name(clf_type t, int panels, clf_mm_form f, char *buf, size_t n);
+
 #endif

@@ -18,124 +18,26 @@ static void put_words(uint16_t *rec, int off, int j, const unsigned char *bytes,
     }
 }
 
-/* ---- codes ---- */
-
-static void codes_q8_0(const unsigned char *blk, uint8_t *c) { memcpy(c, blk + 2, CLF_QK); }
-
-static void nibbles(const unsigned char *qs, uint8_t *c) {
-    for (int j = 0; j < CLF_QK / 2; j++) {
-        c[j] = qs[j] & 15;
-        c[j + 16] = qs[j] >> 4;
-    }
+/* Row j's scale record of one block: d, the min if any, the packed
+ * sub-block scales (as the file has them), at the table's offsets. */
+static void put_scales(const clf_panel_fmt *f, const unsigned char *blk, uint16_t *rec, int j) {
+    rec[j] = u16(blk + f->d_at);
+    if (f->m_at >= 0) rec[32 + j] = u16(blk + f->m_at);
+    put_words(rec, f->m_at >= 0 ? 64 : 32, j, blk + f->s_at, f->sw);
 }
 
-static void codes_q4_0(const unsigned char *blk, uint8_t *c) { nibbles(blk + 2, c); }
-static void codes_q4_1(const unsigned char *blk, uint8_t *c) { nibbles(blk + 4, c); }
-
-static void fifth_bits(const unsigned char *qh, uint8_t *c) {
-    for (int j = 0; j < CLF_QK; j++) c[j] |= (uint8_t)((qh[j / 8] >> (j % 8) & 1) << 4);
-}
-
-static void codes_q5_0(const unsigned char *blk, uint8_t *c) {
-    nibbles(blk + 6, c);
-    fifth_bits(blk + 2, c);
-}
-
-static void codes_q5_1(const unsigned char *blk, uint8_t *c) {
-    nibbles(blk + 8, c);
-    fifth_bits(blk + 4, c);
-}
-
-static void codes_q4_k(const unsigned char *blk, uint8_t *c) {
-    const clf_block_q4_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++) c[k] = x->qs[32 * (k / 64) + k % 32] >> (4 * (k / 32 % 2)) & 15;
-}
-
-static void codes_q5_k(const unsigned char *blk, uint8_t *c) {
-    const clf_block_q5_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++)
-        c[k] = (uint8_t)((x->qs[32 * (k / 64) + k % 32] >> (4 * (k / 32 % 2)) & 15) | (x->qh[k % 32] >> (k / 32) & 1) << 4);
-}
-
-static void codes_q6_k(const unsigned char *blk, uint8_t *c) {
-    const clf_block_q6_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++) {
-        const int n = k / 128, q4 = k % 128 / 32, l = k % 32;
-        c[k] = (uint8_t)((x->ql[64 * n + 32 * (q4 % 2) + l] >> (4 * (q4 / 2)) & 15) |
-                         (x->qh[32 * n + l] >> (2 * q4) & 3) << 4);
-    }
-}
-
-static void codes_q2_k(const unsigned char *blk, uint8_t *c) {
-    const clf_block_q2_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++) c[k] = x->qs[32 * (k / 128) + k % 32] >> (2 * (k % 128 / 32)) & 3;
-}
-
-static void codes_q3_k(const unsigned char *blk, uint8_t *c) {
-    const clf_block_q3_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++)
-        c[k] = (uint8_t)((x->qs[32 * (k / 128) + k % 32] >> (2 * (k % 128 / 32)) & 3) |
-                         (x->hmask[k % 32] >> (k / 32) & 1) << 2);
-}
-
-/* ---- scale records ---- */
-
-static void scales_d(const unsigned char *blk, uint16_t *rec, int j) { rec[j] = u16(blk); }
-
-static void scales_dm(const unsigned char *blk, uint16_t *rec, int j) {
-    rec[j] = u16(blk);
-    rec[32 + j] = u16(blk + 2);
-}
-
-static void scales_k4(const unsigned char *blk, uint16_t *rec, int j) { /* Q4_K and Q5_K */
-    const clf_block_q4_K *x = (const void *)blk;
-    rec[j] = x->d;
-    rec[32 + j] = x->dmin;
-    put_words(rec, 64, j, x->scales, 3);
-}
-
-static void scales_q6_k(const unsigned char *blk, uint16_t *rec, int j) {
-    const clf_block_q6_K *x = (const void *)blk;
-    rec[j] = x->d;
-    put_words(rec, 32, j, (const unsigned char *)x->scales, 4);
-}
-
-static void scales_q2_k(const unsigned char *blk, uint16_t *rec, int j) {
-    const clf_block_q2_K *x = (const void *)blk;
-    rec[j] = x->d;
-    rec[32 + j] = x->dmin;
-    put_words(rec, 64, j, x->scales, 4);
-}
-
-static void scales_q3_k(const unsigned char *blk, uint16_t *rec, int j) {
-    const clf_block_q3_K *x = (const void *)blk;
-    rec[j] = x->d;
-    put_words(rec, 32, j, x->scales, 3);
-}
-
-/* The int8 column: where the x86 int8 GEMV measured faster than the float
- * one (bench/RESULTS.md). */
-static const clf_panel_fmt fmts[] = {
-    {CLF_F32, 0, 0, 1, 0, 0, NULL, NULL},
-    {CLF_F16, 0, 0, 1, 0, 0, NULL, NULL},
-    {CLF_BF16, 0, 0, 1, 0, 0, NULL, NULL},
-    {CLF_Q8_0, 8, 0, 32, 32, 1, codes_q8_0, scales_d},
-    {CLF_IQ4_NL, 4, 0, 32, 32, 1, codes_q4_0, scales_d},
-    {CLF_Q4_0, 4, 0, 32, 32, 1, codes_q4_0, scales_d},
-    {CLF_Q4_1, 4, 0, 32, 64, 1, codes_q4_1, scales_dm},
-    {CLF_Q5_0, 4, 1, 32, 32, 1, codes_q5_0, scales_d},
-    {CLF_Q5_1, 4, 1, 32, 64, 1, codes_q5_1, scales_dm},
-    {CLF_Q4_K, 4, 0, 256, 256, 1, codes_q4_k, scales_k4},
-    {CLF_Q5_K, 4, 1, 256, 256, 1, codes_q5_k, scales_k4},
-    {CLF_Q6_K, 4, 2, 256, 288, 1, codes_q6_k, scales_q6_k},
-    {CLF_Q2_K, 2, 0, 256, 320, 1, codes_q2_k, scales_q2_k},
-    {CLF_Q3_K, 2, 1, 256, 224, 1, codes_q3_k, scales_q3_k},
-};
+#define FAMILY_FLT CLF_CPU_FLT
+#define FAMILY_Q8 CLF_CPU_Q8
+#define FAMILY_Q4 CLF_CPU_Q4
+#define FAMILY_KQI CLF_CPU_KQI
+#define FAMILY_KQF CLF_CPU_KQF
+#define PANEL_FMT(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ)            \
+    [ID] = {CLF_##NAME, QB, QH, QK, (QB) ? CLF_PANEL_REC(M_AT, SW) : 0, (QB) > 0, FAMILY_##CPU, GPU_XQ, D_AT, M_AT, \
+            S_AT, SW},
+static const clf_panel_fmt fmts[CLF_TYPE_COUNT] = {CLF_TYPES(PANEL_FMT, ~)};
 
 const clf_panel_fmt *clf_panel_fmt_get(clf_type t) {
-    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
-        if (fmts[i].type == t) return &fmts[i];
-    return NULL;
+    return clf_type_get(t) ? &fmts[t] : NULL;
 }
 
 /* The codes of one GGUF row into its panel slot j: code c of column k in
@@ -143,12 +45,13 @@ const clf_panel_fmt *clf_panel_fmt_get(clf_type t) {
  * (k % 32 / 4 · B) / 8 of its B-bit plane, the base plane's QB low bits at
  * dword 0 of the block, the QH high bits at dword QB. */
 static void pack_row(const clf_panel_fmt *f, const unsigned char *src, int64_t cols, int j, uint32_t *q, uint16_t *s) {
-    const int qw = f->qb + f->qh, bb = clf_type_get(f->type)->block_bytes;
+    const clf_type_info *ti = clf_type_get(f->type);
+    const int qw = f->qb + f->qh, bb = ti->block_bytes;
     uint8_t c[CLF_QK_K];
     for (int64_t sb = 0; sb < cols / f->sbk; sb++) {
         const unsigned char *blk = src + sb * bb;
-        f->codes(blk, c);
-        f->scales(blk, s + sb * f->rec, j);
+        ti->codes(blk, c);
+        put_scales(f, blk, s + sb * f->rec, j);
         for (int kk = 0; kk < f->sbk; kk++) {
             const int64_t b = (sb * f->sbk + kk) / 32;
             const int k = kk % 32, c4 = k / 4, bit = 8 * (k % 4);

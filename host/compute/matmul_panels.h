@@ -10,19 +10,24 @@
 #include "quant.h"
 #include "status.h"
 
+/* A type's CPU kernel family (cl/types.cl's CPU column). */
+typedef enum clf_cpu_family { CLF_CPU_FLT, CLF_CPU_Q8, CLF_CPU_Q4, CLF_CPU_KQI, CLF_CPU_KQF } clf_cpu_family;
+
+/* A type's panel format, from its row of cl/types.cl. */
 typedef struct clf_panel_fmt {
     clf_type type;
     int qb, qh;         /* bits of a code's base and high planes; 0, 0: F32/F16/BF16 values */
-    int sbk;            /* columns per scale record (super-block) */
+    int sbk;            /* columns per scale record (the block) */
     int rec;            /* halves per record of a panel (32 rows) */
-    int int8;           /* 1: has an int8-x GEMV (gemv_<type>_i8) that beats the float one */
-    /* the sbk codes of one GGUF (super-)block, and its scale fields into
-     * row j of a record */
-    void (*codes)(const unsigned char *blk, uint8_t *c);
-    void (*scales)(const unsigned char *blk, uint16_t *rec, int j);
+    int int8;           /* 1: has the int8-x forms (gemv_<type>_i8, ...), which beat the float ones */
+    clf_cpu_family family;
+    int gpu_xq;         /* 16-byte chunks per 32 weights of its gpu int8 GEMV; 0: none */
+    /* the record's fields: f16 d and min (-1: none) at these bytes of a
+     * block, then sw packed dwords of sub-block scales from byte s_at */
+    int d_at, m_at, s_at, sw;
 } clf_panel_fmt;
 
-/* NULL for a type the kernels do not read. */
+/* NULL for a type the kernels do not read (not in the table). */
 const clf_panel_fmt *clf_panel_fmt_get(clf_type t);
 
 static inline int64_t clf_panels_of(int64_t rows) { return (rows + 31) / 32; }

@@ -5,19 +5,19 @@
 #include <string.h>
 #include <strings.h>
 
-#include "quant_k.h"
+#include "quant_k.h" /* every type's conversions, declared from the table */
 
-_Static_assert(sizeof(clf_block_q8_0) == 34, "Q8_0 block is 34 bytes");
-_Static_assert(sizeof(clf_block_q4_0) == 18, "Q4_0 block is 18 bytes");
-_Static_assert(sizeof(clf_block_q4_1) == 20, "Q4_1 block is 20 bytes");
-_Static_assert(sizeof(clf_block_q5_0) == 22, "Q5_0 block is 22 bytes");
-_Static_assert(sizeof(clf_block_q5_1) == 24, "Q5_1 block is 24 bytes");
-_Static_assert(sizeof(clf_block_iq4_nl) == 18, "IQ4_NL block is 18 bytes");
-_Static_assert(sizeof(clf_block_q2_K) == 84, "Q2_K block is 84 bytes");
-_Static_assert(sizeof(clf_block_q3_K) == 110, "Q3_K block is 110 bytes");
-_Static_assert(sizeof(clf_block_q4_K) == 144, "Q4_K block is 144 bytes");
-_Static_assert(sizeof(clf_block_q5_K) == 176, "Q5_K block is 176 bytes");
-_Static_assert(sizeof(clf_block_q6_K) == 210, "Q6_K block is 210 bytes");
+_Static_assert(sizeof(clf_block_q8_0) == CLF_BYTES_q8_0, "Q8_0 block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q4_0) == CLF_BYTES_q4_0, "Q4_0 block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q4_1) == CLF_BYTES_q4_1, "Q4_1 block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q5_0) == CLF_BYTES_q5_0, "Q5_0 block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q5_1) == CLF_BYTES_q5_1, "Q5_1 block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_iq4_nl) == CLF_BYTES_iq4_nl, "IQ4_NL block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q2_K) == CLF_BYTES_q2_k, "Q2_K block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q3_K) == CLF_BYTES_q3_k, "Q3_K block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q4_K) == CLF_BYTES_q4_k, "Q4_K block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q5_K) == CLF_BYTES_q5_k, "Q5_K block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_q6_K) == CLF_BYTES_q6_k, "Q6_K block as cl/types.cl says");
 
 /* ggml's kvalues_iq4nl: a non-uniform 4-bit grid, denser near zero. */
 const int8_t clf_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -73,33 +73,33 @@ uint16_t clf_f32_to_bf16(float f) {
 
 /* ---- element types ---------------------------------------------------------- */
 
-static void f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
-static void f32_from_float(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+void clf_f32_to_float(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+void clf_f32_from_float(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
 
-static void f16_to_float(const void *src, float *dst, int64_t n) {
+void clf_f16_to_float(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = clf_f16_to_f32(((const uint16_t *)src)[i]);
 }
-static void f16_from_float(const float *src, void *dst, int64_t n) {
+void clf_f16_from_float(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = clf_f32_to_f16(src[i]);
 }
 
-static void bf16_to_float(const void *src, float *dst, int64_t n) {
+void clf_bf16_to_float(const void *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = clf_bf16_to_f32(((const uint16_t *)src)[i]);
 }
-static void bf16_from_float(const float *src, void *dst, int64_t n) {
+void clf_bf16_from_float(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = clf_f32_to_bf16(src[i]);
 }
 
 /* ---- 32-weight blocks ------------------------------------------------------- */
 
-static void q8_0_to_float(const void *src, float *y, int64_t nb) {
+void clf_q8_0_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q8_0 *x = src; nb--; x++, y += CLF_QK) {
         float d = clf_f16_to_f32(x->d);
         for (int j = 0; j < CLF_QK; j++) y[j] = x->qs[j] * d;
     }
 }
 
-static void q4_0_to_float(const void *src, float *y, int64_t nb) {
+void clf_q4_0_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q4_0 *x = src; nb--; x++, y += CLF_QK) {
         float d = clf_f16_to_f32(x->d);
         for (int j = 0; j < CLF_QK / 2; j++) {
@@ -109,7 +109,7 @@ static void q4_0_to_float(const void *src, float *y, int64_t nb) {
     }
 }
 
-static void q4_1_to_float(const void *src, float *y, int64_t nb) {
+void clf_q4_1_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q4_1 *x = src; nb--; x++, y += CLF_QK) {
         float d = clf_f16_to_f32(x->d), m = clf_f16_to_f32(x->m);
         for (int j = 0; j < CLF_QK / 2; j++) {
@@ -137,7 +137,7 @@ static void q5_pack(const int q[CLF_QK], uint8_t *qh4, uint8_t *qs) {
     for (int i = 0; i < 4; i++) qh4[i] = (uint8_t)(qh >> 8 * i);
 }
 
-static void q5_0_to_float(const void *src, float *y, int64_t nb) {
+void clf_q5_0_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q5_0 *x = src; nb--; x++, y += CLF_QK) {
         float d = clf_f16_to_f32(x->d);
         int q[CLF_QK];
@@ -146,7 +146,7 @@ static void q5_0_to_float(const void *src, float *y, int64_t nb) {
     }
 }
 
-static void q5_1_to_float(const void *src, float *y, int64_t nb) {
+void clf_q5_1_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q5_1 *x = src; nb--; x++, y += CLF_QK) {
         float d = clf_f16_to_f32(x->d), m = clf_f16_to_f32(x->m);
         int q[CLF_QK];
@@ -155,7 +155,7 @@ static void q5_1_to_float(const void *src, float *y, int64_t nb) {
     }
 }
 
-static void iq4_nl_to_float(const void *src, float *y, int64_t nb) {
+void clf_iq4_nl_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_iq4_nl *x = src; nb--; x++, y += CLF_QK) {
         float d = clf_f16_to_f32(x->d);
         for (int j = 0; j < CLF_QK / 2; j++) {
@@ -168,7 +168,7 @@ static void iq4_nl_to_float(const void *src, float *y, int64_t nb) {
 /* ggml's reference quantizers (quantize_row_*_ref): a scale from the block's
  * extreme value, codes by truncating x / d plus an offset. */
 
-static void q8_0_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q8_0_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q8_0 *y = dst; nb--; y++, x += CLF_QK) {
         float amax = 0;
         for (int j = 0; j < CLF_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -186,7 +186,7 @@ static float signed_max(const float *x, int n) {
     return max;
 }
 
-static void q4_0_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q4_0_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q4_0 *y = dst; nb--; y++, x += CLF_QK) {
         float d = signed_max(x, CLF_QK) / -8.0f, id = d ? 1.0f / d : 0.0f;
         y->d = clf_f32_to_f16(d);
@@ -204,7 +204,7 @@ static void min_max(const float *x, int n, float *lo, float *hi) {
     for (int j = 1; j < n; j++) *lo = fminf(*lo, x[j]), *hi = fmaxf(*hi, x[j]);
 }
 
-static void q4_1_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q4_1_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q4_1 *y = dst; nb--; y++, x += CLF_QK) {
         float min, max;
         min_max(x, CLF_QK, &min, &max);
@@ -220,7 +220,7 @@ static void q4_1_from_float(const float *x, void *dst, int64_t nb) {
     }
 }
 
-static void q5_0_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q5_0_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q5_0 *y = dst; nb--; y++, x += CLF_QK) {
         float d = signed_max(x, CLF_QK) / -16.0f, id = d ? 1.0f / d : 0.0f;
         y->d = clf_f32_to_f16(d);
@@ -233,7 +233,7 @@ static void q5_0_from_float(const float *x, void *dst, int64_t nb) {
     }
 }
 
-static void q5_1_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q5_1_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q5_1 *y = dst; nb--; y++, x += CLF_QK) {
         float min, max;
         min_max(x, CLF_QK, &min, &max);
@@ -246,24 +246,49 @@ static void q5_1_from_float(const float *x, void *dst, int64_t nb) {
     }
 }
 
+/* ---- codes (the CPU panels' integer codes; clf_type_info.codes) ------------ */
+
+void clf_q8_0_codes(const unsigned char *blk, uint8_t *c) { memcpy(c, blk + 2, CLF_QK); }
+
+static void nibbles(const unsigned char *qs, uint8_t *c) {
+    for (int j = 0; j < CLF_QK / 2; j++) {
+        c[j] = qs[j] & 15;
+        c[j + 16] = qs[j] >> 4;
+    }
+}
+
+void clf_q4_0_codes(const unsigned char *blk, uint8_t *c) { nibbles(blk + 2, c); }
+void clf_q4_1_codes(const unsigned char *blk, uint8_t *c) { nibbles(blk + 4, c); }
+void clf_iq4_nl_codes(const unsigned char *blk, uint8_t *c) { nibbles(blk + 2, c); } /* grid indices */
+
+static void fifth_bits(const unsigned char *qh, uint8_t *c) {
+    for (int j = 0; j < CLF_QK; j++) c[j] |= (uint8_t)((qh[j / 8] >> (j % 8) & 1) << 4);
+}
+
+void clf_q5_0_codes(const unsigned char *blk, uint8_t *c) {
+    nibbles(blk + 6, c);
+    fifth_bits(blk + 2, c);
+}
+
+void clf_q5_1_codes(const unsigned char *blk, uint8_t *c) {
+    nibbles(blk + 8, c);
+    fifth_bits(blk + 4, c);
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
-static const clf_type_info clf_types[CLF_TYPE_COUNT] = {
-    [CLF_F32] = {"F32", "f32", 1, 4, f32_to_float, f32_from_float},
-    [CLF_F16] = {"F16", "f16", 1, 2, f16_to_float, f16_from_float},
-    [CLF_BF16] = {"BF16", "bf16", 1, 2, bf16_to_float, bf16_from_float},
-    [CLF_Q4_0] = {"Q4_0", "q4_0", CLF_QK, sizeof(clf_block_q4_0), q4_0_to_float, q4_0_from_float},
-    [CLF_Q4_1] = {"Q4_1", "q4_1", CLF_QK, sizeof(clf_block_q4_1), q4_1_to_float, q4_1_from_float},
-    [CLF_Q5_0] = {"Q5_0", "q5_0", CLF_QK, sizeof(clf_block_q5_0), q5_0_to_float, q5_0_from_float},
-    [CLF_Q5_1] = {"Q5_1", "q5_1", CLF_QK, sizeof(clf_block_q5_1), q5_1_to_float, q5_1_from_float},
-    [CLF_Q8_0] = {"Q8_0", "q8_0", CLF_QK, sizeof(clf_block_q8_0), q8_0_to_float, q8_0_from_float},
-    [CLF_IQ4_NL] = {"IQ4_NL", "iq4_nl", CLF_QK, sizeof(clf_block_iq4_nl), iq4_nl_to_float, clf_iq4_nl_from_float},
-    [CLF_Q2_K] = {"Q2_K", "q2_k", CLF_QK_K, sizeof(clf_block_q2_K), clf_q2_K_to_float, clf_q2_K_from_float},
-    [CLF_Q3_K] = {"Q3_K", "q3_k", CLF_QK_K, sizeof(clf_block_q3_K), clf_q3_K_to_float, clf_q3_K_from_float},
-    [CLF_Q4_K] = {"Q4_K", "q4_k", CLF_QK_K, sizeof(clf_block_q4_K), clf_q4_K_to_float, clf_q4_K_from_float},
-    [CLF_Q5_K] = {"Q5_K", "q5_k", CLF_QK_K, sizeof(clf_block_q5_K), clf_q5_K_to_float, clf_q5_K_from_float},
-    [CLF_Q6_K] = {"Q6_K", "q6_k", CLF_QK_K, sizeof(clf_block_q6_K), clf_q6_K_to_float, clf_q6_K_from_float},
-};
+/* CLF_CODES_<CPU>(name): the type's codes function, none for floats */
+#define CLF_CODES_FLT(name) NULL
+#define CLF_CODES_Q8(name) clf_##name##_codes
+#define CLF_CODES_Q4(name) clf_##name##_codes
+#define CLF_CODES_KQI(name) clf_##name##_codes
+#define CLF_CODES_KQF(name) clf_##name##_codes
+#define TYPE_INFO(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    [ID] = {#NAME, #name, QK, BYTES, clf_##name##_to_float, clf_##name##_from_float, CLF_CODES_##CPU(name)},
+static const clf_type_info clf_types[CLF_TYPE_COUNT] = {CLF_TYPES(TYPE_INFO, ~)};
+
+#define TYPE_ID(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) CLF_##NAME,
+const clf_type clf_type_list[CLF_NTYPES] = {CLF_TYPES(TYPE_ID, ~)};
 
 const clf_type_info *clf_type_get(uint32_t type) {
     if (type >= CLF_TYPE_COUNT || !clf_types[type].name) return NULL;

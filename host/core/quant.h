@@ -1,29 +1,27 @@
 /* Tensor element types (GGML numbering, as stored in GGUF) and the host
- * reference (de)quantizers. One table drives every size computation. */
+ * reference (de)quantizers. The types, their ids and sizes come from the one
+ * table, cl/types.cl. */
 #ifndef CLF_QUANT_H
 #define CLF_QUANT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum clf_type {
-    CLF_F32 = 0,
-    CLF_F16 = 1,
-    CLF_Q4_0 = 2,
-    CLF_Q4_1 = 3,
-    CLF_Q5_0 = 6,
-    CLF_Q5_1 = 7,
-    CLF_Q8_0 = 8,
-    CLF_Q2_K = 10,
-    CLF_Q3_K = 11,
-    CLF_Q4_K = 12,
-    CLF_Q5_K = 13,
-    CLF_Q6_K = 14,
-    CLF_IQ4_NL = 20,
-    CLF_BF16 = 30,
-} clf_type;
+#include "../../cl/types.cl" /* the table: CLF_TYPES */
 
-#define CLF_TYPE_COUNT 31 /* one past the largest id in the table */
+#define CLF_TYPE_ENUM_(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    CLF_##NAME = ID,
+typedef enum clf_type { CLF_TYPES(CLF_TYPE_ENUM_, ~) } clf_type;
+
+/* One past the largest id in the table: the size of a union of char[id + 1]. */
+#define CLF_TYPE_ID_SIZE_(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    char NAME[ID + 1];
+#define CLF_TYPE_COUNT ((int)sizeof(union { CLF_TYPES(CLF_TYPE_ID_SIZE_, ~) }))
+
+/* Every type of the table, in its order (what checks and tests iterate). */
+#define CLF_TYPE_ONE_(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) +1
+enum { CLF_NTYPES = 0 CLF_TYPES(CLF_TYPE_ONE_, ~) };
+extern const clf_type clf_type_list[CLF_NTYPES];
 
 #define CLF_QK 32    /* weights per block for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL */
 #define CLF_QK_K 256 /* weights per super-block of the K-quants */
@@ -100,6 +98,9 @@ typedef struct clf_type_info {
     /* n / block blocks from and to floats (host reference) */
     void (*to_float)(const void *src, float *dst, int64_t nblocks);
     void (*from_float)(const float *src, void *dst, int64_t nblocks);
+    /* the unsigned code of each weight of one block, in weight order, as
+     * the CPU panels store it (the table's QB + QH bits; NULL: floats) */
+    void (*codes)(const unsigned char *blk, uint8_t *c);
 } clf_type_info;
 
 /* NULL for a type clinfer cannot read (any GGML id it does not support). */

@@ -33,7 +33,7 @@ static int q3_scale(const uint8_t *scales, int i) {
     return (scales[i % 8] >> (4 * (i / 8)) & 0xf) | (scales[8 + i % 4] >> (2 * (i / 4)) & 3) << 4;
 }
 
-void clf_q2_K_to_float(const void *src, float *y, int64_t nb) {
+void clf_q2_k_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q2_K *x = src; nb--; x++, y += CLF_QK_K) {
         float d = clf_f16_to_f32(x->d), dmin = clf_f16_to_f32(x->dmin);
         for (int s = 0; s < 16; s++) {
@@ -43,7 +43,7 @@ void clf_q2_K_to_float(const void *src, float *y, int64_t nb) {
     }
 }
 
-void clf_q3_K_to_float(const void *src, float *y, int64_t nb) {
+void clf_q3_k_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q3_K *x = src; nb--; x++, y += CLF_QK_K) {
         float d = clf_f16_to_f32(x->d);
         for (int s = 0; s < 16; s++) {
@@ -58,7 +58,7 @@ void clf_q3_K_to_float(const void *src, float *y, int64_t nb) {
 static int q4_code(const uint8_t *qs, int j) { return qs[j / 64 * 32 + j % 32] >> (4 * (j % 64 / 32)) & 0xf; }
 static int q5_high(const uint8_t *qh, int j) { return qh[j % 32] >> (2 * (j / 64) + j % 64 / 32) & 1; }
 
-void clf_q4_K_to_float(const void *src, float *y, int64_t nb) {
+void clf_q4_k_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q4_K *x = src; nb--; x++, y += CLF_QK_K) {
         float d = clf_f16_to_f32(x->d), dmin = clf_f16_to_f32(x->dmin);
         for (int s = 0; s < 8; s++) {
@@ -70,7 +70,7 @@ void clf_q4_K_to_float(const void *src, float *y, int64_t nb) {
     }
 }
 
-void clf_q5_K_to_float(const void *src, float *y, int64_t nb) {
+void clf_q5_k_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q5_K *x = src; nb--; x++, y += CLF_QK_K) {
         float d = clf_f16_to_f32(x->d), dmin = clf_f16_to_f32(x->dmin);
         for (int s = 0; s < 8; s++) {
@@ -89,11 +89,37 @@ static int q6_code(const clf_block_q6_K *x, int j) {
     return lo | (x->qh[32 * c + l] >> (2 * k) & 3) << 4;
 }
 
-void clf_q6_K_to_float(const void *src, float *y, int64_t nb) {
+void clf_q6_k_to_float(const void *src, float *y, int64_t nb) {
     for (const clf_block_q6_K *x = src; nb--; x++, y += CLF_QK_K) {
         float d = clf_f16_to_f32(x->d);
         for (int j = 0; j < CLF_QK_K; j++) y[j] = d * x->scales[j / 16] * (q6_code(x, j) - 32);
     }
+}
+
+/* ---- codes (the CPU panels' integer codes; clf_type_info.codes) ------------ */
+
+void clf_q2_k_codes(const unsigned char *blk, uint8_t *c) {
+    const clf_block_q2_K *x = (const void *)blk;
+    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)q2_code(x->qs, k);
+}
+
+void clf_q3_k_codes(const unsigned char *blk, uint8_t *c) { /* the low bits, plus 4 where hmask's bit is set */
+    const clf_block_q3_K *x = (const void *)blk;
+    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)(q2_code(x->qs, k) | (x->hmask[k % 32] >> (k / 32) & 1) << 2);
+}
+
+void clf_q4_k_codes(const unsigned char *blk, uint8_t *c) {
+    const clf_block_q4_K *x = (const void *)blk;
+    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)q4_code(x->qs, k);
+}
+
+void clf_q5_k_codes(const unsigned char *blk, uint8_t *c) {
+    const clf_block_q5_K *x = (const void *)blk;
+    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)(q4_code(x->qs, k) | q5_high(x->qh, k) << 4);
+}
+
+void clf_q6_k_codes(const unsigned char *blk, uint8_t *c) {
+    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)q6_code((const clf_block_q6_K *)(const void *)blk, k);
 }
 
 /* ---- shared pieces of the quantizers ------------------------------------------ */
@@ -270,7 +296,7 @@ static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
 
 /* ---- Q2_K ---------------------------------------------------------------------- */
 
-void clf_q2_K_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q2_k_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q2_K *y = dst; nb--; y++, x += CLF_QK_K) {
         uint8_t L[CLF_QK_K];
         float weights[16], mins[16], scales[16], max_scale = 0, max_min = 0;
@@ -304,7 +330,7 @@ void clf_q2_K_from_float(const float *x, void *dst, int64_t nb) {
 
 /* ---- Q3_K ---------------------------------------------------------------------- */
 
-void clf_q3_K_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q3_k_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q3_K *y = dst; nb--; y++, x += CLF_QK_K) {
         int8_t L[CLF_QK_K];
         float scales[16], max_scale = 0, amax = 0;
@@ -385,7 +411,7 @@ static void k4_fit(const float *x, int nmax, float rmin, int nstep, uint16_t *d_
     }
 }
 
-void clf_q4_K_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q4_k_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q4_K *y = dst; nb--; y++, x += CLF_QK_K) {
         uint8_t L[CLF_QK_K];
         memset(y->scales, 0, sizeof y->scales);
@@ -395,7 +421,7 @@ void clf_q4_K_from_float(const float *x, void *dst, int64_t nb) {
     }
 }
 
-void clf_q5_K_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q5_k_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q5_K *y = dst; nb--; y++, x += CLF_QK_K) {
         uint8_t L[CLF_QK_K];
         memset(y->scales, 0, sizeof y->scales);
@@ -410,7 +436,7 @@ void clf_q5_K_from_float(const float *x, void *dst, int64_t nb) {
 
 /* ---- Q6_K ---------------------------------------------------------------------- */
 
-void clf_q6_K_from_float(const float *x, void *dst, int64_t nb) {
+void clf_q6_k_from_float(const float *x, void *dst, int64_t nb) {
     for (clf_block_q6_K *y = dst; nb--; y++, x += CLF_QK_K) {
         int8_t L[CLF_QK_K];
         float scales[16], max_scale = 0, max_abs_scale = 0;
