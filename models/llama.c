@@ -794,9 +794,11 @@ static clf_status forward(clf_llama_ctx *c, const int32_t *tokens, const float *
             clf_tensor sq = clf_tensor_rows(&c->qkv, sg->row0, sg->n), sa = clf_tensor_rows(&c->att, sg->row0, sg->n);
             clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
             if (sg->n == 1) { /* RoPE and the cache write fused into the decode kernel, which quantizes its output */
+                /* only a decode row's (s < n1): xq_a has n_dec rows, and a chunk given the pass's last
+                 * row only (fill_pass) is a one-row segment past them */
                 clf_tensor aq = c->xq_a.mem ? clf_tensor_rows(&c->xq_a, sg->row0, 1) : sa;
                 CLF_TRY(clf_attention_decode(rt, kv, kl, q, k, v, hp->n_head, sg->pos, hp->attn_scale, &rope, &sa,
-                                             xqe && c->xq_a.mem ? &aq : NULL));
+                                             xqe && c->xq_a.mem && s < n1 ? &aq : NULL));
                 continue;
             }
             /* Q and K are adjacent in each row: one launch rotates both */
