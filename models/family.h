@@ -1,5 +1,5 @@
 /* The model families clinfer runs, each as its differences from Llama:
- * one forward pass (models/llama.c), the hyperparameter reader and the
+ * one forward pass (models/llama_forward.c), the hyperparameter reader and the
  * cost estimates (models/estimate.c) read these instead of naming
  * architectures. How a file stores its projections (Q|K|V as one attn_qkv,
  * gate|up as one ffn_up) is read from its tensors, whatever the family. */
