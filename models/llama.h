@@ -21,7 +21,8 @@ typedef struct clf_llama_hparams {
     const clf_family *fam;
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab, n_ctx_train;
     float rope_base, rope_freq_scale, eps;
-    float attn_scale; /* applied to Q·K: 1/sqrt(head_dim) but for Gemma 3 27B */
+    float attn_scale; /* applied to Q·K: 1/sqrt(query_pre_attn_scalar) (llama_hparams.c) */
+    float rope_base_swa; /* RoPE base of the sliding-window layers */
     int n_swa;        /* the sliding window of the family's local layers; 0: none */
     int fused_qkv;    /* stored as one attn_qkv (Phi-3) rather than attn_q, attn_k, attn_v */
     int fused_gate_up; /* stored as one ffn_up of 2 n_ff rows (Phi-3), no ffn_gate */

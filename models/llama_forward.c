@@ -195,7 +195,7 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
         /* a sliding-window layer: its own ring cache, the family's local RoPE base, no position scaling */
         const int swa = clf_family_layer_swa(f, l);
         const int kl = swa ? n_local++ : n_global++; /* the layer's index in its cache */
-        const clf_rope_params rope = {f->rope, hp->n_rot, swa ? f->swa_rope_base : hp->rope_base,
+        const clf_rope_params rope = {f->rope, hp->n_rot, swa ? hp->rope_base_swa : hp->rope_base,
                                       swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
 
         /* x [n × n_embd] -> xn [n × n_embd]: RMSNorm with attn_norm */

@@ -138,12 +138,29 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
                         !isfinite(scale) || !(scale > 0) ? "scaling.factor" : "scale_linear",
                         !isfinite(scale) || !(scale > 0) ? scale : scale_linear);
     CLF_TRY(rope_scaling(g, a, &hp->rope_freq_scale));
-    /* Gemma 3 27B scales scores by 1/sqrt(n_embd / n_head), not by the
-     * head's width (gemma_pytorch's query_pre_attn_scalar; llama.cpp keys it
-     * on the 62 layers) */
+    /* Scores are scaled by 1/sqrt(query_pre_attn_scalar): the file's
+     * attention.scale where it has one (llama.cpp's key for the scale
+     * itself), else the head's width, but n_embd / n_head for the one size
+     * the family names. Gemma 3's files carry no key for it, and no rule on
+     * their shapes tells 27B (5376 / 32 = 168, heads of 128) from the others
+     * (256, the head's width, where n_embd / n_head is 160, 288, 320, 240):
+     * llama.cpp keys it on the 62 layers (its LLM_TYPE_27B), so the family
+     * does (q_scale_embd_n_layer). */
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-    if (f->post_norms && hp->n_layer == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
-    if (f->swa_period) CLF_TRY(get_u32(g, a, "attention.sliding_window", 1, &hp->n_swa));
+    if (f->q_scale_embd_n_layer && hp->n_layer == f->q_scale_embd_n_layer)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    CLF_TRY(get_f32(g, a, "attention.scale", &hp->attn_scale));
+    if (!isfinite(hp->attn_scale) || !(hp->attn_scale > 0))
+        return clf_fail(CLF_ERR_FORMAT, "%s.attention.scale = %g is out of range (finite and > 0)", a, hp->attn_scale);
+    if (f->swa_period) {
+        CLF_TRY(get_u32(g, a, "attention.sliding_window", 1, &hp->n_swa));
+        /* the local layers' base: llama.cpp's fixed one unless the file states it */
+        hp->rope_base_swa = f->swa_rope_base;
+        CLF_TRY(get_f32(g, a, "rope.freq_base_swa", &hp->rope_base_swa));
+        if (!isfinite(hp->rope_base_swa) || !(hp->rope_base_swa > 1))
+            return clf_fail(CLF_ERR_FORMAT, "%s.rope.freq_base_swa = %g is out of range (finite and > 1)", a,
+                            hp->rope_base_swa);
+    }
 
     const clf_gguf_tensor *t;
     CLF_TRY(want_tensor(g, "token_embd.weight", hp->n_embd, hp->n_vocab, &t));
