@@ -159,6 +159,46 @@ void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos) {
 
 void clf_llama_rewind(clf_llama_ctx *c, int pos) { clf_llama_seq_rewind(c, 0, pos); }
 
+/* Slots [0, n_slots) of every layer's and head's rows from one cache to
+ * another of the same shape ([layer][kv_head][slot][head_dim], K and V):
+ * one rectangle of n_layer × n_kv_head rows per buffer. */
+static clf_status copy_slots(clf_runtime *rt, const clf_kv_cache *from, const clf_kv_cache *to, int n_slots) {
+    if (!from->k || n_slots <= 0) return CLF_OK;
+    const size_t elem = from->type == CLF_F16 ? 2 : 4, slot = (size_t)from->head_dim * elem;
+    const size_t origin[3] = {0, 0, 0}, region[3] = {(size_t)n_slots * slot, (size_t)from->n_layer * from->n_kv_head, 1};
+    const size_t pitch = (size_t)from->n_ctx * slot;
+    cl_mem src[2] = {from->k, from->v}, dst[2] = {to->k, to->v};
+    for (int i = 0; i < 2; i++)
+        CLF_CL_TRY(clEnqueueCopyBufferRect(rt->queue, src[i], dst[i], origin, origin, region, pitch, 0, pitch, 0, 0,
+                                           NULL, NULL));
+    return CLF_OK;
+}
+
+clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n) {
+    if (src < 0 || src >= c->n_seq || dst < 0 || dst >= c->n_seq)
+        return clf_fail(CLF_ERR_ARG, "copying sequence %d to %d: the context has %d", src, dst, c->n_seq);
+    const int len = clf_llama_seq_len(c, src);
+    if (n < 0 || n > len)
+        return clf_fail(CLF_ERR_ARG, "copying %d tokens of sequence %d, which holds %d", n, src, len);
+    if (c->next) return clf_fail(CLF_ERR_ARG, "copying a sequence is not supported over a split");
+    const clf_llama_hparams *hp = &c->m->hp;
+    const int slots = model_has_swa(hp) ? clf_kv_ring_slots(hp->n_swa, c->n_batch, c->n_ctx) : c->n_ctx;
+    const int wrapped = model_has_swa(hp) && len > slots;
+    /* clf_llama_seq_rewind's rule: the ring holds the window before n */
+    if (wrapped && len - n > slots - hp->n_swa + 1)
+        return clf_fail(CLF_ERR_ARG, "copying %d of sequence %d's %d tokens: its sliding-window ring no longer "
+                        "holds the window before token %d", n, src, len, n);
+    seq_ref from = seq_at(c, src), to = seq_at(c, dst);
+    if (src != dst) {
+        *to.n_past = 0; /* a copy cut short leaves an empty sequence */
+        CLF_TRY(copy_slots(c->m->rt, from.kv, to.kv, n));
+        /* the ring: positions p at slot p % slots; once wrapped, all of it */
+        CLF_TRY(copy_slots(c->m->rt, from.kv_swa, to.kv_swa, wrapped ? from.kv_swa->n_ctx : n));
+    }
+    *to.n_past = n;
+    return CLF_OK;
+}
+
 clf_status clf_llama_grow_logits(clf_llama_ctx *c) {
     const clf_llama *m = c->m;
     if (m->l1 < m->hp.n_layer || c->logits.ne[1] >= c->n_batch) return CLF_OK;
