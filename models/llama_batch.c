@@ -64,8 +64,8 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
         segment seg = {0, 0, chunk, c->n_past};
         float *dst = all_logits ? logits + (size_t)done * hp->n_vocab : final ? logits : NULL;
         cl_event ev = NULL;
-        st = clf_llama_forward(c, tokens + done, NULL, chunk, &seg, 1, all_logits, &last, final, c->next ? c->hop_x[k & 1] : NULL,
-                     &ev);
+        st = clf_llama_forward(c, tokens + done, NULL, chunk, &seg, 1, all_logits, &last, final,
+                               c->next ? c->hop_x[k & 1] : NULL, &ev);
         if (st == CLF_OK && !c->next && dst) {
             size_t bytes = (size_t)(all_logits ? chunk : 1) * (size_t)hp->n_vocab * sizeof(float);
             st = clf_cl_check(clEnqueueReadBuffer(rt->queue, c->logits.mem, CL_TRUE, c->logits.offset, bytes, dst, 0,
@@ -257,8 +257,8 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
             continue;
         }
         /* a split: this pass runs here while the previous one hops on */
-        if ((st = clf_llama_forward(c, c->host_ids, NULL, p->rows, p->segs, p->n_seg, 0, p->want, p->n_want, p->x, &p->ev)) != CLF_OK)
-            break;
+        st = clf_llama_forward(c, c->host_ids, NULL, p->rows, p->segs, p->n_seg, 0, p->want, p->n_want, p->x, &p->ev);
+        if (st != CLF_OK) break;
         count_pass(c, b, n, done, p, 1);
         if (pending && (st = hop_pass(c, pending)) != CLF_OK) {
             count_pass(c, b, n, done, p, -1);
