@@ -311,10 +311,3 @@ clinfer_status clinfer_perplexity(clinfer_session *s, const int32_t *tokens, int
     if (u.stopped && st == CLF_ERR_INTERRUPTED) atomic_store(&s->cancel, 0);
     return (clinfer_status)cancelled(s, st);
 }
-
-
-/* TEMPORARY until the llama split lands */
-__attribute__((weak)) clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n) {
-    (void)c, (void)src, (void)dst, (void)n;
-    return clf_fail(CLF_ERR_ARG, "sequence copy: not yet");
-}

@@ -360,8 +360,10 @@ CLINFER_API const float *clinfer_batch_logits(const clinfer_session *s, int i);
  * it), and copying a prefix: dst becomes the first n tokens of src (its
  * cache copied on the device, not evaluated again), for prompts that share
  * a beginning. Sequence 0 is the one clinfer_eval and clinfer_generate use.
- * A sliding-window model (Gemma 3) copies only whole sequences (n = its
- * length); rewinding follows clinfer_session_rewind's rule. */
+ * A sliding-window layer (Gemma 3) keeps a ring of the window and a
+ * batch: a copy that would need positions the ring no longer holds is
+ * CLINFER_ERR_ARG (nothing changed), where clinfer_session_rewind would
+ * clear; over a split CLINFER_ERR_ARG (not supported yet). */
 CLINFER_API int clinfer_seq_len(const clinfer_session *s, int seq);
 CLINFER_API clinfer_status clinfer_seq_rewind(clinfer_session *s, int seq, int pos);
 CLINFER_API clinfer_status clinfer_seq_copy(clinfer_session *s, int src, int dst, int n);

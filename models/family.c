@@ -11,7 +11,7 @@ static const clf_family families[] = {
     {.arch = "qwen2", .rope = CLF_ROPE_NEOX, .qkv_bias = 1},
     {.arch = "qwen3", .rope = CLF_ROPE_NEOX, .qk_norm = 1},
     {.arch = "gemma3", .rope = CLF_ROPE_NEOX, .act = CLF_GLU_GELU_TANH, .qk_norm = 1, .post_norms = 1,
-     .embd_scale = 1, .swa_period = 6, .swa_rope_base = 10000.0f},
+     .embd_scale = 1, .swa_period = 6, .swa_rope_base = 10000.0f, .q_scale_embd_n_layer = 62},
     {.arch = "phi3", .rope = CLF_ROPE_NEOX},
 };
 

@@ -1,5 +1,5 @@
 /* The model families clinfer runs, each as its differences from Llama:
- * one forward pass (models/llama.c), the hyperparameter reader and the
+ * one forward pass (models/llama_forward.c), the hyperparameter reader and the
  * cost estimates (models/estimate.c) read these instead of naming
  * architectures. How a file stores its projections (Q|K|V as one attn_qkv,
  * gate|up as one ffn_up) is read from its tensors, whatever the family. */
@@ -20,7 +20,11 @@ typedef struct clf_family {
     int embd_scale;      /* embeddings times sqrt(n_embd) (Gemma) */
     int swa_period;      /* sliding-window attention on every layer but each swa_period-th
                             (Gemma 3: 6, layer l global when (l + 1) % 6 == 0); 0: none */
-    float swa_rope_base; /* RoPE base of the sliding-window layers (global ones: the file's) */
+    float swa_rope_base; /* RoPE base of the sliding-window layers (global ones: the file's), unless
+                            the file has rope.freq_base_swa */
+    int q_scale_embd_n_layer; /* the block_count of the size whose Q·K scale is 1/sqrt(n_embd / n_head),
+                                 not 1/sqrt(head_dim), unless the file has attention.scale (Gemma 3 27B:
+                                 62; llama_hparams.c says why a layer count); 0: none */
 } clf_family;
 
 /* The family named `arch`, or NULL. */

@@ -21,7 +21,8 @@ typedef struct clf_llama_hparams {
     const clf_family *fam;
     int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab, n_ctx_train;
     float rope_base, rope_freq_scale, eps;
-    float attn_scale; /* applied to Q·K: 1/sqrt(head_dim) but for Gemma 3 27B */
+    float attn_scale; /* applied to Q·K: 1/sqrt(query_pre_attn_scalar) (llama_hparams.c) */
+    float rope_base_swa; /* RoPE base of the sliding-window layers */
     int n_swa;        /* the sliding window of the family's local layers; 0: none */
     int fused_qkv;    /* stored as one attn_qkv (Phi-3) rather than attn_q, attn_k, attn_v */
     int fused_gate_up; /* stored as one ffn_up of 2 n_ff rows (Phi-3), no ffn_gate */
@@ -155,8 +156,17 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
 /* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */
 int clf_llama_seq_len(const clf_llama_ctx *c, int seq);
 void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos);
-/* Sequence dst becomes the first n tokens of sequence src (its cache rows
- * copied on the device). */
+/* Sequence dst becomes the first n tokens of sequence src (0 <= n <=
+ * len(src)): their K/V rows copied on the device (enqueued, in order with
+ * the passes), dst's length n; src is unchanged; src == dst only shortens
+ * it. For shared prompt prefixes. A sliding-window layer's ring holds the
+ * last positions only, so its whole ring is copied: that serves dst from n
+ * on while the ring still holds the window before n, which is the rule of
+ * clf_llama_seq_rewind (always when src's length is within the ring's
+ * slots or n is within slots - window + 1 of it); where it does not,
+ * CLF_ERR_ARG and nothing changes (rewind would clear instead). Over a
+ * split (a context with a link to a next stage) CLF_ERR_ARG: the later
+ * stages' caches are reached through the stage ops, which have no copy. */
 clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n);
 
 /* Forgets cached tokens from position `pos` on (pos = 0 clears). A

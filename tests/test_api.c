@@ -774,25 +774,13 @@ static void test_decode(void **state) {
     unlink(path);
 }
 
-/* KNOWN BUG (models/llama.c, forward): a pass whose last room is one row of
- * a longer sequence (fill_pass's second sweep: passes of 7 rows over
- * prompts of 5, 1 and 13 give 1 + 5 + 1 rows) has a single-row segment
- * after the chunks; its decode attention writes the row's int8 form into
- * xq_a at row sg->row0 (6), but xq_a holds min(n_seq, n_batch) = 3 rows:
- * a heap overflow ("malloc assertion failure in _int_malloc" on PoCL) when
- * the weights are quantized and head_dim is a multiple of 32. Passing xq_a
- * only to the leading single-row segments (s < n1) fixes it; set to 0 when
- * that lands. */
-#ifndef KNOWN_BUG_XQ_ROW
-#define KNOWN_BUG_XQ_ROW 1
-#endif
-
+/* A pass whose last room is one row of a longer sequence (passes of 7 rows
+ * over prompts of 5, 1 and 13 give 1 + 5 + 1 rows) has a single-row
+ * segment after the chunks: it once wrote its int8 form past xq_a's rows
+ * (min(n_seq, n_batch)), a heap overflow with quantized weights and
+ * head_dim a multiple of 32 (fixed in llama_forward.c). */
 static void test_decode_row_after_chunk(void **state) {
     (void)state;
-    if (KNOWN_BUG_XQ_ROW) {
-        print_message("skipped: a single row after a chunk overflows xq_a (models/llama.c forward)\n");
-        skip();
-    }
     char path[300];
     tiny_variant(path, sizeof path, "q8r", "Q8_0 --kquant --no-eog");
     clinfer_model *q;
@@ -855,13 +843,6 @@ static void test_seq_rewind_copy(void **state) {
 
     /* the first 7 tokens copied to sequence 1, the rest decoded there */
     clinfer_status st = clinfer_seq_copy(s, 0, 1, 7);
-    if (st == CLINFER_ERR_ARG && strstr(clinfer_last_error(), "not yet")) {
-        print_message("clinfer_seq_copy: %s: skipped until it lands\n", clinfer_last_error());
-        clinfer_session_free(s);
-        free(before);
-        free(want);
-        skip();
-    }
     if (st != CLINFER_OK) fail_msg("clinfer_seq_copy: %s: %s", clinfer_status_name(st), clinfer_last_error());
     assert_int_equal(clinfer_seq_len(s, 1), 7);
     assert_int_equal(clinfer_seq_len(s, 0), 13);

@@ -146,6 +146,100 @@ static void test_gemma3(void **state) {
     check(&tm, 8);
 }
 
+/* Sequence 1 (holding other tokens) becomes the first k tokens of
+ * sequence 0's prompt of len (clf_llama_seq_copy) and goes on with its own 6-token chunk and 3
+ * decodes; sequence 2 takes the same tokens from scratch. The same calls
+ * on both, so the same kernels: only the prefix's rows came from chunks of
+ * another length (the GEMM's rows are independent of their count, TOL
+ * covers its summation order). Returns the largest relative difference of
+ * their logits. */
+static double run_copy(const tiny_model *tm, int n_batch, int len, int k) {
+    enum { N_CONT = 6, N_DEC = 3 };
+    loaded l;
+    load(tm, &l);
+    const int V = tm->n_vocab;
+    int32_t prompt[48], cont[N_CONT + N_DEC];
+    uint64_t r = tu_seed() ^ 0x5eed;
+    for (int i = 0; i < len; i++) prompt[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+    for (int i = 0; i < N_CONT + N_DEC; i++) cont[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+    float *got = malloc((size_t)(1 + N_DEC) * V * sizeof *got), *want = malloc((size_t)(1 + N_DEC) * V * sizeof *want);
+    memset(got, 0xff, (size_t)(1 + N_DEC) * V * sizeof *got);
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create_seqs(l.m, 64, n_batch, 3, CLF_F32, &c));
+    clf_llama_seq_batch p[2] = {{0, prompt, len, NULL}, {1, cont, N_CONT + N_DEC, NULL}}; /* dst held others */
+    TU_OK(clf_llama_eval_seqs(c, p, 2));
+    TU_OK(clf_llama_seq_copy(c, 0, 1, k));
+    assert_int_equal(clf_llama_seq_len(c, 0), len);
+    assert_int_equal(clf_llama_seq_len(c, 1), k);
+    clf_llama_seq_batch fresh = {2, prompt, k, NULL};
+    TU_OK(clf_llama_eval_seqs(c, &fresh, 1));
+    for (int s = 1; s <= 2; s++) {
+        float *out = s == 1 ? got : want;
+        clf_llama_seq_batch b = {s, cont, N_CONT, out};
+        TU_OK(clf_llama_eval_seqs(c, &b, 1));
+        for (int i = 0; i < N_DEC; i++) {
+            b = (clf_llama_seq_batch){s, cont + N_CONT + i, 1, out + (size_t)(1 + i) * V};
+            TU_OK(clf_llama_eval_seqs(c, &b, 1));
+        }
+        assert_int_equal(clf_llama_seq_len(c, s), k + N_CONT + N_DEC);
+    }
+    double err = tu_rel_err_f(got, want, (size_t)(1 + N_DEC) * V);
+    print_message("  %s %s batch=%d: %d of %d tokens copied, then the same tokens: max rel diff %.2e (tol %.0e)\n",
+                  tm->arch, clf_type_get(tm->type)->name, n_batch, k, len, err, TOL);
+    clf_llama_ctx_free(c);
+    free(got);
+    free(want);
+    unload(&l);
+    return err;
+}
+
+static void test_seq_copy(void **state) {
+    (void)state;
+    tiny_model tm = BASE;
+    assert_true(run_copy(&tm, 8, 20, 13) <= TOL);
+    assert_true(run_copy(&tm, 8, 20, 20) <= TOL); /* the whole sequence */
+    tm.type = CLF_Q8_0;                           /* int8 decode GEMVs where the device has them */
+    assert_true(run_copy(&tm, 16, 20, 9) <= TOL);
+    /* gemma3's ring (window 8, 32 slots): not yet wrapped, then wrapped with the window before k still
+     * in it (k = 36 of 44: keys 29-35 in slots 29-31 and 0-3) */
+    tm = BASE;
+    tm.arch = "gemma3", tm.n_layer = 6, tm.n_head = 2, tm.n_embd = 96, tm.window = 8, tm.tied = 1;
+    assert_true(run_copy(&tm, 8, 20, 13) <= TOL);
+    assert_true(run_copy(&tm, 8, 40, 20) <= TOL);
+    assert_true(run_copy(&tm, 8, 44, 36) <= TOL);
+}
+
+/* A copy that cannot be made changes nothing: sequences or a length out of
+ * range, a ring that lost the window before n. */
+static void test_seq_copy_bad(void **state) {
+    (void)state;
+    tiny_model tm = BASE;
+    tm.arch = "gemma3", tm.n_layer = 6, tm.n_head = 2, tm.n_embd = 96, tm.window = 8, tm.tied = 1;
+    loaded l;
+    load(&tm, &l);
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create_seqs(l.m, 64, 8, 2, CLF_F32, &c));
+    int32_t toks[40] = {0};
+    clf_llama_seq_batch b[2] = {{0, toks, 40, NULL}, {1, toks, 3, NULL}};
+    TU_OK(clf_llama_eval_seqs(c, b, 2));
+    assert_int_equal(clf_llama_seq_copy(c, 0, 2, 5), CLF_ERR_ARG);
+    assert_int_equal(clf_llama_seq_copy(c, -1, 1, 0), CLF_ERR_ARG);
+    assert_int_equal(clf_llama_seq_copy(c, 1, 0, 4), CLF_ERR_ARG);
+    assert_string_equal(clf_last_error(), "copying 4 tokens of sequence 1, which holds 3");
+    /* 40 tokens in 32 slots: 15 on keep the 7 keys before them (slots - window + 1 = 25 dropped at most) */
+    assert_int_equal(clf_llama_seq_copy(c, 0, 1, 14), CLF_ERR_ARG);
+    assert_int_equal(clf_llama_seq_len(c, 0), 40);
+    assert_int_equal(clf_llama_seq_len(c, 1), 3);
+    TU_OK(clf_llama_seq_copy(c, 0, 1, 15));
+    assert_int_equal(clf_llama_seq_len(c, 1), 15);
+    TU_OK(clf_llama_seq_copy(c, 0, 0, 30)); /* onto itself: shortens it */
+    assert_int_equal(clf_llama_seq_len(c, 0), 30);
+    TU_OK(clf_llama_seq_copy(c, 1, 0, 0)); /* n = 0 empties dst */
+    assert_int_equal(clf_llama_seq_len(c, 0), 0);
+    clf_llama_ctx_free(c);
+    unload(&l);
+}
+
 /* A malformed batch changes nothing: a sequence twice, out of range, or
  * past its context. */
 static void test_bad_batch(void **state) {
@@ -209,6 +303,8 @@ int main(void) {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_seq_copy),
+        cmocka_unit_test(test_seq_copy_bad),
         cmocka_unit_test(test_bad_batch),
         cmocka_unit_test(test_abort_hook),
     };

@@ -519,6 +519,37 @@ static void test_llama_hparams(void **state) {
                       "tensor rope_freqs.weight has shape [4, 1, 1, 1], expected [8, 1]");
 }
 
+static void gemma_scale(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "gemma3.attention.scale", 0.125f)); }
+static void gemma_scale_zero(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "gemma3.attention.scale", 0.0f)); }
+static void gemma_swa_base(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "gemma3.rope.freq_base_swa", 20000.0f)); }
+static void gemma_swa_base_nan(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "gemma3.rope.freq_base_swa", NAN)); }
+
+/* The attention scale and the local layers' RoPE base: the family's unless
+ * the file states them (attention.scale, rope.freq_base_swa). */
+static clf_llama_hparams gemma_read(void (*edit)(clf_gguf_writer *w)) {
+    file f = family_variant("gemma3", NULL, NULL, edit);
+    clf_gguf *g;
+    TU_OK(clf_gguf_open_memory(f.p, f.n, &g));
+    clf_llama_hparams hp;
+    TU_OK(clf_llama_hparams_read(g, &hp));
+    clf_gguf_close(g);
+    free(f.p);
+    return hp;
+}
+
+static void test_gemma3_metadata(void **state) {
+    (void)state;
+    clf_llama_hparams hp = gemma_read(NULL);
+    assert_true(hp.attn_scale == 1.0f / sqrtf((float)hp.head_dim));
+    assert_true(hp.rope_base_swa == 10000.0f);
+    assert_true(gemma_read(gemma_scale).attn_scale == 0.125f);
+    assert_true(gemma_read(gemma_swa_base).rope_base_swa == 20000.0f);
+    expect_llama_fail(family_variant("gemma3", NULL, NULL, gemma_scale_zero), "attention.scale 0",
+                      "gemma3.attention.scale = 0 is out of range (finite and > 0)");
+    expect_llama_fail(family_variant("gemma3", NULL, NULL, gemma_swa_base_nan), "NaN rope.freq_base_swa",
+                      "gemma3.rope.freq_base_swa = nan is out of range (finite and > 1)");
+}
+
 /* Each family's own keys and tensors are required. */
 static void test_family_hparams(void **state) {
     (void)state;
@@ -554,7 +585,7 @@ int main(void) {
         cmocka_unit_test(test_metadata),     cmocka_unit_test(test_nesting),
         cmocka_unit_test(test_tensor_infos), cmocka_unit_test(test_truncation_everywhere),
         cmocka_unit_test(test_random_damage), cmocka_unit_test(test_llama_hparams),
-        cmocka_unit_test(test_family_hparams),
+        cmocka_unit_test(test_family_hparams), cmocka_unit_test(test_gemma3_metadata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,6 +164,9 @@ static void script(clf_llama *m, const int32_t *toks, int V, float *out, float *
     }
     assert_int_equal(clf_llama_seq_len(c, 0), 21);
     assert_int_equal(clf_llama_seq_len(c, 1), 12);
+    /* a sequence copy: one device's; refused over a split, changing nothing */
+    assert_int_equal(clf_llama_seq_copy(c, 0, 1, 5), c->next ? CLF_ERR_ARG : CLF_OK);
+    assert_int_equal(clf_llama_seq_len(c, 1), c->next ? 12 : 5);
     clf_llama_ctx_free(c);
     TU_OK(clf_llama_ctx_create(m, 64, 8, CLF_F32, &c));
     TU_OK(clf_llama_eval(c, &toks[50], 12, 1, row));

@@ -1,0 +1,46 @@
+/* What the files of models/llama_*.c share and nothing else sees:
+ *   llama_hparams.c  hyperparameters from the GGUF metadata, tensor checks
+ *   llama_load.c     the weights onto the device, fused projections
+ *   llama_ctx.c      contexts: KV caches, scratch, sequences (length, rewind, copy)
+ *   llama_forward.c  the forward pass over one batch of rows
+ *   llama_batch.c    clf_llama_eval / eval_top / eval_seqs: chunks, multi-sequence passes, hops
+ *   llama_stage.c    a pass arriving from another stage (stage.h) */
+#ifndef CLF_LLAMA_IMPL_H
+#define CLF_LLAMA_IMPL_H
+
+#include "llama.h"
+
+/* A forward pass's rows of one sequence (stage.h). */
+typedef clf_stage_segment segment;
+
+/* Sequence s's caches and length: sequence 0 lives in the context's own
+ * fields, which the single-sequence API has always used. */
+typedef struct seq_ref {
+    clf_kv_cache *kv, *kv_swa;
+    int *n_past;
+} seq_ref;
+
+static inline seq_ref seq_at(clf_llama_ctx *c, int s) {
+    if (s == 0) return (seq_ref){&c->kv, &c->kv_swa, &c->n_past};
+    return (seq_ref){&c->seqs[s].kv, &c->seqs[s].kv_swa, &c->seqs[s].n_past};
+}
+
+/* Enqueues one pass over n ≤ n_batch tokens grouped in segments, the
+ * single-token ones first (n1 rows), through the model's layers: from the
+ * tokens' embeddings on the first stage, from x_in ([n × n_embd], copied
+ * before it returns) on the others. On the last stage logits land in
+ * c->logits: with all_logits every row's, else row i for the row want[i]
+ * (i < n_want); on the others the activations are read into x_out, *x_ev
+ * completing the read. Nothing else waits. (llama_forward.c) */
+clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const float *x_in, int n, const segment *segs,
+                             int n_seg, int all_logits, const int *want, int n_want, float *x_out, cl_event *x_ev);
+
+/* A pass's logits for every row (perplexity) need a chunk's worth of rows
+ * on the last stage, allocated on first use. (llama_ctx.c) */
+clf_status clf_llama_grow_logits(clf_llama_ctx *c);
+
+/* Waits for a pass's activations (ev, released here) and hands them with
+ * the pass to the next stage, which writes the logits rows. (llama_batch.c) */
+clf_status clf_llama_hop(clf_llama_ctx *c, const clf_stage_pass *p, cl_event ev, const float *x, float *logits);
+
+#endif

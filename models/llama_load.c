@@ -1,0 +1,276 @@
+/* The weights onto the device: each tensor in its file type, Q|K|V and
+ * gate|up fused into one weight per run of equal types, a stage's layer
+ * range only (stage.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama_impl.h"
+#include "split.h"
+
+typedef struct loader {
+    clf_llama *m;
+    const clf_gguf *g;
+    int done, total;
+} loader;
+
+/* Counts an uploaded tensor for the runtime's progress hook, which, like
+ * the abort hook, may stop the load between tensors (the library prints
+ * nothing: the CLI draws the progress line). */
+static clf_status progress(loader *ld) {
+    ld->done++;
+    clf_runtime *rt = ld->m->rt;
+    if ((rt->progress_fn && rt->progress_fn(rt->progress_ud, ld->done, ld->total)) || clf_runtime_aborted(rt))
+        return clf_fail(CLF_ERR_INTERRUPTED, "loading stopped on request after %d of %d tensors", ld->done, ld->total);
+    return clf_gguf_guard_check(ld->g); /* the file shrank: stop uploading zeros */
+}
+
+static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
+    const clf_gguf_tensor *gt = clf_gguf_find_tensor(ld->g, name);
+    CLF_TRY(clf_tensor_alloc(ld->m->rt, CLF_F32, gt->ne[0], 1, t));
+    CLF_TRY(clf_tensor_upload(ld->m->rt, t, gt->data, gt->bytes));
+    ld->m->device_bytes += gt->bytes;
+    return progress(ld);
+}
+
+/* Uploads the row-concatenation of `n` tensors (same type and columns; see
+ * upload_proj) as one weight: fusing Q|K|V and gate|up turns three or two
+ * launches into one. */
+static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_weight *w) {
+    const clf_gguf_tensor *ts[3] = {NULL};
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) {
+        ts[i] = clf_gguf_find_tensor(ld->g, names[i]);
+        rows += ts[i]->ne[1];
+        bytes += ts[i]->bytes;
+    }
+    const void *data = ts[0]->data;
+    unsigned char *cat = NULL;
+    if (n > 1) {
+        cat = malloc(bytes);
+        if (!cat) return clf_fail(CLF_ERR_MEMORY, "out of host memory fusing %s", names[0]);
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(cat + off, ts[i]->data, ts[i]->bytes);
+            off += ts[i]->bytes;
+        }
+        data = cat;
+    }
+    clf_status st = clf_weight_upload(ld->m->rt, ts[0]->type, rows, ts[0]->ne[0], data, w);
+    free(cat);
+    if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
+    ld->m->device_bytes += w->bytes;
+    for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
+    return CLF_OK;
+}
+
+/* The group `names` as runs of equal types (one, unless the file mixes
+ * them): converting a tensor to its neighbours' type would cost precision,
+ * and keeping the output row fused keeps one RoPE launch over Q|K, the KV
+ * write and SwiGLU as they are; a mixed group costs a launch per run. */
+static clf_status upload_proj(loader *ld, const char *const *names, int n, clf_llama_proj *p) {
+    int64_t col = 0;
+    for (int i = 0; i < n;) {
+        const clf_gguf_tensor *t0 = clf_gguf_find_tensor(ld->g, names[i]);
+        int run = 1;
+        while (i + run < n && clf_gguf_find_tensor(ld->g, names[i + run])->type == t0->type) run++;
+        CLF_TRY(upload_fused(ld, names + i, run, &p->part[p->n]));
+        p->col0[p->n++] = col;
+        col += p->part[p->n - 1].rows;
+        i += run;
+    }
+    return CLF_OK;
+}
+
+static void proj_free(clf_llama_proj *p) {
+    for (int i = 0; i < p->n; i++) clf_weight_free(&p->part[i]);
+    p->n = 0;
+}
+
+static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
+    const clf_llama_hparams *hp = &ld->m->hp;
+    int kv_dim = hp->n_head_kv * hp->head_dim, n = hp->n_head * hp->head_dim + 2 * kv_dim;
+    float *cat = malloc((size_t)n * sizeof *cat);
+    if (!cat) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    const char *b[] = {"attn_q", "attn_k", "attn_v"};
+    size_t off = 0;
+    for (int i = 0; i < 3; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s.bias", l, b[i]);
+        const clf_gguf_tensor *gt = clf_gguf_find_tensor(ld->g, name);
+        memcpy(cat + off, gt->data, gt->bytes);
+        off += (size_t)gt->ne[0];
+    }
+    clf_status st = clf_tensor_alloc(ld->m->rt, CLF_F32, n, 1, t);
+    if (st == CLF_OK) st = clf_tensor_upload(ld->m->rt, t, cat, (size_t)n * sizeof *cat);
+    free(cat);
+    ld->m->device_bytes += (size_t)n * sizeof *cat;
+    for (int i = 0; st == CLF_OK && i < 3; i++) st = progress(ld);
+    return st;
+}
+
+/* "1.5 GiB", "12.0 MiB", "36.0 KiB", "100 bytes": small limits stay readable. */
+static const char *size_str(double b, char *buf, size_t n) {
+    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else snprintf(buf, n, "%.0f bytes", b);
+    return buf;
+}
+
+/* The weights of the model's layer range against its device. */
+static clf_status check_fits(const clf_llama *m, const clf_gguf *g) {
+    const clf_runtime *rt = m->rt;
+    int n_layer = m->hp.n_layer;
+    size_t need = clf_split_range_bytes(g, m->l0, m->l1, n_layer, NULL);
+    char a[32], b[32], range[48] = "";
+    if (m->l0 > 0 || m->l1 < n_layer) snprintf(range, sizeof range, " of layers %d-%d", m->l0, m->l1 - 1);
+    if (need > rt->dev.global_mem)
+        return clf_fail(CLF_ERR_MEMORY, "model weights%s need %s but %s has %s of global memory", range,
+                        size_str((double)need, a, sizeof a), rt->dev.name, size_str((double)rt->dev.global_mem, b, sizeof b));
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        if (!clf_split_tensor_on_stage(t->name.ptr, t->name.len, m->l0, m->l1, n_layer)) continue;
+        if (t->bytes > rt->dev.max_alloc)
+            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s) exceeds %s's max allocation of %s", (int)t->name.len,
+                            t->name.ptr, size_str((double)t->bytes, a, sizeof a), rt->dev.name,
+                            size_str((double)rt->dev.max_alloc, b, sizeof b));
+    }
+    return CLF_OK;
+}
+
+/* blk.<l>.<what>.weight */
+static const char *layer_name(char *buf, size_t n, int l, const char *what) {
+    snprintf(buf, n, "blk.%d.%s.weight", l, what);
+    return buf;
+}
+
+static clf_status upload_layer_vec(loader *ld, int l, const char *what, clf_tensor *t) {
+    char name[96];
+    return upload_vec(ld, layer_name(name, sizeof name, l, what), t);
+}
+
+/* blk.<l>.<what[i]>.weight for i < n as one weight (upload_fused). */
+static clf_status upload_layer(loader *ld, int l, const char *const *what, int n, clf_weight *w) {
+    char names[3][96];
+    const char *p[3];
+    for (int i = 0; i < n; i++) p[i] = layer_name(names[i], sizeof names[i], l, what[i]);
+    return upload_fused(ld, p, n, w);
+}
+
+/* The same for a fused projection whose tensors may differ in type. */
+static clf_status upload_layer_proj(loader *ld, int l, const char *const *what, int n, clf_llama_proj *pr) {
+    char names[3][96];
+    const char *p[3];
+    for (int i = 0; i < n; i++) p[i] = layer_name(names[i], sizeof names[i], l, what[i]);
+    return upload_proj(ld, p, n, pr);
+}
+
+static clf_status upload_all(loader *ld) {
+    clf_llama *m = ld->m;
+    const clf_gguf *g = ld->g;
+    const clf_llama_hparams *hp = &m->hp;
+    const clf_family *f = hp->fam;
+    CLF_TRY(check_fits(m, g));
+    /* the embedding on the first stage, the head on the last (stage.h) */
+    if (m->l0 == 0) {
+        const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
+        CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
+        CLF_TRY(clf_tensor_upload(m->rt, &m->tok_embd, emb->data, emb->bytes));
+        m->device_bytes += emb->bytes;
+        CLF_TRY(progress(ld));
+    }
+    if (m->l1 == hp->n_layer) {
+        const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
+        CLF_TRY(upload_fused(ld, out_name, 1, &m->output));
+        CLF_TRY(upload_vec(ld, "output_norm.weight", &m->out_norm));
+    }
+    if (hp->rope_freqs) CLF_TRY(upload_vec(ld, "rope_freqs.weight", &m->rope_freqs));
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    /* Q|K|V and gate|up become one weight each, fused here unless stored so */
+    static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"}, *const qkv_fused[] = {"attn_qkv"};
+    static const char *const gate_up[] = {"ffn_gate", "ffn_up"}, *const gate_up_fused[] = {"ffn_up"};
+    static const char *const wo[] = {"attn_output"}, *const down[] = {"ffn_down"};
+    for (int l = m->l0; l < m->l1; l++) {
+        clf_llama_layer *L = &m->layers[l];
+        CLF_TRY(upload_layer_vec(ld, l, "attn_norm", &L->attn_norm));
+        CLF_TRY(upload_layer_vec(ld, l, "ffn_norm", &L->ffn_norm));
+        if (f->qk_norm) {
+            CLF_TRY(upload_layer_vec(ld, l, "attn_q_norm", &L->q_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "attn_k_norm", &L->k_norm));
+        }
+        if (f->post_norms) {
+            CLF_TRY(upload_layer_vec(ld, l, "post_attention_norm", &L->post_attn_norm));
+            CLF_TRY(upload_layer_vec(ld, l, "post_ffw_norm", &L->post_ffn_norm));
+        }
+        CLF_TRY(hp->fused_qkv ? upload_layer_proj(ld, l, qkv_fused, 1, &L->wqkv)
+                              : upload_layer_proj(ld, l, qkv, 3, &L->wqkv));
+        CLF_TRY(upload_layer(ld, l, wo, 1, &L->wo));
+        CLF_TRY(hp->fused_gate_up ? upload_layer_proj(ld, l, gate_up_fused, 1, &L->wgu)
+                                  : upload_layer_proj(ld, l, gate_up, 2, &L->wgu));
+        CLF_TRY(upload_layer(ld, l, down, 1, &L->wdown));
+        if (f->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
+    }
+    return CLF_OK;
+}
+
+static clf_status load(clf_llama *m, const clf_gguf *g) {
+    int total;
+    clf_split_range_bytes(g, m->l0, m->l1, m->hp.n_layer, &total);
+    loader ld = {m, g, 0, total};
+    return upload_all(&ld);
+}
+
+clf_status clf_llama_load_range(clf_runtime *rt, const clf_gguf *g, int l0, int l1, clf_llama **out) {
+    *out = NULL;
+    clf_llama *m = calloc(1, sizeof *m);
+    if (!m) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    m->rt = rt;
+    clf_gguf_guard_begin(g); /* weights and keys are read from the mapping */
+    clf_status st = clf_llama_hparams_read(g, &m->hp);
+    if (st == CLF_OK && l1 < 0) l1 = m->hp.n_layer;
+    if (st == CLF_OK && (l0 < 0 || l1 <= l0 || l1 > m->hp.n_layer))
+        st = clf_fail(CLF_ERR_ARG, "layers %d-%d are not a range of the model's %d", l0, l1 - 1, m->hp.n_layer);
+    m->l0 = l0;
+    m->l1 = l1;
+    if (st == CLF_OK) st = load(m, g);
+    clf_status changed = clf_gguf_guard_end(g);
+    if (changed != CLF_OK) st = changed; /* it explains whatever else failed */
+    if (st != CLF_OK) {
+        clf_llama_free(m);
+        return st;
+    }
+    *out = m;
+    return CLF_OK;
+}
+
+clf_status clf_llama_load(clf_runtime *rt, const clf_gguf *g, clf_llama **out) {
+    return clf_llama_load_range(rt, g, 0, -1, out);
+}
+
+void clf_llama_set_next(clf_llama *m, const clf_stage_ops *ops, void *next) {
+    m->next_ops = ops;
+    m->next = next;
+}
+
+void clf_llama_free(clf_llama *m) {
+    if (!m) return;
+    clf_tensor_free(&m->tok_embd);
+    clf_tensor_free(&m->out_norm);
+    clf_tensor_free(&m->rope_freqs);
+    clf_weight_free(&m->output);
+    for (int l = 0; m->layers && l < m->hp.n_layer; l++) {
+        clf_llama_layer *L = &m->layers[l];
+        clf_tensor *vecs[] = {&L->attn_norm, &L->ffn_norm, &L->post_attn_norm, &L->post_ffn_norm, &L->q_norm, &L->k_norm};
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) clf_tensor_free(vecs[i]);
+        clf_tensor_free(&L->bqkv);
+        proj_free(&L->wqkv);
+        clf_weight_free(&L->wo);
+        proj_free(&L->wgu);
+        clf_weight_free(&L->wdown);
+    }
+    free(m->layers);
+    free(m);
+}
