@@ -44,7 +44,7 @@ struct clinfer_session {
     int has_logits;
     atomic_int cancel; /* clinfer_session_cancel, from any thread */
     /* clinfer_decode: a row per sequence [n_seq × n_vocab], or every row of
-     * a one-sequence batch [n_rows × n_vocab]; row_of[i]: batch row i's */
+     * a one-sequence batch [n × n_vocab]; row_of[i]: where batch row i's is */
     float *batch_logits;
     size_t batch_cap; /* floats */
     int *row_of, row_cap, n_rows; /* n_rows: the last batch's (0 after a failure) */

@@ -200,15 +200,18 @@ clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *b) {
     s->n_rows = 0;
     s->has_logits = 0;
     if (n <= 0 || !b->token) return (clinfer_status)clf_fail(CLF_ERR_ARG, "an empty batch");
-    size_t rows = (size_t)(n > n_seq ? n : n_seq), row_cap = (size_t)s->row_cap;
+    size_t row_cap = (size_t)s->row_cap;
     int32_t *tokens = malloc((size_t)n * sizeof *tokens);
     int *last = malloc((size_t)n_seq * sizeof *last);
-    clf_status st = tokens && last && grow((void **)&s->batch_logits, &s->batch_cap, rows * (size_t)n_vocab, sizeof(float)) &&
-                            grow((void **)&s->row_of, &row_cap, (size_t)n, sizeof(int))
+    clf_status st = tokens && last && grow((void **)&s->row_of, &row_cap, (size_t)n, sizeof(int))
                         ? CLF_OK
-                        : clf_fail(CLF_ERR_MEMORY, "out of host memory for %zu rows of logits", rows);
+                        : clf_fail(CLF_ERR_MEMORY, "out of host memory");
     s->row_cap = (int)row_cap;
     if (st == CLF_OK) st = plan_batch(s, b, tokens, last, &n_entries, &all_rows);
+    /* a row per sequence, or every row of a one-sequence batch that asks */
+    size_t rows = all_rows ? (size_t)n : (size_t)n_seq;
+    if (st == CLF_OK && !grow((void **)&s->batch_logits, &s->batch_cap, rows * (size_t)n_vocab, sizeof(float)))
+        st = clf_fail(CLF_ERR_MEMORY, "out of host memory for %zu rows of logits", rows);
     if (st == CLF_OK) {
         /* row_of[i]: the output row holding batch row i's logits (-1: none) */
         for (int i = 0; i < n; i++) s->row_of[i] = all_rows && b->logits[i] ? i : -1;
