@@ -43,7 +43,7 @@ int cli_abort_requested(void *ud);
 /* A program's main around its command table (cli/frontend.c): the closed
  * standard streams held, --mpi taken out of argv and the MPI job joined
  * (ranks > 0 serve their stage and exit), the command run, stdout closed,
- * the job ended. prog: the name in usage lines. */
+ * the job ended. */
 typedef struct cli_command {
     const char *name;
     int (*fn)(int, char **);
@@ -60,10 +60,17 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 /* Commands of `clinfer-tools` (tools/, bench/): they read the library's
  * internals, so they are another program; `clinfer` hands them over
- * (cli/main.c). */
+ * (cli/main.c). X(name, function, help), listed once for both programs. */
+#define CLI_TOOLS(X) \
+    X("info", cmd_info, "a model's parameters, FLOPs, memory and roofline, from the GGUF") \
+    X("quantize", cmd_quantize, "convert a GGUF's weights to another type (Q4_K_M, Q8_0, ... as llama-quantize)") \
+    X("bench", cmd_bench, "prompt and generation tokens/s (llama-bench style); bench kernels: every kernel vs roofs") \
+    X("tune", cmd_tune, "measure kernel variants and tile sizes on this device; later runs use the winners") \
+    X("selftest", cmd_selftest, "check every kernel against its C reference on a device")
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
-int cmd_selftest(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
 
 #endif

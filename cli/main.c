@@ -21,13 +21,8 @@ static const cli_command commands[] = {
 };
 
 /* clinfer-tools' commands, as this program's usage lists them. */
-static const cli_command tools[] = {
-    {"info", NULL, "a model's parameters, FLOPs, memory and roofline, from the GGUF"},
-    {"quantize", NULL, "convert a GGUF's weights to Q8_0, Q4_0, Q4_1, F16 or F32"},
-    {"bench", NULL, "prompt and generation tokens/s (llama-bench style); bench kernels: every kernel vs roofs"},
-    {"tune", NULL, "measure kernel variants and tile sizes on this device; later runs use the winners"},
-    {"selftest", NULL, "check every kernel against its C reference on a device"},
-};
+#define TOOL_ENTRY(name, fn, help) {name, NULL, help},
+static const cli_command tools[] = {CLI_TOOLS(TOOL_ENTRY)};
 
 #define COUNT(a) (int)(sizeof a / sizeof a[0])
 

@@ -7,13 +7,10 @@
 #include "cli.h"
 #include "tune.h"
 
-static const cli_command commands[] = {
-    {"info", cmd_info, "a model's parameters, FLOPs, memory and roofline, from the GGUF"},
-    {"quantize", cmd_quantize, "convert a GGUF's weights to Q8_0, Q4_0, Q4_1, F16 or F32"},
-    {"bench", cmd_bench, "prompt and generation tokens/s (llama-bench style); bench kernels: every kernel vs roofs"},
-    {"tune", clf_tune_main, "measure kernel variants and tile sizes on this device; later runs use the winners"},
-    {"selftest", cmd_selftest, "check every kernel against its C reference on a device"},
-};
+int cmd_tune(int argc, char **argv) { return clf_tune_main(argc, argv); }
+
+#define TOOL_ENTRY(name, fn, help) {name, fn, help},
+static const cli_command commands[] = {CLI_TOOLS(TOOL_ENTRY)};
 
 static void usage(FILE *f) {
     fprintf(f, "usage: clinfer COMMAND [options]   (clinfer-tools: the commands below; `clinfer --help` for all)\n\n"
