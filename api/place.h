@@ -1,7 +1,7 @@
 /* Where a model runs: one device, several (the layers split, a range per
  * device: models/split.h, models/stage.h) or the ranks of an MPI job
  * (mpi/clf_mpi.h): the plan, checked before anything loads, and the stages
- * loaded on their devices. What clinfer_model_params' devices, split_ratio
+ * loaded on their devices. What clinfer_load_options' devices, split_ratio
  * and mpi select; `clinfer info` prints the plan. */
 #ifndef CLF_API_PLACE_H
 #define CLF_API_PLACE_H

@@ -27,7 +27,7 @@ int cli_close_stdout(int status);
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* --mpi was given: this process is rank 0 of an MPI job (cli_mpi_start);
- * models load with clinfer_model_params.mpi. */
+ * models load with clinfer_load_options.mpi. */
 extern int cli_mpi;
 
 /* Set to the signal's number by SIGINT or SIGTERM (cli_catch_sigint installs
@@ -37,7 +37,7 @@ extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_sigint(void);
 /* "Ctrl-C" or "SIGTERM", for the message of a stop. */
 const char *cli_interrupt_name(void);
-/* For clinfer_model_params.abort: nonzero once a signal came. */
+/* For clinfer_load_options.abort: nonzero once a signal came. */
 int cli_abort_requested(void *ud);
 
 /* A program's main around its command table (cli/frontend.c): the closed
