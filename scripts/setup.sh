@@ -6,8 +6,10 @@ set -e
 # installing offline) and the .deb (cpack's dpkg-shlibdeps, file); then
 # `clinfer serve`: HTTP and JSON libraries, and the browser its chat page
 # is checked in (the tests pip-install the openai client into a venv);
-# Open MPI for `--mpi` (one model across the ranks of an MPI job).
-PKGS="cmake make gcc pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
+# Open MPI for `--mpi` (one model across the ranks of an MPI job);
+# binutils' readelf and nm, with which tests/install.sh and
+# tests/front_door.sh check what libclinfer.so exports and clinfer links.
+PKGS="cmake make gcc binutils pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
 libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip \
 clang libclang-rt-14-dev valgrind \
 python3-numpy python3-pytest python3-venv python3-setuptools python3-wheel dpkg-dev file \
