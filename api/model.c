@@ -9,6 +9,7 @@
 #include "api.h"
 #include "chat.h"
 #include "estimate.h"
+#include "file.h"
 #include "model_path.h"
 
 const char *clinfer_version(void) { return CLINFER_VERSION; }
@@ -16,41 +17,45 @@ const char *clinfer_last_error(void) { return clf_last_error(); }
 const char *clinfer_status_name(clinfer_status st) { return clf_status_name((clf_status)st); }
 void clinfer_free(void *p) { free(p); }
 
+clinfer_status clinfer_read_file(const char *path, char **data, size_t *len) {
+    API_NOT_NULL(path);
+    API_NOT_NULL(data);
+    API_NOT_NULL(len);
+    return (clinfer_status)clf_read_file(path, data, len);
+}
+
 clinfer_status clinfer_fail(clinfer_status st, const char *fmt, ...) {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    clf_vfail((clf_status)st, fmt, ap);
     va_end(ap);
-    return (clinfer_status)clf_fail((clf_status)st, "%s", msg);
+    return st;
 }
 
 clinfer_status clinfer_fail_prefix(clinfer_status st, const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    clf_vfail_ctx((clf_status)st, fmt, ap);
     va_end(ap);
-    return (clinfer_status)clf_fail_ctx((clf_status)st, "%s", msg);
+    return st;
+}
+
+/* Copies what follows `size` from src to dst, as far as `n` (one side's
+ * size field) and the struct's size go. */
+static clf_status copy_sized(void *dst, const void *src, size_t n, size_t size, const char *what) {
+    if (n < sizeof(size_t))
+        return clf_fail(CLF_ERR_ARG, "%s.size is %zu: set it to sizeof(%s)", what, n, what);
+    if (n > size) n = size;
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
+    return CLF_OK;
 }
 
 clf_status api_read_params(void *dst, size_t size, const void *src, const char *what) {
-    if (!src) return CLF_OK;
-    size_t n = *(const size_t *)src;
-    if (n < sizeof(size_t))
-        return clf_fail(CLF_ERR_ARG, "%s.size is %zu: set it to sizeof(%s)", what, n, what);
-    if (n > size) n = size;
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
-    return CLF_OK;
+    return src ? copy_sized(dst, src, *(const size_t *)src, size, what) : CLF_OK;
 }
 
 clf_status api_write_info(void *dst, const void *src, size_t size, const char *what) {
-    size_t n = *(const size_t *)dst;
-    if (n < sizeof(size_t))
-        return clf_fail(CLF_ERR_ARG, "%s.size is %zu: set it to sizeof(%s)", what, n, what);
-    if (n > size) n = size;
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
-    return CLF_OK;
+    return copy_sized(dst, src, *(const size_t *)dst, size, what);
 }
 
 /* ---- devices ---------------------------------------------------------------- */

@@ -91,6 +91,12 @@ CLINFER_API clinfer_status clinfer_fail_prefix(clinfer_status st, const char *fm
 #endif
     ;
 
+/* A text file's whole contents (a prompt, perplexity's text), read as the
+ * library reads its own inputs: a FIFO, a device or a directory is refused,
+ * not waited on. *data: NUL-terminated, *len bytes without the NUL;
+ * clinfer_free it. */
+CLINFER_API clinfer_status clinfer_read_file(const char *path, char **data, size_t *len);
+
 /* Frees what the library allocated for the caller (NULL is accepted). */
 CLINFER_API void clinfer_free(void *p);
 

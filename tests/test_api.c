@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "clinfer.h"
+#include "testutil.h"
 
 static char tiny_path[256];   /* no end-of-generation token: only max_tokens or a cancel ends a run */
 static clinfer_model *tiny;   /* shared by the tests */
@@ -67,6 +69,42 @@ static void test_version_and_errors(void **state) {
     clinfer_free(NULL);
     /* the last error is this thread's */
     ASSERT_FAILS(clinfer_device_count(NULL), CLINFER_ERR_ARG, "n is NULL");
+}
+
+/* clinfer_read_file: fresh random bytes of an odd length (NULs included)
+ * come back whole; what is not a regular file is refused, not waited on. */
+static void test_read_file(void **state) {
+    (void)state;
+    uint64_t rng = tu_seed();
+    size_t n = 70001 + (size_t)(tu_next(&rng) % 4096); /* past the reader's first 64 KiB */
+    unsigned char *want = malloc(n);
+    for (size_t i = 0; i < n; i++) want[i] = (unsigned char)tu_next(&rng);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/clinfer-test-read-%d", (int)getpid());
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(want, 1, n, f), n);
+    fclose(f);
+    char *got;
+    size_t len;
+    ASSERT_OK(clinfer_read_file(path, &got, &len));
+    assert_int_equal(len, n);
+    assert_memory_equal(got, want, n);
+    assert_int_equal(got[len], 0);
+    clinfer_free(got);
+    f = fopen(path, "wb"); /* empty */
+    fclose(f);
+    ASSERT_OK(clinfer_read_file(path, &got, &len));
+    assert_int_equal(len, 0);
+    clinfer_free(got);
+    unlink(path);
+    ASSERT_FAILS(clinfer_read_file(path, &got, &len), CLINFER_ERR_IO, "cannot open");
+    ASSERT_FAILS(clinfer_read_file("/tmp", &got, &len), CLINFER_ERR_IO, "directory");
+    assert_int_equal(mkfifo(path, 0600), 0); /* would block a plain open() */
+    ASSERT_FAILS(clinfer_read_file(path, &got, &len), CLINFER_ERR_IO, "not a regular file");
+    unlink(path);
+    ASSERT_FAILS(clinfer_read_file(NULL, &got, &len), CLINFER_ERR_ARG, "NULL");
+    free(want);
 }
 
 static void test_devices(void **state) {
@@ -1507,7 +1545,7 @@ static void test_perplexity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version_and_errors), cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_version_and_errors), cmocka_unit_test(test_read_file), cmocka_unit_test(test_devices),
         cmocka_unit_test(test_load_errors),        cmocka_unit_test(test_info),
         cmocka_unit_test(test_text),               cmocka_unit_test(test_vocab_only),
         cmocka_unit_test(test_chat_tokenize),      cmocka_unit_test(test_generate_nan_logits),

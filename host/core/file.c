@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,5 +26,34 @@ clf_status clf_open_regular(const char *path, int *fd_out) {
         return st;
     }
     *fd_out = fd;
+    return CLF_OK;
+}
+
+clf_status clf_read_file(const char *path, char **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    int fd;
+    CLF_TRY(clf_open_regular(path, &fd));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    ssize_t got = 0;
+    while (buf && (got = read(fd, buf + n, cap - n - 1)) > 0) {
+        n += (size_t)got;
+        if (n + 1 == cap) {
+            char *grown = realloc(buf, cap *= 2);
+            if (!grown) free(buf);
+            buf = grown;
+        }
+    }
+    int err = got < 0 ? errno : 0;
+    close(fd);
+    if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory reading '%s'", path);
+    if (err) {
+        free(buf);
+        return clf_fail(CLF_ERR_IO, "cannot read '%s': %s", path, strerror(err));
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
     return CLF_OK;
 }

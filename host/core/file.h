@@ -4,6 +4,8 @@
 #ifndef CLF_FILE_H
 #define CLF_FILE_H
 
+#include <stddef.h>
+
 #include "status.h"
 
 /* Opens `path` read-only (close-on-exec) and refuses anything but a regular
@@ -11,5 +13,9 @@
  * directory). The open does not block (O_NONBLOCK, cleared on success).
  * *fd_out is the descriptor, or -1 on failure. */
 clf_status clf_open_regular(const char *path, int *fd_out);
+
+/* A regular file's whole contents (clf_open_regular's rule) into a
+ * malloc'd, NUL-terminated *data of *len bytes (without the NUL). */
+clf_status clf_read_file(const char *path, char **data, size_t *len);
 
 #endif

@@ -6,26 +6,36 @@
 
 static _Thread_local char clf_errbuf[2048];
 
+clf_status clf_vfail(clf_status st, const char *fmt, va_list ap) {
+    vsnprintf(clf_errbuf, sizeof clf_errbuf, fmt, ap);
+    return st;
+}
+
 clf_status clf_fail(clf_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(clf_errbuf, sizeof clf_errbuf, fmt, ap);
+    clf_vfail(st, fmt, ap);
     va_end(ap);
     return st;
 }
 
-clf_status clf_fail_ctx(clf_status st, const char *fmt, ...) {
+clf_status clf_vfail_ctx(clf_status st, const char *fmt, va_list ap) {
     char prefix[512], old[sizeof clf_errbuf];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
-    va_end(ap);
     memcpy(old, clf_errbuf, sizeof old);
     size_t n = strlen(prefix);
     memcpy(clf_errbuf, prefix, n);
     size_t m = strnlen(old, sizeof clf_errbuf - 1 - n);
     memcpy(clf_errbuf + n, old, m);
     clf_errbuf[n + m] = 0;
+    return st;
+}
+
+clf_status clf_fail_ctx(clf_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    clf_vfail_ctx(st, fmt, ap);
+    va_end(ap);
     return st;
 }
 

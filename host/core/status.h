@@ -7,6 +7,8 @@
 #ifndef CLF_STATUS_H
 #define CLF_STATUS_H
 
+#include <stdarg.h>
+
 typedef enum clf_status {
     CLF_OK = 0,
     CLF_ERR_ARG = 2,         /* bad argument or usage */
@@ -26,6 +28,10 @@ clf_status clf_fail(clf_status st, const char *fmt, ...)
 /* Prepends context ("loading model: ") to the current message; returns st. */
 clf_status clf_fail_ctx(clf_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The same with a va_list (the public clinfer_fail, clinfer_fail_prefix). */
+clf_status clf_vfail(clf_status st, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+clf_status clf_vfail_ctx(clf_status st, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* The last error message of this thread ("" if none). */
 const char *clf_last_error(void);
