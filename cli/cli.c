@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_error(int st) {
     if (st == CLINFER_OK) return 0;
@@ -29,4 +30,18 @@ int cli_usage(const char *usage, const char *fmt, ...) {
     fprintf(stderr, "\nusage: %s\n", usage);
     va_end(ap);
     return CLINFER_ERR_ARG;
+}
+
+double cli_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+clinfer_status cli_check_chat(const clinfer_model *m) {
+    char *text = NULL; /* an empty conversation: rendered only when the format is known */
+    size_t len;
+    clinfer_status st = clinfer_chat_apply(m, NULL, 0, 0, &text, &len);
+    clinfer_free(text);
+    return st;
 }

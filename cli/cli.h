@@ -22,6 +22,8 @@ int cli_error(int st); /* st: a clinfer_status (or the library's own, value for 
  * failed on the way (a full disk, a closed stdout, EPIPE when SIGPIPE is
  * ignored) turns success into CLINFER_ERR_IO, reported in one line. */
 int cli_close_stdout(int status);
+/* Seconds on CLOCK_MONOTONIC, for speeds and progress lines. */
+double cli_now_s(void);
 /* Usage error: prints "clinfer: usage error: <message>" and the command's
  * usage line; returns CLINFER_ERR_ARG (2). */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -50,6 +52,10 @@ typedef struct cli_command {
     const char *help;
 } cli_command;
 int cli_main(int argc, char **argv, const cli_command *cmds, int n_cmds, void (*usage)(FILE *f));
+
+/* Whether clinfer knows the model's chat template (`chat`, `serve`):
+ * CLINFER_ERR_FORMAT with the library's message when not. */
+clinfer_status cli_check_chat(const clinfer_model *m);
 
 /* Commands of `clinfer`: each returns the process exit status. */
 int cmd_devices(int argc, char **argv);

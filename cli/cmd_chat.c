@@ -68,10 +68,7 @@ int cmd_chat(int argc, char **argv) {
     if (rc >= 0) return rc;
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
     if (st != CLINFER_OK) return cli_error(st);
-    char *probe = NULL; /* an empty conversation: does clinfer know the model's template? */
-    size_t probe_len;
-    st = clinfer_chat_apply(cs.s.m, NULL, 0, 0, &probe, &probe_len);
-    clinfer_free(probe);
+    st = cli_check_chat(cs.s.m);
     if (st == CLINFER_OK) st = clinfer_sampler_create(cs.s.m, &o.sp, &cs.smp);
     if (st != CLINFER_OK) {
         cli_session_close(&cs.s);

@@ -87,10 +87,7 @@ int cmd_serve(int argc, char **argv) {
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
-    char *probe = NULL; /* an empty conversation: does clinfer know the model's chat template? */
-    size_t probe_len;
-    if (st == CLINFER_OK) st = clinfer_chat_apply(s.m, NULL, 0, 0, &probe, &probe_len);
-    clinfer_free(probe);
+    if (st == CLINFER_OK) st = cli_check_chat(s.m);
     if (st == CLINFER_OK) {
         app.m = s.m;
         app.n_ctx = srv_engine_n_ctx(e);

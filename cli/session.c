@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
 
@@ -13,15 +12,9 @@ typedef struct progress_line {
     int open; /* a line without its newline */
 } progress_line;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int on_progress(void *ud, float f) {
     progress_line *p = ud;
-    double t = now_s();
+    double t = cli_now_s();
     if (t - p->t0 >= 1.0 && (t - p->shown >= 0.25 || f >= 1)) {
         p->shown = t;
         fprintf(stderr, "\rclinfer: uploading weights %3.0f%%", f * 100);
@@ -53,7 +46,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
-    progress_line line = {.t0 = now_s()};
+    progress_line line = {.t0 = cli_now_s()};
     clinfer_load_options mp = clinfer_load_default_options();
     mp.devices = place->devices;
     mp.split_ratio = place->ratio;
