@@ -41,18 +41,22 @@ int srv_engine_n_ctx(const srv_engine *e) { return clinfer_session_n_ctx(e->s); 
 int srv_engine_slot_len(const srv_engine *e, int slot) { return clinfer_seq_len(e->s, slot); }
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewind(e->s, slot, pos); }
 
+/* The step's batch arrays hold at least `need` rows. */
+static int grow(srv_engine *e, int need) {
+    if (need <= e->cap) return 1;
+    int32_t *t = realloc(e->token, (size_t)need * sizeof *t);
+    if (t) e->token = t;
+    int32_t *q = t ? realloc(e->seq, (size_t)need * sizeof *q) : NULL;
+    if (q) e->seq = q;
+    int8_t *w = q ? realloc(e->want, (size_t)need) : NULL;
+    if (w) e->want = w, e->cap = need;
+    return w != NULL;
+}
+
 clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
     int total = 0;
     for (int i = 0; i < n; i++) total += entries[i].n;
-    if (total > e->cap) {
-        int32_t *t = realloc(e->token, (size_t)total * sizeof *t), *q = t ? realloc(e->seq, (size_t)total * sizeof *q) : NULL;
-        if (t) e->token = t;
-        if (q) e->seq = q;
-        int8_t *w = q ? realloc(e->want, (size_t)total) : NULL;
-        if (w) e->want = w;
-        if (!w) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
-        e->cap = total;
-    }
+    if (!grow(e, total)) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     int at = 0;
     for (int i = 0; i < n; i++) {
         const srv_entry *en = &entries[i];
