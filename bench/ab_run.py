@@ -1,8 +1,8 @@
 # A/B of two clinfer builds through `clinfer run` (the path a user takes: the
 # public API's generation loop): interleaved rounds, base then main; a ~500
-# token prompt, 128 generated (greedy, --ignore-eos is not needed: the
-# speeds are per token); per-round ratio main/base of the speeds that
-# `run` prints. usage: BASE=... MAIN=... python3 bench/ab_run.py [rounds]
+# token prompt, up to 128 generated (greedy; an early end of turn changes
+# only the count, the speeds are per token); per-round ratio main/base of
+# the speeds that `run` prints. usage: BASE=... MAIN=... python3 bench/ab_run.py [rounds]
 import os, re, statistics, subprocess, sys
 M = os.path.expanduser(os.environ.get("MODEL", "~/.cache/clinfer/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
 B = {"base": os.environ.get("BASE", "base/build/clinfer"), "main": os.environ.get("MAIN", "build/clinfer")}
