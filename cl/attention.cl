@@ -1,12 +1,20 @@
-/* Attention against a KV cache laid out [layer][kv_head][position][HD].
+/* Attention against a paged KV cache: K and V each [layer][kv_head][slot][HD]
+ * over a pool of n_slots slots in blocks of KV_BT, and a sequence's block
+ * table tbl [n_tbl]: position j lives in slot tbl[(j / KV_BT) % n_tbl] *
+ * KV_BT + j % KV_BT. A table of n_tbl blocks covers positions below n_tbl *
+ * KV_BT; the modulo makes a table a ring (the identity table of a cache
+ * created alone, with a sliding window). Blocks are contiguous runs of
+ * KV_BT slots, a multiple of every key block and tile below (16, 32), so a
+ * kernel's run of keys never straddles two blocks.
  *
  * Built twice per head_dim and cache type: without GQA for the KV write,
  * prefill and naive kernels (which take the query heads per KV head as an
  * argument), and with -DGQA=<that ratio> for the decode kernels, whose
  * per-head registers need it at compile time. Other options: HD (head_dim,
  * a multiple of 16), KV_F16 (cache holds halves: vload_half/vstore_half,
- * core 1.2), ATTN_BK (keys per block of the CPU prefill), ATTN_BR / ATTN_BC
- * (rows per work-group / keys per local tile of the GPU prefill).
+ * core 1.2), KV_BT (tokens per block, a multiple of 32), ATTN_BK (keys per
+ * block of the CPU prefill), ATTN_BR / ATTN_BC (rows per work-group / keys
+ * per local tile of the GPU prefill).
  *
  * Scores are kept in the log2 domain: the host passes qscale =
  * scale * log2(e), so softmax uses exp2. Masked scores are CLF_NEG_BIG,
@@ -18,11 +26,9 @@
  *
  * Sliding window: with window > 0 a query at position p sees keys
  * p - window + 1 .. p only (Gemma 3's local layers); loops start at the
- * first block any row of the tile sees, and the mask drops the rest. A
- * cache of n_ctx slots holds position j at slot j % n_ctx, so a windowed
- * cache can be a ring shorter than the context; the host guarantees that
- * a ring's n_ctx is a multiple of 32 (no key block straddles its end) or
- * that positions stay below n_ctx. */
+ * first block any row of the tile sees, and the mask drops the rest (a
+ * paged sequence's blocks below the window may be given back: no kernel
+ * reads them). */
 
 #if HD % 16 != 0
 #error "HD must be a multiple of 16"
@@ -47,10 +53,15 @@
 /* Small helpers must inline so their private arrays become registers. */
 #define CLF_INLINE __attribute__((always_inline)) inline
 
+#if KV_BT % 32 != 0
+#error "KV_BT must be a multiple of 32"
+#endif
+
 /* Start of the cache rows of one KV head. */
-#define KV_HEAD(base, kv_off, kvh, n_ctx) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_ctx) * HD)
-/* Element offset of position j's row within a head (ring slot j % n_ctx). */
-#define KV_ROW(j, n_ctx) ((ulong)((j) % (n_ctx)) * HD)
+#define KV_HEAD(base, kv_off, kvh, n_slots) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_slots) * HD)
+/* Element offset of position j's row within a head, through the block
+ * table tbl [n_tbl] in scope. */
+#define KV_ROW(j) (((ulong)tbl[((j) / KV_BT) % n_tbl] * KV_BT + (ulong)((j) % KV_BT)) * HD)
 /* First key a query at position p sees. */
 #define KV_FIRST(p, window) ((window) > 0 ? max((p) - (window) + 1, 0) : 0)
 
@@ -93,17 +104,18 @@ CLF_INLINE float16 clf_transpose_sum16(const float16 *a) {
 /* ---- KV write ------------------------------------------------------------ */
 
 /* Row t of K and V (n_kv_head × HD at k_off / v_off, rows *_stride apart)
- * into cache position pos0 + t (slot (pos0 + t) % n_ctx). Global size
+ * into cache position pos0 + t. Global size
  * (n_tokens, n_kv_head). */
 __kernel void kv_write(__global const float *k, const ulong k_off, const int k_stride, __global const float *v,
                        const ulong v_off, const int v_stride, __global kv_t *kc, __global kv_t *vc,
-                       const ulong kv_off, const int n_ctx, const int pos0) {
+                       const ulong kv_off, const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, const int pos0) {
+    __global const int *tbl = tbl_base + tbl_off;
     const int t = get_global_id(0), kvh = get_global_id(1);
-    const ulong dst = KV_ROW(pos0 + t, n_ctx);
+    const ulong dst = KV_ROW(pos0 + t);
     __global const float *ks = k + k_off + (ulong)t * k_stride + kvh * HD;
     __global const float *vs = v + v_off + (ulong)t * v_stride + kvh * HD;
-    __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_ctx) + dst;
-    __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_ctx) + dst;
+    __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_slots) + dst;
+    __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_slots) + dst;
     for (int c = 0; c < HD; c += 16) {
         KV_STORE16(vload16(0, ks + c), kd + c);
         KV_STORE16(vload16(0, vs + c), vd + c);
@@ -172,12 +184,13 @@ CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, floa
 
 __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const int q_stride,
                                __global const kv_t *kc, __global const kv_t *vc, const ulong kv_off,
-                               const int n_ctx, __global float *out, const ulong out_off, const int n_tokens,
+                               const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out, const ulong out_off, const int n_tokens,
                                const int pos0, const int gqa, const float qscale, const int window) {
+    __global const int *tbl = tbl_base + tbl_off;
     const int kvh = get_global_id(1), n_head = get_global_size(1) * gqa;
     const int n_rows = n_tokens * gqa, r0 = get_global_id(0) * ROWS;
-    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
-    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_slots);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_slots);
 
     float16 qt16[HD]; /* qt16[d] = dimension d of the 16 rows; reused for the output */
     float *qt = (float *)qt16;
@@ -205,7 +218,7 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     for (int kb = kstart; kb < kend; kb += ATTN_BK) {
         const int last = min(ATTN_BK, kend - kb) - 1;
         const bool mask = kb + ATTN_BK > kfull || kb < klo;
-        const ulong base = KV_ROW(kb, n_ctx);
+        const ulong base = KV_ROW(kb);
 #if KV_F16
         for (int j = 0; j < ATTN_BK; j++) {
             const ulong row = base + (ulong)min(j, last) * HD;
@@ -239,17 +252,18 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
 
 __kernel __attribute__((reqd_work_group_size(ATTN_BR, 1, 1))) void
 attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride, __global const kv_t *kc,
-                 __global const kv_t *vc, const ulong kv_off, const int n_ctx, __global float *out,
+                 __global const kv_t *vc, const ulong kv_off, const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out,
                  const ulong out_off, const int n_tokens, const int pos0, const int gqa, const float qscale,
                  const int window) {
+    __global const int *tbl = tbl_base + tbl_off;
     __local float kl[ATTN_BC * HD], vl[ATTN_BC * HD];
     const int lid = get_local_id(0), kvh = get_group_id(1), n_head = get_num_groups(1) * gqa;
     const int n_rows = n_tokens * gqa, r0 = get_group_id(0) * ATTN_BR, row = min(r0 + lid, n_rows - 1);
     const int t = row / gqa, h = kvh * gqa + row % gqa, lim = pos0 + t, lo = KV_FIRST(lim, window);
     const int kend = pos0 + min(r0 + ATTN_BR - 1, n_rows - 1) / gqa + 1;
     const int kstart = KV_FIRST(pos0 + r0 / gqa, window) / ATTN_BC * ATTN_BC;
-    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
-    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_slots);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_slots);
 
     float qr[HD], o[HD], s[ATTN_BC];
     __global const float *qp = q + q_off + (ulong)t * q_stride + h * HD;
@@ -260,7 +274,7 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
     float m = CLF_NEG_BIG, l = 0.0f;
     for (int kb = kstart; kb < kend; kb += ATTN_BC) {
         const int n = min(ATTN_BC, kend - kb) * HD;
-        const ulong base = KV_ROW(kb, n_ctx);
+        const ulong base = KV_ROW(kb);
         for (int i = lid; i < ATTN_BC * HD; i += ATTN_BR) {
             kl[i] = i < n ? KV_LOAD1(kh + base + i) : 0.0f;
             vl[i] = i < n ? KV_LOAD1(vh + base + i) : 0.0f;
@@ -298,12 +312,13 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
 
 /* Global size (n_kv, n_tokens, n_head). */
 __kernel void attn_naive_scores(__global const float *q, const ulong q_off, const int q_stride,
-                                __global const kv_t *kc, const ulong kv_off, const int n_ctx, __global float *S,
+                                __global const kv_t *kc, const ulong kv_off, const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *S,
                                 const int pos0, const int gqa, const float scale, const int window) {
+    __global const int *tbl = tbl_base + tbl_off;
     const int j = get_global_id(0), t = get_global_id(1), h = get_global_id(2);
     const int n_kv = get_global_size(0), n_tokens = get_global_size(1);
     __global const float *qr = q + q_off + (ulong)t * q_stride + h * HD;
-    __global const kv_t *kr = KV_HEAD(kc, kv_off, h / gqa, n_ctx) + KV_ROW(j, n_ctx);
+    __global const kv_t *kr = KV_HEAD(kc, kv_off, h / gqa, n_slots) + KV_ROW(j);
     float16 acc = 0.0f;
     for (int c = 0; c < HD; c += 16) acc = fma(vload16(0, qr + c), KV_LOAD16(kr + c), acc);
     const bool seen = j <= pos0 + t && j >= KV_FIRST(pos0 + t, window);
@@ -323,25 +338,38 @@ __kernel void attn_naive_softmax(__global float *S, const int n_kv) {
 /* out[t][h][16c .. 16c+15] = sum_j P[h][t][j] V[j][...]. Global size
  * (HD / 16, n_tokens, n_head). */
 __kernel void attn_naive_pv(__global const float *S, const int n_kv, __global const kv_t *vc, const ulong kv_off,
-                            const int n_ctx, __global float *out, const ulong out_off, const int gqa) {
+                            const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out, const ulong out_off, const int gqa) {
+    __global const int *tbl = tbl_base + tbl_off;
     const int c = get_global_id(0) * 16, t = get_global_id(1), h = get_global_id(2);
     const int n_tokens = get_global_size(1), n_head = get_global_size(2);
     __global const float *p = S + ((ulong)h * n_tokens + t) * n_kv;
-    __global const kv_t *vr = KV_HEAD(vc, kv_off, h / gqa, n_ctx) + c;
+    __global const kv_t *vr = KV_HEAD(vc, kv_off, h / gqa, n_slots) + c;
     float16 acc = 0.0f;
-    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LOAD16(vr + KV_ROW(j, n_ctx)), acc);
+    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LOAD16(vr + KV_ROW(j)), acc);
     vstore16(acc, 0, out + out_off + ((ulong)t * n_head + h) * HD + c);
 }
 
 #else /* GQA */
 
-/* ---- decode (flash-decoding) -----------------------------------------------
- * One query token; the keys it sees, k0 .. n_kv-1 (k0 > 0 in a sliding
- * window), are cut into splits of `chunk` keys from k0 rounded down to 16
- * (the keys below k0 in the first block are masked). Each split writes its unnormalised output o, running max m (log2
- * domain) and sum l to part_o [n_head][n_split][HD] and part_ml
- * [n_head][n_split][2]; attn_decode_reduce combines them. A split past the
- * end leaves m = NEG_BIG, l = 0, o = 0, which the reduction weighs as 0. */
+/* ---- decode (flash-decoding), every sequence of a step in one launch -----
+ * Each of n_rows query tokens (a sequence's next token) is described by
+ * ATTN_ROW_INTS ints of `rows`: n_kv (its position + 1), k0 (the first key
+ * it sees: > 0 in a sliding window), chunk, n_split and tbl_off (its
+ * sequence's block table in tbl_base). Its keys k0 .. n_kv-1 are cut into
+ * n_split splits of `chunk` keys from k0 rounded down to 16 (the keys
+ * below k0 in the first block are masked), chosen for that row alone, so
+ * a row's result does not depend on the others in the launch. Each split
+ * writes its unnormalised output o, running max m (log2 domain) and sum l
+ * to part_o [row][n_head][split_max][HD] and part_ml [...][2];
+ * attn_decode_reduce combines a row's n_split. A split past a row's keys
+ * leaves m = NEG_BIG, l = 0, o = 0, which the reduction weighs as 0. Row r's
+ * q, k, v are at q_off, k_off, v_off + r * qkv_stride, its output at
+ * out_off + r * n_head * HD. */
+#define ATTN_ROW_INTS 5
+#define ROW_INFO(r)                                                                                      \
+    __global const int *ri = rows + (r) * ATTN_ROW_INTS;                                                 \
+    const int n_kv = ri[0], k0 = ri[1], chunk = ri[2], n_split = ri[3];                                 \
+    __global const int *tbl = tbl_base + ri[4]
 
 /* One block of 16 keys for one query head: scores as 16 float16 partial dot
  * products folded into one float16, the online-softmax update, then P·V.
@@ -378,22 +406,24 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
     }
 }
 
-/* CPU shape: one work-item per (split, KV head) handles the GQA heads of the
- * group one after the other over the split's keys: K/V come from memory
- * once, the later heads find them in cache, and one head's q, o and 16
- * partial dot products fit the vector registers. Fused where the host asks
- * (each a launch saved per layer): with ks non-NULL, the work-item whose
- * split holds the last key first writes that token's K and V rows (ks, vs at
- * k_off, v_off + kvh·HD) into the cache slot, as kv_write would (no other
- * split reads that slot: in a ring it held a key outside the window); with
- * one split, it writes the normalised output to out itself, as
- * attn_decode_reduce would, instead of the partials; with rope_mode >= 0
- * (CLF_ROPE_NORM 0, NEOX 2) q and k arrive unrotated and it applies the
- * token's RoPE (n_rot, freq_scale, log2_scale, factors rff as cl/rope.cl
- * takes them) to the q heads and the k row it writes. xq (non-NULL: HD a
- * multiple of 32) takes the output's int8 form wherever the output is
- * written (here, or by attn_decode_reduce).
- * Global size (n_split, n_kv_head), local size 1. */
+/* CPU shape: one work-item per (split, KV head, row) handles the GQA heads
+ * of the group one after the other over the split's keys: K/V come from
+ * memory once, the later heads find them in cache, and one head's q, o and
+ * 16 partial dot products fit the vector registers. Fused where the host
+ * asks (each a launch saved per layer): with ks non-NULL, the work-item
+ * whose split holds the row's last key first writes that token's K and V
+ * rows (ks, vs at its k_off, v_off + kvh·HD) into the cache slot, as
+ * kv_write would (no other work-item reads that slot: the rows of a launch
+ * belong to distinct sequences, and in a ring the slot held a key outside
+ * the window); with one split, it writes the normalised output to out
+ * itself, as attn_decode_reduce would, instead of the partials; with
+ * rope_mode >= 0 (CLF_ROPE_NORM 0, NEOX 2) q and k arrive unrotated and it
+ * applies the token's RoPE (n_rot, freq_scale, log2_scale, factors rff as
+ * cl/rope.cl takes them) to the q heads and the k row it writes. xq
+ * (non-NULL: HD a multiple of 32) takes the output's int8 form wherever
+ * the output is written (here, or by attn_decode_reduce), a row every
+ * xq_stride bytes.
+ * Global size (split_max, n_kv_head, n_rows), local size 1. */
 /* Head h's output o·inv also written as its int8 blocks (cl/common.cl) at
  * xq + xq_off bytes, for the Wo GEMV (xq non-NULL: HD a multiple of 32). */
 inline void clf_decode_out_xq(const float16 *o, const float inv, const int h, __global uchar *xq, const ulong xq_off) {
@@ -415,44 +445,54 @@ inline void clf_rope_head(float *x, const float *c, const float *s, int n_pairs,
     }
 }
 
+/* The angles of position pos (scaled) as cl/rope.cl computes them. */
+inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const float pos, const float log2_scale,
+                                __global const float *ff) {
+    int i = 0;
+    for (; i + 8 <= n_pairs; i += 8) {
+        float8 c8, s8 = rope_angles(i, pos, log2_scale, ff, &c8);
+        vstore8(c8, 0, rc + i);
+        vstore8(s8, 0, rs + i);
+    }
+    for (; i < n_pairs; i++) {
+        float theta = pos * exp2((float)i * log2_scale), c;
+        if (ff) theta /= ff[i];
+        rs[i] = sincos(theta, &c);
+        rc[i] = c;
+    }
+}
+
 __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __global kv_t *kc,
-                              __global kv_t *vc, const ulong kv_off, const int n_ctx,
-                              __global float *part_o, __global float *part_ml, const int k0, const int n_kv,
-                              const int chunk, const float qscale, __global const float *ks, const ulong k_off,
-                              __global const float *vs, const ulong v_off, __global float *out, const ulong out_off,
-                              const int rope_mode, const int n_rot, const float freq_scale, const float log2_scale,
-                              __global const float *rff, const ulong rff_off, __global uchar *xq, const ulong xq_off) {
-    const int sp = get_global_id(0), kvh = get_global_id(1), n_split = get_global_size(0);
+                              __global kv_t *vc, const ulong kv_off, const int n_slots, __global const int *tbl_base,
+                              __global const int *rows, __global float *part_o, __global float *part_ml,
+                              const int split_max, const int n_tbl, const float qscale, __global const float *ks,
+                              const ulong k_off, __global const float *vs, const ulong v_off, const int qkv_stride,
+                              __global float *out, const ulong out_off, const int rope_mode, const int n_rot,
+                              const float freq_scale, const float log2_scale, __global const float *rff,
+                              const ulong rff_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride) {
+    const int sp = get_global_id(0), kvh = get_global_id(1), r = get_global_id(2), n_head = get_global_size(1) * GQA;
+    ROW_INFO(r);
+    if (sp >= n_split) return;
     const int j0 = k0 / 16 * 16 + sp * chunk, j1 = min(j0 + chunk, n_kv);
-    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
-    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_slots);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_slots);
+    __global const float *qr = q + q_off + (ulong)r * qkv_stride;
+    __global float *orow = out ? out + out_off + (ulong)r * n_head * HD : out;
+    const ulong xq_row = xq_off + (ulong)r * xq_stride;
     /* the token's RoPE angles (rope_mode >= 0: q and k arrive unrotated), as cl/rope.cl computes them */
     const int n_pairs = n_rot / 2, neox = rope_mode == 2;
     float rc[HD / 2], rs[HD / 2], hv[HD];
-    if (rope_mode >= 0) {
-        const float pos = (float)(n_kv - 1) * freq_scale;
-        __global const float *ff = rff ? rff + rff_off : rff;
-        int i = 0;
-        for (; i + 8 <= n_pairs; i += 8) {
-            float8 c8, s8 = rope_angles(i, pos, log2_scale, ff, &c8);
-            vstore8(c8, 0, rc + i);
-            vstore8(s8, 0, rs + i);
-        }
-        for (; i < n_pairs; i++) {
-            float theta = pos * exp2((float)i * log2_scale), c;
-            if (ff) theta /= ff[i];
-            rs[i] = sincos(theta, &c);
-            rc[i] = c;
-        }
-    }
+    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, (float)(n_kv - 1) * freq_scale, log2_scale, rff ? rff + rff_off : rff);
     if (ks && j0 < n_kv && j1 == n_kv) {
-        __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_ctx) + KV_ROW(n_kv - 1, n_ctx);
-        __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_ctx) + KV_ROW(n_kv - 1, n_ctx);
-        for (int c = 0; c < HD; c += 16) vstore16(vload16(0, ks + k_off + kvh * HD + c), 0, hv + c);
+        __global const float *kr = ks + k_off + (ulong)r * qkv_stride + kvh * HD;
+        __global const float *vr = vs + v_off + (ulong)r * qkv_stride + kvh * HD;
+        __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
+        __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
+        for (int c = 0; c < HD; c += 16) vstore16(vload16(0, kr + c), 0, hv + c);
         if (rope_mode >= 0) clf_rope_head(hv, rc, rs, n_pairs, neox);
         for (int c = 0; c < HD; c += 16) {
             KV_STORE16(vload16(0, hv + c), kd + c);
-            KV_STORE16(vload16(0, vs + v_off + kvh * HD + c), vd + c);
+            KV_STORE16(vload16(0, vr + c), vd + c);
         }
     }
     for (int g = 0; g < GQA; g++) {
@@ -460,58 +500,62 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
         float16 qv[HV], ov[HV];
         if (rope_mode >= 0) {
 #pragma unroll
-            for (int c = 0; c < HV; c++) vstore16(vload16(c, q + q_off + h * HD), c, hv);
+            for (int c = 0; c < HV; c++) vstore16(vload16(c, qr + h * HD), c, hv);
             clf_rope_head(hv, rc, rs, n_pairs, neox);
         }
 #pragma unroll
         for (int c = 0; c < HV; c++) {
-            qv[c] = (rope_mode >= 0 ? vload16(c, hv) : vload16(c, q + q_off + h * HD)) * qscale;
+            qv[c] = (rope_mode >= 0 ? vload16(c, hv) : vload16(c, qr + h * HD)) * qscale;
             ov[c] = 0.0f;
         }
         float m = CLF_NEG_BIG, l = 0.0f;
         int kb = j0;
         if (kb < k0 && kb < j1) { /* the window starts inside this block */
-            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), k0 - kb,
-                             min(15, j1 - kb - 1));
+            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb), vh + KV_ROW(kb), k0 - kb, min(15, j1 - kb - 1));
             kb += 16;
         }
-        for (; kb + 16 <= j1; kb += 16)
-            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), 0, 15);
-        if (kb < j1)
-            clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb, n_ctx), vh + KV_ROW(kb, n_ctx), 0, j1 - kb - 1);
-        if (n_split == 1 && out) { /* the reduction of one split, as attn_decode_reduce computes it */
+        for (; kb + 16 <= j1; kb += 16) clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb), vh + KV_ROW(kb), 0, 15);
+        if (kb < j1) clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb), vh + KV_ROW(kb), 0, j1 - kb - 1);
+        if (n_split == 1 && orow) { /* the reduction of one split, as attn_decode_reduce computes it */
             const float inv = 1.0f / l;
 #pragma unroll
-            for (int c = 0; c < HV; c++) vstore16(ov[c] * inv, c, out + out_off + (ulong)h * HD);
-            clf_decode_out_xq(ov, inv, h, xq, xq_off);
+            for (int c = 0; c < HV; c++) vstore16(ov[c] * inv, c, orow + (ulong)h * HD);
+            clf_decode_out_xq(ov, inv, h, xq, xq_row);
             continue;
         }
-        const int part = h * n_split + sp;
+        const ulong part = ((ulong)r * n_head + h) * split_max + sp;
 #pragma unroll
-        for (int c = 0; c < HV; c++) vstore16(ov[c], c, part_o + (ulong)part * HD);
+        for (int c = 0; c < HV; c++) vstore16(ov[c], c, part_o + part * HD);
         part_ml[2 * part] = m;
         part_ml[2 * part + 1] = l;
     }
 }
 
-/* GPU shape: a work-group of HD work-items per (split, KV head). Per tile of
- * DEC_CK keys: K rows are copied to local memory with coalesced reads (rows
- * padded by one float against bank conflicts), work-item i < DEC_CK scores
- * key i for each group head, then every work-item takes the tile's max and
- * probabilities from local memory and accumulates output dimension i
- * (coalesced V reads). Global size (n_split * HD, n_kv_head), local (HD, 1). */
+/* GPU shape: a work-group of HD work-items per (split, KV head, row). Per
+ * tile of DEC_CK keys: K rows are copied to local memory with coalesced
+ * reads (rows padded by one float against bank conflicts), work-item i <
+ * DEC_CK scores key i for each group head, then every work-item takes the
+ * tile's max and probabilities from local memory and accumulates output
+ * dimension i (coalesced V reads). q arrives rotated and the row's K and V
+ * written (attn_rows_prepare). Global size (split_max * HD, n_kv_head,
+ * n_rows), local (HD, 1, 1). */
 #define DEC_CK (HD < 32 ? HD : 32)
 
 __kernel __attribute__((reqd_work_group_size(HD, 1, 1))) void
 attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t *kc, __global const kv_t *vc,
-                const ulong kv_off, const int n_ctx, __global float *part_o, __global float *part_ml,
-                const int k0, const int n_kv, const int chunk, const float qscale) {
+                const ulong kv_off, const int n_slots, __global const int *tbl_base, __global const int *rows,
+                __global float *part_o, __global float *part_ml, const int split_max, const int n_tbl,
+                const float qscale, const int qkv_stride) {
     __local float ql[GQA * HD], sl[GQA * DEC_CK], kl[DEC_CK * (HD + 1)];
-    const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), n_split = get_num_groups(0);
+    const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), r = get_group_id(2);
+    const int n_head = get_num_groups(1) * GQA;
+    ROW_INFO(r);
+    if (sp >= n_split) return; /* the whole work-group: no barrier is left waiting */
     const int j0 = k0 / 16 * 16 + sp * chunk, j1 = min(j0 + chunk, n_kv);
-    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_ctx);
-    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_ctx);
-    for (int g = 0; g < GQA; g++) ql[g * HD + lid] = q[q_off + (kvh * GQA + g) * HD + lid] * qscale;
+    __global const kv_t *kh = KV_HEAD(kc, kv_off, kvh, n_slots);
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, kvh, n_slots);
+    __global const float *qr = q + q_off + (ulong)r * qkv_stride;
+    for (int g = 0; g < GQA; g++) ql[g * HD + lid] = qr[(kvh * GQA + g) * HD + lid] * qscale;
     float m[GQA], l[GQA], o[GQA];
     for (int g = 0; g < GQA; g++) {
         m[g] = CLF_NEG_BIG;
@@ -519,7 +563,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
-        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LOAD1(kh + KV_ROW(kb + i, n_ctx) + lid);
+        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LOAD1(kh + KV_ROW(kb + i) + lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < DEC_CK)
             for (int g = 0; g < GQA; g++) {
@@ -535,7 +579,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
             for (int j = 0; j < nk; j++) {
                 const float p = exp2(sg[j] - mx);
                 sum += p;
-                acc = fma(p, KV_LOAD1(vh + KV_ROW(kb + j, n_ctx) + lid), acc);
+                acc = fma(p, KV_LOAD1(vh + KV_ROW(kb + j) + lid), acc);
             }
             const float alpha = exp2(m[g] - mx);
             l[g] = l[g] * alpha + sum;
@@ -545,8 +589,8 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
         barrier(CLK_LOCAL_MEM_FENCE); /* kl and sl are rewritten by the next tile */
     }
     for (int g = 0; g < GQA; g++) {
-        const int part = (kvh * GQA + g) * n_split + sp;
-        part_o[(ulong)part * HD + lid] = o[g];
+        const ulong part = ((ulong)r * n_head + kvh * GQA + g) * split_max + sp;
+        part_o[part * HD + lid] = o[g];
         if (lid == 0) {
             part_ml[2 * part] = m[g];
             part_ml[2 * part + 1] = l[g];
@@ -554,13 +598,19 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     }
 }
 
-/* out[h] = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, M = max_s m_s.
- * CPU shape: one work-item per head, float16 vectors. Global size n_head. */
-__kernel void attn_decode_reduce(__global const float *part_o, __global const float *part_ml, const int n_split,
-                                 __global float *out, const ulong out_off, __global uchar *xq, const ulong xq_off) {
-    const int h = get_global_id(0);
-    __global const float *ml = part_ml + 2 * h * n_split;
-    __global const float *po = part_o + (ulong)h * n_split * HD;
+/* out[h] = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, M = max_s m_s,
+ * over row r's n_split splits (a row of one split was written by the CPU
+ * decode kernel itself). CPU shape: one work-item per (head, row), float16
+ * vectors. Global size (n_head, n_rows). */
+__kernel void attn_decode_reduce(__global const float *part_o, __global const float *part_ml,
+                                 __global const int *rows, const int split_max, __global float *out,
+                                 const ulong out_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride) {
+    const int h = get_global_id(0), r = get_global_id(1), n_head = get_global_size(0);
+    const int n_split = rows[r * ATTN_ROW_INTS + 3];
+    if (n_split == 1) return;
+    const ulong part = ((ulong)r * n_head + h) * split_max;
+    __global const float *ml = part_ml + 2 * part;
+    __global const float *po = part_o + part * HD;
     float mx = CLF_NEG_BIG, sum = 0.0f;
     for (int s = 0; s < n_split; s++) mx = fmax(mx, ml[2 * s]);
     float16 acc[HV];
@@ -571,16 +621,21 @@ __kernel void attn_decode_reduce(__global const float *part_o, __global const fl
         for (int c = 0; c < HV; c++) acc[c] = fma((float16)w, vload16(c, po + (ulong)s * HD), acc[c]);
     }
     const float inv = 1.0f / sum;
-    for (int c = 0; c < HV; c++) vstore16(acc[c] * inv, c, out + out_off + (ulong)h * HD);
-    clf_decode_out_xq(acc, inv, h, xq, xq_off);
+    __global float *orow = out + out_off + (ulong)r * n_head * HD;
+    for (int c = 0; c < HV; c++) vstore16(acc[c] * inv, c, orow + (ulong)h * HD);
+    clf_decode_out_xq(acc, inv, h, xq, xq_off + (ulong)r * xq_stride);
 }
 
-/* GPU shape: one work-item per output element. Global size (HD, n_head). */
-__kernel void attn_decode_reduce_gpu(__global const float *part_o, __global const float *part_ml, const int n_split,
-                                     __global float *out, const ulong out_off) {
-    const int d = get_global_id(0), h = get_global_id(1);
-    __global const float *ml = part_ml + 2 * h * n_split;
-    __global const float *po = part_o + (ulong)h * n_split * HD + d;
+/* GPU shape: one work-item per output element, every row's splits.
+ * Global size (HD, n_head, n_rows). */
+__kernel void attn_decode_reduce_gpu(__global const float *part_o, __global const float *part_ml,
+                                     __global const int *rows, const int split_max, __global float *out,
+                                     const ulong out_off) {
+    const int d = get_global_id(0), h = get_global_id(1), r = get_global_id(2), n_head = get_global_size(1);
+    const int n_split = rows[r * ATTN_ROW_INTS + 3];
+    const ulong part = ((ulong)r * n_head + h) * split_max;
+    __global const float *ml = part_ml + 2 * part;
+    __global const float *po = part_o + part * HD + d;
     float mx = CLF_NEG_BIG, sum = 0.0f, acc = 0.0f;
     for (int s = 0; s < n_split; s++) mx = fmax(mx, ml[2 * s]);
     for (int s = 0; s < n_split; s++) {
@@ -588,7 +643,45 @@ __kernel void attn_decode_reduce_gpu(__global const float *part_o, __global cons
         sum += w * ml[2 * s + 1];
         acc = fma(w, po[(ulong)s * HD], acc);
     }
-    out[out_off + (ulong)h * HD + d] = acc / sum;
+    out[out_off + ((ulong)r * n_head + h) * HD + d] = acc / sum;
+}
+
+/* The GPU shape's decode rows before attn_decode_gpu: RoPE of each row's q
+ * heads in place and of its k row, written with its v row into the cache
+ * slot of its position (what the CPU decode kernel fuses); rows qkv_stride
+ * floats apart in q, k and v. Work-item (h,
+ * r): h < n_head a q head, else KV head h - n_head. rope_mode < 0: none.
+ * Global size (n_head + n_kv_head, n_rows). */
+__kernel void attn_rows_prepare(__global float *q, const ulong q_off, __global const float *k, const ulong k_off,
+                                __global const float *v, const ulong v_off, const int qkv_stride, __global kv_t *kc, __global kv_t *vc, const ulong kv_off,
+                                const int n_slots, __global const int *tbl_base, __global const int *rows,
+                                const int n_tbl, const int rope_mode, const int n_rot, const float freq_scale,
+                                const float log2_scale, __global const float *rff, const ulong rff_off) {
+    const int h = get_global_id(0), r = get_global_id(1), n_head = get_global_size(0) - get_global_size(0) / (GQA + 1);
+    ROW_INFO(r);
+    (void)k0, (void)chunk, (void)n_split;
+    const int n_pairs = n_rot / 2, neox = rope_mode == 2;
+    float rc[HD / 2], rs[HD / 2], hv[HD];
+    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, (float)(n_kv - 1) * freq_scale, log2_scale, rff ? rff + rff_off : rff);
+    const ulong row = (ulong)r * qkv_stride;
+    if (h < n_head) {
+        if (rope_mode < 0) return;
+        __global float *p = q + q_off + row + h * HD;
+        for (int c = 0; c < HD; c += 16) vstore16(vload16(0, p + c), 0, hv + c);
+        clf_rope_head(hv, rc, rs, n_pairs, neox);
+        for (int c = 0; c < HD; c += 16) vstore16(vload16(0, hv + c), 0, p + c);
+        return;
+    }
+    const int kvh = h - n_head;
+    __global const float *kr = k + k_off + row + kvh * HD, *vr = v + v_off + row + kvh * HD;
+    for (int c = 0; c < HD; c += 16) vstore16(vload16(0, kr + c), 0, hv + c);
+    if (rope_mode >= 0) clf_rope_head(hv, rc, rs, n_pairs, neox);
+    __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
+    __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
+    for (int c = 0; c < HD; c += 16) {
+        KV_STORE16(vload16(0, hv + c), kd + c);
+        KV_STORE16(vload16(0, vr + c), vd + c);
+    }
 }
 
 #endif

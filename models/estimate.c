@@ -169,8 +169,11 @@ double clf_kv_bytes_per_token(const clf_model_shape *s, int elem_bytes) {
 }
 
 double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, int elem_bytes) {
-    int64_t ring = s->n_swa_layers && ctx <= INT_MAX && batch <= INT_MAX ? clf_kv_ring_slots((int)s->n_swa, (int)batch, (int)ctx) : ctx;
-    double slots = (double)(s->n_layer - s->n_swa_layers) * ctx + (double)s->n_swa_layers * ring;
+    /* a paged cache's blocks (attention.h): the context's, and the window's in a sliding layer */
+    const int fits = ctx <= INT_MAX && batch <= INT_MAX;
+    double all = fits ? (double)clf_kv_seq_blocks(0, (int)batch, (int)ctx, CLF_KV_BLOCK) * CLF_KV_BLOCK : (double)ctx;
+    double ring = s->n_swa_layers && fits ? (double)clf_kv_seq_blocks((int)s->n_swa, (int)batch, (int)ctx, CLF_KV_BLOCK) * CLF_KV_BLOCK : all;
+    double slots = (double)(s->n_layer - s->n_swa_layers) * all + (double)s->n_swa_layers * ring;
     return 2.0 * kv_dim(s) * elem_bytes * slots;
 }
 

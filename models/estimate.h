@@ -71,9 +71,9 @@ double clf_flops_prefill(const clf_model_shape *s, int64_t batch);
 
 /* K and V of one token in every layer, with elements of elem_bytes (4 or 2). */
 double clf_kv_bytes_per_token(const clf_model_shape *s, int elem_bytes);
-/* The KV cache of a context of ctx positions taken in chunks of batch: the
- * global layers hold every position, the sliding-window layers a ring of
- * the window and a chunk (clf_kv_ring_slots). */
+/* The KV cache of a context of ctx positions taken in chunks of batch, in
+ * blocks of CLF_KV_BLOCK: the global layers hold every position, the
+ * sliding-window layers the window and a chunk (clf_kv_seq_blocks). */
 double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, int elem_bytes);
 /* Minimum bytes moved: a decode step at context ctx reads every weight once
  * (one embedding row) and the K and V it attends (A(ctx) positions' worth),

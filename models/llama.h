@@ -11,6 +11,7 @@
 #include "attention.h"
 #include "family.h"
 #include "gguf.h"
+#include "kv_blocks.h"
 #include "matmul.h"
 #include "ops.h"
 #include "select.h"
@@ -77,17 +78,19 @@ void clf_llama_free(clf_llama *m);
 
 /* One sequence's cache: sequences share the weights and the scratch. */
 typedef struct clf_llama_seq {
-    clf_kv_cache kv, kv_swa;
-    int n_past;
+    int n_past; /* tokens in the cache */
 } clf_llama_seq;
 
 typedef struct clf_llama_ctx {
     const clf_llama *m;
-    /* sequence 0, the one the single-sequence calls use: */
-    clf_kv_cache kv;     /* the global layers: every position */
-    clf_kv_cache kv_swa; /* the sliding-window layers: a ring of the window and a chunk */
-    int n_ctx, n_batch;  /* n_ctx per sequence; n_batch rows per forward pass over all of them */
-    int n_past; /* tokens in the cache */
+    /* Paged KV caches (attention.h) shared by every sequence, a block
+     * table each: */
+    clf_kv_cache kv;          /* the global layers: every position */
+    clf_kv_cache kv_swa;      /* the sliding-window layers: the window and a chunk */
+    clf_kv_blocks blk, blk_swa; /* which sequence holds which of their blocks */
+    clf_attn_rows rows, rows_swa; /* a pass's decode rows against each */
+    int n_ctx, n_batch; /* n_ctx per sequence; n_batch rows per forward pass over all of them */
+    int n_past;         /* sequence 0's tokens, the one the single-sequence calls use */
     int n_seq;
     clf_llama_seq *seqs; /* sequences 1 .. n_seq - 1 */
     clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
@@ -95,6 +98,8 @@ typedef struct clf_llama_ctx {
     clf_tensor logits;                  /* n_seq rows, n_batch once all_logits is asked */
     cl_mem ids;
     int32_t *host_ids; /* a pass's tokens, gathered from its entries */
+    int *row_seq, *row_pos; /* a pass's decode rows: sequence and position [min(n_seq, n_batch)] */
+    int32_t *tbl_up;        /* a block table on its way to the device [n_tbl] */
     size_t device_bytes; /* KV cache + scratch */
     clf_stage_link *next; /* a stage before the last: the next stage's context */
     float *hop_x[2];      /* [n_batch × n_embd]: a pass's activations for the next stage, two in flight */
@@ -108,8 +113,9 @@ typedef struct clf_llama_ctx {
  * largest chunk processed at once. */
 clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type,
                                 clf_llama_ctx **out);
-/* The same with n_seq independent sequences (each of n_ctx positions, its
- * own KV cache) that clf_llama_eval_seqs advances together. */
+/* The same with n_seq independent sequences (each of up to n_ctx
+ * positions, blocks of the shared paged caches taken as it grows) that
+ * clf_llama_eval_seqs advances together. */
 clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
                                      clf_llama_ctx **out);
 void clf_llama_ctx_free(clf_llama_ctx *c);

@@ -193,7 +193,7 @@ static void fill_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, con
 static void count_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, int *done, const seq_pass *p, int by) {
     for (int s = 0; s < p->n_seg; s++) {
         const segment *g = &p->segs[s];
-        if (by > 0) *seq_at(c, g->seq).n_past += g->n;
+        if (by > 0) *seq_past(c, g->seq) += g->n;
         else clf_llama_seq_rewind(c, g->seq, g->pos);
         for (int i = 0; i < n; i++)
             if (b[i].seq == g->seq) done[i] += by * g->n;

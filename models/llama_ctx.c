@@ -1,24 +1,38 @@
-/* Contexts: each sequence's KV caches (a ring for the sliding-window
- * layers), the scratch one pass needs, and the sequences' lengths
- * (rewind, copy). */
+/* Contexts: the paged KV caches every sequence shares (a pool of blocks
+ * for the global layers, one for the sliding-window layers), the scratch
+ * one pass needs, and the sequences: their blocks, lengths, rewinds and
+ * copies (a copy shares the blocks; a shared block is copied before it is
+ * written). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "llama_impl.h"
 
-/* One sequence's caches: the global layers', and the sliding-window
- * layers' ring of the window and a chunk. */
-static clf_status create_caches(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type, clf_kv_cache *kv,
-                                clf_kv_cache *kv_swa) {
+/* Positions a sliding-window sequence keeps below the window, so that a
+ * rewind by up to this many (a server evaluating a prompt's last tokens
+ * again) keeps its keys: one block (clf_kv_seq_blocks counts it). */
+static int swa_slack(const clf_kv_cache *kv) { return kv->block; }
+
+/* The caches of the stage's layers: the global layers' and the
+ * sliding-window layers', each a pool of n_seq sequences' worth of blocks. */
+static clf_status create_caches(clf_llama_ctx *c, clf_type kv_type) {
+    const clf_llama *m = c->m;
     const clf_llama_hparams *hp = &m->hp;
+    const int block = CLF_KV_BLOCK, n_tbl = (c->n_ctx + block - 1) / block;
     int n_swa_layers = 0, n_layer = m->l1 - m->l0; /* the stage's layers only */
     for (int l = m->l0; l < m->l1; l++) n_swa_layers += clf_family_layer_swa(hp->fam, l);
-    if (n_swa_layers < n_layer)
-        CLF_TRY(clf_kv_cache_create(m->rt, kv_type, n_layer - n_swa_layers, hp->n_head_kv, hp->head_dim, n_ctx, 0,
-                                    kv));
-    if (n_swa_layers)
-        CLF_TRY(clf_kv_cache_create(m->rt, kv_type, n_swa_layers, hp->n_head_kv, hp->head_dim,
-                                    clf_kv_ring_slots(hp->n_swa, n_batch, n_ctx), hp->n_swa, kv_swa));
+    if (n_swa_layers < n_layer) {
+        const int per_seq = clf_kv_seq_blocks(0, c->n_batch, c->n_ctx, block);
+        CLF_TRY(clf_kv_pool_create(m->rt, kv_type, n_layer - n_swa_layers, hp->n_head_kv, hp->head_dim,
+                                   c->n_seq * per_seq, block, c->n_seq, n_tbl, 0, &c->kv));
+        CLF_TRY(clf_kv_blocks_init(&c->blk, c->n_seq * per_seq, c->n_seq, n_tbl));
+    }
+    if (n_swa_layers) {
+        const int per_seq = clf_kv_seq_blocks(hp->n_swa, c->n_batch, c->n_ctx, block);
+        CLF_TRY(clf_kv_pool_create(m->rt, kv_type, n_swa_layers, hp->n_head_kv, hp->head_dim, c->n_seq * per_seq,
+                                   block, c->n_seq, n_tbl, hp->n_swa, &c->kv_swa));
+        CLF_TRY(clf_kv_blocks_init(&c->blk_swa, c->n_seq * per_seq, c->n_seq, n_tbl));
+    }
     return CLF_OK;
 }
 
@@ -53,12 +67,15 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
     c->n_seq = n_seq;
     clf_runtime *rt = m->rt;
     int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    c->seqs = calloc((size_t)n_seq, sizeof *c->seqs); /* [0] unused: sequence 0 is c->kv */
+    const int n_dec = n_seq < n_batch ? n_seq : n_batch; /* decode rows a pass can hold */
+    c->seqs = calloc((size_t)n_seq, sizeof *c->seqs); /* [0] unused: sequence 0's length is c->n_past */
     c->host_ids = malloc((size_t)n_batch * sizeof *c->host_ids);
-    clf_status st = c->seqs && c->host_ids ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    if (st == CLF_OK) st = create_caches(m, n_ctx, n_batch, kv_type, &c->kv, &c->kv_swa);
-    for (int i = 1; st == CLF_OK && i < n_seq; i++)
-        st = create_caches(m, n_ctx, n_batch, kv_type, &c->seqs[i].kv, &c->seqs[i].kv_swa);
+    c->row_seq = malloc((size_t)n_dec * sizeof *c->row_seq);
+    c->row_pos = malloc((size_t)n_dec * sizeof *c->row_pos);
+    c->tbl_up = malloc(((size_t)n_ctx / CLF_KV_BLOCK + 1) * sizeof *c->tbl_up);
+    clf_status st = c->seqs && c->host_ids && c->row_seq && c->row_pos && c->tbl_up
+                        ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st == CLF_OK) st = create_caches(c, kv_type);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->x);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
@@ -87,7 +104,6 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
     }
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_batch * sizeof(int32_t), NULL, &c->ids);
     /* a decode row's activation quantized once by the norm or SwiGLU that makes it, where the GEMVs take int8 x */
-    const int n_dec = n_seq < n_batch ? n_seq : n_batch;
     if (st == CLF_OK && takes_xq(m))
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_embd), n_dec, &c->xq_e);
     if (st == CLF_OK && takes_xq(m))
@@ -100,7 +116,6 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
         return clf_fail_ctx(st, "creating a context of %d tokens: ", n_ctx);
     }
     c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
-    for (int i = 1; i < n_seq; i++) c->device_bytes += c->seqs[i].kv.bytes + c->seqs[i].kv_swa.bytes;
     const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
     *out = c;
@@ -115,12 +130,15 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     if (!c) return;
     clf_kv_cache_free(&c->kv);
     clf_kv_cache_free(&c->kv_swa);
-    for (int i = 1; c->seqs && i < c->n_seq; i++) {
-        clf_kv_cache_free(&c->seqs[i].kv);
-        clf_kv_cache_free(&c->seqs[i].kv_swa);
-    }
+    clf_kv_blocks_free(&c->blk);
+    clf_kv_blocks_free(&c->blk_swa);
+    clf_attn_rows_free(&c->rows);
+    clf_attn_rows_free(&c->rows_swa);
     free(c->seqs);
     free(c->host_ids);
+    free(c->row_seq);
+    free(c->row_pos);
+    free(c->tbl_up);
     if (c->next) c->next->ops->free(c->next);
     free(c->hop_x[0]);
     free(c->hop_x[1]);
@@ -135,44 +153,86 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
 
 int clf_llama_seq_len(const clf_llama_ctx *c, int seq) { return seq == 0 ? c->n_past : c->seqs[seq].n_past; }
 
-/* Whether the model has sliding-window layers anywhere: every stage of a
- * split decides a rewind alike, whichever layers it holds. */
-static int model_has_swa(const clf_llama_hparams *hp) {
-    for (int l = 0; l < hp->n_layer; l++)
-        if (clf_family_layer_swa(hp->fam, l)) return 1;
-    return 0;
+/* ---- blocks ------------------------------------------------------------------- */
+
+/* A shared block's first n slots into the sequence's own copy. */
+static clf_status copy_block(void *user, int from, int to, int n) {
+    const clf_llama_ctx *c = ((void **)user)[0];
+    return clf_kv_block_copy(c->m->rt, ((void **)user)[1], from, to, n);
+}
+
+/* Tables that changed onto the device, unmapped entries as block 0 (no
+ * kernel reads them: they lie below a window or past a length). */
+static clf_status upload_tables(clf_llama_ctx *c, const clf_kv_cache *kv, clf_kv_blocks *b) {
+    for (int s = 0; s < b->n_seq; s++) {
+        if (!b->dirty[s]) continue;
+        const int32_t *t = b->tbl + (int64_t)s * b->n_tbl;
+        for (int i = 0; i < b->n_tbl; i++) c->tbl_up[i] = t[i] < 0 ? 0 : t[i];
+        CLF_TRY(clf_kv_table_upload(c->m->rt, kv, s, c->tbl_up));
+        b->dirty[s] = 0;
+    }
+    return CLF_OK;
+}
+
+/* The first key the next query of a sequence of length len sees in a
+ * sliding-window cache, less the rewind slack. */
+static int swa_keep_from(const clf_kv_cache *kv, int len) {
+    const int k = len - kv->window + 1 - swa_slack(kv);
+    return k > 0 ? k : 0;
+}
+
+clf_status clf_llama_seq_reserve(clf_llama_ctx *c, const segment *segs, int n_seg) {
+    const clf_kv_cache *kvs[2] = {&c->kv, &c->kv_swa};
+    clf_kv_blocks *bs[2] = {&c->blk, &c->blk_swa};
+    for (int k = 0; k < 2; k++) {
+        if (!kvs[k]->k) continue;
+        const int bt = kvs[k]->block;
+        /* blocks that left the window first, then the count: all or nothing */
+        if (kvs[k]->window)
+            for (int s = 0; s < n_seg; s++) clf_kv_blocks_drop_below(bs[k], segs[s].seq, swa_keep_from(kvs[k], segs[s].pos) / bt);
+        int need = 0;
+        for (int s = 0; s < n_seg; s++)
+            need += clf_kv_blocks_need(bs[k], segs[s].seq, segs[s].pos / bt, (segs[s].pos + segs[s].n - 1) / bt);
+        if (need > bs[k]->n_free)
+            return clf_fail(CLF_ERR_CONTEXT, "the KV cache is full: this pass needs %d more blocks of %d tokens, %d of "
+                            "%d are free", need, bt, bs[k]->n_free, bs[k]->n_blocks);
+        void *user[2] = {c, (void *)kvs[k]};
+        for (int s = 0; s < n_seg; s++)
+            CLF_TRY(clf_kv_blocks_write(bs[k], segs[s].seq, segs[s].pos / bt, (segs[s].pos + segs[s].n - 1) / bt,
+                                        segs[s].pos % bt, copy_block, user));
+        CLF_TRY(upload_tables(c, kvs[k], bs[k]));
+    }
+    return CLF_OK;
+}
+
+/* Whether a sliding-window sequence still holds the keys the query at
+ * position pos sees (those below were given back). */
+static int swa_holds(const clf_llama_ctx *c, int seq, int pos) {
+    if (!c->kv_swa.k || pos == 0) return 1;
+    const int first = pos - c->kv_swa.window + 1 > 0 ? pos - c->kv_swa.window + 1 : 0;
+    for (int b = first / c->kv_swa.block; b <= (pos - 1) / c->kv_swa.block; b++)
+        if (!clf_kv_blocks_mapped(&c->blk_swa, seq, b)) return 0;
+    return 1;
+}
+
+/* Keeps positions below pos: the blocks from the one after pos's on go back. */
+static void drop_from(clf_llama_ctx *c, int seq, int pos) {
+    if (c->kv.k) clf_kv_blocks_drop_from(&c->blk, seq, (pos + c->kv.block - 1) / c->kv.block);
+    if (c->kv_swa.k) clf_kv_blocks_drop_from(&c->blk_swa, seq, (pos + c->kv_swa.block - 1) / c->kv_swa.block);
 }
 
 void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos) {
-    seq_ref r = seq_at(c, seq);
-    if (pos < 0 || pos >= *r.n_past) return;
-    /* a ring that wrapped keeps the window before pos only if fewer than
-     * slots - window + 1 positions are dropped */
-    const clf_llama_hparams *hp = &c->m->hp;
-    if (model_has_swa(hp)) {
-        int slots = clf_kv_ring_slots(hp->n_swa, c->n_batch, c->n_ctx);
-        if (*r.n_past > slots && *r.n_past - pos > slots - hp->n_swa + 1) pos = 0;
-    }
-    *r.n_past = pos;
+    int *n_past = seq_past(c, seq);
+    if (pos < 0 || pos >= *n_past) return;
+    /* a sliding window whose keys before pos were given back starts over;
+     * every stage of a split decides alike (the window is the model's) */
+    if (!swa_holds(c, seq, pos)) pos = 0;
+    drop_from(c, seq, pos);
+    *n_past = pos;
     if (c->next) c->next->ops->seq_rewind(c->next, seq, pos);
 }
 
 void clf_llama_rewind(clf_llama_ctx *c, int pos) { clf_llama_seq_rewind(c, 0, pos); }
-
-/* Slots [0, n_slots) of every layer's and head's rows from one cache to
- * another of the same shape ([layer][kv_head][slot][head_dim], K and V):
- * one rectangle of n_layer × n_kv_head rows per buffer. */
-static clf_status copy_slots(clf_runtime *rt, const clf_kv_cache *from, const clf_kv_cache *to, int n_slots) {
-    if (!from->k || n_slots <= 0) return CLF_OK;
-    const size_t elem = from->type == CLF_F16 ? 2 : 4, slot = (size_t)from->head_dim * elem;
-    const size_t origin[3] = {0, 0, 0}, region[3] = {(size_t)n_slots * slot, (size_t)from->n_layer * from->n_kv_head, 1};
-    const size_t pitch = (size_t)from->n_ctx * slot;
-    cl_mem src[2] = {from->k, from->v}, dst[2] = {to->k, to->v};
-    for (int i = 0; i < 2; i++)
-        CLF_CL_TRY(clEnqueueCopyBufferRect(rt->queue, src[i], dst[i], origin, origin, region, pitch, 0, pitch, 0, 0,
-                                           NULL, NULL));
-    return CLF_OK;
-}
 
 clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n) {
     if (src < 0 || src >= c->n_seq || dst < 0 || dst >= c->n_seq)
@@ -181,21 +241,18 @@ clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n) {
     if (n < 0 || n > len)
         return clf_fail(CLF_ERR_ARG, "copying %d tokens of sequence %d, which holds %d", n, src, len);
     if (c->next) return clf_fail(CLF_ERR_ARG, "copying a sequence is not supported over a split");
-    const clf_llama_hparams *hp = &c->m->hp;
-    const int slots = model_has_swa(hp) ? clf_kv_ring_slots(hp->n_swa, c->n_batch, c->n_ctx) : c->n_ctx;
-    const int wrapped = model_has_swa(hp) && len > slots;
-    /* clf_llama_seq_rewind's rule: the ring holds the window before n */
-    if (wrapped && len - n > slots - hp->n_swa + 1)
-        return clf_fail(CLF_ERR_ARG, "copying %d of sequence %d's %d tokens: its sliding-window ring no longer "
-                        "holds the window before token %d", n, src, len, n);
-    seq_ref from = seq_at(c, src), to = seq_at(c, dst);
-    if (src != dst) {
-        *to.n_past = 0; /* a copy cut short leaves an empty sequence */
-        CLF_TRY(copy_slots(c->m->rt, from.kv, to.kv, n));
-        /* the ring: positions p at slot p % slots; once wrapped, all of it */
-        CLF_TRY(copy_slots(c->m->rt, from.kv_swa, to.kv_swa, wrapped ? from.kv_swa->n_ctx : n));
+    if (!swa_holds(c, src, n))
+        return clf_fail(CLF_ERR_ARG, "copying %d of sequence %d's %d tokens: its sliding-window layers no longer "
+                        "hold the window before token %d", n, src, len, n);
+    if (src == dst) {
+        clf_llama_seq_rewind(c, src, n);
+        return CLF_OK;
     }
-    *to.n_past = n;
+    /* dst shares src's blocks of positions below n; the block holding n is
+     * copied by whichever of the two writes it first */
+    if (c->kv.k) clf_kv_blocks_share(&c->blk, src, dst, (n + c->kv.block - 1) / c->kv.block);
+    if (c->kv_swa.k) clf_kv_blocks_share(&c->blk_swa, src, dst, (n + c->kv_swa.block - 1) / c->kv_swa.block);
+    *seq_past(c, dst) = n;
     return CLF_OK;
 }
 

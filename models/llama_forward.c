@@ -97,41 +97,44 @@ static void xq_rows_init(xq_rows *q, const clf_llama_ctx *c, int n1) {
     q->att = xq_view(&c->xq_a, 0, n1, &q->att_v);
 }
 
-/* Segment s's row of the attention output's int8 form, or NULL: only a
- * decode row has one (a chunk given only a pass's last row is a one-row
- * segment past the n_dec rows). */
-static const clf_tensor *xq_att_row(const xq_rows *q, int s, const segment *sg, clf_tensor *view) {
-    if (!q->att || s >= q->n1) return NULL;
-    *view = clf_tensor_rows(q->att, sg->row0, 1);
-    return view;
-}
-
 /* ---- the pass -------------------------------------------------------------------- */
 
-/* qkv [n × (q_dim + 2 kv_dim)] -> att [n × q_dim], K and V into the caches:
- * each segment through its own sequence's cache of layer kl (swa: the
- * ring) at its positions; a launch of each op per segment. */
+/* The pass's decode rows (its first n1 segments, one token each) against
+ * both caches: their sequences and positions, set once for every layer. */
+static clf_status decode_rows(clf_llama_ctx *c, const segment *segs, int n1) {
+    if (n1 <= 0) return CLF_OK;
+    for (int s = 0; s < n1; s++) c->row_seq[s] = segs[s].seq, c->row_pos[s] = segs[s].pos;
+    if (c->kv.k) CLF_TRY(clf_attn_rows_set(c->m->rt, &c->kv, &c->rows, n1, c->row_seq, c->row_pos));
+    if (c->kv_swa.k) CLF_TRY(clf_attn_rows_set(c->m->rt, &c->kv_swa, &c->rows_swa, n1, c->row_seq, c->row_pos));
+    return CLF_OK;
+}
+
+/* qkv [n × (q_dim + 2 kv_dim)] -> att [n × q_dim], K and V into the caches
+ * of layer kl (swa: the sliding-window layers'): the decode rows (the
+ * first n1) in one launch, RoPE and the cache write fused (the output's
+ * int8 form too); each longer segment through its own sequence's view. */
 static clf_status attend(clf_llama_ctx *c, const segment *segs, int n_seg, int swa, int kl,
                          const clf_rope_params *rope, const xq_rows *xq) {
     const clf_llama_hparams *hp = &c->m->hp;
     clf_runtime *rt = c->m->rt;
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, qkv_dim = q_dim + 2 * kv_dim;
-    for (int s = 0; s < n_seg; s++) {
+    const clf_kv_cache *pool = swa ? &c->kv_swa : &c->kv;
+    const int n1 = xq->n1;
+    if (n1 > 0) {
+        clf_tensor sq = clf_tensor_rows(&c->qkv, 0, n1), sa = clf_tensor_rows(&c->att, 0, n1);
+        clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
+        CLF_TRY(clf_attention_decode_rows(rt, pool, swa ? &c->rows_swa : &c->rows, kl, q, k, v, hp->n_head,
+                                          hp->attn_scale, rope, &sa, xq->att));
+    }
+    for (int s = n1; s < n_seg; s++) {
         const segment *sg = &segs[s];
-        seq_ref r = seq_at(c, sg->seq);
-        clf_kv_cache *kv = swa ? r.kv_swa : r.kv;
+        clf_kv_cache kv = clf_kv_cache_seq(pool, sg->seq);
         clf_tensor sq = clf_tensor_rows(&c->qkv, sg->row0, sg->n), sa = clf_tensor_rows(&c->att, sg->row0, sg->n);
         clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
-        if (sg->n == 1) { /* RoPE and the cache write fused into the decode kernel, which quantizes its output */
-            clf_tensor aq;
-            CLF_TRY(clf_attention_decode(rt, kv, kl, q, k, v, hp->n_head, sg->pos, hp->attn_scale, rope, &sa,
-                                         xq_att_row(xq, s, sg, &aq)));
-            continue;
-        }
         /* Q and K are adjacent in each row: one launch rotates both */
         CLF_TRY(clf_rope(rt, &sq, sg->n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, sg->pos, rope));
-        CLF_TRY(clf_kv_write(rt, kv, kl, k, v, sg->n, sg->pos));
-        CLF_TRY(clf_attention(rt, kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
+        CLF_TRY(clf_kv_write(rt, &kv, kl, k, v, sg->n, sg->pos));
+        CLF_TRY(clf_attention(rt, &kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
     }
     return CLF_OK;
 }
@@ -178,6 +181,9 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
     clf_tensor gu = clf_tensor_rows(&c->gu, 0, n), ff = clf_tensor_rows(&c->ff, 0, n);
     xq_rows xq;
     xq_rows_init(&xq, c, n1);
+    /* the sequences' blocks for these positions, the decode rows' descriptions */
+    CLF_TRY(clf_llama_seq_reserve(c, segs, n_seg));
+    CLF_TRY(decode_rows(c, segs, n1));
 
     if (m->l0 == 0) {
         /* tokens [n] -> x [n × n_embd]: embedding rows (times sqrt(n_embd): Gemma); over a split the

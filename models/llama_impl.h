@@ -1,7 +1,7 @@
 /* What the files of models/llama_*.c share and nothing else sees:
  *   llama_hparams.c  hyperparameters from the GGUF metadata, tensor checks
  *   llama_load.c     the weights onto the device, fused projections
- *   llama_ctx.c      contexts: KV caches, scratch, sequences (length, rewind, copy)
+ *   llama_ctx.c      contexts: paged KV caches, scratch, sequences (blocks, length, rewind, copy)
  *   llama_forward.c  the forward pass over one batch of rows
  *   llama_batch.c    clf_llama_eval / eval_top / eval_seqs: chunks, multi-sequence passes, hops
  *   llama_stage.c    a pass arriving from another stage (stage.h) */
@@ -13,17 +13,15 @@
 /* A forward pass's rows of one sequence (stage.h). */
 typedef clf_stage_segment segment;
 
-/* Sequence s's caches and length: sequence 0 lives in the context's own
- * fields, which the single-sequence API has always used. */
-typedef struct seq_ref {
-    clf_kv_cache *kv, *kv_swa;
-    int *n_past;
-} seq_ref;
+/* Sequence s's length: sequence 0's lives in the context's own field,
+ * which the single-sequence API has always used. */
+static inline int *seq_past(clf_llama_ctx *c, int s) { return s == 0 ? &c->n_past : &c->seqs[s].n_past; }
 
-static inline seq_ref seq_at(clf_llama_ctx *c, int s) {
-    if (s == 0) return (seq_ref){&c->kv, &c->kv_swa, &c->n_past};
-    return (seq_ref){&c->seqs[s].kv, &c->seqs[s].kv_swa, &c->seqs[s].n_past};
-}
+/* Before a pass: blocks for every segment's positions in both caches
+ * (CLF_ERR_CONTEXT, nothing changed, when the pool is short), blocks that
+ * left a sliding window given back, changed tables onto the device.
+ * (llama_ctx.c) */
+clf_status clf_llama_seq_reserve(clf_llama_ctx *c, const segment *segs, int n_seg);
 
 /* Enqueues one pass over n ≤ n_batch tokens grouped in segments, the
  * single-token ones first (n1 rows), through the model's layers: from the

@@ -48,6 +48,6 @@ clf_status clf_llama_stage_pass(clf_llama_ctx *c, const clf_stage_pass *p, const
         clFinish(rt->queue);
         return st;
     }
-    for (int s = 0; s < p->n_seg; s++) *seq_at(c, p->segs[s].seq).n_past += p->segs[s].n;
+    for (int s = 0; s < p->n_seg; s++) *seq_past(c, p->segs[s].seq) += p->segs[s].n;
     return CLF_OK;
 }

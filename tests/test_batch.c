@@ -210,7 +210,7 @@ static void test_seq_copy(void **state) {
 }
 
 /* A copy that cannot be made changes nothing: sequences or a length out of
- * range, a ring that lost the window before n. */
+ * range, a sliding window whose blocks before n were given back. */
 static void test_seq_copy_bad(void **state) {
     (void)state;
     tiny_model tm = BASE;
@@ -218,22 +218,23 @@ static void test_seq_copy_bad(void **state) {
     loaded l;
     load(&tm, &l);
     clf_llama_ctx *c;
-    TU_OK(clf_llama_ctx_create_seqs(l.m, 64, 8, 2, CLF_F32, &c));
-    int32_t toks[40] = {0};
-    clf_llama_seq_batch b[2] = {{0, toks, 40, NULL}, {1, toks, 3, NULL}};
+    TU_OK(clf_llama_ctx_create_seqs(l.m, 128, 8, 2, CLF_F32, &c));
+    int32_t toks[100] = {0};
+    clf_llama_seq_batch b[2] = {{0, toks, 100, NULL}, {1, toks, 3, NULL}};
     TU_OK(clf_llama_eval_seqs(c, b, 2));
     assert_int_equal(clf_llama_seq_copy(c, 0, 2, 5), CLF_ERR_ARG);
     assert_int_equal(clf_llama_seq_copy(c, -1, 1, 0), CLF_ERR_ARG);
     assert_int_equal(clf_llama_seq_copy(c, 1, 0, 4), CLF_ERR_ARG);
     assert_string_equal(clf_last_error(), "copying 4 tokens of sequence 1, which holds 3");
-    /* 40 tokens in 32 slots: 15 on keep the 7 keys before them (slots - window + 1 = 25 dropped at most) */
+    /* the last pass began at 96: the sliding layers kept keys from 96 - 8 + 1 less a block of 32 on, so
+     * block 0 (positions 0..31) went back: 14 needs keys 7..13, 40 needs 33..39 */
     assert_int_equal(clf_llama_seq_copy(c, 0, 1, 14), CLF_ERR_ARG);
-    assert_int_equal(clf_llama_seq_len(c, 0), 40);
+    assert_int_equal(clf_llama_seq_len(c, 0), 100);
     assert_int_equal(clf_llama_seq_len(c, 1), 3);
-    TU_OK(clf_llama_seq_copy(c, 0, 1, 15));
-    assert_int_equal(clf_llama_seq_len(c, 1), 15);
-    TU_OK(clf_llama_seq_copy(c, 0, 0, 30)); /* onto itself: shortens it */
-    assert_int_equal(clf_llama_seq_len(c, 0), 30);
+    TU_OK(clf_llama_seq_copy(c, 0, 1, 40));
+    assert_int_equal(clf_llama_seq_len(c, 1), 40);
+    TU_OK(clf_llama_seq_copy(c, 0, 0, 60)); /* onto itself: shortens it */
+    assert_int_equal(clf_llama_seq_len(c, 0), 60);
     TU_OK(clf_llama_seq_copy(c, 1, 0, 0)); /* n = 0 empties dst */
     assert_int_equal(clf_llama_seq_len(c, 0), 0);
     clf_llama_ctx_free(c);

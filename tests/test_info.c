@@ -92,11 +92,12 @@ static void test_family_by_hand(void **state) {
     assert_true(clf_flops_token(&s, 10) == 139264);
     /* sum over t = 1..8 of A(t) = 36 + (1 + 2 + 3 + 4 + 4 * 4) = 62: 983040 + 12800 + 4 * 64 * 62 */
     assert_true(clf_flops_prefill(&s, 8) == 1011712);
-    /* the sliding layer's ring: the window and a batch of 8, 11 rounded up to 32 slots; F16 K and V
-     * of 32 dims are 128 bytes a slot */
-    assert_true(clf_kv_cache_bytes(&s, 100, 8, 2) == 128.0 * (100 + 32));
-    assert_true(clf_kv_cache_bytes(&s, 20, 8, 2) == 128.0 * (20 + 20)); /* a ring no shorter than the context */
-    assert_true(clf_kv_cache_bytes(&TINY, 100, 8, 2) == 128.0 * 200);
+    /* blocks of 32: the global layer's 100 positions in 4 (128 slots); the sliding layer's window, a batch
+     * of 8 and a block of slack, 43 in 2 blocks, and one where they straddle (96 slots); F16 K and V of
+     * 32 dims are 128 bytes a slot */
+    assert_true(clf_kv_cache_bytes(&s, 100, 8, 2) == 128.0 * (128 + 96));
+    assert_true(clf_kv_cache_bytes(&s, 20, 8, 2) == 128.0 * (32 + 32)); /* no more than the context's block */
+    assert_true(clf_kv_cache_bytes(&TINY, 100, 8, 2) == 128.0 * 256);
     /* weights read 15360 + 20736 + 640 * 4 + 12800 + 68 = 51524; K and V attended 256 * 14, the new token's 512 */
     assert_true(clf_bytes_token(&s, 10, 4) == 51524 + 3584 + 512);
 }
@@ -193,7 +194,8 @@ static void test_shape_and_command(void **state) {
     tu_expect_in(out, "\"file_params\": {\"embeddings\": 6400, \"attention\": 24576, \"mlp\": 36864, \"norms\": 320, "
                    "\"output\": 6400, \"other\": 0}");
     tu_expect_in(out, "\"per_token_c1\": 136192, \"per_token_ctx\": 140800, \"prefill\": 1014272");
-    tu_expect_in(out, "\"kv_per_token_f32\": 512, \"kv_per_token_f16\": 256, \"kv_ctx_f32\": 5120, \"kv_ctx_f16\": 2560");
+    /* the context's 10 positions take a block of 32 */
+    tu_expect_in(out, "\"kv_per_token_f32\": 512, \"kv_per_token_f16\": 256, \"kv_ctx_f32\": 16384, \"kv_ctx_f16\": 8192");
     tu_expect_in(out, "\"activations\": 20336"); /* 8 * (608 * 4 + 4) + 100 * 4 + 64 * 7 (int8 forms) */
     tu_expect_in(out, "\"name\": \"tiny \\\"test\\\"\"");
     tu_expect_in(out, "\"roofline\": {\"source\": \"given\", \"gflops\": 200, \"gbs\": 10, \"decode_c1\": {\"bound\": \"memory\"");
@@ -300,7 +302,7 @@ static void test_device_memory_sliding(void **state) {
     clf_llama_ctx *c;
     TU_OK(clf_llama_load(tu_runtime(), g, &m));
     TU_OK(clf_llama_ctx_create(m, 1024, 64, CLF_F16, &c));
-    assert_int_equal(c->kv_swa.n_ctx, 128); /* 40 + 64 - 1 rounded up to 32 */
+    assert_int_equal(c->kv_swa.n_slots, 192); /* 40 - 1 + 64 + a block of 32, in 5 blocks and one more */
     double kv = clf_kv_cache_bytes(&s, 1024, 64, 2), scratch = clf_scratch_bytes(&s, 64);
     assert_true(kv == (double)(c->kv.bytes + c->kv_swa.bytes));
     /* the int8 forms exist where the device's GEMVs take int8 x: then as estimated */

@@ -234,7 +234,7 @@ static void test_rewind_ring(void **state) {
     assert_int_equal(tiny_model_write(&tm, tu_seed(), path), 0);
     clf_gguf *g;
     TU_OK(clf_gguf_open(path, &g));
-    enum { N = 50, V = 97 };
+    enum { N = 120, V = 97 };
     int32_t toks[N];
     uint64_t s = tu_seed();
     for (int i = 0; i < N; i++) toks[i] = (int32_t)(tu_next(&s) % V);
@@ -244,15 +244,24 @@ static void test_rewind_ring(void **state) {
     clf_llama_ctx *c;
     TU_OK(clf_llama_load(tu_runtime(), g, &m));
     TU_OK(clf_llama_ctx_create(m, 256, 8, CLF_F32, &c));
-    assert_int_equal(c->kv_swa.n_ctx, 32); /* the window and a batch, rounded up */
+    /* the window, a batch and a block of slack (47 rounded up to 64), and a block where they straddle */
+    assert_int_equal(c->kv_swa.n_slots, 96);
     float logits[V];
     TU_OK(clf_llama_eval(c, toks, N, 0, logits));
-    clf_llama_rewind(c, N - 8); /* one batch back: the ring still holds the window before it */
+    clf_llama_rewind(c, N - 8); /* one batch back: the window before it is held */
     assert_int_equal(c->n_past, N - 8);
     TU_OK(clf_llama_eval(c, toks + N - 8, 8, 0, logits));
     assert_true(tu_rel_err(logits, ref + (size_t)(N - 1) * V, V) < 1e-4);
-    clf_llama_rewind(c, 20); /* 30 back: positions 13..19 were overwritten */
+    /* the last pass began at 112: keys from 112 - 8 + 1 - 32 = 73 on are held (blocks 2, 3); a rewind to
+     * 100 needs 93..99, one to 50 needs 43..49 (block 1: given back) */
+    clf_llama_rewind(c, 100);
+    assert_int_equal(c->n_past, 100);
+    TU_OK(clf_llama_eval(c, toks + 100, N - 100, 0, logits));
+    assert_true(tu_rel_err(logits, ref + (size_t)(N - 1) * V, V) < 1e-4);
+    clf_llama_rewind(c, 50);
     assert_int_equal(c->n_past, 0);
+    TU_OK(clf_llama_eval(c, toks, N, 0, logits)); /* from the start: blocks given back are taken again */
+    assert_true(tu_rel_err(logits, ref + (size_t)(N - 1) * V, V) < 1e-4);
     clf_llama_ctx_free(c);
     clf_llama_free(m);
     clf_gguf_close(g);

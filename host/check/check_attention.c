@@ -267,9 +267,9 @@ clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int
         size_t wrong = 0, total = 0;
         for (int layer = 0; layer < 2; layer++)
             for (int h = 0; h < n_kv_head; h++)
-                for (int p = 0; p < n_ctx; p++)
+                for (int p = 0; p < c.n_slots; p++) /* a lone cache's identity table: position p in slot p */
                     for (int d = 0; d < head_dim; d++, total++) {
-                        const size_t idx = (((size_t)layer * n_kv_head + h) * n_ctx + p) * head_dim + d;
+                        const size_t idx = (((size_t)layer * n_kv_head + h) * c.n_slots + p) * head_dim + d;
                         const int written = layer == 1 && p >= pos0 && p < pos0 + n_tokens;
                         const float *row = src + (size_t)(written ? p - pos0 : 0) * stride + h * head_dim + d;
                         wrong += !kv_elem_ok(type, kh, idx, written, row[kcol]);

@@ -19,19 +19,18 @@
 #define RING_ALIGN 32
 
 struct clf_attn_scratch {
-    cl_mem part_o, part_ml; /* [n_head][n_split][head_dim], [n_head][n_split][2] floats */
-    size_t parts;           /* capacity in (head, split) pairs */
+    cl_mem part_o, part_ml; /* [row][n_head][split_max][head_dim], [...][2] floats */
+    size_t parts;           /* capacity in (row, head, split) triples */
+    clf_attn_rows one;      /* the row of a single-token call */
 };
 
 static size_t kv_elem_bytes(clf_type t) { return t == CLF_F16 ? 2 : 4; }
 
 static int div_up(int a, int b) { return (a + b - 1) / b; }
 
-/* ---- cache -------------------------------------------------------------- */
+/* ---- cache ------------------------------------------------------------------ */
 
-clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
-                               int n_ctx, int window, clf_kv_cache *c) {
-    memset(c, 0, sizeof *c);
+static clf_status cache_check(clf_type type, int n_layer, int n_kv_head, int head_dim, int n_ctx, int window) {
     if (type != CLF_F32 && type != CLF_F16)
         return clf_fail(CLF_ERR_ARG, "KV cache type must be F32 or F16 (got type %u)", (unsigned)type);
     if (n_layer <= 0 || n_kv_head <= 0 || n_ctx <= 0 || window < 0)
@@ -39,42 +38,112 @@ clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int 
                         n_kv_head, n_ctx, window);
     if (head_dim < 16 || head_dim > 256 || head_dim % 16)
         return clf_fail(CLF_ERR_ARG, "head_dim %d unsupported (a multiple of 16 up to 256)", head_dim);
-    uint64_t elems = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_ctx * (uint64_t)head_dim;
+    return CLF_OK;
+}
+
+clf_status clf_kv_pool_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim, int n_blocks,
+                              int block, int n_seq, int n_tbl, int window, clf_kv_cache *c) {
+    memset(c, 0, sizeof *c);
+    CLF_TRY(cache_check(type, n_layer, n_kv_head, head_dim, 1, window));
+    if (block < RING_ALIGN || block % RING_ALIGN || n_blocks <= 0 || n_seq <= 0 || n_tbl <= 0 ||
+        (int64_t)n_blocks * block > INT32_MAX || (int64_t)n_tbl * block > INT32_MAX || (int64_t)n_seq * n_tbl > INT32_MAX)
+        return clf_fail(CLF_ERR_ARG, "bad KV pool: %d blocks of %d tokens, %d sequences of %d blocks", n_blocks, block,
+                        n_seq, n_tbl);
+    uint64_t elems = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_blocks * (uint64_t)block * (uint64_t)head_dim;
     if (elems > SIZE_MAX / 8) return clf_fail(CLF_ERR_MEMORY, "KV cache size overflows");
     size_t one = (size_t)elems * kv_elem_bytes(type);
-    c->type = type;
-    c->n_layer = n_layer;
-    c->n_kv_head = n_kv_head;
-    c->head_dim = head_dim;
-    c->n_ctx = n_ctx;
-    c->window = window;
-    c->bytes = 2 * one;
+    *c = (clf_kv_cache){.type = type, .n_layer = n_layer, .n_kv_head = n_kv_head, .head_dim = head_dim,
+                        .n_ctx = n_tbl * block, .n_slots = n_blocks * block, .block = block, .window = window,
+                        .n_seq = n_seq, .n_tbl = n_tbl, .bytes = 2 * one};
     c->scratch = calloc(1, sizeof *c->scratch);
     clf_status st = c->scratch ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, one, NULL, &c->k);
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_WRITE, one, NULL, &c->v);
+    if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_seq * n_tbl * sizeof(int32_t), NULL, &c->tbl);
+    if (st == CLF_OK) {
+        const cl_int zero = 0;
+        st = clf_cl_check(clEnqueueFillBuffer(rt->queue, c->tbl, &zero, sizeof zero, 0,
+                                              (size_t)n_seq * n_tbl * sizeof(int32_t), 0, NULL, NULL),
+                          "clearing block tables");
+    }
     if (st != CLF_OK) {
         clf_kv_cache_free(c);
-        return clf_fail_ctx(st, "KV cache (%d layers x %d ctx, %.1f MiB): ", n_layer, n_ctx,
+        return clf_fail_ctx(st, "KV cache (%d layers x %d blocks of %d, %.1f MiB): ", n_layer, n_blocks, block,
                             2.0 * (double)one / (1 << 20));
     }
     return CLF_OK;
 }
 
+clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
+                               int n_ctx, int window, clf_kv_cache *c) {
+    memset(c, 0, sizeof *c);
+    CLF_TRY(cache_check(type, n_layer, n_kv_head, head_dim, n_ctx, window));
+    const int n_blocks = div_up(n_ctx, RING_ALIGN);
+    CLF_TRY(clf_kv_pool_create(rt, type, n_layer, n_kv_head, head_dim, n_blocks, RING_ALIGN, 1, n_blocks, window, c));
+    c->n_ctx = n_ctx;
+    int32_t *id = malloc((size_t)n_blocks * sizeof *id);
+    clf_status st = id ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; id && i < n_blocks; i++) id[i] = i;
+    if (st == CLF_OK) st = clf_kv_table_upload(rt, c, 0, id);
+    free(id);
+    if (st != CLF_OK) clf_kv_cache_free(c);
+    return st;
+}
+
 void clf_kv_cache_free(clf_kv_cache *c) {
     if (c->k) clReleaseMemObject(c->k);
     if (c->v) clReleaseMemObject(c->v);
+    if (c->tbl) clReleaseMemObject(c->tbl);
     if (c->scratch) {
         if (c->scratch->part_o) clReleaseMemObject(c->scratch->part_o);
         if (c->scratch->part_ml) clReleaseMemObject(c->scratch->part_ml);
+        clf_attn_rows_free(&c->scratch->one);
         free(c->scratch);
     }
     memset(c, 0, sizeof *c);
 }
 
+clf_kv_cache clf_kv_cache_seq(const clf_kv_cache *pool, int seq) {
+    clf_kv_cache v = *pool;
+    v.seq = seq;
+    return v;
+}
+
+clf_status clf_kv_table_upload(clf_runtime *rt, const clf_kv_cache *pool, int seq, const int32_t *tbl) {
+    if (seq < 0 || seq >= pool->n_seq) return clf_fail(CLF_ERR_ARG, "block table of sequence %d of %d", seq, pool->n_seq);
+    const size_t bytes = (size_t)pool->n_tbl * sizeof *tbl;
+    /* blocking: the host's table changes again before the pass runs */
+    return clf_cl_check(clEnqueueWriteBuffer(rt->queue, pool->tbl, CL_TRUE, (size_t)seq * bytes, bytes, tbl, 0, NULL,
+                                             NULL),
+                        "writing a block table");
+}
+
+clf_status clf_kv_block_copy(clf_runtime *rt, const clf_kv_cache *pool, int from, int to, int n) {
+    if (from < 0 || to < 0 || from * (int64_t)pool->block >= pool->n_slots || to * (int64_t)pool->block >= pool->n_slots ||
+        n < 0 || n > pool->block)
+        return clf_fail(CLF_ERR_ARG, "copying %d slots of block %d to block %d of a pool of %d", n, from, to,
+                        pool->n_slots / pool->block);
+    if (n == 0 || from == to) return CLF_OK;
+    /* one rectangle a buffer: n slots in each of n_layer × n_kv_head rows of the pool */
+    const size_t slot = (size_t)pool->head_dim * kv_elem_bytes(pool->type), pitch = (size_t)pool->n_slots * slot;
+    const size_t src[3] = {(size_t)from * pool->block * slot, 0, 0}, dst[3] = {(size_t)to * pool->block * slot, 0, 0};
+    const size_t region[3] = {(size_t)n * slot, (size_t)pool->n_layer * pool->n_kv_head, 1};
+    cl_mem b[2] = {pool->k, pool->v};
+    for (int i = 0; i < 2; i++)
+        CLF_CL_TRY(clEnqueueCopyBufferRect(rt->queue, b[i], b[i], src, dst, region, pitch, 0, pitch, 0, 0, NULL, NULL));
+    return CLF_OK;
+}
+
 int clf_kv_ring_slots(int window, int n_batch, int n_ctx) {
     const int64_t need = ((int64_t)window + n_batch - 1 + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
     return window <= 0 || need >= n_ctx ? n_ctx : (int)need;
+}
+
+int clf_kv_seq_blocks(int window, int n_batch, int n_ctx, int block) {
+    const int64_t all = ((int64_t)n_ctx + block - 1) / block;
+    if (window <= 0) return (int)all;
+    const int64_t span = ((int64_t)window - 1 + block + n_batch + block - 1) / block + 1;
+    return (int)(span < all ? span : all);
 }
 
 /* ---- plan: variant, tiles, splits ----------------------------------------- */
@@ -139,8 +208,8 @@ static clf_status get_kernel(clf_runtime *rt, const clf_kv_cache *c, int gqa, co
     int br, bc;
     gpu_tiles(rt, c->head_dim, &br, &bc);
     char opts[160];
-    int n = snprintf(opts, sizeof opts, "-DHD=%d -DKV_F16=%d -DATTN_BK=%d -DATTN_BR=%d -DATTN_BC=%d", c->head_dim,
-                     c->type == CLF_F16, CPU_BLOCK_KEYS, br, bc);
+    int n = snprintf(opts, sizeof opts, "-DHD=%d -DKV_F16=%d -DKV_BT=%d -DATTN_BK=%d -DATTN_BR=%d -DATTN_BC=%d",
+                     c->head_dim, c->type == CLF_F16, c->block, CPU_BLOCK_KEYS, br, bc);
     if (gqa > 0) snprintf(opts + n, sizeof opts - (size_t)n, " -DGQA=%d", gqa);
     return clf_kernel_get(rt, "attention", opts, name, k);
 }
@@ -183,8 +252,17 @@ static clf_status span_check(const clf_kv_cache *c, int layer, int n_tokens, int
 }
 
 static cl_ulong layer_offset(const clf_kv_cache *c, int layer) {
-    return (cl_ulong)layer * (cl_ulong)c->n_kv_head * (cl_ulong)c->n_ctx * (cl_ulong)c->head_dim;
+    return (cl_ulong)layer * (cl_ulong)c->n_kv_head * (cl_ulong)c->n_slots * (cl_ulong)c->head_dim;
 }
+
+/* A view's pool slots and block table, as every kernel takes them (n_slots, tbl, tbl_off, n_tbl). */
+typedef struct tbl_args {
+    cl_int n_slots, tbl_off, n_tbl;
+} tbl_args;
+
+static tbl_args tbl_of(const clf_kv_cache *c) { return (tbl_args){c->n_slots, c->seq * c->n_tbl, c->n_tbl}; }
+
+#define TBL_ARGS(t, c) CLF_ARG((t).n_slots), CLF_ARG((c)->tbl), CLF_ARG((t).tbl_off), CLF_ARG((t).n_tbl)
 
 /* ---- KV write ------------------------------------------------------------ */
 
@@ -197,8 +275,10 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
     CLF_TRY(rows_check("V", v, n_tokens, width, &v_off));
     cl_kernel kern;
     CLF_TRY(get_kernel(rt, c, 0, "kv_write", &kern));
-    const clf_arg a[] = {CLF_ARG(k.t->mem), CLF_ARG(k_off), CLF_ARG(k.row_stride), CLF_ARG(v.t->mem), CLF_ARG(v_off), CLF_ARG(v.row_stride),
-                      CLF_ARG(c->k),     CLF_ARG(c->v),  CLF_ARG(kv_off),      CLF_ARG(c->n_ctx), CLF_ARG(pos0)};
+    const tbl_args t = tbl_of(c);
+    const clf_arg a[] = {CLF_ARG(k.t->mem), CLF_ARG(k_off),  CLF_ARG(k.row_stride), CLF_ARG(v.t->mem), CLF_ARG(v_off),
+                         CLF_ARG(v.row_stride), CLF_ARG(c->k), CLF_ARG(c->v), CLF_ARG(kv_off), TBL_ARGS(t, c),
+                         CLF_ARG(pos0)};
     CLF_TRY(clf_set_args(kern, a, CLF_NARGS(a)));
     const size_t global[2] = {(size_t)n_tokens, (size_t)c->n_kv_head};
     return clf_launch(rt, kern, 2, global, NULL);
@@ -231,79 +311,200 @@ static clf_status attn_check(const clf_kv_cache *c, int layer, clf_rows q, int n
     return CLF_OK;
 }
 
-static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_head, int head_dim, int n_split) {
-    const size_t need = (size_t)n_head * (size_t)n_split;
+static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_rows, int n_head, int head_dim) {
+    const size_t need = (size_t)n_rows * (size_t)n_head * ATTN_MAX_SPLIT; /* sized for the most splits any row can use */
     if (s->parts >= need) return CLF_OK;
-    /* sized once for the most splits any call can use */
-    const size_t cap = (size_t)n_head * ATTN_MAX_SPLIT;
     if (s->part_o) clReleaseMemObject(s->part_o);
     if (s->part_ml) clReleaseMemObject(s->part_ml);
     s->part_o = s->part_ml = NULL;
     s->parts = 0;
-    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, cap * (size_t)head_dim * sizeof(float), NULL, &s->part_o));
-    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, cap * 2 * sizeof(float), NULL, &s->part_ml));
-    s->parts = cap;
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, need * (size_t)head_dim * sizeof(float), NULL, &s->part_o));
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, need * 2 * sizeof(float), NULL, &s->part_ml));
+    s->parts = need;
     return CLF_OK;
 }
 
-/* The decode launch(es): the split kernel, then the reduction unless the
- * CPU kernel, given one split, wrote the output itself; with k (and v) the
- * CPU kernel also writes the token's K and V rows into the cache. */
-static clf_status decode(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
-                         cl_mem q, cl_mem out, int n_head, float qscale, const clf_rows *k, const clf_rows *vr,
-                         cl_ulong k_off, cl_ulong v_off, const clf_rope_params *rope, const clf_tensor *out_q) {
-    int n_split, chunk;
-    decode_split(rt, c, a->n_kv - a->k0 / 16 * 16, &n_split, &chunk);
-    clf_attn_scratch *s = c->scratch;
-    CLF_TRY(scratch_reserve(rt, s, n_head, c->head_dim, n_split));
+/* ---- decode rows ------------------------------------------------------------ */
 
-    const char *name = v == CLF_ATTN_GPU ? "attn_decode_gpu" : "attn_decode_cpu";
+enum { ROW_INTS = 5 }; /* cl/attention.cl ATTN_ROW_INTS */
+
+void clf_attn_rows_free(clf_attn_rows *r) {
+    if (r->info) clReleaseMemObject(r->info);
+    free(r->host);
+    memset(r, 0, sizeof *r);
+}
+
+clf_status clf_attn_rows_set(clf_runtime *rt, const clf_kv_cache *pool, clf_attn_rows *r, int n, const int *seq,
+                             const int *pos) {
+    if (n <= 0) return clf_fail(CLF_ERR_ARG, "no decode rows");
+    if (n > r->cap) {
+        clf_attn_rows_free(r);
+        int *h = malloc((size_t)n * ROW_INTS * sizeof *h);
+        if (!h) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        r->host = h;
+        CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n * ROW_INTS * sizeof(cl_int), NULL, &r->info));
+        r->cap = n;
+        r->n = 0;
+    }
+    int rows[ROW_INTS * 64], *w = n <= 64 ? rows : NULL, changed = n != r->n, split_max = 1;
+    if (!w && !(w = malloc((size_t)n * ROW_INTS * sizeof *w))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    clf_status st = CLF_OK;
+    for (int i = 0; st == CLF_OK && i < n; i++) {
+        const clf_kv_cache v = clf_kv_cache_seq(pool, seq[i]);
+        if ((st = span_check(&v, 0, 1, pos[i])) != CLF_OK) break;
+        for (int j = 0; j < i && st == CLF_OK; j++)
+            if (seq[j] == seq[i]) st = clf_fail(CLF_ERR_ARG, "decode rows %d and %d are of one sequence (%d)", j, i, seq[i]);
+        const int n_kv = pos[i] + 1, k0 = pool->window && n_kv > pool->window ? n_kv - pool->window : 0;
+        int n_split, chunk;
+        decode_split(rt, pool, n_kv - k0 / 16 * 16, &n_split, &chunk);
+        const int row[ROW_INTS] = {n_kv, k0, chunk, n_split, seq[i] * pool->n_tbl};
+        memcpy(w + i * ROW_INTS, row, sizeof row);
+        if (n_split > split_max) split_max = n_split;
+    }
+    if (st == CLF_OK && (changed || memcmp(w, r->host, (size_t)n * ROW_INTS * sizeof *w))) {
+        memcpy(r->host, w, (size_t)n * ROW_INTS * sizeof *w);
+        /* blocking: the host's rows change again at the next step */
+        st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, r->info, CL_TRUE, 0, (size_t)n * ROW_INTS * sizeof *w, w, 0,
+                                               NULL, NULL),
+                          "writing decode rows");
+    }
+    if (w != rows) free(w);
+    if (st != CLF_OK) {
+        r->n = 0; /* uploaded rows unknown: the next set writes them */
+        return st;
+    }
+    r->n = n;
+    r->split_max = split_max;
+    return CLF_OK;
+}
+
+/* RoPE as clf_rope takes it: base^(-2i/n_rot) = exp2(i * log2_scale), the constant in double. */
+typedef struct rope_args {
+    cl_int mode, n_rot;
+    float freq_scale, log2_scale;
+    cl_mem ff;
+    cl_ulong ff_off;
+} rope_args;
+
+static rope_args rope_of(const clf_rope_params *rope) {
+    if (!rope) return (rope_args){-1, 0, 1.0f, 0.0f, NULL, 0};
+    return (rope_args){(cl_int)rope->mode, rope->n_rot, rope->freq_scale,
+                       (float)(-2.0 * log2((double)rope->base) / rope->n_rot),
+                       rope->factors ? rope->factors->mem : NULL,
+                       rope->factors ? rope->factors->offset / sizeof(float) : 0};
+}
+
+static clf_status rope_check(const clf_rope_params *rope, int head_dim) {
+    if (rope && (rope->n_rot < 2 || rope->n_rot % 2 || rope->n_rot > head_dim || !(rope->base > 1) ||
+                 !(rope->freq_scale > 0) || (rope->mode != CLF_ROPE_NORM && rope->mode != CLF_ROPE_NEOX) ||
+                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2))))
+        return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
+                        (int)rope->mode, rope->n_rot, head_dim, rope->base, rope->freq_scale);
+    return CLF_OK;
+}
+
+clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, const clf_attn_rows *rows, int layer,
+                                     clf_rows q, clf_rows k, clf_rows v, int n_head, float scale,
+                                     const clf_rope_params *rope, clf_tensor *out, const clf_tensor *out_q) {
+    const int n = rows->n, hd = pool->head_dim;
+    if (!pool->k || n <= 0) return clf_fail(CLF_ERR_ARG, "decode rows: no cache or no rows set");
+    if (layer < 0 || layer >= pool->n_layer)
+        return clf_fail(CLF_ERR_ARG, "layer %d out of range (cache has %d)", layer, pool->n_layer);
+    if (n_head <= 0 || n_head % pool->n_kv_head)
+        return clf_fail(CLF_ERR_ARG, "%d query heads is not a multiple of the cache's %d KV heads", n_head,
+                        pool->n_kv_head);
+    const int q_width = n_head * hd, kv_width = pool->n_kv_head * hd;
+    cl_ulong q_off, k_off = 0, v_off = 0;
+    CLF_TRY(rows_check("Q", q, n, q_width, &q_off));
+    if (k.t) {
+        CLF_TRY(rows_check("K", k, n, kv_width, &k_off));
+        CLF_TRY(rows_check("V", v, n, kv_width, &v_off));
+        if (n > 1 && (k.row_stride != q.row_stride || v.row_stride != q.row_stride))
+            return clf_fail(CLF_ERR_ARG, "decode rows: Q, K and V rows must share one stride");
+    }
+    CLF_TRY(rope_check(rope, hd));
+    if (!out || out->type != CLF_F32 || out->offset % sizeof(float) || out->ne[0] != q_width ||
+        clf_tensor_nrows(out) < n)
+        return clf_fail(CLF_ERR_ARG, "attention output must be an F32 tensor of %d rows of %d floats", n, q_width);
+    if (out_q && (out_q->type != CLF_F32 || out_q->offset % 16 || hd % 32 || out_q->ne[0] != CLF_XQ_FLOATS(q_width) ||
+                  clf_tensor_nrows(out_q) != n))
+        return clf_fail(CLF_ERR_ARG, "attention: the output's int8 form %lld x %lld does not fit %d rows of %d "
+                        "(heads of a multiple of 32)", (long long)clf_tensor_nrows(out_q), (long long)out_q->ne[0], n,
+                        q_width);
+    const clf_attn_variant var = resolve_variant(rt, pool);
+    if (var == CLF_ATTN_GPU && (size_t)hd > rt->dev.max_work_group)
+        return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", hd,
+                        rt->dev.max_work_group);
+    clf_attn_scratch *s = pool->scratch;
+    CLF_TRY(scratch_reserve(rt, s, n, n_head, hd));
+    const int gqa = n_head / pool->n_kv_head;
+    const cl_ulong kv_off = layer_offset(pool, layer), out_off = out->offset / sizeof(float);
+    const float qscale = (float)(scale * LOG2E);
+    const rope_args ra = rope_of(k.t ? rope : NULL);
+    const cl_int stride = q.row_stride, n_slots = pool->n_slots, n_tbl = pool->n_tbl, split_max = rows->split_max;
     cl_kernel kern;
-    CLF_TRY(get_kernel(rt, c, a->gqa, name, &kern));
-    const clf_arg da[] = {CLF_ARG(q),          CLF_ARG(a->q_off),   CLF_ARG(c->k),  CLF_ARG(c->v),    CLF_ARG(a->kv_off),
-                          CLF_ARG(c->n_ctx),   CLF_ARG(s->part_o),  CLF_ARG(s->part_ml), CLF_ARG(a->k0), CLF_ARG(a->n_kv),
-                          CLF_ARG(chunk),      CLF_ARG(qscale)};
+    if (var == CLF_ATTN_GPU) {
+        if (k.t) { /* RoPE of q and k, the cache write: one launch for every row */
+            CLF_TRY(get_kernel(rt, pool, gqa, "attn_rows_prepare", &kern));
+            const clf_arg pa[] = {CLF_ARG(q.t->mem),  CLF_ARG(q_off),   CLF_ARG(k.t->mem),   CLF_ARG(k_off),
+                                  CLF_ARG(v.t->mem),  CLF_ARG(v_off),   CLF_ARG(stride),     CLF_ARG(pool->k),
+                                  CLF_ARG(pool->v),   CLF_ARG(kv_off),  CLF_ARG(n_slots),    CLF_ARG(pool->tbl),
+                                  CLF_ARG(rows->info), CLF_ARG(n_tbl),  CLF_ARG(ra.mode),    CLF_ARG(ra.n_rot),
+                                  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale), CLF_ARG(ra.ff), CLF_ARG(ra.ff_off)};
+            CLF_TRY(clf_set_args(kern, pa, CLF_NARGS(pa)));
+            const size_t g[2] = {(size_t)(n_head + pool->n_kv_head), (size_t)n};
+            CLF_TRY(clf_launch(rt, kern, 2, g, NULL));
+        }
+        CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_gpu", &kern));
+        const clf_arg da[] = {CLF_ARG(q.t->mem),  CLF_ARG(q_off),    CLF_ARG(pool->k),    CLF_ARG(pool->v),
+                              CLF_ARG(kv_off),    CLF_ARG(n_slots),  CLF_ARG(pool->tbl),  CLF_ARG(rows->info),
+                              CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(split_max), CLF_ARG(n_tbl),
+                              CLF_ARG(qscale),    CLF_ARG(stride)};
+        CLF_TRY(clf_set_args(kern, da, CLF_NARGS(da)));
+        const size_t g[3] = {(size_t)split_max * hd, (size_t)pool->n_kv_head, (size_t)n}, l[3] = {(size_t)hd, 1, 1};
+        CLF_TRY(clf_launch(rt, kern, 3, g, l));
+        CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_reduce_gpu", &kern));
+        const clf_arg ra2[] = {CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(rows->info), CLF_ARG(split_max),
+                               CLF_ARG(out->mem),  CLF_ARG(out_off)};
+        CLF_TRY(clf_set_args(kern, ra2, CLF_NARGS(ra2)));
+        const size_t gr[3] = {(size_t)hd, (size_t)n_head, (size_t)n}, lr[3] = {(size_t)hd, 1, 1};
+        CLF_TRY(clf_launch(rt, kern, 3, gr, lr));
+        if (!out_q) return CLF_OK;
+        clf_tensor on = clf_tensor_rows(out, 0, n);
+        return clf_quantize_x(rt, &on, out_q);
+    }
+    /* the CPU shape: RoPE, the write and (one split) the output fused into the split kernel */
+    cl_mem ks = k.t ? k.t->mem : NULL, vs = k.t ? v.t->mem : NULL, xq = out_q ? out_q->mem : NULL;
+    const cl_ulong xq_off = out_q ? out_q->offset : 0, xq_stride = (cl_ulong)CLF_XQ_FLOATS(q_width) * sizeof(float);
+    CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_cpu", &kern));
+    const clf_arg da[] = {CLF_ARG(q.t->mem),    CLF_ARG(q_off),     CLF_ARG(pool->k),      CLF_ARG(pool->v),
+                          CLF_ARG(kv_off),      CLF_ARG(n_slots),   CLF_ARG(pool->tbl),    CLF_ARG(rows->info),
+                          CLF_ARG(s->part_o),   CLF_ARG(s->part_ml), CLF_ARG(split_max),   CLF_ARG(n_tbl),
+                          CLF_ARG(qscale),      CLF_ARG(ks),        CLF_ARG(k_off),        CLF_ARG(vs),
+                          CLF_ARG(v_off),       CLF_ARG(stride),    CLF_ARG(out->mem),     CLF_ARG(out_off),
+                          CLF_ARG(ra.mode),     CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale),
+                          CLF_ARG(ra.ff),       CLF_ARG(ra.ff_off), CLF_ARG(xq),           CLF_ARG(xq_off),
+                          CLF_ARG(xq_stride)};
     CLF_TRY(clf_set_args(kern, da, CLF_NARGS(da)));
-    const size_t hd = (size_t)c->head_dim;
-    if (v == CLF_ATTN_GPU) {
-        const size_t global[2] = {(size_t)n_split * hd, (size_t)c->n_kv_head}, local[2] = {hd, 1};
-        CLF_TRY(clf_launch(rt, kern, 2, global, local));
-    } else {
-        cl_mem ks = k ? k->t->mem : NULL, vs = k ? vr->t->mem : NULL, xq = out_q ? out_q->mem : NULL;
-        const cl_ulong xq_off = out_q ? out_q->offset : 0;
-        /* RoPE as clf_rope takes it: base^(-2i/n_rot) = exp2(i * log2_scale), the constant in double */
-        const cl_int mode = rope ? (cl_int)rope->mode : -1, n_rot = rope ? rope->n_rot : 0;
-        const float freq_scale = rope ? rope->freq_scale : 1.0f,
-                    log2_scale = rope ? (float)(-2.0 * log2((double)rope->base) / rope->n_rot) : 0.0f;
-        cl_mem ff = rope && rope->factors ? rope->factors->mem : NULL;
-        const cl_ulong ff_off = rope && rope->factors ? rope->factors->offset / sizeof(float) : 0;
-        const clf_arg fa[] = {CLF_ARG(ks),   CLF_ARG(k_off),      CLF_ARG(vs),         CLF_ARG(v_off),
-                              CLF_ARG(out),  CLF_ARG(a->out_off), CLF_ARG(mode),       CLF_ARG(n_rot),
-                              CLF_ARG(freq_scale), CLF_ARG(log2_scale), CLF_ARG(ff), CLF_ARG(ff_off),
-                              CLF_ARG(xq), CLF_ARG(xq_off)};
-        for (int i = 0; i < (int)CLF_NARGS(fa); i++)
-            CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)(CLF_NARGS(da) + i), fa[i].size, fa[i].value));
-        const size_t global[2] = {(size_t)n_split, (size_t)c->n_kv_head}, local[2] = {1, 1};
-        CLF_TRY(clf_launch(rt, kern, 2, global, local));
-        if (n_split == 1) return CLF_OK;
-    }
+    const size_t g[3] = {(size_t)split_max, (size_t)pool->n_kv_head, (size_t)n}, l[3] = {1, 1, 1};
+    CLF_TRY(clf_launch(rt, kern, 3, g, l));
+    if (split_max == 1) return CLF_OK; /* every row wrote its output */
+    CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_reduce", &kern));
+    const clf_arg rda[] = {CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(rows->info), CLF_ARG(split_max),
+                           CLF_ARG(out->mem),  CLF_ARG(out_off),    CLF_ARG(xq),         CLF_ARG(xq_off),
+                           CLF_ARG(xq_stride)};
+    CLF_TRY(clf_set_args(kern, rda, CLF_NARGS(rda)));
+    const size_t gr[2] = {(size_t)n_head, (size_t)n};
+    return clf_launch(rt, kern, 2, gr, NULL);
+}
 
-    const char *rname = v == CLF_ATTN_GPU ? "attn_decode_reduce_gpu" : "attn_decode_reduce";
-    CLF_TRY(get_kernel(rt, c, a->gqa, rname, &kern));
-    const clf_arg ra[] = {CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(n_split), CLF_ARG(out), CLF_ARG(a->out_off)};
-    CLF_TRY(clf_set_args(kern, ra, CLF_NARGS(ra)));
-    if (v != CLF_ATTN_GPU) {
-        cl_mem xq = out_q ? out_q->mem : NULL;
-        const cl_ulong xq_off = out_q ? out_q->offset : 0;
-        CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)CLF_NARGS(ra), sizeof xq, &xq));
-        CLF_CL_TRY(clSetKernelArg(kern, (cl_uint)CLF_NARGS(ra) + 1, sizeof xq_off, &xq_off));
-    }
-    if (v == CLF_ATTN_GPU) {
-        const size_t global[2] = {hd, (size_t)n_head}, local[2] = {hd, 1};
-        return clf_launch(rt, kern, 2, global, local);
-    }
-    const size_t global = (size_t)n_head;
-    return clf_launch(rt, kern, 1, &global, NULL);
+/* One row of a view: its sequence and position in the scratch's row. */
+static clf_status decode_one(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
+                             int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
+                             const clf_tensor *out_q) {
+    CLF_TRY(clf_attn_rows_set(rt, c, &c->scratch->one, 1, &c->seq, &pos));
+    clf_tensor o1 = clf_tensor_rows(out, 0, 1);
+    return clf_attention_decode_rows(rt, c, &c->scratch->one, layer, q, k, v, n_head, scale, rope, &o1, out_q);
 }
 
 static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
@@ -311,8 +512,9 @@ static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varia
     const char *name = v == CLF_ATTN_GPU ? "attn_prefill_gpu" : "attn_prefill_cpu";
     cl_kernel k;
     CLF_TRY(get_kernel(rt, c, 0, name, &k));
+    const tbl_args t = tbl_of(c);
     const clf_arg pa[] = {CLF_ARG(q.t->mem), CLF_ARG(a->q_off),   CLF_ARG(q.row_stride), CLF_ARG(c->k),    CLF_ARG(c->v),
-                       CLF_ARG(a->kv_off), CLF_ARG(c->n_ctx), CLF_ARG(out),          CLF_ARG(a->out_off), CLF_ARG(n_tokens),
+                       CLF_ARG(a->kv_off), TBL_ARGS(t, c), CLF_ARG(out),          CLF_ARG(a->out_off), CLF_ARG(n_tokens),
                        CLF_ARG(pos0),      CLF_ARG(a->gqa),   CLF_ARG(qscale),       CLF_ARG(c->window)};
     CLF_TRY(clf_set_args(k, pa, CLF_NARGS(pa)));
     const int n_rows = n_tokens * a->gqa;
@@ -335,9 +537,8 @@ clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_
     if (v == CLF_ATTN_GPU && (size_t)c->head_dim > rt->dev.max_work_group)
         return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", c->head_dim,
                         rt->dev.max_work_group);
-    const float qscale = (float)(scale * LOG2E);
-    if (n_tokens == 1) return decode(rt, c, v, &a, q.t->mem, out->mem, n_head, qscale, NULL, NULL, 0, 0, NULL, NULL);
-    return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, qscale);
+    if (n_tokens == 1) return decode_one(rt, c, layer, q, (clf_rows){0}, (clf_rows){0}, n_head, pos0, scale, NULL, out, NULL);
+    return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, (float)(scale * LOG2E));
 }
 
 clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
@@ -345,40 +546,7 @@ clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf
                                 const clf_tensor *out_q) {
     attn_args a;
     CLF_TRY(attn_check(c, layer, q, n_head, 1, pos, out, &a));
-    const int width = c->n_kv_head * c->head_dim;
-    cl_ulong k_off, v_off;
-    CLF_TRY(rows_check("K", k, 1, width, &k_off));
-    CLF_TRY(rows_check("V", v, 1, width, &v_off));
-    if (rope && (rope->n_rot < 2 || rope->n_rot % 2 || rope->n_rot > c->head_dim || !(rope->base > 1) ||
-                 !(rope->freq_scale > 0) || (rope->mode != CLF_ROPE_NORM && rope->mode != CLF_ROPE_NEOX) ||
-                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2))))
-        return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
-                        (int)rope->mode, rope->n_rot, c->head_dim, rope->base, rope->freq_scale);
-    const int q_width = n_head * c->head_dim;
-    if (out_q && (out_q->type != CLF_F32 || out_q->offset % 16 || c->head_dim % 32 ||
-                  out_q->ne[0] != CLF_XQ_FLOATS(q_width) || clf_tensor_nrows(out_q) != 1 ||
-                  out->ne[0] != q_width))
-        return clf_fail(CLF_ERR_ARG, "attention: the output's int8 form %lld x %lld does not fit one row of %d "
-                        "(heads of a multiple of 32)", (long long)clf_tensor_nrows(out_q), (long long)out_q->ne[0], q_width);
-    const clf_attn_variant var = resolve_variant(rt, c);
-    if (var != CLF_ATTN_CPU) { /* the GPU kernels keep their own launches: RoPE over Q and K, the write, attention */
-        if (rope) {
-            clf_tensor *qt = (clf_tensor *)q.t, *kt = (clf_tensor *)k.t;
-            if (qt == kt && k.col0 == q.col0 + n_head * c->head_dim && k.row_stride == q.row_stride)
-                CLF_TRY(clf_rope(rt, qt, 1, q.row_stride, q.col0, n_head + c->n_kv_head, c->head_dim, pos, rope));
-            else {
-                CLF_TRY(clf_rope(rt, qt, 1, q.row_stride, q.col0, n_head, c->head_dim, pos, rope));
-                CLF_TRY(clf_rope(rt, kt, 1, k.row_stride, k.col0, c->n_kv_head, c->head_dim, pos, rope));
-            }
-        }
-        CLF_TRY(clf_kv_write(rt, c, layer, k, v, 1, pos));
-        CLF_TRY(clf_attention(rt, c, layer, q, n_head, 1, pos, scale, out));
-        if (!out_q) return CLF_OK;
-        clf_tensor o1 = clf_tensor_rows(out, 0, 1);
-        return clf_quantize_x(rt, &o1, out_q);
-    }
-    return decode(rt, c, var, &a, q.t->mem, out->mem, n_head, (float)(scale * LOG2E), &k, &v, k_off, v_off, rope,
-                  out_q);
+    return decode_one(rt, c, layer, q, k, v, n_head, pos, scale, rope, out, out_q);
 }
 
 clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
@@ -392,12 +560,13 @@ clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer
     clf_status st = get_kernel(rt, c, 0, "attn_naive_scores", &ks);
     if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_softmax", &km);
     if (st == CLF_OK) st = get_kernel(rt, c, 0, "attn_naive_pv", &kv);
+    const tbl_args t = tbl_of(c);
     const clf_arg sa[] = {CLF_ARG(q.t->mem), CLF_ARG(a.q_off), CLF_ARG(q.row_stride), CLF_ARG(c->k), CLF_ARG(a.kv_off),
-                       CLF_ARG(c->n_ctx), CLF_ARG(S),       CLF_ARG(pos0),         CLF_ARG(a.gqa), CLF_ARG(scale),
+                       TBL_ARGS(t, c), CLF_ARG(S),       CLF_ARG(pos0),         CLF_ARG(a.gqa), CLF_ARG(scale),
                        CLF_ARG(c->window)};
     const clf_arg ma[] = {CLF_ARG(S), CLF_ARG(a.n_kv)};
     const clf_arg va[] = {CLF_ARG(S),        CLF_ARG(a.n_kv),  CLF_ARG(c->v),     CLF_ARG(a.kv_off),
-                       CLF_ARG(c->n_ctx), CLF_ARG(out->mem), CLF_ARG(a.out_off), CLF_ARG(a.gqa)};
+                       TBL_ARGS(t, c), CLF_ARG(out->mem), CLF_ARG(a.out_off), CLF_ARG(a.gqa)};
     const size_t gs[3] = {(size_t)a.n_kv, (size_t)n_tokens, (size_t)n_head};
     const size_t gv[3] = {(size_t)c->head_dim / 16, (size_t)n_tokens, (size_t)n_head};
     if (st == CLF_OK) st = clf_set_args(ks, sa, CLF_NARGS(sa));

@@ -18,36 +18,70 @@ typedef enum clf_attn_variant {
 
 typedef struct clf_attn_scratch clf_attn_scratch;
 
-/* Layout: [layer][kv_head][slot][head_dim], K and V in separate buffers,
- * F32 or F16 elements (vstore_half / vload_half). head_dim is a multiple of
- * 16 up to 256. Position p lives in slot p % n_ctx: a cache without a
- * window takes positions below n_ctx; with a sliding window (attention
- * sees the last `window` keys) it is a ring that takes any position, so
- * it need hold only the window plus a chunk: a chunk of n tokens fits
- * when n + window - 1 <= n_ctx, and a ring's n_ctx is a multiple of 32. */
+/* A paged KV cache: K and V each [layer][kv_head][slot][head_dim] over a
+ * pool of n_slots slots in blocks of `block` tokens, F32 or F16 elements
+ * (vstore_half / vload_half); head_dim a multiple of 16 up to 256. Each
+ * sequence has a block table of n_tbl entries in `tbl` ([n_seq][n_tbl]
+ * int32): position p lives in slot tbl[(p / block) % n_tbl] * block + p %
+ * block, so a sequence holds positions below n_ctx = n_tbl * block and
+ * takes blocks as it grows (kv_blocks.h hands them out).
+ *
+ * A cache created alone (clf_kv_cache_create: tests, the bench) is one
+ * sequence with the identity table over ceil(n_ctx / 32) blocks of 32: a
+ * cache without a window takes positions below n_ctx; with a sliding window
+ * (attention sees the last `window` keys) and n_ctx a multiple of 32 it is
+ * a ring that takes any position, so it need hold only the window plus a
+ * chunk: a chunk of n tokens fits when n + window - 1 <= n_ctx.
+ *
+ * The functions below take a view of one sequence (clf_kv_cache_seq), which
+ * shares the pool's buffers. */
 typedef struct clf_kv_cache {
     clf_type type; /* CLF_F32 or CLF_F16 */
-    int n_layer, n_kv_head, head_dim, n_ctx;
-    int window; /* 0: causal over every position; > 0: sliding window */
+    int n_layer, n_kv_head, head_dim;
+    int n_ctx;   /* positions a sequence may hold */
+    int n_slots; /* slots in the pool: blocks × block */
+    int block;   /* tokens per block, a multiple of 32 */
+    int window;  /* 0: causal over every position; > 0: sliding window */
     cl_mem k, v;
-    size_t bytes; /* both buffers */
+    cl_mem tbl;           /* block tables [n_seq][n_tbl] */
+    int n_seq, n_tbl, seq; /* this view's sequence */
+    size_t bytes;          /* K and V */
     /* Overrides, for tests and tuning: variant AUTO (what create sets)
      * takes the device's tuning (rt->tune.attn, $CLINFER_ATTN_VARIANT);
      * n_split 0 lets decode choose its splits from the cache length, the
      * compute units and the tuning's attn_split_*. */
     clf_attn_variant variant;
     int n_split;
-    clf_attn_scratch *scratch; /* decode partials: allocated on first decode, reused */
+    clf_attn_scratch *scratch; /* decode partials and rows: allocated on first decode, reused */
 } clf_kv_cache;
 
 clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
                                int n_ctx, int window, clf_kv_cache *c);
+/* A pool of n_blocks blocks of `block` tokens for n_seq sequences of up to
+ * n_tbl blocks each, every table entry 0 until set. */
+clf_status clf_kv_pool_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim, int n_blocks,
+                              int block, int n_seq, int n_tbl, int window, clf_kv_cache *c);
 void clf_kv_cache_free(clf_kv_cache *c);
+/* Sequence seq's view of a pool (shares its buffers; not freed). */
+clf_kv_cache clf_kv_cache_seq(const clf_kv_cache *pool, int seq);
+/* Sequence seq's block table (n_tbl entries) onto the device. */
+clf_status clf_kv_table_upload(clf_runtime *rt, const clf_kv_cache *pool, int seq, const int32_t *tbl);
+/* Copies slots [0, n) of block `from` to block `to` in every layer and
+ * head (a block shared by two sequences before one writes it). */
+clf_status clf_kv_block_copy(clf_runtime *rt, const clf_kv_cache *pool, int from, int to, int n);
 
 /* Slots a cache with a sliding window needs for chunks of up to n_batch
  * tokens: the window and a chunk, rounded up to the ring's alignment; n_ctx
  * when that is not fewer (the positions then never wrap). */
 int clf_kv_ring_slots(int window, int n_batch, int n_ctx);
+
+/* The most blocks of `block` tokens one sequence of a paged cache holds at
+ * once: every position's below n_ctx; with a sliding window, the window
+ * and a chunk of up to n_batch tokens, a block of slack for rewinds (a
+ * server evaluates a prompt's last tokens again), and one more where the
+ * span straddles blocks. */
+int clf_kv_seq_blocks(int window, int n_batch, int n_ctx, int block);
+#define CLF_KV_BLOCK 32 /* tokens per block unless the tuning says (attention.cl: a multiple of 32) */
 
 /* Where Q/K/V rows live in an activation tensor: element column col0 in
  * rows `row_stride` floats apart (a fused QKV output has all three). */
@@ -70,13 +104,35 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                          int n_tokens, int pos0, float scale, clf_tensor *out);
 
-/* One token at position pos: with rope, clf_rope of its Q and K heads
- * (unrotated in q and k), then clf_kv_write of its K and V and
- * clf_attention of its queries, the same result; the CPU decode kernel
- * rotates, writes the cache and, with one split, the output itself: one
- * launch (q and k are left unrotated then). out_q (or NULL): the output
- * row's int8 form for the Wo GEMV (matmul.h, CLF_XQ_FLOATS of n_head ×
- * head_dim; head_dim a multiple of 32), written with the output. */
+/* The decode rows of one step: n query tokens, row i the next token of
+ * sequence seq[i] at position pos[i], distinct sequences (each row writes
+ * its own key). Set once a step per cache (uploaded where it changed),
+ * used by every layer's clf_attention_decode_rows. */
+typedef struct clf_attn_rows {
+    int n, split_max, cap;
+    int *host; /* [cap][5]: n_kv, k0, chunk, n_split, table offset (cl/attention.cl ROW_INFO) */
+    cl_mem info;
+} clf_attn_rows;
+
+clf_status clf_attn_rows_set(clf_runtime *rt, const clf_kv_cache *pool, clf_attn_rows *r, int n, const int *seq,
+                             const int *pos);
+void clf_attn_rows_free(clf_attn_rows *r);
+
+/* Every row in one launch (two with the reduction, three on the GPU
+ * shape): with rope, the RoPE of each row's Q and K heads (unrotated in q
+ * and k), then the write of its K and V into its sequence's cache and
+ * attention of its queries, as clf_rope, clf_kv_write and clf_attention
+ * would give row by row; k.t NULL: the keys are written already, q
+ * rotated. q, k, v: n rows, one row stride; out: n rows of n_head ×
+ * head_dim. out_q (or NULL): the output rows' int8 form for the Wo GEMV
+ * (matmul.h, CLF_XQ_FLOATS of n_head × head_dim; head_dim a multiple of
+ * 32), written with the output. */
+clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, const clf_attn_rows *rows, int layer,
+                                     clf_rows q, clf_rows k, clf_rows v, int n_head, float scale,
+                                     const clf_rope_params *rope, clf_tensor *out, const clf_tensor *out_q);
+
+/* One token at position pos of one sequence's view: clf_attention_decode_rows
+ * of one row. */
 clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
                                 int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
                                 const clf_tensor *out_q);
