@@ -248,16 +248,11 @@ static void fill(int32_t *t, int n, uint32_t seed) {
     }
 }
 
-static srv_job_params greedy(void) {
-    srv_job_params p = {.max_tokens = LONG_GEN, .sp = clinfer_sampler_default_params()};
-    p.sp.temperature = 0;
-    return p;
-}
 
 /* Submits n jobs at once and waits for them all: their texts and views. */
 static void run_together(server *sv, int32_t *const *prompts, const int *lens, int n, char **texts,
                          srv_job_view *views) {
-    srv_job_params p = greedy();
+    srv_job_params p = sampled(LONG_GEN); /* seeded draws: greedy, the tiny model soon repeats one token */
     srv_job *jobs[8];
     for (int i = 0; i < n; i++) {
         assert_int_equal(srv_job_create(prompts[i], lens[i], &p, &jobs[i]), CLINFER_OK);
@@ -307,14 +302,13 @@ static void expect_stats(server *sv, unsigned long long cached, unsigned long lo
  * slot. Each reuses all of P and answers as it does with nothing cached. */
 static void test_shared_prefix_copied_across_slots(void **state) {
     (void)state;
-    enum { SUFFIX = 12, N = 3 };
-    server sv = start(4, LONG_CTX, 4);
+    enum { SUFFIX = 12, N = 3, BUSY_CTX = 4096 }; /* the busy job's thousands of steps outlast the others' 30 */
+    server sv = start(4, BUSY_CTX, 4);
     int32_t p[LONG], other[LONG], q[N][LONG + SUFFIX];
     fill(p, LONG, 1);
     fill(other, LONG, 2);
     other[0] = p[0] == 3 ? 4 : 3; /* shares nothing with P */
-    srv_job_params until_full = greedy();
-    until_full.max_tokens = 0; /* busy until the others are done */
+    srv_job_params until_full = sampled(0); /* until the context is full: busy until the others are done */
     srv_job *busy;
     assert_int_equal(srv_job_create(other, LONG, &until_full, &busy), CLINFER_OK);
     assert_int_equal(srv_sched_submit(sv.s, busy), SRV_SUBMIT_OK);
@@ -338,7 +332,7 @@ static void test_shared_prefix_copied_across_slots(void **state) {
     size_t n;
     srv_sched_wait(sv.s, busy, 0, 0, &vb, &t, &n);
     free(t);
-    assert_int_equal(vb.state, SRV_RUNNING); /* it was busy all along */
+    assert_int_equal(vb.state, SRV_RUNNING); /* it was busy all along, its slot no landing place */
     srv_sched_release(sv.s, busy);
     for (int i = 0; i < N; i++) {
         assert_int_equal(v[i].n_prompt, LONG + SUFFIX);
@@ -377,6 +371,8 @@ static void test_prefix_copied_up_to_divergence(void **state) {
     assert_int_equal(v[0].n_cached, X);          /* a's slot, its own prefix */
     assert_int_equal(v[1].n_cached, X - 50 - 2); /* copied; its last two evaluated again */
     assert_int_equal(v[2].n_cached, HALF);       /* copied up to where it parts */
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < i; k++) assert_string_not_equal(texts[i], texts[k]);
     expect_stats(&sv, X + X - 50 - 2 + HALF, X + Y + X + Y + X - 50 + HALF + Y);
     stop(&sv);
     expect_uncached(qs, lens, N, texts);
