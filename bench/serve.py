@@ -12,8 +12,15 @@ servers). A request fails on an HTTP error, an error event, or a stream
 without [DONE] or without finish_reason stop/length. Exits 1 when any
 request failed.
 
+With --shared-prefix-tokens N it measures the prefix cache instead: every
+request begins with the same system prompt of about N tokens (fresh text
+each run, so nothing of it is cached before); one request is sent alone,
+then --shared-requests K together, and it reports the TTFT of the first
+against the p50 of the later ones, and the cached tokens the later ones
+report (usage.prompt_tokens_details.cached_tokens).
+
     bench/serve.py --url http://127.0.0.1:8080 [--requests 64] [--concurrency 1,4,8,16]
-                   [--max-tokens 64] [--json]
+                   [--max-tokens 64] [--shared-prefix-tokens 1000 [--shared-requests 4]] [--json]
 """
 import argparse
 import concurrent.futures
@@ -28,13 +35,19 @@ PROMPTS = ["Once upon a time, in a small village by the sea,", "The history of t
            "Here is a recipe for a simple tomato soup:", "The three laws of thermodynamics are",
            "Dear diary, today I finally", "In the year 2150, the first city on Mars", "A short guide to learning C:",
            "The old lighthouse keeper looked at the storm and"]
+SYSTEM = ("You are a careful assistant for a public library. Answer questions about opening hours, loans, renewals, "
+          "fines, room bookings and the catalogue. Keep answers short, polite and accurate; when unsure, say so and "
+          "point the reader to the front desk. ")
 
 
-def one_request(url, model, prompt, max_tokens, timeout):
-    """(ttft s, [inter-token s], tokens, error or None) of one streamed completion."""
+def one_request(url, model, prompt, max_tokens, timeout, usage=None):
+    """(ttft s, [inter-token s], tokens, error or None) of one streamed completion; with a dict
+    `usage`, the answer's usage is asked for and stored in it."""
     u = urllib.parse.urlsplit(url)
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True}).encode()
+    req = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    if usage is not None:
+        req["stream_options"] = {"include_usage": True}
+    body = json.dumps(req).encode()
     t0 = time.perf_counter()
     times, finish = [], None
     try:
@@ -54,6 +67,8 @@ def one_request(url, model, prompt, max_tokens, timeout):
             ev = json.loads(line[6:])
             if "error" in ev:
                 return None, [], 0, f"error event: {ev['error']}"
+            if usage is not None and ev.get("usage"):
+                usage.update(ev["usage"])
             if ev.get("choices") and ev["choices"][0].get("text"):
                 times.append(time.perf_counter())
             if ev.get("choices") and ev["choices"][0].get("finish_reason"):
@@ -93,6 +108,35 @@ def level(url, model, n, conc, max_tokens, timeout):
             "first_error": next((r[3] for r in res if r[3]), None)}
 
 
+def shared_prefix(url, model, n_tokens, k, max_tokens, timeout):
+    """One request alone, then k together, all beginning with the same system prompt of about n_tokens."""
+    u = urllib.parse.urlsplit(url)  # how many characters a token: the server's count of a sample
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    sample = SYSTEM * 8
+    c.request("POST", "/v1/completions", body=json.dumps({"model": model, "prompt": sample, "max_tokens": 1}).encode(),
+              headers={"Content-Type": "application/json"})
+    per_token = len(sample) / json.loads(c.getresponse().read())["usage"]["prompt_tokens"]
+    c.close()
+    text = f"Session {time.time_ns():x}. "  # first, so that no slot holds this prefix yet
+    while len(text) < n_tokens * per_token:
+        text += SYSTEM
+    text = text[:int(n_tokens * per_token)] + "\n\n"
+    first_usage = {}
+    first = one_request(url, model, text + PROMPTS[0], max_tokens, timeout, first_usage)
+    usages = [{} for _ in range(k)]
+    with concurrent.futures.ThreadPoolExecutor(k) as ex:
+        later = list(ex.map(lambda i: one_request(url, model, text + PROMPTS[(i + 1) % len(PROMPTS)], max_tokens,
+                                                  timeout, usages[i]), range(k)))
+    ok = [r for r in later if r[3] is None]
+    cached = [x.get("prompt_tokens_details", {}).get("cached_tokens", 0) for x in usages if x]
+    return {"prompt_tokens": first_usage.get("prompt_tokens"), "later_requests": k,
+            "errors": (first[3] is not None) + k - len(ok), "first_ttft_ms": (first[0] or float("nan")) * 1e3,
+            "later_ttft_p50_ms": pct([r[0] for r in ok], 50) * 1e3,
+            "first_cached_tokens": first_usage.get("prompt_tokens_details", {}).get("cached_tokens"),
+            "later_cached_tokens_p50": pct(cached, 50),
+            "first_error": first[3] or next((r[3] for r in later if r[3]), None)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8080")
@@ -100,6 +144,9 @@ def main():
     ap.add_argument("--concurrency", default="1,4,8,16")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=600, help="seconds a request may take")
+    ap.add_argument("--shared-prefix-tokens", type=int, default=0,
+                    help="measure the prefix cache: a shared system prompt of about this many tokens")
+    ap.add_argument("--shared-requests", type=int, default=4, help="requests sent together after the first")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     u = urllib.parse.urlsplit(a.url)
@@ -108,6 +155,20 @@ def main():
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
     c.request("GET", "/v1/models")
     model = json.loads(c.getresponse().read())["data"][0]["id"]
+    if a.shared_prefix_tokens > 0:
+        r = shared_prefix(a.url, model, a.shared_prefix_tokens, a.shared_requests, a.max_tokens, a.timeout)
+        if a.json:
+            print(json.dumps({"model": model, "max_tokens": a.max_tokens, "shared_prefix": r}, indent=1))
+        else:
+            print(f"model {model}, max_tokens {a.max_tokens}, greedy, streamed; a shared system prompt of about"
+                  f" {a.shared_prefix_tokens} tokens: 1 request alone, then {r['later_requests']} together")
+            print("| prompt tokens | errors | TTFT first ms | TTFT later p50 ms | cached first | cached later p50 |")
+            print("| --- | --- | --- | --- | --- | --- |")
+            print(f"| {r['prompt_tokens']} | {r['errors']} | {r['first_ttft_ms']:.0f} | {r['later_ttft_p50_ms']:.0f} |"
+                  f" {r['first_cached_tokens']} | {r['later_cached_tokens_p50']} |")
+            if r["first_error"]:
+                print(f"  first error: {r['first_error']}")
+        sys.exit(1 if r["errors"] else 0)
     rows = []
     for conc in (int(x) for x in a.concurrency.split(",")):
         rows.append(level(a.url, model, a.requests, conc, a.max_tokens, a.timeout))

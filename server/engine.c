@@ -40,6 +40,9 @@ void srv_engine_free(srv_engine *e) {
 int srv_engine_n_ctx(const srv_engine *e) { return clinfer_session_n_ctx(e->s); }
 int srv_engine_slot_len(const srv_engine *e, int slot) { return clinfer_seq_len(e->s, slot); }
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewind(e->s, slot, pos); }
+clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n) {
+    return clinfer_seq_copy(e->s, src, dst, n);
+}
 
 /* The step's batch arrays hold at least `need` rows. */
 static int grow(srv_engine *e, int need) {

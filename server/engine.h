@@ -20,6 +20,11 @@ int srv_engine_n_ctx(const srv_engine *e);
 /* Tokens in a slot's cache, and forgetting them from position pos on. */
 int srv_engine_slot_len(const srv_engine *e, int slot);
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos);
+/* dst becomes the first n tokens of src, not evaluated again
+ * (clinfer_seq_copy: CLINFER_ERR_ARG with dst unchanged where a
+ * sliding-window ring no longer holds them; after another failure dst is
+ * empty). */
+clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n);
 
 typedef struct srv_entry {
     int slot;

@@ -28,8 +28,14 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
     }
     metric(f, "prompt_tokens_total", "counter", "Prompt tokens processed (cached prefixes not counted).", model,
            (double)st->prompt_tokens);
-    metric(f, "prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.", model,
+    metric(f, "prompt_tokens_cached_total", "counter",
+           "Prompt tokens reused from a slot's cache (its own or copied from another slot's).", model,
            (double)st->cached_tokens);
+    metric(f, "prompt_tokens_admitted_total", "counter",
+           "Prompt tokens of the requests that took a slot, cached or not.", model, (double)st->admitted_tokens);
+    /* the two counters' ratio since the start, for a glance; rate() of each gives it over a window */
+    metric(f, "prompt_cache_hit_ratio", "gauge", "Prompt tokens cached over prompt tokens admitted, since the start.",
+           model, st->admitted_tokens ? (double)st->cached_tokens / (double)st->admitted_tokens : 0);
     metric(f, "generated_tokens_total", "counter", "Tokens generated.", model, (double)st->gen_tokens);
     metric(f, "requests_completed_total", "counter", "Requests that ended with stop or length.", model,
            (double)st->requests_done);

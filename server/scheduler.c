@@ -181,35 +181,50 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
-/* Queued jobs into free slots, each into the one whose cache shares the
- * longest prefix with its prompt. Only prompt tokens are reused, and the
- * last two are evaluated again: a decode step (one token) computes with
- * other kernels than a prompt's (on AVX-512 CPUs its products round the
- * activations to int8), so a cached answer or a last token evaluated alone
- * would change the logits a little, and a seed would not give the same
- * text again. */
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* Queued jobs into free slots. A prompt is matched against the prompt
+ * tokens of every slot, busy or idle: a busy slot's stay in its cache while
+ * it generates (only a failed step rewinds it below n_prefilled, and that
+ * ends its job and lowers n_prefilled), and a job admitted earlier in this
+ * call holds its reused prefix already. The job takes the free slot that
+ * shares the longest prefix; when another slot shares more, that prefix is
+ * copied from it on the device instead of being evaluated (a copy refused,
+ * as over a wrapped sliding-window ring, is evaluated after all). Only
+ * prompt tokens are reused, and the last two are evaluated again: a decode
+ * step (one token) computes with other kernels than a prompt's (on AVX-512
+ * CPUs its products round the activations to int8), so a cached answer or a
+ * last token evaluated alone would change the logits a little, and a seed
+ * would not give the same text again. */
 static void admit(srv_sched *s) {
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
-        int best = -1, best_len = -1;
+        int land = -1, land_len = -1, src = -1, src_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
-            if (s->slots[i].job) continue;
             int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
-            if (p > best_len) best = i, best_len = p;
+            if (!s->slots[i].job && p > land_len) land = i, land_len = p;
+            if (p > src_len) src = i, src_len = p;
         }
         s->q_head = j->qnext;
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
-        int reuse = best_len < j->n_prompt - 2 ? best_len : j->n_prompt - 2 > 0 ? j->n_prompt - 2 : 0;
-        s->slots[best].n_prefilled = reuse;
-        srv_engine_slot_rewind(s->e, best, reuse);
-        j->slot = best;
+        int keep = j->n_prompt > 2 ? j->n_prompt - 2 : 0; /* the most a prompt reuses */
+        srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
+        int reuse = srv_engine_slot_len(s->e, land); /* 0 where a wrapped sliding-window ring cleared */
+        if (src != land && min_int(src_len, keep) > reuse) /* replaces what the landing slot holds */
+            reuse = srv_engine_slot_copy(s->e, src, land, min_int(src_len, keep)) == CLINFER_OK
+                        ? min_int(src_len, keep)
+                        : srv_engine_slot_len(s->e, land); /* refused: unchanged; failed: empty */
+        memcpy(s->slots[land].cached, j->prompt, (size_t)reuse * sizeof *j->prompt);
+        s->slots[land].n_prefilled = reuse;
+        j->slot = land;
         j->n_eval = j->n_cached = reuse;
         j->state = SRV_RUNNING;
         j->t_start = srv_now_s();
-        s->slots[best].job = j;
+        s->slots[land].job = j;
         s->n_running++;
         s->st.cached_tokens += (unsigned long long)reuse;
+        s->st.admitted_tokens += (unsigned long long)j->n_prompt;
         if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
             clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK) {
             finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());

@@ -1,11 +1,11 @@
 /* Continuous batching: requests (jobs) wait in a bounded queue, a step loop
- * on its own thread admits them into free slots between steps (the slot
- * whose cached tokens share the longest prefix with the prompt: that prefix
- * is not processed again), feeds each slot a prefill chunk or its next
- * token, samples each slot with its own sampler, applies stop strings and
- * limits, and retires finished and cancelled jobs. HTTP threads submit jobs
- * and read their text through the functions below (one mutex, condition
- * variables); only the step loop touches the engine. */
+ * on its own thread admits them into free slots between steps (the longest
+ * prompt prefix that any slot's cache shares, the free slot's own or copied
+ * from another's, is not processed again), feeds each slot a prefill chunk
+ * or its next token, samples each slot with its own sampler, applies stop
+ * strings and limits, and retires finished and cancelled jobs. HTTP threads
+ * submit jobs and read their text through the functions below (one mutex,
+ * condition variables); only the step loop touches the engine. */
 #ifndef SRV_SCHEDULER_H
 #define SRV_SCHEDULER_H
 
@@ -43,7 +43,9 @@ typedef struct srv_job_view {
 
 typedef struct srv_stats {
     int n_slots, running, queued;
-    unsigned long long prompt_tokens, cached_tokens, gen_tokens, requests_done, requests_cancelled, requests_failed;
+    /* prompt tokens evaluated, reused (a slot's own or copied from another's), of the jobs that took a slot */
+    unsigned long long prompt_tokens, cached_tokens, admitted_tokens;
+    unsigned long long gen_tokens, requests_done, requests_cancelled, requests_failed;
     unsigned long long steps;
     double gen_tps, prompt_tps; /* over the last seconds (SRV_STATS_WINDOW_S) */
     double occupancy;           /* mean busy slots per step / n_slots, same window */

@@ -226,6 +226,12 @@ static void test_metrics_text(void **state) {
     assert_non_null(strstr(s, "clinfer_requests_queued{model=\"a\\\"b\"} 2\n"));
     assert_non_null(strstr(s, "clinfer_batch_occupancy{model=\"a\\\"b\"} 0.375\n"));
     assert_non_null(strstr(s, "clinfer_generated_tokens_per_second{model=\"a\\\"b\"} 12.5\n"));
+    assert_non_null(strstr(s, "clinfer_prompt_cache_hit_ratio{model=\"a\\\"b\"} 0\n")); /* nothing admitted yet */
+    free(s);
+    st.cached_tokens = 30, st.admitted_tokens = 120; /* the ratio of the two counters */
+    assert_non_null(s = srv_metrics_text(&st, "m"));
+    assert_non_null(strstr(s, "# TYPE clinfer_prompt_tokens_admitted_total counter\nclinfer_prompt_tokens_admitted_total{model=\"m\"} 120\n"));
+    assert_non_null(strstr(s, "# TYPE clinfer_prompt_cache_hit_ratio gauge\nclinfer_prompt_cache_hit_ratio{model=\"m\"} 0.25\n"));
     free(s);
 }
 

@@ -2,7 +2,9 @@
  * writes it; it has no end-of-generation token): a seed gives the same text
  * whether the prompt was cached or not, max_tokens and the context end in
  * "length", stop strings cut the text, a full queue refuses, a released job
- * frees its slot, and stopping cuts running jobs and fails queued ones. */
+ * frees its slot, stopping cuts running jobs and fails queued ones, and a
+ * prefix cached in one slot is copied into another for a prompt sharing it,
+ * the text as without the cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -233,6 +235,150 @@ static void test_burst_takes_free_slots(void **state) {
     }
 }
 
+/* ---- the prefix cache across slots ---------------------------------------- */
+
+enum { LONG = 300, LONG_CTX = 512, LONG_GEN = 24 };
+
+/* n tokens of a fixed pseudo-random stream from `seed`, in [3, n_vocab) */
+static void fill(int32_t *t, int n, uint32_t seed) {
+    int n_vocab = clinfer_model_n_vocab(fx.m);
+    for (int i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = 3 + (int32_t)((seed >> 8) % (uint32_t)(n_vocab - 3));
+    }
+}
+
+
+/* Submits n jobs at once and waits for them all: their texts and views. */
+static void run_together(server *sv, int32_t *const *prompts, const int *lens, int n, char **texts,
+                         srv_job_view *views) {
+    srv_job_params p = sampled(LONG_GEN); /* seeded draws: greedy, the tiny model soon repeats one token */
+    srv_job *jobs[8];
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(srv_job_create(prompts[i], lens[i], &p, &jobs[i]), CLINFER_OK);
+        assert_int_equal(srv_sched_submit(sv->s, jobs[i]), SRV_SUBMIT_OK);
+    }
+    for (int i = 0; i < n; i++) {
+        char *t;
+        size_t m;
+        do {
+            srv_sched_wait(sv->s, jobs[i], 0, 1000, &views[i], &t, &m);
+            free(t);
+        } while (views[i].state != SRV_DONE);
+        srv_sched_wait(sv->s, jobs[i], 0, 0, &views[i], &texts[i], &m);
+        texts[i] = realloc(texts[i], m + 1);
+        texts[i][m] = 0;
+        srv_sched_release(sv->s, jobs[i]);
+    }
+}
+
+/* What each prompt gives alone on a fresh scheduler, nothing cached. */
+static void expect_uncached(int32_t *const *prompts, const int *lens, int n, char **texts) {
+    for (int i = 0; i < n; i++) {
+        server sv = start(1, LONG_CTX, 1);
+        char *want;
+        srv_job_view v;
+        run_together(&sv, &prompts[i], &lens[i], 1, &want, &v);
+        assert_int_equal(v.n_cached, 0);
+        assert_int_equal(v.finish, SRV_FINISH_LENGTH);
+        assert_string_equal(texts[i], want);
+        free(want);
+        stop(&sv);
+    }
+}
+
+/* The counters of the jobs so far: cached and admitted prompt tokens. */
+static void expect_stats(server *sv, unsigned long long cached, unsigned long long admitted) {
+    srv_stats st;
+    srv_sched_stats(sv->s, &st);
+    assert_int_equal(st.cached_tokens, cached);
+    assert_int_equal(st.admitted_tokens, admitted);
+}
+
+/* A long prompt P ran in one slot while another prompt of its length runs
+ * on in a second slot; then three prompts P + a suffix of their own, sent
+ * together, take the three free slots: the first P's slot, the others P
+ * copied from it (or from one that holds it already), never from the busy
+ * slot. Each reuses all of P and answers as it does with nothing cached. */
+static void test_shared_prefix_copied_across_slots(void **state) {
+    (void)state;
+    enum { SUFFIX = 12, N = 3, BUSY_CTX = 4096 }; /* the busy job's thousands of steps outlast the others' 30 */
+    server sv = start(4, BUSY_CTX, 4);
+    int32_t p[LONG], other[LONG], q[N][LONG + SUFFIX];
+    fill(p, LONG, 1);
+    fill(other, LONG, 2);
+    other[0] = p[0] == 3 ? 4 : 3; /* shares nothing with P */
+    srv_job_params until_full = sampled(0); /* until the context is full: busy until the others are done */
+    srv_job *busy;
+    assert_int_equal(srv_job_create(other, LONG, &until_full, &busy), CLINFER_OK);
+    assert_int_equal(srv_sched_submit(sv.s, busy), SRV_SUBMIT_OK);
+    int32_t *pp = p, *qs[N];
+    int len_p = LONG, lens[N];
+    char *texts[N];
+    srv_job_view v[N];
+    run_together(&sv, &pp, &len_p, 1, texts, v);
+    assert_int_equal(v[0].n_cached, 0);
+    free(texts[0]);
+    for (int i = 0; i < N; i++) {
+        memcpy(q[i], p, sizeof p);
+        fill(q[i] + LONG, SUFFIX, 10 + (uint32_t)i);
+        q[i][LONG] = 3 + i; /* the suffixes differ from their first token */
+        qs[i] = q[i];
+        lens[i] = LONG + SUFFIX;
+    }
+    run_together(&sv, qs, lens, N, texts, v);
+    srv_job_view vb;
+    char *t;
+    size_t n;
+    srv_sched_wait(sv.s, busy, 0, 0, &vb, &t, &n);
+    free(t);
+    assert_int_equal(vb.state, SRV_RUNNING); /* it was busy all along, its slot no landing place */
+    srv_sched_release(sv.s, busy);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(v[i].n_prompt, LONG + SUFFIX);
+        assert_int_equal(v[i].n_cached, LONG); /* all of P, not computed again */
+        for (int k = 0; k < i; k++) assert_string_not_equal(texts[i], texts[k]); /* a wrong copy would show */
+    }
+    expect_stats(&sv, N * LONG, 2 * LONG + N * (LONG + SUFFIX));
+    stop(&sv);
+    expect_uncached(qs, lens, N, texts);
+    for (int i = 0; i < N; i++) free(texts[i]);
+}
+
+/* Prompts that share a beginning and then part: each reuses exactly the part
+ * it shares with a slot (but its own last two tokens), copied from a slot
+ * busy with another of them. */
+static void test_prefix_copied_up_to_divergence(void **state) {
+    (void)state;
+    enum { X = 200, Y = 100, HALF = 100, N = 3 };
+    server sv = start(3, LONG_CTX, 4);
+    int32_t a[X + Y], b[X + Y], c[X - 50], d[HALF + Y];
+    fill(a, X + Y, 5);
+    memcpy(b, a, X * sizeof *a); /* X, then its own Y */
+    fill(b + X, Y, 6);
+    b[X] = a[X] == 3 ? 4 : 3;
+    memcpy(c, a, sizeof c); /* a beginning of X: all of it shared */
+    memcpy(d, a, HALF * sizeof *a); /* half of X, then its own */
+    fill(d + HALF, Y, 7);
+    d[HALF] = a[HALF] == 3 ? 4 : 3;
+    int32_t *pa = a, *qs[N] = {b, c, d};
+    int len_a = X + Y, lens[N] = {X + Y, X - 50, HALF + Y};
+    char *texts[N];
+    srv_job_view v[N];
+    run_together(&sv, &pa, &len_a, 1, texts, v);
+    free(texts[0]);
+    run_together(&sv, qs, lens, N, texts, v);
+    assert_int_equal(v[0].n_cached, X);          /* a's slot, its own prefix */
+    assert_int_equal(v[1].n_cached, X - 50 - 2); /* copied; its last two evaluated again */
+    assert_int_equal(v[2].n_cached, HALF);       /* copied up to where it parts */
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < i; k++) assert_string_not_equal(texts[i], texts[k]);
+    expect_stats(&sv, X + X - 50 - 2 + HALF, X + Y + X + Y + X - 50 + HALF + Y);
+    stop(&sv);
+    expect_uncached(qs, lens, N, texts);
+    for (int i = 0; i < N; i++) free(texts[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_same_text_cached_or_not),
@@ -240,6 +386,8 @@ int main(void) {
         cmocka_unit_test(test_stop_string_cuts),
         cmocka_unit_test(test_queue_full_release_and_shutdown),
         cmocka_unit_test(test_burst_takes_free_slots),
+        cmocka_unit_test(test_shared_prefix_copied_across_slots),
+        cmocka_unit_test(test_prefix_copied_up_to_divergence),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

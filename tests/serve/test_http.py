@@ -210,10 +210,13 @@ def test_shutdown_under_load(tiny):
 def test_metrics(smol):
     smol.request("POST", COMP, {"prompt": "Hello", "max_tokens": 3})
     _, text = smol.request("GET", "/metrics")
-    for name in ("prompt_tokens_total", "generated_tokens_total", "generated_tokens_per_second", "requests_running",
+    for name in ("prompt_tokens_total", "prompt_tokens_cached_total", "prompt_tokens_admitted_total",
+                 "prompt_cache_hit_ratio", "generated_tokens_total", "generated_tokens_per_second", "requests_running",
                  "requests_queued", "batch_occupancy", "slots"):
         assert f"# TYPE clinfer_{name} " in text
     assert smol.metric("generated_tokens_total") >= 3 and smol.metric("slots") == 8
+    admitted, cached = smol.metric("prompt_tokens_admitted_total"), smol.metric("prompt_tokens_cached_total")
+    assert admitted >= 1 and smol.metric("prompt_cache_hit_ratio") == pytest.approx(cached / admitted)
 
 
 def test_api_key_scheme_any_case(tiny):
