@@ -32,8 +32,8 @@ clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_pa
     atomic_init(&s->cancel, 0);
     int n_seq = p.n_seq ? p.n_seq : 1;
     pthread_mutex_lock(&m->device_lock);
-    clf_status st = clf_llama_ctx_create_seqs(m->llama, p.n_ctx, p.n_batch, n_seq,
-                                              p.kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32, &s->c);
+    clf_status st = clf_llama_ctx_create_pool(m->llama, p.n_ctx, p.n_batch, n_seq,
+                                              p.kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32, p.kv_memory, &s->c);
     pthread_mutex_unlock(&m->device_lock);
     if (st == CLF_OK && !(s->entries = calloc((size_t)n_seq, sizeof *s->entries)))
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
@@ -72,6 +72,15 @@ void api_release(clinfer_session *s) {
 int clinfer_session_n_ctx(const clinfer_session *s) { return s ? s->c->n_ctx : 0; }
 int clinfer_session_n_past(const clinfer_session *s) { return s ? s->c->n_past : 0; }
 int clinfer_session_n_seq(const clinfer_session *s) { return s ? s->c->n_seq : 0; }
+
+void clinfer_session_kv_pool(const clinfer_session *s, clinfer_kv_pool *out) {
+    if (!out) return;
+    *out = (clinfer_kv_pool){0};
+    if (!s) return;
+    const clf_kv_cache *kv = s->c->kv.k ? &s->c->kv : &s->c->kv_swa;
+    const clf_kv_blocks *b = s->c->kv.k ? &s->c->blk : &s->c->blk_swa;
+    *out = (clinfer_kv_pool){kv->block, b->n_blocks, b->n_free};
+}
 
 clinfer_status clinfer_session_rewind(clinfer_session *s, int pos) {
     API_NOT_NULL(s);

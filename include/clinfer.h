@@ -300,8 +300,23 @@ typedef struct clinfer_session_params {
     int n_ctx;               /* tokens the session holds; 0: the model's training context, at most 4096 */
     int n_batch;             /* the most tokens evaluated at once; 0: min(n_ctx, 512) */
     clinfer_kv_type kv_type; /* default CLINFER_KV_F32 */
-    int n_seq;               /* added later: independent sequences (0 .. n_seq-1), each of n_ctx tokens; 0: 1 */
+    int n_seq;               /* added later: independent sequences (0 .. n_seq-1), each of up to n_ctx tokens; 0: 1 */
+    size_t kv_memory;        /* added later: bytes of the KV cache the sequences share (below); 0: all n_ctx of each */
 } clinfer_session_params;
+
+/* The KV cache is paged: blocks of `block` tokens in a pool that every
+ * sequence of the session draws on as it grows and gives back as it is
+ * rewound (a copied prefix shares its blocks). kv_memory sizes the pool of
+ * the layers that attend to every position (sliding-window layers keep
+ * their own, of the window's size per sequence); a sequence may then grow
+ * to n_ctx only while blocks are free: an evaluation that needs more is
+ * CLINFER_ERR_CONTEXT, nothing evaluated. */
+typedef struct clinfer_kv_pool {
+    int block;    /* tokens per block */
+    int n_blocks; /* in the pool */
+    int n_free;   /* held by no sequence */
+} clinfer_kv_pool;
+CLINFER_API void clinfer_session_kv_pool(const clinfer_session *s, clinfer_kv_pool *out);
 
 CLINFER_API clinfer_session_params clinfer_session_default_params(void);
 /* params NULL: the defaults. */

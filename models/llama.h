@@ -118,6 +118,11 @@ clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_
  * clf_llama_eval_seqs advances together. */
 clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
                                      clf_llama_ctx **out);
+/* The same with the global layers' pool of kv_memory bytes (0: every
+ * sequence's whole n_ctx; include/clinfer.h clinfer_kv_pool); the stages
+ * after this one of a split take their whole. */
+clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
+                                     size_t kv_memory, clf_llama_ctx **out);
 void clf_llama_ctx_free(clf_llama_ctx *c);
 
 /* Appends n tokens at position c->n_past (processing in chunks of n_batch)

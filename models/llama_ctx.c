@@ -15,17 +15,29 @@ static int swa_slack(const clf_kv_cache *kv) { return kv->block; }
 
 /* The caches of the stage's layers: the global layers' and the
  * sliding-window layers', each a pool of n_seq sequences' worth of blocks. */
-static clf_status create_caches(clf_llama_ctx *c, clf_type kv_type) {
+static clf_status create_caches(clf_llama_ctx *c, clf_type kv_type, size_t kv_memory) {
     const clf_llama *m = c->m;
     const clf_llama_hparams *hp = &m->hp;
     const int block = CLF_KV_BLOCK, n_tbl = (c->n_ctx + block - 1) / block;
     int n_swa_layers = 0, n_layer = m->l1 - m->l0; /* the stage's layers only */
     for (int l = m->l0; l < m->l1; l++) n_swa_layers += clf_family_layer_swa(hp->fam, l);
     if (n_swa_layers < n_layer) {
-        const int per_seq = clf_kv_seq_blocks(0, c->n_batch, c->n_ctx, block);
+        int64_t n_blocks = (int64_t)c->n_seq * clf_kv_seq_blocks(0, c->n_batch, c->n_ctx, block);
+        if (kv_memory) {
+            /* K and V of every global layer's KV heads, a block's slots */
+            const int64_t per_block = 2 * (int64_t)(n_layer - n_swa_layers) * hp->n_head_kv * hp->head_dim * block *
+                                      (kv_type == CLF_F16 ? 2 : 4);
+            const int64_t least = (c->n_batch + block - 1) / block + 1; /* a chunk, wherever it starts */
+            n_blocks = (int64_t)(kv_memory / (uint64_t)per_block);
+            if (n_blocks < least)
+                return clf_fail(CLF_ERR_ARG, "a KV cache of %zu bytes holds %lld blocks of %d tokens; a batch of %d "
+                                "needs %lld (%lld bytes)", kv_memory, (long long)n_blocks, block, c->n_batch,
+                                (long long)least, (long long)(least * per_block));
+            if (n_blocks > INT32_MAX / block) n_blocks = INT32_MAX / block;
+        }
         CLF_TRY(clf_kv_pool_create(m->rt, kv_type, n_layer - n_swa_layers, hp->n_head_kv, hp->head_dim,
-                                   c->n_seq * per_seq, block, c->n_seq, n_tbl, 0, &c->kv));
-        CLF_TRY(clf_kv_blocks_init(&c->blk, c->n_seq * per_seq, c->n_seq, n_tbl));
+                                   (int)n_blocks, block, c->n_seq, n_tbl, 0, &c->kv));
+        CLF_TRY(clf_kv_blocks_init(&c->blk, (int)n_blocks, c->n_seq, n_tbl));
     }
     if (n_swa_layers) {
         const int per_seq = clf_kv_seq_blocks(hp->n_swa, c->n_batch, c->n_ctx, block);
@@ -51,8 +63,8 @@ static int takes_xq(const clf_llama *m) {
            (m->l1 == hp->n_layer && clf_matmul_quantizes_x(m->rt, &m->output, 1));
 }
 
-clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
-                                     clf_llama_ctx **out) {
+clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
+                                     size_t kv_memory, clf_llama_ctx **out) {
     const clf_llama_hparams *hp = &m->hp;
     *out = NULL;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
@@ -75,7 +87,7 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
     c->tbl_up = malloc(((size_t)n_ctx / CLF_KV_BLOCK + 1) * sizeof *c->tbl_up);
     clf_status st = c->seqs && c->host_ids && c->row_seq && c->row_pos && c->tbl_up
                         ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    if (st == CLF_OK) st = create_caches(c, kv_type);
+    if (st == CLF_OK) st = create_caches(c, kv_type, kv_memory);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->x);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
@@ -120,6 +132,11 @@ clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch,
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
     *out = c;
     return CLF_OK;
+}
+
+clf_status clf_llama_ctx_create_seqs(const clf_llama *m, int n_ctx, int n_batch, int n_seq, clf_type kv_type,
+                                     clf_llama_ctx **out) {
+    return clf_llama_ctx_create_pool(m, n_ctx, n_batch, n_seq, kv_type, 0, out);
 }
 
 clf_status clf_llama_ctx_create(const clf_llama *m, int n_ctx, int n_batch, clf_type kv_type, clf_llama_ctx **out) {

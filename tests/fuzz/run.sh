@@ -22,10 +22,12 @@ status=0
 # fuzz_request (`clinfer serve`'s request parser) where the server was built
 mkdir -p "$B/corpus/request" "$B/seeds/request"
 cp "$SRC"/tests/fuzz/seeds-request/* "$B/seeds/request/"
-harnesses="gguf tokenizer"
+# fuzz_kv_blocks (the paged KV cache's bookkeeping) starts from nothing: any bytes are a program
+mkdir -p "$B/corpus/kv_blocks" "$B/seeds/kv_blocks"
+harnesses="gguf tokenizer kv_blocks"
 [ -x "$B/tests/fuzz/fuzz_request" ] && harnesses="$harnesses request"
 for h in $harnesses; do
-    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; esac
+    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; kv_blocks) max_len=3072 ;; esac
     log="$B/fuzz_$h.log"
     "$B/tests/fuzz/fuzz_$h" -max_total_time="$SECS" -max_len=$max_len -timeout=20 -rss_limit_mb=3072 \
         -print_final_stats=1 -artifact_prefix="$B/findings/$h-" \
