@@ -10,10 +10,14 @@ int clf_lookup_draft(const int32_t *tokens, int n, int ngram_min, int ngram_max,
         /* newest first: recent text is the likelier to repeat */
         for (int j = n - k - 1; j >= 0; j--) {
             if (tokens[j] != key[0] || memcmp(tokens + j, key, (size_t)k * sizeof *key)) continue;
-            int m = n - (j + k); /* >= 1: the occurrence ends before the key starts or overlaps it */
-            if (m > draft_max) m = draft_max;
-            memcpy(draft, tokens + j + k, (size_t)m * sizeof *draft);
-            return m;
+            /* what followed, copied as LZ77 copies a back-reference: past
+             * the end it goes on with the draft itself, so a text that
+             * repeats with period n - j - k drafts its next draft_max */
+            for (int i = 0; i < draft_max; i++) {
+                int from = j + k + i;
+                draft[i] = from < n ? tokens[from] : draft[from - n];
+            }
+            return draft_max;
         }
     }
     return 0;

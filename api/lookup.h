@@ -15,8 +15,10 @@ enum { CLF_LOOKUP_NGRAM_MIN = 1, CLF_LOOKUP_NGRAM_MAX = 3 };
 
 /* For k from ngram_max down to ngram_min: the most recent earlier
  * occurrence of the last k of tokens[0..n) (one that starts before n - k);
- * the first k with one wins, and up to draft_max of the tokens that
- * followed it go to draft. Returns how many (0: no occurrence). */
+ * the first k with one wins, and the draft_max tokens that followed it go
+ * to draft, where the text ends continued as it repeats (the occurrence at
+ * j: token n + i is drafted as token j + k + i). Returns how many: 0 when
+ * no n-gram occurred before, else draft_max. */
 int clf_lookup_draft(const int32_t *tokens, int n, int ngram_min, int ngram_max, int draft_max, int32_t *draft);
 
 #endif
