@@ -57,6 +57,7 @@ struct clinfer_sampler {
     clinfer_sampler_stage *stages;
     int n_stages;
     float *scratch; /* [n_vocab]: the logits the stages change */
+    int greedy;     /* temperature <= 0: a token depends on the logits and history alone, not on draws */
 };
 
 /* Copies the fields of a caller's parameter struct that both it and the

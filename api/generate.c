@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "lookup.h"
 
 /* ---- the streaming detokenizer ------------------------------------------- */
 
@@ -104,22 +105,102 @@ static clf_status eval_for(clinfer_session *s, gen_eval *ev, clinfer_sampler *sm
     return st;
 }
 
+/* Speculation (draft_max > 0, greedy): the pending token and its draft go
+ * to the model as one batch with every row's logits; the loop then samples
+ * from row after row while each sampled token is the draft's next (already
+ * evaluated), and rewinds the rest. The tokens are the plain loop's: each
+ * is sampled from the logits of the same tokens before it. */
+typedef struct gen_spec {
+    int draft_max;   /* 0: off */
+    int32_t *hist;   /* the prompt, then each token sampled: what the drafter searches */
+    int n_hist;
+    int32_t *batch;  /* [1 + draft_max]: the pending token, then its draft */
+    int8_t *want;    /* [1 + draft_max]: logits on every row */
+    int n_rows;      /* the verify batch's rows being read (0: none) */
+    int row;         /* the row the next token is sampled from */
+    int base;        /* sequence 0's length before the batch */
+} gen_spec;
+
+/* The drafter's history starts with this call's prompt; a batch holds at
+ * most one forward pass (n_batch rows), which a sliding window's ring can
+ * always rewind. */
+static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32_t *prompt, int n_prompt,
+                             const clinfer_generate_params *p) {
+    int cap = p->draft_max;
+    if (cap > p->max_tokens) cap = p->max_tokens;
+    if (cap > s->c->n_batch - 1) cap = s->c->n_batch - 1;
+    if (cap <= 0) return CLF_OK;
+    sp->hist = malloc(((size_t)n_prompt + (size_t)p->max_tokens) * sizeof *sp->hist);
+    sp->batch = malloc((size_t)(cap + 1) * sizeof *sp->batch);
+    sp->want = malloc((size_t)(cap + 1));
+    if (!sp->hist || !sp->batch || !sp->want) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (n_prompt) memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
+    memset(sp->want, 1, (size_t)(cap + 1));
+    sp->n_hist = n_prompt;
+    sp->draft_max = cap;
+    return CLF_OK;
+}
+
+/* Done reading the batch: sequence 0 keeps the pending token and the draft
+ * tokens accepted (rows 0..row), with row's logits as the session's, as if
+ * they had been evaluated one by one. */
+static void spec_settle(clinfer_session *s, gen_spec *sp) {
+    if (!sp->n_rows) return;
+    const float *lg = clinfer_batch_logits(s, sp->row);
+    memcpy(s->logits, lg, (size_t)s->m->info.n_vocab * sizeof *lg);
+    clinfer_seq_rewind(s, 0, sp->base + sp->row + 1); /* within the sequence: cannot fail */
+    s->has_logits = 1;
+    sp->n_rows = 0;
+}
+
+/* Evaluates the pending token `tok`, with a draft when the drafter has one
+ * and it fits: `left` tokens are still to be sampled after tok, and the
+ * context's room. */
+static clf_status eval_next(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, gen_spec *sp, int32_t tok,
+                            int left, clinfer_generate_result *r) {
+    int cap = sp->draft_max, room = s->c->n_ctx - s->c->n_past - 1;
+    if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
+    if (cap > room) cap = room;
+    int n = cap > 0 ? clf_lookup_draft(sp->hist, sp->n_hist, CLF_LOOKUP_NGRAM_MIN, CLF_LOOKUP_NGRAM_MAX, cap,
+                                       sp->batch + 1)
+                    : 0;
+    if (!n) return eval_for(s, ev, smp, &tok, 1);
+    sp->batch[0] = tok;
+    sp->base = s->c->n_past;
+    clinfer_batch b = {.n_tokens = n + 1, .token = sp->batch, .logits = sp->want};
+    clf_status st = (clf_status)clinfer_decode(s, &b);
+    if (st != CLF_OK) {
+        clinfer_seq_rewind(s, 0, sp->base); /* no part of the batch stays */
+        return st;
+    }
+    r->n_drafted += n;
+    sp->n_rows = n + 1;
+    sp->row = 0;
+    return CLF_OK;
+}
+
 /* After the prompt: sample, stream, evaluate the token, repeat. */
-static clf_status generate(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, clinfer_detokenizer *d,
-                           const clinfer_generate_params *p, clinfer_generate_result *r) {
+static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinfer_sampler *smp,
+                           clinfer_detokenizer *d, const clinfer_generate_params *p, clinfer_generate_result *r) {
     clf_status st = CLF_OK;
+    const int n_vocab = s->m->info.n_vocab;
     for (int i = 0; i < p->max_tokens; i++) {
         if (atomic_load(&s->cancel)) {
             st = clf_fail(CLF_ERR_INTERRUPTED, "generation cancelled");
             break;
         }
         clinfer_next nx;
-        st = api_next_token(smp, d, s->logits, s->m->info.n_vocab, ev->vals, ev->ids, ev->top_k, &nx);
+        if (sp->n_rows) /* a verify batch's row: every logit */
+            st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0, &nx);
+        else
+            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, &nx);
         if (st == CLF_ERR_FORMAT) /* say where */
-            st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
+            st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
+                          sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);
         if (st != CLF_OK) break;
         r->last = nx.token;
         r->n_generated++;
+        if (sp->draft_max) sp->hist[sp->n_hist++] = nx.token;
         if (nx.eog) {
             r->stop = CLINFER_STOP_EOG;
             break;
@@ -132,15 +213,24 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, clinfer_sampler *sm
             r->stop = CLINFER_STOP_MAX_TOKENS;
             break; /* the last token need not be evaluated */
         }
+        if (sp->n_rows) {
+            if (sp->row + 1 < sp->n_rows && nx.token == sp->batch[sp->row + 1]) { /* evaluated already */
+                sp->row++;
+                r->n_accepted++;
+                continue;
+            }
+            spec_settle(s, sp);
+        }
         if (s->c->n_past >= s->c->n_ctx) {
             st = clf_fail(CLF_ERR_CONTEXT, "the context (%d tokens) is full", s->c->n_ctx);
             break;
         }
-        if ((st = eval_for(s, ev, smp, &nx.token, 1)) != CLF_OK) {
+        if ((st = eval_next(s, ev, smp, sp, nx.token, p->max_tokens - i - 1, r)) != CLF_OK) {
             if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "generation cancelled"); /* before the token's evaluation */
             break;
         }
     }
+    spec_settle(s, sp);
     const char *piece;
     size_t n;
     clinfer_detokenizer_flush(d, &piece, &n);
@@ -157,6 +247,7 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     API_TRY(result ? api_write_info(result, &r, sizeof r, "clinfer_generate_result") : CLF_OK); /* size set? */
     clf_status st = CLF_OK;
     if (p.max_tokens <= 0) st = clf_fail(CLF_ERR_ARG, "max_tokens is %d: it must be > 0", p.max_tokens);
+    else if (p.draft_max < 0) st = clf_fail(CLF_ERR_ARG, "draft_max is %d: it must be >= 0 (0: off)", p.draft_max);
     else if (n_prompt < 0 || (n_prompt > 0 && !prompt)) st = clf_fail(CLF_ERR_ARG, "clinfer_generate: no prompt");
     else if (n_prompt == 0 && !s->has_logits)
         st = clf_fail(CLF_ERR_ARG, "an empty prompt needs a session that has evaluated tokens");
@@ -169,6 +260,9 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
         smp = greedy;
     }
     if (st == CLF_OK) st = (clf_status)clinfer_detokenizer_create(s->m, p.special, &d);
+    gen_spec sp = {0};
+    if (st == CLF_OK && p.draft_max > 0 && smp->greedy) /* a sampled token depends on its draw: no speculation */
+        st = spec_alloc(&sp, s, prompt, n_prompt, &p);
     gen_eval ev = {0}; /* top_k 0: an empty prompt samples from the session's logits */
     double build0 = clinfer_model_build_seconds(s->m), t0 = clf_now_s();
     int n_past0 = s->c->n_past;
@@ -181,13 +275,16 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     /* kernels built on the way (a first run) are not the prompt's speed */
     double build1 = clinfer_model_build_seconds(s->m), t1 = clf_now_s();
     r.prompt_seconds = t1 - t0 - (build1 - build0);
-    if (st == CLF_OK) st = generate(s, &ev, smp, d, &p, &r);
+    if (st == CLF_OK) st = generate(s, &ev, &sp, smp, d, &p, &r);
     double build2 = clinfer_model_build_seconds(s->m);
     r.generate_seconds = clf_now_s() - t1 - (build2 - build1);
     r.build_seconds = build2 - build0;
     atomic_store(&s->cancel, 0); /* a request is for one generation */
     clinfer_sampler_free(greedy);
     clinfer_detokenizer_free(d);
+    free(sp.hist);
+    free(sp.batch);
+    free(sp.want);
     if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");
     return (clinfer_status)st;
 }

@@ -38,6 +38,7 @@ clinfer_status clinfer_sampler_create(const clinfer_model *m, const clinfer_samp
     clinfer_sampler *smp = calloc(1, sizeof *smp);
     if (!smp) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     smp->n_vocab = m->info.n_vocab;
+    smp->greedy = p.temperature <= 0;
     clf_status st = clf_sampler_create(&sp, m->info.n_vocab, &smp->s);
     if (st != CLF_OK) {
         free(smp);

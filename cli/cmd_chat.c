@@ -47,7 +47,8 @@ static clinfer_status one_turn(chat_state *cs, const char *user) {
                         n_past, n_ctx);
     }
     clinfer_generate_result stats;
-    st = cli_generate(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, stdout, &stats);
+    st = cli_generate(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, 0, stdout,
+                      &stats);
     clinfer_free(ids);
     if (stats.n_generated > 0 || stats.n_prompt > 0) cs->first = 0;
     /* an answer cut short keeps its last token; the turn's end follows it */

@@ -8,7 +8,7 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer run -p PROMPT [-n N] [--chat] [--special] " CLI_GEN_USAGE;
+static const char *USAGE = "clinfer run -p PROMPT [-n N] [--chat] [--special] [--draft-max N] " CLI_GEN_USAGE;
 
 /* The prompt's tokens: raw text, or a user turn in the model's chat format. */
 static clinfer_status prompt_tokens(const cli_session *s, const char *prompt, int chat, int special, int32_t **ids,
@@ -23,16 +23,19 @@ int cmd_run(int argc, char **argv) {
     cli_gen_opts_init(&o);
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
     const char *prompt = NULL;
-    int n_gen = 256, chat = 0, special = 0;
+    int n_gen = 256, chat = 0, special = 0, draft_max = 0;
     const cli_option opts[] = {CLI_GEN_OPTIONS(&o),
                                CLI_OPT_TEXT("-p", &prompt),
                                CLI_OPT_INT("-n", &n_gen, 1, 1 << 24),
                                CLI_OPT_FLAG("--chat", &chat),
                                CLI_OPT_FLAG("--special", &special),
+                               CLI_OPT_INT("--draft-max", &draft_max, 0, 1024),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
+    if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
+        return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
     cli_session s;
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
     if (st != CLINFER_OK) return cli_error(st);
@@ -51,7 +54,7 @@ int cmd_run(int argc, char **argv) {
                       n_gen, n_ctx);
     if (st == CLINFER_OK) st = clinfer_sampler_create(s.m, &o.sp, &smp);
     if (st == CLINFER_OK) {
-        st = cli_generate(&s, smp, ids, n, n_gen, stdout, &stats);
+        st = cli_generate(&s, smp, ids, n, n_gen, draft_max, stdout, &stats);
         if (stats.n_generated > 0) printf("\n"); /* end the text's last line */
         /* speeds once the prompt ran (also on Ctrl-C), not after it failed */
         if (stats.n_prompt > 0) cli_print_stats(&s, &stats);

@@ -101,10 +101,11 @@ static int emit(void *ud, int32_t token, const char *piece, size_t n) {
 }
 
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,
-                            FILE *out, clinfer_generate_result *r) {
+                            int draft_max, FILE *out, clinfer_generate_result *r) {
     stream o = {out, CLINFER_OK};
     clinfer_generate_params gp = clinfer_generate_default_params();
     gp.max_tokens = max_gen;
+    gp.draft_max = draft_max;
     gp.sampler = smp;
     gp.on_token = emit;
     gp.user_data = &o;
@@ -119,10 +120,13 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
 }
 
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r) {
-    char kernels[48] = "";
+    char kernels[48] = "", drafts[64] = "";
     if (r->build_seconds > 0) snprintf(kernels, sizeof kernels, " | kernels %.2f s", r->build_seconds);
-    fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s\n",
+    if (r->n_drafted > 0)
+        snprintf(drafts, sizeof drafts, " | drafted %d, accepted %d (%.0f%%)", r->n_drafted, r->n_accepted,
+                 100.0 * r->n_accepted / r->n_drafted);
+    fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s%s\n",
             s->info.devices, s->info.load_seconds, kernels, r->n_prompt,
             r->prompt_seconds > 0 ? r->n_prompt / r->prompt_seconds : 0, r->n_generated,
-            r->generate_seconds > 0 ? r->n_generated / r->generate_seconds : 0);
+            r->generate_seconds > 0 ? r->n_generated / r->generate_seconds : 0, drafts);
 }

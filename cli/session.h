@@ -35,11 +35,12 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
 void cli_session_close(cli_session *s);
 
 /* clinfer_generate streaming the text to `out` (a failed write stops it):
- * `prompt` after what the session holds, then up to max_gen tokens; stops
+ * `prompt` after what the session holds, then up to max_gen tokens
+ * (draft_max: its speculation by prompt lookup, 0 off); stops
  * at an end-of-generation token, at max_gen, at a full context or on
  * Ctrl-C (CLINFER_ERR_INTERRUPTED, with the signal's name). */
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,
-                            FILE *out, clinfer_generate_result *r);
+                            int draft_max, FILE *out, clinfer_generate_result *r);
 
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r);
 

@@ -485,6 +485,16 @@ typedef struct clinfer_generate_params {
     clinfer_token_callback on_token; /* NULL: no streaming */
     void *user_data;
     int special; /* pieces of control tokens as their text (default: empty) */
+    /* added later (a caller's size tells whether it knows them) */
+    /* Speculative decoding by prompt lookup: after each token, up to
+     * draft_max tokens that followed the last earlier occurrence of the
+     * newest 3, 2 or 1 tokens (in the prompt and the text so far) are
+     * evaluated with it in one batch, and the longest prefix the model
+     * itself would have chosen is kept: the same tokens as without, faster
+     * when the text repeats the prompt. Greedy only (a NULL sampler, or one
+     * at temperature <= 0); ignored for a sampled generation. 0: off (the
+     * default); < 0: CLINFER_ERR_ARG. */
+    int draft_max;
 } clinfer_generate_params;
 
 CLINFER_API clinfer_generate_params clinfer_generate_default_params(void);
@@ -504,6 +514,9 @@ typedef struct clinfer_generate_result {
     int32_t last;     /* the last sampled token, not evaluated (see clinfer_generate); -1 if none */
     double prompt_seconds, generate_seconds; /* without build_seconds */
     double build_seconds; /* added later: kernels built on the way (a first run on a device) */
+    /* added later: draft_max's speculation, its acceptance n_accepted / n_drafted */
+    int n_drafted;  /* tokens drafted and evaluated beside the sampled ones */
+    int n_accepted; /* of those, the ones the model chose (each saved an evaluation) */
 } clinfer_generate_result;
 
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0

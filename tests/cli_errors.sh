@@ -185,6 +185,12 @@ expect "negative --temp" 2 "^clinfer: usage error: --temp -1 is out of range \(>
     "$BIN" run -m "$TINY" -p hi --temp -1
 expect "NaN --temp" 2 "^clinfer: usage error: --temp nan is out of range \(>= 0\)$" \
     "$BIN" run -m "$TINY" -p hi --temp nan
+expect "negative --draft-max" 2 "^clinfer: usage error: --draft-max -1 is out of range \(0\.\.1024\)$" \
+    "$BIN" run -m "$TINY" -p hi --draft-max -1
+expect "--draft-max not a number" 2 "^clinfer: usage error: --draft-max 'x' is not an integer \(0\.\.1024\)$" \
+    "$BIN" run -m "$TINY" -p hi --draft-max x
+expect "--draft-max while sampling" 2 "^clinfer: usage error: --draft-max needs greedy sampling \(--temp 0\)$" \
+    "$BIN" run -m "$TINY" -p hi --draft-max 4 --temp 0.7
 expect "negative --top-k" 2 "^clinfer: usage error: --top-k -1 is out of range \(0\.\.1073741824\)$" \
     "$BIN" run -m "$TINY" -p hi --top-k -1
 expect "zero --repeat-penalty" 2 "^clinfer: usage error: --repeat-penalty 0 is out of range \(> 0\)$" \

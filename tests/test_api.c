@@ -1281,6 +1281,167 @@ static void test_next_token(void **state) {
     unlink(path);
 }
 
+/* ---- speculative decoding by prompt lookup (draft_max) ----------------------- */
+
+/* One generation's observable outcome: the tokens streamed (ids and text),
+ * the result, the status and what the session holds after it. */
+typedef struct spec_run {
+    int32_t ids[256];
+    int n, limit; /* limit: the callback stops after that many tokens (0: never) */
+    char text[4096];
+    size_t len;
+    clinfer_generate_result r;
+    clinfer_status st;
+    int n_past;
+} spec_run;
+
+static int spec_collect(void *user, int32_t token, const char *piece, size_t n) {
+    spec_run *c = user;
+    if (token >= 0 && c->n < 256) c->ids[c->n++] = token;
+    if (c->len + n < sizeof c->text) memcpy(c->text + c->len, piece, n), c->len += n;
+    return c->limit && c->n == c->limit;
+}
+
+static void spec_generate(clinfer_model *m, int n_ctx, const int32_t *prompt, int n, int max_tokens, int draft_max,
+                          int limit, clinfer_sampler *smp, spec_run *out) {
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = n_ctx;
+    clinfer_session *s;
+    ASSERT_OK(clinfer_session_create(m, &sp, &s));
+    clinfer_generate_params gp = clinfer_generate_default_params();
+    assert_int_equal(gp.draft_max, 0); /* off unless asked */
+    gp.max_tokens = max_tokens;
+    gp.draft_max = draft_max;
+    gp.sampler = smp;
+    gp.on_token = spec_collect;
+    gp.user_data = out;
+    memset(out, 0, sizeof *out);
+    out->limit = limit;
+    out->r.size = sizeof out->r;
+    out->st = clinfer_generate(s, prompt, n, &gp, &out->r);
+    out->n_past = clinfer_session_n_past(s);
+    clinfer_session_free(s);
+}
+
+/* Speculation changes nothing but the counts: tokens, text, stop, last
+ * token, status and the session's length are the plain generation's. */
+static void assert_same_run(const spec_run *spec, const spec_run *plain, const char *what) {
+    for (int i = 0; i < plain->n && i < spec->n; i++)
+        if (spec->ids[i] != plain->ids[i])
+            fail_msg("%s: token %d is %d with speculation, %d without (%d drafted, %d accepted)", what, i,
+                     spec->ids[i], plain->ids[i], spec->r.n_drafted, spec->r.n_accepted);
+    assert_int_equal(spec->n, plain->n);
+    assert_int_equal(spec->len, plain->len);
+    assert_memory_equal(spec->text, plain->text, plain->len);
+    assert_int_equal(spec->st, plain->st);
+    assert_int_equal(spec->r.stop, plain->r.stop);
+    assert_int_equal(spec->r.n_generated, plain->r.n_generated);
+    assert_int_equal(spec->r.last, plain->r.last);
+    assert_int_equal(spec->n_past, plain->n_past);
+    assert_int_equal(plain->r.n_drafted, 0);
+    assert_true(spec->r.n_accepted >= 0 && spec->r.n_accepted <= spec->r.n_drafted);
+}
+
+/* A prompt that repeats a pattern (drafts that the model takes) and a
+ * random one, on a float and a quantized tiny model: each draft length
+ * gives the plain greedy tokens; so do a callback's stop inside a verify
+ * batch, a small max_tokens and a context that fills. */
+static void check_speculation(clinfer_model *m, const char *name, uint64_t *rng) {
+    enum { N = 96 };
+    const int nv = clinfer_model_n_vocab(m);
+    int32_t rep[40], rnd[24];
+    int32_t pat[8];
+    for (int i = 0; i < 8; i++) pat[i] = (int32_t)(tu_next(rng) % (uint64_t)nv);
+    for (int i = 0; i < 40; i++) rep[i] = pat[i % 8];
+    for (int i = 0; i < 24; i++) rnd[i] = (int32_t)(tu_next(rng) % (uint64_t)nv);
+    const struct { const int32_t *p; int n; const char *what; } prompts[] = {{rep, 40, "repeated"}, {rnd, 24, "random"}};
+    static spec_run plain, spec;
+    int accepted_rep = 0;
+    for (int k = 0; k < 2; k++) {
+        spec_generate(m, 0, prompts[k].p, prompts[k].n, N, 0, 0, NULL, &plain);
+        ASSERT_OK(plain.st);
+        assert_int_equal(plain.n, N);
+        const int drafts[] = {1, 3, 8, 16};
+        for (int d = 0; d < 4; d++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s, %s prompt, draft_max %d", name, prompts[k].what, drafts[d]);
+            spec_generate(m, 0, prompts[k].p, prompts[k].n, N, drafts[d], 0, NULL, &spec);
+            ASSERT_OK(spec.st);
+            assert_same_run(&spec, &plain, what);
+            print_message("%s: %d drafted, %d accepted\n", what, spec.r.n_drafted, spec.r.n_accepted);
+            if (k == 0) accepted_rep += spec.r.n_accepted;
+        }
+    }
+    assert_true(accepted_rep > 0); /* the repeated prompt's drafts were taken: the verify path ran */
+    /* stops inside a verify batch: the callback, max_tokens (every small one) */
+    for (int limit = 1; limit <= 12; limit++) {
+        spec_generate(m, 0, rep, 40, N, 0, limit, NULL, &plain);
+        spec_generate(m, 0, rep, 40, N, 8, limit, NULL, &spec);
+        assert_int_equal(spec.r.stop, CLINFER_STOP_CALLBACK);
+        assert_same_run(&spec, &plain, "stopped by the callback");
+        spec_generate(m, 0, rep, 40, limit, 0, 0, NULL, &plain);
+        spec_generate(m, 0, rep, 40, limit, 8, 0, NULL, &spec);
+        assert_int_equal(spec.r.stop, CLINFER_STOP_MAX_TOKENS);
+        assert_same_run(&spec, &plain, "max_tokens");
+    }
+    /* a context that fills: the same tokens, then the same error */
+    spec_generate(m, 56, rep, 40, N, 0, 0, NULL, &plain);
+    spec_generate(m, 56, rep, 40, N, 16, 0, NULL, &spec);
+    assert_int_equal(plain.st, CLINFER_ERR_CONTEXT);
+    assert_same_run(&spec, &plain, "a full context");
+}
+
+static void test_generate_speculative(void **state) {
+    (void)state;
+    uint64_t rng = tu_seed();
+    check_speculation(tiny, "F32 tiny", &rng);
+    char path[300];
+    tiny_variant(path, sizeof path, "spec-q8", "Q8_0 --kquant --no-eog");
+    clinfer_model *q;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &q));
+    check_speculation(q, "Q8_0 tiny", &rng);
+
+    /* sampled: no speculation (draws), the plain tokens of the seed */
+    const int nv = clinfer_model_n_vocab(tiny);
+    int32_t rep[40];
+    for (int i = 0; i < 40; i++) rep[i] = (int32_t)((i % 5) * 7 % nv);
+    clinfer_sampler_params sp = clinfer_sampler_default_params();
+    sp.seed = 42;
+    clinfer_sampler *a, *b;
+    ASSERT_OK(clinfer_sampler_create(tiny, &sp, &a));
+    ASSERT_OK(clinfer_sampler_create(tiny, &sp, &b));
+    static spec_run plain, spec;
+    spec_generate(tiny, 0, rep, 40, 32, 0, 0, a, &plain);
+    spec_generate(tiny, 0, rep, 40, 32, 8, 0, b, &spec);
+    assert_same_run(&spec, &plain, "sampled");
+    assert_int_equal(spec.r.n_drafted, 0);
+    clinfer_sampler_free(a);
+    clinfer_sampler_free(b);
+
+    /* a caller built before draft_max and the counts: off, and nothing
+     * written past its size */
+    clinfer_session *s;
+    ASSERT_OK(clinfer_session_create(tiny, NULL, &s));
+    clinfer_generate_params gp = clinfer_generate_default_params();
+    gp.max_tokens = 8;
+    gp.draft_max = 8;
+    gp.size = offsetof(clinfer_generate_params, draft_max);
+    clinfer_generate_result r = {.size = offsetof(clinfer_generate_result, n_drafted), .n_drafted = -7, .n_accepted = -7};
+    ASSERT_OK(clinfer_generate(s, rep, 40, &gp, &r));
+    assert_int_equal(r.n_generated, 8);
+    assert_int_equal(r.n_drafted, -7);
+    assert_int_equal(r.n_accepted, -7);
+    assert_int_equal(clinfer_session_n_past(s), 47);
+    ASSERT_OK(clinfer_session_rewind(s, 0));
+    gp = clinfer_generate_default_params();
+    gp.draft_max = -1;
+    ASSERT_FAILS(clinfer_generate(s, rep, 40, &gp, NULL), CLINFER_ERR_ARG, "draft_max");
+    assert_int_equal(clinfer_session_n_past(s), 0);
+    clinfer_session_free(s);
+    clinfer_model_free(q);
+    unlink(path);
+}
+
 /* Counts the abort callback's calls once armed; says stop after `limit`. */
 typedef struct stopper {
     int armed, calls, limit;
@@ -1555,7 +1716,8 @@ int main(void) {
         cmocka_unit_test(test_decode_row_after_chunk),
         cmocka_unit_test(test_seq_rewind_copy),    cmocka_unit_test(test_eval_top),
         cmocka_unit_test(test_sampler_stages),     cmocka_unit_test(test_detokenizer),
-        cmocka_unit_test(test_next_token),         cmocka_unit_test(test_load_callbacks),
+        cmocka_unit_test(test_next_token),         cmocka_unit_test(test_generate_speculative),
+        cmocka_unit_test(test_load_callbacks),
         cmocka_unit_test(test_cancel_prompt),      cmocka_unit_test(test_perplexity),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
