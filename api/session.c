@@ -232,7 +232,7 @@ clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *b) {
             }
         }
         api_acquire(s);
-        st = all_rows ? clf_llama_eval(s->c, tokens, n, 1, s->batch_logits)
+        st = all_rows ? clf_llama_eval_rows(s->c, tokens, n, s->batch_logits)
                       : clf_llama_eval_seqs(s->c, s->entries, n_entries);
         api_release(s);
         st = cancelled(s, st);

@@ -646,18 +646,22 @@ __kernel void attn_decode_reduce_gpu(__global const float *part_o, __global cons
     out[out_off + ((ulong)r * n_head + h) * HD + d] = acc / sum;
 }
 
-/* The GPU shape's decode rows before attn_decode_gpu: RoPE of each row's q
- * heads in place and of its k row, written with its v row into the cache
- * slot of its position (what the CPU decode kernel fuses); rows qkv_stride
- * floats apart in q, k and v. Work-item (h,
- * r): h < n_head a q head, else KV head h - n_head. rope_mode < 0: none.
- * Global size (n_head + n_kv_head, n_rows). */
+/* Decode rows' RoPE and cache write ahead of the attention: RoPE of each
+ * row's first n_q query heads in place (n_q = n_head: the GPU shape, whose
+ * attn_decode_gpu takes q rotated; 0: the CPU shape, whose kernel rotates
+ * q itself) and of its k row, written with its v row into the cache slot
+ * of its position, as the CPU decode kernel's fused write does. The GPU
+ * shape always, the CPU shape where rows share a sequence (a row then
+ * reads the keys of the rows before it). Rows qkv_stride floats apart in
+ * q, k and v. Work-item (h, r): h < n_q a q head, else KV head h - n_q.
+ * rope_mode < 0: none. Global size (n_q + n_kv_head, n_rows). */
 __kernel void attn_rows_prepare(__global float *q, const ulong q_off, __global const float *k, const ulong k_off,
-                                __global const float *v, const ulong v_off, const int qkv_stride, __global kv_t *kc, __global kv_t *vc, const ulong kv_off,
-                                const int n_slots, __global const int *tbl_base, __global const int *rows,
-                                const int n_tbl, const int rope_mode, const int n_rot, const float freq_scale,
+                                __global const float *v, const ulong v_off, const int qkv_stride, __global kv_t *kc,
+                                __global kv_t *vc, const ulong kv_off, const int n_slots,
+                                __global const int *tbl_base, __global const int *rows, const int n_tbl,
+                                const int n_q, const int rope_mode, const int n_rot, const float freq_scale,
                                 const float log2_scale, __global const float *rff, const ulong rff_off) {
-    const int h = get_global_id(0), r = get_global_id(1), n_head = get_global_size(0) - get_global_size(0) / (GQA + 1);
+    const int h = get_global_id(0), r = get_global_id(1), n_head = n_q;
     ROW_INFO(r);
     (void)k0, (void)chunk, (void)n_split;
     const int n_pairs = n_rot / 2, neox = rope_mode == 2;

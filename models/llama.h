@@ -98,7 +98,8 @@ typedef struct clf_llama_ctx {
     clf_tensor logits;                  /* n_seq rows, n_batch once all_logits is asked */
     cl_mem ids;
     int32_t *host_ids; /* a pass's tokens, gathered from its entries */
-    int *row_seq, *row_pos; /* a pass's decode rows: sequence and position [min(n_seq, n_batch)] */
+    int n_dec;              /* decode rows the int8 forms hold: min(n_seq, n_batch), grown by a verification */
+    int *row_seq, *row_pos; /* a pass's decode rows: sequence and position [n_batch] */
     int32_t *tbl_up;        /* a block table on its way to the device [n_tbl] */
     size_t device_bytes; /* KV cache + scratch */
     clf_stage_link *next; /* a stage before the last: the next stage's context */
@@ -164,6 +165,14 @@ typedef struct clf_llama_seq_batch {
  * (the first included); on a failure after a pass the sequences' lengths
  * count the passes that completed. */
 clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n);
+
+/* clf_llama_eval with every token's logits, each row computed as a decode
+ * step computes a token alone (the decode kernels, a row each, in passes of
+ * up to n_batch rows): the logits are those of n evaluations one token at
+ * a time, bit for bit (speculative decoding's verification, whose greedy
+ * text must be plain decoding's). Over a split the rows are a prompt's
+ * (clf_llama_eval). */
+clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, float *logits);
 /* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */
 int clf_llama_seq_len(const clf_llama_ctx *c, int seq);
 void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos);

@@ -279,3 +279,40 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
     free(dst);
     return st;
 }
+
+clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, float *logits) {
+    if (c->next) return clf_llama_eval(c, tokens, n, 1, logits);
+    const clf_llama_hparams *hp = &c->m->hp;
+    if (n <= 0 || !logits) return clf_fail(CLF_ERR_ARG, "no tokens to evaluate, or nowhere to write their logits");
+    if (n > c->n_ctx - c->n_past)
+        return clf_fail(CLF_ERR_CONTEXT, "%d tokens do not fit: %d of the context's %d are used", n, c->n_past, c->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return clf_fail(CLF_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", tokens[i], i, hp->n_vocab);
+    const int step = n < c->n_batch ? n : c->n_batch;
+    CLF_TRY(clf_llama_grow_logits(c));
+    CLF_TRY(clf_llama_grow_rows(c, step));
+    segment *segs = malloc((size_t)step * sizeof *segs);
+    int *want = malloc((size_t)step * sizeof *want);
+    clf_status st = segs && want ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
+    for (int done = 0; st == CLF_OK && done < n;) {
+        const int rows = n - done < step ? n - done : step;
+        /* a one-token segment a row: the forward pass takes them all as decode rows */
+        for (int i = 0; i < rows; i++) segs[i] = (segment){0, i, 1, c->n_past + i}, want[i] = i;
+        memcpy(c->host_ids, tokens + done, (size_t)rows * sizeof *tokens);
+        st = clf_llama_forward(c, c->host_ids, NULL, rows, segs, rows, 0, want, rows, NULL, NULL);
+        if (st == CLF_OK)
+            st = clf_cl_check(clEnqueueReadBuffer(c->m->rt->queue, c->logits.mem, CL_TRUE, c->logits.offset,
+                                                  (size_t)rows * row_bytes, logits + (size_t)done * hp->n_vocab, 0,
+                                                  NULL, NULL),
+                              "reading logits");
+        if (st != CLF_OK) break;
+        c->n_past += rows;
+        done += rows;
+    }
+    if (st != CLF_OK) clFinish(c->m->rt->queue);
+    free(segs);
+    free(want);
+    return st;
+}

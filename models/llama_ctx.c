@@ -82,8 +82,9 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     const int n_dec = n_seq < n_batch ? n_seq : n_batch; /* decode rows a pass can hold */
     c->seqs = calloc((size_t)n_seq, sizeof *c->seqs); /* [0] unused: sequence 0's length is c->n_past */
     c->host_ids = malloc((size_t)n_batch * sizeof *c->host_ids);
-    c->row_seq = malloc((size_t)n_dec * sizeof *c->row_seq);
-    c->row_pos = malloc((size_t)n_dec * sizeof *c->row_pos);
+    c->n_dec = n_dec;
+    c->row_seq = malloc((size_t)n_batch * sizeof *c->row_seq); /* a verification's rows too (clf_llama_eval_rows) */
+    c->row_pos = malloc((size_t)n_batch * sizeof *c->row_pos);
     c->tbl_up = malloc(((size_t)n_ctx / CLF_KV_BLOCK + 1) * sizeof *c->tbl_up);
     clf_status st = c->seqs && c->host_ids && c->row_seq && c->row_pos && c->tbl_up
                         ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
@@ -198,25 +199,40 @@ static int swa_keep_from(const clf_kv_cache *kv, int len) {
     return k > 0 ? k : 0;
 }
 
+/* The positions [*lo, *hi) a pass writes into sequence seq (its segments:
+ * a verification gives one a row); 0 when segment s is not seq's first. */
+static int seq_span(const segment *segs, int n_seg, int s, int *lo, int *hi) {
+    for (int t = 0; t < s; t++)
+        if (segs[t].seq == segs[s].seq) return 0;
+    *lo = segs[s].pos, *hi = segs[s].pos + segs[s].n;
+    for (int t = s + 1; t < n_seg; t++)
+        if (segs[t].seq == segs[s].seq) {
+            if (segs[t].pos < *lo) *lo = segs[t].pos;
+            if (segs[t].pos + segs[t].n > *hi) *hi = segs[t].pos + segs[t].n;
+        }
+    return 1;
+}
+
 clf_status clf_llama_seq_reserve(clf_llama_ctx *c, const segment *segs, int n_seg) {
     const clf_kv_cache *kvs[2] = {&c->kv, &c->kv_swa};
     clf_kv_blocks *bs[2] = {&c->blk, &c->blk_swa};
     for (int k = 0; k < 2; k++) {
         if (!kvs[k]->k) continue;
         const int bt = kvs[k]->block;
+        int lo, hi, need = 0;
         /* blocks that left the window first, then the count: all or nothing */
-        if (kvs[k]->window)
-            for (int s = 0; s < n_seg; s++) clf_kv_blocks_drop_below(bs[k], segs[s].seq, swa_keep_from(kvs[k], segs[s].pos) / bt);
-        int need = 0;
         for (int s = 0; s < n_seg; s++)
-            need += clf_kv_blocks_need(bs[k], segs[s].seq, segs[s].pos / bt, (segs[s].pos + segs[s].n - 1) / bt);
+            if (seq_span(segs, n_seg, s, &lo, &hi)) {
+                if (kvs[k]->window) clf_kv_blocks_drop_below(bs[k], segs[s].seq, swa_keep_from(kvs[k], lo) / bt);
+                need += clf_kv_blocks_need(bs[k], segs[s].seq, lo / bt, (hi - 1) / bt);
+            }
         if (need > bs[k]->n_free)
             return clf_fail(CLF_ERR_CONTEXT, "the KV cache is full: this pass needs %d more blocks of %d tokens, %d of "
                             "%d are free", need, bt, bs[k]->n_free, bs[k]->n_blocks);
         void *user[2] = {c, (void *)kvs[k]};
         for (int s = 0; s < n_seg; s++)
-            CLF_TRY(clf_kv_blocks_write(bs[k], segs[s].seq, segs[s].pos / bt, (segs[s].pos + segs[s].n - 1) / bt,
-                                        segs[s].pos % bt, copy_block, user));
+            if (seq_span(segs, n_seg, s, &lo, &hi))
+                CLF_TRY(clf_kv_blocks_write(bs[k], segs[s].seq, lo / bt, (hi - 1) / bt, lo % bt, copy_block, user));
         CLF_TRY(upload_tables(c, kvs[k], bs[k]));
     }
     return CLF_OK;
@@ -270,6 +286,21 @@ clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n) {
     if (c->kv.k) clf_kv_blocks_share(&c->blk, src, dst, (n + c->kv.block - 1) / c->kv.block);
     if (c->kv_swa.k) clf_kv_blocks_share(&c->blk_swa, src, dst, (n + c->kv_swa.block - 1) / c->kv_swa.block);
     *seq_past(c, dst) = n;
+    return CLF_OK;
+}
+
+clf_status clf_llama_grow_rows(clf_llama_ctx *c, int n) {
+    clf_tensor *ts[] = {&c->xq_e, &c->xq_f, &c->xq_a};
+    if (n <= c->n_dec) return CLF_OK;
+    for (int i = 0; i < 3; i++) {
+        if (!ts[i]->mem) continue;
+        clf_tensor grown;
+        CLF_TRY(clf_tensor_alloc(c->m->rt, CLF_F32, ts[i]->ne[0], n, &grown));
+        c->device_bytes += clf_tensor_bytes(&grown) - clf_tensor_bytes(ts[i]);
+        clf_tensor_free(ts[i]);
+        *ts[i] = grown;
+    }
+    c->n_dec = n;
     return CLF_OK;
 }
 

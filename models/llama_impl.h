@@ -3,7 +3,7 @@
  *   llama_load.c     the weights onto the device, fused projections
  *   llama_ctx.c      contexts: paged KV caches, scratch, sequences (blocks, length, rewind, copy)
  *   llama_forward.c  the forward pass over one batch of rows
- *   llama_batch.c    clf_llama_eval / eval_top / eval_seqs: chunks, multi-sequence passes, hops
+ *   llama_batch.c    clf_llama_eval / eval_top / eval_seqs / eval_rows: chunks, multi-sequence passes, hops
  *   llama_stage.c    a pass arriving from another stage (stage.h) */
 #ifndef CLF_LLAMA_IMPL_H
 #define CLF_LLAMA_IMPL_H
@@ -36,6 +36,9 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
 /* A pass's logits for every row (perplexity) need a chunk's worth of rows
  * on the last stage, allocated on first use. (llama_ctx.c) */
 clf_status clf_llama_grow_logits(clf_llama_ctx *c);
+/* A verification's n decode rows of one sequence need n rows of the int8
+ * forms, grown on first use. (llama_ctx.c) */
+clf_status clf_llama_grow_rows(clf_llama_ctx *c, int n);
 
 /* Waits for a pass's activations (ev, released here) and hands them with
  * the pass to the next stage, which writes the logits rows. (llama_batch.c) */

@@ -353,7 +353,9 @@ clf_status clf_attn_rows_set(clf_runtime *rt, const clf_kv_cache *pool, clf_attn
         const clf_kv_cache v = clf_kv_cache_seq(pool, seq[i]);
         if ((st = span_check(&v, 0, 1, pos[i])) != CLF_OK) break;
         for (int j = 0; j < i && st == CLF_OK; j++)
-            if (seq[j] == seq[i]) st = clf_fail(CLF_ERR_ARG, "decode rows %d and %d are of one sequence (%d)", j, i, seq[i]);
+            if (seq[j] == seq[i] && pos[j] >= pos[i])
+                st = clf_fail(CLF_ERR_ARG, "decode rows %d and %d of sequence %d are not in the order of their positions",
+                              j, i, seq[i]);
         const int n_kv = pos[i] + 1, k0 = pool->window && n_kv > pool->window ? n_kv - pool->window : 0;
         int n_split, chunk;
         decode_split(rt, pool, n_kv - k0 / 16 * 16, &n_split, &chunk);
@@ -375,6 +377,9 @@ clf_status clf_attn_rows_set(clf_runtime *rt, const clf_kv_cache *pool, clf_attn
     }
     r->n = n;
     r->split_max = split_max;
+    r->distinct = 1;
+    for (int i = 1; i < n; i++)
+        for (int j = 0; j < i; j++) r->distinct &= seq[j] != seq[i];
     return CLF_OK;
 }
 
@@ -443,18 +448,23 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
     const rope_args ra = rope_of(k.t ? rope : NULL);
     const cl_int stride = q.row_stride, n_slots = pool->n_slots, n_tbl = pool->n_tbl, split_max = rows->split_max;
     cl_kernel kern;
+    /* RoPE of k (and the GPU shape's q) and the cache write for every row ahead of the attention: the GPU
+     * shape's way, and the CPU shape's where a row reads the keys of another */
+    const int prepare = k.t && (var == CLF_ATTN_GPU || !rows->distinct);
+    if (prepare) {
+        const cl_int n_q = var == CLF_ATTN_GPU ? n_head : 0;
+        CLF_TRY(get_kernel(rt, pool, gqa, "attn_rows_prepare", &kern));
+        const clf_arg pa[] = {CLF_ARG(q.t->mem),  CLF_ARG(q_off),   CLF_ARG(k.t->mem),   CLF_ARG(k_off),
+                              CLF_ARG(v.t->mem),  CLF_ARG(v_off),   CLF_ARG(stride),     CLF_ARG(pool->k),
+                              CLF_ARG(pool->v),   CLF_ARG(kv_off),  CLF_ARG(n_slots),    CLF_ARG(pool->tbl),
+                              CLF_ARG(rows->info), CLF_ARG(n_tbl),  CLF_ARG(n_q),        CLF_ARG(ra.mode),
+                              CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale), CLF_ARG(ra.ff),
+                              CLF_ARG(ra.ff_off)};
+        CLF_TRY(clf_set_args(kern, pa, CLF_NARGS(pa)));
+        const size_t g[2] = {(size_t)(n_q + pool->n_kv_head), (size_t)n};
+        CLF_TRY(clf_launch(rt, kern, 2, g, NULL));
+    }
     if (var == CLF_ATTN_GPU) {
-        if (k.t) { /* RoPE of q and k, the cache write: one launch for every row */
-            CLF_TRY(get_kernel(rt, pool, gqa, "attn_rows_prepare", &kern));
-            const clf_arg pa[] = {CLF_ARG(q.t->mem),  CLF_ARG(q_off),   CLF_ARG(k.t->mem),   CLF_ARG(k_off),
-                                  CLF_ARG(v.t->mem),  CLF_ARG(v_off),   CLF_ARG(stride),     CLF_ARG(pool->k),
-                                  CLF_ARG(pool->v),   CLF_ARG(kv_off),  CLF_ARG(n_slots),    CLF_ARG(pool->tbl),
-                                  CLF_ARG(rows->info), CLF_ARG(n_tbl),  CLF_ARG(ra.mode),    CLF_ARG(ra.n_rot),
-                                  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale), CLF_ARG(ra.ff), CLF_ARG(ra.ff_off)};
-            CLF_TRY(clf_set_args(kern, pa, CLF_NARGS(pa)));
-            const size_t g[2] = {(size_t)(n_head + pool->n_kv_head), (size_t)n};
-            CLF_TRY(clf_launch(rt, kern, 2, g, NULL));
-        }
         CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_gpu", &kern));
         const clf_arg da[] = {CLF_ARG(q.t->mem),  CLF_ARG(q_off),    CLF_ARG(pool->k),    CLF_ARG(pool->v),
                               CLF_ARG(kv_off),    CLF_ARG(n_slots),  CLF_ARG(pool->tbl),  CLF_ARG(rows->info),
@@ -473,8 +483,10 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
         clf_tensor on = clf_tensor_rows(out, 0, n);
         return clf_quantize_x(rt, &on, out_q);
     }
-    /* the CPU shape: RoPE, the write and (one split) the output fused into the split kernel */
-    cl_mem ks = k.t ? k.t->mem : NULL, vs = k.t ? v.t->mem : NULL, xq = out_q ? out_q->mem : NULL;
+    /* the CPU shape: RoPE, the write (unless done above) and (one split) the output fused into the split
+     * kernel; q is rotated there either way */
+    cl_mem ks = k.t && !prepare ? k.t->mem : NULL, vs = k.t && !prepare ? v.t->mem : NULL;
+    cl_mem xq = out_q ? out_q->mem : NULL;
     const cl_ulong xq_off = out_q ? out_q->offset : 0, xq_stride = (cl_ulong)CLF_XQ_FLOATS(q_width) * sizeof(float);
     CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_cpu", &kern));
     const clf_arg da[] = {CLF_ARG(q.t->mem),    CLF_ARG(q_off),     CLF_ARG(pool->k),      CLF_ARG(pool->v),

@@ -104,12 +104,14 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                          int n_tokens, int pos0, float scale, clf_tensor *out);
 
-/* The decode rows of one step: n query tokens, row i the next token of
- * sequence seq[i] at position pos[i], distinct sequences (each row writes
- * its own key). Set once a step per cache (uploaded where it changed),
- * used by every layer's clf_attention_decode_rows. */
+/* The decode rows of one step: n query tokens, row i the token of
+ * sequence seq[i] at position pos[i] (rows of one sequence in the order of
+ * their positions: a speculative step's verification). Set once a step
+ * per cache (uploaded where it changed), used by every layer's
+ * clf_attention_decode_rows. */
 typedef struct clf_attn_rows {
     int n, split_max, cap;
+    int distinct; /* every row a sequence of its own: each may write its key while the others attend */
     int *host; /* [cap][5]: n_kv, k0, chunk, n_split, table offset (cl/attention.cl ROW_INFO) */
     cl_mem info;
 } clf_attn_rows;
@@ -119,7 +121,7 @@ clf_status clf_attn_rows_set(clf_runtime *rt, const clf_kv_cache *pool, clf_attn
 void clf_attn_rows_free(clf_attn_rows *r);
 
 /* Every row in one launch (two with the reduction, three on the GPU
- * shape): with rope, the RoPE of each row's Q and K heads (unrotated in q
+ * shape, one more where rows share a sequence): with rope, the RoPE of each row's Q and K heads (unrotated in q
  * and k), then the write of its K and V into its sequence's cache and
  * attention of its queries, as clf_rope, clf_kv_write and clf_attention
  * would give row by row; k.t NULL: the keys are written already, q
