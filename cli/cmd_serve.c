@@ -18,7 +18,8 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--queue N] [--api-key KEY] [--request-timeout S] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-memory MIB] [--queue N] [--api-key KEY] "
+    "[--request-timeout S] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -51,12 +52,13 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
-    int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S;
+    int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
                                CLI_OPT_STR("--host", &host),
                                CLI_OPT_INT("--port", &port, 0, 65535),
                                CLI_OPT_INT("--parallel", &parallel, 1, 256),
+                               CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
                                CLI_OPT_STR("--api-key", &api_key),
                                CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
@@ -86,7 +88,7 @@ int cmd_serve(int argc, char **argv) {
     srv_app app = {.model_id = id, .model_alias = o.model, .n_slots = parallel, .created = (long long)time(NULL)};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
-    if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, &e);
+    if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);
     if (st == CLINFER_OK) st = cli_check_chat(s.m);
     if (st == CLINFER_OK) {
         app.m = s.m;
@@ -96,8 +98,10 @@ int cmd_serve(int argc, char **argv) {
     }
     if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);
-        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of %d tokens\n", app.model_id, s.info.devices,
-                parallel, app.n_ctx);
+        clinfer_kv_pool pool;
+        srv_engine_kv_pool(e, &pool);
+        fprintf(stderr, "clinfer serve: ready: %s on %s, %d slots of up to %d tokens sharing a KV cache of %d tokens\n",
+                app.model_id, s.info.devices, parallel, app.n_ctx, pool.n_blocks * pool.block);
         if (cli_mpi) clinfer_mpi_on_broken(stop_on_broken);
         while (!cli_interrupted) sigsuspend(&old); /* SIGINT, SIGTERM */
         fprintf(stderr, "clinfer serve: %s: stopping\n", pipeline_broken ? "a stage failed" : cli_interrupt_name());

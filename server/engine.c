@@ -10,7 +10,8 @@ struct srv_engine {
     int8_t *want;
 };
 
-clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinfer_kv_type kv, srv_engine **out) {
+clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinfer_kv_type kv, size_t kv_memory,
+                                 srv_engine **out) {
     *out = NULL;
     srv_engine *e = calloc(1, sizeof *e);
     if (!e) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
@@ -19,6 +20,7 @@ clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinf
     sp.n_ctx = n_ctx;
     sp.kv_type = kv;
     sp.n_seq = n_slots;
+    sp.kv_memory = kv_memory;
     clinfer_status st = clinfer_session_create(m, &sp, &e->s);
     if (st != CLINFER_OK) {
         srv_engine_free(e);
@@ -38,6 +40,9 @@ void srv_engine_free(srv_engine *e) {
 }
 
 int srv_engine_n_ctx(const srv_engine *e) { return clinfer_session_n_ctx(e->s); }
+/* clinfer_session_create's default n_batch */
+int srv_engine_n_batch(const srv_engine *e) { return srv_engine_n_ctx(e) < 512 ? srv_engine_n_ctx(e) : 512; }
+void srv_engine_kv_pool(const srv_engine *e, clinfer_kv_pool *out) { clinfer_session_kv_pool(e->s, out); }
 int srv_engine_slot_len(const srv_engine *e, int slot) { return clinfer_seq_len(e->s, slot); }
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewind(e->s, slot, pos); }
 clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n) {

@@ -12,11 +12,18 @@
 
 typedef struct srv_engine srv_engine;
 
-/* n_ctx per slot (0: the model's own, capped as clinfer_session_create does). */
-clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinfer_kv_type kv, srv_engine **out);
+/* n_ctx per slot (0: the model's own, capped as clinfer_session_create
+ * does); kv_memory: the bytes of KV cache the slots share (0: every slot's
+ * whole n_ctx; clinfer_kv_pool). */
+clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinfer_kv_type kv, size_t kv_memory,
+                                 srv_engine **out);
 void srv_engine_free(srv_engine *e);
 
 int srv_engine_n_ctx(const srv_engine *e);
+/* The most tokens one step evaluates in one pass. */
+int srv_engine_n_batch(const srv_engine *e);
+/* The shared KV cache's blocks: how many, how many free. */
+void srv_engine_kv_pool(const srv_engine *e, clinfer_kv_pool *out);
 /* Tokens in a slot's cache, and forgetting them from position pos on. */
 int srv_engine_slot_len(const srv_engine *e, int slot);
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos);

@@ -27,6 +27,7 @@ struct srv_job {
     char *text;
     size_t len, cap, final_len;
     int n_eval, n_cached, n_gen, slot;
+    int reserve; /* KV blocks set aside for it while it runs (admit) */
     int32_t next; /* the sampled token the next step evaluates */
     clinfer_sampler *smp;
     clinfer_detokenizer *detok;
@@ -37,6 +38,7 @@ struct srv_job {
 
 typedef struct slot {
     srv_job *job;
+    unsigned long long used; /* the step it last ran in: idle caches go least recently used first */
     int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
     int n_prefilled; /* how many of them came from prompts (the rest were generated) */
 } slot;
@@ -56,6 +58,8 @@ struct srv_sched {
     pthread_cond_t work, progress;
     srv_job *q_head, *q_tail;
     int n_queued, n_running, closed;
+    int reserved; /* KV blocks set aside for the running jobs */
+    int prefill_from; /* the slot the next step's prompt budget goes to first (round robin) */
     slot *slots;
     srv_entry *entries;
     int *len0;
@@ -166,6 +170,7 @@ static void finish(srv_sched *s, srv_job *j, srv_finish why, const char *error) 
     if (j->state == SRV_RUNNING) {
         s->slots[j->slot].job = NULL;
         s->n_running--;
+        s->reserved -= j->reserve;
     }
     j->state = SRV_DONE;
     if (why == SRV_FINISH_ERROR) j->cancelled ? s->st.requests_cancelled++ : s->st.requests_failed++;
@@ -196,9 +201,43 @@ static int min_int(int a, int b) { return a < b ? a : b; }
  * CPUs its products round the activations to int8), so a cached answer or a
  * last token evaluated alone would change the logits a little, and a seed
  * would not give the same text again. */
+/* The KV blocks a job may come to hold: its prompt's and its answer's
+ * most tokens, within a slot's context (a sequence's positions from 0). */
+static int job_blocks(const srv_sched *s, const srv_job *j, const clinfer_kv_pool *pool) {
+    int64_t tokens = (int64_t)j->n_prompt + (j->max_tokens ? j->max_tokens : s->n_ctx);
+    if (tokens > s->n_ctx) tokens = s->n_ctx;
+    int64_t b = (tokens + pool->block - 1) / pool->block;
+    return b < pool->n_blocks ? (int)b : pool->n_blocks;
+}
+
+/* Frees KV blocks until `blocks` are free, emptying idle slots' caches,
+ * the least recently used first (their prefixes are then evaluated again
+ * by whoever would have reused them). */
+static void make_room(srv_sched *s, int blocks) {
+    for (;;) {
+        clinfer_kv_pool pool;
+        srv_engine_kv_pool(s->e, &pool);
+        if (pool.n_free >= blocks) return;
+        int lru = -1;
+        for (int i = 0; i < s->n_slots; i++)
+            if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
+                lru = i;
+        if (lru < 0) return;
+        srv_engine_slot_rewind(s->e, lru, 0);
+        s->slots[lru].n_prefilled = 0;
+    }
+}
+
 static void admit(srv_sched *s) {
+    clinfer_kv_pool pool;
+    srv_engine_kv_pool(s->e, &pool);
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
+        /* a job runs with its blocks set aside, so that no running job
+         * finds the cache full: it waits its turn while they are not free
+         * (one that can never fit runs alone, and ends at the full cache) */
+        const int need = job_blocks(s, j, &pool);
+        if (s->n_running > 0 && s->reserved + need > pool.n_blocks) break;
         int land = -1, land_len = -1, src = -1, src_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
             int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
@@ -223,6 +262,8 @@ static void admit(srv_sched *s) {
         j->t_start = srv_now_s();
         s->slots[land].job = j;
         s->n_running++;
+        j->reserve = need;
+        s->reserved += need;
         s->st.cached_tokens += (unsigned long long)reuse;
         s->st.admitted_tokens += (unsigned long long)j->n_prompt;
         if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
@@ -287,24 +328,41 @@ static void *loop(void *arg) {
             if (s->slots[i].job && s->slots[i].job->cancelled) finish(s, s->slots[i].job, SRV_FINISH_ERROR, "cancelled");
         if (s->closed) break;
         admit(s);
-        int n = 0;
-        for (int i = 0; i < s->n_slots; i++) {
+        /* the step: every decoding slot's token, then prompt chunks within
+         * one pass's budget (decodes are never held up by a long prompt),
+         * handed to the prefilling slots in turn */
+        int n = 0, budget = srv_engine_n_batch(s->e);
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--;
+        for (int k = 0; k < s->n_slots; k++) {
+            const int i = (s->prefill_from + k) % s->n_slots;
             srv_job *j = s->slots[i].job;
             if (!j) continue;
             srv_entry *en = &s->entries[n];
-            s->len0[n++] = srv_engine_slot_len(s->e, i);
             en->slot = i;
             if (j->n_eval < j->n_prompt) {
-                int rem = j->n_prompt - j->n_eval;
+                int rem = j->n_prompt - j->n_eval, take = rem < PREFILL_CHUNK ? rem : PREFILL_CHUNK;
+                if (take > budget) take = budget;
+                if (take <= 0) continue;
+                budget -= take;
                 en->tokens = j->prompt + j->n_eval;
-                en->n = rem < PREFILL_CHUNK ? rem : PREFILL_CHUNK;
+                en->n = take;
                 en->want_logits = en->n == rem;
             } else {
                 en->tokens = &j->next;
                 en->n = 1;
                 en->want_logits = 1;
             }
+            s->len0[n++] = srv_engine_slot_len(s->e, i);
+            s->slots[i].used = s->st.steps;
         }
+        s->prefill_from = (s->prefill_from + 1) % s->n_slots;
+        /* the blocks this step may take (a chunk's, and one where it straddles) */
+        clinfer_kv_pool pool;
+        srv_engine_kv_pool(s->e, &pool);
+        int step_blocks = 0;
+        for (int k = 0; k < n; k++) step_blocks += (s->entries[k].n + pool.block - 1) / pool.block + 1;
+        make_room(s, step_blocks);
         if (n == 0) {
             pthread_cond_wait(&s->work, &s->mu);
             continue;

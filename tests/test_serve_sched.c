@@ -58,7 +58,7 @@ typedef struct server {
 
 static server start(int slots, int n_ctx, int queue) {
     server sv;
-    assert_int_equal(srv_engine_create(fx.m, slots, n_ctx, CLINFER_KV_F32, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_engine_create(fx.m, slots, n_ctx, CLINFER_KV_F32, 0, &sv.e), CLINFER_OK);
     assert_int_equal(srv_sched_create(sv.e, fx.m, slots, queue, &sv.s), CLINFER_OK);
     return sv;
 }
@@ -295,6 +295,37 @@ static void expect_stats(server *sv, unsigned long long cached, unsigned long lo
     assert_int_equal(st.admitted_tokens, admitted);
 }
 
+/* Eight jobs on a KV cache of three blocks (each job sets aside one for its
+ * 8 prompt tokens and 24 answer tokens) run three at a time, the rest
+ * waiting their turn, and give the texts each gives alone: a full cache
+ * queues, it never cuts a job short or mixes blocks. */
+static void test_small_cache_queues(void **state) {
+    (void)state;
+    enum { JOBS = 8, CTX = 64 };
+    clinfer_model_info mi = {.size = sizeof mi};
+    assert_int_equal(clinfer_model_get_info(fx.m, &mi), CLINFER_OK);
+    const size_t block_bytes = 2 * (size_t)mi.n_layer * mi.n_head_kv * (mi.n_embd / mi.n_head) * 32 * sizeof(float);
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, JOBS, CTX, CLINFER_KV_F32, 3 * block_bytes, &sv.e), CLINFER_OK);
+    clinfer_kv_pool pool;
+    srv_engine_kv_pool(sv.e, &pool);
+    assert_int_equal(pool.n_blocks, 3);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, JOBS, JOBS, &sv.s), CLINFER_OK);
+    int32_t toks[JOBS][N_PROMPT], *prompts[JOBS];
+    int lens[JOBS];
+    char *texts[JOBS];
+    srv_job_view views[JOBS];
+    for (int i = 0; i < JOBS; i++) fill(toks[i], N_PROMPT, 100 + (uint32_t)i), prompts[i] = toks[i], lens[i] = N_PROMPT;
+    run_together(&sv, prompts, lens, JOBS, texts, views);
+    for (int i = 0; i < JOBS; i++) {
+        assert_int_equal(views[i].finish, SRV_FINISH_LENGTH);
+        assert_int_equal(views[i].n_gen, LONG_GEN);
+    }
+    stop(&sv);
+    expect_uncached(prompts, lens, JOBS, texts);
+    for (int i = 0; i < JOBS; i++) free(texts[i]);
+}
+
 /* A long prompt P ran in one slot while another prompt of its length runs
  * on in a second slot; then three prompts P + a suffix of their own, sent
  * together, take the three free slots: the first P's slot, the others P
@@ -388,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_burst_takes_free_slots),
         cmocka_unit_test(test_shared_prefix_copied_across_slots),
         cmocka_unit_test(test_prefix_copied_up_to_divergence),
+        cmocka_unit_test(test_small_cache_queues),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
