@@ -64,6 +64,17 @@ struct clinfer_sampler {
  * library know (`src->size` bytes, at most `size`) over the defaults in
  * `dst`; src NULL keeps the defaults. CLF_ERR_ARG when size is unset. */
 clf_status api_read_params(void *dst, size_t size, const void *src, const char *what);
+
+/* The library's type of a KV cache type; CLF_TYPE_COUNT for none. */
+static inline clf_type api_kv_type(clinfer_kv_type t) {
+    switch (t) {
+    case CLINFER_KV_F32: return CLF_F32;
+    case CLINFER_KV_F16: return CLF_F16;
+    case CLINFER_KV_Q8_0: return CLF_Q8_0;
+    case CLINFER_KV_Q4_0: return CLF_Q4_0;
+    default: return (clf_type)CLF_TYPE_COUNT;
+    }
+}
 /* Copies a filled struct to the caller's, as far as the caller's size goes,
  * keeping the caller's size. */
 clf_status api_write_info(void *dst, const void *src, size_t size, const char *what);

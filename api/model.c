@@ -211,7 +211,7 @@ static clf_status load(const char *path, const char *device, const clinfer_model
                         .model = path,
                         .n_seq = p->plan_n_seq,
                         .n_ctx = p->plan_n_ctx};
-        clf_type kv = p->plan_kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32;
+        clf_type kv = api_kv_type(p->plan_kv_type) == CLF_TYPE_COUNT ? CLF_F32 : api_kv_type(p->plan_kv_type);
         st = clf_stages_open(&pl, g, p->plan_n_ctx, kv, prepare, m, &m->stages);
         if (st == CLF_OK) {
             m->rt = m->stages.rt[0];

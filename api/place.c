@@ -137,7 +137,7 @@ clf_status clf_stages_open(const clf_place *p, const clf_gguf *g, int n_ctx, clf
     clf_place_split *s = malloc(sizeof *s);
     if (!s) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     int planned;
-    clf_status st = clf_place_plan(p, g, p->n_ctx > 0 ? p->n_ctx : n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F16 ? 2 : 4, s,
+    clf_status st = clf_place_plan(p, g, p->n_ctx > 0 ? p->n_ctx : n_ctx > 0 ? n_ctx : 0, 0, kv == CLF_F32 ? 4 : 2 /* a quantized cache planned as F16 */, s,
                                    &planned);
     int l0[CLF_SPLIT_MAX], l1[CLF_SPLIT_MAX];
     for (int i = 0; st == CLF_OK && i < s->plan.n; i++) {

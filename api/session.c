@@ -23,8 +23,8 @@ clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_pa
     if (!m->llama) return (clinfer_status)clf_fail(CLF_ERR_ARG, "the model was loaded vocab_only: it has no sessions");
     if (p.n_ctx < 0 || p.n_batch < 0)
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "n_ctx (%d) and n_batch (%d) must be >= 0", p.n_ctx, p.n_batch);
-    if (p.kv_type != CLINFER_KV_F32 && p.kv_type != CLINFER_KV_F16)
-        return (clinfer_status)clf_fail(CLF_ERR_ARG, "kv_type %d is not CLINFER_KV_F32 or CLINFER_KV_F16", (int)p.kv_type);
+    if (api_kv_type(p.kv_type) == CLF_TYPE_COUNT)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "kv_type %d is not a clinfer_kv_type", (int)p.kv_type);
     if (p.n_seq < 0 || p.n_seq > 4096) return (clinfer_status)clf_fail(CLF_ERR_ARG, "n_seq %d: 1 to 4096", p.n_seq);
     clinfer_session *s = calloc(1, sizeof *s);
     if (!s) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
@@ -33,7 +33,7 @@ clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_pa
     int n_seq = p.n_seq ? p.n_seq : 1;
     pthread_mutex_lock(&m->device_lock);
     clf_status st = clf_llama_ctx_create_pool(m->llama, p.n_ctx, p.n_batch, n_seq,
-                                              p.kv_type == CLINFER_KV_F16 ? CLF_F16 : CLF_F32, p.kv_memory, &s->c);
+                                              api_kv_type(p.kv_type), p.kv_memory, &s->c);
     pthread_mutex_unlock(&m->device_lock);
     if (st == CLF_OK && !(s->entries = calloc((size_t)n_seq, sizeof *s->entries)))
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");

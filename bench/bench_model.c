@@ -56,7 +56,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     int n_ctx = o->n_prompt + o->n_gen + PROFILE_TOKENS;
     place.mpi = cli_mpi;
     place.model = o->model_path;
-    clf_type kv = o->kv == CLINFER_KV_F16 ? CLF_F16 : CLF_F32;
+    static const clf_type kv_types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0}; /* clinfer_kv_type's order */
+    clf_type kv = kv_types[o->kv];
     CLF_TRY(clf_stages_open(&place, g, n_ctx, kv, NULL, NULL, &stages));
     clf_runtime *rt = stages.rt[0];
     clf_llama *m = stages.m[0];
@@ -93,13 +94,14 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         toks[i] = (int32_t)(s % (uint64_t)hp->n_vocab);
     }
-    size_t kv_elt = kv == CLF_F16 ? 2 : 4;
+    /* bytes an element (a row's over its head_dim: a quantized row's scales counted) */
+    const double kv_elt = (double)clf_kv_row_bytes(kv, hp->head_dim) / hp->head_dim;
     /* a token reads every product's weights once; of the embedding table
      * only its own row */
     double weight_bytes = -(double)clf_tensor_bytes(&m->tok_embd);
     for (int i = 0; i < stages.n; i++) weight_bytes += (double)stages.m[i]->device_bytes;
     if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
-    double kv_per_pos = clf_kv_bytes_per_token(&shape, (int)kv_elt);
+    double kv_per_pos = clf_kv_bytes_per_token(&shape, 1) * kv_elt;
     figure pp = {0}, tg = {0};
     token_cost tc = {0};
     /* warm-up: builds every kernel variant both paths use */

@@ -35,19 +35,85 @@
 #endif
 #define HV (HD / 16) /* float16 vectors per head row */
 
-#if KV_F16
+/* A cache row of HD elements, as kv_t units (KV_RS of them a row), read 16
+ * or 1 at a time and written 32 (quantized: a block) or 16 at a time:
+ *  KV_LD16(row, c)  elements c .. c+15 (c a multiple of 16) as a float16
+ *  KV_LD1(row, d)   element d
+ *  KV_STORE_ROW(dst, src)  the HD floats at src (global or private) into row dst
+ * KV_Q 8: q8_0 blocks of 32 (a half scale d, 32 signed bytes: x = d q);
+ * KV_Q 4: q4_0 blocks (a half d, 16 bytes of two nibbles: x = d (q - 8),
+ * element i of the block low in byte i, element 16 + i high), as ggml's
+ * quantizers make them; HD then a multiple of 32. KV_CONVERT: not floats
+ * in place (the CPU prefill converts a block of keys first). */
+#ifndef KV_Q
+#define KV_Q 0
+#endif
+#if KV_Q
+#if HD % 32 != 0
+#error "a quantized cache needs HD a multiple of 32"
+#endif
+#define kv_t uchar
+#define KV_QB (KV_Q == 8 ? 34 : 18) /* bytes a block of 32 */
+#define KV_RS (HD / 32 * KV_QB)
+#define KV_CONVERT 1
+#define KV_BLK(row, e) ((row) + (e) / 32 * KV_QB)
+#define KV_SCALE(blk) vload_half(0, (__global const half *)(blk))
+#if KV_Q == 8
+#define KV_LD16(row, c) (convert_float16(vload16(0, (__global const char *)KV_BLK(row, c) + 2 + (c) % 32)) * KV_SCALE(KV_BLK(row, c)))
+#define KV_LD1(row, d) ((float)((__global const char *)KV_BLK(row, d))[2 + (d) % 32] * KV_SCALE(KV_BLK(row, d)))
+#else
+__attribute__((always_inline)) inline float16 kv_ld16_q4(__global const uchar *blk, const int hi) {
+    const uchar16 b = vload16(0, blk + 2);
+    return (convert_float16(hi ? b >> (uchar)4 : b & (uchar)15) - 8.0f) * KV_SCALE(blk);
+}
+#define KV_LD16(row, c) kv_ld16_q4(KV_BLK(row, c), (c) % 32 >= 16)
+#define KV_LD1(row, d) (((float)(((d) % 32 >= 16) ? KV_BLK(row, d)[2 + (d) % 16] >> 4 : KV_BLK(row, d)[2 + (d) % 16] & 15) - 8.0f) * KV_SCALE(KV_BLK(row, d)))
+#endif
+/* Elements c .. c+31 (a, b) quantized into their block. */
+__attribute__((always_inline)) inline void kv_st32(const float16 a, const float16 b, __global uchar *row, const int c) {
+    __global uchar *blk = KV_BLK(row, c);
+    const float16 fa = fabs(a), fb = fabs(b);
+    float8 m8 = fmax(fmax(fa.lo, fa.hi), fmax(fb.lo, fb.hi));
+    float4 m4 = fmax(m8.lo, m8.hi);
+    float2 m2 = fmax(m4.lo, m4.hi);
+    const float amax = fmax(m2.x, m2.y);
+#if KV_Q == 8
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    vstore_half_rte(d, 0, (__global half *)blk);
+    vstore16(convert_char16_sat_rte(a * id), 0, (__global char *)blk + 2);
+    vstore16(convert_char16_sat_rte(b * id), 0, (__global char *)blk + 18);
+#else
+    /* the value of largest magnitude maps to -8 (its sign kept) */
+    float8 x8 = fmax(fmax(a.lo, a.hi), fmax(b.lo, b.hi));
+    float4 x4 = fmax(x8.lo, x8.hi);
+    float2 x2 = fmax(x4.lo, x4.hi);
+    const float mx = fmax(x2.x, x2.y) == amax ? amax : -amax;
+    const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    vstore_half_rte(d, 0, (__global half *)blk);
+    const uchar16 qa = convert_uchar16(min(convert_int16_rtz(a * id + 8.5f), 15));
+    const uchar16 qb = convert_uchar16(min(convert_int16_rtz(b * id + 8.5f), 15));
+    vstore16(qa | (qb << (uchar)4), 0, blk + 2);
+#endif
+}
+#define KV_STORE_ROW(dst, src) \
+    for (int c_ = 0; c_ < HD; c_ += 32) kv_st32(vload16(0, (src) + c_), vload16(0, (src) + c_ + 16), (dst), c_)
+#elif KV_F16
 #define kv_t half
-#define KV_LOAD1(p) vload_half(0, (p))
-#define KV_LOAD16(p) vload_half16(0, (p))
-#define KV_STORE16(x, p) vstore_half16_rte((x), 0, (p))
+#define KV_RS HD
+#define KV_CONVERT 1
+#define KV_LD16(row, c) vload_half16(0, (row) + (c))
+#define KV_LD1(row, d) vload_half(0, (row) + (d))
+#define KV_STORE_ROW(dst, src) for (int c_ = 0; c_ < HD; c_ += 16) vstore_half16_rte(vload16(0, (src) + c_), 0, (dst) + c_)
 #else
 /* Cache rows start at multiples of 16 floats from a buffer start (aligned to
  * at least 128 bytes by OpenCL), so whole float16s load aligned; PoCL turns
  * an unaligned vload16 from global memory into pieces. */
 #define kv_t float
-#define KV_LOAD1(p) (*(p))
-#define KV_LOAD16(p) (*(__global const float16 *)(p))
-#define KV_STORE16(x, p) (*(__global float16 *)(p) = (x))
+#define KV_RS HD
+#define KV_CONVERT 0
+#define KV_LD16(row, c) (*(__global const float16 *)((row) + (c)))
+#define KV_LD1(row, d) ((row)[d])
+#define KV_STORE_ROW(dst, src) for (int c_ = 0; c_ < HD; c_ += 16) *(__global float16 *)((dst) + c_) = vload16(0, (src) + c_)
 #endif
 
 /* Small helpers must inline so their private arrays become registers. */
@@ -58,10 +124,10 @@
 #endif
 
 /* Start of the cache rows of one KV head. */
-#define KV_HEAD(base, kv_off, kvh, n_slots) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_slots) * HD)
+#define KV_HEAD(base, kv_off, kvh, n_slots) ((base) + (kv_off) + (ulong)(kvh) * (ulong)(n_slots) * KV_RS)
 /* Element offset of position j's row within a head, through the block
  * table tbl [n_tbl] in scope. */
-#define KV_ROW(j) (((ulong)tbl[((j) / KV_BT) % n_tbl] * KV_BT + (ulong)((j) % KV_BT)) * HD)
+#define KV_ROW(j) (((ulong)tbl[((j) / KV_BT) % n_tbl] * KV_BT + (ulong)((j) % KV_BT)) * KV_RS)
 /* First key a query at position p sees. */
 #define KV_FIRST(p, window) ((window) > 0 ? max((p) - (window) + 1, 0) : 0)
 
@@ -116,10 +182,8 @@ __kernel void kv_write(__global const float *k, const ulong k_off, const int k_s
     __global const float *vs = v + v_off + (ulong)t * v_stride + kvh * HD;
     __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_slots) + dst;
     __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_slots) + dst;
-    for (int c = 0; c < HD; c += 16) {
-        KV_STORE16(vload16(0, ks + c), kd + c);
-        KV_STORE16(vload16(0, vs + c), vd + c);
-    }
+    KV_STORE_ROW(kd, ks);
+    KV_STORE_ROW(vd, vs);
 }
 
 /* ---- prefill, CPU shape ----------------------------------------------------
@@ -133,8 +197,8 @@ __kernel void kv_write(__global const float *k, const ulong k_off, const int k_s
 
 #define ROWS 16
 
-#if KV_F16
-/* an F16 block is converted once into private floats (16 halves per instruction) */
+#if KV_CONVERT
+/* an F16 or quantized block is converted once into private floats (16 elements per instruction) */
 #define KBLK_SPACE __private
 #else
 /* an F32 block is read in place */
@@ -212,19 +276,19 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     float16 ot[HD];
     for (int d = 0; d < HD; d++) ot[d] = 0.0f;
     float16 m = CLF_NEG_BIG, l = 0.0f;
-#if KV_F16
+#if KV_CONVERT
     float16 kt[ATTN_BK * HV], vt[ATTN_BK * HV];
 #endif
     for (int kb = kstart; kb < kend; kb += ATTN_BK) {
         const int last = min(ATTN_BK, kend - kb) - 1;
         const bool mask = kb + ATTN_BK > kfull || kb < klo;
         const ulong base = KV_ROW(kb);
-#if KV_F16
+#if KV_CONVERT
         for (int j = 0; j < ATTN_BK; j++) {
-            const ulong row = base + (ulong)min(j, last) * HD;
+            const ulong row = base + (ulong)min(j, last) * KV_RS;
             for (int c = 0; c < HV; c++) {
-                kt[j * HV + c] = KV_LOAD16(kh + row + 16 * c);
-                vt[j * HV + c] = KV_LOAD16(vh + row + 16 * c);
+                kt[j * HV + c] = KV_LD16(kh + row, 16 * c);
+                vt[j * HV + c] = KV_LD16(vh + row, 16 * c);
             }
         }
         clf_prefill_block(qt, ot, &m, &l, (const float *)kt, (const float *)vt, ATTN_BK - 1, kb, lov, limv, mask);
@@ -276,8 +340,8 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
         const int n = min(ATTN_BC, kend - kb) * HD;
         const ulong base = KV_ROW(kb);
         for (int i = lid; i < ATTN_BC * HD; i += ATTN_BR) {
-            kl[i] = i < n ? KV_LOAD1(kh + base + i) : 0.0f;
-            vl[i] = i < n ? KV_LOAD1(vh + base + i) : 0.0f;
+            kl[i] = i < n ? KV_LD1(kh + base + (ulong)(i / HD) * KV_RS, i % HD) : 0.0f;
+            vl[i] = i < n ? KV_LD1(vh + base + (ulong)(i / HD) * KV_RS, i % HD) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float mx = m;
@@ -320,7 +384,7 @@ __kernel void attn_naive_scores(__global const float *q, const ulong q_off, cons
     __global const float *qr = q + q_off + (ulong)t * q_stride + h * HD;
     __global const kv_t *kr = KV_HEAD(kc, kv_off, h / gqa, n_slots) + KV_ROW(j);
     float16 acc = 0.0f;
-    for (int c = 0; c < HD; c += 16) acc = fma(vload16(0, qr + c), KV_LOAD16(kr + c), acc);
+    for (int c = 0; c < HD; c += 16) acc = fma(vload16(0, qr + c), KV_LD16(kr, c), acc);
     const bool seen = j <= pos0 + t && j >= KV_FIRST(pos0 + t, window);
     S[((ulong)h * n_tokens + t) * n_kv + j] = seen ? clf_hsum16(acc) * scale : CLF_NEG_BIG;
 }
@@ -343,9 +407,9 @@ __kernel void attn_naive_pv(__global const float *S, const int n_kv, __global co
     const int c = get_global_id(0) * 16, t = get_global_id(1), h = get_global_id(2);
     const int n_tokens = get_global_size(1), n_head = get_global_size(2);
     __global const float *p = S + ((ulong)h * n_tokens + t) * n_kv;
-    __global const kv_t *vr = KV_HEAD(vc, kv_off, h / gqa, n_slots) + c;
+    __global const kv_t *vh = KV_HEAD(vc, kv_off, h / gqa, n_slots);
     float16 acc = 0.0f;
-    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LOAD16(vr + KV_ROW(j)), acc);
+    for (int j = 0; j < n_kv; j++) acc = fma((float16)p[j], KV_LD16(vh + KV_ROW(j), c), acc);
     vstore16(acc, 0, out + out_off + ((ulong)t * n_head + h) * HD + c);
 }
 
@@ -381,10 +445,10 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
     float16 a[16];
 #pragma unroll
     for (int j = 0; j < 16; j++) {
-        __global const kv_t *kr = kblk + min(j, last) * HD;
-        float16 acc = qv[0] * KV_LOAD16(kr);
+        __global const kv_t *kr = kblk + min(j, last) * KV_RS;
+        float16 acc = qv[0] * KV_LD16(kr, 0);
 #pragma unroll
-        for (int c = 1; c < HV; c++) acc = fma(qv[c], KV_LOAD16(kr + 16 * c), acc);
+        for (int c = 1; c < HV; c++) acc = fma(qv[c], KV_LD16(kr, 16 * c), acc);
         a[j] = acc;
     }
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -400,9 +464,9 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
     for (int c = 0; c < HV; c++) ov[c] *= alpha;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
-        __global const kv_t *vr = vblk + min(j, last) * HD;
+        __global const kv_t *vr = vblk + min(j, last) * KV_RS;
 #pragma unroll
-        for (int c = 0; c < HV; c++) ov[c] = fma((float16)pp[j], KV_LOAD16(vr + 16 * c), ov[c]);
+        for (int c = 0; c < HV; c++) ov[c] = fma((float16)pp[j], KV_LD16(vr, 16 * c), ov[c]);
     }
 }
 
@@ -490,10 +554,8 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
         __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
         for (int c = 0; c < HD; c += 16) vstore16(vload16(0, kr + c), 0, hv + c);
         if (rope_mode >= 0) clf_rope_head(hv, rc, rs, n_pairs, neox);
-        for (int c = 0; c < HD; c += 16) {
-            KV_STORE16(vload16(0, hv + c), kd + c);
-            KV_STORE16(vload16(0, vr + c), vd + c);
-        }
+        KV_STORE_ROW(kd, hv);
+        KV_STORE_ROW(vd, vr);
     }
     for (int g = 0; g < GQA; g++) {
         const int h = kvh * GQA + g;
@@ -563,7 +625,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
-        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LOAD1(kh + KV_ROW(kb + i) + lid);
+        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LD1(kh + KV_ROW(kb + i), lid);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < DEC_CK)
             for (int g = 0; g < GQA; g++) {
@@ -579,7 +641,7 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
             for (int j = 0; j < nk; j++) {
                 const float p = exp2(sg[j] - mx);
                 sum += p;
-                acc = fma(p, KV_LOAD1(vh + KV_ROW(kb + j) + lid), acc);
+                acc = fma(p, KV_LD1(vh + KV_ROW(kb + j), lid), acc);
             }
             const float alpha = exp2(m[g] - mx);
             l[g] = l[g] * alpha + sum;
@@ -682,10 +744,8 @@ __kernel void attn_rows_prepare(__global float *q, const ulong q_off, __global c
     if (rope_mode >= 0) clf_rope_head(hv, rc, rs, n_pairs, neox);
     __global kv_t *kd = KV_HEAD(kc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
     __global kv_t *vd = KV_HEAD(vc, kv_off, kvh, n_slots) + KV_ROW(n_kv - 1);
-    for (int c = 0; c < HD; c += 16) {
-        KV_STORE16(vload16(0, hv + c), kd + c);
-        KV_STORE16(vload16(0, vr + c), vd + c);
-    }
+    KV_STORE_ROW(kd, hv);
+    KV_STORE_ROW(vd, vr);
 }
 
 #endif

@@ -35,8 +35,11 @@ static int store(const cli_option *o, const char *v, const char *usage) {
         break;
     case CLI_TEXT: *(const char **)o->dst = v; break;
     case CLI_KV: {
-        if (strcasecmp(v, "f32") && strcasecmp(v, "f16")) return cli_usage(usage, "%s '%s' is not f32 or f16", o->name, v);
-        *(clinfer_kv_type *)o->dst = strcasecmp(v, "f16") ? CLINFER_KV_F32 : CLINFER_KV_F16;
+        static const char *const names[] = {"f32", "f16", "q8_0", "q4_0"}; /* clinfer_kv_type's order */
+        int k = 0;
+        while (k < 4 && strcasecmp(v, names[k])) k++;
+        if (k == 4) return cli_usage(usage, "%s '%s' is not f32, f16, q8_0 or q4_0", o->name, v);
+        *(clinfer_kv_type *)o->dst = (clinfer_kv_type)k;
         break;
     }
     case CLI_INT:

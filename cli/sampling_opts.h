@@ -17,7 +17,7 @@ typedef struct cli_gen_opts {
     clinfer_sampler_params sp;
 } cli_gen_opts;
 
-#define CLI_MODEL_USAGE "[-m MODEL] " CLI_PLACE_USAGE " [--kv f32|f16]"
+#define CLI_MODEL_USAGE "[-m MODEL] " CLI_PLACE_USAGE " [--kv f32|f16|q8_0|q4_0]"
 #define CLI_GEN_USAGE \
     CLI_MODEL_USAGE " [--ctx N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] " \
                     "[--repeat-last-n N] [--seed S]"

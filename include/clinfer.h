@@ -153,7 +153,9 @@ typedef struct clinfer_model clinfer_model;
 /* The KV cache's element type (sessions; a split's plan). */
 typedef enum clinfer_kv_type {
     CLINFER_KV_F32 = 0,
-    CLINFER_KV_F16 = 1, /* half the memory, a little less precise */
+    CLINFER_KV_F16 = 1,  /* half the memory, a little less precise */
+    CLINFER_KV_Q8_0 = 2, /* added later: ggml's q8_0 blocks, 34 bytes a 32 (0.53 of F16); heads of a multiple of 32 */
+    CLINFER_KV_Q4_0 = 3, /* added later: q4_0 blocks, 18 bytes a 32 (0.28 of F16) */
 } clinfer_kv_type;
 
 

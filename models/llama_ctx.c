@@ -25,8 +25,8 @@ static clf_status create_caches(clf_llama_ctx *c, clf_type kv_type, size_t kv_me
         int64_t n_blocks = (int64_t)c->n_seq * clf_kv_seq_blocks(0, c->n_batch, c->n_ctx, block);
         if (kv_memory) {
             /* K and V of every global layer's KV heads, a block's slots */
-            const int64_t per_block = 2 * (int64_t)(n_layer - n_swa_layers) * hp->n_head_kv * hp->head_dim * block *
-                                      (kv_type == CLF_F16 ? 2 : 4);
+            const int64_t per_block = 2 * (int64_t)(n_layer - n_swa_layers) * hp->n_head_kv * block *
+                                      (int64_t)clf_kv_row_bytes(kv_type, hp->head_dim);
             const int64_t least = (c->n_batch + block - 1) / block + 1; /* a chunk, wherever it starts */
             n_blocks = (int64_t)(kv_memory / (uint64_t)per_block);
             if (n_blocks < least)
@@ -69,7 +69,11 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     *out = NULL;
     if (n_ctx <= 0) n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (n_batch <= 0 || n_batch > n_ctx) n_batch = n_ctx < 512 ? n_ctx : 512;
-    if (kv_type != CLF_F32 && kv_type != CLF_F16) return clf_fail(CLF_ERR_ARG, "KV cache type must be F32 or F16");
+    if (kv_type != CLF_F32 && kv_type != CLF_F16 && kv_type != CLF_Q8_0 && kv_type != CLF_Q4_0)
+        return clf_fail(CLF_ERR_ARG, "KV cache type must be F32, F16, Q8_0 or Q4_0");
+    if ((kv_type == CLF_Q8_0 || kv_type == CLF_Q4_0) && m->hp.head_dim % 32)
+        return clf_fail(CLF_ERR_ARG, "a %s KV cache needs heads of a multiple of 32 dimensions; this model's are %d",
+                        kv_type == CLF_Q8_0 ? "q8_0" : "q4_0", m->hp.head_dim);
     if (n_seq < 1 || n_seq > 4096) return clf_fail(CLF_ERR_ARG, "%d sequences: 1 to 4096 are possible", n_seq);
     clf_llama_ctx *c = calloc(1, sizeof *c);
     if (!c) return clf_fail(CLF_ERR_MEMORY, "out of host memory");

@@ -94,6 +94,33 @@ static void test_gqa_head_dims_types(void **state) {
             }
 }
 
+/* Q8_0 and Q4_0 caches, read fused by every kernel (prefill in chunks,
+ * decode with its splits, the fused write with RoPE, a sliding window, the
+ * naive reference), against the reference over ggml's quantized K and V. */
+static void test_quantized_cache(void **state) {
+    (void)state;
+    static const clf_type types[] = {CLF_Q8_0, CLF_Q4_0};
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < 2; t++) {
+            clf_attn_case cs = {.n_tokens = 37, .pos0 = 20, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
+                                .kv_type = types[t], .variant = VARIANTS[v], .chunk = 11};
+            check_case(cs);
+            cs.chunk = 0, cs.head_dim = 128, cs.n_head = 4, cs.n_kv_head = 4;
+            check_case(cs);
+            cs = (clf_attn_case){.n_tokens = 1, .pos0 = 600, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
+                                 .kv_type = types[t], .variant = VARIANTS[v]};
+            check_case(cs); /* several splits */
+            cs.fused = 1, cs.rope = 2, cs.n_rot = 64;
+            check_case(cs);
+            cs = (clf_attn_case){.n_tokens = 30, .pos0 = 50, .n_head = 4, .n_kv_head = 1, .head_dim = 256,
+                                 .kv_type = types[t], .variant = VARIANTS[v], .window = 24, .chunk = 7};
+            check_case(cs);
+        }
+    clf_attn_case naive = {.n_tokens = 9, .pos0 = 30, .n_head = 9, .n_kv_head = 3, .head_dim = 64, .kv_type = CLF_Q8_0,
+                           .naive = 1};
+    check_case(naive);
+}
+
 /* One split, the automatic count, and more splits than 16-key blocks (the
  * ones past the end hold no keys and must weigh nothing). */
 static void test_decode_splits(void **state) {
@@ -199,7 +226,8 @@ static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
     clf_kv_cache c;
-    assert_int_equal(clf_kv_cache_create(rt, CLF_Q8_0, 1, 3, 64, 16, 0, &c), CLF_ERR_ARG);
+    assert_int_equal(clf_kv_cache_create(rt, CLF_Q4_1, 1, 3, 64, 16, 0, &c), CLF_ERR_ARG);
+    assert_int_equal(clf_kv_cache_create(rt, CLF_Q8_0, 1, 3, 48, 16, 0, &c), CLF_ERR_ARG); /* not whole blocks */
     assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 1, 3, 72, 16, 0, &c), CLF_ERR_ARG);
     assert_non_null(strstr(clf_last_error(), "head_dim 72"));
     assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 0, 3, 64, 16, 0, &c), CLF_ERR_ARG);
@@ -243,9 +271,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_write),         cmocka_unit_test(test_sequence_lengths),
         cmocka_unit_test(test_offsets_and_chunks), cmocka_unit_test(test_gqa_head_dims_types),
-        cmocka_unit_test(test_decode_splits),    cmocka_unit_test(test_large_scores),
-        cmocka_unit_test(test_naive),            cmocka_unit_test(test_sliding_window),
-        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_decode_splits),    cmocka_unit_test(test_quantized_cache),
+        cmocka_unit_test(test_large_scores),     cmocka_unit_test(test_naive),
+        cmocka_unit_test(test_sliding_window),   cmocka_unit_test(test_bad_arguments),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tu_runtime_free();

@@ -351,6 +351,7 @@ int cmd_info(int argc, char **argv) {
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
+    if (kv != CLINFER_KV_F32 && kv != CLINFER_KV_F16) return cli_usage(USAGE, "--kv: info estimates f32 or f16");
     int kv_bytes = kv == CLINFER_KV_F32 ? 4 : 2;
     if ((gflops > 0) != (gbs > 0)) return cli_usage(USAGE, "--gflops and --gbs go together");
 

@@ -12,7 +12,7 @@ typedef struct clf_attn_case {
     int n_tokens;                /* new tokens; 1 takes the decode path */
     int pos0;                    /* tokens cached before them (written by clf_kv_write first) */
     int n_head, n_kv_head, head_dim;
-    clf_type kv_type;            /* CLF_F32 or CLF_F16 */
+    clf_type kv_type;            /* CLF_F32, CLF_F16, CLF_Q8_0 or CLF_Q4_0 */
     clf_attn_variant variant;    /* CLF_ATTN_AUTO: the device's */
     int n_split;                 /* decode splits; 0: automatic */
     int chunk;                   /* > 0: prefill the new tokens in chunks of this many */
@@ -26,8 +26,10 @@ typedef struct clf_attn_case {
 
 /* Q, K and V come from one fused QKV activation with an odd row stride (so
  * rows are not 16-float aligned); the cache has two layers and the check uses
- * the second. A cached prefix is written in chunks a ring can take. The reference sees K/V rounded to the cache type, so F16 is
- * held to the same tolerance as F32. res->detail also gives the largest
+ * the second. A cached prefix is written in chunks a ring can take. The reference sees K/V rounded to the cache type (F16, or
+ * ggml's quantizers), so F16 is held to the F32 tolerance; a quantized
+ * value may land a level off (the device's division, a fused RoPE in float
+ * against double): 5e-4 there, where a wrong block would be ~1e-1. res->detail also gives the largest
  * |score|. */
 clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_case *cs, clf_check_result *res);
 

@@ -24,15 +24,34 @@ struct clf_attn_scratch {
     clf_attn_rows one;      /* the row of a single-token call */
 };
 
-static size_t kv_elem_bytes(clf_type t) { return t == CLF_F16 ? 2 : 4; }
+/* A cache row of head_dim elements: its bytes, and its length in the
+ * kernels' kv_t units (elements; bytes where quantized: cl/attention.cl KV_RS). */
+static size_t kv_row_bytes(clf_type t, int head_dim) {
+    switch (t) {
+    case CLF_F16: return 2 * (size_t)head_dim;
+    case CLF_Q8_0: return (size_t)head_dim / 32 * 34;
+    case CLF_Q4_0: return (size_t)head_dim / 32 * 18;
+    default: return 4 * (size_t)head_dim;
+    }
+}
+
+static int kv_quantized(clf_type t) { return t == CLF_Q8_0 || t == CLF_Q4_0; }
+
+static cl_ulong kv_row_units(const clf_kv_cache *c) {
+    return kv_quantized(c->type) ? kv_row_bytes(c->type, c->head_dim) : (cl_ulong)c->head_dim;
+}
+
+size_t clf_kv_row_bytes(clf_type type, int head_dim) { return kv_row_bytes(type, head_dim); }
 
 static int div_up(int a, int b) { return (a + b - 1) / b; }
 
 /* ---- cache ------------------------------------------------------------------ */
 
 static clf_status cache_check(clf_type type, int n_layer, int n_kv_head, int head_dim, int n_ctx, int window) {
-    if (type != CLF_F32 && type != CLF_F16)
-        return clf_fail(CLF_ERR_ARG, "KV cache type must be F32 or F16 (got type %u)", (unsigned)type);
+    if (type != CLF_F32 && type != CLF_F16 && !kv_quantized(type))
+        return clf_fail(CLF_ERR_ARG, "KV cache type must be F32, F16, Q8_0 or Q4_0 (got type %u)", (unsigned)type);
+    if (kv_quantized(type) && head_dim % 32)
+        return clf_fail(CLF_ERR_ARG, "a quantized KV cache needs head_dim a multiple of 32 (it is %d)", head_dim);
     if (n_layer <= 0 || n_kv_head <= 0 || n_ctx <= 0 || window < 0)
         return clf_fail(CLF_ERR_ARG, "bad KV cache shape: %d layers, %d KV heads, context %d, window %d", n_layer,
                         n_kv_head, n_ctx, window);
@@ -49,9 +68,9 @@ clf_status clf_kv_pool_create(clf_runtime *rt, clf_type type, int n_layer, int n
         (int64_t)n_blocks * block > INT32_MAX || (int64_t)n_tbl * block > INT32_MAX || (int64_t)n_seq * n_tbl > INT32_MAX)
         return clf_fail(CLF_ERR_ARG, "bad KV pool: %d blocks of %d tokens, %d sequences of %d blocks", n_blocks, block,
                         n_seq, n_tbl);
-    uint64_t elems = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_blocks * (uint64_t)block * (uint64_t)head_dim;
-    if (elems > SIZE_MAX / 8) return clf_fail(CLF_ERR_MEMORY, "KV cache size overflows");
-    size_t one = (size_t)elems * kv_elem_bytes(type);
+    uint64_t rows = (uint64_t)n_layer * (uint64_t)n_kv_head * (uint64_t)n_blocks * (uint64_t)block;
+    if (rows * (uint64_t)head_dim > SIZE_MAX / 8) return clf_fail(CLF_ERR_MEMORY, "KV cache size overflows");
+    size_t one = (size_t)rows * kv_row_bytes(type, head_dim);
     *c = (clf_kv_cache){.type = type, .n_layer = n_layer, .n_kv_head = n_kv_head, .head_dim = head_dim,
                         .n_ctx = n_tbl * block, .n_slots = n_blocks * block, .block = block, .window = window,
                         .n_seq = n_seq, .n_tbl = n_tbl, .bytes = 2 * one};
@@ -125,7 +144,7 @@ clf_status clf_kv_block_copy(clf_runtime *rt, const clf_kv_cache *pool, int from
                         pool->n_slots / pool->block);
     if (n == 0 || from == to) return CLF_OK;
     /* one rectangle a buffer: n slots in each of n_layer × n_kv_head rows of the pool */
-    const size_t slot = (size_t)pool->head_dim * kv_elem_bytes(pool->type), pitch = (size_t)pool->n_slots * slot;
+    const size_t slot = kv_row_bytes(pool->type, pool->head_dim), pitch = (size_t)pool->n_slots * slot;
     const size_t src[3] = {(size_t)from * pool->block * slot, 0, 0}, dst[3] = {(size_t)to * pool->block * slot, 0, 0};
     const size_t region[3] = {(size_t)n * slot, (size_t)pool->n_layer * pool->n_kv_head, 1};
     cl_mem b[2] = {pool->k, pool->v};
@@ -208,8 +227,9 @@ static clf_status get_kernel(clf_runtime *rt, const clf_kv_cache *c, int gqa, co
     int br, bc;
     gpu_tiles(rt, c->head_dim, &br, &bc);
     char opts[160];
-    int n = snprintf(opts, sizeof opts, "-DHD=%d -DKV_F16=%d -DKV_BT=%d -DATTN_BK=%d -DATTN_BR=%d -DATTN_BC=%d",
-                     c->head_dim, c->type == CLF_F16, c->block, CPU_BLOCK_KEYS, br, bc);
+    int n = snprintf(opts, sizeof opts, "-DHD=%d -DKV_F16=%d -DKV_Q=%d -DKV_BT=%d -DATTN_BK=%d -DATTN_BR=%d -DATTN_BC=%d",
+                     c->head_dim, c->type == CLF_F16, c->type == CLF_Q8_0 ? 8 : c->type == CLF_Q4_0 ? 4 : 0, c->block,
+                     CPU_BLOCK_KEYS, br, bc);
     if (gqa > 0) snprintf(opts + n, sizeof opts - (size_t)n, " -DGQA=%d", gqa);
     return clf_kernel_get(rt, "attention", opts, name, k);
 }
@@ -252,7 +272,7 @@ static clf_status span_check(const clf_kv_cache *c, int layer, int n_tokens, int
 }
 
 static cl_ulong layer_offset(const clf_kv_cache *c, int layer) {
-    return (cl_ulong)layer * (cl_ulong)c->n_kv_head * (cl_ulong)c->n_slots * (cl_ulong)c->head_dim;
+    return (cl_ulong)layer * (cl_ulong)c->n_kv_head * (cl_ulong)c->n_slots * kv_row_units(c);
 }
 
 /* A view's pool slots and block table, as every kernel takes them (n_slots, tbl, tbl_off, n_tbl). */

@@ -20,7 +20,8 @@ typedef struct clf_attn_scratch clf_attn_scratch;
 
 /* A paged KV cache: K and V each [layer][kv_head][slot][head_dim] over a
  * pool of n_slots slots in blocks of `block` tokens, F32 or F16 elements
- * (vstore_half / vload_half); head_dim a multiple of 16 up to 256. Each
+ * (vstore_half / vload_half), or Q8_0 / Q4_0 rows that attention reads
+ * fused (cl/attention.cl KV_Q); head_dim a multiple of 16 up to 256. Each
  * sequence has a block table of n_tbl entries in `tbl` ([n_seq][n_tbl]
  * int32): position p lives in slot tbl[(p / block) % n_tbl] * block + p %
  * block, so a sequence holds positions below n_ctx = n_tbl * block and
@@ -36,7 +37,7 @@ typedef struct clf_attn_scratch clf_attn_scratch;
  * The functions below take a view of one sequence (clf_kv_cache_seq), which
  * shares the pool's buffers. */
 typedef struct clf_kv_cache {
-    clf_type type; /* CLF_F32 or CLF_F16 */
+    clf_type type; /* CLF_F32, CLF_F16, or CLF_Q8_0 / CLF_Q4_0 (ggml's blocks of 32; head_dim a multiple of 32) */
     int n_layer, n_kv_head, head_dim;
     int n_ctx;   /* positions a sequence may hold */
     int n_slots; /* slots in the pool: blocks × block */
@@ -54,6 +55,9 @@ typedef struct clf_kv_cache {
     int n_split;
     clf_attn_scratch *scratch; /* decode partials and rows: allocated on first decode, reused */
 } clf_kv_cache;
+
+/* The bytes of one cache row of head_dim elements of `type`. */
+size_t clf_kv_row_bytes(clf_type type, int head_dim);
 
 clf_status clf_kv_cache_create(clf_runtime *rt, clf_type type, int n_layer, int n_kv_head, int head_dim,
                                int n_ctx, int window, clf_kv_cache *c);
