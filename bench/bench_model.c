@@ -14,9 +14,10 @@
 #include "roof.h"
 
 static const char *USAGE =
-    "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16] [--batch B] [--json]\n"
+    "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16|q8_0|q4_0] [--batch B] [--parallel N] [--json]\n"
     "              [--device SEL | --all-devices | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]]\n"
-    "  --batch: the prompt's chunks (default: the whole prompt at once); over --devices they pipeline";
+    "  --batch: the prompt's chunks (default: the whole prompt at once); over --devices they pipeline\n"
+    "  --parallel: also tg with N sequences a step, each its own -p prompt first (the aggregate rate)";
 
 /* decode steps before timing (kernel builds), and profiled per device */
 enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
@@ -24,7 +25,7 @@ enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
 typedef struct {
     const char *model_path, *device;
     clf_place split; /* --devices: the model split across them */
-    int n_prompt, n_gen, reps, all_devices, json, n_batch;
+    int n_prompt, n_gen, reps, all_devices, json, n_batch, parallel;
     clinfer_kv_type kv; /* --kv (cli/options.h) */
 } opts;
 
@@ -49,6 +50,51 @@ static void summarize(double *tps, int n, figure *f) {
     f->stddev = sqrt(var);
 }
 
+/* tg with o->parallel sequences a step (the server's batched decode): each
+ * its own prompt of n_prompt tokens first (one pass each), then n_gen
+ * steps of one token a sequence, every sequence's logits read, as a server
+ * reads them; the aggregate tokens/s over reps. */
+static clf_status bench_parallel(const opts *o, const clf_llama *m, const int32_t *toks, int n_toks, clf_type kv,
+                                 double *tps, figure *f, clf_profile_entry **prof, int *nprof) {
+    const int n = o->parallel, n_ctx = o->n_prompt + o->n_gen + WARMUP_TOKENS + PROFILE_TOKENS;
+    clf_llama_ctx *c = NULL;
+    clf_llama_seq_batch *b = calloc((size_t)n, sizeof *b);
+    float *logits = malloc((size_t)n * m->hp.n_vocab * sizeof *logits);
+    int32_t *next = malloc((size_t)n * sizeof *next);
+    clf_status st = b && logits && next ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (st == CLF_OK) st = clf_llama_ctx_create_seqs(m, n_ctx, o->n_prompt > n ? o->n_prompt : n, n, kv, &c);
+    for (int r = -1; st == CLF_OK && r < o->reps; r++) { /* r = -1: the warm-up */
+        for (int i = 0; i < n; i++) clf_llama_seq_rewind(c, i, 0);
+        for (int i = 0; st == CLF_OK && o->n_prompt > 0 && i < n; i++) {
+            clf_llama_seq_batch p = {i, toks, o->n_prompt, logits + (size_t)i * m->hp.n_vocab};
+            st = clf_llama_eval_seqs(c, &p, 1);
+        }
+        const int steps = r < 0 ? WARMUP_TOKENS : o->n_gen;
+        double t0 = clf_now_s();
+        for (int k = 0; st == CLF_OK && k < steps; k++) {
+            for (int i = 0; i < n; i++) {
+                next[i] = toks[(k + i) % n_toks];
+                b[i] = (clf_llama_seq_batch){i, &next[i], 1, logits + (size_t)i * m->hp.n_vocab};
+            }
+            st = clf_llama_eval_seqs(c, b, n);
+        }
+        if (r >= 0) tps[r] = (double)n * steps / (clf_now_s() - t0);
+    }
+    if (st == CLF_OK) summarize(tps, o->reps, f);
+    /* where a step's time goes, by kernel */
+    if (st == CLF_OK) st = clf_profile_start(m->rt);
+    for (int k = 0; st == CLF_OK && k < PROFILE_TOKENS; k++) {
+        for (int i = 0; i < n; i++) b[i] = (clf_llama_seq_batch){i, &next[i], 1, logits + (size_t)i * m->hp.n_vocab};
+        st = clf_llama_eval_seqs(c, b, n);
+    }
+    if (st == CLF_OK) st = clf_profile_stop(m->rt, prof, nprof);
+    clf_llama_ctx_free(c);
+    free(b);
+    free(logits);
+    free(next);
+    return st;
+}
+
 static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
     clf_place place = o->split;
     place.device = sel;
@@ -68,8 +114,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     float *logits = NULL;
     int32_t *toks = NULL;
     double *tps = NULL;
-    clf_profile_entry *prof = NULL;
-    int nprof = 0;
+    clf_profile_entry *prof = NULL, *prof_par = NULL;
+    int nprof = 0, nprof_par = 0;
     clf_roofs roof;
     clf_model_shape shape; /* FLOPs and KV bytes as `clinfer info` counts them */
     clf_status st = clf_model_shape_from_gguf(g, &shape);
@@ -102,7 +148,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     for (int i = 0; i < stages.n; i++) weight_bytes += (double)stages.m[i]->device_bytes;
     if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
     double kv_per_pos = clf_kv_bytes_per_token(&shape, 1) * kv_elt;
-    figure pp = {0}, tg = {0};
+    figure pp = {0}, tg = {0}, tgp = {0};
     token_cost tc = {0};
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
@@ -160,6 +206,10 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         if (st != CLF_OK) goto done;
     }
 
+    if (o->n_gen > 0 && o->parallel > 1 && st == CLF_OK && stages.n == 1)
+        st = bench_parallel(o, m, toks, n_toks, kv, tps, &tgp, &prof_par, &nprof_par);
+    if (st != CLF_OK) goto done;
+
 report:;
     double params = 0, size = 0;
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
@@ -192,6 +242,9 @@ report:;
                         prof[i].name, prof[i].launches / (double)PROFILE_TOKENS, prof_total > 0 ? prof[i].ms / prof_total : 0);
             fprintf(out, "]");
         }
+        if (tgp.median > 0)
+            fprintf(out, ", \"tg_parallel\": {\"n\": %d, \"sequences\": %d, \"tps\": %.3f, \"stddev\": %.3f}", o->n_gen,
+                    o->parallel, tgp.median, tgp.stddev);
         fprintf(out, "}");
     } else {
         if (first) {
@@ -208,6 +261,10 @@ report:;
             fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s | %.0f%% of %.0f |\n",
                     model, size / 1048576, params / 1e6, dev_name, o->n_gen, tg.median, tg.stddev, tg.gbs,
                     100 * tg.gbs / roof.copy_gbs, roof.copy_gbs);
+        if (tgp.median > 0)
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d x%d | %.2f ± %.2f | %.2fx tg%d | |\n", model,
+                    size / 1048576, params / 1e6, dev_name, o->n_gen, o->parallel, tgp.median, tgp.stddev,
+                    tgp.median / tg.median, o->n_gen);
         if (o->n_gen > 0)
             fprintf(out,
                     "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
@@ -223,9 +280,21 @@ report:;
                         100 * prof[i].ms / prof_total, prof[i].launches / (double)PROFILE_TOKENS, prof[i].ms * 1000 / PROFILE_TOKENS);
             fprintf(out, "  kernel time %.2f ms/token of %.2f ms/token wall\n\n", prof_total / PROFILE_TOKENS, 1000 / tg.median);
         }
+        if (nprof_par) {
+            double total = 0;
+            for (int i = 0; i < nprof_par; i++) total += prof_par[i].ms;
+            fprintf(out, "share of a step's kernel time with %d sequences:\n", o->parallel);
+            for (int i = 0; i < nprof_par; i++)
+                fprintf(out, "  %-28s %5.1f%%  %6.1f launches/step  %8.1f us/step\n", prof_par[i].name,
+                        100 * prof_par[i].ms / total, prof_par[i].launches / (double)PROFILE_TOKENS,
+                        prof_par[i].ms * 1000 / PROFILE_TOKENS);
+            fprintf(out, "  kernel time %.2f ms/step of %.2f ms/step wall\n\n", total / PROFILE_TOKENS,
+                    1000 * o->parallel / tgp.median);
+        }
     }
 done:
     free(prof);
+    free(prof_par);
     free(logits);
     free(toks);
     free(tps);
@@ -235,14 +304,14 @@ done:
 }
 
 int clf_bench_model_main(int argc, char **argv) {
-    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, CLINFER_KV_F32};
+    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, 0, CLINFER_KV_F32};
     const cli_option table[] = {CLI_OPT_STR("-m", &o.model_path),     CLI_OPT_STR("--device", &o.device),
                                 CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20), CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20),
                                 CLI_OPT_INT("-r", &o.reps, 1, 1000),  CLI_OPT_KV("--kv", &o.kv),
                                 CLI_OPT_FLAG("--all-devices", &o.all_devices), CLI_OPT_FLAG("--json", &o.json),
                                 CLI_OPT_STR("--devices", &o.split.devices), CLI_OPT_STR("--split", &o.split.split),
                                 CLI_OPT_STR("--split-ratio", &o.split.ratio), CLI_OPT_INT("--batch", &o.n_batch, 1, 1 << 20),
-                                {0}};
+                                CLI_OPT_INT("--parallel", &o.parallel, 1, 4096), {0}};
     int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");
