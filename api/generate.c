@@ -119,7 +119,19 @@ typedef struct gen_spec {
     int n_rows;      /* the verify batch's rows being read (0: none) */
     int row;         /* the row the next token is sampled from */
     int base;        /* sequence 0's length before the batch */
+    int len;         /* the next draft's most tokens: grows while drafts are taken whole, shrinks to what was */
+    int pause;       /* tokens to go without a draft after drafts of one missed */
 } gen_spec;
+
+/* A wasted row costs a fraction of a token's step (the weights are read
+ * once for all rows) but not nothing: the drafts' length follows what the
+ * text takes, and drafting pauses where even one token misses. */
+enum { SPEC_PAUSE = 8 };
+static void spec_adapt(gen_spec *sp, int drafted, int accepted) {
+    if (accepted == drafted) sp->len = 2 * sp->len < sp->draft_max ? 2 * sp->len : sp->draft_max;
+    else sp->len = accepted + 1;
+    if (accepted == 0 && drafted == 1) sp->pause = SPEC_PAUSE;
+}
 
 /* The drafter's history starts with this call's prompt; a batch holds at
  * most one forward pass (n_batch rows), which a sliding window's ring can
@@ -137,7 +149,7 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
     if (n_prompt) memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
     memset(sp->want, 1, (size_t)(cap + 1));
     sp->n_hist = n_prompt;
-    sp->draft_max = cap;
+    sp->draft_max = sp->len = cap;
     return CLF_OK;
 }
 
@@ -146,6 +158,7 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
  * they had been evaluated one by one. */
 static void spec_settle(clinfer_session *s, gen_spec *sp) {
     if (!sp->n_rows) return;
+    spec_adapt(sp, sp->n_rows - 1, sp->row);
     const float *lg = clinfer_batch_logits(s, sp->row);
     memcpy(s->logits, lg, (size_t)s->m->info.n_vocab * sizeof *lg);
     clinfer_seq_rewind(s, 0, sp->base + sp->row + 1); /* within the sequence: cannot fail */
@@ -158,9 +171,10 @@ static void spec_settle(clinfer_session *s, gen_spec *sp) {
  * context's room. */
 static clf_status eval_next(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, gen_spec *sp, int32_t tok,
                             int left, clinfer_generate_result *r) {
-    int cap = sp->draft_max, room = s->c->n_ctx - s->c->n_past - 1;
+    int cap = sp->len, room = s->c->n_ctx - s->c->n_past - 1;
     if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
     if (cap > room) cap = room;
+    if (sp->pause > 0) sp->pause--, cap = 0;
     int n = cap > 0 ? clf_lookup_draft(sp->hist, sp->n_hist, CLF_LOOKUP_NGRAM_MIN, CLF_LOOKUP_NGRAM_MAX, cap,
                                        sp->batch + 1)
                     : 0;
