@@ -43,8 +43,8 @@ struct clinfer_session {
     float *logits; /* [n_vocab], sequence 0's last evaluated token's */
     int has_logits;
     atomic_int cancel; /* clinfer_session_cancel, from any thread */
-    /* clinfer_decode: a row per sequence [n_seq × n_vocab], or every row of
-     * a one-sequence batch [n × n_vocab]; row_of[i]: where batch row i's is */
+    /* clinfer_decode: a row per sequence [n_seq × n_vocab], or a row per
+     * batch row where a sequence is verified [n × n_vocab]; row_of[i]: where batch row i's is */
     float *batch_logits;
     size_t batch_cap; /* floats */
     int *row_of, row_cap, n_rows; /* n_rows: the last batch's (0 after a failure) */

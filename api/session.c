@@ -170,13 +170,18 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem) {
  * last[q]: the batch row of sequence q's last token (-1: none in it);
  * *all_rows: rows before a sequence's last want logits (a batch of one
  * sequence only). */
-static clf_status plan_batch(clinfer_session *s, const clinfer_batch *b, int32_t *tokens, int *last, int *n_entries,
-                             int *all_rows) {
+/* The batch as one entry per sequence (its rows' tokens gathered in
+ * `tokens`, in order), each sequence's last row in last[]; at[i]: batch
+ * row i's place in `tokens`. A sequence asking logits of a row before its
+ * last is verified: every row's logits, each row computed as a decode step
+ * (every_row); *all_rows: that, in a batch of sequence 0 alone. */
+static clf_status plan_batch(clinfer_session *s, const clinfer_batch *b, int32_t *tokens, int *last, int *at,
+                             int *n_entries, int *all_rows) {
     int n_seq = s->c->n_seq, n = b->n_tokens, used = 0;
-    int *count = calloc((size_t)n_seq, sizeof *count);
-    if (!count) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    int *count = calloc((size_t)n_seq, sizeof *count), *verify = calloc((size_t)n_seq, sizeof *verify);
+    clf_status st = count && verify ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
     for (int q = 0; q < n_seq; q++) last[q] = -1;
-    clf_status st = check_tokens(s, b->token, n);
+    if (st == CLF_OK) st = check_tokens(s, b->token, n);
     for (int i = 0; st == CLF_OK && i < n; i++) {
         int q = b->seq_id ? b->seq_id[i] : 0;
         if (q < 0 || q >= n_seq) st = clf_fail(CLF_ERR_ARG, "batch row %d: sequence %d of %d", i, q, n_seq);
@@ -185,20 +190,25 @@ static clf_status plan_batch(clinfer_session *s, const clinfer_batch *b, int32_t
                           b->pos[i], q, clf_llama_seq_len(s->c, q) + count[q]);
         else used += !count[q]++, last[q] = i;
     }
-    *all_rows = 0;
-    for (int i = 0; st == CLF_OK && b->logits && i < n; i++)
-        if (b->logits[i] && i != last[b->seq_id ? b->seq_id[i] : 0]) *all_rows = 1;
-    if (st == CLF_OK && *all_rows && (used > 1 || last[0] < 0))
-        st = clf_fail(CLF_ERR_ARG, "logits of a row before a sequence's last: only in a batch of sequence 0 alone");
+    int any = 0;
+    for (int i = 0; st == CLF_OK && b->logits && i < n; i++) {
+        int q = b->seq_id ? b->seq_id[i] : 0;
+        if (b->logits[i] && i != last[q]) verify[q] = any = 1;
+    }
+    *all_rows = any && used == 1 && last[0] >= 0;
+    if (st == CLF_OK && any && !*all_rows && s->c->next)
+        st = clf_fail(CLF_ERR_ARG, "logits of a row before a sequence's last, over a split: only in a batch of "
+                      "sequence 0 alone");
     int off = 0, e = 0;
     for (int q = 0; st == CLF_OK && q < n_seq; q++) {
         if (!count[q]) continue;
-        s->entries[e++] = (clf_llama_seq_batch){q, tokens + off, count[q], NULL};
+        s->entries[e++] = (clf_llama_seq_batch){q, tokens + off, count[q], NULL, verify[q]};
         for (int i = 0; i < n; i++)
-            if ((b->seq_id ? b->seq_id[i] : 0) == q) tokens[off++] = b->token[i];
+            if ((b->seq_id ? b->seq_id[i] : 0) == q) at[i] = off, tokens[off++] = b->token[i];
     }
     *n_entries = e;
     free(count);
+    free(verify);
     return st;
 }
 
@@ -211,25 +221,32 @@ clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *b) {
     if (n <= 0 || !b->token) return (clinfer_status)clf_fail(CLF_ERR_ARG, "an empty batch");
     size_t row_cap = (size_t)s->row_cap;
     int32_t *tokens = malloc((size_t)n * sizeof *tokens);
-    int *last = malloc((size_t)n_seq * sizeof *last);
-    clf_status st = tokens && last && grow((void **)&s->row_of, &row_cap, (size_t)n, sizeof(int))
+    int *last = malloc((size_t)n_seq * sizeof *last), *at = malloc((size_t)n * sizeof *at);
+    clf_status st = tokens && last && at && grow((void **)&s->row_of, &row_cap, (size_t)n, sizeof(int))
                         ? CLF_OK
                         : clf_fail(CLF_ERR_MEMORY, "out of host memory");
     s->row_cap = (int)row_cap;
-    if (st == CLF_OK) st = plan_batch(s, b, tokens, last, &n_entries, &all_rows);
-    /* a row per sequence, or every row of a one-sequence batch that asks */
-    size_t rows = all_rows ? (size_t)n : (size_t)n_seq;
+    if (st == CLF_OK) st = plan_batch(s, b, tokens, last, at, &n_entries, &all_rows);
+    /* the output rows: where a sequence is verified, a row per batch row in the entries' order (at[]); else a
+     * row per sequence */
+    int verify = 0;
+    for (int e = 0; st == CLF_OK && e < n_entries; e++) verify |= s->entries[e].every_row;
+    const size_t rows = verify ? (size_t)n : (size_t)n_seq;
     if (st == CLF_OK && !grow((void **)&s->batch_logits, &s->batch_cap, rows * (size_t)n_vocab, sizeof(float)))
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory for %zu rows of logits", rows);
     if (st == CLF_OK) {
         /* row_of[i]: the output row holding batch row i's logits (-1: none) */
-        for (int i = 0; i < n; i++) s->row_of[i] = all_rows && b->logits[i] ? i : -1;
-        for (int e = 0; !all_rows && e < n_entries; e++) {
-            int q = s->entries[e].seq;
-            if (!b->logits || b->logits[last[q]]) {
-                s->entries[e].logits = s->batch_logits + (size_t)q * n_vocab;
-                s->row_of[last[q]] = q;
+        for (int i = 0; i < n; i++) s->row_of[i] = -1;
+        for (int e = 0; e < n_entries; e++) {
+            clf_llama_seq_batch *en = &s->entries[e];
+            const int q = en->seq, first = (int)(en->tokens - tokens);
+            for (int i = 0; i < n; i++) {
+                if ((b->seq_id ? b->seq_id[i] : 0) != q) continue;
+                const int wanted = b->logits ? b->logits[i] != 0 : i == last[q];
+                if (wanted && (en->every_row || i == last[q])) s->row_of[i] = verify ? at[i] : q;
             }
+            if (en->every_row || !b->logits || b->logits[last[q]])
+                en->logits = s->batch_logits + (size_t)(en->every_row ? first : verify ? at[last[q]] : q) * n_vocab;
         }
         api_acquire(s);
         st = all_rows ? clf_llama_eval_rows(s->c, tokens, n, s->batch_logits)
@@ -247,6 +264,7 @@ clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *b) {
     }
     free(tokens);
     free(last);
+    free(at);
     return (clinfer_status)st;
 }
 

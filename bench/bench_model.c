@@ -66,7 +66,7 @@ static clf_status bench_parallel(const opts *o, const clf_llama *m, const int32_
     for (int r = -1; st == CLF_OK && r < o->reps; r++) { /* r = -1: the warm-up */
         for (int i = 0; i < n; i++) clf_llama_seq_rewind(c, i, 0);
         for (int i = 0; st == CLF_OK && o->n_prompt > 0 && i < n; i++) {
-            clf_llama_seq_batch p = {i, toks, o->n_prompt, logits + (size_t)i * m->hp.n_vocab};
+            clf_llama_seq_batch p = {.seq = i, .tokens = toks, .n = o->n_prompt, .logits = logits + (size_t)i * m->hp.n_vocab};
             st = clf_llama_eval_seqs(c, &p, 1);
         }
         const int steps = r < 0 ? WARMUP_TOKENS : o->n_gen;
@@ -74,7 +74,7 @@ static clf_status bench_parallel(const opts *o, const clf_llama *m, const int32_
         for (int k = 0; st == CLF_OK && k < steps; k++) {
             for (int i = 0; i < n; i++) {
                 next[i] = toks[(k + i) % n_toks];
-                b[i] = (clf_llama_seq_batch){i, &next[i], 1, logits + (size_t)i * m->hp.n_vocab};
+                b[i] = (clf_llama_seq_batch){.seq = i, .tokens = &next[i], .n = 1, .logits = logits + (size_t)i * m->hp.n_vocab};
             }
             st = clf_llama_eval_seqs(c, b, n);
         }
@@ -84,7 +84,7 @@ static clf_status bench_parallel(const opts *o, const clf_llama *m, const int32_
     /* where a step's time goes, by kernel */
     if (st == CLF_OK) st = clf_profile_start(m->rt);
     for (int k = 0; st == CLF_OK && k < PROFILE_TOKENS; k++) {
-        for (int i = 0; i < n; i++) b[i] = (clf_llama_seq_batch){i, &next[i], 1, logits + (size_t)i * m->hp.n_vocab};
+        for (int i = 0; i < n; i++) b[i] = (clf_llama_seq_batch){.seq = i, .tokens = &next[i], .n = 1, .logits = logits + (size_t)i * m->hp.n_vocab};
         st = clf_llama_eval_seqs(c, b, n);
     }
     if (st == CLF_OK) st = clf_profile_stop(m->rt, prof, nprof);

@@ -148,12 +148,16 @@ clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, in
                               int *nonfinite);
 
 /* One entry of a batch: n tokens appended to sequence `seq` at its length;
- * with `logits` set, its last token's [n_vocab] is written there. */
+ * with `logits` set, its last token's [n_vocab] is written there, or with
+ * every_row each token's [n × n_vocab], the tokens computed as decode
+ * steps (clf_llama_eval_rows: a speculative step's verification; not over
+ * a split). */
 typedef struct clf_llama_seq_batch {
     int seq;
     const int32_t *tokens;
     int n;
     float *logits;
+    int every_row;
 } clf_llama_seq_batch;
 
 /* Evaluates n entries (one per sequence at most) in forward passes of up to
@@ -169,8 +173,10 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
 /* clf_llama_eval with every token's logits, each row computed as a decode
  * step computes a token alone (the decode kernels, a row each, in passes of
  * up to n_batch rows): the logits are those of n evaluations one token at
- * a time, bit for bit (speculative decoding's verification, whose greedy
- * text must be plain decoding's). Over a split the rows are a prompt's
+ * a time (speculative decoding's verification, whose greedy text must be
+ * plain decoding's): bit for bit where the weights are quantized (the int8
+ * GEMV's and GEMM's rows are one arithmetic, clf_matmul_rowwise), to
+ * rounding with F32/F16 weights. Over a split the rows are a prompt's
  * (clf_llama_eval). */
 clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, float *logits);
 /* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */

@@ -173,14 +173,23 @@ typedef struct seq_pass {
 /* Fills up to n_batch rows from the entries' remaining tokens (in order):
  * their ids into host_ids, positions from the sequences' lengths. */
 static void fill_pass(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n, const int *done, seq_pass *p) {
+    const size_t n_vocab = (size_t)c->m->hp.n_vocab;
     p->rows = p->n_seg = p->n_want = 0;
-    /* the single tokens first (forward computes them as if alone), then the chunks */
+    /* the single tokens and the verified ones first, a row each (forward computes them as if alone), then the chunks */
     for (int i = 0, sweep = 0; sweep < 2 && p->rows < c->n_batch; i = i + 1 < n ? i + 1 : (sweep++, 0)) {
         int left = b[i].n - done[i], take = left < c->n_batch - p->rows ? left : c->n_batch - p->rows;
-        if (take <= 0 || (left == 1) != (sweep == 0)) continue;
-        p->segs[p->n_seg++] = (segment){b[i].seq, p->rows, take, clf_llama_seq_len(c, b[i].seq)};
+        if (take <= 0 || (left == 1 || b[i].every_row) != (sweep == 0)) continue;
+        const int one_each = b[i].every_row, pos = clf_llama_seq_len(c, b[i].seq);
+        for (int k = 0; k < (one_each ? take : 1); k++) {
+            const int len = one_each ? 1 : take;
+            p->segs[p->n_seg++] = (segment){b[i].seq, p->rows + k, len, pos + k};
+            if (one_each && b[i].logits) {
+                p->want[p->n_want] = p->rows + k;
+                p->dst[p->n_want++] = b[i].logits + (size_t)(done[i] + k) * n_vocab;
+            }
+        }
         memcpy(c->host_ids + p->rows, b[i].tokens + done[i], (size_t)take * sizeof *c->host_ids);
-        if (take == left && b[i].logits) {
+        if (!one_each && take == left && b[i].logits) {
             p->want[p->n_want] = p->rows + take - 1;
             p->dst[p->n_want++] = b[i].logits;
         }
@@ -231,8 +240,15 @@ static clf_status hop_pass(clf_llama_ctx *c, seq_pass *p) {
 clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n) {
     CLF_TRY(check_batch(c, b, n));
     clf_runtime *rt = c->m->rt;
+    int verify = 0; /* rows of entries that ask every row's logits: decode rows, a segment and a logits row each */
+    for (int i = 0; i < n; i++) verify |= b[i].every_row && b[i].n > 1;
+    if (verify && c->next) return clf_fail(CLF_ERR_ARG, "every row's logits of several sequences: not over a split");
+    if (verify) {
+        CLF_TRY(clf_llama_grow_logits(c));
+        CLF_TRY(clf_llama_grow_rows(c, c->n_batch));
+    }
     /* two passes' descriptions: over a split one is on its way while the next is filled */
-    size_t m = (size_t)n + 1;
+    size_t m = (size_t)n + 1 + (verify ? (size_t)c->n_batch : 0);
     int *done = calloc(m, sizeof *done), *want = malloc(2 * m * sizeof *want);
     segment *segs = malloc(2 * m * sizeof *segs);
     float **dst = malloc(2 * m * sizeof *dst);

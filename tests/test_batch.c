@@ -72,7 +72,7 @@ static double run_mixed(const tiny_model *tm, int n_batch) {
     assert_int_equal(c->n_seq, N_SEQ);
     for (int s = 0; s < N_SEQ; s++) {
         if (!hist[s]) continue;
-        clf_llama_seq_batch one = {s, toks[s], hist[s], NULL};
+        clf_llama_seq_batch one = {.seq = s, .tokens = toks[s], .n = hist[s], .logits = NULL};
         TU_OK(clf_llama_eval_seqs(c, &one, 1));
     }
     for (int step = 0; step <= N_STEPS; step++) {
@@ -81,7 +81,7 @@ static double run_mixed(const tiny_model *tm, int n_batch) {
             int at = clf_llama_seq_len(c, s), n = step ? 1 : first[s];
             /* sequences in a shuffled order: segments need not follow them */
             int k = (s + step) % N_SEQ;
-            b[k] = (clf_llama_seq_batch){s, toks[s] + at, n, got + ((size_t)s * (N_STEPS + 1) + step) * V};
+            b[k] = (clf_llama_seq_batch){.seq = s, .tokens = toks[s] + at, .n = n, .logits = got + ((size_t)s * (N_STEPS + 1) + step) * V};
         }
         TU_OK(clf_llama_eval_seqs(c, b, N_SEQ));
     }
@@ -166,19 +166,19 @@ static double run_copy(const tiny_model *tm, int n_batch, int len, int k) {
     memset(got, 0xff, (size_t)(1 + N_DEC) * V * sizeof *got);
     clf_llama_ctx *c;
     TU_OK(clf_llama_ctx_create_seqs(l.m, 64, n_batch, 3, CLF_F32, &c));
-    clf_llama_seq_batch p[2] = {{0, prompt, len, NULL}, {1, cont, N_CONT + N_DEC, NULL}}; /* dst held others */
+    clf_llama_seq_batch p[2] = {{.seq = 0, .tokens = prompt, .n = len, .logits = NULL}, {.seq = 1, .tokens = cont, .n = N_CONT + N_DEC, .logits = NULL}}; /* dst held others */
     TU_OK(clf_llama_eval_seqs(c, p, 2));
     TU_OK(clf_llama_seq_copy(c, 0, 1, k));
     assert_int_equal(clf_llama_seq_len(c, 0), len);
     assert_int_equal(clf_llama_seq_len(c, 1), k);
-    clf_llama_seq_batch fresh = {2, prompt, k, NULL};
+    clf_llama_seq_batch fresh = {.seq = 2, .tokens = prompt, .n = k, .logits = NULL};
     TU_OK(clf_llama_eval_seqs(c, &fresh, 1));
     for (int s = 1; s <= 2; s++) {
         float *out = s == 1 ? got : want;
-        clf_llama_seq_batch b = {s, cont, N_CONT, out};
+        clf_llama_seq_batch b = {.seq = s, .tokens = cont, .n = N_CONT, .logits = out};
         TU_OK(clf_llama_eval_seqs(c, &b, 1));
         for (int i = 0; i < N_DEC; i++) {
-            b = (clf_llama_seq_batch){s, cont + N_CONT + i, 1, out + (size_t)(1 + i) * V};
+            b = (clf_llama_seq_batch){.seq = s, .tokens = cont + N_CONT + i, .n = 1, .logits = out + (size_t)(1 + i) * V};
             TU_OK(clf_llama_eval_seqs(c, &b, 1));
         }
         assert_int_equal(clf_llama_seq_len(c, s), k + N_CONT + N_DEC);
@@ -220,7 +220,7 @@ static void test_seq_copy_bad(void **state) {
     clf_llama_ctx *c;
     TU_OK(clf_llama_ctx_create_seqs(l.m, 128, 8, 2, CLF_F32, &c));
     int32_t toks[100] = {0};
-    clf_llama_seq_batch b[2] = {{0, toks, 100, NULL}, {1, toks, 3, NULL}};
+    clf_llama_seq_batch b[2] = {{.seq = 0, .tokens = toks, .n = 100, .logits = NULL}, {.seq = 1, .tokens = toks, .n = 3, .logits = NULL}};
     TU_OK(clf_llama_eval_seqs(c, b, 2));
     assert_int_equal(clf_llama_seq_copy(c, 0, 2, 5), CLF_ERR_ARG);
     assert_int_equal(clf_llama_seq_copy(c, -1, 1, 0), CLF_ERR_ARG);
@@ -250,12 +250,12 @@ static void test_bad_batch(void **state) {
     clf_llama_ctx *c;
     TU_OK(clf_llama_ctx_create_seqs(l.m, 16, 8, 2, CLF_F32, &c));
     int32_t toks[20] = {0};
-    clf_llama_seq_batch twice[2] = {{1, toks, 1, NULL}, {1, toks, 1, NULL}};
+    clf_llama_seq_batch twice[2] = {{.seq = 1, .tokens = toks, .n = 1, .logits = NULL}, {.seq = 1, .tokens = toks, .n = 1, .logits = NULL}};
     assert_int_equal(clf_llama_eval_seqs(c, twice, 2), CLF_ERR_ARG);
     assert_string_equal(clf_last_error(), "sequence 1 appears twice in a batch");
-    clf_llama_seq_batch out = {2, toks, 1, NULL};
+    clf_llama_seq_batch out = {.seq = 2, .tokens = toks, .n = 1, .logits = NULL};
     assert_int_equal(clf_llama_eval_seqs(c, &out, 1), CLF_ERR_ARG);
-    clf_llama_seq_batch big[2] = {{0, toks, 3, NULL}, {1, toks, 17, NULL}};
+    clf_llama_seq_batch big[2] = {{.seq = 0, .tokens = toks, .n = 3, .logits = NULL}, {.seq = 1, .tokens = toks, .n = 17, .logits = NULL}};
     assert_int_equal(clf_llama_eval_seqs(c, big, 2), CLF_ERR_CONTEXT);
     assert_int_equal(clf_llama_seq_len(c, 0), 0);
     assert_int_equal(clf_llama_seq_len(c, 1), 0);
@@ -279,7 +279,7 @@ static void test_abort_hook(void **state) {
     clf_llama_ctx *c;
     TU_OK(clf_llama_ctx_create_seqs(l.m, 64, 8, 2, CLF_F32, &c));
     int32_t toks[12] = {0};
-    clf_llama_seq_batch b[2] = {{0, toks, 1, NULL}, {1, toks, 12, NULL}}; /* 13 rows: two passes */
+    clf_llama_seq_batch b[2] = {{.seq = 0, .tokens = toks, .n = 1, .logits = NULL}, {.seq = 1, .tokens = toks, .n = 12, .logits = NULL}}; /* 13 rows: two passes */
     /* once without the hook: the hook is also asked before each program
      * build, so a cold kernel cache would spend the budget there */
     TU_OK(clf_llama_eval_seqs(c, b, 2));

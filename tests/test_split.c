@@ -154,11 +154,11 @@ static void script(clf_llama *m, const int32_t *toks, int V, float *out, float *
     assert_int_equal(c->n_past, 15);
     TU_OK(clf_llama_eval(c, &toks[30], 3, 0, row));
     row += V;
-    clf_llama_seq_batch one = {1, &toks[33], 9, row};
+    clf_llama_seq_batch one = {.seq = 1, .tokens = &toks[33], .n = 9, .logits = row};
     TU_OK(clf_llama_eval_seqs(c, &one, 1));
     row += V;
     for (int step = 0; step < 3; step++) {
-        clf_llama_seq_batch b[2] = {{0, &toks[42 + step], 1, row}, {1, &toks[45 + step], 1, row + V}};
+        clf_llama_seq_batch b[2] = {{.seq = 0, .tokens = &toks[42 + step], .n = 1, .logits = row}, {.seq = 1, .tokens = &toks[45 + step], .n = 1, .logits = row + V}};
         TU_OK(clf_llama_eval_seqs(c, b, 2));
         row += 2 * V;
     }
@@ -417,11 +417,11 @@ static void test_failed_hop(void **state) {
     /* clf_llama_eval_seqs: sequence 1's 17 tokens in passes of 8, 8, 1; the second hop fails, the
      * third pass already enqueued here */
     f.calls = 0, f.fail_at = 2;
-    clf_llama_seq_batch e = {1, toks + 20, 17, got};
+    clf_llama_seq_batch e = {.seq = 1, .tokens = toks + 20, .n = 17, .logits = got};
     assert_int_equal(clf_llama_eval_seqs(c, &e, 1), CLF_ERR_CL);
     assert_int_equal(clf_llama_seq_len(c, 1), 8);
     assert_int_equal(clf_llama_seq_len(down, 1), 8);
-    clf_llama_seq_batch rest = {1, toks + 28, 9, got}, all = {1, toks + 20, 17, want};
+    clf_llama_seq_batch rest = {.seq = 1, .tokens = toks + 28, .n = 9, .logits = got}, all = {.seq = 1, .tokens = toks + 20, .n = 17, .logits = want};
     TU_OK(clf_llama_eval_seqs(c, &rest, 1));
     TU_OK(clf_llama_eval_seqs(r, &all, 1));
     assert_true(tu_rel_err_f(got, want, V) <= TOL);

@@ -46,7 +46,7 @@ static clf_status script(clf_llama *m, FILE *out) {
     }
     int32_t tok1 = prompt[3];
     for (int i = 0; st == CLF_OK && i < 4; i++) {
-        clf_llama_seq_batch b[2] = {{0, &tok, 1, lg}, {1, i == 0 ? prompt : &tok1, i == 0 ? 5 : 1, lg1}};
+        clf_llama_seq_batch b[2] = {{.seq = 0, .tokens = &tok, .n = 1, .logits = lg}, {.seq = 1, .tokens = i == 0 ? prompt : &tok1, .n = i == 0 ? 5 : 1, .logits = lg1}};
         if ((st = clf_llama_eval_seqs(c, b, 2)) != CLF_OK) break;
         fwrite(lg, sizeof *lg, (size_t)nv, out);
         fwrite(lg1, sizeof *lg1, (size_t)nv, out);
