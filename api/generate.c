@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "api.h"
-#include "lookup.h"
 
 /* ---- the streaming detokenizer ------------------------------------------- */
 
@@ -119,19 +118,8 @@ typedef struct gen_spec {
     int n_rows;      /* the verify batch's rows being read (0: none) */
     int row;         /* the row the next token is sampled from */
     int base;        /* sequence 0's length before the batch */
-    int len;         /* the next draft's most tokens: grows while drafts are taken whole, shrinks to what was */
-    int pause;       /* tokens to go without a draft after drafts of one missed */
+    clinfer_drafter *drafter; /* the drafts and their length */
 } gen_spec;
-
-/* A wasted row costs a fraction of a token's step (the weights are read
- * once for all rows) but not nothing: the drafts' length follows what the
- * text takes, and drafting pauses where even one token misses. */
-enum { SPEC_PAUSE = 8 };
-static void spec_adapt(gen_spec *sp, int drafted, int accepted) {
-    if (accepted == drafted) sp->len = 2 * sp->len < sp->draft_max ? 2 * sp->len : sp->draft_max;
-    else sp->len = accepted + 1;
-    if (accepted == 0 && drafted == 1) sp->pause = SPEC_PAUSE;
-}
 
 /* The drafter's history starts with this call's prompt; a batch holds at
  * most one forward pass (n_batch rows), which a sliding window's ring can
@@ -149,8 +137,8 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
     if (n_prompt) memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
     memset(sp->want, 1, (size_t)(cap + 1));
     sp->n_hist = n_prompt;
-    sp->draft_max = sp->len = cap;
-    return CLF_OK;
+    sp->draft_max = cap;
+    return (clf_status)clinfer_drafter_create(cap, &sp->drafter);
 }
 
 /* Done reading the batch: sequence 0 keeps the pending token and the draft
@@ -158,7 +146,7 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
  * they had been evaluated one by one. */
 static void spec_settle(clinfer_session *s, gen_spec *sp) {
     if (!sp->n_rows) return;
-    spec_adapt(sp, sp->n_rows - 1, sp->row);
+    clinfer_drafter_taken(sp->drafter, sp->n_rows - 1, sp->row);
     const float *lg = clinfer_batch_logits(s, sp->row);
     memcpy(s->logits, lg, (size_t)s->m->info.n_vocab * sizeof *lg);
     clinfer_seq_rewind(s, 0, sp->base + sp->row + 1); /* within the sequence: cannot fail */
@@ -171,13 +159,10 @@ static void spec_settle(clinfer_session *s, gen_spec *sp) {
  * context's room. */
 static clf_status eval_next(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, gen_spec *sp, int32_t tok,
                             int left, clinfer_generate_result *r) {
-    int cap = sp->len, room = s->c->n_ctx - s->c->n_past - 1;
+    int cap = sp->draft_max, room = s->c->n_ctx - s->c->n_past - 1;
     if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
     if (cap > room) cap = room;
-    if (sp->pause > 0) sp->pause--, cap = 0;
-    int n = cap > 0 ? clf_lookup_draft(sp->hist, sp->n_hist, CLF_LOOKUP_NGRAM_MIN, CLF_LOOKUP_NGRAM_MAX, cap,
-                                       sp->batch + 1)
-                    : 0;
+    int n = sp->drafter ? clinfer_drafter_draft(sp->drafter, sp->hist, sp->n_hist, cap, sp->batch + 1) : 0;
     if (!n) return eval_for(s, ev, smp, &tok, 1);
     sp->batch[0] = tok;
     sp->base = s->c->n_past;
@@ -299,6 +284,7 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     free(sp.hist);
     free(sp.batch);
     free(sp.want);
+    clinfer_drafter_free(sp.drafter);
     if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");
     return (clinfer_status)st;
 }

@@ -18,8 +18,8 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-memory MIB] [--queue N] [--api-key KEY] "
-    "[--request-timeout S] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
+    "[--api-key KEY] [--request-timeout S] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -52,13 +52,15 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
-    int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0;
+    int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
+        draft_max = 0;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
                                CLI_OPT_STR("--host", &host),
                                CLI_OPT_INT("--port", &port, 0, 65535),
                                CLI_OPT_INT("--parallel", &parallel, 1, 256),
                                CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24),
+                               CLI_OPT_INT("--draft-max", &draft_max, 0, 1024),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
                                CLI_OPT_STR("--api-key", &api_key),
                                CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
@@ -95,6 +97,7 @@ int cmd_serve(int argc, char **argv) {
         app.n_ctx = srv_engine_n_ctx(e);
         hold_signals(1, &old);
         st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
+        if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* greedy requests: prompt lookup */
     }
     if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);

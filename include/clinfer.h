@@ -524,6 +524,24 @@ typedef struct clinfer_generate_result {
     int n_accepted; /* of those, the ones the model chose (each saved an evaluation) */
 } clinfer_generate_result;
 
+/* The drafter of speculative decoding by prompt lookup, for programs that
+ * drive their own loop (a server verifying many sequences' drafts in one
+ * clinfer_decode), as clinfer_generate uses it: a draft is the up to
+ * draft_max tokens that followed the last earlier occurrence of the newest
+ * 3, 2 or 1 tokens of the text; its length then follows what the model
+ * takes (doubled after a draft taken whole, shrunk to what was taken, a
+ * pause of a few tokens after a single token missed), since a rejected row
+ * still costs a fraction of a step. Greedy verification: a draft token is
+ * taken while it is the token the logits of the row before it give. */
+typedef struct clinfer_drafter clinfer_drafter;
+CLINFER_API clinfer_status clinfer_drafter_create(int draft_max, clinfer_drafter **out); /* draft_max > 0 */
+CLINFER_API void clinfer_drafter_free(clinfer_drafter *d);
+/* A draft continuing tokens[0..n) into draft (at most max tokens, nor the
+ * drafter's current length): how many (0: none this time). */
+CLINFER_API int clinfer_drafter_draft(clinfer_drafter *d, const int32_t *tokens, int n, int max, int32_t *draft);
+/* Of the last draft's `drafted` tokens, `accepted` were taken. */
+CLINFER_API void clinfer_drafter_taken(clinfer_drafter *d, int drafted, int accepted);
+
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0
  * when the session has logits), then samples up to max_tokens tokens,
  * passing each one's text to on_token. Stops at an end-of-generation token

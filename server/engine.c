@@ -43,6 +43,7 @@ int srv_engine_n_ctx(const srv_engine *e) { return clinfer_session_n_ctx(e->s); 
 /* clinfer_session_create's default n_batch */
 int srv_engine_n_batch(const srv_engine *e) { return srv_engine_n_ctx(e) < 512 ? srv_engine_n_ctx(e) : 512; }
 void srv_engine_kv_pool(const srv_engine *e, clinfer_kv_pool *out) { clinfer_session_kv_pool(e->s, out); }
+const float *srv_engine_row_logits(const srv_engine *e, int row) { return clinfer_batch_logits(e->s, row); }
 int srv_engine_slot_len(const srv_engine *e, int slot) { return clinfer_seq_len(e->s, slot); }
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewind(e->s, slot, pos); }
 clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n) {
@@ -69,7 +70,8 @@ clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
     for (int i = 0; i < n; i++) {
         const srv_entry *en = &entries[i];
         memcpy(e->token + at, en->tokens, (size_t)en->n * sizeof *en->tokens);
-        for (int k = 0; k < en->n; k++) e->seq[at + k] = en->slot, e->want[at + k] = 0;
+        for (int k = 0; k < en->n; k++) e->seq[at + k] = en->slot, e->want[at + k] = en->want_logits == 2;
+        entries[i].row0 = at;
         at += en->n;
         e->want[at - 1] = (int8_t)(en->want_logits != 0);
         entries[i].logits = NULL;

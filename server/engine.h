@@ -37,9 +37,13 @@ typedef struct srv_entry {
     int slot;
     const int32_t *tokens; /* appended at the slot's current length */
     int n;
-    int want_logits;
+    int want_logits; /* 1: the last token's logits; 2: every token's (a speculative draft's verification) */
     const float *logits; /* out: the last token's [n_vocab] when asked (valid until the next step) */
+    int row0;            /* out: the batch row of tokens[0] (srv_engine_row_logits) */
 } srv_entry;
+
+/* Row `row` of the last step's batch: its logits, where asked. */
+const float *srv_engine_row_logits(const srv_engine *e, int row);
 
 /* Evaluates every entry (one per slot at most). A failure fails the step:
  * the caller rewinds the slots it advanced (their lengths are as before

@@ -43,6 +43,12 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
            (double)st->requests_cancelled);
     metric(f, "requests_failed_total", "counter", "Requests that failed in the engine or at shutdown.", model,
            (double)st->requests_failed);
+    metric(f, "draft_tokens_total", "counter", "Tokens drafted by prompt lookup and verified (--draft-max).", model,
+           (double)st->drafted_tokens);
+    metric(f, "draft_tokens_accepted_total", "counter", "Drafted tokens the model chose (each saved a step).", model,
+           (double)st->accepted_tokens);
+    metric(f, "draft_acceptance_ratio", "gauge", "Drafted tokens accepted over drafted, since the start.", model,
+           st->drafted_tokens ? (double)st->accepted_tokens / (double)st->drafted_tokens : 0);
     metric(f, "steps_total", "counter", "Engine steps (one pass over every busy slot).", model, (double)st->steps);
     metric(f, "prompt_tokens_per_second", "gauge", "Prompt tokens per second over the last 10 s.", model,
            st->prompt_tps);

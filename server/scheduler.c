@@ -31,6 +31,7 @@ struct srv_job {
     int32_t next; /* the sampled token the next step evaluates */
     clinfer_sampler *smp;
     clinfer_detokenizer *detok;
+    clinfer_drafter *drafter; /* greedy jobs under srv_sched_speculate */
     double t_submit, t_start, t_first, t_end;
     char error[256];
     srv_job *qnext;
@@ -38,6 +39,7 @@ struct srv_job {
 
 typedef struct slot {
     srv_job *job;
+    int32_t *step; /* a speculative step's tokens: the job's next and its draft [1 + draft_max] */
     unsigned long long used; /* the step it last ran in: idle caches go least recently used first */
     int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
     int n_prefilled; /* how many of them came from prompts (the rest were generated) */
@@ -59,6 +61,7 @@ struct srv_sched {
     srv_job *q_head, *q_tail;
     int n_queued, n_running, closed;
     int reserved; /* KV blocks set aside for the running jobs */
+    int draft_max; /* srv_sched_speculate */
     int prefill_from; /* the slot the next step's prompt budget goes to first (round robin) */
     slot *slots;
     srv_entry *entries;
@@ -106,6 +109,7 @@ static void job_free(srv_job *j) {
     if (!j) return;
     clinfer_sampler_free(j->smp);
     clinfer_detokenizer_free(j->detok);
+    clinfer_drafter_free(j->drafter);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->prompt);
     free(j->text);
@@ -163,7 +167,7 @@ static void release_all(srv_sched *s, srv_job *j) {
 /* Ends a job (under the lock): its slot, if any, is free; a job its client
  * released is freed. */
 static void finish(srv_sched *s, srv_job *j, srv_finish why, const char *error) {
-    if (error) snprintf(j->error, sizeof j->error, "%s", error);
+    if (error && error != j->error) snprintf(j->error, sizeof j->error, "%s", error);
     j->finish = why;
     j->t_end = srv_now_s();
     if (!j->t_first) j->t_first = j->t_end;
@@ -272,10 +276,46 @@ static void admit(srv_sched *s) {
             continue;
         }
         for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
+        if (s->draft_max > 0 && j->sp.temperature <= 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+            j->drafter = NULL; /* out of memory: this job goes without */
     }
 }
 
-/* After a step: the slot's job takes its prompt chunk or samples its next token. */
+/* What a sampled token does to its job. */
+typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
+
+/* The job's next token from a row's logits, its text and stop strings, as
+ * clinfer_generate's loop body; len: the slot's tokens once the row's token
+ * is kept. TAKE_ON: the token is j->next. */
+static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
+    clinfer_next nx;
+    clinfer_status st = clinfer_next_token(j->smp, j->detok, logits, s->n_vocab, &nx);
+    if (st != CLINFER_OK) {
+        snprintf(j->error, sizeof j->error, "%s", clinfer_last_error());
+        return TAKE_ERROR;
+    }
+    if (nx.eog) return TAKE_EOG;
+    j->n_gen++;
+    s->st.gen_tokens++;
+    if (append(j, nx.piece, nx.len)) {
+        snprintf(j->error, sizeof j->error, "out of host memory");
+        return TAKE_ERROR;
+    }
+    int matched;
+    size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
+    j->final_len = fin;
+    if (matched) {
+        j->len = fin;
+        return TAKE_STOP;
+    }
+    j->next = nx.token;
+    if ((j->max_tokens && j->n_gen >= j->max_tokens) || len >= s->n_ctx) return TAKE_LENGTH; /* not evaluated */
+    return TAKE_ON;
+}
+
+/* After a step: the slot's job takes its prompt chunk or samples its next
+ * token; after a speculative step, the tokens of row after row while each
+ * is the draft's next (evaluated already), the rest of the draft dropped. */
 static void advance(srv_sched *s, srv_entry *en, int len0) {
     srv_job *j = s->slots[en->slot].job;
     memcpy(s->slots[en->slot].cached + len0, en->tokens, (size_t)en->n * sizeof *en->tokens);
@@ -285,32 +325,23 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
         if (j->n_eval < j->n_prompt) return;
         j->t_first = srv_now_s();
     }
-    clinfer_next nx; /* the generation loop's body, as clinfer_generate's */
-    clinfer_status st = clinfer_next_token(j->smp, j->detok, en->logits, s->n_vocab, &nx);
-    if (st != CLINFER_OK || nx.eog) {
-        release_all(s, j);
-        finish(s, j, st != CLINFER_OK ? SRV_FINISH_ERROR : SRV_FINISH_STOP, st != CLINFER_OK ? clinfer_last_error() : NULL);
-        return;
+    const int rows = en->want_logits == 2 ? en->n : 1;
+    int r = 0;
+    take t;
+    for (;; r++) {
+        t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1);
+        if (t != TAKE_ON || r + 1 >= rows || j->next != en->tokens[r + 1]) break;
+        s->st.accepted_tokens++;
     }
-    int32_t id = nx.token;
-    j->n_gen++;
-    s->st.gen_tokens++;
-    if (append(j, nx.piece, nx.len)) {
-        finish(s, j, SRV_FINISH_ERROR, "out of host memory");
-        return;
+    if (rows > 1) {
+        s->st.drafted_tokens += (unsigned long long)(rows - 1);
+        clinfer_drafter_taken(j->drafter, rows - 1, r);
+        srv_engine_slot_rewind(s->e, en->slot, len0 + r + 1); /* the pending token and the draft taken */
     }
-    int matched;
-    size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
-    j->final_len = fin;
-    if (matched) {
-        j->len = fin;
-        finish(s, j, SRV_FINISH_STOP, NULL);
-    } else if ((j->max_tokens && j->n_gen >= j->max_tokens) || srv_engine_slot_len(s->e, en->slot) >= s->n_ctx) {
-        release_all(s, j);
-        finish(s, j, SRV_FINISH_LENGTH, NULL); /* the last token need not be evaluated */
-    } else {
-        j->next = id;
-    }
+    if (t == TAKE_ON) return;
+    if (t != TAKE_STOP && t != TAKE_ERROR) release_all(s, j);
+    finish(s, j, t == TAKE_ERROR ? SRV_FINISH_ERROR : t == TAKE_LENGTH ? SRV_FINISH_LENGTH : SRV_FINISH_STOP,
+           t == TAKE_ERROR ? j->error : NULL);
 }
 
 static void record_step(srv_sched *s, int gen, int prompt, int busy) {
@@ -349,9 +380,20 @@ static void *loop(void *arg) {
                 en->n = take;
                 en->want_logits = en->n == rem;
             } else {
-                en->tokens = &j->next;
-                en->n = 1;
-                en->want_logits = 1;
+                /* speculation: the text so far (the slot's tokens, then the next) drafts what follows */
+                const int len = srv_engine_slot_len(s->e, i), left = j->max_tokens ? j->max_tokens - j->n_gen : s->n_ctx;
+                int k = 0, cap = s->draft_max < budget ? s->draft_max : budget;
+                if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
+                if (cap > s->n_ctx - len - 1) cap = s->n_ctx - len - 1;
+                if (j->drafter && cap > 0) {
+                    s->slots[i].cached[len] = j->next;
+                    k = clinfer_drafter_draft(j->drafter, s->slots[i].cached, len + 1, cap, s->slots[i].step + 1);
+                }
+                budget -= k;
+                if (k) s->slots[i].step[0] = j->next;
+                en->tokens = k ? s->slots[i].step : &j->next;
+                en->n = 1 + k;
+                en->want_logits = k ? 2 : 1;
             }
             s->len0[n++] = srv_engine_slot_len(s->e, i);
             s->slots[i].used = s->st.steps;
@@ -449,6 +491,18 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
     return CLINFER_OK;
 }
 
+void srv_sched_speculate(srv_sched *s, int draft_max) {
+    pthread_mutex_lock(&s->mu);
+    int ok = draft_max >= 0;
+    for (int i = 0; ok && draft_max > 0 && i < s->n_slots; i++) {
+        int32_t *t = realloc(s->slots[i].step, (size_t)(1 + draft_max) * sizeof *t);
+        if (t) s->slots[i].step = t;
+        ok = t != NULL;
+    }
+    s->draft_max = ok ? draft_max : 0; /* out of memory: no speculation */
+    pthread_mutex_unlock(&s->mu);
+}
+
 void srv_sched_shutdown(srv_sched *s) {
     pthread_mutex_lock(&s->mu);
     s->closed = 1;
@@ -462,7 +516,7 @@ void srv_sched_free(srv_sched *s) {
         srv_sched_shutdown(s);
         pthread_join(s->thread, NULL);
     }
-    for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].cached);
+    for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].cached), free(s->slots[i].step);
     free(s->slots);
     free(s->entries);
     free(s->len0);

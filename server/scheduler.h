@@ -47,6 +47,7 @@ typedef struct srv_stats {
     unsigned long long prompt_tokens, cached_tokens, admitted_tokens;
     unsigned long long gen_tokens, requests_done, requests_cancelled, requests_failed;
     unsigned long long steps;
+    unsigned long long drafted_tokens, accepted_tokens; /* speculation (srv_sched_speculate) */
     double gen_tps, prompt_tps; /* over the last seconds (SRV_STATS_WINDOW_S) */
     double occupancy;           /* mean busy slots per step / n_slots, same window */
 } srv_stats;
@@ -58,6 +59,10 @@ double srv_now_s(void);
 void srv_cond_init_monotonic(pthread_cond_t *c);
 
 clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slots, int max_queue, srv_sched **out);
+/* Greedy jobs admitted from now on are sped up by prompt lookup: each step
+ * verifies up to draft_max drafted tokens a slot (clinfer_drafter) with
+ * its token, the text the same as without; 0: off (the default). */
+void srv_sched_speculate(srv_sched *s, int draft_max);
 /* Stops taking jobs, fails the queued ones, cuts the running ones
  * (SRV_FINISH_LENGTH) after the current step, joins the thread. */
 void srv_sched_free(srv_sched *s);

@@ -295,6 +295,78 @@ static void expect_stats(server *sv, unsigned long long cached, unsigned long lo
     assert_int_equal(st.admitted_tokens, admitted);
 }
 
+/* Greedy jobs sped up by prompt lookup give the texts they give without
+ * (four at once, their drafts verified in the same steps), on the float
+ * tiny model (whose greedy text repeats: drafts taken) and a Q8_0 one
+ * (drafts missed, their rows dropped); *drafted and *accepted count them. */
+static void check_speculation(clinfer_model *m, unsigned long long *drafted, unsigned long long *accepted) {
+    enum { JOBS = 4 };
+    int32_t toks[JOBS][24], *prompts[JOBS];
+    for (int i = 0; i < JOBS; i++) {
+        fill(toks[i], 24, 300 + (uint32_t)i);
+        for (int k = 6; i % 2 == 0 && k < 24; k++) toks[i][k] = toks[i][k % 6]; /* a pattern repeated */
+        prompts[i] = toks[i];
+    }
+    char *texts[2][JOBS];
+    for (int spec = 0; spec < 2; spec++) {
+        server sv;
+        assert_int_equal(srv_engine_create(m, JOBS, 256, CLINFER_KV_F32, 0, &sv.e), CLINFER_OK);
+        assert_int_equal(srv_sched_create(sv.e, m, JOBS, JOBS, &sv.s), CLINFER_OK);
+        srv_sched_speculate(sv.s, spec ? 8 : 0);
+        srv_job_params p = {.max_tokens = 40, .sp = clinfer_sampler_default_params()};
+        p.sp.temperature = 0; /* greedy */
+        srv_job *jobs[JOBS];
+        for (int i = 0; i < JOBS; i++) {
+            assert_int_equal(srv_job_create(prompts[i], 24, &p, &jobs[i]), CLINFER_OK);
+            assert_int_equal(srv_sched_submit(sv.s, jobs[i]), SRV_SUBMIT_OK);
+        }
+        for (int i = 0; i < JOBS; i++) {
+            srv_job_view v;
+            char *t;
+            size_t n;
+            do {
+                srv_sched_wait(sv.s, jobs[i], 0, 1000, &v, &t, &n);
+                free(t);
+            } while (v.state != SRV_DONE);
+            srv_sched_wait(sv.s, jobs[i], 0, 0, &v, &texts[spec][i], &n);
+            texts[spec][i] = realloc(texts[spec][i], n + 1);
+            texts[spec][i][n] = 0;
+            assert_int_equal(v.finish, SRV_FINISH_LENGTH);
+            assert_int_equal(v.n_gen, 40);
+            srv_sched_release(sv.s, jobs[i]);
+        }
+        srv_stats st;
+        srv_sched_stats(sv.s, &st);
+        assert_true(st.accepted_tokens <= st.drafted_tokens);
+        if (spec) *drafted += st.drafted_tokens, *accepted += st.accepted_tokens;
+        else assert_int_equal(st.drafted_tokens, 0);
+        stop(&sv);
+    }
+    for (int i = 0; i < JOBS; i++) {
+        assert_string_equal(texts[1][i], texts[0][i]);
+        free(texts[0][i]);
+        free(texts[1][i]);
+    }
+}
+
+static void test_speculation_same_text(void **state) {
+    (void)state;
+    unsigned long long drafted = 0, accepted = 0;
+    check_speculation(fx.m, &drafted, &accepted);
+    char path[300], cmd[1024];
+    snprintf(path, sizeof path, "%s.q8.gguf", fx.path);
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' Q8_0 --kquant --no-eog", getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *q;
+    assert_int_equal(clinfer_model_load(path, NULL, NULL, &q), CLINFER_OK);
+    check_speculation(q, &drafted, &accepted);
+    clinfer_model_free(q);
+    unlink(path);
+    print_message("speculation: %llu drafted, %llu accepted\n", drafted, accepted);
+    assert_true(accepted > 0);        /* drafts taken: rows kept */
+    assert_true(accepted < drafted);  /* drafts missed: rows dropped */
+}
+
 /* Eight jobs on a KV cache of three blocks (each job sets aside one for its
  * 8 prompt tokens and 24 answer tokens) run three at a time, the rest
  * waiting their turn, and give the texts each gives alone: a full cache
@@ -420,6 +492,7 @@ int main(void) {
         cmocka_unit_test(test_shared_prefix_copied_across_slots),
         cmocka_unit_test(test_prefix_copied_up_to_divergence),
         cmocka_unit_test(test_small_cache_queues),
+        cmocka_unit_test(test_speculation_same_text),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
