@@ -15,11 +15,18 @@ clinfer_session_params clinfer_session_default_params(void) {
 
 clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_params *params,
                                       clinfer_session **out) {
+    return clinfer_session_create_with(m, params, NULL, out);
+}
+
+clinfer_status clinfer_session_create_with(clinfer_model *m, const clinfer_session_params *params,
+                                           const clinfer_session_options *options, clinfer_session **out) {
     API_NOT_NULL(m);
     API_NOT_NULL(out);
     *out = NULL;
     clinfer_session_params p = clinfer_session_default_params();
+    clinfer_session_options o = {sizeof o, 0};
     API_TRY(api_read_params(&p, sizeof p, params, "clinfer_session_params"));
+    API_TRY(api_read_params(&o, sizeof o, options, "clinfer_session_options"));
     if (!m->llama) return (clinfer_status)clf_fail(CLF_ERR_ARG, "the model was loaded vocab_only: it has no sessions");
     if (p.n_ctx < 0 || p.n_batch < 0)
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "n_ctx (%d) and n_batch (%d) must be >= 0", p.n_ctx, p.n_batch);
@@ -33,7 +40,7 @@ clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_pa
     int n_seq = p.n_seq ? p.n_seq : 1;
     pthread_mutex_lock(&m->device_lock);
     clf_status st = clf_llama_ctx_create_pool(m->llama, p.n_ctx, p.n_batch, n_seq,
-                                              api_kv_type(p.kv_type), p.kv_memory, &s->c);
+                                              api_kv_type(p.kv_type), o.kv_memory, &s->c);
     pthread_mutex_unlock(&m->device_lock);
     if (st == CLF_OK && !(s->entries = calloc((size_t)n_seq, sizeof *s->entries)))
         st = clf_fail(CLF_ERR_MEMORY, "out of host memory");

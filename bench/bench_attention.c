@@ -10,8 +10,12 @@
 enum { N_HEAD = 9, N_KV_HEAD = 3, HEAD_DIM = 64, QKV = (N_HEAD + 2 * N_KV_HEAD) * HEAD_DIM, MAX_CTX = 8192 };
 #define SCALE 0.125f /* 1 / sqrt(HEAD_DIM) */
 
+/* The cache types timed: as they come from --kv */
+static const clf_type KV_TYPES[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0};
+enum { N_KV_TYPES = sizeof KV_TYPES / sizeof KV_TYPES[0] };
+
 typedef struct attn_ctx {
-    clf_kv_cache cache[2]; /* F32, F16; every position 0 .. MAX_CTX - 1 written */
+    clf_kv_cache cache[N_KV_TYPES]; /* every position 0 .. MAX_CTX - 1 written */
     clf_tensor qkv, out;
     int kv, n_tokens, pos0, naive; /* the call being timed */
 } attn_ctx;
@@ -35,16 +39,15 @@ static clf_status setup(clf_runtime *rt, attn_ctx *c) {
     clf_status st = clf_tensor_upload(rt, &c->qkv, h, n * sizeof *h);
     free(h);
     const clf_rows k = {&c->qkv, N_HEAD * HEAD_DIM, QKV}, v = {&c->qkv, (N_HEAD + N_KV_HEAD) * HEAD_DIM, QKV};
-    for (int i = 0; i < 2 && st == CLF_OK; i++) {
-        st = clf_kv_cache_create(rt, i ? CLF_F16 : CLF_F32, 1, N_KV_HEAD, HEAD_DIM, MAX_CTX, 0, &c->cache[i]);
+    for (int i = 0; i < N_KV_TYPES && st == CLF_OK; i++) {
+        st = clf_kv_cache_create(rt, KV_TYPES[i], 1, N_KV_HEAD, HEAD_DIM, MAX_CTX, 0, &c->cache[i]);
         if (st == CLF_OK) st = clf_kv_write(rt, &c->cache[i], 0, k, v, MAX_CTX, 0);
     }
     return st == CLF_OK ? clf_finish(rt) : st;
 }
 
 static void teardown(attn_ctx *c) {
-    clf_kv_cache_free(&c->cache[0]);
-    clf_kv_cache_free(&c->cache[1]);
+    for (int i = 0; i < N_KV_TYPES; i++) clf_kv_cache_free(&c->cache[i]);
     clf_tensor_free(&c->qkv);
     clf_tensor_free(&c->out);
 }
@@ -75,9 +78,9 @@ static double naive_bytes(int L) {
            6 * score_bytes(L);
 }
 
-/* Decode: all cached K and V, Q and O, the split partials written and read. */
-static double decode_bytes(int n_kv, size_t elem, int n_split) {
-    return 2.0 * n_kv * N_KV_HEAD * HEAD_DIM * elem + 2.0 * N_HEAD * HEAD_DIM * sizeof(float) +
+/* Decode: all cached K and V (row_bytes a head's row), Q and O, the split partials written and read. */
+static double decode_bytes(int n_kv, size_t row_bytes, int n_split) {
+    return 2.0 * n_kv * N_KV_HEAD * (double)row_bytes + 2.0 * N_HEAD * HEAD_DIM * sizeof(float) +
            2.0 * N_HEAD * n_split * (HEAD_DIM + 2) * sizeof(float);
 }
 
@@ -132,7 +135,7 @@ static clf_status bench_decode(clf_runtime *rt, attn_ctx *c, int json, FILE *out
     if (!json)
         fprintf(out, "\ndecode (1 token; GB/s on cached K/V + Q/O + split partials)\n%6s %5s %6s | %9s %8s %7s\n",
                 "cache", "type", "splits", "us", "GB/s", "%copy");
-    for (int kv = 0; kv < 2; kv++)
+    for (int kv = 0; kv < N_KV_TYPES; kv++)
         for (size_t i = 0; i < sizeof caches / sizeof caches[0]; i++) {
             const int n_kv = caches[i];
             double us;
@@ -142,9 +145,9 @@ static clf_status bench_decode(clf_runtime *rt, attn_ctx *c, int json, FILE *out
             c->naive = 0;
             CLF_TRY(clf_bench_batched_us(rt, run, c, n_kv <= 2048 ? 50 : 20, 5, &us));
             const int n_split = clf_attention_plan(rt, &c->cache[kv], n_kv).n_split;
-            const double bytes = decode_bytes(n_kv, kv ? 2 : 4, n_split), gbs = bytes / us * 1e-3;
-            const double pct = peak_gbs > 0 ? 100 * gbs / peak_gbs : 0;
-            const char *type = kv ? "f16" : "f32";
+            const double bytes = decode_bytes(n_kv, clf_kv_row_bytes(KV_TYPES[kv], HEAD_DIM), n_split);
+            const double gbs = bytes / us * 1e-3, pct = peak_gbs > 0 ? 100 * gbs / peak_gbs : 0;
+            const char *type = clf_type_get(KV_TYPES[kv])->name;
             if (json)
                 fprintf(out,
                         "%s\n    {\"kernel\": \"attn_decode\", \"cache\": %d, \"type\": \"%s\", \"splits\": %d, "

@@ -303,12 +303,19 @@ typedef struct clinfer_session_params {
     int n_batch;             /* the most tokens evaluated at once; 0: min(n_ctx, 512) */
     clinfer_kv_type kv_type; /* default CLINFER_KV_F32 */
     int n_seq;               /* added later: independent sequences (0 .. n_seq-1), each of up to n_ctx tokens; 0: 1 */
-    size_t kv_memory;        /* added later: bytes of the KV cache the sequences share (below); 0: all n_ctx of each */
 } clinfer_session_params;
+
+/* Added later, beside the params (which clinfer_session_default_params
+ * returns by value, so they keep their size): zeros are the defaults, so
+ * `clinfer_session_options o = {sizeof o};` is a valid start. */
+typedef struct clinfer_session_options {
+    size_t size;      /* sizeof(clinfer_session_options) */
+    size_t kv_memory; /* bytes of the KV cache the sequences share (below); 0: all n_ctx of each */
+} clinfer_session_options;
 
 /* The KV cache is paged: blocks of `block` tokens in a pool that every
  * sequence of the session draws on as it grows and gives back as it is
- * rewound (a copied prefix shares its blocks). kv_memory sizes the pool of
+ * rewound (a copied prefix shares its blocks). options->kv_memory sizes the pool of
  * the layers that attend to every position (sliding-window layers keep
  * their own, of the window's size per sequence); a sequence may then grow
  * to n_ctx only while blocks are free: an evaluation that needs more is
@@ -324,6 +331,9 @@ CLINFER_API clinfer_session_params clinfer_session_default_params(void);
 /* params NULL: the defaults. */
 CLINFER_API clinfer_status clinfer_session_create(clinfer_model *m, const clinfer_session_params *params,
                                                   clinfer_session **out);
+/* The same with options (NULL: the defaults). */
+CLINFER_API clinfer_status clinfer_session_create_with(clinfer_model *m, const clinfer_session_params *params,
+                                                       const clinfer_session_options *options, clinfer_session **out);
 CLINFER_API void clinfer_session_free(clinfer_session *s);
 CLINFER_API int clinfer_session_n_ctx(const clinfer_session *s);
 /* Tokens the session holds. */

@@ -37,6 +37,8 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return clf_fail(CLF_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", tokens[i], i, hp->n_vocab);
+    const int seq0 = 0;
+    CLF_TRY(clf_llama_seq_room(c, &seq0, &n, 1));
     clf_runtime *rt = c->m->rt;
     /* one row of logits serves generation; every token's (perplexity) needs
      * a chunk's worth, allocated on first use */
@@ -155,7 +157,13 @@ static clf_status check_batch(clf_llama_ctx *c, const clf_llama_seq_batch *b, in
                 return clf_fail(CLF_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", b[i].tokens[t], t,
                                 hp->n_vocab);
     }
-    return CLF_OK;
+    /* the KV blocks of every pass, before the first */
+    int *seq = malloc((size_t)n * 2 * sizeof *seq);
+    if (!seq) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; i < n; i++) seq[i] = b[i].seq, seq[n + i] = b[i].n;
+    clf_status st = clf_llama_seq_room(c, seq, seq + n, n);
+    free(seq);
+    return st;
 }
 
 /* One pass of clf_llama_eval_seqs: its rows grouped in segments, the
@@ -305,7 +313,8 @@ clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, f
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
             return clf_fail(CLF_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", tokens[i], i, hp->n_vocab);
-    const int step = n < c->n_batch ? n : c->n_batch;
+    const int seq0 = 0, step = n < c->n_batch ? n : c->n_batch;
+    CLF_TRY(clf_llama_seq_room(c, &seq0, &n, 1));
     CLF_TRY(clf_llama_grow_logits(c));
     CLF_TRY(clf_llama_grow_rows(c, step));
     segment *segs = malloc((size_t)step * sizeof *segs);

@@ -242,6 +242,20 @@ clf_status clf_llama_seq_reserve(clf_llama_ctx *c, const segment *segs, int n_se
     return CLF_OK;
 }
 
+clf_status clf_llama_seq_room(const clf_llama_ctx *c, const int *seq, const int *n, int count) {
+    if (!c->kv.k) return CLF_OK;
+    const int bt = c->kv.block;
+    int need = 0;
+    for (int i = 0; i < count; i++) {
+        const int pos = clf_llama_seq_len(c, seq[i]);
+        if (n[i] > 0) need += clf_kv_blocks_need(&c->blk, seq[i], pos / bt, (pos + n[i] - 1) / bt);
+    }
+    if (need > c->blk.n_free)
+        return clf_fail(CLF_ERR_CONTEXT, "the KV cache is full: %d more blocks of %d tokens are needed, %d of %d are "
+                        "free", need, bt, c->blk.n_free, c->blk.n_blocks);
+    return CLF_OK;
+}
+
 /* Whether a sliding-window sequence still holds the keys the query at
  * position pos sees (those below were given back). */
 static int swa_holds(const clf_llama_ctx *c, int seq, int pos) {

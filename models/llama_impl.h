@@ -23,6 +23,12 @@ static inline int *seq_past(clf_llama_ctx *c, int s) { return s == 0 ? &c->n_pas
  * (llama_ctx.c) */
 clf_status clf_llama_seq_reserve(clf_llama_ctx *c, const segment *segs, int n_seg);
 
+/* Before the passes of an evaluation: whether the global layers' pool has
+ * the blocks for n[i] tokens more of each sequence seq[i] (distinct), all
+ * or nothing (CLF_ERR_CONTEXT, nothing changed); the sliding-window pool
+ * holds every sequence's window. (llama_ctx.c) */
+clf_status clf_llama_seq_room(const clf_llama_ctx *c, const int *seq, const int *n, int count);
+
 /* Enqueues one pass over n ≤ n_batch tokens grouped in segments, the
  * single-token ones first (n1 rows), through the model's layers: from the
  * tokens' embeddings on the first stage, from x_in ([n × n_embd], copied

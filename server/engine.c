@@ -20,8 +20,8 @@ clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinf
     sp.n_ctx = n_ctx;
     sp.kv_type = kv;
     sp.n_seq = n_slots;
-    sp.kv_memory = kv_memory;
-    clinfer_status st = clinfer_session_create(m, &sp, &e->s);
+    clinfer_session_options so = {sizeof so, kv_memory};
+    clinfer_status st = clinfer_session_create_with(m, &sp, &so, &e->s);
     if (st != CLINFER_OK) {
         srv_engine_free(e);
         return clinfer_fail_prefix(st, "%d slots (--parallel): ", n_slots);

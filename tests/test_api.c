@@ -863,6 +863,50 @@ static void check_verify_rows(clinfer_model *m, int exact) {
     clinfer_session_free(s);
 }
 
+/* A session's paged KV cache of a given size: its blocks as asked, taken
+ * as sequences grow and given back as they are rewound, copies sharing
+ * them; a batch that needs more than are free is CLINFER_ERR_CONTEXT with
+ * nothing evaluated; too small a cache for one batch is refused. */
+static void test_kv_pool(void **state) {
+    (void)state;
+    clinfer_model_info mi = {.size = sizeof mi};
+    ASSERT_OK(clinfer_model_get_info(tiny, &mi));
+    const size_t block = 2 * (size_t)mi.n_layer * mi.n_head_kv * (mi.n_embd / mi.n_head) * 32 * sizeof(float);
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256, sp.n_batch = 32, sp.n_seq = 4;
+    clinfer_session_options so = {sizeof so, 4 * block};
+    clinfer_session *s;
+    ASSERT_OK(clinfer_session_create_with(tiny, &sp, &so, &s));
+    clinfer_kv_pool pool;
+    clinfer_session_kv_pool(s, &pool);
+    assert_int_equal(pool.block, 32);
+    assert_int_equal(pool.n_blocks, 4);
+    assert_int_equal(pool.n_free, 4);
+    int32_t toks[70] = {0};
+    int32_t seq1[70];
+    for (int i = 0; i < 70; i++) seq1[i] = 1;
+    clinfer_batch b = {.n_tokens = 70, .token = toks}; /* 3 blocks */
+    ASSERT_OK(clinfer_decode(s, &b));
+    clinfer_session_kv_pool(s, &pool);
+    assert_int_equal(pool.n_free, 1);
+    ASSERT_OK(clinfer_seq_copy(s, 0, 2, 70)); /* shared: no block taken */
+    clinfer_session_kv_pool(s, &pool);
+    assert_int_equal(pool.n_free, 1);
+    clinfer_batch b1 = {.n_tokens = 40, .token = toks, .seq_id = seq1}; /* 2 blocks: 1 free */
+    ASSERT_FAILS(clinfer_decode(s, &b1), CLINFER_ERR_CONTEXT, "the KV cache is full");
+    assert_int_equal(clinfer_seq_len(s, 1), 0);
+    ASSERT_OK(clinfer_seq_rewind(s, 0, 0)); /* sequence 2 still holds the blocks */
+    clinfer_session_kv_pool(s, &pool);
+    assert_int_equal(pool.n_free, 1);
+    ASSERT_OK(clinfer_seq_rewind(s, 2, 0));
+    clinfer_session_kv_pool(s, &pool);
+    assert_int_equal(pool.n_free, 4);
+    ASSERT_OK(clinfer_decode(s, &b1));
+    clinfer_session_free(s);
+    so.kv_memory = block; /* a batch of 32 needs 2 */
+    ASSERT_FAILS(clinfer_session_create_with(tiny, &sp, &so, &s), CLINFER_ERR_ARG, "needs 2");
+}
+
 static void test_decode_verify_rows(void **state) {
     (void)state;
     check_verify_rows(tiny, 0);
@@ -1782,6 +1826,7 @@ int main(void) {
         cmocka_unit_test(test_threads),            cmocka_unit_test(test_decode),
         cmocka_unit_test(test_decode_row_after_chunk),
         cmocka_unit_test(test_decode_verify_rows),
+        cmocka_unit_test(test_kv_pool),
         cmocka_unit_test(test_seq_rewind_copy),    cmocka_unit_test(test_eval_top),
         cmocka_unit_test(test_sampler_stages),     cmocka_unit_test(test_detokenizer),
         cmocka_unit_test(test_next_token),         cmocka_unit_test(test_generate_speculative),
