@@ -20,7 +20,7 @@ against the p50 of the later ones, and the cached tokens the later ones
 report (usage.prompt_tokens_details.cached_tokens).
 
     bench/serve.py --url http://127.0.0.1:8080 [--requests 64] [--concurrency 1,4,8,16]
-                   [--max-tokens 64] [--shared-prefix-tokens 1000 [--shared-requests 4]] [--json]
+                   [--max-tokens 64] [--prompt-tokens N] [--shared-prefix-tokens 1000 [--shared-requests 4]] [--json]
 """
 import argparse
 import concurrent.futures
@@ -92,10 +92,10 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def level(url, model, n, conc, max_tokens, timeout):
+def level(url, model, n, conc, max_tokens, timeout, prompts=PROMPTS):
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(conc) as ex:
-        res = list(ex.map(lambda i: one_request(url, model, PROMPTS[i % len(PROMPTS)], max_tokens, timeout),
+        res = list(ex.map(lambda i: one_request(url, model, prompts[i % len(prompts)], max_tokens, timeout),
                           range(n)))
     wall = time.perf_counter() - t0
     ok = [r for r in res if r[3] is None]
@@ -147,6 +147,8 @@ def main():
     ap.add_argument("--shared-prefix-tokens", type=int, default=0,
                     help="measure the prefix cache: a shared system prompt of about this many tokens")
     ap.add_argument("--shared-requests", type=int, default=4, help="requests sent together after the first")
+    ap.add_argument("--prompt-tokens", type=int, default=0,
+                    help="lengthen each prompt to about this many tokens (a distinct text before each story opening)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     u = urllib.parse.urlsplit(a.url)
@@ -169,9 +171,13 @@ def main():
             if r["first_error"]:
                 print(f"  first error: {r['first_error']}")
         sys.exit(1 if r["errors"] else 0)
+    prompts = PROMPTS
+    if a.prompt_tokens > 0:  # about 4 characters a token; a number first, so that no two prompts share a prefix
+        prompts = [(f"Note {k}. " + SYSTEM * (1 + 4 * a.prompt_tokens // len(SYSTEM)))[:4 * a.prompt_tokens] + "\n\n" + p
+                   for k, p in enumerate(PROMPTS * 8)]
     rows = []
     for conc in (int(x) for x in a.concurrency.split(",")):
-        rows.append(level(a.url, model, a.requests, conc, a.max_tokens, a.timeout))
+        rows.append(level(a.url, model, a.requests, conc, a.max_tokens, a.timeout, prompts))
         if not a.json:
             r = rows[-1]
             if len(rows) == 1:

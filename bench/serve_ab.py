@@ -7,7 +7,7 @@ tokens/s, TTFT p50 and ITL p50 per server and level, and the medians of the
 per-round ratios of each server to the first one named.
 
     SERVERS='main=build/clinfer serve --parallel 16 --ctx 512;llama=llama-server -np 16 -cb -t 2 -c 8192' \\
-        python3 bench/serve_ab.py [--rounds 3] [--concurrency 1,8,16] [--requests 32] [--max-tokens 64]
+        python3 bench/serve_ab.py [--rounds 3] [--concurrency 1,8,16] [--requests 32] [--max-tokens 64] [--prompt-tokens N]
 
 Each command gets `-m MODEL --port PORT` appended (MODEL: $MODEL, else the
 default model); both clinfer and llama-server take those names.
@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--port", type=int, default=18100)
+    ap.add_argument("--prompt-tokens", type=int, default=0, help="serve.py's --prompt-tokens")
     a = ap.parse_args()
     servers = [s.split("=", 1) for s in os.environ["SERVERS"].split(";") if s.strip()]
     procs, ports = {}, {}
@@ -53,7 +54,8 @@ def main():
             for name, _ in servers:
                 out = subprocess.run([sys.executable, os.path.join(HERE, "serve.py"), "--url",
                                       f"http://127.0.0.1:{ports[name]}", "--requests", str(a.requests), "--concurrency",
-                                      a.concurrency, "--max-tokens", str(a.max_tokens), "--json"],
+                                      a.concurrency, "--max-tokens", str(a.max_tokens), "--prompt-tokens",
+                                      str(a.prompt_tokens), "--json"],
                                      capture_output=True, text=True)
                 if out.returncode:
                     sys.exit(f"serve_ab: serve.py against {name} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")

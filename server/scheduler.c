@@ -12,6 +12,12 @@
 /* Prompt tokens a slot processes in one step: long prompts are split so
  * that the other slots' decodes go on between the chunks. */
 enum { PREFILL_CHUNK = 128, STATS_RING = 512 };
+/* Drafts take the rows a step's decode tokens leave of this many: past it
+ * a step is compute-bound (on this machine's CPU 16 rows cost 4.6 times
+ * one; bench/RESULTS.md, issue 27), so a wasted row costs a whole token's
+ * work and speculation slows a busy server (0.5x at 16 streams without
+ * this bound). */
+enum { SPEC_STEP_ROWS = 16 };
 #define STATS_WINDOW_S 10.0
 
 struct srv_job {
@@ -362,9 +368,10 @@ static void *loop(void *arg) {
         /* the step: every decoding slot's token, then prompt chunks within
          * one pass's budget (decodes are never held up by a long prompt),
          * handed to the prefilling slots in turn */
-        int n = 0, budget = srv_engine_n_batch(s->e);
+        int n = 0, budget = srv_engine_n_batch(s->e), n_decode = 0;
         for (int i = 0; i < s->n_slots; i++)
-            if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--;
+            if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--, n_decode++;
+        int draft_rows = SPEC_STEP_ROWS - n_decode;
         for (int k = 0; k < s->n_slots; k++) {
             const int i = (s->prefill_from + k) % s->n_slots;
             srv_job *j = s->slots[i].job;
@@ -383,13 +390,14 @@ static void *loop(void *arg) {
                 /* speculation: the text so far (the slot's tokens, then the next) drafts what follows */
                 const int len = srv_engine_slot_len(s->e, i), left = j->max_tokens ? j->max_tokens - j->n_gen : s->n_ctx;
                 int k = 0, cap = s->draft_max < budget ? s->draft_max : budget;
+                if (cap > draft_rows) cap = draft_rows;
                 if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
                 if (cap > s->n_ctx - len - 1) cap = s->n_ctx - len - 1;
                 if (j->drafter && cap > 0) {
                     s->slots[i].cached[len] = j->next;
                     k = clinfer_drafter_draft(j->drafter, s->slots[i].cached, len + 1, cap, s->slots[i].step + 1);
                 }
-                budget -= k;
+                budget -= k, draft_rows -= k;
                 if (k) s->slots[i].step[0] = j->next;
                 en->tokens = k ? s->slots[i].step : &j->next;
                 en->n = 1 + k;
