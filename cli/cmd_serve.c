@@ -19,7 +19,7 @@
 
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
-    "[--api-key KEY] [--request-timeout S] "
+    "[--api-key KEY] [--request-timeout S] [--max-per-client N] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -53,7 +53,7 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
-        draft_max = 0;
+        draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
                                CLI_OPT_STR("--host", &host),
@@ -64,6 +64,7 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
                                CLI_OPT_STR("--api-key", &api_key),
                                CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
+                               CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
@@ -79,7 +80,7 @@ int cmd_serve(int argc, char **argv) {
     sigset_t old;
     hold_signals(1, &old);
     srv_http *h;
-    st = srv_http_start(&(srv_http_config){host, port, api_key, request_timeout}, &h);
+    st = srv_http_start(&(srv_http_config){host, port, api_key, request_timeout, max_per_client}, &h);
     if (st != CLINFER_OK) return cli_error(st);
     fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
             host, strchr(host, ':') ? "]" : "", srv_http_port(h));

@@ -378,7 +378,8 @@ clinfer_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_TIMEOUT_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_HEADER_MEMORY,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_MAX_CONNECTIONS,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)SRV_MAX_PER_CLIENT,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)(cfg->max_per_client > 0 ? cfg->max_per_client : SRV_MAX_PER_CLIENT),
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
                             h, MHD_OPTION_END);
     int err = errno;

@@ -40,6 +40,7 @@ typedef struct srv_http_config {
     int port;         /* 0: any free port (srv_http_port says which) */
     const char *api_key; /* NULL: no key asked */
     int request_timeout_s; /* 0: SRV_REQUEST_TIMEOUT_S */
+    int max_per_client;    /* connections from one address; 0: SRV_MAX_PER_CLIENT */
 } srv_http_config;
 
 clinfer_status srv_http_start(const srv_http_config *cfg, srv_http **out);
