@@ -339,9 +339,9 @@ CLINFER_API int clinfer_session_n_ctx(const clinfer_session *s);
 /* Tokens the session holds. */
 CLINFER_API int clinfer_session_n_past(const clinfer_session *s);
 /* Forgets the tokens from position pos on (0 clears the session). A model
- * with sliding-window layers (Gemma 3) keeps their keys in a ring of the
- * window and one batch: going back more than a batch (but not to 0) clears
- * the session; clinfer_session_n_past tells. */
+ * with sliding-window layers (Gemma 3) gives back their keys as they leave
+ * the window (a block of 32 kept beyond it): going back further than that
+ * (but not to 0) clears the session; clinfer_session_n_past tells. */
 CLINFER_API clinfer_status clinfer_session_rewind(clinfer_session *s, int pos);
 
 /* Appends n tokens after those the session holds and computes the logits of
@@ -393,13 +393,14 @@ CLINFER_API clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batc
 CLINFER_API const float *clinfer_batch_logits(const clinfer_session *s, int i);
 
 /* Sequences: their lengths, forgetting the tokens from pos on (0 empties
- * it), and copying a prefix: dst becomes the first n tokens of src (its
- * cache copied on the device, not evaluated again), for prompts that share
- * a beginning. Sequence 0 is the one clinfer_eval and clinfer_generate use.
- * A sliding-window layer (Gemma 3) keeps a ring of the window and a
- * batch: a copy that would need positions the ring no longer holds is
- * CLINFER_ERR_ARG (nothing changed), where clinfer_session_rewind would
- * clear; over a split CLINFER_ERR_ARG (not supported yet). */
+ * it, its KV blocks given back), and copying a prefix: dst becomes the
+ * first n tokens of src (its KV blocks shared, not evaluated again; the
+ * block being written is copied first), for prompts that share a
+ * beginning. Sequence 0 is the one clinfer_eval and clinfer_generate use.
+ * A sliding-window layer (Gemma 3) gives back the keys that left its
+ * window: a copy that would need keys given back is CLINFER_ERR_ARG
+ * (nothing changed), where clinfer_session_rewind would clear; over a
+ * split CLINFER_ERR_ARG (not supported yet). */
 CLINFER_API int clinfer_seq_len(const clinfer_session *s, int seq);
 CLINFER_API clinfer_status clinfer_seq_rewind(clinfer_session *s, int seq, int pos);
 CLINFER_API clinfer_status clinfer_seq_copy(clinfer_session *s, int src, int dst, int n);

@@ -331,9 +331,13 @@ static clf_status attn_check(const clf_kv_cache *c, int layer, clf_rows q, int n
     return CLF_OK;
 }
 
-static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_rows, int n_head, int head_dim) {
-    const size_t need = (size_t)n_rows * (size_t)n_head * ATTN_MAX_SPLIT; /* sized for the most splits any row can use */
+/* Room for the partials of n_rows rows of split_max splits: grown to twice
+ * what is asked (a step's rows and splits change as sequences grow). */
+static clf_status scratch_reserve(clf_runtime *rt, clf_attn_scratch *s, int n_rows, int split_max, int n_head,
+                                  int head_dim) {
+    size_t need = (size_t)n_rows * (size_t)n_head * (size_t)split_max;
     if (s->parts >= need) return CLF_OK;
+    need *= 2;
     if (s->part_o) clReleaseMemObject(s->part_o);
     if (s->part_ml) clReleaseMemObject(s->part_ml);
     s->part_o = s->part_ml = NULL;
@@ -461,7 +465,7 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
         return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", hd,
                         rt->dev.max_work_group);
     clf_attn_scratch *s = pool->scratch;
-    CLF_TRY(scratch_reserve(rt, s, n, n_head, hd));
+    CLF_TRY(scratch_reserve(rt, s, n, rows->split_max, n_head, hd));
     const int gqa = n_head / pool->n_kv_head;
     const cl_ulong kv_off = layer_offset(pool, layer), out_off = out->offset / sizeof(float);
     const float qscale = (float)(scale * LOG2E);
