@@ -389,19 +389,19 @@ static void *loop(void *arg) {
             } else {
                 /* speculation: the text so far (the slot's tokens, then the next) drafts what follows */
                 const int len = srv_engine_slot_len(s->e, i), left = j->max_tokens ? j->max_tokens - j->n_gen : s->n_ctx;
-                int k = 0, cap = s->draft_max < budget ? s->draft_max : budget;
+                int nd = 0, cap = s->draft_max < budget ? s->draft_max : budget;
                 if (cap > draft_rows) cap = draft_rows;
                 if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
                 if (cap > s->n_ctx - len - 1) cap = s->n_ctx - len - 1;
                 if (j->drafter && cap > 0) {
                     s->slots[i].cached[len] = j->next;
-                    k = clinfer_drafter_draft(j->drafter, s->slots[i].cached, len + 1, cap, s->slots[i].step + 1);
+                    nd = clinfer_drafter_draft(j->drafter, s->slots[i].cached, len + 1, cap, s->slots[i].step + 1);
                 }
-                budget -= k, draft_rows -= k;
-                if (k) s->slots[i].step[0] = j->next;
-                en->tokens = k ? s->slots[i].step : &j->next;
-                en->n = 1 + k;
-                en->want_logits = k ? 2 : 1;
+                budget -= nd, draft_rows -= nd;
+                if (nd) s->slots[i].step[0] = j->next;
+                en->tokens = nd ? s->slots[i].step : &j->next;
+                en->n = 1 + nd;
+                en->want_logits = nd ? 2 : 1;
             }
             s->len0[n++] = srv_engine_slot_len(s->e, i);
             s->slots[i].used = s->st.steps;

@@ -221,8 +221,10 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
         /* fused RoPE: a last-bit difference in exp2 moves an angle of p/2 radians by p·3e-8 */
         if (cs->fused && cs->rope) res->tol += 2e-9 * n_pos;
         /* a quantized value may land one level off the reference's: OpenCL's float division (the block's
-         * scale) may be 2.5 ulp off, and a fused RoPE rotates K in float, the reference in double */
-        if (cs->kv_type == CLF_Q8_0 || cs->kv_type == CLF_Q4_0) res->tol = 5e-4;
+         * scale) may be 2.5 ulp off, and a fused RoPE rotates K in float, the reference in double; a q4_0
+         * level is 16 q8_0 levels (measured over 6 runs: at most 1.5e-4 and 7.5e-4) */
+        if (cs->kv_type == CLF_Q8_0) res->tol = 5e-4;
+        if (cs->kv_type == CLF_Q4_0) res->tol = 3e-3;
         const clf_attn_plan plan = clf_attention_plan(rt, &b.cache, n_pos);
         char splits[24] = "", win[40] = "";
         if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);

@@ -29,7 +29,8 @@ typedef struct clf_attn_case {
  * the second. A cached prefix is written in chunks a ring can take. The reference sees K/V rounded to the cache type (F16, or
  * ggml's quantizers), so F16 is held to the F32 tolerance; a quantized
  * value may land a level off (the device's division, a fused RoPE in float
- * against double): 5e-4 there, where a wrong block would be ~1e-1. res->detail also gives the largest
+ * against double): 5e-4 for Q8_0, 3e-3 for Q4_0, where a wrong block would
+ * be ~1e-1. res->detail also gives the largest
  * |score|. */
 clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_case *cs, clf_check_result *res);
 
