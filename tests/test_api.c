@@ -1292,33 +1292,51 @@ static void test_detokenizer(void **state) {
     check_detokenizer(m);
 }
 
-/* Collects a generation's token ids. */
-typedef struct ids_of {
-    int32_t ids[64];
-    int n;
-    char text[1024];
+/* One generation's observable outcome: the tokens streamed (ids and text),
+ * the result, the status and what the session holds after it. */
+typedef struct spec_run {
+    int32_t ids[256];
+    int n, limit; /* limit: the callback stops after that many tokens (0: never) */
+    char text[4096];
     size_t len;
-} ids_of;
+    clinfer_generate_result r;
+    clinfer_status st;
+    int n_past;
+} spec_run;
 
-static int collect_ids(void *user, int32_t token, const char *piece, size_t n) {
-    ids_of *c = user;
-    if (token >= 0 && c->n < 64) c->ids[c->n++] = token;
+static int spec_collect(void *user, int32_t token, const char *piece, size_t n) {
+    spec_run *c = user;
+    if (token >= 0 && c->n < 256) c->ids[c->n++] = token;
     if (c->len + n < sizeof c->text) memcpy(c->text + c->len, piece, n), c->len += n;
-    return 0;
+    return c->limit && c->n == c->limit;
 }
 
-/* A greedy generation of N tokens (clinfer_generate), into c. */
-static void generate_greedy(clinfer_model *m, const int32_t *prompt, int n, int max_tokens, ids_of *c) {
+static void spec_generate(clinfer_model *m, int n_ctx, const int32_t *prompt, int n, int max_tokens, int draft_max,
+                          int limit, clinfer_sampler *smp, spec_run *out) {
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = n_ctx;
     clinfer_session *s;
-    ASSERT_OK(clinfer_session_create(m, NULL, &s));
+    ASSERT_OK(clinfer_session_create(m, &sp, &s));
     clinfer_generate_params gp = clinfer_generate_default_params();
+    assert_int_equal(gp.draft_max, 0); /* off unless asked */
     gp.max_tokens = max_tokens;
-    gp.on_token = collect_ids;
-    gp.user_data = c;
-    memset(c, 0, sizeof *c);
-    ASSERT_OK(clinfer_generate(s, prompt, n, &gp, NULL));
-    assert_int_equal(c->n, max_tokens);
+    gp.draft_max = draft_max;
+    gp.sampler = smp;
+    gp.on_token = spec_collect;
+    gp.user_data = out;
+    memset(out, 0, sizeof *out);
+    out->limit = limit;
+    out->r.size = sizeof out->r;
+    out->st = clinfer_generate(s, prompt, n, &gp, &out->r);
+    out->n_past = clinfer_session_n_past(s);
     clinfer_session_free(s);
+}
+
+/* A greedy generation of exactly max_tokens tokens (the tiny models have no end token). */
+static void generate_greedy(clinfer_model *m, const int32_t *prompt, int n, int max_tokens, spec_run *c) {
+    spec_generate(m, 0, prompt, n, max_tokens, 0, 0, NULL, c);
+    ASSERT_OK(c->st);
+    assert_int_equal(c->n, max_tokens);
 }
 
 static void test_next_token(void **state) {
@@ -1327,7 +1345,7 @@ static void test_next_token(void **state) {
     const int nv = clinfer_model_n_vocab(tiny);
     int32_t p[5];
     some_tokens(p, 5, 7, nv);
-    ids_of want;
+    static spec_run want;
     generate_greedy(tiny, p, 5, N, &want);
     /* the same loop by hand: next_token, eval, ... */
     clinfer_session *s;
@@ -1389,46 +1407,6 @@ static void test_next_token(void **state) {
 }
 
 /* ---- speculative decoding by prompt lookup (draft_max) ----------------------- */
-
-/* One generation's observable outcome: the tokens streamed (ids and text),
- * the result, the status and what the session holds after it. */
-typedef struct spec_run {
-    int32_t ids[256];
-    int n, limit; /* limit: the callback stops after that many tokens (0: never) */
-    char text[4096];
-    size_t len;
-    clinfer_generate_result r;
-    clinfer_status st;
-    int n_past;
-} spec_run;
-
-static int spec_collect(void *user, int32_t token, const char *piece, size_t n) {
-    spec_run *c = user;
-    if (token >= 0 && c->n < 256) c->ids[c->n++] = token;
-    if (c->len + n < sizeof c->text) memcpy(c->text + c->len, piece, n), c->len += n;
-    return c->limit && c->n == c->limit;
-}
-
-static void spec_generate(clinfer_model *m, int n_ctx, const int32_t *prompt, int n, int max_tokens, int draft_max,
-                          int limit, clinfer_sampler *smp, spec_run *out) {
-    clinfer_session_params sp = clinfer_session_default_params();
-    sp.n_ctx = n_ctx;
-    clinfer_session *s;
-    ASSERT_OK(clinfer_session_create(m, &sp, &s));
-    clinfer_generate_params gp = clinfer_generate_default_params();
-    assert_int_equal(gp.draft_max, 0); /* off unless asked */
-    gp.max_tokens = max_tokens;
-    gp.draft_max = draft_max;
-    gp.sampler = smp;
-    gp.on_token = spec_collect;
-    gp.user_data = out;
-    memset(out, 0, sizeof *out);
-    out->limit = limit;
-    out->r.size = sizeof out->r;
-    out->st = clinfer_generate(s, prompt, n, &gp, &out->r);
-    out->n_past = clinfer_session_n_past(s);
-    clinfer_session_free(s);
-}
 
 /* Speculation changes nothing but the counts: tokens, text, stop, last
  * token, status and the session's length are the plain generation's. */
@@ -1644,7 +1622,7 @@ static void test_load_callbacks(void **state) {
     assert_non_null(strstr(in.devices, " + "));
     int32_t prompt[6];
     some_tokens(prompt, 6, 8, clinfer_model_n_vocab(whole));
-    ids_of a, b;
+    static spec_run a, b;
     generate_greedy(whole, prompt, 6, 16, &a);
     generate_greedy(split, prompt, 6, 16, &b);
     assert_memory_equal(a.ids, b.ids, sizeof a.ids[0] * 16);
