@@ -74,15 +74,19 @@ clf_status clf_split_model_from_gguf(const clf_gguf *g, int64_t n_ctx, int64_t n
             sm->last_bytes += (double)t->bytes;
         else sm->common_bytes += (double)t->bytes;
     }
-    /* each layer's cache: every position, or a sliding-window layer's ring */
+    /* each layer's cache: a paged cache's blocks of every position, or of a sliding-window layer's window
+     * (clf_kv_seq_blocks, as models/llama_ctx.c sizes its pools) */
     const clf_family *fam = NULL;
     if (s.n_swa_layers) CLF_TRY(clf_family_of(g, &fam));
     double kv_pos = 2.0 * (double)(s.n_head_kv * s.head_dim) * kv_elem_bytes * n_seq;
-    int64_t ring = s.n_swa_layers && n_ctx <= INT_MAX && n_batch <= INT_MAX
-                       ? clf_kv_ring_slots((int)s.n_swa, (int)n_batch, (int)n_ctx)
-                       : n_ctx;
+    const int fits = n_ctx <= INT_MAX && n_batch <= INT_MAX;
+    const double all = fits ? (double)clf_kv_seq_blocks(0, (int)n_batch, (int)n_ctx, CLF_KV_BLOCK) * CLF_KV_BLOCK
+                            : (double)n_ctx;
+    const double window = s.n_swa_layers && fits
+                              ? (double)clf_kv_seq_blocks((int)s.n_swa, (int)n_batch, (int)n_ctx, CLF_KV_BLOCK) * CLF_KV_BLOCK
+                              : all;
     for (int l = 0; l < sm->n_layer; l++)
-        sm->layer_kv[l] = kv_pos * (double)(fam && clf_family_layer_swa(fam, l) ? ring : n_ctx);
+        sm->layer_kv[l] = kv_pos * (fam && clf_family_layer_swa(fam, l) ? window : all);
     sm->scratch_bytes = clf_scratch_bytes(&s, n_batch) - 4.0 * (double)s.n_vocab; /* the logits row: the last's */
     sm->logits_bytes = 4.0 * (double)s.n_vocab * (n_seq < n_batch ? n_seq : n_batch);
     return CLF_OK;

@@ -153,11 +153,6 @@ clf_status clf_kv_block_copy(clf_runtime *rt, const clf_kv_cache *pool, int from
     return CLF_OK;
 }
 
-int clf_kv_ring_slots(int window, int n_batch, int n_ctx) {
-    const int64_t need = ((int64_t)window + n_batch - 1 + RING_ALIGN - 1) / RING_ALIGN * RING_ALIGN;
-    return window <= 0 || need >= n_ctx ? n_ctx : (int)need;
-}
-
 int clf_kv_seq_blocks(int window, int n_batch, int n_ctx, int block) {
     const int64_t all = ((int64_t)n_ctx + block - 1) / block;
     if (window <= 0) return (int)all;

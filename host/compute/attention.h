@@ -74,11 +74,6 @@ clf_status clf_kv_table_upload(clf_runtime *rt, const clf_kv_cache *pool, int se
  * head (a block shared by two sequences before one writes it). */
 clf_status clf_kv_block_copy(clf_runtime *rt, const clf_kv_cache *pool, int from, int to, int n);
 
-/* Slots a cache with a sliding window needs for chunks of up to n_batch
- * tokens: the window and a chunk, rounded up to the ring's alignment; n_ctx
- * when that is not fewer (the positions then never wrap). */
-int clf_kv_ring_slots(int window, int n_batch, int n_ctx);
-
 /* The most blocks of `block` tokens one sequence of a paged cache holds at
  * once: every position's below n_ctx; with a sliding window, the window
  * and a chunk of up to n_batch tokens, a block of slack for rewinds (a
