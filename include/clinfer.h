@@ -470,6 +470,59 @@ CLINFER_API int clinfer_sampler_top_k(const clinfer_sampler *smp, int k_max);
 CLINFER_API clinfer_status clinfer_sampler_sample_top(clinfer_sampler *smp, const float *vals, const int32_t *ids,
                                                       int k, int32_t *token);
 
+/* ---- grammars: constrained output ----------------------------------------- */
+
+/* A grammar in llama.cpp's GBNF (grammars/README.md there: rules
+ * `name ::= ...`, "literals", [classes], [^negated], ., ( ), |, * + ? {m,n},
+ * # comments), compiled for one model's vocabulary into a pushdown automaton
+ * over bytes. The set of tokens each automaton state allows is computed
+ * once per state and kept (a byte trie of the vocabulary walked with the
+ * state), so a grammar reused across tokens and requests costs a lookup per
+ * token. One grammar may serve any number of samplers on any threads (its
+ * cache takes a lock). */
+typedef struct clinfer_grammar clinfer_grammar;
+/* root: the start rule (NULL: "root"). CLINFER_ERR_ARG with the line and
+ * column for a malformed grammar, an undefined rule, left recursion, or a
+ * language no token sequence of the vocabulary can start (an empty
+ * language is an error before generation, not a reply). */
+CLINFER_API clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, size_t len,
+                                                  const char *root, clinfer_grammar **out);
+/* Samplers holding the grammar keep it alive: free it whenever. */
+CLINFER_API void clinfer_grammar_free(clinfer_grammar *g);
+/* A JSON Schema (its JSON text) as GBNF text for clinfer_grammar_create,
+ * malloc'd NUL-terminated (clinfer_free). The grammar admits exactly the
+ * JSON texts that validate (whitespace as llama.cpp's converter allows
+ * it). A keyword it cannot enforce is CLINFER_ERR_ARG naming the keyword
+ * and where it is: never silently dropped. */
+CLINFER_API clinfer_status clinfer_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf);
+
+/* The sampler draws only tokens that keep the text so far a prefix of a
+ * sentence of the grammar, and an end-of-generation token only where the
+ * text is a whole sentence (fail closed: a generation that ends with EOG
+ * under a grammar always parses). The grammar's stage runs after the stages
+ * added before it and before the chain; it sees every token accepted.
+ * A second grammar on one sampler is CLINFER_ERR_ARG. */
+CLINFER_API clinfer_status clinfer_sampler_set_grammar(clinfer_sampler *smp, clinfer_grammar *g);
+
+typedef enum clinfer_grammar_state {
+    CLINFER_GRAMMAR_NONE = 0,  /* no grammar */
+    CLINFER_GRAMMAR_OPEN = 1,  /* the text so far is not yet a sentence */
+    CLINFER_GRAMMAR_CAN_END = 2, /* a sentence, which may also go on */
+    CLINFER_GRAMMAR_DONE = 3,  /* a sentence nothing may follow: the generation ends (clinfer_next_token's eog) */
+} clinfer_grammar_state;
+/* Where the accepted tokens have taken the sampler's grammar. */
+CLINFER_API clinfer_grammar_state clinfer_sampler_grammar_state(const clinfer_sampler *smp);
+
+/* ---- log-probabilities ------------------------------------------------------ */
+
+/* The model's log-probability of `token` under `logits` (log-softmax at
+ * temperature 1, before any sampler stage: what OpenAI's logprobs report),
+ * and the n_top most likely tokens with theirs, best first (top_ids /
+ * top_lp may be NULL when n_top is 0). CLINFER_ERR_ARG for a token out of
+ * range or a NaN logit. */
+CLINFER_API clinfer_status clinfer_logprobs(const float *logits, int n_vocab, int32_t token, float *logprob,
+                                            int n_top, int32_t *top_ids, float *top_lp);
+
 /* ---- streaming detokenizer ------------------------------------------------ */
 
 /* Turns tokens into text piece by piece, holding back the bytes of a UTF-8
