@@ -1827,6 +1827,7 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
         } else if (nkeys == 0) {
             sb_puts(&key, prim(c, P_STRING));
         } else {
+            sb_puts(&key, "\"\\\"\" "); /* the opening quote, then the trie */
             st = not_names(c, kn, keys, nkeys, 0, &key);
         }
         free(kn);
