@@ -264,7 +264,7 @@ static clf_status lookup(clf_grammar_masks *gm, const gstate *s, mask_entry **ou
 
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
     pthread_mutex_lock(&gm->lock);
-    mask_entry *e;
+    mask_entry *e = NULL;
     clf_status st = lookup(gm, s, &e);
     if (st == CLF_OK) {
         const uint64_t *bits = e->bits;
