@@ -5,7 +5,10 @@
  * or its next token, samples each slot with its own sampler, applies stop
  * strings and limits, and retires finished and cancelled jobs. HTTP threads
  * submit jobs and read their text through the functions below (one mutex,
- * condition variables); only the step loop touches the engine. */
+ * condition variables); only the step loop touches the engine. A
+ * request's n choices are a group of jobs that evaluate the prompt once
+ * (srv_sched_submit_group); a job asked for logprobs keeps each token's
+ * (srv_sched_logprobs). */
 #ifndef SRV_SCHEDULER_H
 #define SRV_SCHEDULER_H
 
