@@ -277,7 +277,7 @@ static void add_rule(conv *c, const char *name, const char *body) {
  * never ends; with a bound every gap ends. */
 enum {
     P_SPACE, P_CHAR, P_STRING, P_INTEGRAL, P_INTEGER, P_NUMBER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT, P_ARRAY,
-    P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_DATE0, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
+    P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
 };
 static const struct {
     const char *name, *body;
@@ -287,7 +287,8 @@ static const struct {
     [P_CHAR] = {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})", 0},
     [P_STRING] = {"string", "\"\\\"\" char* \"\\\"\"", 1u << P_CHAR},
     [P_INTEGRAL] = {"integral", "\"0\" | [1-9] [0-9]{0,19}", 0},
-    [P_INTEGER] = {"integer", "\"-\"? integral", 1u << P_INTEGRAL},
+    /* 1.0 and 1.00 are integers too (JSON Schema: a number with a zero fraction) */
+    [P_INTEGER] = {"integer", "\"-\"? integral (\".\" \"0\"{1,20})?", 1u << P_INTEGRAL},
     [P_NUMBER] = {"number", "\"-\"? integral (\".\" [0-9]{1,20})? ([eE] [-+]? [0-9]{1,4})?", 1u << P_INTEGRAL},
     [P_BOOLEAN] = {"boolean", "\"true\" | \"false\"", 0},
     [P_NULL] = {"null", "\"null\"", 0},
@@ -311,25 +312,23 @@ static const struct {
                  "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,61} [a-zA-Z0-9])? \".\")+ [a-zA-Z]{2,63} \"\\\"\"",
                  0},
     /* the calendar exactly: days per month, 29 February of leap years */
-    [P_DIV4] = {"div4", "[02468] [048] | [13579] [26]", 0},
+    [P_DIV4] = {"div4", "[02468] [48] | [13579] [26] | [2468] \"0\"", 0}, /* 04..96 by 4 */
     [P_MDAY] = {"mday",
                 "(\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | (\"0\" [469] | \"11\") "
                 "\"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])",
                 0},
-    /* date: Python's date.fromisoformat, as jsonschema checks it, has no year 0 */
+    /* years 0001-9999 (Python's date, and rfc3339-validator, have no year
+     * 0); leap: by 4 but not 100, or by 400 */
     [P_DATE] = {"date",
                 "([0-9]{3} [1-9] | [0-9]{2} [1-9] \"0\" | [0-9] [1-9] \"00\" | [1-9] \"000\") \"-\" mday | "
-                "([0-9]{2} (div4 | [2468] \"0\") | (div4 | [2468] \"0\") \"00\") \"-02-29\"",
+                "([0-9]{2} div4 | div4 \"00\") \"-02-29\"",
                 (1u << P_MDAY) | (1u << P_DIV4)},
-    /* date-time's date (RFC 3339): year 0000 is a (leap) year */
-    [P_DATE0] = {"date0", "[0-9]{4} \"-\" mday | ([0-9]{2} (div4 | [2468] \"0\") | div4 \"00\") \"-02-29\"",
-                 (1u << P_MDAY) | (1u << P_DIV4)},
     [P_TIMEPART] = {"timepart",
                     "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,20})? ([zZ] | [-+] "
                     "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
                     0},
     [P_TIME] = {"time", "\"\\\"\" timepart \"\\\"\"", 1u << P_TIMEPART},
-    [P_DATETIME] = {"date-time", "\"\\\"\" date0 [tT] timepart \"\\\"\"", (1u << P_DATE0) | (1u << P_TIMEPART)},
+    [P_DATETIME] = {"date-time", "\"\\\"\" date [tT] timepart \"\\\"\"", (1u << P_DATE) | (1u << P_TIMEPART)},
 };
 
 static const char *prim(conv *c, int p) {
@@ -802,12 +801,12 @@ static void value_lit(conv *c, json_t *v, sbuf *o) {
     case JSON_FALSE: sb_puts(o, "\"false\""); break;
     case JSON_STRING: sb_json_string_lit(o, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
-        sb_printf(o, "(\"%lld\" \".0\"?)", (long long)json_integer_value(v));
+        sb_printf(o, "(\"%lld\" (\".\" \"0\"{1,20})?)", (long long)json_integer_value(v));
         break;
     case JSON_REAL: {
         double x = json_real_value(v);
         py_repr(x, num, sizeof num);
-        if (x == floor(x) && fabs(x) < 1e16) sb_printf(o, "(\"%.0f\" \".0\"?)", x);
+        if (x == floor(x) && fabs(x) < 1e16) sb_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
         else sb_printf(o, "\"%s\"", num);
         break;
     }
@@ -1004,6 +1003,7 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
     nines[INT_DIGITS] = 0;
     sbuf b = {0};
     int alt = 0;
+    sb_putc(&b, '(');
     if (!has_lo || lo < 0) { /* negatives: "-" and a magnitude */
         char m1[32], m2[32];
         snprintf(m1, sizeof m1, "%llu", has_hi && hi < 0 ? (unsigned long long)(-(hi + 1)) + 1 : 1ull);
@@ -1023,6 +1023,7 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
         range_dec(&b, m1, m2);
         if (!has_lo || lo <= 0) sb_puts(&b, " | \"-0\""); /* -0 is 0 */
     }
+    sb_puts(&b, ") (\".\" \"0\"{1,20})?"); /* a zero fraction: still an integer */
     clf_status st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
     free(b.s);
     return st;
