@@ -139,17 +139,50 @@ static uint32_t utf8_next(const char *s, size_t n, size_t *i) {
     return cp;
 }
 
-/* A GBNF literal for the JSON spelling of the string s[0, n), quotes included. */
+/* GBNF for the JSON spelling of code points cps[0, n) (quotes around when
+ * `quotes`): one literal, but for a \u00XX escape whose last hex digit is a
+ * letter, which either case spells (Python writes \u001f, jansson \u001F). */
+static void sb_spell(sbuf *b, const uint32_t *cps, size_t n, int quotes) {
+    sbuf run = {0};
+    int tokens = 0;
+    if (quotes) sb_putc(&run, '"');
+    for (size_t i = 0; i <= n; i++) {
+        int letter = i < n && cps[i] < 0x20 && (cps[i] & 15) >= 10 && cps[i] != '\n' && cps[i] != '\r' &&
+                     cps[i] != '\f' && cps[i] != '\b';
+        if (i == n && quotes) sb_putc(&run, '"');
+        if (letter) sb_printf(&run, "\\u00%c", cps[i] >> 4 ? '1' : '0');
+        else if (i < n) json_spell_cp(&run, cps[i]);
+        if ((letter || i == n) && run.n) {
+            if (tokens++) sb_putc(b, ' ');
+            sb_putc(b, '"');
+            sb_lit_bytes(b, sb_str(&run), run.n);
+            sb_putc(b, '"');
+            run.n = 0;
+        }
+        if (letter) {
+            char lo = (char)('a' + (cps[i] & 15) - 10);
+            if (tokens++) sb_putc(b, ' ');
+            sb_printf(b, "[%c%c]", lo, lo - 32);
+        }
+    }
+    if (!tokens) sb_puts(b, "\"\"");
+    if (run.oom) b->oom = 1;
+    free(run.s);
+}
+
+/* GBNF for the JSON spelling of the string s[0, n), quotes included. */
 static void sb_json_string_lit(sbuf *b, const char *s, size_t n) {
-    sbuf sp = {0};
-    sb_putc(&sp, '"');
-    for (size_t i = 0; i < n;) json_spell_cp(&sp, utf8_next(s, n, &i));
-    sb_putc(&sp, '"');
-    sb_putc(b, '"');
-    sb_lit_bytes(b, sb_str(&sp), sp.n);
-    sb_putc(b, '"');
-    if (sp.oom) b->oom = 1;
-    free(sp.s);
+    uint32_t *cps = malloc((n + 1) * sizeof *cps);
+    if (!cps) {
+        b->oom = 1;
+        return;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n;) cps[m++] = utf8_next(s, n, &i);
+    if (m > 1) sb_putc(b, '(');
+    sb_spell(b, cps, m, 1);
+    if (m > 1) sb_putc(b, ')');
+    free(cps);
 }
 
 /* ---- the converter ------------------------------------------------------- */
@@ -1152,13 +1185,8 @@ static void set_emit(sbuf *o, cpset *s) {
     free(cls.s);
     for (uint32_t cp = 0; cp <= '\\'; cp++) {
         if (!(cp < 0x20 || cp == '"' || cp == '\\') || !set_has(s, cp)) continue;
-        sbuf sp = {0};
-        json_spell_cp(&sp, cp);
         if (alts++) sb_puts(o, " | ");
-        sb_putc(o, '"');
-        sb_lit_bytes(o, sb_str(&sp), sp.n);
-        sb_putc(o, '"');
-        free(sp.s);
+        sb_spell(o, &cp, 1, 0);
     }
     if (!alts) sb_puts(o, "[^\\x00-\\U0010FFFF]"); /* cannot happen: sets are never empty */
     sb_putc(o, ')');
@@ -1719,15 +1747,13 @@ static clf_status not_names(conv *c, const char *name, const char **names, int n
                     next_depth = at;
                 }
             }
-            sbuf sp = {0}, child = {0};
-            json_spell_cp(&sp, cp);
+            sbuf child = {0};
             st = not_names(c, name, sub, m, (int)next_depth, &child);
             if (st == CLF_OK) {
-                sb_puts(&b, " | \"");
-                sb_lit_bytes(&b, sb_str(&sp), sp.n);
-                sb_printf(&b, "\" %s", sb_str(&child));
+                sb_puts(&b, " | ");
+                sb_spell(&b, &cp, 1, 0);
+                sb_printf(&b, " %s", sb_str(&child));
             }
-            free(sp.s);
             free(child.s);
             free(sub);
         }
