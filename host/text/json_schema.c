@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "json_schema.h"
 
 #define MAX_OUT (4u << 20) /* grammar text, bytes */
@@ -2183,6 +2184,17 @@ clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) 
         if (out.oom || c.rules.oom || top.oom) st = bad("#", "the grammar is larger than 4 MiB (or memory ran out)");
     }
     if (st == CLF_OK && out.n > MAX_OUT) st = bad("#", "the grammar is larger than 4 MiB");
+    if (st == CLF_OK) {
+        /* A recursion no value escapes (an object that requires an object
+         * of its own kind) leaves the walk's emptiness checks non-empty:
+         * the engine finds such rules, and that is this schema's error. Any
+         * other refusal would be the converter's bug, left for the caller
+         * (and the fuzzer) to see. */
+        clf_grammar *g = NULL;
+        if (clf_grammar_compile(out.s, out.n, NULL, &g) != CLF_OK && strstr(clf_last_error(), "admits no text"))
+            st = bad("#", "the schema admits no finite value (a $ref recursion no value ends)");
+        clf_grammar_free(g);
+    }
     if (st == CLF_OK) *gbnf = out.s;
     else free(out.s);
     free(top.s);
