@@ -311,7 +311,7 @@ static void add_rule(conv *c, const char *name, const char *body) {
  * never ends; with a bound every gap ends. */
 enum {
     P_SPACE, P_CHAR, P_STRING, P_INTEGRAL, P_INTEGER, P_NUMBER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT, P_ARRAY,
-    P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
+    P_UNUMBER, P_ZERO, P_NZFRAC, P_UNONZERO, P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
 };
 static const struct {
     const char *name, *body;
@@ -324,6 +324,13 @@ static const struct {
     /* 1.0 and 1.00 are integers too (JSON Schema: a number with a zero fraction) */
     [P_INTEGER] = {"integer", "\"-\"? integral (\".\" \"0\"{1,20})?", 1u << P_INTEGRAL},
     [P_NUMBER] = {"number", "\"-\"? integral (\".\" [0-9]{1,20})? ([eE] [-+]? [0-9]{1,4})?", 1u << P_INTEGRAL},
+    /* for bounds of 0: numbers without a sign, zeros, and not zeros */
+    [P_UNUMBER] = {"unsigned", "integral (\".\" [0-9]{1,20})? ([eE] [-+]? [0-9]{1,4})?", 1u << P_INTEGRAL},
+    [P_ZERO] = {"zero", "\"0\" (\".\" \"0\"{1,20})? ([eE] [-+]? [0-9]{1,4})?", 0},
+    [P_NZFRAC] = {"nonzero-fraction", NULL, 0}, /* written by nzfrac_rule */
+    [P_UNONZERO] = {"nonzero",
+                    "([1-9] [0-9]{0,19} (\".\" [0-9]{1,20})? | \"0.\" nonzero-fraction) ([eE] [-+]? [0-9]{1,4})?",
+                    1u << P_NZFRAC},
     [P_BOOLEAN] = {"boolean", "\"true\" | \"false\"", 0},
     [P_NULL] = {"null", "\"null\"", 0},
     [P_VALUE] = {"value", "object | array | string | number | boolean | null",
@@ -368,7 +375,20 @@ static const struct {
 static const char *prim(conv *c, int p) {
     if (!(c->prims & (1u << p))) {
         c->prims |= 1u << p;
-        add_rule(c, PRIMS[p].name, PRIMS[p].body);
+        if (p == P_NZFRAC) { /* up to 20 fraction digits, one of them not 0 */
+            sbuf b = {0};
+            for (int k = 0; k < FRAC_DIGITS; k++) {
+                if (k) sb_puts(&b, " | ");
+                if (k) sb_printf(&b, "\"0\"{%d} ", k);
+                sb_puts(&b, "[1-9]");
+                if (FRAC_DIGITS - 1 - k > 0) sb_printf(&b, " [0-9]{0,%d}", FRAC_DIGITS - 1 - k);
+            }
+            add_rule(c, PRIMS[p].name, sb_str(&b));
+            if (b.oom) c->rules.oom = 1;
+            free(b.s);
+        } else {
+            add_rule(c, PRIMS[p].name, PRIMS[p].body);
+        }
         for (int d = 0; d < P_COUNT; d++)
             if (PRIMS[p].deps & (1u << d)) prim(c, d);
     }
@@ -911,6 +931,8 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
 
 /* ---- integers in a range -------------------------------------------------- */
 
+static const char *const NUMBER_BOUNDS[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", NULL};
+
 static void digit_class(sbuf *o, int lo, int hi) {
     if (lo == hi) sb_printf(o, "[%c]", lo);
     else sb_printf(o, "[%c-%c]", lo, hi);
@@ -1014,6 +1036,37 @@ static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upp
     if (exclusive) r += upper ? -1 : 1;
     if (!*set || (upper ? r < *v : r > *v)) *v = r;
     *set = 1;
+    return CLF_OK;
+}
+
+/* A number's bounds: only one, and 0 (x >= 0, x > 0, x <= 0, x < 0: the
+ * sign and whether the digits are all zeros decide it, exponent or not).
+ * Other bounds would need the grammar to compare decimals with exponents. */
+static clf_status visit_number(conv *c, json_t *s, const char *ptr, sbuf *out, int *empty) {
+    const char *lower = NULL, *upper = NULL;
+    for (int i = 0; NUMBER_BOUNDS[i]; i++) {
+        json_t *b = json_object_get(s, NUMBER_BOUNDS[i]);
+        if (!b) continue;
+        if (!json_is_number(b)) return bad(ptr, "\"%s\" must be a number", NUMBER_BOUNDS[i]);
+        if (json_number_value(b) != 0 || (i < 2 ? lower : upper))
+            return bad(ptr, "\"%s\" on a number (not an integer): only one bound of 0 (x >= 0, x > 0, x <= 0, "
+                            "x < 0) is supported", NUMBER_BOUNDS[i]);
+        if (i < 2) lower = NUMBER_BOUNDS[i];
+        else upper = NUMBER_BOUNDS[i];
+    }
+    if (!lower && !upper) {
+        sb_puts(out, prim(c, P_NUMBER));
+        return CLF_OK;
+    }
+    if (lower && upper) {
+        if (lower[0] == 'e' || upper[0] == 'e') *empty = 1; /* 0 <= x <= 0: zeros; an exclusive side: nothing */
+        else sb_printf(out, "(\"-\"? %s)", prim(c, P_ZERO));
+        return CLF_OK;
+    }
+    if (lower && lower[0] == 'm') sb_printf(out, "(%s | \"-\" %s)", prim(c, P_UNUMBER), prim(c, P_ZERO));
+    else if (lower) sb_puts(out, prim(c, P_UNONZERO));
+    else if (upper[0] == 'm') sb_printf(out, "(\"-\" %s | %s)", prim(c, P_UNUMBER), prim(c, P_ZERO));
+    else sb_printf(out, "\"-\" %s", prim(c, P_UNONZERO));
     return CLF_OK;
 }
 
@@ -2070,7 +2123,6 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
 /* ---- one schema ---------------------------------------------------------- */
 
 static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
-static const char *const NUMBER_KW[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
 static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", NULL};
 
@@ -2114,12 +2166,8 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, s
     } else {
         int mask;
         st = type_mask(s, ptr, &mask);
-        if (st == CLF_OK && (mask & T_NUMBER)) {
-            mask &= ~T_INTEGER;
-            if (has_any(s, NUMBER_KW))
-                st = bad(ptr, "\"minimum\"/\"maximum\" on a number (not an integer) is not supported");
-        }
-        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_KW) &&
+        if (st == CLF_OK && (mask & T_NUMBER)) mask &= ~T_INTEGER;
+        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) &&
             !has_any(s, ARRAY_KW) && !has_any(s, OBJECT_KW)) {
             sb_puts(out, prim(c, P_VALUE));
         } else if (st == CLF_OK) {
@@ -2135,7 +2183,7 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, s
                 else switch (1 << t) {
                     case T_NULL: sb_puts(&x, prim(c, P_NULL)); break;
                     case T_BOOLEAN: sb_puts(&x, prim(c, P_BOOLEAN)); break;
-                    case T_NUMBER: sb_puts(&x, prim(c, P_NUMBER)); break;
+                    case T_NUMBER: st = visit_number(c, s, ptr, &x, &te); break;
                     case T_INTEGER: st = visit_integer(c, s, tn, ptr, &x, &te); break;
                     case T_STRING: st = visit_string(c, s, tn, ptr, &x, &te); break;
                     case T_ARRAY: st = visit_array(c, s, tn, ptr, &x, &te); break;
