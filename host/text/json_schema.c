@@ -1250,7 +1250,6 @@ typedef struct rx {
     const char *p;
     size_t n, i;
     const char *ptr;
-    conv *c;
     int depth;
 } rx;
 
@@ -1382,9 +1381,7 @@ static clf_status rx_piece(rx *x, sbuf *o, int top, int *nullable, int *done) {
         return rx_bad(x, "$ only at the end of the pattern (or of a top-level branch)");
     }
     if (ch == '^') return rx_bad(x, "^ only at the start of the pattern (or of a top-level branch)");
-    if (ch == '*' || ch == '+' || ch == '?' || ch == '{') {
-        if (ch != '{') return rx_bad(x, "a quantifier with nothing to repeat");
-    }
+    if (ch == '*' || ch == '+' || ch == '?') return rx_bad(x, "a quantifier with nothing to repeat");
     sbuf atom = {0};
     int nul = 0;
     clf_status st = CLF_OK;
@@ -1564,7 +1561,7 @@ static clf_status rx_alt(rx *x, sbuf *o, int top, int *nullable) {
 
 static clf_status visit_pattern(conv *c, json_t *pat, const char *name, const char *ptr, sbuf *out) {
     if (!json_is_string(pat)) return bad(ptr, "\"pattern\" must be a string");
-    rx x = {.p = json_string_value(pat), .n = json_string_length(pat), .ptr = ptr, .c = c};
+    rx x = {.p = json_string_value(pat), .n = json_string_length(pat), .ptr = ptr};
     sbuf b = {0};
     int nul;
     sb_puts(&b, "\"\\\"\" (");
