@@ -261,11 +261,9 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     int32_t *ids = NULL;
     int n = 0;
     srv_job *j = NULL;
+    /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
-        if (q.model && strcmp(q.model, app->model_id) && !(app->model_alias && !strcmp(q.model, app->model_alias)))
-            srv_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
-                              "the model '%.200s' does not exist (this server has '%.200s')", q.model, app->model_id);
-        else if (prompt_tokens(app, &q, &ids, &n, &e) == 0) {
+        if (prompt_tokens(app, &q, &ids, &n, &e) == 0) {
             srv_job_params p = {.max_tokens = q.max_tokens, .sp = q.sp, .n_stop = q.n_stop};
             if (!p.max_tokens && kind == SRV_COMPLETION) p.max_tokens = 16; /* OpenAI's default there */
             if (!q.has_seed && getrandom(&p.sp.seed, sizeof p.sp.seed, 0) != sizeof p.sp.seed)
