@@ -52,12 +52,12 @@ static int oom(srv_api_error *e) {
 
 /* Input i: a non-empty string or a non-empty array of token ids. */
 static int one_input(json_t *v, int i, int listed, srv_embed_req *r, srv_api_error *e) {
-    char where[32] = "'input'";
-    if (listed) snprintf(where, sizeof where, "'input[%d]'", i);
+    char where[32] = "input";
+    if (listed) snprintf(where, sizeof where, "input[%d]", i);
     if (json_is_string(v)) {
         size_t n = json_string_length(v);
         if (n == 0) {
-            srv_api_bad(e, "input", "%s is empty", where);
+            srv_api_bad(e, "input", "'%s' is empty", where);
             return -1;
         }
         if (!(r->text[i] = malloc(n + 1))) return oom(e);
@@ -66,7 +66,7 @@ static int one_input(json_t *v, int i, int listed, srv_embed_req *r, srv_api_err
         return 0;
     }
     if (!json_is_array(v) || json_array_size(v) == 0) {
-        srv_api_bad(e, "input", "%s must be a non-empty string or a non-empty array of token ids", where);
+        srv_api_bad(e, "input", "'%s' must be a non-empty string or a non-empty array of token ids", where);
         return -1;
     }
     if (!(r->ids[i] = malloc(json_array_size(v) * sizeof *r->ids[i]))) return oom(e);
@@ -74,7 +74,7 @@ static int one_input(json_t *v, int i, int listed, srv_embed_req *r, srv_api_err
     json_t *t;
     json_array_foreach(v, k, t) {
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > INT32_MAX) {
-            srv_api_bad(e, "input", "%s[%zu] is not a token id", where, k);
+            srv_api_bad(e, "input", "'%s[%zu]' is not a token id", where, k);
             return -1;
         }
         r->ids[i][k] = (int32_t)json_integer_value(t);
