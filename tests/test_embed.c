@@ -1,6 +1,6 @@
 /* clinfer_embed: against llama.cpp's embeddings (tests/peer/record_embed.py:
  * llama-cpp-python, embedding=True, mean pooling, normalised) on SmolLM2
- * and Gemma 3 as shipped; on a tiny random model, every pooling against
+ * and Gemma 3 as shipped, from the texts (tokenized as llama.cpp does); on a tiny random model, every pooling against
  * the per-token rows, the rows against the head (logits = W_out · row,
  * which is what "after the output norm" means), chunking, the session's
  * state after it, and the error paths. */
@@ -110,14 +110,26 @@ static void run_peer(const peer_file *pf) {
           *raw = malloc((size_t)d * sizeof *raw);
     double norm = 0, worst_cos = 1, worst_abs = 0, worst_norm = 0;
     int n = 0, cases = 0;
+    char *text = malloc(cap);
+    size_t text_len = 0;
     while (fgets(line, (int)cap, f)) {
         char *p = line + 2, *end;
-        if (line[0] == 'T') {
+        if (line[0] == 'X') {
+            unsigned byte;
+            for (text_len = 0; sscanf(p + 2 * text_len, "%2x", &byte) == 1; text_len++) text[text_len] = (char)byte;
+        } else if (line[0] == 'T') {
             for (n = 0; n < 4096; n++) {
                 long v = strtol(p, &end, 10);
                 if (end == p) break;
                 ids[n] = (int32_t)v, p = end;
             }
+            /* the text as the CLI and the server tokenize it: llama.cpp's tokens */
+            int32_t *mine;
+            int n_mine;
+            ASSERT_OK(clinfer_tokenize(m, text, text_len, 1, 0, &mine, &n_mine));
+            assert_int_equal(n_mine, n);
+            assert_memory_equal(mine, ids, (size_t)n * sizeof *ids);
+            clinfer_free(mine);
         } else if (line[0] == 'N') {
             norm = strtod(p, NULL);
         } else if (line[0] == 'E') {
@@ -143,7 +155,7 @@ static void run_peer(const peer_file *pf) {
     assert_true(worst_cos >= pf->cos_min);
     assert_true(worst_abs <= pf->max_abs);
     assert_true(worst_norm <= pf->norm_rel);
-    free(line), free(ids), free(want), free(got), free(raw);
+    free(line), free(text), free(ids), free(want), free(got), free(raw);
     clinfer_session_free(s);
     clinfer_model_free(m);
 }

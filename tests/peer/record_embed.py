@@ -18,7 +18,8 @@ dependencies in a venv outside the repository):
 
 Output, one line each:
   # comments (package version, model sha256, each text as a Python literal)
-  T <ids...>          a new case: the text's tokens as llama.cpp made them (BOS where the model adds it)
+  X <hex>             a new case: the text's UTF-8 bytes in hex
+  T <ids...>          its tokens as llama.cpp made them (BOS where the model adds it, special tokens as text)
   N <norm>            the L2 norm of the mean-pooled vector, before normalisation
   E <floats...>       the normalised vector (n_embd values)
 """
@@ -61,6 +62,7 @@ def main():
         raw = np.array(m.embed(text, normalize=False), dtype=np.float64)
         unit = np.array(m.embed(text, normalize=True), dtype=np.float64)
         print(f"# text {text!r}")
+        print("X " + text.encode("utf-8").hex())
         print("T " + " ".join(map(str, ids)))
         print(f"N {np.linalg.norm(raw):.9g}")
         print("E " + " ".join(f"{x:.9g}" for x in unit))
