@@ -33,9 +33,12 @@ clinfer_status clinfer_embed(clinfer_session *s, const int32_t *tokens, int n, c
     clf_status st = clf_llama_embed(s->c, p.seq, tokens, n, (clf_pooling)p.pooling, out);
     api_release(s);
     if (st == CLF_ERR_INTERRUPTED) atomic_store(&s->cancel, 0); /* a cancel stops the call it reaches */
-    if (st != CLF_OK || !p.normalize) return (clinfer_status)st;
+    if (st != CLF_OK) return (clinfer_status)st;
     const int d = s->m->info.n_embd, rows = p.pooling == CLINFER_POOLING_NONE ? n : 1;
-    for (int r = 0; r < rows; r++) {
+    for (size_t i = 0; i < (size_t)rows * d; i++)
+        if (!isfinite(out[i]))
+            return (clinfer_status)clf_fail(CLF_ERR_FORMAT, "the model's hidden states are not finite (a corrupt model)");
+    for (int r = 0; p.normalize && r < rows; r++) {
         float *v = out + (size_t)r * d;
         double ss = 0;
         for (int k = 0; k < d; k++) ss += (double)v[k] * v[k];

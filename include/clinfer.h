@@ -677,8 +677,9 @@ CLINFER_API clinfer_pooling clinfer_model_pooling(const clinfer_model *m);
  * out: n_embd floats (clinfer_model_info), n x n_embd for
  * CLINFER_POOLING_NONE. CLINFER_ERR_CONTEXT when n exceeds the context;
  * CLINFER_ERR_ARG for no tokens, an id outside the vocabulary, or a model
- * split across devices or ranks (not supported); CLINFER_ERR_INTERRUPTED
- * after clinfer_session_cancel. params NULL: the defaults. */
+ * split across devices or ranks (not supported); CLINFER_ERR_FORMAT when
+ * a value is not finite (a corrupt model); CLINFER_ERR_INTERRUPTED after
+ * clinfer_session_cancel. params NULL: the defaults. */
 CLINFER_API clinfer_status clinfer_embed(clinfer_session *s, const int32_t *tokens, int n,
                                          const clinfer_embed_params *params, float *out);
 

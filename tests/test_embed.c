@@ -336,12 +336,32 @@ static void test_errors(void **state) {
     clinfer_session_free(s);
 }
 
+/* A corrupt model (NaN in its output norm): an error, not NaN vectors. */
+static void test_not_finite(void **state) {
+    (void)state;
+    char path[256], cmd[600];
+    snprintf(path, sizeof path, "/tmp/clinfer-test-embed-nan-%d.gguf", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --nan", getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *m;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m));
+    clinfer_session *s = session(m, 32, 0, 1);
+    int32_t t[5] = {1, 2, 3, 4, 5};
+    float *v = malloc((size_t)n_embd_of(m) * sizeof *v);
+    ASSERT_FAILS(clinfer_embed(s, t, 5, NULL, v), CLINFER_ERR_FORMAT, "not finite");
+    free(v);
+    clinfer_session_free(s);
+    clinfer_model_free(m);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_poolings),
         cmocka_unit_test(test_rows_feed_the_head),
         cmocka_unit_test(test_chunks_and_sequences),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_not_finite),
         cmocka_unit_test(test_peer_smollm2),
         cmocka_unit_test(test_peer_gemma3),
     };
