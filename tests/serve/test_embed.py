@@ -88,7 +88,7 @@ def test_token_ids_as_input(smol, client, model):
     assert one == by_text[:1]
 
 
-def test_vectors_equal_the_cli(smol, client, model):
+def test_vectors_equal_the_cli(smol, client, model, tmp_path):
     """`clinfer embed` on the same model: the same vectors (one library call for both)."""
     args = [BIN, "embed", "--ctx", "512"]
     for t in TEXTS:
@@ -100,6 +100,14 @@ def test_vectors_equal_the_cli(smol, client, model):
     assert len(cli) == len(served)
     for a, b in zip(cli, served):
         assert max(abs(x - y) for x, y in zip(a, b)) < 1e-7
+    # -f: a line per input, the same vectors (the texts without a newline in them)
+    one_line = [t for t in TEXTS if "\n" not in t]
+    path = os.path.join(tmp_path, "inputs.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(one_line) + "\n")
+    out = subprocess.run([BIN, "embed", "--ctx", "512", "-f", path], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [cli[TEXTS.index(t)] for t in one_line]
 
 
 def test_while_generating(smol, client, model):
@@ -195,3 +203,12 @@ def test_alias(tiny):
     status, r = s.request("POST", "/v1/embeddings", {"input": "a", "model": "gpt-4"})
     assert status == 200 and r["model"] == "org/my-model"
     assert len(r["data"][0]["embedding"]) > 0
+
+
+def test_behind_the_api_key(tiny):
+    s = tiny("--api-key", "k3y")
+    for path, body in [("/v1/embeddings", {"input": "a"}), ("/tokenize", {"content": "a"}), ("/detokenize", {"tokens": [1]})]:
+        status, r = s.request("POST", path, body)
+        assert status == 401 and r["error"]["code"] == "invalid_api_key", (path, r)
+        status, r = s.request("POST", path, body, headers={"Authorization": "Bearer k3y"})
+        assert status == 200, (path, r)
