@@ -229,43 +229,49 @@ static int input_tokens(const srv_app *app, const srv_embed_req *q, int i, int32
     return 0;
 }
 
-/* Every input's vector into data, the tokens counted; -1 with *e set. */
+/* The session, created on first use (under the lock); -1 with a 500. */
+static int ready(srv_embedder *em, srv_api_error *e) {
+    if (em->s) return 0;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = em->n_ctx, sp.kv_type = em->kv;
+    if (clinfer_session_create(em->m, &sp, &em->s) == CLINFER_OK) return 0;
+    srv_api_error_set(e, 500, "server_error", NULL, NULL, "the embeddings' session: %s", clinfer_last_error());
+    return -1;
+}
+
+/* Every input's vector into data, the tokens counted; -1 with *e set.
+ * All inputs are tokenized and checked before any is evaluated. */
 static int embed_all(srv_app *app, const srv_embed_req *q, int d, json_t *data, int *tokens, srv_api_error *e) {
     srv_embedder *em = app->embedder;
+    int32_t **ids = calloc((size_t)q->n, sizeof *ids);
+    int *n = calloc((size_t)q->n, sizeof *n), *owned = calloc((size_t)q->n, sizeof *owned);
     float *v = malloc((size_t)d * sizeof *v);
-    if (!v) return oom(e);
-    int rc = 0;
-    pthread_mutex_lock(&em->mu);
-    if (!em->s) {
-        clinfer_session_params sp = clinfer_session_default_params();
-        sp.n_ctx = em->n_ctx, sp.kv_type = em->kv;
-        if (clinfer_session_create(em->m, &sp, &em->s) != CLINFER_OK) {
-            srv_api_error_set(e, 500, "server_error", NULL, NULL, "the embeddings' session: %s", clinfer_last_error());
-            rc = -1;
-        }
-    }
+    int rc = ids && n && owned && v ? 0 : oom(e);
     for (int i = 0; rc == 0 && i < q->n; i++) {
-        int32_t *ids;
-        int n, owned;
-        if ((rc = input_tokens(app, q, i, &ids, &n, &owned, e))) break;
-        clinfer_status st = clinfer_embed(em->s, ids, n, NULL, v);
-        if (owned) clinfer_free(ids);
-        if (st == CLINFER_ERR_INTERRUPTED)
-            srv_api_error_set(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-        else if (st == CLINFER_ERR_ARG) /* what the library cannot do (a model split across devices) */
-            srv_api_error_set(e, 501, "server_error", "not_implemented", NULL, "%s", clinfer_last_error());
-        else if (st != CLINFER_OK)
-            srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
-        if (st != CLINFER_OK) rc = -1;
-        *tokens += n;
-        json_t *it = rc ? NULL : item(i, v, d, q->base64);
-        if (!rc && (!it || json_array_append_new(data, it))) {
-            srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
-            rc = -1;
-        }
+        rc = input_tokens(app, q, i, &ids[i], &n[i], &owned[i], e);
+        *tokens += n[i];
     }
-    pthread_mutex_unlock(&em->mu);
-    free(v);
+    if (rc == 0) {
+        pthread_mutex_lock(&em->mu);
+        rc = ready(em, e);
+        for (int i = 0; rc == 0 && i < q->n; i++) {
+            clinfer_status st = clinfer_embed(em->s, ids[i], n[i], NULL, v);
+            if (st == CLINFER_ERR_INTERRUPTED)
+                srv_api_error_set(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+            else if (st == CLINFER_ERR_ARG) /* what the library cannot do (a model split across devices) */
+                srv_api_error_set(e, 501, "server_error", "not_implemented", NULL, "%s", clinfer_last_error());
+            else if (st != CLINFER_OK)
+                srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+            json_t *it = st == CLINFER_OK ? item(i, v, d, q->base64) : NULL;
+            rc = st == CLINFER_OK && it && json_array_append_new(data, it) == 0 ? 0 : -1;
+            if (st == CLINFER_OK && rc) /* the item could not be made */
+                srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+        }
+        pthread_mutex_unlock(&em->mu);
+    }
+    for (int i = 0; owned && i < q->n; i++)
+        if (owned[i]) clinfer_free(ids[i]);
+    free(ids), free(n), free(owned), free(v);
     return rc;
 }
 
