@@ -6,6 +6,8 @@ embed(normalize=True)), one text at a time from an empty cache.
 
   python3 tests/peer/record_embed.py SmolLM2-135M-Instruct.Q4_1.gguf > tests/data/peer_embed_smollm2.txt
   python3 tests/peer/record_embed.py gemma-3-270m-q4_k_m.gguf > tests/data/peer_embed_gemma3.txt
+  build/clinfer quantize SmolLM2-135M-Instruct.Q4_1.gguf /tmp/f32.gguf F32
+  python3 tests/peer/record_embed.py /tmp/f32.gguf > tests/data/peer_embed_smollm2_f32.txt
 
 How it was run (llama-cpp-python 0.3.36 from its source tree, on the
 llama.cpp it vendors, built at vendor/llama.cpp/build-native; its Python
