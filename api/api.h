@@ -1,7 +1,8 @@
 /* What the public API's handles hold (include/clinfer.h), shared by the
  * files of api/: model.c (load, placement, info), session.c (contexts,
  * sequences, evaluation, batches), sampler.c (the sampler chain),
- * generate.c (the detokenizer and the one generation loop), mpi.c. */
+ * generate.c (the detokenizer and the one generation loop), embed.c
+ * (embeddings), mpi.c. */
 #ifndef CLF_API_H
 #define CLF_API_H
 

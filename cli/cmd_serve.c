@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "embeddings.h"
 #include "engine.h"
 #include "http.h"
 #include "sampling_opts.h"
@@ -19,7 +20,7 @@
 
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
-    "[--api-key KEY] [--request-timeout S] [--max-per-client N] "
+    "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -40,18 +41,18 @@ static void stop_on_broken(void) {
     kill(getpid(), SIGTERM);
 }
 
-/* The model's name in the API: its file's name, made valid UTF-8 (every
- * answer, and /metrics' label, carries it); NULL: out of memory. */
-static char *model_id(const char *path) {
-    const char *s = strrchr(path, '/');
-    s = s ? s + 1 : path;
+/* The model's name in the API: --alias, else its file's name, made valid
+ * UTF-8 (every answer, and /metrics' label, carries it); NULL: out of
+ * memory. */
+static char *model_id(const char *alias, const char *path) {
+    const char *s = alias ? alias : strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     return srv_api_utf8(s, strlen(s), NULL);
 }
 
 int cmd_serve(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
-    const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY");
+    const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY"), *alias = NULL;
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
         draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
@@ -65,6 +66,7 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_STR("--api-key", &api_key),
                                CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
                                CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS),
+                               CLI_OPT_STR("--alias", &alias),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
@@ -87,12 +89,13 @@ int cmd_serve(int argc, char **argv) {
 
     cli_session s = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
     srv_engine *e = NULL;
-    char *id = model_id(path);
-    srv_app app = {.model_id = id, .model_alias = o.model, .n_slots = parallel, .created = (long long)time(NULL)};
+    char *id = model_id(alias, path);
+    srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL)};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);
     if (st == CLINFER_OK) st = cli_check_chat(s.m);
+    if (st == CLINFER_OK) st = srv_embedder_create(s.m, srv_engine_n_ctx(e), o.kv, &app.embedder);
     if (st == CLINFER_OK) {
         app.m = s.m;
         app.n_ctx = srv_engine_n_ctx(e);
@@ -120,6 +123,7 @@ int cmd_serve(int argc, char **argv) {
     srv_sched_free(app.sched);
     hold_signals(0, &old);
     srv_engine_free(e);
+    srv_embedder_free(app.embedder);
     cli_session_close(&s);
     free(id);
     return cli_error(st);

@@ -15,6 +15,7 @@ static const cli_command commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "chat with a model on the terminal"},
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
+    {"embed", cmd_embed, "embeddings of texts, as JSON (a line per input)"},
 #ifdef CLINFER_HAVE_SERVE
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server (chat, completions, streaming, a chat page)"},
 #endif

@@ -34,6 +34,14 @@ static int store(const cli_option *o, const char *v, const char *usage) {
         *(const char **)o->dst = v;
         break;
     case CLI_TEXT: *(const char **)o->dst = v; break;
+    case CLI_LIST: {
+        cli_list *l = o->dst;
+        const char **grown = realloc(l->v, (size_t)(l->n + 1) * sizeof *grown);
+        if (!grown) return cli_error(clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory"));
+        l->v = grown;
+        l->v[l->n++] = v;
+        break;
+    }
     case CLI_KV: {
         static const char *const names[] = {"f32", "f16", "q8_0", "q4_0"}; /* clinfer_kv_type's order */
         int k = 0;

@@ -14,7 +14,14 @@ typedef enum cli_kind {
     CLI_U64,   /* uint64_t in lo..hi (lo >= 0) */
     CLI_FLOAT, /* float in flo..fhi (fhi INFINITY: no upper bound), finite */
     CLI_KV,    /* clinfer_kv_type: f32 or f16 (the KV cache's types) */
+    CLI_LIST,  /* cli_list: a repeatable option's values (free text), in order */
 } cli_kind;
+
+/* A repeatable option's values, pointing into argv; free(v) when done. */
+typedef struct cli_list {
+    const char **v;
+    int n;
+} cli_list;
 
 typedef struct cli_option {
     const char *name; /* as the user writes it: "-n" (short) or "--ctx" (long) */
@@ -30,6 +37,7 @@ typedef struct cli_option {
 #define CLI_OPT_STR(nm, d) {.name = (nm), .kind = CLI_STR, .dst = (d)}
 #define CLI_OPT_TEXT(nm, d) {.name = (nm), .kind = CLI_TEXT, .dst = (d)}
 #define CLI_OPT_KV(nm, d) {.name = (nm), .kind = CLI_KV, .dst = (d)}
+#define CLI_OPT_LIST(nm, d) {.name = (nm), .kind = CLI_LIST, .dst = (d)}
 #define CLI_OPT_INT(nm, d, l, h) {.name = (nm), .kind = CLI_INT, .dst = (d), .lo = (l), .hi = (h)}
 #define CLI_OPT_U64(nm, d, l, h) {.name = (nm), .kind = CLI_U64, .dst = (d), .lo = (l), .hi = (h)}
 #define CLI_OPT_FLOAT(nm, d, l, h) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .flo = (l), .fhi = (h)}

@@ -487,8 +487,11 @@ typedef struct clinfer_grammar clinfer_grammar;
  * language is an error before generation, not a reply). */
 CLINFER_API clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, size_t len,
                                                   const char *root, clinfer_grammar **out);
-/* Samplers holding the grammar keep it alive: free it whenever. */
+/* Samplers holding the grammar keep it alive: free it whenever. A grammar
+ * is reference counted: retain adds a holder (a cache and the requests
+ * using its entry), each holder frees once. */
 CLINFER_API void clinfer_grammar_free(clinfer_grammar *g);
+CLINFER_API clinfer_grammar *clinfer_grammar_retain(clinfer_grammar *g);
 /* A JSON Schema (its JSON text) as GBNF text for clinfer_grammar_create,
  * malloc'd NUL-terminated (clinfer_free). The grammar admits exactly the
  * JSON texts that validate (whitespace as llama.cpp's converter allows
@@ -646,6 +649,42 @@ CLINFER_API clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_deto
 CLINFER_API clinfer_status clinfer_perplexity(clinfer_session *s, const int32_t *tokens, int n_tokens, int n_ctx,
                                               int (*progress)(void *user_data, int chunk, int n_chunks, double ppl),
                                               void *user_data, double *ppl, int *n_scored);
+
+/* ---- embeddings ------------------------------------------------------------- */
+
+/* How a text's token vectors become one, as llama.cpp's pooling types
+ * (their enum's values but for the default). */
+typedef enum clinfer_pooling {
+    CLINFER_POOLING_DEFAULT = -1, /* the model's <arch>.pooling_type where it is mean, cls or last; else mean */
+    CLINFER_POOLING_NONE = 0,     /* every token's vector: n x n_embd floats */
+    CLINFER_POOLING_MEAN = 1,     /* the mean over the tokens */
+    CLINFER_POOLING_CLS = 2,      /* the first token's */
+    CLINFER_POOLING_LAST = 3,     /* the last token's */
+} clinfer_pooling;
+
+typedef struct clinfer_embed_params {
+    size_t size;             /* sizeof(clinfer_embed_params) */
+    clinfer_pooling pooling; /* default CLINFER_POOLING_DEFAULT */
+    int normalize;           /* L2-normalise each vector (default 1; a zero vector stays zero) */
+    int seq;                 /* the session's sequence it runs on (default 0) */
+} clinfer_embed_params;
+
+CLINFER_API clinfer_embed_params clinfer_embed_default_params(void);
+/* The pooling CLINFER_POOLING_DEFAULT means for the model (never DEFAULT). */
+CLINFER_API clinfer_pooling clinfer_model_pooling(const clinfer_model *m);
+
+/* The embedding of n tokens as llama.cpp computes it: the model's hidden
+ * states after its output norm (what the head would read), pooled, then
+ * normalised. The tokens run from an empty sequence `seq` (what it held is
+ * forgotten; it is empty afterwards), causal attention as in generation.
+ * out: n_embd floats (clinfer_model_info), n x n_embd for
+ * CLINFER_POOLING_NONE. CLINFER_ERR_CONTEXT when n exceeds the context;
+ * CLINFER_ERR_ARG for no tokens, an id outside the vocabulary, or a model
+ * split across devices or ranks (not supported); CLINFER_ERR_FORMAT when
+ * a value is not finite (a corrupt model); CLINFER_ERR_INTERRUPTED after
+ * clinfer_session_cancel. params NULL: the defaults. */
+CLINFER_API clinfer_status clinfer_embed(clinfer_session *s, const int32_t *tokens, int n,
+                                         const clinfer_embed_params *params, float *out);
 
 /* Asks the session's running (or next starting) evaluation or
  * clinfer_generate to stop: a prompt between its chunks, a generation

@@ -29,6 +29,7 @@ typedef struct clf_llama_hparams {
     int fused_gate_up; /* stored as one ffn_up of 2 n_ff rows (Phi-3), no ffn_gate */
     int rope_freqs;   /* rope_freqs.weight: Llama 3.1 frequency factors */
     int tied;         /* output projection reuses token_embd */
+    int pooling;      /* <arch>.pooling_type in llama.cpp's values (0 none, 1 mean, 2 cls, 3 last, ...); -1 absent */
 } clf_llama_hparams;
 
 /* A fused projection (Q|K|V, gate|up): its tensors' rows concatenated, one
@@ -194,6 +195,16 @@ void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos);
  * split (a context with a link to a next stage) CLF_ERR_ARG: the later
  * stages' caches are reached through the stage ops, which have no copy. */
 clf_status clf_llama_seq_copy(clf_llama_ctx *c, int src, int dst, int n);
+
+/* How clf_llama_embed pools the rows (llama.cpp's values). */
+typedef enum clf_pooling { CLF_POOL_NONE = 0, CLF_POOL_MEAN = 1, CLF_POOL_CLS = 2, CLF_POOL_LAST = 3 } clf_pooling;
+
+/* The embedding of n tokens (n <= n_ctx) evaluated from an empty sequence
+ * `seq` (emptied before and after): every token's hidden state after the
+ * output norm (the head's input), pooled into out [n_embd] (CLF_POOL_NONE:
+ * out [n × n_embd], each row), not normalised. CLF_ERR_ARG over a split;
+ * CLF_ERR_INTERRUPTED when the abort hook stops it between chunks. */
+clf_status clf_llama_embed(clf_llama_ctx *c, int seq, const int32_t *tokens, int n, clf_pooling pooling, float *out);
 
 /* Forgets cached tokens from position `pos` on (pos = 0 clears). A
  * sliding-window layer's ring keeps the window and n_batch positions more:

@@ -142,7 +142,8 @@ static clf_status attend(clf_llama_ctx *c, const segment *segs, int n_seg, int s
 /* x [n × n_embd] -> logits [rows × n_vocab]: the output norm and the head
  * over the rows asked for (all_logits: every row; else want[i] into row
  * i), the norm gathering them into xn's first rows. These rows are the
- * head's own decode rows: one GEMV each, from c->xq_e's int8 form. */
+ * head's own decode rows: one GEMV each, from c->xq_e's int8 form.
+ * CLF_FWD_HIDDEN: the norm of every row alone, left in xn (embeddings). */
 static clf_status head(clf_llama_ctx *c, const clf_tensor *x, int n, int all_logits, const int *want, int n_want) {
     const clf_llama *m = c->m;
     clf_runtime *rt = m->rt;
@@ -151,6 +152,7 @@ static clf_status head(clf_llama_ctx *c, const clf_tensor *x, int n, int all_log
     if (all_logits) {
         clf_tensor xn = clf_tensor_rows(&c->xn, 0, n);
         CLF_TRY(clf_rmsnorm(rt, x, &m->out_norm, eps, &xn, 0));
+        if (all_logits == CLF_FWD_HIDDEN) return CLF_OK;
     } else {
         for (int i = 0; i < n_want; i++) {
             clf_tensor xs = clf_tensor_rows(&c->x, want[i], 1), xns = clf_tensor_rows(&c->xn, i, 1), xqs;

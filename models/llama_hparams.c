@@ -96,6 +96,15 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     if (s.n_vocab > INT32_MAX) return clf_fail(CLF_ERR_FORMAT, "vocabulary of %lld tokens is too large", (long long)s.n_vocab);
     hp->n_vocab = (int)s.n_vocab;
     hp->tied = s.tied;
+    /* what the file says its embeddings pool with (embedding models; generative ones rarely say) */
+    hp->pooling = -1;
+    char pool_key[128];
+    snprintf(pool_key, sizeof pool_key, "%s.pooling_type", a);
+    if (clf_gguf_find(g, pool_key)) {
+        uint32_t v;
+        CLF_TRY(clf_gguf_get_u32(g, pool_key, &v));
+        hp->pooling = v > 16 ? -1 : (int)v;
+    }
     char key[128];
     snprintf(key, sizeof key, "%s.attention.key_length", a);
     /* without key_length a head is n_embd / n_head wide; with it (Gemma 3,

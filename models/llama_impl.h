@@ -4,7 +4,8 @@
  *   llama_ctx.c      contexts: paged KV caches, scratch, sequences (blocks, length, rewind, copy)
  *   llama_forward.c  the forward pass over one batch of rows
  *   llama_batch.c    clf_llama_eval / eval_top / eval_seqs / eval_rows: chunks, multi-sequence passes, hops
- *   llama_stage.c    a pass arriving from another stage (stage.h) */
+ *   llama_stage.c    a pass arriving from another stage (stage.h)
+ *   llama_embed.c    clf_llama_embed: pooled hidden states */
 #ifndef CLF_LLAMA_IMPL_H
 #define CLF_LLAMA_IMPL_H
 
@@ -35,7 +36,10 @@ clf_status clf_llama_seq_room(const clf_llama_ctx *c, const int *seq, const int 
  * before it returns) on the others. On the last stage logits land in
  * c->logits: with all_logits every row's, else row i for the row want[i]
  * (i < n_want); on the others the activations are read into x_out, *x_ev
- * completing the read. Nothing else waits. (llama_forward.c) */
+ * completing the read. all_logits CLF_FWD_HIDDEN: no logits, every row's
+ * hidden state after the output norm left in c->xn (embeddings). Nothing
+ * else waits. (llama_forward.c) */
+enum { CLF_FWD_HIDDEN = 2 };
 clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const float *x_in, int n, const segment *segs,
                              int n_seg, int all_logits, const int *want, int n_want, float *x_out, cl_event *x_ev);
 

@@ -355,20 +355,26 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
     return 0;
 }
 
-int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, srv_api_error *e) {
-    memset(r, 0, sizeof *r);
-    r->kind = kind;
-    r->n = 1;
+json_t *srv_api_load(const char *body, size_t len, srv_api_error *e) {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         srv_api_error_set(e, 400, "invalid_request_error", "invalid_json", NULL,
                           "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
-        return -1;
+        return NULL;
     }
-    int rc = -1;
-    if (!json_is_object(root)) srv_api_bad(e, NULL, "the body must be a JSON object");
-    else rc = parse_fields(root, kind, r, e);
+    if (json_is_object(root)) return root;
+    srv_api_bad(e, NULL, "the body must be a JSON object");
+    json_decref(root);
+    return NULL;
+}
+
+int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, srv_api_error *e) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->n = 1;
+    json_t *root = srv_api_load(body, len, e);
+    int rc = root ? parse_fields(root, kind, r, e) : -1;
     json_decref(root);
     return rc;
 }
@@ -435,13 +441,18 @@ static json_t *text_json(const char *text, size_t len) {
 /* json_pack that says why it failed (clinfer_last_error): a string that is not
  * UTF-8 is refused, not only memory. A part given as NULL failed before
  * and said why already. */
-static json_t *pack(const char *fmt, ...) {
+static json_t *vpack(const char *fmt, va_list ap) {
     json_error_t je;
+    json_t *j = json_vpack_ex(&je, 0, fmt, ap);
+    if (!j && strcmp(je.text, "NULL object")) clinfer_fail(CLINFER_ERR_FORMAT, "cannot encode the answer as JSON: %s", je.text);
+    return j;
+}
+
+static json_t *pack(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    json_t *j = json_vpack_ex(&je, 0, fmt, ap);
+    json_t *j = vpack(fmt, ap);
     va_end(ap);
-    if (!j && strcmp(je.text, "NULL object")) clinfer_fail(CLINFER_ERR_FORMAT, "cannot encode the answer as JSON: %s", je.text);
     return j;
 }
 
@@ -617,4 +628,20 @@ char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size
 char *srv_api_models_json(const char *model, long long created, int n_ctx) {
     return dump(pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id", model, "object",
                      "model", "created", (json_int_t)created, "owned_by", "clinfer", "meta", "n_ctx", n_ctx));
+}
+
+/* ---- the helpers, exported ------------------------------------------------- */
+
+json_t *srv_api_field(json_t *root, const char *key) { return field(root, key); }
+int srv_api_unpack(json_t *v, const char *key, srv_api_error *e, const char *fmt, void *dst) {
+    return unpack(v, key, e, fmt, dst);
+}
+json_t *srv_api_text_json(const char *text, size_t len) { return text_json(text, len); }
+char *srv_api_dump(json_t *j) { return dump(j); }
+json_t *srv_api_pack(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *j = vpack(fmt, ap);
+    va_end(ap);
+    return j;
 }

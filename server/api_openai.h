@@ -129,4 +129,20 @@ char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t le
 char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u);
 char *srv_api_models_json(const char *model, long long created, int n_ctx);
 
+/* ---- the helpers, for the other endpoints' bodies (embeddings.c, tokenize.c) ---- */
+
+typedef struct json_t json_t;
+/* A field of the body: NULL when absent or null. */
+json_t *srv_api_field(json_t *root, const char *key);
+/* json_unpack_ex of one present field against fmt; -1 with a 400 naming it. */
+int srv_api_unpack(json_t *v, const char *key, srv_api_error *e, const char *fmt, void *dst);
+/* json_pack that says why it failed (clinfer_last_error); NULL then. */
+json_t *srv_api_pack(const char *fmt, ...);
+/* text[0, len) as a JSON string, invalid UTF-8 bytes as U+FFFD. */
+json_t *srv_api_text_json(const char *text, size_t len);
+/* The body of a request as a JSON object: NULL with a 400 (invalid JSON, not an object). */
+json_t *srv_api_load(const char *body, size_t len, srv_api_error *e);
+/* j as compact JSON text, malloc'd (j consumed; NULL: it cannot be made). */
+char *srv_api_dump(json_t *j);
+
 #endif

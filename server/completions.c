@@ -413,11 +413,9 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     int32_t *ids = NULL;
     int n = 0, n_jobs = 0;
     srv_job *jobs[SRV_MAX_N];
+    /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
-        if (q.model && strcmp(q.model, app->model_id) && !(app->model_alias && !strcmp(q.model, app->model_alias)))
-            srv_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
-                              "the model '%.200s' does not exist (this server has '%.200s')", q.model, app->model_id);
-        else if (check_request(app, &q, &e) == 0 && prompt_tokens(app, &q, &ids, &n, &e) == 0)
+        if (check_request(app, &q, &e) == 0 && prompt_tokens(app, &q, &ids, &n, &e) == 0)
             n_jobs = make_jobs(&q, ids, n, jobs, &e);
     }
     free(ids);

@@ -164,7 +164,7 @@ static void *watchdog(void *arg) {
 /* ---- routes --------------------------------------------------------------- */
 
 typedef enum route {
-    R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_NONE
+    R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE, R_NONE
 } route;
 
 static const struct {
@@ -177,6 +177,9 @@ static const struct {
     [R_MODELS] = {"/v1/models", "GET", 0},
     [R_CHAT] = {"/v1/chat/completions", "POST", 0},
     [R_COMPLETIONS] = {"/v1/completions", "POST", 0},
+    [R_EMBEDDINGS] = {"/v1/embeddings", "POST", 0},
+    [R_TOKENIZE] = {"/tokenize", "POST", 0},
+    [R_DETOKENIZE] = {"/detokenize", "POST", 0},
 };
 
 /* A request's state between the access handler's calls: its body so far,
@@ -305,6 +308,9 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
                              srv_api_models_json(app->model_id, app->created, app->n_ctx));
     case R_CHAT: return srv_completion(h, app, c, SRV_CHAT, cn->body, cn->len);
     case R_COMPLETIONS: return srv_completion(h, app, c, SRV_COMPLETION, cn->body, cn->len);
+    case R_EMBEDDINGS: return srv_embeddings(h, app, c, cn->body, cn->len);
+    case R_TOKENIZE: return srv_tokenize(app, c, cn->body, cn->len, 0);
+    case R_DETOKENIZE: return srv_tokenize(app, c, cn->body, cn->len, 1);
     default: return MHD_NO;
     }
 }

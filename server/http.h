@@ -1,7 +1,8 @@
 /* The HTTP side of `clinfer serve` (libmicrohttpd): a thread per
  * connection, bounded headers, bodies, idle time and time to receive a
  * request, connections per client address, routing, the API key,
- * and the answers that are not completions (page, health, models, metrics).
+ * and the answers that are not completions (page, health, models, metrics;
+ * embeddings and tokenize have files of their own).
  * It listens before the model is loaded (/health: 503) and serves the API
  * once srv_http_set_app gives it the loaded model. */
 #ifndef SRV_HTTP_H
@@ -27,8 +28,8 @@ enum {
 typedef struct srv_app {
     srv_sched *sched;
     const clinfer_model *m;
-    const char *model_id;    /* the name /v1/models gives */
-    const char *model_alias; /* also accepted in "model" (what -m said), or NULL */
+    const char *model_id;    /* the name /v1/models and the answers give (--alias, else the file's name) */
+    struct srv_embedder *embedder; /* /v1/embeddings' session (embeddings.h) */
     int n_ctx, n_slots;
     long long created;
 } srv_app;
@@ -66,5 +67,8 @@ void srv_http_busy(srv_http *h, int delta);
 
 enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
                                size_t len);
+/* POST /v1/embeddings (embeddings.c), /tokenize and /detokenize (tokenize.c). */
+enum MHD_Result srv_embeddings(srv_http *h, srv_app *app, struct MHD_Connection *c, const char *body, size_t len);
+enum MHD_Result srv_tokenize(srv_app *app, struct MHD_Connection *c, const char *body, size_t len, int detokenize);
 
 #endif

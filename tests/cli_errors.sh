@@ -203,7 +203,7 @@ expect "value given to a flag" 2 "^clinfer: usage error: option '--chat' takes n
     "$BIN" run -m "$TINY" -p hi --chat=yes
 expect "stray argument" 2 "^clinfer: usage error: unexpected argument 'extra'$" \
     "$BIN" tokenize -m "$TINY" -p hi extra
-for cmd in run chat tokenize info devices quantize perplexity selftest bench "bench kernels" "bench launches"; do
+for cmd in run chat tokenize info devices quantize perplexity embed selftest bench "bench kernels" "bench launches"; do
     # shellcheck disable=SC2086 # "bench kernels" is two words
     expect "$cmd: unknown option" 2 "^clinfer: usage error: unknown option '--bogus'$" "$BIN" $cmd --bogus
 done
@@ -463,6 +463,20 @@ expect "CLINFER_OPS_VARIANT=cpux" 2 "^clinfer: usage error: CLINFER_OPS_VARIANT 
     env CLINFER_OPS_VARIANT=cpux "$BIN" devices
 expect "CLINFER_TUNE out of range" 2 "^clinfer: usage error: CLINFER_TUNE: gemm_tm must be a whole number from 2 to 16, not '99'$" \
     env CLINFER_TUNE=gemm_tm=99 "$BIN" run -m "$TINY" -p hi -n 2
+
+# 15b. embed: its inputs, their sizes, their files
+expect "embed without input" 2 "^clinfer: usage error: no input \(-p TEXT or -f FILE\)$" "$BIN" embed -m "$TINY"
+expect "embed -p and -f" 2 "^clinfer: usage error: -p and -f do not go together$" "$BIN" embed -m "$TINY" -p a -f x
+expect "embed --pooling max" 2 "^clinfer: usage error: --pooling 'max' is not mean, cls, last or none$" \
+    "$BIN" embed -m "$TINY" -p a --pooling max
+expect "embed -p ''" 2 "^clinfer: usage error: input 2 is empty$" "$BIN" embed -m "$TINY" -p a -p ""
+expect "embed longer than --ctx" 8 "^clinfer: context full: input 1 is [0-9]+ tokens, longer than the context of 8 \(--ctx\)$" \
+    "$BIN" embed -m "$TINY" --ctx 8 -p "hello hello hello hello hello hello hello hello hello"
+printf 'one\n\nthree\n' >"$W/inputs.txt"
+expect "embed -f, an empty line" 2 "^clinfer: usage error: $W/inputs.txt: line 2 is empty \(one input per line\)$" \
+    "$BIN" embed -m "$TINY" -f "$W/inputs.txt"
+expect "embed -f FIFO" 3 "^clinfer: I/O error: '$W/fifo.txt' is not a regular file$" \
+    timeout 20 "$BIN" embed -m "$TINY" -f "$W/fifo.txt"
 
 # 16. serve (where it is built): bad options, a missing model, a port in use
 if "$BIN" serve --help >/dev/null 2>&1; then

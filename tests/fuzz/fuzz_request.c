@@ -10,6 +10,9 @@
  *  - the answer JSON built from the parsed text (message or prompt as the
  *    generated text, any bytes) is valid JSON;
  *  - nothing leaks (srv_api_req_free).
+ * Byte 0's second bit picks /v1/embeddings' parser instead (embeddings.c):
+ * accepted, every input is a non-empty text or id list, at most
+ * SRV_MAX_INPUTS of them; the base64 of the ids as floats is well formed.
  * Seeds: tests/fuzz/seeds-request/. */
 #include <jansson.h>
 #include <stdint.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "api_openai.h"
+#include "embeddings.h"
 
 static void check_json(char *s) {
     if (!s) abort();
@@ -27,8 +31,35 @@ static void check_json(char *s) {
     free(s);
 }
 
+static int embeddings_case(const char *body, size_t len) {
+    srv_embed_req r;
+    srv_api_error e;
+    if (srv_embed_parse(body, len, &r, &e) != 0) {
+        if (e.http < 400 || e.http > 599 || !e.type || !e.message[0]) abort();
+        check_json(srv_api_error_json(&e));
+        srv_embed_req_free(&r);
+        return 0;
+    }
+    if (r.n < 1 || r.n > SRV_MAX_INPUTS || r.dimensions < 0) abort();
+    for (int i = 0; i < r.n; i++) {
+        if (!r.text[i] == !r.ids[i]) abort(); /* one or the other */
+        if (r.text[i] ? r.text_len[i] == 0 : r.n_ids[i] < 1) abort();
+        if (r.ids[i]) {
+            float *v = malloc((size_t)r.n_ids[i] * sizeof *v);
+            if (!v) abort();
+            for (int k = 0; k < r.n_ids[i]; k++) v[k] = (float)r.ids[i][k];
+            char *b = srv_base64_floats(v, (size_t)r.n_ids[i]);
+            if (!b || strlen(b) != ((size_t)r.n_ids[i] * 4 + 2) / 3 * 4) abort();
+            free(b), free(v);
+        }
+    }
+    srv_embed_req_free(&r);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    if (data[0] & 2) return embeddings_case((const char *)data + 1, size - 1);
     srv_kind kind = data[0] & 1 ? SRV_COMPLETION : SRV_CHAT;
     srv_api_req r;
     srv_api_error e;
