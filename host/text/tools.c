@@ -290,7 +290,12 @@ static void render_llama(text *t, const clf_chat *c, const clf_tools *tools, con
     for (; i < n; i++) {
         if (!strcmp(m[i].role, "tool")) {
             mark(t, "<|start_header_id|>ipython<|end_header_id|>\n\n");
-            plain(t, m[i].content);
+            /* the template's "content is iterable" holds for a string too:
+             * tojson quotes it */
+            json_t *j = json_string(m[i].content ? m[i].content : "");
+            if (j) put_json(t, j, 0);
+            else plain(t, m[i].content); /* not UTF-8: as it is */
+            json_decref(j);
             mark(t, "<|eot_id|>");
         } else if (m[i].n_calls) {
             if (m[i].n_calls != 1) {
