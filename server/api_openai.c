@@ -129,6 +129,111 @@ static int content_text(json_t *c, int i, char **out, srv_api_error *e) {
     return 0;
 }
 
+/* ---- tool calls in requests ---- */
+
+/* An assistant message's tool_calls, a tool message's tool_call_id. */
+static int parse_msg_tools(json_t *m, size_t i, srv_msg *out, srv_api_error *e) {
+    json_t *calls = field(m, "tool_calls"), *id = field(m, "tool_call_id");
+    if (!strcmp(out->role, "tool")) {
+        if (!json_is_string(id)) {
+            srv_api_bad(e, "messages", "'messages[%zu].tool_call_id' (a string) is required in a tool message", i);
+            return -1;
+        }
+        if (!(out->tool_call_id = dup_str(json_string_value(id), json_string_length(id)))) return oom(e);
+    }
+    if (!calls) return 0;
+    if (strcmp(out->role, "assistant") || !json_is_array(calls) || json_array_size(calls) > 128) {
+        srv_api_bad(e, "messages", "'messages[%zu].tool_calls': an array of at most 128 calls, in an assistant "
+                                   "message", i);
+        return -1;
+    }
+    if (json_array_size(calls) && !(out->calls = calloc(json_array_size(calls), sizeof *out->calls))) return oom(e);
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        const char *cid, *type = "function", *name;
+        json_t *args = NULL;
+        json_error_t je;
+        if (json_unpack_ex(c, &je, 0, "{s:s, s?s, s:{s:s, s?o}}", "id", &cid, "type", &type, "function", "name",
+                           &name, "arguments", &args) ||
+            strcmp(type, "function") || (args && !json_is_string(args) && !json_is_object(args))) {
+            srv_api_bad(e, "messages", "'messages[%zu].tool_calls[%zu]': not {\"id\", \"type\": \"function\", "
+                                       "\"function\": {\"name\", \"arguments\": a JSON string}}%s%s", i, k,
+                        je.text[0] ? ": " : "", je.text);
+            return -1;
+        }
+        srv_tool_call *o = &out->calls[k];
+        out->n_calls = (int)k + 1;
+        o->id = dup_str(cid, strlen(cid));
+        o->name = dup_str(name, strlen(name));
+        o->arguments = !args ? dup_str("{}", 2)
+                       : json_is_string(args) ? dup_str(json_string_value(args), json_string_length(args))
+                                              : json_dumps(args, JSON_COMPACT);
+        if (!o->id || !o->name || !o->arguments) return oom(e);
+    }
+    return 0;
+}
+
+/* A tool message answers a call of the assistant message before it (that
+ * one, or after other tool messages), as OpenAI requires. */
+static int check_tool_ids(const srv_api_req *r, srv_api_error *e) {
+    for (int i = 0; i < r->n_msgs; i++) {
+        if (strcmp(r->msgs[i].role, "tool")) continue;
+        int a = i - 1, found = 0;
+        while (a >= 0 && !strcmp(r->msgs[a].role, "tool")) a--;
+        for (int k = 0; a >= 0 && k < r->msgs[a].n_calls; k++)
+            found |= !strcmp(r->msgs[a].calls[k].id, r->msgs[i].tool_call_id);
+        if (!found) {
+            srv_api_bad(e, "messages", "'messages[%d].tool_call_id' '%.64s' answers no tool call of the assistant "
+                                       "message before it", i, r->msgs[i].tool_call_id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* tools, tool_choice ("auto", "none", "required" or {"type": "function",
+ * "function": {"name"}}), parallel_tool_calls: the chat API's. */
+static int parse_tools(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
+    json_t *tools = field(root, "tools"), *choice = field(root, "tool_choice");
+    r->tool_choice = CLINFER_TOOL_AUTO;
+    r->parallel_tool_calls = 1;
+    if (get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return -1;
+    if (tools && (!json_is_array(tools) || (kind != SRV_CHAT && json_array_size(tools)))) {
+        srv_api_bad(e, "tools", kind != SRV_CHAT ? "'tools' is for /v1/chat/completions"
+                                                 : "'tools' must be an array of functions");
+        return -1;
+    }
+    if (tools && json_array_size(tools) && !(r->tools = json_dumps(tools, JSON_COMPACT))) return oom(e);
+    if (!choice) return 0;
+    if (json_is_string(choice)) {
+        const char *c = json_string_value(choice);
+        if (!strcmp(c, "auto")) r->tool_choice = CLINFER_TOOL_AUTO;
+        else if (!strcmp(c, "none")) r->tool_choice = CLINFER_TOOL_NONE;
+        else if (!strcmp(c, "required")) r->tool_choice = CLINFER_TOOL_REQUIRED;
+        else {
+            srv_api_bad(e, "tool_choice", "'tool_choice' '%.32s' is not auto, none, required or a function", c);
+            return -1;
+        }
+    } else {
+        const char *type, *name;
+        json_error_t je;
+        if (json_unpack_ex(choice, &je, 0, "{s:s, s:{s:s}}", "type", &type, "function", "name", &name) ||
+            strcmp(type, "function")) {
+            srv_api_bad(e, "tool_choice", "'tool_choice' is not auto, none, required or {\"type\": \"function\", "
+                                          "\"function\": {\"name\": ...}}");
+            return -1;
+        }
+        r->tool_choice = CLINFER_TOOL_NAMED;
+        if (!(r->tool_name = dup_str(name, strlen(name)))) return oom(e);
+    }
+    if (!r->tools && (r->tool_choice == CLINFER_TOOL_REQUIRED || r->tool_choice == CLINFER_TOOL_NAMED)) {
+        srv_api_bad(e, "tool_choice", "'tool_choice' asks for a call, and there are no 'tools'");
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_messages(json_t *root, srv_api_req *r, srv_api_error *e) {
     json_t *msgs = field(root, "messages");
     if (!msgs) {
@@ -150,21 +255,21 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_error *e) {
             srv_api_bad(e, "messages", "'messages[%zu]': %s", i, je.text);
             return -1;
         }
-        static const char *const ROLES[] = {"system", "user", "assistant"};
+        static const char *const ROLES[] = {"system", "user", "assistant", "tool"};
         if (!strcmp(role, "developer")) role = "system";
         const char *known = NULL;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (!strcmp(role, ROLES[k])) known = ROLES[k];
         if (!known) {
-            srv_api_bad(e, "messages", "'messages[%zu].role' '%s' is not supported (system, user, assistant)", i,
-                        role);
+            srv_api_bad(e, "messages", "'messages[%zu].role' '%s' is not supported (system, user, assistant, tool)",
+                        i, role);
             return -1;
         }
         r->msgs[i].role = known;
-        if (content_text(content, (int)i, &r->msgs[i].content, e)) return -1;
         r->n_msgs = (int)i + 1;
+        if (content_text(content, (int)i, &r->msgs[i].content, e) || parse_msg_tools(m, i, &r->msgs[i], e)) return -1;
     }
-    return 0;
+    return check_tool_ids(r, e);
 }
 
 /* prompt: a string, an array of one string, or an array of token ids. */
@@ -238,8 +343,8 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
             return -1;
         }
     }
-    static const char *const UNSUPPORTED[] = {"tools", "functions", "logit_bias", "suffix"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const UNSUPPORTED[] = {"functions", "logit_bias", "suffix"};
+    for (int i = 0; i < 3; i++) {
         json_t *v = field(root, UNSUPPORTED[i]);
         if (v && !((json_is_array(v) || json_is_object(v)) && json_array_size(v) + json_object_size(v) == 0)) {
             srv_api_bad(e, UNSUPPORTED[i], "'%s' is not supported", UNSUPPORTED[i]);
@@ -269,6 +374,7 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
     }
     if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
     if (refuse_unsupported(root, e)) return -1;
+    if (parse_tools(root, kind, r, e)) return -1;
     /* max_completion_tokens is the chat API's newer name of max_tokens */
     json_int_t mt = 0, seed = 0;
     int given;
@@ -314,8 +420,19 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, s
 }
 
 void srv_api_req_free(srv_api_req *r) {
-    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].content);
+    for (int i = 0; i < r->n_msgs; i++) {
+        free(r->msgs[i].content);
+        for (int k = 0; k < r->msgs[i].n_calls; k++) {
+            free(r->msgs[i].calls[k].id);
+            free(r->msgs[i].calls[k].name);
+            free(r->msgs[i].calls[k].arguments);
+        }
+        free(r->msgs[i].calls);
+        free(r->msgs[i].tool_call_id);
+    }
     free(r->msgs);
+    free(r->tools);
+    free(r->tool_name);
     free(r->model);
     free(r->prompt);
     free(r->prompt_ids);
@@ -420,9 +537,47 @@ static json_t *head(const srv_api_resp *r, int chunk) {
 
 static json_t *finish_json(const srv_api_resp *r) { return r->finish ? json_string(r->finish) : json_null(); }
 
+/* A call's strings came from the model: made valid UTF-8. */
+static json_t *call_json(const srv_api_call *c) {
+    const char *args = c->arguments ? c->arguments : "";
+    return pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function", "function", "name",
+                text_json(c->name, strlen(c->name)), "arguments", text_json(args, strlen(args)));
+}
+
+static json_t *calls_json(const srv_api_resp *r) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < r->n_calls; i++)
+        if (json_array_append_new(a, call_json(&r->calls[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+char *srv_api_tool_chunk_json(const srv_api_resp *r, int index, const char *id, const char *name, const char *args,
+                              size_t args_len) {
+    json_t *fn = name ? pack("{s:o, s:o}", "name", text_json(name, strlen(name)), "arguments", text_json(args, args_len))
+                      : pack("{s:o}", "arguments", text_json(args, args_len));
+    json_t *call = id ? pack("{s:i, s:s, s:s, s:o}", "index", index, "id", id, "type", "function", "function", fn)
+                      : pack("{s:i, s:o}", "index", index, "function", fn);
+    json_t *j = head(r, 1);
+    json_t *choices = pack("[{s:i, s:{s:[o]}, s:n, s:n}]", "index", 0, "delta", "tool_calls", call, "logprobs",
+                           "finish_reason");
+    if (!j) json_decref(choices); /* else json_object_set_new takes it */
+    if (!j || json_object_set_new(j, "choices", choices)) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
+}
+
 char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u) {
     json_t *j = head(r, 0), *choice;
-    if (r->kind == SRV_CHAT)
+    if (r->kind == SRV_CHAT && r->n_calls)
+        choice = pack("{s:i, s:{s:s, s:o, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant", "content",
+                      len ? text_json(text, len) : json_null(), "tool_calls", calls_json(r), "logprobs",
+                      "finish_reason", finish_json(r));
+    else if (r->kind == SRV_CHAT)
         choice = pack("{s:i, s:{s:s, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant", "content",
                       text_json(text, len), "logprobs", "finish_reason", finish_json(r));
     else

@@ -14,9 +14,17 @@ enum { SRV_MAX_STOP = 4 }; /* OpenAI's limit on stop strings */
 
 typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
 
+/* A call an assistant message made (strings malloc'd). */
+typedef struct srv_tool_call {
+    char *id, *name, *arguments;
+} srv_tool_call;
+
 typedef struct srv_msg {
-    const char *role; /* "system", "user" or "assistant" ("developer" reads as "system") */
+    const char *role; /* "system", "user", "assistant" or "tool" ("developer" reads as "system") */
     char *content;    /* malloc'd (text parts joined) */
+    srv_tool_call *calls; /* an assistant's tool_calls */
+    int n_calls;
+    char *tool_call_id;   /* a tool's */
 } srv_msg;
 
 typedef struct srv_api_req {
@@ -33,6 +41,11 @@ typedef struct srv_api_req {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int stream, include_usage;
+    /* tools (SRV_CHAT): the array's JSON text, NULL when absent or empty */
+    char *tools;
+    clinfer_tool_choice tool_choice; /* auto where absent */
+    char *tool_name;                 /* a named choice's function */
+    int parallel_tool_calls;         /* 1 where absent */
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
@@ -68,11 +81,18 @@ typedef struct srv_api_usage {
     double prompt_ms, gen_ms, queue_ms;
 } srv_api_usage;
 
+/* A call in an answer. */
+typedef struct srv_api_call {
+    const char *id, *name, *arguments;
+} srv_api_call;
+
 typedef struct srv_api_resp {
     srv_kind kind;
     const char *id, *model;
     long long created;
-    const char *finish; /* "stop" or "length"; NULL in a stream's middle chunks */
+    const char *finish; /* "stop", "length" or "tool_calls"; NULL in a stream's middle chunks */
+    const srv_api_call *calls; /* the message's tool_calls (a whole answer) */
+    int n_calls;
 } srv_api_resp;
 
 /* A whole answer (stream: false). The text need not be valid UTF-8: bad
@@ -81,6 +101,11 @@ char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t le
 /* One stream chunk: `role` (the chat's first chunk), text, finish reason;
  * with `u` the usage chunk (no choices, stream_options.include_usage). */
 char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u);
+/* A stream chunk of one tool call's delta, as OpenAI streams them: the
+ * first names it (id, type, name) with the arguments so far, the next ones
+ * carry more of its arguments (id and name NULL). */
+char *srv_api_tool_chunk_json(const srv_api_resp *r, int index, const char *id, const char *name, const char *args,
+                              size_t args_len);
 char *srv_api_models_json(const char *model, long long created, int n_ctx);
 
 #endif

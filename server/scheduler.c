@@ -38,6 +38,7 @@ struct srv_job {
     clinfer_sampler *smp;
     clinfer_detokenizer *detok;
     clinfer_drafter *drafter; /* greedy jobs under srv_sched_speculate */
+    clinfer_grammar *grammar; /* its sampler's, or NULL */
     double t_submit, t_start, t_first, t_end;
     char error[256];
     srv_job *qnext;
@@ -116,6 +117,7 @@ static void job_free(srv_job *j) {
     clinfer_sampler_free(j->smp);
     clinfer_detokenizer_free(j->detok);
     clinfer_drafter_free(j->drafter);
+    clinfer_grammar_free(j->grammar);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->prompt);
     free(j->text);
@@ -138,6 +140,7 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
             job_free(j);
             return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         }
+    j->grammar = p->grammar; /* the job's from here */
     *out = j;
     return CLINFER_OK;
 }
@@ -277,12 +280,14 @@ static void admit(srv_sched *s) {
         s->st.cached_tokens += (unsigned long long)reuse;
         s->st.admitted_tokens += (unsigned long long)j->n_prompt;
         if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
-            clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK) {
+            clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK ||
+            (j->grammar && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK)) {
             finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
             continue;
         }
         for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
-        if (s->draft_max > 0 && j->sp.temperature <= 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+        /* a draft is verified against the raw logits: not under a grammar */
+        if (s->draft_max > 0 && j->sp.temperature <= 0 && !j->grammar && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
             j->drafter = NULL; /* out of memory: this job goes without */
     }
 }

@@ -25,6 +25,7 @@ typedef struct srv_job_params {
     clinfer_sampler_params sp;
     const char *stop[SRV_MAX_STOP];
     int n_stop;
+    clinfer_grammar *grammar; /* NULL, or the job's (it frees it; a job that cannot be made leaves it to the caller) */
 } srv_job_params;
 
 typedef enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE } srv_state;
