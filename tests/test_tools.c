@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "chat.h"
+#include "grammar.h"
 #include "testutil.h"
 #include "tools.h"
 
@@ -344,6 +345,93 @@ static void test_parse_odd(void **state) {
     }
 }
 
+
+/* ---- the grammar's wrapper -------------------------------------------------- */
+
+static const char CALL_GBNF[] = "root ::= \"{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": {}}\"\n";
+static const char CALL_TEXT[] = "{\"name\": \"f\", \"arguments\": {}}";
+
+static clf_grammar *wrapped(const clf_tools *t, clf_tool_choice choice, int parallel) {
+    char *g;
+    TU_OK(clf_tools_wrap_grammar(t, choice, parallel, CALL_GBNF, &g));
+    clf_grammar *out;
+    TU_OK(clf_grammar_compile(g, strlen(g), "tc-root", &out));
+    free(g);
+    return out;
+}
+
+static int accepts(const clf_grammar *g, const char *s) { return clf_grammar_accepts(g, s, strlen(s)); }
+
+static void calls_text(char *buf, size_t cap, const char *before, int n) {
+    snprintf(buf, cap, "%s", before);
+    for (int i = 0; i < n; i++) {
+        size_t at = strlen(buf);
+        snprintf(buf + at, cap - at, "%s<tool_call>\n%s\n</tool_call>", i ? "\n" : "", CALL_TEXT);
+    }
+}
+
+/* ChatML's auto: text holding no "<tool_call>" (by the automaton's rules,
+ * checked against strstr on random texts of the tag's pieces), then calls. */
+static void test_grammar_chatml(void **state) {
+    (void)state;
+    clf_chat c;
+    TU_OK(clf_chat_init(NULL, &c));
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
+    clf_tools *t;
+    TU_OK(clf_tools_create(&c, tools, strlen(tools), &t));
+    clf_grammar *aut = wrapped(t, CLF_TOOL_AUTO, 1), *req = wrapped(t, CLF_TOOL_REQUIRED, 1),
+                *one = wrapped(t, CLF_TOOL_NAMED, 0);
+    static const char *const PIECES[] = {"<", "tool_call>", "<tool", "_call", ">", "t", "x", "\n", "é", "<tool_call",
+                                         "l_c", "<<", "o"};
+    uint64_t s = tu_seed();
+    char free_text[256], buf[1024];
+    int with_tag = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        free_text[0] = 0;
+        for (int k = (int)(tu_next(&s) % 10); k > 0; k--)
+            strcat(free_text, PIECES[tu_next(&s) % (sizeof PIECES / sizeof *PIECES)]);
+        int clean = !strstr(free_text, "<tool_call>");
+        with_tag += !clean;
+        if (accepts(aut, free_text) != clean) fail_msg("auto, text '%s': accepted %d", free_text, !clean);
+        int n = (int)(tu_next(&s) % 3);
+        calls_text(buf, sizeof buf, free_text, n);
+        if (n && accepts(aut, buf) != clean) fail_msg("auto, '%s': accepted %d", buf, !clean);
+        assert_int_equal(accepts(req, buf), n > 0 && !free_text[0]);
+        assert_int_equal(accepts(one, buf), n == 1 && !free_text[0]);
+    }
+    assert_true(with_tag > 100);
+    calls_text(buf, sizeof buf, "", 16);
+    assert_true(accepts(req, buf));
+    calls_text(buf, sizeof buf, "", 17); /* MAX_PARALLEL */
+    assert_false(accepts(req, buf));
+    assert_false(accepts(req, "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"));
+    clf_grammar_free(aut);
+    clf_grammar_free(req);
+    clf_grammar_free(one);
+    clf_tools_free(t);
+}
+
+static void test_grammar_llama(void **state) {
+    (void)state;
+    clf_chat c;
+    TU_OK(clf_chat_init("<|start_header_id|>Cutting Knowledge Date: December 2023\n", &c));
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]";
+    clf_tools *t;
+    TU_OK(clf_tools_create(&c, tools, strlen(tools), &t));
+    clf_grammar *aut = wrapped(t, CLF_TOOL_AUTO, 1), *req = wrapped(t, CLF_TOOL_REQUIRED, 1);
+    static const struct { const char *text; int aut, req; } CASES[] = {
+        {"", 1, 0}, {"Hello {x}", 1, 0}, {"{x}", 0, 0}, {" hi", 0, 0}, {"\n{", 0, 0},
+        {"{\"name\": \"f\", \"arguments\": {}}", 1, 1}, {"{\"name\": \"f\", \"arguments\": {}}{", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        if (accepts(aut, CASES[i].text) != CASES[i].aut) fail_msg("auto '%s'", CASES[i].text);
+        if (accepts(req, CASES[i].text) != CASES[i].req) fail_msg("required '%s'", CASES[i].text);
+    }
+    clf_grammar_free(aut);
+    clf_grammar_free(req);
+    clf_tools_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_matches_templates),
@@ -353,6 +441,8 @@ int main(void) {
         cmocka_unit_test(test_parse_chatml),
         cmocka_unit_test(test_parse_llama),
         cmocka_unit_test(test_parse_odd),
+        cmocka_unit_test(test_grammar_chatml),
+        cmocka_unit_test(test_grammar_llama),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
