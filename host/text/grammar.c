@@ -60,10 +60,16 @@ static int oom(parser *ps) {
 }
 
 /* A rule id for a name (made when first seen); -1 when out of memory. */
+static int add_rule(parser *ps, const char *name, size_t n);
 static int rule_id(parser *ps, const char *name, size_t n) {
     clf_grammar *g = ps->g;
     for (int i = 0; i < g->n_rules; i++)
         if (g->names[i] && strlen(g->names[i]) == n && !memcmp(g->names[i], name, n)) return i;
+    return add_rule(ps, name, n);
+}
+
+static int add_rule(parser *ps, const char *name, size_t n) {
+    clf_grammar *g = ps->g;
     if (grow((void **)&g->names, &ps->cap_rules, g->n_rules + 1, sizeof *g->names)) return -1;
     int cap = ps->cap_rules;
     gbuf *r = realloc(ps->rules, (size_t)cap * sizeof *r);
@@ -86,7 +92,7 @@ static int rule_id(parser *ps, const char *name, size_t n) {
 static int new_rule(parser *ps) {
     char name[32];
     snprintf(name, sizeof name, "\x01%d", ps->g->n_rules); /* cannot be typed: never collides */
-    int id = rule_id(ps, name, strlen(name));
+    int id = add_rule(ps, name, strlen(name));
     if (id >= 0) ps->defined[id] = 1;
     return id;
 }
@@ -158,7 +164,9 @@ static int cmp_range(const void *x, const void *y) {
 /* A character class (ranges, negated or not) into `into`: one byte-set
  * element when it is ASCII, else a reference to a rule of its UTF-8
  * sequences. Surrogates are not characters: never matched. */
-static int emit_class(parser *ps, gbuf *into, cprange *rg, int n, int negate) {
+static int emit_class(parser *ps, int into_rule, gbuf *into_tmp, cprange *rg, int n, int negate) {
+    /* into: rule into_rule, or into_tmp when it is < 0 (ps->rules moves as new rules are made) */
+#define INTO (into_rule >= 0 ? &ps->rules[into_rule] : into_tmp)
     qsort(rg, (size_t)n, sizeof *rg, cmp_range);
     cprange set[512 + 4];
     int m = 0;
@@ -199,7 +207,7 @@ static int emit_class(parser *ps, gbuf *into, cprange *rg, int n, int negate) {
         for (int i = 0; i < k; i++)
             for (uint32_t c = out[i].lo; c <= out[i].hi; c++) s[c >> 6] |= 1ull << (c & 63);
         int id = set_id(ps->g, s);
-        return id < 0 || buf_push(into, G_BYTES, id) ? oom(ps) : 0;
+        return id < 0 || buf_push(INTO, G_BYTES, id) ? oom(ps) : 0;
     }
     int r = new_rule(ps);
     if (r < 0) return oom(ps);
@@ -210,7 +218,8 @@ static int emit_class(parser *ps, gbuf *into, cprange *rg, int n, int negate) {
         int id = set_id(ps->g, none);
         if (id < 0 || buf_push(&ps->rules[r], G_BYTES, id)) return oom(ps);
     }
-    return buf_push(into, G_REF, r) ? oom(ps) : 0;
+    return buf_push(INTO, G_REF, r) ? oom(ps) : 0;
+#undef INTO
 }
 
 /* ---- the parser ------------------------------------------------------------ */
@@ -282,6 +291,9 @@ static int parse_alternates(parser *ps, int rule, int nested);
 static int repeat(parser *ps, int rule, int start, int min, int max) {
     gbuf *b = &ps->rules[rule];
     int n = b->n - start;
+    if (n == 0) return 0; /* "" repeated is "" */
+    if ((long)n * (max > min ? max : min + 1) > 1 << 20)
+        return perr(ps, ps->p, "a repetition too large (over a million elements)", ""), -1;
     gel *x = malloc((size_t)(n ? n : 1) * sizeof *x);
     if (!x) return oom(ps);
     memcpy(x, b->e + start, (size_t)n * sizeof *x);
@@ -362,14 +374,14 @@ static int parse_sequence(parser *ps, int rule, int nested) {
             }
             if (ps->p >= ps->end) return perr(ps, at, "unterminated character class", ""), -1;
             ps->p++;
-            if (emit_class(ps, &ps->rules[rule], rg, n, negate)) return -1;
+            if (emit_class(ps, rule, NULL, rg, n, negate)) return -1;
             last = start;
         } else if (c == '.') {
             ps->p++;
             if (ps->any_rule < 0) {
                 cprange all = {0, 0x10FFFF};
                 gbuf tmp = {0};
-                if (emit_class(ps, &tmp, &all, 1, 0)) return free(tmp.e), -1;
+                if (emit_class(ps, -1, &tmp, &all, 1, 0)) return free(tmp.e), -1;
                 ps->any_rule = tmp.e[0].val;
                 free(tmp.e);
             }
@@ -583,7 +595,7 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
         int k = 0;
         for (int r = 0; r < g->n_rules; r++) {
             g->rule_start[r] = k;
-            memcpy(g->el + k, ps.rules[r].e, (size_t)ps.rules[r].n * sizeof *g->el);
+            if (ps.rules[r].n) memcpy(g->el + k, ps.rules[r].e, (size_t)ps.rules[r].n * sizeof *g->el);
             k += ps.rules[r].n;
             g->el[k++] = (gel){G_END, r};
         }

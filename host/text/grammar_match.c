@@ -181,7 +181,7 @@ clf_status clf_gstate_copy(const gstate *in, gstate *out) {
         out->d = d;
         out->cap = in->n ? in->n : 1;
     }
-    memcpy(out->d, in->d, (size_t)in->n * sizeof *in->d);
+    if (in->n) memcpy(out->d, in->d, (size_t)in->n * sizeof *in->d);
     out->n = in->n;
     out->n_stacks = in->n_stacks;
     out->accepting = in->accepting;

@@ -203,7 +203,7 @@ static mask_entry *find(clf_grammar_masks *gm, const gstate *s, uint64_t h) {
     for (int i = (int)(h & (uint64_t)(gm->cap - 1));; i = (i + 1) & (gm->cap - 1)) {
         mask_entry *e = &gm->tab[i];
         if (!e->key) return e;
-        if (e->hash == h && e->key_n == s->n && !memcmp(e->key, s->d, (size_t)s->n * sizeof *s->d)) return e;
+        if (e->hash == h && e->key_n == s->n && (!s->n || !memcmp(e->key, s->d, (size_t)s->n * sizeof *s->d))) return e;
     }
 }
 
@@ -251,7 +251,7 @@ static clf_status lookup(clf_grammar_masks *gm, const gstate *s, mask_entry **ou
         free(key);
         return st;
     }
-    memcpy(key, s->d, (size_t)s->n * sizeof *key);
+    if (s->n) memcpy(key, s->d, (size_t)s->n * sizeof *key);
     e = find(gm, s, h); /* the table may have grown */
     *e = (mask_entry){.hash = h, .key = key, .key_n = s->n, .bits = bits, .n_allowed = n};
     gm->used++;
@@ -264,7 +264,7 @@ static clf_status lookup(clf_grammar_masks *gm, const gstate *s, mask_entry **ou
 
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
     pthread_mutex_lock(&gm->lock);
-    mask_entry *e;
+    mask_entry *e = NULL;
     clf_status st = lookup(gm, s, &e);
     if (st == CLF_OK) {
         const uint64_t *bits = e->bits;
