@@ -129,7 +129,7 @@ static void test_bad_requests(void **state) {
 /* The answer parses back as JSON, with bad bytes as U+FFFD. */
 static void test_answers_are_valid_json(void **state) {
     (void)state;
-    srv_api_resp resp = {SRV_CHAT, "chatcmpl-1", "m\"odel", 1700000000, "stop"};
+    srv_api_resp resp = {.kind = SRV_CHAT, .id = "chatcmpl-1", .model = "m\"odel", .created = 1700000000, .finish = "stop"};
     srv_api_usage u = {10, 3, 4, 5.0, 6.0, 0.5};
     const char text[] = "ok \xe2\x82 \xff\xc3\xa9";
     char *s = srv_api_completion_json(&resp, text, sizeof text - 1, &u);
@@ -178,7 +178,7 @@ static void test_utf8_and_encoding_errors(void **state) {
     assert_int_equal(n, strlen(id));
     free(id);
     clinfer_fail(CLINFER_OK, "%s", "");
-    srv_api_resp resp = {SRV_COMPLETION, "cmpl-1", "m\xff", 1700000000, "stop"};
+    srv_api_resp resp = {.kind = SRV_COMPLETION, .id = "cmpl-1", .model = "m\xff", .created = 1700000000, .finish = "stop"};
     srv_api_usage u = {1, 1, 0, 0, 0, 0};
     assert_null(srv_api_completion_json(&resp, "a", 1, &u));
     assert_non_null(strstr(clinfer_last_error(), "JSON"));
