@@ -15,6 +15,7 @@
 
 #include "chat.h"
 #include "grammar.h"
+#include "json_schema.h"
 #include "testutil.h"
 #include "tools.h"
 
@@ -432,6 +433,55 @@ static void test_grammar_llama(void **state) {
     clf_tools_free(t);
 }
 
+/* The whole chain: the call schema through the JSON Schema converter, the
+ * wrapper, the engine: valid calls of each function accepted, a wrong
+ * name, a bad argument or a missing one refused (validity by hand). */
+static void test_grammar_real_schema(void **state) {
+    (void)state;
+    static const char *const TMPL[] = {NULL, "<|start_header_id|>Cutting Knowledge Date: December 2023\n"};
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"}},"
+                        "\"required\":[\"city\"],\"additionalProperties\":false}}},"
+                        "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]";
+    for (int f = 0; f < 2; f++) {
+        clf_chat c;
+        TU_OK(clf_chat_init(TMPL[f], &c));
+        const char *key = f ? "parameters" : "arguments";
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, tools, strlen(tools), &t));
+        char *schema, *call, *g;
+        TU_OK(clf_tools_call_schema(t, CLF_TOOL_REQUIRED, NULL, &schema));
+        TU_OK(clf_json_schema_to_gbnf(schema, strlen(schema), &call));
+        TU_OK(clf_tools_wrap_grammar(t, CLF_TOOL_REQUIRED, 1, call, &g));
+        clf_grammar *gr;
+        TU_OK(clf_grammar_compile(g, strlen(g), "tc-root", &gr));
+        static const struct { const char *args, *name; int ok; } CASES[] = {
+            {"{\"city\": \"Oslo\"}", "get_weather", 1}, {"{\"city\": \"a\\\"b\", \"days\": 3}", "get_weather", 1},
+            {"{}", "now", 1}, {"{\"days\": 3}", "get_weather", 0}, {"{\"city\": 3}", "get_weather", 0},
+            {"{\"city\": \"x\", \"zz\": 1}", "get_weather", 0}, {"{}", "get_time", 0}, {"{\"a\": 1}", "now", 0},
+        };
+        for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+            char text[256];
+            snprintf(text, sizeof text, f ? "{\"name\": \"%s\", \"%s\": %s}" : "<tool_call>\n{\"name\": \"%s\", \"%s\": %s}\n</tool_call>",
+                     CASES[i].name, key, CASES[i].args);
+            if (accepts(gr, text) != CASES[i].ok) fail_msg("%s: '%s' accepted %d", f ? "Llama" : "ChatML", text, !CASES[i].ok);
+            if (CASES[i].ok) { /* and the parser reads back what the grammar let through */
+                clf_tool_reply *r;
+                TU_OK(clf_tools_parse(&c, text, strlen(text), 1, &r));
+                assert_int_equal(r->n_calls, 1);
+                assert_string_equal(r->calls[0].name, CASES[i].name);
+                assert_string_equal(r->calls[0].arguments, CASES[i].args);
+                clf_tool_reply_free(r);
+            }
+        }
+        clf_grammar_free(gr);
+        free(schema);
+        free(call);
+        free(g);
+        clf_tools_free(t);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_render_matches_templates),
@@ -443,6 +493,7 @@ int main(void) {
         cmocka_unit_test(test_parse_odd),
         cmocka_unit_test(test_grammar_chatml),
         cmocka_unit_test(test_grammar_llama),
+        cmocka_unit_test(test_grammar_real_schema),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
