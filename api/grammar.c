@@ -33,6 +33,11 @@ static void release(clinfer_grammar *G) {
 
 void clinfer_grammar_free(clinfer_grammar *g) { release(g); }
 
+clinfer_grammar *clinfer_grammar_retain(clinfer_grammar *g) {
+    if (g) atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
 /* The model's trie, built by its first grammar. */
 static clf_status model_trie(clinfer_model *m, const clf_vocab_trie **out) {
     pthread_mutex_lock(&m->trie_lock);

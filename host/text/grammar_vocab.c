@@ -113,30 +113,36 @@ void clf_vocab_trie_free(clf_vocab_trie *v) {
     free(v);
 }
 
-/* ---- masks ----------------------------------------------------------------- */
+/* ---- masks: a lazily built DFA over the automaton's states ---------------- */
 
-typedef struct mask_entry {
+/* Every state a walk meets is interned with its transitions filled in as
+ * they are taken: inside a string nearly every byte leads back to a state
+ * already seen, so walking the trie costs a table read a node once the
+ * grammar's common states are known, and the masks of states seen before
+ * are kept. Both are forgotten together past MASKS_BUDGET bytes. */
+enum { MASKS_BUDGET = 256 << 20, DEAD = -2, UNKNOWN = -1 };
+
+typedef struct dstate {
+    gstate st;
     uint64_t hash;
-    int32_t *key; /* the state's stacks, key_n int32s; NULL: an empty slot */
-    int key_n;
-    uint64_t *bits; /* [n_words] */
+    int32_t *next;  /* [256] the state after each byte (UNKNOWN, DEAD), allocated at the first step */
+    uint64_t *bits; /* [n_words] the mask, NULL until asked for */
     int n_allowed;
-} mask_entry;
-
-/* What the masks may keep before they are all forgotten. */
-enum { MASKS_BUDGET = 64 << 20 };
+} dstate;
 
 struct clf_grammar_masks {
     const clf_grammar *g;
     const clf_vocab_trie *v;
     int n_vocab, n_words;
     pthread_mutex_t lock;
-    mask_entry *tab; /* open addressing, cap a power of two */
-    int cap, used;
+    dstate *st; /* [n_st] interned states */
+    int n_st, cap_st;
+    int32_t *tab; /* [tab_cap] open addressing over st by hash: -1 empty */
+    int tab_cap;
     size_t bytes;
     long computed, hits;
     double seconds;
-    gstate *depth; /* [v->max_len + 1]: a trie walk's state at each depth */
+    gstate scratch;
 };
 
 clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *v, int n_vocab,
@@ -144,138 +150,151 @@ clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *
     *out = NULL;
     clf_grammar_masks *gm = calloc(1, sizeof *gm);
     if (!gm) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-    *gm = (clf_grammar_masks){.g = g, .v = v, .n_vocab = n_vocab, .n_words = (n_vocab + 63) / 64, .cap = 64};
-    gm->tab = calloc((size_t)gm->cap, sizeof *gm->tab);
-    gm->depth = calloc((size_t)v->max_len + 2, sizeof *gm->depth);
-    if (!gm->tab || !gm->depth) {
-        free(gm->tab);
-        free(gm->depth);
+    *gm = (clf_grammar_masks){.g = g, .v = v, .n_vocab = n_vocab, .n_words = (n_vocab + 63) / 64, .tab_cap = 1024};
+    gm->tab = malloc((size_t)gm->tab_cap * sizeof *gm->tab);
+    if (!gm->tab) {
         free(gm);
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     }
+    memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
     pthread_mutex_init(&gm->lock, NULL);
     *out = gm;
     return CLF_OK;
 }
 
 static void forget(clf_grammar_masks *gm) {
-    for (int i = 0; i < gm->cap; i++) {
-        free(gm->tab[i].key);
-        free(gm->tab[i].bits);
-        gm->tab[i] = (mask_entry){0};
+    for (int i = 0; i < gm->n_st; i++) {
+        clf_gstate_free(&gm->st[i].st);
+        free(gm->st[i].next);
+        free(gm->st[i].bits);
     }
-    gm->used = 0;
+    gm->n_st = 0;
     gm->bytes = 0;
+    memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
 }
 
 void clf_grammar_masks_free(clf_grammar_masks *gm) {
     if (!gm) return;
     forget(gm);
+    free(gm->st);
     free(gm->tab);
-    for (int d = 0; d <= gm->v->max_len + 1; d++) clf_gstate_free(&gm->depth[d]);
-    free(gm->depth);
+    clf_gstate_free(&gm->scratch);
     pthread_mutex_destroy(&gm->lock);
     free(gm);
 }
 
-/* Depth-first over the trie below `node` with state s (at depth d): a
- * child whose byte the state takes keeps its tokens and is walked on; a
- * byte it refuses prunes the subtree. */
-static clf_status walk(clf_grammar_masks *gm, int node, const gstate *s, int d, uint64_t *bits, int *n) {
+static int same(const gstate *a, const gstate *b) {
+    return a->n == b->n && (!a->n || !memcmp(a->d, b->d, (size_t)a->n * sizeof *a->d));
+}
+
+/* s's id, interned when new (-1: out of memory, the message set). */
+static int intern(clf_grammar_masks *gm, const gstate *s) {
+    uint64_t h = clf_gstate_hash(s);
+    int mask = gm->tab_cap - 1, i = (int)(h & (uint64_t)mask);
+    for (; gm->tab[i] >= 0; i = (i + 1) & mask) {
+        const dstate *d = &gm->st[gm->tab[i]];
+        if (d->hash == h && same(&d->st, s)) return gm->tab[i];
+    }
+    if ((gm->n_st + 1) * 2 > gm->tab_cap) { /* grow the table, then find the slot again */
+        int cap = gm->tab_cap * 2;
+        int32_t *t = malloc((size_t)cap * sizeof *t);
+        if (!t) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
+        memset(t, 0xff, (size_t)cap * sizeof *t);
+        for (int k = 0; k < gm->n_st; k++) {
+            int j = (int)(gm->st[k].hash & (uint64_t)(cap - 1));
+            while (t[j] >= 0) j = (j + 1) & (cap - 1);
+            t[j] = k;
+        }
+        free(gm->tab);
+        gm->tab = t;
+        gm->tab_cap = cap;
+        mask = cap - 1;
+        for (i = (int)(h & (uint64_t)mask); gm->tab[i] >= 0; i = (i + 1) & mask) {}
+    }
+    if (gm->n_st == gm->cap_st) {
+        int cap = gm->cap_st ? gm->cap_st * 2 : 256;
+        dstate *n = realloc(gm->st, (size_t)cap * sizeof *n);
+        if (!n) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
+        gm->st = n;
+        gm->cap_st = cap;
+    }
+    dstate *d = &gm->st[gm->n_st];
+    *d = (dstate){.hash = h};
+    if (clf_gstate_copy(s, &d->st) != CLF_OK) return -1;
+    gm->bytes += sizeof *d + (size_t)s->n * sizeof *s->d;
+    gm->tab[i] = gm->n_st;
+    return gm->n_st++;
+}
+
+/* The state after byte b from state id: DEAD, an id, or -1 with *st set. */
+static int step(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
+    dstate *d = &gm->st[id];
+    if (!gset_has(d->st.tops, b)) return DEAD;
+    if (!d->next) {
+        if (!(d->next = malloc(256 * sizeof *d->next))) return *st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
+        memset(d->next, 0xff, 256 * sizeof *d->next); /* UNKNOWN */
+        gm->bytes += 256 * sizeof *d->next;
+    }
+    if (d->next[b] != UNKNOWN) return d->next[b];
+    if ((*st = clf_gstate_advance(gm->g, &d->st, b, &gm->scratch)) != CLF_OK) return -1;
+    int n = gm->scratch.n_stacks ? intern(gm, &gm->scratch) : DEAD; /* may move gm->st */
+    if (n == -1) *st = CLF_ERR_MEMORY;
+    else gm->st[id].next[b] = n;
+    return n;
+}
+
+/* Depth-first over the trie below `node` from state id: a child whose byte
+ * the state takes keeps its tokens and is walked on; a byte it refuses
+ * prunes the subtree. */
+static clf_status walk(clf_grammar_masks *gm, int node, int id, uint64_t *bits, int *n) {
     const tnode *nodes = gm->v->nodes;
-    gstate *next = &gm->depth[d];
     for (int c = node + 1; c < nodes[node].end; c = nodes[c].end) {
-        unsigned b = nodes[c].byte;
-        if (!gset_has(s->tops, b)) continue;
-        CLF_TRY(clf_gstate_advance(gm->g, s, b, next));
-        if (!next->n_stacks) continue;
+        clf_status st = CLF_OK;
+        int next = step(gm, id, nodes[c].byte, &st);
+        if (next == DEAD) continue;
+        if (next < 0) return st;
         for (int k = nodes[c].tok_lo; k < nodes[c].tok_hi; k++) {
-            int32_t id = gm->v->ids[k];
-            bits[id >> 6] |= 1ull << (id & 63);
+            int32_t tok = gm->v->ids[k];
+            bits[tok >> 6] |= 1ull << (tok & 63);
             (*n)++;
         }
-        if (nodes[c].end > c + 1) CLF_TRY(walk(gm, c, next, d + 1, bits, n));
+        if (nodes[c].end > c + 1) CLF_TRY(walk(gm, c, next, bits, n));
     }
-    return CLF_OK;
-}
-
-static mask_entry *find(clf_grammar_masks *gm, const gstate *s, uint64_t h) {
-    for (int i = (int)(h & (uint64_t)(gm->cap - 1));; i = (i + 1) & (gm->cap - 1)) {
-        mask_entry *e = &gm->tab[i];
-        if (!e->key) return e;
-        if (e->hash == h && e->key_n == s->n && (!s->n || !memcmp(e->key, s->d, (size_t)s->n * sizeof *s->d))) return e;
-    }
-}
-
-static clf_status grow_table(clf_grammar_masks *gm) {
-    mask_entry *old = gm->tab;
-    int old_cap = gm->cap;
-    mask_entry *tab = calloc((size_t)old_cap * 2, sizeof *tab);
-    if (!tab) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-    gm->tab = tab;
-    gm->cap = old_cap * 2;
-    for (int i = 0; i < old_cap; i++)
-        if (old[i].key) {
-            int k = (int)(old[i].hash & (uint64_t)(gm->cap - 1));
-            while (tab[k].key) k = (k + 1) & (gm->cap - 1);
-            tab[k] = old[i];
-        }
-    free(old);
-    return CLF_OK;
-}
-
-/* The entry for s, computed when new; under the lock. */
-static clf_status lookup(clf_grammar_masks *gm, const gstate *s, mask_entry **out) {
-    uint64_t h = clf_gstate_hash(s);
-    mask_entry *e = find(gm, s, h);
-    if (e->key) {
-        gm->hits++;
-        *out = e;
-        return CLF_OK;
-    }
-    size_t need = (size_t)gm->n_words * 8 + (size_t)s->n * 4 + sizeof *e;
-    if (gm->bytes + need > MASKS_BUDGET) forget(gm);
-    if ((gm->used + 1) * 2 > gm->cap) CLF_TRY(grow_table(gm));
-    double t0 = now_s();
-    uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
-    int32_t *key = malloc((size_t)(s->n ? s->n : 1) * sizeof *key);
-    if (!bits || !key) {
-        free(bits);
-        free(key);
-        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-    }
-    int n = 0;
-    clf_status st = gm->v->nodes ? walk(gm, 0, s, 0, bits, &n) : CLF_OK;
-    if (st != CLF_OK) {
-        free(bits);
-        free(key);
-        return st;
-    }
-    if (s->n) memcpy(key, s->d, (size_t)s->n * sizeof *key);
-    e = find(gm, s, h); /* the table may have grown */
-    *e = (mask_entry){.hash = h, .key = key, .key_n = s->n, .bits = bits, .n_allowed = n};
-    gm->used++;
-    gm->bytes += need;
-    gm->computed++;
-    gm->seconds += now_s() - t0;
-    *out = e;
     return CLF_OK;
 }
 
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
     pthread_mutex_lock(&gm->lock);
-    mask_entry *e = NULL;
-    clf_status st = lookup(gm, s, &e);
+    clf_status st = CLF_OK;
+    if (gm->bytes > MASKS_BUDGET) forget(gm);
+    int id = intern(gm, s);
+    if (id < 0) st = CLF_ERR_MEMORY; /* the message is set */
+    else if (!gm->st[id].bits) {
+        double t0 = now_s();
+        uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
+        int n = 0;
+        if (!bits) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+        if (st == CLF_OK && gm->v->nodes) st = walk(gm, 0, id, bits, &n);
+        if (st == CLF_OK) {
+            gm->st[id].bits = bits;
+            gm->st[id].n_allowed = n;
+            gm->bytes += (size_t)gm->n_words * sizeof *bits;
+            gm->computed++;
+            gm->seconds += now_s() - t0;
+        } else
+            free(bits);
+    } else
+        gm->hits++;
     if (st == CLF_OK) {
-        const uint64_t *bits = e->bits;
+        const dstate *d = &gm->st[id];
         for (int w = 0; w < gm->n_words; w++) {
-            uint64_t m = bits[w];
+            uint64_t m = d->bits[w];
             if (m == ~0ull) continue;
             int lo = w * 64, hi = lo + 64 < gm->n_vocab ? lo + 64 : gm->n_vocab;
             for (int i = lo; i < hi; i++)
                 if (!(m >> (i - lo) & 1)) logits[i] = -INFINITY;
         }
-        *n_allowed = e->n_allowed;
+        *n_allowed = d->n_allowed;
     }
     pthread_mutex_unlock(&gm->lock);
     return st;

@@ -1826,7 +1826,8 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
         if (st != CLF_OK) {
         } else if (nkeys == 0) {
             sb_puts(&key, prim(c, P_STRING));
-        } else {
+        } else { /* the opening quote, then a name none of keys */
+            sb_puts(&key, "\"\\\"\" ");
             st = not_names(c, kn, keys, nkeys, 0, &key);
         }
         free(kn);
