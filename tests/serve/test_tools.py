@@ -105,6 +105,44 @@ def test_stream_reassembles_to_the_whole(client, choice):
         assert calls
 
 
+def reassemble_choices(stream):
+    """A stream of n choices as {index: [chunk choices]} in their order."""
+    by = {}
+    for chunk in stream:
+        for c in chunk.choices:
+            by.setdefault(c.index, []).append(c)
+    return by
+
+
+def test_n_choices_parse_their_own_calls(client):
+    # choice i is what n = 1 with seed + i gives; each parses its own calls and finish
+    kw = dict(model=M, messages=Q, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, temperature=1.0,
+              max_tokens=200)
+    r = client.chat.completions.create(n=3, seed=21, logprobs=True, **kw)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    for c in r.choices:
+        one = client.chat.completions.create(seed=21 + c.index, **kw).choices[0]
+        assert c.finish_reason == one.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1
+        got = [(t.function.name, t.function.arguments) for t in c.message.tool_calls]
+        assert got == [(t.function.name, t.function.arguments) for t in one.message.tool_calls]
+        for t in c.message.tool_calls:
+            check_call(t)
+            # logprobs list the tokens generated, the call's among them
+            assert t.function.arguments in "".join(x.token for x in c.logprobs.content)
+    ids = [t.id for c in r.choices for t in c.message.tool_calls]
+    assert len(set(ids)) == len(ids)
+    # streamed: each choice's deltas under its own index reassemble to its whole answer
+    by = reassemble_choices(client.chat.completions.create(n=3, seed=21, stream=True, **kw))
+    assert sorted(by) == [0, 1, 2]
+    for c in r.choices:
+        class One:  # the chunks of one choice, as reassemble reads them
+            def __init__(self, ch):
+                self.choices = [ch]
+        content, calls, finish = reassemble(One(x) for x in by[c.index])
+        assert finish == "tool_calls" and content == (c.message.content or "")
+        assert [(n, a) for _, n, a in calls] == [(t.function.name, t.function.arguments) for t in c.message.tool_calls]
+
+
 def test_round_trip(client):
     first = client.chat.completions.create(model=M, messages=Q, tools=TOOLS, tool_choice="required",
                                            parallel_tool_calls=False, temperature=0, max_tokens=200)
