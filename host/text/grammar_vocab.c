@@ -120,7 +120,7 @@ void clf_vocab_trie_free(clf_vocab_trie *v) {
  * already seen, so walking the trie costs a table read a node once the
  * grammar's common states are known, and the masks of states seen before
  * are kept. Both are forgotten together past MASKS_BUDGET bytes. */
-enum { MASKS_BUDGET = 256 << 20, DEAD = -2, UNKNOWN = -1 };
+enum { MASKS_BUDGET = 64 << 20, DEAD = -2, UNKNOWN = -1 }; /* a grammar's: a server keeps a few */
 
 typedef struct dstate {
     gstate st;
