@@ -422,6 +422,81 @@ static int parse_logit_bias(json_t *root, srv_api_req *r, srv_api_error *e) {
     return 0;
 }
 
+/* One way of holding the reply to a structure: *param names the field
+ * already given (a second is a 400 naming both). */
+static int set_format(srv_api_req *r, srv_format f, const char *param, json_t *text_of, srv_api_error *e) {
+    if (r->format != SRV_FORMAT_TEXT) {
+        srv_api_bad(e, param, "'%s' and '%s' both constrain the reply: give one", r->format_param, param);
+        return -1;
+    }
+    r->format = f;
+    r->format_param = param;
+    if (!text_of) return 0;
+    r->format_text = json_is_string(text_of) ? dup_str(json_string_value(text_of), json_string_length(text_of))
+                                             : json_dumps(text_of, JSON_COMPACT | JSON_ENCODE_ANY);
+    return r->format_text ? 0 : oom(e);
+}
+
+/* response_format {"type": "text" | "json_object" | "json_schema",
+ * "json_schema": {"name", "schema", "strict"}}, and llama-server's
+ * json_schema (a schema object) and grammar (GBNF text; "" is none). The
+ * schema is converted and the grammar compiled by the caller. */
+static int parse_format(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *rf = field(root, "response_format"), *js = field(root, "json_schema"), *g = field(root, "grammar");
+    if (rf) {
+        const char *type;
+        json_t *spec = NULL;
+        json_error_t je;
+        if (json_unpack_ex(rf, &je, 0, "{s:s, s?o}", "type", &type, "json_schema", &spec)) {
+            srv_api_bad(e, "response_format", "'response_format': %s", je.text);
+            return -1;
+        }
+        if (!strcmp(type, "json_object")) {
+            if (set_format(r, SRV_FORMAT_JSON_OBJECT, "response_format", NULL, e)) return -1;
+        } else if (!strcmp(type, "json_schema")) {
+            json_t *schema = NULL;
+            const char *name = NULL;
+            int strict = 0;
+            if (!spec || json_unpack_ex(spec, &je, 0, "{s?s, s?o, s?b}", "name", &name, "schema", &schema, "strict",
+                                        &strict)) {
+                srv_api_bad(e, "response_format", "'response_format.json_schema': %s",
+                            spec ? je.text : "required with type json_schema ({\"name\", \"schema\", \"strict\"})");
+                return -1;
+            }
+            if (!json_is_object(schema) && !json_is_boolean(schema)) {
+                srv_api_bad(e, "response_format", "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+                return -1;
+            }
+            /* strict or not, the schema is enforced (a grammar holds the sampler to it) */
+            if (set_format(r, SRV_FORMAT_JSON_SCHEMA, "response_format", schema, e)) return -1;
+        } else if (strcmp(type, "text")) {
+            srv_api_bad(e, "response_format", "'response_format.type' '%.32s' is not text, json_object or json_schema",
+                        type);
+            return -1;
+        }
+    }
+    if (js) {
+        if (!json_is_object(js) && !json_is_boolean(js)) {
+            srv_api_bad(e, "json_schema", "'json_schema' must be a JSON Schema (an object)");
+            return -1;
+        }
+        if (set_format(r, SRV_FORMAT_JSON_SCHEMA, "json_schema", js, e)) return -1;
+    }
+    if (g) {
+        if (!json_is_string(g)) {
+            srv_api_bad(e, "grammar", "'grammar' must be a string (GBNF)");
+            return -1;
+        }
+        if (json_string_length(g) && set_format(r, SRV_FORMAT_GRAMMAR, "grammar", g, e)) return -1;
+    }
+    if (r->format != SRV_FORMAT_TEXT && r->tools && r->tool_choice != CLINFER_TOOL_NONE) {
+        srv_api_bad(e, r->format_param, "'%s' and 'tools' both constrain the reply: give one (or tool_choice none)",
+                    r->format_param);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
     json_t *model = field(root, "model");
     if (model) {
@@ -431,7 +506,7 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
     }
     if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
     if (refuse_unsupported(root, e) || parse_tools(root, kind, r, e) || parse_n(root, r, e) ||
-        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e))
+        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e) || parse_format(root, r, e))
         return -1;
     /* max_completion_tokens is the chat API's newer name of max_tokens */
     json_int_t mt = 0, seed = 0;
@@ -498,6 +573,7 @@ void srv_api_req_free(srv_api_req *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->bias_ids);
     free(r->bias);
+    free(r->format_text);
     memset(r, 0, sizeof *r);
 }
 

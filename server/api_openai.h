@@ -20,6 +20,12 @@ enum { SRV_MAX_N = 128 };
 
 typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
 
+/* What the reply is held to: free text, any JSON object (response_format
+ * json_object), a JSON Schema (response_format json_schema, or
+ * llama-server's top-level json_schema) or a GBNF grammar (llama-server's
+ * grammar). */
+typedef enum srv_format { SRV_FORMAT_TEXT, SRV_FORMAT_JSON_OBJECT, SRV_FORMAT_JSON_SCHEMA, SRV_FORMAT_GRAMMAR } srv_format;
+
 /* A call an assistant message made (strings malloc'd). */
 typedef struct srv_tool_call {
     char *id, *name, *arguments;
@@ -58,6 +64,11 @@ typedef struct srv_api_req {
     int32_t *bias_ids; /* logit_bias: token ids (checked against the vocabulary by the caller) */
     float *bias;       /* their biases, -100..100 */
     int n_bias;
+    /* structured output: at most one of response_format (other than text),
+     * json_schema and grammar, and not with tools offered */
+    srv_format format;
+    char *format_text;        /* JSON_SCHEMA: the schema's JSON text; GRAMMAR: the GBNF */
+    const char *format_param; /* the field it came from ("response_format", "json_schema", "grammar") */
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */

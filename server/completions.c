@@ -104,6 +104,29 @@ static int tool_setup(const srv_app *app, const srv_api_req *q, clinfer_tools **
     return -1;
 }
 
+/* Structured output: the reply's grammar (*grammar a reference of the
+ * caller's; NULL for text): the schema converted to GBNF, the GBNF
+ * compiled or found in the server's cache. -1 with a 400 naming the field:
+ * a keyword the converter cannot enforce (its message names it), a
+ * malformed grammar (line:column), a language no token can start. */
+static int format_setup(const srv_app *app, const srv_api_req *q, clinfer_grammar **grammar, srv_api_error *e) {
+    static const char ANY_OBJECT[] = "{\"type\": \"object\"}";
+    *grammar = NULL;
+    if (q->format == SRV_FORMAT_TEXT) return 0;
+    char *gbnf = NULL;
+    clinfer_status st = CLINFER_OK;
+    if (q->format == SRV_FORMAT_JSON_OBJECT) st = clinfer_json_schema_to_gbnf(ANY_OBJECT, sizeof ANY_OBJECT - 1, &gbnf);
+    else if (q->format == SRV_FORMAT_JSON_SCHEMA)
+        st = clinfer_json_schema_to_gbnf(q->format_text, strlen(q->format_text), &gbnf);
+    const char *text = q->format == SRV_FORMAT_GRAMMAR ? q->format_text : gbnf;
+    if (st == CLINFER_OK) st = srv_gcache_get(app->grammars, text, strlen(text), grammar);
+    clinfer_free(gbnf);
+    if (st == CLINFER_OK) return 0;
+    if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+    else srv_api_bad(e, q->format_param, "'%s': %s", q->format_param, clinfer_last_error());
+    return -1;
+}
+
 /* A tool call's id: unique per call (the request's random base, the call's index). */
 static void call_id(char *buf, size_t n, unsigned long long base, int i) {
     snprintf(buf, n, "call_%016llx%02x", base, (unsigned)i);
@@ -576,6 +599,7 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
             srv_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
                               "the model '%.200s' does not exist (this server has '%.200s')", q.model, app->model_id);
         else if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &tools, &grammar, &e) == 0 &&
+                 (grammar || format_setup(app, &q, &grammar, &e) == 0) &&
                  prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0)
             n_jobs = make_jobs(&q, ids, n, grammar, jobs, &e);
     }

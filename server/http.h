@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "clinfer.h"
+#include "grammar_cache.h"
 #include "scheduler.h"
 
 enum {
@@ -31,6 +32,7 @@ typedef struct srv_app {
     const char *model_alias; /* also accepted in "model" (what -m said), or NULL */
     int n_ctx, n_slots;
     long long created;
+    srv_gcache *grammars; /* structured output's compiled grammars */
 } srv_app;
 
 typedef struct srv_http srv_http;

@@ -165,7 +165,9 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
         memcpy(j->bias, p->bias, (size_t)p->n_bias * sizeof *j->bias);
         j->n_bias = p->n_bias;
     }
-    for (int i = 0; i < p->n_stop; i++)
+    /* under a grammar no stop string: one would cut the text where the
+     * grammar has not ended it, and the answer would say stop */
+    for (int i = 0; !p->grammar && i < p->n_stop; i++)
         if (!(j->stop[j->n_stop++] = strdup(p->stop[i]))) {
             job_free(j);
             return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
@@ -447,6 +449,9 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
         return TAKE_ERROR;
     }
     if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
+    /* a sentence nothing may follow: ended now, not a step later by the
+     * grammar's EOG (nor cut as length when it is the last token allowed) */
+    if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;
     int matched;
     size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
     j->final_len = fin;

@@ -29,7 +29,9 @@ typedef struct srv_job_params {
     const char *stop[SRV_MAX_STOP];
     int n_stop;
     /* NULL, or the grammar the job's sampler is held to: the job takes a
-     * reference of its own (clinfer_grammar_retain), the caller keeps its */
+     * reference of its own (clinfer_grammar_retain), the caller keeps its.
+     * Under a grammar the stop strings are not applied, the job ends (stop)
+     * as soon as the grammar is DONE, and speculation is off. */
     clinfer_grammar *grammar;
     /* each generated token's logprob and top_logprobs alternatives
      * (clinfer_logprobs of the raw logits, before the logit bias) */

@@ -343,7 +343,7 @@ static void test_metrics_text(void **state) {
     (void)state;
     srv_stats st = {.n_slots = 8, .running = 3, .queued = 2, .prompt_tokens = 100, .gen_tokens = 42,
                     .gen_tps = 12.5, .occupancy = 0.375};
-    char *s = srv_metrics_text(&st, "a\"b");
+    char *s = srv_metrics_text(&st, NULL, "a\"b");
     assert_non_null(s);
     assert_non_null(strstr(s, "# TYPE clinfer_generated_tokens_total counter\nclinfer_generated_tokens_total{model=\"a\\\"b\"} 42\n"));
     assert_non_null(strstr(s, "clinfer_requests_queued{model=\"a\\\"b\"} 2\n"));
@@ -352,7 +352,7 @@ static void test_metrics_text(void **state) {
     assert_non_null(strstr(s, "clinfer_prompt_cache_hit_ratio{model=\"a\\\"b\"} 0\n")); /* nothing admitted yet */
     free(s);
     st.cached_tokens = 30, st.admitted_tokens = 120; /* the ratio of the two counters */
-    assert_non_null(s = srv_metrics_text(&st, "m"));
+    assert_non_null(s = srv_metrics_text(&st, NULL, "m"));
     assert_non_null(strstr(s, "# TYPE clinfer_prompt_tokens_admitted_total counter\nclinfer_prompt_tokens_admitted_total{model=\"m\"} 120\n"));
     assert_non_null(strstr(s, "# TYPE clinfer_prompt_cache_hit_ratio gauge\nclinfer_prompt_cache_hit_ratio{model=\"m\"} 0.25\n"));
     free(s);
