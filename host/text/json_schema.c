@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "json_schema.h"
 
 #define MAX_OUT (4u << 20) /* grammar text, bytes */
@@ -139,17 +140,50 @@ static uint32_t utf8_next(const char *s, size_t n, size_t *i) {
     return cp;
 }
 
-/* A GBNF literal for the JSON spelling of the string s[0, n), quotes included. */
+/* GBNF for the JSON spelling of code points cps[0, n) (quotes around when
+ * `quotes`): one literal, but for a \u00XX escape whose last hex digit is a
+ * letter, which either case spells (Python writes \u001f, jansson \u001F). */
+static void sb_spell(sbuf *b, const uint32_t *cps, size_t n, int quotes) {
+    sbuf run = {0};
+    int tokens = 0;
+    if (quotes) sb_putc(&run, '"');
+    for (size_t i = 0; i <= n; i++) {
+        int letter = i < n && cps[i] < 0x20 && (cps[i] & 15) >= 10 && cps[i] != '\n' && cps[i] != '\r' &&
+                     cps[i] != '\f' && cps[i] != '\b';
+        if (i == n && quotes) sb_putc(&run, '"');
+        if (letter) sb_printf(&run, "\\u00%c", cps[i] >> 4 ? '1' : '0');
+        else if (i < n) json_spell_cp(&run, cps[i]);
+        if ((letter || i == n) && run.n) {
+            if (tokens++) sb_putc(b, ' ');
+            sb_putc(b, '"');
+            sb_lit_bytes(b, sb_str(&run), run.n);
+            sb_putc(b, '"');
+            run.n = 0;
+        }
+        if (letter) {
+            char lo = (char)('a' + (cps[i] & 15) - 10);
+            if (tokens++) sb_putc(b, ' ');
+            sb_printf(b, "[%c%c]", lo, lo - 32);
+        }
+    }
+    if (!tokens) sb_puts(b, "\"\"");
+    if (run.oom) b->oom = 1;
+    free(run.s);
+}
+
+/* GBNF for the JSON spelling of the string s[0, n), quotes included. */
 static void sb_json_string_lit(sbuf *b, const char *s, size_t n) {
-    sbuf sp = {0};
-    sb_putc(&sp, '"');
-    for (size_t i = 0; i < n;) json_spell_cp(&sp, utf8_next(s, n, &i));
-    sb_putc(&sp, '"');
-    sb_putc(b, '"');
-    sb_lit_bytes(b, sb_str(&sp), sp.n);
-    sb_putc(b, '"');
-    if (sp.oom) b->oom = 1;
-    free(sp.s);
+    uint32_t *cps = malloc((n + 1) * sizeof *cps);
+    if (!cps) {
+        b->oom = 1;
+        return;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n;) cps[m++] = utf8_next(s, n, &i);
+    if (m > 1) sb_putc(b, '(');
+    sb_spell(b, cps, m, 1);
+    if (m > 1) sb_putc(b, ')');
+    free(cps);
 }
 
 /* ---- the converter ------------------------------------------------------- */
@@ -277,7 +311,7 @@ static void add_rule(conv *c, const char *name, const char *body) {
  * never ends; with a bound every gap ends. */
 enum {
     P_SPACE, P_CHAR, P_STRING, P_INTEGRAL, P_INTEGER, P_NUMBER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT, P_ARRAY,
-    P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_DATE0, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
+    P_UNUMBER, P_ZERO, P_NZFRAC, P_UNONZERO, P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
 };
 static const struct {
     const char *name, *body;
@@ -287,8 +321,16 @@ static const struct {
     [P_CHAR] = {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})", 0},
     [P_STRING] = {"string", "\"\\\"\" char* \"\\\"\"", 1u << P_CHAR},
     [P_INTEGRAL] = {"integral", "\"0\" | [1-9] [0-9]{0,19}", 0},
-    [P_INTEGER] = {"integer", "\"-\"? integral", 1u << P_INTEGRAL},
+    /* 1.0 and 1.00 are integers too (JSON Schema: a number with a zero fraction) */
+    [P_INTEGER] = {"integer", "\"-\"? integral (\".\" \"0\"{1,20})?", 1u << P_INTEGRAL},
     [P_NUMBER] = {"number", "\"-\"? integral (\".\" [0-9]{1,20})? ([eE] [-+]? [0-9]{1,4})?", 1u << P_INTEGRAL},
+    /* for bounds of 0: numbers without a sign, zeros, and not zeros */
+    [P_UNUMBER] = {"unsigned", "integral (\".\" [0-9]{1,20})? ([eE] [-+]? [0-9]{1,4})?", 1u << P_INTEGRAL},
+    [P_ZERO] = {"zero", "\"0\" (\".\" \"0\"{1,20})? ([eE] [-+]? [0-9]{1,4})?", 0},
+    [P_NZFRAC] = {"nonzero-fraction", NULL, 0}, /* written by nzfrac_rule */
+    [P_UNONZERO] = {"nonzero",
+                    "([1-9] [0-9]{0,19} (\".\" [0-9]{1,20})? | \"0.\" nonzero-fraction) ([eE] [-+]? [0-9]{1,4})?",
+                    1u << P_NZFRAC},
     [P_BOOLEAN] = {"boolean", "\"true\" | \"false\"", 0},
     [P_NULL] = {"null", "\"null\"", 0},
     [P_VALUE] = {"value", "object | array | string | number | boolean | null",
@@ -311,31 +353,42 @@ static const struct {
                  "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,61} [a-zA-Z0-9])? \".\")+ [a-zA-Z]{2,63} \"\\\"\"",
                  0},
     /* the calendar exactly: days per month, 29 February of leap years */
-    [P_DIV4] = {"div4", "[02468] [048] | [13579] [26]", 0},
+    [P_DIV4] = {"div4", "[02468] [48] | [13579] [26] | [2468] \"0\"", 0}, /* 04..96 by 4 */
     [P_MDAY] = {"mday",
                 "(\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | (\"0\" [469] | \"11\") "
                 "\"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])",
                 0},
-    /* date: Python's date.fromisoformat, as jsonschema checks it, has no year 0 */
+    /* years 0001-9999 (Python's date, and rfc3339-validator, have no year
+     * 0); leap: by 4 but not 100, or by 400 */
     [P_DATE] = {"date",
                 "([0-9]{3} [1-9] | [0-9]{2} [1-9] \"0\" | [0-9] [1-9] \"00\" | [1-9] \"000\") \"-\" mday | "
-                "([0-9]{2} (div4 | [2468] \"0\") | (div4 | [2468] \"0\") \"00\") \"-02-29\"",
+                "([0-9]{2} div4 | div4 \"00\") \"-02-29\"",
                 (1u << P_MDAY) | (1u << P_DIV4)},
-    /* date-time's date (RFC 3339): year 0000 is a (leap) year */
-    [P_DATE0] = {"date0", "[0-9]{4} \"-\" mday | ([0-9]{2} (div4 | [2468] \"0\") | div4 \"00\") \"-02-29\"",
-                 (1u << P_MDAY) | (1u << P_DIV4)},
     [P_TIMEPART] = {"timepart",
                     "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,20})? ([zZ] | [-+] "
                     "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
                     0},
     [P_TIME] = {"time", "\"\\\"\" timepart \"\\\"\"", 1u << P_TIMEPART},
-    [P_DATETIME] = {"date-time", "\"\\\"\" date0 [tT] timepart \"\\\"\"", (1u << P_DATE0) | (1u << P_TIMEPART)},
+    [P_DATETIME] = {"date-time", "\"\\\"\" date [tT] timepart \"\\\"\"", (1u << P_DATE) | (1u << P_TIMEPART)},
 };
 
 static const char *prim(conv *c, int p) {
     if (!(c->prims & (1u << p))) {
         c->prims |= 1u << p;
-        add_rule(c, PRIMS[p].name, PRIMS[p].body);
+        if (p == P_NZFRAC) { /* up to 20 fraction digits, one of them not 0 */
+            sbuf b = {0};
+            for (int k = 0; k < FRAC_DIGITS; k++) {
+                if (k) sb_puts(&b, " | ");
+                if (k) sb_printf(&b, "\"0\"{%d} ", k);
+                sb_puts(&b, "[1-9]");
+                if (FRAC_DIGITS - 1 - k > 0) sb_printf(&b, " [0-9]{0,%d}", FRAC_DIGITS - 1 - k);
+            }
+            add_rule(c, PRIMS[p].name, sb_str(&b));
+            if (b.oom) c->rules.oom = 1;
+            free(b.s);
+        } else {
+            add_rule(c, PRIMS[p].name, PRIMS[p].body);
+        }
         for (int d = 0; d < P_COUNT; d++)
             if (PRIMS[p].deps & (1u << d)) prim(c, d);
     }
@@ -802,12 +855,12 @@ static void value_lit(conv *c, json_t *v, sbuf *o) {
     case JSON_FALSE: sb_puts(o, "\"false\""); break;
     case JSON_STRING: sb_json_string_lit(o, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
-        sb_printf(o, "(\"%lld\" \".0\"?)", (long long)json_integer_value(v));
+        sb_printf(o, "(\"%lld\" (\".\" \"0\"{1,20})?)", (long long)json_integer_value(v));
         break;
     case JSON_REAL: {
         double x = json_real_value(v);
         py_repr(x, num, sizeof num);
-        if (x == floor(x) && fabs(x) < 1e16) sb_printf(o, "(\"%.0f\" \".0\"?)", x);
+        if (x == floor(x) && fabs(x) < 1e16) sb_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
         else sb_printf(o, "\"%s\"", num);
         break;
     }
@@ -877,6 +930,8 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
 }
 
 /* ---- integers in a range -------------------------------------------------- */
+
+static const char *const NUMBER_BOUNDS[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", NULL};
 
 static void digit_class(sbuf *o, int lo, int hi) {
     if (lo == hi) sb_printf(o, "[%c]", lo);
@@ -984,6 +1039,37 @@ static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upp
     return CLF_OK;
 }
 
+/* A number's bounds: only one, and 0 (x >= 0, x > 0, x <= 0, x < 0: the
+ * sign and whether the digits are all zeros decide it, exponent or not).
+ * Other bounds would need the grammar to compare decimals with exponents. */
+static clf_status visit_number(conv *c, json_t *s, const char *ptr, sbuf *out, int *empty) {
+    const char *lower = NULL, *upper = NULL;
+    for (int i = 0; NUMBER_BOUNDS[i]; i++) {
+        json_t *b = json_object_get(s, NUMBER_BOUNDS[i]);
+        if (!b) continue;
+        if (!json_is_number(b)) return bad(ptr, "\"%s\" must be a number", NUMBER_BOUNDS[i]);
+        if (json_number_value(b) != 0 || (i < 2 ? lower : upper))
+            return bad(ptr, "\"%s\" on a number (not an integer): only one bound of 0 (x >= 0, x > 0, x <= 0, "
+                            "x < 0) is supported", NUMBER_BOUNDS[i]);
+        if (i < 2) lower = NUMBER_BOUNDS[i];
+        else upper = NUMBER_BOUNDS[i];
+    }
+    if (!lower && !upper) {
+        sb_puts(out, prim(c, P_NUMBER));
+        return CLF_OK;
+    }
+    if (lower && upper) {
+        if (lower[0] == 'e' || upper[0] == 'e') *empty = 1; /* 0 <= x <= 0: zeros; an exclusive side: nothing */
+        else sb_printf(out, "(\"-\"? %s)", prim(c, P_ZERO));
+        return CLF_OK;
+    }
+    if (lower && lower[0] == 'm') sb_printf(out, "(%s | \"-\" %s)", prim(c, P_UNUMBER), prim(c, P_ZERO));
+    else if (lower) sb_puts(out, prim(c, P_UNONZERO));
+    else if (upper[0] == 'm') sb_printf(out, "(\"-\" %s | %s)", prim(c, P_UNUMBER), prim(c, P_ZERO));
+    else sb_printf(out, "\"-\" %s", prim(c, P_UNONZERO));
+    return CLF_OK;
+}
+
 static clf_status visit_integer(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
     int has_lo = 0, has_hi = 0;
     int64_t lo = 0, hi = 0;
@@ -1004,6 +1090,7 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
     nines[INT_DIGITS] = 0;
     sbuf b = {0};
     int alt = 0;
+    sb_putc(&b, '(');
     if (!has_lo || lo < 0) { /* negatives: "-" and a magnitude */
         char m1[32], m2[32];
         snprintf(m1, sizeof m1, "%llu", has_hi && hi < 0 ? (unsigned long long)(-(hi + 1)) + 1 : 1ull);
@@ -1023,6 +1110,7 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
         range_dec(&b, m1, m2);
         if (!has_lo || lo <= 0) sb_puts(&b, " | \"-0\""); /* -0 is 0 */
     }
+    sb_puts(&b, ") (\".\" \"0\"{1,20})?"); /* a zero fraction: still an integer */
     clf_status st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
     free(b.s);
     return st;
@@ -1151,13 +1239,8 @@ static void set_emit(sbuf *o, cpset *s) {
     free(cls.s);
     for (uint32_t cp = 0; cp <= '\\'; cp++) {
         if (!(cp < 0x20 || cp == '"' || cp == '\\') || !set_has(s, cp)) continue;
-        sbuf sp = {0};
-        json_spell_cp(&sp, cp);
         if (alts++) sb_puts(o, " | ");
-        sb_putc(o, '"');
-        sb_lit_bytes(o, sb_str(&sp), sp.n);
-        sb_putc(o, '"');
-        free(sp.s);
+        sb_spell(o, &cp, 1, 0);
     }
     if (!alts) sb_puts(o, "[^\\x00-\\U0010FFFF]"); /* cannot happen: sets are never empty */
     sb_putc(o, ')');
@@ -1718,15 +1801,13 @@ static clf_status not_names(conv *c, const char *name, const char **names, int n
                     next_depth = at;
                 }
             }
-            sbuf sp = {0}, child = {0};
-            json_spell_cp(&sp, cp);
+            sbuf child = {0};
             st = not_names(c, name, sub, m, (int)next_depth, &child);
             if (st == CLF_OK) {
-                sb_puts(&b, " | \"");
-                sb_lit_bytes(&b, sb_str(&sp), sp.n);
-                sb_printf(&b, "\" %s", sb_str(&child));
+                sb_puts(&b, " | ");
+                sb_spell(&b, &cp, 1, 0);
+                sb_printf(&b, " %s", sb_str(&child));
             }
-            free(sp.s);
             free(child.s);
             free(sub);
         }
@@ -2042,7 +2123,6 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
 /* ---- one schema ---------------------------------------------------------- */
 
 static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
-static const char *const NUMBER_KW[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
 static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", NULL};
 
@@ -2086,12 +2166,8 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, s
     } else {
         int mask;
         st = type_mask(s, ptr, &mask);
-        if (st == CLF_OK && (mask & T_NUMBER)) {
-            mask &= ~T_INTEGER;
-            if (has_any(s, NUMBER_KW))
-                st = bad(ptr, "\"minimum\"/\"maximum\" on a number (not an integer) is not supported");
-        }
-        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_KW) &&
+        if (st == CLF_OK && (mask & T_NUMBER)) mask &= ~T_INTEGER;
+        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) &&
             !has_any(s, ARRAY_KW) && !has_any(s, OBJECT_KW)) {
             sb_puts(out, prim(c, P_VALUE));
         } else if (st == CLF_OK) {
@@ -2107,7 +2183,7 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, s
                 else switch (1 << t) {
                     case T_NULL: sb_puts(&x, prim(c, P_NULL)); break;
                     case T_BOOLEAN: sb_puts(&x, prim(c, P_BOOLEAN)); break;
-                    case T_NUMBER: sb_puts(&x, prim(c, P_NUMBER)); break;
+                    case T_NUMBER: st = visit_number(c, s, ptr, &x, &te); break;
                     case T_INTEGER: st = visit_integer(c, s, tn, ptr, &x, &te); break;
                     case T_STRING: st = visit_string(c, s, tn, ptr, &x, &te); break;
                     case T_ARRAY: st = visit_array(c, s, tn, ptr, &x, &te); break;
@@ -2156,6 +2232,17 @@ clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) 
         if (out.oom || c.rules.oom || top.oom) st = bad("#", "the grammar is larger than 4 MiB (or memory ran out)");
     }
     if (st == CLF_OK && out.n > MAX_OUT) st = bad("#", "the grammar is larger than 4 MiB");
+    if (st == CLF_OK) {
+        /* A recursion no value escapes (an object that requires an object
+         * of its own kind) leaves the walk's emptiness checks non-empty:
+         * the engine finds such rules, and that is this schema's error. Any
+         * other refusal would be the converter's bug, left for the caller
+         * (and the fuzzer) to see. */
+        clf_grammar *g = NULL;
+        if (clf_grammar_compile(out.s, out.n, NULL, &g) != CLF_OK && strstr(clf_last_error(), "admits no text"))
+            st = bad("#", "the schema admits no finite value (a $ref recursion no value ends)");
+        clf_grammar_free(g);
+    }
     if (st == CLF_OK) *gbnf = out.s;
     else free(out.s);
     free(top.s);
