@@ -12,8 +12,14 @@ formats checked where it has a checker); a length one was cut by
 max_tokens, a prefix the grammar allows, and is only counted. Prints a table, and exits 1 when a stop reply fails
 to parse or validate, or a request fails.
 
+With --cache it measures the grammar cache instead: each schema's
+request twice, greedy (the same tokens both times) after a request without
+it has cached the prompt: the first compiles the grammar and builds the
+masks of the states it reaches, the second finds both. It reports each
+one's wall time and generation time (timings.predicted_ms).
+
     bench/schema_validity.py [--bin build/clinfer] [-m MODEL] [--schemas tests/data/schemas]
-                             [--limit N] [--seeds 3] [--seed 1] [--max-tokens 512] [--json]
+                             [--limit N] [--seeds 3] [--seed 1] [--max-tokens 512] [--cache] [--json]
 """
 import argparse
 import concurrent.futures
@@ -123,6 +129,51 @@ def run(binary, model, schemas_dir, limit, seeds, seed, max_tokens, parallel):
     return rows
 
 
+def cache_speedup(binary, model, schemas_dir, limit, max_tokens):
+    names = sorted(f for f in os.listdir(schemas_dir) if f.endswith(".json"))[:limit or None]
+    p, port = start(binary, model, 1, 2048)
+    rows = []
+    try:
+        for f in names:
+            with open(os.path.join(schemas_dir, f)) as fh:
+                schema = json.load(fh)
+            msgs = [{"role": "user", "content": f"Give me an example {schema.get('title', f[:-5])} as JSON."}]
+            request(port, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})  # the prompt cached
+            row = {"schema": f[:-5]}
+            for k in ("first", "second"):
+                t = time.time()
+                status, r = request(port, "POST", "/v1/chat/completions", {
+                    "messages": msgs, "temperature": 0, "max_tokens": max_tokens,
+                    "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}})
+                if status != 200:
+                    row = None
+                    break
+                row[k] = {"wall_ms": (time.time() - t) * 1e3, "gen_ms": r["timings"]["predicted_ms"],
+                          "tokens": r["usage"]["completion_tokens"], "text": r["choices"][0]["message"]["content"]}
+            if row:
+                assert row["first"]["text"] == row["second"]["text"]
+                rows.append(row)
+    finally:
+        p.terminate()
+        p.wait(60)
+    return rows
+
+
+def cache_table(rows):
+    out = ["| schema | tokens | first: wall ms | gen ms | second: wall ms | gen ms | speedup (wall) |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        a, b = r["first"], r["second"]
+        out.append(f"| {r['schema']} | {a['tokens']} | {a['wall_ms']:.0f} | {a['gen_ms']:.0f} | {b['wall_ms']:.0f} | "
+                   f"{b['gen_ms']:.0f} | {a['wall_ms'] / b['wall_ms']:.2f}x |")
+    fa = sum(r["first"]["wall_ms"] for r in rows)
+    fb = sum(r["second"]["wall_ms"] for r in rows)
+    out.append(f"| **{len(rows)} schemas** | {sum(r['first']['tokens'] for r in rows)} | {fa:.0f} | "
+               f"{sum(r['first']['gen_ms'] for r in rows):.0f} | {fb:.0f} | "
+               f"{sum(r['second']['gen_ms'] for r in rows):.0f} | {fa / fb:.2f}x |")
+    return "\n".join(out)
+
+
 def table(rows):
     out = ["| schema | replies | stop | length | valid of stop | seconds |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
@@ -146,8 +197,13 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--parallel", type=int, default=6, help="the server's slots")
+    ap.add_argument("--cache", action="store_true", help="the grammar cache: each schema's request twice")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.cache:
+        rows = cache_speedup(a.bin, a.model, a.schemas, a.limit, a.max_tokens)
+        print(json.dumps(rows, indent=1) if a.json else cache_table(rows))
+        return
     rows = run(a.bin, a.model, a.schemas, a.limit, a.seeds, a.seed, a.max_tokens, a.parallel)
     print(json.dumps(rows, indent=1) if a.json else table(rows))
     failures = [f"{r['schema']}: {f}" for r in rows for f in r["failures"]]
