@@ -100,7 +100,8 @@ int cmd_serve(int argc, char **argv) {
         app.m = s.m;
         app.n_ctx = srv_engine_n_ctx(e);
         hold_signals(1, &old);
-        st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
+        st = srv_gcache_create(s.m, SRV_GCACHE_ENTRIES, &app.grammars);
+        if (st == CLINFER_OK) st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
         if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* greedy requests: prompt lookup */
     }
     if (st == CLINFER_OK) {
@@ -121,6 +122,7 @@ int cmd_serve(int argc, char **argv) {
     srv_http_drain(h, 5);
     srv_http_stop(h);
     srv_sched_free(app.sched);
+    srv_gcache_free(app.grammars); /* after the jobs: each held its own reference anyway */
     hold_signals(0, &old);
     srv_engine_free(e);
     srv_embedder_free(app.embedder);

@@ -293,6 +293,91 @@ CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const c
 CLINFER_API clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *role, const char *content,
                                                       int32_t **tokens, int *n_tokens);
 
+/* ---- tool calls ----------------------------------------------------------- */
+
+/* OpenAI's function calling in the model's own tool format, as its template
+ * writes it: ChatML (SmolLM2, Qwen2/2.5/3) in Qwen2.5's (the tools in the
+ * system turn, calls in <tool_call></tool_call> tags, results in
+ * <tool_response> blocks of a user turn), Llama 3.1+ in Meta's (the tools
+ * in the first user turn, a call as the whole reply {"name", "parameters"},
+ * results in "ipython" turns). Other formats (Llama 3.0, Gemma, Phi-3,
+ * Zephyr) have none: CLINFER_ERR_FORMAT naming the format. */
+typedef struct clinfer_tools clinfer_tools;
+typedef struct clinfer_grammar clinfer_grammar; /* the grammars section */
+
+/* tools: OpenAI's `tools` array as JSON text (len bytes): [{"type":
+ * "function", "function": {"name", "description"?, "parameters"?}}], names
+ * of 1 to 64 of a-z A-Z 0-9 _ -, unique. Copied. CLINFER_ERR_ARG for a
+ * malformed array. */
+CLINFER_API clinfer_status clinfer_tools_create(const clinfer_model *m, const char *tools, size_t len,
+                                                clinfer_tools **out);
+CLINFER_API void clinfer_tools_free(clinfer_tools *t);
+
+typedef struct clinfer_tool_call {
+    const char *id;        /* the call's id (neither format renders it) */
+    const char *name;
+    const char *arguments; /* JSON text, as OpenAI sends it (a string) */
+} clinfer_tool_call;
+
+/* A message that may carry an assistant's calls or a tool's result. */
+typedef struct clinfer_tool_message {
+    const char *role;    /* "system", "user", "assistant" or "tool" */
+    const char *content; /* NULL: none (an assistant that only called) */
+    const clinfer_tool_call *calls; /* an assistant's, n_calls of them (Llama 3.1: at most 1) */
+    int n_calls;
+    const char *tool_call_id; /* a tool's: the call it answers (not rendered) */
+} clinfer_tool_message;
+
+/* clinfer_chat_apply / clinfer_chat_tokenize for a conversation with
+ * tools (t: offered to the model, NULL for none; the history may still hold
+ * calls and results). Without tools, calls or results: clinfer_chat_*'s
+ * rendering exactly. */
+CLINFER_API clinfer_status clinfer_tools_chat_apply(const clinfer_model *m, const clinfer_tools *t,
+                                                    const clinfer_tool_message *msgs, int n, int add_assistant,
+                                                    char **text, size_t *len);
+CLINFER_API clinfer_status clinfer_tools_chat_tokenize(const clinfer_model *m, const clinfer_tools *t,
+                                                       const clinfer_tool_message *msgs, int n, int add_assistant,
+                                                       int32_t **tokens, int *n_tokens);
+
+typedef enum clinfer_tool_choice {
+    CLINFER_TOOL_AUTO = 0,     /* text or calls (below) */
+    CLINFER_TOOL_NONE = 1,     /* text: no grammar */
+    CLINFER_TOOL_REQUIRED = 2, /* one call or more */
+    CLINFER_TOOL_NAMED = 3,    /* calls of the function `name` */
+} clinfer_tool_choice;
+
+/* The grammar a reply is generated under (clinfer_sampler_set_grammar):
+ * every call's JSON under its function's parameters schema
+ * (clinfer_json_schema_to_gbnf). required/named: only calls (parallel: up
+ * to 16 in ChatML, else 1; Llama 3.1: 1). auto fails closed: ChatML: text
+ * that holds no "<tool_call>", then optionally calls, so whatever opens a
+ * call is a valid call; Llama 3.1: a call, or text that does not start
+ * with "{" or a blank. none: *out NULL. */
+CLINFER_API clinfer_status clinfer_tools_grammar(const clinfer_tools *t, clinfer_tool_choice choice, const char *name,
+                                                 int parallel, clinfer_grammar **out);
+
+typedef struct clinfer_tool_parsed {
+    char *name;      /* NULL while its string is unfinished (a stream) */
+    char *arguments; /* the arguments' JSON text as generated (so far), or NULL */
+    int complete;    /* its closing seen */
+} clinfer_tool_parsed;
+
+typedef struct clinfer_tool_reply {
+    /* text[0, content_len): the content, before any call (a blank before
+     * one dropped). Streaming (final 0): only text that cannot begin a
+     * call, so the content of a stream grows to the final one. */
+    size_t content_len;
+    int n_calls;
+    clinfer_tool_parsed *calls;
+} clinfer_tool_reply;
+
+/* A reply's text (generated under clinfer_tools_grammar) as content and
+ * calls; final 0 for a stream's text so far (a call's name appears once
+ * whole, its arguments grow). Any bytes are safe. */
+CLINFER_API clinfer_status clinfer_tools_parse(const clinfer_tools *t, const char *text, size_t len, int final,
+                                               clinfer_tool_reply **out);
+CLINFER_API void clinfer_tool_reply_free(clinfer_tool_reply *r);
+
 /* ---- sessions: a context (KV cache) on a model ----------------------------- */
 
 typedef struct clinfer_session clinfer_session;

@@ -129,6 +129,111 @@ static int content_text(json_t *c, int i, char **out, srv_api_error *e) {
     return 0;
 }
 
+/* ---- tool calls in requests ---- */
+
+/* An assistant message's tool_calls, a tool message's tool_call_id. */
+static int parse_msg_tools(json_t *m, size_t i, srv_msg *out, srv_api_error *e) {
+    json_t *calls = field(m, "tool_calls"), *id = field(m, "tool_call_id");
+    if (!strcmp(out->role, "tool")) {
+        if (!json_is_string(id)) {
+            srv_api_bad(e, "messages", "'messages[%zu].tool_call_id' (a string) is required in a tool message", i);
+            return -1;
+        }
+        if (!(out->tool_call_id = dup_str(json_string_value(id), json_string_length(id)))) return oom(e);
+    }
+    if (!calls) return 0;
+    if (strcmp(out->role, "assistant") || !json_is_array(calls) || json_array_size(calls) > 128) {
+        srv_api_bad(e, "messages", "'messages[%zu].tool_calls': an array of at most 128 calls, in an assistant "
+                                   "message", i);
+        return -1;
+    }
+    if (json_array_size(calls) && !(out->calls = calloc(json_array_size(calls), sizeof *out->calls))) return oom(e);
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        const char *cid, *type = "function", *name;
+        json_t *args = NULL;
+        json_error_t je;
+        if (json_unpack_ex(c, &je, 0, "{s:s, s?s, s:{s:s, s?o}}", "id", &cid, "type", &type, "function", "name",
+                           &name, "arguments", &args) ||
+            strcmp(type, "function") || (args && !json_is_string(args) && !json_is_object(args))) {
+            srv_api_bad(e, "messages", "'messages[%zu].tool_calls[%zu]': not {\"id\", \"type\": \"function\", "
+                                       "\"function\": {\"name\", \"arguments\": a JSON string}}%s%s", i, k,
+                        je.text[0] ? ": " : "", je.text);
+            return -1;
+        }
+        srv_tool_call *o = &out->calls[k];
+        out->n_calls = (int)k + 1;
+        o->id = dup_str(cid, strlen(cid));
+        o->name = dup_str(name, strlen(name));
+        o->arguments = !args ? dup_str("{}", 2)
+                       : json_is_string(args) ? dup_str(json_string_value(args), json_string_length(args))
+                                              : json_dumps(args, JSON_COMPACT);
+        if (!o->id || !o->name || !o->arguments) return oom(e);
+    }
+    return 0;
+}
+
+/* A tool message answers a call of the assistant message before it (that
+ * one, or after other tool messages), as OpenAI requires. */
+static int check_tool_ids(const srv_api_req *r, srv_api_error *e) {
+    for (int i = 0; i < r->n_msgs; i++) {
+        if (strcmp(r->msgs[i].role, "tool")) continue;
+        int a = i - 1, found = 0;
+        while (a >= 0 && !strcmp(r->msgs[a].role, "tool")) a--;
+        for (int k = 0; a >= 0 && k < r->msgs[a].n_calls; k++)
+            found |= !strcmp(r->msgs[a].calls[k].id, r->msgs[i].tool_call_id);
+        if (!found) {
+            srv_api_bad(e, "messages", "'messages[%d].tool_call_id' '%.64s' answers no tool call of the assistant "
+                                       "message before it", i, r->msgs[i].tool_call_id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* tools, tool_choice ("auto", "none", "required" or {"type": "function",
+ * "function": {"name"}}), parallel_tool_calls: the chat API's. */
+static int parse_tools(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
+    json_t *tools = field(root, "tools"), *choice = field(root, "tool_choice");
+    r->tool_choice = CLINFER_TOOL_AUTO;
+    r->parallel_tool_calls = 1;
+    if (get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, e)) return -1;
+    if (tools && (!json_is_array(tools) || (kind != SRV_CHAT && json_array_size(tools)))) {
+        srv_api_bad(e, "tools", kind != SRV_CHAT ? "'tools' is for /v1/chat/completions"
+                                                 : "'tools' must be an array of functions");
+        return -1;
+    }
+    if (tools && json_array_size(tools) && !(r->tools = json_dumps(tools, JSON_COMPACT))) return oom(e);
+    if (!choice) return 0;
+    if (json_is_string(choice)) {
+        const char *c = json_string_value(choice);
+        if (!strcmp(c, "auto")) r->tool_choice = CLINFER_TOOL_AUTO;
+        else if (!strcmp(c, "none")) r->tool_choice = CLINFER_TOOL_NONE;
+        else if (!strcmp(c, "required")) r->tool_choice = CLINFER_TOOL_REQUIRED;
+        else {
+            srv_api_bad(e, "tool_choice", "'tool_choice' '%.32s' is not auto, none, required or a function", c);
+            return -1;
+        }
+    } else {
+        const char *type, *name;
+        json_error_t je;
+        if (json_unpack_ex(choice, &je, 0, "{s:s, s:{s:s}}", "type", &type, "function", "name", &name) ||
+            strcmp(type, "function")) {
+            srv_api_bad(e, "tool_choice", "'tool_choice' is not auto, none, required or {\"type\": \"function\", "
+                                          "\"function\": {\"name\": ...}}");
+            return -1;
+        }
+        r->tool_choice = CLINFER_TOOL_NAMED;
+        if (!(r->tool_name = dup_str(name, strlen(name)))) return oom(e);
+    }
+    if (!r->tools && (r->tool_choice == CLINFER_TOOL_REQUIRED || r->tool_choice == CLINFER_TOOL_NAMED)) {
+        srv_api_bad(e, "tool_choice", "'tool_choice' asks for a call, and there are no 'tools'");
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_messages(json_t *root, srv_api_req *r, srv_api_error *e) {
     json_t *msgs = field(root, "messages");
     if (!msgs) {
@@ -150,21 +255,21 @@ static int parse_messages(json_t *root, srv_api_req *r, srv_api_error *e) {
             srv_api_bad(e, "messages", "'messages[%zu]': %s", i, je.text);
             return -1;
         }
-        static const char *const ROLES[] = {"system", "user", "assistant"};
+        static const char *const ROLES[] = {"system", "user", "assistant", "tool"};
         if (!strcmp(role, "developer")) role = "system";
         const char *known = NULL;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (!strcmp(role, ROLES[k])) known = ROLES[k];
         if (!known) {
-            srv_api_bad(e, "messages", "'messages[%zu].role' '%s' is not supported (system, user, assistant)", i,
-                        role);
+            srv_api_bad(e, "messages", "'messages[%zu].role' '%s' is not supported (system, user, assistant, tool)",
+                        i, role);
             return -1;
         }
         r->msgs[i].role = known;
-        if (content_text(content, (int)i, &r->msgs[i].content, e)) return -1;
         r->n_msgs = (int)i + 1;
+        if (content_text(content, (int)i, &r->msgs[i].content, e) || parse_msg_tools(m, i, &r->msgs[i], e)) return -1;
     }
-    return 0;
+    return check_tool_ids(r, e);
 }
 
 /* prompt: a string, an array of one string, or an array of token ids. */
@@ -233,8 +338,8 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
             return -1;
         }
     }
-    static const char *const UNSUPPORTED[] = {"tools", "functions", "suffix"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const UNSUPPORTED[] = {"functions", "suffix"};
+    for (int i = 0; i < 2; i++) {
         json_t *v = field(root, UNSUPPORTED[i]);
         if (v && !((json_is_array(v) || json_is_object(v)) && json_array_size(v) + json_object_size(v) == 0)) {
             srv_api_bad(e, UNSUPPORTED[i], "'%s' is not supported", UNSUPPORTED[i]);
@@ -317,6 +422,81 @@ static int parse_logit_bias(json_t *root, srv_api_req *r, srv_api_error *e) {
     return 0;
 }
 
+/* One way of holding the reply to a structure: *param names the field
+ * already given (a second is a 400 naming both). */
+static int set_format(srv_api_req *r, srv_format f, const char *param, json_t *text_of, srv_api_error *e) {
+    if (r->format != SRV_FORMAT_TEXT) {
+        srv_api_bad(e, param, "'%s' and '%s' both constrain the reply: give one", r->format_param, param);
+        return -1;
+    }
+    r->format = f;
+    r->format_param = param;
+    if (!text_of) return 0;
+    r->format_text = json_is_string(text_of) ? dup_str(json_string_value(text_of), json_string_length(text_of))
+                                             : json_dumps(text_of, JSON_COMPACT | JSON_ENCODE_ANY);
+    return r->format_text ? 0 : oom(e);
+}
+
+/* response_format {"type": "text" | "json_object" | "json_schema",
+ * "json_schema": {"name", "schema", "strict"}}, and llama-server's
+ * json_schema (a schema object) and grammar (GBNF text; "" is none). The
+ * schema is converted and the grammar compiled by the caller. */
+static int parse_format(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *rf = field(root, "response_format"), *js = field(root, "json_schema"), *g = field(root, "grammar");
+    if (rf) {
+        const char *type;
+        json_t *spec = NULL;
+        json_error_t je;
+        if (json_unpack_ex(rf, &je, 0, "{s:s, s?o}", "type", &type, "json_schema", &spec)) {
+            srv_api_bad(e, "response_format", "'response_format': %s", je.text);
+            return -1;
+        }
+        if (!strcmp(type, "json_object")) {
+            if (set_format(r, SRV_FORMAT_JSON_OBJECT, "response_format", NULL, e)) return -1;
+        } else if (!strcmp(type, "json_schema")) {
+            json_t *schema = NULL;
+            const char *name = NULL;
+            int strict = 0;
+            if (!spec || json_unpack_ex(spec, &je, 0, "{s?s, s?o, s?b}", "name", &name, "schema", &schema, "strict",
+                                        &strict)) {
+                srv_api_bad(e, "response_format", "'response_format.json_schema': %s",
+                            spec ? je.text : "required with type json_schema ({\"name\", \"schema\", \"strict\"})");
+                return -1;
+            }
+            if (!json_is_object(schema) && !json_is_boolean(schema)) {
+                srv_api_bad(e, "response_format", "'response_format.json_schema.schema' must be a JSON Schema (an object)");
+                return -1;
+            }
+            /* strict or not, the schema is enforced (a grammar holds the sampler to it) */
+            if (set_format(r, SRV_FORMAT_JSON_SCHEMA, "response_format", schema, e)) return -1;
+        } else if (strcmp(type, "text")) {
+            srv_api_bad(e, "response_format", "'response_format.type' '%.32s' is not text, json_object or json_schema",
+                        type);
+            return -1;
+        }
+    }
+    if (js) {
+        if (!json_is_object(js) && !json_is_boolean(js)) {
+            srv_api_bad(e, "json_schema", "'json_schema' must be a JSON Schema (an object)");
+            return -1;
+        }
+        if (set_format(r, SRV_FORMAT_JSON_SCHEMA, "json_schema", js, e)) return -1;
+    }
+    if (g) {
+        if (!json_is_string(g)) {
+            srv_api_bad(e, "grammar", "'grammar' must be a string (GBNF)");
+            return -1;
+        }
+        if (json_string_length(g) && set_format(r, SRV_FORMAT_GRAMMAR, "grammar", g, e)) return -1;
+    }
+    if (r->format != SRV_FORMAT_TEXT && r->tools && r->tool_choice != CLINFER_TOOL_NONE) {
+        srv_api_bad(e, r->format_param, "'%s' and 'tools' both constrain the reply: give one (or tool_choice none)",
+                    r->format_param);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
     json_t *model = field(root, "model");
     if (model) {
@@ -325,8 +505,8 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
         if (!(r->model = dup_str(s, json_string_length(model)))) return oom(e);
     }
     if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
-    if (refuse_unsupported(root, e) || parse_n(root, r, e) || parse_logprobs(root, kind, r, e) ||
-        parse_logit_bias(root, r, e))
+    if (refuse_unsupported(root, e) || parse_tools(root, kind, r, e) || parse_n(root, r, e) ||
+        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e) || parse_format(root, r, e))
         return -1;
     /* max_completion_tokens is the chat API's newer name of max_tokens */
     json_int_t mt = 0, seed = 0;
@@ -380,14 +560,26 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, s
 }
 
 void srv_api_req_free(srv_api_req *r) {
-    for (int i = 0; i < r->n_msgs; i++) free(r->msgs[i].content);
+    for (int i = 0; i < r->n_msgs; i++) {
+        free(r->msgs[i].content);
+        for (int k = 0; k < r->msgs[i].n_calls; k++) {
+            free(r->msgs[i].calls[k].id);
+            free(r->msgs[i].calls[k].name);
+            free(r->msgs[i].calls[k].arguments);
+        }
+        free(r->msgs[i].calls);
+        free(r->msgs[i].tool_call_id);
+    }
     free(r->msgs);
+    free(r->tools);
+    free(r->tool_name);
     free(r->model);
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->bias_ids);
     free(r->bias);
+    free(r->format_text);
     memset(r, 0, sizeof *r);
 }
 
@@ -495,6 +687,23 @@ static json_t *head(const srv_api_resp *r, int chunk) {
  * has no -inf). */
 static json_t *lp_real(float lp) { return json_real(lp > -9999.0f ? lp : -9999.0); }
 
+/* A call's strings came from the model: made valid UTF-8. */
+static json_t *call_json(const srv_api_call *c) {
+    const char *args = c->arguments ? c->arguments : "";
+    return pack("{s:s, s:s, s:{s:o, s:o}}", "id", c->id, "type", "function", "function", "name",
+                text_json(c->name, strlen(c->name)), "arguments", text_json(args, strlen(args)));
+}
+
+static json_t *calls_json(const srv_api_choice *c) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < c->n_calls; i++)
+        if (json_array_append_new(a, call_json(&c->calls[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
 static json_t *bytes_json(const char *p, size_t n) {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
@@ -566,6 +775,10 @@ static json_t *logprobs_json(const srv_api_resp *r, const srv_api_choice *c) {
 static json_t *choice_finish_json(const srv_api_choice *c) { return c->finish ? json_string(c->finish) : json_null(); }
 
 static json_t *choice_json(const srv_api_resp *r, const srv_api_choice *c) {
+    if (r->kind == SRV_CHAT && c->n_calls)
+        return pack("{s:i, s:{s:s, s:o, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant",
+                    "content", c->len ? text_json(c->text, c->len) : json_null(), "tool_calls", calls_json(c),
+                    "logprobs", logprobs_json(r, c), "finish_reason", choice_finish_json(c));
     if (r->kind == SRV_CHAT)
         return pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant", "content",
                     text_json(c->text, c->len), "logprobs", logprobs_json(r, c), "finish_reason",
@@ -605,6 +818,23 @@ char *srv_api_choice_chunk_json(const srv_api_resp *r, int role, const srv_api_c
     }
     if (!j) json_decref(choice); /* else the pack below takes it */
     if (!j || json_object_set_new(j, "choices", pack("[o]", choice))) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
+}
+
+char *srv_api_tool_chunk_json(const srv_api_resp *r, int choice, int index, const char *id, const char *name,
+                              const char *args, size_t args_len) {
+    json_t *fn = name ? pack("{s:o, s:o}", "name", text_json(name, strlen(name)), "arguments", text_json(args, args_len))
+                      : pack("{s:o}", "arguments", text_json(args, args_len));
+    json_t *call = id ? pack("{s:i, s:s, s:s, s:o}", "index", index, "id", id, "type", "function", "function", fn)
+                      : pack("{s:i, s:o}", "index", index, "function", fn);
+    json_t *j = head(r, 1);
+    json_t *choices = pack("[{s:i, s:{s:[o]}, s:n, s:n}]", "index", choice, "delta", "tool_calls", call, "logprobs",
+                           "finish_reason");
+    if (!j) json_decref(choices); /* else json_object_set_new takes it */
+    if (!j || json_object_set_new(j, "choices", choices)) {
         json_decref(j);
         return NULL;
     }

@@ -20,9 +20,23 @@ enum { SRV_MAX_N = 128 };
 
 typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
 
+/* What the reply is held to: free text, any JSON object (response_format
+ * json_object), a JSON Schema (response_format json_schema, or
+ * llama-server's top-level json_schema) or a GBNF grammar (llama-server's
+ * grammar). */
+typedef enum srv_format { SRV_FORMAT_TEXT, SRV_FORMAT_JSON_OBJECT, SRV_FORMAT_JSON_SCHEMA, SRV_FORMAT_GRAMMAR } srv_format;
+
+/* A call an assistant message made (strings malloc'd). */
+typedef struct srv_tool_call {
+    char *id, *name, *arguments;
+} srv_tool_call;
+
 typedef struct srv_msg {
-    const char *role; /* "system", "user" or "assistant" ("developer" reads as "system") */
+    const char *role; /* "system", "user", "assistant" or "tool" ("developer" reads as "system") */
     char *content;    /* malloc'd (text parts joined) */
+    srv_tool_call *calls; /* an assistant's tool_calls */
+    int n_calls;
+    char *tool_call_id;   /* a tool's */
 } srv_msg;
 
 typedef struct srv_api_req {
@@ -39,12 +53,22 @@ typedef struct srv_api_req {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int stream, include_usage;
+    /* tools (SRV_CHAT): the array's JSON text, NULL when absent or empty */
+    char *tools;
+    clinfer_tool_choice tool_choice; /* auto where absent */
+    char *tool_name;                 /* a named choice's function */
+    int parallel_tool_calls;         /* 1 where absent */
     int n;            /* choices (1 when absent) */
     int logprobs;     /* 1: each token's logprob (chat's logprobs: true; completions' logprobs: N) */
     int top_logprobs; /* with logprobs: the alternatives a token lists (chat's top_logprobs, completions' N) */
     int32_t *bias_ids; /* logit_bias: token ids (checked against the vocabulary by the caller) */
     float *bias;       /* their biases, -100..100 */
     int n_bias;
+    /* structured output: at most one of response_format (other than text),
+     * json_schema and grammar, and not with tools offered */
+    srv_format format;
+    char *format_text;        /* JSON_SCHEMA: the schema's JSON text; GRAMMAR: the GBNF */
+    const char *format_param; /* the field it came from ("response_format", "json_schema", "grammar") */
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
@@ -80,11 +104,16 @@ typedef struct srv_api_usage {
     double prompt_ms, gen_ms, queue_ms;
 } srv_api_usage;
 
+/* A call in an answer. */
+typedef struct srv_api_call {
+    const char *id, *name, *arguments;
+} srv_api_call;
+
 typedef struct srv_api_resp {
     srv_kind kind;
     const char *id, *model;
     long long created;
-    const char *finish; /* "stop" or "length"; NULL in a stream's middle chunks */
+    const char *finish; /* "stop" or "length"; NULL in a stream's middle chunks (one choice's answers) */
 } srv_api_resp;
 
 /* A token as logprobs report it: its bytes (clinfer_token_piece) and its
@@ -110,10 +139,12 @@ typedef struct srv_api_choice {
     int index;
     const char *text;
     size_t len;
-    const char *finish; /* "stop", "length"; NULL in a stream's middle chunks */
+    const char *finish; /* "stop", "length" or "tool_calls"; NULL in a stream's middle chunks */
     int logprobs;       /* 1: a logprobs object of lp[0, n_lp) (chat's or completions' shape); 0: null */
     const srv_api_logprob *lp;
     int n_lp;
+    const srv_api_call *calls; /* a chat choice's message.tool_calls (a whole answer); content null when empty */
+    int n_calls;
 } srv_api_choice;
 
 /* A whole answer of n choices (stream: false). */
@@ -127,6 +158,12 @@ char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t le
 /* One stream chunk: `role` (the chat's first chunk), text, finish reason;
  * with `u` the usage chunk (no choices, stream_options.include_usage). */
 char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u);
+/* A stream chunk of one tool call's delta in choice `choice`, as OpenAI
+ * streams them: the first names call `index` (id, type, name) with the
+ * arguments so far, the next ones carry more of its arguments (id and name
+ * NULL). */
+char *srv_api_tool_chunk_json(const srv_api_resp *r, int choice, int index, const char *id, const char *name,
+                              const char *args, size_t args_len);
 char *srv_api_models_json(const char *model, long long created, int n_ctx);
 
 /* ---- the helpers, for the other endpoints' bodies (embeddings.c, tokenize.c) ---- */

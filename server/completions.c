@@ -19,19 +19,38 @@ static unsigned long long next_id(void) {
     return atomic_fetch_add(&counter, 1) + 1;
 }
 
+/* A chat's messages for clinfer_tools_chat_tokenize (which renders one
+ * without tools as clinfer_chat_tokenize does). */
+static clinfer_status chat_tokens(const srv_app *app, const srv_api_req *q, const clinfer_tools *tools, int32_t **ids,
+                                  int *n) {
+    size_t n_calls = 0;
+    for (int i = 0; i < q->n_msgs; i++) n_calls += (size_t)q->msgs[i].n_calls;
+    clinfer_tool_message *msgs = malloc((size_t)q->n_msgs * sizeof *msgs);
+    clinfer_tool_call *calls = malloc((n_calls ? n_calls : 1) * sizeof *calls), *c = calls;
+    clinfer_status st;
+    if (!msgs || !calls) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    else {
+        for (int i = 0; i < q->n_msgs; i++) {
+            const srv_msg *m = &q->msgs[i];
+            msgs[i] = (clinfer_tool_message){m->role, m->content, c, m->n_calls, m->tool_call_id};
+            for (int k = 0; k < m->n_calls; k++)
+                *c++ = (clinfer_tool_call){m->calls[k].id, m->calls[k].name, m->calls[k].arguments};
+        }
+        st = clinfer_tools_chat_tokenize(app->m, tools, msgs, q->n_msgs, 1, ids, n); /* messages are text */
+    }
+    free(msgs);
+    free(calls);
+    return st;
+}
+
 /* The prompt's tokens; -1 with a 400 when they cannot be made or do not fit. */
-static int prompt_tokens(const srv_app *app, const srv_api_req *q, int32_t **ids, int *n, srv_api_error *e) {
+static int prompt_tokens(const srv_app *app, const srv_api_req *q, const clinfer_tools *tools, int32_t **ids, int *n,
+                         srv_api_error *e) {
     clinfer_status st;
     *ids = NULL;
     *n = 0;
     if (q->kind == SRV_CHAT) {
-        clinfer_chat_message *msgs = malloc((size_t)q->n_msgs * sizeof *msgs);
-        if (!msgs) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
-        else {
-            for (int i = 0; i < q->n_msgs; i++) msgs[i] = (clinfer_chat_message){q->msgs[i].role, q->msgs[i].content};
-            st = clinfer_chat_tokenize(app->m, msgs, q->n_msgs, 1, ids, n); /* messages are text */
-        }
-        free(msgs);
+        st = chat_tokens(app, q, tools, ids, n);
     } else if (q->prompt) {
         st = clinfer_tokenize(app->m, q->prompt, strlen(q->prompt), 1, 0, ids, n);
     } else {
@@ -64,6 +83,59 @@ static int prompt_tokens(const srv_app *app, const srv_api_req *q, int32_t **ids
         return -1;
     }
     return 0;
+}
+
+/* tools: the model's tool format (a 400 naming the chat format where it has
+ * none) and, unless tool_choice is none, the reply's grammar. */
+static int tool_setup(const srv_app *app, const srv_api_req *q, clinfer_tools **tools, clinfer_grammar **grammar,
+                      srv_api_error *e) {
+    *tools = NULL;
+    *grammar = NULL;
+    if (!q->tools) return 0;
+    clinfer_status st = clinfer_tools_create(app->m, q->tools, strlen(q->tools), tools);
+    if (st == CLINFER_OK)
+        st = clinfer_tools_grammar(*tools, q->tool_choice, q->tool_name, q->parallel_tool_calls, grammar);
+    if (st == CLINFER_OK) return 0;
+    if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+    else srv_api_bad(e, *tools && q->tool_choice == CLINFER_TOOL_NAMED ? "tool_choice" : "tools", "%s",
+                     clinfer_last_error());
+    clinfer_tools_free(*tools);
+    *tools = NULL;
+    return -1;
+}
+
+/* Structured output: the reply's grammar (*grammar a reference of the
+ * caller's; NULL for text): the schema converted to GBNF, the GBNF
+ * compiled or found in the server's cache. -1 with a 400 naming the field:
+ * a keyword the converter cannot enforce (its message names it), a
+ * malformed grammar (line:column), a language no token can start. */
+static int format_setup(const srv_app *app, const srv_api_req *q, clinfer_grammar **grammar, srv_api_error *e) {
+    static const char ANY_OBJECT[] = "{\"type\": \"object\"}";
+    *grammar = NULL;
+    if (q->format == SRV_FORMAT_TEXT) return 0;
+    char *gbnf = NULL;
+    clinfer_status st = CLINFER_OK;
+    if (q->format == SRV_FORMAT_JSON_OBJECT) st = clinfer_json_schema_to_gbnf(ANY_OBJECT, sizeof ANY_OBJECT - 1, &gbnf);
+    else if (q->format == SRV_FORMAT_JSON_SCHEMA)
+        st = clinfer_json_schema_to_gbnf(q->format_text, strlen(q->format_text), &gbnf);
+    const char *text = q->format == SRV_FORMAT_GRAMMAR ? q->format_text : gbnf;
+    if (st == CLINFER_OK) st = srv_gcache_get(app->grammars, text, strlen(text), grammar);
+    clinfer_free(gbnf);
+    if (st == CLINFER_OK) return 0;
+    if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+    else srv_api_bad(e, q->format_param, "'%s': %s", q->format_param, clinfer_last_error());
+    return -1;
+}
+
+/* A tool call's id: unique per call (the request's random base, the call's index). */
+static void call_id(char *buf, size_t n, unsigned long long base, int i) {
+    snprintf(buf, n, "call_%016llx%02x", base, (unsigned)i);
+}
+
+static unsigned long long call_base(void) {
+    unsigned long long b;
+    if (getrandom(&b, sizeof b, 0) != sizeof b) b = (unsigned long long)time(NULL) << 20 ^ next_id();
+    return b;
 }
 
 static const char *finish_name(srv_finish f) {
@@ -150,12 +222,40 @@ static int collect(srv_app *app, struct MHD_Connection *c, srv_job *j, int logpr
     return rc;
 }
 
+/* A choice of a whole answer with tools: its text parsed into content and
+ * calls (ids unique to the choice's calls), finish_reason tool_calls where
+ * it called one. -1: out of memory. */
+typedef struct whole_calls {
+    clinfer_tool_reply *rep;
+    srv_api_call *calls;
+    char (*ids)[40];
+} whole_calls;
+
+static int choice_calls(const clinfer_tools *tools, const whole *w, srv_api_choice *ch, whole_calls *wc) {
+    if (clinfer_tools_parse(tools, w->text ? w->text : "", w->have, 1, &wc->rep) != CLINFER_OK) return -1;
+    int k = wc->rep->n_calls;
+    wc->calls = calloc((size_t)k + 1, sizeof *wc->calls);
+    wc->ids = calloc((size_t)k + 1, sizeof *wc->ids);
+    if (!wc->calls || !wc->ids) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory"), -1;
+    unsigned long long base = call_base();
+    for (int i = 0; i < k; i++) {
+        call_id(wc->ids[i], sizeof wc->ids[i], base, i);
+        wc->calls[i] = (srv_api_call){wc->ids[i], wc->rep->calls[i].name, wc->rep->calls[i].arguments};
+    }
+    ch->len = wc->rep->content_len;
+    ch->calls = wc->calls;
+    ch->n_calls = k;
+    if (k && ch->finish && !strcmp(ch->finish, "stop")) ch->finish = "tool_calls";
+    return 0;
+}
+
 static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job **jobs, int n,
-                                    srv_api_resp *r, int logprobs) {
+                                    srv_api_resp *r, int logprobs, clinfer_tools *tools) {
     whole *w = calloc((size_t)n, sizeof *w);
     srv_api_choice *ch = calloc((size_t)n, sizeof *ch);
     srv_job_view *views = calloc((size_t)n, sizeof *views);
-    int ok = w && ch && views, failed = -1;
+    whole_calls *wc = calloc((size_t)n, sizeof *wc);
+    int ok = w && ch && views && wc, failed = -1;
     for (int i = 0; ok && i < n; i++) {
         ok = collect(app, c, jobs[i], logprobs, &w[i]) == 0;
         if (ok && failed < 0 && w[i].v.finish == SRV_FINISH_ERROR) failed = i;
@@ -174,10 +274,15 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
                                      .n_lp = w[i].n_lp};
             views[i] = w[i].v;
         }
+        int parsed = 1;
+        for (int i = 0; tools && parsed && i < n; i++) parsed = choice_calls(tools, &w[i], &ch[i], &wc[i]) == 0;
         srv_api_usage u = usage_of(views, n);
-        rc = srv_http_send(c, MHD_HTTP_OK, "application/json", srv_api_choices_json(r, ch, n, &u));
+        rc = srv_http_send(c, MHD_HTTP_OK, "application/json", parsed ? srv_api_choices_json(r, ch, n, &u) : NULL);
     }
     for (int i = 0; w && i < n; i++) free(w[i].text), free(w[i].lp);
+    for (int i = 0; wc && i < n; i++) clinfer_tool_reply_free(wc[i].rep), free(wc[i].calls), free(wc[i].ids);
+    free(wc);
+    clinfer_tools_free(tools);
     free(w);
     free(ch);
     free(views);
@@ -185,6 +290,16 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
 }
 
 /* ---- stream: true --------------------------------------------------------- */
+
+/* A choice's reply so far under tools, parsed at each piece into content
+ * and calls: what of them was sent. */
+typedef struct tool_stream {
+    char *acc;
+    size_t acc_len, content_sent;
+    int calls_sent;
+    size_t args_sent[32]; /* per call (a reply holds at most 16) */
+    unsigned long long call_base;
+} tool_stream;
 
 /* A stream's choices: chunks of each as its text becomes final, each
  * token's logprobs in the chunk that completes its text (text held back
@@ -205,6 +320,8 @@ typedef struct stream {
     srv_job_view *views; /* of the choices that ended */
     char *out;   /* events not yet handed to libmicrohttpd */
     size_t out_len, out_at;
+    clinfer_tools *tools; /* NULL: plain text */
+    tool_stream *ts;      /* with tools: a choice's */
 } stream;
 
 /* Appends `data: JSON\n\n` (JSON consumed). */
@@ -242,6 +359,47 @@ static int fail_stream(stream *s) {
     return event(s, srv_api_error_json(&e)) ? -1 : end_stream(s);
 }
 
+/* The events choice i's reply so far adds under tools: content that
+ * cannot begin a call, each call's first delta (id, name) once its name is
+ * whole, then its arguments as they grow. The tokens' logprobs (content
+ * and calls alike) go with the content chunk, or with a chunk of their own
+ * (empty content) when there is none. */
+static int tool_events(stream *s, int i, const char *text, size_t n, int final, const srv_api_logprob *lp, int n_lp) {
+    tool_stream *t = &s->ts[i];
+    if (n) {
+        char *a = realloc(t->acc, t->acc_len + n);
+        if (!a) return -1;
+        memcpy(a + t->acc_len, text, n);
+        t->acc = a;
+        t->acc_len += n;
+    }
+    clinfer_tool_reply *rep;
+    if (clinfer_tools_parse(s->tools, t->acc ? t->acc : "", t->acc_len, final, &rep) != CLINFER_OK) return -1;
+    int rc = 0;
+    if (rep->content_len > t->content_sent || n_lp) {
+        size_t k = rep->content_len > t->content_sent ? rep->content_len - t->content_sent : 0;
+        srv_api_choice ch = {.index = i, .text = t->acc + t->content_sent, .len = k, .logprobs = s->logprobs,
+                             .lp = lp, .n_lp = n_lp};
+        rc = event(s, srv_api_choice_chunk_json(&s->r, 0, &ch));
+        t->content_sent += k;
+    }
+    for (int c = 0; !rc && c < rep->n_calls && c < 32; c++) {
+        const char *args = rep->calls[c].arguments ? rep->calls[c].arguments : "";
+        size_t k = strlen(args);
+        if (c >= t->calls_sent) {
+            char id[40];
+            call_id(id, sizeof id, t->call_base, c);
+            rc = event(s, srv_api_tool_chunk_json(&s->r, i, c, id, rep->calls[c].name, args, k));
+            t->calls_sent = c + 1;
+        } else if (k > t->args_sent[c]) {
+            rc = event(s, srv_api_tool_chunk_json(&s->r, i, c, NULL, NULL, args + t->args_sent[c], k - t->args_sent[c]));
+        }
+        t->args_sent[c] = k;
+    }
+    clinfer_tool_reply_free(rep);
+    return rc;
+}
+
 /* Choice i's new text and logprobs as a chunk, and its end: 0, 1 when the
  * stream ended (a failed job), -1 when a chunk could not be made. */
 static int choice_events(stream *s, int i) {
@@ -256,7 +414,14 @@ static int choice_events(stream *s, int i) {
         n_lp = srv_sched_logprobs(s->app->sched, s->jobs[i], s->n_lp[i], s->have[i] + n, v.state == SRV_DONE, &t);
         rc = n_lp < 0 || logprob_items(s->app, t, n_lp, &lp) ? -1 : 0;
     }
-    if (!rc && (n || n_lp || (!s->role_sent[i] && s->r.kind == SRV_CHAT))) {
+    if (!rc && s->tools) { /* a chat: the role first, then what the reply parses into */
+        srv_api_choice role = {.index = i, .text = ""};
+        if (!s->role_sent[i]) rc = event(s, srv_api_choice_chunk_json(&s->r, 1, &role));
+        s->role_sent[i] = 1;
+        if (!rc && (n || n_lp)) rc = tool_events(s, i, text, n, 0, lp, n_lp);
+        s->have[i] += n;
+        s->n_lp[i] += n_lp;
+    } else if (!rc && (n || n_lp || (!s->role_sent[i] && s->r.kind == SRV_CHAT))) {
         srv_api_choice ch = {.index = i, .text = text, .len = n, .logprobs = s->logprobs, .lp = lp, .n_lp = n_lp};
         rc = event(s, srv_api_choice_chunk_json(&s->r, !s->role_sent[i], &ch));
         s->role_sent[i] = 1;
@@ -276,6 +441,10 @@ static int choice_events(stream *s, int i) {
         return event(s, srv_api_error_json(&e)) || end_stream(s) ? -1 : 1;
     }
     srv_api_choice ch = {.index = i, .text = "", .finish = finish_name(v.finish), .logprobs = 0};
+    if (s->tools) {
+        if (tool_events(s, i, NULL, 0, 1, NULL, 0)) return -1;
+        if (s->ts[i].calls_sent && v.finish == SRV_FINISH_STOP) ch.finish = "tool_calls";
+    }
     return event(s, srv_api_choice_chunk_json(&s->r, 0, &ch));
 }
 
@@ -323,6 +492,9 @@ static void stream_free(stream *s) {
     free(s->done);
     free(s->views);
     free(s->out);
+    for (int i = 0; s->ts && i < s->n; i++) free(s->ts[i].acc);
+    free(s->ts);
+    clinfer_tools_free(s->tools);
     free(s);
 }
 
@@ -335,10 +507,14 @@ static void free_stream(void *cls) {
 }
 
 static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job **jobs, int n,
-                                     const srv_api_resp *r, int include_usage, int logprobs) {
+                                     const srv_api_resp *r, int include_usage, int logprobs, clinfer_tools *tools) {
     stream *s = calloc(1, sizeof *s);
     if (s) {
-        *s = (stream){.h = h, .app = app, .c = c, .r = *r, .include_usage = include_usage, .logprobs = logprobs, .n = n};
+        *s = (stream){.h = h, .app = app, .c = c, .r = *r, .include_usage = include_usage, .logprobs = logprobs, .n = n,
+                      .tools = tools};
+        tools = NULL; /* the stream's */
+        if (s->tools && (s->ts = calloc((size_t)n, sizeof *s->ts)))
+            for (int i = 0; i < n; i++) s->ts[i].call_base = call_base();
         s->jobs = malloc((size_t)n * sizeof *s->jobs);
         s->have = calloc((size_t)n, sizeof *s->have);
         s->n_lp = calloc((size_t)n, sizeof *s->n_lp);
@@ -346,11 +522,13 @@ static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Conne
         s->done = calloc((size_t)n, sizeof *s->done);
         s->views = calloc((size_t)n, sizeof *s->views);
     }
-    struct MHD_Response *resp = s && s->jobs && s->have && s->n_lp && s->role_sent && s->done && s->views
+    struct MHD_Response *resp = s && s->jobs && s->have && s->n_lp && s->role_sent && s->done && s->views &&
+                                        (!s->tools || s->ts)
                                     ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
                                     : NULL;
     if (!resp) {
         stream_free(s);
+        clinfer_tools_free(tools);
         release_jobs(app->sched, jobs, n);
         srv_http_busy(h, -1);
         clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
@@ -385,12 +563,13 @@ static int check_request(const srv_app *app, const srv_api_req *q, srv_api_error
     return 0;
 }
 
-/* The request's n jobs (choice i's seed: seed + i when a seed is given,
+/* The request's n jobs under `grammar` (may be NULL; choice i's seed: seed + i when a seed is given,
  * else drawn): how many were made (n, or 0 with *e set). */
-static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, srv_job **jobs, srv_api_error *e) {
+static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfer_grammar *grammar, srv_job **jobs,
+                     srv_api_error *e) {
     srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
-                        .n_bias = q->n_bias};
+                        .n_bias = q->n_bias, .grammar = grammar}; /* each job takes its own reference */
     if (!p.max_tokens && q->kind == SRV_COMPLETION) p.max_tokens = 16; /* OpenAI's default there */
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
@@ -413,22 +592,36 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     int32_t *ids = NULL;
     int n = 0, n_jobs = 0;
     srv_job *jobs[SRV_MAX_N];
+    clinfer_tools *tools = NULL;
+    clinfer_grammar *grammar = NULL;
     /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
-        if (check_request(app, &q, &e) == 0 && prompt_tokens(app, &q, &ids, &n, &e) == 0)
-            n_jobs = make_jobs(&q, ids, n, jobs, &e);
+        if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &tools, &grammar, &e) == 0 &&
+            (grammar || format_setup(app, &q, &grammar, &e) == 0) &&
+            prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0)
+            n_jobs = make_jobs(&q, ids, n, grammar, jobs, &e);
     }
     free(ids);
+    clinfer_grammar_free(grammar); /* the jobs hold theirs */
     int stream_it = q.stream, include_usage = q.include_usage, logprobs = q.logprobs;
+    if (q.tool_choice == CLINFER_TOOL_NONE) { /* offered none: the reply is text */
+        clinfer_tools_free(tools);
+        tools = NULL;
+    }
     srv_api_req_free(&q);
-    if (!n_jobs) return srv_http_send_error(c, &e);
+    if (!n_jobs) {
+        clinfer_tools_free(tools);
+        return srv_http_send_error(c, &e);
+    }
     switch (srv_sched_submit_group(app->sched, jobs, n_jobs)) {
     case SRV_SUBMIT_FULL:
+        clinfer_tools_free(tools);
         release_jobs(app->sched, jobs, n_jobs);
         srv_api_error_set(&e, 503, "server_error", "queue_full", NULL, "all %d slots are busy and the queue is full",
                           app->n_slots);
         return srv_http_send_error(c, &e);
     case SRV_SUBMIT_CLOSED:
+        clinfer_tools_free(tools);
         release_jobs(app->sched, jobs, n_jobs);
         srv_api_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return srv_http_send_error(c, &e);
@@ -438,6 +631,6 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     char id[48];
     snprintf(id, sizeof id, "%s-%llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", next_id());
     srv_api_resp r = {.kind = kind, .id = id, .model = app->model_id, .created = (long long)time(NULL)};
-    return stream_it ? answer_stream(h, app, c, jobs, n_jobs, &r, include_usage, logprobs)
-                     : answer_whole(h, app, c, jobs, n_jobs, &r, logprobs);
+    return stream_it ? answer_stream(h, app, c, jobs, n_jobs, &r, include_usage, logprobs, tools)
+                     : answer_whole(h, app, c, jobs, n_jobs, &r, logprobs, tools);
 }

@@ -300,8 +300,10 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     switch (cn->r) {
     case R_METRICS: {
         srv_stats st;
+        srv_gcache_stats gs;
         srv_sched_stats(app->sched, &st);
-        return srv_http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", srv_metrics_text(&st, app->model_id));
+        srv_gcache_stats_get(app->grammars, &gs);
+        return srv_http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", srv_metrics_text(&st, &gs, app->model_id));
     }
     case R_MODELS:
         return srv_http_send(c, MHD_HTTP_OK, "application/json",

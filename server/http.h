@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "clinfer.h"
+#include "grammar_cache.h"
 #include "scheduler.h"
 
 enum {
@@ -32,6 +33,7 @@ typedef struct srv_app {
     struct srv_embedder *embedder; /* /v1/embeddings' session (embeddings.h) */
     int n_ctx, n_slots;
     long long created;
+    srv_gcache *grammars; /* structured output's compiled grammars */
 } srv_app;
 
 typedef struct srv_http srv_http;

@@ -9,7 +9,7 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
             name, model, v);
 }
 
-char *srv_metrics_text(const srv_stats *st, const char *model_name) {
+char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const char *model_name) {
     /* a label value escapes backslash, quote and newline */
     char model[256];
     size_t o = 0;
@@ -59,6 +59,14 @@ char *srv_metrics_text(const srv_stats *st, const char *model_name) {
     metric(f, "slots", "gauge", "Slots (sequences decoded together).", model, st->n_slots);
     metric(f, "batch_occupancy", "gauge", "Mean busy slots per step over the last 10 s, divided by the slots.",
            model, st->occupancy);
+    if (g) {
+        metric(f, "grammar_cache_hits_total", "counter",
+               "Structured-output requests whose grammar was compiled already (its masks reused).", model,
+               (double)g->hits);
+        metric(f, "grammar_cache_misses_total", "counter", "Structured-output requests that compiled their grammar.",
+               model, (double)g->misses);
+        metric(f, "grammar_cache_entries", "gauge", "Compiled grammars kept.", model, g->entries);
+    }
     if (fclose(f) != 0) {
         free(buf);
         clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");

@@ -44,6 +44,7 @@ struct srv_job {
     clinfer_sampler *smp;
     clinfer_detokenizer *detok;
     clinfer_drafter *drafter; /* greedy jobs under srv_sched_speculate */
+    clinfer_grammar *grammar; /* its sampler's (a reference of its own), or NULL */
     srv_token_lp *lp;         /* with logprobs: a record a generated token */
     int n_lp, cap_lp;
     /* a group's prompt: the job that evaluates it and the ones that wait
@@ -129,6 +130,7 @@ static void job_free(srv_job *j) {
     clinfer_sampler_free(j->smp);
     clinfer_detokenizer_free(j->detok);
     clinfer_drafter_free(j->drafter);
+    clinfer_grammar_free(j->grammar);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->lp);
     free(j->bias_ids);
@@ -163,11 +165,14 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
         memcpy(j->bias, p->bias, (size_t)p->n_bias * sizeof *j->bias);
         j->n_bias = p->n_bias;
     }
-    for (int i = 0; i < p->n_stop; i++)
+    /* under a grammar no stop string: one would cut the text where the
+     * grammar has not ended it, and the answer would say stop */
+    for (int i = 0; !p->grammar && i < p->n_stop; i++)
         if (!(j->stop[j->n_stop++] = strdup(p->stop[i]))) {
             job_free(j);
             return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         }
+    j->grammar = p->grammar ? clinfer_grammar_retain(p->grammar) : NULL; /* n jobs of a group: n references */
     *out = j;
     return CLINFER_OK;
 }
@@ -302,8 +307,12 @@ static int job_start(srv_sched *s, srv_job *j) {
         if (clinfer_sampler_add_logit_bias(j->smp, j->bias_ids[i], j->bias[i] <= -100 ? -INFINITY : j->bias[i]) !=
             CLINFER_OK)
             return -1;
+    /* after the bias: a biased token the grammar refuses stays refused */
+    if (j->grammar && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
-    if (s->draft_max > 0 && j->sp.temperature <= 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+    /* a draft is verified against the raw logits: not under a grammar */
+    if (s->draft_max > 0 && j->sp.temperature <= 0 && !j->grammar &&
+        clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
         j->drafter = NULL; /* out of memory: this job goes without */
     return 0;
 }
@@ -440,6 +449,9 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
         return TAKE_ERROR;
     }
     if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
+    /* a sentence nothing may follow: ended now, not a step later by the
+     * grammar's EOG (nor cut as length when it is the last token allowed) */
+    if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;
     int matched;
     size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
     j->final_len = fin;

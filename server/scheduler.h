@@ -28,6 +28,11 @@ typedef struct srv_job_params {
     clinfer_sampler_params sp;
     const char *stop[SRV_MAX_STOP];
     int n_stop;
+    /* NULL, or the grammar the job's sampler is held to: the job takes a
+     * reference of its own (clinfer_grammar_retain), the caller keeps its.
+     * Under a grammar the stop strings are not applied, the job ends (stop)
+     * as soon as the grammar is DONE, and speculation is off. */
+    clinfer_grammar *grammar;
     /* each generated token's logprob and top_logprobs alternatives
      * (clinfer_logprobs of the raw logits, before the logit bias) */
     int logprobs, top_logprobs;

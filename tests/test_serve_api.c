@@ -108,6 +108,48 @@ static void test_choice_fields(void **state) {
     srv_api_req_free(&r);
 }
 
+/* Structured output's fields: which format, its text, the field it came
+ * from; text and an empty grammar are none; tool_choice none leaves a
+ * format free. */
+static void test_format_fields(void **state) {
+    (void)state;
+    srv_api_req r;
+    srv_api_error e;
+    static const struct {
+        srv_kind kind;
+        const char *body;
+        srv_format format;
+        const char *text, *param;
+    } OK[] = {
+        {SRV_CHAT, "\"response_format\": {\"type\": \"text\"}", SRV_FORMAT_TEXT, NULL, NULL},
+        {SRV_CHAT, "\"response_format\": {\"type\": \"json_object\"}", SRV_FORMAT_JSON_OBJECT, NULL, "response_format"},
+        {SRV_CHAT, "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"p\", \"strict\": true,"
+                   " \"schema\": {\"type\": \"object\", \"properties\": {\"b\": {}, \"a\": {}}}}}",
+         SRV_FORMAT_JSON_SCHEMA, "{\"type\":\"object\",\"properties\":{\"b\":{},\"a\":{}}}", "response_format"},
+        {SRV_COMPLETION, "\"json_schema\": {\"type\": \"integer\"}", SRV_FORMAT_JSON_SCHEMA, "{\"type\":\"integer\"}",
+         "json_schema"},
+        {SRV_COMPLETION, "\"json_schema\": true", SRV_FORMAT_JSON_SCHEMA, "true", "json_schema"},
+        {SRV_COMPLETION, "\"grammar\": \"root ::= [0-9]+\"", SRV_FORMAT_GRAMMAR, "root ::= [0-9]+", "grammar"},
+        {SRV_COMPLETION, "\"grammar\": \"\", \"json_schema\": null", SRV_FORMAT_TEXT, NULL, NULL},
+        {SRV_CHAT, "\"grammar\": \"root ::= \\\"x\\\"\", \"response_format\": {\"type\": \"text\"}", SRV_FORMAT_GRAMMAR,
+         "root ::= \"x\"", "grammar"},
+        {SRV_CHAT, "\"json_schema\": {}, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}],"
+                   " \"tool_choice\": \"none\"", SRV_FORMAT_JSON_SCHEMA, "{}", "json_schema"},
+    };
+    for (size_t i = 0; i < sizeof OK / sizeof OK[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{%s, %s}",
+                 OK[i].kind == SRV_CHAT ? "\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]" : "\"prompt\": \"x\"",
+                 OK[i].body);
+        if (parse(body, OK[i].kind, &r, &e)) fail_msg("%s: %s", body, e.message);
+        assert_int_equal(r.format, OK[i].format);
+        if (OK[i].text) assert_string_equal(r.format_text, OK[i].text);
+        else assert_null(r.format_text);
+        if (OK[i].param) assert_string_equal(r.format_param, OK[i].param);
+        srv_api_req_free(&r);
+    }
+}
+
 /* Logprobs in OpenAI's two shapes: chat's content list (bytes as given, a
  * bad byte's token U+FFFD, -inf as -9999) and completions' legacy lists;
  * n choices with their indices. */
@@ -214,6 +256,27 @@ static void test_bad_requests(void **state) {
         {SRV_COMPLETION, "{\"prompt\": []}", "prompt", "'prompt'"},
         {SRV_COMPLETION, "{\"prompt\": [3000000000]}", "prompt", "not a token id"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"suffix\": \"y\"}", "suffix", "not supported"},
+        /* structured output */
+        {SRV_CHAT, "%s\"response_format\": \"json\"}", "response_format", "'response_format'"},
+        {SRV_CHAT, "%s\"response_format\": {}}", "response_format", "'response_format'"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"yaml\"}}", "response_format", "'yaml' is not text"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_schema\"}}", "response_format", "required"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": 5}}}",
+         "response_format", "'response_format.json_schema'"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"a\"}}}",
+         "response_format", "must be a JSON Schema"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": [1]}}}",
+         "response_format", "must be a JSON Schema"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": {},"
+                   " \"strict\": 1}}}", "response_format", "'response_format.json_schema'"},
+        {SRV_CHAT, "%s\"json_schema\": \"{}\"}", "json_schema", "must be a JSON Schema"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"grammar\": 1}", "grammar", "a string (GBNF)"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"grammar\": \"root ::= [a]\", \"json_schema\": {}}", "grammar",
+         "'json_schema' and 'grammar' both"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_object\"}, \"json_schema\": {}}", "json_schema",
+         "'response_format' and 'json_schema' both"},
+        {SRV_CHAT, "%s\"response_format\": {\"type\": \"json_object\"}, \"tools\": [{\"type\": \"function\","
+                   " \"function\": {\"name\": \"f\"}}]}", "response_format", "'response_format' and 'tools' both"},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         srv_api_req r;
@@ -252,7 +315,7 @@ static void test_bad_requests(void **state) {
 /* The answer parses back as JSON, with bad bytes as U+FFFD. */
 static void test_answers_are_valid_json(void **state) {
     (void)state;
-    srv_api_resp resp = {SRV_CHAT, "chatcmpl-1", "m\"odel", 1700000000, "stop"};
+    srv_api_resp resp = {.kind = SRV_CHAT, .id = "chatcmpl-1", .model = "m\"odel", .created = 1700000000, .finish = "stop"};
     srv_api_usage u = {10, 3, 4, 5.0, 6.0, 0.5};
     const char text[] = "ok \xe2\x82 \xff\xc3\xa9";
     char *s = srv_api_completion_json(&resp, text, sizeof text - 1, &u);
@@ -301,7 +364,7 @@ static void test_utf8_and_encoding_errors(void **state) {
     assert_int_equal(n, strlen(id));
     free(id);
     clinfer_fail(CLINFER_OK, "%s", "");
-    srv_api_resp resp = {SRV_COMPLETION, "cmpl-1", "m\xff", 1700000000, "stop"};
+    srv_api_resp resp = {.kind = SRV_COMPLETION, .id = "cmpl-1", .model = "m\xff", .created = 1700000000, .finish = "stop"};
     srv_api_usage u = {1, 1, 0, 0, 0, 0};
     assert_null(srv_api_completion_json(&resp, "a", 1, &u));
     assert_non_null(strstr(clinfer_last_error(), "JSON"));
@@ -343,7 +406,7 @@ static void test_metrics_text(void **state) {
     (void)state;
     srv_stats st = {.n_slots = 8, .running = 3, .queued = 2, .prompt_tokens = 100, .gen_tokens = 42,
                     .gen_tps = 12.5, .occupancy = 0.375};
-    char *s = srv_metrics_text(&st, "a\"b");
+    char *s = srv_metrics_text(&st, NULL, "a\"b");
     assert_non_null(s);
     assert_non_null(strstr(s, "# TYPE clinfer_generated_tokens_total counter\nclinfer_generated_tokens_total{model=\"a\\\"b\"} 42\n"));
     assert_non_null(strstr(s, "clinfer_requests_queued{model=\"a\\\"b\"} 2\n"));
@@ -352,7 +415,7 @@ static void test_metrics_text(void **state) {
     assert_non_null(strstr(s, "clinfer_prompt_cache_hit_ratio{model=\"a\\\"b\"} 0\n")); /* nothing admitted yet */
     free(s);
     st.cached_tokens = 30, st.admitted_tokens = 120; /* the ratio of the two counters */
-    assert_non_null(s = srv_metrics_text(&st, "m"));
+    assert_non_null(s = srv_metrics_text(&st, NULL, "m"));
     assert_non_null(strstr(s, "# TYPE clinfer_prompt_tokens_admitted_total counter\nclinfer_prompt_tokens_admitted_total{model=\"m\"} 120\n"));
     assert_non_null(strstr(s, "# TYPE clinfer_prompt_cache_hit_ratio gauge\nclinfer_prompt_cache_hit_ratio{model=\"m\"} 0.25\n"));
     free(s);
@@ -364,7 +427,7 @@ int main(void) {
         cmocka_unit_test(test_bad_requests),         cmocka_unit_test(test_answers_are_valid_json),
         cmocka_unit_test(test_stop_scan),            cmocka_unit_test(test_metrics_text),
         cmocka_unit_test(test_utf8_and_encoding_errors), cmocka_unit_test(test_choice_fields),
-        cmocka_unit_test(test_logprobs_json),
+        cmocka_unit_test(test_logprobs_json),        cmocka_unit_test(test_format_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

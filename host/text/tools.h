@@ -1,0 +1,110 @@
+/* Tool calls (OpenAI's `tools`) in each chat format's own syntax, as the
+ * models' templates write them:
+ * - ChatML (SmolLM2, Qwen2/2.5/3): Qwen2.5's format. The tools' JSON in a
+ *   "# Tools ... <tools></tools>" block at the end of the system turn, a
+ *   call as `<tool_call>\n{"name": F, "arguments": {...}}\n</tool_call>`
+ *   after the assistant's text, results as `<tool_response>` blocks in one
+ *   user turn per run of tool messages.
+ * - Llama 3.1+ (the dated system turn): "Environment: ipython" in the
+ *   system turn, the tools (JSON, indented) with the instructions at the
+ *   start of the first user turn, a call as the whole assistant turn
+ *   `{"name": F, "parameters": {...}}` (one a turn), results in
+ *   "ipython" turns.
+ * Other formats (Llama 3.0, Gemma, Phi-3, Zephyr) have none: CLF_ERR_FORMAT.
+ *
+ * Also the grammar a reply is generated under (calls under the functions'
+ * schemas) and the parser that turns a reply's text into content and
+ * calls, for whole texts and for a stream's text so far. */
+#ifndef CLF_TOOLS_H
+#define CLF_TOOLS_H
+
+#include <stddef.h>
+
+#include "chat.h"
+#include "status.h"
+
+typedef struct clf_tools clf_tools;
+
+/* Whether the format has a tool syntax; CLF_ERR_FORMAT naming it if not. */
+clf_status clf_tools_supported(const clf_chat *c);
+
+/* OpenAI's `tools` (JSON text: an array of {"type": "function", "function":
+ * {"name", "description"?, "parameters"?, "strict"?}}) for format c
+ * (copied). CLF_ERR_ARG for a malformed array, a bad or repeated name;
+ * CLF_ERR_FORMAT for a format without tools. */
+clf_status clf_tools_create(const clf_chat *c, const char *json, size_t len, clf_tools **out);
+void clf_tools_free(clf_tools *t);
+int clf_tools_count(const clf_tools *t);
+const char *clf_tools_name(const clf_tools *t, int i);
+
+typedef struct clf_tool_call {
+    const char *id;        /* not rendered by either format */
+    const char *name;
+    const char *arguments; /* JSON text (OpenAI sends a string): rendered as the template's tojson writes it */
+} clf_tool_call;
+
+typedef struct clf_tool_msg {
+    const char *role;    /* system, user, assistant, tool */
+    const char *content; /* NULL: empty */
+    const clf_tool_call *calls; /* an assistant's */
+    int n_calls;
+    const char *tool_call_id; /* a tool's (not rendered) */
+} clf_tool_msg;
+
+/* A conversation with tools (t may be NULL: none offered, yet the history
+ * may hold calls and results) as text, and as tokens (the template's text
+ * control tokens, the messages', tools' and calls' texts plain). */
+clf_status clf_tools_render(const clf_chat *c, const clf_tools *t, const clf_tool_msg *msgs, int n, int reply_start,
+                            char **buf, size_t *len);
+clf_status clf_tools_tokenize(const clf_chat *c, const clf_tools *t, const clf_tokenizer *tok,
+                              const clf_tool_msg *msgs, int n, int reply_start, int add_special, int32_t **ids,
+                              int *n_ids);
+
+typedef enum clf_tool_choice {
+    CLF_TOOL_AUTO,     /* text, or calls; fail closed: see clf_tools_wrap_grammar */
+    CLF_TOOL_NONE,     /* text: no grammar, no calls parsed */
+    CLF_TOOL_REQUIRED, /* one call or more */
+    CLF_TOOL_NAMED,    /* calls of one function */
+} clf_tool_choice;
+
+/* The JSON Schema of one call's JSON object, any of the functions (named:
+ * that one only; CLF_ERR_ARG when there is no such function): {"name":
+ * {"const": F}, "arguments" (Llama: "parameters"): the function's
+ * parameters}, both required, in that order. *schema malloc'd. */
+clf_status clf_tools_call_schema(const clf_tools *t, clf_tool_choice choice, const char *name, char **schema);
+/* The reply's grammar: `call_gbnf` (that schema's GBNF, start rule `root`)
+ * with rules prepended, all named tc-*, the start rule "tc-root":
+ *   required/named: calls (ChatML: several when parallel, each in its
+ *     tags, on lines of their own; Llama: one, the whole reply);
+ *   auto: ChatML: text holding no "<tool_call>", then optionally calls;
+ *     Llama: a call, or text that does not start with "{" (or blank).
+ * So a reply never holds a malformed call: whatever opens a call is one.
+ * *gbnf malloc'd. CLF_ERR_ARG when call_gbnf defines a tc- rule. */
+clf_status clf_tools_wrap_grammar(const clf_tools *t, clf_tool_choice choice, int parallel, const char *call_gbnf,
+                                  char **gbnf);
+
+/* A reply's text parsed: content and calls. */
+typedef struct clf_tool_parsed {
+    char *name;      /* NULL while its string is unfinished (a stream) */
+    char *arguments; /* the arguments' JSON text as generated, so far */
+    int complete;    /* the call's closing seen */
+} clf_tool_parsed;
+
+typedef struct clf_tool_reply {
+    /* text[0, content_len) is the content: before the first call (its
+     * trailing whitespace dropped); while streaming (final 0), only what
+     * cannot begin a call, so a stream's content is always a prefix of the
+     * final one */
+    size_t content_len;
+    int n_calls;
+    clf_tool_parsed *calls;
+} clf_tool_reply;
+
+/* Parses text[0, len) in c's tool syntax. Calls begin at the first call
+ * opening (ChatML's tag; Llama: a reply whose first non-blank is "{");
+ * what follows a call that breaks off malformed is dropped. *out
+ * malloc'd (clf_tool_reply_free). Any bytes are safe. */
+clf_status clf_tools_parse(const clf_chat *c, const char *text, size_t len, int final, clf_tool_reply **out);
+void clf_tool_reply_free(clf_tool_reply *r);
+
+#endif
