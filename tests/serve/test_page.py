@@ -307,6 +307,8 @@ HOSTILE = ["Here is", " a function:\n\n", "```python\n", "def add(a, b):\n", "  
 def rendered_safely(page, n):
     """Answer n: Markdown and a highlighted code block; the model's markup as text, nothing run."""
     a = f"#answer-{n}"
+    time.sleep(0.2)  # an <img onerror> would have fired by now
+    assert page.eval("window.pwned === undefined"), page.eval("window.pwned")
     assert page.text(f"{a} strong") == "Note"
     assert "def add(a, b):" in page.text(f"{a} pre code")
     tokens = page.eval(f"[...document.querySelectorAll('{a} pre code [class^=hljs-]')].map(e => e.textContent)")
@@ -315,8 +317,6 @@ def rendered_safely(page, n):
     assert page.eval("document.querySelectorAll('#log script, #log img, #log [onerror]').length") == 0
     assert page.eval("[...document.querySelectorAll('#log a')].every(e => !/^\\s*javascript:/i.test("
                      "e.getAttribute('href') || ''))")
-    time.sleep(0.2)  # an <img onerror> would have fired by now
-    assert page.eval("window.pwned === undefined")
 
 
 def test_page_markdown_conversations(tiny, chromium):
