@@ -7,10 +7,12 @@ survive a reload and a new chat starts empty. A screenshot lands in
 $CLINFER_SCREENSHOT when that is set."""
 import base64
 import fcntl
+import http.client
 import http.server
 import json
 import os
 import random
+import re
 import select
 import shutil
 import subprocess
@@ -366,3 +368,35 @@ def test_page_markdown_conversations(tiny, chromium):
     finally:
         fake.shutdown()
         fake.server_close()
+
+
+ASSETS = {"marked.js": ["/usr/share/javascript/marked/marked.min.js"],
+          "purify.js": ["/usr/share/nodejs/dompurify/dist/purify.min.js"],
+          "highlight.js": [os.path.join(os.path.dirname(__file__), "../../server/assets/highlight-notice.js"),
+                           "/usr/share/javascript/highlight.js/highlight.min.js"],
+          "highlight.css": ["/usr/share/javascript/highlight.js/styles/default.css"]}
+
+
+def test_assets(tiny):
+    """The page's libraries: Debian's files as they are (a notice first where
+    the file has none), each opening with its licence notice, public under
+    --api-key, GET and HEAD only; a name not embedded is 404."""
+    if not all(os.path.exists(f) for files in ASSETS.values() for f in files):
+        pytest.skip("libjs-marked, node-dompurify or libjs-highlight.js missing (scripts/setup.sh)")
+    s = tiny("--api-key", "k")
+    for name, files in ASSETS.items():
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        c.request("GET", "/assets/" + name)
+        r = c.getresponse()
+        data = r.read()
+        assert r.status == 200, (name, r.status)
+        assert r.getheader("Content-Type").startswith("text/css" if name.endswith(".css") else "text/javascript")
+        want = b"".join(open(f, "rb").read() for f in files)
+        assert data == want, name
+        assert re.search(rb"licen[cs]e|\(c\)|copyright", data[:400], re.I), name
+        c.close()
+    assert s.request("HEAD", "/assets/marked.js")[0] == 200
+    assert s.request("GET", "/assets/nothing.js")[0] == 404
+    assert s.request("GET", "/assets/")[0] == 404
+    status, body = s.request("POST", "/assets/marked.js", body=b"{}")
+    assert status == 405 and body["error"]["code"] == "method_not_allowed"
