@@ -3,8 +3,8 @@ buttons clicked with the mouse) over the DevTools protocol on
 --remote-debugging-pipe (no extra package): an answer streams in; stop
 mid-stream ends the server's job; settings reach the request; Markdown and
 code are rendered while model output cannot inject markup; conversations
-survive a reload and a new chat starts empty. A screenshot lands in
-$CLINFER_SCREENSHOT when that is set."""
+survive a reload and a new chat starts empty. Screenshots land in
+$CLINFER_SCREENSHOT (and its name with -markdown) when that is set."""
 import base64
 import fcntl
 import http.client
@@ -169,9 +169,10 @@ def chromium():
     dt.close()
 
 
-def screenshot(page):
+def screenshot(page, suffix=""):
     shot = os.environ.get("CLINFER_SCREENSHOT")
     if shot:
+        shot = suffix.join(os.path.splitext(shot)) if suffix else shot
         png = page.dt.call("Page.captureScreenshot", page.s, format="png")["data"]
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png))
@@ -339,6 +340,7 @@ def test_page_markdown_conversations(tiny, chromium):
             time.sleep(0.01)
         assert len(seen - {""}) >= 3, seen  # rendered as it streamed
         rendered_safely(page, 1)
+        screenshot(page, "-markdown")
         assert page.text("#stats-1").startswith(f"{usage['completion_tokens']} tokens, {tps:.1f} tokens/s")
         assert page.eval("[...document.querySelectorAll('.chat')].map(e => e.textContent)") == \
             ["write a function×"]
@@ -365,6 +367,10 @@ def test_page_markdown_conversations(tiny, chromium):
         assert page.eval("[...document.querySelectorAll('.user')].map(e => e.textContent)") == \
             ["write a function", "and a test?"]
         assert page.text(".chat.current span") == "write a function"
+        page.click(".chat:not(.current) button")  # delete the other one: gone, after a reload too
+        page.reload()
+        assert page.eval("[...document.querySelectorAll('.chat span')].map(e => e.textContent)") == \
+            ["write a function"]
     finally:
         fake.shutdown()
         fake.server_close()
