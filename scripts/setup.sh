@@ -17,6 +17,7 @@ clang libclang-rt-14-dev valgrind \
 python3-numpy python3-pytest python3-venv python3-setuptools python3-wheel dpkg-dev file \
 libmicrohttpd-dev libjansson-dev chromium openmpi-bin libopenmpi-dev"
 PKGS="$PKGS python3-matplotlib" # bench/plot.py (Debian's python3; plot.py finds it from another python3)
+PKGS="$PKGS libjs-marked node-dompurify libjs-highlight.js" # the chat page's Markdown, sanitizer, code colours
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -18,6 +18,9 @@
 /* server/page.html, embedded at build time (cmake/embed.cmake) */
 typedef struct { const char *name; const unsigned char *data; size_t len; } srv_page_source;
 extern const srv_page_source srv_page_sources[];
+/* its libraries (cmake/embed_assets.cmake), served under /assets/NAME */
+typedef struct { const char *name; const unsigned char *data; size_t len; } srv_asset_source;
+extern const srv_asset_source srv_asset_sources[];
 
 /* A connection's deadline to receive a request, headers and body:
  * libmicrohttpd's idle timeout restarts on every byte, so a client that
@@ -164,7 +167,8 @@ static void *watchdog(void *arg) {
 /* ---- routes --------------------------------------------------------------- */
 
 typedef enum route {
-    R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE, R_NONE
+    R_PAGE, R_ASSET, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE
 } route;
 
 static const struct {
@@ -172,6 +176,7 @@ static const struct {
     int public; /* served without the API key */
 } ROUTES[] = {
     [R_PAGE] = {"/", "GET", 1},
+    [R_ASSET] = {NULL, "GET", 1}, /* /assets/NAME: matched by asset_for */
     [R_HEALTH] = {"/health", "GET", 1},
     [R_METRICS] = {"/metrics", "GET", 0},
     [R_MODELS] = {"/v1/models", "GET", 0},
@@ -186,6 +191,7 @@ static const struct {
  * or the error it gets once its body has been read (and dropped). */
 typedef struct conn {
     route r;
+    const srv_asset_source *asset;
     char *body;
     size_t len, cap, dropped;
     int failed;
@@ -247,6 +253,15 @@ static int framing_ok(struct MHD_Connection *c, srv_api_error *e) {
     return !why;
 }
 
+/* The embedded asset a URL names, or NULL. */
+static const srv_asset_source *asset_for(const char *url) {
+    static const char PREFIX[] = "/assets/";
+    if (strncmp(url, PREFIX, sizeof PREFIX - 1)) return NULL;
+    for (const srv_asset_source *a = srv_asset_sources; a->name; a++)
+        if (!strcmp(url + sizeof PREFIX - 1, a->name)) return a;
+    return NULL;
+}
+
 /* First call of a request: its framing, route, key and announced size. A wrong one
  * is answered once its body is read and dropped (a client still sending
  * would not see an answer sent before); one far over the size limit at
@@ -257,7 +272,7 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
     int path_known = 0;
     cn->r = R_NONE;
     for (int i = 0; i < R_NONE; i++)
-        if (!strcmp(url, ROUTES[i].path)) {
+        if (ROUTES[i].path ? !strcmp(url, ROUTES[i].path) : !!(cn->asset = asset_for(url))) {
             path_known = 1;
             if (!strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET")))
                 cn->r = (route)i;
@@ -287,6 +302,18 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
         const srv_page_source *p = &srv_page_sources[0];
         struct MHD_Response *r = MHD_create_response_from_buffer(p->len, (void *)p->data, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return rc;
+    }
+    if (cn->r == R_ASSET) {
+        const srv_asset_source *a = cn->asset;
+        size_t n = strlen(a->name);
+        const char *type = n > 4 && !strcmp(a->name + n - 4, ".css") ? "text/css; charset=utf-8"
+                                                                     : "text/javascript; charset=utf-8";
+        struct MHD_Response *r = MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=3600"); /* fixed for the binary's life */
         enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);
         return rc;
