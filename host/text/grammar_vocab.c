@@ -1,6 +1,7 @@
 /* Token masks: the vocabulary as a byte trie, walked with a grammar state
  * (a token is allowed when the automaton takes all its bytes), and the
- * masks kept per state so that a state seen again costs a lookup. Most
+ * masks kept per state (over a lazily built DFA of the states, below) so
+ * that a state seen again costs a lookup. Most
  * states of a structured reply recur (inside a string, after a comma),
  * and one grammar serves every request that uses it. */
 #include <math.h>
@@ -32,7 +33,7 @@ struct clf_vocab_trie {
     tnode *nodes;
     int n_nodes, cap_nodes;
     int32_t *ids; /* the text tokens sorted by their bytes */
-    int n_ids, max_len;
+    int n_ids;
     const char **piece;
     size_t *len;
 };
@@ -91,7 +92,6 @@ clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out) {
             !v->len[id] || clf_token_is_eog(t, id))
             continue;
         v->ids[v->n_ids++] = id;
-        if ((int)v->len[id] > v->max_len) v->max_len = (int)v->len[id];
     }
     g_trie_sort = v;
     qsort(v->ids, (size_t)v->n_ids, sizeof *v->ids, cmp_piece);
