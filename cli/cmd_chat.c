@@ -64,7 +64,10 @@ int cmd_chat(int argc, char **argv) {
     cli_gen_opts_init(&o);
     chat_state cs = {.first = 1, .n_gen = 512};
     const cli_option opts[] = {
-        CLI_GEN_OPTIONS(&o), CLI_OPT_TEXT("--system", &cs.system), CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24), {0}};
+        CLI_GEN_OPTIONS(&o),
+        CLI_OPT_TEXT("--system", &cs.system, .help = "the system message that opens the conversation"),
+        CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens an answer has at most (default 512)"),
+        {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
