@@ -27,7 +27,7 @@
 #include "session.h"
 
 static const char *USAGE = "clinfer quantize [--force] [--allow-requantize] IN OUT TYPE   (TYPE: Q4_K_M, Q8_0, ... as "
-                           "llama-quantize)\n  IN: a GGUF file or a catalogue name (as -m)";
+                           "llama-quantize)\n  IN: a GGUF file or a catalogue name, as for run";
 
 static clf_status convert_tensor(clf_gguf_writer *w, const clf_gguf_tensor *t, const char *name, clf_type to) {
     if (t->type == to) return clf_gguf_add_tensor(w, name, to, t->n_dims, t->ne, t->data); /* no requantization */
