@@ -62,10 +62,14 @@ int clf_bench_grammar_main(int argc, char **argv) {
     const char *model = NULL, *device = NULL, *text = "Answer with one JSON object.";
     int n = 128, reps = 5, json = 0;
     cli_grammar_opts go = {0};
-    const cli_option table[] = {CLI_OPT_STR("-m", &model),       CLI_OPT_STR("--device", &device),
-                                CLI_OPT_INT("-n", &n, 1, 1 << 16), CLI_OPT_INT("-r", &reps, 1, 1000),
-                                CLI_OPT_TEXT("-p", &text),       CLI_OPT_FLAG("--json", &json),
-                                CLI_GRAMMAR_OPTIONS(&go),        {0}};
+    const cli_option table[] = {CLI_OPT_STR("-m", &model, .arg = "MODEL", .help = "a GGUF file or a catalogue name (default: the cache's default)"),
+                                CLI_OPT_STR("--device", &device, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"),
+                                CLI_OPT_INT("-n", &n, 1, 1 << 16, .help = "tokens sampled per round (default 128)"),
+                                CLI_OPT_INT("-r", &reps, 1, 1000, .help = "rounds, interleaved (default 5)"),
+                                CLI_OPT_TEXT("-p", &text, .help = "the prompt"),
+                                CLI_OPT_FLAG("--json", &json, .help = "as JSON"),
+                                CLI_GRAMMAR_OPTIONS(&go),
+                                {0}};
     int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     clinfer_load_options lo = clinfer_load_default_options();

@@ -273,8 +273,10 @@ static clf_status run_workload(clf_runtime *rt, token *t, const workload *w, con
 int clf_bench_launches_main(int argc, char **argv) {
     const char *sel = NULL;
     int json = 0, layers = 30, rounds = 15;
-    const cli_option opts[] = {CLI_OPT_STR("--device", &sel), CLI_OPT_INT("--layers", &layers, 1, 1000),
-                               CLI_OPT_INT("--rounds", &rounds, 1, 101), CLI_OPT_FLAG("--json", &json), {0}};
+    const cli_option opts[] = {CLI_OPT_STR("--device", &sel, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"),
+                               CLI_OPT_INT("--layers", &layers, 1, 1000, .help = "layers of the synthetic model (default 30)"),
+                               CLI_OPT_INT("--rounds", &rounds, 1, 101, .help = "rounds measured (default 15): the median"),
+                               CLI_OPT_FLAG("--json", &json, .help = "as JSON"), {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     clf_runtime *rt;

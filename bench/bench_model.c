@@ -305,13 +305,21 @@ done:
 
 int clf_bench_model_main(int argc, char **argv) {
     opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, 0, CLINFER_KV_F32};
-    const cli_option table[] = {CLI_OPT_STR("-m", &o.model_path),     CLI_OPT_STR("--device", &o.device),
-                                CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20), CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20),
-                                CLI_OPT_INT("-r", &o.reps, 1, 1000),  CLI_OPT_KV("--kv", &o.kv),
-                                CLI_OPT_FLAG("--all-devices", &o.all_devices), CLI_OPT_FLAG("--json", &o.json),
-                                CLI_OPT_STR("--devices", &o.split.devices), CLI_OPT_STR("--split", &o.split.split),
-                                CLI_OPT_STR("--split-ratio", &o.split.ratio), CLI_OPT_INT("--batch", &o.n_batch, 1, 1 << 20),
-                                CLI_OPT_INT("--parallel", &o.parallel, 1, 4096), {0}};
+    const cli_option table[] = {
+        CLI_OPT_STR("-m", &o.model_path, .arg = "MODEL", .help = "a GGUF file or a catalogue name (default: the cache's default)"),
+        CLI_OPT_STR("--device", &o.device, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"),
+        CLI_OPT_INT("-p", &o.n_prompt, 0, 1 << 20, .help = "the prompt's tokens, pp (default 512; 0: none)"),
+        CLI_OPT_INT("-n", &o.n_gen, 0, 1 << 20, .help = "tokens generated, tg (default 128; 0: none)"),
+        CLI_OPT_INT("-r", &o.reps, 1, 1000, .help = "repetitions (default 5): the mean and spread"),
+        CLI_OPT_KV("--kv", &o.kv, .help = "the KV cache's type: f32, f16, q8_0 or q4_0"),
+        CLI_OPT_FLAG("--all-devices", &o.all_devices, .help = "every device in turn"),
+        CLI_OPT_FLAG("--json", &o.json, .help = "as JSON"),
+        CLI_OPT_STR("--devices", &o.split.devices, .arg = "SEL,SEL,...", .help = "the model split by layers over these"),
+        CLI_OPT_STR("--split", &o.split.split, .arg = "layers", .help = "how --devices splits (only: layers)"),
+        CLI_OPT_STR("--split-ratio", &o.split.ratio, .arg = "a,b,...", .help = "the share of layers of each device"),
+        CLI_OPT_INT("--batch", &o.n_batch, 1, 1 << 20, .help = "the prompt's chunks (default: the whole prompt at once)"),
+        CLI_OPT_INT("--parallel", &o.parallel, 1, 4096, .help = "also tg with N sequences a step (the aggregate rate)"),
+        {0}};
     int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     if (o.n_prompt == 0 && o.n_gen == 0) return cli_usage(USAGE, "nothing to measure (-p 0 -n 0)");

@@ -248,8 +248,10 @@ static clf_status tune(const char *model, const char *device, int rounds, int dr
 int clf_tune_main(int argc, char **argv) {
     const char *model = NULL, *device = NULL;
     int rounds = 5, dry_run = 0;
-    const cli_option opts[] = {CLI_OPT_STR("-m", &model), CLI_OPT_STR("--device", &device),
-                               CLI_OPT_INT("--rounds", &rounds, 1, 31), CLI_OPT_FLAG("--dry-run", &dry_run), {0}};
+    const cli_option opts[] = {CLI_OPT_STR("-m", &model, .arg = "MODEL", .help = "a GGUF file or a catalogue name (default: the cache's default)"), CLI_OPT_STR("--device", &device, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"),
+                               CLI_OPT_INT("--rounds", &rounds, 1, 31, .help = "measurements per candidate"),
+                               CLI_OPT_FLAG("--dry-run", &dry_run, .help = "measure and print, but do not save the winners"),
+                               {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     return cli_error(tune(model, device, rounds, dry_run));

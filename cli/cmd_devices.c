@@ -7,8 +7,9 @@
 #include "cli.h"
 #include "json.h"
 #include "options.h"
+#include "session.h"
 
-static const char *USAGE = "clinfer devices [--json] [--device SEL]";
+static const char *USAGE = "clinfer devices [--json] [--device SEL] [-t N]";
 
 /* The selected device's tuning: its table row, whether `clinfer tune`'s
  * values apply, the environment's overrides, every parameter. */
@@ -48,13 +49,21 @@ static clinfer_status print_tuning(const char *sel, int json) {
 int cmd_devices(int argc, char **argv) {
     int json = 0;
     const char *sel = NULL;
-    const cli_option opts[] = {CLI_OPT_FLAG("--json", &json), CLI_OPT_STR("--device", &sel), {0}};
+    int threads = 0;
+    const cli_option opts[] = {
+        CLI_OPT_FLAG("--json", &json, .help = "as JSON"),
+        CLI_OPT_STR("--device", &sel, .arg = "SEL", .help = "the device whose tuning is shown (P:D or a name's part)"),
+        CLI_OPT_INT("--threads", &threads, 1, 4096, .alias = "-t",
+                    .help = "PoCL's compute units, as run's -t sets them (other drivers: ignored)"),
+        {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
+    cli_threads_begin(threads);
     int n, chosen;
     clinfer_status st = clinfer_device_count(&n);
     if (st == CLINFER_OK) st = clinfer_device_select(sel, &chosen);
     if (st != CLINFER_OK) return cli_error(st);
+    cli_threads_check(threads, sel);
     if (json) printf("{\"devices\": [\n");
     for (int i = 0; i < n; i++) {
         clinfer_device_info d = {.size = sizeof d};

@@ -10,13 +10,9 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer embed (-p TEXT [-p TEXT ...] | -f FILE) [--pooling mean|cls|last|none] [--no-normalize] [--ctx N] "
+    "clinfer embed (-p TEXT [-p TEXT ...] | -f FILE) [--pooling mean|cls|last|none] [--no-normalize] [-c|--ctx N] "
     CLI_MODEL_USAGE "\n"
-    "  -p TEXT         an input (repeatable); -f FILE: one input per line\n"
-    "  --pooling P     how the tokens' vectors become one (default: the model's, else mean);\n"
-    "                  none: every token's, a line of arrays per input\n"
-    "  --no-normalize  the vectors as pooled (default: L2-normalised)\n"
-    "  a line per input: [x, x, ...], n_embd floats";
+    "  a line per input on stdout: [x, x, ...], n_embd floats";
 
 static const char *const POOLINGS[] = {"none", "mean", "cls", "last"}; /* clinfer_pooling's values */
 
@@ -53,11 +49,14 @@ int cmd_embed(int argc, char **argv) {
     const char *file = NULL, *pooling = NULL;
     int no_normalize = 0;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
-                               CLI_OPT_LIST("-p", &texts),
-                               CLI_OPT_STR("-f", &file),
-                               CLI_OPT_STR("--pooling", &pooling),
-                               CLI_OPT_FLAG("--no-normalize", &no_normalize),
-                               CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
+                               CLI_OPT_LIST("-p", &texts, .help = "an input (repeatable)"),
+                               CLI_OPT_STR("-f", &file, .alias = "--file", .arg = "FILE", .help = "one input per line of FILE"),
+                               CLI_OPT_STR("--pooling", &pooling, .arg = "P",
+                                           .help = "mean, cls, last (default: the model's, else mean) or none: every "
+                                                   "token's, a line of arrays per input"),
+                               CLI_OPT_FLAG("--no-normalize", &no_normalize,
+                                            .help = "the vectors as pooled (default: L2-normalised)"),
+                               CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c", .help = "context size in tokens"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     clinfer_embed_params ep = clinfer_embed_default_params();

@@ -6,7 +6,7 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer perplexity -f TEXT [--ctx 512] [--chunks N] " CLI_MODEL_USAGE;
+static const char *USAGE = "clinfer perplexity -f TEXT [-c|--ctx 512] [--chunks N] " CLI_MODEL_USAGE;
 
 static int on_chunk(void *user, int chunk, int n_chunks, double ppl) {
     double el = cli_now_s() - *(double *)user;
@@ -21,9 +21,10 @@ int cmd_perplexity(int argc, char **argv) {
     const char *file = NULL;
     int chunks = 0, n_ctx = 512;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
-                               CLI_OPT_STR("-f", &file),
-                               CLI_OPT_INT("--ctx", &n_ctx, 4, 1 << 20),
-                               CLI_OPT_INT("--chunks", &chunks, 1, 1 << 30),
+                               CLI_OPT_STR("-f", &file, .alias = "--file", .arg = "TEXT", .help = "the text file to score"),
+                               CLI_OPT_INT("--ctx", &n_ctx, 4, 1 << 20, .alias = "-c",
+                                           .help = "tokens per chunk (default 512); the second half of each is scored"),
+                               CLI_OPT_INT("--chunks", &chunks, 1, 1 << 30, .help = "score only the first N chunks"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;

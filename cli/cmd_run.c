@@ -1,6 +1,7 @@
 /* clinfer run: one prompt in, generated text streamed to stdout (and only
  * the text); load time and speeds on stderr, and with --logprobs N each
  * token's logprobs as JSON lines there (cli/logprobs.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,48 +12,106 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer run -p PROMPT [-n N] [--chat] [--special] [--draft-max N] [--logprobs N] "
-                           CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
+static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT]] [--special] "
+                           "[--draft-max N] [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
 
-/* The prompt's tokens: raw text, or a user turn in the model's chat format. */
-static clinfer_status prompt_tokens(const cli_session *s, const char *prompt, int chat, int special, int32_t **ids,
-                                    int *n) {
-    if (!chat) return clinfer_tokenize(s->m, prompt, strlen(prompt), 1, special, ids, n);
-    clinfer_chat_message msg = {"user", prompt};
-    return clinfer_chat_tokenize(s->m, &msg, 1, 1, ids, n); /* --special does not reach the message */
+/* The prompt's tokens: raw text, or a user turn (after the system message,
+ * if any) in the model's chat format. */
+static clinfer_status prompt_tokens(const cli_session *s, const char *prompt, size_t len, int chat, const char *system,
+                                    int special, int32_t **ids, int *n) {
+    if (!chat) return clinfer_tokenize(s->m, prompt, len, 1, special, ids, n);
+    if (memchr(prompt, 0, len)) return clinfer_fail(CLINFER_ERR_ARG, "the prompt holds a NUL byte");
+    clinfer_chat_message msgs[2] = {{"system", system}, {"user", prompt}};
+    /* --special does not reach the messages */
+    return system ? clinfer_chat_tokenize(s->m, msgs, 2, 1, ids, n) : clinfer_chat_tokenize(s->m, msgs + 1, 1, 1, ids, n);
+}
+
+/* The prompt's text: -p TEXT, -p - (all of stdin) or -f FILE (*from_file:
+ * free it with clinfer_free, else with free; NULL for -p TEXT). */
+static clinfer_status prompt_text(const char *p, const char *file, const char **text, size_t *len, char **owned) {
+    *owned = NULL;
+    if (file) {
+        CLI_TRY(clinfer_read_file(file, owned, len));
+        *text = *owned;
+        return CLINFER_OK;
+    }
+    if (strcmp(p, "-")) {
+        *text = p;
+        *len = strlen(p);
+        return CLINFER_OK;
+    }
+    size_t cap = 0, n = 0, got = 1;
+    char *buf = NULL;
+    while (got) {
+        if (n + 4096 > cap) {
+            char *grown = realloc(buf, cap = 2 * cap + 4096);
+            if (!grown) {
+                free(buf);
+                return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory reading the prompt");
+            }
+            buf = grown;
+        }
+        n += got = fread(buf + n, 1, cap - n - 1, stdin);
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        return clinfer_fail(CLINFER_ERR_IO, "cannot read the prompt from stdin (-p -): %s", strerror(errno));
+    }
+    buf[n] = 0;
+    *owned = buf;
+    *text = buf;
+    *len = n;
+    return CLINFER_OK;
 }
 
 int cmd_run(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
-    const char *prompt = NULL;
+    const char *prompt = NULL, *file = NULL, *system = NULL;
     int n_gen = 256, chat = 0, special = 0, draft_max = 0, logprobs = -1;
     cli_grammar_opts go = {0};
-    const cli_option opts[] = {CLI_GEN_OPTIONS(&o),
-                               CLI_GRAMMAR_OPTIONS(&go),
-                               CLI_OPT_TEXT("-p", &prompt),
-                               CLI_OPT_INT("-n", &n_gen, 1, 1 << 24),
-                               CLI_OPT_FLAG("--chat", &chat),
-                               CLI_OPT_FLAG("--special", &special),
-                               CLI_OPT_INT("--draft-max", &draft_max, 0, 1024),
-                               CLI_OPT_INT("--logprobs", &logprobs, 0, CLI_MAX_TOP_LOGPROBS),
-                               {0}};
+    const cli_option opts[] = {
+        CLI_GEN_OPTIONS(&o),
+        CLI_GRAMMAR_OPTIONS(&go),
+        CLI_OPT_TEXT("-p", &prompt, .alias = "--prompt", .arg = "PROMPT", .help = "the prompt; -: read it from stdin"),
+        CLI_OPT_STR("-f", &file, .alias = "--file", .arg = "FILE", .help = "read the prompt from FILE"),
+        CLI_OPT_INT("-n", &n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens to generate at most (default 256)"),
+        CLI_OPT_FLAG("--chat", &chat, .help = "the prompt is a user message in the model's chat template"),
+        CLI_OPT_TEXT("--system", &system, .help = "with --chat: a system message before it"),
+        CLI_OPT_FLAG("--special", &special, .help = "parse control tokens such as <|im_start|> in the prompt"),
+        CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
+                    .help = "speculate up to N tokens by prompt lookup (greedy only); 0: off"),
+        CLI_OPT_INT("--logprobs", &logprobs, 0, CLI_MAX_TOP_LOGPROBS,
+                    .help = "each token's logprob and the N likeliest, as JSON lines on stderr"),
+        {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
-    if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
+    if (!prompt == !file) return cli_usage(USAGE, prompt ? "-p and -f do not go together" : "no prompt (-p or -f)");
+    if (system && !chat) return cli_usage(USAGE, "--system goes with --chat (a system message of the chat template)");
     if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
         return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
-    cli_session s;
-    clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
+    const char *text = NULL;
+    size_t len = 0;
+    char *owned = NULL;
+    clinfer_status st = prompt_text(prompt, file, &text, &len, &owned);
     if (st != CLINFER_OK) return cli_error(st);
+    cli_session s;
+    st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
+    if (st != CLINFER_OK) {
+        if (file) clinfer_free(owned);
+        else free(owned);
+        return cli_error(st);
+    }
     int32_t *ids = NULL;
     int n = 0;
     clinfer_sampler *smp = NULL;
     clinfer_grammar *grammar = NULL;
     clinfer_generate_result stats = {0};
     int n_ctx = clinfer_session_n_ctx(s.s);
-    st = prompt_tokens(&s, prompt, chat, special, &ids, &n);
+    st = prompt_tokens(&s, text, len, chat, system, special, &ids, &n);
+    if (file) clinfer_free(owned);
+    else free(owned);
     if (st == CLINFER_OK && n == 0) st = clinfer_fail(CLINFER_ERR_ARG, "the prompt is empty");
     if (st == CLINFER_OK && n > n_ctx)
         st = clinfer_fail(CLINFER_ERR_CONTEXT, "the prompt (%d tokens) is longer than the context of %d tokens (--ctx)", n,

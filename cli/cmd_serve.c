@@ -19,7 +19,7 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] "
     CLI_MODEL_USAGE;
 
@@ -56,17 +56,24 @@ int cmd_serve(int argc, char **argv) {
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
         draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
-                               CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20),
-                               CLI_OPT_STR("--host", &host),
-                               CLI_OPT_INT("--port", &port, 0, 65535),
-                               CLI_OPT_INT("--parallel", &parallel, 1, 256),
-                               CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24),
-                               CLI_OPT_INT("--draft-max", &draft_max, 0, 1024),
-                               CLI_OPT_INT("--queue", &queue, 0, 1 << 16),
-                               CLI_OPT_STR("--api-key", &api_key),
-                               CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600),
-                               CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS),
-                               CLI_OPT_STR("--alias", &alias),
+                               CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c",
+                                           .help = "each sequence's context in tokens (default: the model's, capped)"),
+                               CLI_OPT_STR("--host", &host, .arg = "ADDR", .help = "the address to listen on (default 127.0.0.1)"),
+                               CLI_OPT_INT("--port", &port, 0, 65535, .help = "the port (default 8080; 0: any free one)"),
+                               CLI_OPT_INT("--parallel", &parallel, 1, 256,
+                                           .help = "requests decoded together (default 4)"),
+                               CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24, .arg = "MIB",
+                                           .help = "the KV cache's memory, shared by the sequences"),
+                               CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
+                                           .help = "speculate up to N tokens by prompt lookup (greedy requests); 0: off"),
+                               CLI_OPT_INT("--queue", &queue, 0, 1 << 16, .help = "requests waiting at most (default 64); more get 503"),
+                               CLI_OPT_STR("--api-key", &api_key, .arg = "KEY",
+                                           .help = "require this bearer key (default $CLINFER_API_KEY)"),
+                               CLI_OPT_INT("--request-timeout", &request_timeout, 1, 3600, .arg = "S",
+                                           .help = "seconds a request may take to arrive"),
+                               CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS,
+                                           .help = "connections one client address may hold"),
+                               CLI_OPT_STR("--alias", &alias, .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;

@@ -7,11 +7,7 @@
 #include "cli.h"
 #include "options.h"
 
-static const char *USAGE = "clinfer tokenize [-m MODEL] -p TEXT [--special] [--no-bos] [--pieces]\n"
-                            "  --special  parse control tokens such as <|im_start|> in TEXT\n"
-                            "  --no-bos   do not add BOS even where the model asks for it\n"
-                            "  --pieces   print id:'piece' pairs instead of bare ids\n"
-                            "  MODEL: -m, else $CLINFER_MODEL, else the default model in the cache";
+static const char *USAGE = "clinfer tokenize [-m MODEL] -p TEXT [--special] [--no-bos] [--pieces]";
 
 static void print_piece(const char *p, size_t n) {
     putchar('\'');
@@ -29,11 +25,13 @@ static void print_piece(const char *p, size_t n) {
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *text = NULL;
     int special = 0, no_bos = 0, pieces = 0;
-    const cli_option opts[] = {CLI_OPT_STR("-m", &model),
-                               CLI_OPT_TEXT("-p", &text),
-                               CLI_OPT_FLAG("--special", &special),
-                               CLI_OPT_FLAG("--no-bos", &no_bos),
-                               CLI_OPT_FLAG("--pieces", &pieces),
+    const cli_option opts[] = {CLI_OPT_STR("-m", &model, .arg = "MODEL",
+                                           .help = "a GGUF file or a catalogue name (default: $CLINFER_MODEL, else "
+                                                   "the cache's default)"),
+                               CLI_OPT_TEXT("-p", &text, .alias = "--prompt", .help = "the text"),
+                               CLI_OPT_FLAG("--special", &special, .help = "parse control tokens such as <|im_start|> in TEXT"),
+                               CLI_OPT_FLAG("--no-bos", &no_bos, .help = "do not add BOS even where the model asks for it"),
+                               CLI_OPT_FLAG("--pieces", &pieces, .help = "print id:'piece' pairs instead of bare ids"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;

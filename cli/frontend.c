@@ -126,6 +126,10 @@ int cli_main(int argc, char **argv, const cli_command *cmds, int n_cmds, void (*
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : cli_close_stdout(0);
     }
+    if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("clinfer %s\n", clinfer_version());
+        return cli_close_stdout(0);
+    }
     for (int i = 0; i < n_cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) return end_mpi(cli_close_stdout(cmds[i].fn(argc - 1, argv + 1)));
     fprintf(stderr, "clinfer: %s: unknown command '%s'\n", clinfer_status_name(CLINFER_ERR_ARG), argv[1]);

@@ -13,8 +13,10 @@ typedef struct cli_grammar_opts {
 
 #define CLI_GRAMMAR_USAGE "[--grammar GBNF | --grammar-file FILE | --json-schema SCHEMA|FILE]"
 #define CLI_GRAMMAR_OPTIONS(o) \
-    CLI_OPT_TEXT("--grammar", &(o)->gbnf), CLI_OPT_STR("--grammar-file", &(o)->gbnf_file), \
-    CLI_OPT_STR("--json-schema", &(o)->json_schema)
+    CLI_OPT_TEXT("--grammar", &(o)->gbnf, .arg = "GBNF", .help = "hold the output to this GBNF grammar"), \
+    CLI_OPT_STR("--grammar-file", &(o)->gbnf_file, .arg = "FILE", .help = "hold the output to the GBNF grammar in FILE"), \
+    CLI_OPT_STR("--json-schema", &(o)->json_schema, .arg = "SCHEMA|FILE", \
+                .help = "hold the output to a JSON schema (text starting with '{', else a file)")
 
 /* The grammar asked for (*out NULL when none); more than one is a usage
  * error (CLINFER_ERR_ARG). */

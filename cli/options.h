@@ -30,27 +30,34 @@ typedef struct cli_option {
     long long lo, hi;  /* CLI_INT, CLI_U64 */
     double flo, fhi;   /* CLI_FLOAT */
     int open_lo;       /* CLI_FLOAT: flo itself is out of range */
+    const char *alias; /* another spelling: "-c" beside "--ctx", "--n-predict" beside "-n" */
+    const char *arg;   /* the value's name in --help ("FILE"); else one by kind ("N", "X", "TEXT") */
+    const char *help;  /* its meaning in one line, for --help (tests/cli_options.sh wants one everywhere) */
 } cli_option;
 
-/* Table entries, one per kind (an entry with no name ends a table: {0}). */
-#define CLI_OPT_FLAG(nm, d) {.name = (nm), .kind = CLI_FLAG, .dst = (d)}
-#define CLI_OPT_STR(nm, d) {.name = (nm), .kind = CLI_STR, .dst = (d)}
-#define CLI_OPT_TEXT(nm, d) {.name = (nm), .kind = CLI_TEXT, .dst = (d)}
-#define CLI_OPT_KV(nm, d) {.name = (nm), .kind = CLI_KV, .dst = (d)}
-#define CLI_OPT_LIST(nm, d) {.name = (nm), .kind = CLI_LIST, .dst = (d)}
-#define CLI_OPT_INT(nm, d, l, h) {.name = (nm), .kind = CLI_INT, .dst = (d), .lo = (l), .hi = (h)}
-#define CLI_OPT_U64(nm, d, l, h) {.name = (nm), .kind = CLI_U64, .dst = (d), .lo = (l), .hi = (h)}
-#define CLI_OPT_FLOAT(nm, d, l, h) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .flo = (l), .fhi = (h)}
+/* Table entries, one per kind (an entry with no name ends a table: {0});
+ * what follows the value's fields are more designated fields, such as
+ * `.help = "context size", .alias = "-c"`. */
+#define CLI_OPT_FLAG(nm, d, ...) {.name = (nm), .kind = CLI_FLAG, .dst = (d), __VA_ARGS__}
+#define CLI_OPT_STR(nm, d, ...) {.name = (nm), .kind = CLI_STR, .dst = (d), __VA_ARGS__}
+#define CLI_OPT_TEXT(nm, d, ...) {.name = (nm), .kind = CLI_TEXT, .dst = (d), __VA_ARGS__}
+#define CLI_OPT_KV(nm, d, ...) {.name = (nm), .kind = CLI_KV, .dst = (d), __VA_ARGS__}
+#define CLI_OPT_LIST(nm, d, ...) {.name = (nm), .kind = CLI_LIST, .dst = (d), __VA_ARGS__}
+#define CLI_OPT_INT(nm, d, l, h, ...) {.name = (nm), .kind = CLI_INT, .dst = (d), .lo = (l), .hi = (h), __VA_ARGS__}
+#define CLI_OPT_U64(nm, d, l, h, ...) {.name = (nm), .kind = CLI_U64, .dst = (d), .lo = (l), .hi = (h), __VA_ARGS__}
+#define CLI_OPT_FLOAT(nm, d, l, h, ...) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .flo = (l), .fhi = (h), __VA_ARGS__}
 /* A float > 0, no upper bound. */
-#define CLI_OPT_POSITIVE(nm, d) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .fhi = INFINITY, .open_lo = 1}
+#define CLI_OPT_POSITIVE(nm, d, ...) {.name = (nm), .kind = CLI_FLOAT, .dst = (d), .fhi = INFINITY, .open_lo = 1, __VA_ARGS__}
 
 /* Parses argv[1..argc-1] against `opts` (ended by an entry with no name):
  * -n 5, -n5, -n=5, --ctx 64, --ctx=64, --co 64 (a unique abbreviation);
- * `--` ends the options; -h/--help prints `usage` to stdout. Non-option
+ * `--` ends the options; -h/--help prints `usage` and every option of the
+ * table with its meaning to stdout, -V/--version the version. A single-dash
+ * word that is no option (llama.cpp's -ngl) is an unknown option, not -n gl. Non-option
  * arguments go to pos (at most max_pos, counted in *n_pos; pos may be NULL
  * when max_pos is 0).
  * Returns -1 when the command should go on, else the exit status to return
- * now: 0 after --help, CLINFER_ERR_ARG after a usage error (printed with the
+ * now: 0 after --help or --version, CLINFER_ERR_ARG after a usage error (printed with the
  * usage line, `clinfer: usage error: <message>`). */
 int cli_parse(int argc, char **argv, const cli_option *opts, const char *usage, const char **pos, int max_pos,
               int *n_pos);

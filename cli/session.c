@@ -42,6 +42,22 @@ static clinfer_status check_split(const cli_place *p) {
     return CLINFER_OK;
 }
 
+void cli_threads_begin(int n) {
+    if (n <= 0) return;
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    setenv("POCL_MAX_PTHREAD_COUNT", v, 1); /* PoCL up to 3 */
+    setenv("POCL_CPU_MAX_CU_COUNT", v, 1);  /* PoCL 4 on */
+}
+
+void cli_threads_check(int n, const char *device) {
+    int idx;
+    clinfer_device_info d = {.size = sizeof d};
+    if (n <= 0 || clinfer_device_select(device, &idx) != CLINFER_OK || clinfer_device_get(idx, &d) != CLINFER_OK) return;
+    if (!strstr(d.platform, "Portable Computing Language"))
+        fprintf(stderr, "clinfer: -t %d ignored: %s (%s) runs its own threads\n", n, d.name, d.platform);
+}
+
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
@@ -59,8 +75,10 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     mp.abort = cli_abort_requested;
     mp.notice = on_notice;
     clinfer_status st = check_split(place);
+    cli_threads_begin(place->threads);
     if (st == CLINFER_OK) st = clinfer_model_load_with(model, place->device, NULL, &mp, &s->m);
     if (line.open) fputc('\n', stderr); /* a progress line cut short ends before the message */
+    if (st == CLINFER_OK && !place->devices) cli_threads_check(place->threads, place->device);
     if (st == CLINFER_OK) {
         s->info.size = sizeof s->info;
         st = clinfer_model_get_info(s->m, &s->info);

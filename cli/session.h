@@ -13,12 +13,16 @@ typedef struct cli_place {
     const char *device, *devices, *split, *ratio;
     /* serve: the sequences and positions a split's plan sizes KV for */
     int n_seq, n_ctx;
+    int threads; /* -t: PoCL's compute units, 0 for its default */
 } cli_place;
 
 #define CLI_PLACE_USAGE "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]]"
 #define CLI_PLACE_OPTIONS(p) \
-    CLI_OPT_STR("--device", &(p)->device), CLI_OPT_STR("--devices", &(p)->devices), \
-    CLI_OPT_STR("--split", &(p)->split), CLI_OPT_STR("--split-ratio", &(p)->ratio)
+    CLI_OPT_STR("--device", &(p)->device, .arg = "SEL", \
+                .help = "the OpenCL device: P:D or a name's part (`clinfer devices`; default $CLINFER_DEVICE)"), \
+    CLI_OPT_STR("--devices", &(p)->devices, .arg = "SEL,SEL,...", .help = "split the layers over these devices"), \
+    CLI_OPT_STR("--split", &(p)->split, .arg = "layers", .help = "how --devices splits the model (only: layers)"), \
+    CLI_OPT_STR("--split-ratio", &(p)->ratio, .arg = "a,b,...", .help = "the share of layers each of --devices holds")
 
 typedef struct cli_session {
     clinfer_model *m;
@@ -33,6 +37,13 @@ typedef struct cli_session {
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s);
 void cli_session_close(cli_session *s);
+
+/* -t N (0: nothing to do): PoCL reads its thread count once, when its
+ * platform starts, so this comes before the first OpenCL call; after it,
+ * cli_threads_check says in one line when the device is another driver's,
+ * which ignores it. cli_session_open does both. */
+void cli_threads_begin(int n);
+void cli_threads_check(int n, const char *device);
 
 /* clinfer_generate streaming the text to `out` (a failed write stops it):
  * `prompt` after what the session holds, then up to max_gen tokens

@@ -51,7 +51,7 @@ static void section(FILE *f, int json, const char *key, const char *title) {
 static int bench_kernels(int argc, char **argv) {
     int json = 0;
     const char *sel = NULL;
-    const cli_option opts[] = {CLI_OPT_FLAG("--json", &json), CLI_OPT_STR("--device", &sel), {0}};
+    const cli_option opts[] = {CLI_OPT_FLAG("--json", &json, .help = "as JSON"), CLI_OPT_STR("--device", &sel, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"), {0}};
     int rc = cli_parse(argc, argv, opts, USAGE_KERNELS, NULL, 0, NULL);
     if (rc >= 0) return rc;
     clf_runtime *rt;

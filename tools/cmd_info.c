@@ -337,17 +337,20 @@ int cmd_info(int argc, char **argv) {
     int ctx = 0, batch = 512, json = 0;
     clinfer_kv_type kv = CLINFER_KV_F32; /* --kv (cli/options.h) */
     float gflops = 0, gbs = 0;
-    const cli_option opts[] = {CLI_OPT_STR("-m", &m),
-                               CLI_OPT_INT("--ctx", &ctx, 1, 1 << 24),
-                               CLI_OPT_INT("--batch", &batch, 1, 1 << 24),
-                               CLI_OPT_KV("--kv", &kv),
-                               CLI_OPT_POSITIVE("--gflops", &gflops),
-                               CLI_OPT_POSITIVE("--gbs", &gbs),
-                               CLI_OPT_STR("--device", &device),
-                               CLI_OPT_STR("--devices", &place.devices),
-                               CLI_OPT_STR("--split", &place.split),
-                               CLI_OPT_STR("--split-ratio", &place.ratio),
-                               CLI_OPT_FLAG("--json", &json),
+    const cli_option opts[] = {CLI_OPT_STR("-m", &m, .arg = "MODEL", .help = "a GGUF file or a catalogue name (default: the cache's default)"),
+                               CLI_OPT_INT("--ctx", &ctx, 1, 1 << 24, .alias = "-c",
+                                           .help = "context for the KV cache and attention terms (default: the model's, at most 4096)"),
+                               CLI_OPT_INT("--batch", &batch, 1, 1 << 24, .help = "prefill length (default 512, at most the context)"),
+                               CLI_OPT_KV("--kv", &kv, .help = "the KV cache's type: f32 or f16"),
+                               CLI_OPT_POSITIVE("--gflops", &gflops, .arg = "G", .help = "the FP32 GFLOP/s peak, instead of measuring (with --gbs)"),
+                               CLI_OPT_POSITIVE("--gbs", &gbs, .arg = "B", .help = "the memory GB/s peak, instead of measuring (with --gflops)"),
+                               CLI_OPT_STR("--device", &device, .arg = "SEL",
+                                           .help = "measure that device's roofs (copy GB/s, FMA GFLOP/s; a few seconds) for the roofline"),
+                               CLI_OPT_STR("--devices", &place.devices, .arg = "SEL,SEL,...",
+                                           .help = "the plan of a split by layers over those devices"),
+                               CLI_OPT_STR("--split", &place.split, .arg = "layers", .help = "how --devices splits (only: layers)"),
+                               CLI_OPT_STR("--split-ratio", &place.ratio, .arg = "a,b,...", .help = "the share of layers of each device"),
+                               CLI_OPT_FLAG("--json", &json, .help = "as JSON"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;

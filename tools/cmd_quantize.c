@@ -4,7 +4,11 @@
  * vectors (norms, biases) stored F32; metadata copied with
  * general.file_type updated. The output appears only when complete
  * (host/core/outfile.c): a failure, Ctrl-C or SIGTERM leaves nothing behind.
- * It is never the input, and an existing one is replaced only with --force. */
+ * It is never the input, and an existing one is replaced only with --force.
+ * IN may be a catalogue name, as -m takes it; weights already quantized are
+ * requantized only with --allow-requantize (llama-quantize's flag): the
+ * second rounding loses on top of the first, and a mix's fallbacks can make
+ * the file larger and slower as well (the Q4_1 default to Q4_K_M). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,15 +19,15 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "model_path.h"
 #include "options.h"
 #include "outfile.h"
 #include "quant.h"
 #include "quant_mix.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer quantize [--force] IN OUT TYPE   (TYPE: Q4_K_M, Q8_0, ... as llama-quantize)\n"
-                           "  --force: replace an existing OUT (a link's target; never IN, a read-only file,\n"
-                           "           a device, a FIFO or a directory)";
+static const char *USAGE = "clinfer quantize [--force] [--allow-requantize] IN OUT TYPE   (TYPE: Q4_K_M, Q8_0, ... as "
+                           "llama-quantize)\n  IN: a GGUF file or a catalogue name, as for run";
 
 static clf_status convert_tensor(clf_gguf_writer *w, const clf_gguf_tensor *t, const char *name, clf_type to) {
     if (t->type == to) return clf_gguf_add_tensor(w, name, to, t->n_dims, t->ne, t->data); /* no requantization */
@@ -76,7 +80,35 @@ static void progress(int64_t i, int64_t n, const char *name) {
     fflush(stderr);
 }
 
-static clf_status quantize(const char *in, const char *out, const clf_quant_mix *mix, int force) {
+/* Refuses (CLF_ERR_ARG, one line) to quantize again weights that are
+ * quantized already, unless allowed: tensors kept in their type are copied
+ * and ones turned to F16/F32 only widened; neither counts. */
+static clf_status check_requantize(const clf_gguf *g, const clf_type *types, int fallback, const clf_quant_mix *mix,
+                                   const char *in, int allow) {
+    int per_type[CLF_TYPE_COUNT] = {0}, n = 0, most = 0;
+    double in_bytes = 0, out_bytes = 0;
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        in_bytes += (double)t->bytes;
+        out_bytes += (double)(clf_row_bytes(types[i], t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]));
+        if (t->type == types[i] || t->type >= CLF_TYPE_COUNT || clf_type_get(t->type)->block <= 1 ||
+            clf_type_get(types[i])->block <= 1)
+            continue;
+        n++;
+        if (++per_type[t->type] > per_type[most]) most = (int)t->type;
+    }
+    if (!n || allow) return CLF_OK;
+    char falls[160] = "";
+    int len = fallback ? snprintf(falls, sizeof falls, "; %d tensors would fall back to another type", fallback) : 0;
+    if (out_bytes > in_bytes)
+        snprintf(falls + len, sizeof falls - (size_t)len, "%s a larger file (weights %.1f -> %.1f MiB)",
+                 fallback ? "," : ";", in_bytes / 1048576.0, out_bytes / 1048576.0);
+    return clf_fail(CLF_ERR_ARG, "'%s' is already quantized (%d tensors, mostly %s): quantizing it again to %s rounds "
+                                 "twice, worse than from an F16/F32 file%s (--allow-requantize does it anyway)",
+                    in, n, clf_type_get((uint32_t)most)->name, mix->name, falls);
+}
+
+static clf_status quantize(const char *in, const char *out, const clf_quant_mix *mix, int force, int allow_requant) {
     clf_gguf *g;
     CLF_TRY(clf_gguf_open(in, &g));
     clf_gguf_guard_begin(g); /* weights are read from the mapping until the write ends */
@@ -85,6 +117,7 @@ static clf_status quantize(const char *in, const char *out, const clf_quant_mix 
     clf_type *types = st == CLF_OK ? malloc((size_t)(n ? n : 1) * sizeof *types) : NULL;
     int fallback = 0;
     if (st == CLF_OK) st = types ? clf_quant_mix_plan(mix, g, types, &fallback) : clf_fail(CLF_ERR_MEMORY, "out of memory");
+    if (st == CLF_OK) st = check_requantize(g, types, fallback, mix, in, allow_requant);
     clf_gguf_writer *w = NULL;
     if (st == CLF_OK) st = clf_gguf_writer_create(&w);
     for (int64_t i = 0; st == CLF_OK && i < clf_gguf_n_kv(g); i++) st = clf_gguf_set_kv(w, clf_gguf_kv_at(g, i));
@@ -146,15 +179,24 @@ static clf_status quantize(const char *in, const char *out, const clf_quant_mix 
 
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
-    int npos = 0, force = 0;
+    int npos = 0, force = 0, allow_requant = 0;
     char names[512], usage[1024];
     snprintf(usage, sizeof usage, "%s\n  TYPE: %s", USAGE, clf_quant_mix_names(names, sizeof names));
-    const cli_option opts[] = {CLI_OPT_FLAG("--force", &force), {0}};
+    const cli_option opts[] = {
+        CLI_OPT_FLAG("--force", &force,
+                     .help = "replace an existing OUT (a link's target; never IN, a read-only file, a device, a FIFO "
+                             "or a directory)"),
+        CLI_OPT_FLAG("--allow-requantize", &allow_requant,
+                     .help = "quantize weights that are quantized already (refused by default: they lose twice)"),
+        {0}};
     int rc = cli_parse(argc, argv, opts, usage, pos, 3, &npos);
     if (rc >= 0) return rc;
     if (npos != 3) return cli_usage(usage, "expected IN OUT TYPE");
     const clf_quant_mix *mix = clf_quant_mix_find(pos[2]);
     if (!mix) return cli_usage(usage, "unknown type '%s'", pos[2]);
+    char in[1024];
+    clf_status st = clf_model_path(pos[0], in, sizeof in);
+    if (st != CLF_OK) return cli_error(st);
     cli_catch_sigint(); /* Ctrl-C and SIGTERM stop the conversion or the write cleanly */
-    return cli_error(quantize(pos[0], pos[1], mix, force));
+    return cli_error(quantize(in, pos[1], mix, force, allow_requant));
 }

@@ -15,7 +15,9 @@ static const char *USAGE = "clinfer selftest [--device SEL] [--seed S]";
 int cmd_selftest(int argc, char **argv) {
     const char *sel = NULL;
     uint64_t seed = (uint64_t)(time(NULL) & 0x7fffffff);
-    const cli_option opts[] = {CLI_OPT_STR("--device", &sel), CLI_OPT_U64("--seed", &seed, 0, LLONG_MAX), {0}};
+    const cli_option opts[] = {CLI_OPT_STR("--device", &sel, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"),
+                               CLI_OPT_U64("--seed", &seed, 0, LLONG_MAX, .alias = "-s", .help = "the random inputs' seed"),
+                               {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     clf_runtime *rt;
