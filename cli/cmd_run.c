@@ -43,6 +43,7 @@ int cmd_run(int argc, char **argv) {
     if (!prompt) return cli_usage(USAGE, "no prompt (-p)");
     if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
         return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
+    if (chat) cli_warn_base_chat(o.model);
     cli_session s;
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
     if (st != CLINFER_OK) return cli_error(st);

@@ -58,8 +58,10 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     mp.progress_user_data = &line;
     mp.abort = cli_abort_requested;
     mp.notice = on_notice;
+    char path[4096]; /* a catalogue name fetched on first use */
     clinfer_status st = check_split(place);
-    if (st == CLINFER_OK) st = clinfer_model_load_with(model, place->device, NULL, &mp, &s->m);
+    if (st == CLINFER_OK) st = cli_model_fetch(model, 0, path, sizeof path);
+    if (st == CLINFER_OK) st = clinfer_model_load_with(path, place->device, NULL, &mp, &s->m);
     if (line.open) fputc('\n', stderr); /* a progress line cut short ends before the message */
     if (st == CLINFER_OK) {
         s->info.size = sizeof s->info;
