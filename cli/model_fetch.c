@@ -37,7 +37,9 @@ static int on_progress(void *ud, uint64_t done, uint64_t total) {
 
 clinfer_status cli_model_fetch(const char *model, int verify, char *path, size_t n) {
     fetch_line f = {.c.size = sizeof f.c, .tty = isatty(2)};
-    if (!clinfer_catalogue_of(model, &f.c)) snprintf(f.c.name, sizeof f.c.name, "the model");
+    int known = clinfer_catalogue_of(model, &f.c);
+    if (!known) snprintf(f.c.name, sizeof f.c.name, "the model");
+    int absent = known && clinfer_model_path(model, path, n) != CLINFER_OK; /* a catalogue model to fetch */
     clinfer_pull_options o = clinfer_pull_default_options();
     o.progress = on_progress;
     o.progress_user_data = &f;
@@ -47,6 +49,9 @@ clinfer_status cli_model_fetch(const char *model, int verify, char *path, size_t
     clinfer_status st = clinfer_model_pull(model, &o, path, n, &fetched);
     if (f.started && f.tty) fputc('\n', stderr);
     if (st == CLINFER_ERR_INTERRUPTED) return clinfer_fail(st, "fetching %s stopped by %s", f.c.name, cli_interrupt_name());
+    if (st != CLINFER_OK && absent) /* say what was being fetched, and why */
+        return clinfer_fail_prefix(st, "%s%s is not in the model cache, and fetching it failed: ", model ? "" : "the default model ",
+                                   f.c.name);
     if (st == CLINFER_OK && fetched)
         fprintf(stderr, "clinfer: fetched %s into %s (%.1f MB in %.1f s, SHA-256 checked)\n", f.c.name, path,
                 f.c.bytes / 1e6, cli_now_s() - f.t0);
