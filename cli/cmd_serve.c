@@ -82,8 +82,9 @@ int cmd_serve(int argc, char **argv) {
         return cli_error(clinfer_fail(CLINFER_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
                                                "unset it to serve without a key"));
     char path[1024];
-    clinfer_status st = clinfer_model_path(o.model, path, sizeof path);
+    clinfer_status st = cli_model_fetch(o.model, 0, path, sizeof path); /* a catalogue name: fetched on first use */
     if (st != CLINFER_OK) return cli_error(st);
+    cli_warn_base_chat(path);
 
     signal(SIGPIPE, SIG_IGN); /* a client gone is a failed write, not the end */
     sigset_t old;

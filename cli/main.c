@@ -16,6 +16,7 @@ static const cli_command commands[] = {
     {"chat", cmd_chat, "chat with a model on the terminal"},
     {"perplexity", cmd_perplexity, "perplexity of a model over a text file"},
     {"embed", cmd_embed, "embeddings of texts, as JSON (a line per input)"},
+    {"pull", cmd_pull, "fetch a catalogue model into the cache (pull --list: the catalogue)"},
 #ifdef CLINFER_HAVE_SERVE
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server (chat, completions, streaming, a chat page)"},
 #endif

@@ -74,9 +74,11 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     mp.progress_user_data = &line;
     mp.abort = cli_abort_requested;
     mp.notice = on_notice;
+    char path[4096]; /* a catalogue name fetched on first use */
     clinfer_status st = check_split(place);
     cli_threads_begin(place->threads);
-    if (st == CLINFER_OK) st = clinfer_model_load_with(model, place->device, NULL, &mp, &s->m);
+    if (st == CLINFER_OK) st = cli_model_fetch(model, 0, path, sizeof path);
+    if (st == CLINFER_OK) st = clinfer_model_load_with(path, place->device, NULL, &mp, &s->m);
     if (line.open) fputc('\n', stderr); /* a progress line cut short ends before the message */
     if (st == CLINFER_OK && !place->devices) cli_threads_check(place->threads, place->device);
     if (st == CLINFER_OK) {

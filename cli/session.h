@@ -55,4 +55,12 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
 
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r);
 
+/* The file -m names (clinfer_model_path), a catalogue model the cache lacks
+ * fetched first (verify: one there is hashed too), with a progress bar on
+ * a terminal, plain lines otherwise; Ctrl-C stops it. */
+clinfer_status cli_model_fetch(const char *model, int verify, char *path, size_t n);
+/* One line on stderr when `model` is a catalogue model that is not
+ * instruction-tuned (chat, run --chat, serve). */
+void cli_warn_base_chat(const char *model);
+
 #endif

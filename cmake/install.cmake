@@ -16,8 +16,16 @@ install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h DESTINATION ${CMAKE_INSTALL_
 
 # clinfer.pc is written at install time, for the prefix installed into
 # (--prefix, PREFIX=, /usr in the .deb); an unpacked tree is used with
-# `pkg-config --define-prefix`.
-install(CODE "set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+# `pkg-config --define-prefix`. Outside /usr and /usr/local (which the
+# loader searches) its Libs carry an rpath to the prefix's lib, so that a
+# program built with `pkg-config --libs clinfer` runs without
+# LD_LIBRARY_PATH.
+install(CODE "if(CMAKE_INSTALL_PREFIX MATCHES \"^/usr(/local)?/?$\")
+  set(CLINFER_PC_RPATH \"\")
+else()
+  set(CLINFER_PC_RPATH \" -Wl,-rpath,\\\${libdir}\")
+endif()
+set(CMAKE_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
 set(CMAKE_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
 set(PROJECT_VERSION ${PROJECT_VERSION})
 configure_file(\"${CMAKE_SOURCE_DIR}/cmake/clinfer.pc.in\" \"${CMAKE_BINARY_DIR}/clinfer.pc\" @ONLY)")

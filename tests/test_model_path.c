@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -25,9 +26,25 @@ static void test_catalogue_rows(void **state) {
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#' || line[0] == '\n') continue;
         assert_true(clf_catalogue_at(rows, &e));
-        assert_int_equal(strncmp(line, e.name, strlen(e.name)), 0);
-        assert_int_equal(line[strlen(e.name)], '\t');
-        assert_int_equal(strlen(e.sha256), 64);
+        /* the fields, split here independently: name file packages version size sha256 assemble instruct */
+        line[strcspn(line, "\r\n")] = 0;
+        char *f[9] = {0};
+        int nf = 0;
+        for (char *p = line; nf < 9; nf++) {
+            f[nf] = p;
+            char *tab = strchr(p, '\t');
+            if (!tab) { nf++; break; }
+            *tab = 0, p = tab + 1;
+        }
+        assert_int_equal(nf, 8);
+        assert_string_equal(e.name, f[0]);
+        assert_string_equal(e.file, f[1]);
+        assert_string_equal(e.packages, f[2]);
+        assert_string_equal(e.version, f[3]);
+        assert_int_equal(e.size, strtoull(f[4], NULL, 10));
+        assert_string_equal(e.sha256, f[5]);
+        assert_int_equal(e.concat, !strcmp(f[6], "concat"));
+        assert_int_equal(e.instruct, !strcmp(f[7], "yes"));
         assert_true(e.size > 0);
         rows++;
     }
@@ -42,10 +59,54 @@ static void test_catalogue_rows(void **state) {
     assert_string_equal(e.file, "gemma-3-270m-q4_k_m.gguf");
     assert_int_equal(e.size, 253113024);
     assert_string_equal(e.sha256, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818");
+    assert_true(e.concat);
+    assert_false(e.instruct); /* Gemma 3 270M: the base model */
+    assert_true(clf_catalogue_find("smollm2-135m", &e));
+    assert_true(e.instruct);
+    assert_false(e.concat);
     assert_false(clf_catalogue_find("gemma3", &e));
     char names[256];
     clf_catalogue_names(names, sizeof names);
     assert_non_null(strstr(names, "smollm2-135m, gemma3-270m"));
+}
+
+/* $CLINFER_CATALOGUE replaces the embedded catalogue; malformed rows (a
+ * field missing, a bad hash, an unknown assembly or instruct word) are
+ * skipped; an unreadable file is an empty catalogue. */
+static void test_catalogue_override(void **state) {
+    (void)state;
+    const char *tmp = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/clf_catalogue_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char hash[65];
+    for (int i = 0; i < 64; i++) hash[i] = "0123456789abcdef"[rand() % 16];
+    hash[64] = 0;
+    unsigned long long size = 1 + (unsigned long long)rand();
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "# comment\n\nshort\tx.gguf\tp\t1\t5\t%s\twheel\n", hash);        /* 7 fields */
+    fprintf(f, "badhash\tx.gguf\tp\t1\t5\t%.63s\twheel\tyes\n", hash);             /* 63 hex digits */
+    fprintf(f, "badasm\tx.gguf\tp\t1\t5\t%s\tzip\tyes\n", hash);
+    fprintf(f, "badword\tx.gguf\tp\t1\t5\t%s\twheel\tmaybe\n", hash);
+    fprintf(f, "mine\tmine.gguf\tpkg-a,pkg-b\t2.5\t%llu\t%s\tconcat\tno\n", size, hash);
+    fclose(f);
+    setenv("CLINFER_CATALOGUE", path, 1);
+    clf_catalogue_entry e;
+    assert_true(clf_catalogue_at(0, &e));
+    assert_string_equal(e.name, "mine");
+    assert_string_equal(e.packages, "pkg-a,pkg-b");
+    assert_string_equal(e.version, "2.5");
+    assert_int_equal(e.size, size);
+    assert_string_equal(e.sha256, hash);
+    assert_true(e.concat);
+    assert_false(e.instruct);
+    assert_false(clf_catalogue_at(1, &e));
+    assert_false(clf_catalogue_find("smollm2-135m", &e));
+    unlink(path);
+    assert_false(clf_catalogue_at(0, &e));
+    unsetenv("CLINFER_CATALOGUE");
+    assert_true(clf_catalogue_find("smollm2-135m", &e));
 }
 
 static char dir[256];
@@ -68,6 +129,7 @@ static void test_resolution(void **state) {
 
     /* nothing fetched: the default and a name say how to fetch them */
     assert_int_equal(clf_model_path(NULL, path, sizeof path), CLF_ERR_IO);
+    assert_non_null(strstr(clf_last_error(), "clinfer pull"));
     assert_non_null(strstr(clf_last_error(), "no -m given and the default model"));
     assert_non_null(strstr(clf_last_error(), "SmolLM2-135M-Instruct.Q4_1.gguf"));
     assert_int_equal(clf_model_path("gemma3-270m", path, sizeof path), CLF_ERR_IO);
@@ -110,8 +172,10 @@ static void test_resolution(void **state) {
 }
 
 int main(void) {
+    srand((unsigned)time(NULL));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_catalogue_rows),
+        cmocka_unit_test(test_catalogue_override),
         cmocka_unit_test(test_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

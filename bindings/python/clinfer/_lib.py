@@ -4,19 +4,32 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import shutil
 
 from ctypes import POINTER, c_char, c_char_p, c_double, c_float, c_int, c_int32, c_size_t, c_uint, c_uint64, c_void_p
 
 
 def _find():
     """$CLINFER_LIBRARY, then a libclinfer.so* beside the package, then the
-    system's loader (ldconfig's cache, LD_LIBRARY_PATH)."""
+    build folder of the source tree the package is in (bindings/python run
+    from the tree: ../../build), then the library of the installed
+    `clinfer` on PATH (PREFIX/bin/clinfer: PREFIX/lib*/), then the system's
+    loader (ldconfig's cache, LD_LIBRARY_PATH)."""
     env = os.environ.get("CLINFER_LIBRARY")
     if env:
         return env
-    here = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "libclinfer.so*")))
-    if here:
-        return here[0]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "libclinfer.so*")))
+    tree = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    if not found and os.path.isfile(os.path.join(tree, "include", "clinfer.h")):
+        found = glob.glob(os.path.join(tree, "build", "libclinfer.so.0"))
+    cli = shutil.which("clinfer")
+    if not found and cli:
+        prefix = os.path.dirname(os.path.dirname(os.path.realpath(cli)))
+        found = sorted(glob.glob(os.path.join(prefix, "lib*", "libclinfer.so.0")) +
+                       glob.glob(os.path.join(prefix, "lib", "*", "libclinfer.so.0")))
+    if found:
+        return found[0]
     return ctypes.util.find_library("clinfer") or "libclinfer.so.0"
 
 
