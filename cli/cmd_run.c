@@ -45,7 +45,11 @@ int cmd_run(int argc, char **argv) {
         return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
     cli_session s;
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
-    if (st != CLINFER_OK) return cli_error(st);
+    if (st == CLINFER_OK) st = cli_session_warm(&s); /* no kernel built once text is printing */
+    if (st != CLINFER_OK) {
+        cli_session_close(&s);
+        return cli_error(st);
+    }
     int32_t *ids = NULL;
     int n = 0;
     clinfer_sampler *smp = NULL;
