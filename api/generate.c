@@ -224,6 +224,7 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
             if (sp->row + 1 < sp->n_rows && nx.token == sp->batch[sp->row + 1]) { /* evaluated already */
                 sp->row++;
                 r->n_accepted++;
+                r->n_eval++;
                 continue;
             }
             spec_settle(s, sp);
@@ -236,6 +237,7 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
             if (st == CLF_ERR_INTERRUPTED) st = clf_fail(st, "generation cancelled"); /* before the token's evaluation */
             break;
         }
+        r->n_eval++;
     }
     spec_settle(s, sp);
     const char *piece;

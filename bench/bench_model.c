@@ -254,11 +254,11 @@ report:;
         char model[96];
         snprintf(model, sizeof model, "%s %s", hp->arch, wtype);
         if (o->n_prompt > 0)
-            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | pp%d | %.2f ± %.2f | %.1f GFLOP/s | %.0f%% of %.0f |\n",
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | pp%d | %.2f ± %.2f | %.1f GFLOP/s | %.0f%% of %.0f GFLOP/s |\n",
                     model, size / 1048576, params / 1e6, dev_name, o->n_prompt, pp.median, pp.stddev, pp.gflops,
                     100 * pp.gflops / roof.fma_gflops, roof.fma_gflops);
         if (o->n_gen > 0)
-            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s | %.0f%% of %.0f |\n",
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d | %.2f ± %.2f | %.1f GB/s | %.0f%% of %.1f GB/s |\n",
                     model, size / 1048576, params / 1e6, dev_name, o->n_gen, tg.median, tg.stddev, tg.gbs,
                     100 * tg.gbs / roof.copy_gbs, roof.copy_gbs);
         if (tgp.median > 0)

@@ -99,7 +99,9 @@ int cmd_run(int argc, char **argv) {
     if (st != CLINFER_OK) return cli_error(st);
     cli_session s;
     st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
+    if (st == CLINFER_OK) st = cli_session_warm(&s); /* no kernel built once text is printing */
     if (st != CLINFER_OK) {
+        cli_session_close(&s);
         if (file) clinfer_free(owned);
         else free(owned);
         return cli_error(st);

@@ -102,6 +102,7 @@ int cmd_serve(int argc, char **argv) {
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);
+    if (st == CLINFER_OK) st = srv_engine_warm(e); /* every decode kernel built before "ready" */
     if (st == CLINFER_OK) st = cli_check_chat(s.m);
     if (st == CLINFER_OK) st = srv_embedder_create(s.m, srv_engine_n_ctx(e), o.kv, &app.embedder);
     if (st == CLINFER_OK) {

@@ -3,19 +3,26 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
-/* A load that takes a while reports, a few times a second. */
+/* A load that takes a while reports: on a terminal a line redrawn a few
+ * times a second; into a file or a pipe (a log) one plain line, no \r. */
 typedef struct progress_line {
     double t0, shown;
+    int tty;
     int open; /* a line without its newline */
 } progress_line;
 
 static int on_progress(void *ud, float f) {
     progress_line *p = ud;
     double t = cli_now_s();
-    if (t - p->t0 >= 1.0 && (t - p->shown >= 0.25 || f >= 1)) {
+    if (t - p->t0 < 1.0 || p->shown < 0) return 0;
+    if (!p->tty) {
+        fprintf(stderr, "clinfer: uploading weights...\n");
+        p->shown = -1; /* once */
+    } else if (t - p->shown >= 0.25 || f >= 1) {
         p->shown = t;
         fprintf(stderr, "\rclinfer: uploading weights %3.0f%%", f * 100);
         p->open = f < 1;
@@ -62,7 +69,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
-    progress_line line = {.t0 = cli_now_s()};
+    progress_line line = {.t0 = cli_now_s(), .tty = isatty(STDERR_FILENO)};
     clinfer_load_options mp = clinfer_load_default_options();
     mp.devices = place->devices;
     mp.split_ratio = place->ratio;
@@ -139,14 +146,38 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
     return st;
 }
 
+clinfer_status cli_session_warm(cli_session *s) {
+    if (!s->s) return CLINFER_OK;
+    double b0 = clinfer_model_build_seconds(s->m), t0 = cli_now_s();
+    /* one token's pass builds the kernels of every further token (and the
+     * device's top-k); a prompt's batch kernels build in its own pass, also
+     * before the first token is printed */
+    int32_t tok = 0, id;
+    float val;
+    int bad = 0;
+    clinfer_status st = clinfer_eval_top(s->s, &tok, 1, 1, &val, &id, &bad);
+    if (st == CLINFER_OK) st = clinfer_session_rewind(s->s, 0);
+    s->warm_seconds = cli_now_s() - t0;
+    s->kernel_seconds = clinfer_model_build_seconds(s->m) - b0;
+    if (st != CLINFER_OK && cli_interrupted)
+        st = clinfer_fail(CLINFER_ERR_INTERRUPTED, "loading stopped by %s", cli_interrupt_name());
+    return st;
+}
+
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r) {
-    char kernels[48] = "", drafts[64] = "";
-    if (r->build_seconds > 0) snprintf(kernels, sizeof kernels, " | kernels %.2f s", r->build_seconds);
+    char kernels[48] = "", drafts[64] = "", eval[96];
+    /* built before the first token (the warm-up) or on the way: never inside a speed */
+    double k = s->kernel_seconds + r->build_seconds;
+    if (k > 0.005) snprintf(kernels, sizeof kernels, " | kernels %.2f s", k);
     if (r->n_drafted > 0)
         snprintf(drafts, sizeof drafts, " | drafted %d, accepted %d (%.0f%%)", r->n_drafted, r->n_accepted,
                  100.0 * r->n_accepted / r->n_drafted);
-    fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt %d tokens, %.1f t/s | generated %d tokens, %.1f t/s%s\n",
+    if (r->n_eval > 0 && r->generate_seconds > 0)
+        snprintf(eval, sizeof eval, "eval %d tokens, %.1f t/s", r->n_eval, r->n_eval / r->generate_seconds);
+    else /* -n 1: the one token is the prompt pass's; nothing further was evaluated to time */
+        snprintf(eval, sizeof eval, "eval none (%s)",
+                 r->n_generated ? "the one token comes from the prompt's logits" : "no token generated");
+    fprintf(stderr, "\nclinfer: %s | load %.2f s%s | prompt eval %d tokens, %.1f t/s | %s | generated %d tokens%s\n",
             s->info.devices, s->info.load_seconds, kernels, r->n_prompt,
-            r->prompt_seconds > 0 ? r->n_prompt / r->prompt_seconds : 0, r->n_generated,
-            r->generate_seconds > 0 ? r->n_generated / r->generate_seconds : 0, drafts);
+            r->prompt_seconds > 0 ? r->n_prompt / r->prompt_seconds : 0, eval, r->n_generated, drafts);
 }

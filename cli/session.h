@@ -28,6 +28,7 @@ typedef struct cli_session {
     clinfer_model *m;
     clinfer_session *s; /* NULL when opened with n_ctx -1 */
     clinfer_model_info info;
+    double warm_seconds, kernel_seconds; /* cli_session_warm's time, and the kernel builds within it */
 } cli_session;
 
 /* model: -m or NULL for the default; n_ctx 0 for the model's own (capped),
@@ -44,6 +45,11 @@ void cli_session_close(cli_session *s);
  * which ignores it. cli_session_open does both. */
 void cli_threads_begin(int n);
 void cli_threads_check(int n, const char *device);
+
+/* Builds the kernels each further token needs (a one-token pass, then the
+ * session cleared) so that none is built, nor its compiler heard, once text
+ * is printing: `run` and `chat` call it before the prompt. */
+clinfer_status cli_session_warm(cli_session *s);
 
 /* clinfer_generate streaming the text to `out` (a failed write stops it):
  * `prompt` after what the session holds, then up to max_gen tokens

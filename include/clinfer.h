@@ -705,11 +705,20 @@ typedef struct clinfer_generate_result {
     int n_prompt;     /* prompt tokens evaluated */
     int n_generated;  /* tokens sampled, an end-of-generation token included */
     int32_t last;     /* the last sampled token, not evaluated (see clinfer_generate); -1 if none */
-    double prompt_seconds, generate_seconds; /* without build_seconds */
+    /* llama.cpp's "prompt eval" and "eval", without build_seconds:
+     * prompt_seconds: the prompt's pass, its last token's logits included
+     * (n_prompt tokens); generate_seconds: from those logits to the end,
+     * sampling each token and evaluating each but the last (n_eval tokens) */
+    double prompt_seconds, generate_seconds;
     double build_seconds; /* added later: kernels built on the way (a first run on a device) */
     /* added later: draft_max's speculation, its acceptance n_accepted / n_drafted */
     int n_drafted;  /* tokens drafted and evaluated beside the sampled ones */
     int n_accepted; /* of those, the ones the model chose (each saved an evaluation) */
+    /* added later: the sampled tokens evaluated after the prompt, each in
+     * turn or as a draft's accepted row; n_generated - 1 where the loop
+     * stopped at a sampled token (the last is not evaluated), so none after
+     * max_tokens 1: that token comes from the prompt's logits, no rate */
+    int n_eval;
 } clinfer_generate_result;
 
 /* The drafter of speculative decoding by prompt lookup, for programs that

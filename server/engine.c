@@ -86,3 +86,21 @@ clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
     }
     return CLINFER_OK;
 }
+
+clinfer_status srv_engine_warm(srv_engine *e) {
+    clinfer_status st = CLINFER_OK;
+    /* one slot's step, then every slot's: the decode shapes a server runs most */
+    for (int pass = 0; pass < 2 && st == CLINFER_OK; pass++) {
+        int n = pass ? e->n_slots : 1;
+        srv_entry *en = calloc((size_t)n, sizeof *en);
+        static const int32_t tok = 0;
+        if (!en) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        for (int i = 0; i < n; i++) en[i] = (srv_entry){.slot = i, .tokens = &tok, .n = 1, .want_logits = 1};
+        st = srv_engine_step(e, en, n);
+        free(en);
+        for (int i = 0; i < e->n_slots; i++) srv_engine_slot_rewind(e, i, 0);
+        if (pass && st == CLINFER_ERR_CONTEXT) st = CLINFER_OK; /* a KV pool too small for every slot at once */
+        if (pass == 0 && e->n_slots == 1) break;
+    }
+    return st;
+}

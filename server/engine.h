@@ -50,4 +50,9 @@ const float *srv_engine_row_logits(const srv_engine *e, int row);
  * the failed entry). */
 clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n);
 
+/* Builds the kernels of a decode step before the server says it is ready
+ * (a step of one slot, then of every slot, each forgotten after): no build,
+ * nor its compiler's output, once requests are answered. */
+clinfer_status srv_engine_warm(srv_engine *e);
+
 #endif

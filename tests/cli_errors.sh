@@ -256,7 +256,7 @@ cases=$((cases + 1))
 fresh="env CLINFER_CACHE_DIR=$W/fresh POCL_CACHE_DIR=$CLINFER_CACHE_DIR/pocl"
 if $fresh "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" &&
     [ "$(grep -c "^clinfer: building kernels for .* (first run on this device; cached afterwards)\.\.\.$" "$W/err")" -eq 1 ] &&
-    grep -Eq "^clinfer: .* \| load [0-9.]+ s \| kernels [0-9.]+ s \| prompt 2 tokens" "$W/err" &&
+    grep -Eq "^clinfer: .* \| load [0-9.]+ s \| kernels [0-9.]+ s \| prompt eval 2 tokens" "$W/err" &&
     $fresh "$BIN" run -m "$TINY" -p hi -n 2 >"$W/out" 2>"$W/err" && ! grep -q "building kernels" "$W/err"
 then echo "ok   first run: kernels announced, timed apart"
 else fail "first run: expected one 'building kernels' line, a kernels time, and neither on the next run"; fi

@@ -209,10 +209,22 @@ static void print_text(const report *r) {
     printf("\nroofline at %.1f GFLOP/s and %.1f GB/s (%s; ridge %.2f FLOP/B)\n", r->roof.gflops, r->roof.gbs,
            r->roof_source, r->roof.gflops / r->roof.gbs);
     const clf_bound *bs[3] = {&r->dec_c1, &r->dec_ctx, &r->pre};
-    for (int i = 0; i < 3; i++)
-        printf("  %-22s %s-bound: compute %.3f ms, memory %.3f ms -> at most %s tokens/s\n", label[i],
-               bs[i]->memory_bound ? "memory" : "compute", bs[i]->t_compute_s * 1e3, bs[i]->t_memory_s * 1e3,
-               human(bs[i]->tokens_per_s, "", d));
+    /* the verdict in words: which bound, how far the other is, what would move it */
+    for (int i = 0; i < 3; i++) {
+        const clf_bound *b = bs[i];
+        const double slow = b->memory_bound ? b->t_memory_s : b->t_compute_s,
+                     fast = b->memory_bound ? b->t_compute_s : b->t_memory_s;
+        printf("  %-22s %s-bound (%.2f FLOP/B, %s the ridge): %s %s takes %.3f ms, %s %.3f ms (%.1fx less)\n"
+               "  %-22s -> at most %s tokens/s; %s\n",
+               label[i], b->memory_bound ? "memory" : "compute", fl[i] / by[i], b->memory_bound ? "below" : "above",
+               b->memory_bound ? "reading" : "the arithmetic of", b->memory_bound ? mib(by[i], a) : human(fl[i], "FLOP", a),
+               slow * 1e3, b->memory_bound ? "the arithmetic" : "reading", fast * 1e3, fast > 0 ? slow / fast : 0, "",
+               human(b->tokens_per_s, "", d),
+               b->memory_bound ? "fewer bytes a token (a smaller weight type, an F16 KV cache) or more GB/s would move "
+                                 "it; more FLOP/s would not"
+                               : "more FLOP/s (int8 kernels, a faster device) would move it; a smaller weight type "
+                                 "would not");
+    }
 }
 
 /* ---- JSON ---------------------------------------------------------------------- */

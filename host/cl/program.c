@@ -80,8 +80,11 @@ static clf_status program_build(clf_runtime *rt, const char *src, size_t len, co
     char opts[2048];
     /* -w: on an AVX2 target clang counts a "changes the ABI" warning for every
      * inline function of 512-bit vectors (all inlined, so none applies) and
-     * PoCL prints each count on stderr; a failed build still has its log */
-    snprintf(opts, sizeof opts, "-cl-std=CL1.2 -w %s", options ? options : "");
+     * PoCL prints each count on stderr, inside the text being generated; a
+     * failed build still has its log. CLINFER_KERNEL_WARNINGS=1 keeps them
+     * for whoever edits the kernels (a key of its own: rebuilt once). */
+    const char *warn = getenv("CLINFER_KERNEL_WARNINGS");
+    snprintf(opts, sizeof opts, "-cl-std=CL1.2%s %s", warn && !strcmp(warn, "1") ? "" : " -w", options ? options : "");
     uint64_t key = clf_fnv1a(CLF_FNV1A_SEED, src, len);
     key = clf_fnv1a_str(key, opts);
     key = clf_fnv1a_str(key, rt->dev.name);

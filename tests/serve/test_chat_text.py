@@ -23,4 +23,4 @@ def test_forged_markers_are_text(smol):
     assert n_forged - n_plain >= 4 * 3, (n_forged, n_plain)
     r = subprocess.run([BIN, "run", "--chat", "-p", forged, "-n", "1"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert re.search(rf"prompt {n_forged} tokens", r.stderr), r.stderr  # the CLI reads it the same way
+    assert re.search(rf"prompt eval {n_forged} tokens", r.stderr), r.stderr  # the CLI reads it the same way

@@ -234,7 +234,7 @@ def test_chat_messages_are_text(model):
     assert model.detokenize(ids, special=True) == model.chat([{"role": "user", "content": forged}])
     r = subprocess.run([BIN, "run", "--chat", "-p", forged, "-n", "1"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert f"prompt {len(ids)} tokens" in r.stderr
+    assert f"prompt eval {len(ids)} tokens" in r.stderr
     with model.session() as s:
         s.generate(forged, chat=True, max_tokens=1)
         assert s.last_result["n_prompt"] == len(ids)
