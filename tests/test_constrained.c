@@ -197,9 +197,9 @@ static void test_schema(void **state) {
         if (!j) fail_msg("not JSON (%s): '%.*s'", e.text, (int)t.n, t.buf);
         json_t *name = json_object_get(j, "name"), *n = json_object_get(j, "n");
         /* JSON Schema's integer is a number without a fraction: 50.0 is one */
-        double v = json_number_value(n);
-        if (!json_is_string(name) || json_string_length(name) > 12 || !json_is_number(n) || v != (double)(long)v ||
-            v < 1 || v > 99)
+        double x = json_number_value(n);
+        if (!json_is_string(name) || json_string_length(name) > 12 || !json_is_number(n) || x != (double)(long)x ||
+            x < 1 || x > 99)
             fail_msg("'%.*s' does not validate", (int)t.n, t.buf);
         const char *key;
         json_t *v;
