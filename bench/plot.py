@@ -185,7 +185,9 @@ def cost(benches, out):
                 sys.exit("plot.py: --cost needs `clinfer bench --price USD_PER_HOUR --json` output")
             prices.add(r["usd_per_hour"])
             devices.add(r["device"])
-            pts = lines.setdefault(r["model"], {})
+            # the model's arch and attn_q type, and its size: files whose first tensor types agree differ in size
+            name = r["model"] = f"{r['model']} ({r['size_bytes'] / 2**20:.0f} MiB)"
+            pts = lines.setdefault(name, {})
             if "tg" in r:
                 pts.setdefault(1, []).append(r["tg"]["usd_per_mtok"])
             if "tg_parallel" in r:
