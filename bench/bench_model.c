@@ -121,10 +121,15 @@ static void text_money(FILE *out, const opts *o, const clf_energy *e, const figu
                        const figure *tgp) {
     if (o->price > 0) {
         fprintf(out, "\ncost at $%.2f an hour:", o->price);
-        if (o->n_prompt > 0)
-            fprintf(out, " $%.4g per million prompt tokens (pp%d);", clf_usd_per_mtok(o->price, pp->median), o->n_prompt);
+        const char *sep = " ";
+        if (o->n_prompt > 0) {
+            fprintf(out, "%s$%.4g per million prompt tokens (pp%d)", sep, clf_usd_per_mtok(o->price, pp->median),
+                    o->n_prompt);
+            sep = "; ";
+        }
         if (o->n_gen > 0)
-            fprintf(out, " $%.4g per million generated tokens (tg%d)", clf_usd_per_mtok(o->price, tg->median), o->n_gen);
+            fprintf(out, "%s$%.4g per million generated tokens (tg%d)", sep, clf_usd_per_mtok(o->price, tg->median),
+                    o->n_gen);
         if (tgp->median > 0)
             fprintf(out, "; $%.4g at %d sequences a step (tg%d x%d)", clf_usd_per_mtok(o->price, tgp->median),
                     o->parallel, o->n_gen, o->parallel);
@@ -140,11 +145,13 @@ static void text_money(FILE *out, const opts *o, const clf_energy *e, const figu
     const figure *f[2] = {pp, tg};
     const char *what[2] = {"pp", "tg"};
     const int n[2] = {o->n_prompt, o->n_gen};
-    for (int i = 0; i < 2; i++)
-        if (n[i] > 0 && f[i]->joules >= 0)
-            fprintf(out, " %s%d %.4g J (%.1f W);", what[i], n[i], f[i]->joules, f[i]->watts);
-        else if (n[i] > 0)
-            fprintf(out, " %s%d unread;", what[i], n[i]);
+    const char *sep = " ";
+    for (int i = 0; i < 2; i++) {
+        if (n[i] <= 0) continue;
+        if (f[i]->joules >= 0) fprintf(out, "%s%s%d %.4g J (%.1f W)", sep, what[i], n[i], f[i]->joules, f[i]->watts);
+        else fprintf(out, "%s%s%d unread", sep, what[i], n[i]);
+        sep = "; ";
+    }
     fprintf(out, "\n");
 }
 
