@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "energy.h"
+#include "json.h"
 #include "options.h"
 #include "estimate.h"
 #include "llama.h"
@@ -15,9 +17,12 @@
 
 static const char *USAGE =
     "clinfer bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--kv f32|f16|q8_0|q4_0] [--batch B] [--parallel N] [--json]\n"
+    "              [--price USD_PER_HOUR]\n"
     "              [--device SEL | --all-devices | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]]\n"
     "  --batch: the prompt's chunks (default: the whole prompt at once); over --devices they pipeline\n"
-    "  --parallel: also tg with N sequences a step, each its own -p prompt first (the aggregate rate)";
+    "  --parallel: also tg with N sequences a step, each its own -p prompt first (the aggregate rate)\n"
+    "  --price: the machine's cost an hour: dollars per million prompt and generated tokens at the measured rates\n"
+    "  energy per token: the CPU packages' RAPL counters (/sys/class/powercap), where the host exposes them";
 
 /* decode steps before timing (kernel builds), and profiled per device */
 enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
@@ -27,12 +32,22 @@ typedef struct {
     clf_place split; /* --devices: the model split across them */
     int n_prompt, n_gen, reps, all_devices, json, n_batch, parallel;
     clinfer_kv_type kv; /* --kv (cli/options.h) */
+    float price;        /* --price: dollars an hour; 0: none */
 } opts;
 
 typedef struct {
     double median, stddev; /* tokens/s */
     double gflops, gbs;    /* at the median */
+    double joules, watts;  /* a token's energy, the mean power over the reps' interval (RAPL); < 0: none */
 } figure;
+
+/* The energy of a timed run of `tokens` tokens over `seconds`. */
+static void energy_of(const clf_energy *e, const clf_energy_mark *a, double seconds, double tokens, figure *f) {
+    clf_energy_mark b = clf_energy_read(e);
+    double j = clf_energy_joules(e, a, &b);
+    f->joules = j >= 0 && tokens > 0 ? j / tokens : -1;
+    f->watts = j >= 0 && seconds > 0 ? j / seconds : -1;
+}
 
 /* What a generated token costs the device, beside the copy roof. */
 typedef struct {
@@ -95,6 +110,51 @@ static clf_status bench_parallel(const opts *o, const clf_llama *m, const int32_
     return st;
 }
 
+/* A figure's dollars and joules, as members of its JSON object. */
+static void json_money(FILE *out, const opts *o, const figure *f, int energy) {
+    if (o->price > 0) fprintf(out, ", \"usd_per_mtok\": %.6g", clf_usd_per_mtok(o->price, f->median));
+    if (energy && f->joules >= 0) fprintf(out, ", \"joules_per_token\": %.6g, \"watts\": %.4g", f->joules, f->watts);
+}
+
+/* Dollars per million tokens and energy per token, after the table. */
+static void text_money(FILE *out, const opts *o, const clf_energy *e, const figure *pp, const figure *tg,
+                       const figure *tgp) {
+    if (o->price > 0) {
+        fprintf(out, "\ncost at $%.2f an hour:", o->price);
+        const char *sep = " ";
+        if (o->n_prompt > 0) {
+            fprintf(out, "%s$%.4g per million prompt tokens (pp%d)", sep, clf_usd_per_mtok(o->price, pp->median),
+                    o->n_prompt);
+            sep = "; ";
+        }
+        if (o->n_gen > 0)
+            fprintf(out, "%s$%.4g per million generated tokens (tg%d)", sep, clf_usd_per_mtok(o->price, tg->median),
+                    o->n_gen);
+        if (tgp->median > 0)
+            fprintf(out, "; $%.4g at %d sequences a step (tg%d x%d)", clf_usd_per_mtok(o->price, tgp->median),
+                    o->parallel, o->n_gen, o->parallel);
+        fprintf(out, "\n");
+    }
+    if (!e->n) {
+        fprintf(out, "energy per token: unavailable (%s)\n", e->why);
+        return;
+    }
+    char names[256];
+    clf_energy_names(e, names, sizeof names);
+    fprintf(out, "energy per token (RAPL %s: everything on the CPU package counted):", names);
+    const figure *f[2] = {pp, tg};
+    const char *what[2] = {"pp", "tg"};
+    const int n[2] = {o->n_prompt, o->n_gen};
+    const char *sep = " ";
+    for (int i = 0; i < 2; i++) {
+        if (n[i] <= 0) continue;
+        if (f[i]->joules >= 0) fprintf(out, "%s%s%d %.4g J (%.1f W)", sep, what[i], n[i], f[i]->joules, f[i]->watts);
+        else fprintf(out, "%s%s%d unread", sep, what[i], n[i]);
+        sep = "; ";
+    }
+    fprintf(out, "\n");
+}
+
 static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
     clf_place place = o->split;
     place.device = sel;
@@ -148,14 +208,18 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     for (int i = 0; i < stages.n; i++) weight_bytes += (double)stages.m[i]->device_bytes;
     if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
     double kv_per_pos = clf_kv_bytes_per_token(&shape, 1) * kv_elt;
-    figure pp = {0}, tg = {0}, tgp = {0};
+    figure pp = {.joules = -1}, tg = {.joules = -1}, tgp = {0};
     token_cost tc = {0};
+    clf_energy energy;
+    clf_energy_open(&energy);
     /* warm-up: builds every kernel variant both paths use */
     clf_llama_rewind(c, 0);
     if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
     for (int i = 0; st == CLF_OK && i < WARMUP_TOKENS; i++) st = clf_llama_eval(c, toks + i, 1, 0, logits);
     if (st != CLF_OK) goto done;
     if (o->n_prompt > 0) {
+        clf_energy_mark e0 = clf_energy_read(&energy);
+        const double w0 = clf_now_s(); /* the counters' interval */
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
             double t0 = clf_now_s();
@@ -163,6 +227,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             tps[r] = o->n_prompt / (clf_now_s() - t0);
         }
         if (st != CLF_OK) goto done;
+        energy_of(&energy, &e0, clf_now_s() - w0, (double)o->reps * o->n_prompt, &pp);
         summarize(tps, o->reps, &pp);
         /* causal attention and one row of logits, as the pass computes them */
         pp.gflops = clf_flops_prefill(&shape, o->n_prompt) / o->n_prompt * pp.median * 1e-9;
@@ -171,6 +236,8 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     if (o->n_gen > 0) {
         uint64_t launches0 = 0;
         for (int i = 0; i < stages.n; i++) launches0 += stages.rt[i]->launches;
+        clf_energy_mark e0 = clf_energy_read(&energy);
+        const double w0 = clf_now_s();
         for (int r = 0; r < o->reps && st == CLF_OK; r++) {
             clf_llama_rewind(c, 0);
             double t0 = clf_now_s();
@@ -178,6 +245,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
             tps[r] = o->n_gen / (clf_now_s() - t0);
         }
         if (st != CLF_OK) goto done;
+        energy_of(&energy, &e0, clf_now_s() - w0, (double)o->reps * o->n_gen, &tg);
         summarize(tps, o->reps, &tg);
         /* every stage's launches in this process (an MPI job's other ranks
          * count their own) */
@@ -225,26 +293,46 @@ report:;
         fprintf(out, "%s  {\"device\": \"%s\", \"model\": \"%s %s\", \"size_bytes\": %.0f, \"params\": %.0f, \"kv\": \"%s\"",
                 first ? "" : ",\n", dev_name, hp->arch, wtype, size, params, clf_type_get(kv)->name);
         fprintf(out, ", \"roof\": {\"copy_gbs\": %.2f, \"fma_gflops\": %.2f}", roof.copy_gbs, roof.fma_gflops);
-        if (o->n_prompt > 0)
-            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f, \"gbs\": %.3f}",
+        if (o->price > 0) fprintf(out, ", \"usd_per_hour\": %.6g", o->price);
+        if (energy.n) {
+            char names[256];
+            clf_energy_names(&energy, names, sizeof names);
+            fprintf(out, ", \"energy\": {\"available\": true, \"source\": ");
+            cli_json_str(out, names);
+            fprintf(out, ", \"scope\": \"CPU packages (RAPL): everything running on them\"}");
+        } else {
+            fprintf(out, ", \"energy\": {\"available\": false, \"reason\": ");
+            cli_json_str(out, energy.why);
+            fprintf(out, "}");
+        }
+        if (o->n_prompt > 0) {
+            fprintf(out, ", \"pp\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gflops\": %.2f, \"gbs\": %.3f",
                     o->n_prompt, pp.median, pp.stddev, pp.gflops, pp.gbs);
+            json_money(out, o, &pp, 1);
+            fprintf(out, "}");
+        }
         if (o->n_gen > 0) {
             fprintf(out,
                     ", \"tg\": {\"n\": %d, \"tps\": %.3f, \"stddev\": %.3f, \"gbs\": %.2f, \"gflops\": %.3f, "
                     "\"bytes_per_token\": %.0f, "
                     "\"kv_bytes_per_token\": %.0f, \"roof_share\": %.4f, \"launches_per_token\": %.2f, "
-                    "\"launches_per_layer\": %.2f}",
+                    "\"launches_per_layer\": %.2f",
                     o->n_gen, tg.median, tg.stddev, tg.gbs, tg.gflops, tc.bytes, tc.kv_bytes, tc.roof_share, tc.launches,
                     tc.launches / hp->n_layer);
+            json_money(out, o, &tg, 1);
+            fprintf(out, "}");
             fprintf(out, ", \"tg_kernel_share\": [");
             for (int i = 0; i < nprof; i++)
                 fprintf(out, "%s{\"kernel\": \"%s\", \"launches_per_token\": %.1f, \"share\": %.4f}", i ? ", " : "",
                         prof[i].name, prof[i].launches / (double)PROFILE_TOKENS, prof_total > 0 ? prof[i].ms / prof_total : 0);
             fprintf(out, "]");
         }
-        if (tgp.median > 0)
-            fprintf(out, ", \"tg_parallel\": {\"n\": %d, \"sequences\": %d, \"tps\": %.3f, \"stddev\": %.3f}", o->n_gen,
+        if (tgp.median > 0) {
+            fprintf(out, ", \"tg_parallel\": {\"n\": %d, \"sequences\": %d, \"tps\": %.3f, \"stddev\": %.3f", o->n_gen,
                     o->parallel, tgp.median, tgp.stddev);
+            json_money(out, o, &tgp, 0);
+            fprintf(out, "}");
+        }
         fprintf(out, "}");
     } else {
         if (first) {
@@ -273,6 +361,7 @@ report:;
                     dev_name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
                     (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
                     roof.copy_gbs);
+        text_money(out, o, &energy, &pp, &tg, &tgp);
         if (nprof) {
             fprintf(out, "\nshare of a generated token's kernel time (%s, KV %s):\n", rt->dev.name, clf_type_get(kv)->name);
             for (int i = 0; i < nprof; i++)
@@ -304,7 +393,7 @@ done:
 }
 
 int clf_bench_model_main(int argc, char **argv) {
-    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, 0, CLINFER_KV_F32};
+    opts o = {NULL, NULL, {0}, 512, 128, 5, 0, 0, 0, 0, CLINFER_KV_F32, 0};
     const cli_option table[] = {
         CLI_OPT_STR("-m", &o.model_path, .arg = "MODEL", .help = "a GGUF file or a catalogue name (default: the cache's default)"),
         CLI_OPT_STR("--device", &o.device, .arg = "SEL", .help = "the OpenCL device (P:D or a name's part)"),
@@ -319,6 +408,8 @@ int clf_bench_model_main(int argc, char **argv) {
         CLI_OPT_STR("--split-ratio", &o.split.ratio, .arg = "a,b,...", .help = "the share of layers of each device"),
         CLI_OPT_INT("--batch", &o.n_batch, 1, 1 << 20, .help = "the prompt's chunks (default: the whole prompt at once)"),
         CLI_OPT_INT("--parallel", &o.parallel, 1, 4096, .help = "also tg with N sequences a step (the aggregate rate)"),
+        CLI_OPT_POSITIVE("--price", &o.price, .arg = "USD_PER_HOUR",
+                         .help = "the machine's price: dollars per million prompt and generated tokens"),
         {0}};
     int rc = cli_parse(argc, argv, table, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;

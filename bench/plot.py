@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/RESULTS.md's pictures from clinfer's JSON, as PNGs.
 
-  python3 bench/plot.py [--kernels K.json] [--bench B.json] [--compare C.json ...] [--out bench/plots]
+  python3 bench/plot.py [--kernels K.json] [--bench B.json] [--compare C.json ...] [--cost B.json ...]
+                        [--out bench/plots]
 
 --kernels: `clinfer bench kernels --json`; --bench: `clinfer bench --json`;
 --compare: `bench/compare.py --json FILE`, one per file type. Writes what
@@ -13,6 +14,11 @@ its inputs allow:
   decode.png         a generated token's kernel time by kernel, its launches
                      and its share of the copy roof (--bench)
   vs_llamacpp.png    pp and tg against llama.cpp per file type (--compare)
+  cost.png           dollars per million generated tokens against the
+                     sequences a decode step (1: tg, N: tg_parallel), one
+                     line per model and weight type, the prompt's dollars
+                     per million as a dashed level (--cost: `clinfer bench
+                     --price P --parallel N --json` outputs, any number)
 
 matplotlib comes from Debian's python3-matplotlib (scripts/setup.sh): run
 from another python3 (pyenv, a venv) that lacks it, the script runs itself
@@ -169,15 +175,63 @@ def vs_llamacpp(compares, out):
     plt.close(fig)
 
 
+def cost(benches, out):
+    """$ per million tokens against concurrency, per model and weight type, from bench --price records."""
+    lines = {}  # model -> {sequences: $/M generated}, and its prompt's $/M
+    prompt, prices, devices = {}, set(), set()
+    for doc in benches:
+        for r in doc:
+            if "usd_per_hour" not in r:
+                sys.exit("plot.py: --cost needs `clinfer bench --price USD_PER_HOUR --json` output")
+            prices.add(r["usd_per_hour"])
+            devices.add(r["device"])
+            # the model's arch and attn_q type, and its size: files whose first tensor types agree differ in size
+            name = r["model"] = f"{r['model']} ({r['size_bytes'] / 2**20:.0f} MiB)"
+            pts = lines.setdefault(name, {})
+            if "tg" in r:
+                pts.setdefault(1, []).append(r["tg"]["usd_per_mtok"])
+            if "tg_parallel" in r:
+                pts.setdefault(r["tg_parallel"]["sequences"], []).append(r["tg_parallel"]["usd_per_mtok"])
+            if "pp" in r:
+                prompt.setdefault(r["model"], []).append((r["pp"]["usd_per_mtok"], r["pp"]["n"]))
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    for model in sorted(lines):
+        xs = sorted(lines[model])
+        ys = [sorted(lines[model][x])[len(lines[model][x]) // 2] for x in xs]  # a median where runs repeat
+        ax.plot(xs, ys, "o-", color=color(model), label=f"{model}: generated")
+        for x, y in zip(xs, ys):
+            ax.annotate(f"${y:.3g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
+        if model in prompt:
+            pv = sorted(v for v, _ in prompt[model])
+            ax.axhline(pv[len(pv) // 2], color=color(model), ls="--", lw=1,
+                       label=f"{model}: prompt (pp{prompt[model][0][1]})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    xs = sorted({x for pts in lines.values() for x in pts})
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(x) for x in xs])
+    ax.set_xlabel("sequences a decode step (clinfer bench --parallel)")
+    ax.set_ylabel("$ per million tokens")
+    price = ", ".join(f"${p:g}" for p in sorted(prices))
+    ax.set_title(f"what a token costs at {price} an hour: {', '.join(sorted(devices))}\n"
+                 f"(the measured rates; price * 1e6 / (3600 * tokens/s))", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", help="clinfer bench kernels --json output")
     ap.add_argument("--bench", help="clinfer bench --json output")
     ap.add_argument("--compare", nargs="*", default=[], help="bench/compare.py --json outputs")
+    ap.add_argument("--cost", nargs="*", default=[], help="clinfer bench --price P [--parallel N] --json outputs")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots"))
     a = ap.parse_args()
-    if not (a.kernels or a.bench or a.compare):
-        ap.error("nothing to draw: give --kernels, --bench or --compare")
+    if not (a.kernels or a.bench or a.compare or a.cost):
+        ap.error("nothing to draw: give --kernels, --bench, --compare or --cost")
     os.makedirs(a.out, exist_ok=True)
     kern = load(a.kernels) if a.kernels else None
     bench = load(a.bench) if a.bench else None
@@ -191,6 +245,9 @@ def main():
     if a.compare:
         written.append(os.path.join(a.out, "vs_llamacpp.png"))
         vs_llamacpp([load(p) for p in a.compare], written[-1])
+    if a.cost:
+        written.append(os.path.join(a.out, "cost.png"))
+        cost([load(p) for p in a.cost], written[-1])
     for w in written:
         print(w)
 

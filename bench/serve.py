@@ -12,6 +12,11 @@ servers). A request fails on an HTTP error, an error event, or a stream
 without [DONE] or without finish_reason stop/length. Exits 1 when any
 request failed.
 
+With --price USD_PER_HOUR each level also reports what a million generated
+tokens cost at its aggregate rate (usd_per_mtok = price * 1e6 / (3600 *
+tokens/s)): the machine's hour divided among the tokens it streamed, the
+prompts' processing counted in the time, not in the tokens.
+
 With --shared-prefix-tokens N it measures the prefix cache instead: every
 request begins with the same system prompt of about N tokens (fresh text
 each run, so nothing of it is cached before); one request is sent alone,
@@ -21,6 +26,7 @@ report (usage.prompt_tokens_details.cached_tokens).
 
     bench/serve.py --url http://127.0.0.1:8080 [--requests 64] [--concurrency 1,4,8,16]
                    [--max-tokens 64] [--prompt-tokens N] [--shared-prefix-tokens 1000 [--shared-requests 4]] [--json]
+                   [--price USD_PER_HOUR]
 """
 import argparse
 import concurrent.futures
@@ -92,6 +98,11 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def usd_per_mtok(usd_per_hour, tokens_per_s):
+    """Dollars per million tokens at tokens_per_s on a machine costing usd_per_hour."""
+    return usd_per_hour * 1e6 / (3600 * tokens_per_s) if tokens_per_s > 0 else None
+
+
 def level(url, model, n, conc, max_tokens, timeout, prompts=PROMPTS):
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(conc) as ex:
@@ -150,7 +161,11 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=0,
                     help="lengthen each prompt to about this many tokens (a distinct text before each story opening)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--price", type=float, default=0, metavar="USD_PER_HOUR",
+                    help="the machine's cost an hour: dollars per million generated tokens at each level")
     a = ap.parse_args()
+    if a.price < 0:
+        ap.error("--price must be >= 0")
     u = urllib.parse.urlsplit(a.url)
     if u.hostname not in ("127.0.0.1", "localhost", "::1"):
         sys.exit("serve.py: loopback only (127.0.0.1, localhost, ::1)")
@@ -178,20 +193,26 @@ def main():
     rows = []
     for conc in (int(x) for x in a.concurrency.split(",")):
         rows.append(level(a.url, model, a.requests, conc, a.max_tokens, a.timeout, prompts))
+        if a.price > 0:
+            rows[-1]["usd_per_mtok"] = usd_per_mtok(a.price, rows[-1]["tokens_per_s"])
         if not a.json:
             r = rows[-1]
             if len(rows) == 1:
                 print(f"model {model}, {a.requests} requests a level, max_tokens {a.max_tokens}, greedy, streamed")
                 print("| concurrency | errors | tokens | wall s | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms |"
-                      " ITL p99 ms |")
-                print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                      " ITL p99 ms |" + (f" $/M tokens at ${a.price:g}/h |" if a.price > 0 else ""))
+                print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if a.price > 0 else ""))
+            cost = r.get("usd_per_mtok")
             print(f"| {r['concurrency']} | {r['errors']} | {r['tokens']} | {r['wall_s']:.1f} | {r['tokens_per_s']:.1f} |"
-                  f" {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} |",
-                  flush=True)
+                  f" {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | {r['itl_p50_ms']:.1f} | {r['itl_p99_ms']:.1f} |"
+                  + (f" {cost:.4g} |" if a.price > 0 else ""), flush=True)
             if r["first_error"]:
                 print(f"  first error: {r['first_error']}", flush=True)
     if a.json:
-        print(json.dumps({"model": model, "max_tokens": a.max_tokens, "levels": rows}, indent=1))
+        doc = {"model": model, "max_tokens": a.max_tokens, "levels": rows}
+        if a.price > 0:
+            doc["usd_per_hour"] = a.price
+        print(json.dumps(doc, indent=1))
     sys.exit(1 if any(r["errors"] for r in rows) else 0)
 
 

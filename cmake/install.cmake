@@ -4,7 +4,9 @@
 #   bin/clinfer-tools (the commands `clinfer` hands over; static library),
 #   lib/libclinfer.so.0.1.0 (SONAME libclinfer.so.0),
 #   include/clinfer.h, lib/pkgconfig/clinfer.pc,
-#   lib/cmake/clinfer/ (find_package(clinfer): the target clinfer::clinfer).
+#   lib/cmake/clinfer/ (find_package(clinfer): the target clinfer::clinfer),
+#   share/doc/clinfer/copyright (the MIT license and the third-party
+#   notices, in Debian's machine-readable format: cmake/copyright).
 include(CMakePackageConfigHelpers)
 
 set_target_properties(clinfer PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
@@ -13,6 +15,8 @@ install(TARGETS clinfer_shared EXPORT clinferTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# where Debian policy wants it (/usr/share/doc/<package>/copyright), under any prefix
+install(FILES ${CMAKE_SOURCE_DIR}/cmake/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/clinfer)
 
 # clinfer.pc is written at install time, for the prefix installed into
 # (--prefix, PREFIX=, /usr in the .deb); an unpacked tree is used with
@@ -54,5 +58,6 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "clinfer developers <clinfer@localhost>")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "pocl-opencl-icd | opencl-icd")
+set(CPACK_RESOURCE_FILE_LICENSE ${CMAKE_SOURCE_DIR}/LICENSE) # MIT; the .deb's is share/doc/clinfer/copyright
 set(CPACK_GENERATOR DEB)
 include(CPack)

@@ -179,7 +179,7 @@ double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, 
 
 /* Weights a forward pass reads: every matrix, norm and bias, the output
  * projection (the embedding matrix when tied), one embedding row. */
-static double weight_bytes_read(const clf_model_shape *s) {
+double clf_weight_bytes_read(const clf_model_shape *s) {
     clf_params p = clf_estimate_params(s);
     double out = s->n_vocab * s->n_embd * clf_type_bytes_per_elem(s->type_out);
     double row = s->n_embd * clf_type_bytes_per_elem(s->type_embd);
@@ -189,13 +189,13 @@ static double weight_bytes_read(const clf_model_shape *s) {
 double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes) {
     /* the keys and values attended (the window's in a sliding layer), and the new token's */
     double per_layer = 2.0 * kv_dim(s) * kv_elem_bytes;
-    return weight_bytes_read(s) + per_layer * attended(s, ctx) + clf_kv_bytes_per_token(s, kv_elem_bytes);
+    return clf_weight_bytes_read(s) + per_layer * attended(s, ctx) + clf_kv_bytes_per_token(s, kv_elem_bytes);
 }
 
 double clf_bytes_prefill(const clf_model_shape *s, int64_t batch, int kv_elem_bytes) {
     /* embedding rows: batch of them instead of one */
     double rows = (double)(batch - 1) * s->n_embd * clf_type_bytes_per_elem(s->type_embd);
-    return weight_bytes_read(s) + rows + 2.0 * clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)batch;
+    return clf_weight_bytes_read(s) + rows + 2.0 * clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)batch;
 }
 
 double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
@@ -241,4 +241,33 @@ clf_bound clf_roofline(double flops, double bytes, double tokens, clf_roof roof)
     double t = b.memory_bound ? b.t_memory_s : b.t_compute_s;
     b.tokens_per_s = t > 0 ? tokens / t : 0;
     return b;
+}
+
+/* ---- money ------------------------------------------------------------------------------ */
+
+double clf_usd_per_mtok(double usd_per_hour, double tokens_per_s) {
+    return tokens_per_s > 0 ? usd_per_hour * 1e6 / (3600.0 * tokens_per_s) : 0;
+}
+
+clf_train_cost clf_estimate_train_cost(double params, double tokens, double gflops, double util, double usd_per_hour) {
+    clf_train_cost c = {.params = params, .tokens = tokens, .flops = 6.0 * params * tokens};
+    c.seconds = gflops > 0 && util > 0 ? c.flops / (util * gflops * 1e9) : 0;
+    c.usd = c.seconds / 3600.0 * usd_per_hour;
+    return c;
+}
+
+clf_serve_cost clf_estimate_serve_cost(const clf_model_shape *s, double tokens, int parallel, int kv_elem_bytes,
+                                       clf_roof roof, double util, double usd_per_hour) {
+    clf_serve_cost c = {.tokens = tokens, .parallel = parallel > 0 ? parallel : 1};
+    const double weights = clf_weight_bytes_read(s);
+    c.flops_token = clf_flops_token(s, 1);
+    c.bytes_step = weights + c.parallel * (clf_bytes_token(s, 1, kv_elem_bytes) - weights);
+    c.t_compute_s = roof.gflops > 0 && util > 0 ? c.parallel * c.flops_token / (util * roof.gflops * 1e9) : 0;
+    c.t_memory_s = roof.gbs > 0 ? c.bytes_step / (roof.gbs * 1e9) : 0;
+    c.memory_bound = c.t_memory_s >= c.t_compute_s;
+    const double step = c.memory_bound ? c.t_memory_s : c.t_compute_s;
+    c.seconds = tokens / c.parallel * step;
+    c.usd = c.seconds / 3600.0 * usd_per_hour;
+    c.usd_per_mtok = step > 0 ? clf_usd_per_mtok(usd_per_hour, c.parallel / step) : 0;
+    return c;
 }

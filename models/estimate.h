@@ -121,4 +121,41 @@ typedef struct clf_bound {
 /* The roofline for `tokens` tokens costing flops and bytes. */
 clf_bound clf_roofline(double flops, double bytes, double tokens, clf_roof roof);
 
+/* ---- money: compute turned into time and dollars -------------------------------
+ * A machine rented at usd_per_hour costs usd_per_hour / 3600 a second, so a
+ * million tokens at r tokens/s cost usd_per_hour * 1e6 / (3600 * r). */
+double clf_usd_per_mtok(double usd_per_hour, double tokens_per_s);
+
+/* Weights a forward pass reads (every matrix, norm and bias, the output
+ * projection, one embedding row): what a decode step reads once however
+ * many sequences it carries. */
+double clf_weight_bytes_read(const clf_model_shape *s);
+
+/* Training on `tokens` tokens: 6 * params * tokens FLOPs (a forward pass 2
+ * per parameter and token, the backward pass 4; Kaplan et al. 2020), at a
+ * fraction `util` of the FMA roof. Chinchilla's compute-optimal count
+ * (Hoffmann et al. 2022) is CLF_CHINCHILLA_TOKENS_PER_PARAM * params. */
+#define CLF_CHINCHILLA_TOKENS_PER_PARAM 20.0
+typedef struct clf_train_cost {
+    double params, tokens, flops, seconds, usd;
+} clf_train_cost;
+clf_train_cost clf_estimate_train_cost(double params, double tokens, double gflops, double util, double usd_per_hour);
+
+/* Serving `tokens` generated tokens, `parallel` sequences a decode step at
+ * a short context (c = 1): a step computes parallel * clf_flops_token(s, 1)
+ * FLOPs at `util` of the FMA roof and reads the weights once plus each
+ * sequence's K and V (clf_bytes_token's other terms) at the copy roof as
+ * measured (no utilisation: that roof is itself achieved). A step takes the
+ * longer of the two; memory_bound says which. */
+typedef struct clf_serve_cost {
+    double tokens;
+    int parallel;
+    double flops_token, bytes_step;    /* a token's FLOPs; a step's bytes */
+    double t_compute_s, t_memory_s;    /* a step's */
+    int memory_bound;
+    double seconds, usd, usd_per_mtok; /* all `tokens`; a million */
+} clf_serve_cost;
+clf_serve_cost clf_estimate_serve_cost(const clf_model_shape *s, double tokens, int parallel, int kv_elem_bytes,
+                                       clf_roof roof, double util, double usd_per_hour);
+
 #endif

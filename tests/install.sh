@@ -4,7 +4,10 @@
 # clinfer` and with find_package(clinfer) from a CMake project, and from the
 # .deb (`cpack -G DEB`, unpacked with dpkg -x, not installed); each program
 # must print what the installed `clinfer run` prints. Also: the library
-# exports only the API, and the package declares its run-time dependencies.
+# exports only the API, the package declares its run-time dependencies, and
+# the license (MIT) travels with every form: the .deb's copyright file in
+# Debian's format with LICENSE's text, the .pc, the CMake package, the
+# Python sdist and wheel.
 # Registered with ctest (CMakeLists.txt).
 #
 # usage: install.sh BUILD_DIR SOURCE_DIR TINY_GGUF
@@ -68,11 +71,64 @@ readme_install() {
 "$TOOL" model "$W/tiny.gguf" >"$W/log" 2>&1 || { fail "tiny_gguf"; exit 1; }
 readme_install
 
+# FILE WHAT: FILE is a Debian machine-readable copyright file whose
+# stand-alone MIT paragraph is LICENSE's permission text, line for line,
+# and which licenses Files: * under it.
+same_license() {
+    python3 - "$1" "$SRC/LICENSE" >"$W/log" 2>&1 <<'PY' || fail "$2: not the MIT license in Debian's format"
+import re, sys
+cp, lic = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+paras = [p.split("\n") for p in re.split(r"\n\s*\n", cp.strip())]
+assert paras[0][0] == "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/", paras[0][0]
+star = [p for p in paras if p[0] == "Files: *"]
+assert star and "License: MIT" in star[0], star
+alone = [p for p in paras if p[0] == "License: MIT"]
+assert len(alone) == 1, "one stand-alone License: MIT paragraph"
+text = ["" if l == " ." else l[1:] for l in alone[0][1:]]
+assert all(l.startswith(" ") or l == " ." for l in alone[0][1:]), "continuation lines start with a space"
+want = lic.strip().split("\n")
+want = want[want.index(next(l for l in want if l.startswith("Permission"))):]
+assert text == want, "the text differs from LICENSE"
+assert "Copyright (c) 2026 the clinfer authors" in lic and lic.startswith("MIT License"), "LICENSE"
+PY
+}
+
+# 0. the license in the tree and the Python package's metadata (sdist and wheel)
+cmp -s "$SRC/LICENSE" "$SRC/bindings/python/LICENSE" || fail "bindings/python/LICENSE differs from LICENSE"
+same_license "$SRC/cmake/copyright" "cmake/copyright"
+PY=""
+for p in python3 /usr/bin/python3; do "$p" -c "import setuptools, wheel" 2>/dev/null && { PY=$p; break; }; done
+if [ -n "$PY" ]; then
+    cp -r "$SRC/bindings/python" "$W/pysrc"
+    (cd "$W/pysrc" && "$PY" -c "from setuptools import build_meta as b; b.build_sdist('$W/dist'); b.build_wheel('$W/dist')") \
+        >"$W/log" 2>&1 || fail "building the Python sdist and wheel"
+    "$PY" - "$W/dist" "$SRC/LICENSE" >"$W/log" 2>&1 <<'PY' || fail "the Python package's metadata lacks the MIT license"
+import email, glob, sys, tarfile, zipfile
+dist, lic = sys.argv[1], open(sys.argv[2]).read()
+whl, = glob.glob(dist + "/clinfer-*.whl")
+sdist, = glob.glob(dist + "/clinfer-*.tar.gz")
+with zipfile.ZipFile(whl) as z:
+    names = z.namelist()
+    meta = email.message_from_bytes(z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))))
+    lic_in = [n for n in names if n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n]
+    assert lic_in and z.read(lic_in[0]).decode() == lic, names
+with tarfile.open(sdist) as t:
+    pkg = email.message_from_bytes(t.extractfile(next(m for m in t.getmembers() if m.name.endswith("/PKG-INFO"))).read())
+    assert t.extractfile(next(m for m in t.getmembers() if m.name.endswith("/LICENSE"))).read().decode() == lic
+for m in (meta, pkg):
+    assert m.get("License") == "MIT" or m.get("License-Expression") == "MIT", m.get("License")
+    assert "License :: OSI Approved :: MIT License" in m.get_all("Classifier", []), m.get_all("Classifier")
+PY
+else
+    fail "no python3 with setuptools and wheel (scripts/setup.sh installs python3-setuptools python3-wheel)"
+fi
+
 # 1. cmake --install and pkg-config
 P=$W/prefix
 cmake --install "$BUILD" --prefix "$P" >"$W/log" 2>&1 || fail "cmake --install"
 for f in bin/clinfer bin/clinfer-tools include/clinfer.h lib/libclinfer.so lib/libclinfer.so.0 lib/libclinfer.so.0.1.0 \
-         lib/pkgconfig/clinfer.pc lib/cmake/clinfer/clinferConfig.cmake lib/cmake/clinfer/clinferConfigVersion.cmake; do
+         lib/pkgconfig/clinfer.pc lib/cmake/clinfer/clinferConfig.cmake lib/cmake/clinfer/clinferConfigVersion.cmake \
+         share/doc/clinfer/copyright; do
     [ -e "$P/$f" ] || fail "cmake --install did not install $f"
 done
 # `clinfer` finds its library and hands the internal commands to clinfer-tools beside it
@@ -85,6 +141,8 @@ nm -D --defined-only "$P/lib/libclinfer.so" | grep -q ' T clinfer_generate$' || 
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 [ "$(pkg-config --modversion clinfer)" = 0.1.0 ] || fail "pkg-config --modversion clinfer is not 0.1.0"
 [ "$(pkg-config --variable=prefix clinfer)" = "$P" ] || fail "clinfer.pc's prefix is not the one installed into"
+pkg-config --print-variables clinfer >/dev/null && grep -q 'MIT' "$P/lib/pkgconfig/clinfer.pc" \
+    || fail "clinfer.pc does not name the MIT license"
 # shellcheck disable=SC2046
 if $CC -std=c11 -Wall -Werror "$SRC/examples/simple.c" $(pkg-config --cflags --libs clinfer) -o "$W/simple-pc" \
     >"$W/log" 2>&1; then same_as_cli "$P" "$P/lib" "pkg-config" "$W/simple-pc"; else fail "pkg-config build"; fi
@@ -96,6 +154,9 @@ cat >"$W/proj/CMakeLists.txt" <<EOF
 cmake_minimum_required(VERSION 3.18)
 project(user C)
 find_package(clinfer 0.1 REQUIRED)
+if(NOT clinfer_LICENSE STREQUAL "MIT")
+  message(FATAL_ERROR "clinferConfig.cmake: clinfer_LICENSE is '\${clinfer_LICENSE}', not MIT")
+endif()
 add_executable(simple "$SRC/examples/simple.c")
 target_link_libraries(simple PRIVATE clinfer::clinfer)
 EOF
@@ -112,6 +173,8 @@ if [ -n "$DEB" ]; then
     done
     dpkg-deb -f "$DEB" Recommends | grep -q opencl-icd || fail "the .deb does not recommend an OpenCL ICD"
     dpkg -x "$DEB" "$W/root"
+    dpkg-deb -c "$DEB" | grep -q ' ./usr/share/doc/clinfer/copyright$' || fail "the .deb has no /usr/share/doc/clinfer/copyright"
+    same_license "$W/root/usr/share/doc/clinfer/copyright" ".deb copyright"
     export PKG_CONFIG_PATH="$W/root/usr/lib/pkgconfig"
     pkg-config --variable=prefix clinfer | grep -qx /usr || fail "the .deb's clinfer.pc does not say prefix=/usr"
     # shellcheck disable=SC2046

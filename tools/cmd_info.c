@@ -23,7 +23,12 @@ static const char *USAGE =
     "  --batch: prefill length (default 512, at most the context)\n"
     "  --device: measure that device's roofs (copy GB/s, FMA GFLOP/s; a few seconds) for the roofline\n"
     "  --gflops/--gbs: give the peaks instead (FP32 GFLOP/s, memory GB/s)\n"
-    "  --devices: the plan of a split by layers over those devices (refused when a stage does not fit)";
+    "  --devices: the plan of a split by layers over those devices (refused when a stage does not fit)\n"
+    "  --price USD_PER_HOUR: what training and serving cost at the roofs (measured on the default device unless\n"
+    "      --device or --gflops/--gbs say otherwise)\n"
+    "  --train-tokens N: training tokens (default 20 x parameters, Chinchilla's compute-optimal ratio)\n"
+    "  --util F: the fraction of the FMA roof achieved (default 0.4); the copy roof is taken as measured\n"
+    "  --serve-tokens N: generated tokens to serve (default 1e6); --parallel N: sequences a decode step (default 1)";
 
 typedef struct tally {
     int64_t count[CLF_GROUP_COUNT];
@@ -54,6 +59,11 @@ typedef struct report {
     char roof_source[200]; /* the device measured, or "given" */
     clf_bound dec_c1, dec_ctx, pre;
     const clf_place_split *split; /* --devices: the plan */
+    /* --price: money matters */
+    double price, util;
+    int chinchilla; /* the training tokens are 20 x parameters, not given */
+    clf_train_cost train;
+    clf_serve_cost serve;
 } report;
 
 static void tally_file(const clf_gguf *g, tally *t) {
@@ -99,6 +109,11 @@ static void compute(report *r) {
         r->dec_ctx = clf_roofline(r->flops_ctx, r->bytes_ctx, 1, r->roof);
         r->pre = clf_roofline(r->flops_prefill, r->bytes_prefill, (double)r->batch, r->roof);
     }
+    if (r->price > 0) {
+        double tokens = r->train.tokens > 0 ? r->train.tokens : CLF_CHINCHILLA_TOKENS_PER_PARAM * (double)r->p.total;
+        r->train = clf_estimate_train_cost((double)r->p.total, tokens, r->roof.gflops, r->util, r->price);
+        r->serve = clf_estimate_serve_cost(s, r->serve.tokens, r->serve.parallel, r->kv_bytes, r->roof, r->util, r->price);
+    }
 }
 
 /* ---- text ------------------------------------------------------------------ */
@@ -119,6 +134,43 @@ static const char *mib(double bytes, char *buf) {
 }
 
 static const char *type_name(clf_type t) { return clf_type_get(t) ? clf_type_get(t)->name : "?"; }
+
+static const char *duration(double s, char *buf) {
+    if (s < 120) snprintf(buf, 32, "%.3g s", s);
+    else if (s < 7200) snprintf(buf, 32, "%.3g min", s / 60);
+    else if (s < 2 * 86400) snprintf(buf, 32, "%.3g h", s / 3600);
+    else if (s < 2 * 365.25 * 86400) snprintf(buf, 32, "%.4g days", s / 86400);
+    else snprintf(buf, 32, "%.4g years", s / (365.25 * 86400));
+    return buf;
+}
+
+static const char *dollars(double usd, char *buf) {
+    snprintf(buf, 32, usd >= 1e4 ? "$%.0f" : "$%.4g", usd);
+    return buf;
+}
+
+/* The deck's "money matters": compute turned into time and dollars. */
+static void print_money(const report *r) {
+    char a[32], b[32], c[32], d[32];
+    const double peak = r->util * r->roof.gflops;
+    printf("\nmoney at $%.2f an hour (%.0f%% of the FMA roof = %.1f GFLOP/s; memory at the copy roof, %.1f GB/s)\n",
+           r->price, 100 * r->util, peak, r->roof.gbs);
+    const clf_train_cost *t = &r->train;
+    printf("  training on %s tokens (%s):\n", human(t->tokens, "", a),
+           r->chinchilla ? "20 x parameters, Chinchilla's compute-optimal ratio; --train-tokens to change" : "--train-tokens");
+    printf("    6 * N * D = 6 * %s parameters * %s tokens = %.3g FLOP -> %s at %.1f GFLOP/s -> %s\n",
+           human(t->params, "", b), human(t->tokens, "", c), t->flops, duration(t->seconds, a), peak, dollars(t->usd, d));
+    const clf_serve_cost *v = &r->serve;
+    printf("  serving %s generated tokens, %d sequence%s a decode step (short context; --serve-tokens, --parallel):\n",
+           human(v->tokens, "", a), v->parallel, v->parallel > 1 ? "s" : "");
+    printf("    a step computes %d x %s (2*P_mm + attention at c = 1) = %.3f ms at %.1f GFLOP/s,\n", v->parallel,
+           human(v->flops_token, "FLOP", a), v->t_compute_s * 1e3, peak);
+    printf("    reads %s (the weights once, each sequence's K and V) = %.3f ms at %.1f GB/s\n", mib(v->bytes_step, b),
+           v->t_memory_s * 1e3, r->roof.gbs);
+    printf("    %s-bound: %.3f ms a step -> %s for all -> %s (%s per million tokens)\n",
+           v->memory_bound ? "memory" : "compute", (v->memory_bound ? v->t_memory_s : v->t_compute_s) * 1e3,
+           duration(v->seconds, c), dollars(v->usd, a), dollars(v->usd_per_mtok, d));
+}
 
 static void print_text(const report *r) {
     const clf_model_shape *s = &r->s;
@@ -225,6 +277,7 @@ static void print_text(const report *r) {
                                : "more FLOP/s (int8 kernels, a faster device) would move it; a smaller weight type "
                                  "would not");
     }
+    if (r->price > 0) print_money(r);
 }
 
 /* ---- JSON ---------------------------------------------------------------------- */
@@ -321,7 +374,22 @@ static void print_json(const report *r) {
     json_bound("decode_ctx", &r->dec_ctx);
     printf(", ");
     json_bound("prefill", &r->pre);
-    printf("}\n}\n");
+    printf("}");
+    if (r->price > 0) {
+        const clf_train_cost *t = &r->train;
+        const clf_serve_cost *v = &r->serve;
+        printf(",\n  \"money\": {\"usd_per_hour\": %.6g, \"util\": %.6g, \"gflops_used\": %.6g, \"gbs_used\": %.6g,\n",
+               r->price, r->util, r->util * r->roof.gflops, r->roof.gbs);
+        printf("    \"training\": {\"formula\": \"6*N*D\", \"params\": %.0f, \"tokens\": %.6g, \"tokens_rule\": \"%s\", "
+               "\"flops\": %.6g, \"seconds\": %.6g, \"usd\": %.6g},\n",
+               t->params, t->tokens, r->chinchilla ? "chinchilla: 20 x params" : "given", t->flops, t->seconds, t->usd);
+        printf("    \"serving\": {\"tokens\": %.6g, \"parallel\": %d, \"ctx\": 1, \"flops_per_token\": %.6g, "
+               "\"bytes_per_step\": %.6g, \"t_compute_step_s\": %.6g, \"t_memory_step_s\": %.6g, \"bound\": \"%s\", "
+               "\"seconds\": %.6g, \"usd\": %.6g, \"usd_per_mtok\": %.6g}}",
+               v->tokens, v->parallel, v->flops_token, v->bytes_step, v->t_compute_s, v->t_memory_s,
+               v->memory_bound ? "memory" : "compute", v->seconds, v->usd, v->usd_per_mtok);
+    }
+    printf("\n}\n");
 }
 
 /* ---- command ------------------------------------------------------------------------ */
@@ -348,8 +416,18 @@ int cmd_info(int argc, char **argv) {
     clf_place place = {0};
     int ctx = 0, batch = 512, json = 0;
     clinfer_kv_type kv = CLINFER_KV_F32; /* --kv (cli/options.h) */
-    float gflops = 0, gbs = 0;
+    float gflops = 0, gbs = 0, price = 0, train_tokens = 0, serve_tokens = 1e6, util = 0.4f;
+    int parallel = 1;
     const cli_option opts[] = {CLI_OPT_STR("-m", &m, .arg = "MODEL", .help = "a GGUF file or a catalogue name (default: the cache's default)"),
+                               CLI_OPT_POSITIVE("--price", &price, .arg = "USD_PER_HOUR",
+                                                .help = "the machine's price: training and serving cost at --util of the roofs"),
+                               CLI_OPT_POSITIVE("--train-tokens", &train_tokens, .arg = "N",
+                                                .help = "training tokens for --price (default 20 a parameter, Chinchilla's)"),
+                               CLI_OPT_POSITIVE("--serve-tokens", &serve_tokens, .arg = "N",
+                                                .help = "tokens served for --price (default 1e6)"),
+                               {.name = "--util", .kind = CLI_FLOAT, .dst = &util, .flo = 0, .fhi = 1, .open_lo = 1, .arg = "U",
+                                .help = "the share of the FMA roof training reaches, for --price (default 0.4)"},
+                               CLI_OPT_INT("--parallel", &parallel, 1, 1 << 20, .help = "sequences served at once, for --price (default 1)"),
                                CLI_OPT_INT("--ctx", &ctx, 1, 1 << 24, .alias = "-c",
                                            .help = "context for the KV cache and attention terms (default: the model's, at most 4096)"),
                                CLI_OPT_INT("--batch", &batch, 1, 1 << 24, .help = "prefill length (default 512, at most the context)"),
@@ -373,11 +451,14 @@ int cmd_info(int argc, char **argv) {
     char path[4096];
     clf_status st = clf_model_path(m, path, sizeof path);
     clf_gguf *g = NULL;
-    report r = {.path = path, .kv_bytes = kv_bytes, .has_roof = gflops > 0, .roof = {gflops, gbs}};
+    report r = {.path = path, .kv_bytes = kv_bytes, .has_roof = gflops > 0, .roof = {gflops, gbs}, .price = price,
+                .util = util, .chinchilla = !(train_tokens > 0), .train = {.tokens = train_tokens},
+                .serve = {.tokens = serve_tokens, .parallel = parallel}};
     snprintf(r.roof_source, sizeof r.roof_source, "given");
     if (st == CLF_OK) st = clf_gguf_open(path, &g);
     if (st == CLF_OK) st = clf_model_shape_from_gguf(g, &r.s);
-    if (st == CLF_OK && device && !r.has_roof) st = measure_roof(device, &r);
+    /* --price needs the roofs: the default device's when none is named or given */
+    if (st == CLF_OK && (device || price > 0) && !r.has_roof) st = measure_roof(device, &r);
     if (st != CLF_OK) {
         clf_gguf_close(g);
         return cli_error(st);
