@@ -209,6 +209,11 @@ def serve_price(clinfer, tiny, d):
     try:
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+)/", p.stderr.readline())
         assert m, "no 'listening' line"
+        for line in p.stderr:  # the model loads and its kernels build after listening: wait for ready
+            if "ready:" in line:
+                break
+        else:
+            raise AssertionError("the server never said ready")
         price = round(random.uniform(0.5, 30), 2)
         out = run([sys.executable, os.path.join(ROOT, "bench", "serve.py"), "--url", m.group(1), "--requests", "4",
                    "--concurrency", "1,2", "--max-tokens", "8", "--price", str(price), "--json"]).stdout
