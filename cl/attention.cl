@@ -521,7 +521,7 @@ inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const f
     for (; i < n_pairs; i++) {
         float theta = pos * exp2((float)i * log2_scale), c;
         if (ff) theta /= ff[i];
-        rs[i] = sincos(theta, &c);
+        rs[i] = CLF_SINCOS(theta, &c);
         rc[i] = c;
     }
 }

@@ -23,6 +23,16 @@ inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
 inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
 inline float clf_gelu(float g) { return CLF_GELU(float, g); }
 
+/* sin(theta), its cos in *c. Oclgrind's uninitialized-value check aborts
+ * any builtin that writes through a private pointer ("Work item needed to
+ * access private memory!", its Uninitialized.cpp), so the suite's Oclgrind
+ * runs build with -DCLF_NO_SINCOS: the two functions sincos stands for. */
+#ifdef CLF_NO_SINCOS
+#define CLF_SINCOS(theta, c) (*(c) = cos(theta), sin(theta))
+#else
+#define CLF_SINCOS(theta, c) sincos(theta, c)
+#endif
+
 /* RoPE's cos and sin of pairs i0 .. i0 + 7 at position pos (times the
  * linear scale), theta = pos * exp2(i * log2_scale) / ff[i] (cl/rope.cl; the
  * decode attention that rotates its own q and k, cl/attention.cl). */
@@ -30,7 +40,7 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
     float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
     float8 theta = pos * exp2(i * log2_scale);
     if (ff) theta /= vload8(0, ff + i0);
-    return sincos(theta, c);
+    return CLF_SINCOS(theta, c);
 }
 
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
