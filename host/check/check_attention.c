@@ -310,7 +310,7 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
                                     clf_check_result *res) {
     /* 3 sequences in a pool of 12 blocks of 32, tables shuffled over it; 4 rows,
      * two of them one sequence's consecutive positions (a speculative step) */
-    enum { N_SEQ = 3, N_TBL = 4, N_BLOCKS = 12, N = 4, NH = 4, NKV = 2, HD = 32 };
+    enum { N_SEQ = 3, N_TBL = 4, N_BLOCKS = 12, N = 4, NH = 2, NKV = 1, HD = 32 };
     static const int seq[N] = {0, 1, 1, 2}, pos[N] = {40, 70, 71, 5};
     const int stride = (NH + 2 * NKV) * HD + 5, kcol = NH * HD, vcol = kcol + NKV * HD, n_pos = N_TBL * 32;
     const float scale = 1.0f / sqrtf((float)HD);
@@ -472,30 +472,30 @@ const clf_check clf_checks_attention[] = {
     static clf_status name(clf_runtime *rt, uint64_t seed, clf_check_result *res) {     \
         return run(rt, seed, res, (clf_attn_case){__VA_ARGS__});                        \
     }
-Q_RUN(q_prefill_f32, .n_tokens = 67, .pos0 = 5, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_F32)
-Q_RUN(q_prefill_f16, .n_tokens = 45, .pos0 = 37, .n_head = 6, .n_kv_head = 2, .head_dim = 48, .kv_type = CLF_F16,
+Q_RUN(q_prefill_f32, .n_tokens = 67, .pos0 = 5, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .kv_type = CLF_F32)
+Q_RUN(q_prefill_f16, .n_tokens = 45, .pos0 = 27, .n_head = 6, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F16,
       .chunk = 17)
-Q_RUN(q_prefill_q8_0, .n_tokens = 40, .pos0 = 3, .n_head = 4, .n_kv_head = 1, .head_dim = 64, .kv_type = CLF_Q8_0)
-Q_RUN(q_prefill_q4_0, .n_tokens = 35, .pos0 = 9, .n_head = 8, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_Q4_0)
-Q_RUN(q_large_scores, .n_tokens = 33, .pos0 = 2, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_F32,
+Q_RUN(q_prefill_q8_0, .n_tokens = 40, .pos0 = 3, .n_head = 4, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q8_0)
+Q_RUN(q_prefill_q4_0, .n_tokens = 35, .pos0 = 9, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_Q4_0)
+Q_RUN(q_large_scores, .n_tokens = 33, .pos0 = 2, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F32,
       .magnitude = 7.5f)
-Q_RUN(q_decode_f32, .n_tokens = 1, .pos0 = 100, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_F32,
+Q_RUN(q_decode_f32, .n_tokens = 1, .pos0 = 100, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F32,
       .n_split = 3)
 Q_RUN(q_decode_f16, .n_tokens = 1, .pos0 = 70, .n_head = 6, .n_kv_head = 3, .head_dim = 16, .kv_type = CLF_F16)
-Q_RUN(q_decode_q8_0, .n_tokens = 1, .pos0 = 90, .n_head = 4, .n_kv_head = 2, .head_dim = 64, .kv_type = CLF_Q8_0,
+Q_RUN(q_decode_q8_0, .n_tokens = 1, .pos0 = 90, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_Q8_0,
       .n_split = 2)
 Q_RUN(q_decode_q4_0, .n_tokens = 1, .pos0 = 50, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q4_0,
       .n_split = 3)
-Q_RUN(q_window_prefill, .n_tokens = 70, .pos0 = 30, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F16,
+Q_RUN(q_window_prefill, .n_tokens = 50, .pos0 = 30, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .kv_type = CLF_F16,
       .chunk = 20, .window = 25, .n_slots = 64)
-Q_RUN(q_window_decode, .n_tokens = 1, .pos0 = 150, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F32,
+Q_RUN(q_window_decode, .n_tokens = 1, .pos0 = 150, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .kv_type = CLF_F32,
       .window = 40, .n_slots = 64, .n_split = 2)
 /* decoded token by token through the fused write (and RoPE): chunks of 1 */
-Q_RUN(q_fused_rope_norm, .n_tokens = 3, .pos0 = 40, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_F16,
+Q_RUN(q_fused_rope_norm, .n_tokens = 2, .pos0 = 40, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F16,
       .chunk = 1, .fused = 1, .rope = 1, .n_rot = 26, .n_split = 2)
-Q_RUN(q_fused_rope_neox, .n_tokens = 2, .pos0 = 33, .n_head = 2, .n_kv_head = 1, .head_dim = 64, .kv_type = CLF_Q8_0,
-      .chunk = 1, .fused = 1, .rope = 2, .n_rot = 64)
-Q_RUN(q_naive, .n_tokens = 9, .pos0 = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_F16, .naive = 1)
+Q_RUN(q_fused_rope_neox, .n_tokens = 2, .pos0 = 33, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q8_0,
+      .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32)
+Q_RUN(q_naive, .n_tokens = 9, .pos0 = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F16, .naive = 1)
 
 static clf_status q_kv_write(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     clf_check_result r;
