@@ -62,7 +62,7 @@ test-asan: deps test-models
 
 test-fuzz: build
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_kv_blocks $$(cmake --build $(FUZZ_BUILD) --target help | grep -o fuzz_request) -- --no-print-directory
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_kv_blocks fuzz_grammar $$(cmake --build $(FUZZ_BUILD) --target help | grep -o fuzz_request) -- --no-print-directory
 	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(BUILD)/tiny_gguf $(FUZZ_SECONDS)
 
 install: build

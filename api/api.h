@@ -35,6 +35,10 @@ struct clinfer_model {
      * is the session evaluating (its cancel flag stops a prompt). */
     pthread_mutex_t device_lock;
     struct clinfer_session *current;
+    /* The vocabulary as a byte trie for grammars' masks: built by the first
+     * grammar, under trie_lock, then shared read-only. */
+    struct clf_vocab_trie *trie;
+    pthread_mutex_t trie_lock;
 };
 
 struct clinfer_session {
@@ -58,6 +62,7 @@ struct clinfer_sampler {
     int n_stages;
     float *scratch; /* [n_vocab]: the logits the stages change */
     int greedy;     /* temperature <= 0: a token depends on the logits and history alone, not on draws */
+    struct api_grammar_stage *grammar; /* clinfer_sampler_set_grammar's stage (owned by stages[]), or NULL */
 };
 
 /* Copies the fields of a caller's parameter struct that both it and the
@@ -106,5 +111,9 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
 
 #define API_NOT_NULL(p) \
     do { if (!(p)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "%s: %s is NULL", __func__, #p); } while (0)
+
+/* The masks a sampler's grammar computed and found kept (the bench's mask
+ * cost); zeros without a grammar. */
+void api_grammar_stats(const clinfer_sampler *smp, long *computed, long *hits, double *seconds);
 
 #endif

@@ -53,6 +53,10 @@ void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
                           const float *top_vals, const int32_t *top_ids, int top_k, clinfer_next *out) {
     *out = (clinfer_next){.token = -1, .piece = d->buf};
+    if (clinfer_sampler_grammar_state(smp) == CLINFER_GRAMMAR_DONE) { /* nothing may follow: the end, drawn or not */
+        out->eog = 1;
+        return CLF_OK;
+    }
     int32_t id;
     if (top_k > 0) {
         CLF_TRY((clf_status)clinfer_sampler_sample_top(smp, top_vals, top_ids, top_k, &id));
@@ -197,6 +201,10 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
             st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
                           sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);
         if (st != CLF_OK) break;
+        if (nx.token < 0) { /* a grammar's end, no token drawn (a vocabulary without an end token) */
+            r->stop = CLINFER_STOP_EOG;
+            break;
+        }
         r->last = nx.token;
         r->n_generated++;
         if (sp->draft_max) sp->hist[sp->n_hist++] = nx.token;
@@ -260,7 +268,9 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     }
     if (st == CLF_OK) st = (clf_status)clinfer_detokenizer_create(s->m, p.special, &d);
     gen_spec sp = {0};
-    if (st == CLF_OK && p.draft_max > 0 && smp->greedy) /* a sampled token depends on its draw: no speculation */
+    /* a sampled token depends on its draw, a staged one (a grammar) on a mask
+     * the draft rows are not given: no speculation */
+    if (st == CLF_OK && p.draft_max > 0 && smp->greedy && !smp->n_stages)
         st = spec_alloc(&sp, s, prompt, n_prompt, &p);
     gen_eval ev = {0}; /* top_k 0: an empty prompt samples from the session's logits */
     double build0 = clinfer_model_build_seconds(s->m), t0 = clf_now_s();

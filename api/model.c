@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "grammar.h"
 #include "chat.h"
 #include "estimate.h"
 #include "file.h"
@@ -262,6 +263,11 @@ clinfer_status clinfer_model_load_with(const char *path, const char *device, con
         free(m);
         return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "cannot create a mutex");
     }
+    if (pthread_mutex_init(&m->trie_lock, NULL)) {
+        pthread_mutex_destroy(&m->device_lock);
+        free(m);
+        return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "cannot create a mutex");
+    }
     double t0 = clf_now_s();
     clf_status st = load(path, device, &p, &o, m);
     if (st != CLF_OK) {
@@ -278,6 +284,8 @@ void clinfer_model_free(clinfer_model *m) {
     clf_stages_close(&m->stages);
     clf_tokenizer_free(m->tok);
     pthread_mutex_destroy(&m->device_lock);
+    clf_vocab_trie_free(m->trie);
+    pthread_mutex_destroy(&m->trie_lock);
     free(m);
 }
 

@@ -487,8 +487,11 @@ typedef struct clinfer_grammar clinfer_grammar;
  * language is an error before generation, not a reply). */
 CLINFER_API clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, size_t len,
                                                   const char *root, clinfer_grammar **out);
-/* Samplers holding the grammar keep it alive: free it whenever. */
+/* Samplers holding the grammar keep it alive: free it whenever. A grammar
+ * is reference counted: retain adds a holder (a cache and the requests
+ * using its entry), each holder frees once. */
 CLINFER_API void clinfer_grammar_free(clinfer_grammar *g);
+CLINFER_API clinfer_grammar *clinfer_grammar_retain(clinfer_grammar *g);
 /* A JSON Schema (its JSON text) as GBNF text for clinfer_grammar_create,
  * malloc'd NUL-terminated (clinfer_free). The grammar admits exactly the
  * JSON texts that validate (whitespace as llama.cpp's converter allows

@@ -224,11 +224,6 @@ static int parse_stop(json_t *root, srv_api_req *r, srv_api_error *e) {
 
 /* Fields clinfer does not implement: a clear 400 rather than ignoring them. */
 static int refuse_unsupported(json_t *root, srv_api_error *e) {
-    json_int_t n = 1;
-    if (get_int(root, "n", 1, 1, &n, NULL, e)) {
-        snprintf(e->message, sizeof e->message, "'n' must be 1: clinfer generates one choice per request");
-        return -1;
-    }
     static const char *const PENALTIES[] = {"presence_penalty", "frequency_penalty"};
     for (int i = 0; i < 2; i++) {
         float x = 0;
@@ -238,8 +233,8 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
             return -1;
         }
     }
-    static const char *const UNSUPPORTED[] = {"tools", "functions", "logit_bias", "suffix"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const UNSUPPORTED[] = {"tools", "functions", "suffix"};
+    for (int i = 0; i < 3; i++) {
         json_t *v = field(root, UNSUPPORTED[i]);
         if (v && !((json_is_array(v) || json_is_object(v)) && json_array_size(v) + json_object_size(v) == 0)) {
             srv_api_bad(e, UNSUPPORTED[i], "'%s' is not supported", UNSUPPORTED[i]);
@@ -252,10 +247,72 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
         srv_api_bad(e, "echo", "'echo' is not supported");
         return -1;
     }
+    return 0;
+}
+
+/* n: how many choices (the server's slots bound it further). */
+static int parse_n(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_int_t n = 1;
+    if (get_int(root, "n", 1, SRV_MAX_N, &n, NULL, e)) return -1;
+    r->n = (int)n;
+    return 0;
+}
+
+/* Chat: logprobs (a bool) and top_logprobs (0..20, only with logprobs);
+ * completions: logprobs (an integer 0..20, the alternatives listed; false
+ * reads as absent). */
+static int parse_logprobs(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
     json_t *lp = field(root, "logprobs");
-    if (lp && !(json_is_false(lp) || (json_is_integer(lp) && json_integer_value(lp) == 0))) {
-        srv_api_bad(e, "logprobs", "'logprobs' is not supported");
+    json_int_t top = 0;
+    if (kind == SRV_CHAT) {
+        int given;
+        if (get_bool(root, "logprobs", &r->logprobs, e) ||
+            get_int(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, &given, e))
+            return -1;
+        if (given && !r->logprobs) {
+            srv_api_bad(e, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+            return -1;
+        }
+    } else if (lp && !json_is_false(lp)) {
+        if (!json_is_integer(lp)) {
+            srv_api_bad(e, "logprobs", "'logprobs' must be an integer 0..%d (the alternatives each token lists)",
+                        SRV_MAX_TOP_LOGPROBS);
+            return -1;
+        }
+        if (get_int(root, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, NULL, e)) return -1;
+        r->logprobs = 1;
+    }
+    r->top_logprobs = (int)top;
+    return 0;
+}
+
+/* logit_bias: {"token id": bias -100..100}; the ids' range against the
+ * vocabulary is the caller's to check. */
+static int parse_logit_bias(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *b = field(root, "logit_bias");
+    if (!b) return 0;
+    if (!json_is_object(b)) {
+        srv_api_bad(e, "logit_bias", "'logit_bias' must be an object of token ids to biases");
         return -1;
+    }
+    size_t n = json_object_size(b);
+    if (!n) return 0;
+    if (!(r->bias_ids = malloc(n * sizeof *r->bias_ids)) || !(r->bias = malloc(n * sizeof *r->bias))) return oom(e);
+    const char *key;
+    json_t *v;
+    json_object_foreach(b, key, v) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!(key[0] >= '0' && key[0] <= '9') || *end || id > INT32_MAX) {
+            srv_api_bad(e, "logit_bias", "'logit_bias' key '%.40s' is not a token id", key);
+            return -1;
+        }
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100)) {
+            srv_api_bad(e, "logit_bias", "'logit_bias[%.40s]' must be a number -100..100", key);
+            return -1;
+        }
+        r->bias_ids[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = (float)json_number_value(v);
     }
     return 0;
 }
@@ -268,7 +325,9 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
         if (!(r->model = dup_str(s, json_string_length(model)))) return oom(e);
     }
     if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
-    if (refuse_unsupported(root, e)) return -1;
+    if (refuse_unsupported(root, e) || parse_n(root, r, e) || parse_logprobs(root, kind, r, e) ||
+        parse_logit_bias(root, r, e))
+        return -1;
     /* max_completion_tokens is the chat API's newer name of max_tokens */
     json_int_t mt = 0, seed = 0;
     int given;
@@ -299,6 +358,7 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
 int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, srv_api_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
+    r->n = 1;
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -320,6 +380,8 @@ void srv_api_req_free(srv_api_req *r) {
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->bias_ids);
+    free(r->bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -418,18 +480,95 @@ static json_t *head(const srv_api_resp *r, int chunk) {
                 "model", r->model, "system_fingerprint", "clinfer");
 }
 
-static json_t *finish_json(const srv_api_resp *r) { return r->finish ? json_string(r->finish) : json_null(); }
+/* A logprob as JSON: OpenAI's -9999 for a token the model rules out (JSON
+ * has no -inf). */
+static json_t *lp_real(float lp) { return json_real(lp > -9999.0f ? lp : -9999.0); }
 
-char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u) {
-    json_t *j = head(r, 0), *choice;
+static json_t *bytes_json(const char *p, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer((unsigned char)p[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+static json_t *chat_tok_json(const srv_api_tok *t) {
+    return pack("{s:o, s:o, s:o}", "token", text_json(t->piece, t->len), "logprob", lp_real(t->logprob), "bytes",
+                bytes_json(t->piece, t->len));
+}
+
+/* chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}], "refusal": null} */
+static json_t *chat_logprobs_json(const srv_api_logprob *lp, int n) {
+    json_t *content = json_array();
+    for (int i = 0; content && i < n; i++) {
+        json_t *e = chat_tok_json(&lp[i].tok), *top = json_array();
+        for (int k = 0; top && k < lp[i].n_top; k++)
+            if (json_array_append_new(top, chat_tok_json(&lp[i].top[k]))) json_decref(top), top = NULL;
+        if (!e || !top) json_decref(e), json_decref(top), e = NULL;
+        /* the _new calls take their value even when they fail */
+        if (!e || json_object_set_new(e, "top_logprobs", top) || json_array_append_new(content, e)) {
+            json_decref(content);
+            return NULL;
+        }
+    }
+    return pack("{s:o, s:n}", "content", content, "refusal");
+}
+
+/* completions (the legacy shape): {tokens, token_logprobs, top_logprobs:
+ * [{token: logprob}], text_offset}; two alternatives of the same text keep
+ * the likelier's logprob (an object's keys are unique). */
+static json_t *completion_logprobs_json(const srv_api_logprob *lp, int n) {
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offsets = json_array();
+    int ok = tokens && lps && tops && offsets;
+    for (int i = 0; ok && i < n; i++) {
+        json_t *top = json_object();
+        ok = top != NULL;
+        for (int k = lp[i].n_top - 1; ok && k >= 0; k--) { /* the likelier last: it wins a shared key */
+            size_t len;
+            char *key = srv_api_utf8(lp[i].top[k].piece, lp[i].top[k].len, &len);
+            ok = key && !json_object_setn_new_nocheck(top, key, len, lp_real(lp[i].top[k].logprob));
+            free(key);
+        }
+        if (!ok) json_decref(top);
+        /* the _new calls take their value even when they fail */
+        ok = ok && !json_array_append_new(tops, top) &&
+             !json_array_append_new(tokens, text_json(lp[i].tok.piece, lp[i].tok.len)) &&
+             !json_array_append_new(lps, lp_real(lp[i].tok.logprob)) &&
+             !json_array_append_new(offsets, json_integer((json_int_t)lp[i].offset));
+    }
+    if (!ok) {
+        json_decref(tokens), json_decref(lps), json_decref(tops), json_decref(offsets);
+        clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        return NULL;
+    }
+    return pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                "text_offset", offsets);
+}
+
+static json_t *logprobs_json(const srv_api_resp *r, const srv_api_choice *c) {
+    if (!c->logprobs) return json_null();
+    return r->kind == SRV_CHAT ? chat_logprobs_json(c->lp, c->n_lp) : completion_logprobs_json(c->lp, c->n_lp);
+}
+
+static json_t *choice_finish_json(const srv_api_choice *c) { return c->finish ? json_string(c->finish) : json_null(); }
+
+static json_t *choice_json(const srv_api_resp *r, const srv_api_choice *c) {
     if (r->kind == SRV_CHAT)
-        choice = pack("{s:i, s:{s:s, s:o}, s:n, s:o}", "index", 0, "message", "role", "assistant", "content",
-                      text_json(text, len), "logprobs", "finish_reason", finish_json(r));
-    else
-        choice = pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", text_json(text, len), "logprobs",
-                      "finish_reason", finish_json(r));
-    if (!j) json_decref(choice); /* else the pack below takes it */
-    if (!j || json_object_set_new(j, "choices", pack("[o]", choice)) ||
+        return pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant", "content",
+                    text_json(c->text, c->len), "logprobs", logprobs_json(r, c), "finish_reason",
+                    choice_finish_json(c));
+    return pack("{s:i, s:o, s:o, s:o}", "index", c->index, "text", text_json(c->text, c->len), "logprobs",
+                logprobs_json(r, c), "finish_reason", choice_finish_json(c));
+}
+
+char *srv_api_choices_json(const srv_api_resp *r, const srv_api_choice *c, int n, const srv_api_usage *u) {
+    json_t *j = head(r, 0), *choices = json_array();
+    for (int i = 0; j && choices && i < n; i++)
+        if (json_array_append_new(choices, choice_json(r, &c[i]))) json_decref(choices), choices = NULL;
+    if (!j) json_decref(choices);
+    if (!j || !choices || json_object_set_new(j, "choices", choices) ||
         json_object_set_new(j, "usage", usage_json(u)) || json_object_set_new(j, "timings", timings_json(u))) {
         json_decref(j);
         return NULL;
@@ -437,22 +576,38 @@ char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t le
     return dump(j);
 }
 
-char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u) {
-    json_t *j = head(r, 1), *choices;
-    if (u) {
-        choices = json_array();
-    } else if (r->kind == SRV_CHAT) {
-        json_t *delta = r->finish && !len ? json_object() : pack("{s:o}", "content", text_json(text, len));
+char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u) {
+    srv_api_choice c = {.text = text, .len = len, .finish = r->finish};
+    return srv_api_choices_json(r, &c, 1, u);
+}
+
+char *srv_api_choice_chunk_json(const srv_api_resp *r, int role, const srv_api_choice *c) {
+    json_t *j = head(r, 1), *choice;
+    if (r->kind == SRV_CHAT) {
+        json_t *delta = c->finish && !c->len ? json_object() : pack("{s:o}", "content", text_json(c->text, c->len));
         if (role && delta) json_object_set_new(delta, "role", json_string("assistant"));
-        choices = pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "delta", delta, "logprobs", "finish_reason",
-                       finish_json(r));
+        choice = pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs", logprobs_json(r, c),
+                      "finish_reason", choice_finish_json(c));
     } else {
-        choices = pack("[{s:i, s:o, s:n, s:o}]", "index", 0, "text", text_json(text, len), "logprobs",
-                       "finish_reason", finish_json(r));
+        choice = pack("{s:i, s:o, s:o, s:o}", "index", c->index, "text", text_json(c->text, c->len), "logprobs",
+                      logprobs_json(r, c), "finish_reason", choice_finish_json(c));
     }
-    if (!j) json_decref(choices); /* else json_object_set_new takes it */
-    if (!j || json_object_set_new(j, "choices", choices) ||
-        (u && (json_object_set_new(j, "usage", usage_json(u)) || json_object_set_new(j, "timings", timings_json(u))))) {
+    if (!j) json_decref(choice); /* else the pack below takes it */
+    if (!j || json_object_set_new(j, "choices", pack("[o]", choice))) {
+        json_decref(j);
+        return NULL;
+    }
+    return dump(j);
+}
+
+char *srv_api_chunk_json(const srv_api_resp *r, int role, const char *text, size_t len, const srv_api_usage *u) {
+    if (!u) {
+        srv_api_choice c = {.text = text, .len = len, .finish = r->finish};
+        return srv_api_choice_chunk_json(r, role, &c);
+    }
+    json_t *j = head(r, 1);
+    if (!j || json_object_set_new(j, "choices", json_array()) || json_object_set_new(j, "usage", usage_json(u)) ||
+        json_object_set_new(j, "timings", timings_json(u))) {
         json_decref(j);
         return NULL;
     }

@@ -11,6 +11,12 @@
 #include "clinfer.h"
 
 enum { SRV_MAX_STOP = 4 }; /* OpenAI's limit on stop strings */
+/* The most alternatives a token's logprobs list: chat's top_logprobs (0..20,
+ * OpenAI's cap), and completions' logprobs (OpenAI caps it at 5; clinfer
+ * takes up to the same 20). */
+enum { SRV_MAX_TOP_LOGPROBS = 20 };
+/* The most choices a request asks for (n); the server's slots bound it too. */
+enum { SRV_MAX_N = 128 };
 
 typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
 
@@ -33,6 +39,12 @@ typedef struct srv_api_req {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int stream, include_usage;
+    int n;            /* choices (1 when absent) */
+    int logprobs;     /* 1: each token's logprob (chat's logprobs: true; completions' logprobs: N) */
+    int top_logprobs; /* with logprobs: the alternatives a token lists (chat's top_logprobs, completions' N) */
+    int32_t *bias_ids; /* logit_bias: token ids (checked against the vocabulary by the caller) */
+    float *bias;       /* their biases, -100..100 */
+    int n_bias;
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
@@ -75,8 +87,42 @@ typedef struct srv_api_resp {
     const char *finish; /* "stop" or "length"; NULL in a stream's middle chunks */
 } srv_api_resp;
 
-/* A whole answer (stream: false). The text need not be valid UTF-8: bad
- * bytes become U+FFFD. */
+/* A token as logprobs report it: its bytes (clinfer_token_piece) and its
+ * log-probability (clinfer_logprobs). */
+typedef struct srv_api_tok {
+    const char *piece;
+    size_t len;
+    float logprob;
+} srv_api_tok;
+
+/* A generated token's logprobs: the token, where its text starts in its
+ * choice's text (bytes: completions' text_offset), its alternatives best
+ * first. */
+typedef struct srv_api_logprob {
+    srv_api_tok tok;
+    size_t offset;
+    int n_top;
+    srv_api_tok top[SRV_MAX_TOP_LOGPROBS];
+} srv_api_logprob;
+
+/* One choice of an answer, or its part in a stream chunk. */
+typedef struct srv_api_choice {
+    int index;
+    const char *text;
+    size_t len;
+    const char *finish; /* "stop", "length"; NULL in a stream's middle chunks */
+    int logprobs;       /* 1: a logprobs object of lp[0, n_lp) (chat's or completions' shape); 0: null */
+    const srv_api_logprob *lp;
+    int n_lp;
+} srv_api_choice;
+
+/* A whole answer of n choices (stream: false). */
+char *srv_api_choices_json(const srv_api_resp *r, const srv_api_choice *c, int n, const srv_api_usage *u);
+/* A stream chunk of one choice; `role` for a chat choice's first. */
+char *srv_api_choice_chunk_json(const srv_api_resp *r, int role, const srv_api_choice *c);
+
+/* A whole answer (stream: false) of one choice without logprobs. The text
+ * need not be valid UTF-8: bad bytes become U+FFFD. */
 char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t len, const srv_api_usage *u);
 /* One stream chunk: `role` (the chat's first chunk), text, finish reason;
  * with `u` the usage chunk (no choices, stream_options.include_usage). */

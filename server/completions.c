@@ -70,8 +70,35 @@ static const char *finish_name(srv_finish f) {
     return f == SRV_FINISH_STOP ? "stop" : f == SRV_FINISH_LENGTH ? "length" : NULL;
 }
 
-static srv_api_usage usage_of(const srv_job_view *v) {
-    return (srv_api_usage){v->n_prompt, v->n_gen, v->n_cached, v->prompt_ms, v->gen_ms, v->queue_ms};
+/* The usage of a request's choices: the prompt once (it is evaluated
+ * once), the generated tokens of them all. */
+static srv_api_usage usage_of(const srv_job_view *v, int n) {
+    srv_api_usage u = {v[0].n_prompt, 0, v[0].n_cached, v[0].prompt_ms, 0, v[0].queue_ms};
+    for (int i = 0; i < n; i++) {
+        u.completion_tokens += v[i].n_gen;
+        if (v[i].gen_ms > u.gen_ms) u.gen_ms = v[i].gen_ms;
+    }
+    return u;
+}
+
+/* Tokens' logprobs as the answer's JSON writer takes them: their bytes
+ * from the vocabulary (*out malloc'd; NULL when n is 0). -1: out of memory. */
+static int logprob_items(const srv_app *app, const srv_token_lp *t, int n, srv_api_logprob **out) {
+    *out = NULL;
+    if (n <= 0) return 0;
+    if (!(*out = malloc((size_t)n * sizeof **out))) return -1;
+    for (int i = 0; i < n; i++) {
+        srv_api_logprob *o = &(*out)[i];
+        o->tok.piece = clinfer_token_piece(app->m, t[i].token, &o->tok.len);
+        o->tok.logprob = t[i].logprob;
+        o->offset = t[i].start;
+        o->n_top = t[i].n_top;
+        for (int k = 0; k < t[i].n_top; k++) {
+            o->top[k].piece = clinfer_token_piece(app->m, t[i].top_ids[k], &o->top[k].len);
+            o->top[k].logprob = t[i].top_lp[k];
+        }
+    }
+    return 0;
 }
 
 /* The error a job that failed answers with. */
@@ -82,57 +109,100 @@ static void job_error(const srv_job_view *v, srv_api_error *e) {
 
 /* ---- stream: false -------------------------------------------------------- */
 
-static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job *j,
-                                    srv_api_resp *r) {
-    char *all = NULL, *piece;
-    size_t have = 0, n;
+static void release_jobs(srv_sched *s, srv_job **jobs, int n) {
+    for (int i = 0; i < n; i++) srv_sched_release(s, jobs[i]);
+}
+
+/* Choice i's text and view, its logprobs when asked for: 0, or -1 when
+ * the client went away or memory ran out. */
+typedef struct whole {
+    char *text;
+    size_t have;
     srv_job_view v;
+    srv_api_logprob *lp;
+    int n_lp;
+} whole;
+
+static int collect(srv_app *app, struct MHD_Connection *c, srv_job *j, int logprobs, whole *w) {
+    char *piece;
+    size_t n;
     for (;;) {
-        srv_sched_wait(app->sched, j, have, WAIT_MS, &v, &piece, &n);
+        srv_sched_wait(app->sched, j, w->have, WAIT_MS, &w->v, &piece, &n);
         if (n) {
-            char *t = realloc(all, have + n);
+            char *t = realloc(w->text, w->have + n);
             if (!t) {
                 free(piece);
-                break;
+                return -1;
             }
-            memcpy(t + have, piece, n);
-            all = t;
-            have += n;
+            memcpy(t + w->have, piece, n);
+            w->text = t;
+            w->have += n;
         }
         free(piece);
-        if (v.state == SRV_DONE || srv_http_peer_gone(c)) break;
+        if (w->v.state == SRV_DONE) break;
+        if (srv_http_peer_gone(c)) return -1;
     }
-    srv_sched_release(app->sched, j);
+    if (!logprobs || w->v.finish == SRV_FINISH_ERROR) return 0;
+    srv_token_lp *t;
+    w->n_lp = srv_sched_logprobs(app->sched, j, 0, w->have, 1, &t);
+    int rc = w->n_lp < 0 ? -1 : logprob_items(app, t, w->n_lp, &w->lp);
+    free(t);
+    return rc;
+}
+
+static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job **jobs, int n,
+                                    srv_api_resp *r, int logprobs) {
+    whole *w = calloc((size_t)n, sizeof *w);
+    srv_api_choice *ch = calloc((size_t)n, sizeof *ch);
+    srv_job_view *views = calloc((size_t)n, sizeof *views);
+    int ok = w && ch && views, failed = -1;
+    for (int i = 0; ok && i < n; i++) {
+        ok = collect(app, c, jobs[i], logprobs, &w[i]) == 0;
+        if (ok && failed < 0 && w[i].v.finish == SRV_FINISH_ERROR) failed = i;
+    }
+    release_jobs(app->sched, jobs, n);
     srv_http_busy(h, -1);
-    if (v.state != SRV_DONE) { /* the client went away (or no memory): nobody to answer */
-        free(all);
-        return MHD_NO;
-    }
-    enum MHD_Result rc;
-    if (v.finish == SRV_FINISH_ERROR) {
+    enum MHD_Result rc = MHD_NO; /* the client went away (or no memory): nobody to answer */
+    if (ok && failed >= 0) {
         srv_api_error e;
-        job_error(&v, &e);
+        job_error(&w[failed].v, &e);
         rc = srv_http_send_error(c, &e);
-    } else {
-        r->finish = finish_name(v.finish);
-        srv_api_usage u = usage_of(&v);
-        rc = srv_http_send(c, MHD_HTTP_OK, "application/json", srv_api_completion_json(r, all, have, &u));
+    } else if (ok) {
+        for (int i = 0; i < n; i++) {
+            ch[i] = (srv_api_choice){.index = i, .text = w[i].text, .len = w[i].have,
+                                     .finish = finish_name(w[i].v.finish), .logprobs = logprobs, .lp = w[i].lp,
+                                     .n_lp = w[i].n_lp};
+            views[i] = w[i].v;
+        }
+        srv_api_usage u = usage_of(views, n);
+        rc = srv_http_send(c, MHD_HTTP_OK, "application/json", srv_api_choices_json(r, ch, n, &u));
     }
-    free(all);
+    for (int i = 0; w && i < n; i++) free(w[i].text), free(w[i].lp);
+    free(w);
+    free(ch);
+    free(views);
     return rc;
 }
 
 /* ---- stream: true --------------------------------------------------------- */
 
+/* A stream's choices: chunks of each as its text becomes final, each
+ * token's logprobs in the chunk that completes its text (text held back
+ * while it may begin a stop string holds its tokens back too). */
 typedef struct stream {
     srv_http *h;
     srv_app *app;
     struct MHD_Connection *c;
-    srv_job *j;
     srv_api_resp r;
     char id[48];
-    int include_usage, role_sent, ended;
-    size_t have; /* text bytes sent */
+    int include_usage, logprobs, ended;
+    int n, n_done;
+    srv_job **jobs;
+    size_t *have;     /* text bytes sent, a choice */
+    int *n_lp;        /* tokens' logprobs sent */
+    int *role_sent;
+    int *done;
+    srv_job_view *views; /* of the choices that ended */
     char *out;   /* events not yet handed to libmicrohttpd */
     size_t out_len, out_at;
 } stream;
@@ -172,35 +242,58 @@ static int fail_stream(stream *s) {
     return event(s, srv_api_error_json(&e)) ? -1 : end_stream(s);
 }
 
-/* The next events: new text, or the end (finish reason, usage, [DONE]). 0
+/* Choice i's new text and logprobs as a chunk, and its end: 0, 1 when the
+ * stream ended (a failed job), -1 when a chunk could not be made. */
+static int choice_events(stream *s, int i) {
+    srv_job_view v;
+    char *text;
+    size_t n;
+    srv_sched_wait(s->app->sched, s->jobs[i], s->have[i], 0, &v, &text, &n);
+    srv_token_lp *t = NULL;
+    srv_api_logprob *lp = NULL;
+    int n_lp = 0, rc = 0;
+    if (s->logprobs) { /* the tokens whose text this chunk completes */
+        n_lp = srv_sched_logprobs(s->app->sched, s->jobs[i], s->n_lp[i], s->have[i] + n, v.state == SRV_DONE, &t);
+        rc = n_lp < 0 || logprob_items(s->app, t, n_lp, &lp) ? -1 : 0;
+    }
+    if (!rc && (n || n_lp || (!s->role_sent[i] && s->r.kind == SRV_CHAT))) {
+        srv_api_choice ch = {.index = i, .text = text, .len = n, .logprobs = s->logprobs, .lp = lp, .n_lp = n_lp};
+        rc = event(s, srv_api_choice_chunk_json(&s->r, !s->role_sent[i], &ch));
+        s->role_sent[i] = 1;
+        s->have[i] += n;
+        s->n_lp[i] += n_lp;
+    }
+    free(text);
+    free(t);
+    free(lp);
+    if (rc || v.state != SRV_DONE) return rc;
+    s->done[i] = 1;
+    s->n_done++;
+    s->views[i] = v;
+    if (v.finish == SRV_FINISH_ERROR) { /* one choice failed: the stream ends */
+        srv_api_error e;
+        job_error(&v, &e);
+        return event(s, srv_api_error_json(&e)) || end_stream(s) ? -1 : 1;
+    }
+    srv_api_choice ch = {.index = i, .text = "", .finish = finish_name(v.finish), .logprobs = 0};
+    return event(s, srv_api_choice_chunk_json(&s->r, 0, &ch));
+}
+
+/* The next events: new text, or the end (finish reasons, usage, [DONE]). 0
  * when there are some, -1 when the stream must end in error. */
 static int next_events(stream *s) {
     for (;;) {
-        srv_job_view v;
-        char *text;
-        size_t n;
-        srv_sched_wait(s->app->sched, s->j, s->have, WAIT_MS, &v, &text, &n);
-        int rc = 0;
-        if (n || (!s->role_sent && s->r.kind == SRV_CHAT)) {
-            s->r.finish = NULL;
-            rc = event(s, srv_api_chunk_json(&s->r, !s->role_sent, text, n, NULL));
-            s->role_sent = 1;
-            s->have += n;
+        srv_sched_wait_any(s->app->sched, s->jobs, s->n, s->have, s->done, WAIT_MS);
+        for (int i = 0; i < s->n; i++) {
+            if (s->done[i]) continue;
+            int rc = choice_events(s, i);
+            if (rc > 0) return 0;
+            if (rc < 0) return fail_stream(s);
         }
-        free(text);
-        if (rc) return fail_stream(s);
-        if (v.state == SRV_DONE) {
-            if (v.finish == SRV_FINISH_ERROR) {
-                srv_api_error e;
-                job_error(&v, &e);
-                rc = event(s, srv_api_error_json(&e));
-            } else {
-                s->r.finish = finish_name(v.finish);
-                rc = event(s, srv_api_chunk_json(&s->r, 0, "", 0, NULL));
-                srv_api_usage u = usage_of(&v);
-                if (!rc && s->include_usage) rc = event(s, srv_api_chunk_json(&s->r, 0, NULL, 0, &u));
-            }
-            return rc ? fail_stream(s) : end_stream(s);
+        if (s->n_done == s->n) {
+            srv_api_usage u = usage_of(s->views, s->n);
+            if (s->include_usage && event(s, srv_api_chunk_json(&s->r, 0, NULL, 0, &u))) return fail_stream(s);
+            return end_stream(s);
         }
         if (s->out_len) return 0;
         if (srv_http_peer_gone(s->c)) return -1;
@@ -221,28 +314,49 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max) {
     return (ssize_t)n;
 }
 
-/* libmicrohttpd is done with the stream: ended, or the client gone. */
-static void free_stream(void *cls) {
-    stream *s = cls;
-    srv_sched_release(s->app->sched, s->j);
-    srv_http_busy(s->h, -1);
+static void stream_free(stream *s) {
+    if (!s) return;
+    free(s->jobs);
+    free(s->have);
+    free(s->n_lp);
+    free(s->role_sent);
+    free(s->done);
+    free(s->views);
     free(s->out);
     free(s);
 }
 
-static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job *j,
-                                     const srv_api_resp *r, int include_usage) {
+/* libmicrohttpd is done with the stream: ended, or the client gone. */
+static void free_stream(void *cls) {
+    stream *s = cls;
+    release_jobs(s->app->sched, s->jobs, s->n);
+    srv_http_busy(s->h, -1);
+    stream_free(s);
+}
+
+static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job **jobs, int n,
+                                     const srv_api_resp *r, int include_usage, int logprobs) {
     stream *s = calloc(1, sizeof *s);
-    struct MHD_Response *resp = s ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
-                                  : NULL;
+    if (s) {
+        *s = (stream){.h = h, .app = app, .c = c, .r = *r, .include_usage = include_usage, .logprobs = logprobs, .n = n};
+        s->jobs = malloc((size_t)n * sizeof *s->jobs);
+        s->have = calloc((size_t)n, sizeof *s->have);
+        s->n_lp = calloc((size_t)n, sizeof *s->n_lp);
+        s->role_sent = calloc((size_t)n, sizeof *s->role_sent);
+        s->done = calloc((size_t)n, sizeof *s->done);
+        s->views = calloc((size_t)n, sizeof *s->views);
+    }
+    struct MHD_Response *resp = s && s->jobs && s->have && s->n_lp && s->role_sent && s->done && s->views
+                                    ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
+                                    : NULL;
     if (!resp) {
-        free(s);
-        srv_sched_release(app->sched, j);
+        stream_free(s);
+        release_jobs(app->sched, jobs, n);
         srv_http_busy(h, -1);
         clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         return srv_http_send(c, 500, "application/json", NULL);
     }
-    *s = (stream){.h = h, .app = app, .c = c, .j = j, .r = *r, .include_usage = include_usage};
+    memcpy(s->jobs, jobs, (size_t)n * sizeof *jobs);
     snprintf(s->id, sizeof s->id, "%s", r->id);
     s->r.id = s->id;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -254,39 +368,70 @@ static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Conne
 
 /* ---- the endpoint --------------------------------------------------------- */
 
+/* The fields checked against this server: n against its slots, logit_bias
+ * against the vocabulary. -1 with a 400. */
+static int check_request(const srv_app *app, const srv_api_req *q, srv_api_error *e) {
+    if (q->n > app->n_slots) {
+        srv_api_bad(e, "n", "'n' is %d, more than this server's %d slots (--parallel): a choice takes a slot", q->n,
+                    app->n_slots);
+        return -1;
+    }
+    for (int i = 0; i < q->n_bias; i++)
+        if (q->bias_ids[i] >= clinfer_model_n_vocab(app->m)) {
+            srv_api_bad(e, "logit_bias", "'logit_bias' token %d is not in the vocabulary (%d tokens)",
+                        (int)q->bias_ids[i], clinfer_model_n_vocab(app->m));
+            return -1;
+        }
+    return 0;
+}
+
+/* The request's n jobs (choice i's seed: seed + i when a seed is given,
+ * else drawn): how many were made (n, or 0 with *e set). */
+static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, srv_job **jobs, srv_api_error *e) {
+    srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
+                        .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
+                        .n_bias = q->n_bias};
+    if (!p.max_tokens && q->kind == SRV_COMPLETION) p.max_tokens = 16; /* OpenAI's default there */
+    for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
+    for (int i = 0; i < q->n; i++) {
+        p.sp.seed = q->sp.seed + (uint64_t)i;
+        if (!q->has_seed && getrandom(&p.sp.seed, sizeof p.sp.seed, 0) != sizeof p.sp.seed)
+            p.sp.seed = (uint64_t)time(NULL) ^ next_id();
+        if (srv_job_create(ids, n_ids, &p, &jobs[i]) != CLINFER_OK) {
+            srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+            release_jobs(NULL, jobs, i);
+            return 0;
+        }
+    }
+    return q->n;
+}
+
 enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
                                size_t len) {
     srv_api_req q;
     srv_api_error e;
     int32_t *ids = NULL;
-    int n = 0;
-    srv_job *j = NULL;
+    int n = 0, n_jobs = 0;
+    srv_job *jobs[SRV_MAX_N];
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
         if (q.model && strcmp(q.model, app->model_id) && !(app->model_alias && !strcmp(q.model, app->model_alias)))
             srv_api_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
                               "the model '%.200s' does not exist (this server has '%.200s')", q.model, app->model_id);
-        else if (prompt_tokens(app, &q, &ids, &n, &e) == 0) {
-            srv_job_params p = {.max_tokens = q.max_tokens, .sp = q.sp, .n_stop = q.n_stop};
-            if (!p.max_tokens && kind == SRV_COMPLETION) p.max_tokens = 16; /* OpenAI's default there */
-            if (!q.has_seed && getrandom(&p.sp.seed, sizeof p.sp.seed, 0) != sizeof p.sp.seed)
-                p.sp.seed = (uint64_t)time(NULL) ^ next_id();
-            for (int i = 0; i < q.n_stop; i++) p.stop[i] = q.stop[i];
-            if (srv_job_create(ids, n, &p, &j) != CLINFER_OK)
-                srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
-        }
+        else if (check_request(app, &q, &e) == 0 && prompt_tokens(app, &q, &ids, &n, &e) == 0)
+            n_jobs = make_jobs(&q, ids, n, jobs, &e);
     }
     free(ids);
-    int stream_it = q.stream, include_usage = q.include_usage;
+    int stream_it = q.stream, include_usage = q.include_usage, logprobs = q.logprobs;
     srv_api_req_free(&q);
-    if (!j) return srv_http_send_error(c, &e);
-    switch (srv_sched_submit(app->sched, j)) {
+    if (!n_jobs) return srv_http_send_error(c, &e);
+    switch (srv_sched_submit_group(app->sched, jobs, n_jobs)) {
     case SRV_SUBMIT_FULL:
-        srv_sched_release(app->sched, j);
+        release_jobs(app->sched, jobs, n_jobs);
         srv_api_error_set(&e, 503, "server_error", "queue_full", NULL, "all %d slots are busy and the queue is full",
                           app->n_slots);
         return srv_http_send_error(c, &e);
     case SRV_SUBMIT_CLOSED:
-        srv_sched_release(app->sched, j);
+        release_jobs(app->sched, jobs, n_jobs);
         srv_api_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return srv_http_send_error(c, &e);
     case SRV_SUBMIT_OK: break;
@@ -295,5 +440,6 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     char id[48];
     snprintf(id, sizeof id, "%s-%llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", next_id());
     srv_api_resp r = {.kind = kind, .id = id, .model = app->model_id, .created = (long long)time(NULL)};
-    return stream_it ? answer_stream(h, app, c, j, &r, include_usage) : answer_whole(h, app, c, j, &r);
+    return stream_it ? answer_stream(h, app, c, jobs, n_jobs, &r, include_usage, logprobs)
+                     : answer_whole(h, app, c, jobs, n_jobs, &r, logprobs);
 }

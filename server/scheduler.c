@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,11 @@ struct srv_job {
     clinfer_sampler_params sp;
     char *stop[SRV_MAX_STOP];
     int n_stop;
+    int logprobs, top_logprobs;
+    int32_t *bias_ids;
+    float *bias;
+    int n_bias;
+    unsigned long long group; /* srv_sched_submit_group's jobs share it (0: alone) */
     /* the rest is under the scheduler's lock */
     srv_state state;
     srv_finish finish;
@@ -38,6 +44,13 @@ struct srv_job {
     clinfer_sampler *smp;
     clinfer_detokenizer *detok;
     clinfer_drafter *drafter; /* greedy jobs under srv_sched_speculate */
+    srv_token_lp *lp;         /* with logprobs: a record a generated token */
+    int n_lp, cap_lp;
+    /* a group's prompt: the job that evaluates it and the ones that wait
+     * to copy it (admit, share_prompt); NULL / 0 once shared or ended */
+    srv_job *leader;
+    srv_job **followers;
+    int n_followers;
     double t_submit, t_start, t_first, t_end;
     char error[256];
     srv_job *qnext;
@@ -117,6 +130,10 @@ static void job_free(srv_job *j) {
     clinfer_detokenizer_free(j->detok);
     clinfer_drafter_free(j->drafter);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
+    free(j->lp);
+    free(j->bias_ids);
+    free(j->bias);
+    free(j->followers);
     free(j->prompt);
     free(j->text);
     free(j);
@@ -133,6 +150,19 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
     j->n_prompt = n_prompt;
     j->max_tokens = p->max_tokens;
     j->sp = p->sp;
+    j->logprobs = p->logprobs;
+    j->top_logprobs = p->top_logprobs < SRV_MAX_TOP_LOGPROBS ? p->top_logprobs : SRV_MAX_TOP_LOGPROBS;
+    if (p->n_bias > 0) {
+        j->bias_ids = malloc((size_t)p->n_bias * sizeof *j->bias_ids);
+        j->bias = malloc((size_t)p->n_bias * sizeof *j->bias);
+        if (!j->bias_ids || !j->bias) {
+            job_free(j);
+            return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        }
+        memcpy(j->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *j->bias_ids);
+        memcpy(j->bias, p->bias, (size_t)p->n_bias * sizeof *j->bias);
+        j->n_bias = p->n_bias;
+    }
     for (int i = 0; i < p->n_stop; i++)
         if (!(j->stop[j->n_stop++] = strdup(p->stop[i]))) {
             job_free(j);
@@ -166,8 +196,22 @@ static void release_all(srv_sched *s, srv_job *j) {
         size_t n;
         clinfer_detokenizer_flush(j->detok, &piece, &n);
         append(j, piece, n);
+        if (j->n_lp) j->lp[j->n_lp - 1].end = j->len; /* the held bytes were the last token's */
     }
     j->final_len = j->len;
+}
+
+/* A group's job that ends before the prompt is shared: a follower leaves
+ * its leader's list; a leader's followers evaluate the prompt themselves. */
+static void unlink_group(srv_job *j) {
+    if (j->leader) {
+        for (int i = 0; i < j->leader->n_followers; i++)
+            if (j->leader->followers[i] == j) j->leader->followers[i] = NULL;
+        j->leader = NULL;
+    }
+    for (int i = 0; i < j->n_followers; i++)
+        if (j->followers[i]) j->followers[i]->leader = NULL;
+    j->n_followers = 0;
 }
 
 /* Ends a job (under the lock): its slot, if any, is free; a job its client
@@ -177,6 +221,7 @@ static void finish(srv_sched *s, srv_job *j, srv_finish why, const char *error) 
     j->finish = why;
     j->t_end = srv_now_s();
     if (!j->t_first) j->t_first = j->t_end;
+    unlink_group(j);
     if (j->state == SRV_RUNNING) {
         s->slots[j->slot].job = NULL;
         s->n_running--;
@@ -238,16 +283,79 @@ static void make_room(srv_sched *s, int blocks) {
     }
 }
 
+/* A follower's blocks: its answer's, and the prompt's last block, which it
+ * copies before writing into it (the rest it shares). */
+static int follower_blocks(const srv_sched *s, const srv_job *j, const clinfer_kv_pool *pool) {
+    int64_t tokens = j->max_tokens ? j->max_tokens : s->n_ctx;
+    if (tokens > s->n_ctx - j->n_prompt) tokens = s->n_ctx - j->n_prompt;
+    int64_t b = (tokens + pool->block - 1) / pool->block + 1;
+    return b < pool->n_blocks ? (int)b : pool->n_blocks;
+}
+
+/* A running job's sampler (its seed, its logit bias: -100 bans a token, as
+ * OpenAI's -100 means), detokenizer and drafter; -1 with the message set. */
+static int job_start(srv_sched *s, srv_job *j) {
+    if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
+        clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK)
+        return -1;
+    for (int i = 0; i < j->n_bias; i++)
+        if (clinfer_sampler_add_logit_bias(j->smp, j->bias_ids[i], j->bias[i] <= -100 ? -INFINITY : j->bias[i]) !=
+            CLINFER_OK)
+            return -1;
+    for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
+    if (s->draft_max > 0 && j->sp.temperature <= 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+        j->drafter = NULL; /* out of memory: this job goes without */
+    return 0;
+}
+
+/* The queue's head, a follower of `leader` (admitted just before), into
+ * the free slot whose cache was used least recently: it waits for the
+ * leader's prompt (share_prompt) instead of evaluating it. */
+static void admit_follower(srv_sched *s, srv_job *leader, int need) {
+    srv_job *f = s->q_head;
+    s->q_head = f->qnext;
+    if (!s->q_head) s->q_tail = NULL;
+    s->n_queued--;
+    int slot = -1;
+    for (int i = 0; i < s->n_slots; i++)
+        if (!s->slots[i].job && (slot < 0 || s->slots[i].used < s->slots[slot].used)) slot = i;
+    srv_engine_slot_rewind(s->e, slot, 0);
+    s->slots[slot].n_prefilled = 0;
+    f->slot = slot;
+    f->n_eval = f->n_cached = 0;
+    f->state = SRV_RUNNING;
+    f->t_start = srv_now_s();
+    s->slots[slot].job = f;
+    s->n_running++;
+    f->reserve = need;
+    s->reserved += need;
+    s->st.admitted_tokens += (unsigned long long)f->n_prompt;
+    if (job_start(s, f)) {
+        finish(s, f, SRV_FINISH_ERROR, clinfer_last_error());
+        return;
+    }
+    srv_job **grown = leader->state == SRV_RUNNING && leader->n_eval < leader->n_prompt
+                          ? realloc(leader->followers, (size_t)(leader->n_followers + 1) * sizeof *grown)
+                          : NULL;
+    if (!grown) return; /* out of memory (or nothing to wait for): it evaluates the prompt itself */
+    leader->followers = grown;
+    leader->followers[leader->n_followers++] = f;
+    f->leader = leader;
+}
+
 static void admit(srv_sched *s) {
     clinfer_kv_pool pool;
     srv_engine_kv_pool(s->e, &pool);
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
+        int g = 1; /* j and the rest of its group: they take their slots at once */
+        for (srv_job *f = j->qnext; j->group && f && f->group == j->group; f = f->qnext) g++;
+        if (s->n_slots - s->n_running < g) break;
         /* a job runs with its blocks set aside, so that no running job
          * finds the cache full: it waits its turn while they are not free
          * (one that can never fit runs alone, and ends at the full cache) */
-        const int need = job_blocks(s, j, &pool);
-        if (s->n_running > 0 && s->reserved + need > pool.n_blocks) break;
+        const int need = job_blocks(s, j, &pool), need_f = g > 1 ? follower_blocks(s, j, &pool) : 0;
+        if (s->n_running > 0 && s->reserved + need + (g - 1) * need_f > pool.n_blocks) break;
         int land = -1, land_len = -1, src = -1, src_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
             int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
@@ -276,15 +384,38 @@ static void admit(srv_sched *s) {
         s->reserved += need;
         s->st.cached_tokens += (unsigned long long)reuse;
         s->st.admitted_tokens += (unsigned long long)j->n_prompt;
-        if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
-            clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK) {
+        if (job_start(s, j)) {
             finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
-            continue;
+            continue; /* its followers, at the queue's head, are a group of their own */
         }
-        for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
-        if (s->draft_max > 0 && j->sp.temperature <= 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
-            j->drafter = NULL; /* out of memory: this job goes without */
+        for (int k = 1; k < g; k++) admit_follower(s, j, need_f);
     }
+}
+
+/* A generated token's logprobs from the raw logits its row gave (what
+ * the logit bias and the sampler's stages then changed is not seen). */
+static int record_logprobs(srv_sched *s, srv_job *j, const float *logits, int32_t token, size_t start) {
+    if (j->n_lp == j->cap_lp) {
+        int cap = j->cap_lp ? 2 * j->cap_lp : 64;
+        srv_token_lp *t = realloc(j->lp, (size_t)cap * sizeof *t);
+        if (!t) {
+            snprintf(j->error, sizeof j->error, "out of host memory");
+            return -1;
+        }
+        j->lp = t;
+        j->cap_lp = cap;
+    }
+    srv_token_lp *r = &j->lp[j->n_lp];
+    r->token = token;
+    r->start = start;
+    r->end = j->len;
+    r->n_top = j->top_logprobs < s->n_vocab ? j->top_logprobs : s->n_vocab;
+    if (clinfer_logprobs(logits, s->n_vocab, token, &r->logprob, r->n_top, r->top_ids, r->top_lp) != CLINFER_OK) {
+        snprintf(j->error, sizeof j->error, "logprobs: %s", clinfer_last_error());
+        return -1;
+    }
+    j->n_lp++;
+    return 0;
 }
 
 /* What a sampled token does to its job. */
@@ -303,10 +434,12 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
     if (nx.eog) return TAKE_EOG;
     j->n_gen++;
     s->st.gen_tokens++;
+    const size_t start = j->len;
     if (append(j, nx.piece, nx.len)) {
         snprintf(j->error, sizeof j->error, "out of host memory");
         return TAKE_ERROR;
     }
+    if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
     int matched;
     size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
     j->final_len = fin;
@@ -317,6 +450,36 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
     j->next = nx.token;
     if ((j->max_tokens && j->n_gen >= j->max_tokens) || len >= s->n_ctx) return TAKE_LENGTH; /* not evaluated */
     return TAKE_ON;
+}
+
+/* A sampled token's end of its job, if it is one. */
+static void conclude(srv_sched *s, srv_job *j, take t) {
+    if (t == TAKE_ON) return;
+    if (t != TAKE_STOP && t != TAKE_ERROR) release_all(s, j);
+    finish(s, j, t == TAKE_ERROR ? SRV_FINISH_ERROR : t == TAKE_LENGTH ? SRV_FINISH_LENGTH : SRV_FINISH_STOP,
+           t == TAKE_ERROR ? j->error : NULL);
+}
+
+/* A leader's prompt is evaluated: each waiting follower gets its KV blocks
+ * (clinfer_seq_copy shares them) and samples its first token, with its own
+ * sampler, from the same logits; one whose copy is refused (a wrapped
+ * sliding-window ring) evaluates the prompt itself. */
+static void share_prompt(srv_sched *s, srv_job *j, const float *logits) {
+    for (int i = 0; i < j->n_followers; i++) {
+        srv_job *f = j->followers[i];
+        if (!f) continue;
+        f->leader = NULL;
+        if (srv_engine_slot_copy(s->e, j->slot, f->slot, j->n_prompt) != CLINFER_OK) {
+            srv_engine_slot_rewind(s->e, f->slot, 0);
+            continue;
+        }
+        memcpy(s->slots[f->slot].cached, j->prompt, (size_t)j->n_prompt * sizeof *j->prompt);
+        s->slots[f->slot].n_prefilled = f->n_eval = f->n_cached = j->n_prompt;
+        s->st.cached_tokens += (unsigned long long)j->n_prompt;
+        f->t_first = srv_now_s();
+        conclude(s, f, sample(s, f, logits, j->n_prompt + 1));
+    }
+    j->n_followers = 0;
 }
 
 /* After a step: the slot's job takes its prompt chunk or samples its next
@@ -330,6 +493,7 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
         s->slots[en->slot].n_prefilled = j->n_eval;
         if (j->n_eval < j->n_prompt) return;
         j->t_first = srv_now_s();
+        share_prompt(s, j, en->logits);
     }
     const int rows = en->want_logits == 2 ? en->n : 1;
     int r = 0;
@@ -344,10 +508,7 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
         clinfer_drafter_taken(j->drafter, rows - 1, r);
         srv_engine_slot_rewind(s->e, en->slot, len0 + r + 1); /* the pending token and the draft taken */
     }
-    if (t == TAKE_ON) return;
-    if (t != TAKE_STOP && t != TAKE_ERROR) release_all(s, j);
-    finish(s, j, t == TAKE_ERROR ? SRV_FINISH_ERROR : t == TAKE_LENGTH ? SRV_FINISH_LENGTH : SRV_FINISH_STOP,
-           t == TAKE_ERROR ? j->error : NULL);
+    conclude(s, j, t);
 }
 
 static void record_step(srv_sched *s, int gen, int prompt, int busy) {
@@ -375,7 +536,7 @@ static void *loop(void *arg) {
         for (int k = 0; k < s->n_slots; k++) {
             const int i = (s->prefill_from + k) % s->n_slots;
             srv_job *j = s->slots[i].job;
-            if (!j) continue;
+            if (!j || j->leader) continue; /* a follower waits for its leader's prompt */
             srv_entry *en = &s->entries[n];
             en->slot = i;
             if (j->n_eval < j->n_prompt) {
@@ -542,33 +703,70 @@ static int n_waiting(const srv_sched *s) {
     return w > 0 ? w : 0;
 }
 
-srv_submit srv_sched_submit(srv_sched *s, srv_job *j) {
+srv_submit srv_sched_submit_group(srv_sched *s, srv_job **jobs, int n) {
+    static unsigned long long groups; /* under s->mu: a group's mark */
     pthread_mutex_lock(&s->mu);
     srv_submit r = s->closed ? SRV_SUBMIT_CLOSED
-                   : s->n_running + s->n_queued >= s->n_slots + s->max_queue ? SRV_SUBMIT_FULL
+                   : n > s->n_slots || s->n_running + s->n_queued + n > s->n_slots + s->max_queue ? SRV_SUBMIT_FULL
                    : SRV_SUBMIT_OK;
-    if (r == SRV_SUBMIT_OK) {
+    const unsigned long long group = n > 1 ? ++groups : 0;
+    for (int i = 0; r == SRV_SUBMIT_OK && i < n; i++) {
+        srv_job *j = jobs[i];
         j->submitted = 1;
         j->state = SRV_QUEUED;
         j->t_submit = srv_now_s();
+        j->group = group;
         if (s->q_tail) s->q_tail->qnext = j;
         else s->q_head = j;
         s->q_tail = j;
         s->n_queued++;
-        pthread_cond_signal(&s->work);
     }
+    if (r == SRV_SUBMIT_OK) pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
 
+srv_submit srv_sched_submit(srv_sched *s, srv_job *j) { return srv_sched_submit_group(s, &j, 1); }
+
 static double ms(double a, double b) { return b > a && a > 0 ? (b - a) * 1e3 : 0; }
 
-void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_job_view *v, char **text, size_t *n) {
+/* timeout_ms from now on the progress condition's clock. */
+static struct timespec deadline(int timeout_ms) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += timeout_ms / 1000;
     until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    return until;
+}
+
+void srv_sched_wait_any(srv_sched *s, srv_job **jobs, int n, const size_t *from, const int *skip, int timeout_ms) {
+    const struct timespec until = deadline(timeout_ms);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int ready = 0;
+        for (int i = 0; i < n; i++)
+            if (!(skip && skip[i]) && (jobs[i]->state == SRV_DONE || jobs[i]->final_len > from[i])) ready = 1;
+        if (ready || pthread_cond_timedwait(&s->progress, &s->mu, &until) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+int srv_sched_logprobs(srv_sched *s, srv_job *j, int from, size_t have, int done, srv_token_lp **out) {
+    *out = NULL;
+    pthread_mutex_lock(&s->mu);
+    int k = from;
+    while (k < j->n_lp && (j->lp[k].end <= have || (done && j->lp[k].start < have))) k++;
+    int n = k - from;
+    if (n > 0 && !(*out = malloc((size_t)n * sizeof **out))) n = -1;
+    if (n > 0) memcpy(*out, j->lp + from, (size_t)n * sizeof **out);
+    pthread_mutex_unlock(&s->mu);
+    if (n < 0) clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    return n;
+}
+
+void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_job_view *v, char **text, size_t *n) {
+    const struct timespec until = deadline(timeout_ms);
     pthread_mutex_lock(&s->mu);
     while (j->state != SRV_DONE && j->final_len <= from)
         if (pthread_cond_timedwait(&s->progress, &s->mu, &until) == ETIMEDOUT) break;

@@ -5,7 +5,10 @@
  * or its next token, samples each slot with its own sampler, applies stop
  * strings and limits, and retires finished and cancelled jobs. HTTP threads
  * submit jobs and read their text through the functions below (one mutex,
- * condition variables); only the step loop touches the engine. */
+ * condition variables); only the step loop touches the engine. A
+ * request's n choices are a group of jobs that evaluate the prompt once
+ * (srv_sched_submit_group); a job asked for logprobs keeps each token's
+ * (srv_sched_logprobs). */
 #ifndef SRV_SCHEDULER_H
 #define SRV_SCHEDULER_H
 
@@ -25,7 +28,24 @@ typedef struct srv_job_params {
     clinfer_sampler_params sp;
     const char *stop[SRV_MAX_STOP];
     int n_stop;
+    /* each generated token's logprob and top_logprobs alternatives
+     * (clinfer_logprobs of the raw logits, before the logit bias) */
+    int logprobs, top_logprobs;
+    /* logit_bias (ids in the vocabulary): -100 bans a token, else added */
+    const int32_t *bias_ids;
+    const float *bias;
+    int n_bias;
 } srv_job_params;
+
+/* A generated token's logprobs; its text is bytes [start, end) of the job's. */
+typedef struct srv_token_lp {
+    int32_t token;
+    float logprob;
+    size_t start, end;
+    int n_top;
+    int32_t top_ids[SRV_MAX_TOP_LOGPROBS];
+    float top_lp[SRV_MAX_TOP_LOGPROBS];
+} srv_token_lp;
 
 typedef enum srv_state { SRV_QUEUED, SRV_RUNNING, SRV_DONE } srv_state;
 typedef enum srv_finish { SRV_FINISH_NONE, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_ERROR } srv_finish;
@@ -82,6 +102,23 @@ srv_submit srv_sched_submit(srv_sched *s, srv_job *j);
  * end, then reports the job and copies its text [from, text_len) to a
  * malloc'd *text (*n bytes; NULL when none). */
 void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_job_view *v, char **text, size_t *n);
+/* The n jobs of one request's n choices, queued together: they take n
+ * slots at once (n <= the slots), the first evaluates the prompt, and the
+ * others copy its KV blocks (clinfer_seq_copy) and sample their first
+ * token from its logits: the prompt is evaluated once. FULL as for n
+ * submits. */
+srv_submit srv_sched_submit_group(srv_sched *s, srv_job **jobs, int n);
+/* Waits up to timeout_ms until one of the jobs not marked in skip (may be
+ * NULL) has final text beyond from[i] bytes, or has ended. */
+void srv_sched_wait_any(srv_sched *s, srv_job **jobs, int n, const size_t *from, const int *skip, int timeout_ms);
+/* The logprobs of the tokens from token `from` on whose text lies in the
+ * first `have` bytes of final text (a text a caller got from
+ * srv_sched_wait), malloc'd into *out (NULL when none): how many (-1: out
+ * of memory). With
+ * `done` (the job had ended when its text was got), a token whose text the
+ * final text cuts (a stop string) counts too. Tokens are reported in their
+ * order: a stream sends each with the chunk that completes its text. */
+int srv_sched_logprobs(srv_sched *s, srv_job *j, int from, size_t have, int done, srv_token_lp **out);
 /* The caller is done with the job (a client gone, an answer sent): a
  * running job is cancelled and its slot freed at the next step. Frees an
  * unsubmitted job too. */

@@ -71,7 +71,7 @@ then same_as_cli "$P" "$P/lib" "find_package" "$W/proj/build/simple"; else fail 
 DEB=$(ls "$W"/pkg/clinfer_0.1.0_*.deb 2>/dev/null | head -n 1)
 if [ -n "$DEB" ]; then
     dpkg-deb -f "$DEB" Depends >"$W/depends"
-    for dep in libpcre2-8-0 ocl-icd-libopencl1; do
+    for dep in libpcre2-8-0 libjansson4 ocl-icd-libopencl1; do
         grep -q "$dep" "$W/depends" || { cp "$W/depends" "$W/log"; fail "the .deb does not depend on $dep"; }
     done
     dpkg-deb -f "$DEB" Recommends | grep -q opencl-icd || fail "the .deb does not recommend an OpenCL ICD"

@@ -2,9 +2,11 @@
  * refused), the answers' JSON (valid whatever bytes the model emits), stop
  * strings held back and cut, and the metrics text. */
 #include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +71,110 @@ static void test_defaults_and_completion_forms(void **state) {
     srv_api_req_free(&r);
 }
 
+/* n, logprobs, top_logprobs and logit_bias as given, and their absence. */
+static void test_choice_fields(void **state) {
+    (void)state;
+    srv_api_req r;
+    srv_api_error e;
+    assert_int_equal(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 3, \"logprobs\": true,"
+                           " \"top_logprobs\": 20, \"logit_bias\": {\"7\": -100, \"0012\": 2.5}}",
+                           SRV_CHAT, &r, &e),
+                     0);
+    assert_int_equal(r.n, 3);
+    assert_true(r.logprobs);
+    assert_int_equal(r.top_logprobs, 20);
+    assert_int_equal(r.n_bias, 2);
+    for (int i = 0; i < 2; i++) { /* an object's order is jansson's */
+        if (r.bias_ids[i] == 7) assert_float_equal(r.bias[i], -100, 0);
+        else assert_true(r.bias_ids[i] == 12 && r.bias[i] == 2.5f);
+    }
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true}", SRV_CHAT, &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 0 && r.n == 1);
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": false,"
+                           " \"top_logprobs\": null, \"logit_bias\": {}}", SRV_CHAT, &r, &e), 0);
+    assert_false(r.logprobs || r.n_bias);
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"prompt\": \"x\", \"logprobs\": 0}", SRV_COMPLETION, &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 0); /* 0: the tokens' own, no alternatives */
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"prompt\": \"x\", \"logprobs\": 5}", SRV_COMPLETION, &r, &e), 0);
+    assert_true(r.logprobs && r.top_logprobs == 5);
+    srv_api_req_free(&r);
+    assert_int_equal(parse("{\"prompt\": \"x\", \"logprobs\": false, \"n\": null}", SRV_COMPLETION, &r, &e), 0);
+    assert_false(r.logprobs);
+    assert_int_equal(r.n, 1);
+    srv_api_req_free(&r);
+}
+
+/* Logprobs in OpenAI's two shapes: chat's content list (bytes as given, a
+ * bad byte's token U+FFFD, -inf as -9999) and completions' legacy lists;
+ * n choices with their indices. */
+static void test_logprobs_json(void **state) {
+    (void)state;
+    srv_api_logprob lp[2] = {
+        {.tok = {"He", 2, -0.25f}, .offset = 0, .n_top = 2, .top = {{"He", 2, -0.25f}, {"\xff", 1, -1.5f}}},
+        {.tok = {"y", 1, -INFINITY}, .offset = 2, .n_top = 0},
+    };
+    srv_api_choice c[2] = {{.index = 0, .text = "Hey", .len = 3, .finish = "length", .logprobs = 1, .lp = lp, .n_lp = 2},
+                           {.index = 1, .text = "no", .len = 2, .finish = "stop"}};
+    srv_api_resp resp = {SRV_CHAT, "chatcmpl-1", "m", 1700000000, NULL};
+    srv_api_usage u = {4, 5, 0, 0, 0, 0};
+    char *s = srv_api_choices_json(&resp, c, 2, &u);
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    assert_non_null(j);
+    json_t *choices = json_object_get(j, "choices");
+    assert_int_equal(json_array_size(choices), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(choices, 1), "index")), 1);
+    assert_true(json_is_null(json_object_get(json_array_get(choices, 1), "logprobs")));
+    json_t *content = json_object_get(json_object_get(json_array_get(choices, 0), "logprobs"), "content");
+    assert_int_equal(json_array_size(content), 2);
+    const char *tok, *alt;
+    double l0, l1, alt_lp;
+    json_t *bytes, *alt_bytes, *top1;
+    assert_int_equal(json_unpack_ex(json_array_get(content, 0), &je, 0, "{s:s, s:F, s:o, s:[o, {s:s, s:F, s:o}]}",
+                                    "token", &tok, "logprob", &l0, "bytes", &bytes, "top_logprobs", &top1, "token",
+                                    &alt, "logprob", &alt_lp, "bytes", &alt_bytes),
+                     0);
+    assert_string_equal(tok, "He");
+    assert_float_equal(l0, -0.25, 1e-7);
+    assert_int_equal(json_array_size(bytes), 2);
+    assert_int_equal(json_integer_value(json_array_get(bytes, 1)), 'e');
+    assert_string_equal(alt, "\xef\xbf\xbd");
+    assert_int_equal(json_integer_value(json_array_get(alt_bytes, 0)), 0xff);
+    assert_float_equal(alt_lp, -1.5, 1e-7);
+    assert_int_equal(json_unpack(json_array_get(content, 1), "{s:F}", "logprob", &l1), 0);
+    assert_float_equal(l1, -9999, 0);
+    assert_int_equal(json_array_size(json_object_get(json_array_get(content, 1), "top_logprobs")), 0);
+    json_decref(j);
+    free(s);
+    /* completions: one stream chunk of choice 1 */
+    resp.kind = SRV_COMPLETION;
+    c[0].index = 1;
+    c[0].finish = NULL;
+    s = srv_api_choice_chunk_json(&resp, 0, &c[0]);
+    j = json_loads(s, 0, &je);
+    assert_non_null(j);
+    json_t *tokens, *lps, *tops, *offsets, *fr;
+    int index;
+    assert_int_equal(json_unpack_ex(j, &je, 0, "{s:[{s:i, s:{s:o, s:o, s:o, s:o}, s:o}]}", "choices", "index", &index,
+                                    "logprobs", "tokens", &tokens, "token_logprobs", &lps, "top_logprobs", &tops,
+                                    "text_offset", &offsets, "finish_reason", &fr),
+                     0);
+    assert_int_equal(index, 1);
+    assert_true(json_is_null(fr));
+    assert_string_equal(json_string_value(json_array_get(tokens, 1)), "y");
+    assert_float_equal(json_real_value(json_array_get(lps, 0)), -0.25, 1e-7);
+    assert_int_equal(json_integer_value(json_array_get(offsets, 1)), 2);
+    assert_int_equal(json_object_size(json_array_get(tops, 0)), 2);
+    assert_float_equal(json_real_value(json_object_get(json_array_get(tops, 0), "\xef\xbf\xbd")), -1.5, 1e-7);
+    assert_int_equal(json_object_size(json_array_get(tops, 1)), 0);
+    json_decref(j);
+    free(s);
+}
+
 static void test_bad_requests(void **state) {
     (void)state;
     static const struct {
@@ -81,10 +187,25 @@ static void test_bad_requests(void **state) {
         {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"max_tokens\": 16777217}", "max_tokens",
          "out of its range"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"seed\": true}", "seed", "'seed'"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"n\": 3}", "n", "'n' must be 1"},
+        {SRV_CHAT, "%s\"n\": 0}", "n", "out of its range 1..128"},
+        {SRV_CHAT, "%s\"n\": 1.5}", "n", "'n'"},
+        {SRV_CHAT, "%s\"logprobs\": 1}", "logprobs", "'logprobs'"},
+        {SRV_CHAT, "%s\"logprobs\": true, \"top_logprobs\": 21}", "top_logprobs", "out of its range 0..20"},
+        {SRV_CHAT, "%s\"logprobs\": true, \"top_logprobs\": -1}", "top_logprobs", "out of its range"},
+        {SRV_CHAT, "%s\"top_logprobs\": 2}", "top_logprobs", "needs 'logprobs': true"},
+        {SRV_CHAT, "%s\"logprobs\": false, \"top_logprobs\": 0}", "top_logprobs", "needs"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": true}", "logprobs", "an integer 0..20"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": 21}", "logprobs", "out of its range 0..20"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": 2.0}", "logprobs", "an integer"},
+        {SRV_CHAT, "%s\"logit_bias\": [1]}", "logit_bias", "an object"},
+        {SRV_CHAT, "%s\"logit_bias\": {\"x\": 1}}", "logit_bias", "'x' is not a token id"},
+        {SRV_CHAT, "%s\"logit_bias\": {\"-1\": 1}}", "logit_bias", "not a token id"},
+        {SRV_CHAT, "%s\"logit_bias\": {\" 1\": 1}}", "logit_bias", "not a token id"},
+        {SRV_CHAT, "%s\"logit_bias\": {\"12a\": 1}}", "logit_bias", "not a token id"},
+        {SRV_CHAT, "%s\"logit_bias\": {\"99999999999\": 1}}", "logit_bias", "not a token id"},
+        {SRV_CHAT, "%s\"logit_bias\": {\"5\": 100.5}}", "logit_bias", "-100..100"},
+        {SRV_CHAT, "%s\"logit_bias\": {\"5\": \"1\"}}", "logit_bias", "-100..100"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop\": [1]}", "stop", "'stop[0]'"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logit_bias\": {\"1\": 2}}",
-         "logit_bias", "not supported"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"function\", \"content\": \"x\"}]}", "messages", "'function'"},
         {SRV_CHAT, "{\"messages\": [\"x\"]}", "messages", "messages[0]"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", "messages",
@@ -97,12 +218,14 @@ static void test_bad_requests(void **state) {
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         srv_api_req r;
         srv_api_error e;
-        assert_int_equal(parse(BAD[i].body, BAD[i].kind, &r, &e), -1);
+        char body[512]; /* "%s": a chat request's messages */
+        snprintf(body, sizeof body, BAD[i].body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], ");
+        assert_int_equal(parse(body, BAD[i].kind, &r, &e), -1);
         assert_int_equal(e.http, 400);
         assert_string_equal(e.type, "invalid_request_error");
         assert_non_null(e.param);
         assert_string_equal(e.param, BAD[i].param);
-        if (!strstr(e.message, BAD[i].text)) fail_msg("%s: '%s' lacks '%s'", BAD[i].body, e.message, BAD[i].text);
+        if (!strstr(e.message, BAD[i].text)) fail_msg("%s: '%s' lacks '%s'", body, e.message, BAD[i].text);
         srv_api_req_free(&r);
     }
     srv_api_req r;
@@ -240,7 +363,8 @@ int main(void) {
         cmocka_unit_test(test_chat_fields),          cmocka_unit_test(test_defaults_and_completion_forms),
         cmocka_unit_test(test_bad_requests),         cmocka_unit_test(test_answers_are_valid_json),
         cmocka_unit_test(test_stop_scan),            cmocka_unit_test(test_metrics_text),
-        cmocka_unit_test(test_utf8_and_encoding_errors),
+        cmocka_unit_test(test_utf8_and_encoding_errors), cmocka_unit_test(test_choice_fields),
+        cmocka_unit_test(test_logprobs_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

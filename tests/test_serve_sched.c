@@ -470,6 +470,88 @@ static void test_prefix_copied_up_to_divergence(void **state) {
     for (int i = 0; i < N; i++) free(texts[i]);
 }
 
+/* Jobs of a group to their ends (the texts malloc'd), each read in turn. */
+static void run_group(server *sv, srv_job **jobs, int n, char **texts, srv_job_view *views) {
+    for (int i = 0; i < n; i++) {
+        char *all = calloc(1, 1), *t;
+        size_t have = 0, m;
+        do {
+            srv_sched_wait(sv->s, jobs[i], have, 1000, &views[i], &t, &m);
+            all = realloc(all, have + m + 1);
+            if (m) memcpy(all + have, t, m);
+            all[have += m] = 0;
+            free(t);
+        } while (views[i].state != SRV_DONE);
+        texts[i] = all;
+    }
+}
+
+/* n choices: the prompt evaluated once (the others copy its KV), each
+ * choice's text the one its seed gives alone, its logprobs a record a
+ * token whose pieces make the text; a leader released at once (queued or
+ * running) leaves its followers to finish on their own, the same texts. */
+static void test_group_shares_the_prompt(void **state) {
+    (void)state;
+    enum { G = 3, LONG = 300 }; /* LONG: a prompt of several prefill chunks */
+    int32_t prompt[LONG];
+    for (int i = 0; i < LONG; i++) prompt[i] = 1 + (i * 7) % 29;
+    for (int round = 0; round < 2; round++) {
+        const int n_prompt = round ? LONG : N_PROMPT;
+        const int32_t *ids = round ? prompt : PROMPT;
+        char *alone[G], *texts[G];
+        srv_job_view views[G];
+        srv_job *jobs[G];
+        for (int i = 0; i < G; i++) { /* each choice's seed alone, in a server of its own (no cache) */
+            server one = start(1, 512, 0);
+            srv_job_params p = sampled(12);
+            p.sp.seed += (uint64_t)i;
+            assert_int_equal(srv_job_create(ids, n_prompt, &p, &jobs[i]), CLINFER_OK);
+            alone[i] = run(&one, jobs[i], &views[i]);
+            stop(&one);
+        }
+        server sv = start(G, 512, 0);
+        for (int i = 0; i < G; i++) {
+            srv_job_params p = sampled(12);
+            p.sp.seed += (uint64_t)i;
+            p.logprobs = 1;
+            p.top_logprobs = 2;
+            assert_int_equal(srv_job_create(ids, n_prompt, &p, &jobs[i]), CLINFER_OK);
+        }
+        srv_job *extra = job(&(srv_job_params){.max_tokens = 1, .sp = sampled(1).sp}, N_PROMPT);
+        srv_job *four[G + 1] = {jobs[0], jobs[1], jobs[2], extra};
+        assert_int_equal(srv_sched_submit_group(sv.s, four, G + 1), SRV_SUBMIT_FULL); /* more than the slots */
+        srv_sched_release(sv.s, extra);
+        assert_int_equal(srv_sched_submit_group(sv.s, jobs, G), SRV_SUBMIT_OK);
+        if (round) srv_sched_release(sv.s, jobs[0]); /* the leader gone before its prompt is done */
+        run_group(&sv, jobs + round, G - round, texts + round, views + round);
+        srv_stats st;
+        srv_sched_stats(sv.s, &st);
+        if (!round) assert_int_equal(st.prompt_tokens, n_prompt); /* once, not G times */
+        for (int i = round; i < G; i++) {
+            assert_int_equal(views[i].finish, SRV_FINISH_LENGTH);
+            assert_string_equal(texts[i], alone[i]);
+            srv_token_lp *lp;
+            int n = srv_sched_logprobs(sv.s, jobs[i], 0, views[i].text_len, 1, &lp);
+            assert_int_equal(n, views[i].n_gen);
+            size_t at = 0;
+            for (int k = 0; k < n; k++) {
+                assert_true(lp[k].start == at && lp[k].end >= at); /* the pieces tile the text */
+                assert_true(lp[k].logprob <= 0 && lp[k].n_top == 2 && lp[k].top_lp[0] >= lp[k].top_lp[1]);
+                assert_true(lp[k].top_lp[0] >= lp[k].logprob);
+                at = lp[k].end;
+            }
+            assert_int_equal(at, views[i].text_len);
+            free(lp);
+            srv_sched_release(sv.s, jobs[i]);
+        }
+        for (int i = 0; i < G; i++) {
+            free(alone[i]);
+            if (i >= round) free(texts[i]);
+        }
+        stop(&sv);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_same_text_cached_or_not),
@@ -481,6 +563,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_copied_up_to_divergence),
         cmocka_unit_test(test_small_cache_queues),
         cmocka_unit_test(test_speculation_same_text),
+        cmocka_unit_test(test_group_shares_the_prompt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench_attention.h"
+#include "bench_grammar.h"
 #include "bench_launches.h"
 #include "bench_matmul.h"
 #include "bench_ops.h"
@@ -81,5 +82,8 @@ int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "kernels")) return bench_kernels(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "model")) return clf_bench_model_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "launches")) return clf_bench_launches_main(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++) /* a grammar's cost: its own benchmark */
+        if (!strncmp(argv[i], "--json-schema", 13) || !strncmp(argv[i], "--grammar", 9))
+            return clf_bench_grammar_main(argc, argv);
     return clf_bench_model_main(argc, argv);
 }

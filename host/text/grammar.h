@@ -26,4 +26,29 @@ void clf_grammar_free(clf_grammar *g);
  * tests and checkers (it walks the automaton byte by byte). */
 int clf_grammar_accepts(const clf_grammar *g, const char *text, size_t n);
 
+/* ---- a grammar over a vocabulary (grammar_vocab.c) -------------------------- */
+
+typedef struct clf_tokenizer clf_tokenizer;
+typedef struct gstate gstate;
+
+/* The vocabulary's text tokens (not control, unknown or unused ones) as a
+ * byte trie: the tokens that share a prefix are walked once. */
+typedef struct clf_vocab_trie clf_vocab_trie;
+clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out);
+void clf_vocab_trie_free(clf_vocab_trie *v);
+
+/* A grammar's masks over a trie: the tokens a state allows, computed by
+ * walking the trie with the state, kept per state (up to a memory budget,
+ * then forgotten), behind a lock: one per grammar, any number of users. */
+typedef struct clf_grammar_masks clf_grammar_masks;
+clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *v, int n_vocab,
+                                    clf_grammar_masks **out);
+void clf_grammar_masks_free(clf_grammar_masks *gm);
+/* Sets logits[i] = -INFINITY for every token state s does not allow (a
+ * token outside the trie included); *n_allowed: how many it allows.
+ * CLF_ERR_ARG when the grammar is too ambiguous to step. */
+clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed);
+/* The masks computed and the ones found kept, since creation. */
+void clf_grammar_masks_stats(clf_grammar_masks *gm, long *computed, long *hits, double *compute_seconds);
+
 #endif

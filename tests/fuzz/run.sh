@@ -6,7 +6,8 @@
 # usage: run.sh FUZZ_BUILD_DIR TINY_GGUF SECONDS
 #
 # Seeds: small valid files written by tiny_gguf (regenerated each run),
-# tests/fuzz/seeds-request/ (request bodies) and tests/fuzz/regressions/.
+# tests/fuzz/seeds-request/ (request bodies), tests/fuzz/seeds-grammar/
+# (grammars) and tests/fuzz/regressions/.
 # What the fuzzers discover is kept in FUZZ_BUILD_DIR/corpus/ between runs;
 # findings land in
 # FUZZ_BUILD_DIR/findings/. A finding is fixed, then kept as a regression:
@@ -24,10 +25,13 @@ mkdir -p "$B/corpus/request" "$B/seeds/request"
 cp "$SRC"/tests/fuzz/seeds-request/* "$B/seeds/request/"
 # fuzz_kv_blocks (the paged KV cache's bookkeeping) starts from nothing: any bytes are a program
 mkdir -p "$B/corpus/kv_blocks" "$B/seeds/kv_blocks"
-harnesses="gguf tokenizer kv_blocks"
+# fuzz_grammar (GBNF: a grammar, a NUL, a text) from tests/fuzz/seeds-grammar/
+mkdir -p "$B/corpus/grammar" "$B/seeds/grammar"
+cp "$SRC"/tests/fuzz/seeds-grammar/* "$B/seeds/grammar/"
+harnesses="gguf tokenizer kv_blocks grammar"
 [ -x "$B/tests/fuzz/fuzz_request" ] && harnesses="$harnesses request"
 for h in $harnesses; do
-    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; kv_blocks) max_len=3072 ;; esac
+    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; kv_blocks) max_len=3072 ;; grammar) max_len=2048 ;; esac
     log="$B/fuzz_$h.log"
     "$B/tests/fuzz/fuzz_$h" -max_total_time="$SECS" -max_len=$max_len -timeout=20 -rss_limit_mb=3072 \
         -print_final_stats=1 -artifact_prefix="$B/findings/$h-" \

@@ -125,8 +125,8 @@ def test_errors_as_client_exceptions(client, model):
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=model, messages=[])
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=model, messages=Q, n=2)
-    assert "'n' must be 1" in e.value.message
+        client.chat.completions.create(model=model, messages=Q, n=9)
+    assert "more than this server's 8 slots" in e.value.message
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=model, messages=Q, presence_penalty=0.5)
     with pytest.raises(openai.BadRequestError) as e:

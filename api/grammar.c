@@ -1,0 +1,186 @@
+/* The public API (include/clinfer.h): grammars, and a grammar as a
+ * sampler's stage. The automaton and its masks are host/text/grammar*.c;
+ * here: the vocabulary's trie (one per model), the reference counts, and
+ * fail-closed sampling (an end-of-generation token only where the text is
+ * a whole sentence). */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "grammar_impl.h"
+
+struct clinfer_grammar {
+    atomic_int refs; /* the caller's and each sampler's */
+    clf_grammar *g;
+    clf_grammar_masks *gm;
+    const clf_tokenizer *tok;
+    int n_vocab;
+    gstate start;
+    int32_t *eog; /* the vocabulary's end-of-generation tokens */
+    int n_eog;
+};
+
+static void release(clinfer_grammar *G) {
+    if (!G || atomic_fetch_sub(&G->refs, 1) != 1) return;
+    clf_grammar_masks_free(G->gm);
+    clf_grammar_free(G->g);
+    clf_gstate_free(&G->start);
+    free(G->eog);
+    free(G);
+}
+
+void clinfer_grammar_free(clinfer_grammar *g) { release(g); }
+
+clinfer_grammar *clinfer_grammar_retain(clinfer_grammar *g) {
+    if (g) atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
+/* The model's trie, built by its first grammar. */
+static clf_status model_trie(clinfer_model *m, const clf_vocab_trie **out) {
+    pthread_mutex_lock(&m->trie_lock);
+    clf_status st = m->trie ? CLF_OK : clf_vocab_trie_build(m->tok, &m->trie);
+    *out = m->trie;
+    pthread_mutex_unlock(&m->trie_lock);
+    return st;
+}
+
+clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, size_t len, const char *root,
+                                      clinfer_grammar **out) {
+    API_NOT_NULL(m);
+    API_NOT_NULL(gbnf);
+    API_NOT_NULL(out);
+    *out = NULL;
+    clinfer_grammar *G = calloc(1, sizeof *G);
+    if (!G) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    atomic_init(&G->refs, 1);
+    G->tok = m->tok;
+    G->n_vocab = m->info.n_vocab;
+    const clf_vocab_trie *trie = NULL;
+    float *probe = NULL;
+    clf_status st = clf_grammar_compile(gbnf, len, root, &G->g);
+    if (st == CLF_OK) st = model_trie((clinfer_model *)m, &trie); /* the trie is the model's cache, not its state */
+    if (st == CLF_OK) st = clf_grammar_masks_create(G->g, trie, G->n_vocab, &G->gm);
+    if (st == CLF_OK) st = clf_gstate_start(G->g, &G->start);
+    if (st == CLF_OK && !(G->eog = malloc(sizeof *G->eog * 64))) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int id = 0; st == CLF_OK && id < G->n_vocab && G->n_eog < 64; id++)
+        if (clf_token_is_eog(G->tok, id)) G->eog[G->n_eog++] = id;
+    /* the first token: a language no token can start is refused now */
+    if (st == CLF_OK && !(probe = calloc((size_t)G->n_vocab, sizeof *probe)))
+        st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    int n_allowed = 0;
+    if (st == CLF_OK) st = clf_grammar_masks_apply(G->gm, &G->start, probe, &n_allowed);
+    if (st == CLF_OK && !n_allowed && !G->start.accepting)
+        st = clf_fail(CLF_ERR_ARG, "grammar: no token of the model's vocabulary can start a sentence of it%s",
+                      G->start.n_stacks ? "" : " (its language is empty)");
+    free(probe);
+    if (st != CLF_OK) {
+        release(G);
+        return (clinfer_status)st;
+    }
+    *out = G;
+    return CLINFER_OK;
+}
+
+/* ---- the sampler's stage ------------------------------------------------------ */
+
+typedef struct api_grammar_stage {
+    clinfer_grammar *G;
+    gstate cur, next;
+    int armed; /* from the first draw on: the tokens accepted before are the prompt's */
+    int dead;  /* a token the grammar does not allow was accepted */
+    float saved[64]; /* the end tokens' logits while the mask runs */
+} api_grammar_stage;
+
+static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
+    api_grammar_stage *gs = ud;
+    clinfer_grammar *G = gs->G;
+    gs->armed = 1;
+    if (gs->dead || (!gs->cur.n_stacks && !gs->cur.accepting))
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: a token outside the grammar was accepted");
+    if (n_vocab != G->n_vocab)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: %d logits for a vocabulary of %d", n_vocab, G->n_vocab);
+    for (int i = 0; i < G->n_eog; i++) gs->saved[i] = logits[G->eog[i]];
+    int n_allowed = 0;
+    API_TRY(clf_grammar_masks_apply(G->gm, &gs->cur, logits, &n_allowed));
+    if (gs->cur.accepting) /* a whole sentence: it may end here */
+        for (int i = 0; i < G->n_eog; i++) logits[G->eog[i]] = gs->saved[i];
+    if (!n_allowed && !gs->cur.accepting)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: no token of the vocabulary continues the text here");
+    return CLINFER_OK;
+}
+
+static void stage_accept(void *ud, int32_t token) {
+    api_grammar_stage *gs = ud;
+    if (!gs->armed || gs->dead) return;
+    if (clf_token_is_eog(gs->G->tok, token)) return;
+    size_t len = 0;
+    const char *p = clf_token_piece(gs->G->tok, token, &len);
+    int type = clf_token_type(gs->G->tok, token);
+    if (!p || !len || type == CLF_TOKEN_CONTROL || type == CLF_TOKEN_UNKNOWN || type == CLF_TOKEN_UNUSED) {
+        gs->dead = 1;
+        return;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (clf_gstate_advance(gs->G->g, &gs->cur, (unsigned char)p[i], &gs->next) != CLF_OK ||
+            !gs->next.n_stacks) {
+            gs->dead = 1;
+            return;
+        }
+        gstate t = gs->cur;
+        gs->cur = gs->next;
+        gs->next = t;
+    }
+}
+
+static void stage_reset(void *ud) {
+    api_grammar_stage *gs = ud;
+    gs->armed = gs->dead = 0;
+    if (clf_gstate_copy(&gs->G->start, &gs->cur) != CLF_OK) gs->dead = 1;
+}
+
+static void stage_free(void *ud) {
+    api_grammar_stage *gs = ud;
+    release(gs->G);
+    clf_gstate_free(&gs->cur);
+    clf_gstate_free(&gs->next);
+    free(gs);
+}
+
+clinfer_status clinfer_sampler_set_grammar(clinfer_sampler *smp, clinfer_grammar *g) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(g);
+    if (smp->grammar) return (clinfer_status)clf_fail(CLF_ERR_ARG, "the sampler has a grammar already");
+    if (g->n_vocab != smp->n_vocab)
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "the grammar is for a vocabulary of %d tokens, the sampler %d",
+                                        g->n_vocab, smp->n_vocab);
+    api_grammar_stage *gs = calloc(1, sizeof *gs);
+    if (!gs) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    gs->G = g;
+    atomic_fetch_add(&g->refs, 1);
+    clinfer_status st = (clinfer_status)clf_gstate_copy(&g->start, &gs->cur);
+    clinfer_sampler_stage stage = {.size = sizeof stage, .name = "grammar", .apply = stage_apply,
+                                   .accept = stage_accept, .reset = stage_reset, .free = stage_free, .user_data = gs};
+    if (st == CLINFER_OK) st = clinfer_sampler_add_stage(smp, &stage);
+    if (st != CLINFER_OK) {
+        stage_free(gs);
+        return st;
+    }
+    smp->grammar = gs;
+    return CLINFER_OK;
+}
+
+clinfer_grammar_state clinfer_sampler_grammar_state(const clinfer_sampler *smp) {
+    const api_grammar_stage *gs = smp ? smp->grammar : NULL;
+    if (!gs) return CLINFER_GRAMMAR_NONE;
+    if (!gs->cur.accepting) return CLINFER_GRAMMAR_OPEN;
+    return gs->cur.n_stacks > 1 ? CLINFER_GRAMMAR_CAN_END : CLINFER_GRAMMAR_DONE;
+}
+
+void api_grammar_stats(const clinfer_sampler *smp, long *computed, long *hits, double *seconds) {
+    *computed = *hits = 0;
+    *seconds = 0;
+    if (smp && smp->grammar) clf_grammar_masks_stats(smp->grammar->G->gm, computed, hits, seconds);
+}

@@ -1,0 +1,648 @@
+/* GBNF: the parser and the compiled rules (see grammar.h and
+ * grammar_impl.h). The syntax is llama.cpp's grammars/README.md: rules
+ * `name ::= alternatives`, "literals" and [classes] with \x \u \U \t \r \n
+ * \\ \" \[ \] escapes, `.` (any character), ( groups ), |, * + ? {m} {m,}
+ * {m,n}, # comments. A rule ends at a newline outside parentheses (a line
+ * that starts with `|` continues it). */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_impl.h"
+
+/* ---- building the flat rule array ----------------------------------------- */
+
+static int grow(void **p, int *cap, int need, size_t size) {
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+typedef struct gbuf { /* one rule's elements while it is parsed */
+    gel *e;
+    int n, cap;
+} gbuf;
+
+static int buf_push(gbuf *b, int type, int32_t val) {
+    if (grow((void **)&b->e, &b->cap, b->n + 1, sizeof *b->e)) return -1;
+    b->e[b->n++] = (gel){(uint8_t)type, val};
+    return 0;
+}
+
+typedef struct parser {
+    const char *src, *p, *end;
+    clf_grammar *g;
+    gbuf *rules; /* [n_rules]: each rule's elements, n = 0 while undefined */
+    int *defined;
+    int cap_rules;
+    int any_rule; /* `.`'s rule, -1 until used */
+    clf_status st;
+} parser;
+
+static clf_status perr(parser *ps, const char *at, const char *fmt, const char *what) {
+    int line = 1, col = 1;
+    for (const char *q = ps->src; q < at && q < ps->end; q++) {
+        if (*q == '\n') line++, col = 1;
+        else col++;
+    }
+    if (ps->st == CLF_OK) ps->st = clf_fail(CLF_ERR_ARG, "grammar: line %d, column %d: %s%s", line, col, fmt, what);
+    return ps->st;
+}
+
+static int oom(parser *ps) {
+    if (ps->st == CLF_OK) ps->st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    return -1;
+}
+
+/* A rule id for a name (made when first seen); -1 when out of memory. */
+static int add_rule(parser *ps, const char *name, size_t n);
+static int rule_id(parser *ps, const char *name, size_t n) {
+    clf_grammar *g = ps->g;
+    for (int i = 0; i < g->n_rules; i++)
+        if (g->names[i] && strlen(g->names[i]) == n && !memcmp(g->names[i], name, n)) return i;
+    return add_rule(ps, name, n);
+}
+
+static int add_rule(parser *ps, const char *name, size_t n) {
+    clf_grammar *g = ps->g;
+    if (grow((void **)&g->names, &ps->cap_rules, g->n_rules + 1, sizeof *g->names)) return -1;
+    int cap = ps->cap_rules;
+    gbuf *r = realloc(ps->rules, (size_t)cap * sizeof *r);
+    int *d = r ? realloc(ps->defined, (size_t)cap * sizeof *d) : NULL;
+    if (r) ps->rules = r;
+    if (!d) return -1;
+    ps->defined = d;
+    char *s = malloc(n + 1);
+    if (!s) return -1;
+    memcpy(s, name, n);
+    s[n] = 0;
+    int id = g->n_rules++;
+    g->names[id] = s;
+    ps->rules[id] = (gbuf){0};
+    ps->defined[id] = 0;
+    return id;
+}
+
+/* A generated rule (groups, repetitions, classes): "parent-N". */
+static int new_rule(parser *ps) {
+    char name[32];
+    snprintf(name, sizeof name, "\x01%d", ps->g->n_rules); /* cannot be typed: never collides */
+    int id = add_rule(ps, name, strlen(name));
+    if (id >= 0) ps->defined[id] = 1;
+    return id;
+}
+
+/* A byte set's index, shared between equal sets. */
+static int set_id(clf_grammar *g, const uint64_t s[4]) {
+    for (int i = 0; i < g->n_sets; i++)
+        if (!memcmp(g->sets[i], s, sizeof g->sets[i])) return i;
+    int cap = g->cap_sets;
+    if (grow((void **)&g->sets, &cap, g->n_sets + 1, sizeof *g->sets)) return -1;
+    g->cap_sets = cap;
+    memcpy(g->sets[g->n_sets], s, sizeof g->sets[0]);
+    return g->n_sets++;
+}
+
+static int push_byte_range(parser *ps, gbuf *b, int lo, int hi) {
+    uint64_t s[4] = {0};
+    for (int c = lo; c <= hi; c++) s[c >> 6] |= 1ull << (c & 63);
+    int id = set_id(ps->g, s);
+    return id < 0 || buf_push(b, G_BYTES, id) ? oom(ps) : 0;
+}
+
+/* ---- characters: code point ranges lowered to UTF-8 byte sequences -------- */
+
+typedef struct cprange {
+    uint32_t lo, hi;
+} cprange;
+
+static int utf8_encode(uint32_t c, uint8_t *out) {
+    if (c < 0x80) return out[0] = (uint8_t)c, 1;
+    if (c < 0x800) return out[0] = (uint8_t)(0xC0 | c >> 6), out[1] = (uint8_t)(0x80 | (c & 63)), 2;
+    if (c < 0x10000)
+        return out[0] = (uint8_t)(0xE0 | c >> 12), out[1] = (uint8_t)(0x80 | (c >> 6 & 63)),
+               out[2] = (uint8_t)(0x80 | (c & 63)), 3;
+    return out[0] = (uint8_t)(0xF0 | c >> 18), out[1] = (uint8_t)(0x80 | (c >> 12 & 63)),
+           out[2] = (uint8_t)(0x80 | (c >> 6 & 63)), out[3] = (uint8_t)(0x80 | (c & 63)), 4;
+}
+
+/* Appends to rule r one alternative per run of byte ranges that encodes
+ * [lo, hi] (Go's regexp/syntax utf8 split: by encoded length, then so that
+ * every byte position is one range). */
+static int utf8_alts(parser *ps, gbuf *r, uint32_t lo, uint32_t hi) {
+    static const uint32_t LEN_MAX[] = {0x7F, 0x7FF, 0xFFFF};
+    if (lo > hi) return 0;
+    for (int i = 0; i < 3; i++)
+        if (lo <= LEN_MAX[i] && hi > LEN_MAX[i])
+            return utf8_alts(ps, r, lo, LEN_MAX[i]) || utf8_alts(ps, r, LEN_MAX[i] + 1, hi) ? -1 : 0;
+    uint8_t a[4], b[4];
+    int n = utf8_encode(lo, a);
+    for (int i = 1; i < n; i++) {
+        uint32_t m = (1u << (6 * i)) - 1;
+        if ((lo & ~m) != (hi & ~m)) {
+            if (lo & m) return utf8_alts(ps, r, lo, lo | m) || utf8_alts(ps, r, (lo | m) + 1, hi) ? -1 : 0;
+            if ((hi & m) != m) return utf8_alts(ps, r, lo, (hi & ~m) - 1) || utf8_alts(ps, r, hi & ~m, hi) ? -1 : 0;
+        }
+    }
+    utf8_encode(hi, b);
+    if (r->n && buf_push(r, G_ALT, 0)) return oom(ps);
+    for (int i = 0; i < n; i++)
+        if (push_byte_range(ps, r, a[i], b[i])) return -1;
+    return 0;
+}
+
+static int cmp_range(const void *x, const void *y) {
+    const cprange *a = x, *b = y;
+    return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/* A character class (ranges, negated or not) into `into`: one byte-set
+ * element when it is ASCII, else a reference to a rule of its UTF-8
+ * sequences. Surrogates are not characters: never matched. */
+static int emit_class(parser *ps, int into_rule, gbuf *into_tmp, cprange *rg, int n, int negate) {
+    /* into: rule into_rule, or into_tmp when it is < 0 (ps->rules moves as new rules are made) */
+#define INTO (into_rule >= 0 ? &ps->rules[into_rule] : into_tmp)
+    qsort(rg, (size_t)n, sizeof *rg, cmp_range);
+    cprange set[512 + 4];
+    int m = 0;
+    for (int i = 0; i < n; i++) { /* merge */
+        if (m && rg[i].lo <= set[m - 1].hi + 1) {
+            if (rg[i].hi > set[m - 1].hi) set[m - 1].hi = rg[i].hi;
+        } else
+            set[m++] = rg[i];
+    }
+    if (negate) {
+        cprange inv[512 + 4];
+        int k = 0;
+        uint32_t next = 0;
+        for (int i = 0; i < m; i++) {
+            if (set[i].lo > next) inv[k++] = (cprange){next, set[i].lo - 1};
+            next = set[i].hi + 1;
+        }
+        if (next <= 0x10FFFF) inv[k++] = (cprange){next, 0x10FFFF};
+        memcpy(set, inv, (size_t)k * sizeof *set);
+        m = k;
+    }
+    cprange out[512 + 8];
+    int k = 0;
+    for (int i = 0; i < m; i++) { /* cut out the surrogates */
+        cprange x = set[i];
+        if (x.hi > 0x10FFFF) x.hi = 0x10FFFF;
+        if (x.lo > x.hi) continue;
+        if (x.lo < 0xD800 && x.hi >= 0xD800) {
+            out[k++] = (cprange){x.lo, 0xD7FF};
+            if (x.hi > 0xDFFF) out[k++] = (cprange){0xE000, x.hi};
+        } else if (x.lo >= 0xD800 && x.lo <= 0xDFFF) {
+            if (x.hi > 0xDFFF) out[k++] = (cprange){0xE000, x.hi};
+        } else
+            out[k++] = x;
+    }
+    if (k && out[k - 1].hi < 0x80) { /* ASCII: one byte set */
+        uint64_t s[4] = {0};
+        for (int i = 0; i < k; i++)
+            for (uint32_t c = out[i].lo; c <= out[i].hi; c++) s[c >> 6] |= 1ull << (c & 63);
+        int id = set_id(ps->g, s);
+        return id < 0 || buf_push(INTO, G_BYTES, id) ? oom(ps) : 0;
+    }
+    int r = new_rule(ps);
+    if (r < 0) return oom(ps);
+    for (int i = 0; i < k; i++) /* ps->rules may move while it grows: index each time */
+        if (utf8_alts(ps, &ps->rules[r], out[i].lo, out[i].hi)) return -1;
+    if (!k) { /* matches nothing: an alternative no byte enters */
+        uint64_t none[4] = {0};
+        int id = set_id(ps->g, none);
+        if (id < 0 || buf_push(&ps->rules[r], G_BYTES, id)) return oom(ps);
+    }
+    return buf_push(INTO, G_REF, r) ? oom(ps) : 0;
+#undef INTO
+}
+
+/* ---- the parser ------------------------------------------------------------ */
+
+static int is_word(int c) { return isalnum(c) || c == '-' || c == '_'; }
+
+/* Skips blanks and comments; newlines too when `newline`. */
+static void space(parser *ps, int newline) {
+    while (ps->p < ps->end) {
+        char c = *ps->p;
+        if (c == ' ' || c == '\t' || c == '\r' || (newline && c == '\n')) ps->p++;
+        else if (c == '#')
+            while (ps->p < ps->end && *ps->p != '\n') ps->p++;
+        else
+            break;
+    }
+}
+
+static int hexval(int c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* One character of a literal or class: an escape or a UTF-8 character. */
+static int parse_char(parser *ps, uint32_t *cp) {
+    const char *at = ps->p;
+    if (ps->p >= ps->end) return perr(ps, at, "unexpected end of grammar", ""), -1;
+    unsigned char c = (unsigned char)*ps->p++;
+    if (c == '\\') {
+        if (ps->p >= ps->end) return perr(ps, at, "unfinished escape", ""), -1;
+        char e = *ps->p++;
+        int nhex = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+        if (nhex) {
+            uint32_t v = 0;
+            for (int i = 0; i < nhex; i++) {
+                int h = ps->p < ps->end ? hexval((unsigned char)*ps->p) : -1;
+                if (h < 0) return perr(ps, at, "bad hex escape", ""), -1;
+                v = v << 4 | (uint32_t)h;
+                ps->p++;
+            }
+            if (v > 0x10FFFF) return perr(ps, at, "code point beyond U+10FFFF", ""), -1;
+            *cp = v;
+            return 0;
+        }
+        switch (e) {
+        case 'n': *cp = '\n'; return 0;
+        case 't': *cp = '\t'; return 0;
+        case 'r': *cp = '\r'; return 0;
+        case '\\': case '"': case '[': case ']': case '-': case '^': *cp = (uint32_t)e; return 0;
+        default: return perr(ps, at, "unknown escape", ""), -1;
+        }
+    }
+    /* a UTF-8 character of the grammar's own text */
+    int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
+    if (n < 0) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
+    uint32_t v = n ? c & (0x3F >> n) : c;
+    for (int i = 0; i < n; i++) {
+        if (ps->p >= ps->end || ((unsigned char)*ps->p & 0xC0) != 0x80) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
+        v = v << 6 | ((unsigned char)*ps->p++ & 0x3F);
+    }
+    *cp = v;
+    return 0;
+}
+
+static int parse_alternates(parser *ps, int rule, int nested);
+
+/* A repetition of elements [start, b->n) of b, {min, max} (max < 0: no
+ * bound), as llama.cpp rewrites it: min copies, then a star rule
+ * (S ::= x S | ) or max - min nested optional rules. */
+static int repeat(parser *ps, int rule, int start, int min, int max) {
+    gbuf *b = &ps->rules[rule];
+    int n = b->n - start;
+    if (n == 0) return 0; /* "" repeated is "" */
+    if ((long)n * (max > min ? max : min + 1) > 1 << 20)
+        return perr(ps, ps->p, "a repetition too large (over a million elements)", ""), -1;
+    gel *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    if (!x) return oom(ps);
+    memcpy(x, b->e + start, (size_t)n * sizeof *x);
+    b->n = start;
+    int rc = 0;
+    for (int i = 0; i < min && !rc; i++)
+        for (int k = 0; k < n && !rc; k++) rc = buf_push(&ps->rules[rule], x[k].type, x[k].val);
+    if (!rc && max < 0) {
+        int s = new_rule(ps);
+        rc = s < 0;
+        for (int k = 0; k < n && !rc; k++) rc = buf_push(&ps->rules[s], x[k].type, x[k].val);
+        rc = rc || buf_push(&ps->rules[s], G_REF, s) || buf_push(&ps->rules[s], G_ALT, 0) ||
+             buf_push(&ps->rules[rule], G_REF, s);
+    } else if (!rc && max > min) {
+        int tail = -1; /* O_k ::= x O_{k-1} | , innermost first */
+        for (int i = 0; i < max - min && !rc; i++) {
+            int o = new_rule(ps);
+            rc = o < 0;
+            for (int k = 0; k < n && !rc; k++) rc = buf_push(&ps->rules[o], x[k].type, x[k].val);
+            if (!rc && tail >= 0) rc = buf_push(&ps->rules[o], G_REF, tail);
+            rc = rc || buf_push(&ps->rules[o], G_ALT, 0);
+            tail = o;
+        }
+        rc = rc || buf_push(&ps->rules[rule], G_REF, tail);
+    }
+    free(x);
+    return rc ? oom(ps) : 0;
+}
+
+static int parse_int(parser *ps, int *v) {
+    if (ps->p >= ps->end || !isdigit((unsigned char)*ps->p)) return -1;
+    long x = 0;
+    while (ps->p < ps->end && isdigit((unsigned char)*ps->p)) {
+        x = x * 10 + (*ps->p++ - '0');
+        if (x > 10000) return -1;
+    }
+    *v = (int)x;
+    return 0;
+}
+
+/* One sequence of symbols into rule `rule` (up to `|`, `)` or the end). */
+static int parse_sequence(parser *ps, int rule, int nested) {
+    int last = -1; /* where the last symbol's elements start */
+    while (ps->p < ps->end) {
+        const char *at = ps->p;
+        char c = *ps->p;
+        int start = ps->rules[rule].n;
+        if (c == '"') {
+            ps->p++;
+            while (ps->p < ps->end && *ps->p != '"') {
+                uint32_t cp;
+                if (parse_char(ps, &cp)) return -1;
+                uint8_t u[4];
+                int n = utf8_encode(cp, u);
+                for (int i = 0; i < n; i++)
+                    if (push_byte_range(ps, &ps->rules[rule], u[i], u[i])) return -1;
+            }
+            if (ps->p >= ps->end) return perr(ps, at, "unterminated literal", ""), -1;
+            ps->p++;
+            last = start;
+        } else if (c == '[') {
+            ps->p++;
+            int negate = ps->p < ps->end && *ps->p == '^';
+            if (negate) ps->p++;
+            cprange rg[512];
+            int n = 0;
+            while (ps->p < ps->end && *ps->p != ']') {
+                uint32_t lo, hi;
+                if (parse_char(ps, &lo)) return -1;
+                hi = lo;
+                if (ps->p + 1 < ps->end && *ps->p == '-' && ps->p[1] != ']') {
+                    ps->p++;
+                    if (parse_char(ps, &hi)) return -1;
+                    if (hi < lo) return perr(ps, at, "a class range ends before it starts", ""), -1;
+                }
+                if (n == 512) return perr(ps, at, "a class of more than 512 ranges", ""), -1;
+                rg[n++] = (cprange){lo, hi};
+            }
+            if (ps->p >= ps->end) return perr(ps, at, "unterminated character class", ""), -1;
+            ps->p++;
+            if (emit_class(ps, rule, NULL, rg, n, negate)) return -1;
+            last = start;
+        } else if (c == '.') {
+            ps->p++;
+            if (ps->any_rule < 0) {
+                cprange all = {0, 0x10FFFF};
+                gbuf tmp = {0};
+                if (emit_class(ps, -1, &tmp, &all, 1, 0)) return free(tmp.e), -1;
+                ps->any_rule = tmp.e[0].val;
+                free(tmp.e);
+            }
+            if (buf_push(&ps->rules[rule], G_REF, ps->any_rule)) return oom(ps);
+            last = start;
+        } else if (is_word((unsigned char)c)) {
+            const char *s = ps->p;
+            while (ps->p < ps->end && is_word((unsigned char)*ps->p)) ps->p++;
+            const char *e = ps->p;
+            space(ps, 1);
+            if (ps->p + 2 < ps->end && !memcmp(ps->p, "::=", 3)) { /* the next rule: this sequence is over */
+                ps->p = s;
+                return 0;
+            }
+            ps->p = e;
+            int r = rule_id(ps, s, (size_t)(e - s));
+            if (r < 0 || buf_push(&ps->rules[rule], G_REF, r)) return oom(ps);
+            last = start;
+        } else if (c == '(') {
+            ps->p++;
+            space(ps, 1);
+            int r = new_rule(ps);
+            if (r < 0) return oom(ps);
+            if (parse_alternates(ps, r, 1)) return -1;
+            if (ps->p >= ps->end || *ps->p != ')') return perr(ps, at, "missing ')'", ""), -1;
+            ps->p++;
+            if (buf_push(&ps->rules[rule], G_REF, r)) return oom(ps);
+            last = start;
+        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+            if (last < 0) return perr(ps, at, "a repetition with nothing before it", ""), -1;
+            ps->p++;
+            int min = c == '+', max = c == '?' ? 1 : -1;
+            if (c == '{') {
+                space(ps, 0);
+                min = 0;
+                if (ps->p < ps->end && *ps->p != ',' && parse_int(ps, &min)) return perr(ps, at, "bad {m,n}", ""), -1;
+                space(ps, 0);
+                max = min;
+                if (ps->p < ps->end && *ps->p == ',') {
+                    ps->p++;
+                    space(ps, 0);
+                    max = -1;
+                    if (ps->p < ps->end && *ps->p != '}' && parse_int(ps, &max)) return perr(ps, at, "bad {m,n}", ""), -1;
+                }
+                space(ps, 0);
+                if (ps->p >= ps->end || *ps->p != '}') return perr(ps, at, "bad {m,n}: missing '}'", ""), -1;
+                ps->p++;
+                if (max >= 0 && max < min) return perr(ps, at, "{m,n} with n < m", ""), -1;
+            }
+            if (repeat(ps, rule, last, min, max)) return -1;
+            last = -1; /* x** is not GBNF */
+        } else if (c == '<') {
+            return perr(ps, at, "token references (<...>) are not supported", ""), -1;
+        } else
+            break;
+        space(ps, nested);
+    }
+    return 0;
+}
+
+static int parse_alternates(parser *ps, int rule, int nested) {
+    for (;;) {
+        if (parse_sequence(ps, rule, nested)) return -1;
+        const char *save = ps->p;
+        if (!nested) space(ps, 1); /* `|` at the start of the next line continues the rule */
+        if (ps->p < ps->end && *ps->p == '|') {
+            ps->p++;
+            space(ps, 1);
+            if (buf_push(&ps->rules[rule], G_ALT, 0)) return oom(ps);
+            continue;
+        }
+        if (!nested) ps->p = save;
+        return 0;
+    }
+}
+
+static int parse_rule(parser *ps) {
+    const char *at = ps->p, *s = ps->p;
+    while (ps->p < ps->end && is_word((unsigned char)*ps->p)) ps->p++;
+    if (ps->p == s) return perr(ps, at, "expected a rule name", ""), -1;
+    int r = rule_id(ps, s, (size_t)(ps->p - s));
+    if (r < 0) return oom(ps);
+    if (ps->defined[r]) return perr(ps, at, "rule defined twice: ", ps->g->names[r]), -1;
+    ps->defined[r] = 1;
+    space(ps, 0);
+    if (ps->p + 2 >= ps->end || memcmp(ps->p, "::=", 3)) return perr(ps, ps->p, "expected '::='", ""), -1;
+    ps->p += 3;
+    space(ps, 1);
+    if (parse_alternates(ps, r, 0)) return -1;
+    space(ps, 0);
+    if (ps->p < ps->end && *ps->p != '\n' && !is_word((unsigned char)*ps->p))
+        return perr(ps, ps->p, "unexpected character", ""), -1;
+    space(ps, 1);
+    return 0;
+}
+
+/* ---- checks: every rule defined, no left recursion -------------------------- */
+
+/* nullable[r]: rule r matches the empty text. */
+static void find_nullable(const clf_grammar *g, uint8_t *nullable) {
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int r = 0; r < g->n_rules; r++) {
+            if (nullable[r]) continue;
+            int ok = 1;
+            for (int i = g->rule_start[r];; i++) {
+                gel e = g->el[i];
+                if (e.type == G_ALT || e.type == G_END) {
+                    if (ok) {
+                        nullable[r] = 1;
+                        changed = 1;
+                        break;
+                    }
+                    if (e.type == G_END) break;
+                    ok = 1;
+                } else if (e.type == G_BYTES || (e.type == G_REF && !nullable[e.val]))
+                    ok = 0;
+            }
+        }
+    }
+}
+
+/* productive[r]: rule r derives some finite text (a rule that only ever
+ * calls itself again never ends: a language without sentences). */
+static void find_productive(const clf_grammar *g, uint8_t *productive) {
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int r = 0; r < g->n_rules; r++) {
+            if (productive[r]) continue;
+            int ok = 1;
+            for (int i = g->rule_start[r];; i++) {
+                gel e = g->el[i];
+                if (e.type == G_ALT || e.type == G_END) {
+                    if (ok) {
+                        productive[r] = 1;
+                        changed = 1;
+                        break;
+                    }
+                    if (e.type == G_END) break;
+                    ok = 1;
+                } else if (e.type == G_REF && !productive[e.val])
+                    ok = 0;
+            }
+        }
+    }
+}
+
+/* Depth-first over "r can start with s without reading a byte": a cycle is
+ * left recursion, which would expand forever. */
+static int left_cycle(const clf_grammar *g, const uint8_t *nullable, int r, uint8_t *mark) {
+    if (mark[r] == 1) return r;
+    if (mark[r] == 2) return -1;
+    mark[r] = 1;
+    int at_start = 1;
+    for (int i = g->rule_start[r];; i++) {
+        gel e = g->el[i];
+        if (e.type == G_END) break;
+        if (e.type == G_ALT) {
+            at_start = 1;
+            continue;
+        }
+        if (!at_start) continue;
+        if (e.type == G_REF) {
+            int c = left_cycle(g, nullable, e.val, mark);
+            if (c >= 0) return c;
+            at_start = nullable[e.val];
+        } else
+            at_start = 0;
+    }
+    mark[r] = 2;
+    return -1;
+}
+
+static const char *shown_name(const clf_grammar *g, int r) {
+    /* a generated rule shows as the first named rule that uses it */
+    for (int k = 0; k < 4 && g->names[r][0] == '\x01'; k++) {
+        int parent = -1;
+        for (int q = 0; q < g->n_rules && parent < 0; q++)
+            for (int i = g->rule_start[q]; g->el[i].type != G_END; i++)
+                if (g->el[i].type == G_REF && g->el[i].val == r && q != r) {
+                    parent = q;
+                    break;
+                }
+        if (parent < 0) break;
+        r = parent;
+    }
+    return g->names[r][0] == '\x01' ? "(a group)" : g->names[r];
+}
+
+clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, clf_grammar **out) {
+    *out = NULL;
+    if (!gbnf) return clf_fail(CLF_ERR_ARG, "grammar: no text");
+    clf_grammar *g = calloc(1, sizeof *g);
+    if (!g) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    parser ps = {.src = gbnf, .p = gbnf, .end = gbnf + len, .g = g, .any_rule = -1};
+    space(&ps, 1);
+    while (ps.st == CLF_OK && ps.p < ps.end)
+        if (parse_rule(&ps)) break;
+    if (ps.st == CLF_OK && g->n_rules == 0) perr(&ps, ps.p, "the grammar has no rules", "");
+    for (int r = 0; ps.st == CLF_OK && r < g->n_rules; r++)
+        if (!ps.defined[r]) clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' is used but not defined", g->names[r]);
+    /* flatten: each rule's alternatives, then END */
+    int total = 0;
+    for (int r = 0; r < g->n_rules; r++) total += ps.rules[r].n + 1;
+    if (ps.st == CLF_OK) {
+        g->el = malloc((size_t)total * sizeof *g->el);
+        g->rule_start = malloc((size_t)(g->n_rules ? g->n_rules : 1) * sizeof *g->rule_start);
+        if (!g->el || !g->rule_start) oom(&ps);
+    }
+    if (ps.st == CLF_OK) {
+        int k = 0;
+        for (int r = 0; r < g->n_rules; r++) {
+            g->rule_start[r] = k;
+            if (ps.rules[r].n) memcpy(g->el + k, ps.rules[r].e, (size_t)ps.rules[r].n * sizeof *g->el);
+            k += ps.rules[r].n;
+            g->el[k++] = (gel){G_END, r};
+        }
+        g->n_el = k;
+        const char *want = root ? root : "root";
+        g->root = -1;
+        for (int r = 0; r < g->n_rules; r++)
+            if (!strcmp(g->names[r], want)) g->root = r;
+        if (g->root < 0) clf_fail(ps.st = CLF_ERR_ARG, "grammar: no rule '%s' (the start rule)", want);
+    }
+    if (ps.st == CLF_OK) {
+        uint8_t *nullable = calloc((size_t)g->n_rules, 1), *mark = calloc((size_t)g->n_rules, 1);
+        if (!nullable || !mark) oom(&ps);
+        else {
+            find_nullable(g, nullable);
+            find_productive(g, mark);
+            if (!mark[g->root])
+                clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' admits no text (every alternative calls a rule that never ends)",
+                         g->names[g->root]);
+            memset(mark, 0, (size_t)g->n_rules);
+            for (int r = 0; r < g->n_rules && ps.st == CLF_OK; r++) {
+                int c = left_cycle(g, nullable, r, mark);
+                if (c >= 0)
+                    clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' is left-recursive (it can reach itself before reading a character)",
+                             shown_name(g, c));
+            }
+        }
+        free(nullable);
+        free(mark);
+    }
+    for (int r = 0; r < g->n_rules; r++) free(ps.rules[r].e);
+    free(ps.rules);
+    free(ps.defined);
+    if (ps.st != CLF_OK) {
+        clf_grammar_free(g);
+        return ps.st;
+    }
+    *out = g;
+    return CLF_OK;
+}
+
+void clf_grammar_free(clf_grammar *g) {
+    if (!g) return;
+    for (int r = 0; r < g->n_rules; r++) free(g->names[r]);
+    free(g->names);
+    free(g->el);
+    free(g->rule_start);
+    free(g->sets);
+    free(g);
+}

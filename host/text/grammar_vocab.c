@@ -1,0 +1,309 @@
+/* Token masks: the vocabulary as a byte trie, walked with a grammar state
+ * (a token is allowed when the automaton takes all its bytes), and the
+ * masks kept per state so that a state seen again costs a lookup. Most
+ * states of a structured reply recur (inside a string, after a comma),
+ * and one grammar serves every request that uses it. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "grammar_impl.h"
+#include "tokenizer.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- the trie ------------------------------------------------------------- */
+
+/* Nodes in depth-first order: a node's children follow it, each child's
+ * subtree ends where its `end` says, so the next sibling is nodes[end]. */
+typedef struct tnode {
+    int32_t end;          /* one past this node's subtree */
+    int32_t tok_lo, tok_hi; /* the tokens that end here: ids[tok_lo, tok_hi) */
+    uint8_t byte;         /* the edge into this node */
+} tnode;
+
+struct clf_vocab_trie {
+    tnode *nodes;
+    int n_nodes, cap_nodes;
+    int32_t *ids; /* the text tokens sorted by their bytes */
+    int n_ids, max_len;
+    const char **piece;
+    size_t *len;
+};
+
+static _Thread_local const clf_vocab_trie *g_trie_sort; /* for qsort: while building only */
+static int cmp_piece(const void *x, const void *y) {
+    const clf_vocab_trie *v = g_trie_sort;
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    size_t la = v->len[a], lb = v->len[b], n = la < lb ? la : lb;
+    int c = memcmp(v->piece[a], v->piece[b], n);
+    return c ? c : la < lb ? -1 : la > lb ? 1 : (a > b) - (a < b);
+}
+
+/* The node for the tokens ids[lo, hi), which share their first `depth`
+ * bytes; returns its index, -1 out of memory. */
+static int build(clf_vocab_trie *v, int lo, int hi, int depth, uint8_t byte) {
+    if (v->n_nodes == v->cap_nodes) {
+        int cap = v->cap_nodes ? v->cap_nodes * 2 : 4096;
+        tnode *n = realloc(v->nodes, (size_t)cap * sizeof *n);
+        if (!n) return -1;
+        v->nodes = n;
+        v->cap_nodes = cap;
+    }
+    int me = v->n_nodes++;
+    int k = lo;
+    while (k < hi && v->len[v->ids[k]] == (size_t)depth) k++; /* a prefix sorts first */
+    v->nodes[me] = (tnode){.tok_lo = lo, .tok_hi = k, .byte = byte};
+    while (k < hi) {
+        uint8_t b = (uint8_t)v->piece[v->ids[k]][depth];
+        int e = k;
+        while (e < hi && (uint8_t)v->piece[v->ids[e]][depth] == b) e++;
+        if (build(v, k, e, depth + 1, b) < 0) return -1;
+        k = e;
+    }
+    v->nodes[me].end = v->n_nodes;
+    return me;
+}
+
+clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out) {
+    *out = NULL;
+    int n = clf_tokenizer_n_vocab(t);
+    clf_vocab_trie *v = calloc(1, sizeof *v);
+    if (v) {
+        v->ids = malloc((size_t)n * sizeof *v->ids);
+        v->piece = malloc((size_t)n * sizeof *v->piece);
+        v->len = malloc((size_t)n * sizeof *v->len);
+    }
+    if (!v || !v->ids || !v->piece || !v->len) {
+        clf_vocab_trie_free(v);
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
+    }
+    for (int id = 0; id < n; id++) {
+        int type = clf_token_type(t, id);
+        v->piece[id] = clf_token_piece(t, id, &v->len[id]);
+        if (type == CLF_TOKEN_CONTROL || type == CLF_TOKEN_UNKNOWN || type == CLF_TOKEN_UNUSED || !v->piece[id] ||
+            !v->len[id] || clf_token_is_eog(t, id))
+            continue;
+        v->ids[v->n_ids++] = id;
+        if ((int)v->len[id] > v->max_len) v->max_len = (int)v->len[id];
+    }
+    g_trie_sort = v;
+    qsort(v->ids, (size_t)v->n_ids, sizeof *v->ids, cmp_piece);
+    g_trie_sort = NULL;
+    if (build(v, 0, v->n_ids, 0, 0) < 0) {
+        clf_vocab_trie_free(v);
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
+    }
+    *out = v;
+    return CLF_OK;
+}
+
+void clf_vocab_trie_free(clf_vocab_trie *v) {
+    if (!v) return;
+    free(v->nodes);
+    free(v->ids);
+    free(v->piece);
+    free(v->len);
+    free(v);
+}
+
+/* ---- masks: a lazily built DFA over the automaton's states ---------------- */
+
+/* Every state a walk meets is interned with its transitions filled in as
+ * they are taken: inside a string nearly every byte leads back to a state
+ * already seen, so walking the trie costs a table read a node once the
+ * grammar's common states are known, and the masks of states seen before
+ * are kept. Both are forgotten together past MASKS_BUDGET bytes. */
+enum { MASKS_BUDGET = 256 << 20, DEAD = -2, UNKNOWN = -1 };
+
+typedef struct dstate {
+    gstate st;
+    uint64_t hash;
+    int32_t *next;  /* [256] the state after each byte (UNKNOWN, DEAD), allocated at the first step */
+    uint64_t *bits; /* [n_words] the mask, NULL until asked for */
+    int n_allowed;
+} dstate;
+
+struct clf_grammar_masks {
+    const clf_grammar *g;
+    const clf_vocab_trie *v;
+    int n_vocab, n_words;
+    pthread_mutex_t lock;
+    dstate *st; /* [n_st] interned states */
+    int n_st, cap_st;
+    int32_t *tab; /* [tab_cap] open addressing over st by hash: -1 empty */
+    int tab_cap;
+    size_t bytes;
+    long computed, hits;
+    double seconds;
+    gstate scratch;
+};
+
+clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *v, int n_vocab,
+                                    clf_grammar_masks **out) {
+    *out = NULL;
+    clf_grammar_masks *gm = calloc(1, sizeof *gm);
+    if (!gm) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    *gm = (clf_grammar_masks){.g = g, .v = v, .n_vocab = n_vocab, .n_words = (n_vocab + 63) / 64, .tab_cap = 1024};
+    gm->tab = malloc((size_t)gm->tab_cap * sizeof *gm->tab);
+    if (!gm->tab) {
+        free(gm);
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    }
+    memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
+    pthread_mutex_init(&gm->lock, NULL);
+    *out = gm;
+    return CLF_OK;
+}
+
+static void forget(clf_grammar_masks *gm) {
+    for (int i = 0; i < gm->n_st; i++) {
+        clf_gstate_free(&gm->st[i].st);
+        free(gm->st[i].next);
+        free(gm->st[i].bits);
+    }
+    gm->n_st = 0;
+    gm->bytes = 0;
+    memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
+}
+
+void clf_grammar_masks_free(clf_grammar_masks *gm) {
+    if (!gm) return;
+    forget(gm);
+    free(gm->st);
+    free(gm->tab);
+    clf_gstate_free(&gm->scratch);
+    pthread_mutex_destroy(&gm->lock);
+    free(gm);
+}
+
+static int same(const gstate *a, const gstate *b) {
+    return a->n == b->n && (!a->n || !memcmp(a->d, b->d, (size_t)a->n * sizeof *a->d));
+}
+
+/* s's id, interned when new (-1: out of memory, the message set). */
+static int intern(clf_grammar_masks *gm, const gstate *s) {
+    uint64_t h = clf_gstate_hash(s);
+    int mask = gm->tab_cap - 1, i = (int)(h & (uint64_t)mask);
+    for (; gm->tab[i] >= 0; i = (i + 1) & mask) {
+        const dstate *d = &gm->st[gm->tab[i]];
+        if (d->hash == h && same(&d->st, s)) return gm->tab[i];
+    }
+    if ((gm->n_st + 1) * 2 > gm->tab_cap) { /* grow the table, then find the slot again */
+        int cap = gm->tab_cap * 2;
+        int32_t *t = malloc((size_t)cap * sizeof *t);
+        if (!t) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
+        memset(t, 0xff, (size_t)cap * sizeof *t);
+        for (int k = 0; k < gm->n_st; k++) {
+            int j = (int)(gm->st[k].hash & (uint64_t)(cap - 1));
+            while (t[j] >= 0) j = (j + 1) & (cap - 1);
+            t[j] = k;
+        }
+        free(gm->tab);
+        gm->tab = t;
+        gm->tab_cap = cap;
+        mask = cap - 1;
+        for (i = (int)(h & (uint64_t)mask); gm->tab[i] >= 0; i = (i + 1) & mask) {}
+    }
+    if (gm->n_st == gm->cap_st) {
+        int cap = gm->cap_st ? gm->cap_st * 2 : 256;
+        dstate *n = realloc(gm->st, (size_t)cap * sizeof *n);
+        if (!n) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
+        gm->st = n;
+        gm->cap_st = cap;
+    }
+    dstate *d = &gm->st[gm->n_st];
+    *d = (dstate){.hash = h};
+    if (clf_gstate_copy(s, &d->st) != CLF_OK) return -1;
+    gm->bytes += sizeof *d + (size_t)s->n * sizeof *s->d;
+    gm->tab[i] = gm->n_st;
+    return gm->n_st++;
+}
+
+/* The state after byte b from state id: DEAD, an id, or -1 with *st set. */
+static int step(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
+    dstate *d = &gm->st[id];
+    if (!gset_has(d->st.tops, b)) return DEAD;
+    if (!d->next) {
+        if (!(d->next = malloc(256 * sizeof *d->next))) return *st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
+        memset(d->next, 0xff, 256 * sizeof *d->next); /* UNKNOWN */
+        gm->bytes += 256 * sizeof *d->next;
+    }
+    if (d->next[b] != UNKNOWN) return d->next[b];
+    if ((*st = clf_gstate_advance(gm->g, &d->st, b, &gm->scratch)) != CLF_OK) return -1;
+    int n = gm->scratch.n_stacks ? intern(gm, &gm->scratch) : DEAD; /* may move gm->st */
+    if (n == -1) *st = CLF_ERR_MEMORY;
+    else gm->st[id].next[b] = n;
+    return n;
+}
+
+/* Depth-first over the trie below `node` from state id: a child whose byte
+ * the state takes keeps its tokens and is walked on; a byte it refuses
+ * prunes the subtree. */
+static clf_status walk(clf_grammar_masks *gm, int node, int id, uint64_t *bits, int *n) {
+    const tnode *nodes = gm->v->nodes;
+    for (int c = node + 1; c < nodes[node].end; c = nodes[c].end) {
+        clf_status st = CLF_OK;
+        int next = step(gm, id, nodes[c].byte, &st);
+        if (next == DEAD) continue;
+        if (next < 0) return st;
+        for (int k = nodes[c].tok_lo; k < nodes[c].tok_hi; k++) {
+            int32_t tok = gm->v->ids[k];
+            bits[tok >> 6] |= 1ull << (tok & 63);
+            (*n)++;
+        }
+        if (nodes[c].end > c + 1) CLF_TRY(walk(gm, c, next, bits, n));
+    }
+    return CLF_OK;
+}
+
+clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
+    pthread_mutex_lock(&gm->lock);
+    clf_status st = CLF_OK;
+    if (gm->bytes > MASKS_BUDGET) forget(gm);
+    int id = intern(gm, s);
+    if (id < 0) st = CLF_ERR_MEMORY; /* the message is set */
+    else if (!gm->st[id].bits) {
+        double t0 = now_s();
+        uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
+        int n = 0;
+        if (!bits) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+        if (st == CLF_OK && gm->v->nodes) st = walk(gm, 0, id, bits, &n);
+        if (st == CLF_OK) {
+            gm->st[id].bits = bits;
+            gm->st[id].n_allowed = n;
+            gm->bytes += (size_t)gm->n_words * sizeof *bits;
+            gm->computed++;
+            gm->seconds += now_s() - t0;
+        } else
+            free(bits);
+    } else
+        gm->hits++;
+    if (st == CLF_OK) {
+        const dstate *d = &gm->st[id];
+        for (int w = 0; w < gm->n_words; w++) {
+            uint64_t m = d->bits[w];
+            if (m == ~0ull) continue;
+            int lo = w * 64, hi = lo + 64 < gm->n_vocab ? lo + 64 : gm->n_vocab;
+            for (int i = lo; i < hi; i++)
+                if (!(m >> (i - lo) & 1)) logits[i] = -INFINITY;
+        }
+        *n_allowed = d->n_allowed;
+    }
+    pthread_mutex_unlock(&gm->lock);
+    return st;
+}
+
+void clf_grammar_masks_stats(clf_grammar_masks *gm, long *computed, long *hits, double *seconds) {
+    pthread_mutex_lock(&gm->lock);
+    *computed = gm->computed;
+    *hits = gm->hits;
+    *seconds = gm->seconds;
+    pthread_mutex_unlock(&gm->lock);
+}

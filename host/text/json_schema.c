@@ -1,0 +1,2171 @@
+/* JSON Schema -> GBNF (json_schema.h). One walk over the schema writes one
+ * rule per object, array, alternation, enum, pattern and $ref target (named
+ * from the path, so the grammar reads like the schema), over a fixed set of
+ * primitive rules (JSON values, whitespace, formats). Written after
+ * llama.cpp's common/json-schema-to-grammar.cpp (property order, the
+ * integer-range rules, the format rules), in C, and exact where that one
+ * is loose: enum values are filtered by type, allOf is merged keyword by
+ * keyword, oneOf is refused unless its branches are provably disjoint, an
+ * unsupported keyword is an error rather than dropped. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_schema.h"
+
+#define MAX_OUT (4u << 20) /* grammar text, bytes */
+#define MAX_RULES 4096
+#define MAX_DEPTH 48      /* schema nesting, merges of merges */
+#define MAX_REPEAT 4096   /* a count (minItems, maxLength, {m,n}) the grammar spells out */
+#define INT_DIGITS 20     /* digits of an integral part: an int64/uint64 fits */
+#define FRAC_DIGITS 20    /* digits of a fraction (a double's repr needs 17) */
+
+/* ---- growing text -------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom; /* out of memory or over MAX_OUT: reported once, at the end */
+} sbuf;
+
+static void sb_add(sbuf *b, const char *p, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 128;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *s = cap > 2 * (size_t)MAX_OUT ? NULL : realloc(b->s, cap);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, p, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_putc(sbuf *b, char ch) { sb_add(b, &ch, 1); }
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < sizeof tmp) {
+        sb_add(b, tmp, (size_t)n);
+    } else if (n >= 0) {
+        char *big = malloc((size_t)n + 1);
+        if (!big) {
+            b->oom = 1;
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(big, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        sb_add(b, big, (size_t)n);
+        free(big);
+    }
+}
+static const char *sb_str(const sbuf *b) { return b->s ? b->s : ""; }
+
+/* Bytes as a GBNF literal's inside ("..." escapes). */
+static void sb_lit_bytes(sbuf *b, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch == '"' || ch == '\\') {
+            sb_putc(b, '\\');
+            sb_putc(b, (char)ch);
+        } else if (ch < 0x20 || ch == 0x7f) {
+            sb_printf(b, "\\x%02X", ch);
+        } else {
+            sb_putc(b, (char)ch);
+        }
+    }
+}
+
+/* A string's JSON spelling as a JSON writer gives it (json.dumps with
+ * ensure_ascii=False): " \ and control characters escaped, the rest as is. */
+static void json_spell_cp(sbuf *b, uint32_t cp) {
+    static const char short_esc[] = {['\b'] = 'b', ['\t'] = 't', ['\n'] = 'n', ['\f'] = 'f', ['\r'] = 'r'};
+    if (cp == '"' || cp == '\\') {
+        sb_putc(b, '\\');
+        sb_putc(b, (char)cp);
+    } else if (cp < 0x20) {
+        if (cp < sizeof short_esc && short_esc[cp]) {
+            sb_putc(b, '\\');
+            sb_putc(b, short_esc[cp]);
+        } else {
+            sb_printf(b, "\\u%04x", cp);
+        }
+    } else if (cp < 0x80) {
+        sb_putc(b, (char)cp);
+    } else {
+        char u[4];
+        int n;
+        if (cp < 0x800) {
+            u[0] = (char)(0xc0 | (cp >> 6));
+            u[1] = (char)(0x80 | (cp & 0x3f));
+            n = 2;
+        } else if (cp < 0x10000) {
+            u[0] = (char)(0xe0 | (cp >> 12));
+            u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            u[2] = (char)(0x80 | (cp & 0x3f));
+            n = 3;
+        } else {
+            u[0] = (char)(0xf0 | (cp >> 18));
+            u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+            u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+            u[3] = (char)(0x80 | (cp & 0x3f));
+            n = 4;
+        }
+        sb_add(b, u, (size_t)n);
+    }
+}
+
+/* Decodes one UTF-8 character of s[*i, n) (jansson's strings are valid UTF-8). */
+static uint32_t utf8_next(const char *s, size_t n, size_t *i) {
+    unsigned char c0 = (unsigned char)s[*i];
+    int len = c0 < 0x80 ? 1 : c0 < 0xe0 ? 2 : c0 < 0xf0 ? 3 : 4;
+    uint32_t cp = len == 1 ? c0 : len == 2 ? c0 & 0x1f : len == 3 ? c0 & 0x0f : c0 & 0x07;
+    size_t j = *i + 1;
+    for (int k = 1; k < len && j < n; k++, j++) cp = (cp << 6) | ((unsigned char)s[j] & 0x3f);
+    *i = j;
+    return cp;
+}
+
+/* A GBNF literal for the JSON spelling of the string s[0, n), quotes included. */
+static void sb_json_string_lit(sbuf *b, const char *s, size_t n) {
+    sbuf sp = {0};
+    sb_putc(&sp, '"');
+    for (size_t i = 0; i < n;) json_spell_cp(&sp, utf8_next(s, n, &i));
+    sb_putc(&sp, '"');
+    sb_putc(b, '"');
+    sb_lit_bytes(b, sb_str(&sp), sp.n);
+    sb_putc(b, '"');
+    if (sp.oom) b->oom = 1;
+    free(sp.s);
+}
+
+/* ---- the converter ------------------------------------------------------- */
+
+typedef struct ref_memo {
+    char *ref, *name;
+    int state; /* 1: being written, 2: written */
+    int nest;  /* containers entered when it started (a cycle at the same count consumes nothing) */
+    int empty, used_early;
+} ref_memo;
+
+typedef struct conv {
+    json_t *root;
+    sbuf rules;
+    char **names;
+    int n_names, cap_names;
+    ref_memo *refs;
+    int n_refs, cap_refs;
+    json_t **owned;
+    int n_owned, cap_owned;
+    unsigned prims; /* primitive rules written */
+    int nest, depth;
+} conv;
+
+static clf_status bad(const char *ptr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static clf_status bad(const char *ptr, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return clf_fail(CLF_ERR_ARG, "json schema: %s (at %s)", msg, ptr && *ptr ? ptr : "#");
+}
+static clf_status oom(void) { return clf_fail(CLF_ERR_MEMORY, "json schema: out of host memory"); }
+
+/* Keeps j alive until the conversion ends (merged schemas). */
+static json_t *own(conv *c, json_t *j) {
+    if (!j) return NULL;
+    if (c->n_owned == c->cap_owned) {
+        int cap = c->cap_owned ? 2 * c->cap_owned : 64;
+        json_t **o = realloc(c->owned, (size_t)cap * sizeof *o);
+        if (!o) {
+            json_decref(j);
+            return NULL;
+        }
+        c->owned = o;
+        c->cap_owned = cap;
+    }
+    c->owned[c->n_owned++] = j;
+    return j;
+}
+
+/* A JSON pointer one step down: parent + "/" + key (~ and / escaped). */
+static char *ptr_join(const char *parent, const char *key) {
+    sbuf b = {0};
+    sb_puts(&b, parent);
+    sb_putc(&b, '/');
+    for (const char *k = key; *k; k++) {
+        if (*k == '~') sb_puts(&b, "~0");
+        else if (*k == '/') sb_puts(&b, "~1");
+        else sb_putc(&b, *k);
+    }
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+static char *ptr_index(const char *parent, const char *key, size_t i) {
+    char idx[32];
+    snprintf(idx, sizeof idx, "%zu", i);
+    char *p = ptr_join(parent, key);
+    char *q = p ? ptr_join(p, idx) : NULL;
+    free(p);
+    return q;
+}
+
+/* A fresh rule name from base ([a-zA-Z0-9-], unique). */
+static const char *rule_name(conv *c, const char *base) {
+    char clean[72];
+    size_t n = 0;
+    for (const char *p = base; *p && n < 56; p++) {
+        char ch = *p;
+        int word = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (word) clean[n++] = ch;
+        else if (n > 0 && clean[n - 1] != '-') clean[n++] = '-';
+    }
+    while (n > 0 && clean[n - 1] == '-') n--;
+    if (n == 0) clean[n++] = 'r';
+    clean[n] = 0;
+    if (c->n_names >= MAX_RULES) return NULL;
+    char cand[96];
+    snprintf(cand, sizeof cand, "%s", clean);
+    for (int k = 2;; k++) {
+        int taken = 0;
+        for (int i = 0; i < c->n_names && !taken; i++) taken = strcmp(c->names[i], cand) == 0;
+        if (!taken) break;
+        snprintf(cand, sizeof cand, "%s-%d", clean, k);
+    }
+    if (c->n_names == c->cap_names) {
+        int cap = c->cap_names ? 2 * c->cap_names : 64;
+        char **nm = realloc(c->names, (size_t)cap * sizeof *nm);
+        if (!nm) return NULL;
+        c->names = nm;
+        c->cap_names = cap;
+    }
+    char *s = strdup(cand);
+    if (!s) return NULL;
+    c->names[c->n_names++] = s;
+    return s;
+}
+
+static void add_rule(conv *c, const char *name, const char *body) {
+    sb_puts(&c->rules, name);
+    sb_puts(&c->rules, " ::= ");
+    sb_puts(&c->rules, body);
+    sb_putc(&c->rules, '\n');
+}
+
+/* ---- primitive rules --------------------------------------------------------
+ * space: between tokens, one space or a newline and up to 40 columns of
+ * indentation (json.dumps' compact, default and indent= output to 20 levels
+ * at indent 2). Bounded on purpose: with `[ \t\n]*` a model may emit
+ * whitespace forever while the grammar stays satisfied, a generation that
+ * never ends; with a bound every gap ends. */
+enum {
+    P_SPACE, P_CHAR, P_STRING, P_INTEGRAL, P_INTEGER, P_NUMBER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT, P_ARRAY,
+    P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_DATE0, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
+};
+static const struct {
+    const char *name, *body;
+    unsigned deps;
+} PRIMS[P_COUNT] = {
+    [P_SPACE] = {"space", "(\" \" | \"\\n\" [ \\t]{0,40})?", 0},
+    [P_CHAR] = {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})", 0},
+    [P_STRING] = {"string", "\"\\\"\" char* \"\\\"\"", 1u << P_CHAR},
+    [P_INTEGRAL] = {"integral", "\"0\" | [1-9] [0-9]{0,19}", 0},
+    [P_INTEGER] = {"integer", "\"-\"? integral", 1u << P_INTEGRAL},
+    [P_NUMBER] = {"number", "\"-\"? integral (\".\" [0-9]{1,20})? ([eE] [-+]? [0-9]{1,4})?", 1u << P_INTEGRAL},
+    [P_BOOLEAN] = {"boolean", "\"true\" | \"false\"", 0},
+    [P_NULL] = {"null", "\"null\"", 0},
+    [P_VALUE] = {"value", "object | array | string | number | boolean | null",
+                 (1u << P_OBJECT) | (1u << P_ARRAY) | (1u << P_STRING) | (1u << P_NUMBER) | (1u << P_BOOLEAN) |
+                     (1u << P_NULL)},
+    [P_OBJECT] = {"object",
+                  "\"{\" space (string space \":\" space value space (\",\" space string space \":\" space value "
+                  "space)*)? \"}\"",
+                  (1u << P_SPACE) | (1u << P_STRING) | (1u << P_VALUE)},
+    [P_ARRAY] = {"array", "\"[\" space (value space (\",\" space value space)*)? \"]\"",
+                 (1u << P_SPACE) | (1u << P_VALUE)},
+    [P_UUID] = {"uuid",
+                "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                "[0-9a-fA-F]{12} \"\\\"\"",
+                0},
+    /* a dot-atom local part and a host name with a top-level label of
+     * letters: what mail systems take, without RFC 5321's quoted forms */
+    [P_EMAIL] = {"email",
+                 "\"\\\"\" [a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+ (\".\" [a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]+)* \"@\" "
+                 "([a-zA-Z0-9] ([a-zA-Z0-9-]{0,61} [a-zA-Z0-9])? \".\")+ [a-zA-Z]{2,63} \"\\\"\"",
+                 0},
+    /* the calendar exactly: days per month, 29 February of leap years */
+    [P_DIV4] = {"div4", "[02468] [048] | [13579] [26]", 0},
+    [P_MDAY] = {"mday",
+                "(\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | (\"0\" [469] | \"11\") "
+                "\"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | \"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8])",
+                0},
+    /* date: Python's date.fromisoformat, as jsonschema checks it, has no year 0 */
+    [P_DATE] = {"date",
+                "([0-9]{3} [1-9] | [0-9]{2} [1-9] \"0\" | [0-9] [1-9] \"00\" | [1-9] \"000\") \"-\" mday | "
+                "([0-9]{2} (div4 | [2468] \"0\") | (div4 | [2468] \"0\") \"00\") \"-02-29\"",
+                (1u << P_MDAY) | (1u << P_DIV4)},
+    /* date-time's date (RFC 3339): year 0000 is a (leap) year */
+    [P_DATE0] = {"date0", "[0-9]{4} \"-\" mday | ([0-9]{2} (div4 | [2468] \"0\") | div4 \"00\") \"-02-29\"",
+                 (1u << P_MDAY) | (1u << P_DIV4)},
+    [P_TIMEPART] = {"timepart",
+                    "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,20})? ([zZ] | [-+] "
+                    "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
+                    0},
+    [P_TIME] = {"time", "\"\\\"\" timepart \"\\\"\"", 1u << P_TIMEPART},
+    [P_DATETIME] = {"date-time", "\"\\\"\" date0 [tT] timepart \"\\\"\"", (1u << P_DATE0) | (1u << P_TIMEPART)},
+};
+
+static const char *prim(conv *c, int p) {
+    if (!(c->prims & (1u << p))) {
+        c->prims |= 1u << p;
+        add_rule(c, PRIMS[p].name, PRIMS[p].body);
+        for (int d = 0; d < P_COUNT; d++)
+            if (PRIMS[p].deps & (1u << d)) prim(c, d);
+    }
+    return PRIMS[p].name;
+}
+
+/* ---- keywords ------------------------------------------------------------ */
+
+static int in_list(const char *k, const char *const *list) {
+    for (; *list; list++)
+        if (strcmp(k, *list) == 0) return 1;
+    return 0;
+}
+/* Annotations and containers: no assertion, nothing to enforce. */
+static const char *const IGNORED[] = {"title", "description", "$schema", "$id", "$comment", "examples", "default",
+                                      "deprecated", "readOnly", "writeOnly", "$anchor", "$vocabulary",
+                                      "contentMediaType", "contentEncoding", "contentSchema", "$defs",
+                                      "definitions", NULL};
+/* Assertions this converter cannot turn into grammar. */
+static const char *const REFUSED[] = {"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                                      "dependencies", "patternProperties", "propertyNames", "minProperties",
+                                      "maxProperties", "unevaluatedProperties", "unevaluatedItems", "contains",
+                                      "minContains", "maxContains", "multipleOf", "additionalItems", "$dynamicRef",
+                                      "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
+/* Assertions it enforces. Any other keyword is an annotation (JSON Schema:
+ * an unknown keyword asserts nothing), ignored as validators ignore it. */
+static const char *const HANDLED[] = {"type", "enum", "const", "properties", "required", "additionalProperties",
+                                      "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "anyOf",
+                                      "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
+                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+
+static int asserts(const char *k) { return !in_list(k, IGNORED) && (in_list(k, HANDLED) || in_list(k, REFUSED)); }
+
+static clf_status check_refused(json_t *s, const char *ptr) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) {
+        if (in_list(k, REFUSED)) return bad(ptr, "keyword \"%s\" is not supported", k);
+        if (strcmp(k, "uniqueItems") == 0 && !json_is_false(v))
+            return bad(ptr, "keyword \"uniqueItems\": true is not supported");
+    }
+    return CLF_OK;
+}
+
+enum { T_NULL = 1, T_BOOLEAN = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_STRING = 32, T_INTEGER = 64,
+       T_ALL = 127 };
+static const char *const TYPE_NAMES[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
+
+static int type_bit(const char *name) {
+    for (int i = 0; i < 7; i++)
+        if (strcmp(name, TYPE_NAMES[i]) == 0) return 1 << i;
+    return 0;
+}
+/* The types `type` allows (T_ALL without it); integer is within number. */
+static clf_status type_mask(json_t *s, const char *ptr, int *mask) {
+    json_t *t = json_object_get(s, "type");
+    *mask = T_ALL;
+    if (!t) return CLF_OK;
+    if (json_is_string(t)) {
+        *mask = type_bit(json_string_value(t));
+        if (!*mask) return bad(ptr, "type \"%s\" is not a JSON Schema type", json_string_value(t));
+        return CLF_OK;
+    }
+    if (!json_is_array(t)) return bad(ptr, "\"type\" must be a string or an array of strings");
+    *mask = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(t, i, e) {
+        int b = json_is_string(e) ? type_bit(json_string_value(e)) : 0;
+        if (!b) return bad(ptr, "\"type\"[%zu] is not a JSON Schema type", i);
+        *mask |= b;
+    }
+    return CLF_OK;
+}
+static int value_type(json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_NULL: return T_NULL;
+    case JSON_TRUE:
+    case JSON_FALSE: return T_BOOLEAN;
+    case JSON_OBJECT: return T_OBJECT;
+    case JSON_ARRAY: return T_ARRAY;
+    case JSON_STRING: return T_STRING;
+    case JSON_INTEGER: return T_INTEGER | T_NUMBER;
+    case JSON_REAL: {
+        double x = json_real_value(v);
+        return x == floor(x) ? T_INTEGER | T_NUMBER : T_NUMBER;
+    }
+    }
+    return 0;
+}
+
+/* ---- $ref ---------------------------------------------------------------- */
+
+static clf_status resolve(conv *c, const char *ref, const char *ptr, json_t **out) {
+    if (ref[0] != '#') return bad(ptr, "$ref \"%s\": only local references (#/$defs/..., #/definitions/...)", ref);
+    json_t *cur = c->root;
+    const char *p = ref + 1;
+    if (*p && *p != '/') return bad(ptr, "$ref \"%s\": anchors are not supported, only JSON pointers", ref);
+    while (*p == '/') {
+        p++;
+        char key[512];
+        size_t n = 0;
+        while (*p && *p != '/') {
+            char ch = *p++;
+            if (ch == '~' && (*p == '0' || *p == '1')) ch = *p++ == '0' ? '~' : '/';
+            else if (ch == '%' && p[0] && p[1]) {
+                char hex[3] = {p[0], p[1], 0};
+                char *end;
+                long v = strtol(hex, &end, 16);
+                if (*end == 0 && v > 0) {
+                    ch = (char)v;
+                    p += 2;
+                }
+            }
+            if (n + 1 >= sizeof key) return bad(ptr, "$ref \"%s\": a step longer than 511 bytes", ref);
+            key[n++] = ch;
+        }
+        key[n] = 0;
+        if (json_is_object(cur)) {
+            cur = json_object_get(cur, key);
+        } else if (json_is_array(cur)) {
+            char *end;
+            unsigned long idx = strtoul(key, &end, 10);
+            cur = *key && *end == 0 ? json_array_get(cur, idx) : NULL;
+        } else {
+            cur = NULL;
+        }
+        if (!cur) return bad(ptr, "$ref \"%s\": nothing there", ref);
+    }
+    *out = cur;
+    return CLF_OK;
+}
+
+/* ---- visiting ------------------------------------------------------------ */
+
+static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty);
+
+static clf_status visit_ref(conv *c, const char *ref, const char *ptr, sbuf *out, int *empty) {
+    for (int i = 0; i < c->n_refs; i++) {
+        ref_memo *m = &c->refs[i];
+        if (strcmp(m->ref, ref) != 0) continue;
+        if (m->state == 1) {
+            if (m->nest == c->nest)
+                return bad(ptr, "$ref \"%s\" refers to itself before any object or array opens (left recursion)",
+                           ref);
+            m->used_early = 1;
+            sb_puts(out, m->name);
+            return CLF_OK;
+        }
+        if (m->empty) *empty = 1;
+        else sb_puts(out, m->name);
+        return CLF_OK;
+    }
+    json_t *target;
+    CLF_TRY(resolve(c, ref, ptr, &target));
+    if (c->n_refs == c->cap_refs) {
+        int cap = c->cap_refs ? 2 * c->cap_refs : 16;
+        ref_memo *r = realloc(c->refs, (size_t)cap * sizeof *r);
+        if (!r) return oom();
+        c->refs = r;
+        c->cap_refs = cap;
+    }
+    const char *last = strrchr(ref, '/');
+    char base[80];
+    snprintf(base, sizeof base, "%s", strcmp(ref, "#") == 0 ? "top" : last ? last + 1 : ref);
+    const char *name = rule_name(c, base);
+    char *dup = strdup(ref);
+    if (!name || !dup) {
+        free(dup);
+        return name ? oom() : bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
+    }
+    int me = c->n_refs++;
+    c->refs[me] = (ref_memo){.ref = dup, .name = (char *)name, .state = 1, .nest = c->nest};
+    sbuf body = {0};
+    int e = 0;
+    int saved_nest = c->nest;
+    clf_status st = visit(c, target, name, ref, &body, &e);
+    c->nest = saved_nest;
+    ref_memo *m = &c->refs[me];
+    m->state = 2;
+    if (st == CLF_OK && e) {
+        m->empty = 1;
+        if (m->used_early) st = bad(ref, "this schema admits no value, yet a schema within it refers to it");
+        *empty = 1;
+    } else if (st == CLF_OK) {
+        add_rule(c, name, sb_str(&body));
+        sb_puts(out, name);
+    }
+    if (body.oom) st = oom();
+    free(body.s);
+    return st;
+}
+
+/* A rule holding body, named from base; its name goes to out. */
+static clf_status emit_rule(conv *c, const char *base, const char *body, sbuf *out) {
+    const char *name = rule_name(c, base);
+    if (!name) return bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    add_rule(c, name, body);
+    sb_puts(out, name);
+    return CLF_OK;
+}
+
+static char *sub_name(const char *name, const char *what) {
+    sbuf b = {0};
+    sb_puts(&b, name);
+    sb_putc(&b, '-');
+    sb_puts(&b, what);
+    return b.s;
+}
+
+/* ---- allOf: one schema from several, keyword by keyword ------------------ */
+
+static const char *const MIN_LIKE[] = {"minLength", "minItems", "minimum", "exclusiveMinimum", NULL};
+static const char *const MAX_LIKE[] = {"maxLength", "maxItems", "maximum", "exclusiveMaximum", NULL};
+
+static json_t *all_of2(json_t *a, json_t *b) {
+    return json_pack("{s:[OO]}", "allOf", a, b);
+}
+
+/* Merges branch b (expanding its $ref and allOf) into r; pairs collects
+ * each branch's [properties, additionalProperties] for the end. */
+static clf_status merge_into(conv *c, json_t *r, json_t *b, const char *ptr, int depth, json_t *pairs, int *empty) {
+    if (depth > MAX_DEPTH) return bad(ptr, "allOf/$ref nested deeper than %d", MAX_DEPTH);
+    if (json_is_true(b)) return CLF_OK;
+    if (json_is_false(b)) {
+        *empty = 1;
+        return CLF_OK;
+    }
+    if (!json_is_object(b)) return bad(ptr, "a schema must be an object or a boolean");
+    CLF_TRY(check_refused(b, ptr));
+    json_t *ref = json_object_get(b, "$ref");
+    if (ref) {
+        if (!json_is_string(ref)) return bad(ptr, "\"$ref\" must be a string");
+        json_t *target;
+        CLF_TRY(resolve(c, json_string_value(ref), ptr, &target));
+        CLF_TRY(merge_into(c, r, target, json_string_value(ref), depth + 1, pairs, empty));
+    }
+    json_t *all = json_object_get(b, "allOf");
+    if (all) {
+        if (!json_is_array(all) || json_array_size(all) == 0) return bad(ptr, "\"allOf\" must be a non-empty array");
+        size_t i;
+        json_t *e;
+        json_array_foreach(all, i, e) {
+            char *p = ptr_index(ptr, "allOf", i);
+            if (!p) return oom();
+            clf_status st = merge_into(c, r, e, p, depth + 1, pairs, empty);
+            free(p);
+            CLF_TRY(st);
+        }
+    }
+    int has_items = json_object_get(b, "items") || json_object_get(b, "prefixItems");
+    int r_items = json_object_get(r, "items") || json_object_get(r, "prefixItems");
+    if (has_items && r_items &&
+        (json_object_get(b, "prefixItems") || json_object_get(r, "prefixItems")))
+        return bad(ptr, "allOf: prefixItems with items or prefixItems in another branch is not supported");
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v) {
+        if (!asserts(k) || strcmp(k, "$ref") == 0 || strcmp(k, "allOf") == 0) continue;
+        json_t *old = json_object_get(r, k);
+        if (strcmp(k, "additionalProperties") == 0) {
+            json_t *props = json_object_get(b, "properties");
+            json_t *pair = json_pack("[OO]", props ? props : json_null(), v);
+            if (!pair || json_array_append_new(pairs, pair)) return oom();
+            continue;
+        }
+        if (strcmp(k, "const") == 0 || strcmp(k, "enum") == 0) {
+            json_t *vals = strcmp(k, "const") == 0 ? json_pack("[O]", v) : json_incref(v);
+            if (!vals) return oom();
+            if (!json_is_array(vals)) {
+                json_decref(vals);
+                return bad(ptr, "\"enum\" must be an array");
+            }
+            json_t *prev = json_object_get(r, "enum");
+            if (prev) {
+                json_t *both = json_array();
+                size_t i, j;
+                json_t *x, *y;
+                json_array_foreach(prev, i, x) {
+                    json_array_foreach(vals, j, y) {
+                        if (json_equal(x, y)) {
+                            json_array_append(both, x);
+                            break;
+                        }
+                    }
+                }
+                json_decref(vals);
+                vals = both;
+            }
+            if (json_object_set_new(r, "enum", vals)) return oom();
+            continue;
+        }
+        if (!old) {
+            if (json_object_set(r, k, v)) return oom();
+        } else if (strcmp(k, "type") == 0) {
+            int m1, m2;
+            CLF_TRY(type_mask(r, ptr, &m1));
+            CLF_TRY(type_mask(b, ptr, &m2));
+            if (m1 & T_NUMBER) m1 |= T_INTEGER;
+            if (m2 & T_NUMBER) m2 |= T_INTEGER;
+            int m = m1 & m2;
+            json_t *t = json_array();
+            for (int i = 0; i < 7; i++)
+                if (m & (1 << i) && !(i == 6 && (m & T_NUMBER))) json_array_append_new(t, json_string(TYPE_NAMES[i]));
+            if (json_object_set_new(r, "type", t)) return oom();
+        } else if (strcmp(k, "required") == 0) {
+            if (!json_is_array(v) || !json_is_array(old)) return bad(ptr, "\"required\" must be an array");
+            json_t *u = json_copy(old);
+            size_t i, j;
+            json_t *x, *y;
+            json_array_foreach(v, i, x) {
+                int seen = 0;
+                json_array_foreach(u, j, y) seen |= json_equal(x, y);
+                if (!seen) json_array_append(u, x);
+            }
+            if (json_object_set_new(r, "required", u)) return oom();
+        } else if (strcmp(k, "properties") == 0 || strcmp(k, "items") == 0) {
+            if (strcmp(k, "items") == 0) {
+                if (!json_equal(old, v) && json_object_set_new(r, k, all_of2(old, v))) return oom();
+                continue;
+            }
+            if (!json_is_object(v) || !json_is_object(old)) return bad(ptr, "\"properties\" must be an object");
+            json_t *merged = json_copy(old);
+            const char *pk;
+            json_t *pv;
+            json_object_foreach(v, pk, pv) {
+                json_t *prev = json_object_get(merged, pk);
+                if (!prev) json_object_set(merged, pk, pv);
+                else if (!json_equal(prev, pv)) json_object_set_new(merged, pk, all_of2(prev, pv));
+            }
+            if (json_object_set_new(r, "properties", merged)) return oom();
+        } else if (in_list(k, MIN_LIKE) || in_list(k, MAX_LIKE)) {
+            if (!json_is_number(v) || !json_is_number(old)) return bad(ptr, "\"%s\" must be a number", k);
+            double a = json_number_value(old), x = json_number_value(v);
+            if (in_list(k, MIN_LIKE) ? x > a : x < a) json_object_set(r, k, v);
+        } else if (!json_equal(old, v)) {
+            return bad(ptr, "allOf: \"%s\" differs between branches (cannot intersect them)", k);
+        }
+    }
+    return CLF_OK;
+}
+
+/* The branches' additionalProperties, applied to the merged properties:
+ * a branch's additionalProperties holds for every property it does not list. */
+static clf_status merge_finish(json_t *r, json_t *pairs) {
+    if (json_array_size(pairs) == 0) return CLF_OK;
+    json_t *props = json_object_get(r, "properties");
+    json_t *addl = NULL;
+    size_t i;
+    json_t *pair;
+    json_array_foreach(pairs, i, pair) {
+        json_t *own_props = json_array_get(pair, 0), *a = json_array_get(pair, 1);
+        if (json_is_true(a) || (json_is_object(a) && json_object_size(a) == 0)) continue;
+        const char *pk;
+        json_t *pv;
+        if (props) {
+            json_t *np = json_copy(props);
+            json_object_foreach(props, pk, pv) {
+                if (json_is_object(own_props) && json_object_get(own_props, pk)) continue;
+                json_object_set_new(np, pk, json_is_false(a) ? json_false() : all_of2(pv, a));
+            }
+            json_object_set_new(r, "properties", np);
+            props = np;
+        }
+        json_t *na = !addl ? json_incref(a) : json_is_false(a) || json_is_false(addl) ? json_false() : all_of2(addl, a);
+        json_decref(addl);
+        addl = na;
+    }
+    if (addl && json_object_set_new(r, "additionalProperties", addl)) return oom();
+    return CLF_OK;
+}
+
+/* allOf of branches (JSON array) plus the keywords of `rest` (may be NULL). */
+static clf_status merge(conv *c, json_t *branches, json_t *rest, const char *ptr, json_t **out, int *empty) {
+    json_t *r = own(c, json_object());
+    json_t *pairs = json_array();
+    if (!r || !pairs) {
+        json_decref(pairs);
+        return oom();
+    }
+    clf_status st = CLF_OK;
+    if (rest) st = merge_into(c, r, rest, ptr, c->depth, pairs, empty);
+    size_t i;
+    json_t *e;
+    json_array_foreach(branches, i, e) {
+        if (st != CLF_OK) break;
+        char *p = ptr_index(ptr, "allOf", i);
+        st = p ? merge_into(c, r, e, p, c->depth + 1, pairs, empty) : oom();
+        free(p);
+    }
+    if (st == CLF_OK) st = merge_finish(r, pairs);
+    json_decref(pairs);
+    *out = r;
+    return st;
+}
+
+/* s without key k and without annotations: NULL when nothing asserts. */
+static json_t *rest_of(conv *c, json_t *s, const char *k) {
+    json_t *r = NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(s, key, v) {
+        if (strcmp(key, k) == 0 || !asserts(key)) continue;
+        if (!r && !(r = own(c, json_object()))) return NULL;
+        json_object_set(r, key, v);
+    }
+    return r;
+}
+
+/* ---- enum and const ------------------------------------------------------- */
+
+/* A double as Python's repr writes it: the shortest digits that read back,
+ * fixed notation for exponents -4..15 (always with a fraction), else d.ddde+XX. */
+static void py_repr(double x, char *buf, size_t cap) {
+    char t[40];
+    int p;
+    for (p = 1; p < 17; p++) {
+        snprintf(t, sizeof t, "%.*e", p - 1, x);
+        if (strtod(t, NULL) == x) break;
+    }
+    snprintf(t, sizeof t, "%.*e", p - 1, x);
+    const char *q = t;
+    int neg = *q == '-';
+    if (neg) q++;
+    char digits[24];
+    int nd = 0;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9') digits[nd++] = *q;
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = 0;
+    int e = atoi(q + 1);
+    sbuf b = {0};
+    if (neg) sb_putc(&b, '-');
+    if (e >= -4 && e < 16) {
+        if (e < 0) {
+            sb_puts(&b, "0.");
+            for (int i = 0; i < -e - 1; i++) sb_putc(&b, '0');
+            sb_puts(&b, digits);
+        } else {
+            for (int i = 0; i <= e; i++) sb_putc(&b, i < nd ? digits[i] : '0');
+            sb_putc(&b, '.');
+            if (nd > e + 1) sb_puts(&b, digits + e + 1);
+            else sb_putc(&b, '0');
+        }
+    } else {
+        sb_putc(&b, digits[0]);
+        if (nd > 1) {
+            sb_putc(&b, '.');
+            sb_puts(&b, digits + 1);
+        }
+        sb_printf(&b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    }
+    snprintf(buf, cap, "%s", sb_str(&b));
+    free(b.s);
+}
+
+/* A JSON value as GBNF: its tokens, space between them; object members in
+ * the value's order; a whole number also as N.0 (Python: 1 == 1.0). */
+static void value_lit(conv *c, json_t *v, sbuf *o) {
+    char num[64];
+    switch (json_typeof(v)) {
+    case JSON_NULL: sb_puts(o, "\"null\""); break;
+    case JSON_TRUE: sb_puts(o, "\"true\""); break;
+    case JSON_FALSE: sb_puts(o, "\"false\""); break;
+    case JSON_STRING: sb_json_string_lit(o, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER:
+        sb_printf(o, "(\"%lld\" \".0\"?)", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL: {
+        double x = json_real_value(v);
+        py_repr(x, num, sizeof num);
+        if (x == floor(x) && fabs(x) < 1e16) sb_printf(o, "(\"%.0f\" \".0\"?)", x);
+        else sb_printf(o, "\"%s\"", num);
+        break;
+    }
+    case JSON_ARRAY: {
+        sb_printf(o, "\"[\" %s", prim(c, P_SPACE));
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) {
+            if (i) sb_puts(o, " \",\" space");
+            sb_putc(o, ' ');
+            value_lit(c, e, o);
+            sb_puts(o, " space");
+        }
+        sb_puts(o, " \"]\"");
+        break;
+    }
+    case JSON_OBJECT: {
+        sb_printf(o, "\"{\" %s", prim(c, P_SPACE));
+        const char *k;
+        json_t *e;
+        int first = 1;
+        json_object_foreach(v, k, e) {
+            if (!first) sb_puts(o, " \",\" space");
+            first = 0;
+            sb_putc(o, ' ');
+            sb_json_string_lit(o, k, strlen(k));
+            sb_puts(o, " space \":\" space ");
+            value_lit(c, e, o);
+            sb_puts(o, " space");
+        }
+        sb_puts(o, " \"}\"");
+        break;
+    }
+    }
+}
+
+static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+    json_t *vals = json_object_get(s, "enum"), *cst = json_object_get(s, "const");
+    if (vals && cst) return bad(ptr, "\"enum\" with \"const\" is not supported");
+    if (vals && !json_is_array(vals)) return bad(ptr, "\"enum\" must be an array");
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) {
+        if (asserts(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
+            return bad(ptr, "\"%s\" beside \"%s\" is not supported (only \"type\" may join it)", k,
+                       vals ? "enum" : "const");
+    }
+    int mask;
+    CLF_TRY(type_mask(s, ptr, &mask));
+    if (mask & T_NUMBER) mask |= T_INTEGER;
+    sbuf body = {0};
+    int n = 0;
+    size_t count = vals ? json_array_size(vals) : 1;
+    for (size_t i = 0; i < count; i++) {
+        json_t *e = vals ? json_array_get(vals, i) : cst;
+        int t = value_type(e);
+        if (!(t & mask)) continue;
+        if (n++) sb_puts(&body, " | ");
+        value_lit(c, e, &body);
+    }
+    clf_status st = CLF_OK;
+    if (n == 0) *empty = 1;
+    else if (body.oom) st = oom();
+    else st = emit_rule(c, name, sb_str(&body), out);
+    free(body.s);
+    return st;
+}
+
+/* ---- integers in a range -------------------------------------------------- */
+
+static void digit_class(sbuf *o, int lo, int hi) {
+    if (lo == hi) sb_printf(o, "[%c]", lo);
+    else sb_printf(o, "[%c-%c]", lo, hi);
+}
+static void any_digits(sbuf *o, int n) {
+    if (n == 1) sb_puts(o, "[0-9]");
+    else if (n > 1) sb_printf(o, "[0-9]{%d}", n);
+}
+static int all_of_digit(const char *s, int n, char d) {
+    for (int i = 0; i < n; i++)
+        if (s[i] != d) return 0;
+    return 1;
+}
+/* The digit strings of length L from a to b (a <= b), exactly. */
+static void range_same(sbuf *o, const char *a, const char *b, int L) {
+    int i = 0;
+    while (i < L && a[i] == b[i]) i++;
+    if (i > 0) {
+        sb_putc(o, '"');
+        sb_add(o, a, (size_t)i);
+        sb_putc(o, '"');
+    }
+    if (i == L) return;
+    if (i > 0) sb_putc(o, ' ');
+    int rest = L - i - 1;
+    if (rest == 0) {
+        digit_class(o, a[i], b[i]);
+        return;
+    }
+    int a0 = all_of_digit(a + i + 1, rest, '0'), b9 = all_of_digit(b + i + 1, rest, '9');
+    if (a0 && b9) {
+        digit_class(o, a[i], b[i]);
+        sb_putc(o, ' ');
+        any_digits(o, rest);
+        return;
+    }
+    char nines[INT_DIGITS + 1], zeros[INT_DIGITS + 1];
+    memset(nines, '9', (size_t)rest);
+    memset(zeros, '0', (size_t)rest);
+    int lo = a[i], hi = b[i], alt = 0;
+    sb_putc(o, '(');
+    if (!a0) {
+        digit_class(o, a[i], a[i]);
+        sb_puts(o, " (");
+        range_same(o, a + i + 1, nines, rest);
+        sb_putc(o, ')');
+        lo++;
+        alt = 1;
+    }
+    if (!b9) hi--;
+    if (lo <= hi) {
+        if (alt) sb_puts(o, " | ");
+        digit_class(o, lo, hi);
+        sb_putc(o, ' ');
+        any_digits(o, rest);
+        alt = 1;
+    }
+    if (!b9) {
+        if (alt) sb_puts(o, " | ");
+        digit_class(o, b[i], b[i]);
+        sb_puts(o, " (");
+        range_same(o, zeros, b + i + 1, rest);
+        sb_putc(o, ')');
+    }
+    sb_putc(o, ')');
+}
+/* Decimal strings without leading zeros from lo to hi (lo <= hi). */
+static void range_dec(sbuf *o, const char *lo, const char *hi) {
+    int la = (int)strlen(lo), lb = (int)strlen(hi);
+    for (int L = la; L <= lb; L++) {
+        char a[INT_DIGITS + 1], b[INT_DIGITS + 1];
+        if (L == la) memcpy(a, lo, (size_t)L);
+        else {
+            memset(a, '0', (size_t)L);
+            a[0] = '1';
+        }
+        if (L == lb) memcpy(b, hi, (size_t)L);
+        else memset(b, '9', (size_t)L);
+        if (L > la) sb_puts(o, " | ");
+        range_same(o, a, b, L);
+    }
+}
+
+/* A bound as an int64 (ceil for a lower one, floor for an upper one;
+ * exclusive moves it by one). *set: whether there is one. */
+static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upper, int exclusive, int *set,
+                            int64_t *v) {
+    json_t *b = json_object_get(s, key);
+    if (!b) return CLF_OK;
+    if (!json_is_number(b)) return bad(ptr, "\"%s\" must be a number", key);
+    double x = json_number_value(b);
+    if (fabs(x) > 1e18) return bad(ptr, "\"%s\" %g: integer bounds beyond +-1e18 are not supported", key, x);
+    int64_t r;
+    if (json_is_integer(b)) {
+        r = json_integer_value(b);
+    } else {
+        double f = upper ? floor(x) : ceil(x);
+        r = (int64_t)f;
+        if (exclusive && f != x) exclusive = 0; /* 2.5 exclusive: 3 is already above it */
+    }
+    if (exclusive) r += upper ? -1 : 1;
+    if (!*set || (upper ? r < *v : r > *v)) *v = r;
+    *set = 1;
+    return CLF_OK;
+}
+
+static clf_status visit_integer(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+    int has_lo = 0, has_hi = 0;
+    int64_t lo = 0, hi = 0;
+    CLF_TRY(int_bound(s, "minimum", ptr, 0, 0, &has_lo, &lo));
+    CLF_TRY(int_bound(s, "exclusiveMinimum", ptr, 0, 1, &has_lo, &lo));
+    CLF_TRY(int_bound(s, "maximum", ptr, 1, 0, &has_hi, &hi));
+    CLF_TRY(int_bound(s, "exclusiveMaximum", ptr, 1, 1, &has_hi, &hi));
+    if (!has_lo && !has_hi) {
+        sb_puts(out, prim(c, P_INTEGER));
+        return CLF_OK;
+    }
+    if (has_lo && has_hi && lo > hi) {
+        *empty = 1;
+        return CLF_OK;
+    }
+    char nines[INT_DIGITS + 1];
+    memset(nines, '9', INT_DIGITS);
+    nines[INT_DIGITS] = 0;
+    sbuf b = {0};
+    int alt = 0;
+    if (!has_lo || lo < 0) { /* negatives: "-" and a magnitude */
+        char m1[32], m2[32];
+        snprintf(m1, sizeof m1, "%llu", has_hi && hi < 0 ? (unsigned long long)(-(hi + 1)) + 1 : 1ull);
+        if (has_lo) snprintf(m2, sizeof m2, "%llu", (unsigned long long)(-(lo + 1)) + 1);
+        else snprintf(m2, sizeof m2, "%s", nines);
+        sb_puts(&b, "\"-\" (");
+        range_dec(&b, m1, m2);
+        sb_putc(&b, ')');
+        alt = 1;
+    }
+    if (!has_hi || hi >= 0) {
+        char m1[32], m2[32];
+        snprintf(m1, sizeof m1, "%lld", has_lo && lo > 0 ? (long long)lo : 0ll);
+        if (has_hi) snprintf(m2, sizeof m2, "%lld", (long long)hi);
+        else snprintf(m2, sizeof m2, "%s", nines);
+        if (alt) sb_puts(&b, " | ");
+        range_dec(&b, m1, m2);
+        if (!has_lo || lo <= 0) sb_puts(&b, " | \"-0\""); /* -0 is 0 */
+    }
+    clf_status st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+    free(b.s);
+    return st;
+}
+
+/* ---- patterns ---------------------------------------------------------------
+ * A regular expression (Python's re, as jsonschema runs it, with ASCII
+ * classes: \d [0-9], \w [A-Za-z0-9_], \s [ \t\n\r\f\v]; `.` anything but
+ * \n; `$` only at the very end) as grammar over the string's JSON spelling. */
+
+typedef struct cpset {
+    uint32_t (*r)[2];
+    int n, cap;
+} cpset;
+
+static int set_add(cpset *s, uint32_t lo, uint32_t hi) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 8;
+        uint32_t(*r)[2] = realloc(s->r, (size_t)cap * sizeof *r);
+        if (!r) return -1;
+        s->r = r;
+        s->cap = cap;
+    }
+    s->r[s->n][0] = lo;
+    s->r[s->n][1] = hi;
+    s->n++;
+    return 0;
+}
+static int cmp_range(const void *a, const void *b) {
+    const uint32_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+static void set_norm(cpset *s) {
+    if (s->n == 0) return;
+    qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
+    int k = 0;
+    for (int i = 1; i < s->n; i++) {
+        if (s->r[i][0] <= s->r[k][1] + 1) {
+            if (s->r[i][1] > s->r[k][1]) s->r[k][1] = s->r[i][1];
+        } else {
+            s->r[++k][0] = s->r[i][0];
+            s->r[k][1] = s->r[i][1];
+        }
+    }
+    s->n = k + 1;
+}
+static int set_negate(cpset *s) {
+    set_norm(s);
+    cpset t = {0};
+    uint32_t next = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->r[i][0] > next && set_add(&t, next, s->r[i][0] - 1)) return -1;
+        next = s->r[i][1] + 1;
+    }
+    if (next <= 0x10FFFF && set_add(&t, next, 0x10FFFF)) return -1;
+    free(s->r);
+    *s = t;
+    return 0;
+}
+static int set_has(const cpset *s, uint32_t cp) {
+    for (int i = 0; i < s->n; i++)
+        if (cp >= s->r[i][0] && cp <= s->r[i][1]) return 1;
+    return 0;
+}
+
+static void class_cp(sbuf *o, uint32_t cp) {
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') || cp == ' ')
+        sb_putc(o, (char)cp);
+    else if (cp < 0x80) sb_printf(o, "\\x%02X", cp);
+    else if (cp < 0x10000) sb_printf(o, "\\u%04X", cp);
+    else sb_printf(o, "\\U%08X", cp);
+}
+
+/* Code points in s as grammar over their JSON spelling: the plain ones as
+ * one class, ", \ and control characters as their escapes. */
+static void set_emit(sbuf *o, cpset *s) {
+    set_norm(s);
+    sbuf cls = {0};
+    int plain = 0, alts = 0;
+    for (int i = 0; i < s->n; i++) {
+        uint32_t lo = s->r[i][0], hi = s->r[i][1];
+        /* cut out the escaped characters and the surrogates (no UTF-8) */
+        static const uint32_t cuts[][2] = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0xD800, 0xDFFF}};
+        uint32_t pieces[8][2];
+        int np = 1;
+        pieces[0][0] = lo;
+        pieces[0][1] = hi;
+        for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
+            int nn = 0;
+            uint32_t next[8][2];
+            for (int j = 0; j < np; j++) {
+                uint32_t a = pieces[j][0], b = pieces[j][1];
+                if (b < cuts[k][0] || a > cuts[k][1]) {
+                    next[nn][0] = a;
+                    next[nn++][1] = b;
+                    continue;
+                }
+                if (a < cuts[k][0]) {
+                    next[nn][0] = a;
+                    next[nn++][1] = cuts[k][0] - 1;
+                }
+                if (b > cuts[k][1]) {
+                    next[nn][0] = cuts[k][1] + 1;
+                    next[nn++][1] = b;
+                }
+            }
+            memcpy(pieces, next, sizeof next);
+            np = nn;
+        }
+        for (int j = 0; j < np; j++) {
+            class_cp(&cls, pieces[j][0]);
+            if (pieces[j][1] > pieces[j][0]) {
+                sb_putc(&cls, '-');
+                class_cp(&cls, pieces[j][1]);
+            }
+            plain = 1;
+        }
+    }
+    sb_putc(o, '(');
+    if (plain) {
+        sb_putc(o, '[');
+        sb_puts(o, sb_str(&cls));
+        sb_putc(o, ']');
+        alts = 1;
+    }
+    free(cls.s);
+    for (uint32_t cp = 0; cp <= '\\'; cp++) {
+        if (!(cp < 0x20 || cp == '"' || cp == '\\') || !set_has(s, cp)) continue;
+        sbuf sp = {0};
+        json_spell_cp(&sp, cp);
+        if (alts++) sb_puts(o, " | ");
+        sb_putc(o, '"');
+        sb_lit_bytes(o, sb_str(&sp), sp.n);
+        sb_putc(o, '"');
+        free(sp.s);
+    }
+    if (!alts) sb_puts(o, "[^\\x00-\\U0010FFFF]"); /* cannot happen: sets are never empty */
+    sb_putc(o, ')');
+}
+
+typedef struct rx {
+    const char *p;
+    size_t n, i;
+    const char *ptr;
+    conv *c;
+    int depth;
+} rx;
+
+static clf_status rx_bad(rx *x, const char *what) {
+    return bad(x->ptr, "pattern: %s at offset %zu", what, x->i);
+}
+static int rx_peek(rx *x, uint32_t *cp) {
+    if (x->i >= x->n) return 0;
+    size_t j = x->i;
+    *cp = utf8_next(x->p, x->n, &j);
+    return 1;
+}
+static uint32_t rx_get(rx *x) { return utf8_next(x->p, x->n, &x->i); }
+
+/* The class \d \w \s (or their negations) named by letter e into s. */
+static int class_escape(uint32_t e, cpset *s) {
+    cpset t = {0};
+    int neg = e == 'D' || e == 'W' || e == 'S', r = 0;
+    switch (e | 0x20) {
+    case 'd': r = set_add(&t, '0', '9'); break;
+    case 'w': r = set_add(&t, '0', '9') || set_add(&t, 'A', 'Z') || set_add(&t, 'a', 'z') || set_add(&t, '_', '_'); break;
+    case 's': r = set_add(&t, '\t', '\r') || set_add(&t, ' ', ' '); break;
+    default: return 1;
+    }
+    if (r || (neg && set_negate(&t))) {
+        free(t.r);
+        return -1;
+    }
+    for (int i = 0; i < t.n && !r; i++) r = set_add(s, t.r[i][0], t.r[i][1]);
+    free(t.r);
+    return r;
+}
+
+static int hexval(uint32_t ch) {
+    return ch >= '0' && ch <= '9' ? (int)(ch - '0') : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (int)((ch | 0x20) - 'a' + 10) : -1;
+}
+/* An escaped character after the backslash (not a class): its code point. */
+static clf_status rx_escape_char(rx *x, uint32_t e, uint32_t *cp) {
+    static const char simple[] = "tnrfv0";
+    static const uint32_t vals[] = {'\t', '\n', '\r', '\f', '\v', 0};
+    for (int i = 0; simple[i]; i++)
+        if (e == (uint32_t)simple[i]) {
+            if (e == '0' && rx_peek(x, cp) && *cp >= '0' && *cp <= '7') return rx_bad(x, "octal escapes are not supported");
+            *cp = vals[i];
+            return CLF_OK;
+        }
+    if (e == 'x' || e == 'u' || e == 'U') {
+        int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+        uint32_t v = 0;
+        for (int i = 0; i < nd; i++) {
+            uint32_t h;
+            if (!rx_peek(x, &h) || hexval(h) < 0) return rx_bad(x, "a \\x, \\u or \\U escape needs hex digits");
+            rx_get(x);
+            v = v * 16 + (uint32_t)hexval(h);
+        }
+        if (v > 0x10FFFF) return rx_bad(x, "an escape beyond U+10FFFF");
+        *cp = v;
+        return CLF_OK;
+    }
+    if (e >= '1' && e <= '9') return rx_bad(x, "backreferences are not supported");
+    if (e == 'b' || e == 'B' || e == 'A' || e == 'Z' || e == 'z' || e == 'G')
+        return rx_bad(x, "\\b, \\B, \\A, \\Z anchors are not supported");
+    if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) return rx_bad(x, "an unknown escape");
+    *cp = e;
+    return CLF_OK;
+}
+
+static clf_status rx_class(rx *x, cpset *s) {
+    uint32_t ch;
+    int neg = 0, first = 1;
+    if (rx_peek(x, &ch) && ch == '^') {
+        rx_get(x);
+        neg = 1;
+    }
+    for (;;) {
+        if (!rx_peek(x, &ch)) return rx_bad(x, "an unclosed [");
+        rx_get(x);
+        if (ch == ']' && !first) break;
+        first = 0;
+        uint32_t lo = ch;
+        if (ch == '\\') {
+            if (!rx_peek(x, &ch)) return rx_bad(x, "a \\ at the end");
+            rx_get(x);
+            int r = class_escape(ch, s);
+            if (r < 0) return oom();
+            if (r == 0) continue;
+            if (ch == 'b') lo = '\b';
+            else CLF_TRY(rx_escape_char(x, ch, &lo));
+        } else if (ch == '[' && rx_peek(x, &ch) && (ch == ':' || ch == '=' || ch == '.')) {
+            return rx_bad(x, "POSIX classes are not supported");
+        }
+        uint32_t hi = lo, nx;
+        if (rx_peek(x, &nx) && nx == '-' && x->i + 1 < x->n && x->p[x->i + 1] != ']') {
+            rx_get(x);
+            hi = rx_get(x);
+            if (hi == '\\') {
+                if (!rx_peek(x, &ch)) return rx_bad(x, "a \\ at the end");
+                rx_get(x);
+                if (ch == 'b') hi = '\b';
+                else if (class_escape(ch, &(cpset){0}) != 1) return rx_bad(x, "a class as a range's end");
+                else CLF_TRY(rx_escape_char(x, ch, &hi));
+            }
+            if (hi < lo) return rx_bad(x, "a range whose end is before its start");
+        }
+        if (set_add(s, lo, hi)) return oom();
+    }
+    if (neg && set_negate(s)) return oom();
+    if (s->n == 0) return rx_bad(x, "an empty class");
+    return CLF_OK;
+}
+
+static clf_status rx_alt(rx *x, sbuf *o, int top, int *nullable);
+
+/* One atom and its quantifier. *done: at | or ) or the end. */
+static clf_status rx_piece(rx *x, sbuf *o, int top, int *nullable, int *done) {
+    uint32_t ch;
+    *done = 0;
+    if (!rx_peek(x, &ch) || ch == '|' || ch == ')') {
+        *done = 1;
+        return CLF_OK;
+    }
+    if (ch == '$') {
+        rx_get(x);
+        uint32_t nx;
+        if (top && (!rx_peek(x, &nx) || nx == '|')) { /* the branch's end: nothing follows */
+            *done = 2;
+            return CLF_OK;
+        }
+        return rx_bad(x, "$ only at the end of the pattern (or of a top-level branch)");
+    }
+    if (ch == '^') return rx_bad(x, "^ only at the start of the pattern (or of a top-level branch)");
+    if (ch == '*' || ch == '+' || ch == '?' || ch == '{') {
+        if (ch != '{') return rx_bad(x, "a quantifier with nothing to repeat");
+    }
+    sbuf atom = {0};
+    int nul = 0;
+    clf_status st = CLF_OK;
+    rx_get(x);
+    if (ch == '(') {
+        uint32_t q;
+        if (rx_peek(x, &q) && q == '?') {
+            rx_get(x);
+            uint32_t k;
+            if (!rx_peek(x, &k)) return rx_bad(x, "an unclosed (");
+            if (k == ':') rx_get(x);
+            else if (k == 'P' || k == '<') {
+                rx_get(x);
+                if (k == 'P') {
+                    if (!rx_peek(x, &k) || k != '<') return rx_bad(x, "(?P= backreferences are not supported");
+                    rx_get(x);
+                }
+                if (rx_peek(x, &k) && (k == '=' || k == '!')) return rx_bad(x, "lookbehind is not supported");
+                while (rx_peek(x, &k) && k != '>') rx_get(x);
+                if (!rx_peek(x, &k)) return rx_bad(x, "an unclosed group name");
+                rx_get(x);
+            } else if (k == '=' || k == '!') return rx_bad(x, "lookahead is not supported");
+            else return rx_bad(x, "inline flags and other (? groups are not supported");
+        }
+        if (++x->depth > 64) return rx_bad(x, "groups nested deeper than 64");
+        sb_putc(&atom, '(');
+        st = rx_alt(x, &atom, 0, &nul);
+        x->depth--;
+        if (st == CLF_OK && (!rx_peek(x, &q) || q != ')')) st = rx_bad(x, "an unclosed (");
+        if (st == CLF_OK) rx_get(x);
+        sb_putc(&atom, ')');
+    } else if (ch == '[') {
+        cpset s = {0};
+        st = rx_class(x, &s);
+        if (st == CLF_OK) set_emit(&atom, &s);
+        free(s.r);
+    } else if (ch == '.') {
+        cpset s = {0};
+        if (set_add(&s, '\n', '\n') || set_negate(&s)) st = oom();
+        else set_emit(&atom, &s);
+        free(s.r);
+    } else {
+        uint32_t cp = ch;
+        if (ch == '\\') {
+            if (!rx_peek(x, &ch)) {
+                free(atom.s);
+                return rx_bad(x, "a \\ at the end");
+            }
+            rx_get(x);
+            cpset s = {0};
+            int r = class_escape(ch, &s);
+            if (r < 0) st = oom();
+            else if (r == 0) set_emit(&atom, &s);
+            else st = rx_escape_char(x, ch, &cp);
+            free(s.r);
+            if (st == CLF_OK && r == 1) {
+                cpset one = {0};
+                if (set_add(&one, cp, cp)) st = oom();
+                else set_emit(&atom, &one);
+                free(one.r);
+            }
+        } else {
+            cpset one = {0};
+            if (set_add(&one, cp, cp)) st = oom();
+            else set_emit(&atom, &one);
+            free(one.r);
+        }
+    }
+    if (st != CLF_OK) {
+        free(atom.s);
+        return st;
+    }
+    /* the quantifier */
+    long lo = 1, hi = 1;
+    if (rx_peek(x, &ch)) {
+        if (ch == '*' || ch == '+' || ch == '?') {
+            rx_get(x);
+            lo = ch == '+';
+            hi = ch == '?' ? 1 : -1;
+        } else if (ch == '{') {
+            size_t save = x->i;
+            rx_get(x);
+            long m = -1, n = -1;
+            char *end;
+            const char *q = x->p + x->i;
+            if (*q >= '0' && *q <= '9') {
+                m = strtol(q, &end, 10);
+                q = end;
+            }
+            if (*q == ',') {
+                q++;
+                if (*q >= '0' && *q <= '9') {
+                    n = strtol(q, &end, 10);
+                    q = end;
+                } else n = -2; /* {m,} */
+            } else n = m;
+            if (*q == '}' && (m >= 0 || n >= 0)) {
+                x->i = (size_t)(q + 1 - x->p);
+                lo = m < 0 ? 0 : m;
+                hi = n == -2 ? -1 : n;
+                if (lo > MAX_REPEAT || hi > MAX_REPEAT) {
+                    free(atom.s);
+                    return rx_bad(x, "a count above 4096");
+                }
+                if (hi >= 0 && hi < lo) {
+                    free(atom.s);
+                    return rx_bad(x, "a {m,n} with n < m");
+                }
+            } else {
+                x->i = save; /* Python: a { that is no quantifier is itself */
+            }
+        }
+        if (lo != 1 || hi != 1) {
+            uint32_t q;
+            if (rx_peek(x, &q) && q == '?') rx_get(x); /* lazy: the same language */
+            else if (rx_peek(x, &q) && q == '+') {
+                free(atom.s);
+                return rx_bad(x, "possessive quantifiers are not supported");
+            }
+            if (rx_peek(x, &q) && (q == '*' || q == '+' || q == '?')) {
+                free(atom.s);
+                return rx_bad(x, "a quantifier after a quantifier");
+            }
+        }
+    }
+    if (nul && hi < 0) {
+        free(atom.s);
+        return rx_bad(x, "an unbounded repeat of a group that matches the empty string");
+    }
+    sb_puts(o, sb_str(&atom));
+    if (lo == 0 && hi == 1) sb_putc(o, '?');
+    else if (lo == 0 && hi < 0) sb_putc(o, '*');
+    else if (lo == 1 && hi < 0) sb_putc(o, '+');
+    else if (hi < 0) sb_printf(o, "{%ld,}", lo);
+    else if (lo == hi && lo != 1) sb_printf(o, "{%ld}", lo);
+    else if (lo != hi) sb_printf(o, "{%ld,%ld}", lo, hi);
+    *nullable = nul || lo == 0;
+    if (atom.oom) o->oom = 1;
+    free(atom.s);
+    return CLF_OK;
+}
+
+/* Alternatives; at the top level each may be anchored by ^ and $, and an
+ * unanchored side matches anything (re.search). */
+static clf_status rx_alt(rx *x, sbuf *o, int top, int *nullable) {
+    *nullable = 0;
+    for (int branch = 0;; branch++) {
+        if (branch) sb_puts(o, " | ");
+        int start = 1, end = 0;
+        uint32_t ch;
+        if (top) {
+            if (rx_peek(x, &ch) && ch == '^') {
+                rx_get(x);
+                start = 0;
+            }
+            if (start) sb_puts(o, "char* ");
+        }
+        int nul = 1;
+        size_t branch_at = o->n;
+        for (;;) {
+            int done, pn = 0;
+            size_t before = o->n;
+            CLF_TRY(rx_piece(x, o, top, &pn, &done));
+            if (done == 2) end = 1;
+            if (done) break;
+            nul = nul && pn;
+            if (o->n > before) sb_putc(o, ' ');
+        }
+        if (top && !end) sb_puts(o, "char*");
+        else if (o->n == branch_at) sb_puts(o, "\"\"");
+        if (nul) *nullable = 1;
+        if (!rx_peek(x, &ch) || ch != '|') break;
+        rx_get(x);
+    }
+    return CLF_OK;
+}
+
+static clf_status visit_pattern(conv *c, json_t *pat, const char *name, const char *ptr, sbuf *out) {
+    if (!json_is_string(pat)) return bad(ptr, "\"pattern\" must be a string");
+    rx x = {.p = json_string_value(pat), .n = json_string_length(pat), .ptr = ptr, .c = c};
+    sbuf b = {0};
+    int nul;
+    sb_puts(&b, "\"\\\"\" (");
+    prim(c, P_CHAR);
+    clf_status st = rx_alt(&x, &b, 1, &nul);
+    if (st == CLF_OK && x.i < x.n) st = rx_bad(&x, "an unmatched )");
+    sb_puts(&b, ") \"\\\"\"");
+    if (st == CLF_OK) st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+    free(b.s);
+    return st;
+}
+
+/* ---- strings ------------------------------------------------------------- */
+
+static clf_status count_kw(json_t *s, const char *key, const char *ptr, long *v) {
+    json_t *j = json_object_get(s, key);
+    if (!j) return CLF_OK;
+    double x = json_is_number(j) ? json_number_value(j) : -1;
+    if (x < 0 || x != floor(x)) return bad(ptr, "\"%s\" must be a non-negative integer", key);
+    if (x > MAX_REPEAT) return bad(ptr, "\"%s\" %.0f: at most %d is supported", key, x, MAX_REPEAT);
+    *v = (long)x;
+    return CLF_OK;
+}
+
+static clf_status visit_string(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+    json_t *fmt = json_object_get(s, "format"), *pat = json_object_get(s, "pattern");
+    long lo = 0, hi = -1;
+    CLF_TRY(count_kw(s, "minLength", ptr, &lo));
+    CLF_TRY(count_kw(s, "maxLength", ptr, &hi));
+    int lengths = json_object_get(s, "minLength") || json_object_get(s, "maxLength");
+    if ((fmt != NULL) + (pat != NULL) + lengths > 1)
+        return bad(ptr, "only one of \"format\", \"pattern\", \"minLength\"/\"maxLength\" per string is supported");
+    if (fmt) {
+        static const struct {
+            const char *name;
+            int p;
+        } formats[] = {{"date", P_DATE}, {"date-time", P_DATETIME}, {"time", P_TIME}, {"uuid", P_UUID},
+                       {"email", P_EMAIL}};
+        if (!json_is_string(fmt)) return bad(ptr, "\"format\" must be a string");
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+            if (strcmp(json_string_value(fmt), formats[i].name) != 0) continue;
+            if (formats[i].p == P_DATE) {
+                /* date is a part of date0's neighbours: its string form is a rule of its own */
+                sbuf b = {0};
+                sb_printf(&b, "\"\\\"\" %s \"\\\"\"", prim(c, P_DATE));
+                clf_status st = emit_rule(c, name, sb_str(&b), out);
+                free(b.s);
+                return st;
+            }
+            sb_puts(out, prim(c, formats[i].p));
+            return CLF_OK;
+        }
+        return bad(ptr, "format \"%s\" is not supported (date, date-time, time, uuid, email are)",
+                   json_string_value(fmt));
+    }
+    if (pat) return visit_pattern(c, pat, name, ptr, out);
+    if (!lengths) {
+        sb_puts(out, prim(c, P_STRING));
+        return CLF_OK;
+    }
+    if (hi >= 0 && hi < lo) {
+        *empty = 1;
+        return CLF_OK;
+    }
+    sbuf b = {0};
+    sb_printf(&b, "\"\\\"\" %s", prim(c, P_CHAR));
+    if (hi < 0) sb_printf(&b, "{%ld,}", lo);
+    else if (lo == hi) sb_printf(&b, "{%ld}", lo);
+    else sb_printf(&b, "{%ld,%ld}", lo, hi);
+    sb_puts(&b, " \"\\\"\"");
+    clf_status st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+    free(b.s);
+    return st;
+}
+
+/* ---- arrays -------------------------------------------------------------- */
+
+static clf_status visit_sub(conv *c, json_t *s, const char *name, const char *what, const char *ptr,
+                            const char *key, long idx, sbuf *out, int *empty) {
+    char *nm = sub_name(name, what);
+    char *p = idx >= 0 ? ptr_index(ptr, key, (size_t)idx) : ptr_join(ptr, key);
+    clf_status st = nm && p ? visit(c, s, nm, p, out, empty) : oom();
+    free(nm);
+    free(p);
+    return st;
+}
+
+static clf_status visit_array(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+    json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
+    long lo = 0, hi = -1;
+    CLF_TRY(count_kw(s, "minItems", ptr, &lo));
+    CLF_TRY(count_kw(s, "maxItems", ptr, &hi));
+    if (items && json_is_array(items))
+        return bad(ptr, "\"items\" as an array (draft 2019 and older): use \"prefixItems\"");
+    if (prefix && !json_is_array(prefix)) return bad(ptr, "\"prefixItems\" must be an array");
+    if (!items && !prefix && !json_object_get(s, "minItems") && !json_object_get(s, "maxItems")) {
+        sb_puts(out, prim(c, P_ARRAY));
+        return CLF_OK;
+    }
+    size_t k = prefix ? json_array_size(prefix) : 0;
+    if (k > MAX_REPEAT) return bad(ptr, "\"prefixItems\" longer than %d", MAX_REPEAT);
+    sbuf *pe = calloc(k + 1, sizeof *pe);
+    if (!pe) return oom();
+    c->nest++;
+    clf_status st = CLF_OK;
+    long n = hi; /* the most elements possible, -1: any */
+    size_t kk = k;
+    for (size_t j = 0; j < k && st == CLF_OK; j++) {
+        int e = 0;
+        char what[32];
+        snprintf(what, sizeof what, "%zu", j);
+        st = visit_sub(c, json_array_get(prefix, j), name, what, ptr, "prefixItems", (long)j, &pe[j], &e);
+        if (e && kk == k) kk = j; /* no element can stand here, nor after */
+    }
+    int ie = 0;
+    if (st == CLF_OK) {
+        if (!items) sb_puts(&pe[k], prim(c, P_VALUE));
+        else st = visit_sub(c, items, name, "item", ptr, "items", -1, &pe[k], &ie);
+    }
+    c->nest--;
+    if (st == CLF_OK) {
+        if (kk < k || ie) n = n < 0 || n > (long)kk ? (long)kk : n;
+        if (n >= 0 && lo > n) *empty = 1;
+    }
+    if (st != CLF_OK || *empty) goto done;
+    sbuf b = {0};
+    const char *sp = prim(c, P_SPACE);
+    sb_printf(&b, "\"[\" %s ", sp);
+    size_t upto = n >= 0 && (size_t)n < kk ? (size_t)n : kk;
+    /* prefix element j, nested: ( "," e_j ( ... )? )? with the first lo mandatory */
+    for (size_t j = 0; j < upto; j++) {
+        if ((long)j >= lo) sb_putc(&b, '(');
+        if (j) sb_printf(&b, "\",\" %s ", sp);
+        sb_printf(&b, "%s %s ", sb_str(&pe[j]), sp);
+    }
+    long rlo = lo > (long)upto ? lo - (long)upto : 0, rhi = n < 0 ? -1 : n - (long)upto;
+    if (upto == kk && rhi != 0) {
+        const char *it = sb_str(&pe[k]);
+        if (upto == 0) { /* the first element has no comma */
+            if (rlo == 0) sb_putc(&b, '(');
+            sb_printf(&b, "%s %s", it, sp);
+            long l2 = rlo > 0 ? rlo - 1 : 0, h2 = rhi < 0 ? -1 : rhi - 1;
+            if (h2 != 0) {
+                sb_printf(&b, " (\",\" %s %s %s)", sp, it, sp);
+                if (l2 == 0 && h2 < 0) sb_putc(&b, '*');
+                else if (l2 == 1 && h2 < 0) sb_putc(&b, '+');
+                else if (h2 < 0) sb_printf(&b, "{%ld,}", l2);
+                else if (l2 == h2) sb_printf(&b, "{%ld}", l2);
+                else sb_printf(&b, "{%ld,%ld}", l2, h2);
+            }
+            if (rlo == 0) sb_puts(&b, ")?");
+            sb_putc(&b, ' ');
+        } else {
+            sb_printf(&b, "(\",\" %s %s %s)", sp, it, sp);
+            if (rlo == 0 && rhi < 0) sb_putc(&b, '*');
+            else if (rlo == 0 && rhi == 1) sb_putc(&b, '?');
+            else if (rlo == 1 && rhi < 0) sb_putc(&b, '+');
+            else if (rhi < 0) sb_printf(&b, "{%ld,}", rlo);
+            else if (rlo == rhi) sb_printf(&b, "{%ld}", rlo);
+            else sb_printf(&b, "{%ld,%ld}", rlo, rhi);
+            sb_putc(&b, ' ');
+        }
+    }
+    for (size_t j = upto; j-- > 0;)
+        if ((long)j >= lo) sb_puts(&b, ")? ");
+    sb_puts(&b, "\"]\"");
+    st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+    free(b.s);
+done:
+    for (size_t j = 0; j <= k; j++) free(pe[j].s);
+    free(pe);
+    return st;
+}
+
+/* ---- objects ------------------------------------------------------------- */
+
+/* A JSON string other than the given names (plain spellings): a trie, one
+ * rule per node. */
+static clf_status not_names(conv *c, const char *name, const char **names, int n, int depth, sbuf *out) {
+    /* children: distinct next code points of the names at this depth */
+    sbuf b = {0};
+    cpset kids = {0};
+    int ends = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if ((size_t)depth == len) {
+            ends = 1;
+            continue;
+        }
+        size_t at = (size_t)depth;
+        uint32_t cp = utf8_next(names[i], len, &at);
+        if (set_add(&kids, cp, cp)) {
+            free(kids.r);
+            return oom();
+        }
+    }
+    (void)ends;
+    set_norm(&kids);
+    int alt = 0;
+    clf_status st = CLF_OK;
+    if (!ends) {
+        sb_puts(&b, "\"\\\"\"");
+        alt = 1;
+    }
+    /* a character no name has here, then anything */
+    cpset other = {0};
+    for (int i = 0; i < kids.n; i++) set_add(&other, kids.r[i][0], kids.r[i][1]);
+    set_add(&other, 0, 0x1F);
+    set_add(&other, '"', '"');
+    set_add(&other, '\\', '\\');
+    if (set_negate(&other)) st = oom();
+    if (st == CLF_OK) {
+        if (alt++) sb_puts(&b, " | ");
+        if (other.n) set_emit(&b, &other);
+        sb_printf(&b, " %s* \"\\\"\"", prim(c, P_CHAR));
+        sb_puts(&b, " | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) char* \"\\\"\"");
+    }
+    free(other.r);
+    /* each child: its character, then the names that go on with it */
+    for (int i = 0; i < kids.n && st == CLF_OK; i++) {
+        for (uint32_t cp = kids.r[i][0]; cp <= kids.r[i][1] && st == CLF_OK; cp++) {
+            const char **sub = malloc((size_t)n * sizeof *sub);
+            if (!sub) {
+                st = oom();
+                break;
+            }
+            int m = 0;
+            size_t next_depth = 0;
+            for (int j = 0; j < n; j++) {
+                size_t len = strlen(names[j]), at = (size_t)depth;
+                if (at >= len) continue;
+                if (utf8_next(names[j], len, &at) == cp) {
+                    sub[m++] = names[j];
+                    next_depth = at;
+                }
+            }
+            sbuf sp = {0}, child = {0};
+            json_spell_cp(&sp, cp);
+            st = not_names(c, name, sub, m, (int)next_depth, &child);
+            if (st == CLF_OK) {
+                sb_puts(&b, " | \"");
+                sb_lit_bytes(&b, sb_str(&sp), sp.n);
+                sb_printf(&b, "\" %s", sb_str(&child));
+            }
+            free(sp.s);
+            free(child.s);
+            free(sub);
+        }
+    }
+    free(kids.r);
+    if (st == CLF_OK) st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+    free(b.s);
+    return st;
+}
+
+static int in_required(json_t *req, const char *k) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(req, i, e) if (json_is_string(e) && strcmp(json_string_value(e), k) == 0) return 1;
+    return 0;
+}
+
+static clf_status visit_object(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    json_t *addl = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props)) return bad(ptr, "\"properties\" must be an object");
+    if (req && !json_is_array(req)) return bad(ptr, "\"required\" must be an array of strings");
+    if (!props && !req && !addl) {
+        sb_puts(out, prim(c, P_OBJECT));
+        return CLF_OK;
+    }
+    size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
+    for (size_t i = 0; i < nr; i++)
+        if (!json_is_string(json_array_get(req, i))) return bad(ptr, "\"required\" must be an array of strings");
+    size_t cap = np + nr + 1;
+    sbuf *kv = calloc(cap, sizeof *kv);
+    int *must = calloc(cap, sizeof *must);
+    const char **keys = calloc(cap, sizeof *keys);
+    if (!kv || !must || !keys) {
+        free(kv);
+        free(must);
+        free(keys);
+        return oom();
+    }
+    const char *sp = prim(c, P_SPACE);
+    clf_status st = CLF_OK;
+    int n = 0, nkeys = 0;
+    c->nest++;
+    const char *k;
+    json_t *v;
+    /* the listed properties, in the schema's order */
+    if (props) json_object_foreach(props, k, v) {
+        if (st != CLF_OK) break;
+        keys[nkeys++] = k;
+        int e = 0, r = req && in_required(req, k);
+        sbuf val = {0};
+        char *p = ptr_join(ptr, "properties");
+        st = p ? visit_sub(c, v, name, k, p, k, -1, &val, &e) : oom();
+        free(p);
+        if (st == CLF_OK && e && r) *empty = 1;
+        if (st == CLF_OK && !e) {
+            sb_json_string_lit(&kv[n], k, strlen(k));
+            sb_printf(&kv[n], " %s \":\" %s %s %s", sp, sp, sb_str(&val), sp);
+            must[n++] = r;
+        }
+        free(val.s);
+    }
+    /* required but not listed: what additionalProperties allows */
+    int addl_empty = json_is_false(addl);
+    sbuf addv = {0};
+    if (st == CLF_OK && !addl_empty) {
+        if (!addl || json_is_true(addl)) sb_puts(&addv, prim(c, P_VALUE));
+        else st = visit_sub(c, addl, name, "additional", ptr, "additionalProperties", -1, &addv, &addl_empty);
+    }
+    for (size_t i = 0; i < nr && st == CLF_OK && !*empty; i++) {
+        const char *rk = json_string_value(json_array_get(req, i));
+        int listed = props && json_object_get(props, rk);
+        for (size_t j = 0; j < i && !listed; j++) listed = strcmp(json_string_value(json_array_get(req, j)), rk) == 0;
+        if (listed) continue;
+        if (addl_empty) {
+            *empty = 1;
+            break;
+        }
+        keys[nkeys++] = rk;
+        sb_json_string_lit(&kv[n], rk, strlen(rk));
+        sb_printf(&kv[n], " %s \":\" %s %s %s", sp, sp, sb_str(&addv), sp);
+        must[n++] = 1;
+    }
+    c->nest--;
+    if (st != CLF_OK || *empty) goto done;
+    /* additional properties: a name none of the above, any number of them */
+    sbuf tail = {0};
+    if (!addl_empty) {
+        sbuf key = {0};
+        char *kn = sub_name(name, "key");
+        if (!kn) st = oom();
+        for (int i = 0; i < nkeys && st == CLF_OK; i++)
+            for (const char *q = keys[i]; *q && st == CLF_OK; q++)
+                if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\')
+                    st = bad(ptr, "a property name with \", \\ or a control character beside additional "
+                                  "properties is not supported");
+        if (st != CLF_OK) {
+        } else if (nkeys == 0) {
+            sb_puts(&key, prim(c, P_STRING));
+        } else { /* the opening quote, then a name none of keys */
+            sb_puts(&key, "\"\\\"\" ");
+            st = not_names(c, kn, keys, nkeys, 0, &key);
+        }
+        free(kn);
+        if (st == CLF_OK) {
+            sbuf body = {0};
+            sb_printf(&body, "%s %s \":\" %s %s %s", sb_str(&key), sp, sp, sb_str(&addv), sp);
+            char *an = sub_name(name, "kv");
+            st = an ? emit_rule(c, an, sb_str(&body), &tail) : oom();
+            free(an);
+            free(body.s);
+        }
+        free(key.s);
+    }
+    /* after[i]: members i.. when one came before (each with its comma) */
+    char **after = calloc((size_t)n + 1, sizeof *after);
+    if (!after) st = oom();
+    for (int i = n; i >= 0 && st == CLF_OK; i--) {
+        sbuf b = {0};
+        if (i == n) {
+            if (tail.n) sb_printf(&b, "(\",\" %s %s)*", sp, sb_str(&tail));
+        } else {
+            if (must[i]) sb_printf(&b, "\",\" %s %s", sp, sb_str(&kv[i]));
+            else sb_printf(&b, "(\",\" %s %s)?", sp, sb_str(&kv[i]));
+            if (after[i + 1]) sb_printf(&b, " %s", after[i + 1]);
+        }
+        if (b.n) {
+            char what[32];
+            snprintf(what, sizeof what, "after-%d", i);
+            char *an = sub_name(name, what);
+            sbuf nm = {0};
+            st = an ? emit_rule(c, an, sb_str(&b), &nm) : oom();
+            after[i] = nm.s;
+            free(an);
+        }
+        free(b.s);
+    }
+    if (st == CLF_OK) {
+        sbuf b = {0};
+        sb_printf(&b, "\"{\" %s ", sp);
+        int first_req = -1;
+        for (int i = 0; i < n && first_req < 0; i++)
+            if (must[i]) first_req = i;
+        int last = first_req < 0 ? n - 1 : first_req, alts = 0;
+        sb_putc(&b, '(');
+        for (int i = 0; i <= last; i++) {
+            if (alts++) sb_puts(&b, " | ");
+            sb_puts(&b, sb_str(&kv[i]));
+            if (after[i + 1]) sb_printf(&b, " %s", after[i + 1]);
+        }
+        if (first_req < 0 && tail.n) {
+            if (alts++) sb_puts(&b, " | ");
+            sb_printf(&b, "%s (\",\" %s %s)*", sb_str(&tail), sp, sb_str(&tail));
+        }
+        sb_putc(&b, ')');
+        if (first_req < 0) sb_putc(&b, '?');
+        if (!alts) b.n -= 3, b.s[b.n] = 0; /* no member at all: drop "()?" */
+        sb_puts(&b, " \"}\"");
+        st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+        free(b.s);
+    }
+    if (after)
+        for (int i = 0; i <= n; i++) free(after[i]);
+    free(after);
+    free(tail.s);
+done:
+    free(addv.s);
+    for (size_t i = 0; i < cap; i++) free(kv[i].s);
+    free(kv);
+    free(must);
+    free(keys);
+    return st;
+}
+
+/* ---- anyOf / oneOf ---------------------------------------------------------
+ * oneOf is anyOf only when no value can match two branches. That is
+ * decided here, conservatively: the branches' types are pairwise disjoint,
+ * or all are objects whose one required property holds const/enum strings
+ * that no two branches share (a discriminator). Anything else is refused:
+ * the grammar could not exclude values that match two branches. */
+
+static json_t *deref(conv *c, json_t *s) {
+    for (int i = 0; i < 16 && json_is_object(s); i++) {
+        json_t *r = json_object_get(s, "$ref"), *t;
+        if (!json_is_string(r) || resolve(c, json_string_value(r), NULL, &t) != CLF_OK) return s;
+        s = t;
+    }
+    return s;
+}
+static int branch_types(conv *c, json_t *s) {
+    s = deref(c, s);
+    if (json_is_false(s)) return 0;
+    if (!json_is_object(s)) return T_ALL;
+    int m;
+    if (type_mask(s, NULL, &m) != CLF_OK) return T_ALL;
+    if (m & T_NUMBER) m |= T_INTEGER;
+    json_t *vals = json_object_get(s, "enum"), *cst = json_object_get(s, "const");
+    if (vals || cst) {
+        int vm = 0;
+        size_t i;
+        json_t *e;
+        if (cst) vm = value_type(cst);
+        else json_array_foreach(vals, i, e) vm |= value_type(e);
+        m &= vm;
+    }
+    return m;
+}
+static json_t *discriminator(conv *c, json_t *s, const char *prop) {
+    s = deref(c, s);
+    json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    if (!json_is_object(props) || !json_is_array(req) || !in_required(req, prop)) return NULL;
+    json_t *p = deref(c, json_object_get(props, prop));
+    json_t *v = json_object_get(p, "const");
+    if (json_is_string(v)) return json_pack("[O]", v);
+    v = json_object_get(p, "enum");
+    if (!json_is_array(v)) return NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) if (!json_is_string(e)) return NULL;
+    return json_incref(v);
+}
+static int disjoint(conv *c, json_t *branches) {
+    size_t n = json_array_size(branches);
+    int ok = 1, seen = 0;
+    for (size_t i = 0; i < n && ok; i++) {
+        int m = branch_types(c, json_array_get(branches, i));
+        if (m & seen) ok = 0;
+        seen |= m;
+    }
+    if (ok) return 1;
+    /* a discriminator: a property of the first branch every branch requires */
+    json_t *first = deref(c, json_array_get(branches, 0));
+    json_t *props = json_object_get(first, "properties");
+    const char *k;
+    json_t *v;
+    json_object_foreach(props, k, v) {
+        json_t *all = json_array();
+        int good = 1;
+        for (size_t i = 0; i < n && good; i++) {
+            json_t *b = json_array_get(branches, i);
+            if (branch_types(c, b) & ~T_OBJECT) good = 0;
+            json_t *d = good ? discriminator(c, b, k) : NULL;
+            if (!d) good = 0;
+            size_t j, l;
+            json_t *x, *y;
+            if (good) json_array_foreach(d, j, x) {
+                json_array_foreach(all, l, y) if (json_equal(x, y)) good = 0;
+            }
+            if (good) json_array_extend(all, d);
+            json_decref(d);
+        }
+        json_decref(all);
+        if (good) return 1;
+    }
+    return 0;
+}
+
+static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name, const char *ptr, sbuf *out,
+                            int *empty) {
+    json_t *br = json_object_get(s, kw);
+    if (!json_is_array(br) || json_array_size(br) == 0) return bad(ptr, "\"%s\" must be a non-empty array", kw);
+    json_t *rest = rest_of(c, s, kw);
+    json_t *list = own(c, json_array());
+    if (!list) return oom();
+    size_t i;
+    json_t *e;
+    json_array_foreach(br, i, e) {
+        if (!rest) {
+            json_array_append(list, e);
+            continue;
+        }
+        json_t *m;
+        int me = 0;
+        json_t *one = json_pack("[O]", e);
+        if (!one) return oom();
+        char *p = ptr_index(ptr, kw, i);
+        clf_status st = p ? merge(c, one, rest, p, &m, &me) : oom();
+        free(p);
+        json_decref(one);
+        CLF_TRY(st);
+        json_array_append(list, me ? json_false() : m);
+    }
+    if (kw[0] == 'o' && !disjoint(c, list))
+        return bad(ptr, "oneOf: cannot tell that no value matches two branches (distinct types, or a required "
+                        "property with distinct const/enum strings, are understood); anyOf would admit such values");
+    sbuf b = {0};
+    int alts = 0;
+    clf_status st = CLF_OK;
+    json_array_foreach(list, i, e) {
+        int be = 0;
+        sbuf x = {0};
+        char what[32];
+        snprintf(what, sizeof what, "%zu", i);
+        char *nm = sub_name(name, what), *p = ptr_index(ptr, kw, i);
+        st = nm && p ? visit(c, e, nm, p, &x, &be) : oom();
+        free(nm);
+        free(p);
+        if (st == CLF_OK && !be) {
+            if (alts++) sb_puts(&b, " | ");
+            sb_puts(&b, sb_str(&x));
+        }
+        free(x.s);
+        if (st != CLF_OK) break;
+    }
+    if (st == CLF_OK) {
+        if (!alts) *empty = 1;
+        else st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+    }
+    free(b.s);
+    return st;
+}
+
+/* ---- one schema ---------------------------------------------------------- */
+
+static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
+static const char *const NUMBER_KW[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
+static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", NULL};
+
+static int has_any(json_t *s, const char *const *kws) {
+    for (; *kws; kws++)
+        if (json_object_get(s, *kws)) return 1;
+    return 0;
+}
+
+static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+    if (c->depth >= MAX_DEPTH) return bad(ptr, "schemas nested deeper than %d", MAX_DEPTH);
+    if (json_is_true(s)) {
+        sb_puts(out, prim(c, P_VALUE));
+        return CLF_OK;
+    }
+    if (json_is_false(s)) {
+        *empty = 1;
+        return CLF_OK;
+    }
+    if (!json_is_object(s)) return bad(ptr, "a schema must be an object or a boolean");
+    CLF_TRY(check_refused(s, ptr));
+    c->depth++;
+    clf_status st = CLF_OK;
+    json_t *ref = json_object_get(s, "$ref"), *m = NULL;
+    int me = 0;
+    if (ref && !json_is_string(ref)) {
+        st = bad(ptr, "\"$ref\" must be a string");
+    } else if (ref && !rest_of(c, s, "$ref")) {
+        st = visit_ref(c, json_string_value(ref), ptr, out, empty);
+    } else if (ref || json_object_get(s, "allOf")) {
+        json_t *none = own(c, json_array());
+        st = none ? merge(c, none, s, ptr, &m, &me) : oom();
+        if (st == CLF_OK && me) *empty = 1;
+        else if (st == CLF_OK) st = visit(c, m, name, ptr, out, empty);
+    } else if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf")) {
+        st = bad(ptr, "\"anyOf\" with \"oneOf\" in one schema is not supported");
+    } else if (json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) {
+        st = visit_any(c, s, json_object_get(s, "anyOf") ? "anyOf" : "oneOf", name, ptr, out, empty);
+    } else if (json_object_get(s, "enum") || json_object_get(s, "const")) {
+        st = visit_enum(c, s, name, ptr, out, empty);
+    } else {
+        int mask;
+        st = type_mask(s, ptr, &mask);
+        if (st == CLF_OK && (mask & T_NUMBER)) {
+            mask &= ~T_INTEGER;
+            if (has_any(s, NUMBER_KW))
+                st = bad(ptr, "\"minimum\"/\"maximum\" on a number (not an integer) is not supported");
+        }
+        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_KW) &&
+            !has_any(s, ARRAY_KW) && !has_any(s, OBJECT_KW)) {
+            sb_puts(out, prim(c, P_VALUE));
+        } else if (st == CLF_OK) {
+            sbuf b = {0};
+            int alts = 0;
+            for (int t = 0; t < 7 && st == CLF_OK; t++) {
+                if (!(mask & (1 << t))) continue;
+                sbuf x = {0};
+                int te = 0;
+                char *nm = sub_name(name, TYPE_NAMES[t]);
+                const char *tn = mask == (1 << t) ? name : nm;
+                if (!nm) st = oom();
+                else switch (1 << t) {
+                    case T_NULL: sb_puts(&x, prim(c, P_NULL)); break;
+                    case T_BOOLEAN: sb_puts(&x, prim(c, P_BOOLEAN)); break;
+                    case T_NUMBER: sb_puts(&x, prim(c, P_NUMBER)); break;
+                    case T_INTEGER: st = visit_integer(c, s, tn, ptr, &x, &te); break;
+                    case T_STRING: st = visit_string(c, s, tn, ptr, &x, &te); break;
+                    case T_ARRAY: st = visit_array(c, s, tn, ptr, &x, &te); break;
+                    case T_OBJECT: st = visit_object(c, s, tn, ptr, &x, &te); break;
+                    }
+                free(nm);
+                if (st == CLF_OK && !te) {
+                    if (alts++) sb_puts(&b, " | ");
+                    sb_puts(&b, sb_str(&x));
+                }
+                free(x.s);
+            }
+            if (st == CLF_OK) {
+                if (!alts) *empty = 1;
+                else if (alts == 1) sb_puts(out, sb_str(&b));
+                else st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+            }
+            free(b.s);
+        }
+    }
+    c->depth--;
+    return st;
+}
+
+clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) {
+    if (!schema || !gbnf) return clf_fail(CLF_ERR_ARG, "json schema: NULL argument");
+    *gbnf = NULL;
+    json_error_t err;
+    json_t *root = json_loadb(schema, len, JSON_DECODE_ANY, &err);
+    if (!root) return clf_fail(CLF_ERR_ARG, "json schema: not JSON: %s (line %d, column %d)", err.text, err.line,
+                               err.column);
+    conv c = {.root = root};
+    /* the primitives' names and root are taken */
+    for (int i = 0; i <= P_COUNT; i++) {
+        const char *taken = rule_name(&c, i < P_COUNT ? PRIMS[i].name : "root");
+        if (taken && strcmp(taken, i < P_COUNT ? PRIMS[i].name : "root") != 0) taken = NULL;
+    }
+    sbuf top = {0};
+    int empty = 0;
+    clf_status st = visit_ref(&c, "#", "#", &top, &empty);
+    if (st == CLF_OK && empty) st = bad("#", "the schema admits no value");
+    sbuf out = {0};
+    if (st == CLF_OK) {
+        sb_printf(&out, "root ::= %s %s %s\n", prim(&c, P_SPACE), sb_str(&top), prim(&c, P_SPACE));
+        sb_puts(&out, sb_str(&c.rules));
+        if (out.oom || c.rules.oom || top.oom) st = bad("#", "the grammar is larger than 4 MiB (or memory ran out)");
+    }
+    if (st == CLF_OK && out.n > MAX_OUT) st = bad("#", "the grammar is larger than 4 MiB");
+    if (st == CLF_OK) *gbnf = out.s;
+    else free(out.s);
+    free(top.s);
+    free(c.rules.s);
+    for (int i = 0; i < c.n_names; i++) free(c.names[i]);
+    free(c.names);
+    for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
+    free(c.refs);
+    for (int i = 0; i < c.n_owned; i++) json_decref(c.owned[i]);
+    free(c.owned);
+    json_decref(root);
+    return st;
+}
