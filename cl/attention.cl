@@ -69,14 +69,21 @@ __attribute__((always_inline)) inline float16 kv_ld16_q4(__global const uchar *b
 #define KV_LD16(row, c) kv_ld16_q4(KV_BLK(row, c), (c) % 32 >= 16)
 #define KV_LD1(row, d) (((float)(((d) % 32 >= 16) ? KV_BLK(row, d)[2 + (d) % 16] >> 4 : KV_BLK(row, d)[2 + (d) % 16] & 15) - 8.0f) * KV_SCALE(KV_BLK(row, d)))
 #endif
-/* Elements c .. c+31 (a, b) quantized into their block. */
+/* Elements c .. c+31 (a, b) quantized into their block. The largest
+ * magnitude (and value) by a loop over a private copy rather than by
+ * halving the vectors with .lo/.hi: Oclgrind 21.10's uninitialised-value
+ * plugin loses the shadow of those shuffles and reports a false
+ * "Controlflow depends on uninitialized value" (one row a token: cheap). */
 __attribute__((always_inline)) inline void kv_st32(const float16 a, const float16 b, __global uchar *row, const int c) {
     __global uchar *blk = KV_BLK(row, c);
-    const float16 fa = fabs(a), fb = fabs(b);
-    float8 m8 = fmax(fmax(fa.lo, fa.hi), fmax(fb.lo, fb.hi));
-    float4 m4 = fmax(m8.lo, m8.hi);
-    float2 m2 = fmax(m4.lo, m4.hi);
-    const float amax = fmax(m2.x, m2.y);
+    float v[32], amax = 0.0f, vmax = -INFINITY;
+    vstore16(a, 0, v);
+    vstore16(b, 0, v + 16);
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        amax = fmax(amax, fabs(v[i]));
+        vmax = fmax(vmax, v[i]);
+    }
 #if KV_Q == 8
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     vstore_half_rte(d, 0, (__global half *)blk);
@@ -84,14 +91,13 @@ __attribute__((always_inline)) inline void kv_st32(const float16 a, const float1
     vstore16(convert_char16_sat_rte(b * id), 0, (__global char *)blk + 18);
 #else
     /* the value of largest magnitude maps to -8 (its sign kept) */
-    float8 x8 = fmax(fmax(a.lo, a.hi), fmax(b.lo, b.hi));
-    float4 x4 = fmax(x8.lo, x8.hi);
-    float2 x2 = fmax(x4.lo, x4.hi);
-    const float mx = fmax(x2.x, x2.y) == amax ? amax : -amax;
+    const float mx = vmax == amax ? amax : -amax;
     const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     vstore_half_rte(d, 0, (__global half *)blk);
-    const uchar16 qa = convert_uchar16(min(convert_int16_rtz(a * id + 8.5f), 15));
-    const uchar16 qb = convert_uchar16(min(convert_int16_rtz(b * id + 8.5f), 15));
+    /* min against an int16, not the scalar 15: Oclgrind 21.10's integer
+     * min/max/clamp(vector, scalar) read the scalar as a vector (garbage) */
+    const uchar16 qa = convert_uchar16(min(convert_int16_rtz(a * id + 8.5f), (int16)15));
+    const uchar16 qb = convert_uchar16(min(convert_int16_rtz(b * id + 8.5f), (int16)15));
     vstore16(qa | (qb << (uchar)4), 0, blk + 2);
 #endif
 }

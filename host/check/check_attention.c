@@ -29,11 +29,22 @@ static void kv_round_row(clf_type t, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = t == CLF_F16 ? clf_f16_to_f32(clf_f32_to_f16(x[i])) : x[i];
 }
 
+/* Every cache byte 0xff (NaN halves, -1 quant bytes), so a kernel reading
+ * a slot nobody wrote fails the check. Written from the host rather than by
+ * clEnqueueFillBuffer: after a fill, Oclgrind 21.10's uninitialised-value
+ * plugin takes what kernels later write there for uninitialised. */
 static clf_status cache_poison(clf_runtime *rt, clf_kv_cache *c) {
-    const unsigned char ff = 0xff;
     const size_t one = c->bytes / 2;
-    CLF_TRY(clf_cl_check(clEnqueueFillBuffer(rt->queue, c->k, &ff, 1, 0, one, 0, NULL, NULL), "clEnqueueFillBuffer"));
-    return clf_cl_check(clEnqueueFillBuffer(rt->queue, c->v, &ff, 1, 0, one, 0, NULL, NULL), "clEnqueueFillBuffer");
+    unsigned char *ff = malloc(one ? one : 1);
+    if (!ff) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    memset(ff, 0xff, one);
+    clf_status st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, c->k, CL_TRUE, 0, one, ff, 0, NULL, NULL),
+                                 "clEnqueueWriteBuffer");
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, c->v, CL_TRUE, 0, one, ff, 0, NULL, NULL),
+                          "clEnqueueWriteBuffer");
+    free(ff);
+    return st;
 }
 
 /* ---- reference ------------------------------------------------------------- */
