@@ -69,21 +69,14 @@ __attribute__((always_inline)) inline float16 kv_ld16_q4(__global const uchar *b
 #define KV_LD16(row, c) kv_ld16_q4(KV_BLK(row, c), (c) % 32 >= 16)
 #define KV_LD1(row, d) (((float)(((d) % 32 >= 16) ? KV_BLK(row, d)[2 + (d) % 16] >> 4 : KV_BLK(row, d)[2 + (d) % 16] & 15) - 8.0f) * KV_SCALE(KV_BLK(row, d)))
 #endif
-/* Elements c .. c+31 (a, b) quantized into their block. The largest
- * magnitude (and value) by a loop over a private copy rather than by
- * halving the vectors with .lo/.hi: Oclgrind 21.10's uninitialised-value
- * plugin loses the shadow of those shuffles and reports a false
- * "Controlflow depends on uninitialized value" (one row a token: cheap). */
+/* Elements c .. c+31 (a, b) quantized into their block. */
 __attribute__((always_inline)) inline void kv_st32(const float16 a, const float16 b, __global uchar *row, const int c) {
     __global uchar *blk = KV_BLK(row, c);
-    float v[32], amax = 0.0f, vmax = -INFINITY;
-    vstore16(a, 0, v);
-    vstore16(b, 0, v + 16);
-#pragma unroll
-    for (int i = 0; i < 32; i++) {
-        amax = fmax(amax, fabs(v[i]));
-        vmax = fmax(vmax, v[i]);
-    }
+    const float16 fa = fabs(a), fb = fabs(b);
+    float8 m8 = fmax(fmax(fa.lo, CLF_HI8(fa)), fmax(fb.lo, CLF_HI8(fb)));
+    float4 m4 = fmax(m8.lo, m8.hi);
+    float2 m2 = fmax(m4.lo, m4.hi);
+    const float amax = fmax(m2.x, m2.y);
 #if KV_Q == 8
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     vstore_half_rte(d, 0, (__global half *)blk);
@@ -91,7 +84,10 @@ __attribute__((always_inline)) inline void kv_st32(const float16 a, const float1
     vstore16(convert_char16_sat_rte(b * id), 0, (__global char *)blk + 18);
 #else
     /* the value of largest magnitude maps to -8 (its sign kept) */
-    const float mx = vmax == amax ? amax : -amax;
+    float8 x8 = fmax(fmax(a.lo, CLF_HI8(a)), fmax(b.lo, CLF_HI8(b)));
+    float4 x4 = fmax(x8.lo, x8.hi);
+    float2 x2 = fmax(x4.lo, x4.hi);
+    const float mx = fmax(x2.x, x2.y) == amax ? amax : -amax;
     const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     vstore_half_rte(d, 0, (__global half *)blk);
     /* min against an int16, not the scalar 15: Oclgrind 21.10's integer
@@ -138,14 +134,14 @@ __attribute__((always_inline)) inline void kv_st32(const float16 a, const float1
 #define KV_FIRST(p, window) ((window) > 0 ? max((p) - (window) + 1, 0) : 0)
 
 CLF_INLINE float clf_hmax16(float16 v) {
-    float8 a = fmax(v.lo, v.hi);
+    float8 a = fmax(v.lo, CLF_HI8(v));
     float4 b = fmax(a.lo, a.hi);
     float2 c = fmax(b.lo, b.hi);
     return fmax(c.x, c.y);
 }
 
 CLF_INLINE float clf_hsum16(float16 v) {
-    float8 a = v.lo + v.hi;
+    float8 a = v.lo + CLF_HI8(v);
     float4 b = a.lo + a.hi;
     float2 c = b.lo + b.hi;
     return c.x + c.y;
@@ -633,11 +629,14 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
         const int nk = min(DEC_CK, j1 - kb);
         for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LD1(kh + KV_ROW(kb + i), lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < DEC_CK)
+        if (lid < DEC_CK) /* rows nk.. of a short last tile were not loaded: not read */
             for (int g = 0; g < GQA; g++) {
-                float dot = 0.0f;
-                for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], kl[lid * (HD + 1) + d], dot);
-                sl[g * DEC_CK + lid] = lid < nk && kb + lid >= k0 ? dot : CLF_NEG_BIG;
+                float dot = CLF_NEG_BIG;
+                if (lid < nk && kb + lid >= k0) {
+                    dot = 0.0f;
+                    for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], kl[lid * (HD + 1) + d], dot);
+                }
+                sl[g * DEC_CK + lid] = dot;
             }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int g = 0; g < GQA; g++) {

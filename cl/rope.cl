@@ -63,8 +63,8 @@ __kernel void rope_norm_f32(__global float *x, const ulong x_off, const int row_
     for (int h = 0; h < n_heads; h++) {
         __global float *p = row + h * head_dim + 2 * i0;
         float16 v = vload16(0, p);
-        /* shuffle, not .even/.odd: Oclgrind's uninitialised-value check takes the
-         * undefined second operand of the shufflevector those become for data */
+        /* shuffle, not .even/.odd: Oclgrind's uninitialised-value check takes
+         * a swizzle's element 11 for undefined (cl/common.cl CLF_HI8) */
         const float8 a = shuffle(v, (uint8)(0, 2, 4, 6, 8, 10, 12, 14)), b = shuffle(v, (uint8)(1, 3, 5, 7, 9, 11, 13, 15));
         float8 ra, rb;
         CLF_ROT(a, b, c, s, ra, rb);

@@ -27,6 +27,9 @@ shift
 W=$(mktemp -d /tmp/clinfer-oclgrind-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
 export CLINFER_CACHE_DIR=
+# every new buffer written whole from the host first: Oclgrind's uninitialised-value plugin
+# otherwise gives it the shadow of the released buffer it replaces (host/cl/cl_error.c)
+export CLINFER_FILL_BUFFERS=1
 unset CLINFER_KERNEL_DIR CLINFER_DEVICE CLINFER_MATMUL_VARIANT CLINFER_ATTN_VARIANT CLINFER_OPS_VARIANT \
     CLINFER_MAX_ALLOC_MB CLINFER_GLOBAL_MEM_MB
 start=$(date +%s)

@@ -347,13 +347,19 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
         pool.n_split = 3; /* the reduction, whatever the keys */
         st = cache_poison(rt, &pool);
     }
-    int32_t perm[N_BLOCKS];
+    int32_t perm[N_BLOCKS]; /* N_SEQ * N_TBL */
+    _Static_assert(N_BLOCKS == N_SEQ * N_TBL, "perm is the tables");
     for (int i = 0; i < N_BLOCKS; i++) perm[i] = i;
     for (int i = N_BLOCKS - 1; i > 0; i--) { /* Fisher-Yates */
         const int j = (int)(clf_rng_next(&s) % (uint64_t)(i + 1)), t = perm[i];
         perm[i] = perm[j], perm[j] = t;
     }
-    for (int q = 0; st == CLF_OK && q < N_SEQ; q++) st = clf_kv_table_upload(rt, &pool, q, perm + q * N_TBL);
+    /* the N_SEQ tables (perm in N_TBL pieces) in one write of the whole buffer rather than
+     * clf_kv_table_upload's one a sequence: a host write to part of a buffer makes
+     * Oclgrind 21.10's uninitialised-value plugin forget the rest of it */
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, pool.tbl, CL_TRUE, 0, sizeof perm, perm, 0, NULL, NULL),
+                          "writing the block tables");
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, stride, (int64_t)N_SEQ * n_pos, &qkv);
     if (st == CLF_OK) st = clf_tensor_upload(rt, &qkv, host, N_SEQ * seq_floats * sizeof *host);
     /* each sequence's keys before its first row, written through its view */
