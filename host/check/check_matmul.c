@@ -200,8 +200,9 @@ const clf_check clf_checks_matmul[] = {CLF_TYPES(ENTRY, gemv) CLF_TYPES(ENTRY, s
  * seconds. GEMV rows not a multiple of the rows a work-group takes, K at
  * 1024 (the int8 GEMV's 32 lanes a row) and at one or two blocks (its
  * fewest); skinny n of each token tile (4, 16) with partial ones; the GEMM
- * past two of the device's largest tiles (gpu_tile_max, within its local
- * memory: the tile a one-compute-unit device takes) with a partial one in each dimension. ---- */
+ * over two of the device's largest tiles (gpu_tile_max, within its local
+ * memory: the tile a one-compute-unit device takes), the second partial, in
+ * each dimension (tests/oclgrind.sh runs it at gpu_tile_max 32 and 64). ---- */
 
 static const mm_case q_gemv_cases[] = {{37, 1001, 1, 0}, {9, 64, 1, 1}};
 static const mm_case q_skinny_cases[] = {{37, 300, 3, 1}, {13, 100, 7, 0}};
@@ -212,7 +213,7 @@ static clf_status q_cases(clf_runtime *rt, uint64_t seed, clf_type type, int pat
     int t = rt->tune.gpu_tile_max >= 32 ? rt->tune.gpu_tile_max : 32;
     /* and whose Xs, Ws fit the local memory (host/compute/matmul.c gpu_tile) */
     while (t > 32 && rt->dev.local_mem && 32u * (uint64_t)(2 * t + 2) * 4u > rt->dev.local_mem) t /= 2;
-    const mm_case gemm[] = {{2 * t + 3, 40, 2 * t + 5, 1}};
+    const mm_case gemm[] = {{t + 3, 40, t + 5, 1}};
     return check_cases(rt, seed, type, gemm, 1, res);
 }
 
