@@ -627,16 +627,14 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
-        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LD1(kh + KV_ROW(kb + i), lid);
+        /* rows nk.. of a short last tile zero, not left as they were: scored, then masked */
+        for (int i = 0; i < DEC_CK; i++) kl[i * (HD + 1) + lid] = i < nk ? KV_LD1(kh + KV_ROW(kb + i), lid) : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < DEC_CK) /* rows nk.. of a short last tile were not loaded: not read */
+        if (lid < DEC_CK)
             for (int g = 0; g < GQA; g++) {
-                float dot = CLF_NEG_BIG;
-                if (lid < nk && kb + lid >= k0) {
-                    dot = 0.0f;
-                    for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], kl[lid * (HD + 1) + d], dot);
-                }
-                sl[g * DEC_CK + lid] = dot;
+                float dot = 0.0f;
+                for (int d = 0; d < HD; d++) dot = fma(ql[g * HD + d], kl[lid * (HD + 1) + d], dot);
+                sl[g * DEC_CK + lid] = lid < nk && kb + lid >= k0 ? dot : CLF_NEG_BIG;
             }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int g = 0; g < GQA; g++) {
