@@ -73,7 +73,7 @@ __attribute__((always_inline)) inline float16 kv_ld16_q4(__global const uchar *b
 __attribute__((always_inline)) inline void kv_st32(const float16 a, const float16 b, __global uchar *row, const int c) {
     __global uchar *blk = KV_BLK(row, c);
     const float16 fa = fabs(a), fb = fabs(b);
-    float8 m8 = fmax(fmax(fa.lo, fa.hi), fmax(fb.lo, fb.hi));
+    float8 m8 = fmax(fmax(fa.lo, CLF_HI8(fa)), fmax(fb.lo, CLF_HI8(fb)));
     float4 m4 = fmax(m8.lo, m8.hi);
     float2 m2 = fmax(m4.lo, m4.hi);
     const float amax = fmax(m2.x, m2.y);
@@ -84,14 +84,16 @@ __attribute__((always_inline)) inline void kv_st32(const float16 a, const float1
     vstore16(convert_char16_sat_rte(b * id), 0, (__global char *)blk + 18);
 #else
     /* the value of largest magnitude maps to -8 (its sign kept) */
-    float8 x8 = fmax(fmax(a.lo, a.hi), fmax(b.lo, b.hi));
+    float8 x8 = fmax(fmax(a.lo, CLF_HI8(a)), fmax(b.lo, CLF_HI8(b)));
     float4 x4 = fmax(x8.lo, x8.hi);
     float2 x2 = fmax(x4.lo, x4.hi);
     const float mx = fmax(x2.x, x2.y) == amax ? amax : -amax;
     const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     vstore_half_rte(d, 0, (__global half *)blk);
-    const uchar16 qa = convert_uchar16(min(convert_int16_rtz(a * id + 8.5f), 15));
-    const uchar16 qb = convert_uchar16(min(convert_int16_rtz(b * id + 8.5f), 15));
+    /* min against an int16, not the scalar 15: Oclgrind 21.10's integer
+     * min/max/clamp(vector, scalar) read the scalar as a vector (garbage) */
+    const uchar16 qa = convert_uchar16(min(convert_int16_rtz(a * id + 8.5f), (int16)15));
+    const uchar16 qb = convert_uchar16(min(convert_int16_rtz(b * id + 8.5f), (int16)15));
     vstore16(qa | (qb << (uchar)4), 0, blk + 2);
 #endif
 }
@@ -132,14 +134,14 @@ __attribute__((always_inline)) inline void kv_st32(const float16 a, const float1
 #define KV_FIRST(p, window) ((window) > 0 ? max((p) - (window) + 1, 0) : 0)
 
 CLF_INLINE float clf_hmax16(float16 v) {
-    float8 a = fmax(v.lo, v.hi);
+    float8 a = fmax(v.lo, CLF_HI8(v));
     float4 b = fmax(a.lo, a.hi);
     float2 c = fmax(b.lo, b.hi);
     return fmax(c.x, c.y);
 }
 
 CLF_INLINE float clf_hsum16(float16 v) {
-    float8 a = v.lo + v.hi;
+    float8 a = v.lo + CLF_HI8(v);
     float4 b = a.lo + a.hi;
     float2 c = b.lo + b.hi;
     return c.x + c.y;
@@ -521,7 +523,7 @@ inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const f
     for (; i < n_pairs; i++) {
         float theta = pos * exp2((float)i * log2_scale), c;
         if (ff) theta /= ff[i];
-        rs[i] = sincos(theta, &c);
+        rs[i] = CLF_SINCOS(theta, &c);
         rc[i] = c;
     }
 }
@@ -625,7 +627,8 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
-        for (int i = 0; i < nk; i++) kl[i * (HD + 1) + lid] = KV_LD1(kh + KV_ROW(kb + i), lid);
+        /* rows nk.. of a short last tile zero, not left as they were: scored, then masked */
+        for (int i = 0; i < DEC_CK; i++) kl[i * (HD + 1) + lid] = i < nk ? KV_LD1(kh + KV_ROW(kb + i), lid) : 0.0f;
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < DEC_CK)
             for (int g = 0; g < GQA; g++) {

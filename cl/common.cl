@@ -5,6 +5,14 @@
  * flags; exp(CLF_NEG_BIG - m) underflows to exactly 0. */
 #define CLF_NEG_BIG (-1.0e30f)
 
+/* The high half of a float16, element by element rather than .hi: Oclgrind
+ * 21.10's uninitialised-value plugin compares a shufflevector's mask entries
+ * with llvm::Value::UndefValueVal (11 with LLVM 14) instead of the undefined
+ * mask value, so the element a swizzle takes from index 11 (.hi, .odd,
+ * .s89ab, ...) reads as uninitialised there. Compilers make the same
+ * shuffle of this; the builtin shuffle()/shuffle2() are not affected. */
+#define CLF_HI8(v) ((float8)((v).s8, (v).s9, (v).sa, (v).sb, (v).sc, (v).sd, (v).se, (v).sf))
+
 /* The gated units' activations (cl/elementwise.cl's GLU kernels and the
  * GEMV that fuses gate|up with SwiGLU/GeGLU, cl/matmul_cpu.cl). */
 /* silu(g) = g / (1 + exp(-g)); the exponent is clamped so a very negative
@@ -23,6 +31,16 @@ inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
 inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
 inline float clf_gelu(float g) { return CLF_GELU(float, g); }
 
+/* sin(theta), its cos in *c. Oclgrind's uninitialized-value check aborts
+ * any builtin that writes through a private pointer ("Work item needed to
+ * access private memory!", its Uninitialized.cpp), so the suite's Oclgrind
+ * runs build with -DCLF_NO_SINCOS: the two functions sincos stands for. */
+#ifdef CLF_NO_SINCOS
+#define CLF_SINCOS(theta, c) (*(c) = cos(theta), sin(theta))
+#else
+#define CLF_SINCOS(theta, c) sincos(theta, c)
+#endif
+
 /* RoPE's cos and sin of pairs i0 .. i0 + 7 at position pos (times the
  * linear scale), theta = pos * exp2(i * log2_scale) / ff[i] (cl/rope.cl; the
  * decode attention that rotates its own q and k, cl/attention.cl). */
@@ -30,7 +48,7 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
     float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
     float8 theta = pos * exp2(i * log2_scale);
     if (ff) theta /= vload8(0, ff + i0);
-    return sincos(theta, c);
+    return CLF_SINCOS(theta, c);
 }
 
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
@@ -44,7 +62,7 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
 #define CLF_XQ_BYTES 64
 #define CLF_XQ_PAIR 12 /* the Σx̂ pair's index among a block's ints */
 inline float clf_xq_hsum16(float16 v) {
-    const float8 s8 = v.lo + v.hi;
+    const float8 s8 = v.lo + CLF_HI8(v);
     const float4 s4 = s8.lo + s8.hi;
     return (s4.x + s4.y) + (s4.z + s4.w);
 }
@@ -52,7 +70,7 @@ inline float clf_xq_hsum16(float16 v) {
 #define CLF_XQ_QUANT(xa, xb, ra, rb, dx)                                                  \
     do {                                                                                  \
         const float16 am_ = fmax(fabs(xa), fabs(xb));                                     \
-        const float8 am8_ = fmax(am_.lo, am_.hi);                                         \
+        const float8 am8_ = fmax(am_.lo, CLF_HI8(am_));                                   \
         const float4 am4_ = fmax(am8_.lo, am8_.hi);                                       \
         const float amax_ = fmax(fmax(am4_.x, am4_.y), fmax(am4_.z, am4_.w));             \
         const float inv_ = amax_ > 0.0f ? 127.0f / amax_ : 0.0f;                          \

@@ -33,7 +33,7 @@ inline void rope_tail(__global float *row, int i0, int n_pairs, int n_heads, int
     for (int i = i0; i < n_pairs; i++) {
         float theta = pos * exp2((float)i * log2_scale);
         if (ff) theta /= ff[i];
-        float c, s = sincos(theta, &c);
+        float c, s = CLF_SINCOS(theta, &c);
         int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
         for (int h = 0; h < n_heads; h++) {
             __global float *p = row + h * head_dim;
@@ -63,10 +63,12 @@ __kernel void rope_norm_f32(__global float *x, const ulong x_off, const int row_
     for (int h = 0; h < n_heads; h++) {
         __global float *p = row + h * head_dim + 2 * i0;
         float16 v = vload16(0, p);
+        /* shuffle, not .even/.odd: Oclgrind's uninitialised-value check takes
+         * a swizzle's element 11 for undefined (cl/common.cl CLF_HI8) */
+        const float8 a = shuffle(v, (uint8)(0, 2, 4, 6, 8, 10, 12, 14)), b = shuffle(v, (uint8)(1, 3, 5, 7, 9, 11, 13, 15));
         float8 ra, rb;
-        CLF_ROT(v.even, v.odd, c, s, ra, rb);
-        vstore16((float16)(ra.s0, rb.s0, ra.s1, rb.s1, ra.s2, rb.s2, ra.s3, rb.s3,
-                           ra.s4, rb.s4, ra.s5, rb.s5, ra.s6, rb.s6, ra.s7, rb.s7), 0, p);
+        CLF_ROT(a, b, c, s, ra, rb);
+        vstore16(shuffle2(ra, rb, (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)), 0, p);
     }
 }
 

@@ -10,10 +10,12 @@ set -e
 # tests/json_schema.sh);
 # Open MPI for `--mpi` (one model across the ranks of an MPI job);
 # binutils' readelf and nm, with which tests/install.sh and
-# tests/front_door.sh check what libclinfer.so exports and clinfer links.
+# tests/front_door.sh check what libclinfer.so exports and clinfer links;
+# Oclgrind, the simulated GPU the oclgrind_* tests run the kernels on
+# (Debian's package registers no ICD: only its wrapper command uses it).
 PKGS="cmake make gcc binutils pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd \
 libclblast-dev libcmocka-dev libpcre2-dev libopenblas-dev python3 python3-pip \
-clang libclang-rt-14-dev valgrind \
+clang libclang-rt-14-dev valgrind oclgrind \
 python3-numpy python3-pytest python3-venv python3-setuptools python3-wheel dpkg-dev file \
 libmicrohttpd-dev libjansson-dev chromium openmpi-bin libopenmpi-dev"
 PKGS="$PKGS libedit-dev" # `clinfer chat`'s line editing and history

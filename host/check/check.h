@@ -28,6 +28,10 @@ typedef struct clf_check {
 extern const clf_check clf_checks_matmul[];
 extern const clf_check clf_checks_ops[];
 extern const clf_check clf_checks_attention[];
+/* The same checks at small shapes (`selftest --quick`: a simulator's). */
+extern const clf_check clf_checks_matmul_quick[];
+extern const clf_check clf_checks_ops_quick[];
+extern const clf_check clf_checks_attention_quick[];
 
 /* Helpers for writing checks (host/check/check.c). */
 

@@ -29,11 +29,22 @@ static void kv_round_row(clf_type t, const float *x, float *y, int n) {
     for (int i = 0; i < n; i++) y[i] = t == CLF_F16 ? clf_f16_to_f32(clf_f32_to_f16(x[i])) : x[i];
 }
 
+/* Every cache byte 0xff (NaN halves, -1 quant bytes), so a kernel reading
+ * a slot nobody wrote fails the check. Written from the host rather than by
+ * clEnqueueFillBuffer: after a fill, Oclgrind 21.10's uninitialised-value
+ * plugin takes what kernels later write there for uninitialised. */
 static clf_status cache_poison(clf_runtime *rt, clf_kv_cache *c) {
-    const unsigned char ff = 0xff;
     const size_t one = c->bytes / 2;
-    CLF_TRY(clf_cl_check(clEnqueueFillBuffer(rt->queue, c->k, &ff, 1, 0, one, 0, NULL, NULL), "clEnqueueFillBuffer"));
-    return clf_cl_check(clEnqueueFillBuffer(rt->queue, c->v, &ff, 1, 0, one, 0, NULL, NULL), "clEnqueueFillBuffer");
+    unsigned char *ff = malloc(one ? one : 1);
+    if (!ff) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    memset(ff, 0xff, one);
+    clf_status st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, c->k, CL_TRUE, 0, one, ff, 0, NULL, NULL),
+                                 "clEnqueueWriteBuffer");
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, c->v, CL_TRUE, 0, one, ff, 0, NULL, NULL),
+                          "clEnqueueWriteBuffer");
+    free(ff);
+    return st;
 }
 
 /* ---- reference ------------------------------------------------------------- */
@@ -304,6 +315,103 @@ clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int
     return st;
 }
 
+/* ---- decode rows over a paged pool ---------------------------------------------- */
+
+clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_type, int rope, int variant,
+                                    clf_check_result *res) {
+    /* 3 sequences in a pool of 12 blocks of 32, tables shuffled over it; 4 rows,
+     * two of them one sequence's consecutive positions (a speculative step) */
+    enum { N_SEQ = 3, N_TBL = 4, N_BLOCKS = 12, N = 4, NH = 2, NKV = 1, HD = 32 };
+    static const int seq[N] = {0, 1, 1, 2}, pos[N] = {40, 70, 71, 5};
+    const int stride = (NH + 2 * NKV) * HD + 5, kcol = NH * HD, vcol = kcol + NKV * HD, n_pos = N_TBL * 32;
+    const float scale = 1.0f / sqrtf((float)HD);
+    const clf_attn_case cs = {.n_tokens = 1, .n_head = NH, .n_kv_head = NKV, .head_dim = HD, .kv_type = kv_type,
+                              .rope = rope, .n_rot = HD - 6};
+    memset(res, 0, sizeof *res);
+    clf_kv_cache pool;
+    clf_attn_rows rows = {0};
+    clf_tensor qkv = {0}, dq = {0}, out = {0}, out_q = {0}, out_q_ref = {0};
+    const size_t seq_floats = (size_t)n_pos * stride, n_out = (size_t)N * NH * HD;
+    const int64_t qf = CLF_XQ_FLOATS(NH * HD);
+    float *host = malloc(N_SEQ * seq_floats * sizeof *host), *drows = malloc((size_t)N * stride * sizeof *drows);
+    float *got = malloc(n_out * sizeof *got), *xq = malloc((size_t)N * qf * sizeof *xq);
+    float *xq_ref = malloc((size_t)N * qf * sizeof *xq_ref);
+    double *ref = malloc(n_out * sizeof *ref), maxabs = 0;
+    clf_status st = host && drows && got && xq && xq_ref && ref ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    uint64_t s = clf_rng_init(seed, 0xA79);
+    for (size_t i = 0; host && i < N_SEQ * seq_floats; i++) host[i] = clf_rng_uniform(&s, -1, 1);
+    memset(&pool, 0, sizeof pool);
+    if (st == CLF_OK) st = clf_kv_pool_create(rt, kv_type, 2, NKV, HD, N_BLOCKS, 32, N_SEQ, N_TBL, 0, &pool);
+    if (st == CLF_OK) {
+        pool.variant = (clf_attn_variant)variant;
+        pool.n_split = 3; /* the reduction, whatever the keys */
+        st = cache_poison(rt, &pool);
+    }
+    int32_t perm[N_BLOCKS]; /* N_SEQ * N_TBL */
+    _Static_assert(N_BLOCKS == N_SEQ * N_TBL, "perm is the tables");
+    for (int i = 0; i < N_BLOCKS; i++) perm[i] = i;
+    for (int i = N_BLOCKS - 1; i > 0; i--) { /* Fisher-Yates */
+        const int j = (int)(clf_rng_next(&s) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    /* the N_SEQ tables (perm in N_TBL pieces) in one write of the whole buffer rather than
+     * clf_kv_table_upload's one a sequence: a host write to part of a buffer makes
+     * Oclgrind 21.10's uninitialised-value plugin forget the rest of it */
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, pool.tbl, CL_TRUE, 0, sizeof perm, perm, 0, NULL, NULL),
+                          "writing the block tables");
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, stride, (int64_t)N_SEQ * n_pos, &qkv);
+    if (st == CLF_OK) st = clf_tensor_upload(rt, &qkv, host, N_SEQ * seq_floats * sizeof *host);
+    /* each sequence's keys before its first row, written through its view */
+    for (int i = 0; st == CLF_OK && i < N; i++) {
+        if (i && seq[i] == seq[i - 1]) continue;
+        clf_kv_cache view = clf_kv_cache_seq(&pool, seq[i]);
+        clf_tensor pre = clf_tensor_rows(&qkv, seq[i] * n_pos, pos[i]);
+        st = clf_kv_write(rt, &view, 1, (clf_rows){&pre, kcol, stride}, (clf_rows){&pre, vcol, stride}, pos[i], 0);
+    }
+    for (int i = 0; host && i < N; i++)
+        memcpy(drows + (size_t)i * stride, host + seq[i] * seq_floats + (size_t)pos[i] * stride, stride * sizeof *drows);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, stride, N, &dq);
+    if (st == CLF_OK) st = clf_tensor_upload(rt, &dq, drows, (size_t)N * stride * sizeof *drows);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, NH * HD, N, &out);
+    if (st == CLF_OK) st = clf_tensor_fill(rt, &out, 0xff);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, qf, N, &out_q);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, qf, N, &out_q_ref);
+    if (st == CLF_OK) st = clf_tensor_fill(rt, &out_q, 0xff);
+    if (st == CLF_OK) st = clf_attn_rows_set(rt, &pool, &rows, N, seq, pos);
+    const clf_rope_params rp = {rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs.n_rot, 10000.0f, 0.5f, NULL};
+    if (st == CLF_OK)
+        st = clf_attention_decode_rows(rt, &pool, &rows, 1, (clf_rows){&dq, 0, stride}, (clf_rows){&dq, kcol, stride},
+                                       (clf_rows){&dq, vcol, stride}, NH, scale, rope ? &rp : NULL, &out, &out_q);
+    if (st == CLF_OK) st = clf_tensor_download(rt, &out, got, n_out * sizeof *got);
+    if (st == CLF_OK) st = clf_quantize_x(rt, &out, &out_q_ref);
+    if (st == CLF_OK) st = clf_tensor_download(rt, &out_q, xq, (size_t)N * qf * sizeof *xq);
+    if (st == CLF_OK) st = clf_tensor_download(rt, &out_q_ref, xq_ref, (size_t)N * qf * sizeof *xq_ref);
+    /* the reference: every decode row's Q and K rotated, then each row's attention over its sequence */
+    for (int i = 0; st == CLF_OK && rope && i < N; i++)
+        rope_ref_row(host + seq[i] * seq_floats + (size_t)pos[i] * stride, &cs, pos[i]);
+    for (int i = 0; st == CLF_OK && i < N; i++) {
+        clf_attn_case one = cs;
+        one.pos0 = pos[i];
+        const double m = attention_ref(host + seq[i] * seq_floats, stride, &one, scale, ref + (size_t)i * NH * HD);
+        if (m < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        maxabs = fmax(maxabs, m);
+    }
+    if (st == CLF_OK) {
+        res->err = memcmp(xq, xq_ref, (size_t)N * qf * sizeof *xq) ? INFINITY : clf_rel_err(got, ref, n_out);
+        res->tol = kv_type == CLF_Q8_0 ? 5e-4 : kv_type == CLF_Q4_0 ? 3e-3 : TOL + (rope ? 2e-9 * n_pos : 0);
+        snprintf(res->detail, sizeof res->detail, "%s %d rows of %d sequences, shuffled blocks, splits 3 %s%s",
+                 clf_attention_plan(rt, &pool, pos[0] + 1).variant == CLF_ATTN_GPU ? "gpu" : "cpu", N, N_SEQ, clf_type_get(kv_type)->name,
+                 rope == 2 ? " rope neox" : rope ? " rope norm" : "");
+    }
+    clf_attn_rows_free(&rows);
+    clf_kv_cache_free(&pool);
+    clf_tensor_free(&qkv), clf_tensor_free(&dq), clf_tensor_free(&out), clf_tensor_free(&out_q);
+    clf_tensor_free(&out_q_ref);
+    free(host), free(drows), free(got), free(xq), free(xq_ref), free(ref);
+    return st;
+}
+
 /* ---- selftest table ------------------------------------------------------------- */
 
 static clf_status run(clf_runtime *rt, uint64_t seed, clf_check_result *res, clf_attn_case cs) {
@@ -369,5 +477,78 @@ const clf_check clf_checks_attention[] = {
     {"attn_window_prefill", chk_window_prefill},
     {"attn_window_decode", chk_window_decode},
     {"attn_naive", chk_naive},
+    {NULL, NULL},
+};
+
+/* ---- the quick table (`selftest --quick`): every path at shapes a simulator
+ * runs in seconds; the prefill's query rows (tokens × group heads) past two
+ * 64-row tiles with a partial one, decodes split (the reduction), every
+ * cache type, rings, fused RoPE and the batched rows. ---- */
+
+#define Q_RUN(name, ...)                                                                \
+    static clf_status name(clf_runtime *rt, uint64_t seed, clf_check_result *res) {     \
+        return run(rt, seed, res, (clf_attn_case){__VA_ARGS__});                        \
+    }
+Q_RUN(q_prefill_f32, .n_tokens = 67, .pos0 = 5, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .kv_type = CLF_F32)
+Q_RUN(q_prefill_f16, .n_tokens = 45, .pos0 = 27, .n_head = 6, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F16,
+      .chunk = 17)
+Q_RUN(q_prefill_q8_0, .n_tokens = 40, .pos0 = 3, .n_head = 4, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q8_0)
+Q_RUN(q_prefill_q4_0, .n_tokens = 35, .pos0 = 9, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_Q4_0)
+Q_RUN(q_large_scores, .n_tokens = 33, .pos0 = 2, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F32,
+      .magnitude = 7.5f)
+Q_RUN(q_decode_f32, .n_tokens = 1, .pos0 = 100, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F32,
+      .n_split = 3)
+Q_RUN(q_decode_f16, .n_tokens = 1, .pos0 = 70, .n_head = 6, .n_kv_head = 3, .head_dim = 16, .kv_type = CLF_F16)
+Q_RUN(q_decode_q8_0, .n_tokens = 1, .pos0 = 90, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .kv_type = CLF_Q8_0,
+      .n_split = 2)
+Q_RUN(q_decode_q4_0, .n_tokens = 1, .pos0 = 50, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q4_0,
+      .n_split = 3)
+Q_RUN(q_window_prefill, .n_tokens = 50, .pos0 = 30, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .kv_type = CLF_F16,
+      .chunk = 20, .window = 25, .n_slots = 64)
+Q_RUN(q_window_decode, .n_tokens = 1, .pos0 = 150, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .kv_type = CLF_F32,
+      .window = 40, .n_slots = 64, .n_split = 2)
+/* decoded token by token through the fused write (and RoPE): chunks of 1 */
+Q_RUN(q_fused_rope_norm, .n_tokens = 2, .pos0 = 40, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F16,
+      .chunk = 1, .fused = 1, .rope = 1, .n_rot = 26, .n_split = 2)
+Q_RUN(q_fused_rope_neox, .n_tokens = 2, .pos0 = 33, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q8_0,
+      .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32)
+Q_RUN(q_naive, .n_tokens = 9, .pos0 = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F16, .naive = 1)
+
+static clf_status q_kv_write(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    clf_check_result r;
+    CLF_TRY(clf_check_kv_write(rt, seed, CLF_F32, 2, 48, 5, 3, res));
+    CLF_TRY(clf_check_kv_write(rt, seed + 1, CLF_F16, 3, 16, 7, 2, &r));
+    if (!(r.err <= res->err)) *res = r;
+    return CLF_OK;
+}
+
+static clf_status q_rows(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    static const struct { clf_type t; int rope; } cases[] = {{CLF_F32, 0}, {CLF_F16, 1}, {CLF_Q8_0, 2}, {CLF_Q4_0, 1}};
+    res->err = -1;
+    for (int i = 0; i < 4; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_attention_rows(rt, seed + (uint64_t)i, cases[i].t, cases[i].rope, CLF_ATTN_AUTO, &r));
+        if (!(r.err / r.tol <= res->err / (res->tol > 0 ? res->tol : 1))) *res = r;
+    }
+    return CLF_OK;
+}
+
+const clf_check clf_checks_attention_quick[] = {
+    {"kv_write", q_kv_write},
+    {"attn_prefill_f32", q_prefill_f32},
+    {"attn_prefill_chunked_f16", q_prefill_f16},
+    {"attn_prefill_q8_0", q_prefill_q8_0},
+    {"attn_prefill_q4_0", q_prefill_q4_0},
+    {"attn_large_scores", q_large_scores},
+    {"attn_decode_f32", q_decode_f32},
+    {"attn_decode_f16", q_decode_f16},
+    {"attn_decode_q8_0", q_decode_q8_0},
+    {"attn_decode_q4_0", q_decode_q4_0},
+    {"attn_window_prefill", q_window_prefill},
+    {"attn_window_decode", q_window_decode},
+    {"attn_fused_rope_norm", q_fused_rope_norm},
+    {"attn_fused_rope_neox", q_fused_rope_neox},
+    {"attn_decode_rows", q_rows},
+    {"attn_naive", q_naive},
     {NULL, NULL},
 };

@@ -41,4 +41,14 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
 clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int n_kv_head, int head_dim,
                               int n_tokens, int pos0, clf_check_result *res);
 
+/* clf_attention_decode_rows over a paged pool: 4 rows of 3 sequences (two
+ * rows one sequence's consecutive positions) whose block tables are shuffled
+ * over the pool, each sequence's earlier keys written through its view, the
+ * rows' own keys written by the call (rope: 1 NORM, 2 NEOX, on n_rot of each
+ * head), 3 splits; every row against its sequence's attention in double,
+ * the output's int8 form byte for byte clf_quantize_x's. variant:
+ * clf_attn_variant (AUTO: the device's). */
+clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_type, int rope, int variant,
+                                    clf_check_result *res);
+
 #endif

@@ -195,3 +195,39 @@ CLF_TYPES(CHECK_ROW, gemm)
     {#path "_" #name, check_##path##_##NAME},
 
 const clf_check clf_checks_matmul[] = {CLF_TYPES(ENTRY, gemv) CLF_TYPES(ENTRY, skinny) CLF_TYPES(ENTRY, gemm) {NULL, NULL}};
+
+/* ---- the quick table (`selftest --quick`): shapes a simulator runs in
+ * seconds. GEMV rows not a multiple of the rows a work-group takes, K at
+ * 1024 (the int8 GEMV's 32 lanes a row) and at one or two blocks (its
+ * fewest); skinny n of each token tile (4, 16) with partial ones; the GEMM
+ * over two of the device's largest tiles (gpu_tile_max, within its local
+ * memory: the tile a one-compute-unit device takes), the second partial, in
+ * each dimension (tests/oclgrind.sh runs it at gpu_tile_max 32 and 64). ---- */
+
+static const mm_case q_gemv_cases[] = {{37, 1001, 1, 0}, {9, 64, 1, 1}};
+static const mm_case q_skinny_cases[] = {{37, 300, 3, 1}, {13, 100, 7, 0}};
+
+static clf_status q_cases(clf_runtime *rt, uint64_t seed, clf_type type, int path, clf_check_result *res) {
+    if (path == 0) return check_cases(rt, seed, type, q_gemv_cases, 2, res);
+    if (path == 1) return check_cases(rt, seed, type, q_skinny_cases, 2, res);
+    int t = rt->tune.gpu_tile_max >= 32 ? rt->tune.gpu_tile_max : 32;
+    /* and whose Xs, Ws fit the local memory (host/compute/matmul.c gpu_tile) */
+    while (t > 32 && rt->dev.local_mem && 32u * (uint64_t)(2 * t + 2) * 4u > rt->dev.local_mem) t /= 2;
+    const mm_case gemm[] = {{t + 3, 40, t + 5, 1}};
+    return check_cases(rt, seed, type, gemm, 1, res);
+}
+
+#define Q_FN(path, T)                                                                                   \
+    static clf_status q_##path##_##T(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
+        return q_cases(rt, seed, CLF_##T, Q_PATH_##path, res);                                         \
+    }
+enum { Q_PATH_gemv, Q_PATH_skinny, Q_PATH_gemm };
+#define Q_ROW(path, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) Q_FN(path, NAME)
+CLF_TYPES(Q_ROW, gemv)
+CLF_TYPES(Q_ROW, skinny)
+CLF_TYPES(Q_ROW, gemm)
+
+#define Q_ENTRY(path, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    {#path "_" #name, q_##path##_##NAME},
+const clf_check clf_checks_matmul_quick[] = {CLF_TYPES(Q_ENTRY, gemv) CLF_TYPES(Q_ENTRY, skinny)
+                                                 CLF_TYPES(Q_ENTRY, gemm){NULL, NULL}};

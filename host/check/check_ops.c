@@ -3,6 +3,7 @@
 #include "check_ops.h"
 
 #include "matmul.h"
+#include "select.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -553,6 +554,59 @@ out:
     return st;
 }
 
+/* ---- device-side top-k ------------------------------------------------------ */
+
+typedef struct topk_entry {
+    float v; /* NaN as -inf */
+    int i;
+} topk_entry;
+
+/* The larger value first, the smaller index on ties. */
+static int topk_better(const void *a, const void *b) {
+    const topk_entry *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->i - y->i;
+}
+
+clf_status clf_check_topk(clf_runtime *rt, uint64_t seed, int n, int k, int special, clf_check_result *res) {
+    if (n < 1 || k < 1 || k > n || k > CLF_TOPK_MAX) return clf_fail(CLF_ERR_ARG, "top-k check: k %d of %d", k, n);
+    snprintf(res->detail, sizeof res->detail, "k %d of %d%s", k, n, special ? ", ties, NaN and infinities" : "");
+    clf_status st = CLF_OK;
+    float *x = xmalloc((size_t)n * sizeof *x, &st);
+    topk_entry *ref = xmalloc((size_t)n * sizeof *ref, &st);
+    clf_tensor tx = {0};
+    clf_topk t = {0};
+    if (st != CLF_OK) goto out;
+    uint64_t s = clf_rng_init(seed, 12);
+    /* special: 16 levels (ties everywhere), a NaN and both infinities */
+    for (int i = 0; i < n; i++) x[i] = special ? floorf(clf_rng_uniform(&s, 0, 16)) : clf_rng_uniform(&s, -8, 8);
+    if (special) {
+        x[clf_rng_next(&s) % (uint64_t)n] = NAN;
+        x[clf_rng_next(&s) % (uint64_t)n] = -INFINITY;
+        if (n > 2) x[clf_rng_next(&s) % (uint64_t)n] = INFINITY;
+    }
+    int want_bad = 0;
+    for (int i = 0; i < n; i++) {
+        ref[i] = (topk_entry){isnan(x[i]) ? -INFINITY : x[i], i};
+        want_bad |= !isfinite(x[i]);
+    }
+    qsort(ref, (size_t)n, sizeof *ref, topk_better);
+    float vals[CLF_TOPK_MAX];
+    int32_t ids[CLF_TOPK_MAX];
+    int bad = -1;
+    if ((st = tensor_from(rt, CLF_F32, n, 1, x, &tx)) != CLF_OK) goto out;
+    if ((st = clf_topk_create(rt, &t)) != CLF_OK) goto out;
+    if ((st = clf_topk_read(&t, &tx, k, vals, ids, &bad)) != CLF_OK) goto out;
+    int wrong = bad != want_bad;
+    for (int j = 0; j < k; j++) wrong += ids[j] != ref[j].i || memcmp(&vals[j], &ref[j].v, sizeof vals[j]) != 0;
+    result(res, (double)wrong / (k + 1), 0.0); /* the fraction of wrong ranks (and flag) */
+out:
+    clf_topk_free(&t);
+    clf_tensor_free(&tx);
+    free(x), free(ref);
+    return st;
+}
+
 /* ---- the selftest table -------------------------------------------------- */
 
 /* Several shapes make one selftest line: the shape with the worst err/tol
@@ -732,5 +786,159 @@ const clf_check clf_checks_ops[] = {
     {"add_rows", chk_add_rows},
     {"softmax", chk_softmax},
     {"quantize_x", chk_xq},
+    {NULL, NULL},
+};
+
+/* ---- the quick table (`selftest --quick`): the same checks at shapes a
+ * simulator (Oclgrind) runs in seconds, each odd, with two or more
+ * work-groups and a partial one where the kernel has groups (the gpu row
+ * ops: 64-256 lanes a row, so rows past 256). ---- */
+
+static clf_status q_get_rows(clf_runtime *rt, uint64_t seed, clf_type type, clf_check_result *res) {
+    const int block = clf_type_get(type)->block;
+    int shapes[2][3] = {{block == 1 ? 37 : 64, 5, 3}, {block == 1 ? 300 : 2 * block, 3, 2}};
+    for (int i = 0; i < 2; i++) {
+        shapes[i][0] = (shapes[i][0] + block - 1) / block * block;
+        clf_check_result r;
+        CLF_TRY(clf_check_get_rows(rt, seed + (uint64_t)i, type, shapes[i][0], shapes[i][1], shapes[i][2], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 2);
+    return CLF_OK;
+}
+
+#define Q_GET_ROWS(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    static clf_status q_get_rows_##NAME(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
+        return q_get_rows(rt, seed, CLF_##NAME, res);                                                      \
+    }
+CLF_TYPES(Q_GET_ROWS, ~)
+
+static clf_status q_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[4][4] = {{1, 37, 1, 0}, {3, 300, 0, 0}, {2, 1001, 0, 1}, {5, 64, 0, 0}};
+    for (int i = 0; i < 4; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 4);
+    return CLF_OK;
+}
+
+static clf_status q_rmsnorm_heads(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[2][6] = {{3, 50, 7, 13, 1, 2}, {2, 700, 5, 96, 4, 2}};
+    for (int i = 0; i < 2; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_rmsnorm_heads(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                                        shapes[i][4], shapes[i][5], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 2);
+    return CLF_OK;
+}
+
+/* a group of 8 pairs and a tail, a tail alone, frequency factors with scaling */
+static clf_status q_rope(clf_runtime *rt, uint64_t seed, clf_rope_mode mode, clf_check_result *res) {
+    const clf_rope_case cases[3] = {
+        {3, 100, 10, 2, 40, 36, 17, 10000.0f, mode, 0, 0},
+        {2, 77, 3, 3, 16, 10, 500, 100000.0f, mode, 0, 0},
+        {5, 2 * 64 + 3, 1, 2, 64, 64, 300, 500000.0f, mode, 0.25f, 1},
+    };
+    for (int i = 0; i < 3; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_rope(rt, seed + (uint64_t)i, &cases[i], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 3);
+    return CLF_OK;
+}
+static clf_status q_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return q_rope(rt, seed, CLF_ROPE_NORM, res);
+}
+static clf_status q_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return q_rope(rt, seed, CLF_ROPE_NEOX, res);
+}
+
+static clf_status q_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, clf_check_result *res) {
+    const int shapes[2][2] = {{3, 37}, {1, 300}};
+    for (int i = 0; i < 2; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_glu(rt, seed + (uint64_t)i, act, shapes[i][0], shapes[i][1], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 2);
+    return CLF_OK;
+}
+static clf_status q_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) { return q_glu(rt, seed, CLF_GLU_SILU, res); }
+static clf_status q_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return q_glu(rt, seed, CLF_GLU_GELU_TANH, res);
+}
+
+static clf_status q_elementwise(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    clf_check_result r;
+    int i = 0;
+    for (int alias = 0; alias < 3; alias++, i++) {
+        CLF_TRY(clf_check_add(rt, seed + (uint64_t)i, 3, 37 + 64 * alias, alias, &r));
+        fold(res, &r, i);
+    }
+    for (int in_place = 0; in_place < 2; in_place++, i++) {
+        CLF_TRY(clf_check_scale(rt, seed + (uint64_t)i, 2, 101, in_place, &r));
+        fold(res, &r, i);
+    }
+    CLF_TRY(clf_check_add_rows(rt, seed + (uint64_t)i, 5, 37, &r));
+    fold(res, &r, i++);
+    fold_done(res, i);
+    return CLF_OK;
+}
+
+static clf_status q_softmax(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[2][2] = {{4, 37}, {3, 700}};
+    for (int i = 0; i < 2; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_softmax(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 2);
+    return CLF_OK;
+}
+
+static clf_status q_xq(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[3][4] = {{CLF_XQ_QUANTIZE, 3, 2, 96}, {CLF_XQ_RMSNORM, 2, 1, 320}, {CLF_XQ_SWIGLU, 3, 3, 64}};
+    for (int i = 0; i < 3; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_xq(rt, seed + (uint64_t)i, (clf_xq_producer)shapes[i][0], shapes[i][1], shapes[i][2],
+                             shapes[i][3], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 3);
+    return CLF_OK;
+}
+
+/* one slice and two (a slice is 1024 values, two per compute unit), k from 1 to the most */
+static clf_status q_topk(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    const int shapes[4][3] = {{37, 1, 0}, {700, 40, 1}, {2500, CLF_TOPK_MAX, 0}, {2049, 5, 1}};
+    for (int i = 0; i < 4; i++) {
+        clf_check_result r;
+        CLF_TRY(clf_check_topk(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
+        fold(res, &r, i);
+    }
+    fold_done(res, 4);
+    return CLF_OK;
+}
+
+#define Q_GET_ROWS_ENTRY(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    {"get_rows_" #name, q_get_rows_##NAME},
+const clf_check clf_checks_ops_quick[] = {
+    {"dequantize_f16_bits", clf_check_f16_bits},
+    CLF_TYPES(Q_GET_ROWS_ENTRY, ~)
+    {"rmsnorm", q_rmsnorm},
+    {"rmsnorm_heads", q_rmsnorm_heads},
+    {"rope_norm", q_rope_norm},
+    {"rope_neox", q_rope_neox},
+    {"swiglu", q_swiglu},
+    {"geglu", q_geglu},
+    {"elementwise", q_elementwise},
+    {"softmax", q_softmax},
+    {"quantize_x", q_xq},
+    {"topk", q_topk},
     {NULL, NULL},
 };

@@ -68,4 +68,9 @@ clf_status clf_check_add_rows(clf_runtime *rt, uint64_t seed, int rows, int n, c
  * CLF_NEG_BIG-masked entries and, from 3 rows on, a fully masked row. */
 clf_status clf_check_softmax(clf_runtime *rt, uint64_t seed, int rows, int n, clf_check_result *res);
 
+/* The k best of a row of n through clf_topk_read against a sort in C: ids
+ * and values exactly, the non-finite flag; special: values on 16 levels
+ * (ties, the smaller index first), a NaN (as -inf) and both infinities. */
+clf_status clf_check_topk(clf_runtime *rt, uint64_t seed, int n, int k, int special, clf_check_result *res);
+
 #endif

@@ -9,10 +9,12 @@
 
 #include "runtime.h"
 
-/* Runs the check tables (host/check/check.h) with data drawn from `seed`, printing
+/* Runs the check tables (host/check/check.h; quick: their small-shape
+ * forms) with data drawn from `seed`, the checks whose names start with one
+ * of `only`'s comma-separated prefixes (NULL: all), printing
  * to `out` one line per check: name, detail, error, tolerance, PASS/FAIL.
  * A check that cannot run (a build or launch error) prints its message and
  * counts as failed; the others still run. *n_failed gets the failures. */
-clf_status clf_selftest_run(clf_runtime *rt, uint64_t seed, FILE *out, int *n_failed);
+clf_status clf_selftest_run(clf_runtime *rt, uint64_t seed, int quick, const char *only, FILE *out, int *n_failed);
 
 #endif

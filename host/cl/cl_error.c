@@ -1,6 +1,9 @@
 /* OpenCL error codes: their names, and the one mapping to clf_status. */
 #include "runtime_impl.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 
 
 const char *clf_cl_error_name(cl_int err) {
@@ -40,6 +43,27 @@ clf_status clf_cl_check(cl_int err, const char *what) {
     return clf_fail(st, "%s failed: %s (%d)", what, clf_cl_error_name(err), err);
 }
 
+/* CLINFER_FILL_BUFFERS=1 (a testing aid tests/oclgrind.sh sets): every new
+ * buffer without host data is written 0xff from the host, whole. Oclgrind
+ * 21.10's uninitialised-value plugin never drops the shadow of a released
+ * buffer: the next buffer at its address inherits it, and what kernels write
+ * past the old one's size reads as uninitialised there; a host write of the
+ * whole buffer starts its shadow afresh. Data nobody wrote then reads as
+ * NaN / 0xff bytes, which the selftest's comparisons catch. */
+static clf_status buffer_fill(clf_runtime *rt, cl_mem mem, size_t bytes) {
+    unsigned char *ff = malloc(bytes);
+    if (!ff) {
+        clReleaseMemObject(mem);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    memset(ff, 0xff, bytes);
+    const clf_status st = clf_cl_check(clEnqueueWriteBuffer(rt->queue, mem, CL_TRUE, 0, bytes, ff, 0, NULL, NULL),
+                                       "clEnqueueWriteBuffer (CLINFER_FILL_BUFFERS)");
+    free(ff);
+    if (st != CLF_OK) clReleaseMemObject(mem);
+    return st;
+}
+
 clf_status clf_buffer_create(clf_runtime *rt, cl_mem_flags flags, size_t bytes, void *host,
                              cl_mem *out) {
     cl_int err;
@@ -52,5 +76,9 @@ clf_status clf_buffer_create(clf_runtime *rt, cl_mem_flags flags, size_t bytes, 
         *out = NULL;
         return clf_fail_ctx(clf_cl_check(err, "clCreateBuffer"), "allocating %zu bytes: ", bytes);
     }
-    return CLF_OK;
+    const char *fill = getenv("CLINFER_FILL_BUFFERS");
+    if (host || !fill || !*fill || !strcmp(fill, "0")) return CLF_OK;
+    const clf_status st = buffer_fill(rt, *out, bytes ? bytes : 1);
+    if (st != CLF_OK) *out = NULL; /* released */
+    return st;
 }

@@ -93,10 +93,15 @@ static int cpu_tm(const mm_variant *v, int64_t n) {
  * work-groups). On the H200, 128 x 128 tiles ran 1.37x faster than 64 x 64
  * at 512 x 576 -> 49152, and 64 x 64 tiles left small prefill grids at a
  * fixed ~50 us, behind CLBlast. */
+/* A tile's local memory: Xs and Ws of cl/matmul_gpu.cl's GEMM, BK × (B + 1)
+ * floats each. 128 × 128 takes 33024 bytes, past the 32 KiB many GPUs (and
+ * Oclgrind) have: such a device takes the next smaller tile. */
+static uint64_t tile_local_bytes(const struct mm_tile *t) { return 32u * (uint64_t)(t->bm + 1 + t->bn + 1) * 4u; }
+
 static const struct mm_tile *gpu_tile(const clf_runtime *rt, const mm_variant *v, int64_t n, int64_t rows) {
     for (int i = 2; i > 0; i--) {
         const struct mm_tile *t = &v->tiles[i];
-        if (t->bm > v->tile_max) continue;
+        if (t->bm > v->tile_max || (rt->dev.local_mem && tile_local_bytes(t) > rt->dev.local_mem)) continue;
         if ((n + t->bm - 1) / t->bm * ((rows + t->bn - 1) / t->bn) >= (int64_t)rt->dev.compute_units) return t;
     }
     return &v->tiles[0];

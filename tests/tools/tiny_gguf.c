@@ -2,7 +2,7 @@
  * (tests/cli_errors.sh, tests/valgrind_run.sh) and the fuzzers' seeds.
  *
  *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A]
- *                  [--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied]
+ *                  [--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied]
  *       a random model (tests/support: tiny_model_write, default a one-layer
  *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
  *       so that `clinfer run` works on it; weights of TYPE (default F32);
@@ -15,7 +15,8 @@
  *       be a K-quant (tests/peer/record_kquant.py). The family
  *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
  *       file then has Llama's tensors), --layers, --embd (the embedding width
- *       when it differs from the 2 heads of 16), --window (gemma3's sliding
+ *       when it differs from the 2 heads of 16), --head-dim (a multiple of
+ *       16: 32 for the quantized caches), --window (gemma3's sliding
  *       window), --rot (rotated dims), --rope-freqs (Llama 3.1 factors),
  *       --untied (an output matrix). tests/peer/record.py gives these files
  *       to llama.cpp.
@@ -219,6 +220,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--arch") && v) tm.arch = argv[++i];
             else if (!strcmp(a, "--layers") && v) tm.n_layer = atoi(argv[++i]);
             else if (!strcmp(a, "--embd") && v) tm.n_embd = atoi(argv[++i]);
+            else if (!strcmp(a, "--head-dim") && v && (tm.head_dim = atoi(argv[++i])) > 0 && tm.head_dim % 16 == 0) {}
             else if (!strcmp(a, "--window") && v) tm.window = atoi(argv[++i]);
             else if (!strcmp(a, "--rot") && v) tm.n_rot = atoi(argv[++i]);
             else if (clf_type_from_name(a) >= 0) tm.type = (clf_type)clf_type_from_name(a);
@@ -231,6 +233,6 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
     fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A] "
-                    "[--layers N] [--embd D] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
+                    "[--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
     return 2;
 }
