@@ -624,8 +624,10 @@ CLINFER_API clinfer_status clinfer_json_schema_to_gbnf(const char *schema, size_
  * sentence of the grammar, and an end-of-generation token only where the
  * text is a whole sentence (fail closed: a generation that ends with EOG
  * under a grammar always parses). The grammar's stage runs after the stages
- * added before it and before the chain; it sees every token accepted.
- * A second grammar on one sampler is CLINFER_ERR_ARG. */
+ * added before it and before the chain. The tokens accepted before the
+ * sampler's first draw (and after clinfer_sampler_reset) are the prompt's,
+ * recorded for the penalty, not the grammar's text; every token accepted
+ * after a draw is. A second grammar on one sampler is CLINFER_ERR_ARG. */
 CLINFER_API clinfer_status clinfer_sampler_set_grammar(clinfer_sampler *smp, clinfer_grammar *g);
 
 typedef enum clinfer_grammar_state {
