@@ -218,7 +218,7 @@ static void test_every_type(void **state) {
     clf_gguf_close(src);
 }
 
-/* From quantized inputs: Q8_0 -> Q4_1 and F16 against the F32 source; the
+/* From quantized inputs: Q8_0 -> Q4_1 (with --allow-requantize) and F16 against the F32 source; the
  * same type again is a byte copy; Q4_K_M -> F32 is the dequantized weights. */
 static void test_requantize(void **state) {
     (void)state;
@@ -228,7 +228,9 @@ static void test_requantize(void **state) {
     PATH(f16, "chain-f16.gguf");
     PATH(again, "chain-q8b.gguf");
     assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), src, q8), 0);
-    assert_int_equal(run("%s quantize %s %s Q4_1 2>/dev/null", bin(), q8, q41), 0);
+    /* a quantized input is refused unless asked (llama-quantize's --allow-requantize) */
+    assert_int_not_equal(run("%s quantize %s %s Q4_1 2>/dev/null", bin(), q8, q41), 0);
+    assert_int_equal(run("%s quantize --allow-requantize %s %s Q4_1 2>/dev/null", bin(), q8, q41), 0);
     assert_int_equal(run("%s quantize %s %s F16 2>/dev/null", bin(), q8, f16), 0);
     assert_int_equal(run("%s quantize %s %s Q8_0 2>/dev/null", bin(), q8, again), 0);
     clf_gguf *a, *b, *c, *d;
@@ -387,8 +389,8 @@ static void test_default_model_converted(void **state) {
     }
     static const char *const types[] = {"Q8_0", "F16", "Q4_0"};
     for (int k = 0; k < 3; k++)
-        assert_int_equal(run("%s quantize %s %s/model-%s.gguf %s", bin(), model, dir, types[k], types[k]), 0);
-    assert_int_equal(run("%s quantize %s %s/model-Q4_K_M.gguf Q4_K_M", bin(), model, dir), 0);
+        assert_int_equal(run("%s quantize --allow-requantize %s %s/model-%s.gguf %s", bin(), model, dir, types[k], types[k]), 0);
+    assert_int_equal(run("%s quantize --allow-requantize %s %s/model-Q4_K_M.gguf Q4_K_M", bin(), model, dir), 0);
 
     /* llama.cpp: Q8_0 and F16 of Q4_1 weights are near-lossless; Q4_0
      * re-rounds 4-bit weights onto another 4-bit grid (~10% weight error),
