@@ -21,8 +21,11 @@ class Server:
     def __init__(self, *args, model=None):
         cmd = [BIN, "serve", "--port", "0", *args] + (["-m", model] if model else [])
         self.p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        line = self.p.stderr.readline()
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line)
+        for _ in range(8):  # warnings (a base model's) may come first
+            line = self.p.stderr.readline()
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", line)
+            if m or not line.startswith("clinfer: warning:"):
+                break
         assert m, f"no 'listening' line: {line!r}"
         self.port = int(m.group(1))
         self.url = f"http://127.0.0.1:{self.port}"
