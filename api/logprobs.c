@@ -68,7 +68,7 @@ clinfer_status clinfer_logprobs(const float *logits, int n_vocab, int32_t token,
     }
     const double log_sum = log(sum); /* sum >= 1: the largest term is exp(0) */
     *logprob = (float)(((double)logits[token] - max) - log_sum);
-    qsort(h, (size_t)m, sizeof *h, by_better);
+    if (m > 1) qsort(h, (size_t)m, sizeof *h, by_better); /* h is NULL when n_top is 0 */
     for (int i = 0; i < m; i++) {
         top_ids[i] = h[i].id;
         top_lp[i] = (float)(((double)h[i].v - max) - log_sum);

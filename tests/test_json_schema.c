@@ -219,6 +219,7 @@ static void test_random_strings(void **state) {
         }
         clf_grammar_free(g);
         json_decref(schema);
+        json_decref(vals); /* the reference json_incref gave the schema's */
         /* a pattern of escaped literals, anchored: exactly that string */
         random_text(&rng, text, sizeof text, 8);
         char pat[512];
