@@ -117,9 +117,8 @@ static void stage_accept(void *ud, int32_t token) {
     if (!gs->armed || gs->dead) return;
     if (clf_token_is_eog(gs->G->tok, token)) return;
     size_t len = 0;
-    const char *p = clf_token_piece(gs->G->tok, token, &len);
-    int type = clf_token_type(gs->G->tok, token);
-    if (!p || !len || type == CLF_TOKEN_CONTROL || type == CLF_TOKEN_UNKNOWN || type == CLF_TOKEN_UNUSED) {
+    const char *p;
+    if (!clf_grammar_token_is_text(gs->G->tok, token, &p, &len)) {
         gs->dead = 1;
         return;
     }

@@ -295,11 +295,8 @@ static void masks_on(const char *model, const char *gbnf, const char *root, int 
         TU_OK(clf_grammar_masks_apply(gm, &s, logits, &n_allowed));
         for (int i = 0; i < nv; i++) {
             size_t len;
-            const char *p = clf_token_piece(t, i, &len);
-            int type = clf_token_type(t, i);
-            int text = len && type != CLF_TOKEN_CONTROL && type != CLF_TOKEN_UNKNOWN && type != CLF_TOKEN_UNUSED &&
-                       !clf_token_is_eog(t, i);
-            int want = text && brute_allows(g, &s, p, len);
+            const char *p;
+            int want = clf_grammar_token_is_text(t, i, &p, &len) && brute_allows(g, &s, p, len);
             if (want != (logits[i] == 0))
                 fail_msg("step %d, token %d '%.*s': the mask says %d, the bytes %d", step, i, (int)len, p,
                          logits[i] == 0, want);

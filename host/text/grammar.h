@@ -31,6 +31,10 @@ int clf_grammar_accepts(const clf_grammar *g, const char *text, size_t n);
 typedef struct clf_tokenizer clf_tokenizer;
 typedef struct gstate gstate;
 
+/* Whether token id is text a grammar reads (not a control, unknown,
+ * unused or end token, nor empty), and its bytes. */
+int clf_grammar_token_is_text(const clf_tokenizer *t, int32_t id, const char **piece, size_t *len);
+
 /* The vocabulary's text tokens (not control, unknown or unused ones) as a
  * byte trie: the tokens that share a prefix are walked once. */
 typedef struct clf_vocab_trie clf_vocab_trie;

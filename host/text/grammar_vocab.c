@@ -8,15 +8,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "grammar_impl.h"
+#include "runtime.h" /* clf_now_s */
 #include "tokenizer.h"
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+int clf_grammar_token_is_text(const clf_tokenizer *t, int32_t id, const char **piece, size_t *len) {
+    int type = clf_token_type(t, id);
+    *piece = clf_token_piece(t, id, len);
+    return *piece && *len && type != CLF_TOKEN_CONTROL && type != CLF_TOKEN_UNKNOWN && type != CLF_TOKEN_UNUSED &&
+           !clf_token_is_eog(t, id);
 }
 
 /* ---- the trie ------------------------------------------------------------- */
@@ -85,14 +86,8 @@ clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out) {
         clf_vocab_trie_free(v);
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
     }
-    for (int id = 0; id < n; id++) {
-        int type = clf_token_type(t, id);
-        v->piece[id] = clf_token_piece(t, id, &v->len[id]);
-        if (type == CLF_TOKEN_CONTROL || type == CLF_TOKEN_UNKNOWN || type == CLF_TOKEN_UNUSED || !v->piece[id] ||
-            !v->len[id] || clf_token_is_eog(t, id))
-            continue;
-        v->ids[v->n_ids++] = id;
-    }
+    for (int id = 0; id < n; id++)
+        if (clf_grammar_token_is_text(t, id, &v->piece[id], &v->len[id])) v->ids[v->n_ids++] = id;
     g_trie_sort = v;
     qsort(v->ids, (size_t)v->n_ids, sizeof *v->ids, cmp_piece);
     g_trie_sort = NULL;
@@ -270,7 +265,7 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
     int id = intern(gm, s);
     if (id < 0) st = CLF_ERR_MEMORY; /* the message is set */
     else if (!gm->st[id].bits) {
-        double t0 = now_s();
+        double t0 = clf_now_s();
         uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
         int n = 0;
         if (!bits) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
@@ -280,7 +275,7 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
             gm->st[id].n_allowed = n;
             gm->bytes += (size_t)gm->n_words * sizeof *bits;
             gm->computed++;
-            gm->seconds += now_s() - t0;
+            gm->seconds += clf_now_s() - t0;
         } else
             free(bits);
     } else
