@@ -82,7 +82,7 @@ int clf_bench_grammar_main(int argc, char **argv) {
            *tg_gram = calloc((size_t)reps, sizeof *tg_gram);
     clinfer_status st = ratio && tg_free && tg_gram ? CLINFER_OK : clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     char path[1024];
-    if (st == CLINFER_OK) st = clinfer_model_path(model, path, sizeof path);
+    if (st == CLINFER_OK) st = cli_model_fetch(model, 0, path, sizeof path); /* a catalogue name: fetched on first use */
     if (st == CLINFER_OK) st = clinfer_model_load_with(path, device, NULL, &lo, &m);
     clinfer_session_params spar = clinfer_session_default_params();
     if (st == CLINFER_OK) {

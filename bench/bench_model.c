@@ -11,7 +11,6 @@
 #include "options.h"
 #include "estimate.h"
 #include "llama.h"
-#include "model_path.h"
 #include "place.h"
 #include "roof.h"
 
@@ -418,7 +417,7 @@ int clf_bench_model_main(int argc, char **argv) {
     if (cli_mpi && o.all_devices) return cli_usage(USAGE, "--mpi runs one model: not with --all-devices");
     char path[1024];
     clf_gguf *g;
-    clf_status st = clf_model_path(o.model_path, path, sizeof path);
+    clf_status st = (clf_status)cli_model_fetch(o.model_path, 0, path, sizeof path); /* a catalogue name: fetched on first use */
     if (st == CLF_OK) st = clf_gguf_open(path, &g);
     if (st != CLF_OK) return cli_error(st);
     if (o.json) printf("[\n");

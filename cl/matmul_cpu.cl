@@ -27,7 +27,22 @@
  * x86 integer multiply-adds of that width (AVX-512BW or AVX2; clang on x86
  * CPUs only), 0 leaves them out; CLF_X86_VNNI=1 (with it) takes their byte
  * dot products with AVX512-VNNI's vpdpbusd instead, 2 with AVX-VNNI's
- * (256 only). */
+ * (256 only); CLF_MM_<name>=1 or 0 for every type of cl/types.cl: which
+ * types' kernels the program holds (MM_IF). */
+
+/* MM_IF(name)(x): x where CLF_MM_<name> is 1, nothing where it is 0. The
+ * host builds a program per weight type, since PoCL reads every kernel of a
+ * program on each start and compiles every one on the first: a program of
+ * all 14 types cost a warm start 0.19 s and a first run 5.0 s against
+ * 0.05 s and 1.3 s for one type (bench/RESULTS.md 'Warm start'). x is
+ * collected unexpanded (MM_IF's result meets its parentheses in the
+ * source), so a kernel's commas stay inside it and a dropped one is never
+ * expanded; a missing flag is a build error, not an empty program. */
+#define MM_PASTE_(a, b) a##b
+#define MM_PASTE(a, b) MM_PASTE_(a, b)
+#define MM_IF_1(x) x
+#define MM_IF_0(x)
+#define MM_IF(name) MM_PASTE(MM_IF_, CLF_MM_##name)
 
 #ifndef TM
 #define TM 8
@@ -114,8 +129,8 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
         }                                                                                       \
     }
 
-DEFINE_FLOAT_MM(gemm_f32, float, LOAD_F32)
-DEFINE_FLOAT_MM(gemm_f16, ushort, LOAD_F16)
+MM_IF(f32)(DEFINE_FLOAT_MM(gemm_f32, float, LOAD_F32))
+MM_IF(f16)(DEFINE_FLOAT_MM(gemm_f16, ushort, LOAD_F16))
 
 /* Quantized panels: per block, the scales (and Q4_1 minimums) of 32 rows;
  * per column the 32 weights dequantized as w = q*d + m. Q4 nibbles arrive as
@@ -188,9 +203,9 @@ DEFINE_FLOAT_MM(gemm_f16, ushort, LOAD_F16)
         }                                                                                       \
     }
 
-DEFINE_QUANT_MM(gemm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8, _Pragma("unroll 4"))
-DEFINE_QUANT_MM(gemm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4, )
-DEFINE_QUANT_MM(gemm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, )
+MM_IF(q8_0)(DEFINE_QUANT_MM(gemm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8, _Pragma("unroll 4")))
+MM_IF(q4_0)(DEFINE_QUANT_MM(gemm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4, ))
+MM_IF(q4_1)(DEFINE_QUANT_MM(gemm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, ))
 
 /* GEMV (one token): one work-item per panel, global size (panels). Four
  * independent accumulator pairs hide the FMA latency that a single token's
@@ -222,8 +237,8 @@ DEFINE_QUANT_MM(gemm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, )
                     rows - 32 * p, accumulate);                                                 \
     }
 
-DEFINE_FLOAT_MV(gemv_f32, float, LOAD_F32)
-DEFINE_FLOAT_MV(gemv_f16, ushort, LOAD_F16)
+MM_IF(f32)(DEFINE_FLOAT_MV(gemv_f32, float, LOAD_F32))
+MM_IF(f16)(DEFINE_FLOAT_MV(gemv_f16, ushort, LOAD_F16))
 
 /* Quantized GEMV: per block, sum x·q in integers-as-floats first and scale
  * once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x (with Q4's f for q, as above). */
@@ -263,9 +278,9 @@ DEFINE_FLOAT_MV(gemv_f16, ushort, LOAD_F16)
         clf_store32(Y + yoff + 32 * p, acc0, acc1, rows - 32 * p, accumulate);                  \
     }
 
-DEFINE_QUANT_MV(gemv_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8)
-DEFINE_QUANT_MV(gemv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4)
-DEFINE_QUANT_MV(gemv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4)
+MM_IF(q8_0)(DEFINE_QUANT_MV(gemv_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8))
+MM_IF(q4_0)(DEFINE_QUANT_MV(gemv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4))
+MM_IF(q4_1)(DEFINE_QUANT_MV(gemv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4))
 
 #if CLF_X86_INT8
 /* Q8_0/Q4 GEMVs with x quantized to int8 per block of 32 (scale
@@ -518,18 +533,18 @@ inline void glu_store32(float16 ha, float16 hb, __global float *y, __global ucha
                         Y + yoff + r * ldy + 32 * (p0 + j), YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES); \
     }
 
-DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, QUANT_X)
-DEFINE_INT8_MV(gemv_q4_0_i8, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X)
-DEFINE_INT8_MV(gemv_q4_1_i8, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X)
-DEFINE_INT8_MV(gemv_q8_0_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, LOAD_XQ)
-DEFINE_INT8_MV(gemv_q4_0_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ)
-DEFINE_INT8_MV(gemv_q4_1_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ)
-DEFINE_INT8_GLU(gemv_q8_0_swiglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_silu16)
-DEFINE_INT8_GLU(gemv_q4_0_swiglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16)
-DEFINE_INT8_GLU(gemv_q4_1_swiglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16)
-DEFINE_INT8_GLU(gemv_q8_0_geglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_gelu16)
-DEFINE_INT8_GLU(gemv_q4_0_geglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16)
-DEFINE_INT8_GLU(gemv_q4_1_geglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16)
+MM_IF(q8_0)(DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, QUANT_X))
+MM_IF(q4_0)(DEFINE_INT8_MV(gemv_q4_0_i8, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X))
+MM_IF(q4_1)(DEFINE_INT8_MV(gemv_q4_1_i8, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X))
+MM_IF(q8_0)(DEFINE_INT8_MV(gemv_q8_0_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, LOAD_XQ))
+MM_IF(q4_0)(DEFINE_INT8_MV(gemv_q4_0_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ))
+MM_IF(q4_1)(DEFINE_INT8_MV(gemv_q4_1_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ))
+MM_IF(q8_0)(DEFINE_INT8_GLU(gemv_q8_0_swiglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_silu16))
+MM_IF(q4_0)(DEFINE_INT8_GLU(gemv_q4_0_swiglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16))
+MM_IF(q4_1)(DEFINE_INT8_GLU(gemv_q4_1_swiglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16))
+MM_IF(q8_0)(DEFINE_INT8_GLU(gemv_q8_0_geglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_gelu16))
+MM_IF(q4_0)(DEFINE_INT8_GLU(gemv_q4_0_geglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16))
+MM_IF(q4_1)(DEFINE_INT8_GLU(gemv_q4_1_geglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16))
 #endif
 
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
@@ -553,8 +568,8 @@ DEFINE_INT8_GLU(gemv_q4_1_geglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8
         }                                                                                       \
     }
 
-DEFINE_FLOAT_UNPACK(unpack_f32, float, LOAD_F32)
-DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16)
+MM_IF(f32)(DEFINE_FLOAT_UNPACK(unpack_f32, float, LOAD_F32))
+MM_IF(f16)(DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16))
 
 #define DEFINE_QUANT_UNPACK(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ)           \
     __kernel void NAME(__global const QT *W, __global const ushort *S, __global float *out,     \
@@ -571,9 +586,9 @@ DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16)
         }                                                                                       \
     }
 
-DEFINE_QUANT_UNPACK(unpack_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8)
-DEFINE_QUANT_UNPACK(unpack_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4)
-DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
+MM_IF(q8_0)(DEFINE_QUANT_UNPACK(unpack_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8))
+MM_IF(q4_0)(DEFINE_QUANT_UNPACK(unpack_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4))
+MM_IF(q4_1)(DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4))
 
 /* ---- BF16 and the bit-plane types (Q5_0, Q5_1, the K-quants) ----
  *
@@ -582,8 +597,8 @@ DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4)
     (w0 = as_float16(convert_uint16(vload16(0, (w) + 32 * (k))) << 16),                         \
      w1 = as_float16(convert_uint16(vload16(1, (w) + 32 * (k))) << 16))
 
-DEFINE_FLOAT_MM(gemm_bf16, ushort, LOAD_BF16)
-DEFINE_FLOAT_MV(gemv_bf16, ushort, LOAD_BF16)
+MM_IF(bf16)(DEFINE_FLOAT_MM(gemm_bf16, ushort, LOAD_BF16))
+MM_IF(bf16)(DEFINE_FLOAT_MV(gemv_bf16, ushort, LOAD_BF16))
 
 /* The other types store each weight as an unsigned integer code c of QB + QH
  * bits, w = c·D + M with D and M per row and sub-block of SL columns (32 or
@@ -810,7 +825,7 @@ inline float clf_sum_x(const __global float *x, int n) {
         }                                                                                       \
     }
 
-DEFINE_FLOAT_UNPACK(unpack_bf16, ushort, LOAD_BF16)
+MM_IF(bf16)(DEFINE_FLOAT_UNPACK(unpack_bf16, ushort, LOAD_BF16))
 
 /* X(type, QB, QH, SBK, SL, SREC (halves), GRID (codes index IQ4_NL's grid),
  * FORM (INT or FLOAT: KQ_PANEL_BLOCK)) for each code-plane type of the
@@ -823,7 +838,7 @@ DEFINE_FLOAT_UNPACK(unpack_bf16, ushort, LOAD_BF16)
 #define KQ_FORM_KQI INT
 #define KQ_FORM_KQF FLOAT
 #define KQ_ROW(X, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
-    KQ_IF_##CPU(X(name, QB, QH, QK, SUB, CLF_PANEL_REC(M_AT, SW), GRID, KQ_FORM_##CPU))
+    MM_IF(name)(KQ_IF_##CPU(X(name, QB, QH, QK, SUB, CLF_PANEL_REC(M_AT, SW), GRID, KQ_FORM_##CPU)))
 #define KQ_TYPES(X) CLF_TYPES(KQ_ROW, X)
 KQ_TYPES(DEFINE_KQ_MV)
 KQ_TYPES(DEFINE_KQ_MM)
@@ -1151,7 +1166,7 @@ KQ_TYPES(DEFINE_KQ_MMI)
     }
 #define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY) \
     DEFINE_MMI(NAME, INT8_MM_TILE(BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY))
-DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY)
-DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
-DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
+MM_IF(q8_0)(DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY))
+MM_IF(q4_0)(DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M))
+MM_IF(q4_1)(DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M))
 #endif

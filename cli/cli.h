@@ -81,4 +81,13 @@ int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 
+/* cli/model_fetch.c, shared with clinfer-tools (info, bench, quantize):
+ * the file -m names (clinfer_model_path), a catalogue model the cache lacks
+ * fetched first (verify: one there is hashed too), with a progress bar on
+ * a terminal, plain lines otherwise; Ctrl-C stops it. */
+clinfer_status cli_model_fetch(const char *model, int verify, char *path, size_t n);
+/* One line on stderr when `model` is a catalogue model that is not
+ * instruction-tuned (chat, run --chat, serve). */
+void cli_warn_base_chat(const char *model);
+
 #endif

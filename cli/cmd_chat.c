@@ -127,7 +127,7 @@ int cmd_chat(int argc, char **argv) {
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
     if (st != CLINFER_OK) return cli_error(st);
     st = cli_check_chat(cs.s.m);
-    if (st == CLINFER_OK) st = cli_session_warm(&cs.s); /* no kernel built inside an answer */
+    if (st == CLINFER_OK) st = cli_session_warm(&cs.s, 16); /* no kernel built inside an answer (a turn's template: 13+ tokens) */
     if (st == CLINFER_OK) st = clinfer_sampler_create(cs.s.m, &o.sp, &cs.smp);
     if (st != CLINFER_OK) {
         cli_session_close(&cs.s);

@@ -99,7 +99,6 @@ int cmd_run(int argc, char **argv) {
     if (st != CLINFER_OK) return cli_error(st);
     cli_session s;
     st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
-    if (st == CLINFER_OK) st = cli_session_warm(&s); /* no kernel built once text is printing */
     if (st != CLINFER_OK) {
         cli_session_close(&s);
         if (file) clinfer_free(owned);
@@ -122,6 +121,7 @@ int cmd_run(int argc, char **argv) {
     else if (st == CLINFER_OK && n + n_gen > n_ctx)
         st = clinfer_fail(CLINFER_ERR_CONTEXT, "the prompt (%d tokens) and -n %d do not fit the context of %d tokens (--ctx)", n,
                       n_gen, n_ctx);
+    if (st == CLINFER_OK) st = cli_session_warm(&s, n); /* no kernel built once text is printing */
     if (st == CLINFER_OK) st = clinfer_sampler_create(s.m, &o.sp, &smp);
     /* the logprobs' stage first: it keeps the raw logits, before the grammar's mask */
     if (st == CLINFER_OK && logprobs >= 0) st = cli_logprobs_attach(s.m, smp, logprobs, stderr);

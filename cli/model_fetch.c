@@ -1,11 +1,10 @@
 /* -m NAME fetching a catalogue model on first use, `clinfer pull`'s
- * progress, and the warning for --chat on a base model (session.h). */
+ * progress, and the warning for --chat on a base model (cli.h). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "session.h"
 
 typedef struct fetch_line {
     clinfer_catalogue_model c;

@@ -146,16 +146,19 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
     return st;
 }
 
-clinfer_status cli_session_warm(cli_session *s) {
+clinfer_status cli_session_warm(cli_session *s, int n_prompt) {
     if (!s->s) return CLINFER_OK;
     double b0 = clinfer_model_build_seconds(s->m), t0 = cli_now_s();
-    /* one token's pass builds the kernels of every further token (and the
-     * device's top-k); a prompt's batch kernels build in its own pass, also
-     * before the first token is printed */
-    int32_t tok = 0, id;
+    /* a token's pass first (the device's top-k too), then the prompt's shape:
+     * PoCL also readies each kernel on its first launch, outside the builds */
+    int32_t toks[16] = {0}, id;
     float val;
     int bad = 0;
-    clinfer_status st = clinfer_eval_top(s->s, &tok, 1, 1, &val, &id, &bad);
+    int nb = n_prompt < 16 ? n_prompt : 16;
+    if (nb > clinfer_session_n_ctx(s->s)) nb = clinfer_session_n_ctx(s->s);
+    clinfer_status st = clinfer_eval_top(s->s, toks, 1, 1, &val, &id, &bad);
+    if (st == CLINFER_OK) st = clinfer_session_rewind(s->s, 0);
+    if (st == CLINFER_OK && nb > 1) st = clinfer_eval_top(s->s, toks, nb, 1, &val, &id, &bad);
     if (st == CLINFER_OK) st = clinfer_session_rewind(s->s, 0);
     s->warm_seconds = cli_now_s() - t0;
     s->kernel_seconds = clinfer_model_build_seconds(s->m) - b0;

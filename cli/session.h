@@ -46,10 +46,14 @@ void cli_session_close(cli_session *s);
 void cli_threads_begin(int n);
 void cli_threads_check(int n, const char *device);
 
-/* Builds the kernels each further token needs (a one-token pass, then the
- * session cleared) so that none is built, nor its compiler heard, once text
- * is printing: `run` and `chat` call it before the prompt. */
-clinfer_status cli_session_warm(cli_session *s);
+/* Builds the kernels each further token needs and those of a prompt of
+ * n_prompt tokens (a one-token pass and one of min(n_prompt, 16) tokens,
+ * then the session cleared), so that none is built, nor its compiler heard,
+ * once text is printing, and the speeds line times warm kernels as `bench`
+ * does: `run` and `chat` call it before the prompt. From 13 tokens on a
+ * prompt takes the kernels of any longer one (host/compute/matmul.c's
+ * cpu_tm), so 16 stand for all. */
+clinfer_status cli_session_warm(cli_session *s, int n_prompt);
 
 /* clinfer_generate streaming the text to `out` (a failed write stops it):
  * `prompt` after what the session holds, then up to max_gen tokens
@@ -60,13 +64,5 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
                             int draft_max, FILE *out, clinfer_generate_result *r);
 
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r);
-
-/* The file -m names (clinfer_model_path), a catalogue model the cache lacks
- * fetched first (verify: one there is hashed too), with a progress bar on
- * a terminal, plain lines otherwise; Ctrl-C stops it. */
-clinfer_status cli_model_fetch(const char *model, int verify, char *path, size_t n);
-/* One line on stderr when `model` is a catalogue model that is not
- * instruction-tuned (chat, run --chat, serve). */
-void cli_warn_base_chat(const char *model);
 
 #endif

@@ -161,7 +161,20 @@ check "run without --chat on a base model: no warning" sh -c "! grep -q warning 
 printf '/exit\n' | "$BIN" chat -m tiny >"$W/out" 2>"$W/err"
 check "chat on a base model: the warning" grep -q '^clinfer: warning: tiny is a base model' "$W/err"
 
-# 10. the list says what is what
+# 10. the tools take -m NAME as run does: info fetches on first use, quantize reads a name
+rm -f "$W/cache/tinycat.gguf"
+"$BIN" info -m tinycat >"$W/out" 2>"$W/err"
+rc=$?
+check "info -m tinycat on first use: fetched, then described" sh -c "[ $rc -eq 0 ] &&
+    grep -q '^clinfer: fetched tinycat into ' '$W/err' && grep -q 'tinycat.gguf: GGUF v3' '$W/out' &&
+    cmp -s '$W/src/tinycat.gguf' '$W/cache/tinycat.gguf'"
+rm -f "$W/cache/tinycat.gguf"
+"$BIN" quantize tinycat "$W/q8.gguf" Q8_0 >"$W/out" 2>"$W/err"
+rc=$?
+check "quantize tinycat on first use: fetched, then converted" sh -c "[ $rc -eq 0 ] &&
+    grep -q '^clinfer: fetched tinycat into ' '$W/err' && [ -s '$W/q8.gguf' ]"
+
+# 11. the list says what is what
 "$BIN" pull --list >"$W/out" 2>"$W/err"
 check "pull --list: each model, instruct or base, cached or not" sh -c "grep -Eq '^tiny +base .* yes +tiny.gguf \\(the default\\)' '$W/out' &&
     grep -Eq '^tinybad +instruct .* no ' '$W/out'"

@@ -11,7 +11,6 @@
 #include "json.h"
 #include "estimate.h"
 #include "gguf.h"
-#include "model_path.h"
 #include "options.h"
 #include "place.h"
 #include "roof.h"
@@ -449,7 +448,7 @@ int cmd_info(int argc, char **argv) {
     if ((gflops > 0) != (gbs > 0)) return cli_usage(USAGE, "--gflops and --gbs go together");
 
     char path[4096];
-    clf_status st = clf_model_path(m, path, sizeof path);
+    clf_status st = (clf_status)cli_model_fetch(m, 0, path, sizeof path); /* a catalogue name: fetched on first use */
     clf_gguf *g = NULL;
     report r = {.path = path, .kv_bytes = kv_bytes, .has_roof = gflops > 0, .roof = {gflops, gbs}, .price = price,
                 .util = util, .chinchilla = !(train_tokens > 0), .train = {.tokens = train_tokens},

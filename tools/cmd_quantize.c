@@ -19,7 +19,6 @@
 
 #include "cli.h"
 #include "gguf.h"
-#include "model_path.h"
 #include "options.h"
 #include "outfile.h"
 #include "quant.h"
@@ -195,7 +194,7 @@ int cmd_quantize(int argc, char **argv) {
     const clf_quant_mix *mix = clf_quant_mix_find(pos[2]);
     if (!mix) return cli_usage(usage, "unknown type '%s'", pos[2]);
     char in[1024];
-    clf_status st = clf_model_path(pos[0], in, sizeof in);
+    clf_status st = (clf_status)cli_model_fetch(pos[0], 0, in, sizeof in); /* a catalogue name: fetched on first use */
     if (st != CLF_OK) return cli_error(st);
     cli_catch_sigint(); /* Ctrl-C and SIGTERM stop the conversion or the write cleanly */
     return cli_error(quantize(in, pos[1], mix, force, allow_requant));

@@ -243,10 +243,18 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
     return clf_kernel_get(rt, v->panels ? "matmul_cpu" : "matmul_gpu", opts, name, k);
 }
 
-static void cpu_options(const mm_variant *v, int tm, char *buf, size_t n) {
+/* The cpu family's -D options for type t's kernels: its tunables, then
+ * CLF_MM_<name> for every type, 1 for t alone (cl/matmul_cpu.cl's
+ * MM_KERNEL: a program per type, since PoCL loads and first compiles every
+ * kernel a program holds). */
+enum { MM_OPTS = 512 };
+static void cpu_options(const mm_variant *v, int tm, clf_type t, char *buf, size_t n) {
     const int int8 = v->x86_int8;
-    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DCLF_X86_VNNI=%d -DPPW=%d -DPPW_Q8=%d", tm,
-             v->gemm_mg, v->fp16_clang, int8, v->x86_vnni, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1);
+    int at = snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DCLF_X86_VNNI=%d -DPPW=%d -DPPW_Q8=%d",
+                      tm, v->gemm_mg, v->fp16_clang, int8, v->x86_vnni, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1);
+    for (int i = 0; i < CLF_NTYPES && at > 0 && (size_t)at < n; i++)
+        at += snprintf(buf + at, n - (size_t)at, " -DCLF_MM_%s=%d", clf_type_get(clf_type_list[i])->suffix,
+                       clf_type_list[i] == t);
 }
 
 static void gpu_options(const mm_variant *v, const struct mm_tile *t, int nt, char *buf, size_t n) {
@@ -278,8 +286,8 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
         x = XQ->mem;
         xoff = XQ->offset / 4;
     }
-    char opts[160];
-    cpu_options(v, tm, opts, sizeof opts);
+    char opts[MM_OPTS];
+    cpu_options(v, tm, W->type, opts, sizeof opts);
     kargs a = {0};
     const clf_mm_form form = gemm8  ? CLF_MM_GEMM_XQ
                              : xq   ? CLF_MM_GEMV_XQ
@@ -441,9 +449,9 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
                         "device's largest allocation", (long long)W->rows, (long long)W->cols, bytes >> 20);
     const int rows = (int)W->rows, K = (int)W->cols;
     kargs a = {0};
-    char opts[128];
+    char opts[MM_OPTS];
     if (v->panels)
-        cpu_options(v, v->gemm_tm, opts, sizeof opts);
+        cpu_options(v, v->gemm_tm, W->type, opts, sizeof opts);
     else
         gpu_options(v, &v->tiles[1], 1, opts, sizeof opts);
     CLF_TRY(get_kernel(rt, v, opts, CLF_MM_TO_F32, W->type, &a.k));
@@ -584,8 +592,8 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
         ppw = var.int8_ppw = balanced_ppw(ff / 32, n, var.int8_ppw, rt->dev.compute_units);
     else
         ppw = balanced_ppw(ff / 32, n, (var.int8_ppw + 1) / 2, rt->dev.compute_units), var.int8_ppw = 2 * ppw;
-    char opts[128];
-    cpu_options(v, v->gemm_tm, opts, sizeof opts);
+    char opts[MM_OPTS];
+    cpu_options(v, v->gemm_tm, W->type, opts, sizeof opts);
     kargs a = {0};
     CLF_TRY(get_kernel(rt, v, opts, act == CLF_GLU_SILU ? CLF_MM_SWIGLU_XQ : CLF_MM_GEGLU_XQ, W->type, &a.k));
     const cl_ulong xoff = XQ->offset / 4, yoff = Y->offset / 4, yq_off = YQ->offset;
