@@ -89,18 +89,20 @@ clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
 
 clinfer_status srv_engine_warm(srv_engine *e) {
     clinfer_status st = CLINFER_OK;
-    /* one slot's step, then every slot's: the decode shapes a server runs most */
-    for (int pass = 0; pass < 2 && st == CLINFER_OK; pass++) {
-        int n = pass ? e->n_slots : 1;
+    /* the shapes a server runs most: one slot's step, every slot's, and a
+     * prompt's (16 tokens take the kernels of any longer one: cli_session_warm) */
+    static const int32_t toks[16] = {0};
+    const struct { int slots, tokens; } shapes[] = {{1, 1}, {e->n_slots, 1}, {1, 16}};
+    for (size_t p = 0; p < sizeof shapes / sizeof shapes[0] && st == CLINFER_OK; p++) {
+        const int n = shapes[p].slots;
+        if (p == 1 && n == 1) continue;
         srv_entry *en = calloc((size_t)n, sizeof *en);
-        static const int32_t tok = 0;
         if (!en) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
-        for (int i = 0; i < n; i++) en[i] = (srv_entry){.slot = i, .tokens = &tok, .n = 1, .want_logits = 1};
+        for (int i = 0; i < n; i++) en[i] = (srv_entry){.slot = i, .tokens = toks, .n = shapes[p].tokens, .want_logits = 1};
         st = srv_engine_step(e, en, n);
         free(en);
         for (int i = 0; i < e->n_slots; i++) srv_engine_slot_rewind(e, i, 0);
-        if (pass && st == CLINFER_ERR_CONTEXT) st = CLINFER_OK; /* a KV pool too small for every slot at once */
-        if (pass == 0 && e->n_slots == 1) break;
+        if (p && st == CLINFER_ERR_CONTEXT) st = CLINFER_OK; /* a KV pool too small for this shape */
     }
     return st;
 }
