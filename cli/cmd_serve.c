@@ -60,7 +60,7 @@ int cmd_serve(int argc, char **argv) {
                                            .help = "each sequence's context in tokens (default: the model's, capped)"),
                                CLI_OPT_STR("--host", &host, .arg = "ADDR", .help = "the address to listen on (default 127.0.0.1)"),
                                CLI_OPT_INT("--port", &port, 0, 65535, .help = "the port (default 8080; 0: any free one)"),
-                               CLI_OPT_INT("--parallel", &parallel, 1, 256,
+                               CLI_OPT_INT("--parallel", &parallel, 1, 256, .alias = "-np",
                                            .help = "requests decoded together (default 4)"),
                                CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24, .arg = "MIB",
                                            .help = "the KV cache's memory, shared by the sequences"),
@@ -73,7 +73,7 @@ int cmd_serve(int argc, char **argv) {
                                            .help = "seconds a request may take to arrive"),
                                CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS,
                                            .help = "connections one client address may hold"),
-                               CLI_OPT_STR("--alias", &alias, .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
+                               CLI_OPT_STR("--alias", &alias, .alias = "-a", .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;

@@ -19,7 +19,18 @@ static int numeric(const cli_option *o) { return o->kind == CLI_INT || o->kind =
 /* The short letter an option answers to (its name's or its alias'), 0 for none. */
 static int short_of(const cli_option *o) {
     if (!is_long(o)) return o->name[1];
-    return o->alias && o->alias[1] != '-' ? o->alias[1] : 0;
+    return o->alias && o->alias[1] != '-' && !o->alias[2] ? o->alias[1] : 0;
+}
+
+/* A single-dash alias of several letters (llama.cpp's -np): getopt would
+ * read it as letters, so the word is renamed to its option's long name
+ * before getopt sees it. */
+static void rename_words(int argc, char **argv, const cli_option *opts, int n) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        for (int k = 0; k < n; k++)
+            if (opts[k].alias && opts[k].alias[1] != '-' && opts[k].alias[2] && is_long(&opts[k]) &&
+                !strcmp(argv[i], opts[k].alias))
+                argv[i] = (char *)opts[k].name;
 }
 
 static void range_text(const cli_option *o, char *buf, size_t n) {
@@ -194,6 +205,7 @@ int cli_parse(int argc, char **argv, const cli_option *opts, const char *usage, 
     longs[nl] = (struct option){0};
     shorts[ns] = 0;
     if (n_pos) *n_pos = 0;
+    rename_words(argc, argv, opts, n);
     const char *word = unknown_word(argc, argv, opts, n);
     if (word) return cli_usage(usage, "unknown option '%s'%s", word, foreign_hint(word));
     opterr = 0; /* the messages are ours */

@@ -30,7 +30,7 @@ typedef struct cli_option {
     long long lo, hi;  /* CLI_INT, CLI_U64 */
     double flo, fhi;   /* CLI_FLOAT */
     int open_lo;       /* CLI_FLOAT: flo itself is out of range */
-    const char *alias; /* another spelling: "-c" beside "--ctx", "--n-predict" beside "-n" */
+    const char *alias; /* another spelling: "-c" beside "--ctx", "--n-predict" beside "-n", "-np" (a word) beside "--parallel" */
     const char *arg;   /* the value's name in --help ("FILE"); else one by kind ("N", "X", "TEXT") */
     const char *help;  /* its meaning in one line, for --help (tests/cli_options.sh wants one everywhere) */
 } cli_option;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # What llama.cpp users type, and what every command's --help says: the
-# aliases (-c, -s, -t, -f, -p -), --version, -ngl refused with its hint,
+# aliases (-c, -s, -t, -np, -f, -p -), --version, -ngl refused with its hint,
 # every option of every table listed with a meaning (an option added
 # without its .help fails here), quantize's requantize refusal and
 # catalogue names. On tiny models written by tiny_gguf; `chat` on a
@@ -93,6 +93,8 @@ refuse "-nx (a number's value)" "^clinfer: usage error: unknown option '-nx'$" "
 refuse "-c is --ctx" "^clinfer: usage error: --ctx 0 is out of range \(1\.\.1048576\)$" "$BIN" run -m "$TINY" -p hi -c 0
 refuse "-s is --seed" "^clinfer: usage error: --seed 'x' is not an integer" "$BIN" run -m "$TINY" -p hi -s x
 refuse "-t is --threads" "^clinfer: usage error: --threads 0 is out of range" "$BIN" run -m "$TINY" -p hi -t 0
+refuse "-np is --parallel (a word, not -n p)" "^clinfer: usage error: --parallel 0 is out of range" \
+    "$BIN" serve -m "$TINY" -np 0
 refuse "--system without --chat" "^clinfer: usage error: --system goes with --chat" \
     "$BIN" run -m "$TINY" -p hi --system "be brief"
 refuse "-p and -f" "^clinfer: usage error: -p and -f do not go together$" "$BIN" run -m "$TINY" -p hi -f "$TINY"
@@ -133,11 +135,17 @@ if [ -e "$W/q4.gguf" ]; then fail "the refused quantize wrote its output"; else 
 check "--allow-requantize" "$BIN" quantize --allow-requantize "$W/q8.gguf" "$W/q4.gguf" Q4_0
 check "quantized to F16: allowed" "$BIN" quantize "$W/q8.gguf" "$W/f16.gguf" F16
 check "from F32: allowed" "$BIN" quantize "$TINY" "$W/q4b.gguf" Q4_0
+# a catalogue of its own naming the Q8_0 file (its size and hash: taken from the
+# cache, never fetched; no index is reachable on port 1)
 mkdir "$W/models"
-cp "$W/q8.gguf" "$W/models/SmolLM2-135M-Instruct.Q4_1.gguf" # the catalogue's file name for smollm2-135m
-refuse "quantize by catalogue name" "^clinfer: usage error: '$W/models/SmolLM2-135M-Instruct\.Q4_1\.gguf' is already quantized" \
-    env CLINFER_MODEL_DIR="$W/models" "$BIN" quantize smollm2-135m "$W/c.gguf" Q4_0
-check "catalogue name, F16" env CLINFER_MODEL_DIR="$W/models" "$BIN" quantize smollm2-135m "$W/c.gguf" F16
+cp "$W/q8.gguf" "$W/models/tinyq8.gguf"
+printf 'tinyq8\ttinyq8.gguf\tno-such-package\t1.0\t%s\t%s\twheel\tno\n' "$(wc -c <"$W/q8.gguf" | tr -d ' ')" \
+    "$(sha256sum "$W/q8.gguf" | cut -d' ' -f1)" >"$W/catalogue.tsv"
+refuse "quantize by catalogue name" "^clinfer: usage error: '$W/models/tinyq8\.gguf' is already quantized" \
+    env CLINFER_MODEL_DIR="$W/models" CLINFER_CATALOGUE="$W/catalogue.tsv" CLINFER_PACKAGE_INDEX=http://127.0.0.1:1/pypi \
+    "$BIN" quantize tinyq8 "$W/c.gguf" Q4_0
+check "catalogue name, F16" env CLINFER_MODEL_DIR="$W/models" CLINFER_CATALOGUE="$W/catalogue.tsv" \
+    CLINFER_PACKAGE_INDEX=http://127.0.0.1:1/pypi "$BIN" quantize tinyq8 "$W/c.gguf" F16
 refuse "a misspelt --allow-requantize" "^clinfer: usage error: unknown option '--allow-requantise'" \
     "$BIN" quantize --allow-requantise "$W/q8.gguf" "$W/x.gguf" Q4_0
 
