@@ -12,6 +12,7 @@
 #include "estimate.h"
 #include "llama.h"
 #include "place.h"
+#include "quant_mix.h"
 #include "roof.h"
 
 static const char *USAGE =
@@ -285,7 +286,12 @@ report:;
         size += t->bytes;
     }
     const clf_gguf_tensor *wq = clf_gguf_find_tensor(g, "blk.0.attn_q.weight");
-    const char *wtype = wq ? clf_type_get(wq->type)->name : "?";
+    /* the file's type as llama-bench names it (Q4_K_M, not its first tensor's
+     * Q4_K), else the type of its first layer's query matrix */
+    uint32_t ftype = 0;
+    const clf_quant_mix *mix =
+        clf_gguf_get_u32(g, "general.file_type", &ftype) == CLF_OK ? clf_quant_mix_of_ftype(ftype) : NULL;
+    const char *wtype = mix ? mix->name : wq ? clf_type_get(wq->type)->name : "?";
     double prof_total = 0;
     for (int i = 0; i < nprof; i++) prof_total += prof[i].ms;
     if (o->json) {

@@ -31,6 +31,12 @@ const clf_quant_mix *clf_quant_mix_find(const char *name) {
     return NULL;
 }
 
+const clf_quant_mix *clf_quant_mix_of_ftype(uint32_t ftype) {
+    for (int i = 0; i < N_MIXES; i++)
+        if (MIXES[i].ftype == ftype) return &MIXES[i];
+    return NULL;
+}
+
 char *clf_quant_mix_names(char *buf, size_t n) {
     size_t len = 0;
     if (n) buf[0] = 0;

@@ -20,6 +20,8 @@ typedef struct clf_quant_mix {
 
 /* The mix named `name` (case-insensitive), NULL if none. */
 const clf_quant_mix *clf_quant_mix_find(const char *name);
+/* The mix a file's general.file_type names, NULL if none of the table's. */
+const clf_quant_mix *clf_quant_mix_of_ftype(uint32_t ftype);
 /* The mixes' names, ", "-separated (truncated to n bytes). Returns buf. */
 char *clf_quant_mix_names(char *buf, size_t n);
 

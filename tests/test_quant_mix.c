@@ -275,7 +275,9 @@ static void test_edges(void **state) {
         assert_int_equal(m->ftype, known[i].ftype); /* LLAMA_FTYPE_MOSTLY_* */
         assert_int_equal(m->base, known[i].base);
         assert_non_null(strstr(names, known[i].name));
+        assert_ptr_equal(clf_quant_mix_of_ftype(known[i].ftype), m); /* a file's type named as llama-bench does */
     }
+    assert_null(clf_quant_mix_of_ftype(4)); /* LLAMA_FTYPE_MOSTLY_Q4_1_SOME_F16: no mix of ours */
     assert_null(clf_quant_mix_find("Q4_K"));
     assert_null(clf_quant_mix_find("IQ2_XS"));
 }
