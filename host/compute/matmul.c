@@ -244,9 +244,9 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
 }
 
 /* The cpu family's -D options for type t's kernels: its tunables, then
- * CLF_MM_<name> for every type, 1 for t alone (cl/matmul_cpu.cl's
- * MM_KERNEL: a program per type, since PoCL loads and first compiles every
- * kernel a program holds). */
+ * CLF_MM_<name> for every type, 1 for t alone (cl/matmul_cpu.cl's MM_IF:
+ * a program per type, since PoCL loads and first compiles every kernel a
+ * program holds). */
 enum { MM_OPTS = 512 };
 static void cpu_options(const mm_variant *v, int tm, clf_type t, char *buf, size_t n) {
     const int int8 = v->x86_int8;
