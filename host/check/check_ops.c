@@ -623,151 +623,151 @@ static void fold_done(clf_check_result *acc, int n) {
     snprintf(acc->detail, sizeof acc->detail, "%d shapes, worst: %.130s", n, worst);
 }
 
-static clf_status get_rows_shapes(clf_runtime *rt, uint64_t seed, clf_type type, clf_check_result *res) {
-    /* the SmolLM2 embedding width, and a width that is not a multiple of 32
-     * where the type allows; both rounded up to whole blocks (K-quants: 256) */
-    const int block = clf_type_get(type)->block;
-    int shapes[2][3] = {{576, 301, 7}, {block == 1 ? 37 : 96, 5, 3}};
-    for (int i = 0; i < 2; i++) {
-        shapes[i][0] = (shapes[i][0] + block - 1) / block * block;
+/* A selftest line from a table of shapes: each row's values are the
+ * check's arguments after the seed (`arg`: the type, mode or activation
+ * the line is for); row i runs with seed + i. The full and the quick
+ * table differ only in their shapes. */
+typedef clf_status (*shape_check)(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r);
+
+static clf_status shapes_line(clf_runtime *rt, uint64_t seed, shape_check fn, int arg, const void *shapes, size_t size,
+                              int n, clf_check_result *res) {
+    for (int i = 0; i < n; i++) {
         clf_check_result r;
-        CLF_TRY(clf_check_get_rows(rt, seed + (uint64_t)i, type, shapes[i][0], shapes[i][1], shapes[i][2], &r));
+        CLF_TRY(fn(rt, seed + (uint64_t)i, (const char *)shapes + (size_t)i * size, arg, &r));
         fold(res, &r, i);
     }
-    fold_done(res, 2);
+    fold_done(res, n);
     return CLF_OK;
 }
+#define SHAPES(fn, arg, table) \
+    shapes_line(rt, seed, fn, arg, table, sizeof table[0], (int)(sizeof table / sizeof table[0]), res)
 
+/* each check with its table row spread into its arguments */
+static clf_status at_get_rows(clf_runtime *rt, uint64_t seed, const void *shape, int type, clf_check_result *r) {
+    const int *s = shape, block = clf_type_get((clf_type)type)->block; /* widths rounded up to whole blocks */
+    return clf_check_get_rows(rt, seed, (clf_type)type, (s[0] + block - 1) / block * block, s[1], s[2], r);
+}
+static clf_status at_rmsnorm(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_rmsnorm(rt, seed, s[0], s[1], s[2], s[3], r);
+}
+static clf_status at_rmsnorm_heads(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_rmsnorm_heads(rt, seed, s[0], s[1], s[2], s[3], s[4], s[5], r);
+}
+static clf_status at_rope(clf_runtime *rt, uint64_t seed, const void *shape, int mode, clf_check_result *r) {
+    clf_rope_case c = *(const clf_rope_case *)shape;
+    c.mode = (clf_rope_mode)mode;
+    return clf_check_rope(rt, seed, &c, r);
+}
+static clf_status at_glu(clf_runtime *rt, uint64_t seed, const void *shape, int act, clf_check_result *r) {
+    const int *s = shape;
+    return clf_check_glu(rt, seed, (clf_glu_act)act, s[0], s[1], r);
+}
+static clf_status at_scale(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_scale(rt, seed, s[0], s[1], s[2], r);
+}
+static clf_status at_add(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_add(rt, seed, s[0], s[1], s[2], r);
+}
+static clf_status at_add_rows(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_add_rows(rt, seed, s[0], s[1], r);
+}
+static clf_status at_softmax(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_softmax(rt, seed, s[0], s[1], r);
+}
+static clf_status at_xq(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_xq(rt, seed, (clf_xq_producer)s[0], s[1], s[2], s[3], r);
+}
+static clf_status at_topk(clf_runtime *rt, uint64_t seed, const void *shape, int arg, clf_check_result *r) {
+    const int *s = shape;
+    (void)arg;
+    return clf_check_topk(rt, seed, s[0], s[1], s[2], r);
+}
+
+/* ---- the full table ---- */
+
+/* the SmolLM2 embedding width, and a width that is not a multiple of 32
+ * where the type allows (ne0, rows, ids) */
 #define CHK_GET_ROWS(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
     static clf_status chk_get_rows_##NAME(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
-        return get_rows_shapes(rt, seed, CLF_##NAME, res);                                                   \
+        const int s[2][3] = {{576, 301, 7}, {QK == 1 ? 37 : 96, 5, 3}};                                      \
+        return SHAPES(at_get_rows, CLF_##NAME, s);                                                           \
     }
 CLF_TYPES(CHK_GET_ROWS, ~) /* every type of the table (cl/types.cl) */
 
 static clf_status chk_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     /* rows, n, in place, accumulate (a post-norm's residual add: Gemma 3's 640) */
-    const int shapes[4][4] = {{1, 576, 1, 0}, {64, 576, 0, 0}, {5, 37, 0, 0}, {3, 640, 0, 1}};
-    for (int i = 0; i < 4; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 4);
-    return CLF_OK;
+    static const int s[4][4] = {{1, 576, 1, 0}, {64, 576, 0, 0}, {5, 37, 0, 0}, {3, 640, 0, 1}};
+    return SHAPES(at_rmsnorm, 0, s);
 }
 
 /* Gemma 3 270M's QK-norm: 4 query heads of 256 and 1 K head in a fused
  * row of 1024 + 2 * 256; one weight alone; a short odd head. */
 static clf_status chk_rmsnorm_heads(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[3][6] = {{17, 1536, 0, 256, 4, 1}, {1, 1536, 1024, 256, 1, 0}, {3, 50, 7, 13, 1, 2}};
-    for (int i = 0; i < 3; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_rmsnorm_heads(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
-                                        shapes[i][4], shapes[i][5], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 3);
-    return CLF_OK;
+    static const int s[3][6] = {{17, 1536, 0, 256, 4, 1}, {1, 1536, 1024, 256, 1, 0}, {3, 50, 7, 13, 1, 2}};
+    return SHAPES(at_rmsnorm_heads, 0, s);
 }
 
 /* SmolLM2: Q and K rotated together inside a fused QKV row (9 + 3 heads of
  * 64, stride 576 + 2 * 192), plus a partial rotation with a tail, Llama
- * 3.1 frequency factors and linear position scaling. */
-static clf_status rope_shapes(clf_runtime *rt, uint64_t seed, clf_rope_mode mode, clf_check_result *res) {
-    const clf_rope_case cases[4] = {
-        {1, 960, 0, 12, 64, 64, 700, 100000.0f, mode, 0, 0},
-        {33, 960, 0, 12, 64, 64, 5, 100000.0f, mode, 0, 0},
-        {3, 100, 10, 2, 40, 36, 17, 10000.0f, mode, 0, 0},
-        {5, 3072, 0, 24, 128, 128, 300, 500000.0f, mode, 0.25f, 1},
-    };
-    for (int i = 0; i < 4; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_rope(rt, seed + (uint64_t)i, &cases[i], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 4);
-    return CLF_OK;
-}
-
+ * 3.1 frequency factors and linear position scaling (the mode is the line's). */
+static const clf_rope_case rope_full[4] = {
+    {1, 960, 0, 12, 64, 64, 700, 100000.0f, CLF_ROPE_NORM, 0, 0},
+    {33, 960, 0, 12, 64, 64, 5, 100000.0f, CLF_ROPE_NORM, 0, 0},
+    {3, 100, 10, 2, 40, 36, 17, 10000.0f, CLF_ROPE_NORM, 0, 0},
+    {5, 3072, 0, 24, 128, 128, 300, 500000.0f, CLF_ROPE_NORM, 0.25f, 1},
+};
 static clf_status chk_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return rope_shapes(rt, seed, CLF_ROPE_NORM, res);
+    return SHAPES(at_rope, CLF_ROPE_NORM, rope_full);
 }
 static clf_status chk_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return rope_shapes(rt, seed, CLF_ROPE_NEOX, res);
+    return SHAPES(at_rope, CLF_ROPE_NEOX, rope_full);
 }
 
-static clf_status glu_shapes(clf_runtime *rt, uint64_t seed, clf_glu_act act, clf_check_result *res) {
-    const int shapes[2][2] = {{1, 1536}, {7, 37}};
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_glu(rt, seed + (uint64_t)i, act, shapes[i][0], shapes[i][1], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
-}
-
+static const int glu_full[2][2] = {{1, 1536}, {7, 37}}; /* rows, ff */
 static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return glu_shapes(rt, seed, CLF_GLU_SILU, res);
+    return SHAPES(at_glu, CLF_GLU_SILU, glu_full);
 }
 static clf_status chk_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return glu_shapes(rt, seed, CLF_GLU_GELU_TANH, res);
+    return SHAPES(at_glu, CLF_GLU_GELU_TANH, glu_full);
 }
 
 static clf_status chk_scale(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[2][3] = {{1, 640, 1}, {3, 1001, 0}}; /* rows, n, in place */
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_scale(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+    static const int s[2][3] = {{1, 640, 1}, {3, 1001, 0}}; /* rows, n, in place */
+    return SHAPES(at_scale, 0, s);
 }
 
 static clf_status chk_add(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[2][3] = {{1, 576, 1}, {3, 1001, 0}}; /* rows, n, alias */
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_add(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+    static const int s[2][3] = {{1, 576, 1}, {3, 1001, 0}}; /* rows, n, alias */
+    return SHAPES(at_add, 0, s);
 }
 
 static clf_status chk_add_rows(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[2][2] = {{1, 960}, {5, 37}}; /* SmolLM2-shaped fused QKV row; odd */
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_add_rows(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+    static const int s[2][2] = {{1, 960}, {5, 37}}; /* SmolLM2-shaped fused QKV row; odd */
+    return SHAPES(at_add_rows, 0, s);
 }
 
 static clf_status chk_softmax(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[2][2] = {{4, 37}, {1, 49152}};
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_softmax(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+    static const int s[2][2] = {{4, 37}, {1, 49152}};
+    return SHAPES(at_softmax, 0, s);
 }
 
 static clf_status chk_xq(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[3][4] = {{CLF_XQ_QUANTIZE, 3, 2, 96}, {CLF_XQ_RMSNORM, 2, 1, 576}, {CLF_XQ_SWIGLU, 3, 3, 1536}};
-    for (int i = 0; i < 3; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_xq(rt, seed + (uint64_t)i, (clf_xq_producer)shapes[i][0], shapes[i][1], shapes[i][2],
-                             shapes[i][3], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 3);
-    return CLF_OK;
+    static const int s[3][4] = {{CLF_XQ_QUANTIZE, 3, 2, 96}, {CLF_XQ_RMSNORM, 2, 1, 576}, {CLF_XQ_SWIGLU, 3, 3, 1536}};
+    return SHAPES(at_xq, 0, s);
 }
 
 #define GET_ROWS_ENTRY(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
@@ -794,83 +794,42 @@ const clf_check clf_checks_ops[] = {
  * work-groups and a partial one where the kernel has groups (the gpu row
  * ops: 64-256 lanes a row, so rows past 256). ---- */
 
-static clf_status q_get_rows(clf_runtime *rt, uint64_t seed, clf_type type, clf_check_result *res) {
-    const int block = clf_type_get(type)->block;
-    int shapes[2][3] = {{block == 1 ? 37 : 64, 5, 3}, {block == 1 ? 300 : 2 * block, 3, 2}};
-    for (int i = 0; i < 2; i++) {
-        shapes[i][0] = (shapes[i][0] + block - 1) / block * block;
-        clf_check_result r;
-        CLF_TRY(clf_check_get_rows(rt, seed + (uint64_t)i, type, shapes[i][0], shapes[i][1], shapes[i][2], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
-}
-
 #define Q_GET_ROWS(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
     static clf_status q_get_rows_##NAME(clf_runtime *rt, uint64_t seed, clf_check_result *res) {          \
-        return q_get_rows(rt, seed, CLF_##NAME, res);                                                      \
+        const int s[2][3] = {{QK == 1 ? 37 : 64, 5, 3}, {QK == 1 ? 300 : 2 * QK, 3, 2}};                   \
+        return SHAPES(at_get_rows, CLF_##NAME, s);                                                         \
     }
 CLF_TYPES(Q_GET_ROWS, ~)
 
 static clf_status q_rmsnorm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[4][4] = {{1, 37, 1, 0}, {3, 300, 0, 0}, {2, 1001, 0, 1}, {5, 64, 0, 0}};
-    for (int i = 0; i < 4; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_rmsnorm(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 4);
-    return CLF_OK;
+    static const int s[4][4] = {{1, 37, 1, 0}, {3, 300, 0, 0}, {2, 1001, 0, 1}, {5, 64, 0, 0}};
+    return SHAPES(at_rmsnorm, 0, s);
 }
 
 static clf_status q_rmsnorm_heads(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[2][6] = {{3, 50, 7, 13, 1, 2}, {2, 700, 5, 96, 4, 2}};
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_rmsnorm_heads(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
-                                        shapes[i][4], shapes[i][5], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+    static const int s[2][6] = {{3, 50, 7, 13, 1, 2}, {2, 700, 5, 96, 4, 2}};
+    return SHAPES(at_rmsnorm_heads, 0, s);
 }
 
 /* a group of 8 pairs and a tail, a tail alone, frequency factors with scaling */
-static clf_status q_rope(clf_runtime *rt, uint64_t seed, clf_rope_mode mode, clf_check_result *res) {
-    const clf_rope_case cases[3] = {
-        {3, 100, 10, 2, 40, 36, 17, 10000.0f, mode, 0, 0},
-        {2, 77, 3, 3, 16, 10, 500, 100000.0f, mode, 0, 0},
-        {5, 2 * 64 + 3, 1, 2, 64, 64, 300, 500000.0f, mode, 0.25f, 1},
-    };
-    for (int i = 0; i < 3; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_rope(rt, seed + (uint64_t)i, &cases[i], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 3);
-    return CLF_OK;
-}
+static const clf_rope_case rope_quick[3] = {
+    {3, 100, 10, 2, 40, 36, 17, 10000.0f, CLF_ROPE_NORM, 0, 0},
+    {2, 77, 3, 3, 16, 10, 500, 100000.0f, CLF_ROPE_NORM, 0, 0},
+    {5, 2 * 64 + 3, 1, 2, 64, 64, 300, 500000.0f, CLF_ROPE_NORM, 0.25f, 1},
+};
 static clf_status q_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return q_rope(rt, seed, CLF_ROPE_NORM, res);
+    return SHAPES(at_rope, CLF_ROPE_NORM, rope_quick);
 }
 static clf_status q_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return q_rope(rt, seed, CLF_ROPE_NEOX, res);
+    return SHAPES(at_rope, CLF_ROPE_NEOX, rope_quick);
 }
 
-static clf_status q_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, clf_check_result *res) {
-    const int shapes[2][2] = {{3, 37}, {1, 300}};
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_glu(rt, seed + (uint64_t)i, act, shapes[i][0], shapes[i][1], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+static const int glu_quick[2][2] = {{3, 37}, {1, 300}};
+static clf_status q_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_glu, CLF_GLU_SILU, glu_quick);
 }
-static clf_status q_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) { return q_glu(rt, seed, CLF_GLU_SILU, res); }
 static clf_status q_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    return q_glu(rt, seed, CLF_GLU_GELU_TANH, res);
+    return SHAPES(at_glu, CLF_GLU_GELU_TANH, glu_quick);
 }
 
 static clf_status q_elementwise(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
@@ -891,38 +850,19 @@ static clf_status q_elementwise(clf_runtime *rt, uint64_t seed, clf_check_result
 }
 
 static clf_status q_softmax(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[2][2] = {{4, 37}, {3, 700}};
-    for (int i = 0; i < 2; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_softmax(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 2);
-    return CLF_OK;
+    static const int s[2][2] = {{4, 37}, {3, 700}};
+    return SHAPES(at_softmax, 0, s);
 }
 
 static clf_status q_xq(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[3][4] = {{CLF_XQ_QUANTIZE, 3, 2, 96}, {CLF_XQ_RMSNORM, 2, 1, 320}, {CLF_XQ_SWIGLU, 3, 3, 64}};
-    for (int i = 0; i < 3; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_xq(rt, seed + (uint64_t)i, (clf_xq_producer)shapes[i][0], shapes[i][1], shapes[i][2],
-                             shapes[i][3], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 3);
-    return CLF_OK;
+    static const int s[3][4] = {{CLF_XQ_QUANTIZE, 3, 2, 96}, {CLF_XQ_RMSNORM, 2, 1, 320}, {CLF_XQ_SWIGLU, 3, 3, 64}};
+    return SHAPES(at_xq, 0, s);
 }
 
 /* one slice and two (a slice is 1024 values, two per compute unit), k from 1 to the most */
 static clf_status q_topk(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    const int shapes[4][3] = {{37, 1, 0}, {700, 40, 1}, {2500, CLF_TOPK_MAX, 0}, {2049, 5, 1}};
-    for (int i = 0; i < 4; i++) {
-        clf_check_result r;
-        CLF_TRY(clf_check_topk(rt, seed + (uint64_t)i, shapes[i][0], shapes[i][1], shapes[i][2], &r));
-        fold(res, &r, i);
-    }
-    fold_done(res, 4);
-    return CLF_OK;
+    static const int s[4][3] = {{37, 1, 0}, {700, 40, 1}, {2500, CLF_TOPK_MAX, 0}, {2049, 5, 1}};
+    return SHAPES(at_topk, 0, s);
 }
 
 #define Q_GET_ROWS_ENTRY(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
