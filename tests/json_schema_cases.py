@@ -348,6 +348,17 @@ def main():
         if failures <= 30:
             print("FAIL:", msg)
 
+    def judged(name, schema, texts, want, what):
+        """The grammar's verdict on each text against want (jsonschema's); False when it refused the schema."""
+        got = run_grammar(tool, schema, texts)
+        if isinstance(got, tuple):
+            fail(f"{name}: the converter refused it: {got[1]}")
+            return False
+        for t, w, g in zip(texts, want, got):
+            if w != g:
+                fail(f"{name}: {what}{t!r}: jsonschema says {w}, the grammar {g}")
+        return True
+
     with open(os.path.join(src, "tests/data/json_schema_cases.json"), encoding="utf-8") as f:
         cases = json.load(f)
     schemas = []
@@ -383,13 +394,8 @@ def main():
                 for t in spellings(inst):
                     texts.append(t)
                     want.append(label)
-        got = run_grammar(tool, schema, texts)
-        if isinstance(got, tuple):
-            fail(f"{name}: the converter refused it: {got[1]}")
+        if not judged(name, schema, texts, want, ""):
             continue
-        for t, w, g in zip(texts, want, got):
-            if w != g:
-                fail(f"{name}: {t!r}: jsonschema says {w}, the grammar {g}")
         n_fixed += len(texts)
         schemas.append((name, schema))
     for path in sorted(glob.glob(os.path.join(src, "tests/data/schemas/*.json"))):
@@ -409,13 +415,8 @@ def main():
             cut = t[:rng.randrange(len(t))] if len(t) > 1 else t + "x"
             texts.append(cut)
             want.append(verdict_of_text(valid, cut))
-        got = run_grammar(tool, schema, texts)
-        if isinstance(got, tuple):
-            fail(f"{name}: the converter refused it: {got[1]}")
+        if not judged(name, schema, texts, want, "random "):
             continue
-        for t, w, g in zip(texts, want, got):
-            if w != g:
-                fail(f"{name}: random {t!r}: jsonschema says {w}, the grammar {g}")
         n_random += len(texts)
         n_valid += sum(want)
     print(f"{n_fixed} texts of {len(cases)} cases, {n_random} random texts ({n_valid} valid) over "
