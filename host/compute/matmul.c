@@ -19,6 +19,7 @@
 #include <clblast_c.h>
 #endif
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,15 +247,27 @@ static clf_status get_kernel(clf_runtime *rt, const mm_variant *v, const char *o
 /* The cpu family's -D options for type t's kernels: its tunables, then
  * CLF_MM_<name> for every type, 1 for t alone (cl/matmul_cpu.cl's MM_IF:
  * a program per type, since PoCL loads and first compiles every kernel a
- * program holds). */
-enum { MM_OPTS = 512 };
+ * program holds). The options key every launch's kernel lookup, so the
+ * per-type flags are written once, not per launch. */
+enum { MM_OPTS = 512, MM_FLAGS = 320 };
+static char mm_flags[CLF_TYPE_COUNT][MM_FLAGS]; /* by type id */
+static pthread_once_t mm_flags_once = PTHREAD_ONCE_INIT;
+
+static void mm_flags_init(void) {
+    for (int t = 0; t < CLF_NTYPES; t++) {
+        size_t at = 0;
+        for (int i = 0; i < CLF_NTYPES && at < MM_FLAGS; i++)
+            at += (size_t)snprintf(mm_flags[clf_type_list[t]] + at, MM_FLAGS - at, " -DCLF_MM_%s=%d",
+                                   clf_type_get(clf_type_list[i])->suffix, i == t);
+    }
+}
+
 static void cpu_options(const mm_variant *v, int tm, clf_type t, char *buf, size_t n) {
     const int int8 = v->x86_int8;
-    int at = snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DCLF_X86_VNNI=%d -DPPW=%d -DPPW_Q8=%d",
-                      tm, v->gemm_mg, v->fp16_clang, int8, v->x86_vnni, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1);
-    for (int i = 0; i < CLF_NTYPES && at > 0 && (size_t)at < n; i++)
-        at += snprintf(buf + at, n - (size_t)at, " -DCLF_MM_%s=%d", clf_type_get(clf_type_list[i])->suffix,
-                       clf_type_list[i] == t);
+    pthread_once(&mm_flags_once, mm_flags_init);
+    snprintf(buf, n, "-DTM=%d -DMG=%d -DCLF_FP16_CLANG=%d -DCLF_X86_INT8=%d -DCLF_X86_VNNI=%d -DPPW=%d -DPPW_Q8=%d%s", tm,
+             v->gemm_mg, v->fp16_clang, int8, v->x86_vnni, int8 ? v->int8_ppw : 1, int8 ? v->int8_ppw_q8 : 1,
+             mm_flags[t]);
 }
 
 static void gpu_options(const mm_variant *v, const struct mm_tile *t, int nt, char *buf, size_t n) {
