@@ -616,6 +616,16 @@ static int key(const char *s, size_t n, size_t *i, const char *a, const char *b)
     return BAD;
 }
 
+/* n bytes of a length-delimited text (no NUL after them: not strndup's string) */
+static char *dup_n(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
 /* Whether s[i, n) is a prefix of lit (MORE), lit itself (DONE, i past it) or neither. */
 static int literal(const char *s, size_t n, size_t *i, const char *lit, size_t k) {
     size_t have = n - *i < k ? n - *i : k;
@@ -639,7 +649,7 @@ static int parse_call(const char *s, size_t n, size_t *i, int chatml, clf_tool_p
         json_decref(name);
         return BAD;
     }
-    c->name = strndup(json_string_value(name), json_string_length(name));
+    c->name = dup_n(json_string_value(name), json_string_length(name));
     json_decref(name);
     if (!c->name) {
         *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
@@ -651,7 +661,7 @@ static int parse_call(const char *s, size_t n, size_t *i, int chatml, clf_tool_p
     skip_ws(s, n, i);
     at = *i;
     r = value_end(s, n, i);
-    if (r != BAD && !(c->arguments = strndup(s + at, (r == DONE ? *i : n) - at))) {
+    if (r != BAD && !(c->arguments = dup_n(s + at, (r == DONE ? *i : n) - at))) {
         *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         return BAD;
     }
