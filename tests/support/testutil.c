@@ -2,6 +2,7 @@
 
 #include "check.h"
 
+#include <errno.h> /* program_invocation_short_name */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,4 +95,30 @@ char *tu_capture(const char *cmd, int *status) {
 
 void tu_expect_in(const char *out, const char *s) {
     if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
+}
+
+void tu_skip_log(int capability, const char *func, const char *reason) {
+    const char *log = getenv("CLINFER_SKIP_LOG");
+    if (!log || !*log) return;
+    FILE *f = fopen(log, "a"); /* O_APPEND: lines of tests running side by side do not interleave */
+    if (!f) return;
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s:%s\t%s\t", program_invocation_short_name, func, capability ? "capability" : "missing");
+    for (const char *r = reason; *r && n < (int)sizeof line - 2; r++) line[n++] = *r == '\n' || *r == '\t' ? ' ' : *r;
+    line[n++] = '\n';
+    fwrite(line, 1, (size_t)n, f);
+    fclose(f);
+}
+
+void tu_skip(int capability, const char *func, const char *fmt, ...) {
+    char reason[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    printf("[  SKIPPED ] %s (%s)\n", reason, capability ? "this machine lacks it" : "missing");
+    fflush(stdout);
+    tu_skip_log(capability, func, reason);
+    skip();
+    abort(); /* skip() longjmps out of the test */
 }
