@@ -1809,5 +1809,5 @@ int main(void) {
         cmocka_unit_test(test_load_callbacks),
         cmocka_unit_test(test_cancel_prompt),      cmocka_unit_test(test_perplexity),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_GROUP(tests, setup, teardown);
 }

@@ -293,5 +293,5 @@ int main(void) {
         cmocka_unit_test(test_format_from_special_tokens),
         cmocka_unit_test(test_messages_are_text),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -251,5 +251,5 @@ int main(void) {
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_GROUP(tests, setup, teardown);
 }

@@ -390,5 +390,5 @@ int main(void) {
         cmocka_unit_test(test_peer_gemma3),
         cmocka_unit_test(test_peer_smollm2_f32),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_GROUP(tests, setup, teardown);
 }

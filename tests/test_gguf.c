@@ -543,5 +543,5 @@ int main(void) {
         cmocka_unit_test(test_accessors),  cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_real_model),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return TU_RUN_GROUP(tests, NULL, teardown);
 }

@@ -360,5 +360,5 @@ int main(void) {
         cmocka_unit_test(test_json),        cmocka_unit_test(test_utf8_classes), cmocka_unit_test(test_repetitions),
         cmocka_unit_test(test_masks_json),  cmocka_unit_test(test_masks_gemma),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -322,7 +322,7 @@ int main(void) {
         cmocka_unit_test(test_default_model),     cmocka_unit_test(test_device_memory),
         cmocka_unit_test(test_device_memory_sliding),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

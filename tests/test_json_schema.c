@@ -349,5 +349,5 @@ int main(void) {
         cmocka_unit_test(test_cases),         cmocka_unit_test(test_integer_ranges), cmocka_unit_test(test_random_strings),
         cmocka_unit_test(test_suite),         cmocka_unit_test(test_errors),         cmocka_unit_test(test_public_api),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

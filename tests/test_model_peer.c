@@ -325,7 +325,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion),
                                        cmocka_unit_test(test_tiny_families), cmocka_unit_test(test_gemma3_270m),
                                        cmocka_unit_test(test_gemma3_270m_f32), cmocka_unit_test(test_kquant_mixes)};
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

@@ -479,5 +479,5 @@ int main(void) {
         cmocka_unit_test(test_long_inputs),
         cmocka_unit_test(test_cli_tokenize),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -43,6 +43,18 @@ void tu_skip(int capability, const char *func, const char *fmt, ...) __attribute
  * (no-op without it): for a partial skip inside a test that goes on. */
 void tu_skip_log(int capability, const char *func, const char *reason);
 
+/* cmocka_run_group_tests over the tests $CLINFER_TESTS names: a
+ * comma-separated list of test function names to run, or, after a leading
+ * '!', to leave out; all of them when it is unset. ctest runs a long
+ * program in parts this way (CMakeLists.txt, CLF_TEST_PARTS), so the parts
+ * run side by side. A name that matches no test, or a part that runs
+ * none, fails: a renamed test cannot drop out of every part. */
+struct CMUnitTest;
+typedef int (*CMFixtureFunction)(void **state);
+int tu_run_group(const char *group, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                 CMFixtureFunction teardown);
+#define TU_RUN_GROUP(tests, setup, teardown) tu_run_group(#tests, tests, sizeof tests / sizeof tests[0], setup, teardown)
+
 /* Asserts st == CLF_OK, printing clf_last_error() otherwise. */
 #define TU_OK(expr)                                                                           \
     do {                                                                                      \
