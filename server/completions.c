@@ -212,7 +212,10 @@ static int collect(srv_app *app, struct MHD_Connection *c, srv_job *j, int logpr
         }
         free(piece);
         if (w->v.state == SRV_DONE) break;
-        if (srv_http_peer_gone(c)) return -1;
+        /* nothing of the answer is sent yet: a client that closed while its
+         * job waits in the queue (or runs) is found out now, and its job
+         * dropped, rather than when the whole answer is written */
+        if (srv_http_probe_gone(c)) return -1;
     }
     if (!logprobs || w->v.finish == SRV_FINISH_ERROR) return 0;
     srv_token_lp *t;
@@ -554,13 +557,54 @@ static int check_request(const srv_app *app, const srv_api_req *q, srv_api_error
                     app->n_slots);
         return -1;
     }
-    for (int i = 0; i < q->n_bias; i++)
-        if (q->bias_ids[i] >= clinfer_model_n_vocab(app->m)) {
+    const int n_vocab = clinfer_model_n_vocab(app->m);
+    int banned = 0;
+    for (int i = 0; i < q->n_bias; i++) {
+        if (q->bias_ids[i] >= n_vocab) {
             srv_api_bad(e, "logit_bias", "'logit_bias' token %d is not in the vocabulary (%d tokens)",
-                        (int)q->bias_ids[i], clinfer_model_n_vocab(app->m));
+                        (int)q->bias_ids[i], n_vocab);
             return -1;
         }
+        banned += q->bias[i] <= -100;
+    }
+    /* every token banned: nothing could be sampled, and the job would fail
+     * after its prompt was evaluated. Counted over distinct ids ("7" and
+     * "07" are one token) only when the bans could cover the vocabulary. */
+    if (banned >= n_vocab) {
+        unsigned char *seen = calloc((size_t)n_vocab, 1);
+        if (!seen) {
+            srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of host memory");
+            return -1;
+        }
+        banned = 0;
+        for (int i = 0; i < q->n_bias; i++)
+            if (q->bias[i] <= -100 && !seen[q->bias_ids[i]]) seen[q->bias_ids[i]] = 1, banned++;
+        free(seen);
+        if (banned == n_vocab) {
+            srv_api_bad(e, "logit_bias", "'logit_bias' bans every token of the vocabulary (%d): nothing could be "
+                                         "sampled", n_vocab);
+            return -1;
+        }
+    }
     return 0;
+}
+
+/* The KV cache holds what the request may take (its prompt, max_tokens
+ * and the n choices' copies): else a 400 before any work, as OpenAI's
+ * context_length_exceeded, rather than an answer cut short at the full
+ * cache. Without max_tokens, the answer is bounded by what the cache
+ * holds (q->max_tokens set) where that is less than the context. */
+static int check_kv(const srv_app *app, srv_api_req *q, int n_prompt, srv_api_error *e) {
+    const int given = q->max_tokens;
+    int need, have;
+    if (srv_sched_fits(app->sched, n_prompt, q->n, &q->max_tokens, &need, &have) == 0) return 0;
+    const char *param = given ? "max_tokens" : q->kind == SRV_CHAT ? "messages" : "prompt";
+    char asked[48] = "";
+    if (given) snprintf(asked, sizeof asked, " and max_tokens %d", given);
+    srv_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", param,
+                      "the prompt of %d tokens%s, for %d choice%s, may take %d KV cache blocks, more than the whole "
+                      "cache holds (%d blocks, --kv-memory)", n_prompt, asked, q->n, q->n > 1 ? "s" : "", need, have);
+    return -1;
 }
 
 /* The request's n jobs under `grammar` (may be NULL; choice i's seed: seed + i when a seed is given,
@@ -570,7 +614,6 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
     srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
                         .n_bias = q->n_bias, .grammar = grammar}; /* each job takes its own reference */
-    if (!p.max_tokens && q->kind == SRV_COMPLETION) p.max_tokens = 16; /* OpenAI's default there */
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
@@ -596,9 +639,10 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     clinfer_grammar *grammar = NULL;
     /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
+        if (!q.max_tokens && kind == SRV_COMPLETION) q.max_tokens = 16; /* OpenAI's default there */
         if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &tools, &grammar, &e) == 0 &&
-            (grammar || format_setup(app, &q, &grammar, &e) == 0) &&
-            prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0)
+            prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0 &&
+            check_kv(app, &q, n, &e) == 0 && (grammar || format_setup(app, &q, &grammar, &e) == 0))
             n_jobs = make_jobs(&q, ids, n, grammar, jobs, &e);
     }
     free(ids);
