@@ -392,6 +392,67 @@ static void test_small_cache_queues(void **state) {
     for (int i = 0; i < JOBS; i++) free(texts[i]);
 }
 
+/* What a cache of three blocks of 32 tokens can ever hold (srv_sched_fits,
+ * issue 37): a prompt of 8 tokens and 24 answer tokens take a block; n
+ * choices take one more each (the prompt's last block copied, the answer
+ * in it); more than three blocks is refused, never admitted to fail at the
+ * full cache; without max_tokens the answer is bounded by the cache where
+ * it holds less than the context. */
+static void test_fits_the_whole_cache(void **state) {
+    (void)state;
+    enum { CTX = 64 };
+    clinfer_model_info mi = {.size = sizeof mi};
+    assert_int_equal(clinfer_model_get_info(fx.m, &mi), CLINFER_OK);
+    const size_t block_bytes = 2 * (size_t)mi.n_layer * mi.n_head_kv * (mi.n_embd / mi.n_head) * 32 * sizeof(float);
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, 4, CTX, CLINFER_KV_F32, 3 * block_bytes, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, 4, 4, &sv.s), CLINFER_OK);
+    int mt, need, have;
+    mt = 24;
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 1, &mt, &need, &have), 0);
+    assert_int_equal(need, 1);
+    assert_int_equal(have, 3);
+    mt = 25; /* a second block */
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 1, &mt, &need, &have), 0);
+    assert_int_equal(need, 2);
+    mt = 24;
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 3, &mt, &need, &have), 0);
+    assert_int_equal(need, 3);
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 4, &mt, &need, &have), -1); /* n's copies counted */
+    assert_int_equal(need, 4);
+    mt = 25;
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 2, &mt, &need, &have), -1);
+    assert_int_equal(need, 4);
+    assert_int_equal(mt, 25); /* a max_tokens given is not changed */
+    mt = 0; /* until the context is full: two blocks, held */
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 1, &mt, &need, &have), 0);
+    assert_int_equal(mt, 0);
+    mt = 0; /* two choices of the whole context would take four: the answers end where three hold them */
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 2, &mt, &need, &have), 0);
+    assert_int_equal(mt, 24);
+    mt = 0;
+    assert_int_equal(srv_sched_fits(sv.s, 40, 4, &mt, &need, &have), -1); /* not even one token each */
+    /* four choices submitted past the check fail at once, without running */
+    srv_job_params p = sampled(24);
+    srv_job *g[4];
+    for (int i = 0; i < 4; i++) g[i] = job(&p, N_PROMPT);
+    assert_int_equal(srv_sched_submit_group(sv.s, g, 4), SRV_SUBMIT_OK);
+    for (int i = 0; i < 4; i++) {
+        srv_job_view v;
+        char *text;
+        size_t n;
+        do srv_sched_wait(sv.s, g[i], 0, 1000, &v, &text, &n), free(text);
+        while (v.state != SRV_DONE);
+        assert_int_equal(v.finish, SRV_FINISH_ERROR);
+        assert_int_equal(v.n_gen, 0);
+        srv_sched_release(sv.s, g[i]);
+    }
+    srv_stats st;
+    srv_sched_stats(sv.s, &st);
+    assert_int_equal(st.steps, 0);
+    stop(&sv);
+}
+
 /* A long prompt P ran in one slot while another prompt of its length runs
  * on in a second slot; then three prompts P + a suffix of their own, sent
  * together, take the three free slots: the first P's slot, the others P
@@ -562,6 +623,7 @@ int main(void) {
         cmocka_unit_test(test_shared_prefix_copied_across_slots),
         cmocka_unit_test(test_prefix_copied_up_to_divergence),
         cmocka_unit_test(test_small_cache_queues),
+        cmocka_unit_test(test_fits_the_whole_cache),
         cmocka_unit_test(test_speculation_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
     };
