@@ -118,6 +118,9 @@ int srv_http_probe_gone(struct MHD_Connection *c) {
 
 void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }
 
+double srv_http_deadline(const srv_http *h) { return srv_now_s() + h->request_timeout_s; }
+int srv_http_request_timeout(const srv_http *h) { return (int)h->request_timeout_s; }
+
 /* ---- the request deadline ------------------------------------------------ */
 
 /* The connection's next request must arrive whole within the timeout (on),

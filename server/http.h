@@ -72,6 +72,10 @@ int srv_http_peer_gone(struct MHD_Connection *c);
  * and skip before the answer, RFC 9110 15.2) is written once: a closed
  * socket answers it with a reset, which this sees as gone on a later call. */
 int srv_http_probe_gone(struct MHD_Connection *c);
+/* A request's deadline for the work before its answer (its grammar's
+ * compilation): --request-timeout from now, on srv_now_s()'s clock. */
+double srv_http_deadline(const srv_http *h);
+int srv_http_request_timeout(const srv_http *h);
 /* Counts a completion in flight (srv_http_drain waits for them). */
 void srv_http_busy(srv_http *h, int delta);
 

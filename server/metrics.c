@@ -77,6 +77,9 @@ char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const cha
         metric(f, "grammar_cache_misses_total", "counter", "Structured-output requests that compiled their grammar.",
                model, (double)g->misses);
         metric(f, "grammar_cache_entries", "gauge", "Compiled grammars kept.", model, g->entries);
+        metric(f, "grammar_compilations_abandoned_total", "counter",
+               "Grammar compilations dropped before they began: their requests had left or timed out.", model,
+               (double)g->abandoned);
     }
     if (fclose(f) != 0) {
         free(buf);
