@@ -5,6 +5,7 @@
  * frees its slot, stopping cuts running jobs and fails queued ones, and a
  * prefix cached in one slot is copied into another for a prompt sharing it,
  * the text as without the cache. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 
 #include "clinfer.h"
 #include "engine.h"
+#include "grammar_cache.h"
 #include "scheduler.h"
 
 typedef struct fixture {
@@ -453,6 +455,103 @@ static void test_fits_the_whole_cache(void **state) {
     stop(&sv);
 }
 
+/* The grammar cache's compiler under the test's hand: it counts its
+ * compilations and holds each until the gate opens. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open, entered, compiled;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+static clinfer_status gated_compile(const clinfer_model *m, srv_gsource kind, const char *src, size_t len,
+                                    clinfer_grammar **out) {
+    pthread_mutex_lock(&gate.mu);
+    gate.entered++;
+    gate.compiled++;
+    pthread_cond_broadcast(&gate.cv);
+    while (!gate.open) pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+    *out = NULL;
+    if (kind != SRV_GSRC_SCHEMA) return clinfer_grammar_create(m, src, len, NULL, out);
+    char *gbnf;
+    clinfer_status st = clinfer_json_schema_to_gbnf(src, len, &gbnf);
+    if (st == CLINFER_OK) st = clinfer_grammar_create(m, gbnf, strlen(gbnf), NULL, out);
+    clinfer_free(gbnf);
+    return st;
+}
+
+typedef struct getter {
+    srv_gcache *c;
+    const char *gbnf;
+    srv_gcache_result r;
+    clinfer_grammar *g;
+} getter;
+
+static void *get_thread(void *arg) {
+    getter *t = arg;
+    clinfer_status st;
+    t->r = srv_gcache_get(t->c, SRV_GSRC_GBNF, t->gbnf, strlen(t->gbnf), NULL, &t->g, &st);
+    return NULL;
+}
+
+static int left(void *arg) { return *(int *)arg; }
+
+/* Grammars compile on the cache's thread, one at a time, while requests
+ * wait until their deadline or until they leave (issue 37): a request for
+ * a source under compilation times out (the compilation goes on for the
+ * next one), one queued behind it is busy, one that left is gone, and the
+ * sources nobody waits for any more are dropped unstarted. A source
+ * compiles once, however many requests wait for it or come after, a
+ * schema is not converted again, and a failure is kept as well. */
+static void test_grammar_cache_waits(void **state) {
+    (void)state;
+    srv_gcache *c;
+    assert_int_equal(srv_gcache_create(fx.m, 4, &c), CLINFER_OK);
+    srv_gcache_set_compiler(c, gated_compile);
+    getter a = {c, "root ::= \"a\"", SRV_GCACHE_FAILED, NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, get_thread, &a), 0);
+    pthread_mutex_lock(&gate.mu);
+    while (!gate.entered) pthread_cond_wait(&gate.cv, &gate.mu); /* a's compilation runs, held */
+    pthread_mutex_unlock(&gate.mu);
+    clinfer_grammar *g;
+    clinfer_status st;
+    srv_gcache_wait soon = {srv_now_s() + 0.05, NULL, NULL};
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, a.gbnf, strlen(a.gbnf), &soon, &g, &st), SRV_GCACHE_TIMEOUT);
+    soon.deadline = srv_now_s() + 0.05;
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, "root ::= \"b\"", 12, &soon, &g, &st), SRV_GCACHE_BUSY);
+    int gone = 1;
+    srv_gcache_wait until_gone = {srv_now_s() + 3600, left, &gone};
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, "root ::= \"c\"", 12, &until_gone, &g, &st), SRV_GCACHE_GONE);
+    assert_null(g);
+    srv_gcache_stats gs;
+    srv_gcache_stats_get(c, &gs);
+    assert_int_equal(gs.abandoned, 2); /* b and c: never compiled */
+    assert_int_equal(gs.misses, 3);
+    pthread_mutex_lock(&gate.mu);
+    gate.open = 1;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+    pthread_join(t, NULL);
+    assert_int_equal(a.r, SRV_GCACHE_OK);
+    assert_non_null(a.g);
+    clinfer_grammar_free(a.g);
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, a.gbnf, strlen(a.gbnf), NULL, &g, &st), SRV_GCACHE_OK);
+    clinfer_grammar_free(g);
+    static const char BAD[] = "root ::= (", SCHEMA[] = "{\"type\": \"boolean\"}";
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, BAD, sizeof BAD - 1, NULL, &g, &st), SRV_GCACHE_FAILED);
+        assert_int_equal(st, CLINFER_ERR_ARG);
+        assert_int_equal(srv_gcache_get(c, SRV_GSRC_SCHEMA, SCHEMA, sizeof SCHEMA - 1, NULL, &g, &st), SRV_GCACHE_OK);
+        clinfer_grammar_free(g);
+    }
+    srv_gcache_stats_get(c, &gs);
+    assert_int_equal(gate.compiled, 3); /* a, the bad grammar, the schema: each once */
+    assert_int_equal(gs.hits, 2);       /* a again, the schema again */
+    assert_int_equal(gs.entries, 2);
+    srv_gcache_free(c);
+}
+
 /* A long prompt P ran in one slot while another prompt of its length runs
  * on in a second slot; then three prompts P + a suffix of their own, sent
  * together, take the three free slots: the first P's slot, the others P
@@ -624,6 +723,7 @@ int main(void) {
         cmocka_unit_test(test_prefix_copied_up_to_divergence),
         cmocka_unit_test(test_small_cache_queues),
         cmocka_unit_test(test_fits_the_whole_cache),
+        cmocka_unit_test(test_grammar_cache_waits),
         cmocka_unit_test(test_speculation_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
     };

@@ -105,8 +105,9 @@ def test_logit_bias_banning_every_token(small_kv):
 # ---- item 13: llama-server's json_object with a schema ----------------------------------------------------------
 
 def test_json_object_schema_is_enforced(small_kv):
-    fmt = {"type": "json_object", "schema": {"enum": [True]}}  # no object at all: the schema, not any object
-    status, r = small_kv.request("POST", CHAT, {"messages": MSG, "max_tokens": 20, "response_format": fmt})
+    # no object at all: the schema, not any object (blanks around it bounded: whole within 200 tokens)
+    fmt = {"type": "json_object", "schema": {"enum": [True]}}
+    status, r = small_kv.request("POST", CHAT, {"messages": MSG, "max_tokens": 200, "response_format": fmt})
     assert status == 200, r
     assert r["choices"][0]["finish_reason"] == "stop" and json.loads(r["choices"][0]["message"]["content"]) is True
     fmt = {"type": "json_object", "schema": 5}
@@ -175,3 +176,18 @@ def test_metrics_return_to_idle_and_queued_client_gone(tiny):
     running.close()  # a cancelled stream gives back its slot and its blocks
     wait_for(lambda: idle(s) and s.metric("requests_cancelled_total") == cancelled0 + 2)
     assert s.metric("requests_completed_total") == done0
+
+
+# ---- item 3: grammars compile through the cache (tools' too), on its thread --------------------------------------
+
+def test_tools_grammar_shared_through_the_cache(smol):
+    """The tools' call grammar (a JSON Schema of the parameters) is compiled once for the same tools, as a schema is."""
+    tool = {"type": "function", "function": {"name": "hardening_probe", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string", "maxLength": 7}}, "required": ["q"]}}}
+    hits, misses = smol.metric("grammar_cache_hits_total"), smol.metric("grammar_cache_misses_total")
+    for _ in range(2):
+        status, r = smol.request("POST", CHAT, {"messages": MSG, "tools": [tool], "tool_choice": "required",
+                                                "max_tokens": 1})
+        assert status == 200, r
+    assert smol.metric("grammar_cache_misses_total") == misses + 1
+    assert smol.metric("grammar_cache_hits_total") == hits + 1
