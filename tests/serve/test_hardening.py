@@ -3,8 +3,9 @@ served is refused with a 400 before any work (a request larger than the
 whole KV cache, a logit_bias that bans every token, malformed tool
 history, a json_object's schema is enforced), and what was admitted is
 never cut short; /metrics shows slots and KV blocks coming back after
-requests and cancels, and a client that left while its request waited
-has it dropped."""
+requests and cancels, a client that left while its request waited has it
+dropped, and the tools' grammar is shared through the grammar cache (its
+waits, deadlines and clients leaving: tests/test_serve_sched.c)."""
 import json
 import socket
 import time
