@@ -380,8 +380,12 @@ static int check_recorded(const char *source, const char *in, const char *out, c
     fclose(f);
     int converted = 0;
     for (int64_t i = 0; i < clf_gguf_n_tensors(go); i++) {
-        const clf_gguf_tensor *t = clf_gguf_tensor_at(go, i), *u = clf_gguf_find_tensor(gi, t->name.ptr);
-        converted += u && u->type != t->type;
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(go, i);
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr); /* names are length-delimited */
+        const clf_gguf_tensor *u = clf_gguf_find_tensor(gi, tn);
+        if (!u) fail_msg("%s as %s: %s is not in the source", source, target, tn);
+        converted += u->type != t->type;
     }
     if (n == 0 || converted != n)
         fail_msg("%s as %s: %d tensors converted, %d recorded in %s", source, target, converted, n, PEER_QUANTIZE_DATA);

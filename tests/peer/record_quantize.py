@@ -35,6 +35,7 @@ Lines:
 import ctypes
 import glob
 import hashlib
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -57,6 +58,21 @@ CHAIN = ["Q4_1", "F16"]  # from the plain source's Q8_0
 MODEL_TYPES = [("Q8_0", 0.99, 0.85), ("F16", 0.99, 0.85), ("Q4_0", 0.5, 0.2), ("Q4_K_M", 0.96, 0.8)]
 TEXT = b"The quick brown fox jumps over the lazy dog. Paris is the capital of France, and"
 GT = gguf.GGMLQuantizationType
+
+# llama.cpp's extra CPU buffer types (AMX tiles, repacked Q4_0/IQ4_NL) off:
+# on a Xeon with AMX in this project's VMs, ggml-cpu's AMX matmul crashes
+# (SIGSEGV in ggml_backend_amx_mul_mat, llama-cpp-python 0.3.36); its plain
+# CPU kernels are the ones every machine has.
+_default_params = llama_cpp.llama_cpp.llama_model_default_params
+
+
+def _plain_cpu_params():
+    p = _default_params()
+    p.use_extra_bufts = False
+    return p
+
+
+llama_cpp.llama_cpp.llama_model_default_params = _plain_cpu_params
 
 
 def fnv1a64(chunks):
@@ -154,7 +170,7 @@ def main():
     model = os.path.join(os.environ.get("CLINFER_MODEL_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clinfer", "models"), default)
     sha = hashlib.sha256(open(model, "rb").read()).hexdigest()
-    print(f"# gguf {gguf.__version__ if hasattr(gguf, '__version__') else '?'}, llama-cpp-python {llama_cpp.__version__}: "
+    print(f"# gguf {importlib.metadata.version('gguf')}, llama-cpp-python {llama_cpp.__version__}: "
           "tests/peer/record_quantize.py")
     print(f"# sources: tiny_gguf model SRC F32 --seed {SEED} (plain), the same with --kquant (kquant)")
     print(f"# default model: {os.path.basename(model)} sha256 {sha}")
