@@ -34,8 +34,9 @@ void tu_tune(const char *assignments);
  *  TU_SKIP_CAP: this machine lacks a capability the test needs (a device
  *    feature such as a second int8 width), which no install step brings;
  *  TU_SKIP: anything else (a model not fetched, a tool not installed).
- *    Under CI=true the report fails the run on these: what `make test`
- *    installs and fetches must be there. */
+ *    Under CI=true it fails the test instead (and the report fails the
+ *    run on any such line): what `make test` installs and fetches must be
+ *    there. */
 #define TU_SKIP_CAP(...) tu_skip(1, __func__, __VA_ARGS__)
 #define TU_SKIP(...) tu_skip(0, __func__, __VA_ARGS__)
 void tu_skip(int capability, const char *func, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
