@@ -37,6 +37,7 @@ struct srv_gcache {
     int cap;
     unsigned long long clock, hits, misses, abandoned;
     srv_gcache_compiler compile;
+    struct srv_gcache *left_next; /* the chain of left_running */
 };
 
 static void entry_free(entry *e) {
@@ -171,9 +172,11 @@ clinfer_status srv_gcache_create(const clinfer_model *m, int capacity, srv_gcach
     return CLINFER_OK;
 }
 
-/* A cache whose thread was left compiling at its free: kept reachable, so
- * that a leak checker at the exit does not count what that thread uses. */
+/* The caches whose threads were left compiling at their free: kept
+ * reachable, so that a leak checker at the exit does not count what those
+ * threads use. */
 static srv_gcache *left_running;
+static pthread_mutex_t left_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int srv_gcache_free(srv_gcache *c) {
     if (!c) return 0;
@@ -187,7 +190,10 @@ int srv_gcache_free(srv_gcache *c) {
              * so joining it would hang the exit for that long. The thread
              * ends with the process; until then it uses the cache (its
              * entry, the lock) and the model, so neither is freed. */
+            pthread_mutex_lock(&left_mu);
+            c->left_next = left_running;
             left_running = c;
+            pthread_mutex_unlock(&left_mu);
             pthread_detach(c->thread);
             pthread_mutex_unlock(&c->mu);
             return 1;
