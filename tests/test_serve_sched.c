@@ -501,8 +501,8 @@ static int left(void *arg) { return *(int *)arg; }
  * a source whose compilation has run for half its timeout or more times
  * out (the compilation goes on for the next one), one for a source whose
  * compilation began later than that in its wait is busy (it waited behind
- * others': retryable), one queued behind it is busy, one that left is gone, and the
- * sources nobody waits for any more are dropped unstarted. A source
+ * others': retryable), one queued behind it is busy, one that left is
+ * gone, and the sources nobody waits for any more are dropped unstarted. A source
  * compiles once, however many requests wait for it or come after, a
  * schema is not converted again, and a failure is kept as well. */
 static void test_grammar_cache_waits(void **state) {
