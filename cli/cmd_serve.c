@@ -131,11 +131,19 @@ int cmd_serve(int argc, char **argv) {
     srv_http_drain(h, 5);
     srv_http_stop(h);
     srv_sched_free(app.sched);
-    srv_gcache_free(app.grammars); /* after the jobs: each held its own reference anyway */
+    /* after the jobs (each held its own reference anyway); a compilation
+     * still running is not waited for (a hostile schema's would hold up the
+     * exit), and reads the model until the process ends: the model is then
+     * left to the exit */
+    int compiling = srv_gcache_free(app.grammars);
     hold_signals(0, &old);
     srv_engine_free(e);
     srv_embedder_free(app.embedder);
-    cli_session_close(&s);
+    if (compiling) {
+        clinfer_session_free(s.s);
+        s.s = NULL;
+    } else
+        cli_session_close(&s);
     free(id);
     return cli_error(st);
 }

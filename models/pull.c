@@ -118,50 +118,74 @@ static clf_status transfer_error(CURL *c, CURLcode rc, const char *err, const ch
     return clf_fail(CLF_ERR_IO, "%s: %s: %s", what, url, why);
 }
 
-/* The host of an absolute URL (malloc'd by libcurl: curl_free), or NULL. */
-static char *url_part(const char *url, CURLUPart part) {
+/* A part of an absolute URL (malloc'd by libcurl: curl_free), or NULL;
+ * flags: curl_url_get's (CURLU_DEFAULT_PORT: a port not written is the
+ * scheme's). */
+static char *url_part(const char *url, CURLUPart part, unsigned flags) {
     CURLU *u = curl_url();
     char *h = NULL;
-    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) curl_url_get(u, part, &h, 0);
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) curl_url_get(u, part, &h, flags);
     curl_url_cleanup(u);
     return h;
 }
 
-/* Whether a redirect from `from` to `to` stays on the same host, never
- * from https down to http. */
+/* Whether a redirect from `from` to `to` stays on the same host and port
+ * (another port of the host is another server: an internal service, say),
+ * never from https down to http. Ports are compared as numbers with the
+ * scheme's default made explicit (http://h and http://h:80 are one), and
+ * http's default port going to https's (the usual upgrade) is the same
+ * server. */
 static int same_host(const char *from, const char *to) {
-    char *h0 = url_part(from, CURLUPART_HOST), *h1 = url_part(to, CURLUPART_HOST);
-    char *s0 = url_part(from, CURLUPART_SCHEME), *s1 = url_part(to, CURLUPART_SCHEME);
-    int ok = h0 && h1 && s0 && s1 && !strcasecmp(h0, h1) && (!strcasecmp(s0, s1) || !strcasecmp(s1, "https"));
-    curl_free(h0), curl_free(h1), curl_free(s0), curl_free(s1);
+    char *h0 = url_part(from, CURLUPART_HOST, 0), *h1 = url_part(to, CURLUPART_HOST, 0);
+    char *s0 = url_part(from, CURLUPART_SCHEME, 0), *s1 = url_part(to, CURLUPART_SCHEME, 0);
+    char *p0 = url_part(from, CURLUPART_PORT, CURLU_DEFAULT_PORT), *p1 = url_part(to, CURLUPART_PORT, CURLU_DEFAULT_PORT);
+    int ok = h0 && h1 && s0 && s1 && p0 && p1 && !strcasecmp(h0, h1);
+    if (ok && !strcasecmp(s0, s1)) ok = atol(p0) == atol(p1);
+    else if (ok) ok = !strcasecmp(s0, "http") && !strcasecmp(s1, "https") && atol(p0) == 80 && atol(p1) == 443;
+    curl_free(h0), curl_free(h1), curl_free(s0), curl_free(s1), curl_free(p0), curl_free(p1);
     return ok;
 }
 
 enum { MAX_REDIRECTS = 8 };
 
 /* Performs the request, following redirects itself: only on the first
- * URL's host, so that neither an index's answer nor someone on the path of
- * a plain-http one can send the download elsewhere (another host, an
- * internal address); restart(ud) drops what a redirect's body wrote. */
+ * URL's host and port, so that neither an index's answer nor someone on
+ * the path of a plain-http one can send the download elsewhere (another
+ * host, an internal address or service); restart(ud) drops what a
+ * redirect's body wrote. The URLs are the heap's, of any length (a
+ * fixed buffer would cut a long one short, and fetch another). */
 static clf_status transfer(CURL *c, pull *p, const char *url, const char *what, char *err, void (*restart)(void *),
                            void *ud) {
-    char cur[2048];
-    snprintf(cur, sizeof cur, "%s", url);
-    for (int hop = 0;; hop++) {
+    char *cur = strdup(url);
+    clf_status st = CLF_OK;
+    for (int hop = 0; cur; hop++) {
         curl_easy_setopt(c, CURLOPT_URL, cur);
         CURLcode rc = p->rc = curl_easy_perform(c);
-        if (rc != CURLE_OK) return transfer_error(c, rc, err, what, cur, p);
+        if (rc != CURLE_OK) {
+            st = transfer_error(c, rc, err, what, cur, p);
+            break;
+        }
         long code = 0;
-        char *next = NULL;
+        char *next = NULL; /* libcurl's, valid until the next transfer */
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
         curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next);
-        if (code < 300 || code >= 400 || !next) return CLF_OK;
-        if (hop == MAX_REDIRECTS) return clf_fail(CLF_ERR_IO, "%s: %s: more than %d redirects", what, url, MAX_REDIRECTS);
-        if (!same_host(cur, next) || strlen(next) >= sizeof cur)
-            return clf_fail(CLF_ERR_IO, "%s: %s redirects to another host (%.200s): not followed", what, cur, next);
-        snprintf(cur, sizeof cur, "%s", next);
+        if (code < 300 || code >= 400 || !next) break;
+        if (hop == MAX_REDIRECTS) {
+            st = clf_fail(CLF_ERR_IO, "%s: %s: more than %d redirects", what, url, MAX_REDIRECTS);
+            break;
+        }
+        if (!same_host(cur, next)) {
+            st = clf_fail(CLF_ERR_IO, "%s: %.500s redirects to another host or port (%.200s): not followed", what, cur,
+                          next);
+            break;
+        }
+        free(cur);
+        cur = strdup(next);
         restart(ud);
     }
+    if (!cur) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    free(cur);
+    return st;
 }
 
 static void restart_mem(void *ud) {

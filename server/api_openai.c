@@ -162,6 +162,12 @@ static int parse_msg_tools(json_t *m, size_t i, srv_msg *out, srv_api_error *e) 
                         je.text[0] ? ": " : "", je.text);
             return -1;
         }
+        /* a call without arguments: some clients send "" (or blanks) for
+         * it, read as {} (as an absent one) */
+        int blank = args && json_is_string(args);
+        for (size_t b = 0; blank && b < json_string_length(args); b++)
+            blank = strchr(" \t\r\n", json_string_value(args)[b]) && json_string_value(args)[b];
+        if (blank) args = NULL;
         /* the history goes back to the model as it is: arguments it cannot
          * read as a JSON object would be a malformed call in its prompt */
         if (args && json_is_string(args)) {
@@ -186,21 +192,56 @@ static int parse_msg_tools(json_t *m, size_t i, srv_msg *out, srv_api_error *e) 
     return 0;
 }
 
+/* A call's place in the history, for check_tool_ids's sort. */
+typedef struct call_ref {
+    const char *id;
+    int msg, call;
+} call_ref;
+
+/* By id, then by place: a run of one id lists its calls in history order. */
+static int call_ref_cmp(const void *pa, const void *pb) {
+    const call_ref *a = pa, *b = pb;
+    int c = strcmp(a->id, b->id);
+    if (c) return c;
+    if (a->msg != b->msg) return a->msg < b->msg ? -1 : 1;
+    return (a->call > b->call) - (a->call < b->call);
+}
+
 /* A tool message answers a call of the assistant message before it (that
  * one, or after other tool messages), as OpenAI requires; a call's id is
  * unique in the history (a tool message answers one call, and two calls of
- * one id would make its answer ambiguous). */
+ * one id would make its answer ambiguous). The ids are compared sorted, not
+ * pairwise: a body of 1 MiB holds some 30000 calls. */
 static int check_tool_ids(const srv_api_req *r, srv_api_error *e) {
+    size_t n = 0;
+    for (int i = 0; i < r->n_msgs; i++) n += (size_t)r->msgs[i].n_calls;
+    call_ref *refs = n ? malloc(n * sizeof *refs) : NULL;
+    if (n && !refs) return oom(e);
+    n = 0;
     for (int i = 0; i < r->n_msgs; i++)
-        for (int k = 0; k < r->msgs[i].n_calls; k++)
-            for (int a = 0; a <= i; a++)
-                for (int b = 0; b < (a < i ? r->msgs[a].n_calls : k); b++)
-                    if (!strcmp(r->msgs[a].calls[b].id, r->msgs[i].calls[k].id)) {
-                        srv_api_bad(e, "messages", "'messages[%d].tool_calls[%d].id' '%.64s' is the id of an earlier "
-                                                   "call (messages[%d].tool_calls[%d]): ids must be unique", i, k,
-                                    r->msgs[i].calls[k].id, a, b);
-                        return -1;
-                    }
+        for (int k = 0; k < r->msgs[i].n_calls; k++) refs[n++] = (call_ref){r->msgs[i].calls[k].id, i, k};
+    qsort(refs, n, sizeof *refs, call_ref_cmp);
+    /* of the calls whose id an earlier one has (each after the first of its
+     * run), the first in the history is named, with the first of its id */
+    const call_ref *dup = NULL, *first = NULL;
+    for (size_t j = 1, start = 0; j < n; j++) {
+        if (strcmp(refs[j].id, refs[start].id)) {
+            start = j;
+            continue;
+        }
+        if (j == start + 1 && (!dup || refs[j].msg < dup->msg || (refs[j].msg == dup->msg && refs[j].call < dup->call))) {
+            dup = &refs[j];
+            first = &refs[start];
+        }
+    }
+    if (dup) {
+        srv_api_bad(e, "messages", "'messages[%d].tool_calls[%d].id' '%.64s' is the id of an earlier call "
+                                   "(messages[%d].tool_calls[%d]): ids must be unique", dup->msg, dup->call, dup->id,
+                    first->msg, first->call);
+        free(refs);
+        return -1;
+    }
+    free(refs);
     for (int i = 0; i < r->n_msgs; i++) {
         if (strcmp(r->msgs[i].role, "tool")) continue;
         int a = i - 1, found = 0;

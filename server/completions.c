@@ -86,7 +86,7 @@ static int prompt_tokens(const srv_app *app, const srv_api_req *q, const clinfer
 }
 
 /* How long a request waits for its grammar: until --request-timeout
- * from its arrival, or until its client leaves. */
+ * from when its body was complete, or until its client leaves. */
 typedef struct grammar_wait {
     srv_gcache_wait w;
     int timeout_s;
@@ -98,8 +98,9 @@ static int client_gone(void *c) { return srv_http_probe_gone(c); }
  * (never on this one: a hostile schema holds one core at most, and only
  * until this request's deadline here). 0, or -1 with *e set: a 400 naming
  * `param` for a source that does not compile (`prefix` before the
- * compiler's message) or compiles past the deadline, a 503 when others'
- * compilations held it up past it, e->http 0 when the client left (nobody
+ * compiler's message) or whose compilation ran for half the timeout and
+ * past the deadline, a 503 when others' compilations held it up (its own
+ * began late or never), e->http 0 when the client left (nobody
  * to answer). */
 static int get_grammar(const srv_app *app, const grammar_wait *gw, srv_gsource kind, const char *src, size_t len,
                        const char *param, const char *prefix, clinfer_grammar **grammar, srv_api_error *e) {
@@ -117,8 +118,8 @@ static int get_grammar(const srv_app *app, const grammar_wait *gw, srv_gsource k
         break;
     case SRV_GCACHE_BUSY:
         srv_api_error_set(e, 503, "server_error", "grammar_busy", param,
-                          "%sother requests' grammars were compiling until this request's deadline (%d s, "
-                          "--request-timeout)", prefix, gw->timeout_s);
+                          "%sother requests' grammars compiled before its own, which did not compile by this "
+                          "request's deadline (%d s, --request-timeout)", prefix, gw->timeout_s);
         break;
     case SRV_GCACHE_GONE: e->http = 0; break;
     }
@@ -635,14 +636,17 @@ static int check_request(const srv_app *app, const srv_api_req *q, srv_api_error
  * and the n choices' copies): else a 400 before any work, as OpenAI's
  * context_length_exceeded, rather than an answer cut short at the full
  * cache. Without max_tokens, the answer is bounded by what the cache
- * holds (q->max_tokens set) where that is less than the context. */
-static int check_kv(const srv_app *app, srv_api_req *q, int n_prompt, srv_api_error *e) {
-    const int given = q->max_tokens;
+ * holds (q->max_tokens set) where that is less than the context. given:
+ * the client's max_tokens, 0 when it gave none (q->max_tokens may hold
+ * /v1/completions' default then): the refusal names max_tokens only when
+ * the client gave it, else the prompt. */
+static int check_kv(const srv_app *app, srv_api_req *q, int n_prompt, int given, srv_api_error *e) {
     int need, have;
     if (srv_sched_fits(app->sched, n_prompt, q->n, &q->max_tokens, &need, &have) == 0) return 0;
     const char *param = given ? "max_tokens" : q->kind == SRV_CHAT ? "messages" : "prompt";
     char asked[48] = "";
     if (given) snprintf(asked, sizeof asked, " and max_tokens %d", given);
+    else if (q->max_tokens) snprintf(asked, sizeof asked, " and the default max_tokens %d", q->max_tokens);
     srv_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", param,
                       "the prompt of %d tokens%s, for %d choice%s, may take %d KV cache blocks, more than the whole "
                       "cache holds (%d blocks, --kv-memory)", n_prompt, asked, q->n, q->n > 1 ? "s" : "", need, have);
@@ -679,13 +683,15 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     srv_job *jobs[SRV_MAX_N];
     clinfer_tools *tools = NULL;
     clinfer_grammar *grammar = NULL;
-    const grammar_wait gw = {{srv_http_deadline(h), client_gone, c}, srv_http_request_timeout(h)};
+    const grammar_wait gw = {{srv_http_deadline(h), client_gone, c, srv_http_request_timeout(h)},
+                             srv_http_request_timeout(h)};
     /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
+        const int max_given = q.max_tokens; /* 0: not given (a refusal names the prompt then) */
         if (!q.max_tokens && kind == SRV_COMPLETION) q.max_tokens = 16; /* OpenAI's default there */
         if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &gw, &tools, &grammar, &e) == 0 &&
             prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0 &&
-            check_kv(app, &q, n, &e) == 0 && (grammar || format_setup(app, &q, &gw, &grammar, &e) == 0))
+            check_kv(app, &q, n, max_given, &e) == 0 && (grammar || format_setup(app, &q, &gw, &grammar, &e) == 0))
             n_jobs = make_jobs(&q, ids, n, grammar, jobs, &e);
     }
     free(ids);

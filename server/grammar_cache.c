@@ -18,6 +18,7 @@ typedef struct entry {
     char *key; /* the source's kind (one byte), then its text */
     size_t len;
     estate state;
+    double started;     /* E_RUNNING and after: when its compilation began (srv_now_s) */
     clinfer_grammar *g; /* E_READY: the cache's reference */
     clinfer_status st;  /* E_FAILED: why, */
     char *error;        /* and the message */
@@ -31,11 +32,12 @@ struct srv_gcache {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     pthread_t thread;
-    int started, stopping;
+    int started, stopping, compiling; /* compiling: the thread runs a compilation (without the lock) */
     entry *head;
     int cap;
     unsigned long long clock, hits, misses, abandoned;
     srv_gcache_compiler compile;
+    struct srv_gcache *left_next; /* the chain of left_running */
 };
 
 static void entry_free(entry *e) {
@@ -126,12 +128,15 @@ static void *worker(void *arg) {
             continue;
         }
         e->state = E_RUNNING;
+        e->started = srv_now_s();
+        c->compiling = 1;
         srv_gcache_compiler f = c->compile ? c->compile : compile;
         pthread_mutex_unlock(&c->mu);
         clinfer_grammar *g;
         clinfer_status st = f(c->m, (srv_gsource)e->key[0], e->key + 1, e->len - 1, &g);
         char *error = st == CLINFER_OK ? NULL : strdup(clinfer_last_error());
         pthread_mutex_lock(&c->mu);
+        c->compiling = 0;
         e->st = st;
         if (st == CLINFER_OK) {
             e->g = g;
@@ -167,14 +172,34 @@ clinfer_status srv_gcache_create(const clinfer_model *m, int capacity, srv_gcach
     return CLINFER_OK;
 }
 
-void srv_gcache_free(srv_gcache *c) {
-    if (!c) return;
+/* The caches whose threads were left compiling at their free: kept
+ * reachable, so that a leak checker at the exit does not count what those
+ * threads use. */
+static srv_gcache *left_running;
+static pthread_mutex_t left_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int srv_gcache_free(srv_gcache *c) {
+    if (!c) return 0;
     if (c->started) {
         pthread_mutex_lock(&c->mu);
-        c->stopping = 1;
+        c->stopping = 1; /* the thread starts no other compilation */
         pthread_cond_signal(&c->work);
+        if (c->compiling) {
+            /* Not joined: the compilation may run for long (a hostile
+             * schema), and the server stops with SIGINT and SIGTERM held,
+             * so joining it would hang the exit for that long. The thread
+             * ends with the process; until then it uses the cache (its
+             * entry, the lock) and the model, so neither is freed. */
+            pthread_mutex_lock(&left_mu);
+            c->left_next = left_running;
+            left_running = c;
+            pthread_mutex_unlock(&left_mu);
+            pthread_detach(c->thread);
+            pthread_mutex_unlock(&c->mu);
+            return 1;
+        }
         pthread_mutex_unlock(&c->mu);
-        pthread_join(c->thread, NULL);
+        pthread_join(c->thread, NULL); /* it waits for work, or sees stopping at once */
     }
     while (c->head) {
         entry *e = c->head;
@@ -185,6 +210,7 @@ void srv_gcache_free(srv_gcache *c) {
     pthread_cond_destroy(&c->done);
     pthread_mutex_destroy(&c->mu);
     free(c);
+    return 0;
 }
 
 /* Under the lock: the entry of key, or NULL. */
@@ -248,7 +274,11 @@ srv_gcache_result srv_gcache_get(srv_gcache *c, srv_gsource kind, const char *sr
         }
         double now = srv_now_s();
         if (w && now >= w->deadline) {
-            r = e->state == E_RUNNING ? SRV_GCACHE_TIMEOUT : SRV_GCACHE_BUSY;
+            /* the source's fault only when its own compilation took most of
+             * the request's time: one that began just before the deadline,
+             * after others' held it up, says nothing of its cost, and is
+             * retryable as one that never began */
+            r = e->state == E_RUNNING && now - e->started >= w->timeout_s / 2 ? SRV_GCACHE_TIMEOUT : SRV_GCACHE_BUSY;
             break;
         }
         if (w && w->gone) { /* asked without the lock: it may write to the client */

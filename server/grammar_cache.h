@@ -47,19 +47,27 @@ typedef struct srv_gcache_wait {
     double deadline;         /* on srv_now_s()'s clock */
     int (*gone)(void *arg);  /* nonzero: the requester left (NULL: never asked) */
     void *arg;
+    double timeout_s;        /* the request's whole wait (deadline less its start): its grammar's fault past
+                              * half of it (SRV_GCACHE_TIMEOUT), the queue's before (SRV_GCACHE_BUSY) */
 } srv_gcache_wait;
 
 typedef enum srv_gcache_result {
     SRV_GCACHE_OK,      /* *out: a reference of the caller's (clinfer_grammar_free it) */
     SRV_GCACHE_FAILED,  /* it does not compile: *st and clinfer_last_error say why (CLINFER_ERR_ARG: its fault) */
-    SRV_GCACHE_TIMEOUT, /* its compilation ran past the deadline (and goes on, for the next request) */
-    SRV_GCACHE_BUSY,    /* the deadline passed while others' compilations ran before it */
+    SRV_GCACHE_TIMEOUT, /* its compilation ran at the deadline, for half the wait's timeout_s or more (and goes
+                         * on, for the next request): the source is too costly */
+    SRV_GCACHE_BUSY,    /* the deadline passed while others' compilations ran before it, or while its own ran for
+                         * less than half of timeout_s (it began late, behind others'): retry */
     SRV_GCACHE_GONE,    /* the requester left */
 } srv_gcache_result;
 
 clinfer_status srv_gcache_create(const clinfer_model *m, int capacity, srv_gcache **out);
-/* Waits for the compilation under way, if any (it cannot be stopped). */
-void srv_gcache_free(srv_gcache *c);
+/* Stops the cache's thread between compilations and frees the cache. A
+ * compilation under way is not waited for (it cannot be stopped, and a
+ * hostile one would hold up the server's exit for its whole length): the
+ * thread is left to the process's exit, and with it the cache's memory and
+ * the model it reads. 1 then (the caller must not free the model), else 0. */
+int srv_gcache_free(srv_gcache *c);
 /* The grammar of src[0, len), as kind says, from the cache or compiled on
  * the cache's thread while the caller waits as w says (w NULL: until it
  * is done). Any thread. */

@@ -27,7 +27,7 @@ extern const srv_asset_source srv_asset_sources[];
  * trickles bytes would hold a connection and its thread for ever. */
 typedef struct watch {
     int fd;
-    int http11, probed; /* srv_http_probe_gone: the request's version; the probe sent */
+    int http11, probe_sent; /* srv_http_probe_gone: the request's version; the bytes of its probe written */
     double deadline; /* 0 while its request is served */
     struct watch *prev, *next;
 } watch;
@@ -102,18 +102,28 @@ int srv_http_peer_gone(struct MHD_Connection *c) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
+/* The probe is written on the socket itself, past libmicrohttpd (which
+ * has no call for an unasked-for 1xx), in plain text: under TLS
+ * (MHD_USE_TLS) those bytes would break the session's records, so this must
+ * not be used there (the daemon is plain HTTP; a TLS one would need its own
+ * way to tell a closed client). */
 int srv_http_probe_gone(struct MHD_Connection *c) {
     if (srv_http_peer_gone(c)) return 1;
+    static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD),
                                    *si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     watch *w = si ? si->socket_context : NULL;
-    if (!ci || !w || !w->http11 || w->probed) return 0; /* HTTP/1.0 has no 1xx: such a client is seen at the answer */
+    /* HTTP/1.0 has no 1xx: such a client is seen at the answer */
+    if (!ci || !w || !w->http11 || w->probe_sent == (int)sizeof CONTINUE - 1) return 0;
     struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
     if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLRDHUP)) return 0; /* still open both ways */
-    w->probed = 1;
-    static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    return send(ci->connect_fd, CONTINUE, sizeof CONTINUE - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-           errno != EAGAIN && errno != EWOULDBLOCK;
+    /* counted as written only when it was: a full socket buffer (EAGAIN)
+     * or a short write leaves the rest for the next call, rather than an
+     * interim answer cut short before the real one, or none at all */
+    ssize_t n = send(ci->connect_fd, CONTINUE + w->probe_sent, sizeof CONTINUE - 1 - (size_t)w->probe_sent,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) w->probe_sent += (int)n;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }
@@ -371,7 +381,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *req_cls = cn;
         const union MHD_ConnectionInfo *si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         watch *w = si ? si->socket_context : NULL;
-        if (w) w->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1), w->probed = 0;
+        if (w) w->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1), w->probe_sent = 0;
         return check_request(h, c, url, method, cn);
     }
     if (*upload_size) {

@@ -69,8 +69,10 @@ int srv_http_peer_gone(struct MHD_Connection *c);
  * either only half-closed, waiting for its answer, or closed entirely, and
  * TCP tells the two apart only when something is written to it. So an
  * interim "HTTP/1.1 100 Continue" (which an HTTP/1.1 client must accept
- * and skip before the answer, RFC 9110 15.2) is written once: a closed
- * socket answers it with a reset, which this sees as gone on a later call. */
+ * and skip before the answer, RFC 9110 15.2) is written once (what a full
+ * socket buffer held back, at the next call): a closed socket answers it
+ * with a reset, which this sees as gone on a later call. Written on the
+ * raw socket: plain HTTP only, never under TLS (MHD_USE_TLS). */
 int srv_http_probe_gone(struct MHD_Connection *c);
 /* A request's deadline for the work before its answer (its grammar's
  * compilation): --request-timeout from now, on srv_now_s()'s clock. */

