@@ -2210,56 +2210,71 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
         }
         free(key.s);
     }
-    /* after[i]: members i.. when one came before (each with its comma) */
-    char **after = calloc((size_t)n + 1, sizeof *after);
-    if (!after) st = oom();
+    /* The members in order, each optional one skippable, the additional ones
+     * (tail) last, factored so that at any point the ways on are the
+     * members that may come next and no more (a comma and its space read
+     * once, not once per member):
+     *   member-i ::= kv_i after-(i+1) | member-(i+1)   (the second only when i is optional)
+     *   member-n ::= tail after-n
+     *   after-i  ::= ("," space member-i)?             ("," space member-i when a required one is ahead) */
+    char **mem = calloc((size_t)n + 1, sizeof *mem), **aft = calloc((size_t)n + 1, sizeof *aft);
+    if (!mem || !aft) st = oom();
+    int req_ahead = 0;
     for (int i = n; i >= 0 && st == CLF_OK; i--) {
-        sbuf b = {0};
-        if (i == n) {
-            if (tail.n) sb_printf(&b, "(\",\" %s %s)*", sp, sb_str(&tail));
-        } else {
-            if (must[i]) sb_printf(&b, "\",\" %s %s", sp, sb_str(&kv[i]));
-            else sb_printf(&b, "(\",\" %s %s)?", sp, sb_str(&kv[i]));
-            if (after[i + 1]) sb_printf(&b, " %s", after[i + 1]);
+        char what[32];
+        if (i < n && must[i]) req_ahead = 1;
+        if (i < n || tail.n) {
+            snprintf(what, sizeof what, "member-%d", i);
+            char *mn = sub_name(name, what);
+            const char *r = mn ? rule_name(c, mn) : NULL;
+            free(mn);
+            if (!r || !(mem[i] = strdup(r))) {
+                st = r || !mn ? oom() : bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
+                break;
+            }
         }
-        if (b.n) {
-            char what[32];
+        if (mem[i] && (i > 0 || i == n)) { /* after-0 only as the tail's own (no listed members) */
             snprintf(what, sizeof what, "after-%d", i);
             char *an = sub_name(name, what);
-            sbuf nm = {0};
-            st = an ? emit_rule(c, an, sb_str(&b), &nm) : oom();
-            after[i] = nm.s;
+            const char *r = an ? rule_name(c, an) : NULL;
             free(an);
+            if (!r || !(aft[i] = strdup(r))) {
+                st = oom();
+                break;
+            }
         }
+        sbuf b = {0};
+        if (i == n && mem[n]) {
+            sb_printf(&b, "%s %s", sb_str(&tail), aft[n]);
+        } else if (i < n) {
+            sb_printf(&b, "%s", sb_str(&kv[i]));
+            if (aft[i + 1]) sb_printf(&b, " %s", aft[i + 1]);
+            if (!must[i] && mem[i + 1]) sb_printf(&b, " | %s", mem[i + 1]);
+        }
+        if (st == CLF_OK && mem[i]) add_rule(c, mem[i], sb_str(&b));
+        if (st == CLF_OK && aft[i]) {
+            b.n = 0;
+            if (req_ahead) sb_printf(&b, "\",\" %s %s", sp, mem[i]);
+            else sb_printf(&b, "(\",\" %s %s)?", sp, mem[i]);
+            add_rule(c, aft[i], sb_str(&b));
+        }
+        if (b.oom) st = oom();
         free(b.s);
     }
     if (st == CLF_OK) {
         sbuf b = {0};
         sb_printf(&b, "\"{\" %s ", sp);
-        int first_req = -1;
-        for (int i = 0; i < n && first_req < 0; i++)
-            if (must[i]) first_req = i;
-        int last = first_req < 0 ? n - 1 : first_req, alts = 0;
-        sb_putc(&b, '(');
-        for (int i = 0; i <= last; i++) {
-            if (alts++) sb_puts(&b, " | ");
-            sb_puts(&b, sb_str(&kv[i]));
-            if (after[i + 1]) sb_printf(&b, " %s", after[i + 1]);
-        }
-        if (first_req < 0 && tail.n) {
-            if (alts++) sb_puts(&b, " | ");
-            sb_printf(&b, "%s (\",\" %s %s)*", sb_str(&tail), sp, sb_str(&tail));
-        }
-        sb_putc(&b, ')');
-        if (first_req < 0) sb_putc(&b, '?');
-        if (!alts) b.n -= 3, b.s[b.n] = 0; /* no member at all: drop "()?" */
-        sb_puts(&b, " \"}\"");
+        if (mem[0]) sb_printf(&b, "%s%s ", mem[0], req_ahead ? "" : "?");
+        sb_puts(&b, "\"}\"");
         st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
         free(b.s);
     }
-    if (after)
-        for (int i = 0; i <= n; i++) free(after[i]);
-    free(after);
+    if (mem)
+        for (int i = 0; i <= n; i++) free(mem[i]);
+    if (aft)
+        for (int i = 0; i <= n; i++) free(aft[i]);
+    free(mem);
+    free(aft);
     free(tail.s);
 done:
     free(addv.s);
