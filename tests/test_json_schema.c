@@ -499,6 +499,17 @@ static void test_schema_bounds(void **state) {
     for (int i = 0; i < 1000; i++) pat[n++] = ')';
     pat[n] = 0;
     expect_refused(json_pack("{s:s, s:s}", "type", "string", "pattern", pat), "groups nested deeper than 64");
+    /* 1,100 optional prefixItems nested 1,100 groups deep, past the grammar
+     * parser's bound: a rule each now */
+    json_t *items = json_array();
+    for (int i = 0; i < 1100; i++) json_array_append_new(items, json_pack("{s:s}", "type", i % 2 ? "integer" : "boolean"));
+    json_t *arr = json_pack("{s:s, s:o, s:b}", "type", "array", "prefixItems", items, "items", 0);
+    clf_grammar *g = convert_json(arr);
+    expect(g, "prefixItems", "[true, 1, false]", 1);
+    expect(g, "prefixItems", "[]", 1);
+    expect(g, "prefixItems", "[1]", 0);
+    clf_grammar_free(g);
+    json_decref(arr);
 }
 
 int main(void) {

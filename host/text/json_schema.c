@@ -40,6 +40,8 @@
  * (additionalProperties not false): the grammar for "any other name" has a
  * rule per character of the names; longer ones are an error. */
 #define MAX_NAME 1024
+/* Optional prefixItems nest in groups up to this many, then in a rule each. */
+#define PREFIX_NEST 32
 /* An enum longer than this is written as tries (strings, integers). */
 #define ENUM_TRIE 64
 #define INT_DIGITS 20  /* digits of an integral part: an int64/uint64 fits */
@@ -1829,42 +1831,66 @@ static clf_status visit_array(conv *c, json_t *s, const char *name, const char *
     const char *sp = prim(c, P_SPACE);
     sb_printf(&b, "\"[\" %s ", sp);
     size_t upto = n >= 0 && (size_t)n < kk ? (size_t)n : kk;
-    /* prefix element j, nested: ( "," e_j ( ... )? )? with the first lo mandatory */
-    for (size_t j = 0; j < upto; j++) {
-        if ((long)j >= lo) sb_putc(&b, '(');
+    /* prefix element j: the first lo mandatory, then each optional with all
+     * that follows it: ( "," e_j REST )? -- nested groups for a few, a rule
+     * each past PREFIX_NEST (the grammar parser bounds nesting at 1024) */
+    for (size_t j = 0; j < upto && (long)j < lo; j++) {
         if (j) sb_printf(&b, "\",\" %s ", sp);
         sb_printf(&b, "%s %s ", sb_str(&pe[j]), sp);
     }
+    sbuf rest = {0}; /* what follows the prefix elements: the items */
     long rlo = lo > (long)upto ? lo - (long)upto : 0, rhi = n < 0 ? -1 : n - (long)upto;
     if (upto == kk && rhi != 0) {
         const char *it = sb_str(&pe[k]);
         if (upto == 0) { /* the first element has no comma */
-            if (rlo == 0) sb_putc(&b, '(');
-            sb_printf(&b, "%s %s", it, sp);
+            if (rlo == 0) sb_putc(&rest, '(');
+            sb_printf(&rest, "%s %s", it, sp);
             long l2 = rlo > 0 ? rlo - 1 : 0, h2 = rhi < 0 ? -1 : rhi - 1;
             if (h2 != 0) {
-                sb_printf(&b, " (\",\" %s %s %s)", sp, it, sp);
-                if (l2 == 0 && h2 < 0) sb_putc(&b, '*');
-                else if (l2 == 1 && h2 < 0) sb_putc(&b, '+');
-                else if (h2 < 0) sb_printf(&b, "{%ld,}", l2);
-                else if (l2 == h2) sb_printf(&b, "{%ld}", l2);
-                else sb_printf(&b, "{%ld,%ld}", l2, h2);
+                sb_printf(&rest, " (\",\" %s %s %s)", sp, it, sp);
+                if (l2 == 0 && h2 < 0) sb_putc(&rest, '*');
+                else if (l2 == 1 && h2 < 0) sb_putc(&rest, '+');
+                else if (h2 < 0) sb_printf(&rest, "{%ld,}", l2);
+                else if (l2 == h2) sb_printf(&rest, "{%ld}", l2);
+                else sb_printf(&rest, "{%ld,%ld}", l2, h2);
             }
-            if (rlo == 0) sb_puts(&b, ")?");
-            sb_putc(&b, ' ');
+            if (rlo == 0) sb_puts(&rest, ")?");
+            sb_putc(&rest, ' ');
         } else {
-            sb_printf(&b, "(\",\" %s %s %s)", sp, it, sp);
-            if (rlo == 0 && rhi < 0) sb_putc(&b, '*');
-            else if (rlo == 0 && rhi == 1) sb_putc(&b, '?');
-            else if (rlo == 1 && rhi < 0) sb_putc(&b, '+');
-            else if (rhi < 0) sb_printf(&b, "{%ld,}", rlo);
-            else if (rlo == rhi) sb_printf(&b, "{%ld}", rlo);
-            else sb_printf(&b, "{%ld,%ld}", rlo, rhi);
-            sb_putc(&b, ' ');
+            sb_printf(&rest, "(\",\" %s %s %s)", sp, it, sp);
+            if (rlo == 0 && rhi < 0) sb_putc(&rest, '*');
+            else if (rlo == 0 && rhi == 1) sb_putc(&rest, '?');
+            else if (rlo == 1 && rhi < 0) sb_putc(&rest, '+');
+            else if (rhi < 0) sb_printf(&rest, "{%ld,}", rlo);
+            else if (rlo == rhi) sb_printf(&rest, "{%ld}", rlo);
+            else sb_printf(&rest, "{%ld,%ld}", rlo, rhi);
+            sb_putc(&rest, ' ');
         }
     }
-    for (size_t j = upto; j-- > 0;)
-        if ((long)j >= lo) sb_puts(&b, ")? ");
+    size_t first_opt = lo < (long)upto ? (size_t)lo : upto;
+    const int as_rules = upto - first_opt > PREFIX_NEST;
+    for (size_t j = upto; j-- > first_opt && st == CLF_OK;) { /* inside out */
+        sbuf g = {0};
+        if (!as_rules) sb_putc(&g, '(');
+        if (j) sb_printf(&g, "\",\" %s ", sp);
+        sb_printf(&g, "%s %s %s", sb_str(&pe[j]), sp, sb_str(&rest));
+        if (!as_rules) sb_puts(&g, ")? ");
+        rest.n = 0;
+        if (as_rules) {
+            char what[32];
+            snprintf(what, sizeof what, "prefix-%zu", j);
+            char *pn = sub_name(name, what);
+            st = !pn ? oom() : g.oom ? oom() : emit_rule(c, pn, sb_str(&g), &rest);
+            free(pn);
+            sb_puts(&rest, "? ");
+        } else {
+            sb_puts(&rest, sb_str(&g));
+        }
+        free(g.s);
+    }
+    sb_puts(&b, sb_str(&rest));
+    if (rest.oom) b.oom = 1;
+    free(rest.s);
     sb_puts(&b, "\"]\"");
     st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
     free(b.s);
