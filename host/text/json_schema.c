@@ -308,6 +308,29 @@ static clf_status bad(const char *ptr, const char *fmt, ...) {
 }
 static clf_status oom(void) { return clf_fail(CLF_ERR_MEMORY, "json schema: out of host memory"); }
 
+/* A JSON value's canonical text (json_equal's equality: object keys
+ * sorted), malloc'd: values compared through a hash, not pair by pair. */
+static char *value_key(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS); }
+
+/* Adds each element of arr to m (value_key -> 1); -1: out of memory. */
+static int add_keys(smap *m, json_t *arr) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(arr, i, x) {
+        char *k = value_key(x);
+        int bad = !k || smap_set(m, k, 1);
+        free(k);
+        if (bad) return -1;
+    }
+    return 0;
+}
+static int has_key(const smap *m, json_t *v) {
+    char *k = value_key(v);
+    int r = k && smap_get(m, k) != NULL;
+    free(k);
+    return r;
+}
+
 /* Keeps j alive until the conversion ends (merged schemas). */
 static json_t *own(conv *c, json_t *j) {
     if (!j) return NULL;
@@ -759,20 +782,20 @@ static clf_status merge_into(conv *c, json_t *r, json_t *b, const char *ptr, int
                 return bad(ptr, "\"enum\" must be an array");
             }
             json_t *prev = json_object_get(r, "enum");
-            if (prev) {
+            if (prev) { /* the values in both, prev's order */
                 json_t *both = json_array();
-                size_t i, j;
-                json_t *x, *y;
-                json_array_foreach(prev, i, x) {
-                    json_array_foreach(vals, j, y) {
-                        if (json_equal(x, y)) {
-                            json_array_append(both, x);
-                            break;
-                        }
-                    }
-                }
+                smap in_vals = {0};
+                int fail = !both || add_keys(&in_vals, vals);
+                size_t i;
+                json_t *x;
+                json_array_foreach(prev, i, x) if (!fail && has_key(&in_vals, x)) fail = json_array_append(both, x);
+                smap_free(&in_vals);
                 json_decref(vals);
                 vals = both;
+                if (fail) {
+                    json_decref(both);
+                    return oom();
+                }
             }
             if (json_object_set_new(r, "enum", vals)) return oom();
             continue;
@@ -793,12 +816,20 @@ static clf_status merge_into(conv *c, json_t *r, json_t *b, const char *ptr, int
         } else if (strcmp(k, "required") == 0) {
             if (!json_is_array(v) || !json_is_array(old)) return bad(ptr, "\"required\" must be an array");
             json_t *u = json_copy(old);
-            size_t i, j;
-            json_t *x, *y;
+            smap seen = {0};
+            int fail = !u || add_keys(&seen, u);
+            size_t i;
+            json_t *x;
             json_array_foreach(v, i, x) {
-                int seen = 0;
-                json_array_foreach(u, j, y) seen |= json_equal(x, y);
-                if (!seen) json_array_append(u, x);
+                if (fail || has_key(&seen, x)) continue;
+                char *key = value_key(x);
+                fail = !key || smap_set(&seen, key, 1) || json_array_append(u, x);
+                free(key);
+            }
+            smap_free(&seen);
+            if (fail) {
+                json_decref(u);
+                return oom();
             }
             if (json_object_set_new(r, "required", u)) return oom();
         } else if (strcmp(k, "properties") == 0 || strcmp(k, "items") == 0) {
@@ -2374,22 +2405,20 @@ static int disjoint(conv *c, json_t *branches) {
     const char *k;
     json_t *v;
     json_object_foreach(props, k, v) {
-        json_t *all = json_array();
+        smap all = {0}; /* the discriminating values so far */
         int good = 1;
         for (size_t i = 0; i < n && good; i++) {
             json_t *b = json_array_get(branches, i);
             if (branch_types(c, b) & ~T_OBJECT) good = 0;
             json_t *d = good ? discriminator(c, b, k) : NULL;
             if (!d) good = 0;
-            size_t j, l;
-            json_t *x, *y;
-            if (good) json_array_foreach(d, j, x) {
-                json_array_foreach(all, l, y) if (json_equal(x, y)) good = 0;
-            }
-            if (good) json_array_extend(all, d);
+            size_t j;
+            json_t *x;
+            if (good) json_array_foreach(d, j, x) if (has_key(&all, x)) good = 0;
+            if (good && add_keys(&all, d)) good = 0;
             json_decref(d);
         }
-        json_decref(all);
+        smap_free(&all);
         if (good) return 1;
     }
     return 0;
