@@ -61,7 +61,7 @@ typedef struct parser {
     clf_grammar *g;
     gbuf *rules; /* [n_rules]: each rule's elements, n = 0 while undefined */
     int *defined;
-    int cap_rules;
+    int cap_rules, cap_rule_arrays; /* names' capacity; rules' and defined's */
     int any_rule; /* `.`'s rule, -1 until used */
     int nesting;  /* groups open */
     long n_el;    /* elements pushed, all rules */
@@ -153,11 +153,14 @@ static int add_rule(parser *ps, const char *name, size_t n) {
     if (tab_grow(&ps->names_tab, &ps->names_cap, g->n_rules, name_key, ps)) return -1;
     if (grow((void **)&g->names, &ps->cap_rules, g->n_rules + 1, sizeof *g->names)) return -1;
     int cap = ps->cap_rules;
-    gbuf *r = realloc(ps->rules, (size_t)cap * sizeof *r);
-    int *d = r ? realloc(ps->defined, (size_t)cap * sizeof *d) : NULL;
-    if (r) ps->rules = r;
-    if (!d) return -1;
-    ps->defined = d;
+    if (ps->cap_rule_arrays < cap) { /* only when names grew: a realloc each rule copies each time (ASan's always) */
+        gbuf *r = realloc(ps->rules, (size_t)cap * sizeof *r);
+        int *d = r ? realloc(ps->defined, (size_t)cap * sizeof *d) : NULL;
+        if (r) ps->rules = r;
+        if (!d) return -1;
+        ps->defined = d;
+        ps->cap_rule_arrays = cap;
+    }
     char *s = malloc(n + 1);
     if (!s) return -1;
     memcpy(s, name, n);

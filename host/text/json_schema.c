@@ -2115,7 +2115,7 @@ static clf_status trie_alts(conv *c, const char *name, const char *ptr, const ch
             }
             size_t m = 0, p = t.depth;
             if (common - t.depth + 1 > cap_cps) {
-                cap_cps = common - t.depth + 1;
+                cap_cps = 2 * cap_cps > common - t.depth + 1 ? 2 * cap_cps : common - t.depth + 1;
                 uint32_t *g = realloc(cps, cap_cps * sizeof *g);
                 if (!g) {
                     st = oom();
