@@ -9,15 +9,15 @@ MODEL ?=
 # The models the test suite reads (fetched once, then found in the cache).
 TEST_MODELS = smollm2-135m gemma3-270m
 
-# make test also runs: the suite again built with ASan+UBSan (ASAN_BUILD),
-# where a test that fails is run once more: LeakSanitizer's exit-time
-# tracer now and then dies itself ("Tracer caught signal 11", after every
-# test passed; 1 of 4 test_batch runs here) while PoCL's threads live, and a
-# real finding fails both runs;
-# then each libFuzzer harness for FUZZ_SECONDS (FUZZ_BUILD, clang).
+# make test (tests/suite.sh) runs the ctest suite of BUILD, then the same
+# suite built with ASan+UBSan (ASAN_BUILD), then each libFuzzer harness
+# for FUZZ_SECONDS (FUZZ_BUILD, clang), timing every stage, and ends with
+# the stage times, the ten slowest tests and every skip (tests/report.py).
+# TEST_JOBS tests run side by side (default: the cores).
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
+TEST_JOBS ?= $(JOBS)
 # Narrow, commented suppressions for what PoCL/LLVM allocate inside our
 # process (tests/sanitizers/); everything else is an error. use_tls=0:
 # LeakSanitizer's exit-time tracer crashes ("Tracer caught signal 11")
@@ -52,19 +52,17 @@ test-models: build
 run: build model
 	$(BUILD)/clinfer run $(if $(MODEL),-m $(MODEL)) --chat -n 160 -p "$(PROMPT)"
 
-test: build test-models
-	cd $(BUILD) && ctest --output-on-failure -j 1
-	@$(MAKE) --no-print-directory test-asan test-fuzz
+SUITE = BUILD="$(BUILD)" ASAN_BUILD="$(ASAN_BUILD)" FUZZ_BUILD="$(FUZZ_BUILD)" FUZZ_SECONDS="$(FUZZ_SECONDS)" \
+	JOBS="$(JOBS)" TEST_JOBS="$(TEST_JOBS)" TEST_MODELS="$(TEST_MODELS)" SAN_ENV="$(SAN_ENV)" sh tests/suite.sh
 
-test-asan: deps test-models
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
-	cd $(ASAN_BUILD) && $(SAN_ENV) ctest --output-on-failure -j 1 --repeat until-pass:2
+test:
+	@$(SUITE)
 
-test-fuzz: build
-	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLINFER_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_gguf fuzz_tokenizer fuzz_kv_blocks fuzz_grammar fuzz_json_schema $$(cmake --build $(FUZZ_BUILD) --target help | grep -o fuzz_request) -- --no-print-directory
-	@sh tests/fuzz/run.sh $(FUZZ_BUILD) $(BUILD)/tiny_gguf $(FUZZ_SECONDS)
+test-asan:
+	@$(SUITE) asan
+
+test-fuzz:
+	@$(SUITE) fuzz
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

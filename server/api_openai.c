@@ -162,6 +162,18 @@ static int parse_msg_tools(json_t *m, size_t i, srv_msg *out, srv_api_error *e) 
                         je.text[0] ? ": " : "", je.text);
             return -1;
         }
+        /* the history goes back to the model as it is: arguments it cannot
+         * read as a JSON object would be a malformed call in its prompt */
+        if (args && json_is_string(args)) {
+            json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &je);
+            int object = json_is_object(parsed);
+            json_decref(parsed);
+            if (!object) {
+                srv_api_bad(e, "messages", "'messages[%zu].tool_calls[%zu].function.arguments' is not a JSON object's "
+                                           "text%s%s", i, k, parsed ? "" : ": ", parsed ? "" : je.text);
+                return -1;
+            }
+        }
         srv_tool_call *o = &out->calls[k];
         out->n_calls = (int)k + 1;
         o->id = dup_str(cid, strlen(cid));
@@ -175,8 +187,20 @@ static int parse_msg_tools(json_t *m, size_t i, srv_msg *out, srv_api_error *e) 
 }
 
 /* A tool message answers a call of the assistant message before it (that
- * one, or after other tool messages), as OpenAI requires. */
+ * one, or after other tool messages), as OpenAI requires; a call's id is
+ * unique in the history (a tool message answers one call, and two calls of
+ * one id would make its answer ambiguous). */
 static int check_tool_ids(const srv_api_req *r, srv_api_error *e) {
+    for (int i = 0; i < r->n_msgs; i++)
+        for (int k = 0; k < r->msgs[i].n_calls; k++)
+            for (int a = 0; a <= i; a++)
+                for (int b = 0; b < (a < i ? r->msgs[a].n_calls : k); b++)
+                    if (!strcmp(r->msgs[a].calls[b].id, r->msgs[i].calls[k].id)) {
+                        srv_api_bad(e, "messages", "'messages[%d].tool_calls[%d].id' '%.64s' is the id of an earlier "
+                                                   "call (messages[%d].tool_calls[%d]): ids must be unique", i, k,
+                                    r->msgs[i].calls[k].id, a, b);
+                        return -1;
+                    }
     for (int i = 0; i < r->n_msgs; i++) {
         if (strcmp(r->msgs[i].role, "tool")) continue;
         int a = i - 1, found = 0;
@@ -445,18 +469,28 @@ static int parse_format(json_t *root, srv_api_req *r, srv_api_error *e) {
     json_t *rf = field(root, "response_format"), *js = field(root, "json_schema"), *g = field(root, "grammar");
     if (rf) {
         const char *type;
-        json_t *spec = NULL;
+        json_t *spec = NULL, *schema = NULL;
         json_error_t je;
-        if (json_unpack_ex(rf, &je, 0, "{s:s, s?o}", "type", &type, "json_schema", &spec)) {
+        if (json_unpack_ex(rf, &je, 0, "{s:s, s?o, s?o}", "type", &type, "json_schema", &spec, "schema", &schema)) {
             srv_api_bad(e, "response_format", "'response_format': %s", je.text);
             return -1;
         }
         if (!strcmp(type, "json_object")) {
-            if (set_format(r, SRV_FORMAT_JSON_OBJECT, "response_format", NULL, e)) return -1;
+            /* llama-server's {"type": "json_object", "schema": {...}}: the
+             * schema is enforced, not dropped (that would fail open) */
+            if (schema && !json_is_null(schema)) {
+                if (!json_is_object(schema) && !json_is_boolean(schema)) {
+                    srv_api_bad(e, "response_format", "'response_format.schema' must be a JSON Schema (an object)");
+                    return -1;
+                }
+                if (set_format(r, SRV_FORMAT_JSON_SCHEMA, "response_format", schema, e)) return -1;
+            } else if (set_format(r, SRV_FORMAT_JSON_OBJECT, "response_format", NULL, e)) {
+                return -1;
+            }
         } else if (!strcmp(type, "json_schema")) {
-            json_t *schema = NULL;
             const char *name = NULL;
             int strict = 0;
+            schema = NULL; /* json_schema.schema, not a json_object's */
             if (!spec || json_unpack_ex(spec, &je, 0, "{s?s, s?o, s?b}", "name", &name, "schema", &schema, "strict",
                                         &strict)) {
                 srv_api_bad(e, "response_format", "'response_format.json_schema': %s",

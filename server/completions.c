@@ -85,46 +85,88 @@ static int prompt_tokens(const srv_app *app, const srv_api_req *q, const clinfer
     return 0;
 }
 
+/* How long a request waits for its grammar: until --request-timeout
+ * from its arrival, or until its client leaves. */
+typedef struct grammar_wait {
+    srv_gcache_wait w;
+    int timeout_s;
+} grammar_wait;
+
+static int client_gone(void *c) { return srv_http_probe_gone(c); }
+
+/* A grammar from the server's cache, compiled there on its own thread
+ * (never on this one: a hostile schema holds one core at most, and only
+ * until this request's deadline here). 0, or -1 with *e set: a 400 naming
+ * `param` for a source that does not compile (`prefix` before the
+ * compiler's message) or compiles past the deadline, a 503 when others'
+ * compilations held it up past it, e->http 0 when the client left (nobody
+ * to answer). */
+static int get_grammar(const srv_app *app, const grammar_wait *gw, srv_gsource kind, const char *src, size_t len,
+                       const char *param, const char *prefix, clinfer_grammar **grammar, srv_api_error *e) {
+    clinfer_status st;
+    switch (srv_gcache_get(app->grammars, kind, src, len, &gw->w, grammar, &st)) {
+    case SRV_GCACHE_OK: return 0;
+    case SRV_GCACHE_FAILED:
+        if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+        else srv_api_bad(e, param, "%s%s", prefix, clinfer_last_error());
+        break;
+    case SRV_GCACHE_TIMEOUT:
+        srv_api_error_set(e, 400, "invalid_request_error", "grammar_timeout", param,
+                          "%sits grammar did not compile within %d s (--request-timeout): too costly a structure",
+                          prefix, gw->timeout_s);
+        break;
+    case SRV_GCACHE_BUSY:
+        srv_api_error_set(e, 503, "server_error", "grammar_busy", param,
+                          "%sother requests' grammars were compiling until this request's deadline (%d s, "
+                          "--request-timeout)", prefix, gw->timeout_s);
+        break;
+    case SRV_GCACHE_GONE: e->http = 0; break;
+    }
+    return -1;
+}
+
 /* tools: the model's tool format (a 400 naming the chat format where it has
  * none) and, unless tool_choice is none, the reply's grammar. */
-static int tool_setup(const srv_app *app, const srv_api_req *q, clinfer_tools **tools, clinfer_grammar **grammar,
-                      srv_api_error *e) {
+static int tool_setup(const srv_app *app, const srv_api_req *q, const grammar_wait *gw, clinfer_tools **tools,
+                      clinfer_grammar **grammar, srv_api_error *e) {
     *tools = NULL;
     *grammar = NULL;
     if (!q->tools) return 0;
     clinfer_status st = clinfer_tools_create(app->m, q->tools, strlen(q->tools), tools);
-    if (st == CLINFER_OK)
-        st = clinfer_tools_grammar(*tools, q->tool_choice, q->tool_name, q->parallel_tool_calls, grammar);
-    if (st == CLINFER_OK) return 0;
-    if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
-    else srv_api_bad(e, *tools && q->tool_choice == CLINFER_TOOL_NAMED ? "tool_choice" : "tools", "%s",
-                     clinfer_last_error());
+    if (st != CLINFER_OK) {
+        if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+        else srv_api_bad(e, "tools", "%s", clinfer_last_error());
+        return -1;
+    }
+    if (q->tool_choice == CLINFER_TOOL_NONE) return 0;
+    size_t len;
+    char *key = srv_gcache_tools_key(q->tools, q->tool_choice, q->tool_name, q->parallel_tool_calls, &len);
+    int rc = key ? get_grammar(app, gw, SRV_GSRC_TOOLS, key, len,
+                               q->tool_choice == CLINFER_TOOL_NAMED ? "tool_choice" : "tools", "", grammar, e)
+                 : (srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of host memory"), -1);
+    free(key);
+    if (rc == 0) return 0;
     clinfer_tools_free(*tools);
     *tools = NULL;
     return -1;
 }
 
 /* Structured output: the reply's grammar (*grammar a reference of the
- * caller's; NULL for text): the schema converted to GBNF, the GBNF
- * compiled or found in the server's cache. -1 with a 400 naming the field:
- * a keyword the converter cannot enforce (its message names it), a
- * malformed grammar (line:column), a language no token can start. */
-static int format_setup(const srv_app *app, const srv_api_req *q, clinfer_grammar **grammar, srv_api_error *e) {
+ * caller's; NULL for text), from the server's cache, keyed by the schema
+ * or the GBNF as given (a schema is converted to GBNF once). -1 with a
+ * 400 naming the field: a keyword the converter cannot enforce (its
+ * message names it), a malformed grammar (line:column), a language no
+ * token can start; or as get_grammar says. */
+static int format_setup(const srv_app *app, const srv_api_req *q, const grammar_wait *gw, clinfer_grammar **grammar,
+                        srv_api_error *e) {
     static const char ANY_OBJECT[] = "{\"type\": \"object\"}";
     *grammar = NULL;
     if (q->format == SRV_FORMAT_TEXT) return 0;
-    char *gbnf = NULL;
-    clinfer_status st = CLINFER_OK;
-    if (q->format == SRV_FORMAT_JSON_OBJECT) st = clinfer_json_schema_to_gbnf(ANY_OBJECT, sizeof ANY_OBJECT - 1, &gbnf);
-    else if (q->format == SRV_FORMAT_JSON_SCHEMA)
-        st = clinfer_json_schema_to_gbnf(q->format_text, strlen(q->format_text), &gbnf);
-    const char *text = q->format == SRV_FORMAT_GRAMMAR ? q->format_text : gbnf;
-    if (st == CLINFER_OK) st = srv_gcache_get(app->grammars, text, strlen(text), grammar);
-    clinfer_free(gbnf);
-    if (st == CLINFER_OK) return 0;
-    if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
-    else srv_api_bad(e, q->format_param, "'%s': %s", q->format_param, clinfer_last_error());
-    return -1;
+    const char *text = q->format == SRV_FORMAT_JSON_OBJECT ? ANY_OBJECT : q->format_text;
+    char prefix[40];
+    snprintf(prefix, sizeof prefix, "'%s': ", q->format_param);
+    return get_grammar(app, gw, q->format == SRV_FORMAT_GRAMMAR ? SRV_GSRC_GBNF : SRV_GSRC_SCHEMA, text, strlen(text),
+                       q->format_param, prefix, grammar, e);
 }
 
 /* A tool call's id: unique per call (the request's random base, the call's index). */
@@ -212,7 +254,10 @@ static int collect(srv_app *app, struct MHD_Connection *c, srv_job *j, int logpr
         }
         free(piece);
         if (w->v.state == SRV_DONE) break;
-        if (srv_http_peer_gone(c)) return -1;
+        /* nothing of the answer is sent yet: a client that closed while its
+         * job waits in the queue (or runs) is found out now, and its job
+         * dropped, rather than when the whole answer is written */
+        if (srv_http_probe_gone(c)) return -1;
     }
     if (!logprobs || w->v.finish == SRV_FINISH_ERROR) return 0;
     srv_token_lp *t;
@@ -554,13 +599,54 @@ static int check_request(const srv_app *app, const srv_api_req *q, srv_api_error
                     app->n_slots);
         return -1;
     }
-    for (int i = 0; i < q->n_bias; i++)
-        if (q->bias_ids[i] >= clinfer_model_n_vocab(app->m)) {
+    const int n_vocab = clinfer_model_n_vocab(app->m);
+    int banned = 0;
+    for (int i = 0; i < q->n_bias; i++) {
+        if (q->bias_ids[i] >= n_vocab) {
             srv_api_bad(e, "logit_bias", "'logit_bias' token %d is not in the vocabulary (%d tokens)",
-                        (int)q->bias_ids[i], clinfer_model_n_vocab(app->m));
+                        (int)q->bias_ids[i], n_vocab);
             return -1;
         }
+        banned += q->bias[i] <= -100;
+    }
+    /* every token banned: nothing could be sampled, and the job would fail
+     * after its prompt was evaluated. Counted over distinct ids ("7" and
+     * "07" are one token) only when the bans could cover the vocabulary. */
+    if (banned >= n_vocab) {
+        unsigned char *seen = calloc((size_t)n_vocab, 1);
+        if (!seen) {
+            srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of host memory");
+            return -1;
+        }
+        banned = 0;
+        for (int i = 0; i < q->n_bias; i++)
+            if (q->bias[i] <= -100 && !seen[q->bias_ids[i]]) seen[q->bias_ids[i]] = 1, banned++;
+        free(seen);
+        if (banned == n_vocab) {
+            srv_api_bad(e, "logit_bias", "'logit_bias' bans every token of the vocabulary (%d): nothing could be "
+                                         "sampled", n_vocab);
+            return -1;
+        }
+    }
     return 0;
+}
+
+/* The KV cache holds what the request may take (its prompt, max_tokens
+ * and the n choices' copies): else a 400 before any work, as OpenAI's
+ * context_length_exceeded, rather than an answer cut short at the full
+ * cache. Without max_tokens, the answer is bounded by what the cache
+ * holds (q->max_tokens set) where that is less than the context. */
+static int check_kv(const srv_app *app, srv_api_req *q, int n_prompt, srv_api_error *e) {
+    const int given = q->max_tokens;
+    int need, have;
+    if (srv_sched_fits(app->sched, n_prompt, q->n, &q->max_tokens, &need, &have) == 0) return 0;
+    const char *param = given ? "max_tokens" : q->kind == SRV_CHAT ? "messages" : "prompt";
+    char asked[48] = "";
+    if (given) snprintf(asked, sizeof asked, " and max_tokens %d", given);
+    srv_api_error_set(e, 400, "invalid_request_error", "context_length_exceeded", param,
+                      "the prompt of %d tokens%s, for %d choice%s, may take %d KV cache blocks, more than the whole "
+                      "cache holds (%d blocks, --kv-memory)", n_prompt, asked, q->n, q->n > 1 ? "s" : "", need, have);
+    return -1;
 }
 
 /* The request's n jobs under `grammar` (may be NULL; choice i's seed: seed + i when a seed is given,
@@ -570,7 +656,6 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
     srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
                         .n_bias = q->n_bias, .grammar = grammar}; /* each job takes its own reference */
-    if (!p.max_tokens && q->kind == SRV_COMPLETION) p.max_tokens = 16; /* OpenAI's default there */
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
@@ -594,11 +679,13 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     srv_job *jobs[SRV_MAX_N];
     clinfer_tools *tools = NULL;
     clinfer_grammar *grammar = NULL;
+    const grammar_wait gw = {{srv_http_deadline(h), client_gone, c}, srv_http_request_timeout(h)};
     /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
-        if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &tools, &grammar, &e) == 0 &&
-            (grammar || format_setup(app, &q, &grammar, &e) == 0) &&
-            prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0)
+        if (!q.max_tokens && kind == SRV_COMPLETION) q.max_tokens = 16; /* OpenAI's default there */
+        if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &gw, &tools, &grammar, &e) == 0 &&
+            prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0 &&
+            check_kv(app, &q, n, &e) == 0 && (grammar || format_setup(app, &q, &gw, &grammar, &e) == 0))
             n_jobs = make_jobs(&q, ids, n, grammar, jobs, &e);
     }
     free(ids);
@@ -611,7 +698,7 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     srv_api_req_free(&q);
     if (!n_jobs) {
         clinfer_tools_free(tools);
-        return srv_http_send_error(c, &e);
+        return e.http ? srv_http_send_error(c, &e) : MHD_NO; /* 0: the client left */
     }
     switch (srv_sched_submit_group(app->sched, jobs, n_jobs)) {
     case SRV_SUBMIT_FULL:

@@ -27,6 +27,7 @@ extern const srv_asset_source srv_asset_sources[];
  * trickles bytes would hold a connection and its thread for ever. */
 typedef struct watch {
     int fd;
+    int http11, probed; /* srv_http_probe_gone: the request's version; the probe sent */
     double deadline; /* 0 while its request is served */
     struct watch *prev, *next;
 } watch;
@@ -101,7 +102,24 @@ int srv_http_peer_gone(struct MHD_Connection *c) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
+int srv_http_probe_gone(struct MHD_Connection *c) {
+    if (srv_http_peer_gone(c)) return 1;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD),
+                                   *si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch *w = si ? si->socket_context : NULL;
+    if (!ci || !w || !w->http11 || w->probed) return 0; /* HTTP/1.0 has no 1xx: such a client is seen at the answer */
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLRDHUP)) return 0; /* still open both ways */
+    w->probed = 1;
+    static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return send(ci->connect_fd, CONTINUE, sizeof CONTINUE - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+           errno != EAGAIN && errno != EWOULDBLOCK;
+}
+
 void srv_http_busy(srv_http *h, int delta) { atomic_fetch_add(&h->busy, delta); }
+
+double srv_http_deadline(const srv_http *h) { return srv_now_s() + h->request_timeout_s; }
+int srv_http_request_timeout(const srv_http *h) { return (int)h->request_timeout_s; }
 
 /* ---- the request deadline ------------------------------------------------ */
 
@@ -346,12 +364,14 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **req_cls) {
-    (void)version;
     srv_http *h = cls;
     conn *cn = *req_cls;
     if (!cn) {
         if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
         *req_cls = cn;
+        const union MHD_ConnectionInfo *si = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        watch *w = si ? si->socket_context : NULL;
+        if (w) w->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1), w->probed = 0;
         return check_request(h, c, url, method, cn);
     }
     if (*upload_size) {

@@ -64,6 +64,18 @@ enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_erro
 /* Whether the client is gone: its connection hung up or failed (a request
  * then is cancelled); a half-close is not gone. */
 int srv_http_peer_gone(struct MHD_Connection *c);
+/* srv_http_peer_gone, and for a request not yet answered (nothing of its
+ * answer sent): a client that sent the end of its data (POLLRDHUP) has
+ * either only half-closed, waiting for its answer, or closed entirely, and
+ * TCP tells the two apart only when something is written to it. So an
+ * interim "HTTP/1.1 100 Continue" (which an HTTP/1.1 client must accept
+ * and skip before the answer, RFC 9110 15.2) is written once: a closed
+ * socket answers it with a reset, which this sees as gone on a later call. */
+int srv_http_probe_gone(struct MHD_Connection *c);
+/* A request's deadline for the work before its answer (its grammar's
+ * compilation): --request-timeout from now, on srv_now_s()'s clock. */
+double srv_http_deadline(const srv_http *h);
+int srv_http_request_timeout(const srv_http *h);
 /* Counts a completion in flight (srv_http_drain waits for them). */
 void srv_http_busy(srv_http *h, int delta);
 

@@ -57,6 +57,17 @@ char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const cha
     metric(f, "requests_running", "gauge", "Requests in a slot.", model, st->running);
     metric(f, "requests_queued", "gauge", "Requests waiting for a slot.", model, st->queued);
     metric(f, "slots", "gauge", "Slots (sequences decoded together).", model, st->n_slots);
+    metric(f, "slots_busy", "gauge", "Slots running a request.", model, st->running);
+    metric(f, "slots_idle", "gauge", "Slots free for a request.", model, st->n_slots - st->running);
+    /* a leak (a cancelled request that kept its slot or its blocks) shows
+     * as busy slots or reserved blocks that do not return to 0 when idle */
+    metric(f, "kv_blocks", "gauge", "Blocks of the shared KV cache.", model, st->kv_blocks);
+    metric(f, "kv_blocks_used", "gauge",
+           "KV blocks held by a sequence: running requests', and idle slots' caches (given up when needed).", model,
+           st->kv_blocks - st->kv_free);
+    metric(f, "kv_blocks_free", "gauge", "KV blocks held by no sequence.", model, st->kv_free);
+    metric(f, "kv_blocks_reserved", "gauge", "KV blocks set aside for the running requests (their most).", model,
+           st->kv_reserved);
     metric(f, "batch_occupancy", "gauge", "Mean busy slots per step over the last 10 s, divided by the slots.",
            model, st->occupancy);
     if (g) {
@@ -66,6 +77,9 @@ char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const cha
         metric(f, "grammar_cache_misses_total", "counter", "Structured-output requests that compiled their grammar.",
                model, (double)g->misses);
         metric(f, "grammar_cache_entries", "gauge", "Compiled grammars kept.", model, g->entries);
+        metric(f, "grammar_compilations_abandoned_total", "counter",
+               "Grammar compilations dropped before they began: their requests had left or timed out.", model,
+               (double)g->abandoned);
     }
     if (fclose(f) != 0) {
         free(buf);

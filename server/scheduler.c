@@ -81,6 +81,8 @@ struct srv_sched {
     srv_job *q_head, *q_tail;
     int n_queued, n_running, closed;
     int reserved; /* KV blocks set aside for the running jobs */
+    int block, n_blocks; /* the KV pool's, fixed */
+    clinfer_kv_pool seen; /* the pool as the step loop last saw it (srv_sched_stats) */
     int draft_max; /* srv_sched_speculate */
     int prefill_from; /* the slot the next step's prompt budget goes to first (round robin) */
     slot *slots;
@@ -262,12 +264,50 @@ static int min_int(int a, int b) { return a < b ? a : b; }
  * last token evaluated alone would change the logits a little, and a seed
  * would not give the same text again. */
 /* The KV blocks a job may come to hold: its prompt's and its answer's
- * most tokens, within a slot's context (a sequence's positions from 0). */
-static int job_blocks(const srv_sched *s, const srv_job *j, const clinfer_kv_pool *pool) {
-    int64_t tokens = (int64_t)j->n_prompt + (j->max_tokens ? j->max_tokens : s->n_ctx);
+ * most tokens, within a slot's context (a sequence's positions from 0). Not
+ * capped at the pool: one that can never fit is refused (srv_sched_fits),
+ * never admitted to fail at the full cache mid-answer. */
+static int64_t leader_blocks(const srv_sched *s, int n_prompt, int max_tokens) {
+    int64_t tokens = (int64_t)n_prompt + (max_tokens ? max_tokens : s->n_ctx);
     if (tokens > s->n_ctx) tokens = s->n_ctx;
-    int64_t b = (tokens + pool->block - 1) / pool->block;
-    return b < pool->n_blocks ? (int)b : pool->n_blocks;
+    return (tokens + s->block - 1) / s->block;
+}
+
+/* A follower's blocks: its answer's, from the prompt's last block on,
+ * which it copies before writing into it (the whole blocks before it it
+ * shares). */
+static int64_t follower_blocks(const srv_sched *s, int n_prompt, int max_tokens) {
+    int64_t tokens = (int64_t)n_prompt + (max_tokens ? max_tokens : s->n_ctx);
+    if (tokens > s->n_ctx) tokens = s->n_ctx;
+    return (tokens + s->block - 1) / s->block - n_prompt / s->block;
+}
+
+/* n choices: the first evaluates the prompt, the others copy it. */
+static int64_t group_blocks(const srv_sched *s, int n_prompt, int max_tokens, int n) {
+    return leader_blocks(s, n_prompt, max_tokens) + (int64_t)(n - 1) * follower_blocks(s, n_prompt, max_tokens);
+}
+
+int srv_sched_fits(srv_sched *s, int n_prompt, int n, int *max_tokens, int *need, int *have) {
+    /* block, n_blocks and n_ctx are fixed once the scheduler exists: no lock */
+    const int64_t b = group_blocks(s, n_prompt, *max_tokens, n);
+    *have = s->n_blocks;
+    *need = b < INT32_MAX ? (int)b : INT32_MAX;
+    if (b <= s->n_blocks) return 0;
+    if (*max_tokens) return -1; /* asked for more than can ever be held */
+    /* until the context is full: as far as the pool holds (the most tokens
+     * whose blocks fit, found by bisection: the need grows with them) */
+    int lo = 0, hi = s->n_ctx - n_prompt;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (group_blocks(s, n_prompt, mid, n) <= s->n_blocks) lo = mid;
+        else hi = mid - 1;
+    }
+    if (lo == 0) {
+        *need = (int)group_blocks(s, n_prompt, 1, n);
+        return -1;
+    }
+    *max_tokens = lo;
+    return 0;
 }
 
 /* Frees KV blocks until `blocks` are free, emptying idle slots' caches,
@@ -286,15 +326,6 @@ static void make_room(srv_sched *s, int blocks) {
         srv_engine_slot_rewind(s->e, lru, 0);
         s->slots[lru].n_prefilled = 0;
     }
-}
-
-/* A follower's blocks: its answer's, and the prompt's last block, which it
- * copies before writing into it (the rest it shares). */
-static int follower_blocks(const srv_sched *s, const srv_job *j, const clinfer_kv_pool *pool) {
-    int64_t tokens = j->max_tokens ? j->max_tokens : s->n_ctx;
-    if (tokens > s->n_ctx - j->n_prompt) tokens = s->n_ctx - j->n_prompt;
-    int64_t b = (tokens + pool->block - 1) / pool->block + 1;
-    return b < pool->n_blocks ? (int)b : pool->n_blocks;
 }
 
 /* A running job's sampler (its seed, its logit bias: -100 bans a token, as
@@ -353,18 +384,31 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
 }
 
 static void admit(srv_sched *s) {
-    clinfer_kv_pool pool;
-    srv_engine_kv_pool(s->e, &pool);
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
         int g = 1; /* j and the rest of its group: they take their slots at once */
         for (srv_job *f = j->qnext; j->group && f && f->group == j->group; f = f->qnext) g++;
-        if (s->n_slots - s->n_running < g) break;
         /* a job runs with its blocks set aside, so that no running job
-         * finds the cache full: it waits its turn while they are not free
-         * (one that can never fit runs alone, and ends at the full cache) */
-        const int need = job_blocks(s, j, &pool), need_f = g > 1 ? follower_blocks(s, j, &pool) : 0;
-        if (s->n_running > 0 && s->reserved + need + (g - 1) * need_f > pool.n_blocks) break;
+         * finds the cache full: it waits its turn while they are not free.
+         * One that can never fit (the HTTP side refuses it first:
+         * srv_sched_fits) fails here, before any work, with its group */
+        const int64_t need = leader_blocks(s, j->n_prompt, j->max_tokens),
+                      need_f = g > 1 ? follower_blocks(s, j->n_prompt, j->max_tokens) : 0;
+        if (need + (g - 1) * need_f > s->n_blocks) {
+            char why[160];
+            snprintf(why, sizeof why, "the request may take %lld KV blocks, more than the cache's %d",
+                     (long long)(need + (g - 1) * need_f), s->n_blocks);
+            for (int k = 0; k < g; k++) {
+                srv_job *f = s->q_head;
+                s->q_head = f->qnext;
+                if (!s->q_head) s->q_tail = NULL;
+                s->n_queued--;
+                finish(s, f, SRV_FINISH_ERROR, why);
+            }
+            continue;
+        }
+        if (s->n_slots - s->n_running < g) break;
+        if (s->reserved + need + (g - 1) * need_f > s->n_blocks) break;
         int land = -1, land_len = -1, src = -1, src_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
             int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
@@ -389,15 +433,15 @@ static void admit(srv_sched *s) {
         j->t_start = srv_now_s();
         s->slots[land].job = j;
         s->n_running++;
-        j->reserve = need;
-        s->reserved += need;
+        j->reserve = (int)need;
+        s->reserved += (int)need;
         s->st.cached_tokens += (unsigned long long)reuse;
         s->st.admitted_tokens += (unsigned long long)j->n_prompt;
         if (job_start(s, j)) {
             finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
             continue; /* its followers, at the queue's head, are a group of their own */
         }
-        for (int k = 1; k < g; k++) admit_follower(s, j, need_f);
+        for (int k = 1; k < g; k++) admit_follower(s, j, (int)need_f);
     }
 }
 
@@ -589,6 +633,7 @@ static void *loop(void *arg) {
         for (int k = 0; k < n; k++) step_blocks += (s->entries[k].n + pool.block - 1) / pool.block + 1;
         make_room(s, step_blocks);
         if (n == 0) {
+            srv_engine_kv_pool(s->e, &s->seen);
             pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
@@ -616,6 +661,7 @@ static void *loop(void *arg) {
         if (st == CLINFER_ERR_INTERRUPTED) s->closed = 1;
         s->st.prompt_tokens += (unsigned long long)prompt;
         record_step(s, (int)(s->st.gen_tokens - gen0), prompt, n);
+        srv_engine_kv_pool(s->e, &s->seen);
         pthread_cond_broadcast(&s->progress);
     }
     /* shut down: queued jobs never ran, running ones are cut */
@@ -652,6 +698,9 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
     s->n_ctx = srv_engine_n_ctx(e);
     s->n_vocab = clinfer_model_n_vocab(m);
     s->st.n_slots = n_slots;
+    srv_engine_kv_pool(e, &s->seen);
+    s->block = s->seen.block > 0 ? s->seen.block : 1;
+    s->n_blocks = s->seen.n_blocks;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     srv_cond_init_monotonic(&s->progress);
@@ -834,6 +883,9 @@ void srv_sched_stats(srv_sched *s, srv_stats *out) {
     *out = s->st;
     out->running = s->n_running;
     out->queued = n_waiting(s);
+    out->kv_blocks = s->seen.n_blocks;
+    out->kv_free = s->seen.n_free;
+    out->kv_reserved = s->reserved;
     double t = srv_now_s(), t_first = t;
     long gen = 0, prompt = 0, busy = 0, steps = 0;
     for (int k = 0; k < s->ring_n; k++) {

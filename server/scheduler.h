@@ -75,6 +75,11 @@ typedef struct srv_stats {
     unsigned long long drafted_tokens, accepted_tokens; /* speculation (srv_sched_speculate) */
     double gen_tps, prompt_tps; /* over the last seconds (SRV_STATS_WINDOW_S) */
     double occupancy;           /* mean busy slots per step / n_slots, same window */
+    /* the shared KV cache as the step loop last saw it: blocks in all, held
+     * by no sequence, set aside for the running jobs (idle slots' caches
+     * hold the rest of the used ones, and give them up when a step needs
+     * them) */
+    int kv_blocks, kv_free, kv_reserved;
 } srv_stats;
 
 /* Starts the step loop; n_slots as the engine's, max_queue waiting jobs. */
@@ -94,6 +99,16 @@ void srv_sched_free(srv_sched *s);
 /* Stops taking jobs (srv_sched_submit: SRV_SUBMIT_CLOSED) and cuts the
  * running ones at the next step; returns at once. */
 void srv_sched_shutdown(srv_sched *s);
+
+/* Whether a request can ever be admitted: n choices of a prompt of
+ * n_prompt tokens, each generating up to *max_tokens (0: until the context
+ * is full) must find the KV blocks they may take (n's copies of the
+ * prompt's last block included) in the whole pool. 0 when they fit; with
+ * *max_tokens 0 it is then set to the most that fit where the pool holds
+ * less than the context (the answer ends there with length, as at the
+ * context's end). -1 when even one token each cannot fit, or when the
+ * max_tokens given cannot: *need and *have say the blocks. */
+int srv_sched_fits(srv_sched *s, int n_prompt, int n, int *max_tokens, int *need, int *have);
 
 /* The job copies the prompt and parameters. */
 clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job_params *p, srv_job **out);

@@ -22,8 +22,9 @@ MODEL_DIR = os.environ.get("CLINFER_MODEL_DIR") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clinfer", "models")
 MODEL = os.path.join(MODEL_DIR, "SmolLM2-135M-Instruct.Q4_1.gguf")
 if not os.path.exists(MODEL):
-    print("SKIP: no %s" % MODEL)
-    sys.exit(77)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+    import skip
+    skip.skip("chat_pty", "missing", "no %s (make test-models)" % MODEL)
 ARGS = [BIN, "chat", "-m", MODEL, "-n", "4", "-c", "256"]
 failures = []
 

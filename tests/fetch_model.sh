@@ -6,6 +6,7 @@
 #
 # usage: fetch_model.sh SOURCE_DIR
 set -u
+. "$(dirname "$0")/support/skip.sh"
 SRC=$1
 W=$(mktemp -d /tmp/clinfer-fetch-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
@@ -27,6 +28,6 @@ if [ -f "$CACHE/$FILE" ]; then
   then echo "ok   cached default: its path, nothing fetched"
   else echo "FAIL: cached default: exit $rc, stdout '$out', stderr: $(cat "$W/err")"; failures=$((failures + 1)); fi
 else
-  echo "skip cached default: $CACHE/$FILE is not here (make model)"
+  skip_note missing "cached default: $CACHE/$FILE is not here (make model)"
 fi
 exit $((failures > 0))

@@ -12,6 +12,7 @@
 #
 # usage: install.sh BUILD_DIR SOURCE_DIR TINY_GGUF
 set -u
+. "$(dirname "$0")/support/skip.sh"
 BUILD=$1 SRC=$(cd "$2" && pwd) TOOL=$3
 W=$(mktemp -d /tmp/clinfer-install-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
@@ -49,7 +50,7 @@ readme_install() {
     for p in python3 /usr/bin/python3; do
         if "$p" -c "import numpy, setuptools, venv" 2>/dev/null; then PY=$(command -v "$p"); break; fi
     done
-    [ -n "$PY" ] || { echo "skip README install block: no python3 with numpy, setuptools, venv"; return; }
+    [ -n "$PY" ] || { skip_note missing "README install block: no python3 with numpy, setuptools, venv"; return; }
     ln -s "$PY" "$W/shim/python3"
     "$BUILD/clinfer" run -m "$W/tiny.gguf" -p "The capital of France is" -n 16 >"$W/want" 2>"$W/log" || { fail "clinfer run"; return; }
     (cd "$T" && env -u LD_LIBRARY_PATH -u CLINFER_LIBRARY -u PKG_CONFIG_PATH HOME="$H" PATH="$W/shim:$PATH" \

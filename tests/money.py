@@ -200,7 +200,9 @@ def info_price(clinfer, model):
 
 def serve_price(clinfer, tiny, d):
     if run([clinfer, "serve", "--help"], check=False).returncode != 0:
-        print("skip: serve.py --price (this build has no `clinfer serve`)")
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+        import skip
+        skip.note("money", "missing", "serve.py --price: this build has no `clinfer serve` (scripts/setup.sh installs its libraries)")
         return
     model = os.path.join(d, "tiny-noeog.gguf")
     run([tiny, "model", model, "--no-eog"])

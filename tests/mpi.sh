@@ -14,6 +14,7 @@
 #
 # usage: mpi.sh CLINFER MPI_LOGITS TINY_GGUF ON|OFF
 set -u
+. "$(dirname "$0")/support/skip.sh"
 BIN=$1 LOGITS=$2 TOOL=$3 BUILT=$4
 W=$(mktemp -d /tmp/clinfer-mpi-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
@@ -32,10 +33,9 @@ if [ "$BUILT" != ON ]; then
         fail "--mpi without MPI: exit $rc"
         exit 1
     fi
-    echo "SKIP: clinfer was built without MPI (CLINFER_MPI=OFF); --mpi says so"
-    exit 77
+    skip_test missing "clinfer was built without MPI (CLINFER_MPI=OFF; scripts/setup.sh installs libopenmpi-dev); --mpi says so"
 fi
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun on PATH (scripts/setup.sh installs openmpi-bin)"; exit 77; }
+command -v mpirun >/dev/null || skip_test missing "no mpirun on PATH (scripts/setup.sh installs openmpi-bin)"
 if ldd "$BIN" | grep -q libasan; then
     # Open MPI keeps what it allocates until exit, by design: LSan reports
     # ~3300 allocations per rank, most from its components (plugins it
@@ -43,8 +43,8 @@ if ldd "$BIN" | grep -q libasan; then
     # module, even with mca_base_component_disable_dlclose): no narrow
     # suppression exists. The ASan pass still runs the stage interface
     # these share with split (test_split); this script runs in the plain build.
-    echo "SKIP: clinfer built with AddressSanitizer (Open MPI's allocations live until exit, in unloaded plugins)"
-    exit 77
+    # (CMakeLists.txt registers this test in the plain build only)
+    skip_test missing "clinfer built with AddressSanitizer (Open MPI's allocations live until exit, in unloaded plugins)"
 fi
 
 # What Open MPI needs here: running as root (a container) is refused unless

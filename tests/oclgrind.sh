@@ -18,10 +18,8 @@
 # runtime in place of the ICD loader: Oclgrind is the only platform the
 # process sees, and no ICD file is installed for the rest of the suite.
 set -u
-if ! command -v oclgrind >/dev/null 2>&1; then
-    echo "oclgrind is not installed (scripts/setup.sh installs it): skipped"
-    exit 77
-fi
+. "$(dirname "$0")/support/skip.sh"
+command -v oclgrind >/dev/null 2>&1 || skip_test missing "oclgrind is not installed (scripts/setup.sh installs it)"
 BIN=$1
 shift
 W=$(mktemp -d /tmp/clinfer-oclgrind-XXXXXX) || exit 1

@@ -13,10 +13,8 @@
 # usage: oclgrind_models.sh CLINFER TINY_GGUF SOURCE_DIR PART
 set -u
 BIN=$1 TOOL=$2 SRC=$3 PART=$4
-if ! command -v oclgrind >/dev/null 2>&1; then
-    echo "oclgrind is not installed (scripts/setup.sh installs it): skipped"
-    exit 77
-fi
+. "$(dirname "$0")/support/skip.sh"
+command -v oclgrind >/dev/null 2>&1 || skip_test missing "oclgrind is not installed (scripts/setup.sh installs it)"
 W=$(mktemp -d /tmp/clinfer-oclgrind-models-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
 # some 20 tokens (byte-level vocabulary): prefill through the GEMM and prefill attention, then decode

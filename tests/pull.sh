@@ -41,8 +41,24 @@ SEED=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 "$TOOL" model "$W/src/tiny.gguf" --seed "$SEED" >/dev/null || { echo "FAIL: tiny_gguf"; exit 1; }
 "$TOOL" model "$W/src/tinycat.gguf" --seed $((SEED + 1)) --ff 256 >/dev/null || { echo "FAIL: tiny_gguf"; exit 1; }
 
-# the index on loopback, on a free port
-python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$W/www" >"$W/server.log" 2>&1 &
+# the index on loopback, on a free port: http.server's files, and
+# /redirect?to=URL answering 302 to URL
+cat >"$W/serve.py" <<'PY'
+import functools, http.server, sys, urllib.parse
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path)
+        if u.path != "/redirect":
+            return super().do_GET()
+        self.send_response(302)
+        self.send_header("Location", urllib.parse.parse_qs(u.query)["to"][0])
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=sys.argv[1]))
+print(f"Serving HTTP on 127.0.0.1 port {s.server_address[1]}", flush=True)
+s.serve_forever()
+PY
+python3 -u "$W/serve.py" "$W/www" >"$W/server.log" 2>&1 &
 SERVER=$!
 PORT=
 for _ in $(seq 1 100); do
@@ -60,7 +76,8 @@ export CLINFER_PACKAGE_INDEX="http://127.0.0.1:$PORT/pypi"
 python3 - "$W" "$PORT" <<'PY' || { echo "FAIL: building the index"; exit 1; }
 import hashlib, json, os, sys, zipfile
 w, port = sys.argv[1], sys.argv[2]
-def wheel(pkg, members):
+def wheel(pkg, members, url=None, size=None):
+    """members: the wheel's files; url, size: what the index says of it instead of the truth."""
     dist = pkg.replace("-", "_")
     name = f"{dist}-1.0-py3-none-any.whl"
     path = f"{w}/www/files/{name}"
@@ -70,8 +87,8 @@ def wheel(pkg, members):
         z.writestr(f"{dist}-1.0.dist-info/METADATA", f"Name: {pkg}\nVersion: 1.0\n")
     os.makedirs(f"{w}/www/pypi/{pkg}", exist_ok=True)
     other = {"filename": f"{dist}-1.0.tar.gz", "url": "http://127.0.0.1:1/none.tar.gz", "size": 1}
-    entry = {"filename": name, "url": f"http://127.0.0.1:{port}/files/{name}", "size": os.path.getsize(path),
-             "packagetype": "bdist_wheel"}
+    entry = {"filename": name, "url": url or f"http://127.0.0.1:{port}/files/{name}",
+             "size": size or os.path.getsize(path), "packagetype": "bdist_wheel"}
     with open(f"{w}/www/pypi/{pkg}/json", "w") as f:  # a later version is the latest: releases[] must be read
         json.dump({"info": {"version": "2.0"}, "releases": {"1.0": [other, entry], "2.0": []}}, f)
 tiny = open(f"{w}/src/tiny.gguf", "rb").read()
@@ -82,6 +99,15 @@ wheel("tiny-model", [("tiny.gguf", tiny), ("__init__.py", b"")])
 wheel("tinycat-part1", [("tinycat.gguf.part01", cat[:half])])
 wheel("tinycat-part2", [("tinycat.gguf.part02", cat[half:])])
 wheel("tiny-corrupt", [("tiny.gguf", bytes(bad))])
+# hostile indexes (issue 37): a small wheel that inflates to 32 MiB for a 4 KiB model (a zip bomb), a wheel
+# larger than the index declares, a file:// URL, a redirect to another host; and one to the same host
+wheel("tiny-bomb", [("tiny.gguf", bytes(32 << 20))])
+wheel("tiny-liar", [("tiny.gguf", tiny)], size=100)
+local = f"{w}/www/files/tiny_model-1.0-py3-none-any.whl"
+wheel("tiny-file", [("tiny.gguf", tiny)], url=f"file://{local}")
+wheel("tiny-away", [("tiny.gguf", tiny)],
+      url=f"http://127.0.0.1:{port}/redirect?to=http://localhost:{port}/files/tiny_away-1.0-py3-none-any.whl")
+wheel("tiny-moved", [("tiny.gguf", tiny)], url=f"http://127.0.0.1:{port}/redirect?to=/files/tiny_moved-1.0-py3-none-any.whl")
 row = lambda name, file, pkgs, data, asm, instruct: \
     f"{name}\t{file}\t{pkgs}\t1.0\t{len(data)}\t{hashlib.sha256(data).hexdigest()}\t{asm}\t{instruct}\n"
 with open(f"{w}/catalogue.tsv", "w") as f:
@@ -90,6 +116,9 @@ with open(f"{w}/catalogue.tsv", "w") as f:
     f.write(row("tinycat", "tinycat.gguf", "tinycat-part1,tinycat-part2", cat, "concat", "yes"))
     f.write(row("tinybad", "tinybad.gguf", "tiny-corrupt", tiny, "wheel", "yes"))
     f.write(row("nopkg", "nopkg.gguf", "no-such-package", tiny, "wheel", "yes"))
+    f.write(row("bomb", "bomb.gguf", "tiny-bomb", bytes(4096), "wheel", "yes"))
+    for pkg in ("liar", "file", "away", "moved"):
+        f.write(row(pkg, f"{pkg}.gguf", f"tiny-{pkg}", tiny, "wheel", "yes"))
 PY
 
 # 1. one wheel: the path on stdout, the file the one built, plain progress lines in a file
@@ -178,6 +207,26 @@ check "quantize tinycat on first use: fetched, then converted" sh -c "[ $rc -eq 
 "$BIN" pull --list >"$W/out" 2>"$W/err"
 check "pull --list: each model, instruct or base, cached or not" sh -c "grep -Eq '^tiny +base .* yes +tiny.gguf \\(the default\\)' '$W/out' &&
     grep -Eq '^tinybad +instruct .* no ' '$W/out'"
+
+# 12. a hostile index (issue 37): nothing written past the declared sizes, only http(s), no other host
+"$BIN" pull bomb >"$W/out" 2>"$W/err"
+rc=$?
+check "pull of a zip bomb: exit 4, stopped at the catalogue's size, nothing kept" sh -c "[ $rc -eq 4 ] &&
+    grep -q 'holds 33554432 bytes of the model, more than the catalogue.s 4096' '$W/err' && ! ls '$W/cache' | grep -q bomb"
+"$BIN" pull liar >"$W/out" 2>"$W/err"
+rc=$?
+check "pull of a wheel larger than the index declares: exit 4, stopped" sh -c "[ $rc -eq 4 ] &&
+    grep -q 'more than the 100 bytes the package index declares' '$W/err' && ! ls '$W/cache' | grep -q liar"
+"$BIN" pull file >"$W/out" 2>"$W/err"
+rc=$?
+check "pull of a file:// URL: refused (exit 3), nothing kept" sh -c "[ $rc -eq 3 ] && grep -qi 'file' '$W/err' &&
+    ! ls '$W/cache' | grep -q '^file'"
+"$BIN" pull away >"$W/out" 2>"$W/err"
+rc=$?
+check "pull redirected to another host: not followed (exit 3)" sh -c "[ $rc -eq 3 ] &&
+    grep -q 'redirects to another host (http://localhost:' '$W/err' && ! ls '$W/cache' | grep -q away"
+"$BIN" pull moved >"$W/out" 2>"$W/err"
+check "pull redirected on the same host: followed, the file is the one built" cmp -s "$W/src/tiny.gguf" "$W/cache/moved.gguf"
 
 echo "$((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -275,7 +275,7 @@ int main(void) {
         cmocka_unit_test(test_large_scores),     cmocka_unit_test(test_naive),
         cmocka_unit_test(test_sliding_window),   cmocka_unit_test(test_bad_arguments),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

@@ -354,5 +354,5 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_hostile),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_GROUP(tests, setup, teardown);
 }

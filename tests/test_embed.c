@@ -95,8 +95,7 @@ static const peer_file SMOLLM2_F32 = {"tests/data/peer_embed_smollm2_f32.txt", N
 static void run_peer(const peer_file *pf) {
     char path[4096], f32[64] = "";
     if (clinfer_model_path(pf->model, path, sizeof path) != CLINFER_OK || access(path, R_OK) != 0) {
-        print_message("[ SKIP ] no %s (%s)\n", pf->model ? pf->model : "default model", path);
-        skip();
+        TU_SKIP("no %s (%s)", pf->model ? pf->model : "default model", path);
     }
     if (pf->f32) {
         const char *bin = getenv("CLINFER_BIN");
@@ -111,8 +110,7 @@ static void run_peer(const peer_file *pf) {
     clinfer_status st = clinfer_model_load(path, NULL, NULL, &m);
     if (*f32) unlink(f32); /* mapped: the file lives on until the model is freed */
     if (st == CLINFER_ERR_FORMAT && strstr(clinfer_last_error(), "unsupported tensor type")) {
-        print_message("[ SKIP ] %s: this build lacks the file's weight types\n", clinfer_last_error());
-        skip();
+        TU_SKIP("%s: this build lacks the file's weight types", clinfer_last_error());
     }
     ASSERT_OK(st);
     assert_int_equal(clinfer_model_pooling(m), CLINFER_POOLING_MEAN); /* the files name none */
@@ -392,5 +390,5 @@ int main(void) {
         cmocka_unit_test(test_peer_gemma3),
         cmocka_unit_test(test_peer_smollm2_f32),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return TU_RUN_GROUP(tests, setup, teardown);
 }

@@ -154,5 +154,5 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_wrap_without_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unavailable_stated, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -468,8 +468,7 @@ static void test_real_model(void **state) {
     (void)state;
     char path[4096];
     if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
-        printf("[  NOTE    ] %s: real-model check skipped\n", clf_last_error());
-        skip();
+        TU_SKIP("%s: real-model check", clf_last_error());
     }
     clf_gguf *g;
     TU_OK(clf_gguf_open(path, &g));
@@ -544,5 +543,5 @@ int main(void) {
         cmocka_unit_test(test_accessors),  cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_real_model),
     };
-    return cmocka_run_group_tests(tests, NULL, teardown);
+    return TU_RUN_GROUP(tests, NULL, teardown);
 }

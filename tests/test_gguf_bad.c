@@ -587,5 +587,5 @@ int main(void) {
         cmocka_unit_test(test_random_damage), cmocka_unit_test(test_llama_hparams),
         cmocka_unit_test(test_family_hparams), cmocka_unit_test(test_gemma3_metadata),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -105,7 +105,7 @@ int main(void) {
         cmocka_unit_test(test_one_byte_short),
         cmocka_unit_test(test_vocabulary_fault),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

@@ -531,5 +531,5 @@ int main(void) {
         cmocka_unit_test(test_deep_nesting), cmocka_unit_test(test_surrogates), cmocka_unit_test(test_stack_depth),
         cmocka_unit_test(test_size_bounds),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -231,14 +231,13 @@ static void test_shape_and_command(void **state) {
 
 static int default_model(char *path, size_t n) {
     if (clf_model_path(NULL, path, n) == CLF_OK) return 1;
-    printf("[  NOTE    ] %s: skipped\n", clf_last_error());
     return 0;
 }
 
 static void test_default_model(void **state) {
     (void)state;
     char path[4096];
-    if (!default_model(path, sizeof path)) skip();
+    if (!default_model(path, sizeof path)) TU_SKIP("%s", clf_last_error());
     clf_gguf *g;
     clf_model_shape s;
     TU_OK(clf_gguf_open(path, &g));
@@ -257,7 +256,7 @@ static void test_default_model(void **state) {
 static void test_device_memory(void **state) {
     (void)state;
     char path[4096];
-    if (!default_model(path, sizeof path)) skip();
+    if (!default_model(path, sizeof path)) TU_SKIP("%s", clf_last_error());
     clf_runtime *rt = tu_runtime();
     clf_gguf *g;
     clf_model_shape s;
@@ -323,7 +322,7 @@ int main(void) {
         cmocka_unit_test(test_default_model),     cmocka_unit_test(test_device_memory),
         cmocka_unit_test(test_device_memory_sliding),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

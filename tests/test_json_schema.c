@@ -519,5 +519,5 @@ int main(void) {
         cmocka_unit_test(test_long_names),    cmocka_unit_test(test_many_properties), cmocka_unit_test(test_wide_enums),
         cmocka_unit_test(test_schema_bounds),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -50,5 +50,5 @@ int main(void) {
         cmocka_unit_test(test_random_programs),
         cmocka_unit_test(test_refusal_and_copy_on_write),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -149,5 +149,5 @@ int main(void) {
         cmocka_unit_test(test_exact_cases),
         cmocka_unit_test(test_bad_arguments),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

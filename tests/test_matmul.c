@@ -109,7 +109,7 @@ static void test_int8_other_widths(void **state) {
     clf_runtime *rt = tu_runtime();
     const char *w[2] = {NULL, NULL};
     const int nw = int8_widths(w);
-    if (nw < 2) TU_SKIP("this device runs %s int8 width: none other to force", nw ? "one" : "no");
+    if (nw < 2) TU_SKIP_CAP("this device runs %s int8 width: none other to force", nw ? "one" : "no");
     static const int ns[] = {1, 7, 64};
     for (int i = 1; i < nw; i++) {
         tu_tune(w[i]);
@@ -613,7 +613,7 @@ static void test_int8_gemm(void **state) {
     clf_runtime *rt = tu_runtime();
     const char *widths[2] = {NULL, NULL};
     const int nw = int8_widths(widths);
-    if (!nw) TU_SKIP("no int8 products on this device (x86 AVX2 or AVX-512BW under PoCL)");
+    if (!nw) TU_SKIP_CAP("no int8 products on this device (x86 AVX2 or AVX-512BW under PoCL)");
     enum { ROWS = 97, COLS = 512, X0 = 3, NMAX = 513 };
     uint64_t s = tu_seed() + 11;
     float *wf = malloc(ROWS * COLS * sizeof *wf), *x = malloc((X0 + NMAX) * COLS * sizeof *x);
@@ -727,7 +727,7 @@ int main(void) {
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_selftest_table),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

@@ -178,5 +178,5 @@ int main(void) {
         cmocka_unit_test(test_catalogue_override),
         cmocka_unit_test(test_resolution),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -225,14 +225,12 @@ static const peer_variant GEMMA3_F32 = {"tests/data/peer_gemma3_270m_f32.txt", 0
 /* The cached Gemma 3 file, or a skip saying why there is none to run. */
 static void gemma3_path(char *path, size_t n) {
     if (clf_model_path("gemma3-270m", path, n) != CLF_OK) {
-        print_message("[ SKIP ] %s (run `make model MODEL=gemma3-270m`)\n", clf_last_error());
-        skip();
+        TU_SKIP("%s (run `make model MODEL=gemma3-270m`)", clf_last_error());
     }
     clf_gguf *g;
     clf_status st = clf_gguf_open(path, &g);
     if (st == CLF_ERR_FORMAT && strstr(clf_last_error(), "unsupported tensor type")) {
-        print_message("[ SKIP ] %s: this build's GGUF reader lacks the file's weight types\n", clf_last_error());
-        skip();
+        TU_SKIP("%s: this build's GGUF reader lacks the file's weight types", clf_last_error());
     }
     TU_OK(st);
     clf_gguf_close(g);
@@ -327,7 +325,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion),
                                        cmocka_unit_test(test_tiny_families), cmocka_unit_test(test_gemma3_270m),
                                        cmocka_unit_test(test_gemma3_270m_f32), cmocka_unit_test(test_kquant_mixes)};
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

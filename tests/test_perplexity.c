@@ -79,7 +79,7 @@ static void test_matches_reference(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_matches_reference)};
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

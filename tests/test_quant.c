@@ -396,5 +396,5 @@ int main(void) {
         cmocka_unit_test(test_f16_to_f32_edges),  cmocka_unit_test(test_f16_round_trip_all),
         cmocka_unit_test(test_f32_to_f16_random), cmocka_unit_test(test_peer_records),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

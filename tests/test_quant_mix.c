@@ -2,8 +2,8 @@
  * against llama.cpp's rules worked out by hand for two model shapes: the
  * default model's (rows of 576: every K-quant matrix but ffn_down falls
  * back to a 32-weight-block type) and one whose rows are whole 256-weight
- * super-blocks. tests/peer/check_quantize.py `same` compares whole files
- * with llama.cpp's own quantization. */
+ * super-blocks. tests/peer/record_kquant.py compares whole files with
+ * llama.cpp's own quantization (test_quantize replays its record). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -288,5 +288,5 @@ int main(void) {
         cmocka_unit_test(test_superblock_shape),
         cmocka_unit_test(test_edges),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -308,7 +308,7 @@ int main(void) {
         cmocka_unit_test(test_kernel_cache),             cmocka_unit_test(test_abort_before_build),
         cmocka_unit_test(test_launch_counter),           cmocka_unit_test(test_capability_probe),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

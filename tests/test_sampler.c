@@ -442,5 +442,5 @@ int main(void) {
         cmocka_unit_test(test_bad_parameters),
         cmocka_unit_test(test_vocab_sized_cost),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

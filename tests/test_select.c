@@ -116,7 +116,7 @@ int main(void) {
         cmocka_unit_test(test_topk_bad_arguments),
     };
     tu_seed();
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
 }

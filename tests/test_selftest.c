@@ -90,5 +90,5 @@ int main(void) {
         cmocka_unit_test(test_wrong_kernel_fails),
         cmocka_unit_test(test_unknown_device),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

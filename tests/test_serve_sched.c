@@ -5,6 +5,7 @@
  * frees its slot, stopping cuts running jobs and fails queued ones, and a
  * prefix cached in one slot is copied into another for a prompt sharing it,
  * the text as without the cache. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 
 #include "clinfer.h"
 #include "engine.h"
+#include "grammar_cache.h"
 #include "scheduler.h"
 
 typedef struct fixture {
@@ -392,6 +394,164 @@ static void test_small_cache_queues(void **state) {
     for (int i = 0; i < JOBS; i++) free(texts[i]);
 }
 
+/* What a cache of three blocks of 32 tokens can ever hold (srv_sched_fits,
+ * issue 37): a prompt of 8 tokens and 24 answer tokens take a block; n
+ * choices take one more each (the prompt's last block copied, the answer
+ * in it); more than three blocks is refused, never admitted to fail at the
+ * full cache; without max_tokens the answer is bounded by the cache where
+ * it holds less than the context. */
+static void test_fits_the_whole_cache(void **state) {
+    (void)state;
+    enum { CTX = 64 };
+    clinfer_model_info mi = {.size = sizeof mi};
+    assert_int_equal(clinfer_model_get_info(fx.m, &mi), CLINFER_OK);
+    const size_t block_bytes = 2 * (size_t)mi.n_layer * mi.n_head_kv * (mi.n_embd / mi.n_head) * 32 * sizeof(float);
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, 4, CTX, CLINFER_KV_F32, 3 * block_bytes, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, 4, 4, &sv.s), CLINFER_OK);
+    int mt, need, have;
+    mt = 24;
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 1, &mt, &need, &have), 0);
+    assert_int_equal(need, 1);
+    assert_int_equal(have, 3);
+    mt = 25; /* a second block */
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 1, &mt, &need, &have), 0);
+    assert_int_equal(need, 2);
+    mt = 24;
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 3, &mt, &need, &have), 0);
+    assert_int_equal(need, 3);
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 4, &mt, &need, &have), -1); /* n's copies counted */
+    assert_int_equal(need, 4);
+    mt = 25;
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 2, &mt, &need, &have), -1);
+    assert_int_equal(need, 4);
+    assert_int_equal(mt, 25); /* a max_tokens given is not changed */
+    mt = 0; /* until the context is full: two blocks, held */
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 1, &mt, &need, &have), 0);
+    assert_int_equal(mt, 0);
+    mt = 0; /* two choices of the whole context would take four: the answers end where three hold them */
+    assert_int_equal(srv_sched_fits(sv.s, N_PROMPT, 2, &mt, &need, &have), 0);
+    assert_int_equal(mt, 24);
+    mt = 0;
+    assert_int_equal(srv_sched_fits(sv.s, 40, 4, &mt, &need, &have), -1); /* not even one token each */
+    /* four choices submitted past the check fail at once, without running */
+    srv_job_params p = sampled(24);
+    srv_job *g[4];
+    for (int i = 0; i < 4; i++) g[i] = job(&p, N_PROMPT);
+    assert_int_equal(srv_sched_submit_group(sv.s, g, 4), SRV_SUBMIT_OK);
+    for (int i = 0; i < 4; i++) {
+        srv_job_view v;
+        char *text;
+        size_t n;
+        do srv_sched_wait(sv.s, g[i], 0, 1000, &v, &text, &n), free(text);
+        while (v.state != SRV_DONE);
+        assert_int_equal(v.finish, SRV_FINISH_ERROR);
+        assert_int_equal(v.n_gen, 0);
+        srv_sched_release(sv.s, g[i]);
+    }
+    srv_stats st;
+    srv_sched_stats(sv.s, &st);
+    assert_int_equal(st.steps, 0);
+    stop(&sv);
+}
+
+/* The grammar cache's compiler under the test's hand: it counts its
+ * compilations and holds each until the gate opens. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open, entered, compiled;
+} gate = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0};
+
+static clinfer_status gated_compile(const clinfer_model *m, srv_gsource kind, const char *src, size_t len,
+                                    clinfer_grammar **out) {
+    pthread_mutex_lock(&gate.mu);
+    gate.entered++;
+    gate.compiled++;
+    pthread_cond_broadcast(&gate.cv);
+    while (!gate.open) pthread_cond_wait(&gate.cv, &gate.mu);
+    pthread_mutex_unlock(&gate.mu);
+    *out = NULL;
+    if (kind != SRV_GSRC_SCHEMA) return clinfer_grammar_create(m, src, len, NULL, out);
+    char *gbnf;
+    clinfer_status st = clinfer_json_schema_to_gbnf(src, len, &gbnf);
+    if (st == CLINFER_OK) st = clinfer_grammar_create(m, gbnf, strlen(gbnf), NULL, out);
+    clinfer_free(gbnf);
+    return st;
+}
+
+typedef struct getter {
+    srv_gcache *c;
+    const char *gbnf;
+    srv_gcache_result r;
+    clinfer_grammar *g;
+} getter;
+
+static void *get_thread(void *arg) {
+    getter *t = arg;
+    clinfer_status st;
+    t->r = srv_gcache_get(t->c, SRV_GSRC_GBNF, t->gbnf, strlen(t->gbnf), NULL, &t->g, &st);
+    return NULL;
+}
+
+static int left(void *arg) { return *(int *)arg; }
+
+/* Grammars compile on the cache's thread, one at a time, while requests
+ * wait until their deadline or until they leave (issue 37): a request for
+ * a source under compilation times out (the compilation goes on for the
+ * next one), one queued behind it is busy, one that left is gone, and the
+ * sources nobody waits for any more are dropped unstarted. A source
+ * compiles once, however many requests wait for it or come after, a
+ * schema is not converted again, and a failure is kept as well. */
+static void test_grammar_cache_waits(void **state) {
+    (void)state;
+    srv_gcache *c;
+    assert_int_equal(srv_gcache_create(fx.m, 4, &c), CLINFER_OK);
+    srv_gcache_set_compiler(c, gated_compile);
+    getter a = {c, "root ::= \"a\"", SRV_GCACHE_FAILED, NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, get_thread, &a), 0);
+    pthread_mutex_lock(&gate.mu);
+    while (!gate.entered) pthread_cond_wait(&gate.cv, &gate.mu); /* a's compilation runs, held */
+    pthread_mutex_unlock(&gate.mu);
+    clinfer_grammar *g;
+    clinfer_status st;
+    srv_gcache_wait soon = {srv_now_s() + 0.05, NULL, NULL};
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, a.gbnf, strlen(a.gbnf), &soon, &g, &st), SRV_GCACHE_TIMEOUT);
+    soon.deadline = srv_now_s() + 0.05;
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, "root ::= \"b\"", 12, &soon, &g, &st), SRV_GCACHE_BUSY);
+    int gone = 1;
+    srv_gcache_wait until_gone = {srv_now_s() + 3600, left, &gone};
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, "root ::= \"c\"", 12, &until_gone, &g, &st), SRV_GCACHE_GONE);
+    assert_null(g);
+    srv_gcache_stats gs;
+    srv_gcache_stats_get(c, &gs);
+    assert_int_equal(gs.abandoned, 2); /* b and c: never compiled */
+    assert_int_equal(gs.misses, 3);
+    pthread_mutex_lock(&gate.mu);
+    gate.open = 1;
+    pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+    pthread_join(t, NULL);
+    assert_int_equal(a.r, SRV_GCACHE_OK);
+    assert_non_null(a.g);
+    clinfer_grammar_free(a.g);
+    assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, a.gbnf, strlen(a.gbnf), NULL, &g, &st), SRV_GCACHE_OK);
+    clinfer_grammar_free(g);
+    static const char BAD[] = "root ::= (", SCHEMA[] = "{\"type\": \"boolean\"}";
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(srv_gcache_get(c, SRV_GSRC_GBNF, BAD, sizeof BAD - 1, NULL, &g, &st), SRV_GCACHE_FAILED);
+        assert_int_equal(st, CLINFER_ERR_ARG);
+        assert_int_equal(srv_gcache_get(c, SRV_GSRC_SCHEMA, SCHEMA, sizeof SCHEMA - 1, NULL, &g, &st), SRV_GCACHE_OK);
+        clinfer_grammar_free(g);
+    }
+    srv_gcache_stats_get(c, &gs);
+    assert_int_equal(gate.compiled, 3); /* a, the bad grammar, the schema: each once */
+    assert_int_equal(gs.hits, 2);       /* a again, the schema again */
+    assert_int_equal(gs.entries, 2);
+    srv_gcache_free(c);
+}
+
 /* A long prompt P ran in one slot while another prompt of its length runs
  * on in a second slot; then three prompts P + a suffix of their own, sent
  * together, take the three free slots: the first P's slot, the others P
@@ -562,6 +722,8 @@ int main(void) {
         cmocka_unit_test(test_shared_prefix_copied_across_slots),
         cmocka_unit_test(test_prefix_copied_up_to_divergence),
         cmocka_unit_test(test_small_cache_queues),
+        cmocka_unit_test(test_fits_the_whole_cache),
+        cmocka_unit_test(test_grammar_cache_waits),
         cmocka_unit_test(test_speculation_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
     };

@@ -469,8 +469,7 @@ static void test_default_model(void **state) {
     (void)state;
     char path[1024];
     if (clf_model_path(NULL, path, sizeof path) != CLF_OK) {
-        printf("[  NOTE    ] %s: real-model split skipped\n", clf_last_error());
-        skip();
+        TU_SKIP("%s: real-model split", clf_last_error());
     }
     clf_gguf *g;
     TU_OK(clf_gguf_open(path, &g));

@@ -580,5 +580,5 @@ int main(void) {
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_malformed_vocabularies),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

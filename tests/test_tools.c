@@ -495,5 +495,5 @@ int main(void) {
         cmocka_unit_test(test_grammar_llama),
         cmocka_unit_test(test_grammar_real_schema),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return TU_RUN_GROUP(tests, NULL, NULL);
 }

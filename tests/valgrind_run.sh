@@ -13,10 +13,8 @@
 # implementations), so the valgrind run finds every kernel in the cache.
 set -u
 BIN=$1 TOOL=$2 SRC=$3
-if ! command -v valgrind >/dev/null 2>&1; then
-    echo "valgrind is not installed (scripts/setup.sh installs it): skipped"
-    exit 77
-fi
+. "$(dirname "$0")/support/skip.sh"
+command -v valgrind >/dev/null 2>&1 || skip_test missing "valgrind is not installed (scripts/setup.sh installs it)"
 W=$(mktemp -d /tmp/clinfer-valgrind-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
 "$TOOL" model "$W/tiny.gguf" Q8_0 --no-eog || { echo "FAIL: cannot write the tiny model"; exit 1; }

@@ -53,6 +53,12 @@ static clf_status check_tool(clf_tools *t, int i, json_t *tool) {
         return clf_fail(CLF_ERR_ARG, "tools[%d].function.description is not a string", i);
     if (params && !json_is_object(params) && !json_is_null(params))
         return clf_fail(CLF_ERR_ARG, "tools[%d].function.parameters is not a JSON Schema object", i);
+    /* a call's arguments are an object (OpenAI's, and every template's):
+     * a schema of anything else would make the call's grammar a contradiction */
+    json_t *ptype = json_is_object(params) ? json_object_get(params, "type") : NULL;
+    if (ptype && !(json_is_string(ptype) && !strcmp(json_string_value(ptype), "object")))
+        return clf_fail(CLF_ERR_ARG, "tools[%d].function.parameters is not the schema of an object (its type is not "
+                                     "\"object\")", i);
     for (int k = 0; k < i; k++)
         if (!strcmp(t->names[k], json_string_value(name)))
             return clf_fail(CLF_ERR_ARG, "tools[%d]: a second function named '%s'", i, t->names[k]);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs each libFuzzer harness for a bounded time (make test-fuzz, part of
+# Runs each libFuzzer harness for a bounded time, FUZZ_JOBS at once (make test-fuzz, part of
 # make test). Fails on any finding: a crash, a sanitizer report, a leak, a
 # violated property, a timeout or running out of memory.
 #
@@ -36,7 +36,9 @@ mkdir -p "$B/corpus/json_schema" "$B/seeds/json_schema"
 cp "$SRC"/tests/data/schemas/*.json "$SRC"/tests/fuzz/seeds-json-schema/* "$B/seeds/json_schema/"
 harnesses="gguf tokenizer kv_blocks grammar json_schema"
 [ -x "$B/tests/fuzz/fuzz_request" ] && harnesses="$harnesses request"
-for h in $harnesses; do
+# one harness: its verdict on stdout, 1 on a finding
+fuzz_one() {
+    h=$1
     case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; kv_blocks) max_len=3072 ;; grammar) max_len=8192 ;; json_schema) max_len=8192 ;; esac
     log="$B/fuzz_$h.log"
     "$B/tests/fuzz/fuzz_$h" -max_total_time="$SECS" -max_len=$max_len -timeout=20 -rss_limit_mb=3072 \
@@ -51,7 +53,26 @@ for h in $harnesses; do
         echo "fuzz_$h: FINDING (exit $rc); the log's end ($log):"
         tail -n 40 "$log"
         echo "fuzz_$h: the input is in $B/findings/ (replay: $B/tests/fuzz/fuzz_$h FILE)"
-        status=1
+        return 1
     fi
+}
+# FUZZ_JOBS harnesses at a time (default: the cores; each is one process
+# on one core), each for SECS seconds
+jobs=${FUZZ_JOBS:-$(nproc)}
+set -- $harnesses
+while [ $# -gt 0 ]; do
+    batch=""
+    i=0
+    while [ $# -gt 0 ] && [ $i -lt "$jobs" ]; do
+        batch="$batch $1"
+        shift
+        i=$((i + 1))
+    done
+    for h in $batch; do fuzz_one "$h" >"$B/verdict_$h" & done
+    wait
+    for h in $batch; do
+        cat "$B/verdict_$h"
+        grep -q "^fuzz_$h: .* no findings" "$B/verdict_$h" || status=1
+    done
 done
 exit $status

@@ -2,6 +2,7 @@
 
 #include "check.h"
 
+#include <errno.h> /* program_invocation_short_name */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,4 +95,77 @@ char *tu_capture(const char *cmd, int *status) {
 
 void tu_expect_in(const char *out, const char *s) {
     if (!strstr(out, s)) fail_msg("'%s' not in the output:\n%s", s, out);
+}
+
+void tu_skip_log(int capability, const char *func, const char *reason) {
+    const char *log = getenv("CLINFER_SKIP_LOG");
+    if (!log || !*log) return;
+    FILE *f = fopen(log, "a"); /* O_APPEND: lines of tests running side by side do not interleave */
+    if (!f) return;
+    char line[1024];
+    const char *test = getenv("CLINFER_TEST_NAME"); /* ctest's entry: the program, or one of its parts */
+    int n = snprintf(line, sizeof line, "%s:%s\t%s\t", test ? test : program_invocation_short_name, func,
+                     capability ? "capability" : "missing");
+    for (const char *r = reason; *r && n < (int)sizeof line - 2; r++) line[n++] = *r == '\n' || *r == '\t' ? ' ' : *r;
+    line[n++] = '\n';
+    fwrite(line, 1, (size_t)n, f);
+    fclose(f);
+}
+
+void tu_skip(int capability, const char *func, const char *fmt, ...) {
+    char reason[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    printf("[  SKIPPED ] %s (%s)\n", reason, capability ? "this machine lacks it" : "missing");
+    fflush(stdout);
+    tu_skip_log(capability, func, reason);
+    skip();
+    abort(); /* skip() longjmps out of the test */
+}
+
+/* Is `name` one of the comma-separated words of `list`? */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p += len + (end != NULL);
+    }
+    return 0;
+}
+
+int tu_run_group(const char *group, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                 CMFixtureFunction teardown) {
+    const char *sel = getenv("CLINFER_TESTS");
+    if (!sel || !*sel) return _cmocka_run_group_tests(group, tests, n, setup, teardown);
+    int except = sel[0] == '!';
+    const char *list = sel + except;
+    /* every listed name must be a test of this program */
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int found = 0;
+        for (size_t i = 0; i < n && !found; i++) found = strlen(tests[i].name) == len && !strncmp(tests[i].name, p, len);
+        if (!found) {
+            fprintf(stderr, "CLINFER_TESTS=%s: %.*s is not a test of %s\n", sel, (int)len, p, program_invocation_short_name);
+            return 1;
+        }
+        p += len + (end != NULL);
+    }
+    struct CMUnitTest *pick = malloc((n ? n : 1) * sizeof *pick);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (listed(list, tests[i].name) != except) pick[k++] = tests[i];
+    if (!k) {
+        fprintf(stderr, "CLINFER_TESTS=%s leaves no test of %s to run\n", sel, program_invocation_short_name);
+        free(pick);
+        return 1;
+    }
+    printf("[ CLINFER_TESTS ] %zu of %s's %zu tests (%s)\n", k, program_invocation_short_name, n, sel);
+    int rc = _cmocka_run_group_tests(group, pick, k, setup, teardown);
+    free(pick);
+    return rc;
 }
