@@ -70,7 +70,7 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
     out->token = id;
     if ((out->eog = clf_token_is_eog(d->d.t, id))) return CLF_OK;
     CLF_TRY(clf_detok_push(&d->d, id, d->buf, d->cap, &out->len));
-    clinfer_sampler_accept(smp, id);
+    CLF_TRY((clf_status)clinfer_sampler_accept(smp, id));
     return CLF_OK;
 }
 
@@ -200,6 +200,12 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
         if (st == CLF_ERR_FORMAT) /* say where */
             st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
                           sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);
+        if (st != CLF_OK && clinfer_sampler_grammar_state(smp) == CLINFER_GRAMMAR_LIMIT) {
+            /* the grammar's nesting bound: an end like max_tokens', not a failure (the message stays) */
+            st = CLF_OK;
+            r->stop = CLINFER_STOP_MAX_TOKENS;
+            break;
+        }
         if (st != CLF_OK) break;
         if (nx.token < 0) { /* a grammar's end, no token drawn (a vocabulary without an end token) */
             r->stop = CLINFER_STOP_EOG;

@@ -91,13 +91,36 @@ typedef struct api_grammar_stage {
     gstate cur, next;
     int armed; /* from the first draw on: the tokens accepted before are the prompt's */
     int dead;  /* a token the grammar does not allow was accepted */
+    int limited; /* nothing continues the text within the matcher's nesting bound */
     float saved[64]; /* the end tokens' logits while the mask runs */
 } api_grammar_stage;
+
+static clinfer_status limit_error(void) {
+    return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: the text reached the grammar's nesting bound (%d levels): "
+                                    "no more tokens possible", GSTATE_MAX_DEPTH);
+}
+
+/* Whether no byte continues s only because every way on nests past
+ * GSTATE_MAX_DEPTH (a recursive grammar's depth is the text's: met while
+ * matching, not when compiling). Asked where no token continues the text. */
+static int at_limit(const clf_grammar *g, const gstate *s) {
+    gstate next = {0};
+    int overflow = 0, goes_on = 0;
+    for (unsigned b = 0; b < 256 && !goes_on; b++) {
+        if (!gset_has(s->tops, b)) continue;
+        if (clf_gstate_advance(g, s, b, &next) != CLF_OK) break;
+        goes_on = next.n_stacks > 0;
+        overflow |= next.overflow;
+    }
+    clf_gstate_free(&next);
+    return overflow && !goes_on;
+}
 
 static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
     api_grammar_stage *gs = ud;
     clinfer_grammar *G = gs->G;
     gs->armed = 1;
+    if (gs->limited) return limit_error();
     if (gs->dead || (!gs->cur.n_stacks && !gs->cur.accepting))
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: a token outside the grammar was accepted");
     if (n_vocab != G->n_vocab)
@@ -107,8 +130,10 @@ static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
     API_TRY(clf_grammar_masks_apply(G->gm, &gs->cur, logits, &n_allowed));
     if (gs->cur.accepting) /* a whole sentence: it may end here */
         for (int i = 0; i < G->n_eog; i++) logits[G->eog[i]] = gs->saved[i];
-    if (!n_allowed && !gs->cur.accepting)
+    if (!n_allowed && !gs->cur.accepting) {
+        if ((gs->limited = at_limit(G->g, &gs->cur))) return limit_error();
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: no token of the vocabulary continues the text here");
+    }
     return CLINFER_OK;
 }
 
@@ -136,7 +161,7 @@ static void stage_accept(void *ud, int32_t token) {
 
 static void stage_reset(void *ud) {
     api_grammar_stage *gs = ud;
-    gs->armed = gs->dead = 0;
+    gs->armed = gs->dead = gs->limited = 0;
     if (clf_gstate_copy(&gs->G->start, &gs->cur) != CLF_OK) gs->dead = 1;
 }
 
@@ -174,6 +199,7 @@ clinfer_status clinfer_sampler_set_grammar(clinfer_sampler *smp, clinfer_grammar
 clinfer_grammar_state clinfer_sampler_grammar_state(const clinfer_sampler *smp) {
     const api_grammar_stage *gs = smp ? smp->grammar : NULL;
     if (!gs) return CLINFER_GRAMMAR_NONE;
+    if (gs->limited) return CLINFER_GRAMMAR_LIMIT;
     if (!gs->cur.accepting) return CLINFER_GRAMMAR_OPEN;
     return gs->cur.n_stacks > 1 ? CLINFER_GRAMMAR_CAN_END : CLINFER_GRAMMAR_DONE;
 }

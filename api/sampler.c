@@ -165,11 +165,13 @@ clinfer_status clinfer_sampler_sample_top(clinfer_sampler *smp, const float *val
     return CLINFER_OK;
 }
 
-void clinfer_sampler_accept(clinfer_sampler *smp, int32_t token) {
-    if (!smp) return;
-    clf_sampler_accept(smp->s, token);
+clinfer_status clinfer_sampler_accept(clinfer_sampler *smp, int32_t token) {
+    API_NOT_NULL(smp);
+    /* checked before any stage sees it: a grammar's state stays as it was */
+    API_TRY(clf_sampler_accept(smp->s, token));
     for (int i = 0; i < smp->n_stages; i++)
         if (smp->stages[i].accept) smp->stages[i].accept(smp->stages[i].user_data, token);
+    return CLINFER_OK;
 }
 
 void clinfer_sampler_reset(clinfer_sampler *smp) {

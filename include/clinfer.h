@@ -558,8 +558,10 @@ CLINFER_API void clinfer_sampler_free(clinfer_sampler *smp);
  * logit is -INFINITY (no token to draw). */
 CLINFER_API clinfer_status clinfer_sampler_sample(clinfer_sampler *smp, const float *logits, int n_vocab,
                                                   int32_t *token);
-/* Records a token (of the prompt or generated) for the repetition penalty. */
-CLINFER_API void clinfer_sampler_accept(clinfer_sampler *smp, int32_t token);
+/* Records a token (of the prompt or generated) for the repetition penalty
+ * and the stages (a grammar). CLINFER_ERR_ARG for a NULL sampler or a token
+ * outside [0, n_vocab): the sampler, its grammar included, is unchanged. */
+CLINFER_API clinfer_status clinfer_sampler_accept(clinfer_sampler *smp, int32_t token);
 /* Forgets the history and restarts the random draws from the seed. */
 CLINFER_API void clinfer_sampler_reset(clinfer_sampler *smp);
 
@@ -635,6 +637,12 @@ typedef enum clinfer_grammar_state {
     CLINFER_GRAMMAR_OPEN = 1,  /* the text so far is not yet a sentence */
     CLINFER_GRAMMAR_CAN_END = 2, /* a sentence, which may also go on */
     CLINFER_GRAMMAR_DONE = 3,  /* a sentence nothing may follow: the generation ends (clinfer_next_token's eog) */
+    /* the text reached the grammar's nesting bound (512 levels of its
+     * rules at once) and nothing within the bound continues it: no token
+     * may follow. Sampling answers CLINFER_ERR_ARG saying so; the
+     * generation has ended as at max_tokens (clinfer_generate: the stop is
+     * CLINFER_STOP_MAX_TOKENS, the server's finish_reason "length") */
+    CLINFER_GRAMMAR_LIMIT = 4,
 } clinfer_grammar_state;
 /* Where the accepted tokens have taken the sampler's grammar. */
 CLINFER_API clinfer_grammar_state clinfer_sampler_grammar_state(const clinfer_sampler *smp);

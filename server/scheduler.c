@@ -480,6 +480,8 @@ typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
 static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
     clinfer_next nx;
     clinfer_status st = clinfer_next_token(j->smp, j->detok, logits, s->n_vocab, &nx);
+    if (st != CLINFER_OK && j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_LIMIT)
+        return TAKE_LENGTH; /* the grammar's nesting bound: the text ends as at max_tokens */
     if (st != CLINFER_OK) {
         snprintf(j->error, sizeof j->error, "%s", clinfer_last_error());
         return TAKE_ERROR;

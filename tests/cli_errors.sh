@@ -500,5 +500,16 @@ print(s.getsockname()[1], flush=True); time.sleep(60)' >"$W/port" &
     kill "$holder"
 fi
 
+# hostile grammars and schemas: a bound's error line, never a crash
+python3 -c 'print("root ::= " + "(" * 2000 + "\"a\"" + ")" * 2000)' >"$W/deep.gbnf"
+expect "grammar nested 2000 deep" 2 "^clinfer: usage error: grammar: line 1, column [0-9]+: groups nested deeper than 1024 \(the bound on nesting\)$" \
+    "$BIN" run -m "$TINY" -p hi -n 2 --grammar-file "$W/deep.gbnf"
+printf 'root ::= "\\ud800"\n' >"$W/surrogate.gbnf"
+expect "grammar with a surrogate escape" 2 "^clinfer: usage error: grammar: line 1, column 11: a surrogate" \
+    "$BIN" run -m "$TINY" -p hi -n 2 --grammar-file "$W/surrogate.gbnf"
+python3 -c 'import json; print(json.dumps({"type": "object", "properties": {"x" * 40000: {"type": "string"}}}))' >"$W/long-name.json"
+expect "schema with a 40,000-character name" 2 "^clinfer: usage error: --json-schema: json schema: a property name of 40000 bytes: at most 1024 beside additional properties" \
+    "$BIN" run -m "$TINY" -p hi -n 2 --json-schema "$W/long-name.json"
+
 echo "$cases cases, $failures failures"
 [ $failures -eq 0 ]

@@ -244,12 +244,115 @@ static void test_refusals(void **state) {
     clinfer_grammar_free(g);
 }
 
+/* One request must not break a sampler: a token outside the vocabulary is
+ * refused and the grammar goes on as before; grammars past the bounds are
+ * refused when created; a text that reaches the matcher's nesting bound
+ * (recursion: only the text knows how deep) ends the generation as
+ * max_tokens would, with the state saying why, not with an error. */
+static void test_hostile(void **state) {
+    (void)state;
+    clinfer_model_info info = {.size = sizeof info};
+    ASSERT_OK(clinfer_model_get_info(tiny, &info));
+    const int nv = info.n_vocab;
+    clinfer_grammar *g = NULL;
+    char *deep = malloc(5000);
+    size_t n = (size_t)sprintf(deep, "root ::= ");
+    for (int i = 0; i < 2000; i++) deep[n++] = '(';
+    n += (size_t)sprintf(deep + n, "\"a\"");
+    for (int i = 0; i < 2000; i++) deep[n++] = ')';
+    assert_int_equal(clinfer_grammar_create(tiny, deep, n, NULL, &g), CLINFER_ERR_ARG);
+    tu_expect_in(clinfer_last_error(), "nested deeper than 1024 (the bound on nesting)");
+    free(deep);
+    const char *surrogate = "root ::= \"\\ud800\"\n";
+    assert_int_equal(clinfer_grammar_create(tiny, surrogate, strlen(surrogate), NULL, &g), CLINFER_ERR_ARG);
+    tu_expect_in(clinfer_last_error(), "a surrogate");
+
+    int32_t *ids = NULL, x, open;
+    int k = 0;
+    ASSERT_OK(clinfer_tokenize(tiny, "x", 1, 0, 0, &ids, &k));
+    assert_int_equal(k, 1);
+    x = ids[0];
+    clinfer_free(ids);
+    ASSERT_OK(clinfer_tokenize(tiny, "(", 1, 0, 0, &ids, &k));
+    assert_int_equal(k, 1);
+    open = ids[0];
+    clinfer_free(ids);
+    const char *xs = "root ::= \"x\"+\n";
+    ASSERT_OK(clinfer_grammar_create(tiny, xs, strlen(xs), NULL, &g));
+    clinfer_sampler_params p = clinfer_sampler_default_params();
+    p.temperature = 0;
+    clinfer_sampler *smp = NULL;
+    ASSERT_OK(clinfer_sampler_create(tiny, &p, &smp));
+    ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+    clinfer_grammar_free(g);
+    float *lg = calloc((size_t)nv, sizeof *lg);
+    int32_t t;
+    ASSERT_OK(clinfer_sampler_sample(smp, lg, nv, &t)); /* armed: accepted tokens are the grammar's text */
+    assert_int_equal(t, x);
+    assert_int_equal(clinfer_sampler_accept(smp, nv), CLINFER_ERR_ARG);
+    tu_expect_in(clinfer_last_error(), "is not in the vocabulary");
+    assert_int_equal(clinfer_sampler_accept(smp, -1), CLINFER_ERR_ARG);
+    assert_int_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_OPEN);
+    ASSERT_OK(clinfer_sampler_accept(smp, x));
+    assert_int_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_CAN_END);
+    ASSERT_OK(clinfer_sampler_sample(smp, lg, nv, &t)); /* the grammar still steps */
+    clinfer_sampler_free(smp);
+
+    /* "(" nests a level each; the way out ("(" d1 ")": 40 levels more) fits
+     * until the text is about 470 deep, "(" alone until 511: then nothing */
+    char gb[4096];
+    n = (size_t)sprintf(gb, "root ::= \"(\" root \")\" | \"(\" d0 \")\"\n");
+    for (int i = 0; i < 40; i++) n += (size_t)sprintf(gb + n, "d%d ::= d%d \"a\"\n", i, i + 1);
+    n += (size_t)sprintf(gb + n, "d40 ::= \"b\"\n");
+    ASSERT_OK(clinfer_grammar_create(tiny, gb, n, NULL, &g));
+    ASSERT_OK(clinfer_sampler_create(tiny, &p, &smp));
+    ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+    lg[open] = 10; /* greedy: "(" while it is allowed */
+    int i = 0;
+    clinfer_status st = CLINFER_OK;
+    for (; i < 1000 && (st = clinfer_sampler_sample(smp, lg, nv, &t)) == CLINFER_OK; i++) {
+        assert_int_equal(t, open);
+        ASSERT_OK(clinfer_sampler_accept(smp, t));
+    }
+    assert_int_equal(st, CLINFER_ERR_ARG);
+    tu_expect_in(clinfer_last_error(), "nesting bound (512 levels): no more tokens possible");
+    assert_int_equal(i, 511);
+    assert_int_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_LIMIT);
+    clinfer_sampler_reset(smp); /* a new text: the limit is gone */
+    assert_int_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_OPEN);
+    clinfer_sampler_free(smp);
+
+    /* clinfer_generate: the same end, as max_tokens */
+    clinfer_session *s = NULL;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 1024;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    ASSERT_OK(clinfer_sampler_create(tiny, &p, &smp));
+    ASSERT_OK(clinfer_sampler_add_logit_bias(smp, open, 100));
+    ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+    ASSERT_OK(clinfer_tokenize(tiny, "hello", 5, 1, 0, &ids, &k));
+    clinfer_generate_params gp = clinfer_generate_default_params();
+    gp.sampler = smp;
+    gp.max_tokens = 900;
+    clinfer_generate_result r = {.size = sizeof r};
+    ASSERT_OK(clinfer_generate(s, ids, k, &gp, &r));
+    assert_int_equal(r.stop, CLINFER_STOP_MAX_TOKENS);
+    assert_int_equal(r.n_generated, 511);
+    assert_int_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_LIMIT);
+    clinfer_free(ids);
+    clinfer_sampler_free(smp);
+    clinfer_session_free(s);
+    clinfer_grammar_free(g);
+    free(lg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pattern_ends_tiny),
         cmocka_unit_test(test_json_fail_closed),
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_hostile),
     };
     return TU_RUN_GROUP(tests, setup, teardown);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 #include <jansson.h>
 
@@ -354,11 +355,181 @@ static void test_masks_gemma(void **state) {
     masks_on("gemma3-270m", "root ::= \"{\\\"name\\\": \\\"\" [^\"\\n]{1,12} \"\\\", \\\"n\\\": \" [0-9]{1,3} \"}\"\n", NULL, 16);
 }
 
+/* ---- hostile grammars: every bound an error naming it, never a crash -------- */
+
+/* A growing text for the generated grammars below. */
+typedef struct gtext {
+    char *s;
+    size_t n, cap;
+} gtext;
+static void gt_add(gtext *t, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (t->s && t->n + (size_t)k < t->cap) {
+            t->n += (size_t)k;
+            return;
+        }
+        t->cap = (t->cap + (size_t)k + 1) * 2;
+        t->s = realloc(t->s, t->cap);
+        assert_non_null(t->s);
+    }
+}
+
+static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+/* Nesting: 100,000 groups (a stack overflow in the recursive parser before
+ * the bound: this test crashing is that bug) are refused; 1,000 are fine. */
+static void test_deep_nesting(void **state) {
+    (void)state;
+    for (int depth = 1000; depth <= 100000; depth += 99000) {
+        gtext t = {0};
+        gt_add(&t, "root ::= ");
+        for (int i = 0; i < depth; i++) gt_add(&t, "(");
+        gt_add(&t, "\"a\"");
+        for (int i = 0; i < depth; i++) gt_add(&t, ")");
+        clf_grammar *g = NULL;
+        clf_status st = clf_grammar_compile(t.s, t.n, NULL, &g);
+        if (depth == 1000) {
+            if (st != CLF_OK) fail_msg("1000 groups: %s", clf_last_error());
+            assert_true(clf_grammar_accepts(g, "a", 1));
+            clf_grammar_free(g);
+        } else {
+            assert_int_equal(st, CLF_ERR_ARG);
+            tu_expect_in(clf_last_error(), "groups nested deeper than 1024 (the bound on nesting)");
+        }
+        free(t.s);
+    }
+}
+
+/* A surrogate is no character: an escape of one (or a code point past
+ * U+10FFFF) is refused, in literals and classes, as is its raw UTF-8. */
+static void test_surrogates(void **state) {
+    (void)state;
+    expect_error("root ::= \"\\ud800\"", "a surrogate");
+    expect_error("root ::= \"\\uDFFF\"", "a surrogate");
+    expect_error("root ::= \"\\U0000D800\"", "a surrogate");
+    expect_error("root ::= [\\ud800-\\udbff]", "a surrogate");
+    expect_error("root ::= [a-\\udfff]", "a surrogate");
+    expect_error("root ::= \"\\U00110000\"", "beyond U+10FFFF");
+    expect_error("root ::= \"\xed\xa0\x80\"", "invalid UTF-8");     /* U+D800 spelled in UTF-8 */
+    expect_error("root ::= \"\xc0\xaf\"", "invalid UTF-8");         /* an overlong '/' */
+    clf_grammar *g = compile("root ::= \"\\ud7ff\\ue000\\U0010FFFF\"");
+    assert_true(clf_grammar_accepts(g, "\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf", 10));
+    clf_grammar_free(g);
+}
+
+/* Nesting the matcher's stack (GSTATE_MAX_DEPTH) cannot hold: refused when
+ * compiling where no recursion is involved; with recursion, met while
+ * matching, the paths past it are dropped (overflow set), not an error. */
+static void test_stack_depth(void **state) {
+    (void)state;
+    gtext t = {0};
+    gt_add(&t, "root ::= r0\n");
+    for (int i = 0; i < 600; i++) gt_add(&t, "r%d ::= r%d \"x\"\n", i, i + 1);
+    gt_add(&t, "r600 ::= \"y\"\n");
+    clf_grammar *g = NULL;
+    assert_int_equal(clf_grammar_compile(t.s, t.n, NULL, &g), CLF_ERR_ARG);
+    tu_expect_in(clf_last_error(), "rules nest 601 deep, more than the 512 levels");
+    free(t.s);
+    /* 500 levels fit */
+    t = (gtext){0};
+    gt_add(&t, "root ::= r0\n");
+    for (int i = 0; i < 500; i++) gt_add(&t, "r%d ::= r%d \"x\"\n", i, i + 1);
+    gt_add(&t, "r500 ::= \"y\"\n");
+    TU_OK(clf_grammar_compile(t.s, t.n, NULL, &g));
+    clf_grammar_free(g);
+    free(t.s);
+    /* recursion: ( nests a level a time */
+    g = compile("root ::= \"(\" root \")\" | \"x\"");
+    char text[2 * 600 + 1];
+    for (int k = 400; k <= 600; k += 200) {
+        size_t n = 0;
+        for (int i = 0; i < k; i++) text[n++] = '(';
+        text[n++] = 'x';
+        for (int i = 0; i < k; i++) text[n++] = ')';
+        assert_int_equal(clf_grammar_accepts(g, text, n), k == 400);
+    }
+    gstate a = {0}, b = {0};
+    TU_OK(clf_gstate_start(g, &a));
+    int i = 0, dropped = 0;
+    for (; i < 600; i++) {
+        TU_OK(clf_gstate_advance(g, &a, '(', &b)); /* never an error */
+        if (!b.n_stacks) {
+            dropped = b.overflow;
+            break;
+        }
+        gstate x = a;
+        a = b;
+        b = x;
+    }
+    assert_true(dropped);
+    assert_int_equal(i, GSTATE_MAX_DEPTH - 1);
+    TU_OK(clf_gstate_advance(g, &a, 'x', &b)); /* what fits still reads */
+    assert_int_not_equal(b.n_stacks, 0);
+    clf_gstate_free(&a);
+    clf_gstate_free(&b);
+    clf_grammar_free(g);
+}
+
+/* Sizes and work: the text, the elements, a step's expansion, each bounded
+ * and named; a chain of 200,000 rules (a call per rule in the recursive
+ * checks, a scan of every name per name) compiles and matches in linear
+ * time (a generous 2 s of CPU: it takes milliseconds; the quadratic scans
+ * took minutes, the recursion overflowed the stack). */
+static void test_size_bounds(void **state) {
+    (void)state;
+    size_t big = (8u << 20) + 1;
+    char *s = malloc(big);
+    assert_non_null(s);
+    memset(s, '#', big);
+    clf_grammar *g = NULL;
+    assert_int_equal(clf_grammar_compile(s, big, NULL, &g), CLF_ERR_ARG);
+    tu_expect_in(clf_last_error(), "(the bound on a grammar's text)");
+    free(s);
+    gtext r = {0}; /* 5 x 100 bytes x 10,000: 5 million elements */
+    gt_add(&r, "root ::=");
+    for (int k = 0; k < 5; k++) gt_add(&r, " \"%0100d\"{10000}", k);
+    expect_error(r.s, "more than 4194304 elements (the bound on a grammar's size)");
+    free(r.s);
+
+    gtext t = {0};
+    gt_add(&t, "root ::= r0\n");
+    for (int i = 0; i < 200000; i++) gt_add(&t, "r%d ::= r%d\n", i, i + 1);
+    gt_add(&t, "r200000 ::= \"a\"\n");
+    double t0 = cpu_s();
+    TU_OK(clf_grammar_compile(t.s, t.n, NULL, &g));
+    assert_true(clf_grammar_accepts(g, "a", 1));
+    assert_false(clf_grammar_accepts(g, "b", 1));
+    double dt = cpu_s() - t0;
+    printf("a chain of 200,000 rules: compiled and matched in %.3f s\n", dt);
+    assert_true(dt < 2.0);
+    clf_grammar_free(g);
+    free(t.s);
+
+    /* 600,000 empty rules before a byte: one step, more than a million expansions */
+    t = (gtext){0};
+    gt_add(&t, "root ::= ");
+    for (int i = 0; i < 600000; i++) gt_add(&t, "n ");
+    gt_add(&t, "\"x\"\nn ::= \"\"\n");
+    TU_OK(clf_grammar_compile(t.s, t.n, NULL, &g));
+    gstate a = {0};
+    assert_int_equal(clf_gstate_start(g, &a), CLF_ERR_ARG);
+    tu_expect_in(clf_last_error(), "expansion steps (the bound on a step's work)");
+    clf_gstate_free(&a);
+    clf_grammar_free(g);
+    free(t.s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),      cmocka_unit_test(test_identifiers), cmocka_unit_test(test_arithmetic),
         cmocka_unit_test(test_json),        cmocka_unit_test(test_utf8_classes), cmocka_unit_test(test_repetitions),
         cmocka_unit_test(test_masks_json),  cmocka_unit_test(test_masks_gemma),
+        cmocka_unit_test(test_deep_nesting), cmocka_unit_test(test_surrogates), cmocka_unit_test(test_stack_depth),
+        cmocka_unit_test(test_size_bounds),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 #include <jansson.h>
 
@@ -344,10 +345,179 @@ static void test_public_api(void **state) {
     tu_expect_in(clinfer_last_error(), "\"not\"");
 }
 
+/* ---- hostile schemas: bounded, linear, and clear ------------------------------ */
+
+static double cpu_s(void) { return (double)clock() / CLOCKS_PER_SEC; }
+
+static void expect_refused(json_t *schema, const char *msg) {
+    char *text = json_dumps(schema, JSON_ENCODE_ANY | JSON_COMPACT), *gbnf = NULL;
+    double t0 = cpu_s();
+    clf_status st = clf_json_schema_to_gbnf(text, strlen(text), &gbnf);
+    double dt = cpu_s() - t0;
+    if (st != CLF_ERR_ARG) fail_msg("%.200s: %s, expected an error naming %s", text, clf_status_name(st), msg);
+    tu_expect_in(clf_last_error(), msg);
+    if (dt > 2.0) fail_msg("%.200s: refused after %.2f s of CPU", text, dt);
+    assert_null(gbnf);
+    free(text);
+    json_decref(schema);
+}
+
+static json_t *object_of(json_t *props, int addl) {
+    json_t *s = json_pack("{s:s, s:o}", "type", "object", "properties", props);
+    if (!addl) json_object_set_new(s, "additionalProperties", json_false());
+    return s;
+}
+
+/* Property names: one of 40,000 characters recursed once per character
+ * (a crash), one of 5,000 cost 30 s; beside additional properties they
+ * are bounded now (1024 bytes), and without them a long name is a plain
+ * literal. */
+static void test_long_names(void **state) {
+    (void)state;
+    char *name = malloc(40001);
+    assert_non_null(name);
+    memset(name, 'x', 40000);
+    name[40000] = 0;
+    for (int len = 40000; len >= 5000; len -= 35000) {
+        name[len] = 0;
+        json_t *p = json_object();
+        json_object_set_new(p, name, json_pack("{s:s}", "type", "string"));
+        expect_refused(object_of(p, 1), "a property name of");
+        tu_expect_in(clf_last_error(), "at most 1024 beside additional properties");
+    }
+    json_t *p = json_object();
+    json_object_set_new(p, name, json_pack("{s:s}", "type", "integer"));
+    json_t *s = object_of(p, 0);
+    clf_grammar *g = convert_json(s);
+    json_decref(s);
+    char *text = malloc(5000 + 32);
+    snprintf(text, 5000 + 32, "{\"%s\": 7}", name);
+    expect(g, "long name", text, 1);
+    text[3] = 'y';
+    expect(g, "long name", text, 0);
+    clf_grammar_free(g);
+    free(text);
+    free(name);
+    /* 4,000 names of one (non-ASCII) letter each: 4,000 ways at the first character */
+    p = json_object();
+    for (int i = 0; i < 4000; i++) {
+        char k[8];
+        uint32_t cp = 0x4e00 + (uint32_t)i;
+        k[0] = (char)(0xe0 | cp >> 12), k[1] = (char)(0x80 | (cp >> 6 & 63)), k[2] = (char)(0x80 | (cp & 63)), k[3] = 0;
+        json_object_set_new(p, k, json_pack("{s:s}", "type", "string"));
+    }
+    expect_refused(object_of(p, 1), "more than 2048 property names differ at character 0");
+}
+
+/* 2,000 properties took 3-6 s (names compared with every name, per trie
+ * node); linear now: a generous 2 s of CPU for what takes milliseconds. */
+static void test_many_properties(void **state) {
+    (void)state;
+    json_t *p = json_object();
+    for (int i = 0; i < 2000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "prop_%d", i);
+        json_object_set_new(p, k, json_pack("{s:s}", "type", "string"));
+    }
+    json_t *s = object_of(p, 1);
+    json_object_set_new(s, "required", json_pack("[ss]", "prop_0", "prop_1000"));
+    char *text = json_dumps(s, JSON_COMPACT), *gbnf = NULL;
+    double t0 = cpu_s();
+    TU_OK(clf_json_schema_to_gbnf(text, strlen(text), &gbnf));
+    double dt = cpu_s() - t0;
+    printf("a schema of 2,000 properties: converted in %.3f s\n", dt);
+    assert_true(dt < 2.0);
+    clf_grammar *g = NULL;
+    TU_OK(clf_grammar_compile(gbnf, strlen(gbnf), NULL, &g));
+    expect(g, "2000", "{\"prop_0\": \"a\", \"prop_5\": \"b\", \"prop_1000\": \"c\", \"zz\": 1}", 1);
+    expect(g, "2000", "{\"prop_0\": \"a\", \"prop_1000\": 2}", 0);
+    expect(g, "2000", "{\"prop_5\": \"b\", \"prop_1000\": \"c\"}", 0);
+    clf_grammar_free(g);
+    free(gbnf);
+    free(text);
+    json_decref(s);
+}
+
+/* Enums and const-only anyOf of thousands of values were refused while
+ * matching (more than 2048 ways at once); they are tries now. */
+static void test_wide_enums(void **state) {
+    (void)state;
+    json_t *strs = json_array(), *ints = json_array(), *consts = json_array();
+    for (int i = 0; i < 5000; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "value-%d", i);
+        json_array_append_new(strs, json_string(v));
+        json_array_append_new(ints, json_integer(i * 7 - 100));
+        json_array_append_new(consts, json_pack("{s:s}", "const", v));
+    }
+    json_t *s = json_pack("{s:o}", "enum", strs);
+    clf_grammar *g = convert_json(s);
+    expect(g, "enum", "\"value-0\"", 1);
+    expect(g, "enum", "\"value-4999\"", 1);
+    expect(g, "enum", "\"value-5000\"", 0);
+    expect(g, "enum", "\"value-\"", 0);
+    expect(g, "enum", "\"value-49\"", 1);
+    clf_grammar_free(g);
+    json_decref(s);
+    s = json_pack("{s:o}", "enum", ints);
+    g = convert_json(s);
+    expect(g, "int enum", "-100", 1);
+    expect(g, "int enum", "34893", 1); /* 4999 * 7 - 100 */
+    expect(g, "int enum", "34893.0", 1);
+    expect(g, "int enum", "34894", 0);
+    expect(g, "int enum", "-99", 0);
+    clf_grammar_free(g);
+    json_decref(s);
+    s = json_pack("{s:o}", "anyOf", consts);
+    g = convert_json(s);
+    expect(g, "anyOf", "\"value-123\"", 1);
+    expect(g, "anyOf", "\"value-12a\"", 0);
+    clf_grammar_free(g);
+    json_decref(s);
+    /* branches that are no value lists: the real bound, named */
+    json_t *objs = json_array();
+    for (int i = 0; i < 3000; i++) json_array_append_new(objs, json_pack("{s:s, s:i}", "type", "integer", "minimum", i));
+    expect_refused(json_pack("{s:o}", "anyOf", objs), "\"anyOf\" of 3000 branches: at most 2048");
+}
+
+/* The text and the nesting of patterns: bounded and named. */
+static void test_schema_bounds(void **state) {
+    (void)state;
+    size_t big = (1u << 20) + 16;
+    char *s = malloc(big);
+    assert_non_null(s);
+    memset(s, ' ', big);
+    memcpy(s, "{}", 2);
+    char *gbnf = NULL;
+    assert_int_equal(clf_json_schema_to_gbnf(s, big, &gbnf), CLF_ERR_ARG);
+    tu_expect_in(clf_last_error(), "(the bound on a schema's text)");
+    free(s);
+    char pat[4096];
+    size_t n = 0;
+    for (int i = 0; i < 1000; i++) pat[n++] = '(';
+    pat[n++] = 'a';
+    for (int i = 0; i < 1000; i++) pat[n++] = ')';
+    pat[n] = 0;
+    expect_refused(json_pack("{s:s, s:s}", "type", "string", "pattern", pat), "groups nested deeper than 64");
+    /* 1,100 optional prefixItems nested 1,100 groups deep, past the grammar
+     * parser's bound: a rule each now */
+    json_t *items = json_array();
+    for (int i = 0; i < 1100; i++) json_array_append_new(items, json_pack("{s:s}", "type", i % 2 ? "integer" : "boolean"));
+    json_t *arr = json_pack("{s:s, s:o, s:b}", "type", "array", "prefixItems", items, "items", 0);
+    clf_grammar *g = convert_json(arr);
+    expect(g, "prefixItems", "[true, 1, false]", 1);
+    expect(g, "prefixItems", "[]", 1);
+    expect(g, "prefixItems", "[1]", 0);
+    clf_grammar_free(g);
+    json_decref(arr);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),         cmocka_unit_test(test_integer_ranges), cmocka_unit_test(test_random_strings),
         cmocka_unit_test(test_suite),         cmocka_unit_test(test_errors),         cmocka_unit_test(test_public_api),
+        cmocka_unit_test(test_long_names),    cmocka_unit_test(test_many_properties), cmocka_unit_test(test_wide_enums),
+        cmocka_unit_test(test_schema_bounds),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }

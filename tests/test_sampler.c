@@ -287,9 +287,22 @@ static void test_repetition_penalty(void **state) {
     p.repeat_penalty = 1.0f;
     TU_OK(clf_sampler_create(&p, 8, &s));
     clf_sampler_accept(s, 0);
-    clf_sampler_accept(s, -7);
-    clf_sampler_accept(s, 1000);
+    assert_int_equal(clf_sampler_accept(s, -7), CLF_ERR_ARG);
+    assert_int_equal(clf_sampler_accept(s, 1000), CLF_ERR_ARG);
     assert_int_equal(clf_sampler_sample(s, pos, 8), 0);
+    clf_sampler_free(s);
+
+    /* a token outside the vocabulary is refused, naming it, and leaves the
+     * history as it was: the penalty still falls on the token accepted before */
+    p.repeat_penalty = 1.5f;
+    p.repeat_last_n = 1;
+    TU_OK(clf_sampler_create(&p, 2, &s));
+    TU_OK(clf_sampler_accept(s, 0));
+    assert_int_equal(clf_sampler_accept(s, 2), CLF_ERR_ARG);
+    tu_expect_in(clf_last_error(), "token 2 is not in the vocabulary of 2");
+    assert_int_equal(clf_sampler_accept(s, INT32_MIN), CLF_ERR_ARG);
+    float near[2] = {1.4f, 1.0f};
+    assert_int_equal(clf_sampler_sample(s, near, 2), 1); /* 1.4 / 1.5 < 1.0: token 0 still penalized */
     clf_sampler_free(s);
 }
 

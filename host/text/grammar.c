@@ -10,6 +10,24 @@
 
 #include "grammar_impl.h"
 
+/* ---- bounds ------------------------------------------------------------------
+ * A grammar is untrusted input (a request's, a file's): every size the
+ * parser builds and every walk the checks make is bounded, checked as it
+ * goes, and an excess is CLF_ERR_ARG naming the bound. The values are
+ * far above what hand-written grammars and the JSON-Schema converter's
+ * output (at most 4 MiB, json_schema.c) need. */
+enum {
+    /* the text: twice the converter's largest output */
+    GRAMMAR_MAX_TEXT = 8 << 20,
+    /* ( groups ) open at once: the parser recurses once per group (a few
+     * hundred bytes of C stack each); the matcher's stack is 512 deep */
+    GRAMMAR_MAX_NESTING = 1024,
+    /* elements of all rules together (8 bytes each: 32 MiB) */
+    GRAMMAR_MAX_ELEMENTS = 4 << 20,
+    /* rules, named and generated (groups, repetitions, classes) */
+    GRAMMAR_MAX_RULES = 256 << 10,
+};
+
 /* ---- building the flat rule array ----------------------------------------- */
 
 static int grow(void **p, int *cap, int need, size_t size) {
@@ -22,6 +40,10 @@ static int grow(void **p, int *cap, int need, size_t size) {
     *cap = c;
     return 0;
 }
+
+typedef struct cprange {
+    uint32_t lo, hi;
+} cprange;
 
 typedef struct gbuf { /* one rule's elements while it is parsed */
     gel *e;
@@ -39,8 +61,13 @@ typedef struct parser {
     clf_grammar *g;
     gbuf *rules; /* [n_rules]: each rule's elements, n = 0 while undefined */
     int *defined;
-    int cap_rules;
+    int cap_rules, cap_rule_arrays; /* names' capacity; rules' and defined's */
     int any_rule; /* `.`'s rule, -1 until used */
+    int nesting;  /* groups open */
+    long n_el;    /* elements pushed, all rules */
+    int *names_tab, names_cap; /* open addressing over rule ids by name: -1 empty */
+    int *sets_tab, sets_cap;   /* the same over g->sets by content */
+    cprange *class_buf;        /* a class's ranges while it is parsed (off the C stack: groups recurse) */
     clf_status st;
 } parser;
 
@@ -59,24 +86,81 @@ static int oom(parser *ps) {
     return -1;
 }
 
+/* buf_push, counted against GRAMMAR_MAX_ELEMENTS (-1: over it, the error
+ * set, or out of memory, left for the caller's oom()). */
+static int ps_push(parser *ps, gbuf *b, int type, int32_t val) {
+    if (++ps->n_el > GRAMMAR_MAX_ELEMENTS) {
+        if (ps->st == CLF_OK)
+            ps->st = clf_fail(CLF_ERR_ARG, "grammar: more than %d elements (the bound on a grammar's size)",
+                              GRAMMAR_MAX_ELEMENTS);
+        return -1;
+    }
+    return buf_push(b, type, val);
+}
+
+/* FNV-1a: the name and set tables' hash. */
+static uint64_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Doubles an open-addressing table of ids (-1: empty) when it is half
+ * full, rehashing ids [0, n) with key(id). */
+static int tab_grow(int **tab, int *cap, int n, uint64_t (*key)(parser *, int), parser *ps) {
+    if ((n + 1) * 2 <= *cap) return 0;
+    int c = *cap ? *cap * 2 : 1024;
+    int *t = malloc((size_t)c * sizeof *t);
+    if (!t) return -1;
+    memset(t, 0xff, (size_t)c * sizeof *t);
+    for (int i = 0; i < n; i++) {
+        size_t j = (size_t)(key(ps, i) & (uint64_t)(c - 1));
+        while (t[j] >= 0) j = (j + 1) & (size_t)(c - 1);
+        t[j] = i;
+    }
+    free(*tab);
+    *tab = t;
+    *cap = c;
+    return 0;
+}
+static uint64_t name_key(parser *ps, int r) { return hash_bytes(ps->g->names[r], strlen(ps->g->names[r])); }
+static uint64_t set_key(parser *ps, int i) { return hash_bytes(ps->g->sets[i], sizeof ps->g->sets[i]); }
+
 /* A rule id for a name (made when first seen); -1 when out of memory. */
 static int add_rule(parser *ps, const char *name, size_t n);
 static int rule_id(parser *ps, const char *name, size_t n) {
     clf_grammar *g = ps->g;
-    for (int i = 0; i < g->n_rules; i++)
-        if (g->names[i] && strlen(g->names[i]) == n && !memcmp(g->names[i], name, n)) return i;
+    if (ps->names_cap) {
+        uint64_t h = hash_bytes(name, n);
+        for (size_t j = (size_t)(h & (uint64_t)(ps->names_cap - 1)); ps->names_tab[j] >= 0;
+             j = (j + 1) & (size_t)(ps->names_cap - 1)) {
+            const char *s = g->names[ps->names_tab[j]];
+            if (strlen(s) == n && !memcmp(s, name, n)) return ps->names_tab[j];
+        }
+    }
     return add_rule(ps, name, n);
 }
 
 static int add_rule(parser *ps, const char *name, size_t n) {
     clf_grammar *g = ps->g;
+    if (g->n_rules >= GRAMMAR_MAX_RULES) {
+        if (ps->st == CLF_OK)
+            ps->st = clf_fail(CLF_ERR_ARG, "grammar: more than %d rules, generated ones included (the bound on a "
+                              "grammar's size)", GRAMMAR_MAX_RULES);
+        return -1;
+    }
+    if (tab_grow(&ps->names_tab, &ps->names_cap, g->n_rules, name_key, ps)) return -1;
     if (grow((void **)&g->names, &ps->cap_rules, g->n_rules + 1, sizeof *g->names)) return -1;
     int cap = ps->cap_rules;
-    gbuf *r = realloc(ps->rules, (size_t)cap * sizeof *r);
-    int *d = r ? realloc(ps->defined, (size_t)cap * sizeof *d) : NULL;
-    if (r) ps->rules = r;
-    if (!d) return -1;
-    ps->defined = d;
+    if (ps->cap_rule_arrays < cap) { /* only when names grew: a realloc each rule copies each time (ASan's always) */
+        gbuf *r = realloc(ps->rules, (size_t)cap * sizeof *r);
+        int *d = r ? realloc(ps->defined, (size_t)cap * sizeof *d) : NULL;
+        if (r) ps->rules = r;
+        if (!d) return -1;
+        ps->defined = d;
+        ps->cap_rule_arrays = cap;
+    }
     char *s = malloc(n + 1);
     if (!s) return -1;
     memcpy(s, name, n);
@@ -85,6 +169,9 @@ static int add_rule(parser *ps, const char *name, size_t n) {
     g->names[id] = s;
     ps->rules[id] = (gbuf){0};
     ps->defined[id] = 0;
+    size_t j = (size_t)(hash_bytes(s, n) & (uint64_t)(ps->names_cap - 1));
+    while (ps->names_tab[j] >= 0) j = (j + 1) & (size_t)(ps->names_cap - 1);
+    ps->names_tab[j] = id;
     return id;
 }
 
@@ -98,28 +185,32 @@ static int new_rule(parser *ps) {
 }
 
 /* A byte set's index, shared between equal sets. */
-static int set_id(clf_grammar *g, const uint64_t s[4]) {
-    for (int i = 0; i < g->n_sets; i++)
-        if (!memcmp(g->sets[i], s, sizeof g->sets[i])) return i;
+static int set_id(parser *ps, const uint64_t s[4]) {
+    clf_grammar *g = ps->g;
+    uint64_t h = hash_bytes(s, sizeof g->sets[0]);
+    if (ps->sets_cap)
+        for (size_t j = (size_t)(h & (uint64_t)(ps->sets_cap - 1)); ps->sets_tab[j] >= 0;
+             j = (j + 1) & (size_t)(ps->sets_cap - 1))
+            if (!memcmp(g->sets[ps->sets_tab[j]], s, sizeof g->sets[0])) return ps->sets_tab[j];
+    if (tab_grow(&ps->sets_tab, &ps->sets_cap, g->n_sets, set_key, ps)) return -1;
     int cap = g->cap_sets;
     if (grow((void **)&g->sets, &cap, g->n_sets + 1, sizeof *g->sets)) return -1;
     g->cap_sets = cap;
     memcpy(g->sets[g->n_sets], s, sizeof g->sets[0]);
+    size_t j = (size_t)(h & (uint64_t)(ps->sets_cap - 1));
+    while (ps->sets_tab[j] >= 0) j = (j + 1) & (size_t)(ps->sets_cap - 1);
+    ps->sets_tab[j] = g->n_sets;
     return g->n_sets++;
 }
 
 static int push_byte_range(parser *ps, gbuf *b, int lo, int hi) {
     uint64_t s[4] = {0};
     for (int c = lo; c <= hi; c++) s[c >> 6] |= 1ull << (c & 63);
-    int id = set_id(ps->g, s);
-    return id < 0 || buf_push(b, G_BYTES, id) ? oom(ps) : 0;
+    int id = set_id(ps, s);
+    return id < 0 || ps_push(ps, b, G_BYTES, id) ? oom(ps) : 0;
 }
 
 /* ---- characters: code point ranges lowered to UTF-8 byte sequences -------- */
-
-typedef struct cprange {
-    uint32_t lo, hi;
-} cprange;
 
 static int utf8_encode(uint32_t c, uint8_t *out) {
     if (c < 0x80) return out[0] = (uint8_t)c, 1;
@@ -150,7 +241,7 @@ static int utf8_alts(parser *ps, gbuf *r, uint32_t lo, uint32_t hi) {
         }
     }
     utf8_encode(hi, b);
-    if (r->n && buf_push(r, G_ALT, 0)) return oom(ps);
+    if (r->n && ps_push(ps, r, G_ALT, 0)) return oom(ps);
     for (int i = 0; i < n; i++)
         if (push_byte_range(ps, r, a[i], b[i])) return -1;
     return 0;
@@ -206,8 +297,8 @@ static int emit_class(parser *ps, int into_rule, gbuf *into_tmp, cprange *rg, in
         uint64_t s[4] = {0};
         for (int i = 0; i < k; i++)
             for (uint32_t c = out[i].lo; c <= out[i].hi; c++) s[c >> 6] |= 1ull << (c & 63);
-        int id = set_id(ps->g, s);
-        return id < 0 || buf_push(INTO, G_BYTES, id) ? oom(ps) : 0;
+        int id = set_id(ps, s);
+        return id < 0 || ps_push(ps, INTO, G_BYTES, id) ? oom(ps) : 0;
     }
     int r = new_rule(ps);
     if (r < 0) return oom(ps);
@@ -215,10 +306,10 @@ static int emit_class(parser *ps, int into_rule, gbuf *into_tmp, cprange *rg, in
         if (utf8_alts(ps, &ps->rules[r], out[i].lo, out[i].hi)) return -1;
     if (!k) { /* matches nothing: an alternative no byte enters */
         uint64_t none[4] = {0};
-        int id = set_id(ps->g, none);
-        if (id < 0 || buf_push(&ps->rules[r], G_BYTES, id)) return oom(ps);
+        int id = set_id(ps, none);
+        if (id < 0 || ps_push(ps, &ps->rules[r], G_BYTES, id)) return oom(ps);
     }
-    return buf_push(INTO, G_REF, r) ? oom(ps) : 0;
+    return ps_push(ps, INTO, G_REF, r) ? oom(ps) : 0;
 #undef INTO
 }
 
@@ -260,6 +351,8 @@ static int parse_char(parser *ps, uint32_t *cp) {
                 ps->p++;
             }
             if (v > 0x10FFFF) return perr(ps, at, "code point beyond U+10FFFF", ""), -1;
+            /* a surrogate is no character: its UTF-8 form is not UTF-8 */
+            if (v >= 0xD800 && v <= 0xDFFF) return perr(ps, at, "a surrogate (U+D800-U+DFFF) is not a character", ""), -1;
             *cp = v;
             return 0;
         }
@@ -279,6 +372,9 @@ static int parse_char(parser *ps, uint32_t *cp) {
         if (ps->p >= ps->end || ((unsigned char)*ps->p & 0xC0) != 0x80) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
         v = v << 6 | ((unsigned char)*ps->p++ & 0x3F);
     }
+    static const uint32_t least[] = {0, 0x80, 0x800, 0x10000}; /* an overlong form is not UTF-8 */
+    if (v < least[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
     *cp = v;
     return 0;
 }
@@ -300,24 +396,24 @@ static int repeat(parser *ps, int rule, int start, int min, int max) {
     b->n = start;
     int rc = 0;
     for (int i = 0; i < min && !rc; i++)
-        for (int k = 0; k < n && !rc; k++) rc = buf_push(&ps->rules[rule], x[k].type, x[k].val);
+        for (int k = 0; k < n && !rc; k++) rc = ps_push(ps, &ps->rules[rule], x[k].type, x[k].val);
     if (!rc && max < 0) {
         int s = new_rule(ps);
         rc = s < 0;
-        for (int k = 0; k < n && !rc; k++) rc = buf_push(&ps->rules[s], x[k].type, x[k].val);
-        rc = rc || buf_push(&ps->rules[s], G_REF, s) || buf_push(&ps->rules[s], G_ALT, 0) ||
-             buf_push(&ps->rules[rule], G_REF, s);
+        for (int k = 0; k < n && !rc; k++) rc = ps_push(ps, &ps->rules[s], x[k].type, x[k].val);
+        rc = rc || ps_push(ps, &ps->rules[s], G_REF, s) || ps_push(ps, &ps->rules[s], G_ALT, 0) ||
+             ps_push(ps, &ps->rules[rule], G_REF, s);
     } else if (!rc && max > min) {
         int tail = -1; /* O_k ::= x O_{k-1} | , innermost first */
         for (int i = 0; i < max - min && !rc; i++) {
             int o = new_rule(ps);
             rc = o < 0;
-            for (int k = 0; k < n && !rc; k++) rc = buf_push(&ps->rules[o], x[k].type, x[k].val);
-            if (!rc && tail >= 0) rc = buf_push(&ps->rules[o], G_REF, tail);
-            rc = rc || buf_push(&ps->rules[o], G_ALT, 0);
+            for (int k = 0; k < n && !rc; k++) rc = ps_push(ps, &ps->rules[o], x[k].type, x[k].val);
+            if (!rc && tail >= 0) rc = ps_push(ps, &ps->rules[o], G_REF, tail);
+            rc = rc || ps_push(ps, &ps->rules[o], G_ALT, 0);
             tail = o;
         }
-        rc = rc || buf_push(&ps->rules[rule], G_REF, tail);
+        rc = rc || ps_push(ps, &ps->rules[rule], G_REF, tail);
     }
     free(x);
     return rc ? oom(ps) : 0;
@@ -358,7 +454,7 @@ static int parse_sequence(parser *ps, int rule, int nested) {
             ps->p++;
             int negate = ps->p < ps->end && *ps->p == '^';
             if (negate) ps->p++;
-            cprange rg[512];
+            cprange *rg = ps->class_buf;
             int n = 0;
             while (ps->p < ps->end && *ps->p != ']') {
                 uint32_t lo, hi;
@@ -385,7 +481,7 @@ static int parse_sequence(parser *ps, int rule, int nested) {
                 ps->any_rule = tmp.e[0].val;
                 free(tmp.e);
             }
-            if (buf_push(&ps->rules[rule], G_REF, ps->any_rule)) return oom(ps);
+            if (ps_push(ps, &ps->rules[rule], G_REF, ps->any_rule)) return oom(ps);
             last = start;
         } else if (is_word((unsigned char)c)) {
             const char *s = ps->p;
@@ -398,17 +494,25 @@ static int parse_sequence(parser *ps, int rule, int nested) {
             }
             ps->p = e;
             int r = rule_id(ps, s, (size_t)(e - s));
-            if (r < 0 || buf_push(&ps->rules[rule], G_REF, r)) return oom(ps);
+            if (r < 0 || ps_push(ps, &ps->rules[rule], G_REF, r)) return oom(ps);
             last = start;
         } else if (c == '(') {
             ps->p++;
+            if (ps->nesting >= GRAMMAR_MAX_NESTING) {
+                char n[64];
+                snprintf(n, sizeof n, "%d (the bound on nesting)", GRAMMAR_MAX_NESTING);
+                return perr(ps, at, "groups nested deeper than ", n), -1;
+            }
             space(ps, 1);
             int r = new_rule(ps);
             if (r < 0) return oom(ps);
-            if (parse_alternates(ps, r, 1)) return -1;
+            ps->nesting++;
+            int bad = parse_alternates(ps, r, 1);
+            ps->nesting--;
+            if (bad) return -1;
             if (ps->p >= ps->end || *ps->p != ')') return perr(ps, at, "missing ')'", ""), -1;
             ps->p++;
-            if (buf_push(&ps->rules[rule], G_REF, r)) return oom(ps);
+            if (ps_push(ps, &ps->rules[rule], G_REF, r)) return oom(ps);
             last = start;
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (last < 0) return perr(ps, at, "a repetition with nothing before it", ""), -1;
@@ -450,7 +554,7 @@ static int parse_alternates(parser *ps, int rule, int nested) {
         if (ps->p < ps->end && *ps->p == '|') {
             ps->p++;
             space(ps, 1);
-            if (buf_push(&ps->rules[rule], G_ALT, 0)) return oom(ps);
+            if (ps_push(ps, &ps->rules[rule], G_ALT, 0)) return oom(ps);
             continue;
         }
         if (!nested) ps->p = save;
@@ -478,81 +582,201 @@ static int parse_rule(parser *ps) {
     return 0;
 }
 
-/* ---- checks: every rule defined, no left recursion -------------------------- */
+/* ---- checks: every rule defined, no left recursion, nesting in bounds ------
+ * Each is linear in the grammar's elements (worklists and explicit stacks,
+ * no recursion on the C stack): a grammar of GRAMMAR_MAX_RULES rules in
+ * one chain is checked as fast as a flat one. */
 
-/* nullable[r]: rule r matches the empty text. */
-static void find_nullable(const clf_grammar *g, uint8_t *nullable) {
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int r = 0; r < g->n_rules; r++) {
-            if (nullable[r]) continue;
-            int ok = 1;
+/* The least set of rules with an alternative whose every element is in
+ * the set (a REF) or, unless bytes_block, a byte set: with bytes_block
+ * the rules that match the empty text (nullable), without it the rules
+ * that derive some finite text (productive: one that only ever calls
+ * itself again never ends). -1: out of memory. */
+static int fixpoint(const clf_grammar *g, int bytes_block, uint8_t *mark) {
+    int n_alt = 0;
+    for (int i = 0; i < g->n_el; i++) n_alt += g->el[i].type == G_ALT || g->el[i].type == G_END;
+    int *need = calloc((size_t)n_alt + 1, sizeof *need), *alt_rule = malloc(((size_t)n_alt + 1) * sizeof *alt_rule);
+    int *occ_start = calloc((size_t)g->n_rules + 1, sizeof *occ_start), *occ = malloc(((size_t)g->n_el + 1) * sizeof *occ);
+    int *queue = malloc(((size_t)g->n_rules + 1) * sizeof *queue);
+    int rc = need && alt_rule && occ_start && occ && queue ? 0 : -1;
+    if (!rc) {
+        /* per alternative: the elements still unproved; per rule: where it is referenced */
+        for (int r = 0, a = 0; r < g->n_rules; r++)
             for (int i = g->rule_start[r];; i++) {
                 gel e = g->el[i];
                 if (e.type == G_ALT || e.type == G_END) {
-                    if (ok) {
-                        nullable[r] = 1;
-                        changed = 1;
-                        break;
-                    }
+                    alt_rule[a++] = r;
                     if (e.type == G_END) break;
-                    ok = 1;
-                } else if (e.type == G_BYTES || (e.type == G_REF && !nullable[e.val]))
-                    ok = 0;
+                } else if (e.type == G_REF) {
+                    need[a]++;
+                    occ_start[e.val + 1]++;
+                } else if (bytes_block)
+                    need[a] = INT32_MAX / 2; /* never 0 */
             }
-        }
-    }
-}
-
-/* productive[r]: rule r derives some finite text (a rule that only ever
- * calls itself again never ends: a language without sentences). */
-static void find_productive(const clf_grammar *g, uint8_t *productive) {
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int r = 0; r < g->n_rules; r++) {
-            if (productive[r]) continue;
-            int ok = 1;
+        for (int r = 0; r < g->n_rules; r++) occ_start[r + 1] += occ_start[r];
+        int *fill = queue; /* borrowed: the next slot per rule */
+        memcpy(fill, occ_start, (size_t)g->n_rules * sizeof *fill);
+        for (int r = 0, a = 0; r < g->n_rules; r++)
             for (int i = g->rule_start[r];; i++) {
                 gel e = g->el[i];
                 if (e.type == G_ALT || e.type == G_END) {
-                    if (ok) {
-                        productive[r] = 1;
-                        changed = 1;
-                        break;
-                    }
+                    a++;
                     if (e.type == G_END) break;
-                    ok = 1;
-                } else if (e.type == G_REF && !productive[e.val])
-                    ok = 0;
+                } else if (e.type == G_REF)
+                    occ[fill[e.val]++] = a;
+            }
+        int head = 0, tail = 0;
+        for (int a = 0; a < n_alt; a++)
+            if (need[a] == 0 && !mark[alt_rule[a]]) mark[alt_rule[a]] = 1, queue[tail++] = alt_rule[a];
+        while (head < tail) {
+            int r = queue[head++];
+            for (int k = occ_start[r]; k < occ_start[r + 1]; k++) {
+                int a = occ[k];
+                if (--need[a] == 0 && !mark[alt_rule[a]]) mark[alt_rule[a]] = 1, queue[tail++] = alt_rule[a];
             }
         }
     }
+    free(need);
+    free(alt_rule);
+    free(occ_start);
+    free(occ);
+    free(queue);
+    return rc;
 }
 
-/* Depth-first over "r can start with s without reading a byte": a cycle is
- * left recursion, which would expand forever. */
-static int left_cycle(const clf_grammar *g, const uint8_t *nullable, int r, uint8_t *mark) {
-    if (mark[r] == 1) return r;
-    if (mark[r] == 2) return -1;
-    mark[r] = 1;
-    int at_start = 1;
-    for (int i = g->rule_start[r];; i++) {
-        gel e = g->el[i];
-        if (e.type == G_END) break;
-        if (e.type == G_ALT) {
-            at_start = 1;
-            continue;
+/* Depth first over "r can start with s without reading a byte", on an
+ * explicit stack: a cycle is left recursion, which would expand forever.
+ * The rule it returns to, -1 when there is none, -2 out of memory. */
+static int left_cycle(const clf_grammar *g, const uint8_t *nullable, uint8_t *mark) {
+    typedef struct lframe {
+        int r, i, at_start;
+    } lframe;
+    lframe *st = malloc((size_t)(g->n_rules ? g->n_rules : 1) * sizeof *st); /* a path holds each rule once */
+    if (!st) return -2;
+    int found = -1;
+    for (int root = 0; root < g->n_rules && found < 0; root++) {
+        if (mark[root]) continue;
+        int n = 0;
+        st[n++] = (lframe){root, g->rule_start[root], 1};
+        mark[root] = 1;
+        while (n && found < 0) {
+            lframe *f = &st[n - 1];
+            gel e = g->el[f->i];
+            if (e.type == G_END) {
+                mark[f->r] = 2;
+                n--;
+                continue;
+            }
+            f->i++;
+            if (e.type == G_ALT) {
+                f->at_start = 1;
+                continue;
+            }
+            if (!f->at_start) continue;
+            if (e.type != G_REF) {
+                f->at_start = 0;
+                continue;
+            }
+            f->at_start = nullable[e.val];
+            if (mark[e.val] == 1) found = e.val;
+            else if (!mark[e.val]) {
+                mark[e.val] = 1;
+                st[n++] = (lframe){e.val, g->rule_start[e.val], 1};
+            }
         }
-        if (!at_start) continue;
-        if (e.type == G_REF) {
-            int c = left_cycle(g, nullable, e.val, mark);
-            if (c >= 0) return c;
-            at_start = nullable[e.val];
-        } else
-            at_start = 0;
     }
-    mark[r] = 2;
-    return -1;
+    free(st);
+    return found;
+}
+
+/* The matcher's stack depth the grammar needs along paths without
+ * recursion: a reference with more of its sequence after it keeps its
+ * continuation on the stack (one level), one that ends its sequence
+ * replaces it (a tail call). Over the rules' strongly connected
+ * components (Tarjan's, on explicit stacks), the longest such path from
+ * the root to a leaf, references inside a component counted 0 (their depth
+ * is the text's, met while matching). Alternatives that call a rule
+ * deriving no text are never taken: not counted. -1: out of memory. */
+static int static_depth(const clf_grammar *g, const uint8_t *productive) {
+    int n = g->n_rules;
+    int *idx = malloc((size_t)n * sizeof *idx), *low = malloc((size_t)n * sizeof *low);
+    int *comp = malloc((size_t)n * sizeof *comp), *stk = malloc((size_t)n * sizeof *stk);
+    int *best = malloc((size_t)n * sizeof *best), *members = malloc((size_t)n * sizeof *members);
+    typedef struct tframe {
+        int r, i;
+    } tframe;
+    tframe *call = malloc((size_t)n * sizeof *call);
+    int result = -1;
+    if (!idx || !low || !comp || !stk || !best || !members || !call) goto out;
+    for (int r = 0; r < n; r++) idx[r] = -1, comp[r] = -1;
+    int counter = 0, sp = 0, n_comp = 0;
+    for (int root = 0; root < n; root++) {
+        if (idx[root] >= 0) continue;
+        int depth = 0;
+        call[depth++] = (tframe){root, g->rule_start[root]};
+        idx[root] = low[root] = counter++;
+        stk[sp++] = root;
+        while (depth) {
+            tframe *f = &call[depth - 1];
+            gel e = g->el[f->i];
+            if (e.type != G_END) {
+                f->i++;
+                if (e.type != G_REF) continue;
+                int v = e.val;
+                if (idx[v] < 0) {
+                    idx[v] = low[v] = counter++;
+                    stk[sp++] = v;
+                    call[depth++] = (tframe){v, g->rule_start[v]};
+                } else if (comp[v] < 0 && idx[v] < low[f->r])
+                    low[f->r] = idx[v];
+                continue;
+            }
+            int r = f->r;
+            depth--;
+            if (depth && low[r] < low[call[depth - 1].r]) low[call[depth - 1].r] = low[r];
+            if (low[r] != idx[r]) continue;
+            /* r roots a component: its members are off the stack; every
+             * component they reach is done (Tarjan's order) */
+            int m = 0, v;
+            do {
+                v = stk[--sp];
+                comp[v] = n_comp;
+                members[m++] = v;
+            } while (v != r);
+            int b = 0;
+            for (int k = 0; k < m; k++) {
+                int q = members[k];
+                if (!productive[q]) continue;
+                int alt_ok = 1, alt_best = 0;
+                for (int i = g->rule_start[q];; i++) {
+                    gel x = g->el[i];
+                    if (x.type == G_ALT || x.type == G_END) {
+                        if (alt_ok && alt_best > b) b = alt_best;
+                        alt_ok = 1, alt_best = 0;
+                        if (x.type == G_END) break;
+                        continue;
+                    }
+                    if (x.type != G_REF) continue;
+                    if (!productive[x.val]) alt_ok = 0;
+                    if (comp[x.val] == n_comp) continue;
+                    int cont = g->el[i + 1].type != G_ALT && g->el[i + 1].type != G_END;
+                    int d = cont + best[comp[x.val]];
+                    if (d > alt_best) alt_best = d;
+                }
+            }
+            best[n_comp++] = b;
+        }
+    }
+    result = best[comp[g->root]];
+out:
+    free(idx);
+    free(low);
+    free(comp);
+    free(stk);
+    free(best);
+    free(members);
+    free(call);
+    return result;
 }
 
 static const char *shown_name(const clf_grammar *g, int r) {
@@ -574,9 +798,13 @@ static const char *shown_name(const clf_grammar *g, int r) {
 clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, clf_grammar **out) {
     *out = NULL;
     if (!gbnf) return clf_fail(CLF_ERR_ARG, "grammar: no text");
+    if (len > GRAMMAR_MAX_TEXT)
+        return clf_fail(CLF_ERR_ARG, "grammar: %zu bytes, more than %d (the bound on a grammar's text)", len,
+                        GRAMMAR_MAX_TEXT);
     clf_grammar *g = calloc(1, sizeof *g);
     if (!g) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     parser ps = {.src = gbnf, .p = gbnf, .end = gbnf + len, .g = g, .any_rule = -1};
+    if (!(ps.class_buf = malloc(512 * sizeof *ps.class_buf))) oom(&ps);
     space(&ps, 1);
     while (ps.st == CLF_OK && ps.p < ps.end)
         if (parse_rule(&ps)) break;
@@ -608,20 +836,25 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
     }
     if (ps.st == CLF_OK) {
         uint8_t *nullable = calloc((size_t)g->n_rules, 1), *mark = calloc((size_t)g->n_rules, 1);
-        if (!nullable || !mark) oom(&ps);
-        else {
-            find_nullable(g, nullable);
-            find_productive(g, mark);
-            if (!mark[g->root])
-                clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' admits no text (every alternative calls a rule that never ends)",
-                         g->names[g->root]);
+        if (!nullable || !mark || fixpoint(g, 1, nullable) || fixpoint(g, 0, mark)) oom(&ps);
+        else if (!mark[g->root])
+            clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' admits no text (every alternative calls a rule that never ends)",
+                     g->names[g->root]);
+        if (ps.st == CLF_OK) {
+            /* non-recursive nesting the matcher's stack cannot hold: refused now, not mid-generation */
+            int d = static_depth(g, mark);
+            if (d < 0) oom(&ps);
+            else if (d + 1 > GSTATE_MAX_DEPTH)
+                clf_fail(ps.st = CLF_ERR_ARG, "grammar: rules nest %d deep, more than the %d levels the matcher's stack "
+                         "holds (the bound on nesting)", d + 1, GSTATE_MAX_DEPTH);
+        }
+        if (ps.st == CLF_OK) {
             memset(mark, 0, (size_t)g->n_rules);
-            for (int r = 0; r < g->n_rules && ps.st == CLF_OK; r++) {
-                int c = left_cycle(g, nullable, r, mark);
-                if (c >= 0)
-                    clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' is left-recursive (it can reach itself before reading a character)",
-                             shown_name(g, c));
-            }
+            int c = left_cycle(g, nullable, mark);
+            if (c == -2) oom(&ps);
+            else if (c >= 0)
+                clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' is left-recursive (it can reach itself before reading a character)",
+                         shown_name(g, c));
         }
         free(nullable);
         free(mark);
@@ -629,6 +862,9 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
     for (int r = 0; r < g->n_rules; r++) free(ps.rules[r].e);
     free(ps.rules);
     free(ps.defined);
+    free(ps.names_tab);
+    free(ps.sets_tab);
+    free(ps.class_buf);
     if (ps.st != CLF_OK) {
         clf_grammar_free(g);
         return ps.st;

@@ -37,16 +37,25 @@ typedef struct gstate {
     int n, cap;   /* int32s used / allocated */
     int n_stacks;
     int accepting; /* holds the empty stack */
+    int overflow;  /* the step here dropped a path that needed a stack deeper than GSTATE_MAX_DEPTH */
     uint64_t tops[4]; /* the union of the tops' byte sets: the bytes that may come next */
 } gstate;
 
-enum { GSTATE_MAX_STACKS = 2048, GSTATE_MAX_DEPTH = 512 };
+/* The matcher's bounds (per state, per byte's step): the ways to read the
+ * text at once, the stack's depth, and the expansion steps one byte may
+ * take (a grammar's text is bounded, its expansions are not otherwise:
+ * chains of nullable rules). A step past the depth drops the path (the
+ * text it would read is refused, overflow says so); past the others it is
+ * CLF_ERR_ARG. */
+enum { GSTATE_MAX_STACKS = 2048, GSTATE_MAX_DEPTH = 512, GSTATE_MAX_WORK = 1 << 20 };
 
 /* The state before any byte. */
 clf_status clf_gstate_start(const clf_grammar *g, gstate *out);
-/* The state after byte b (out->n_stacks 0: b is not allowed). CLF_ERR_ARG
- * when the grammar is too ambiguous (more than GSTATE_MAX_STACKS stacks)
- * or nests too deep. out must not be in. */
+/* The state after byte b (out->n_stacks 0: b is not allowed; a path that
+ * would nest deeper than GSTATE_MAX_DEPTH is dropped, out->overflow set).
+ * CLF_ERR_ARG when the grammar is too ambiguous (more than
+ * GSTATE_MAX_STACKS stacks) or a step's work is over GSTATE_MAX_WORK.
+ * out must not be in. */
 clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b, gstate *out);
 clf_status clf_gstate_copy(const gstate *in, gstate *out);
 void clf_gstate_free(gstate *s);

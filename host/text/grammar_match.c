@@ -5,10 +5,19 @@
 
 #include "grammar_impl.h"
 
+/* A reference being expanded: the stack's length where it stood, its
+ * position (put back when its alternatives are done), the next alternative,
+ * and where the alternatives go on the stack. */
+typedef struct xframe {
+    int32_t len, p, a, base;
+} xframe;
+
 typedef struct expander {
     const clf_grammar *g;
     gstate *out;
     int32_t fr[GSTATE_MAX_DEPTH + 1]; /* the stack being expanded */
+    long steps; /* this byte's expansion steps, against GSTATE_MAX_WORK */
+    int overflow; /* a path was dropped at GSTATE_MAX_DEPTH */
     clf_status st;
 } expander;
 
@@ -40,37 +49,78 @@ static void add_stack(expander *x, int len) {
 /* Expands fr[0, len) until its top is a byte set: a rule reference becomes
  * each of its alternatives (its continuation kept below, unless the
  * reference ends its sequence: a tail call, so right recursion keeps the
- * stack flat); an alternative's end pops. */
+ * stack flat); an alternative's end pops. Depth first, with the references
+ * being expanded on a stack of its own rather than the C stack (chains of
+ * tail calls are as long as the grammar).
+ * A path that would need more than GSTATE_MAX_DEPTH levels is dropped
+ * (x->overflow): the text it would read is beyond the matcher's bound. */
 static void expand(expander *x, int len) {
-    if (x->st != CLF_OK) return;
-    if (len == 0) {
-        add_stack(x, 0);
-        return;
-    }
     const gel *el = x->g->el;
-    int p = x->fr[len - 1];
-    switch (el[p].type) {
-    case G_BYTES: add_stack(x, len); return;
-    case G_ALT:
-    case G_END: expand(x, len - 1); return;
-    default: break;
-    }
-    int next = p + 1, cont = el[next].type != G_END && el[next].type != G_ALT;
-    int base = cont ? len : len - 1;
-    if (base + 1 > GSTATE_MAX_DEPTH) {
-        x->st = clf_fail(CLF_ERR_ARG, "grammar: nesting deeper than %d", GSTATE_MAX_DEPTH);
-        return;
-    }
-    if (cont) x->fr[len - 1] = next;
-    int r = el[p].val, a = x->g->rule_start[r];
+    xframe small[256], *work = small; /* the usual few on the C stack, more on the heap */
+    int nw = 0, cap = 256;
     for (;;) {
-        x->fr[base] = a;
-        expand(x, base + 1);
-        while (el[a].type != G_ALT && el[a].type != G_END) a++;
-        if (el[a].type == G_END) break;
-        a++;
+        /* down: to a leaf (a stack added or dropped), or into a reference */
+        for (;;) {
+            if (x->st != CLF_OK) goto out;
+            if (++x->steps > GSTATE_MAX_WORK) {
+                x->st = clf_fail(CLF_ERR_ARG, "grammar: a byte needs more than %d expansion steps (the bound on a "
+                                 "step's work)", GSTATE_MAX_WORK);
+                goto out;
+            }
+            if (len == 0) {
+                add_stack(x, 0);
+                break;
+            }
+            int p = x->fr[len - 1];
+            if (el[p].type == G_BYTES) {
+                add_stack(x, len);
+                break;
+            }
+            if (el[p].type == G_ALT || el[p].type == G_END) {
+                len--;
+                continue;
+            }
+            int next = p + 1, cont = el[next].type != G_END && el[next].type != G_ALT;
+            int base = cont ? len : len - 1;
+            if (base + 1 > GSTATE_MAX_DEPTH) {
+                x->overflow = 1;
+                break;
+            }
+            if (nw == cap) {
+                xframe *w = work == small ? malloc((size_t)cap * 2 * sizeof *w) : realloc(work, (size_t)cap * 2 * sizeof *w);
+                if (!w) {
+                    x->st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+                    goto out;
+                }
+                if (work == small) memcpy(w, small, sizeof small);
+                work = w;
+                cap *= 2;
+            }
+            if (cont) x->fr[len - 1] = next;
+            int a = x->g->rule_start[el[p].val];
+            work[nw++] = (xframe){len, p, a, base};
+            x->fr[base] = a;
+            len = base + 1;
+        }
+        /* up: the innermost reference with an alternative left */
+        for (;;) {
+            if (nw == 0) goto out;
+            xframe *f = &work[nw - 1];
+            int a = f->a;
+            while (el[a].type != G_ALT && el[a].type != G_END) a++;
+            if (el[a].type == G_END) {
+                x->fr[f->len - 1] = f->p;
+                nw--;
+                continue;
+            }
+            f->a = a + 1;
+            x->fr[f->base] = f->a;
+            len = f->base + 1;
+            break;
+        }
     }
-    x->fr[len - 1] = p;
+out:
+    if (work != small) free(work);
 }
 
 static int cmp_stack(const int32_t *a, const int32_t *b) {
@@ -136,11 +186,16 @@ static _Thread_local expander t_exp;
 static void reset(gstate *o) {
     o->n = 0;
     o->n_stacks = 0;
+    o->overflow = 0;
 }
 
 clf_status clf_gstate_start(const clf_grammar *g, gstate *out) {
     expander *e = &t_exp;
-    *e = (expander){.g = g, .out = out};
+    e->g = g;
+    e->out = out;
+    e->st = CLF_OK;
+    e->steps = 0;
+    e->overflow = 0;
     reset(out);
     /* the root's alternatives from an empty stack */
     int a = g->rule_start[g->root];
@@ -151,6 +206,7 @@ clf_status clf_gstate_start(const clf_grammar *g, gstate *out) {
         if (g->el[a].type == G_END) break;
         a++;
     }
+    out->overflow = e->overflow;
     return e->st != CLF_OK ? e->st : canonical(g, out);
 }
 
@@ -161,6 +217,8 @@ clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b
     e->g = g;
     e->out = out;
     e->st = CLF_OK;
+    e->steps = 0;
+    e->overflow = 0;
     for (int k = 0; k < in->n && e->st == CLF_OK; k += in->d[k] + 1) {
         int len = in->d[k];
         if (!len) continue;
@@ -171,6 +229,7 @@ clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b
         e->fr[len - 1] = top + 1;
         expand(e, len);
     }
+    out->overflow = e->overflow;
     return e->st != CLF_OK ? e->st : canonical(g, out);
 }
 
@@ -185,6 +244,7 @@ clf_status clf_gstate_copy(const gstate *in, gstate *out) {
     out->n = in->n;
     out->n_stacks = in->n_stacks;
     out->accepting = in->accepting;
+    out->overflow = in->overflow;
     memcpy(out->tops, in->tops, sizeof out->tops);
     return CLF_OK;
 }

@@ -18,12 +18,34 @@
 #include "grammar.h"
 #include "json_schema.h"
 
-#define MAX_OUT (4u << 20) /* grammar text, bytes */
-#define MAX_RULES 4096
-#define MAX_DEPTH 48      /* schema nesting, merges of merges */
-#define MAX_REPEAT 4096   /* a count (minItems, maxLength, {m,n}) the grammar spells out */
-#define INT_DIGITS 20     /* digits of an integral part: an int64/uint64 fits */
-#define FRAC_DIGITS 20    /* digits of a fraction (a double's repr needs 17) */
+/* ---- bounds ------------------------------------------------------------------
+ * A schema is untrusted input (a request's response_format or tool
+ * parameters, a file): the converter's depth, sizes and work are bounded,
+ * checked as it goes, and an excess is CLF_ERR_ARG naming the bound. Every
+ * step is linear in the schema (hashed names, tries built from sorted
+ * lists, no recursion per character), so a schema within these bounds
+ * converts in well under a second. */
+#define MAX_SCHEMA (1u << 20) /* schema text, bytes: a server's whole request body (SRV_MAX_BODY) */
+#define MAX_OUT (4u << 20)    /* grammar text, bytes (the grammar parser takes up to 8 MiB) */
+#define MAX_RULES 65536       /* rules written; the grammar parser's bound (262,144 with its own) is above */
+#define MAX_DEPTH 48          /* schema nesting, merges of merges: the walk recurses per level */
+#define MAX_REPEAT 4096       /* a count (minItems, maxLength, {m,n}) the grammar spells out */
+/* Alternatives open at one point of the text: the matcher reads at most
+ * GSTATE_MAX_STACKS (2048) ways at once, so an alternation wider than that
+ * could never run. Enums and const-only anyOf are tries (each point has as
+ * many ways as distinct next characters), so only as many values as differ
+ * at one character count. */
+#define MAX_BRANCH 2048
+/* A property name's length, in bytes, where other names are allowed too
+ * (additionalProperties not false): the grammar for "any other name" has a
+ * rule per character of the names; longer ones are an error. */
+#define MAX_NAME 1024
+/* Optional prefixItems nest in groups up to this many, then in a rule each. */
+#define PREFIX_NEST 32
+/* An enum longer than this is written as tries (strings, integers). */
+#define ENUM_TRIE 64
+#define INT_DIGITS 20  /* digits of an integral part: an int64/uint64 fits */
+#define FRAC_DIGITS 20 /* digits of a fraction (a double's repr needs 17) */
 
 /* ---- growing text -------------------------------------------------------- */
 
@@ -186,6 +208,70 @@ static void sb_json_string_lit(sbuf *b, const char *s, size_t n) {
     free(cps);
 }
 
+/* ---- a string -> int map (open addressing, keys copied) -------------------- */
+
+typedef struct smap {
+    char **keys;
+    int *vals;
+    size_t cap, n;
+} smap;
+
+static uint64_t str_hash(const char *s) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+static int *smap_get(const smap *m, const char *k) {
+    if (!m->cap) return NULL;
+    for (size_t i = str_hash(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
+        if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
+    return NULL;
+}
+/* Sets k's value (added when new); -1: out of memory. */
+static int smap_set(smap *m, const char *k, int v) {
+    int *old = smap_get(m, k);
+    if (old) {
+        *old = v;
+        return 0;
+    }
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 256;
+        char **keys = calloc(cap, sizeof *keys);
+        int *vals = malloc(cap * sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = str_hash(m->keys[i]) & (cap - 1);
+            while (keys[j]) j = (j + 1) & (cap - 1);
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    char *dup = strdup(k);
+    if (!dup) return -1;
+    size_t j = str_hash(k) & (m->cap - 1);
+    while (m->keys[j]) j = (j + 1) & (m->cap - 1);
+    m->keys[j] = dup;
+    m->vals[j] = v;
+    m->n++;
+    return 0;
+}
+static void smap_free(smap *m) {
+    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
+    free(m->keys);
+    free(m->vals);
+    *m = (smap){0};
+}
+
 /* ---- the converter ------------------------------------------------------- */
 
 typedef struct ref_memo {
@@ -200,6 +286,9 @@ typedef struct conv {
     sbuf rules;
     char **names;
     int n_names, cap_names;
+    smap taken;     /* the names, for rule_name */
+    smap next_k;    /* per cleaned base: the next -k suffix to try */
+    smap ref_index; /* $ref string -> its refs[] index */
     ref_memo *refs;
     int n_refs, cap_refs;
     json_t **owned;
@@ -218,6 +307,29 @@ static clf_status bad(const char *ptr, const char *fmt, ...) {
     return clf_fail(CLF_ERR_ARG, "json schema: %s (at %s)", msg, ptr && *ptr ? ptr : "#");
 }
 static clf_status oom(void) { return clf_fail(CLF_ERR_MEMORY, "json schema: out of host memory"); }
+
+/* A JSON value's canonical text (json_equal's equality: object keys
+ * sorted), malloc'd: values compared through a hash, not pair by pair. */
+static char *value_key(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS); }
+
+/* Adds each element of arr to m (value_key -> 1); -1: out of memory. */
+static int add_keys(smap *m, json_t *arr) {
+    size_t i;
+    json_t *x;
+    json_array_foreach(arr, i, x) {
+        char *k = value_key(x);
+        int bad = !k || smap_set(m, k, 1);
+        free(k);
+        if (bad) return -1;
+    }
+    return 0;
+}
+static int has_key(const smap *m, json_t *v) {
+    char *k = value_key(v);
+    int r = k && smap_get(m, k) != NULL;
+    free(k);
+    return r;
+}
 
 /* Keeps j alive until the conversion ends (merged schemas). */
 static json_t *own(conv *c, json_t *j) {
@@ -277,11 +389,11 @@ static const char *rule_name(conv *c, const char *base) {
     if (c->n_names >= MAX_RULES) return NULL;
     char cand[96];
     snprintf(cand, sizeof cand, "%s", clean);
-    for (int k = 2;; k++) {
-        int taken = 0;
-        for (int i = 0; i < c->n_names && !taken; i++) taken = strcmp(c->names[i], cand) == 0;
-        if (!taken) break;
-        snprintf(cand, sizeof cand, "%s-%d", clean, k);
+    if (smap_get(&c->taken, cand)) { /* base-2, base-3, ...: each base goes on where it stopped */
+        int *next = smap_get(&c->next_k, clean), k = next ? *next : 2;
+        do snprintf(cand, sizeof cand, "%s-%d", clean, k++);
+        while (smap_get(&c->taken, cand));
+        if (smap_set(&c->next_k, clean, k)) return NULL;
     }
     if (c->n_names == c->cap_names) {
         int cap = c->cap_names ? 2 * c->cap_names : 64;
@@ -291,7 +403,10 @@ static const char *rule_name(conv *c, const char *base) {
         c->cap_names = cap;
     }
     char *s = strdup(cand);
-    if (!s) return NULL;
+    if (!s || smap_set(&c->taken, cand, c->n_names)) {
+        free(s);
+        return NULL;
+    }
     c->names[c->n_names++] = s;
     return s;
 }
@@ -527,9 +642,9 @@ static clf_status resolve(conv *c, const char *ref, const char *ptr, json_t **ou
 static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty);
 
 static clf_status visit_ref(conv *c, const char *ref, const char *ptr, sbuf *out, int *empty) {
-    for (int i = 0; i < c->n_refs; i++) {
-        ref_memo *m = &c->refs[i];
-        if (strcmp(m->ref, ref) != 0) continue;
+    int *seen = smap_get(&c->ref_index, ref);
+    if (seen) {
+        ref_memo *m = &c->refs[*seen];
         if (m->state == 1) {
             if (m->nest == c->nest)
                 return bad(ptr, "$ref \"%s\" refers to itself before any object or array opens (left recursion)",
@@ -559,6 +674,10 @@ static clf_status visit_ref(conv *c, const char *ref, const char *ptr, sbuf *out
     if (!name || !dup) {
         free(dup);
         return name ? oom() : bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
+    }
+    if (smap_set(&c->ref_index, ref, c->n_refs)) {
+        free(dup);
+        return oom();
     }
     int me = c->n_refs++;
     c->refs[me] = (ref_memo){.ref = dup, .name = (char *)name, .state = 1, .nest = c->nest};
@@ -663,20 +782,20 @@ static clf_status merge_into(conv *c, json_t *r, json_t *b, const char *ptr, int
                 return bad(ptr, "\"enum\" must be an array");
             }
             json_t *prev = json_object_get(r, "enum");
-            if (prev) {
+            if (prev) { /* the values in both, prev's order */
                 json_t *both = json_array();
-                size_t i, j;
-                json_t *x, *y;
-                json_array_foreach(prev, i, x) {
-                    json_array_foreach(vals, j, y) {
-                        if (json_equal(x, y)) {
-                            json_array_append(both, x);
-                            break;
-                        }
-                    }
-                }
+                smap in_vals = {0};
+                int fail = !both || add_keys(&in_vals, vals);
+                size_t i;
+                json_t *x;
+                json_array_foreach(prev, i, x) if (!fail && has_key(&in_vals, x)) fail = json_array_append(both, x);
+                smap_free(&in_vals);
                 json_decref(vals);
                 vals = both;
+                if (fail) {
+                    json_decref(both);
+                    return oom();
+                }
             }
             if (json_object_set_new(r, "enum", vals)) return oom();
             continue;
@@ -697,12 +816,20 @@ static clf_status merge_into(conv *c, json_t *r, json_t *b, const char *ptr, int
         } else if (strcmp(k, "required") == 0) {
             if (!json_is_array(v) || !json_is_array(old)) return bad(ptr, "\"required\" must be an array");
             json_t *u = json_copy(old);
-            size_t i, j;
-            json_t *x, *y;
+            smap seen = {0};
+            int fail = !u || add_keys(&seen, u);
+            size_t i;
+            json_t *x;
             json_array_foreach(v, i, x) {
-                int seen = 0;
-                json_array_foreach(u, j, y) seen |= json_equal(x, y);
-                if (!seen) json_array_append(u, x);
+                if (fail || has_key(&seen, x)) continue;
+                char *key = value_key(x);
+                fail = !key || smap_set(&seen, key, 1) || json_array_append(u, x);
+                free(key);
+            }
+            smap_free(&seen);
+            if (fail) {
+                json_decref(u);
+                return oom();
             }
             if (json_object_set_new(r, "required", u)) return oom();
         } else if (strcmp(k, "properties") == 0 || strcmp(k, "items") == 0) {
@@ -897,6 +1024,10 @@ static void value_lit(conv *c, json_t *v, sbuf *o) {
     }
 }
 
+static void sort_unique(const char **names, int *n);
+static clf_status trie_alts(conv *c, const char *name, const char *ptr, const char **s, int n, const char *end,
+                            sbuf *out);
+
 static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
     json_t *vals = json_object_get(s, "enum"), *cst = json_object_get(s, "const");
     if (vals && cst) return bad(ptr, "\"enum\" with \"const\" is not supported");
@@ -914,15 +1045,55 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
     sbuf body = {0};
     int n = 0;
     size_t count = vals ? json_array_size(vals) : 1;
-    for (size_t i = 0; i < count; i++) {
+    /* many strings or integers: a trie each (an alternation of thousands
+     * would be as many ways to read the text at once, past the matcher's
+     * bound); the rest, and a short enum, one alternative per value */
+    const int wide = count > ENUM_TRIE;
+    const char **strs = wide ? malloc(count * sizeof *strs) : NULL, **ints = wide ? malloc(count * sizeof *ints) : NULL;
+    char *digits = wide ? malloc(count * 24) : NULL;
+    int n_strs = 0, n_ints = 0;
+    clf_status st = wide && (!strs || !ints || !digits) ? oom() : CLF_OK;
+    for (size_t i = 0; i < count && st == CLF_OK; i++) {
         json_t *e = vals ? json_array_get(vals, i) : cst;
         int t = value_type(e);
         if (!(t & mask)) continue;
+        if (wide && json_is_string(e) && strlen(json_string_value(e)) == json_string_length(e)) { /* no NUL inside */
+            strs[n_strs++] = json_string_value(e);
+            continue;
+        }
+        if (wide && (json_is_integer(e) || (json_is_real(e) && t & T_INTEGER && fabs(json_real_value(e)) < 1e16))) {
+            char *d = digits + 24 * (size_t)n_ints;
+            if (json_is_integer(e)) snprintf(d, 24, "%lld", (long long)json_integer_value(e));
+            else snprintf(d, 24, "%.0f", json_real_value(e));
+            ints[n_ints++] = d;
+            continue;
+        }
         if (n++) sb_puts(&body, " | ");
         value_lit(c, e, &body);
     }
-    clf_status st = CLF_OK;
-    if (n == 0) *empty = 1;
+    if (st == CLF_OK && n > MAX_BRANCH)
+        st = bad(ptr, "an enum of more than %d values that are neither strings nor integers (the grammar matcher "
+                      "reads at most %d ways at once)", MAX_BRANCH, MAX_BRANCH);
+    if (st == CLF_OK && n_strs) {
+        sort_unique(strs, &n_strs);
+        if (n++) sb_puts(&body, " | ");
+        sb_puts(&body, "\"\\\"\" ");
+        char *tn = sub_name(name, "str");
+        st = tn ? trie_alts(c, tn, ptr, strs, n_strs, "\"\\\"\"", &body) : oom();
+        free(tn);
+    }
+    if (st == CLF_OK && n_ints) {
+        sort_unique(ints, &n_ints);
+        if (n++) sb_puts(&body, " | ");
+        char *tn = sub_name(name, "int");
+        st = tn ? trie_alts(c, tn, ptr, ints, n_ints, "(\".\" \"0\"{1,20})?", &body) : oom();
+        free(tn);
+    }
+    free(strs);
+    free(ints);
+    free(digits);
+    if (st != CLF_OK) {
+    } else if (n == 0) *empty = 1;
     else if (body.oom) st = oom();
     else st = emit_rule(c, name, sb_str(&body), out);
     free(body.s);
@@ -1691,42 +1862,66 @@ static clf_status visit_array(conv *c, json_t *s, const char *name, const char *
     const char *sp = prim(c, P_SPACE);
     sb_printf(&b, "\"[\" %s ", sp);
     size_t upto = n >= 0 && (size_t)n < kk ? (size_t)n : kk;
-    /* prefix element j, nested: ( "," e_j ( ... )? )? with the first lo mandatory */
-    for (size_t j = 0; j < upto; j++) {
-        if ((long)j >= lo) sb_putc(&b, '(');
+    /* prefix element j: the first lo mandatory, then each optional with all
+     * that follows it: ( "," e_j REST )? -- nested groups for a few, a rule
+     * each past PREFIX_NEST (the grammar parser bounds nesting at 1024) */
+    for (size_t j = 0; j < upto && (long)j < lo; j++) {
         if (j) sb_printf(&b, "\",\" %s ", sp);
         sb_printf(&b, "%s %s ", sb_str(&pe[j]), sp);
     }
+    sbuf rest = {0}; /* what follows the prefix elements: the items */
     long rlo = lo > (long)upto ? lo - (long)upto : 0, rhi = n < 0 ? -1 : n - (long)upto;
     if (upto == kk && rhi != 0) {
         const char *it = sb_str(&pe[k]);
         if (upto == 0) { /* the first element has no comma */
-            if (rlo == 0) sb_putc(&b, '(');
-            sb_printf(&b, "%s %s", it, sp);
+            if (rlo == 0) sb_putc(&rest, '(');
+            sb_printf(&rest, "%s %s", it, sp);
             long l2 = rlo > 0 ? rlo - 1 : 0, h2 = rhi < 0 ? -1 : rhi - 1;
             if (h2 != 0) {
-                sb_printf(&b, " (\",\" %s %s %s)", sp, it, sp);
-                if (l2 == 0 && h2 < 0) sb_putc(&b, '*');
-                else if (l2 == 1 && h2 < 0) sb_putc(&b, '+');
-                else if (h2 < 0) sb_printf(&b, "{%ld,}", l2);
-                else if (l2 == h2) sb_printf(&b, "{%ld}", l2);
-                else sb_printf(&b, "{%ld,%ld}", l2, h2);
+                sb_printf(&rest, " (\",\" %s %s %s)", sp, it, sp);
+                if (l2 == 0 && h2 < 0) sb_putc(&rest, '*');
+                else if (l2 == 1 && h2 < 0) sb_putc(&rest, '+');
+                else if (h2 < 0) sb_printf(&rest, "{%ld,}", l2);
+                else if (l2 == h2) sb_printf(&rest, "{%ld}", l2);
+                else sb_printf(&rest, "{%ld,%ld}", l2, h2);
             }
-            if (rlo == 0) sb_puts(&b, ")?");
-            sb_putc(&b, ' ');
+            if (rlo == 0) sb_puts(&rest, ")?");
+            sb_putc(&rest, ' ');
         } else {
-            sb_printf(&b, "(\",\" %s %s %s)", sp, it, sp);
-            if (rlo == 0 && rhi < 0) sb_putc(&b, '*');
-            else if (rlo == 0 && rhi == 1) sb_putc(&b, '?');
-            else if (rlo == 1 && rhi < 0) sb_putc(&b, '+');
-            else if (rhi < 0) sb_printf(&b, "{%ld,}", rlo);
-            else if (rlo == rhi) sb_printf(&b, "{%ld}", rlo);
-            else sb_printf(&b, "{%ld,%ld}", rlo, rhi);
-            sb_putc(&b, ' ');
+            sb_printf(&rest, "(\",\" %s %s %s)", sp, it, sp);
+            if (rlo == 0 && rhi < 0) sb_putc(&rest, '*');
+            else if (rlo == 0 && rhi == 1) sb_putc(&rest, '?');
+            else if (rlo == 1 && rhi < 0) sb_putc(&rest, '+');
+            else if (rhi < 0) sb_printf(&rest, "{%ld,}", rlo);
+            else if (rlo == rhi) sb_printf(&rest, "{%ld}", rlo);
+            else sb_printf(&rest, "{%ld,%ld}", rlo, rhi);
+            sb_putc(&rest, ' ');
         }
     }
-    for (size_t j = upto; j-- > 0;)
-        if ((long)j >= lo) sb_puts(&b, ")? ");
+    size_t first_opt = lo < (long)upto ? (size_t)lo : upto;
+    const int as_rules = upto - first_opt > PREFIX_NEST;
+    for (size_t j = upto; j-- > first_opt && st == CLF_OK;) { /* inside out */
+        sbuf g = {0};
+        if (!as_rules) sb_putc(&g, '(');
+        if (j) sb_printf(&g, "\",\" %s ", sp);
+        sb_printf(&g, "%s %s %s", sb_str(&pe[j]), sp, sb_str(&rest));
+        if (!as_rules) sb_puts(&g, ")? ");
+        rest.n = 0;
+        if (as_rules) {
+            char what[32];
+            snprintf(what, sizeof what, "prefix-%zu", j);
+            char *pn = sub_name(name, what);
+            st = !pn ? oom() : g.oom ? oom() : emit_rule(c, pn, sb_str(&g), &rest);
+            free(pn);
+            sb_puts(&rest, "? ");
+        } else {
+            sb_puts(&rest, sb_str(&g));
+        }
+        free(g.s);
+    }
+    sb_puts(&b, sb_str(&rest));
+    if (rest.oom) b.oom = 1;
+    free(rest.s);
     sb_puts(&b, "\"]\"");
     st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
     free(b.s);
@@ -1738,80 +1933,223 @@ done:
 
 /* ---- objects ------------------------------------------------------------- */
 
-/* A JSON string other than the given names (plain spellings): a trie, one
- * rule per node. */
-static clf_status not_names(conv *c, const char *name, const char **names, int n, int depth, sbuf *out) {
-    /* children: distinct next code points of the names at this depth */
-    sbuf b = {0};
-    cpset kids = {0};
-    int ends = 0;
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(names[i]);
-        if ((size_t)depth == len) {
-            ends = 1;
-            continue;
-        }
-        size_t at = (size_t)depth;
-        uint32_t cp = utf8_next(names[i], len, &at);
-        if (set_add(&kids, cp, cp)) {
-            free(kids.r);
-            return oom();
-        }
+/* ---- tries over sorted strings ----------------------------------------------
+ * Both the "any other name" rule of objects and wide enums are tries over
+ * a sorted list: a node is a run of the list sharing its first `depth`
+ * bytes, its children the runs that share one more character. Nodes go on
+ * an explicit stack (a name's length is untrusted: no recursion per
+ * character); each node's work is its run's length, so a trie costs the
+ * list's size. */
+
+typedef struct tnode {
+    int lo, hi;   /* the run [lo, hi) of the sorted list */
+    size_t depth; /* bytes shared */
+    const char *name; /* its rule */
+} tnode;
+
+typedef struct tstack {
+    tnode *v;
+    int n, cap;
+} tstack;
+
+static int tpush(tstack *s, tnode x) {
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        tnode *v = realloc(s->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        s->v = v;
+        s->cap = cap;
     }
-    (void)ends;
-    set_norm(&kids);
-    int alt = 0;
-    clf_status st = CLF_OK;
-    if (!ends) {
-        sb_puts(&b, "\"\\\"\"");
-        alt = 1;
-    }
-    /* a character no name has here, then anything */
-    cpset other = {0};
-    for (int i = 0; i < kids.n; i++) set_add(&other, kids.r[i][0], kids.r[i][1]);
-    set_add(&other, 0, 0x1F);
-    set_add(&other, '"', '"');
-    set_add(&other, '\\', '\\');
-    if (set_negate(&other)) st = oom();
+    s->v[s->n++] = x;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Sorts and deduplicates names[0, *n) (byte order is code point order in UTF-8). */
+static void sort_unique(const char **names, int *n) {
+    qsort(names, (size_t)*n, sizeof *names, cmp_str);
+    int m = 0;
+    for (int i = 0; i < *n; i++)
+        if (!m || strcmp(names[m - 1], names[i])) names[m++] = names[i];
+    *n = m;
+}
+
+/* A JSON string other than the given names (plain spellings), after its
+ * opening quote: a trie, one rule per node, each with the ways to leave
+ * every name (a character none has here, an escape, or the end where no
+ * name ends). names: sorted, distinct, none longer than MAX_NAME. */
+static clf_status not_names(conv *c, const char *name, const char *ptr, const char **names, int n, sbuf *out) {
+    const char *ch = prim(c, P_CHAR);
+    /* shared by every node: the rest of a string once it is no name */
+    char *rest_n = sub_name(name, "rest"), *esc_n = sub_name(name, "escape");
+    sbuf tmp = {0};
+    clf_status st = rest_n && esc_n ? CLF_OK : oom();
+    const char *rest = NULL, *esc = NULL;
     if (st == CLF_OK) {
-        if (alt++) sb_puts(&b, " | ");
-        if (other.n) set_emit(&b, &other);
-        sb_printf(&b, " %s* \"\\\"\"", prim(c, P_CHAR));
-        sb_puts(&b, " | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) char* \"\\\"\"");
+        sb_printf(&tmp, "%s* \"\\\"\"", ch);
+        sbuf nm = {0};
+        st = emit_rule(c, rest_n, sb_str(&tmp), &nm);
+        rest = nm.s;
+        tmp.n = 0;
+        if (st == CLF_OK) {
+            sb_printf(&tmp, "\"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) %s", rest);
+            sbuf en = {0};
+            st = emit_rule(c, esc_n, sb_str(&tmp), &en);
+            esc = en.s;
+        }
     }
-    free(other.r);
-    /* each child: its character, then the names that go on with it */
-    for (int i = 0; i < kids.n && st == CLF_OK; i++) {
-        for (uint32_t cp = kids.r[i][0]; cp <= kids.r[i][1] && st == CLF_OK; cp++) {
-            const char **sub = malloc((size_t)n * sizeof *sub);
-            if (!sub) {
-                st = oom();
+    free(rest_n);
+    free(esc_n);
+    tstack stk = {0};
+    const char *root = st == CLF_OK ? rule_name(c, name) : NULL;
+    if (st == CLF_OK && !root) st = bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    if (st == CLF_OK) {
+        sb_puts(out, root);
+        if (tpush(&stk, (tnode){0, n, 0, root})) st = oom();
+    }
+    cpset kids = {0};
+    while (st == CLF_OK && stk.n) {
+        tnode t = stk.v[--stk.n];
+        int i = t.lo, ends = strlen(names[i]) == t.depth; /* sorted: a name that ends here comes first */
+        if (ends) i++;
+        kids.n = 0;
+        sbuf b = {0};
+        if (!ends) sb_puts(&b, "\"\\\"\" | ");
+        /* the children: runs with one more character in common */
+        int first_kid = stk.n;
+        while (i < t.hi && st == CLF_OK) {
+            size_t at = t.depth, len = strlen(names[i]);
+            uint32_t cp = utf8_next(names[i], len, &at);
+            int j = i + 1;
+            for (; j < t.hi; j++) {
+                size_t at2 = t.depth, len2 = strlen(names[j]);
+                if (utf8_next(names[j], len2, &at2) != cp) break;
+            }
+            if (set_add(&kids, cp, cp) || tpush(&stk, (tnode){i, j, at, NULL})) st = oom();
+            i = j;
+        }
+        if (st == CLF_OK && kids.n + 1 > MAX_BRANCH)
+            st = bad(ptr, "more than %d property names differ at character %zu (beside additional properties: the "
+                           "grammar matcher reads at most %d ways at once)", MAX_BRANCH, t.depth, MAX_BRANCH);
+        /* a character no name has here, then anything */
+        cpset other = {0};
+        for (int k = 0; k < kids.n && st == CLF_OK; k++)
+            if (set_add(&other, kids.r[k][0], kids.r[k][1])) st = oom();
+        if (st == CLF_OK && (set_add(&other, 0, 0x1F) || set_add(&other, '"', '"') || set_add(&other, '\\', '\\') ||
+                             set_negate(&other)))
+            st = oom();
+        if (st == CLF_OK) {
+            if (other.n) {
+                set_emit(&b, &other);
+                sb_printf(&b, " %s | ", rest);
+            }
+            sb_puts(&b, esc);
+        }
+        free(other.r);
+        for (int k = first_kid; k < stk.n && st == CLF_OK; k++) {
+            tnode *kid = &stk.v[k];
+            size_t at = t.depth, len = strlen(names[kid->lo]);
+            uint32_t cp = utf8_next(names[kid->lo], len, &at);
+            if (!(kid->name = rule_name(c, name))) {
+                st = bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
                 break;
             }
-            int m = 0;
-            size_t next_depth = 0;
-            for (int j = 0; j < n; j++) {
-                size_t len = strlen(names[j]), at = (size_t)depth;
-                if (at >= len) continue;
-                if (utf8_next(names[j], len, &at) == cp) {
-                    sub[m++] = names[j];
-                    next_depth = at;
-                }
-            }
-            sbuf child = {0};
-            st = not_names(c, name, sub, m, (int)next_depth, &child);
-            if (st == CLF_OK) {
-                sb_puts(&b, " | ");
-                sb_spell(&b, &cp, 1, 0);
-                sb_printf(&b, " %s", sb_str(&child));
-            }
-            free(child.s);
-            free(sub);
+            sb_puts(&b, " | ");
+            sb_spell(&b, &cp, 1, 0);
+            sb_printf(&b, " %s", kid->name);
         }
+        if (st == CLF_OK) {
+            if (b.oom) st = oom();
+            else add_rule(c, t.name, sb_str(&b));
+        }
+        free(b.s);
     }
     free(kids.r);
-    if (st == CLF_OK) st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
-    free(b.s);
+    free(stk.v);
+    free((char *)rest);
+    free((char *)esc);
+    free(tmp.s);
+    return st;
+}
+
+/* Strings s[0, n) (raw bytes, sorted, distinct, each ending with a NUL) as
+ * GBNF that reads the JSON spelling of one of them, then `end` (a closing
+ * quote, a number's fraction): a radix trie, a rule per branching node,
+ * each edge the longest run the strings below it share. */
+static clf_status trie_alts(conv *c, const char *name, const char *ptr, const char **s, int n, const char *end,
+                            sbuf *out) {
+    tstack stk = {0};
+    clf_status st = CLF_OK;
+    const char *root = rule_name(c, name);
+    if (!root) return bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    sb_puts(out, root);
+    if (tpush(&stk, (tnode){0, n, 0, root})) return oom();
+    uint32_t *cps = NULL;
+    size_t cap_cps = 0;
+    while (st == CLF_OK && stk.n) {
+        tnode t = stk.v[--stk.n];
+        int i = t.lo, alts = 0;
+        sbuf b = {0};
+        if (strlen(s[i]) == t.depth) { /* one ends here */
+            sb_puts(&b, end);
+            alts++;
+            i++;
+        }
+        while (i < t.hi && st == CLF_OK) {
+            size_t at = t.depth, len = strlen(s[i]);
+            uint32_t cp = utf8_next(s[i], len, &at);
+            int j = i + 1;
+            for (; j < t.hi; j++) {
+                size_t at2 = t.depth, len2 = strlen(s[j]);
+                if (utf8_next(s[j], len2, &at2) != cp) break;
+            }
+            /* the run [i, j) shares more: as far as its first and last agree (sorted) */
+            size_t common = j - 1 > i ? 0 : strlen(s[i]);
+            if (j - 1 > i) {
+                const char *x = s[i], *y = s[j - 1];
+                size_t k = t.depth;
+                while (x[k] && x[k] == y[k]) k++;
+                while (k > t.depth && ((unsigned char)x[k] & 0xC0) == 0x80) k--; /* a whole character */
+                common = k;
+            }
+            size_t m = 0, p = t.depth;
+            if (common - t.depth + 1 > cap_cps) {
+                cap_cps = 2 * cap_cps > common - t.depth + 1 ? 2 * cap_cps : common - t.depth + 1;
+                uint32_t *g = realloc(cps, cap_cps * sizeof *g);
+                if (!g) {
+                    st = oom();
+                    break;
+                }
+                cps = g;
+            }
+            while (p < common) cps[m++] = utf8_next(s[i], common, &p);
+            if (alts++) sb_puts(&b, " | ");
+            sb_spell(&b, cps, m, 0);
+            if (j - i == 1 && common == strlen(s[i])) { /* a leaf: the string's end */
+                sb_printf(&b, " %s", end);
+            } else {
+                const char *kid = rule_name(c, name);
+                if (!kid) {
+                    st = bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+                    break;
+                }
+                sb_printf(&b, " %s", kid);
+                if (tpush(&stk, (tnode){i, j, common, kid})) st = oom();
+            }
+            i = j;
+        }
+        if (st == CLF_OK && alts > MAX_BRANCH)
+            st = bad(ptr, "more than %d values differ at character %zu (the grammar matcher reads at most %d ways "
+                           "at once)", MAX_BRANCH, t.depth, MAX_BRANCH);
+        if (st == CLF_OK) {
+            if (b.oom) st = oom();
+            else add_rule(c, t.name, sb_str(&b));
+        }
+        free(b.s);
+    }
+    free(cps);
+    free(stk.v);
     return st;
 }
 
@@ -1847,6 +2185,9 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
     const char *sp = prim(c, P_SPACE);
     clf_status st = CLF_OK;
     int n = 0, nkeys = 0;
+    smap required = {0}; /* name -> 1: listed in required; 2: seen below as not listed */
+    for (size_t i = 0; i < nr && st == CLF_OK; i++)
+        if (smap_set(&required, json_string_value(json_array_get(req, i)), 1)) st = oom();
     c->nest++;
     const char *k;
     json_t *v;
@@ -1854,7 +2195,7 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
     if (props) json_object_foreach(props, k, v) {
         if (st != CLF_OK) break;
         keys[nkeys++] = k;
-        int e = 0, r = req && in_required(req, k);
+        int e = 0, r = smap_get(&required, k) != NULL;
         sbuf val = {0};
         char *p = ptr_join(ptr, "properties");
         st = p ? visit_sub(c, v, name, k, p, k, -1, &val, &e) : oom();
@@ -1876,8 +2217,9 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
     }
     for (size_t i = 0; i < nr && st == CLF_OK && !*empty; i++) {
         const char *rk = json_string_value(json_array_get(req, i));
-        int listed = props && json_object_get(props, rk);
-        for (size_t j = 0; j < i && !listed; j++) listed = strcmp(json_string_value(json_array_get(req, j)), rk) == 0;
+        int *seen = smap_get(&required, rk);
+        int listed = (props && json_object_get(props, rk)) || (seen && *seen == 2);
+        if (seen) *seen = 2;
         if (listed) continue;
         if (addl_empty) {
             *empty = 1;
@@ -1896,17 +2238,23 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
         sbuf key = {0};
         char *kn = sub_name(name, "key");
         if (!kn) st = oom();
-        for (int i = 0; i < nkeys && st == CLF_OK; i++)
-            for (const char *q = keys[i]; *q && st == CLF_OK; q++)
+        for (int i = 0; i < nkeys && st == CLF_OK; i++) {
+            const char *q = keys[i];
+            for (; *q && st == CLF_OK; q++)
                 if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\')
                     st = bad(ptr, "a property name with \", \\ or a control character beside additional "
                                   "properties is not supported");
+            if (st == CLF_OK && q - keys[i] > MAX_NAME)
+                st = bad(ptr, "a property name of %zu bytes: at most %d beside additional properties "
+                              "(additionalProperties not false)", (size_t)(q - keys[i]), MAX_NAME);
+        }
         if (st != CLF_OK) {
         } else if (nkeys == 0) {
             sb_puts(&key, prim(c, P_STRING));
         } else { /* the opening quote, then a name none of keys */
             sb_puts(&key, "\"\\\"\" ");
-            st = not_names(c, kn, keys, nkeys, 0, &key);
+            sort_unique(keys, &nkeys);
+            st = not_names(c, kn, ptr, keys, nkeys, &key);
         }
         free(kn);
         if (st == CLF_OK) {
@@ -1919,56 +2267,71 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
         }
         free(key.s);
     }
-    /* after[i]: members i.. when one came before (each with its comma) */
-    char **after = calloc((size_t)n + 1, sizeof *after);
-    if (!after) st = oom();
+    /* The members in order, each optional one skippable, the additional ones
+     * (tail) last, factored so that at any point the ways on are the
+     * members that may come next and no more (a comma and its space read
+     * once, not once per member):
+     *   member-i ::= kv_i after-(i+1) | member-(i+1)   (the second only when i is optional)
+     *   member-n ::= tail after-n
+     *   after-i  ::= ("," space member-i)?             ("," space member-i when a required one is ahead) */
+    char **mem = calloc((size_t)n + 1, sizeof *mem), **aft = calloc((size_t)n + 1, sizeof *aft);
+    if (!mem || !aft) st = oom();
+    int req_ahead = 0;
     for (int i = n; i >= 0 && st == CLF_OK; i--) {
-        sbuf b = {0};
-        if (i == n) {
-            if (tail.n) sb_printf(&b, "(\",\" %s %s)*", sp, sb_str(&tail));
-        } else {
-            if (must[i]) sb_printf(&b, "\",\" %s %s", sp, sb_str(&kv[i]));
-            else sb_printf(&b, "(\",\" %s %s)?", sp, sb_str(&kv[i]));
-            if (after[i + 1]) sb_printf(&b, " %s", after[i + 1]);
+        char what[32];
+        if (i < n && must[i]) req_ahead = 1;
+        if (i < n || tail.n) {
+            snprintf(what, sizeof what, "member-%d", i);
+            char *mn = sub_name(name, what);
+            const char *r = mn ? rule_name(c, mn) : NULL;
+            free(mn);
+            if (!r || !(mem[i] = strdup(r))) {
+                st = r || !mn ? oom() : bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
+                break;
+            }
         }
-        if (b.n) {
-            char what[32];
+        if (mem[i] && (i > 0 || i == n)) { /* after-0 only as the tail's own (no listed members) */
             snprintf(what, sizeof what, "after-%d", i);
             char *an = sub_name(name, what);
-            sbuf nm = {0};
-            st = an ? emit_rule(c, an, sb_str(&b), &nm) : oom();
-            after[i] = nm.s;
+            const char *r = an ? rule_name(c, an) : NULL;
             free(an);
+            if (!r || !(aft[i] = strdup(r))) {
+                st = oom();
+                break;
+            }
         }
+        sbuf b = {0};
+        if (i == n && mem[n]) {
+            sb_printf(&b, "%s %s", sb_str(&tail), aft[n]);
+        } else if (i < n) {
+            sb_printf(&b, "%s", sb_str(&kv[i]));
+            if (aft[i + 1]) sb_printf(&b, " %s", aft[i + 1]);
+            if (!must[i] && mem[i + 1]) sb_printf(&b, " | %s", mem[i + 1]);
+        }
+        if (st == CLF_OK && mem[i]) add_rule(c, mem[i], sb_str(&b));
+        if (st == CLF_OK && aft[i]) {
+            b.n = 0;
+            if (req_ahead) sb_printf(&b, "\",\" %s %s", sp, mem[i]);
+            else sb_printf(&b, "(\",\" %s %s)?", sp, mem[i]);
+            add_rule(c, aft[i], sb_str(&b));
+        }
+        if (b.oom) st = oom();
         free(b.s);
     }
     if (st == CLF_OK) {
         sbuf b = {0};
         sb_printf(&b, "\"{\" %s ", sp);
-        int first_req = -1;
-        for (int i = 0; i < n && first_req < 0; i++)
-            if (must[i]) first_req = i;
-        int last = first_req < 0 ? n - 1 : first_req, alts = 0;
-        sb_putc(&b, '(');
-        for (int i = 0; i <= last; i++) {
-            if (alts++) sb_puts(&b, " | ");
-            sb_puts(&b, sb_str(&kv[i]));
-            if (after[i + 1]) sb_printf(&b, " %s", after[i + 1]);
-        }
-        if (first_req < 0 && tail.n) {
-            if (alts++) sb_puts(&b, " | ");
-            sb_printf(&b, "%s (\",\" %s %s)*", sb_str(&tail), sp, sb_str(&tail));
-        }
-        sb_putc(&b, ')');
-        if (first_req < 0) sb_putc(&b, '?');
-        if (!alts) b.n -= 3, b.s[b.n] = 0; /* no member at all: drop "()?" */
-        sb_puts(&b, " \"}\"");
+        if (mem[0]) sb_printf(&b, "%s%s ", mem[0], req_ahead ? "" : "?");
+        sb_puts(&b, "\"}\"");
         st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
         free(b.s);
     }
-    if (after)
-        for (int i = 0; i <= n; i++) free(after[i]);
-    free(after);
+    if (mem)
+        for (int i = 0; i <= n; i++) free(mem[i]);
+    if (aft)
+        for (int i = 0; i <= n; i++) free(aft[i]);
+    free(mem);
+    free(aft);
     free(tail.s);
 done:
     free(addv.s);
@@ -1976,6 +2339,7 @@ done:
     free(kv);
     free(must);
     free(keys);
+    smap_free(&required);
     return st;
 }
 
@@ -2041,22 +2405,20 @@ static int disjoint(conv *c, json_t *branches) {
     const char *k;
     json_t *v;
     json_object_foreach(props, k, v) {
-        json_t *all = json_array();
+        smap all = {0}; /* the discriminating values so far */
         int good = 1;
         for (size_t i = 0; i < n && good; i++) {
             json_t *b = json_array_get(branches, i);
             if (branch_types(c, b) & ~T_OBJECT) good = 0;
             json_t *d = good ? discriminator(c, b, k) : NULL;
             if (!d) good = 0;
-            size_t j, l;
-            json_t *x, *y;
-            if (good) json_array_foreach(d, j, x) {
-                json_array_foreach(all, l, y) if (json_equal(x, y)) good = 0;
-            }
-            if (good) json_array_extend(all, d);
+            size_t j;
+            json_t *x;
+            if (good) json_array_foreach(d, j, x) if (has_key(&all, x)) good = 0;
+            if (good && add_keys(&all, d)) good = 0;
             json_decref(d);
         }
-        json_decref(all);
+        smap_free(&all);
         if (good) return 1;
     }
     return 0;
@@ -2090,6 +2452,37 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
     if (kw[0] == 'o' && !disjoint(c, list))
         return bad(ptr, "oneOf: cannot tell that no value matches two branches (distinct types, or a required "
                         "property with distinct const/enum strings, are understood); anyOf would admit such values");
+    if (json_array_size(list) > ENUM_TRIE) { /* branches of const/enum only: one enum, written as tries */
+        json_t *all = own(c, json_array());
+        if (!all) return oom();
+        int only_values = 1;
+        json_array_foreach(list, i, e) {
+            json_t *b = e, *v = json_is_object(b) ? json_object_get(b, "enum") : NULL;
+            json_t *cv = json_is_object(b) ? json_object_get(b, "const") : NULL;
+            const char *k;
+            json_t *x;
+            int mask = 0;
+            if (!json_is_object(b) || (!v) == (!cv) || (v && !json_is_array(v)) || type_mask(b, NULL, &mask) != CLF_OK)
+                only_values = 0;
+            else json_object_foreach(b, k, x) if (asserts(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
+                only_values = 0;
+            if (!only_values) break;
+            if (mask & T_NUMBER) mask |= T_INTEGER;
+            size_t j, nv = v ? json_array_size(v) : 1;
+            for (j = 0; j < nv; j++) {
+                json_t *y = v ? json_array_get(v, j) : cv;
+                if ((value_type(y) & mask) && json_array_append(all, y)) return oom();
+            }
+        }
+        if (only_values) {
+            json_t *one = own(c, json_pack("{s:O}", "enum", all));
+            return one ? visit_enum(c, one, name, ptr, out, empty) : oom();
+        }
+    }
+    if (json_array_size(list) > MAX_BRANCH)
+        return bad(ptr, "\"%s\" of %zu branches: at most %d (the grammar matcher reads at most %d ways at once; "
+                        "branches of const/enum values only are merged and have no such bound)", kw,
+                   json_array_size(list), MAX_BRANCH, MAX_BRANCH);
     sbuf b = {0};
     int alts = 0;
     clf_status st = CLF_OK;
@@ -2208,6 +2601,9 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, s
 clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) {
     if (!schema || !gbnf) return clf_fail(CLF_ERR_ARG, "json schema: NULL argument");
     *gbnf = NULL;
+    if (len > MAX_SCHEMA)
+        return clf_fail(CLF_ERR_ARG, "json schema: %zu bytes, more than %u (the bound on a schema's text)", len,
+                        MAX_SCHEMA);
     json_error_t err;
     json_t *root = json_loadb(schema, len, JSON_DECODE_ANY, &err);
     if (!root) return clf_fail(CLF_ERR_ARG, "json schema: not JSON: %s (line %d, column %d)", err.text, err.line,
@@ -2246,6 +2642,9 @@ clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) 
     free(c.rules.s);
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     free(c.names);
+    smap_free(&c.taken);
+    smap_free(&c.next_k);
+    smap_free(&c.ref_index);
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
     free(c.refs);
     for (int i = 0; i < c.n_owned; i++) json_decref(c.owned[i]);

@@ -74,11 +74,14 @@ void clf_sampler_reset(clf_sampler *s) {
     s->rng = s->p.seed;
 }
 
-void clf_sampler_accept(clf_sampler *s, int32_t id) {
-    if (!s->p.repeat_last_n) return;
+clf_status clf_sampler_accept(clf_sampler *s, int32_t id) {
+    if (id < 0 || id >= s->n_vocab) /* refused before anything changes */
+        return clf_fail(CLF_ERR_ARG, "sampler: token %d is not in the vocabulary of %d", (int)id, s->n_vocab);
+    if (!s->p.repeat_last_n) return CLF_OK;
     s->hist[s->hist_pos] = id;
     s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
     if (s->n_hist < s->p.repeat_last_n) s->n_hist++;
+    return CLF_OK;
 }
 
 /* splitmix64: any seed, 0 included, starts a good stream. */

@@ -51,8 +51,9 @@ int clf_sampler_top_k(const clf_sampler *s, int k_max);
  * from all of them. -1 with a message for another k or an id out of range. */
 int32_t clf_sampler_sample_top(clf_sampler *s, const float *vals, const int32_t *ids, int k);
 
-/* Appends a token (prompt or generated) to the penalty's history. */
-void clf_sampler_accept(clf_sampler *s, int32_t id);
+/* Appends a token (prompt or generated) to the penalty's history;
+ * CLF_ERR_ARG for an id outside [0, n_vocab), the sampler unchanged. */
+clf_status clf_sampler_accept(clf_sampler *s, int32_t id);
 
 /* Forgets the history and restarts the RNG from the seed. */
 void clf_sampler_reset(clf_sampler *s);
