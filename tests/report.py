@@ -85,6 +85,9 @@ def summary(stages_tsv, passes):
     for secs, name, test, status in sorted(timed, reverse=True)[:10]:
         print(f"  {fmt_time(secs):>14}  {name:<8} {test}{'' if status in ('run', 'passed') else '  (' + status + ')'}")
 
+    ran = [t for t in timed if t[3] not in ("notrun", "skipped", "disabled")]
+    n_failed = sum(1 for t in ran if t[3] not in ("run", "passed"))
+    n_skipped = len(timed) - len(ran)
     ci = os.environ.get("CI") == "true"
     bad = [s for s in skips if s[2] != "capability"]
     print(f"\n== skips: {len(skips) + len(unexplained)}")
@@ -94,11 +97,14 @@ def summary(stages_tsv, passes):
         print(f"  {name:<8} {test}  [no reason given] skipped by ctest without a line in the skip log")
     if not skips and not unexplained:
         print("  none")
+    rc = 0
     if ci and (bad or unexplained):
         print(f"\nFAIL: {len(bad) + len(unexplained)} skip(s) under CI=true that are not a capability this machine lacks "
               "(`make test` installs and fetches everything else)")
-        return 1
-    return 0
+        rc = 1
+    # one closing line over every ctest pass (a test's own partial skips are listed above)
+    print(f"\nsuite: {len(ran) - n_failed} passed, {n_failed} failed, {n_skipped} skipped")
+    return rc
 
 
 def main():
