@@ -220,7 +220,7 @@ static int check_tool_ids(const srv_api_req *r, srv_api_error *e) {
     n = 0;
     for (int i = 0; i < r->n_msgs; i++)
         for (int k = 0; k < r->msgs[i].n_calls; k++) refs[n++] = (call_ref){r->msgs[i].calls[k].id, i, k};
-    qsort(refs, n, sizeof *refs, call_ref_cmp);
+    if (n > 1) qsort(refs, n, sizeof *refs, call_ref_cmp); /* qsort's array must not be NULL, even for none */
     /* of the calls whose id an earlier one has (each after the first of its
      * run), the first in the history is named, with the first of its id */
     const call_ref *dup = NULL, *first = NULL;

@@ -1968,6 +1968,7 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *c
 
 /* Sorts and deduplicates names[0, *n) (byte order is code point order in UTF-8). */
 static void sort_unique(const char **names, int *n) {
+    if (*n < 2) return; /* nothing to sort (and qsort's array must not be NULL) */
     qsort(names, (size_t)*n, sizeof *names, cmp_str);
     int m = 0;
     for (int i = 0; i < *n; i++)
