@@ -18,17 +18,6 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 TEST_JOBS ?= $(JOBS)
-# Narrow, commented suppressions for what PoCL/LLVM allocate inside our
-# process (tests/sanitizers/); everything else is an error. use_tls=0:
-# LeakSanitizer's exit-time tracer crashes ("Tracer caught signal 11")
-# reading the thread-local storage of PoCL's worker threads once a
-# shared library with TLS (libclinfer.so's error buffer) is loaded: every
-# `clinfer run --devices 0:0,0:1` inside test_split did. Not scanning TLS
-# as roots can only report more leaks, never hide one.
-SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1 \
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/lsan.supp:use_tls=0 \
-	UBSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizers/ubsan.supp:print_stacktrace=1:halt_on_error=1
-
 # make install PREFIX=/opt/clinfer (DESTDIR= is honoured too)
 PREFIX ?= /usr/local
 
@@ -53,7 +42,7 @@ run: build model
 	$(BUILD)/clinfer run $(if $(MODEL),-m $(MODEL)) --chat -n 160 -p "$(PROMPT)"
 
 SUITE = BUILD="$(BUILD)" ASAN_BUILD="$(ASAN_BUILD)" FUZZ_BUILD="$(FUZZ_BUILD)" FUZZ_SECONDS="$(FUZZ_SECONDS)" \
-	JOBS="$(JOBS)" TEST_JOBS="$(TEST_JOBS)" TEST_MODELS="$(TEST_MODELS)" SAN_ENV="$(SAN_ENV)" sh tests/suite.sh
+	JOBS="$(JOBS)" TEST_JOBS="$(TEST_JOBS)" TEST_MODELS="$(TEST_MODELS)" sh tests/suite.sh
 
 test:
 	@$(SUITE)

@@ -10,8 +10,8 @@
 #   asan       the same suite built with ASan+UBSan in $ASAN_BUILD
 #   fuzz       each libFuzzer harness for $FUZZ_SECONDS (clang, $FUZZ_BUILD)
 # The Makefile passes BUILD, ASAN_BUILD, FUZZ_BUILD, FUZZ_SECONDS, JOBS,
-# TEST_JOBS, TEST_MODELS and SAN_ENV (the sanitizers' options). Builds and
-# model fetches are timed as stages of their own.
+# TEST_JOBS and TEST_MODELS. Builds and model fetches are timed as stages of
+# their own.
 #
 # ctest runs TEST_JOBS (default: the cores) tests side by side; tests that
 # must not share the machine hold a RESOURCE_LOCK (CMakeLists.txt). One
@@ -24,11 +24,22 @@ BUILD=${BUILD:-build} ASAN_BUILD=${ASAN_BUILD:-build-asan} FUZZ_BUILD=${FUZZ_BUI
 FUZZ_SECONDS=${FUZZ_SECONDS:-30} JOBS=${JOBS:-$(nproc)} TEST_JOBS=${TEST_JOBS:-$(nproc)}
 TEST_MODELS=${TEST_MODELS:-smollm2-135m gemma3-270m}
 STAGES=${*:-release asan fuzz}
+# The sanitizers' options. Narrow, commented suppressions for what PoCL/LLVM
+# allocate inside our process (tests/sanitizers/); everything else is an
+# error. use_tls=0: LeakSanitizer's exit-time tracer crashes ("Tracer caught
+# signal 11") reading the thread-local storage of PoCL's worker threads once
+# a shared library with TLS (libclinfer.so's error buffer) is loaded: every
+# `clinfer run --devices 0:0,0:1` inside test_split did. Not scanning TLS as
+# roots can only report more leaks, never hide one.
+SAN_ENV="ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
+LSAN_OPTIONS=suppressions=$(pwd)/tests/sanitizers/lsan.supp:use_tls=0
+UBSAN_OPTIONS=suppressions=$(pwd)/tests/sanitizers/ubsan.supp:print_stacktrace=1:halt_on_error=1"
 abs() { case $1 in /*) echo "$1" ;; *) echo "$(pwd)/$1" ;; esac; }
 BUILD=$(abs "$BUILD") ASAN_BUILD=$(abs "$ASAN_BUILD") FUZZ_BUILD=$(abs "$FUZZ_BUILD")
 R=$BUILD/report
 mkdir -p "$R"
 : >"$R/stages.tsv"
+rm -f "$R"/*.xml "$R"/*.reruns "$BUILD/skips.log" "$ASAN_BUILD/skips.log" # this run's alone in the report
 failed=0
 KCACHE=$BUILD/kcache
 
@@ -83,6 +94,7 @@ EOF
     for t in $retry; do
         echo "asan: $t failed on LeakSanitizer's exit-time tracer crash ('Tracer caught signal'): run once more"
         (cd "$ASAN_BUILD" && env $SAN_ENV ctest --output-on-failure -R "^$t\$") || return 1
+        echo "$t" >>"$R/asan.reruns" # the report counts it as passed on its rerun, and says so
     done
     return 0
 }
