@@ -45,6 +45,7 @@ import gguf
 import llama_cpp
 import numpy as np
 from gguf.quants import dequantize, quantize
+from record_kquant import fnv1a64  # the hash tests/support/peer_kquant.c computes (this folder is on sys.path)
 
 SEED = 11
 PLAIN = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL"]
@@ -73,14 +74,6 @@ def _plain_cpu_params():
 
 
 llama_cpp.llama_cpp.llama_model_default_params = _plain_cpu_params
-
-
-def fnv1a64(chunks):
-    h = 0xCBF29CE484222325
-    for b in chunks:
-        for c in b:
-            h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
 
 
 def ggml_quantize(x, qtype):
