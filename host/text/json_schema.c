@@ -1964,6 +1964,19 @@ static int tpush(tstack *s, tnode x) {
     return 0;
 }
 
+/* In sorted strings [i, hi), all longer than `depth` bytes from i on (a
+ * string ending at depth sorts first and is taken out before): the end of
+ * the run from i whose character at byte `depth` is the same; that
+ * character in *cp and where it ends in *at. The tries below split at it. */
+static int same_next_char(const char *const *s, int i, int hi, size_t depth, uint32_t *cp, size_t *at) {
+    *at = depth;
+    *cp = utf8_next(s[i], strlen(s[i]), at);
+    int j = i + 1;
+    for (size_t at2 = depth; j < hi; j++, at2 = depth)
+        if (utf8_next(s[j], strlen(s[j]), &at2) != *cp) break;
+    return j;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* Sorts and deduplicates names[0, *n) (byte order is code point order in UTF-8). */
@@ -2020,13 +2033,9 @@ static clf_status not_names(conv *c, const char *name, const char *ptr, const ch
         /* the children: runs with one more character in common */
         int first_kid = stk.n;
         while (i < t.hi && st == CLF_OK) {
-            size_t at = t.depth, len = strlen(names[i]);
-            uint32_t cp = utf8_next(names[i], len, &at);
-            int j = i + 1;
-            for (; j < t.hi; j++) {
-                size_t at2 = t.depth, len2 = strlen(names[j]);
-                if (utf8_next(names[j], len2, &at2) != cp) break;
-            }
+            size_t at;
+            uint32_t cp;
+            int j = same_next_char(names, i, t.hi, t.depth, &cp, &at);
             if (set_add(&kids, cp, cp) || tpush(&stk, (tnode){i, j, at, NULL})) st = oom();
             i = j;
         }
@@ -2098,13 +2107,9 @@ static clf_status trie_alts(conv *c, const char *name, const char *ptr, const ch
             i++;
         }
         while (i < t.hi && st == CLF_OK) {
-            size_t at = t.depth, len = strlen(s[i]);
-            uint32_t cp = utf8_next(s[i], len, &at);
-            int j = i + 1;
-            for (; j < t.hi; j++) {
-                size_t at2 = t.depth, len2 = strlen(s[j]);
-                if (utf8_next(s[j], len2, &at2) != cp) break;
-            }
+            size_t at;
+            uint32_t cp;
+            int j = same_next_char(s, i, t.hi, t.depth, &cp, &at);
             /* the run [i, j) shares more: as far as its first and last agree (sorted) */
             size_t common = j - 1 > i ? 0 : strlen(s[i]);
             if (j - 1 > i) {
