@@ -12,6 +12,7 @@
 #include "estimate.h"
 #include "file.h"
 #include "model_path.h"
+#include "vocab.h"
 
 const char *clinfer_version(void) { return CLINFER_VERSION; }
 const char *clinfer_last_error(void) { return clf_last_error(); }

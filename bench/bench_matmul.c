@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "matmul.h"
+#include "clblast.h"
 #include "ops.h"
 #include "tensor.h"
 #ifdef CLINFER_HAVE_OPENBLAS
@@ -95,12 +96,12 @@ static clf_status run_cold(bm_ctx *ctx, double *ms) {
 
 /* CLBlast launches its own kernels, so: wall time through the finish. */
 static clf_status run_clblast(bm_ctx *ctx, double *ms) {
-    clf_matmul_set_backend(ctx->rt, CLF_MATMUL_CLBLAST);
+    clf_matmul_use_clblast(ctx->rt, 1);
     double t0 = now_ms();
     clf_status st = clf_matmul(ctx->rt, &ctx->w, &ctx->x, &ctx->y, 0);
     if (st == CLF_OK) st = clf_finish(ctx->rt);
     *ms = now_ms() - t0;
-    clf_matmul_set_backend(ctx->rt, CLF_MATMUL_NATIVE);
+    clf_matmul_use_clblast(ctx->rt, 0);
     return st;
 }
 
@@ -229,7 +230,7 @@ static clf_status bench_case(clf_runtime *rt, const bm_case *c, uint64_t seed, b
     CLF_TRY(ctx_init(rt, c, seed, &ctx));
     r->weight_bytes = ctx.w.bytes;
     clf_status st = median_ms(ctx.cold ? run_cold : run_native, &ctx, 5, &r->ms);
-    if (st == CLF_OK && c->n > 1 && clf_matmul_has_clblast()) st = median_ms(run_clblast, &ctx, 1, &r->clblast_ms);
+    if (st == CLF_OK && c->n > 1 && clf_clblast_available()) st = median_ms(run_clblast, &ctx, 1, &r->clblast_ms);
 #ifdef CLINFER_HAVE_OPENBLAS
     if (st == CLF_OK && !ctx.cold && (rt->dev.type & CL_DEVICE_TYPE_CPU))
         st = median_ms(run_openblas, &ctx, 3, &r->blas_ms);

@@ -14,10 +14,11 @@
 #include <cmocka.h>
 
 #include "chat.h"
-#include "gguf.h"
+#include "gguf_write.h"
 #include "model_path.h"
 #include "testutil.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 static void unescape(char *s) {
     char *o = s;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 #include "llama.h"
 #include "ref_llama.h"
 #include "testutil.h"

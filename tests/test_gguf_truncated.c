@@ -18,6 +18,7 @@
 #include "ref_llama.h"
 #include "testutil.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 static const tiny_model TM = {.arch = "llama", .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 64, .n_ff = 160,
                               .n_vocab = 97, .type = CLF_Q8_0};

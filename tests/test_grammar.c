@@ -19,6 +19,7 @@
 #include "model_path.h"
 #include "testutil.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 static clf_grammar *compile(const char *text) {
     clf_grammar *g = NULL;

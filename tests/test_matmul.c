@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "check_matmul.h"
+#include "clblast.h"
 #include "ops.h"
 #include "testutil.h"
 
@@ -153,9 +154,9 @@ static void test_other_variants(void **state) {
  * either layout): a second, independent product. */
 static void test_clblast_backend(void **state) {
     (void)state;
-    if (!clf_matmul_has_clblast()) TU_SKIP("built without CLINFER_CLBLAST");
+    if (!clf_clblast_available()) TU_SKIP("built without CLINFER_CLBLAST");
     clf_runtime *rt = tu_runtime();
-    clf_matmul_set_backend(rt, CLF_MATMUL_CLBLAST);
+    clf_matmul_use_clblast(rt, 1);
     for (int v = 0; v < 2; v++) {
         with_variant(v ? "gpu" : "cpu");
         for (int t = 0; t < NTYPES; t++) {
@@ -165,7 +166,7 @@ static void test_clblast_backend(void **state) {
             check(rt, types[t], 1536, 576, 64, t % 2);
         }
     }
-    clf_matmul_set_backend(rt, CLF_MATMUL_NATIVE);
+    clf_matmul_use_clblast(rt, 0);
     with_variant(NULL);
 }
 
@@ -469,9 +470,9 @@ static void test_column_part(void **state) {
     clf_dequantize(CLF_Q4_K, wq, wf, ROWS * COLS);
     static const char *variants[] = {"cpu", "cpu-portable", "gpu", "cpu"};
     for (int v = 0; v < 4; v++) {
-        if (v == 3 && !clf_matmul_has_clblast()) continue;
+        if (v == 3 && !clf_clblast_available()) continue;
         with_variant(variants[v]);
-        clf_matmul_set_backend(rt, v == 3 ? CLF_MATMUL_CLBLAST : CLF_MATMUL_NATIVE);
+        clf_matmul_use_clblast(rt, v == 3);
         static const int ns[] = {1, 7, N};
         for (int ni = 0; ni < 3; ni++) {
             const int n = ns[ni], acc = ni % 2;
@@ -510,7 +511,7 @@ static void test_column_part(void **state) {
             clf_weight_free(&W);
         }
     }
-    clf_matmul_set_backend(rt, CLF_MATMUL_NATIVE);
+    clf_matmul_use_clblast(rt, 0);
     with_variant(NULL);
     free(wf);
     free(x);

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 #include "quant_mix.h"
 #include "testutil.h"
 

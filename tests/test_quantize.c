@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 #include "model_path.h"
 #include "peer_kquant.h"
 #include "testutil.h"

@@ -12,9 +12,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 #include "testutil.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 /* ---- building a vocabulary file ------------------------------------------- */
 

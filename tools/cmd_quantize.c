@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "gguf.h"
+#include "gguf_write.h"
 #include "options.h"
 #include "outfile.h"
 #include "quant.h"

@@ -172,8 +172,3 @@ void clf_runtime_on_progress(clf_runtime *rt, int (*fn)(void *ud, int done, int 
 
 clf_status clf_finish(clf_runtime *rt) { return clf_cl_check(clFinish(rt->queue), "clFinish"); }
 
-double clf_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}

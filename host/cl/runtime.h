@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h" /* clf_now_s, for the runtime's users */
 #include "status.h"
 #include "tuning.h"
 
@@ -87,6 +88,13 @@ const char *clf_device_type_name(cl_device_type t);
 typedef struct clf_kernel_entry clf_kernel_entry;
 typedef struct clf_program_entry clf_program_entry;
 
+/* Another GEMM for products of n > 1 rows, in F32, enqueued on `queue`:
+ * Y[:, y_off ..] (ldy floats a row) = (accumulate: +=) X · Wᵀ, X [n × K]
+ * from float x_off, W [rows × K] row-major. host/compute/matmul.c hands it
+ * the weights as F32; tools/clblast/ gives CLBlast's, for comparisons. */
+typedef clf_status (*clf_gemm_f32_fn)(cl_command_queue *queue, size_t n, size_t rows, size_t K, cl_mem X,
+                                      size_t x_off, cl_mem W, cl_mem Y, size_t y_off, size_t ldy, int accumulate);
+
 typedef struct clf_runtime {
     clf_device dev;
     cl_context ctx;
@@ -106,7 +114,7 @@ typedef struct clf_runtime {
     int cold_kernels; /* kernels of programs compiled from source not launched yet */
     void (*on_build)(void *); /* see clf_runtime_on_build */
     void *on_build_ud;
-    int matmul_backend;    /* clf_matmul_backend for n > 1 (host/compute/matmul.c; 0 = native) */
+    clf_gemm_f32_fn gemm_f32;    /* products of n > 1 rows through another GEMM (clf_matmul_set_gemm); NULL: ours */
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
     uint64_t launches;           /* kernels enqueued through clf_launch (launches per token) */
     /* While set, clf_launch hands each kernel to record(record_ud, ...)
@@ -158,9 +166,6 @@ clf_status clf_kernel_get(clf_runtime *rt, const char *family, const char *optio
 clf_status clf_kernel_source(const char *family, char **src, size_t *len);
 
 clf_status clf_finish(clf_runtime *rt);
-
-/* Monotonic wall clock, in seconds (load progress, benches, speeds). */
-double clf_now_s(void);
 
 /* Kernel arguments as a table: {CLF_ARG(buf), CLF_ARG(n), ...}. */
 typedef struct clf_arg {

@@ -1,5 +1,5 @@
 /* Matrix products: weight upload (re-laid for the device's kernel variant),
- * kernel choice by shape and device, and the CLBlast backend.
+ * kernel choice by shape and device, and another GEMM for comparisons (clf_matmul_set_gemm).
  *
  * Kernel variants (the device's tuning picks one, host/cl/tuning.h;
  * CLINFER_MATMUL_VARIANT forces one, so tests run every variant on one
@@ -15,9 +15,6 @@
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
-#ifdef CLINFER_HAVE_CLBLAST
-#include <clblast_c.h>
-#endif
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -198,7 +195,7 @@ int clf_matmul_quantizes_x(const clf_runtime *rt, const clf_weight *W, int64_t n
     return uses_int8(&v, W->type, n) || uses_int8_gemm(&v, W->type, n);
 }
 
-void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b) { rt->matmul_backend = b; }
+void clf_matmul_set_gemm(clf_runtime *rt, clf_gemm_f32_fn gemm) { rt->gemm_f32 = gemm; }
 
 /* ---- launching ---- */
 
@@ -445,9 +442,6 @@ static clf_status matmul_gpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     return enqueue(rt, &a, "matmul (gemm)", 2, global, local);
 }
 
-#ifdef CLINFER_HAVE_CLBLAST
-int clf_matmul_has_clblast(void) { return 1; }
-
 /* W as row-major F32 [rows × cols] in *out: W's own buffer for F32 in GGUF
  * layout (*owned = 0), else a new scratch buffer filled by a kernel. */
 static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem *out, int *owned) {
@@ -458,7 +452,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
     }
     const size_t bytes = (size_t)W->rows * (size_t)W->cols * sizeof(float);
     if (rt->dev.max_alloc && bytes > rt->dev.max_alloc)
-        return clf_fail(CLF_ERR_MEMORY, "CLBlast backend: F32 copy of a %lld x %lld weight (%zu MiB) exceeds the "
+        return clf_fail(CLF_ERR_MEMORY, "matmul through another GEMM: F32 copy of a %lld x %lld weight (%zu MiB) exceeds the "
                         "device's largest allocation", (long long)W->rows, (long long)W->cols, bytes >> 20);
     const int rows = (int)W->rows, K = (int)W->cols;
     kargs a = {0};
@@ -482,7 +476,7 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
         global[0] = (size_t)(K + 7) / 8;
         global[1] = (size_t)rows;
     }
-    clf_status st = enqueue(rt, &a, "matmul (dequantize for CLBlast)", 2, global, NULL);
+    clf_status st = enqueue(rt, &a, "matmul (dequantize for another GEMM)", 2, global, NULL);
     if (st != CLF_OK) {
         clReleaseMemObject(*out);
         return st;
@@ -491,31 +485,18 @@ static clf_status weight_as_f32(clf_runtime *rt, const mm_variant *v, const clf_
     return CLF_OK;
 }
 
-static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
-                                 clf_tensor *Y, size_t yoff, size_t ldy, size_t n, int accumulate) {
+/* Y = (or +=) X · Wᵀ through rt->gemm_f32, W as F32. */
+static clf_status matmul_gemm_f32(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
+                                  clf_tensor *Y, size_t yoff, size_t ldy, size_t n, int accumulate) {
     cl_mem wf;
     int owned;
     CLF_TRY(weight_as_f32(rt, v, W, &wf, &owned));
-    const size_t rows = (size_t)W->rows, K = (size_t)W->cols;
-    CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, n, rows, K,
-                                        1.0f, X->mem, X->offset / 4, K, wf, 0, K, accumulate ? 1.0f : 0.0f, Y->mem,
-                                        yoff, ldy, &rt->queue, NULL);
+    clf_status st = rt->gemm_f32(&rt->queue, n, (size_t)W->rows, (size_t)W->cols, X->mem, X->offset / 4, wf, Y->mem,
+                                 yoff, ldy, accumulate);
     /* The scratch lives on until the queued GEMM that uses it completes. */
     if (owned) clReleaseMemObject(wf);
-    if (cs != CLBlastSuccess)
-        return clf_fail(cs <= -1024 ? CLF_ERR_ARG : CLF_ERR_CL, "CLBlastSgemm (%zu x %zu x %zu) failed: status %d%s%s",
-                        n, rows, K, (int)cs, cs > -1024 ? " " : "", cs > -1024 ? clf_cl_error_name(cs) : "");
-    return CLF_OK;
+    return st;
 }
-#else
-int clf_matmul_has_clblast(void) { return 0; }
-
-static clf_status matmul_clblast(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const clf_tensor *X,
-                                 clf_tensor *Y, size_t yoff, size_t ldy, size_t n, int accumulate) {
-    (void)rt, (void)v, (void)W, (void)X, (void)Y, (void)yoff, (void)ldy, (void)n, (void)accumulate;
-    return clf_fail(CLF_ERR_ARG, "this build has no CLBlast backend (cmake -DCLINFER_CLBLAST=ON, libclblast-dev)");
-}
-#endif
 
 /* Y[:, col0 .. col0 + W->rows) = (or +=) X · Wᵀ; rowwise: each row as a
  * one-row X computes it. */
@@ -540,8 +521,8 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
     const mm_variant var = variant_of(rt, W->layout), *v = &var;
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4 + (cl_ulong)col0;
     const int ldy = (int)Y->ne[0];
-    if (n > 1 && !rowwise && rt->matmul_backend == CLF_MATMUL_CLBLAST)
-        return matmul_clblast(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
+    if (n > 1 && !rowwise && rt->gemm_f32)
+        return matmul_gemm_f32(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
     if (v->panels && !XQ && uses_int8_gemm(v, W->type, n)) {
         /* the int8 GEMM reads x as int8 blocks: quantized into a scratch
          * (released at once: the queued kernels hold it) */

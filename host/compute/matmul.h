@@ -27,11 +27,6 @@ clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64
                              clf_weight *w);
 void clf_weight_free(clf_weight *w);
 
-typedef enum clf_matmul_backend {
-    CLF_MATMUL_NATIVE = 0,  /* clinfer's kernels */
-    CLF_MATMUL_CLBLAST = 1, /* CLBlast SGEMM (weights dequantized to F32 first) */
-} clf_matmul_backend;
-
 /* Y = X · Wᵀ (accumulate = 0) or Y += X · Wᵀ (accumulate = 1: fuses a
  * residual add). X: F32 [n × cols] (ne[0] = cols), Y: F32 [n × rows].
  * X and Y are tensors whose rows are contiguous (row stride = ne[0]). */
@@ -73,10 +68,11 @@ int clf_matmul_fuses_glu(const clf_runtime *rt, const clf_weight *W);
 clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act act, const clf_tensor *XQ,
                              clf_tensor *Y, const clf_tensor *YQ);
 
-/* Backend for n > 1 products (default native); for `bench kernels` and tests.
- * CLBlast is optional (CLINFER_CLBLAST): 1 when this build has it. */
-int clf_matmul_has_clblast(void);
-void clf_matmul_set_backend(clf_runtime *rt, clf_matmul_backend b);
+/* Products of n > 1 rows through another GEMM (clf_gemm_f32_fn, host/cl/
+ * runtime.h), the weights dequantized to F32 first; NULL: clinfer's
+ * kernels (the default). For `bench kernels`, `selftest` and the tests
+ * (tools/clblast/clblast.h); the library itself never sets one. */
+void clf_matmul_set_gemm(clf_runtime *rt, clf_gemm_f32_fn gemm);
 
 /* The kernel variant that uploads on rt choose ("cpu", "cpu-portable",
  * "gpu"): rt->tune.matmul (the device's tuning, $CLINFER_MATMUL_VARIANT;
@@ -99,7 +95,7 @@ typedef enum clf_mm_form {
     CLF_MM_GEMM_XQ,     /* gemm_<type>_xq: cpu, the int8 GEMM */
     CLF_MM_SWIGLU_XQ,   /* gemv_<type>_swiglu_xq: cpu, gate|up with SwiGLU */
     CLF_MM_GEGLU_XQ,    /* gemv_<type>_geglu_xq: cpu, gate|up with GeGLU */
-    CLF_MM_TO_F32,      /* unpack_<type> (cpu) or dequant_<type> (gpu, not F32): W as F32 for CLBlast */
+    CLF_MM_TO_F32,      /* unpack_<type> (cpu) or dequant_<type> (gpu, not F32): W as F32 for another GEMM (clf_matmul_set_gemm) */
     CLF_MM_FORMS
 } clf_mm_form;
 

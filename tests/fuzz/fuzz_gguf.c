@@ -17,10 +17,11 @@
 #include <unistd.h>
 
 #include "chat.h"
-#include "gguf.h"
+#include "gguf_write.h"
 #include "llama.h"
 #include "quant.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 /* A violated property: reported, then abort() so libFuzzer keeps the input
  * (test code, not the library). */

@@ -28,6 +28,7 @@
 #include "gguf.h"
 #include "model_path.h"
 #include "tokenizer.h"
+#include "vocab.h"
 
 #define FT_CHECK(cond)                                                                                \
     do {                                                                                              \

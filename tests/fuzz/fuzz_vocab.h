@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 #include "status.h"
 
 #define FZ_VOCAB_MAX 400

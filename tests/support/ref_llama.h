@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 
 /* logits [n × n_vocab] for tokens[0..n) at positions 0..n-1. 0 on success. */
 int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *logits);

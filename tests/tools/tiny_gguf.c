@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "../fuzz/fuzz_vocab.h"
-#include "gguf.h"
+#include "gguf_write.h"
 #include "quant.h"
 #include "ref_llama.h"
 

@@ -1,5 +1,6 @@
 /* GGUF reader (mmap'd, every count, length, offset and size validated
- * against the file before use) and writer (for tests, `quantize`). */
+ * against the file before use). The writer, which only `quantize` and the
+ * tests need, is tools/quantize/gguf_write.h. */
 #ifndef CLF_GGUF_H
 #define CLF_GGUF_H
 
@@ -8,6 +9,7 @@
 
 #include "quant.h"
 #include "status.h"
+#include "str.h"
 
 typedef enum clf_gguf_vtype {
     CLF_GGUF_UINT8 = 0, CLF_GGUF_INT8 = 1, CLF_GGUF_UINT16 = 2, CLF_GGUF_INT16 = 3,
@@ -17,7 +19,7 @@ typedef enum clf_gguf_vtype {
 } clf_gguf_vtype;
 
 /* A string inside the file: not NUL-terminated. */
-typedef struct clf_gguf_str { const char *ptr; uint64_t len; } clf_gguf_str;
+typedef clf_str clf_gguf_str;
 
 typedef struct clf_gguf_kv {
     clf_gguf_str key;
@@ -98,38 +100,5 @@ clf_status clf_gguf_get_strs(const clf_gguf *g, const char *key, const clf_gguf_
  * of a fixed-size type, 0 for string and array. */
 const char *clf_gguf_vtype_name(clf_gguf_vtype t);
 size_t clf_gguf_vtype_size(clf_gguf_vtype t);
-
-/* ---- writer ------------------------------------------------------------ */
-
-typedef struct clf_gguf_writer clf_gguf_writer;
-
-clf_status clf_gguf_writer_create(clf_gguf_writer **out);
-void clf_gguf_writer_free(clf_gguf_writer *w);
-clf_status clf_gguf_set_u32(clf_gguf_writer *w, const char *key, uint32_t v);
-clf_status clf_gguf_set_f32(clf_gguf_writer *w, const char *key, float v);
-clf_status clf_gguf_set_bool(clf_gguf_writer *w, const char *key, int v);
-clf_status clf_gguf_set_str(clf_gguf_writer *w, const char *key, const char *v);
-clf_status clf_gguf_set_arr(clf_gguf_writer *w, const char *key, clf_gguf_vtype elem_type, const void *data,
-                            uint64_t n);
-clf_status clf_gguf_set_strs(clf_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
-/* Copies a key/value read from another file (any type, arrays included). */
-clf_status clf_gguf_set_kv(clf_gguf_writer *w, const clf_gguf_kv *kv);
-/* Adds a tensor; `data` (clf_row_bytes(type, ne[0]) * rows bytes) is copied. */
-clf_status clf_gguf_add_tensor(clf_gguf_writer *w, const char *name, clf_type type, uint32_t n_dims,
-                               const int64_t *ne, const void *data);
-/* The same without the copy: the writer takes `data` (malloc'd) and frees
- * it, also on failure. For large conversions (quantize). */
-clf_status clf_gguf_add_tensor_take(clf_gguf_writer *w, const char *name, clf_type type, uint32_t n_dims,
-                                    const int64_t *ne, void *data);
-/* A stop request (e.g. a flag set by a signal handler), checked before
- * each write: when fn(ud) returns non-zero, clf_gguf_write stops with
- * CLF_ERR_INTERRUPTED and leaves nothing. */
-void clf_gguf_writer_set_abort(clf_gguf_writer *w, int (*fn)(void *), void *ud);
-/* set_* of an existing key replaces its value in place (keeping the order).
- * Writes version 3 with general.alignment (default 32, or the value set)
- * through clf_outfile (host/core/outfile.h): the file at `path` (a link's target;
- * never a device, FIFO or directory) appears or is replaced only when
- * complete, and a failure or a fatal signal leaves nothing behind. */
-clf_status clf_gguf_write(clf_gguf_writer *w, const char *path);
 
 #endif

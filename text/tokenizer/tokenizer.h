@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
 #include "status.h"
+#include "str.h"
 
 typedef struct clf_tokenizer clf_tokenizer;
 
@@ -31,10 +31,32 @@ enum {
     CLF_TOKEN_BYTE = 6,
 };
 
-/* Reads the vocabulary from `g`; the tokenizer keeps its own copy, so `g`
- * may be closed afterwards. CLF_ERR_FORMAT for a missing or malformed key
- * and for an unsupported model or pre-tokenizer. */
-clf_status clf_tokenizer_load(const clf_gguf *g, clf_tokenizer **out);
+/* What a tokenizer is made of: a model file's tokenizer keys, as
+ * models/vocab.c reads them from GGUF (the keys' names in brackets). Nothing
+ * is owned: the tokenizer copies what it keeps, so the source may go. */
+typedef struct clf_vocab_desc {
+    clf_str model;          /* [tokenizer.ggml.model] "gpt2": byte-level BPE; "llama": SentencePiece */
+    clf_str pre;            /* [tokenizer.ggml.pre] the pre-tokenizer; "default" when absent */
+    const clf_str *tokens;  /* [n_tokens] [tokenizer.ggml.tokens] */
+    uint64_t n_tokens;
+    const void *types;      /* [n_tokens] int32 [tokenizer.ggml.token_type], unaligned; NULL: all normal */
+    const void *scores;     /* [n_tokens] float32 (or int32) [tokenizer.ggml.scores], unaligned; NULL: all 0 */
+    int scores_int;         /* the scores are int32 */
+    const clf_str *merges;  /* [n_merges] [tokenizer.ggml.merges] "left right" pairs by rank: BPE */
+    uint64_t n_merges;
+    /* token ids, -1 when absent; one out of range is ignored, as llama.cpp does */
+    int64_t bos, eos, unk; /* [tokenizer.ggml.bos_token_id] ... */
+    int64_t eot, eom;      /* [tokenizer.ggml.eot_token_id], [.eom_token_id]: end generation too */
+    /* [tokenizer.ggml.add_space_prefix], [.add_bos_token], [.add_eos_token]:
+     * 0 or 1; -1 when absent (the model kind's default) */
+    int add_space_prefix, add_bos, add_eos;
+    clf_str name;          /* [general.name]: per-model token attributes; len 0 when absent */
+    clf_str chat_template; /* [tokenizer.chat_template]; ptr NULL when absent */
+} clf_vocab_desc;
+
+/* A tokenizer of the vocabulary `d` describes. CLF_ERR_FORMAT for a
+ * malformed vocabulary and for an unsupported model or pre-tokenizer. */
+clf_status clf_tokenizer_create(const clf_vocab_desc *d, clf_tokenizer **out);
 void clf_tokenizer_free(clf_tokenizer *t);
 
 /* Text -> ids (`len` bytes, need not be NUL-terminated). add_special adds

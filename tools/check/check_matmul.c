@@ -146,7 +146,7 @@ clf_status clf_check_matmul(clf_runtime *rt, uint64_t seed, clf_type type, int r
         res->tol = (int8 ? clf_check_matmul_int8_tol(type, d.x, d.wd, d.ref, rows, cols, n) : clf_check_matmul_tol(type)) +
                    (cond - 1) * clf_check_matmul_tol(type);
         snprintf(res->detail, sizeof res->detail, "%s %s%s: %d -> %d, n = %d%s", ti->name, clf_matmul_variant(rt),
-                 n > 1 && rt->matmul_backend == CLF_MATMUL_CLBLAST ? " (CLBlast)" : int8 ? " (int8 x)" : "", cols, rows, n,
+                 n > 1 && rt->gemm_f32 ? " (CLBlast)" : int8 ? " (int8 x)" : "", cols, rows, n,
                  accumulate ? ", accumulate" : "");
     }
     mm_data_free(&d);

@@ -91,7 +91,7 @@ int clf_bpe_cp_to_byte(uint32_t cp); /* -1 if cp encodes no byte */
 
 /* Per-kind setup (after the vocabulary and its hash are in place) and
  * teardown; tokenization of one fragment of plain text. */
-clf_status clf_bpe_init(clf_tokenizer *t, const clf_gguf *g);
+clf_status clf_bpe_init(clf_tokenizer *t, const clf_vocab_desc *d);
 void clf_bpe_free(clf_tokenizer *t);
 clf_status clf_bpe_tokenize(const clf_tokenizer *t, const char *s, size_t n, clf_ids *out);
 clf_status clf_spm_init(clf_tokenizer *t);

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "grammar_impl.h"
-#include "runtime.h" /* clf_now_s */
 #include "tokenizer.h"
 
 int clf_grammar_token_is_text(const clf_tokenizer *t, int32_t id, const char **piece, size_t *len) {

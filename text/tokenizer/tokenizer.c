@@ -88,31 +88,16 @@ static clf_status build_map(clf_tokenizer *t) {
 
 /* ---- loading ------------------------------------------------------------- */
 
-static const clf_gguf_kv *find_arr(const clf_gguf *g, const char *key, clf_gguf_vtype type, const char *type_name,
-                                   uint64_t n_min, clf_status *st) {
-    const clf_gguf_kv *kv = clf_gguf_find(g, key);
-    *st = CLF_OK;
-    if (!kv) return NULL;
-    if (kv->type != CLF_GGUF_ARRAY || kv->arr_type != type || kv->arr_n < n_min) {
-        *st = clf_fail(CLF_ERR_FORMAT, "tokenizer: %s is not an array of %llu %s", key, (unsigned long long)n_min,
-                       type_name);
-        return NULL;
-    }
-    return kv;
+/* An optional token id; one out of range is ignored, as llama.cpp does. */
+static void set_id(int64_t v, int32_t n_vocab, int32_t *id) {
+    if (v >= 0 && v < n_vocab) *id = (int32_t)v;
 }
 
-/* An optional token id key; out-of-range ids are ignored as llama.cpp does. */
-static void get_id(const clf_gguf *g, const char *key, int32_t n_vocab, int32_t *id) {
-    uint32_t v;
-    if (clf_gguf_find(g, key) && clf_gguf_get_u32(g, key, &v) == CLF_OK && v < (uint32_t)n_vocab) *id = (int32_t)v;
+static void set_flag(int v, int *flag) {
+    if (v >= 0) *flag = v;
 }
 
-static void get_flag(const clf_gguf *g, const char *key, int *flag) {
-    int v;
-    if (clf_gguf_find(g, key) && clf_gguf_get_bool(g, key, &v) == CLF_OK) *flag = v;
-}
-
-static clf_status copy_texts(clf_tokenizer *t, const clf_gguf_str *strs) {
+static clf_status copy_texts(clf_tokenizer *t, const clf_str *strs) {
     size_t total = 0;
     char empty[32];
     for (int32_t i = 0; i < t->n_vocab; i++)
@@ -142,17 +127,17 @@ static const char *const EOG_TEXTS[] = {
     "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<end_of_utterance>", "<eos>",
 };
 
-static void mark_eog(clf_tokenizer *t, const clf_gguf *g) {
+static void mark_eog(clf_tokenizer *t, const clf_vocab_desc *d) {
     for (size_t i = 0; i < sizeof EOG_TEXTS / sizeof EOG_TEXTS[0]; i++) {
         int32_t id = clf_tok_lookup(t, EOG_TEXTS[i], strlen(EOG_TEXTS[i]));
         /* a stop token that the file typed as normal is a conversion bug:
          * llama.cpp treats it as control, so it is special-parsed the same */
         if (id >= 0) t->flags[id] |= CLF_TOKF_EOG | CLF_TOKF_CONTROL;
     }
-    const char *keys[] = {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
+    const int64_t ids[] = {d->eot, d->eom};
     for (size_t i = 0; i < 2; i++) {
         int32_t id = -1;
-        get_id(g, keys[i], t->n_vocab, &id);
+        set_id(ids[i], t->n_vocab, &id);
         if (id >= 0) t->flags[id] |= CLF_TOKF_EOG;
     }
     if (t->eos >= 0) t->flags[t->eos] |= CLF_TOKF_EOG;
@@ -171,9 +156,9 @@ static int is_hidden(const clf_tokenizer *t, int32_t id) {
 
 /* llama.cpp's per-model token attributes (they are not in GGUF): Phi-3
  * drops the whitespace after its special tokens, except after these. */
-static void mark_rstrip(clf_tokenizer *t, const clf_gguf *g) {
-    clf_gguf_str name;
-    if (!clf_gguf_find(g, "general.name") || clf_gguf_get_str(g, "general.name", &name) != CLF_OK) return;
+static void mark_rstrip(clf_tokenizer *t, const clf_vocab_desc *d) {
+    clf_str name = d->name;
+    if (!name.len) return;
     char lower[256];
     size_t n = name.len < sizeof lower - 1 ? name.len : sizeof lower - 1;
     for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)name.ptr[i]);
@@ -299,30 +284,20 @@ static clf_status make_pieces(clf_tokenizer *t) {
     return CLF_OK;
 }
 
-static clf_status load(clf_tokenizer *t, const clf_gguf *g) {
-    clf_gguf_str model, pre = {"default", 7};
-    CLF_TRY(clf_gguf_get_str(g, "tokenizer.ggml.model", &model));
+static clf_status load(clf_tokenizer *t, const clf_vocab_desc *d) {
+    clf_str model = d->model, pre = d->pre.ptr ? d->pre : (clf_str){"default", 7};
     if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4)) t->kind = CLF_VOCAB_BPE;
     else if (model.len == 5 && !memcmp(model.ptr, "llama", 5)) t->kind = CLF_VOCAB_SPM;
     else
         return clf_fail(CLF_ERR_FORMAT, "unsupported tokenizer model '%.*s' (gpt2 and llama are)",
-                        (int)(model.len > 64 ? 64 : model.len), model.ptr);
+                        (int)(model.len > 64 ? 64 : model.len), model.ptr ? model.ptr : "");
     snprintf(t->model, sizeof t->model, "%.*s", (int)model.len, model.ptr);
-    if (clf_gguf_find(g, "tokenizer.ggml.pre")) CLF_TRY(clf_gguf_get_str(g, "tokenizer.ggml.pre", &pre));
     snprintf(t->pre, sizeof t->pre, "%.*s", (int)(pre.len < sizeof t->pre ? pre.len : sizeof t->pre - 1), pre.ptr);
 
-    const clf_gguf_str *strs;
-    uint64_t n;
-    CLF_TRY(clf_gguf_get_strs(g, "tokenizer.ggml.tokens", &strs, &n));
+    const clf_str *strs = d->tokens;
+    uint64_t n = d->n_tokens;
     if (n == 0 || n > INT32_MAX / 2) return clf_fail(CLF_ERR_FORMAT, "tokenizer: %llu tokens", (unsigned long long)n);
     t->n_vocab = (int32_t)n;
-
-    clf_status st;
-    const clf_gguf_kv *types = find_arr(g, "tokenizer.ggml.token_type", CLF_GGUF_INT32, "int32", n, &st);
-    CLF_TRY(st);
-    const clf_gguf_kv *scores = find_arr(g, "tokenizer.ggml.scores", CLF_GGUF_FLOAT32, "float32", n, &st);
-    if (st != CLF_OK) scores = find_arr(g, "tokenizer.ggml.scores", CLF_GGUF_INT32, "float32", n, &st);
-    CLF_TRY(st);
 
     t->text_off = malloc(n * sizeof *t->text_off);
     t->text_len = malloc(n * sizeof *t->text_len);
@@ -336,13 +311,13 @@ static clf_status load(clf_tokenizer *t, const clf_gguf *g) {
     CLF_TRY(copy_texts(t, strs));
     for (uint64_t i = 0; i < n; i++) {
         int32_t ty = CLF_TOKEN_NORMAL;
-        if (types) memcpy(&ty, (const char *)types->data + 4 * i, 4);
+        if (d->types) memcpy(&ty, (const char *)d->types + 4 * i, 4);
         t->type[i] = (uint8_t)(ty >= CLF_TOKEN_NORMAL && ty <= CLF_TOKEN_BYTE ? ty : 0);
-        if (scores && scores->arr_type == CLF_GGUF_FLOAT32) {
-            memcpy(&t->score[i], (const char *)scores->data + 4 * i, 4);
-        } else if (scores) {
+        if (d->scores && !d->scores_int) {
+            memcpy(&t->score[i], (const char *)d->scores + 4 * i, 4);
+        } else if (d->scores) {
             int32_t s;
-            memcpy(&s, (const char *)scores->data + 4 * i, 4);
+            memcpy(&s, (const char *)d->scores + 4 * i, 4);
             t->score[i] = (float)s;
         }
     }
@@ -356,27 +331,26 @@ static clf_status load(clf_tokenizer *t, const clf_gguf *g) {
     if (t->bos >= t->n_vocab) t->bos = -1;
     if (t->eos >= t->n_vocab) t->eos = -1;
     if (t->unk >= t->n_vocab) t->unk = -1;
-    get_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos);
-    get_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos);
-    get_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk);
+    set_id(d->bos, t->n_vocab, &t->bos);
+    set_id(d->eos, t->n_vocab, &t->eos);
+    set_id(d->unk, t->n_vocab, &t->unk);
     t->add_space_prefix = spm;
     t->add_bos = spm;
     t->add_eos = 0;
-    CLF_TRY(spm ? clf_spm_init(t) : clf_bpe_init(t, g)); /* BPE may default add_bos by pre-tokenizer */
-    get_flag(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix);
-    get_flag(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
-    get_flag(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
+    CLF_TRY(spm ? clf_spm_init(t) : clf_bpe_init(t, d)); /* BPE may default add_bos by pre-tokenizer */
+    set_flag(d->add_space_prefix, &t->add_space_prefix);
+    set_flag(d->add_bos, &t->add_bos);
+    set_flag(d->add_eos, &t->add_eos);
     if (t->add_bos && t->bos < 0) t->add_bos = 0;
     if (t->add_eos && t->eos < 0) t->add_eos = 0;
 
-    mark_eog(t, g);
-    mark_rstrip(t, g);
+    mark_eog(t, d);
+    mark_rstrip(t, d);
     CLF_TRY(collect_special(t));
     CLF_TRY(make_pieces(t));
 
-    if (clf_gguf_find(g, "tokenizer.chat_template")) {
-        clf_gguf_str tmpl;
-        CLF_TRY(clf_gguf_get_str(g, "tokenizer.chat_template", &tmpl));
+    if (d->chat_template.ptr) {
+        clf_str tmpl = d->chat_template;
         t->chat_template = malloc(tmpl.len + 1);
         if (!t->chat_template) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
         memcpy(t->chat_template, tmpl.ptr, tmpl.len);
@@ -385,20 +359,14 @@ static clf_status load(clf_tokenizer *t, const clf_gguf *g) {
     return CLF_OK;
 }
 
-clf_status clf_tokenizer_load(const clf_gguf *g, clf_tokenizer **out) {
+clf_status clf_tokenizer_create(const clf_vocab_desc *d, clf_tokenizer **out) {
     *out = NULL;
     clf_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
-    clf_gguf_guard_begin(g); /* the vocabulary is read from the mapping */
-    clf_status st = load(t, g);
-    clf_status changed = clf_gguf_guard_end(g);
-    if (changed != CLF_OK) {
-        clf_tokenizer_free(t);
-        return changed;
-    }
+    clf_status st = load(t, d);
     if (st != CLF_OK) {
         clf_tokenizer_free(t);
-        return clf_fail_ctx(st, "loading the tokenizer: ");
+        return st;
     }
     *out = t;
     return CLF_OK;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
+#include "gguf_write.h"
 #include "outfile.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32

@@ -136,10 +136,7 @@ static const clf_merge_slot *merge_find(const clf_tokenizer *t, int32_t a, int32
 /* Merges are "left right" strings, split at the first space after the first
  * byte (llama.cpp). A merge whose parts or result are not tokens can never
  * produce a token and is left out. */
-static clf_status load_merges(clf_tokenizer *t, const clf_gguf *g) {
-    const clf_gguf_str *m;
-    uint64_t n;
-    CLF_TRY(clf_gguf_get_strs(g, "tokenizer.ggml.merges", &m, &n));
+static clf_status load_merges(clf_tokenizer *t, const clf_str *m, uint64_t n) {
     uint64_t cap = 1;
     while (cap < 2 * n + 2) cap <<= 1;
     t->merges = calloc(cap, sizeof *t->merges);
@@ -172,13 +169,13 @@ static clf_status load_merges(clf_tokenizer *t, const clf_gguf *g) {
     return CLF_OK;
 }
 
-clf_status clf_bpe_init(clf_tokenizer *t, const clf_gguf *g) {
+clf_status clf_bpe_init(clf_tokenizer *t, const clf_vocab_desc *d) {
     const pre_spec *pre = find_pre(t->pre);
     if (!pre) return clf_fail(CLF_ERR_FORMAT, "unsupported pre-tokenizer '%s'", t->pre);
     CLF_TRY(compile_pre(t, pre));
     t->ignore_merges = pre->ignore_merges;
     t->add_bos = pre->add_bos; /* until tokenizer.ggml.add_bos_token says otherwise */
-    CLF_TRY(load_merges(t, g));
+    CLF_TRY(load_merges(t, d->merges, d->n_merges));
     for (int b = 0; b < 256; b++) {
         char u[4];
         t->byte_tok[b] = clf_tok_lookup(t, u, utf8_put(clf_bpe_byte_to_cp((uint8_t)b), u));
