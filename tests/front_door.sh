@@ -4,9 +4,11 @@
 # command, cli/cmd_serve.c, also the server's headers; the build gives
 # them no other project include folder; this also catches a relative path
 # such as "../models/llama.h"), and `clinfer` needs nothing of libclinfer
-# but the exported clinfer_* functions.
-# usage: front_door.sh SRC CLINFER
-SRC=$1 BIN=$2
+# but the exported clinfer_* functions. Inside the library, each layer
+# sees only itself and the layers below it, and the build refuses the rest
+# (tests/layers.py).
+# usage: front_door.sh SRC CLINFER BUILD
+SRC=$1 BIN=$2 BUILD=$3
 rc=0
 for dir in cli server; do
     for f in "$SRC/$dir"/*.c "$SRC/$dir"/*.h; do
@@ -20,4 +22,5 @@ readelf -d "$BIN" | grep -q 'NEEDED.*libclinfer\.so' || { echo "FAIL $BIN does n
 # the static library's internal symbols (clf_*) must not be in the program
 nm "$BIN" | grep -q ' [TtDdBb] clf_' && { echo "FAIL $BIN holds internal clf_* symbols"; rc=1; }
 [ $rc = 0 ] && echo "ok   cli/ and server/ include only clinfer.h and their own files; clinfer links libclinfer.so"
+python3 "$SRC/tests/layers.py" "$SRC" "$BUILD" || rc=1
 exit $rc

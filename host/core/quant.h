@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../cl/types.cl" /* the table: CLF_TYPES */
+#include "types.cl" /* the table: CLF_TYPES (cl/, the kernels: the layer below core) */
 
 #define CLF_TYPE_ENUM_(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
     CLF_##NAME = ID,
