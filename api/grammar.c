@@ -1,5 +1,5 @@
 /* The public API (include/clinfer.h): grammars, and a grammar as a
- * sampler's stage. The automaton and its masks are host/text/grammar*.c;
+ * sampler's stage. The automaton and its masks are text/grammar/grammar*.c;
  * here: the vocabulary's trie (one per model), the reference counts, and
  * fail-closed sampling (an end-of-generation token only where the text is
  * a whole sentence). */

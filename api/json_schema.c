@@ -1,5 +1,5 @@
 /* The public API (include/clinfer.h): a JSON Schema as GBNF
- * (host/text/json_schema.c). */
+ * (text/grammar/json_schema.c). */
 #include "api.h"
 #include "json_schema.h"
 

@@ -1,6 +1,6 @@
 /* The public API (include/clinfer.h): the sampler chain. Stages a program
  * adds (a grammar, a logit bias) run first, on a copy of the logits; then
- * the library's fixed chain (host/text/sampler.c: penalty, top-k, top-p,
+ * the library's fixed chain (text/sampler/sampler.c: penalty, top-k, top-p,
  * min-p, temperature, draw). */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The public API's tool calls (include/clinfer.h "tool calls") on
- * host/text/tools.c, and their grammar on the JSON Schema converter and
+ * text/chat/tools.c, and their grammar on the JSON Schema converter and
  * the grammar engine. */
 #include <stddef.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 """Llama-3-70B's shape as a GGUF with no weights (a sparse file of 39.6 GiB
 that takes 44 KiB on disk): every tensor's name, shape and Q4_K_M type as
-llama-quantize picks it (the rule models/quant_mix.c follows: Q6_K head,
+llama-quantize picks it (the rule tools/quantize/quant_mix.c follows: Q6_K head,
 attn_v and ffn_down Q6_K in the "more bits" layers, attn_v Q5_K elsewhere
 for a 70B), for `clinfer info` to plan with (bench/RESULTS.md, issue 16):
 

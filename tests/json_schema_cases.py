@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The JSON Schema converter (host/text/json_schema.c) against Python's
+"""The JSON Schema converter (text/grammar/json_schema.c) against Python's
 jsonschema, through tests/tools/schema_gbnf (the grammar's verdict on a
 text):
 

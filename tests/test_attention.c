@@ -1,6 +1,6 @@
 /* Attention: KV write, tiled prefill (CPU and GPU shapes), split-K decode,
  * naive kernels, each against the double-precision reference of
- * host/check/check_attention.c on fresh random data; argument errors. */
+ * tools/check/check_attention.c on fresh random data; argument errors. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

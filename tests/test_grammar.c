@@ -1,4 +1,4 @@
-/* GBNF grammars (host/text/grammar*.c): the parser's errors, whole-text
+/* GBNF grammars (text/grammar/grammar*.c): the parser's errors, whole-text
  * acceptance against independent checkers (jansson for JSON, hand-written
  * recognisers for identifiers and arithmetic) on fresh random texts, and
  * the token masks against a brute-force walk of every token on states

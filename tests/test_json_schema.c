@@ -1,4 +1,4 @@
-/* JSON Schema -> GBNF (host/text/json_schema.c) through the grammar engine:
+/* JSON Schema -> GBNF (text/grammar/json_schema.c) through the grammar engine:
  * - every case of tests/data/json_schema_cases.json (its verdicts checked
  *   against Python's jsonschema by tests/json_schema_cases.py): valid
  *   instances accepted in two spellings, invalid ones and the spellings

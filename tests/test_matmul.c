@@ -1,7 +1,7 @@
 /* Matrix products: every weight type through GEMV, skinny and GEMM paths of
  * every kernel variant (cpu, cpu-portable, gpu: forced through
  * the runtime's tuning, so all run on any device) and the CLBlast backend,
- * against dequantize-then-multiply in double (host/check/check_matmul.c). */
+ * against dequantize-then-multiply in double (tools/check/check_matmul.c). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* The small kernels (host/compute/ops.h) against their double-precision C
- * references (host/check/check_ops.c) over a sweep of odd and real shapes, and
+ * references (tools/check/check_ops.c) over a sweep of odd and real shapes, and
  * the launchers' argument validation. */
 #include <setjmp.h>
 #include <stdarg.h>

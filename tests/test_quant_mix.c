@@ -1,4 +1,4 @@
-/* The per-tensor types of `clinfer quantize`'s targets (models/quant_mix.c)
+/* The per-tensor types of `clinfer quantize`'s targets (tools/quantize/quant_mix.c)
  * against llama.cpp's rules worked out by hand for two model shapes: the
  * default model's (rows of 576: every K-quant matrix but ffn_down falls
  * back to a 32-weight-block type) and one whose rows are whole 256-weight

@@ -1,9 +1,9 @@
 /* clinfer quantize IN OUT TYPE: a new GGUF with the weight matrices
  * converted through F32 with the host reference quantizers, each to the
- * type llama.cpp's llama-quantize gives it for TYPE (models/quant_mix.c);
+ * type llama.cpp's llama-quantize gives it for TYPE (tools/quantize/quant_mix.c);
  * vectors (norms, biases) stored F32; metadata copied with
  * general.file_type updated. The output appears only when complete
- * (host/core/outfile.c): a failure, Ctrl-C or SIGTERM leaves nothing behind.
+ * (tools/quantize/outfile.c): a failure, Ctrl-C or SIGTERM leaves nothing behind.
  * It is never the input, and an existing one is replaced only with --force.
  * IN may be a catalogue name, as -m takes it; weights already quantized are
  * requantized only with --allow-requantize (llama-quantize's flag): the

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the GBNF parser and automaton (host/text/
+/* libFuzzer harness for the GBNF parser and automaton (text/
  * grammar*.c): the input up to its first NUL byte is a grammar, the rest
  * a text. A grammar compiles or is refused with a message, never a crash,
  * a leak or a hang; a compiled one reads the text byte by byte, and its

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the JSON Schema converter (host/text/
+/* libFuzzer harness for the JSON Schema converter (text/grammar/
  * json_schema.c): the input up to its first NUL byte is a schema's text,
  * the rest a text for its grammar. The converter returns a grammar or an
  * error with a message, never a crash, a leak or a hang; a grammar it

@@ -50,7 +50,7 @@ static inline void fz_vocab_push(fz_vocab *v, const char *text, int32_t type, fl
     v->n++;
 }
 
-/* GPT-2's byte -> code point map (host/text/tokenizer_bpe.c has the library's
+/* GPT-2's byte -> code point map (text/tokenizer/tokenizer_bpe.c has the library's
  * own; repeated here so the vocabulary does not trust what it tests). */
 static inline size_t fz_byte_utf8(unsigned b, char *out) {
     unsigned cp = b <= 0x20 ? 256 + b : b >= 0x7f && b <= 0xa0 ? 256 + 33 + (b - 0x7f) : b == 0xad ? 256 + 67 : b;

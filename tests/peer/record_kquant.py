@@ -33,7 +33,7 @@ amax/254 per block (~0.3-0.5% of a dot product, more for Q8_K's wider
 blocks): compare with a margin over it, and allow greedy flips only where
 llama.cpp's top-2 margin is that small (as tests/test_model_peer.c does for
 Q4_1), or bound the error by the activation rounding measured on the
-device (host/check_matmul.c's int8 tolerance).
+device (tools/check/check_matmul.c's int8 tolerance).
 """
 import ctypes
 import os

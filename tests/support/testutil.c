@@ -24,7 +24,7 @@ uint64_t tu_seed(void) {
     return seed;
 }
 
-/* The library's generator (host/check/check.c), so tests and selftest
+/* The library's generator (tools/check/check.c), so tests and selftest
  * draw data the same way. */
 uint64_t tu_next(uint64_t *s) { return clf_rng_next(s); }
 

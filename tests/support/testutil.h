@@ -7,7 +7,7 @@
 
 #include "runtime.h"
 
-/* The library's xorshift64* (clf_rng_*, host/check/check.h); seeds come from
+/* The library's xorshift64* (clf_rng_*, tools/check/check.h); seeds come from
  * the clock (printed) unless CLINFER_SEED is set, so every run uses fresh
  * data and a failure can be replayed. */
 uint64_t tu_seed(void);

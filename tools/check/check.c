@@ -1,4 +1,4 @@
-/* Shared helpers of the kernel checks (host/check/check.h). */
+/* Shared helpers of the kernel checks (tools/check/check.h). */
 #include "check.h"
 
 #include <math.h>

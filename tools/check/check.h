@@ -33,7 +33,7 @@ extern const clf_check clf_checks_matmul_quick[];
 extern const clf_check clf_checks_ops_quick[];
 extern const clf_check clf_checks_attention_quick[];
 
-/* Helpers for writing checks (host/check/check.c). */
+/* Helpers for writing checks (tools/check/check.c). */
 
 /* A seeded xorshift64* stream; clf_rng_init mixes (seed, stream) so each
  * check or shape draws its own data from one user-visible seed. */

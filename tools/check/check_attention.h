@@ -1,7 +1,7 @@
 /* Checks of host/compute/attention.h at a given shape, against a plain C reference
  * in double on random data drawn from `seed`, outputs and the cache poisoned
  * first. The tests sweep shapes with these; clf_checks_attention[]
- * (host/check/check.h) runs representative shapes for `selftest`. */
+ * (tools/check/check.h) runs representative shapes for `selftest`. */
 #ifndef CLF_CHECK_ATTENTION_H
 #define CLF_CHECK_ATTENTION_H
 

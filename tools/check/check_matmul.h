@@ -1,6 +1,6 @@
 /* Checks of the matrix products (host/compute/matmul.h) at a given shape. The tests
  * sweep shapes, variants and backends with this; clf_checks_matmul[]
- * (host/check/check.h) runs each path and type over representative shapes for
+ * (tools/check/check.h) runs each path and type over representative shapes for
  * `selftest`. */
 #ifndef CLF_CHECK_MATMUL_H
 #define CLF_CHECK_MATMUL_H

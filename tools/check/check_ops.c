@@ -1,5 +1,5 @@
 /* Checks of the small kernels against plain C references in double
- * (host/check/check_ops.h), and the clf_checks_ops[] table that `selftest` runs. */
+ * (tools/check/check_ops.h), and the clf_checks_ops[] table that `selftest` runs. */
 #include "check_ops.h"
 
 #include "matmul.h"

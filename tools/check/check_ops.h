@@ -1,7 +1,7 @@
 /* Checks of the small kernels (host/compute/ops.h) at a given shape, each against a
  * plain C reference in double on random data drawn from `seed`, outputs
  * poisoned first. The tests sweep shapes with these; clf_checks_ops[]
- * (host/check/check.h) runs each over representative shapes for `selftest`. */
+ * (tools/check/check.h) runs each over representative shapes for `selftest`. */
 #ifndef CLF_CHECK_OPS_H
 #define CLF_CHECK_OPS_H
 

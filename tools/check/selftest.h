@@ -9,7 +9,7 @@
 
 #include "runtime.h"
 
-/* Runs the check tables (host/check/check.h; quick: their small-shape
+/* Runs the check tables (tools/check/check.h; quick: their small-shape
  * forms) with data drawn from `seed`, the checks whose names start with one
  * of `only`'s comma-separated prefixes (NULL: all), printing
  * to `out` one line per check: name, detail, error, tolerance, PASS/FAIL.

@@ -1,6 +1,6 @@
 /* GGUF writer: key/values serialized as they are set, tensors held until
  * clf_gguf_write lays them out aligned and writes version 3 through an
- * output file that appears only when complete (host/core/outfile.c). */
+ * output file that appears only when complete (tools/quantize/outfile.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
