@@ -110,7 +110,8 @@ static void spec_run(const uint8_t *table, const int32_t *prompt, int n_prompt, 
     memcpy(plain, prompt, (size_t)n_prompt * sizeof *prompt);
     int n_plain = n_prompt;
     /* a token is sampled while the tokens before it fit the context (the last is not evaluated) */
-    for (int i = 0; i < max_tokens && n_plain <= n_ctx; i++, n_plain++) plain[n_plain] = toy_next(table, plain, n_plain);
+    for (int i = 0; i < max_tokens && n_plain <= n_ctx; i++, n_plain++)
+        plain[n_plain] = toy_next(table, plain, n_plain);
     /* the speculative one */
     clinfer_drafter *d, *twin;
     assert_int_equal(clinfer_drafter_create(draft_max, &d), CLINFER_OK);
@@ -127,7 +128,8 @@ static void spec_run(const uint8_t *table, const int32_t *prompt, int n_prompt, 
         assert_true(n_rows >= 1 && rows);
         assert_int_equal(rows[0], text[n_text - 1]);
         /* the twin, asked directly for the bound's draft */
-        int cap = min3(max, left - 1, room), nd = cap > 0 ? clinfer_drafter_draft(twin, text, n_text, cap, rows_seen) : 0;
+        const int cap = min3(max, left - 1, room);
+        const int nd = cap > 0 ? clinfer_drafter_draft(twin, text, n_text, cap, rows_seen) : 0;
         assert_int_equal(n_rows, 1 + nd);
         assert_memory_equal(rows + 1, rows_seen, (size_t)nd * sizeof *rows);
         /* the batch's rows, evaluated after the sequence */
