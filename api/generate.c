@@ -1,7 +1,8 @@
 /* The public API (include/clinfer.h): the streaming detokenizer and the one
  * generation loop. clinfer_generate drives it for one sequence (`clinfer
  * run`, `chat`, programs); a server drives its body, clinfer_next_token,
- * for many sequences at once. */
+ * and its speculative step, the drafter's (api/lookup.c), for many
+ * sequences at once. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +120,7 @@ typedef struct gen_spec {
     int draft_max;   /* 0: off */
     int32_t *hist;   /* the prompt, then each token sampled: what the drafter searches */
     int n_hist;
-    const int32_t *batch; /* [n_rows]: the pending token, then its draft (the drafter's) */
+    const int32_t *batch; /* [n_rows]: the pending token, then its draft (the drafter's rows) */
     int8_t *want;    /* [1 + draft_max]: logits on every row */
     int n_rows;      /* the verify batch's rows being read (0: none) */
     int row;         /* the row the next token is sampled from */
