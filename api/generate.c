@@ -1,7 +1,8 @@
 /* The public API (include/clinfer.h): the streaming detokenizer and the one
  * generation loop. clinfer_generate drives it for one sequence (`clinfer
  * run`, `chat`, programs); a server drives its body, clinfer_next_token,
- * for many sequences at once. */
+ * and its speculative step, the drafter's (api/lookup.c), for many
+ * sequences at once. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,12 +113,14 @@ static clf_status eval_for(clinfer_session *s, gen_eval *ev, clinfer_sampler *sm
  * to the model as one batch with every row's logits; the loop then samples
  * from row after row while each sampled token is the draft's next (already
  * evaluated), and rewinds the rest. The tokens are the plain loop's: each
- * is sampled from the logits of the same tokens before it. */
+ * is sampled from the logits of the same tokens before it. The step itself
+ * (the draft's size, what is accepted, what is kept) is the drafter's
+ * (api/lookup.c), shared with the server. */
 typedef struct gen_spec {
     int draft_max;   /* 0: off */
     int32_t *hist;   /* the prompt, then each token sampled: what the drafter searches */
     int n_hist;
-    int32_t *batch;  /* [1 + draft_max]: the pending token, then its draft */
+    const int32_t *batch; /* [n_rows]: the pending token, then its draft (the drafter's rows) */
     int8_t *want;    /* [1 + draft_max]: logits on every row */
     int n_rows;      /* the verify batch's rows being read (0: none) */
     int row;         /* the row the next token is sampled from */
@@ -135,9 +138,8 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
     if (cap > s->c->n_batch - 1) cap = s->c->n_batch - 1;
     if (cap <= 0) return CLF_OK;
     sp->hist = malloc(((size_t)n_prompt + (size_t)p->max_tokens) * sizeof *sp->hist);
-    sp->batch = malloc((size_t)(cap + 1) * sizeof *sp->batch);
     sp->want = malloc((size_t)(cap + 1));
-    if (!sp->hist || !sp->batch || !sp->want) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!sp->hist || !sp->want) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (n_prompt) memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
     memset(sp->want, 1, (size_t)(cap + 1));
     sp->n_hist = n_prompt;
@@ -150,34 +152,33 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
  * they had been evaluated one by one. */
 static void spec_settle(clinfer_session *s, gen_spec *sp) {
     if (!sp->n_rows) return;
-    clinfer_drafter_taken(sp->drafter, sp->n_rows - 1, sp->row);
-    const float *lg = clinfer_batch_logits(s, sp->row);
+    const int keep = clinfer_drafter_settle(sp->drafter, sp->row);
+    const float *lg = clinfer_batch_logits(s, keep - 1);
     memcpy(s->logits, lg, (size_t)s->m->info.n_vocab * sizeof *lg);
-    clinfer_seq_rewind(s, 0, sp->base + sp->row + 1); /* within the sequence: cannot fail */
+    clinfer_seq_rewind(s, 0, sp->base + keep); /* within the sequence: cannot fail */
     s->has_logits = 1;
     sp->n_rows = 0;
 }
 
-/* Evaluates the pending token `tok`, with a draft when the drafter has one
- * and it fits: `left` tokens are still to be sampled after tok, and the
- * context's room. */
+/* Evaluates the pending token `tok` (the history's last), with a draft
+ * when the drafter has one and it fits: `left` tokens are still to be
+ * sampled after tok, and the context's room. */
 static clf_status eval_next(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, gen_spec *sp, int32_t tok,
                             int left, clinfer_generate_result *r) {
-    int cap = sp->draft_max, room = s->c->n_ctx - s->c->n_past - 1;
-    if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
-    if (cap > room) cap = room;
-    int n = sp->drafter ? clinfer_drafter_draft(sp->drafter, sp->hist, sp->n_hist, cap, sp->batch + 1) : 0;
-    if (!n) return eval_for(s, ev, smp, &tok, 1);
-    sp->batch[0] = tok;
+    const int room = s->c->n_ctx - s->c->n_past - 1;
+    int rows = sp->drafter ? clinfer_drafter_propose(sp->drafter, sp->hist, sp->n_hist, sp->draft_max, left, room,
+                                                     &sp->batch)
+                           : 0;
+    if (rows <= 1) return eval_for(s, ev, smp, &tok, 1);
     sp->base = s->c->n_past;
-    clinfer_batch b = {.n_tokens = n + 1, .token = sp->batch, .logits = sp->want};
+    clinfer_batch b = {.n_tokens = rows, .token = sp->batch, .logits = sp->want};
     clf_status st = (clf_status)clinfer_decode(s, &b);
     if (st != CLF_OK) {
         clinfer_seq_rewind(s, 0, sp->base); /* no part of the batch stays */
         return st;
     }
-    r->n_drafted += n;
-    sp->n_rows = n + 1;
+    r->n_drafted += rows - 1;
+    sp->n_rows = rows;
     sp->row = 0;
     return CLF_OK;
 }
@@ -227,7 +228,7 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
             break; /* the last token need not be evaluated */
         }
         if (sp->n_rows) {
-            if (sp->row + 1 < sp->n_rows && nx.token == sp->batch[sp->row + 1]) { /* evaluated already */
+            if (clinfer_drafter_accept(sp->drafter, sp->row, nx.token)) { /* evaluated already */
                 sp->row++;
                 r->n_accepted++;
                 r->n_eval++;
@@ -300,7 +301,6 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     clinfer_sampler_free(greedy);
     clinfer_detokenizer_free(d);
     free(sp.hist);
-    free(sp.batch);
     free(sp.want);
     clinfer_drafter_free(sp.drafter);
     if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");

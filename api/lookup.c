@@ -1,5 +1,7 @@
 /* Prompt lookup: the draft after the newest n-gram's last earlier
- * occurrence, and the drafter that sizes the drafts (include/clinfer.h). */
+ * occurrence, the drafter that sizes the drafts, and the speculative step
+ * it proposes and settles (include/clinfer.h): written once, for
+ * clinfer_generate (api/generate.c) and the server's scheduler. */
 #include "lookup.h"
 
 #include <stdlib.h>
@@ -32,6 +34,8 @@ enum { PAUSE_AFTER_MISS = 8 };
 
 struct clinfer_drafter {
     int max, len, pause;
+    int32_t *rows; /* [1 + max]: the proposed batch, the pending token then the draft */
+    int n_rows;    /* rows of the step being verified (0: none) */
 };
 
 clinfer_status clinfer_drafter_create(int draft_max, clinfer_drafter **out) {
@@ -39,13 +43,21 @@ clinfer_status clinfer_drafter_create(int draft_max, clinfer_drafter **out) {
     *out = NULL;
     if (draft_max <= 0) return (clinfer_status)clf_fail(CLF_ERR_ARG, "draft_max is %d: it must be > 0", draft_max);
     clinfer_drafter *d = malloc(sizeof *d);
-    if (!d) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    *d = (clinfer_drafter){draft_max, draft_max, 0};
+    int32_t *rows = d ? malloc((size_t)(draft_max + 1) * sizeof *rows) : NULL;
+    if (!rows) {
+        free(d);
+        return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    *d = (clinfer_drafter){draft_max, draft_max, 0, rows, 0};
     *out = d;
     return CLINFER_OK;
 }
 
-void clinfer_drafter_free(clinfer_drafter *d) { free(d); }
+void clinfer_drafter_free(clinfer_drafter *d) {
+    if (!d) return;
+    free(d->rows);
+    free(d);
+}
 
 int clinfer_drafter_draft(clinfer_drafter *d, const int32_t *tokens, int n, int max, int32_t *draft) {
     if (!d || !tokens || !draft || n <= 0) return 0;
@@ -62,4 +74,35 @@ void clinfer_drafter_taken(clinfer_drafter *d, int drafted, int accepted) {
     if (accepted >= drafted) d->len = 2 * d->len < d->max ? 2 * d->len : d->max;
     else d->len = accepted + 1;
     if (accepted == 0 && drafted == 1) d->pause = PAUSE_AFTER_MISS;
+}
+
+/* ---- the speculative step -------------------------------------------------- */
+
+int clinfer_drafter_propose(clinfer_drafter *d, const int32_t *text, int n, int max, int left, int room,
+                            const int32_t **rows) {
+    if (!d || !text || !rows || n <= 0) return 0;
+    /* the draft's bound: the caller's, then the tokens still to sample
+     * (the last draft token's row gives one more), then the context */
+    int cap = max < d->max ? max : d->max;
+    if (cap > left - 1) cap = left - 1;
+    if (cap > room) cap = room;
+    /* no draft asked for: the drafter's pause is not spent on it */
+    int nd = cap > 0 ? clinfer_drafter_draft(d, text, n, cap, d->rows + 1) : 0;
+    d->rows[0] = text[n - 1];
+    d->n_rows = 1 + nd;
+    *rows = d->rows;
+    return d->n_rows;
+}
+
+int clinfer_drafter_accept(const clinfer_drafter *d, int row, int32_t token) {
+    return d && row >= 0 && row + 1 < d->n_rows && token == d->rows[row + 1];
+}
+
+int clinfer_drafter_settle(clinfer_drafter *d, int row) {
+    if (!d || d->n_rows <= 0) return 0;
+    if (row < 0) row = 0;
+    if (row > d->n_rows - 1) row = d->n_rows - 1;
+    clinfer_drafter_taken(d, d->n_rows - 1, row); /* no draft (one row): nothing to learn */
+    d->n_rows = 0;
+    return row + 1;
 }

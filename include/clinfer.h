@@ -749,6 +749,36 @@ CLINFER_API int clinfer_drafter_draft(clinfer_drafter *d, const int32_t *tokens,
 /* Of the last draft's `drafted` tokens, `accepted` were taken. */
 CLINFER_API void clinfer_drafter_taken(clinfer_drafter *d, int drafted, int accepted);
 
+/* The speculative step of such a loop, clinfer_generate's and the server's
+ * alike: the pending token (sampled, not yet evaluated) and a draft after
+ * it go to the model as one batch with every row's logits; the next token
+ * is sampled from row 0, and while each sampled token is the next row's
+ * token (evaluated already) the one after it is sampled from that row; the
+ * rest of the batch is dropped. The tokens are those of a plain loop.
+ *
+ * clinfer_drafter_propose writes the batch's rows to *rows (owned by the
+ * drafter, valid until its next propose): the pending token, which is
+ * text[n - 1] (text: the sequence's tokens, the prompt's included, then
+ * the pending one), then a draft of at most max tokens, fewer than `left`
+ * (the tokens still to be sampled after the pending one: a draft token's
+ * row gives the token after it) and at most `room` (the context's
+ * positions after the pending token's). Returns how many rows: 1 when
+ * there is no draft this time (evaluate the pending token alone, as
+ * without speculation), 0 when d, text or rows is NULL or n <= 0. */
+CLINFER_API int clinfer_drafter_propose(clinfer_drafter *d, const int32_t *text, int n, int max, int left, int room,
+                                        const int32_t **rows);
+/* A token was sampled from row `row` of the proposed batch: nonzero when it
+ * is the next row's token, so that the token after it is to be sampled
+ * from row + 1's logits; 0 when the step is over (clinfer_drafter_settle).
+ * The caller may also end the step at any row (its generation ends). */
+CLINFER_API int clinfer_drafter_accept(const clinfer_drafter *d, int row, int32_t token);
+/* Ends the step whose last token was sampled from row `row`: the drafter
+ * records how much of its draft was taken (clinfer_drafter_taken). Returns
+ * how many rows the sequence keeps (row + 1: the pending token and the
+ * draft tokens taken, the last row's logits the sequence's own); the rest
+ * is to be forgotten (clinfer_seq_rewind). 0 without a proposal. */
+CLINFER_API int clinfer_drafter_settle(clinfer_drafter *d, int row);
+
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0
  * when the session has logits), then samples up to max_tokens tokens,
  * passing each one's text to on_token. Stops at an end-of-generation token

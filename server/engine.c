@@ -70,10 +70,10 @@ clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
     for (int i = 0; i < n; i++) {
         const srv_entry *en = &entries[i];
         memcpy(e->token + at, en->tokens, (size_t)en->n * sizeof *en->tokens);
-        for (int k = 0; k < en->n; k++) e->seq[at + k] = en->slot, e->want[at + k] = en->want_logits == 2;
+        for (int k = 0; k < en->n; k++) e->seq[at + k] = en->slot, e->want[at + k] = en->want_logits == SRV_LOGITS_EVERY;
         entries[i].row0 = at;
         at += en->n;
-        e->want[at - 1] = (int8_t)(en->want_logits != 0);
+        e->want[at - 1] = (int8_t)(en->want_logits != SRV_LOGITS_NONE);
         entries[i].logits = NULL;
     }
     clinfer_batch b = {.n_tokens = total, .token = e->token, .seq_id = e->seq, .logits = e->want};
@@ -82,7 +82,7 @@ clinfer_status srv_engine_step(srv_engine *e, srv_entry *entries, int n) {
     at = 0;
     for (int i = 0; i < n; i++) {
         at += entries[i].n;
-        if (entries[i].want_logits) entries[i].logits = clinfer_batch_logits(e->s, at - 1);
+        if (entries[i].want_logits != SRV_LOGITS_NONE) entries[i].logits = clinfer_batch_logits(e->s, at - 1);
     }
     return CLINFER_OK;
 }
@@ -98,7 +98,7 @@ clinfer_status srv_engine_warm(srv_engine *e) {
         if (p == 1 && n == 1) continue;
         srv_entry *en = calloc((size_t)n, sizeof *en);
         if (!en) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
-        for (int i = 0; i < n; i++) en[i] = (srv_entry){.slot = i, .tokens = toks, .n = shapes[p].tokens, .want_logits = 1};
+        for (int i = 0; i < n; i++) en[i] = (srv_entry){.slot = i, .tokens = toks, .n = shapes[p].tokens, .want_logits = SRV_LOGITS_LAST};
         st = srv_engine_step(e, en, n);
         free(en);
         for (int i = 0; i < e->n_slots; i++) srv_engine_slot_rewind(e, i, 0);

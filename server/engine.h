@@ -33,11 +33,18 @@ void srv_engine_slot_rewind(srv_engine *e, int slot, int pos);
  * empty). */
 clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n);
 
+/* Which of an entry's tokens give logits. */
+typedef enum srv_logits {
+    SRV_LOGITS_NONE,  /* none: a prompt's chunk before its last */
+    SRV_LOGITS_LAST,  /* the last token's: a prompt's last chunk, a decode */
+    SRV_LOGITS_EVERY, /* every token's: a speculative draft's verification (srv_engine_row_logits) */
+} srv_logits;
+
 typedef struct srv_entry {
     int slot;
     const int32_t *tokens; /* appended at the slot's current length */
     int n;
-    int want_logits; /* 1: the last token's logits; 2: every token's (a speculative draft's verification) */
+    srv_logits want_logits;
     const float *logits; /* out: the last token's [n_vocab] when asked (valid until the next step) */
     int row0;            /* out: the batch row of tokens[0] (srv_engine_row_logits) */
 } srv_entry;

@@ -59,7 +59,6 @@ struct srv_job {
 
 typedef struct slot {
     srv_job *job;
-    int32_t *step; /* a speculative step's tokens: the job's next and its draft [1 + draft_max] */
     unsigned long long used; /* the step it last ran in: idle caches go least recently used first */
     int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
     int n_prefilled; /* how many of them came from prompts (the rest were generated) */
@@ -542,7 +541,8 @@ static void share_prompt(srv_sched *s, srv_job *j, const float *logits) {
 
 /* After a step: the slot's job takes its prompt chunk or samples its next
  * token; after a speculative step, the tokens of row after row while each
- * is the draft's next (evaluated already), the rest of the draft dropped. */
+ * is the draft's next (evaluated already), the rest of the draft dropped
+ * (the step's accounting is the drafter's, as clinfer_generate's). */
 static void advance(srv_sched *s, srv_entry *en, int len0) {
     srv_job *j = s->slots[en->slot].job;
     memcpy(s->slots[en->slot].cached + len0, en->tokens, (size_t)en->n * sizeof *en->tokens);
@@ -553,18 +553,18 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
         j->t_first = srv_now_s();
         share_prompt(s, j, en->logits);
     }
-    const int rows = en->want_logits == 2 ? en->n : 1;
+    const int rows = en->want_logits == SRV_LOGITS_EVERY ? en->n : 1;
     int r = 0;
     take t;
     for (;; r++) {
         t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1);
-        if (t != TAKE_ON || r + 1 >= rows || j->next != en->tokens[r + 1]) break;
+        if (t != TAKE_ON || rows == 1 || !clinfer_drafter_accept(j->drafter, r, j->next)) break;
         s->st.accepted_tokens++;
     }
     if (rows > 1) {
         s->st.drafted_tokens += (unsigned long long)(rows - 1);
-        clinfer_drafter_taken(j->drafter, rows - 1, r);
-        srv_engine_slot_rewind(s->e, en->slot, len0 + r + 1); /* the pending token and the draft taken */
+        /* the pending token and the draft taken stay */
+        srv_engine_slot_rewind(s->e, en->slot, len0 + clinfer_drafter_settle(j->drafter, r));
     }
     conclude(s, j, t);
 }
@@ -576,95 +576,112 @@ static void record_step(srv_sched *s, int gen, int prompt, int busy) {
     s->st.steps++;
 }
 
-static void *loop(void *arg) {
-    srv_sched *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        for (int i = 0; i < s->n_slots; i++)
-            if (s->slots[i].job && s->slots[i].job->cancelled) finish(s, s->slots[i].job, SRV_FINISH_ERROR, "cancelled");
-        if (s->closed) break;
-        admit(s);
-        /* the step: every decoding slot's token, then prompt chunks within
-         * one pass's budget (decodes are never held up by a long prompt),
-         * handed to the prefilling slots in turn */
-        int n = 0, budget = srv_engine_n_batch(s->e), n_decode = 0;
-        for (int i = 0; i < s->n_slots; i++)
-            if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--, n_decode++;
-        int draft_rows = SPEC_STEP_ROWS - n_decode;
-        for (int k = 0; k < s->n_slots; k++) {
-            const int i = (s->prefill_from + k) % s->n_slots;
-            srv_job *j = s->slots[i].job;
-            if (!j || j->leader) continue; /* a follower waits for its leader's prompt */
-            srv_entry *en = &s->entries[n];
-            en->slot = i;
-            if (j->n_eval < j->n_prompt) {
-                int rem = j->n_prompt - j->n_eval, take = rem < PREFILL_CHUNK ? rem : PREFILL_CHUNK;
-                if (take > budget) take = budget;
-                if (take <= 0) continue;
-                budget -= take;
-                en->tokens = j->prompt + j->n_eval;
-                en->n = take;
-                en->want_logits = en->n == rem;
-            } else {
-                /* speculation: the text so far (the slot's tokens, then the next) drafts what follows */
-                const int len = srv_engine_slot_len(s->e, i), left = j->max_tokens ? j->max_tokens - j->n_gen : s->n_ctx;
-                int nd = 0, cap = s->draft_max < budget ? s->draft_max : budget;
-                if (cap > draft_rows) cap = draft_rows;
-                if (cap > left - 1) cap = left - 1; /* a draft token's row gives the token after it */
-                if (cap > s->n_ctx - len - 1) cap = s->n_ctx - len - 1;
-                if (j->drafter && cap > 0) {
-                    s->slots[i].cached[len] = j->next;
-                    nd = clinfer_drafter_draft(j->drafter, s->slots[i].cached, len + 1, cap, s->slots[i].step + 1);
-                }
-                budget -= nd, draft_rows -= nd;
-                if (nd) s->slots[i].step[0] = j->next;
-                en->tokens = nd ? s->slots[i].step : &j->next;
-                en->n = 1 + nd;
-                en->want_logits = nd ? 2 : 1;
-            }
-            s->len0[n++] = srv_engine_slot_len(s->e, i);
-            s->slots[i].used = s->st.steps;
+/* The jobs their clients released end before the next step. */
+static void end_cancelled(srv_sched *s) {
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].job->cancelled) finish(s, s->slots[i].job, SRV_FINISH_ERROR, "cancelled");
+}
+
+/* A decoding slot's entry: its pending token, with a draft after it where
+ * its job speculates and the step has rows to spare (*budget: the pass's
+ * rows left; *draft_rows: the step's rows left for drafts). */
+static void decode_entry(srv_sched *s, int i, srv_entry *en, int *budget, int *draft_rows) {
+    srv_job *j = s->slots[i].job;
+    const int len = srv_engine_slot_len(s->e, i), left = j->max_tokens ? j->max_tokens - j->n_gen : s->n_ctx;
+    const int max = min_int(min_int(s->draft_max, *budget), *draft_rows);
+    int rows = 0;
+    const int32_t *batch = NULL;
+    if (j->drafter && len < s->n_ctx) {
+        /* the text so far (the slot's tokens, then the pending one) drafts what follows */
+        s->slots[i].cached[len] = j->next;
+        rows = clinfer_drafter_propose(j->drafter, s->slots[i].cached, len + 1, max, left, s->n_ctx - len - 1, &batch);
+    }
+    if (rows > 1) {
+        *budget -= rows - 1, *draft_rows -= rows - 1;
+        en->tokens = batch; /* the drafter's until its next proposal: past this step's advance */
+        en->n = rows;
+        en->want_logits = SRV_LOGITS_EVERY;
+    } else {
+        en->tokens = &j->next;
+        en->n = 1;
+        en->want_logits = SRV_LOGITS_LAST;
+    }
+}
+
+/* The step: every decoding slot's token, then prompt chunks within one
+ * pass's budget (decodes are never held up by a long prompt), handed to
+ * the prefilling slots in turn. Fills s->entries and s->len0; how many. */
+static int build_step(srv_sched *s) {
+    int n = 0, budget = srv_engine_n_batch(s->e), n_decode = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--, n_decode++;
+    int draft_rows = SPEC_STEP_ROWS - n_decode;
+    for (int k = 0; k < s->n_slots; k++) {
+        const int i = (s->prefill_from + k) % s->n_slots;
+        srv_job *j = s->slots[i].job;
+        if (!j || j->leader) continue; /* a follower waits for its leader's prompt */
+        srv_entry *en = &s->entries[n];
+        en->slot = i;
+        if (j->n_eval < j->n_prompt) {
+            int rem = j->n_prompt - j->n_eval, take = rem < PREFILL_CHUNK ? rem : PREFILL_CHUNK;
+            if (take > budget) take = budget;
+            if (take <= 0) continue;
+            budget -= take;
+            en->tokens = j->prompt + j->n_eval;
+            en->n = take;
+            en->want_logits = en->n == rem ? SRV_LOGITS_LAST : SRV_LOGITS_NONE;
+        } else {
+            decode_entry(s, i, en, &budget, &draft_rows);
         }
-        s->prefill_from = (s->prefill_from + 1) % s->n_slots;
-        /* the blocks this step may take (a chunk's, and one where it straddles) */
-        clinfer_kv_pool pool;
-        srv_engine_kv_pool(s->e, &pool);
-        int step_blocks = 0;
-        for (int k = 0; k < n; k++) step_blocks += (s->entries[k].n + pool.block - 1) / pool.block + 1;
-        make_room(s, step_blocks);
-        if (n == 0) {
-            srv_engine_kv_pool(s->e, &s->seen);
-            pthread_cond_wait(&s->work, &s->mu);
+        s->len0[n++] = srv_engine_slot_len(s->e, i);
+        s->slots[i].used = s->st.steps;
+    }
+    s->prefill_from = (s->prefill_from + 1) % s->n_slots;
+    /* the blocks this step may take (a chunk's, and one where it straddles) */
+    clinfer_kv_pool pool;
+    srv_engine_kv_pool(s->e, &pool);
+    int step_blocks = 0;
+    for (int k = 0; k < n; k++) step_blocks += (s->entries[k].n + pool.block - 1) / pool.block + 1;
+    make_room(s, step_blocks);
+    return n;
+}
+
+/* Evaluates the step's n entries without the lock: the HTTP threads read
+ * and submit meanwhile. */
+static clinfer_status decode_step(srv_sched *s, int n) {
+    pthread_mutex_unlock(&s->mu);
+    clinfer_status st = srv_engine_step(s->e, s->entries, n);
+    pthread_mutex_lock(&s->mu);
+    return st;
+}
+
+/* After the step: each entry's job advances (sample, accept, conclude), or,
+ * when the step failed, is ended with its slot as it was. How many prompt
+ * tokens the step evaluated. */
+static int after_step(srv_sched *s, int n, clinfer_status st) {
+    int prompt = 0;
+    for (int k = 0; k < n; k++) {
+        srv_entry *en = &s->entries[k];
+        srv_job *j = s->slots[en->slot].job;
+        if (st != CLINFER_OK) { /* the step is lost: every slot as it was, its job ended */
+            srv_engine_slot_rewind(s->e, en->slot, s->len0[k]);
+            if (s->slots[en->slot].n_prefilled > s->len0[k]) s->slots[en->slot].n_prefilled = s->len0[k];
+            if (st == CLINFER_ERR_INTERRUPTED) release_all(s, j), finish(s, j, SRV_FINISH_LENGTH, NULL);
+            else finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
             continue;
         }
-        pthread_mutex_unlock(&s->mu);
-        clinfer_status st = srv_engine_step(s->e, s->entries, n);
-        pthread_mutex_lock(&s->mu);
-        unsigned long long gen0 = s->st.gen_tokens;
-        int prompt = 0;
-        for (int k = 0; k < n; k++) {
-            srv_entry *en = &s->entries[k];
-            srv_job *j = s->slots[en->slot].job;
-            if (st != CLINFER_OK) { /* the step is lost: every slot as it was, its job ended */
-                srv_engine_slot_rewind(s->e, en->slot, s->len0[k]);
-                if (s->slots[en->slot].n_prefilled > s->len0[k]) s->slots[en->slot].n_prefilled = s->len0[k];
-                if (st == CLINFER_ERR_INTERRUPTED) release_all(s, j), finish(s, j, SRV_FINISH_LENGTH, NULL);
-                else finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
-                continue;
-            }
-            if (j->n_eval < j->n_prompt) prompt += en->n;
-            advance(s, en, s->len0[k]);
-        }
-        /* the runtime's abort hook fires only when the server is stopping:
-         * admit nothing more (the queue may be reached before
-         * srv_sched_shutdown is called) */
-        if (st == CLINFER_ERR_INTERRUPTED) s->closed = 1;
-        s->st.prompt_tokens += (unsigned long long)prompt;
-        record_step(s, (int)(s->st.gen_tokens - gen0), prompt, n);
-        srv_engine_kv_pool(s->e, &s->seen);
-        pthread_cond_broadcast(&s->progress);
+        if (j->n_eval < j->n_prompt) prompt += en->n;
+        advance(s, en, s->len0[k]);
     }
-    /* shut down: queued jobs never ran, running ones are cut */
+    /* the runtime's abort hook fires only when the server is stopping:
+     * admit nothing more (the queue may be reached before
+     * srv_sched_shutdown is called) */
+    if (st == CLINFER_ERR_INTERRUPTED) s->closed = 1;
+    return prompt;
+}
+
+/* Shut down: queued jobs never ran, running ones are cut. */
+static void end_all(srv_sched *s) {
     while (s->q_head) {
         srv_job *j = s->q_head;
         s->q_head = j->qnext;
@@ -676,6 +693,32 @@ static void *loop(void *arg) {
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].job) release_all(s, s->slots[i].job), finish(s, s->slots[i].job, SRV_FINISH_LENGTH, NULL);
     pthread_cond_broadcast(&s->progress);
+}
+
+/* The step loop: admit, build the step, decode it, advance its jobs,
+ * record it; idle until there is work. */
+static void *loop(void *arg) {
+    srv_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        end_cancelled(s);
+        if (s->closed) break;
+        admit(s);
+        const int n = build_step(s);
+        if (n == 0) {
+            srv_engine_kv_pool(s->e, &s->seen);
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        const clinfer_status st = decode_step(s, n);
+        const unsigned long long gen0 = s->st.gen_tokens;
+        const int prompt = after_step(s, n, st);
+        s->st.prompt_tokens += (unsigned long long)prompt;
+        record_step(s, (int)(s->st.gen_tokens - gen0), prompt, n);
+        srv_engine_kv_pool(s->e, &s->seen);
+        pthread_cond_broadcast(&s->progress);
+    }
+    end_all(s);
     pthread_mutex_unlock(&s->mu);
     /* PoCL compiles kernels with LLVM in the thread that enqueues them, and
      * LLVM gives it an alternate signal stack from malloc; ASan's thread
@@ -725,13 +768,7 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
 
 void srv_sched_speculate(srv_sched *s, int draft_max) {
     pthread_mutex_lock(&s->mu);
-    int ok = draft_max >= 0;
-    for (int i = 0; ok && draft_max > 0 && i < s->n_slots; i++) {
-        int32_t *t = realloc(s->slots[i].step, (size_t)(1 + draft_max) * sizeof *t);
-        if (t) s->slots[i].step = t;
-        ok = t != NULL;
-    }
-    s->draft_max = ok ? draft_max : 0; /* out of memory: no speculation */
+    s->draft_max = draft_max > 0 ? draft_max : 0; /* each job's drafter holds its batch's rows */
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -748,7 +785,7 @@ void srv_sched_free(srv_sched *s) {
         srv_sched_shutdown(s);
         pthread_join(s->thread, NULL);
     }
-    for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].cached), free(s->slots[i].step);
+    for (int i = 0; s->slots && i < s->n_slots; i++) free(s->slots[i].cached);
     free(s->slots);
     free(s->entries);
     free(s->len0);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -402,6 +403,86 @@ static void test_stop_scan(void **state) {
     assert_true(m);
 }
 
+/* xorshift64* as tests/support's (the server's tests link the public API
+ * alone): the seed from the clock (printed) unless CLINFER_SEED is set. */
+static uint64_t seed_from_env(void) {
+    const char *env = getenv("CLINFER_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
+    if (!seed) seed = 1;
+    fprintf(stderr, "[ seed ] CLINFER_SEED=%llu\n", (unsigned long long)seed);
+    return seed;
+}
+
+static uint64_t next_rand(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+/* Random texts from a small alphabet (so stop strings occur, whole and in
+ * part) streamed in random pieces, scanned as the scheduler scans them
+ * (from the final length on, after each piece), against a naive search of
+ * the text so far: it ends at the first whole stop string's start (one
+ * that a piece boundary splits included), no byte is final that a later
+ * stop string cuts, and what is held back is exactly the longest end that
+ * begins a stop string. */
+/* The first whole stop string in text[0, len): its start, len if none. */
+static size_t naive_stop(const char *text, size_t len, char *const *stop, int n_stop) {
+    for (size_t p = 0; p < len; p++)
+        for (int i = 0; i < n_stop; i++) {
+            size_t k = strlen(stop[i]);
+            if (p + k <= len && !memcmp(text + p, stop[i], k)) return p;
+        }
+    return len;
+}
+
+static void test_stop_scan_random(void **state) {
+    (void)state;
+    uint64_t rng = seed_from_env();
+    int matches = 0, split = 0;
+    for (int it = 0; it < 20000; it++) {
+        char text[64], buf[8][6];
+        char *stop[8];
+        const int alphabet = 2 + (int)(next_rand(&rng) % 3), n = (int)(next_rand(&rng) % 64);
+        const int n_stop = (int)(next_rand(&rng) % 5);
+        for (int i = 0; i < n; i++) text[i] = (char)('a' + next_rand(&rng) % (uint64_t)alphabet);
+        for (int i = 0; i < n_stop; i++) {
+            int k = 1 + (int)(next_rand(&rng) % 5);
+            for (int c = 0; c < k; c++) buf[i][c] = (char)('a' + next_rand(&rng) % (uint64_t)alphabet);
+            buf[i][k] = 0;
+            stop[i] = buf[i];
+        }
+        /* streamed: pieces of 0..4 bytes appended, each scan from the final length */
+        size_t len = 0, fin = 0;
+        int matched = 0;
+        while (len < (size_t)n && !matched) {
+            size_t piece = next_rand(&rng) % 5;
+            if (piece > n - len) piece = n - len;
+            len += piece;
+            const size_t from = fin, want = naive_stop(text, len, stop, n_stop);
+            fin = srv_stop_scan(text, from, len, stop, n_stop, &matched);
+            /* nothing was final that a stop string cuts: the final text only grows */
+            assert_true(fin >= from && fin <= len);
+            assert_int_equal(matched, want < len);
+            if (matched) {
+                assert_int_equal(fin, want);
+                split += fin < len - piece; /* it began in an earlier piece */
+                break;
+            }
+            /* held back: the longest end that is a proper prefix of a stop string */
+            size_t hold = len;
+            for (size_t p = from; p < len && hold == len; p++)
+                for (int i = 0; i < n_stop; i++)
+                    if (strlen(stop[i]) > len - p && !memcmp(text + p, stop[i], len - p)) hold = p;
+            assert_int_equal(fin, hold);
+        }
+        matches += matched;
+    }
+    print_message("%d texts cut by a stop string, %d of them begun in an earlier piece\n", matches, split);
+    assert_true(matches > 1000 && split > 100);
+}
+
 static void test_metrics_text(void **state) {
     (void)state;
     srv_stats st = {.n_slots = 8, .running = 3, .queued = 2, .prompt_tokens = 100, .gen_tokens = 42,
@@ -425,7 +506,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_fields),          cmocka_unit_test(test_defaults_and_completion_forms),
         cmocka_unit_test(test_bad_requests),         cmocka_unit_test(test_answers_are_valid_json),
-        cmocka_unit_test(test_stop_scan),            cmocka_unit_test(test_metrics_text),
+        cmocka_unit_test(test_stop_scan),            cmocka_unit_test(test_stop_scan_random),
+        cmocka_unit_test(test_metrics_text),
         cmocka_unit_test(test_utf8_and_encoding_errors), cmocka_unit_test(test_choice_fields),
         cmocka_unit_test(test_logprobs_json),        cmocka_unit_test(test_format_fields),
     };
