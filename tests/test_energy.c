@@ -1,4 +1,4 @@
-/* bench/energy.c on fake powercap trees (CLINFER_POWERCAP_DIR): only the
+/* tools/bench/energy.c on fake powercap trees (CLINFER_POWERCAP_DIR): only the
  * package domains are read (not their sub-zones, not the MMIO copy), their
  * joules summed with each counter's wrap undone, and a host without
  * counters, or with unreadable ones, is stated, not failed. Counter values

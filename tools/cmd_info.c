@@ -393,7 +393,7 @@ static void print_json(const report *r) {
 
 /* ---- command ------------------------------------------------------------------------ */
 
-/* The device's measured roofs (bench/roof.c): copy bandwidth, FMA peak. */
+/* The device's measured roofs (tools/bench/roof.c): copy bandwidth, FMA peak. */
 static clf_status measure_roof(const char *device, report *r) {
     clf_runtime *rt;
     CLF_TRY(clf_runtime_create(device, &rt));

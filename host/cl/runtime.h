@@ -118,7 +118,7 @@ typedef struct clf_runtime {
     struct clf_profile *profile; /* non-NULL while kernel times are recorded */
     uint64_t launches;           /* kernels enqueued through clf_launch (launches per token) */
     /* While set, clf_launch hands each kernel to record(record_ud, ...)
-     * instead of the queue: bench/bench_launches.c records a token's
+     * instead of the queue: tools/bench/bench_launches.c records a token's
      * launches into a command buffer (cl_khr_command_buffer) this way. */
     cl_int (*record)(void *ud, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local);
     void *record_ud;
