@@ -1,23 +1,28 @@
-/* The public API's model catalogue and clinfer_model_pull
- * (include/clinfer.h), over models/catalogue.h and models/pull.h. */
+/* The public API's model catalogue (include/clinfer.h), over
+ * models/catalogue.h: what `clinfer pull` (pull/, clinfer_pull.h, outside
+ * the library) reads to fetch a model, and -m NAME to find one. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "catalogue.h"
-#include "model_path.h"
 
+/* *e into the caller's struct, as far as its size goes (api_write_info);
+ * 0 for a size short of the first version's fields (through instruct). */
 static int copy_out(const clf_catalogue_entry *e, clinfer_catalogue_model *out) {
-    if (!out || out->size < sizeof *out) return 0; /* .size unset */
-    memset(out, 0, sizeof *out);
-    out->size = sizeof *out;
-    snprintf(out->name, sizeof out->name, "%s", e->name);
-    snprintf(out->file, sizeof out->file, "%s", e->file);
-    out->bytes = e->size;
-    snprintf(out->sha256, sizeof out->sha256, "%s", e->sha256);
-    out->instruct = e->instruct;
-    return 1;
+    if (!out || out->size < offsetof(clinfer_catalogue_model, packages)) return 0; /* .size unset */
+    clinfer_catalogue_model c = {.size = sizeof c};
+    snprintf(c.name, sizeof c.name, "%s", e->name);
+    snprintf(c.file, sizeof c.file, "%s", e->file);
+    c.bytes = e->size;
+    snprintf(c.sha256, sizeof c.sha256, "%s", e->sha256);
+    c.instruct = e->instruct;
+    snprintf(c.packages, sizeof c.packages, "%s", e->packages);
+    snprintf(c.version, sizeof c.version, "%s", e->version);
+    c.concat = e->concat;
+    return api_write_info(out, &c, sizeof c, "clinfer_catalogue_model") == CLF_OK;
 }
 
 int clinfer_catalogue_get(int i, clinfer_catalogue_model *out) {
@@ -34,18 +39,4 @@ int clinfer_catalogue_of(const char *path, clinfer_catalogue_model *out) {
     for (int i = 0; clf_catalogue_at(i, &e); i++)
         if (!strcmp(e.file, base)) return copy_out(&e, out);
     return 0;
-}
-
-clinfer_pull_options clinfer_pull_default_options(void) {
-    return (clinfer_pull_options){.size = sizeof(clinfer_pull_options)};
-}
-
-clinfer_status clinfer_model_pull(const char *path, const clinfer_pull_options *options, char *buf, size_t n,
-                                  int *fetched) {
-    API_NOT_NULL(buf);
-    if (n == 0) return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_model_pull: no room");
-    clinfer_pull_options o = clinfer_pull_default_options();
-    API_TRY(api_read_params(&o, sizeof o, options, "clinfer_pull_options"));
-    return (clinfer_status)clf_model_fetch(path, o.verify, (clf_pull_progress)o.progress, o.progress_user_data, buf, n,
-                                           fetched);
 }
