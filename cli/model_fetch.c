@@ -1,10 +1,13 @@
 /* -m NAME fetching a catalogue model on first use, `clinfer pull`'s
- * progress, and the warning for --chat on a base model (cli.h). */
+ * progress, and the warning for --chat on a base model (cli.h). The
+ * fetching is the optional part pull/ (clinfer_pull.h, its own library
+ * with libcurl, libzip and libcrypto), not libclinfer. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "clinfer_pull.h"
 
 typedef struct fetch_line {
     clinfer_catalogue_model c;

@@ -3,7 +3,10 @@
 #   bin/clinfer (finding lib/libclinfer.so.0 beside it: RPATH $ORIGIN/../lib),
 #   bin/clinfer-tools (the commands `clinfer` hands over; static library),
 #   lib/libclinfer.so.0.1.0 (SONAME libclinfer.so.0),
-#   include/clinfer.h, lib/pkgconfig/clinfer.pc,
+#   lib/libclinfer-pull.so.0.1.0 (the optional part pull/: fetching
+#   catalogue models; libcurl, libzip, libcrypto),
+#   include/clinfer.h, include/clinfer_pull.h,
+#   lib/pkgconfig/clinfer.pc,
 #   lib/cmake/clinfer/ (find_package(clinfer): the target clinfer::clinfer),
 #   share/doc/clinfer/copyright (the MIT license and the third-party
 #   notices, in Debian's machine-readable format: cmake/copyright).
@@ -14,7 +17,10 @@ install(TARGETS clinfer clinfer_tools RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR
 install(TARGETS clinfer_shared EXPORT clinferTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set_target_properties(clinfer_pull PROPERTIES INSTALL_RPATH "$ORIGIN")
+install(TARGETS clinfer_pull LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES ${CMAKE_SOURCE_DIR}/include/clinfer.h ${CMAKE_SOURCE_DIR}/include/clinfer_pull.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # where Debian policy wants it (/usr/share/doc/<package>/copyright), under any prefix
 install(FILES ${CMAKE_SOURCE_DIR}/cmake/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/clinfer)
 

