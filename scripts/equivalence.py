@@ -104,6 +104,8 @@ def main():
                     r = run([os.path.join(b, "clinfer"), "run", "-m", m, "-p", "The capital of France is", "-n", "48",
                              "--temp", "0", *extra])
                     texts.append((r.returncode, r.stdout))
+                    if r.returncode:
+                        print(f"      {b}: clinfer run failed: {r.stderr.strip()[-300:]}")
                 verdict(texts[0] == texts[1] and texts[0][0] == 0,
                         f"run {os.path.basename(m)} {' '.join(extra)}: {len(texts[1][1])} bytes")
         # 4. the library
