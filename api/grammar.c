@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "grammar_impl.h"
+#include "grammar.h"
 
 struct clinfer_grammar {
     atomic_int refs; /* the caller's and each sampler's */
@@ -100,22 +100,6 @@ static clinfer_status limit_error(void) {
                                     "no more tokens possible", GSTATE_MAX_DEPTH);
 }
 
-/* Whether no byte continues s only because every way on nests past
- * GSTATE_MAX_DEPTH (a recursive grammar's depth is the text's: met while
- * matching, not when compiling). Asked where no token continues the text. */
-static int at_limit(const clf_grammar *g, const gstate *s) {
-    gstate next = {0};
-    int overflow = 0, goes_on = 0;
-    for (unsigned b = 0; b < 256 && !goes_on; b++) {
-        if (!gset_has(s->tops, b)) continue;
-        if (clf_gstate_advance(g, s, b, &next) != CLF_OK) break;
-        goes_on = next.n_stacks > 0;
-        overflow |= next.overflow;
-    }
-    clf_gstate_free(&next);
-    return overflow && !goes_on;
-}
-
 static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
     api_grammar_stage *gs = ud;
     clinfer_grammar *G = gs->G;
@@ -131,7 +115,7 @@ static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
     if (gs->cur.accepting) /* a whole sentence: it may end here */
         for (int i = 0; i < G->n_eog; i++) logits[G->eog[i]] = gs->saved[i];
     if (!n_allowed && !gs->cur.accepting) {
-        if ((gs->limited = at_limit(G->g, &gs->cur))) return limit_error();
+        if ((gs->limited = clf_gstate_at_limit(G->g, &gs->cur))) return limit_error();
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "grammar: no token of the vocabulary continues the text here");
     }
     return CLINFER_OK;

@@ -7,7 +7,8 @@ Each layer is a CMake object library (CMakeLists.txt, clf_layer) whose
 include folders are its own and those of the layers below it. Two checks:
 
 1. every #include "..." of a layer's files names a header of its own
-   folders or of a layer below (the table here, which must match the build);
+   folders or of a layer below (the table here, which must match the build),
+   and a folder's private header (*_impl.h) only from that folder;
 2. the build refuses a wrong-way include: for each layer, one of its files'
    own compile command (BUILD/compile_commands.json) compiles a probe that
    includes a header of each layer it may not see, and each must fail for
@@ -58,6 +59,8 @@ def main():
             for h in re.findall(r'#include "([^"]+)"', open(os.path.join(src, path)).read()):
                 if "/" in h or h not in seen:
                     fails.append(f"{path} includes \"{h}\": not a header of {name} or a layer below it")
+                elif h.endswith("_impl.h") and not os.path.exists(os.path.join(src, os.path.dirname(path), h)):
+                    fails.append(f"{path} includes \"{h}\": a folder's private header, from outside it")
     # 2. the build refuses what a layer may not see
     db = {os.path.relpath(e["file"], src): e for e in json.load(open(os.path.join(build, "compile_commands.json")))}
     probes = 0

@@ -277,3 +277,19 @@ int clf_grammar_accepts(const clf_grammar *g, const char *text, size_t n) {
     clf_gstate_free(&b);
     return ok;
 }
+
+/* Whether no byte continues s only because every way on nests past
+ * GSTATE_MAX_DEPTH (a recursive grammar's depth is the text's: met while
+ * matching, not when compiling). Asked where no token continues the text. */
+int clf_gstate_at_limit(const clf_grammar *g, const gstate *s) {
+    gstate next = {0};
+    int overflow = 0, goes_on = 0;
+    for (unsigned b = 0; b < 256 && !goes_on; b++) {
+        if (!gset_has(s->tops, b)) continue;
+        if (clf_gstate_advance(g, s, b, &next) != CLF_OK) break;
+        goes_on = next.n_stacks > 0;
+        overflow |= next.overflow;
+    }
+    clf_gstate_free(&next);
+    return overflow && !goes_on;
+}
