@@ -1,4 +1,4 @@
-/* Tokenizer front end: the vocabulary from GGUF (texts, types, scores,
+/* Tokenizer front end: the vocabulary from a clf_vocab_desc (texts, types, scores,
  * special ids, a text -> id hash), special-token splitting, token pieces and
  * streaming detokenization. BPE and SentencePiece proper live in
  * tokenizer_bpe.c and tokenizer_spm.c. */

@@ -1,4 +1,5 @@
-/* Tokenizers built from a GGUF file's own vocabulary, matching llama.cpp:
+/* Tokenizers built from a model file's own vocabulary (its GGUF keys, read by
+ * models/vocab.c into a clf_vocab_desc), matching llama.cpp:
  *
  *  - tokenizer.ggml.model "gpt2": byte-level BPE with merge ranks, the text
  *    first split by the pre-tokenizer regexes named by tokenizer.ggml.pre
