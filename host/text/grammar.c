@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grammar_impl.h"
+#include "utf8.h"
 
 /* ---- bounds ------------------------------------------------------------------
  * A grammar is untrusted input (a request's, a file's): every size the
@@ -212,16 +213,6 @@ static int push_byte_range(parser *ps, gbuf *b, int lo, int hi) {
 
 /* ---- characters: code point ranges lowered to UTF-8 byte sequences -------- */
 
-static int utf8_encode(uint32_t c, uint8_t *out) {
-    if (c < 0x80) return out[0] = (uint8_t)c, 1;
-    if (c < 0x800) return out[0] = (uint8_t)(0xC0 | c >> 6), out[1] = (uint8_t)(0x80 | (c & 63)), 2;
-    if (c < 0x10000)
-        return out[0] = (uint8_t)(0xE0 | c >> 12), out[1] = (uint8_t)(0x80 | (c >> 6 & 63)),
-               out[2] = (uint8_t)(0x80 | (c & 63)), 3;
-    return out[0] = (uint8_t)(0xF0 | c >> 18), out[1] = (uint8_t)(0x80 | (c >> 12 & 63)),
-           out[2] = (uint8_t)(0x80 | (c >> 6 & 63)), out[3] = (uint8_t)(0x80 | (c & 63)), 4;
-}
-
 /* Appends to rule r one alternative per run of byte ranges that encodes
  * [lo, hi] (Go's regexp/syntax utf8 split: by encoded length, then so that
  * every byte position is one range). */
@@ -231,8 +222,8 @@ static int utf8_alts(parser *ps, gbuf *r, uint32_t lo, uint32_t hi) {
     for (int i = 0; i < 3; i++)
         if (lo <= LEN_MAX[i] && hi > LEN_MAX[i])
             return utf8_alts(ps, r, lo, LEN_MAX[i]) || utf8_alts(ps, r, LEN_MAX[i] + 1, hi) ? -1 : 0;
-    uint8_t a[4], b[4];
-    int n = utf8_encode(lo, a);
+    char a[4], b[4]; /* the ranges hold no surrogate (split off before): each encodes */
+    int n = (int)clf_utf8_encode(lo, a);
     for (int i = 1; i < n; i++) {
         uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
@@ -240,10 +231,10 @@ static int utf8_alts(parser *ps, gbuf *r, uint32_t lo, uint32_t hi) {
             if ((hi & m) != m) return utf8_alts(ps, r, lo, (hi & ~m) - 1) || utf8_alts(ps, r, hi & ~m, hi) ? -1 : 0;
         }
     }
-    utf8_encode(hi, b);
+    clf_utf8_encode(hi, b);
     if (r->n && ps_push(ps, r, G_ALT, 0)) return oom(ps);
     for (int i = 0; i < n; i++)
-        if (push_byte_range(ps, r, a[i], b[i])) return -1;
+        if (push_byte_range(ps, r, (unsigned char)a[i], (unsigned char)b[i])) return -1;
     return 0;
 }
 
@@ -364,18 +355,10 @@ static int parse_char(parser *ps, uint32_t *cp) {
         default: return perr(ps, at, "unknown escape", ""), -1;
         }
     }
-    /* a UTF-8 character of the grammar's own text */
-    int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
-    if (n < 0) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
-    uint32_t v = n ? c & (0x3F >> n) : c;
-    for (int i = 0; i < n; i++) {
-        if (ps->p >= ps->end || ((unsigned char)*ps->p & 0xC0) != 0x80) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
-        v = v << 6 | ((unsigned char)*ps->p++ & 0x3F);
-    }
-    static const uint32_t least[] = {0, 0x80, 0x800, 0x10000}; /* an overlong form is not UTF-8 */
-    if (v < least[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
-    *cp = v;
+    /* a UTF-8 character of the grammar's own text (RFC 3629: utf8.h) */
+    size_t l = clf_utf8_decode(at, (size_t)(ps->end - at), cp);
+    if (!l) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
+    ps->p = at + l;
     return 0;
 }
 
@@ -442,10 +425,10 @@ static int parse_sequence(parser *ps, int rule, int nested) {
             while (ps->p < ps->end && *ps->p != '"') {
                 uint32_t cp;
                 if (parse_char(ps, &cp)) return -1;
-                uint8_t u[4];
-                int n = utf8_encode(cp, u);
-                for (int i = 0; i < n; i++)
-                    if (push_byte_range(ps, &ps->rules[rule], u[i], u[i])) return -1;
+                char u[4];
+                size_t n = clf_utf8_encode(cp, u); /* parse_char gives no surrogate */
+                for (size_t i = 0; i < n; i++)
+                    if (push_byte_range(ps, &ps->rules[rule], (unsigned char)u[i], (unsigned char)u[i])) return -1;
             }
             if (ps->p >= ps->end) return perr(ps, at, "unterminated literal", ""), -1;
             ps->p++;

@@ -3,6 +3,7 @@
  * streaming detokenization. BPE and SentencePiece proper live in
  * tokenizer_bpe.c and tokenizer_spm.c. */
 #include "tokenizer_impl.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -594,19 +595,6 @@ void clf_detok_init(clf_detok *d, const clf_tokenizer *t, int flags) {
     d->flags = flags;
 }
 
-/* How many of buf's n bytes end on a UTF-8 boundary: a trailing lead byte
- * followed by fewer continuation bytes than it announces is held back.
- * Anything malformed is let through as it is. */
-static size_t complete_prefix(const unsigned char *buf, size_t n) {
-    size_t cont = 0;
-    while (cont < 3 && cont < n && (buf[n - 1 - cont] & 0xc0) == 0x80) cont++;
-    if (cont == n) return n;
-    unsigned char lead = buf[n - 1 - cont];
-    size_t want = lead >= 0xf0 && lead < 0xf8 ? 4 : lead >= 0xe0 && lead < 0xf0 ? 3 : lead >= 0xc0 ? 2 : 1;
-    if (lead >= 0xf8) want = 1;
-    return want > cont + 1 ? n - 1 - cont : n;
-}
-
 clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_t *n) {
     const clf_tokenizer *t = d->t;
     *n = 0;
@@ -624,7 +612,7 @@ clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_
     d->started = 1;
     memcpy(buf, d->held, (size_t)d->n_held);
     memcpy(buf + d->n_held, p, len);
-    size_t k = complete_prefix((const unsigned char *)buf, total);
+    size_t k = total - clf_utf8_incomplete_tail(buf, total); /* an unfinished last character waits for the next piece */
     d->n_held = (int)(total - k);
     memcpy(d->held, buf + k, (size_t)d->n_held);
     *n = k;
