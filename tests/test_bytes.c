@@ -234,6 +234,17 @@ static void test_buf_model(void **state) {
                 int x = (int)tu_next(&rng), w = (int)(tu_next(&rng) % 400);
                 k = (size_t)snprintf(tmp, sizeof tmp, "[%*d|%s]", w, x, "z");
                 st = clf_buf_printf(&b, "[%*d|%s]", w, x, "z");
+            } else if (what < 10 && tu_next(&rng) % 2) { /* reserve, then write into the room as a reader does */
+                k = tu_next(&rng) % 300;
+                for (size_t i = 0; i < k; i++) tmp[i] = (char)tu_next(&rng);
+                st = clf_buf_reserve(&b, k);
+                if (st == CLF_OK) {
+                    assert_true(b.cap >= b.n + k + 1);
+                    assert_int_equal(b.p[b.n], 0);
+                    memcpy(b.p + b.n, tmp, k);
+                    b.n += k;
+                    b.p[b.n] = 0;
+                }
             } else { /* clear */
                 clf_buf_clear(&b);
                 mn = 0, mfailed = 0;

@@ -34,6 +34,12 @@ clf_status clf_buf_add(clf_buf *b, const void *p, size_t n) {
     return CLF_OK;
 }
 
+clf_status clf_buf_reserve(clf_buf *b, size_t more) {
+    if (reserve(b, more)) return CLF_ERR_MEMORY;
+    b->p[b->n] = 0; /* a first reserve leaves a string too */
+    return CLF_OK;
+}
+
 clf_status clf_buf_putc(clf_buf *b, char c) { return clf_buf_add(b, &c, 1); }
 
 clf_status clf_buf_puts(clf_buf *b, const char *s) { return clf_buf_add(b, s, strlen(s)); }

@@ -32,6 +32,11 @@ clf_status clf_buf_puts(clf_buf *b, const char *s);
 clf_status clf_buf_printf(clf_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 clf_status clf_buf_vprintf(clf_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* Makes room for `more` bytes beyond n (and the NUL) without adding any:
+ * a reader may then write up to cap - n - 1 bytes at p + n, add them to n
+ * and put the NUL at p[n]. The same failures as an append. */
+clf_status clf_buf_reserve(clf_buf *b, size_t more);
+
 /* The content as a string ("" while nothing is held). */
 static inline const char *clf_buf_str(const clf_buf *b) { return b->p ? b->p : ""; }
 
