@@ -1,4 +1,5 @@
 #include "catalogue.h"
+#include "buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,21 +51,18 @@ static int parse_row(const char *line, size_t len, clf_catalogue_entry *e) {
 /* $CLINFER_CATALOGUE's text (malloc'd, *n bytes; NULL when it cannot be
  * read), read on each call: small, and no state shared between threads. */
 static char *read_override(const char *path, size_t *n) {
-    char *text = NULL;
-    size_t len = 0;
+    clf_buf b = {0};
     FILE *f = fopen(path, "rb");
     if (f) {
+        /* up to 1 MiB (what lies beyond is not read); out of memory: none */
         char buf[4096];
         size_t k;
-        while ((k = fread(buf, 1, sizeof buf, f)) > 0 && len + k <= (1u << 20)) {
-            char *t = realloc(text, len + k);
-            if (!t) break;
-            memcpy(t + len, buf, k);
-            text = t, len += k;
-        }
+        while ((k = fread(buf, 1, sizeof buf, f)) > 0 && b.n + k <= (1u << 20) && clf_buf_add(&b, buf, k) == CLF_OK)
+            ;
         fclose(f);
     }
-    *n = len;
+    char *text = b.p ? clf_buf_take(&b, n) : NULL;
+    if (!text) *n = 0;
     return text;
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "http.h"
+#include "buf.h"
 
 enum { WAIT_MS = 100 }; /* how often a waiting request looks for its client */
 
@@ -231,8 +232,7 @@ static void release_jobs(srv_sched *s, srv_job **jobs, int n) {
 /* Choice i's text and view, its logprobs when asked for: 0, or -1 when
  * the client went away or memory ran out. */
 typedef struct whole {
-    char *text;
-    size_t have;
+    srv_buf text; /* the reply so far */
     srv_job_view v;
     srv_api_logprob *lp;
     int n_lp;
@@ -242,16 +242,10 @@ static int collect(srv_app *app, struct MHD_Connection *c, srv_job *j, int logpr
     char *piece;
     size_t n;
     for (;;) {
-        srv_sched_wait(app->sched, j, w->have, WAIT_MS, &w->v, &piece, &n);
-        if (n) {
-            char *t = realloc(w->text, w->have + n);
-            if (!t) {
-                free(piece);
-                return -1;
-            }
-            memcpy(t + w->have, piece, n);
-            w->text = t;
-            w->have += n;
+        srv_sched_wait(app->sched, j, w->text.n, WAIT_MS, &w->v, &piece, &n);
+        if (n && srv_buf_add(&w->text, piece, n)) {
+            free(piece);
+            return -1;
         }
         free(piece);
         if (w->v.state == SRV_DONE) break;
@@ -262,7 +256,7 @@ static int collect(srv_app *app, struct MHD_Connection *c, srv_job *j, int logpr
     }
     if (!logprobs || w->v.finish == SRV_FINISH_ERROR) return 0;
     srv_token_lp *t;
-    w->n_lp = srv_sched_logprobs(app->sched, j, 0, w->have, 1, &t);
+    w->n_lp = srv_sched_logprobs(app->sched, j, 0, w->text.n, 1, &t);
     int rc = w->n_lp < 0 ? -1 : logprob_items(app, t, w->n_lp, &w->lp);
     free(t);
     return rc;
@@ -278,7 +272,7 @@ typedef struct whole_calls {
 } whole_calls;
 
 static int choice_calls(const clinfer_tools *tools, const whole *w, srv_api_choice *ch, whole_calls *wc) {
-    if (clinfer_tools_parse(tools, w->text ? w->text : "", w->have, 1, &wc->rep) != CLINFER_OK) return -1;
+    if (clinfer_tools_parse(tools, w->text.p ? w->text.p : "", w->text.n, 1, &wc->rep) != CLINFER_OK) return -1;
     int k = wc->rep->n_calls;
     wc->calls = calloc((size_t)k + 1, sizeof *wc->calls);
     wc->ids = calloc((size_t)k + 1, sizeof *wc->ids);
@@ -315,7 +309,7 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
         rc = srv_http_send_error(c, &e);
     } else if (ok) {
         for (int i = 0; i < n; i++) {
-            ch[i] = (srv_api_choice){.index = i, .text = w[i].text, .len = w[i].have,
+            ch[i] = (srv_api_choice){.index = i, .text = w[i].text.p, .len = w[i].text.n,
                                      .finish = finish_name(w[i].v.finish), .logprobs = logprobs, .lp = w[i].lp,
                                      .n_lp = w[i].n_lp};
             views[i] = w[i].v;
@@ -325,7 +319,7 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
         srv_api_usage u = usage_of(views, n);
         rc = srv_http_send(c, MHD_HTTP_OK, "application/json", parsed ? srv_api_choices_json(r, ch, n, &u) : NULL);
     }
-    for (int i = 0; w && i < n; i++) free(w[i].text), free(w[i].lp);
+    for (int i = 0; w && i < n; i++) srv_buf_free(&w[i].text), free(w[i].lp);
     for (int i = 0; wc && i < n; i++) clinfer_tool_reply_free(wc[i].rep), free(wc[i].calls), free(wc[i].ids);
     free(wc);
     clinfer_tools_free(tools);
@@ -340,8 +334,8 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
 /* A choice's reply so far under tools, parsed at each piece into content
  * and calls: what of them was sent. */
 typedef struct tool_stream {
-    char *acc;
-    size_t acc_len, content_sent;
+    srv_buf acc; /* the reply so far */
+    size_t content_sent;
     int calls_sent;
     size_t args_sent[32]; /* per call (a reply holds at most 16) */
     unsigned long long call_base;
@@ -364,8 +358,8 @@ typedef struct stream {
     int *role_sent;
     int *done;
     srv_job_view *views; /* of the choices that ended */
-    char *out;   /* events not yet handed to libmicrohttpd */
-    size_t out_len, out_at;
+    srv_buf out;   /* events not yet handed to libmicrohttpd, from out_at */
+    size_t out_at;
     clinfer_tools *tools; /* NULL: plain text */
     tool_stream *ts;      /* with tools: a choice's */
 } stream;
@@ -373,26 +367,15 @@ typedef struct stream {
 /* Appends `data: JSON\n\n` (JSON consumed). */
 static int event(stream *s, char *json) {
     if (!json) return -1;
-    size_t n = strlen(json), need = s->out_len + n + sizeof "data: \n\n";
-    char *o = realloc(s->out, need);
-    if (!o) {
-        free(json);
-        return -1;
-    }
-    s->out = o;
-    s->out_len += (size_t)sprintf(o + s->out_len, "data: %s\n\n", json);
+    int rc = srv_buf_printf(&s->out, "data: %s\n\n", json);
     free(json);
-    return 0;
+    return rc;
 }
 
 /* The stream's end: [DONE]. */
 static int end_stream(stream *s) {
     static const char DONE[] = "data: [DONE]\n\n";
-    char *o = realloc(s->out, s->out_len + sizeof DONE);
-    if (!o) return -1;
-    s->out = o;
-    memcpy(o + s->out_len, DONE, sizeof DONE - 1);
-    s->out_len += sizeof DONE - 1;
+    if (srv_buf_add(&s->out, DONE, sizeof DONE - 1)) return -1;
     s->ended = 1;
     return 0;
 }
@@ -412,19 +395,13 @@ static int fail_stream(stream *s) {
  * (empty content) when there is none. */
 static int tool_events(stream *s, int i, const char *text, size_t n, int final, const srv_api_logprob *lp, int n_lp) {
     tool_stream *t = &s->ts[i];
-    if (n) {
-        char *a = realloc(t->acc, t->acc_len + n);
-        if (!a) return -1;
-        memcpy(a + t->acc_len, text, n);
-        t->acc = a;
-        t->acc_len += n;
-    }
+    if (n && srv_buf_add(&t->acc, text, n)) return -1;
     clinfer_tool_reply *rep;
-    if (clinfer_tools_parse(s->tools, t->acc ? t->acc : "", t->acc_len, final, &rep) != CLINFER_OK) return -1;
+    if (clinfer_tools_parse(s->tools, t->acc.p ? t->acc.p : "", t->acc.n, final, &rep) != CLINFER_OK) return -1;
     int rc = 0;
     if (rep->content_len > t->content_sent || n_lp) {
         size_t k = rep->content_len > t->content_sent ? rep->content_len - t->content_sent : 0;
-        srv_api_choice ch = {.index = i, .text = t->acc + t->content_sent, .len = k, .logprobs = s->logprobs,
+        srv_api_choice ch = {.index = i, .text = t->acc.p + t->content_sent, .len = k, .logprobs = s->logprobs,
                              .lp = lp, .n_lp = n_lp};
         rc = event(s, srv_api_choice_chunk_json(&s->r, 0, &ch));
         t->content_sent += k;
@@ -510,7 +487,7 @@ static int next_events(stream *s) {
             if (s->include_usage && event(s, srv_api_chunk_json(&s->r, 0, NULL, 0, &u))) return fail_stream(s);
             return end_stream(s);
         }
-        if (s->out_len) return 0;
+        if (s->out.n) return 0;
         if (srv_http_peer_gone(s->c)) return -1;
     }
 }
@@ -518,13 +495,13 @@ static int next_events(stream *s) {
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream *s = cls;
-    if (s->out_at == s->out_len) {
-        s->out_at = s->out_len = 0;
+    if (s->out_at == s->out.n) {
+        s->out_at = s->out.n = 0;
         if (s->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         if (next_events(s)) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
-    size_t n = s->out_len - s->out_at < max ? s->out_len - s->out_at : max;
-    memcpy(buf, s->out + s->out_at, n);
+    size_t n = s->out.n - s->out_at < max ? s->out.n - s->out_at : max;
+    memcpy(buf, s->out.p + s->out_at, n);
     s->out_at += n;
     return (ssize_t)n;
 }
@@ -537,8 +514,8 @@ static void stream_free(stream *s) {
     free(s->role_sent);
     free(s->done);
     free(s->views);
-    free(s->out);
-    for (int i = 0; s->ts && i < s->n; i++) free(s->ts[i].acc);
+    srv_buf_free(&s->out);
+    for (int i = 0; s->ts && i < s->n; i++) srv_buf_free(&s->ts[i].acc);
     free(s->ts);
     clinfer_tools_free(s->tools);
     free(s);

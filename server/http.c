@@ -1,4 +1,5 @@
 #include "http.h"
+#include "buf.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -220,8 +221,8 @@ static const struct {
 typedef struct conn {
     route r;
     const srv_asset_source *asset;
-    char *body;
-    size_t len, cap, dropped;
+    srv_buf body; /* the request's body so far */
+    size_t dropped;
     int failed;
     srv_api_error err;
 } conn;
@@ -363,11 +364,11 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     case R_MODELS:
         return srv_http_send(c, MHD_HTTP_OK, "application/json",
                              srv_api_models_json(app->model_id, app->created, app->n_ctx));
-    case R_CHAT: return srv_completion(h, app, c, SRV_CHAT, cn->body, cn->len);
-    case R_COMPLETIONS: return srv_completion(h, app, c, SRV_COMPLETION, cn->body, cn->len);
-    case R_EMBEDDINGS: return srv_embeddings(h, app, c, cn->body, cn->len);
-    case R_TOKENIZE: return srv_tokenize(app, c, cn->body, cn->len, 0);
-    case R_DETOKENIZE: return srv_tokenize(app, c, cn->body, cn->len, 1);
+    case R_CHAT: return srv_completion(h, app, c, SRV_CHAT, cn->body.p, cn->body.n);
+    case R_COMPLETIONS: return srv_completion(h, app, c, SRV_COMPLETION, cn->body.p, cn->body.n);
+    case R_EMBEDDINGS: return srv_embeddings(h, app, c, cn->body.p, cn->body.n);
+    case R_TOKENIZE: return srv_tokenize(app, c, cn->body.p, cn->body.n, 0);
+    case R_DETOKENIZE: return srv_tokenize(app, c, cn->body.p, cn->body.n, 1);
     default: return MHD_NO;
     }
 }
@@ -387,20 +388,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (cn->failed || cn->dropped || cn->len + n > SRV_MAX_BODY) {
+        if (cn->failed || cn->dropped || cn->body.n + n > SRV_MAX_BODY) {
             cn->dropped += n;
             return cn->dropped > SRV_DROP_BODY ? MHD_NO : MHD_YES; /* too much to drop: closed */
         }
-        if (cn->len + n + 1 > cn->cap) {
-            size_t cap = cn->cap ? cn->cap : 4096;
-            while (cap < cn->len + n + 1) cap *= 2;
-            char *b = realloc(cn->body, cap);
-            if (!b) return MHD_NO;
-            cn->body = b;
-            cn->cap = cap;
-        }
-        memcpy(cn->body + cn->len, upload, n);
-        cn->len += n;
+        if (srv_buf_add(&cn->body, upload, n)) return MHD_NO;
         return MHD_YES;
     }
     arm(h, c, 0); /* the request is whole: its answer may take long */
@@ -413,7 +405,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     (void)tc;
     arm(cls, c, 1); /* for the next request on this connection */
     conn *cn = *req_cls;
-    if (cn) free(cn->body);
+    if (cn) srv_buf_free(&cn->body);
     free(cn);
     *req_cls = NULL;
 }

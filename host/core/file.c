@@ -1,4 +1,5 @@
 #include "file.h"
+#include "buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,26 +35,23 @@ clf_status clf_read_file(const char *path, char **data, size_t *len) {
     *len = 0;
     int fd;
     CLF_TRY(clf_open_regular(path, &fd));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
+    /* read into the buffer's spare room, at least 64 KiB of it each time */
+    clf_buf b = {0};
     ssize_t got = 0;
-    while (buf && (got = read(fd, buf + n, cap - n - 1)) > 0) {
-        n += (size_t)got;
-        if (n + 1 == cap) {
-            char *grown = realloc(buf, cap *= 2);
-            if (!grown) free(buf);
-            buf = grown;
-        }
+    while (clf_buf_reserve(&b, 1 << 16) == CLF_OK && (got = read(fd, b.p + b.n, b.cap - b.n - 1)) > 0) {
+        b.n += (size_t)got;
+        b.p[b.n] = 0;
     }
     int err = got < 0 ? errno : 0;
     close(fd);
-    if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory reading '%s'", path);
+    if (b.failed) {
+        clf_buf_free(&b);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory reading '%s'", path);
+    }
     if (err) {
-        free(buf);
+        clf_buf_free(&b);
         return clf_fail(CLF_ERR_IO, "cannot read '%s': %s", path, strerror(err));
     }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
+    *data = clf_buf_take(&b, len);
     return CLF_OK;
 }

@@ -1,4 +1,5 @@
 #include "chat.h"
+#include "buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,17 +108,21 @@ const char *clf_chat_format_name(clf_chat_format f) {
 
 /* ---- rendering ----------------------------------------------------------- */
 
-static clf_status put(char **buf, size_t *len, const char *s, size_t n) {
-    char *grown = realloc(*buf, *len + n + 1);
-    if (!grown) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    memcpy(grown + *len, s, n);
-    grown[*len + n] = 0;
-    *buf = grown;
-    *len += n;
-    return CLF_OK;
+/* Text goes into the core's clf_buf; its failure (memory) said here. */
+static clf_status put(clf_buf *b, const char *s, size_t n) {
+    return clf_buf_add(b, s, n) == CLF_OK ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
 }
 
-static clf_status puts_(char **buf, size_t *len, const char *s) { return put(buf, len, s, strlen(s)); }
+static clf_status puts_(clf_buf *b, const char *s) { return put(b, s, strlen(s)); }
+
+/* The callers' (buf, len) pair as a clf_buf and back (cap 0: whatever the
+ * caller's allocation, the next append reallocs it). */
+static clf_buf as_buf(char **buf, size_t *len) { return (clf_buf){.p = *buf, .n = *buf ? *len : 0}; }
+static clf_status from_buf(clf_buf *b, char **buf, size_t *len, clf_status st) {
+    *buf = b->p;
+    *len = b->n;
+    return st;
+}
 
 /* Where the messages' texts lie in a rendered text (clf_chat_tokenize reads
  * control tokens only outside them); NULL when nobody asks. */
@@ -153,8 +158,8 @@ static void trim(const char **s, size_t *n) {
 /* One turn: the format's header for `role`, then `prefix` as it is, then
  * the content (trimmed where the template trims), then the turn's end. The
  * prefix and content are the caller's text: marked plain in sp. */
-static clf_status turn(const clf_chat *c, const char *role, const char *prefix, const char *content, char **buf,
-                       size_t *len, spans *sp) {
+static clf_status turn(const clf_chat *c, const char *role, const char *prefix, const char *content, clf_buf *b,
+                       spans *sp) {
     char head[96];
     const char *end = clf_chat_turn_end(c);
     int trimmed = 0;
@@ -183,31 +188,36 @@ static clf_status turn(const clf_chat *c, const char *role, const char *prefix, 
     }
     size_t n = strlen(content);
     if (trimmed) trim(&content, &n);
-    CLF_TRY(puts_(buf, len, head));
-    size_t start = *len;
-    CLF_TRY(puts_(buf, len, prefix));
-    CLF_TRY(put(buf, len, content, n));
-    CLF_TRY(mark(sp, start, *len - start));
-    return puts_(buf, len, end);
+    CLF_TRY(puts_(b, head));
+    size_t start = b->n;
+    CLF_TRY(puts_(b, prefix));
+    CLF_TRY(put(b, content, n));
+    CLF_TRY(mark(sp, start, b->n - start));
+    return puts_(b, end);
 }
 
 clf_status clf_chat_append(const clf_chat *c, const char *role, const char *content, char **buf, size_t *len) {
-    return turn(c, role, "", content, buf, len, NULL);
+    clf_buf b = as_buf(buf, len);
+    return from_buf(&b, buf, len, turn(c, role, "", content, &b, NULL));
 }
 
-clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *len) {
+static clf_status put_reply_start(const clf_chat *c, clf_buf *b) {
     switch (c->format) {
-    case CLF_CHAT_CHATML: return puts_(buf, len, "<|im_start|>assistant\n");
-    case CLF_CHAT_LLAMA3: return puts_(buf, len, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    case CLF_CHAT_CHATML: return puts_(b, "<|im_start|>assistant\n");
+    case CLF_CHAT_LLAMA3: return puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     case CLF_CHAT_ZEPHYR:
-    case CLF_CHAT_PHI3: return puts_(buf, len, "<|assistant|>\n");
-    case CLF_CHAT_GEMMA: return puts_(buf, len, "<start_of_turn>model\n");
+    case CLF_CHAT_PHI3: return puts_(b, "<|assistant|>\n");
+    case CLF_CHAT_GEMMA: return puts_(b, "<start_of_turn>model\n");
     }
     return clf_fail(CLF_ERR_ARG, "bad chat format");
 }
 
-static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
-                         size_t *len, spans *sp) {
+clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *len) {
+    clf_buf b = as_buf(buf, len);
+    return from_buf(&b, buf, len, put_reply_start(c, &b));
+}
+
+static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int with_reply, clf_buf *b, spans *sp) {
     const char *sys = n > 0 && !strcmp(msgs[0].role, "system") ? msgs[0].content : NULL;
     char *prefix = NULL;
     clf_status st = CLF_OK;
@@ -215,7 +225,7 @@ static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int
     if (c->knowledge[0]) { /* Llama 3.1+: the dated system turn, always */
         char dated[96];
         snprintf(dated, sizeof dated, "Cutting Knowledge Date: %s\nToday Date: %s\n\n", c->knowledge, c->date);
-        st = turn(c, "system", dated, sys ? sys : "", buf, len, sp);
+        st = turn(c, "system", dated, sys ? sys : "", b, sp);
         i = sys != NULL;
     } else if (c->format == CLF_CHAT_GEMMA && sys) { /* the system text opens the first turn */
         size_t k = strlen(sys);
@@ -225,27 +235,24 @@ static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int
         i = 1;
     } else if (c->default_system && !sys) {
         char *d = strndup(c->default_system, c->default_system_len);
-        st = d ? turn(c, "system", "", d, buf, len, sp) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        st = d ? turn(c, "system", "", d, b, sp) : clf_fail(CLF_ERR_MEMORY, "out of host memory");
         free(d);
     }
     for (int first = i; st == CLF_OK && i < n; i++)
-        st = turn(c, msgs[i].role, i == first && prefix ? prefix : "", msgs[i].content, buf, len, sp);
+        st = turn(c, msgs[i].role, i == first && prefix ? prefix : "", msgs[i].content, b, sp);
     free(prefix);
-    if (st == CLF_OK && reply_start) st = clf_chat_append_reply_start(c, buf, len);
-    if (st == CLF_OK && !*buf) st = put(buf, len, "", 0);
+    if (st == CLF_OK && with_reply) st = put_reply_start(c, b);
+    if (st == CLF_OK && !b->p) st = put(b, "", 0); /* an empty text is "" */
     return st;
 }
 
 clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
                            size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    clf_status st = render(c, msgs, n, reply_start, buf, len, NULL);
-    if (st != CLF_OK) {
-        free(*buf);
-        *buf = NULL;
-        *len = 0;
-    }
+    clf_buf b = {0};
+    clf_status st = render(c, msgs, n, reply_start, &b, NULL);
+    if (st != CLF_OK) clf_buf_free(&b);
+    *buf = b.p;
+    *len = b.n;
     return st;
 }
 
@@ -253,12 +260,11 @@ clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const cl
                              int reply_start, int add_special, int32_t **ids, int *n_ids) {
     *ids = NULL;
     *n_ids = 0;
-    char *buf = NULL;
-    size_t len = 0;
+    clf_buf b = {0};
     spans sp = {0};
-    clf_status st = render(c, msgs, n, reply_start, &buf, &len, &sp);
-    if (st == CLF_OK) st = clf_tokenize_plain(t, buf, len, add_special, sp.v, sp.n, ids, n_ids);
-    free(buf);
+    clf_status st = render(c, msgs, n, reply_start, &b, &sp);
+    if (st == CLF_OK) st = clf_tokenize_plain(t, b.p, b.n, add_special, sp.v, sp.n, ids, n_ids);
+    clf_buf_free(&b);
     free(sp.v);
     return st;
 }
@@ -267,14 +273,13 @@ clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, con
                                   int32_t **ids, int *n_ids) {
     *ids = NULL;
     *n_ids = 0;
-    char *buf = NULL;
-    size_t len = 0;
+    clf_buf b = {0};
     spans sp = {0};
-    clf_status st = puts_(&buf, &len, clf_chat_turn_end(c));
-    if (st == CLF_OK) st = turn(c, role, "", content, &buf, &len, &sp);
-    if (st == CLF_OK) st = clf_chat_append_reply_start(c, &buf, &len);
-    if (st == CLF_OK) st = clf_tokenize_plain(t, buf, len, 0, sp.v, sp.n, ids, n_ids);
-    free(buf);
+    clf_status st = puts_(&b, clf_chat_turn_end(c));
+    if (st == CLF_OK) st = turn(c, role, "", content, &b, &sp);
+    if (st == CLF_OK) st = put_reply_start(c, &b);
+    if (st == CLF_OK) st = clf_tokenize_plain(t, b.p, b.n, 0, sp.v, sp.n, ids, n_ids);
+    clf_buf_free(&b);
     free(sp.v);
     return st;
 }

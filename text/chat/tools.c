@@ -1,4 +1,5 @@
 #include "tools.h"
+#include "buf.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -119,8 +120,7 @@ const char *clf_tools_name(const clf_tools *t, int i) { return t && i >= 0 && i 
 /* A text being built, with the spans that are plain text (the caller's:
  * messages, tools, calls) for clf_tokenize_plain; the first failure sticks. */
 typedef struct text {
-    char *buf;
-    size_t len;
+    clf_buf b;   /* the text (the core's buffer) */
     clf_span *sp;
     int n, cap;
     clf_status st;
@@ -128,16 +128,13 @@ typedef struct text {
 
 static void put(text *t, const char *s, size_t n, int plain) {
     if (t->st != CLF_OK) return;
-    char *grown = realloc(t->buf, t->len + n + 1);
-    if (!grown) {
+    size_t at = t->b.n; /* where s starts */
+    if (clf_buf_add(&t->b, s, n) != CLF_OK) {
         t->st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         return;
     }
-    memcpy(grown + t->len, s, n);
-    grown[t->len + n] = 0;
-    t->buf = grown;
     if (plain && n) {
-        if (t->n && t->sp[t->n - 1].off + t->sp[t->n - 1].len == t->len) {
+        if (t->n && t->sp[t->n - 1].off + t->sp[t->n - 1].len == at) {
             t->sp[t->n - 1].len += n;
         } else {
             if (t->n == t->cap) {
@@ -150,10 +147,9 @@ static void put(text *t, const char *s, size_t n, int plain) {
                 t->sp = v;
                 t->cap = cap;
             }
-            t->sp[t->n++] = (clf_span){t->len, n};
+            t->sp[t->n++] = (clf_span){at, n};
         }
     }
-    t->len += n;
 }
 
 static void mark(text *t, const char *s) { put(t, s, strlen(s), 0); }  /* the template's text */
@@ -342,7 +338,7 @@ static clf_status render(const clf_chat *c, const clf_tools *tools, const clf_to
     else render_llama(t, c, tools, m, n);
     if (reply_start) mark(t, c->format == CLF_CHAT_CHATML ? "<|im_start|>assistant\n"
                                                           : "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    if (!t->buf) put(t, "", 0, 0);
+    if (!t->b.p) put(t, "", 0, 0);
     return t->st;
 }
 
@@ -369,11 +365,11 @@ clf_status clf_tools_render(const clf_chat *c, const clf_tools *tools, const clf
     clf_status st = render(c, tools, m, n, reply_start, &t);
     free(t.sp);
     if (st != CLF_OK) {
-        free(t.buf);
+        clf_buf_free(&t.b);
         return st;
     }
-    *buf = t.buf;
-    *len = t.len;
+    *buf = t.b.p;
+    *len = t.b.n;
     return CLF_OK;
 }
 
@@ -392,8 +388,8 @@ clf_status clf_tools_tokenize(const clf_chat *c, const clf_tools *tools, const c
     }
     text t = {0};
     clf_status st = render(c, tools, m, n, reply_start, &t);
-    if (st == CLF_OK) st = clf_tokenize_plain(tok, t.buf, t.len, add_special, t.sp, t.n, ids, n_ids);
-    free(t.buf);
+    if (st == CLF_OK) st = clf_tokenize_plain(tok, t.b.p, t.b.n, add_special, t.sp, t.n, ids, n_ids);
+    clf_buf_free(&t.b);
     free(t.sp);
     return st;
 }
@@ -536,12 +532,12 @@ clf_status clf_tools_wrap_grammar(const clf_tools *t, clf_tool_choice choice, in
     }
     mark(&g, call_gbnf);
     if (g.st != CLF_OK) {
-        free(g.buf);
+        clf_buf_free(&g.b);
         free(g.sp);
         return g.st;
     }
     free(g.sp);
-    *gbnf = g.buf;
+    *gbnf = g.b.p;
     return CLF_OK;
 }
 

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "grammar_impl.h"
+#include "map.h"
+#include "utf8.h"
 
 /* ---- bounds ------------------------------------------------------------------
  * A grammar is untrusted input (a request's, a file's): every size the
@@ -65,8 +67,8 @@ typedef struct parser {
     int any_rule; /* `.`'s rule, -1 until used */
     int nesting;  /* groups open */
     long n_el;    /* elements pushed, all rules */
-    int *names_tab, names_cap; /* open addressing over rule ids by name: -1 empty */
-    int *sets_tab, sets_cap;   /* the same over g->sets by content */
+    clf_map names_map; /* rule name -> its id (the core's map) */
+    clf_map sets_map;  /* a byte set's 32 bytes -> its index in g->sets */
     cprange *class_buf;        /* a class's ranges while it is parsed (off the C stack: groups recurse) */
     clf_status st;
 } parser;
@@ -98,48 +100,11 @@ static int ps_push(parser *ps, gbuf *b, int type, int32_t val) {
     return buf_push(b, type, val);
 }
 
-/* FNV-1a: the name and set tables' hash. */
-static uint64_t hash_bytes(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-    return h;
-}
-
-/* Doubles an open-addressing table of ids (-1: empty) when it is half
- * full, rehashing ids [0, n) with key(id). */
-static int tab_grow(int **tab, int *cap, int n, uint64_t (*key)(parser *, int), parser *ps) {
-    if ((n + 1) * 2 <= *cap) return 0;
-    int c = *cap ? *cap * 2 : 1024;
-    int *t = malloc((size_t)c * sizeof *t);
-    if (!t) return -1;
-    memset(t, 0xff, (size_t)c * sizeof *t);
-    for (int i = 0; i < n; i++) {
-        size_t j = (size_t)(key(ps, i) & (uint64_t)(c - 1));
-        while (t[j] >= 0) j = (j + 1) & (size_t)(c - 1);
-        t[j] = i;
-    }
-    free(*tab);
-    *tab = t;
-    *cap = c;
-    return 0;
-}
-static uint64_t name_key(parser *ps, int r) { return hash_bytes(ps->g->names[r], strlen(ps->g->names[r])); }
-static uint64_t set_key(parser *ps, int i) { return hash_bytes(ps->g->sets[i], sizeof ps->g->sets[i]); }
-
 /* A rule id for a name (made when first seen); -1 when out of memory. */
 static int add_rule(parser *ps, const char *name, size_t n);
 static int rule_id(parser *ps, const char *name, size_t n) {
-    clf_grammar *g = ps->g;
-    if (ps->names_cap) {
-        uint64_t h = hash_bytes(name, n);
-        for (size_t j = (size_t)(h & (uint64_t)(ps->names_cap - 1)); ps->names_tab[j] >= 0;
-             j = (j + 1) & (size_t)(ps->names_cap - 1)) {
-            const char *s = g->names[ps->names_tab[j]];
-            if (strlen(s) == n && !memcmp(s, name, n)) return ps->names_tab[j];
-        }
-    }
-    return add_rule(ps, name, n);
+    const int64_t *id = clf_map_get(&ps->names_map, name, n);
+    return id ? (int)*id : add_rule(ps, name, n);
 }
 
 static int add_rule(parser *ps, const char *name, size_t n) {
@@ -150,7 +115,6 @@ static int add_rule(parser *ps, const char *name, size_t n) {
                               "grammar's size)", GRAMMAR_MAX_RULES);
         return -1;
     }
-    if (tab_grow(&ps->names_tab, &ps->names_cap, g->n_rules, name_key, ps)) return -1;
     if (grow((void **)&g->names, &ps->cap_rules, g->n_rules + 1, sizeof *g->names)) return -1;
     int cap = ps->cap_rules;
     if (ps->cap_rule_arrays < cap) { /* only when names grew: a realloc each rule copies each time (ASan's always) */
@@ -165,13 +129,14 @@ static int add_rule(parser *ps, const char *name, size_t n) {
     if (!s) return -1;
     memcpy(s, name, n);
     s[n] = 0;
+    if (clf_map_set(&ps->names_map, name, n, g->n_rules) != CLF_OK) {
+        free(s);
+        return -1;
+    }
     int id = g->n_rules++;
     g->names[id] = s;
     ps->rules[id] = (gbuf){0};
     ps->defined[id] = 0;
-    size_t j = (size_t)(hash_bytes(s, n) & (uint64_t)(ps->names_cap - 1));
-    while (ps->names_tab[j] >= 0) j = (j + 1) & (size_t)(ps->names_cap - 1);
-    ps->names_tab[j] = id;
     return id;
 }
 
@@ -187,19 +152,13 @@ static int new_rule(parser *ps) {
 /* A byte set's index, shared between equal sets. */
 static int set_id(parser *ps, const uint64_t s[4]) {
     clf_grammar *g = ps->g;
-    uint64_t h = hash_bytes(s, sizeof g->sets[0]);
-    if (ps->sets_cap)
-        for (size_t j = (size_t)(h & (uint64_t)(ps->sets_cap - 1)); ps->sets_tab[j] >= 0;
-             j = (j + 1) & (size_t)(ps->sets_cap - 1))
-            if (!memcmp(g->sets[ps->sets_tab[j]], s, sizeof g->sets[0])) return ps->sets_tab[j];
-    if (tab_grow(&ps->sets_tab, &ps->sets_cap, g->n_sets, set_key, ps)) return -1;
+    const int64_t *seen = clf_map_get(&ps->sets_map, s, sizeof g->sets[0]);
+    if (seen) return (int)*seen;
     int cap = g->cap_sets;
     if (grow((void **)&g->sets, &cap, g->n_sets + 1, sizeof *g->sets)) return -1;
     g->cap_sets = cap;
     memcpy(g->sets[g->n_sets], s, sizeof g->sets[0]);
-    size_t j = (size_t)(h & (uint64_t)(ps->sets_cap - 1));
-    while (ps->sets_tab[j] >= 0) j = (j + 1) & (size_t)(ps->sets_cap - 1);
-    ps->sets_tab[j] = g->n_sets;
+    if (clf_map_set(&ps->sets_map, s, sizeof g->sets[0], g->n_sets) != CLF_OK) return -1;
     return g->n_sets++;
 }
 
@@ -212,16 +171,6 @@ static int push_byte_range(parser *ps, gbuf *b, int lo, int hi) {
 
 /* ---- characters: code point ranges lowered to UTF-8 byte sequences -------- */
 
-static int utf8_encode(uint32_t c, uint8_t *out) {
-    if (c < 0x80) return out[0] = (uint8_t)c, 1;
-    if (c < 0x800) return out[0] = (uint8_t)(0xC0 | c >> 6), out[1] = (uint8_t)(0x80 | (c & 63)), 2;
-    if (c < 0x10000)
-        return out[0] = (uint8_t)(0xE0 | c >> 12), out[1] = (uint8_t)(0x80 | (c >> 6 & 63)),
-               out[2] = (uint8_t)(0x80 | (c & 63)), 3;
-    return out[0] = (uint8_t)(0xF0 | c >> 18), out[1] = (uint8_t)(0x80 | (c >> 12 & 63)),
-           out[2] = (uint8_t)(0x80 | (c >> 6 & 63)), out[3] = (uint8_t)(0x80 | (c & 63)), 4;
-}
-
 /* Appends to rule r one alternative per run of byte ranges that encodes
  * [lo, hi] (Go's regexp/syntax utf8 split: by encoded length, then so that
  * every byte position is one range). */
@@ -231,8 +180,8 @@ static int utf8_alts(parser *ps, gbuf *r, uint32_t lo, uint32_t hi) {
     for (int i = 0; i < 3; i++)
         if (lo <= LEN_MAX[i] && hi > LEN_MAX[i])
             return utf8_alts(ps, r, lo, LEN_MAX[i]) || utf8_alts(ps, r, LEN_MAX[i] + 1, hi) ? -1 : 0;
-    uint8_t a[4], b[4];
-    int n = utf8_encode(lo, a);
+    char a[4], b[4]; /* the ranges hold no surrogate (split off before): each encodes */
+    int n = (int)clf_utf8_encode(lo, a);
     for (int i = 1; i < n; i++) {
         uint32_t m = (1u << (6 * i)) - 1;
         if ((lo & ~m) != (hi & ~m)) {
@@ -240,10 +189,10 @@ static int utf8_alts(parser *ps, gbuf *r, uint32_t lo, uint32_t hi) {
             if ((hi & m) != m) return utf8_alts(ps, r, lo, (hi & ~m) - 1) || utf8_alts(ps, r, hi & ~m, hi) ? -1 : 0;
         }
     }
-    utf8_encode(hi, b);
+    clf_utf8_encode(hi, b);
     if (r->n && ps_push(ps, r, G_ALT, 0)) return oom(ps);
     for (int i = 0; i < n; i++)
-        if (push_byte_range(ps, r, a[i], b[i])) return -1;
+        if (push_byte_range(ps, r, (unsigned char)a[i], (unsigned char)b[i])) return -1;
     return 0;
 }
 
@@ -364,18 +313,10 @@ static int parse_char(parser *ps, uint32_t *cp) {
         default: return perr(ps, at, "unknown escape", ""), -1;
         }
     }
-    /* a UTF-8 character of the grammar's own text */
-    int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
-    if (n < 0) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
-    uint32_t v = n ? c & (0x3F >> n) : c;
-    for (int i = 0; i < n; i++) {
-        if (ps->p >= ps->end || ((unsigned char)*ps->p & 0xC0) != 0x80) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
-        v = v << 6 | ((unsigned char)*ps->p++ & 0x3F);
-    }
-    static const uint32_t least[] = {0, 0x80, 0x800, 0x10000}; /* an overlong form is not UTF-8 */
-    if (v < least[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
-    *cp = v;
+    /* a UTF-8 character of the grammar's own text (RFC 3629: utf8.h) */
+    size_t l = clf_utf8_decode(at, (size_t)(ps->end - at), cp);
+    if (!l) return perr(ps, at, "invalid UTF-8 in the grammar", ""), -1;
+    ps->p = at + l;
     return 0;
 }
 
@@ -442,10 +383,10 @@ static int parse_sequence(parser *ps, int rule, int nested) {
             while (ps->p < ps->end && *ps->p != '"') {
                 uint32_t cp;
                 if (parse_char(ps, &cp)) return -1;
-                uint8_t u[4];
-                int n = utf8_encode(cp, u);
-                for (int i = 0; i < n; i++)
-                    if (push_byte_range(ps, &ps->rules[rule], u[i], u[i])) return -1;
+                char u[4];
+                size_t n = clf_utf8_encode(cp, u); /* parse_char gives no surrogate */
+                for (size_t i = 0; i < n; i++)
+                    if (push_byte_range(ps, &ps->rules[rule], (unsigned char)u[i], (unsigned char)u[i])) return -1;
             }
             if (ps->p >= ps->end) return perr(ps, at, "unterminated literal", ""), -1;
             ps->p++;
@@ -862,8 +803,8 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
     for (int r = 0; r < g->n_rules; r++) free(ps.rules[r].e);
     free(ps.rules);
     free(ps.defined);
-    free(ps.names_tab);
-    free(ps.sets_tab);
+    clf_map_free(&ps.names_map);
+    clf_map_free(&ps.sets_map);
     free(ps.class_buf);
     if (ps.st != CLF_OK) {
         clf_grammar_free(g);

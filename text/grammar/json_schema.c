@@ -6,299 +6,17 @@
  * integer-range rules, the format rules), in C, and exact where that one
  * is loose: enum values are filtered by type, allOf is merged keyword by
  * keyword, oneOf is refused unless its branches are provably disjoint, an
- * unsupported keyword is an error rather than dropped. */
-#include <jansson.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "grammar.h"
-#include "json_schema.h"
-
-/* ---- bounds ------------------------------------------------------------------
- * A schema is untrusted input (a request's response_format or tool
- * parameters, a file): the converter's depth, sizes and work are bounded,
- * checked as it goes, and an excess is CLF_ERR_ARG naming the bound. Every
- * step is linear in the schema (hashed names, tries built from sorted
- * lists, no recursion per character), so a schema within these bounds
- * converts in well under a second. */
-#define MAX_SCHEMA (1u << 20) /* schema text, bytes: a server's whole request body (SRV_MAX_BODY) */
-#define MAX_OUT (4u << 20)    /* grammar text, bytes (the grammar parser takes up to 8 MiB) */
-#define MAX_RULES 65536       /* rules written; the grammar parser's bound (262,144 with its own) is above */
-#define MAX_DEPTH 48          /* schema nesting, merges of merges: the walk recurses per level */
-#define MAX_REPEAT 4096       /* a count (minItems, maxLength, {m,n}) the grammar spells out */
-/* Alternatives open at one point of the text: the matcher reads at most
- * GSTATE_MAX_STACKS (2048) ways at once, so an alternation wider than that
- * could never run. Enums and const-only anyOf are tries (each point has as
- * many ways as distinct next characters), so only as many values as differ
- * at one character count. */
-#define MAX_BRANCH 2048
-/* A property name's length, in bytes, where other names are allowed too
- * (additionalProperties not false): the grammar for "any other name" has a
- * rule per character of the names; longer ones are an error. */
-#define MAX_NAME 1024
-/* Optional prefixItems nest in groups up to this many, then in a rule each. */
-#define PREFIX_NEST 32
-/* An enum longer than this is written as tries (strings, integers). */
-#define ENUM_TRIE 64
-#define INT_DIGITS 20  /* digits of an integral part: an int64/uint64 fits */
-#define FRAC_DIGITS 20 /* digits of a fraction (a double's repr needs 17) */
-
-/* ---- growing text -------------------------------------------------------- */
-
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom; /* out of memory or over MAX_OUT: reported once, at the end */
-} sbuf;
-
-static void sb_add(sbuf *b, const char *p, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 128;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *s = cap > 2 * (size_t)MAX_OUT ? NULL : realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-static void sb_putc(sbuf *b, char ch) { sb_add(b, &ch, 1); }
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof tmp) {
-        sb_add(b, tmp, (size_t)n);
-    } else if (n >= 0) {
-        char *big = malloc((size_t)n + 1);
-        if (!big) {
-            b->oom = 1;
-            return;
-        }
-        va_start(ap, fmt);
-        vsnprintf(big, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-        sb_add(b, big, (size_t)n);
-        free(big);
-    }
-}
-static const char *sb_str(const sbuf *b) { return b->s ? b->s : ""; }
-
-/* Bytes as a GBNF literal's inside ("..." escapes). */
-static void sb_lit_bytes(sbuf *b, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        if (ch == '"' || ch == '\\') {
-            sb_putc(b, '\\');
-            sb_putc(b, (char)ch);
-        } else if (ch < 0x20 || ch == 0x7f) {
-            sb_printf(b, "\\x%02X", ch);
-        } else {
-            sb_putc(b, (char)ch);
-        }
-    }
-}
-
-/* A string's JSON spelling as a JSON writer gives it (json.dumps with
- * ensure_ascii=False): " \ and control characters escaped, the rest as is. */
-static void json_spell_cp(sbuf *b, uint32_t cp) {
-    static const char short_esc[] = {['\b'] = 'b', ['\t'] = 't', ['\n'] = 'n', ['\f'] = 'f', ['\r'] = 'r'};
-    if (cp == '"' || cp == '\\') {
-        sb_putc(b, '\\');
-        sb_putc(b, (char)cp);
-    } else if (cp < 0x20) {
-        if (cp < sizeof short_esc && short_esc[cp]) {
-            sb_putc(b, '\\');
-            sb_putc(b, short_esc[cp]);
-        } else {
-            sb_printf(b, "\\u%04x", cp);
-        }
-    } else if (cp < 0x80) {
-        sb_putc(b, (char)cp);
-    } else {
-        char u[4];
-        int n;
-        if (cp < 0x800) {
-            u[0] = (char)(0xc0 | (cp >> 6));
-            u[1] = (char)(0x80 | (cp & 0x3f));
-            n = 2;
-        } else if (cp < 0x10000) {
-            u[0] = (char)(0xe0 | (cp >> 12));
-            u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            u[2] = (char)(0x80 | (cp & 0x3f));
-            n = 3;
-        } else {
-            u[0] = (char)(0xf0 | (cp >> 18));
-            u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-            u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-            u[3] = (char)(0x80 | (cp & 0x3f));
-            n = 4;
-        }
-        sb_add(b, u, (size_t)n);
-    }
-}
-
-/* Decodes one UTF-8 character of s[*i, n) (jansson's strings are valid UTF-8). */
-static uint32_t utf8_next(const char *s, size_t n, size_t *i) {
-    unsigned char c0 = (unsigned char)s[*i];
-    int len = c0 < 0x80 ? 1 : c0 < 0xe0 ? 2 : c0 < 0xf0 ? 3 : 4;
-    uint32_t cp = len == 1 ? c0 : len == 2 ? c0 & 0x1f : len == 3 ? c0 & 0x0f : c0 & 0x07;
-    size_t j = *i + 1;
-    for (int k = 1; k < len && j < n; k++, j++) cp = (cp << 6) | ((unsigned char)s[j] & 0x3f);
-    *i = j;
-    return cp;
-}
-
-/* GBNF for the JSON spelling of code points cps[0, n) (quotes around when
- * `quotes`): one literal, but for a \u00XX escape whose last hex digit is a
- * letter, which either case spells (Python writes \u001f, jansson \u001F). */
-static void sb_spell(sbuf *b, const uint32_t *cps, size_t n, int quotes) {
-    sbuf run = {0};
-    int tokens = 0;
-    if (quotes) sb_putc(&run, '"');
-    for (size_t i = 0; i <= n; i++) {
-        int letter = i < n && cps[i] < 0x20 && (cps[i] & 15) >= 10 && cps[i] != '\n' && cps[i] != '\r' &&
-                     cps[i] != '\f' && cps[i] != '\b';
-        if (i == n && quotes) sb_putc(&run, '"');
-        if (letter) sb_printf(&run, "\\u00%c", cps[i] >> 4 ? '1' : '0');
-        else if (i < n) json_spell_cp(&run, cps[i]);
-        if ((letter || i == n) && run.n) {
-            if (tokens++) sb_putc(b, ' ');
-            sb_putc(b, '"');
-            sb_lit_bytes(b, sb_str(&run), run.n);
-            sb_putc(b, '"');
-            run.n = 0;
-        }
-        if (letter) {
-            char lo = (char)('a' + (cps[i] & 15) - 10);
-            if (tokens++) sb_putc(b, ' ');
-            sb_printf(b, "[%c%c]", lo, lo - 32);
-        }
-    }
-    if (!tokens) sb_puts(b, "\"\"");
-    if (run.oom) b->oom = 1;
-    free(run.s);
-}
-
-/* GBNF for the JSON spelling of the string s[0, n), quotes included. */
-static void sb_json_string_lit(sbuf *b, const char *s, size_t n) {
-    uint32_t *cps = malloc((n + 1) * sizeof *cps);
-    if (!cps) {
-        b->oom = 1;
-        return;
-    }
-    size_t m = 0;
-    for (size_t i = 0; i < n;) cps[m++] = utf8_next(s, n, &i);
-    if (m > 1) sb_putc(b, '(');
-    sb_spell(b, cps, m, 1);
-    if (m > 1) sb_putc(b, ')');
-    free(cps);
-}
-
-/* ---- a string -> int map (open addressing, keys copied) -------------------- */
-
-typedef struct smap {
-    char **keys;
-    int *vals;
-    size_t cap, n;
-} smap;
-
-static uint64_t str_hash(const char *s) { /* FNV-1a */
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-static int *smap_get(const smap *m, const char *k) {
-    if (!m->cap) return NULL;
-    for (size_t i = str_hash(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
-        if (strcmp(m->keys[i], k) == 0) return &m->vals[i];
-    return NULL;
-}
-/* Sets k's value (added when new); -1: out of memory. */
-static int smap_set(smap *m, const char *k, int v) {
-    int *old = smap_get(m, k);
-    if (old) {
-        *old = v;
-        return 0;
-    }
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 256;
-        char **keys = calloc(cap, sizeof *keys);
-        int *vals = malloc(cap * sizeof *vals);
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i]) continue;
-            size_t j = str_hash(m->keys[i]) & (cap - 1);
-            while (keys[j]) j = (j + 1) & (cap - 1);
-            keys[j] = m->keys[i];
-            vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = cap;
-    }
-    char *dup = strdup(k);
-    if (!dup) return -1;
-    size_t j = str_hash(k) & (m->cap - 1);
-    while (m->keys[j]) j = (j + 1) & (m->cap - 1);
-    m->keys[j] = dup;
-    m->vals[j] = v;
-    m->n++;
-    return 0;
-}
-static void smap_free(smap *m) {
-    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
-    free(m->keys);
-    free(m->vals);
-    *m = (smap){0};
-}
+ * unsupported keyword is an error rather than dropped.
+ *
+ * By concern: this file is the walk, its entry and the names of rules;
+ * json_schema_spell.c spells strings as GBNF, json_schema_merge.c merges
+ * allOf, json_schema_regex.c compiles patterns; json_schema_impl.h is what
+ * they share. Text is written into the core's clf_buf. */
+#include "json_schema_impl.h"
 
 /* ---- the converter ------------------------------------------------------- */
 
-typedef struct ref_memo {
-    char *ref, *name;
-    int state; /* 1: being written, 2: written */
-    int nest;  /* containers entered when it started (a cycle at the same count consumes nothing) */
-    int empty, used_early;
-} ref_memo;
-
-typedef struct conv {
-    json_t *root;
-    sbuf rules;
-    char **names;
-    int n_names, cap_names;
-    smap taken;     /* the names, for rule_name */
-    smap next_k;    /* per cleaned base: the next -k suffix to try */
-    smap ref_index; /* $ref string -> its refs[] index */
-    ref_memo *refs;
-    int n_refs, cap_refs;
-    json_t **owned;
-    int n_owned, cap_owned;
-    unsigned prims; /* primitive rules written */
-    int nest, depth;
-} conv;
-
-static clf_status bad(const char *ptr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static clf_status bad(const char *ptr, const char *fmt, ...) {
+clf_status clf_js_bad(const char *ptr, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -306,33 +24,33 @@ static clf_status bad(const char *ptr, const char *fmt, ...) {
     va_end(ap);
     return clf_fail(CLF_ERR_ARG, "json schema: %s (at %s)", msg, ptr && *ptr ? ptr : "#");
 }
-static clf_status oom(void) { return clf_fail(CLF_ERR_MEMORY, "json schema: out of host memory"); }
+clf_status clf_js_oom(void) { return clf_fail(CLF_ERR_MEMORY, "json schema: out of host memory"); }
 
 /* A JSON value's canonical text (json_equal's equality: object keys
  * sorted), malloc'd: values compared through a hash, not pair by pair. */
-static char *value_key(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS); }
+char *clf_js_value_key(json_t *v) { return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS); }
 
 /* Adds each element of arr to m (value_key -> 1); -1: out of memory. */
-static int add_keys(smap *m, json_t *arr) {
+int clf_js_add_keys(clf_map *m, json_t *arr) {
     size_t i;
     json_t *x;
     json_array_foreach(arr, i, x) {
-        char *k = value_key(x);
-        int bad = !k || smap_set(m, k, 1);
+        char *k = clf_js_value_key(x);
+        int bad = !k || clf_map_sets(m, k, 1);
         free(k);
         if (bad) return -1;
     }
     return 0;
 }
-static int has_key(const smap *m, json_t *v) {
-    char *k = value_key(v);
-    int r = k && smap_get(m, k) != NULL;
+int clf_js_has_key(const clf_map *m, json_t *v) {
+    char *k = clf_js_value_key(v);
+    int r = k && clf_map_gets(m, k) != NULL;
     free(k);
     return r;
 }
 
 /* Keeps j alive until the conversion ends (merged schemas). */
-static json_t *own(conv *c, json_t *j) {
+json_t *clf_js_own(conv *c, json_t *j) {
     if (!j) return NULL;
     if (c->n_owned == c->cap_owned) {
         int cap = c->cap_owned ? 2 * c->cap_owned : 64;
@@ -350,21 +68,21 @@ static json_t *own(conv *c, json_t *j) {
 
 /* A JSON pointer one step down: parent + "/" + key (~ and / escaped). */
 static char *ptr_join(const char *parent, const char *key) {
-    sbuf b = {0};
-    sb_puts(&b, parent);
-    sb_putc(&b, '/');
+    clf_buf b = SB_INIT;
+    clf_buf_puts(&b, parent);
+    clf_buf_putc(&b, '/');
     for (const char *k = key; *k; k++) {
-        if (*k == '~') sb_puts(&b, "~0");
-        else if (*k == '/') sb_puts(&b, "~1");
-        else sb_putc(&b, *k);
+        if (*k == '~') clf_buf_puts(&b, "~0");
+        else if (*k == '/') clf_buf_puts(&b, "~1");
+        else clf_buf_putc(&b, *k);
     }
-    if (b.oom) {
-        free(b.s);
+    if (b.failed) {
+        free(b.p);
         return NULL;
     }
-    return b.s;
+    return b.p;
 }
-static char *ptr_index(const char *parent, const char *key, size_t i) {
+char *clf_js_ptr_index(const char *parent, const char *key, size_t i) {
     char idx[32];
     snprintf(idx, sizeof idx, "%zu", i);
     char *p = ptr_join(parent, key);
@@ -389,11 +107,12 @@ static const char *rule_name(conv *c, const char *base) {
     if (c->n_names >= MAX_RULES) return NULL;
     char cand[96];
     snprintf(cand, sizeof cand, "%s", clean);
-    if (smap_get(&c->taken, cand)) { /* base-2, base-3, ...: each base goes on where it stopped */
-        int *next = smap_get(&c->next_k, clean), k = next ? *next : 2;
+    if (clf_map_gets(&c->taken, cand)) { /* base-2, base-3, ...: each base goes on where it stopped */
+        int64_t *next = clf_map_gets(&c->next_k, clean);
+        int k = next ? (int)*next : 2;
         do snprintf(cand, sizeof cand, "%s-%d", clean, k++);
-        while (smap_get(&c->taken, cand));
-        if (smap_set(&c->next_k, clean, k)) return NULL;
+        while (clf_map_gets(&c->taken, cand));
+        if (clf_map_sets(&c->next_k, clean, k)) return NULL;
     }
     if (c->n_names == c->cap_names) {
         int cap = c->cap_names ? 2 * c->cap_names : 64;
@@ -403,7 +122,7 @@ static const char *rule_name(conv *c, const char *base) {
         c->cap_names = cap;
     }
     char *s = strdup(cand);
-    if (!s || smap_set(&c->taken, cand, c->n_names)) {
+    if (!s || clf_map_sets(&c->taken, cand, c->n_names)) {
         free(s);
         return NULL;
     }
@@ -412,10 +131,10 @@ static const char *rule_name(conv *c, const char *base) {
 }
 
 static void add_rule(conv *c, const char *name, const char *body) {
-    sb_puts(&c->rules, name);
-    sb_puts(&c->rules, " ::= ");
-    sb_puts(&c->rules, body);
-    sb_putc(&c->rules, '\n');
+    clf_buf_puts(&c->rules, name);
+    clf_buf_puts(&c->rules, " ::= ");
+    clf_buf_puts(&c->rules, body);
+    clf_buf_putc(&c->rules, '\n');
 }
 
 /* ---- primitive rules --------------------------------------------------------
@@ -424,10 +143,6 @@ static void add_rule(conv *c, const char *name, const char *body) {
  * at indent 2). Bounded on purpose: with `[ \t\n]*` a model may emit
  * whitespace forever while the grammar stays satisfied, a generation that
  * never ends; with a bound every gap ends. */
-enum {
-    P_SPACE, P_CHAR, P_STRING, P_INTEGRAL, P_INTEGER, P_NUMBER, P_BOOLEAN, P_NULL, P_VALUE, P_OBJECT, P_ARRAY,
-    P_UNUMBER, P_ZERO, P_NZFRAC, P_UNONZERO, P_UUID, P_EMAIL, P_DIV4, P_MDAY, P_DATE, P_TIMEPART, P_TIME, P_DATETIME, P_COUNT
-};
 static const struct {
     const char *name, *body;
     unsigned deps;
@@ -487,32 +202,32 @@ static const struct {
     [P_DATETIME] = {"date-time", "\"\\\"\" date [tT] timepart \"\\\"\"", (1u << P_DATE) | (1u << P_TIMEPART)},
 };
 
-static const char *prim(conv *c, int p) {
+const char *clf_js_prim(conv *c, int p) {
     if (!(c->prims & (1u << p))) {
         c->prims |= 1u << p;
         if (p == P_NZFRAC) { /* up to 20 fraction digits, one of them not 0 */
-            sbuf b = {0};
+            clf_buf b = SB_INIT;
             for (int k = 0; k < FRAC_DIGITS; k++) {
-                if (k) sb_puts(&b, " | ");
-                if (k) sb_printf(&b, "\"0\"{%d} ", k);
-                sb_puts(&b, "[1-9]");
-                if (FRAC_DIGITS - 1 - k > 0) sb_printf(&b, " [0-9]{0,%d}", FRAC_DIGITS - 1 - k);
+                if (k) clf_buf_puts(&b, " | ");
+                if (k) clf_buf_printf(&b, "\"0\"{%d} ", k);
+                clf_buf_puts(&b, "[1-9]");
+                if (FRAC_DIGITS - 1 - k > 0) clf_buf_printf(&b, " [0-9]{0,%d}", FRAC_DIGITS - 1 - k);
             }
-            add_rule(c, PRIMS[p].name, sb_str(&b));
-            if (b.oom) c->rules.oom = 1;
-            free(b.s);
+            add_rule(c, PRIMS[p].name, clf_buf_str(&b));
+            if (b.failed) c->rules.failed = 1;
+            free(b.p);
         } else {
             add_rule(c, PRIMS[p].name, PRIMS[p].body);
         }
         for (int d = 0; d < P_COUNT; d++)
-            if (PRIMS[p].deps & (1u << d)) prim(c, d);
+            if (PRIMS[p].deps & (1u << d)) clf_js_prim(c, d);
     }
     return PRIMS[p].name;
 }
 
 /* ---- keywords ------------------------------------------------------------ */
 
-static int in_list(const char *k, const char *const *list) {
+int clf_js_in_list(const char *k, const char *const *list) {
     for (; *list; list++)
         if (strcmp(k, *list) == 0) return 1;
     return 0;
@@ -535,45 +250,43 @@ static const char *const HANDLED[] = {"type", "enum", "const", "properties", "re
                                       "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
                                       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
 
-static int asserts(const char *k) { return !in_list(k, IGNORED) && (in_list(k, HANDLED) || in_list(k, REFUSED)); }
+int clf_js_asserts(const char *k) { return !clf_js_in_list(k, IGNORED) && (clf_js_in_list(k, HANDLED) || clf_js_in_list(k, REFUSED)); }
 
-static clf_status check_refused(json_t *s, const char *ptr) {
+clf_status clf_js_check_refused(json_t *s, const char *ptr) {
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (in_list(k, REFUSED)) return bad(ptr, "keyword \"%s\" is not supported", k);
+        if (clf_js_in_list(k, REFUSED)) return clf_js_bad(ptr, "keyword \"%s\" is not supported", k);
         if (strcmp(k, "uniqueItems") == 0 && !json_is_false(v))
-            return bad(ptr, "keyword \"uniqueItems\": true is not supported");
+            return clf_js_bad(ptr, "keyword \"uniqueItems\": true is not supported");
     }
     return CLF_OK;
 }
 
-enum { T_NULL = 1, T_BOOLEAN = 2, T_OBJECT = 4, T_ARRAY = 8, T_NUMBER = 16, T_STRING = 32, T_INTEGER = 64,
-       T_ALL = 127 };
-static const char *const TYPE_NAMES[] = {"null", "boolean", "object", "array", "number", "string", "integer"};
+const char *const clf_js_type_names[7] = {"null", "boolean", "object", "array", "number", "string", "integer"};
 
 static int type_bit(const char *name) {
     for (int i = 0; i < 7; i++)
-        if (strcmp(name, TYPE_NAMES[i]) == 0) return 1 << i;
+        if (strcmp(name, clf_js_type_names[i]) == 0) return 1 << i;
     return 0;
 }
 /* The types `type` allows (T_ALL without it); integer is within number. */
-static clf_status type_mask(json_t *s, const char *ptr, int *mask) {
+clf_status clf_js_type_mask(json_t *s, const char *ptr, int *mask) {
     json_t *t = json_object_get(s, "type");
     *mask = T_ALL;
     if (!t) return CLF_OK;
     if (json_is_string(t)) {
         *mask = type_bit(json_string_value(t));
-        if (!*mask) return bad(ptr, "type \"%s\" is not a JSON Schema type", json_string_value(t));
+        if (!*mask) return clf_js_bad(ptr, "type \"%s\" is not a JSON Schema type", json_string_value(t));
         return CLF_OK;
     }
-    if (!json_is_array(t)) return bad(ptr, "\"type\" must be a string or an array of strings");
+    if (!json_is_array(t)) return clf_js_bad(ptr, "\"type\" must be a string or an array of strings");
     *mask = 0;
     size_t i;
     json_t *e;
     json_array_foreach(t, i, e) {
         int b = json_is_string(e) ? type_bit(json_string_value(e)) : 0;
-        if (!b) return bad(ptr, "\"type\"[%zu] is not a JSON Schema type", i);
+        if (!b) return clf_js_bad(ptr, "\"type\"[%zu] is not a JSON Schema type", i);
         *mask |= b;
     }
     return CLF_OK;
@@ -597,11 +310,11 @@ static int value_type(json_t *v) {
 
 /* ---- $ref ---------------------------------------------------------------- */
 
-static clf_status resolve(conv *c, const char *ref, const char *ptr, json_t **out) {
-    if (ref[0] != '#') return bad(ptr, "$ref \"%s\": only local references (#/$defs/..., #/definitions/...)", ref);
+clf_status clf_js_resolve(conv *c, const char *ref, const char *ptr, json_t **out) {
+    if (ref[0] != '#') return clf_js_bad(ptr, "$ref \"%s\": only local references (#/$defs/..., #/definitions/...)", ref);
     json_t *cur = c->root;
     const char *p = ref + 1;
-    if (*p && *p != '/') return bad(ptr, "$ref \"%s\": anchors are not supported, only JSON pointers", ref);
+    if (*p && *p != '/') return clf_js_bad(ptr, "$ref \"%s\": anchors are not supported, only JSON pointers", ref);
     while (*p == '/') {
         p++;
         char key[512];
@@ -618,7 +331,7 @@ static clf_status resolve(conv *c, const char *ref, const char *ptr, json_t **ou
                     p += 2;
                 }
             }
-            if (n + 1 >= sizeof key) return bad(ptr, "$ref \"%s\": a step longer than 511 bytes", ref);
+            if (n + 1 >= sizeof key) return clf_js_bad(ptr, "$ref \"%s\": a step longer than 511 bytes", ref);
             key[n++] = ch;
         }
         key[n] = 0;
@@ -631,7 +344,7 @@ static clf_status resolve(conv *c, const char *ref, const char *ptr, json_t **ou
         } else {
             cur = NULL;
         }
-        if (!cur) return bad(ptr, "$ref \"%s\": nothing there", ref);
+        if (!cur) return clf_js_bad(ptr, "$ref \"%s\": nothing there", ref);
     }
     *out = cur;
     return CLF_OK;
@@ -639,30 +352,30 @@ static clf_status resolve(conv *c, const char *ref, const char *ptr, json_t **ou
 
 /* ---- visiting ------------------------------------------------------------ */
 
-static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty);
+static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty);
 
-static clf_status visit_ref(conv *c, const char *ref, const char *ptr, sbuf *out, int *empty) {
-    int *seen = smap_get(&c->ref_index, ref);
+static clf_status visit_ref(conv *c, const char *ref, const char *ptr, clf_buf *out, int *empty) {
+    int64_t *seen = clf_map_gets(&c->ref_index, ref);
     if (seen) {
         ref_memo *m = &c->refs[*seen];
         if (m->state == 1) {
             if (m->nest == c->nest)
-                return bad(ptr, "$ref \"%s\" refers to itself before any object or array opens (left recursion)",
+                return clf_js_bad(ptr, "$ref \"%s\" refers to itself before any object or array opens (left recursion)",
                            ref);
             m->used_early = 1;
-            sb_puts(out, m->name);
+            clf_buf_puts(out, m->name);
             return CLF_OK;
         }
         if (m->empty) *empty = 1;
-        else sb_puts(out, m->name);
+        else clf_buf_puts(out, m->name);
         return CLF_OK;
     }
     json_t *target;
-    CLF_TRY(resolve(c, ref, ptr, &target));
+    CLF_TRY(clf_js_resolve(c, ref, ptr, &target));
     if (c->n_refs == c->cap_refs) {
         int cap = c->cap_refs ? 2 * c->cap_refs : 16;
         ref_memo *r = realloc(c->refs, (size_t)cap * sizeof *r);
-        if (!r) return oom();
+        if (!r) return clf_js_oom();
         c->refs = r;
         c->cap_refs = cap;
     }
@@ -673,15 +386,15 @@ static clf_status visit_ref(conv *c, const char *ref, const char *ptr, sbuf *out
     char *dup = strdup(ref);
     if (!name || !dup) {
         free(dup);
-        return name ? oom() : bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
+        return name ? clf_js_oom() : clf_js_bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
     }
-    if (smap_set(&c->ref_index, ref, c->n_refs)) {
+    if (clf_map_sets(&c->ref_index, ref, c->n_refs)) {
         free(dup);
-        return oom();
+        return clf_js_oom();
     }
     int me = c->n_refs++;
     c->refs[me] = (ref_memo){.ref = dup, .name = (char *)name, .state = 1, .nest = c->nest};
-    sbuf body = {0};
+    clf_buf body = SB_INIT;
     int e = 0;
     int saved_nest = c->nest;
     clf_status st = visit(c, target, name, ref, &body, &e);
@@ -690,239 +403,32 @@ static clf_status visit_ref(conv *c, const char *ref, const char *ptr, sbuf *out
     m->state = 2;
     if (st == CLF_OK && e) {
         m->empty = 1;
-        if (m->used_early) st = bad(ref, "this schema admits no value, yet a schema within it refers to it");
+        if (m->used_early) st = clf_js_bad(ref, "this schema admits no value, yet a schema within it refers to it");
         *empty = 1;
     } else if (st == CLF_OK) {
-        add_rule(c, name, sb_str(&body));
-        sb_puts(out, name);
+        add_rule(c, name, clf_buf_str(&body));
+        clf_buf_puts(out, name);
     }
-    if (body.oom) st = oom();
-    free(body.s);
+    if (body.failed) st = clf_js_oom();
+    free(body.p);
     return st;
 }
 
 /* A rule holding body, named from base; its name goes to out. */
-static clf_status emit_rule(conv *c, const char *base, const char *body, sbuf *out) {
+clf_status clf_js_emit_rule(conv *c, const char *base, const char *body, clf_buf *out) {
     const char *name = rule_name(c, base);
-    if (!name) return bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    if (!name) return clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
     add_rule(c, name, body);
-    sb_puts(out, name);
+    clf_buf_puts(out, name);
     return CLF_OK;
 }
 
 static char *sub_name(const char *name, const char *what) {
-    sbuf b = {0};
-    sb_puts(&b, name);
-    sb_putc(&b, '-');
-    sb_puts(&b, what);
-    return b.s;
-}
-
-/* ---- allOf: one schema from several, keyword by keyword ------------------ */
-
-static const char *const MIN_LIKE[] = {"minLength", "minItems", "minimum", "exclusiveMinimum", NULL};
-static const char *const MAX_LIKE[] = {"maxLength", "maxItems", "maximum", "exclusiveMaximum", NULL};
-
-static json_t *all_of2(json_t *a, json_t *b) {
-    return json_pack("{s:[OO]}", "allOf", a, b);
-}
-
-/* Merges branch b (expanding its $ref and allOf) into r; pairs collects
- * each branch's [properties, additionalProperties] for the end. */
-static clf_status merge_into(conv *c, json_t *r, json_t *b, const char *ptr, int depth, json_t *pairs, int *empty) {
-    if (depth > MAX_DEPTH) return bad(ptr, "allOf/$ref nested deeper than %d", MAX_DEPTH);
-    if (json_is_true(b)) return CLF_OK;
-    if (json_is_false(b)) {
-        *empty = 1;
-        return CLF_OK;
-    }
-    if (!json_is_object(b)) return bad(ptr, "a schema must be an object or a boolean");
-    CLF_TRY(check_refused(b, ptr));
-    json_t *ref = json_object_get(b, "$ref");
-    if (ref) {
-        if (!json_is_string(ref)) return bad(ptr, "\"$ref\" must be a string");
-        json_t *target;
-        CLF_TRY(resolve(c, json_string_value(ref), ptr, &target));
-        CLF_TRY(merge_into(c, r, target, json_string_value(ref), depth + 1, pairs, empty));
-    }
-    json_t *all = json_object_get(b, "allOf");
-    if (all) {
-        if (!json_is_array(all) || json_array_size(all) == 0) return bad(ptr, "\"allOf\" must be a non-empty array");
-        size_t i;
-        json_t *e;
-        json_array_foreach(all, i, e) {
-            char *p = ptr_index(ptr, "allOf", i);
-            if (!p) return oom();
-            clf_status st = merge_into(c, r, e, p, depth + 1, pairs, empty);
-            free(p);
-            CLF_TRY(st);
-        }
-    }
-    int has_items = json_object_get(b, "items") || json_object_get(b, "prefixItems");
-    int r_items = json_object_get(r, "items") || json_object_get(r, "prefixItems");
-    if (has_items && r_items &&
-        (json_object_get(b, "prefixItems") || json_object_get(r, "prefixItems")))
-        return bad(ptr, "allOf: prefixItems with items or prefixItems in another branch is not supported");
-    const char *k;
-    json_t *v;
-    json_object_foreach(b, k, v) {
-        if (!asserts(k) || strcmp(k, "$ref") == 0 || strcmp(k, "allOf") == 0) continue;
-        json_t *old = json_object_get(r, k);
-        if (strcmp(k, "additionalProperties") == 0) {
-            json_t *props = json_object_get(b, "properties");
-            json_t *pair = json_pack("[OO]", props ? props : json_null(), v);
-            if (!pair || json_array_append_new(pairs, pair)) return oom();
-            continue;
-        }
-        if (strcmp(k, "const") == 0 || strcmp(k, "enum") == 0) {
-            json_t *vals = strcmp(k, "const") == 0 ? json_pack("[O]", v) : json_incref(v);
-            if (!vals) return oom();
-            if (!json_is_array(vals)) {
-                json_decref(vals);
-                return bad(ptr, "\"enum\" must be an array");
-            }
-            json_t *prev = json_object_get(r, "enum");
-            if (prev) { /* the values in both, prev's order */
-                json_t *both = json_array();
-                smap in_vals = {0};
-                int fail = !both || add_keys(&in_vals, vals);
-                size_t i;
-                json_t *x;
-                json_array_foreach(prev, i, x) if (!fail && has_key(&in_vals, x)) fail = json_array_append(both, x);
-                smap_free(&in_vals);
-                json_decref(vals);
-                vals = both;
-                if (fail) {
-                    json_decref(both);
-                    return oom();
-                }
-            }
-            if (json_object_set_new(r, "enum", vals)) return oom();
-            continue;
-        }
-        if (!old) {
-            if (json_object_set(r, k, v)) return oom();
-        } else if (strcmp(k, "type") == 0) {
-            int m1, m2;
-            CLF_TRY(type_mask(r, ptr, &m1));
-            CLF_TRY(type_mask(b, ptr, &m2));
-            if (m1 & T_NUMBER) m1 |= T_INTEGER;
-            if (m2 & T_NUMBER) m2 |= T_INTEGER;
-            int m = m1 & m2;
-            json_t *t = json_array();
-            for (int i = 0; i < 7; i++)
-                if (m & (1 << i) && !(i == 6 && (m & T_NUMBER))) json_array_append_new(t, json_string(TYPE_NAMES[i]));
-            if (json_object_set_new(r, "type", t)) return oom();
-        } else if (strcmp(k, "required") == 0) {
-            if (!json_is_array(v) || !json_is_array(old)) return bad(ptr, "\"required\" must be an array");
-            json_t *u = json_copy(old);
-            smap seen = {0};
-            int fail = !u || add_keys(&seen, u);
-            size_t i;
-            json_t *x;
-            json_array_foreach(v, i, x) {
-                if (fail || has_key(&seen, x)) continue;
-                char *key = value_key(x);
-                fail = !key || smap_set(&seen, key, 1) || json_array_append(u, x);
-                free(key);
-            }
-            smap_free(&seen);
-            if (fail) {
-                json_decref(u);
-                return oom();
-            }
-            if (json_object_set_new(r, "required", u)) return oom();
-        } else if (strcmp(k, "properties") == 0 || strcmp(k, "items") == 0) {
-            if (strcmp(k, "items") == 0) {
-                if (!json_equal(old, v) && json_object_set_new(r, k, all_of2(old, v))) return oom();
-                continue;
-            }
-            if (!json_is_object(v) || !json_is_object(old)) return bad(ptr, "\"properties\" must be an object");
-            json_t *merged = json_copy(old);
-            const char *pk;
-            json_t *pv;
-            json_object_foreach(v, pk, pv) {
-                json_t *prev = json_object_get(merged, pk);
-                if (!prev) json_object_set(merged, pk, pv);
-                else if (!json_equal(prev, pv)) json_object_set_new(merged, pk, all_of2(prev, pv));
-            }
-            if (json_object_set_new(r, "properties", merged)) return oom();
-        } else if (in_list(k, MIN_LIKE) || in_list(k, MAX_LIKE)) {
-            if (!json_is_number(v) || !json_is_number(old)) return bad(ptr, "\"%s\" must be a number", k);
-            double a = json_number_value(old), x = json_number_value(v);
-            if (in_list(k, MIN_LIKE) ? x > a : x < a) json_object_set(r, k, v);
-        } else if (!json_equal(old, v)) {
-            return bad(ptr, "allOf: \"%s\" differs between branches (cannot intersect them)", k);
-        }
-    }
-    return CLF_OK;
-}
-
-/* The branches' additionalProperties, applied to the merged properties:
- * a branch's additionalProperties holds for every property it does not list. */
-static clf_status merge_finish(json_t *r, json_t *pairs) {
-    if (json_array_size(pairs) == 0) return CLF_OK;
-    json_t *props = json_object_get(r, "properties");
-    json_t *addl = NULL;
-    size_t i;
-    json_t *pair;
-    json_array_foreach(pairs, i, pair) {
-        json_t *own_props = json_array_get(pair, 0), *a = json_array_get(pair, 1);
-        if (json_is_true(a) || (json_is_object(a) && json_object_size(a) == 0)) continue;
-        const char *pk;
-        json_t *pv;
-        if (props) {
-            json_t *np = json_copy(props);
-            json_object_foreach(props, pk, pv) {
-                if (json_is_object(own_props) && json_object_get(own_props, pk)) continue;
-                json_object_set_new(np, pk, json_is_false(a) ? json_false() : all_of2(pv, a));
-            }
-            json_object_set_new(r, "properties", np);
-            props = np;
-        }
-        json_t *na = !addl ? json_incref(a) : json_is_false(a) || json_is_false(addl) ? json_false() : all_of2(addl, a);
-        json_decref(addl);
-        addl = na;
-    }
-    if (addl && json_object_set_new(r, "additionalProperties", addl)) return oom();
-    return CLF_OK;
-}
-
-/* allOf of branches (JSON array) plus the keywords of `rest` (may be NULL). */
-static clf_status merge(conv *c, json_t *branches, json_t *rest, const char *ptr, json_t **out, int *empty) {
-    json_t *r = own(c, json_object());
-    json_t *pairs = json_array();
-    if (!r || !pairs) {
-        json_decref(pairs);
-        return oom();
-    }
-    clf_status st = CLF_OK;
-    if (rest) st = merge_into(c, r, rest, ptr, c->depth, pairs, empty);
-    size_t i;
-    json_t *e;
-    json_array_foreach(branches, i, e) {
-        if (st != CLF_OK) break;
-        char *p = ptr_index(ptr, "allOf", i);
-        st = p ? merge_into(c, r, e, p, c->depth + 1, pairs, empty) : oom();
-        free(p);
-    }
-    if (st == CLF_OK) st = merge_finish(r, pairs);
-    json_decref(pairs);
-    *out = r;
-    return st;
-}
-
-/* s without key k and without annotations: NULL when nothing asserts. */
-static json_t *rest_of(conv *c, json_t *s, const char *k) {
-    json_t *r = NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(s, key, v) {
-        if (strcmp(key, k) == 0 || !asserts(key)) continue;
-        if (!r && !(r = own(c, json_object()))) return NULL;
-        json_object_set(r, key, v);
-    }
-    return r;
+    clf_buf b = SB_INIT;
+    clf_buf_puts(&b, name);
+    clf_buf_putc(&b, '-');
+    clf_buf_puts(&b, what);
+    return b.p;
 }
 
 /* ---- enum and const ------------------------------------------------------- */
@@ -947,78 +453,78 @@ static void py_repr(double x, char *buf, size_t cap) {
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     digits[nd] = 0;
     int e = atoi(q + 1);
-    sbuf b = {0};
-    if (neg) sb_putc(&b, '-');
+    clf_buf b = SB_INIT;
+    if (neg) clf_buf_putc(&b, '-');
     if (e >= -4 && e < 16) {
         if (e < 0) {
-            sb_puts(&b, "0.");
-            for (int i = 0; i < -e - 1; i++) sb_putc(&b, '0');
-            sb_puts(&b, digits);
+            clf_buf_puts(&b, "0.");
+            for (int i = 0; i < -e - 1; i++) clf_buf_putc(&b, '0');
+            clf_buf_puts(&b, digits);
         } else {
-            for (int i = 0; i <= e; i++) sb_putc(&b, i < nd ? digits[i] : '0');
-            sb_putc(&b, '.');
-            if (nd > e + 1) sb_puts(&b, digits + e + 1);
-            else sb_putc(&b, '0');
+            for (int i = 0; i <= e; i++) clf_buf_putc(&b, i < nd ? digits[i] : '0');
+            clf_buf_putc(&b, '.');
+            if (nd > e + 1) clf_buf_puts(&b, digits + e + 1);
+            else clf_buf_putc(&b, '0');
         }
     } else {
-        sb_putc(&b, digits[0]);
+        clf_buf_putc(&b, digits[0]);
         if (nd > 1) {
-            sb_putc(&b, '.');
-            sb_puts(&b, digits + 1);
+            clf_buf_putc(&b, '.');
+            clf_buf_puts(&b, digits + 1);
         }
-        sb_printf(&b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+        clf_buf_printf(&b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
     }
-    snprintf(buf, cap, "%s", sb_str(&b));
-    free(b.s);
+    snprintf(buf, cap, "%s", clf_buf_str(&b));
+    free(b.p);
 }
 
 /* A JSON value as GBNF: its tokens, space between them; object members in
  * the value's order; a whole number also as N.0 (Python: 1 == 1.0). */
-static void value_lit(conv *c, json_t *v, sbuf *o) {
+static void value_lit(conv *c, json_t *v, clf_buf *o) {
     char num[64];
     switch (json_typeof(v)) {
-    case JSON_NULL: sb_puts(o, "\"null\""); break;
-    case JSON_TRUE: sb_puts(o, "\"true\""); break;
-    case JSON_FALSE: sb_puts(o, "\"false\""); break;
-    case JSON_STRING: sb_json_string_lit(o, json_string_value(v), json_string_length(v)); break;
+    case JSON_NULL: clf_buf_puts(o, "\"null\""); break;
+    case JSON_TRUE: clf_buf_puts(o, "\"true\""); break;
+    case JSON_FALSE: clf_buf_puts(o, "\"false\""); break;
+    case JSON_STRING: clf_js_spell_string(o, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
-        sb_printf(o, "(\"%lld\" (\".\" \"0\"{1,20})?)", (long long)json_integer_value(v));
+        clf_buf_printf(o, "(\"%lld\" (\".\" \"0\"{1,20})?)", (long long)json_integer_value(v));
         break;
     case JSON_REAL: {
         double x = json_real_value(v);
         py_repr(x, num, sizeof num);
-        if (x == floor(x) && fabs(x) < 1e16) sb_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
-        else sb_printf(o, "\"%s\"", num);
+        if (x == floor(x) && fabs(x) < 1e16) clf_buf_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
+        else clf_buf_printf(o, "\"%s\"", num);
         break;
     }
     case JSON_ARRAY: {
-        sb_printf(o, "\"[\" %s", prim(c, P_SPACE));
+        clf_buf_printf(o, "\"[\" %s", clf_js_prim(c, P_SPACE));
         size_t i;
         json_t *e;
         json_array_foreach(v, i, e) {
-            if (i) sb_puts(o, " \",\" space");
-            sb_putc(o, ' ');
+            if (i) clf_buf_puts(o, " \",\" space");
+            clf_buf_putc(o, ' ');
             value_lit(c, e, o);
-            sb_puts(o, " space");
+            clf_buf_puts(o, " space");
         }
-        sb_puts(o, " \"]\"");
+        clf_buf_puts(o, " \"]\"");
         break;
     }
     case JSON_OBJECT: {
-        sb_printf(o, "\"{\" %s", prim(c, P_SPACE));
+        clf_buf_printf(o, "\"{\" %s", clf_js_prim(c, P_SPACE));
         const char *k;
         json_t *e;
         int first = 1;
         json_object_foreach(v, k, e) {
-            if (!first) sb_puts(o, " \",\" space");
+            if (!first) clf_buf_puts(o, " \",\" space");
             first = 0;
-            sb_putc(o, ' ');
-            sb_json_string_lit(o, k, strlen(k));
-            sb_puts(o, " space \":\" space ");
+            clf_buf_putc(o, ' ');
+            clf_js_spell_string(o, k, strlen(k));
+            clf_buf_puts(o, " space \":\" space ");
             value_lit(c, e, o);
-            sb_puts(o, " space");
+            clf_buf_puts(o, " space");
         }
-        sb_puts(o, " \"}\"");
+        clf_buf_puts(o, " \"}\"");
         break;
     }
     }
@@ -1026,23 +532,23 @@ static void value_lit(conv *c, json_t *v, sbuf *o) {
 
 static void sort_unique(const char **names, int *n);
 static clf_status trie_alts(conv *c, const char *name, const char *ptr, const char **s, int n, const char *end,
-                            sbuf *out);
+                            clf_buf *out);
 
-static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *vals = json_object_get(s, "enum"), *cst = json_object_get(s, "const");
-    if (vals && cst) return bad(ptr, "\"enum\" with \"const\" is not supported");
-    if (vals && !json_is_array(vals)) return bad(ptr, "\"enum\" must be an array");
+    if (vals && cst) return clf_js_bad(ptr, "\"enum\" with \"const\" is not supported");
+    if (vals && !json_is_array(vals)) return clf_js_bad(ptr, "\"enum\" must be an array");
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (asserts(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
-            return bad(ptr, "\"%s\" beside \"%s\" is not supported (only \"type\" may join it)", k,
+        if (clf_js_asserts(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
+            return clf_js_bad(ptr, "\"%s\" beside \"%s\" is not supported (only \"type\" may join it)", k,
                        vals ? "enum" : "const");
     }
     int mask;
-    CLF_TRY(type_mask(s, ptr, &mask));
+    CLF_TRY(clf_js_type_mask(s, ptr, &mask));
     if (mask & T_NUMBER) mask |= T_INTEGER;
-    sbuf body = {0};
+    clf_buf body = SB_INIT;
     int n = 0;
     size_t count = vals ? json_array_size(vals) : 1;
     /* many strings or integers: a trie each (an alternation of thousands
@@ -1052,7 +558,7 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
     const char **strs = wide ? malloc(count * sizeof *strs) : NULL, **ints = wide ? malloc(count * sizeof *ints) : NULL;
     char *digits = wide ? malloc(count * 24) : NULL;
     int n_strs = 0, n_ints = 0;
-    clf_status st = wide && (!strs || !ints || !digits) ? oom() : CLF_OK;
+    clf_status st = wide && (!strs || !ints || !digits) ? clf_js_oom() : CLF_OK;
     for (size_t i = 0; i < count && st == CLF_OK; i++) {
         json_t *e = vals ? json_array_get(vals, i) : cst;
         int t = value_type(e);
@@ -1068,25 +574,25 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
             ints[n_ints++] = d;
             continue;
         }
-        if (n++) sb_puts(&body, " | ");
+        if (n++) clf_buf_puts(&body, " | ");
         value_lit(c, e, &body);
     }
     if (st == CLF_OK && n > MAX_BRANCH)
-        st = bad(ptr, "an enum of more than %d values that are neither strings nor integers (the grammar matcher "
+        st = clf_js_bad(ptr, "an enum of more than %d values that are neither strings nor integers (the grammar matcher "
                       "reads at most %d ways at once)", MAX_BRANCH, MAX_BRANCH);
     if (st == CLF_OK && n_strs) {
         sort_unique(strs, &n_strs);
-        if (n++) sb_puts(&body, " | ");
-        sb_puts(&body, "\"\\\"\" ");
+        if (n++) clf_buf_puts(&body, " | ");
+        clf_buf_puts(&body, "\"\\\"\" ");
         char *tn = sub_name(name, "str");
-        st = tn ? trie_alts(c, tn, ptr, strs, n_strs, "\"\\\"\"", &body) : oom();
+        st = tn ? trie_alts(c, tn, ptr, strs, n_strs, "\"\\\"\"", &body) : clf_js_oom();
         free(tn);
     }
     if (st == CLF_OK && n_ints) {
         sort_unique(ints, &n_ints);
-        if (n++) sb_puts(&body, " | ");
+        if (n++) clf_buf_puts(&body, " | ");
         char *tn = sub_name(name, "int");
-        st = tn ? trie_alts(c, tn, ptr, ints, n_ints, "(\".\" \"0\"{1,20})?", &body) : oom();
+        st = tn ? trie_alts(c, tn, ptr, ints, n_ints, "(\".\" \"0\"{1,20})?", &body) : clf_js_oom();
         free(tn);
     }
     free(strs);
@@ -1094,9 +600,9 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
     free(digits);
     if (st != CLF_OK) {
     } else if (n == 0) *empty = 1;
-    else if (body.oom) st = oom();
-    else st = emit_rule(c, name, sb_str(&body), out);
-    free(body.s);
+    else if (body.failed) st = clf_js_oom();
+    else st = clf_js_emit_rule(c, name, clf_buf_str(&body), out);
+    free(body.p);
     return st;
 }
 
@@ -1104,13 +610,13 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
 
 static const char *const NUMBER_BOUNDS[] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", NULL};
 
-static void digit_class(sbuf *o, int lo, int hi) {
-    if (lo == hi) sb_printf(o, "[%c]", lo);
-    else sb_printf(o, "[%c-%c]", lo, hi);
+static void digit_class(clf_buf *o, int lo, int hi) {
+    if (lo == hi) clf_buf_printf(o, "[%c]", lo);
+    else clf_buf_printf(o, "[%c-%c]", lo, hi);
 }
-static void any_digits(sbuf *o, int n) {
-    if (n == 1) sb_puts(o, "[0-9]");
-    else if (n > 1) sb_printf(o, "[0-9]{%d}", n);
+static void any_digits(clf_buf *o, int n) {
+    if (n == 1) clf_buf_puts(o, "[0-9]");
+    else if (n > 1) clf_buf_printf(o, "[0-9]{%d}", n);
 }
 static int all_of_digit(const char *s, int n, char d) {
     for (int i = 0; i < n; i++)
@@ -1118,16 +624,16 @@ static int all_of_digit(const char *s, int n, char d) {
     return 1;
 }
 /* The digit strings of length L from a to b (a <= b), exactly. */
-static void range_same(sbuf *o, const char *a, const char *b, int L) {
+static void range_same(clf_buf *o, const char *a, const char *b, int L) {
     int i = 0;
     while (i < L && a[i] == b[i]) i++;
     if (i > 0) {
-        sb_putc(o, '"');
-        sb_add(o, a, (size_t)i);
-        sb_putc(o, '"');
+        clf_buf_putc(o, '"');
+        clf_buf_add(o, a, (size_t)i);
+        clf_buf_putc(o, '"');
     }
     if (i == L) return;
-    if (i > 0) sb_putc(o, ' ');
+    if (i > 0) clf_buf_putc(o, ' ');
     int rest = L - i - 1;
     if (rest == 0) {
         digit_class(o, a[i], b[i]);
@@ -1136,7 +642,7 @@ static void range_same(sbuf *o, const char *a, const char *b, int L) {
     int a0 = all_of_digit(a + i + 1, rest, '0'), b9 = all_of_digit(b + i + 1, rest, '9');
     if (a0 && b9) {
         digit_class(o, a[i], b[i]);
-        sb_putc(o, ' ');
+        clf_buf_putc(o, ' ');
         any_digits(o, rest);
         return;
     }
@@ -1144,34 +650,34 @@ static void range_same(sbuf *o, const char *a, const char *b, int L) {
     memset(nines, '9', (size_t)rest);
     memset(zeros, '0', (size_t)rest);
     int lo = a[i], hi = b[i], alt = 0;
-    sb_putc(o, '(');
+    clf_buf_putc(o, '(');
     if (!a0) {
         digit_class(o, a[i], a[i]);
-        sb_puts(o, " (");
+        clf_buf_puts(o, " (");
         range_same(o, a + i + 1, nines, rest);
-        sb_putc(o, ')');
+        clf_buf_putc(o, ')');
         lo++;
         alt = 1;
     }
     if (!b9) hi--;
     if (lo <= hi) {
-        if (alt) sb_puts(o, " | ");
+        if (alt) clf_buf_puts(o, " | ");
         digit_class(o, lo, hi);
-        sb_putc(o, ' ');
+        clf_buf_putc(o, ' ');
         any_digits(o, rest);
         alt = 1;
     }
     if (!b9) {
-        if (alt) sb_puts(o, " | ");
+        if (alt) clf_buf_puts(o, " | ");
         digit_class(o, b[i], b[i]);
-        sb_puts(o, " (");
+        clf_buf_puts(o, " (");
         range_same(o, zeros, b + i + 1, rest);
-        sb_putc(o, ')');
+        clf_buf_putc(o, ')');
     }
-    sb_putc(o, ')');
+    clf_buf_putc(o, ')');
 }
 /* Decimal strings without leading zeros from lo to hi (lo <= hi). */
-static void range_dec(sbuf *o, const char *lo, const char *hi) {
+static void range_dec(clf_buf *o, const char *lo, const char *hi) {
     int la = (int)strlen(lo), lb = (int)strlen(hi);
     for (int L = la; L <= lb; L++) {
         char a[INT_DIGITS + 1], b[INT_DIGITS + 1];
@@ -1182,7 +688,7 @@ static void range_dec(sbuf *o, const char *lo, const char *hi) {
         }
         if (L == lb) memcpy(b, hi, (size_t)L);
         else memset(b, '9', (size_t)L);
-        if (L > la) sb_puts(o, " | ");
+        if (L > la) clf_buf_puts(o, " | ");
         range_same(o, a, b, L);
     }
 }
@@ -1193,9 +699,9 @@ static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upp
                             int64_t *v) {
     json_t *b = json_object_get(s, key);
     if (!b) return CLF_OK;
-    if (!json_is_number(b)) return bad(ptr, "\"%s\" must be a number", key);
+    if (!json_is_number(b)) return clf_js_bad(ptr, "\"%s\" must be a number", key);
     double x = json_number_value(b);
-    if (fabs(x) > 1e18) return bad(ptr, "\"%s\" %g: integer bounds beyond +-1e18 are not supported", key, x);
+    if (fabs(x) > 1e18) return clf_js_bad(ptr, "\"%s\" %g: integer bounds beyond +-1e18 are not supported", key, x);
     int64_t r;
     if (json_is_integer(b)) {
         r = json_integer_value(b);
@@ -1213,35 +719,35 @@ static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upp
 /* A number's bounds: only one, and 0 (x >= 0, x > 0, x <= 0, x < 0: the
  * sign and whether the digits are all zeros decide it, exponent or not).
  * Other bounds would need the grammar to compare decimals with exponents. */
-static clf_status visit_number(conv *c, json_t *s, const char *ptr, sbuf *out, int *empty) {
+static clf_status visit_number(conv *c, json_t *s, const char *ptr, clf_buf *out, int *empty) {
     const char *lower = NULL, *upper = NULL;
     for (int i = 0; NUMBER_BOUNDS[i]; i++) {
         json_t *b = json_object_get(s, NUMBER_BOUNDS[i]);
         if (!b) continue;
-        if (!json_is_number(b)) return bad(ptr, "\"%s\" must be a number", NUMBER_BOUNDS[i]);
+        if (!json_is_number(b)) return clf_js_bad(ptr, "\"%s\" must be a number", NUMBER_BOUNDS[i]);
         if (json_number_value(b) != 0 || (i < 2 ? lower : upper))
-            return bad(ptr, "\"%s\" on a number (not an integer): only one bound of 0 (x >= 0, x > 0, x <= 0, "
+            return clf_js_bad(ptr, "\"%s\" on a number (not an integer): only one bound of 0 (x >= 0, x > 0, x <= 0, "
                             "x < 0) is supported", NUMBER_BOUNDS[i]);
         if (i < 2) lower = NUMBER_BOUNDS[i];
         else upper = NUMBER_BOUNDS[i];
     }
     if (!lower && !upper) {
-        sb_puts(out, prim(c, P_NUMBER));
+        clf_buf_puts(out, clf_js_prim(c, P_NUMBER));
         return CLF_OK;
     }
     if (lower && upper) {
         if (lower[0] == 'e' || upper[0] == 'e') *empty = 1; /* 0 <= x <= 0: zeros; an exclusive side: nothing */
-        else sb_printf(out, "(\"-\"? %s)", prim(c, P_ZERO));
+        else clf_buf_printf(out, "(\"-\"? %s)", clf_js_prim(c, P_ZERO));
         return CLF_OK;
     }
-    if (lower && lower[0] == 'm') sb_printf(out, "(%s | \"-\" %s)", prim(c, P_UNUMBER), prim(c, P_ZERO));
-    else if (lower) sb_puts(out, prim(c, P_UNONZERO));
-    else if (upper[0] == 'm') sb_printf(out, "(\"-\" %s | %s)", prim(c, P_UNUMBER), prim(c, P_ZERO));
-    else sb_printf(out, "\"-\" %s", prim(c, P_UNONZERO));
+    if (lower && lower[0] == 'm') clf_buf_printf(out, "(%s | \"-\" %s)", clf_js_prim(c, P_UNUMBER), clf_js_prim(c, P_ZERO));
+    else if (lower) clf_buf_puts(out, clf_js_prim(c, P_UNONZERO));
+    else if (upper[0] == 'm') clf_buf_printf(out, "(\"-\" %s | %s)", clf_js_prim(c, P_UNUMBER), clf_js_prim(c, P_ZERO));
+    else clf_buf_printf(out, "\"-\" %s", clf_js_prim(c, P_UNONZERO));
     return CLF_OK;
 }
 
-static clf_status visit_integer(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+static clf_status visit_integer(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     int has_lo = 0, has_hi = 0;
     int64_t lo = 0, hi = 0;
     CLF_TRY(int_bound(s, "minimum", ptr, 0, 0, &has_lo, &lo));
@@ -1249,7 +755,7 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
     CLF_TRY(int_bound(s, "maximum", ptr, 1, 0, &has_hi, &hi));
     CLF_TRY(int_bound(s, "exclusiveMaximum", ptr, 1, 1, &has_hi, &hi));
     if (!has_lo && !has_hi) {
-        sb_puts(out, prim(c, P_INTEGER));
+        clf_buf_puts(out, clf_js_prim(c, P_INTEGER));
         return CLF_OK;
     }
     if (has_lo && has_hi && lo > hi) {
@@ -1259,17 +765,17 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
     char nines[INT_DIGITS + 1];
     memset(nines, '9', INT_DIGITS);
     nines[INT_DIGITS] = 0;
-    sbuf b = {0};
+    clf_buf b = SB_INIT;
     int alt = 0;
-    sb_putc(&b, '(');
+    clf_buf_putc(&b, '(');
     if (!has_lo || lo < 0) { /* negatives: "-" and a magnitude */
         char m1[32], m2[32];
         snprintf(m1, sizeof m1, "%llu", has_hi && hi < 0 ? (unsigned long long)(-(hi + 1)) + 1 : 1ull);
         if (has_lo) snprintf(m2, sizeof m2, "%llu", (unsigned long long)(-(lo + 1)) + 1);
         else snprintf(m2, sizeof m2, "%s", nines);
-        sb_puts(&b, "\"-\" (");
+        clf_buf_puts(&b, "\"-\" (");
         range_dec(&b, m1, m2);
-        sb_putc(&b, ')');
+        clf_buf_putc(&b, ')');
         alt = 1;
     }
     if (!has_hi || hi >= 0) {
@@ -1277,471 +783,13 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
         snprintf(m1, sizeof m1, "%lld", has_lo && lo > 0 ? (long long)lo : 0ll);
         if (has_hi) snprintf(m2, sizeof m2, "%lld", (long long)hi);
         else snprintf(m2, sizeof m2, "%s", nines);
-        if (alt) sb_puts(&b, " | ");
+        if (alt) clf_buf_puts(&b, " | ");
         range_dec(&b, m1, m2);
-        if (!has_lo || lo <= 0) sb_puts(&b, " | \"-0\""); /* -0 is 0 */
+        if (!has_lo || lo <= 0) clf_buf_puts(&b, " | \"-0\""); /* -0 is 0 */
     }
-    sb_puts(&b, ") (\".\" \"0\"{1,20})?"); /* a zero fraction: still an integer */
-    clf_status st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
-    free(b.s);
-    return st;
-}
-
-/* ---- patterns ---------------------------------------------------------------
- * A regular expression (Python's re, as jsonschema runs it, with ASCII
- * classes: \d [0-9], \w [A-Za-z0-9_], \s [ \t\n\r\f\v]; `.` anything but
- * \n; `$` only at the very end) as grammar over the string's JSON spelling. */
-
-typedef struct cpset {
-    uint32_t (*r)[2];
-    int n, cap;
-} cpset;
-
-static int set_add(cpset *s, uint32_t lo, uint32_t hi) {
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 8;
-        uint32_t(*r)[2] = realloc(s->r, (size_t)cap * sizeof *r);
-        if (!r) return -1;
-        s->r = r;
-        s->cap = cap;
-    }
-    s->r[s->n][0] = lo;
-    s->r[s->n][1] = hi;
-    s->n++;
-    return 0;
-}
-static int cmp_range(const void *a, const void *b) {
-    const uint32_t *x = a, *y = b;
-    return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-static void set_norm(cpset *s) {
-    if (s->n == 0) return;
-    qsort(s->r, (size_t)s->n, sizeof *s->r, cmp_range);
-    int k = 0;
-    for (int i = 1; i < s->n; i++) {
-        if (s->r[i][0] <= s->r[k][1] + 1) {
-            if (s->r[i][1] > s->r[k][1]) s->r[k][1] = s->r[i][1];
-        } else {
-            s->r[++k][0] = s->r[i][0];
-            s->r[k][1] = s->r[i][1];
-        }
-    }
-    s->n = k + 1;
-}
-static int set_negate(cpset *s) {
-    set_norm(s);
-    cpset t = {0};
-    uint32_t next = 0;
-    for (int i = 0; i < s->n; i++) {
-        if (s->r[i][0] > next && set_add(&t, next, s->r[i][0] - 1)) return -1;
-        next = s->r[i][1] + 1;
-    }
-    if (next <= 0x10FFFF && set_add(&t, next, 0x10FFFF)) return -1;
-    free(s->r);
-    *s = t;
-    return 0;
-}
-static int set_has(const cpset *s, uint32_t cp) {
-    for (int i = 0; i < s->n; i++)
-        if (cp >= s->r[i][0] && cp <= s->r[i][1]) return 1;
-    return 0;
-}
-
-static void class_cp(sbuf *o, uint32_t cp) {
-    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') || cp == ' ')
-        sb_putc(o, (char)cp);
-    else if (cp < 0x80) sb_printf(o, "\\x%02X", cp);
-    else if (cp < 0x10000) sb_printf(o, "\\u%04X", cp);
-    else sb_printf(o, "\\U%08X", cp);
-}
-
-/* Code points in s as grammar over their JSON spelling: the plain ones as
- * one class, ", \ and control characters as their escapes. */
-static void set_emit(sbuf *o, cpset *s) {
-    set_norm(s);
-    sbuf cls = {0};
-    int plain = 0, alts = 0;
-    for (int i = 0; i < s->n; i++) {
-        uint32_t lo = s->r[i][0], hi = s->r[i][1];
-        /* cut out the escaped characters and the surrogates (no UTF-8) */
-        static const uint32_t cuts[][2] = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}, {0xD800, 0xDFFF}};
-        uint32_t pieces[8][2];
-        int np = 1;
-        pieces[0][0] = lo;
-        pieces[0][1] = hi;
-        for (size_t k = 0; k < sizeof cuts / sizeof cuts[0]; k++) {
-            int nn = 0;
-            uint32_t next[8][2];
-            for (int j = 0; j < np; j++) {
-                uint32_t a = pieces[j][0], b = pieces[j][1];
-                if (b < cuts[k][0] || a > cuts[k][1]) {
-                    next[nn][0] = a;
-                    next[nn++][1] = b;
-                    continue;
-                }
-                if (a < cuts[k][0]) {
-                    next[nn][0] = a;
-                    next[nn++][1] = cuts[k][0] - 1;
-                }
-                if (b > cuts[k][1]) {
-                    next[nn][0] = cuts[k][1] + 1;
-                    next[nn++][1] = b;
-                }
-            }
-            memcpy(pieces, next, sizeof next);
-            np = nn;
-        }
-        for (int j = 0; j < np; j++) {
-            class_cp(&cls, pieces[j][0]);
-            if (pieces[j][1] > pieces[j][0]) {
-                sb_putc(&cls, '-');
-                class_cp(&cls, pieces[j][1]);
-            }
-            plain = 1;
-        }
-    }
-    sb_putc(o, '(');
-    if (plain) {
-        sb_putc(o, '[');
-        sb_puts(o, sb_str(&cls));
-        sb_putc(o, ']');
-        alts = 1;
-    }
-    free(cls.s);
-    for (uint32_t cp = 0; cp <= '\\'; cp++) {
-        if (!(cp < 0x20 || cp == '"' || cp == '\\') || !set_has(s, cp)) continue;
-        if (alts++) sb_puts(o, " | ");
-        sb_spell(o, &cp, 1, 0);
-    }
-    if (!alts) sb_puts(o, "[^\\x00-\\U0010FFFF]"); /* cannot happen: sets are never empty */
-    sb_putc(o, ')');
-}
-
-typedef struct rx {
-    const char *p;
-    size_t n, i;
-    const char *ptr;
-    int depth;
-} rx;
-
-static clf_status rx_bad(rx *x, const char *what) {
-    return bad(x->ptr, "pattern: %s at offset %zu", what, x->i);
-}
-static int rx_peek(rx *x, uint32_t *cp) {
-    if (x->i >= x->n) return 0;
-    size_t j = x->i;
-    *cp = utf8_next(x->p, x->n, &j);
-    return 1;
-}
-static uint32_t rx_get(rx *x) { return utf8_next(x->p, x->n, &x->i); }
-
-/* The class \d \w \s (or their negations) named by letter e into s. */
-static int class_escape(uint32_t e, cpset *s) {
-    cpset t = {0};
-    int neg = e == 'D' || e == 'W' || e == 'S', r = 0;
-    switch (e | 0x20) {
-    case 'd': r = set_add(&t, '0', '9'); break;
-    case 'w': r = set_add(&t, '0', '9') || set_add(&t, 'A', 'Z') || set_add(&t, 'a', 'z') || set_add(&t, '_', '_'); break;
-    case 's': r = set_add(&t, '\t', '\r') || set_add(&t, ' ', ' '); break;
-    default: return 1;
-    }
-    if (r || (neg && set_negate(&t))) {
-        free(t.r);
-        return -1;
-    }
-    for (int i = 0; i < t.n && !r; i++) r = set_add(s, t.r[i][0], t.r[i][1]);
-    free(t.r);
-    return r;
-}
-
-static int hexval(uint32_t ch) {
-    return ch >= '0' && ch <= '9' ? (int)(ch - '0') : (ch | 0x20) >= 'a' && (ch | 0x20) <= 'f' ? (int)((ch | 0x20) - 'a' + 10) : -1;
-}
-/* An escaped character after the backslash (not a class): its code point. */
-static clf_status rx_escape_char(rx *x, uint32_t e, uint32_t *cp) {
-    static const char simple[] = "tnrfv0";
-    static const uint32_t vals[] = {'\t', '\n', '\r', '\f', '\v', 0};
-    for (int i = 0; simple[i]; i++)
-        if (e == (uint32_t)simple[i]) {
-            if (e == '0' && rx_peek(x, cp) && *cp >= '0' && *cp <= '7') return rx_bad(x, "octal escapes are not supported");
-            *cp = vals[i];
-            return CLF_OK;
-        }
-    if (e == 'x' || e == 'u' || e == 'U') {
-        int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-        uint32_t v = 0;
-        for (int i = 0; i < nd; i++) {
-            uint32_t h;
-            if (!rx_peek(x, &h) || hexval(h) < 0) return rx_bad(x, "a \\x, \\u or \\U escape needs hex digits");
-            rx_get(x);
-            v = v * 16 + (uint32_t)hexval(h);
-        }
-        if (v > 0x10FFFF) return rx_bad(x, "an escape beyond U+10FFFF");
-        *cp = v;
-        return CLF_OK;
-    }
-    if (e >= '1' && e <= '9') return rx_bad(x, "backreferences are not supported");
-    if (e == 'b' || e == 'B' || e == 'A' || e == 'Z' || e == 'z' || e == 'G')
-        return rx_bad(x, "\\b, \\B, \\A, \\Z anchors are not supported");
-    if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) return rx_bad(x, "an unknown escape");
-    *cp = e;
-    return CLF_OK;
-}
-
-static clf_status rx_class(rx *x, cpset *s) {
-    uint32_t ch;
-    int neg = 0, first = 1;
-    if (rx_peek(x, &ch) && ch == '^') {
-        rx_get(x);
-        neg = 1;
-    }
-    for (;;) {
-        if (!rx_peek(x, &ch)) return rx_bad(x, "an unclosed [");
-        rx_get(x);
-        if (ch == ']' && !first) break;
-        first = 0;
-        uint32_t lo = ch;
-        if (ch == '\\') {
-            if (!rx_peek(x, &ch)) return rx_bad(x, "a \\ at the end");
-            rx_get(x);
-            int r = class_escape(ch, s);
-            if (r < 0) return oom();
-            if (r == 0) continue;
-            if (ch == 'b') lo = '\b';
-            else CLF_TRY(rx_escape_char(x, ch, &lo));
-        } else if (ch == '[' && rx_peek(x, &ch) && (ch == ':' || ch == '=' || ch == '.')) {
-            return rx_bad(x, "POSIX classes are not supported");
-        }
-        uint32_t hi = lo, nx;
-        if (rx_peek(x, &nx) && nx == '-' && x->i + 1 < x->n && x->p[x->i + 1] != ']') {
-            rx_get(x);
-            hi = rx_get(x);
-            if (hi == '\\') {
-                if (!rx_peek(x, &ch)) return rx_bad(x, "a \\ at the end");
-                rx_get(x);
-                if (ch == 'b') hi = '\b';
-                else if (class_escape(ch, &(cpset){0}) != 1) return rx_bad(x, "a class as a range's end");
-                else CLF_TRY(rx_escape_char(x, ch, &hi));
-            }
-            if (hi < lo) return rx_bad(x, "a range whose end is before its start");
-        }
-        if (set_add(s, lo, hi)) return oom();
-    }
-    if (neg && set_negate(s)) return oom();
-    if (s->n == 0) return rx_bad(x, "an empty class");
-    return CLF_OK;
-}
-
-static clf_status rx_alt(rx *x, sbuf *o, int top, int *nullable);
-
-/* One atom and its quantifier. *done: at | or ) or the end. */
-static clf_status rx_piece(rx *x, sbuf *o, int top, int *nullable, int *done) {
-    uint32_t ch;
-    *done = 0;
-    if (!rx_peek(x, &ch) || ch == '|' || ch == ')') {
-        *done = 1;
-        return CLF_OK;
-    }
-    if (ch == '$') {
-        rx_get(x);
-        uint32_t nx;
-        if (top && (!rx_peek(x, &nx) || nx == '|')) { /* the branch's end: nothing follows */
-            *done = 2;
-            return CLF_OK;
-        }
-        return rx_bad(x, "$ only at the end of the pattern (or of a top-level branch)");
-    }
-    if (ch == '^') return rx_bad(x, "^ only at the start of the pattern (or of a top-level branch)");
-    if (ch == '*' || ch == '+' || ch == '?') return rx_bad(x, "a quantifier with nothing to repeat");
-    sbuf atom = {0};
-    int nul = 0;
-    clf_status st = CLF_OK;
-    rx_get(x);
-    if (ch == '(') {
-        uint32_t q;
-        if (rx_peek(x, &q) && q == '?') {
-            rx_get(x);
-            uint32_t k;
-            if (!rx_peek(x, &k)) return rx_bad(x, "an unclosed (");
-            if (k == ':') rx_get(x);
-            else if (k == 'P' || k == '<') {
-                rx_get(x);
-                if (k == 'P') {
-                    if (!rx_peek(x, &k) || k != '<') return rx_bad(x, "(?P= backreferences are not supported");
-                    rx_get(x);
-                }
-                if (rx_peek(x, &k) && (k == '=' || k == '!')) return rx_bad(x, "lookbehind is not supported");
-                while (rx_peek(x, &k) && k != '>') rx_get(x);
-                if (!rx_peek(x, &k)) return rx_bad(x, "an unclosed group name");
-                rx_get(x);
-            } else if (k == '=' || k == '!') return rx_bad(x, "lookahead is not supported");
-            else return rx_bad(x, "inline flags and other (? groups are not supported");
-        }
-        if (++x->depth > 64) return rx_bad(x, "groups nested deeper than 64");
-        sb_putc(&atom, '(');
-        st = rx_alt(x, &atom, 0, &nul);
-        x->depth--;
-        if (st == CLF_OK && (!rx_peek(x, &q) || q != ')')) st = rx_bad(x, "an unclosed (");
-        if (st == CLF_OK) rx_get(x);
-        sb_putc(&atom, ')');
-    } else if (ch == '[') {
-        cpset s = {0};
-        st = rx_class(x, &s);
-        if (st == CLF_OK) set_emit(&atom, &s);
-        free(s.r);
-    } else if (ch == '.') {
-        cpset s = {0};
-        if (set_add(&s, '\n', '\n') || set_negate(&s)) st = oom();
-        else set_emit(&atom, &s);
-        free(s.r);
-    } else {
-        uint32_t cp = ch;
-        if (ch == '\\') {
-            if (!rx_peek(x, &ch)) {
-                free(atom.s);
-                return rx_bad(x, "a \\ at the end");
-            }
-            rx_get(x);
-            cpset s = {0};
-            int r = class_escape(ch, &s);
-            if (r < 0) st = oom();
-            else if (r == 0) set_emit(&atom, &s);
-            else st = rx_escape_char(x, ch, &cp);
-            free(s.r);
-            if (st == CLF_OK && r == 1) {
-                cpset one = {0};
-                if (set_add(&one, cp, cp)) st = oom();
-                else set_emit(&atom, &one);
-                free(one.r);
-            }
-        } else {
-            cpset one = {0};
-            if (set_add(&one, cp, cp)) st = oom();
-            else set_emit(&atom, &one);
-            free(one.r);
-        }
-    }
-    if (st != CLF_OK) {
-        free(atom.s);
-        return st;
-    }
-    /* the quantifier */
-    long lo = 1, hi = 1;
-    if (rx_peek(x, &ch)) {
-        if (ch == '*' || ch == '+' || ch == '?') {
-            rx_get(x);
-            lo = ch == '+';
-            hi = ch == '?' ? 1 : -1;
-        } else if (ch == '{') {
-            size_t save = x->i;
-            rx_get(x);
-            long m = -1, n = -1;
-            char *end;
-            const char *q = x->p + x->i;
-            if (*q >= '0' && *q <= '9') {
-                m = strtol(q, &end, 10);
-                q = end;
-            }
-            if (*q == ',') {
-                q++;
-                if (*q >= '0' && *q <= '9') {
-                    n = strtol(q, &end, 10);
-                    q = end;
-                } else n = -2; /* {m,} */
-            } else n = m;
-            if (*q == '}' && (m >= 0 || n >= 0)) {
-                x->i = (size_t)(q + 1 - x->p);
-                lo = m < 0 ? 0 : m;
-                hi = n == -2 ? -1 : n;
-                if (lo > MAX_REPEAT || hi > MAX_REPEAT) {
-                    free(atom.s);
-                    return rx_bad(x, "a count above 4096");
-                }
-                if (hi >= 0 && hi < lo) {
-                    free(atom.s);
-                    return rx_bad(x, "a {m,n} with n < m");
-                }
-            } else {
-                x->i = save; /* Python: a { that is no quantifier is itself */
-            }
-        }
-        if (lo != 1 || hi != 1) {
-            uint32_t q;
-            if (rx_peek(x, &q) && q == '?') rx_get(x); /* lazy: the same language */
-            else if (rx_peek(x, &q) && q == '+') {
-                free(atom.s);
-                return rx_bad(x, "possessive quantifiers are not supported");
-            }
-            if (rx_peek(x, &q) && (q == '*' || q == '+' || q == '?')) {
-                free(atom.s);
-                return rx_bad(x, "a quantifier after a quantifier");
-            }
-        }
-    }
-    if (nul && hi < 0) {
-        free(atom.s);
-        return rx_bad(x, "an unbounded repeat of a group that matches the empty string");
-    }
-    sb_puts(o, sb_str(&atom));
-    if (lo == 0 && hi == 1) sb_putc(o, '?');
-    else if (lo == 0 && hi < 0) sb_putc(o, '*');
-    else if (lo == 1 && hi < 0) sb_putc(o, '+');
-    else if (hi < 0) sb_printf(o, "{%ld,}", lo);
-    else if (lo == hi && lo != 1) sb_printf(o, "{%ld}", lo);
-    else if (lo != hi) sb_printf(o, "{%ld,%ld}", lo, hi);
-    *nullable = nul || lo == 0;
-    if (atom.oom) o->oom = 1;
-    free(atom.s);
-    return CLF_OK;
-}
-
-/* Alternatives; at the top level each may be anchored by ^ and $, and an
- * unanchored side matches anything (re.search). */
-static clf_status rx_alt(rx *x, sbuf *o, int top, int *nullable) {
-    *nullable = 0;
-    for (int branch = 0;; branch++) {
-        if (branch) sb_puts(o, " | ");
-        int start = 1, end = 0;
-        uint32_t ch;
-        if (top) {
-            if (rx_peek(x, &ch) && ch == '^') {
-                rx_get(x);
-                start = 0;
-            }
-            if (start) sb_puts(o, "char* ");
-        }
-        int nul = 1;
-        size_t branch_at = o->n;
-        for (;;) {
-            int done, pn = 0;
-            size_t before = o->n;
-            CLF_TRY(rx_piece(x, o, top, &pn, &done));
-            if (done == 2) end = 1;
-            if (done) break;
-            nul = nul && pn;
-            if (o->n > before) sb_putc(o, ' ');
-        }
-        if (top && !end) sb_puts(o, "char*");
-        else if (o->n == branch_at) sb_puts(o, "\"\"");
-        if (nul) *nullable = 1;
-        if (!rx_peek(x, &ch) || ch != '|') break;
-        rx_get(x);
-    }
-    return CLF_OK;
-}
-
-static clf_status visit_pattern(conv *c, json_t *pat, const char *name, const char *ptr, sbuf *out) {
-    if (!json_is_string(pat)) return bad(ptr, "\"pattern\" must be a string");
-    rx x = {.p = json_string_value(pat), .n = json_string_length(pat), .ptr = ptr};
-    sbuf b = {0};
-    int nul;
-    sb_puts(&b, "\"\\\"\" (");
-    prim(c, P_CHAR);
-    clf_status st = rx_alt(&x, &b, 1, &nul);
-    if (st == CLF_OK && x.i < x.n) st = rx_bad(&x, "an unmatched )");
-    sb_puts(&b, ") \"\\\"\"");
-    if (st == CLF_OK) st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
-    free(b.s);
+    clf_buf_puts(&b, ") (\".\" \"0\"{1,20})?"); /* a zero fraction: still an integer */
+    clf_status st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    free(b.p);
     return st;
 }
 
@@ -1751,91 +799,92 @@ static clf_status count_kw(json_t *s, const char *key, const char *ptr, long *v)
     json_t *j = json_object_get(s, key);
     if (!j) return CLF_OK;
     double x = json_is_number(j) ? json_number_value(j) : -1;
-    if (x < 0 || x != floor(x)) return bad(ptr, "\"%s\" must be a non-negative integer", key);
-    if (x > MAX_REPEAT) return bad(ptr, "\"%s\" %.0f: at most %d is supported", key, x, MAX_REPEAT);
+    if (x < 0 || x != floor(x)) return clf_js_bad(ptr, "\"%s\" must be a non-negative integer", key);
+    if (x > MAX_REPEAT) return clf_js_bad(ptr, "\"%s\" %.0f: at most %d is supported", key, x, MAX_REPEAT);
     *v = (long)x;
     return CLF_OK;
 }
 
-static clf_status visit_string(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+static clf_status visit_string(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *fmt = json_object_get(s, "format"), *pat = json_object_get(s, "pattern");
     long lo = 0, hi = -1;
     CLF_TRY(count_kw(s, "minLength", ptr, &lo));
     CLF_TRY(count_kw(s, "maxLength", ptr, &hi));
     int lengths = json_object_get(s, "minLength") || json_object_get(s, "maxLength");
     if ((fmt != NULL) + (pat != NULL) + lengths > 1)
-        return bad(ptr, "only one of \"format\", \"pattern\", \"minLength\"/\"maxLength\" per string is supported");
+        return clf_js_bad(ptr, "only one of \"format\", \"pattern\", \"minLength\"/\"maxLength\" per string is supported");
     if (fmt) {
         static const struct {
             const char *name;
             int p;
         } formats[] = {{"date", P_DATE}, {"date-time", P_DATETIME}, {"time", P_TIME}, {"uuid", P_UUID},
                        {"email", P_EMAIL}};
-        if (!json_is_string(fmt)) return bad(ptr, "\"format\" must be a string");
+        if (!json_is_string(fmt)) return clf_js_bad(ptr, "\"format\" must be a string");
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
             if (strcmp(json_string_value(fmt), formats[i].name) != 0) continue;
             if (formats[i].p == P_DATE) {
                 /* date is a part of date0's neighbours: its string form is a rule of its own */
-                sbuf b = {0};
-                sb_printf(&b, "\"\\\"\" %s \"\\\"\"", prim(c, P_DATE));
-                clf_status st = emit_rule(c, name, sb_str(&b), out);
-                free(b.s);
+                clf_buf b = SB_INIT;
+                clf_buf_printf(&b, "\"\\\"\" %s \"\\\"\"", clf_js_prim(c, P_DATE));
+                clf_status st = clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+                free(b.p);
                 return st;
             }
-            sb_puts(out, prim(c, formats[i].p));
+            clf_buf_puts(out, clf_js_prim(c, formats[i].p));
             return CLF_OK;
         }
-        return bad(ptr, "format \"%s\" is not supported (date, date-time, time, uuid, email are)",
+        return clf_js_bad(ptr, "format \"%s\" is not supported (date, date-time, time, uuid, email are)",
                    json_string_value(fmt));
     }
-    if (pat) return visit_pattern(c, pat, name, ptr, out);
+    if (pat) return clf_js_visit_pattern(c, pat, name, ptr, out);
     if (!lengths) {
-        sb_puts(out, prim(c, P_STRING));
+        clf_buf_puts(out, clf_js_prim(c, P_STRING));
         return CLF_OK;
     }
     if (hi >= 0 && hi < lo) {
         *empty = 1;
         return CLF_OK;
     }
-    sbuf b = {0};
-    sb_printf(&b, "\"\\\"\" %s", prim(c, P_CHAR));
-    if (hi < 0) sb_printf(&b, "{%ld,}", lo);
-    else if (lo == hi) sb_printf(&b, "{%ld}", lo);
-    else sb_printf(&b, "{%ld,%ld}", lo, hi);
-    sb_puts(&b, " \"\\\"\"");
-    clf_status st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
-    free(b.s);
+    clf_buf b = SB_INIT;
+    clf_buf_printf(&b, "\"\\\"\" %s", clf_js_prim(c, P_CHAR));
+    if (hi < 0) clf_buf_printf(&b, "{%ld,}", lo);
+    else if (lo == hi) clf_buf_printf(&b, "{%ld}", lo);
+    else clf_buf_printf(&b, "{%ld,%ld}", lo, hi);
+    clf_buf_puts(&b, " \"\\\"\"");
+    clf_status st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    free(b.p);
     return st;
 }
 
 /* ---- arrays -------------------------------------------------------------- */
 
 static clf_status visit_sub(conv *c, json_t *s, const char *name, const char *what, const char *ptr,
-                            const char *key, long idx, sbuf *out, int *empty) {
+                            const char *key, long idx, clf_buf *out, int *empty) {
     char *nm = sub_name(name, what);
-    char *p = idx >= 0 ? ptr_index(ptr, key, (size_t)idx) : ptr_join(ptr, key);
-    clf_status st = nm && p ? visit(c, s, nm, p, out, empty) : oom();
+    char *p = idx >= 0 ? clf_js_ptr_index(ptr, key, (size_t)idx) : ptr_join(ptr, key);
+    clf_status st = nm && p ? visit(c, s, nm, p, out, empty) : clf_js_oom();
     free(nm);
     free(p);
     return st;
 }
 
-static clf_status visit_array(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+static clf_status visit_array(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     long lo = 0, hi = -1;
     CLF_TRY(count_kw(s, "minItems", ptr, &lo));
     CLF_TRY(count_kw(s, "maxItems", ptr, &hi));
     if (items && json_is_array(items))
-        return bad(ptr, "\"items\" as an array (draft 2019 and older): use \"prefixItems\"");
-    if (prefix && !json_is_array(prefix)) return bad(ptr, "\"prefixItems\" must be an array");
+        return clf_js_bad(ptr, "\"items\" as an array (draft 2019 and older): use \"prefixItems\"");
+    if (prefix && !json_is_array(prefix)) return clf_js_bad(ptr, "\"prefixItems\" must be an array");
     if (!items && !prefix && !json_object_get(s, "minItems") && !json_object_get(s, "maxItems")) {
-        sb_puts(out, prim(c, P_ARRAY));
+        clf_buf_puts(out, clf_js_prim(c, P_ARRAY));
         return CLF_OK;
     }
     size_t k = prefix ? json_array_size(prefix) : 0;
-    if (k > MAX_REPEAT) return bad(ptr, "\"prefixItems\" longer than %d", MAX_REPEAT);
-    sbuf *pe = calloc(k + 1, sizeof *pe);
-    if (!pe) return oom();
+    if (k > MAX_REPEAT) return clf_js_bad(ptr, "\"prefixItems\" longer than %d", MAX_REPEAT);
+    clf_buf *pe = calloc(k + 1, sizeof *pe);
+    if (!pe) return clf_js_oom();
+    for (size_t j = 0; j <= k; j++) pe[j].max = SB_MAX;
     c->nest++;
     clf_status st = CLF_OK;
     long n = hi; /* the most elements possible, -1: any */
@@ -1849,7 +898,7 @@ static clf_status visit_array(conv *c, json_t *s, const char *name, const char *
     }
     int ie = 0;
     if (st == CLF_OK) {
-        if (!items) sb_puts(&pe[k], prim(c, P_VALUE));
+        if (!items) clf_buf_puts(&pe[k], clf_js_prim(c, P_VALUE));
         else st = visit_sub(c, items, name, "item", ptr, "items", -1, &pe[k], &ie);
     }
     c->nest--;
@@ -1858,75 +907,75 @@ static clf_status visit_array(conv *c, json_t *s, const char *name, const char *
         if (n >= 0 && lo > n) *empty = 1;
     }
     if (st != CLF_OK || *empty) goto done;
-    sbuf b = {0};
-    const char *sp = prim(c, P_SPACE);
-    sb_printf(&b, "\"[\" %s ", sp);
+    clf_buf b = SB_INIT;
+    const char *sp = clf_js_prim(c, P_SPACE);
+    clf_buf_printf(&b, "\"[\" %s ", sp);
     size_t upto = n >= 0 && (size_t)n < kk ? (size_t)n : kk;
     /* prefix element j: the first lo mandatory, then each optional with all
      * that follows it: ( "," e_j REST )? -- nested groups for a few, a rule
      * each past PREFIX_NEST (the grammar parser bounds nesting at 1024) */
     for (size_t j = 0; j < upto && (long)j < lo; j++) {
-        if (j) sb_printf(&b, "\",\" %s ", sp);
-        sb_printf(&b, "%s %s ", sb_str(&pe[j]), sp);
+        if (j) clf_buf_printf(&b, "\",\" %s ", sp);
+        clf_buf_printf(&b, "%s %s ", clf_buf_str(&pe[j]), sp);
     }
-    sbuf rest = {0}; /* what follows the prefix elements: the items */
+    clf_buf rest = SB_INIT; /* what follows the prefix elements: the items */
     long rlo = lo > (long)upto ? lo - (long)upto : 0, rhi = n < 0 ? -1 : n - (long)upto;
     if (upto == kk && rhi != 0) {
-        const char *it = sb_str(&pe[k]);
+        const char *it = clf_buf_str(&pe[k]);
         if (upto == 0) { /* the first element has no comma */
-            if (rlo == 0) sb_putc(&rest, '(');
-            sb_printf(&rest, "%s %s", it, sp);
+            if (rlo == 0) clf_buf_putc(&rest, '(');
+            clf_buf_printf(&rest, "%s %s", it, sp);
             long l2 = rlo > 0 ? rlo - 1 : 0, h2 = rhi < 0 ? -1 : rhi - 1;
             if (h2 != 0) {
-                sb_printf(&rest, " (\",\" %s %s %s)", sp, it, sp);
-                if (l2 == 0 && h2 < 0) sb_putc(&rest, '*');
-                else if (l2 == 1 && h2 < 0) sb_putc(&rest, '+');
-                else if (h2 < 0) sb_printf(&rest, "{%ld,}", l2);
-                else if (l2 == h2) sb_printf(&rest, "{%ld}", l2);
-                else sb_printf(&rest, "{%ld,%ld}", l2, h2);
+                clf_buf_printf(&rest, " (\",\" %s %s %s)", sp, it, sp);
+                if (l2 == 0 && h2 < 0) clf_buf_putc(&rest, '*');
+                else if (l2 == 1 && h2 < 0) clf_buf_putc(&rest, '+');
+                else if (h2 < 0) clf_buf_printf(&rest, "{%ld,}", l2);
+                else if (l2 == h2) clf_buf_printf(&rest, "{%ld}", l2);
+                else clf_buf_printf(&rest, "{%ld,%ld}", l2, h2);
             }
-            if (rlo == 0) sb_puts(&rest, ")?");
-            sb_putc(&rest, ' ');
+            if (rlo == 0) clf_buf_puts(&rest, ")?");
+            clf_buf_putc(&rest, ' ');
         } else {
-            sb_printf(&rest, "(\",\" %s %s %s)", sp, it, sp);
-            if (rlo == 0 && rhi < 0) sb_putc(&rest, '*');
-            else if (rlo == 0 && rhi == 1) sb_putc(&rest, '?');
-            else if (rlo == 1 && rhi < 0) sb_putc(&rest, '+');
-            else if (rhi < 0) sb_printf(&rest, "{%ld,}", rlo);
-            else if (rlo == rhi) sb_printf(&rest, "{%ld}", rlo);
-            else sb_printf(&rest, "{%ld,%ld}", rlo, rhi);
-            sb_putc(&rest, ' ');
+            clf_buf_printf(&rest, "(\",\" %s %s %s)", sp, it, sp);
+            if (rlo == 0 && rhi < 0) clf_buf_putc(&rest, '*');
+            else if (rlo == 0 && rhi == 1) clf_buf_putc(&rest, '?');
+            else if (rlo == 1 && rhi < 0) clf_buf_putc(&rest, '+');
+            else if (rhi < 0) clf_buf_printf(&rest, "{%ld,}", rlo);
+            else if (rlo == rhi) clf_buf_printf(&rest, "{%ld}", rlo);
+            else clf_buf_printf(&rest, "{%ld,%ld}", rlo, rhi);
+            clf_buf_putc(&rest, ' ');
         }
     }
     size_t first_opt = lo < (long)upto ? (size_t)lo : upto;
     const int as_rules = upto - first_opt > PREFIX_NEST;
     for (size_t j = upto; j-- > first_opt && st == CLF_OK;) { /* inside out */
-        sbuf g = {0};
-        if (!as_rules) sb_putc(&g, '(');
-        if (j) sb_printf(&g, "\",\" %s ", sp);
-        sb_printf(&g, "%s %s %s", sb_str(&pe[j]), sp, sb_str(&rest));
-        if (!as_rules) sb_puts(&g, ")? ");
+        clf_buf g = SB_INIT;
+        if (!as_rules) clf_buf_putc(&g, '(');
+        if (j) clf_buf_printf(&g, "\",\" %s ", sp);
+        clf_buf_printf(&g, "%s %s %s", clf_buf_str(&pe[j]), sp, clf_buf_str(&rest));
+        if (!as_rules) clf_buf_puts(&g, ")? ");
         rest.n = 0;
         if (as_rules) {
             char what[32];
             snprintf(what, sizeof what, "prefix-%zu", j);
             char *pn = sub_name(name, what);
-            st = !pn ? oom() : g.oom ? oom() : emit_rule(c, pn, sb_str(&g), &rest);
+            st = !pn ? clf_js_oom() : g.failed ? clf_js_oom() : clf_js_emit_rule(c, pn, clf_buf_str(&g), &rest);
             free(pn);
-            sb_puts(&rest, "? ");
+            clf_buf_puts(&rest, "? ");
         } else {
-            sb_puts(&rest, sb_str(&g));
+            clf_buf_puts(&rest, clf_buf_str(&g));
         }
-        free(g.s);
+        free(g.p);
     }
-    sb_puts(&b, sb_str(&rest));
-    if (rest.oom) b.oom = 1;
-    free(rest.s);
-    sb_puts(&b, "\"]\"");
-    st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
-    free(b.s);
+    clf_buf_puts(&b, clf_buf_str(&rest));
+    if (rest.failed) b.failed = 1;
+    free(rest.p);
+    clf_buf_puts(&b, "\"]\"");
+    st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    free(b.p);
 done:
-    for (size_t j = 0; j <= k; j++) free(pe[j].s);
+    for (size_t j = 0; j <= k; j++) free(pe[j].p);
     free(pe);
     return st;
 }
@@ -1970,10 +1019,10 @@ static int tpush(tstack *s, tnode x) {
  * character in *cp and where it ends in *at. The tries below split at it. */
 static int same_next_char(const char *const *s, int i, int hi, size_t depth, uint32_t *cp, size_t *at) {
     *at = depth;
-    *cp = utf8_next(s[i], strlen(s[i]), at);
+    *cp = clf_js_utf8_next(s[i], strlen(s[i]), at);
     int j = i + 1;
     for (size_t at2 = depth; j < hi; j++, at2 = depth)
-        if (utf8_next(s[j], strlen(s[j]), &at2) != *cp) break;
+        if (clf_js_utf8_next(s[j], strlen(s[j]), &at2) != *cp) break;
     return j;
 }
 
@@ -1993,34 +1042,34 @@ static void sort_unique(const char **names, int *n) {
  * opening quote: a trie, one rule per node, each with the ways to leave
  * every name (a character none has here, an escape, or the end where no
  * name ends). names: sorted, distinct, none longer than MAX_NAME. */
-static clf_status not_names(conv *c, const char *name, const char *ptr, const char **names, int n, sbuf *out) {
-    const char *ch = prim(c, P_CHAR);
+static clf_status not_names(conv *c, const char *name, const char *ptr, const char **names, int n, clf_buf *out) {
+    const char *ch = clf_js_prim(c, P_CHAR);
     /* shared by every node: the rest of a string once it is no name */
     char *rest_n = sub_name(name, "rest"), *esc_n = sub_name(name, "escape");
-    sbuf tmp = {0};
-    clf_status st = rest_n && esc_n ? CLF_OK : oom();
+    clf_buf tmp = SB_INIT;
+    clf_status st = rest_n && esc_n ? CLF_OK : clf_js_oom();
     const char *rest = NULL, *esc = NULL;
     if (st == CLF_OK) {
-        sb_printf(&tmp, "%s* \"\\\"\"", ch);
-        sbuf nm = {0};
-        st = emit_rule(c, rest_n, sb_str(&tmp), &nm);
-        rest = nm.s;
+        clf_buf_printf(&tmp, "%s* \"\\\"\"", ch);
+        clf_buf nm = SB_INIT;
+        st = clf_js_emit_rule(c, rest_n, clf_buf_str(&tmp), &nm);
+        rest = nm.p;
         tmp.n = 0;
         if (st == CLF_OK) {
-            sb_printf(&tmp, "\"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) %s", rest);
-            sbuf en = {0};
-            st = emit_rule(c, esc_n, sb_str(&tmp), &en);
-            esc = en.s;
+            clf_buf_printf(&tmp, "\"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) %s", rest);
+            clf_buf en = SB_INIT;
+            st = clf_js_emit_rule(c, esc_n, clf_buf_str(&tmp), &en);
+            esc = en.p;
         }
     }
     free(rest_n);
     free(esc_n);
     tstack stk = {0};
     const char *root = st == CLF_OK ? rule_name(c, name) : NULL;
-    if (st == CLF_OK && !root) st = bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    if (st == CLF_OK && !root) st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
     if (st == CLF_OK) {
-        sb_puts(out, root);
-        if (tpush(&stk, (tnode){0, n, 0, root})) st = oom();
+        clf_buf_puts(out, root);
+        if (tpush(&stk, (tnode){0, n, 0, root})) st = clf_js_oom();
     }
     cpset kids = {0};
     while (st == CLF_OK && stk.n) {
@@ -2028,58 +1077,58 @@ static clf_status not_names(conv *c, const char *name, const char *ptr, const ch
         int i = t.lo, ends = strlen(names[i]) == t.depth; /* sorted: a name that ends here comes first */
         if (ends) i++;
         kids.n = 0;
-        sbuf b = {0};
-        if (!ends) sb_puts(&b, "\"\\\"\" | ");
+        clf_buf b = SB_INIT;
+        if (!ends) clf_buf_puts(&b, "\"\\\"\" | ");
         /* the children: runs with one more character in common */
         int first_kid = stk.n;
         while (i < t.hi && st == CLF_OK) {
             size_t at;
             uint32_t cp;
             int j = same_next_char(names, i, t.hi, t.depth, &cp, &at);
-            if (set_add(&kids, cp, cp) || tpush(&stk, (tnode){i, j, at, NULL})) st = oom();
+            if (clf_js_set_add(&kids, cp, cp) || tpush(&stk, (tnode){i, j, at, NULL})) st = clf_js_oom();
             i = j;
         }
         if (st == CLF_OK && kids.n + 1 > MAX_BRANCH)
-            st = bad(ptr, "more than %d property names differ at character %zu (beside additional properties: the "
+            st = clf_js_bad(ptr, "more than %d property names differ at character %zu (beside additional properties: the "
                            "grammar matcher reads at most %d ways at once)", MAX_BRANCH, t.depth, MAX_BRANCH);
         /* a character no name has here, then anything */
         cpset other = {0};
         for (int k = 0; k < kids.n && st == CLF_OK; k++)
-            if (set_add(&other, kids.r[k][0], kids.r[k][1])) st = oom();
-        if (st == CLF_OK && (set_add(&other, 0, 0x1F) || set_add(&other, '"', '"') || set_add(&other, '\\', '\\') ||
-                             set_negate(&other)))
-            st = oom();
+            if (clf_js_set_add(&other, kids.r[k][0], kids.r[k][1])) st = clf_js_oom();
+        if (st == CLF_OK && (clf_js_set_add(&other, 0, 0x1F) || clf_js_set_add(&other, '"', '"') || clf_js_set_add(&other, '\\', '\\') ||
+                             clf_js_set_negate(&other)))
+            st = clf_js_oom();
         if (st == CLF_OK) {
             if (other.n) {
-                set_emit(&b, &other);
-                sb_printf(&b, " %s | ", rest);
+                clf_js_set_emit(&b, &other);
+                clf_buf_printf(&b, " %s | ", rest);
             }
-            sb_puts(&b, esc);
+            clf_buf_puts(&b, esc);
         }
         free(other.r);
         for (int k = first_kid; k < stk.n && st == CLF_OK; k++) {
             tnode *kid = &stk.v[k];
             size_t at = t.depth, len = strlen(names[kid->lo]);
-            uint32_t cp = utf8_next(names[kid->lo], len, &at);
+            uint32_t cp = clf_js_utf8_next(names[kid->lo], len, &at);
             if (!(kid->name = rule_name(c, name))) {
-                st = bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+                st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
                 break;
             }
-            sb_puts(&b, " | ");
-            sb_spell(&b, &cp, 1, 0);
-            sb_printf(&b, " %s", kid->name);
+            clf_buf_puts(&b, " | ");
+            clf_js_spell_cps(&b, &cp, 1, 0);
+            clf_buf_printf(&b, " %s", kid->name);
         }
         if (st == CLF_OK) {
-            if (b.oom) st = oom();
-            else add_rule(c, t.name, sb_str(&b));
+            if (b.failed) st = clf_js_oom();
+            else add_rule(c, t.name, clf_buf_str(&b));
         }
-        free(b.s);
+        free(b.p);
     }
     free(kids.r);
     free(stk.v);
     free((char *)rest);
     free((char *)esc);
-    free(tmp.s);
+    free(tmp.p);
     return st;
 }
 
@@ -2088,21 +1137,21 @@ static clf_status not_names(conv *c, const char *name, const char *ptr, const ch
  * quote, a number's fraction): a radix trie, a rule per branching node,
  * each edge the longest run the strings below it share. */
 static clf_status trie_alts(conv *c, const char *name, const char *ptr, const char **s, int n, const char *end,
-                            sbuf *out) {
+                            clf_buf *out) {
     tstack stk = {0};
     clf_status st = CLF_OK;
     const char *root = rule_name(c, name);
-    if (!root) return bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
-    sb_puts(out, root);
-    if (tpush(&stk, (tnode){0, n, 0, root})) return oom();
+    if (!root) return clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    clf_buf_puts(out, root);
+    if (tpush(&stk, (tnode){0, n, 0, root})) return clf_js_oom();
     uint32_t *cps = NULL;
     size_t cap_cps = 0;
     while (st == CLF_OK && stk.n) {
         tnode t = stk.v[--stk.n];
         int i = t.lo, alts = 0;
-        sbuf b = {0};
+        clf_buf b = SB_INIT;
         if (strlen(s[i]) == t.depth) { /* one ends here */
-            sb_puts(&b, end);
+            clf_buf_puts(&b, end);
             alts++;
             i++;
         }
@@ -2124,35 +1173,35 @@ static clf_status trie_alts(conv *c, const char *name, const char *ptr, const ch
                 cap_cps = 2 * cap_cps > common - t.depth + 1 ? 2 * cap_cps : common - t.depth + 1;
                 uint32_t *g = realloc(cps, cap_cps * sizeof *g);
                 if (!g) {
-                    st = oom();
+                    st = clf_js_oom();
                     break;
                 }
                 cps = g;
             }
-            while (p < common) cps[m++] = utf8_next(s[i], common, &p);
-            if (alts++) sb_puts(&b, " | ");
-            sb_spell(&b, cps, m, 0);
+            while (p < common) cps[m++] = clf_js_utf8_next(s[i], common, &p);
+            if (alts++) clf_buf_puts(&b, " | ");
+            clf_js_spell_cps(&b, cps, m, 0);
             if (j - i == 1 && common == strlen(s[i])) { /* a leaf: the string's end */
-                sb_printf(&b, " %s", end);
+                clf_buf_printf(&b, " %s", end);
             } else {
                 const char *kid = rule_name(c, name);
                 if (!kid) {
-                    st = bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+                    st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
                     break;
                 }
-                sb_printf(&b, " %s", kid);
-                if (tpush(&stk, (tnode){i, j, common, kid})) st = oom();
+                clf_buf_printf(&b, " %s", kid);
+                if (tpush(&stk, (tnode){i, j, common, kid})) st = clf_js_oom();
             }
             i = j;
         }
         if (st == CLF_OK && alts > MAX_BRANCH)
-            st = bad(ptr, "more than %d values differ at character %zu (the grammar matcher reads at most %d ways "
+            st = clf_js_bad(ptr, "more than %d values differ at character %zu (the grammar matcher reads at most %d ways "
                            "at once)", MAX_BRANCH, t.depth, MAX_BRANCH);
         if (st == CLF_OK) {
-            if (b.oom) st = oom();
-            else add_rule(c, t.name, sb_str(&b));
+            if (b.failed) st = clf_js_oom();
+            else add_rule(c, t.name, clf_buf_str(&b));
         }
-        free(b.s);
+        free(b.p);
     }
     free(cps);
     free(stk.v);
@@ -2166,34 +1215,35 @@ static int in_required(json_t *req, const char *k) {
     return 0;
 }
 
-static clf_status visit_object(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
+static clf_status visit_object(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props)) return bad(ptr, "\"properties\" must be an object");
-    if (req && !json_is_array(req)) return bad(ptr, "\"required\" must be an array of strings");
+    if (props && !json_is_object(props)) return clf_js_bad(ptr, "\"properties\" must be an object");
+    if (req && !json_is_array(req)) return clf_js_bad(ptr, "\"required\" must be an array of strings");
     if (!props && !req && !addl) {
-        sb_puts(out, prim(c, P_OBJECT));
+        clf_buf_puts(out, clf_js_prim(c, P_OBJECT));
         return CLF_OK;
     }
     size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
     for (size_t i = 0; i < nr; i++)
-        if (!json_is_string(json_array_get(req, i))) return bad(ptr, "\"required\" must be an array of strings");
+        if (!json_is_string(json_array_get(req, i))) return clf_js_bad(ptr, "\"required\" must be an array of strings");
     size_t cap = np + nr + 1;
-    sbuf *kv = calloc(cap, sizeof *kv);
+    clf_buf *kv = calloc(cap, sizeof *kv);
     int *must = calloc(cap, sizeof *must);
     const char **keys = calloc(cap, sizeof *keys);
     if (!kv || !must || !keys) {
         free(kv);
         free(must);
         free(keys);
-        return oom();
+        return clf_js_oom();
     }
-    const char *sp = prim(c, P_SPACE);
+    for (size_t i = 0; i < cap; i++) kv[i].max = SB_MAX;
+    const char *sp = clf_js_prim(c, P_SPACE);
     clf_status st = CLF_OK;
     int n = 0, nkeys = 0;
-    smap required = {0}; /* name -> 1: listed in required; 2: seen below as not listed */
+    clf_map required = {0}; /* name -> 1: listed in required; 2: seen below as not listed */
     for (size_t i = 0; i < nr && st == CLF_OK; i++)
-        if (smap_set(&required, json_string_value(json_array_get(req, i)), 1)) st = oom();
+        if (clf_map_sets(&required, json_string_value(json_array_get(req, i)), 1)) st = clf_js_oom();
     c->nest++;
     const char *k;
     json_t *v;
@@ -2201,29 +1251,29 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
     if (props) json_object_foreach(props, k, v) {
         if (st != CLF_OK) break;
         keys[nkeys++] = k;
-        int e = 0, r = smap_get(&required, k) != NULL;
-        sbuf val = {0};
+        int e = 0, r = clf_map_gets(&required, k) != NULL;
+        clf_buf val = SB_INIT;
         char *p = ptr_join(ptr, "properties");
-        st = p ? visit_sub(c, v, name, k, p, k, -1, &val, &e) : oom();
+        st = p ? visit_sub(c, v, name, k, p, k, -1, &val, &e) : clf_js_oom();
         free(p);
         if (st == CLF_OK && e && r) *empty = 1;
         if (st == CLF_OK && !e) {
-            sb_json_string_lit(&kv[n], k, strlen(k));
-            sb_printf(&kv[n], " %s \":\" %s %s %s", sp, sp, sb_str(&val), sp);
+            clf_js_spell_string(&kv[n], k, strlen(k));
+            clf_buf_printf(&kv[n], " %s \":\" %s %s %s", sp, sp, clf_buf_str(&val), sp);
             must[n++] = r;
         }
-        free(val.s);
+        free(val.p);
     }
     /* required but not listed: what additionalProperties allows */
     int addl_empty = json_is_false(addl);
-    sbuf addv = {0};
+    clf_buf addv = SB_INIT;
     if (st == CLF_OK && !addl_empty) {
-        if (!addl || json_is_true(addl)) sb_puts(&addv, prim(c, P_VALUE));
+        if (!addl || json_is_true(addl)) clf_buf_puts(&addv, clf_js_prim(c, P_VALUE));
         else st = visit_sub(c, addl, name, "additional", ptr, "additionalProperties", -1, &addv, &addl_empty);
     }
     for (size_t i = 0; i < nr && st == CLF_OK && !*empty; i++) {
         const char *rk = json_string_value(json_array_get(req, i));
-        int *seen = smap_get(&required, rk);
+        int64_t *seen = clf_map_gets(&required, rk);
         int listed = (props && json_object_get(props, rk)) || (seen && *seen == 2);
         if (seen) *seen = 2;
         if (listed) continue;
@@ -2232,46 +1282,46 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
             break;
         }
         keys[nkeys++] = rk;
-        sb_json_string_lit(&kv[n], rk, strlen(rk));
-        sb_printf(&kv[n], " %s \":\" %s %s %s", sp, sp, sb_str(&addv), sp);
+        clf_js_spell_string(&kv[n], rk, strlen(rk));
+        clf_buf_printf(&kv[n], " %s \":\" %s %s %s", sp, sp, clf_buf_str(&addv), sp);
         must[n++] = 1;
     }
     c->nest--;
     if (st != CLF_OK || *empty) goto done;
     /* additional properties: a name none of the above, any number of them */
-    sbuf tail = {0};
+    clf_buf tail = SB_INIT;
     if (!addl_empty) {
-        sbuf key = {0};
+        clf_buf key = SB_INIT;
         char *kn = sub_name(name, "key");
-        if (!kn) st = oom();
+        if (!kn) st = clf_js_oom();
         for (int i = 0; i < nkeys && st == CLF_OK; i++) {
             const char *q = keys[i];
             for (; *q && st == CLF_OK; q++)
                 if ((unsigned char)*q < 0x20 || *q == '"' || *q == '\\')
-                    st = bad(ptr, "a property name with \", \\ or a control character beside additional "
+                    st = clf_js_bad(ptr, "a property name with \", \\ or a control character beside additional "
                                   "properties is not supported");
             if (st == CLF_OK && q - keys[i] > MAX_NAME)
-                st = bad(ptr, "a property name of %zu bytes: at most %d beside additional properties "
+                st = clf_js_bad(ptr, "a property name of %zu bytes: at most %d beside additional properties "
                               "(additionalProperties not false)", (size_t)(q - keys[i]), MAX_NAME);
         }
         if (st != CLF_OK) {
         } else if (nkeys == 0) {
-            sb_puts(&key, prim(c, P_STRING));
+            clf_buf_puts(&key, clf_js_prim(c, P_STRING));
         } else { /* the opening quote, then a name none of keys */
-            sb_puts(&key, "\"\\\"\" ");
+            clf_buf_puts(&key, "\"\\\"\" ");
             sort_unique(keys, &nkeys);
             st = not_names(c, kn, ptr, keys, nkeys, &key);
         }
         free(kn);
         if (st == CLF_OK) {
-            sbuf body = {0};
-            sb_printf(&body, "%s %s \":\" %s %s %s", sb_str(&key), sp, sp, sb_str(&addv), sp);
+            clf_buf body = SB_INIT;
+            clf_buf_printf(&body, "%s %s \":\" %s %s %s", clf_buf_str(&key), sp, sp, clf_buf_str(&addv), sp);
             char *an = sub_name(name, "kv");
-            st = an ? emit_rule(c, an, sb_str(&body), &tail) : oom();
+            st = an ? clf_js_emit_rule(c, an, clf_buf_str(&body), &tail) : clf_js_oom();
             free(an);
-            free(body.s);
+            free(body.p);
         }
-        free(key.s);
+        free(key.p);
     }
     /* The members in order, each optional one skippable, the additional ones
      * (tail) last, factored so that at any point the ways on are the
@@ -2281,7 +1331,7 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
      *   member-n ::= tail after-n
      *   after-i  ::= ("," space member-i)?             ("," space member-i when a required one is ahead) */
     char **mem = calloc((size_t)n + 1, sizeof *mem), **aft = calloc((size_t)n + 1, sizeof *aft);
-    if (!mem || !aft) st = oom();
+    if (!mem || !aft) st = clf_js_oom();
     int req_ahead = 0;
     for (int i = n; i >= 0 && st == CLF_OK; i--) {
         char what[32];
@@ -2292,7 +1342,7 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
             const char *r = mn ? rule_name(c, mn) : NULL;
             free(mn);
             if (!r || !(mem[i] = strdup(r))) {
-                st = r || !mn ? oom() : bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
+                st = r || !mn ? clf_js_oom() : clf_js_bad(ptr, "the grammar needs more than %d rules", MAX_RULES);
                 break;
             }
         }
@@ -2302,35 +1352,35 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
             const char *r = an ? rule_name(c, an) : NULL;
             free(an);
             if (!r || !(aft[i] = strdup(r))) {
-                st = oom();
+                st = clf_js_oom();
                 break;
             }
         }
-        sbuf b = {0};
+        clf_buf b = SB_INIT;
         if (i == n && mem[n]) {
-            sb_printf(&b, "%s %s", sb_str(&tail), aft[n]);
+            clf_buf_printf(&b, "%s %s", clf_buf_str(&tail), aft[n]);
         } else if (i < n) {
-            sb_printf(&b, "%s", sb_str(&kv[i]));
-            if (aft[i + 1]) sb_printf(&b, " %s", aft[i + 1]);
-            if (!must[i] && mem[i + 1]) sb_printf(&b, " | %s", mem[i + 1]);
+            clf_buf_printf(&b, "%s", clf_buf_str(&kv[i]));
+            if (aft[i + 1]) clf_buf_printf(&b, " %s", aft[i + 1]);
+            if (!must[i] && mem[i + 1]) clf_buf_printf(&b, " | %s", mem[i + 1]);
         }
-        if (st == CLF_OK && mem[i]) add_rule(c, mem[i], sb_str(&b));
+        if (st == CLF_OK && mem[i]) add_rule(c, mem[i], clf_buf_str(&b));
         if (st == CLF_OK && aft[i]) {
             b.n = 0;
-            if (req_ahead) sb_printf(&b, "\",\" %s %s", sp, mem[i]);
-            else sb_printf(&b, "(\",\" %s %s)?", sp, mem[i]);
-            add_rule(c, aft[i], sb_str(&b));
+            if (req_ahead) clf_buf_printf(&b, "\",\" %s %s", sp, mem[i]);
+            else clf_buf_printf(&b, "(\",\" %s %s)?", sp, mem[i]);
+            add_rule(c, aft[i], clf_buf_str(&b));
         }
-        if (b.oom) st = oom();
-        free(b.s);
+        if (b.failed) st = clf_js_oom();
+        free(b.p);
     }
     if (st == CLF_OK) {
-        sbuf b = {0};
-        sb_printf(&b, "\"{\" %s ", sp);
-        if (mem[0]) sb_printf(&b, "%s%s ", mem[0], req_ahead ? "" : "?");
-        sb_puts(&b, "\"}\"");
-        st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
-        free(b.s);
+        clf_buf b = SB_INIT;
+        clf_buf_printf(&b, "\"{\" %s ", sp);
+        if (mem[0]) clf_buf_printf(&b, "%s%s ", mem[0], req_ahead ? "" : "?");
+        clf_buf_puts(&b, "\"}\"");
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+        free(b.p);
     }
     if (mem)
         for (int i = 0; i <= n; i++) free(mem[i]);
@@ -2338,14 +1388,14 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
         for (int i = 0; i <= n; i++) free(aft[i]);
     free(mem);
     free(aft);
-    free(tail.s);
+    free(tail.p);
 done:
-    free(addv.s);
-    for (size_t i = 0; i < cap; i++) free(kv[i].s);
+    free(addv.p);
+    for (size_t i = 0; i < cap; i++) free(kv[i].p);
     free(kv);
     free(must);
     free(keys);
-    smap_free(&required);
+    clf_map_free(&required);
     return st;
 }
 
@@ -2359,7 +1409,7 @@ done:
 static json_t *deref(conv *c, json_t *s) {
     for (int i = 0; i < 16 && json_is_object(s); i++) {
         json_t *r = json_object_get(s, "$ref"), *t;
-        if (!json_is_string(r) || resolve(c, json_string_value(r), NULL, &t) != CLF_OK) return s;
+        if (!json_is_string(r) || clf_js_resolve(c, json_string_value(r), NULL, &t) != CLF_OK) return s;
         s = t;
     }
     return s;
@@ -2369,7 +1419,7 @@ static int branch_types(conv *c, json_t *s) {
     if (json_is_false(s)) return 0;
     if (!json_is_object(s)) return T_ALL;
     int m;
-    if (type_mask(s, NULL, &m) != CLF_OK) return T_ALL;
+    if (clf_js_type_mask(s, NULL, &m) != CLF_OK) return T_ALL;
     if (m & T_NUMBER) m |= T_INTEGER;
     json_t *vals = json_object_get(s, "enum"), *cst = json_object_get(s, "const");
     if (vals || cst) {
@@ -2411,7 +1461,7 @@ static int disjoint(conv *c, json_t *branches) {
     const char *k;
     json_t *v;
     json_object_foreach(props, k, v) {
-        smap all = {0}; /* the discriminating values so far */
+        clf_map all = {0}; /* the discriminating values so far */
         int good = 1;
         for (size_t i = 0; i < n && good; i++) {
             json_t *b = json_array_get(branches, i);
@@ -2420,23 +1470,23 @@ static int disjoint(conv *c, json_t *branches) {
             if (!d) good = 0;
             size_t j;
             json_t *x;
-            if (good) json_array_foreach(d, j, x) if (has_key(&all, x)) good = 0;
-            if (good && add_keys(&all, d)) good = 0;
+            if (good) json_array_foreach(d, j, x) if (clf_js_has_key(&all, x)) good = 0;
+            if (good && clf_js_add_keys(&all, d)) good = 0;
             json_decref(d);
         }
-        smap_free(&all);
+        clf_map_free(&all);
         if (good) return 1;
     }
     return 0;
 }
 
-static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name, const char *ptr, sbuf *out,
+static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name, const char *ptr, clf_buf *out,
                             int *empty) {
     json_t *br = json_object_get(s, kw);
-    if (!json_is_array(br) || json_array_size(br) == 0) return bad(ptr, "\"%s\" must be a non-empty array", kw);
-    json_t *rest = rest_of(c, s, kw);
-    json_t *list = own(c, json_array());
-    if (!list) return oom();
+    if (!json_is_array(br) || json_array_size(br) == 0) return clf_js_bad(ptr, "\"%s\" must be a non-empty array", kw);
+    json_t *rest = clf_js_rest_of(c, s, kw);
+    json_t *list = clf_js_own(c, json_array());
+    if (!list) return clf_js_oom();
     size_t i;
     json_t *e;
     json_array_foreach(br, i, e) {
@@ -2447,20 +1497,20 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
         json_t *m;
         int me = 0;
         json_t *one = json_pack("[O]", e);
-        if (!one) return oom();
-        char *p = ptr_index(ptr, kw, i);
-        clf_status st = p ? merge(c, one, rest, p, &m, &me) : oom();
+        if (!one) return clf_js_oom();
+        char *p = clf_js_ptr_index(ptr, kw, i);
+        clf_status st = p ? clf_js_merge(c, one, rest, p, &m, &me) : clf_js_oom();
         free(p);
         json_decref(one);
         CLF_TRY(st);
         json_array_append(list, me ? json_false() : m);
     }
     if (kw[0] == 'o' && !disjoint(c, list))
-        return bad(ptr, "oneOf: cannot tell that no value matches two branches (distinct types, or a required "
+        return clf_js_bad(ptr, "oneOf: cannot tell that no value matches two branches (distinct types, or a required "
                         "property with distinct const/enum strings, are understood); anyOf would admit such values");
     if (json_array_size(list) > ENUM_TRIE) { /* branches of const/enum only: one enum, written as tries */
-        json_t *all = own(c, json_array());
-        if (!all) return oom();
+        json_t *all = clf_js_own(c, json_array());
+        if (!all) return clf_js_oom();
         int only_values = 1;
         json_array_foreach(list, i, e) {
             json_t *b = e, *v = json_is_object(b) ? json_object_get(b, "enum") : NULL;
@@ -2468,51 +1518,51 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
             const char *k;
             json_t *x;
             int mask = 0;
-            if (!json_is_object(b) || (!v) == (!cv) || (v && !json_is_array(v)) || type_mask(b, NULL, &mask) != CLF_OK)
+            if (!json_is_object(b) || (!v) == (!cv) || (v && !json_is_array(v)) || clf_js_type_mask(b, NULL, &mask) != CLF_OK)
                 only_values = 0;
-            else json_object_foreach(b, k, x) if (asserts(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
+            else json_object_foreach(b, k, x) if (clf_js_asserts(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type"))
                 only_values = 0;
             if (!only_values) break;
             if (mask & T_NUMBER) mask |= T_INTEGER;
             size_t j, nv = v ? json_array_size(v) : 1;
             for (j = 0; j < nv; j++) {
                 json_t *y = v ? json_array_get(v, j) : cv;
-                if ((value_type(y) & mask) && json_array_append(all, y)) return oom();
+                if ((value_type(y) & mask) && json_array_append(all, y)) return clf_js_oom();
             }
         }
         if (only_values) {
-            json_t *one = own(c, json_pack("{s:O}", "enum", all));
-            return one ? visit_enum(c, one, name, ptr, out, empty) : oom();
+            json_t *one = clf_js_own(c, json_pack("{s:O}", "enum", all));
+            return one ? visit_enum(c, one, name, ptr, out, empty) : clf_js_oom();
         }
     }
     if (json_array_size(list) > MAX_BRANCH)
-        return bad(ptr, "\"%s\" of %zu branches: at most %d (the grammar matcher reads at most %d ways at once; "
+        return clf_js_bad(ptr, "\"%s\" of %zu branches: at most %d (the grammar matcher reads at most %d ways at once; "
                         "branches of const/enum values only are merged and have no such bound)", kw,
                    json_array_size(list), MAX_BRANCH, MAX_BRANCH);
-    sbuf b = {0};
+    clf_buf b = SB_INIT;
     int alts = 0;
     clf_status st = CLF_OK;
     json_array_foreach(list, i, e) {
         int be = 0;
-        sbuf x = {0};
+        clf_buf x = SB_INIT;
         char what[32];
         snprintf(what, sizeof what, "%zu", i);
-        char *nm = sub_name(name, what), *p = ptr_index(ptr, kw, i);
-        st = nm && p ? visit(c, e, nm, p, &x, &be) : oom();
+        char *nm = sub_name(name, what), *p = clf_js_ptr_index(ptr, kw, i);
+        st = nm && p ? visit(c, e, nm, p, &x, &be) : clf_js_oom();
         free(nm);
         free(p);
         if (st == CLF_OK && !be) {
-            if (alts++) sb_puts(&b, " | ");
-            sb_puts(&b, sb_str(&x));
+            if (alts++) clf_buf_puts(&b, " | ");
+            clf_buf_puts(&b, clf_buf_str(&x));
         }
-        free(x.s);
+        free(x.p);
         if (st != CLF_OK) break;
     }
     if (st == CLF_OK) {
         if (!alts) *empty = 1;
-        else st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+        else st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
     }
-    free(b.s);
+    free(b.p);
     return st;
 }
 
@@ -2528,57 +1578,57 @@ static int has_any(json_t *s, const char *const *kws) {
     return 0;
 }
 
-static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, sbuf *out, int *empty) {
-    if (c->depth >= MAX_DEPTH) return bad(ptr, "schemas nested deeper than %d", MAX_DEPTH);
+static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
+    if (c->depth >= MAX_DEPTH) return clf_js_bad(ptr, "schemas nested deeper than %d", MAX_DEPTH);
     if (json_is_true(s)) {
-        sb_puts(out, prim(c, P_VALUE));
+        clf_buf_puts(out, clf_js_prim(c, P_VALUE));
         return CLF_OK;
     }
     if (json_is_false(s)) {
         *empty = 1;
         return CLF_OK;
     }
-    if (!json_is_object(s)) return bad(ptr, "a schema must be an object or a boolean");
-    CLF_TRY(check_refused(s, ptr));
+    if (!json_is_object(s)) return clf_js_bad(ptr, "a schema must be an object or a boolean");
+    CLF_TRY(clf_js_check_refused(s, ptr));
     c->depth++;
     clf_status st = CLF_OK;
     json_t *ref = json_object_get(s, "$ref"), *m = NULL;
     int me = 0;
     if (ref && !json_is_string(ref)) {
-        st = bad(ptr, "\"$ref\" must be a string");
-    } else if (ref && !rest_of(c, s, "$ref")) {
+        st = clf_js_bad(ptr, "\"$ref\" must be a string");
+    } else if (ref && !clf_js_rest_of(c, s, "$ref")) {
         st = visit_ref(c, json_string_value(ref), ptr, out, empty);
     } else if (ref || json_object_get(s, "allOf")) {
-        json_t *none = own(c, json_array());
-        st = none ? merge(c, none, s, ptr, &m, &me) : oom();
+        json_t *none = clf_js_own(c, json_array());
+        st = none ? clf_js_merge(c, none, s, ptr, &m, &me) : clf_js_oom();
         if (st == CLF_OK && me) *empty = 1;
         else if (st == CLF_OK) st = visit(c, m, name, ptr, out, empty);
     } else if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf")) {
-        st = bad(ptr, "\"anyOf\" with \"oneOf\" in one schema is not supported");
+        st = clf_js_bad(ptr, "\"anyOf\" with \"oneOf\" in one schema is not supported");
     } else if (json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) {
         st = visit_any(c, s, json_object_get(s, "anyOf") ? "anyOf" : "oneOf", name, ptr, out, empty);
     } else if (json_object_get(s, "enum") || json_object_get(s, "const")) {
         st = visit_enum(c, s, name, ptr, out, empty);
     } else {
         int mask;
-        st = type_mask(s, ptr, &mask);
+        st = clf_js_type_mask(s, ptr, &mask);
         if (st == CLF_OK && (mask & T_NUMBER)) mask &= ~T_INTEGER;
         if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) &&
             !has_any(s, ARRAY_KW) && !has_any(s, OBJECT_KW)) {
-            sb_puts(out, prim(c, P_VALUE));
+            clf_buf_puts(out, clf_js_prim(c, P_VALUE));
         } else if (st == CLF_OK) {
-            sbuf b = {0};
+            clf_buf b = SB_INIT;
             int alts = 0;
             for (int t = 0; t < 7 && st == CLF_OK; t++) {
                 if (!(mask & (1 << t))) continue;
-                sbuf x = {0};
+                clf_buf x = SB_INIT;
                 int te = 0;
-                char *nm = sub_name(name, TYPE_NAMES[t]);
+                char *nm = sub_name(name, clf_js_type_names[t]);
                 const char *tn = mask == (1 << t) ? name : nm;
-                if (!nm) st = oom();
+                if (!nm) st = clf_js_oom();
                 else switch (1 << t) {
-                    case T_NULL: sb_puts(&x, prim(c, P_NULL)); break;
-                    case T_BOOLEAN: sb_puts(&x, prim(c, P_BOOLEAN)); break;
+                    case T_NULL: clf_buf_puts(&x, clf_js_prim(c, P_NULL)); break;
+                    case T_BOOLEAN: clf_buf_puts(&x, clf_js_prim(c, P_BOOLEAN)); break;
                     case T_NUMBER: st = visit_number(c, s, ptr, &x, &te); break;
                     case T_INTEGER: st = visit_integer(c, s, tn, ptr, &x, &te); break;
                     case T_STRING: st = visit_string(c, s, tn, ptr, &x, &te); break;
@@ -2587,17 +1637,17 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, s
                     }
                 free(nm);
                 if (st == CLF_OK && !te) {
-                    if (alts++) sb_puts(&b, " | ");
-                    sb_puts(&b, sb_str(&x));
+                    if (alts++) clf_buf_puts(&b, " | ");
+                    clf_buf_puts(&b, clf_buf_str(&x));
                 }
-                free(x.s);
+                free(x.p);
             }
             if (st == CLF_OK) {
                 if (!alts) *empty = 1;
-                else if (alts == 1) sb_puts(out, sb_str(&b));
-                else st = b.oom ? oom() : emit_rule(c, name, sb_str(&b), out);
+                else if (alts == 1) clf_buf_puts(out, clf_buf_str(&b));
+                else st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
             }
-            free(b.s);
+            free(b.p);
         }
     }
     c->depth--;
@@ -2614,23 +1664,23 @@ clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) 
     json_t *root = json_loadb(schema, len, JSON_DECODE_ANY, &err);
     if (!root) return clf_fail(CLF_ERR_ARG, "json schema: not JSON: %s (line %d, column %d)", err.text, err.line,
                                err.column);
-    conv c = {.root = root};
+    conv c = {.root = root, .rules = SB_INIT};
     /* the primitives' names and root are taken */
     for (int i = 0; i <= P_COUNT; i++) {
         const char *taken = rule_name(&c, i < P_COUNT ? PRIMS[i].name : "root");
         if (taken && strcmp(taken, i < P_COUNT ? PRIMS[i].name : "root") != 0) taken = NULL;
     }
-    sbuf top = {0};
+    clf_buf top = SB_INIT;
     int empty = 0;
     clf_status st = visit_ref(&c, "#", "#", &top, &empty);
-    if (st == CLF_OK && empty) st = bad("#", "the schema admits no value");
-    sbuf out = {0};
+    if (st == CLF_OK && empty) st = clf_js_bad("#", "the schema admits no value");
+    clf_buf out = SB_INIT;
     if (st == CLF_OK) {
-        sb_printf(&out, "root ::= %s %s %s\n", prim(&c, P_SPACE), sb_str(&top), prim(&c, P_SPACE));
-        sb_puts(&out, sb_str(&c.rules));
-        if (out.oom || c.rules.oom || top.oom) st = bad("#", "the grammar is larger than 4 MiB (or memory ran out)");
+        clf_buf_printf(&out, "root ::= %s %s %s\n", clf_js_prim(&c, P_SPACE), clf_buf_str(&top), clf_js_prim(&c, P_SPACE));
+        clf_buf_puts(&out, clf_buf_str(&c.rules));
+        if (out.failed || c.rules.failed || top.failed) st = clf_js_bad("#", "the grammar is larger than 4 MiB (or memory ran out)");
     }
-    if (st == CLF_OK && out.n > MAX_OUT) st = bad("#", "the grammar is larger than 4 MiB");
+    if (st == CLF_OK && out.n > MAX_OUT) st = clf_js_bad("#", "the grammar is larger than 4 MiB");
     if (st == CLF_OK) {
         /* A recursion no value escapes (an object that requires an object
          * of its own kind) leaves the walk's emptiness checks non-empty:
@@ -2638,19 +1688,19 @@ clf_status clf_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) 
          * other refusal would be the converter's bug, left for the caller
          * (and the fuzzer) to see. */
         clf_grammar *g = NULL;
-        if (clf_grammar_compile(out.s, out.n, NULL, &g) != CLF_OK && strstr(clf_last_error(), "admits no text"))
-            st = bad("#", "the schema admits no finite value (a $ref recursion no value ends)");
+        if (clf_grammar_compile(out.p, out.n, NULL, &g) != CLF_OK && strstr(clf_last_error(), "admits no text"))
+            st = clf_js_bad("#", "the schema admits no finite value (a $ref recursion no value ends)");
         clf_grammar_free(g);
     }
-    if (st == CLF_OK) *gbnf = out.s;
-    else free(out.s);
-    free(top.s);
-    free(c.rules.s);
+    if (st == CLF_OK) *gbnf = out.p;
+    else free(out.p);
+    free(top.p);
+    free(c.rules.p);
     for (int i = 0; i < c.n_names; i++) free(c.names[i]);
     free(c.names);
-    smap_free(&c.taken);
-    smap_free(&c.next_k);
-    smap_free(&c.ref_index);
+    clf_map_free(&c.taken);
+    clf_map_free(&c.next_k);
+    clf_map_free(&c.ref_index);
     for (int i = 0; i < c.n_refs; i++) free(c.refs[i].ref);
     free(c.refs);
     for (int i = 0; i < c.n_owned; i++) json_decref(c.owned[i]);

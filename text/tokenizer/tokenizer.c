@@ -3,6 +3,8 @@
  * streaming detokenization. BPE and SentencePiece proper live in
  * tokenizer_bpe.c and tokenizer_spm.c. */
 #include "tokenizer_impl.h"
+#include "buf.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -562,19 +564,6 @@ void clf_detok_init(clf_detok *d, const clf_tokenizer *t, int flags) {
     d->flags = flags;
 }
 
-/* How many of buf's n bytes end on a UTF-8 boundary: a trailing lead byte
- * followed by fewer continuation bytes than it announces is held back.
- * Anything malformed is let through as it is. */
-static size_t complete_prefix(const unsigned char *buf, size_t n) {
-    size_t cont = 0;
-    while (cont < 3 && cont < n && (buf[n - 1 - cont] & 0xc0) == 0x80) cont++;
-    if (cont == n) return n;
-    unsigned char lead = buf[n - 1 - cont];
-    size_t want = lead >= 0xf0 && lead < 0xf8 ? 4 : lead >= 0xe0 && lead < 0xf0 ? 3 : lead >= 0xc0 ? 2 : 1;
-    if (lead >= 0xf8) want = 1;
-    return want > cont + 1 ? n - 1 - cont : n;
-}
-
 clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_t *n) {
     const clf_tokenizer *t = d->t;
     *n = 0;
@@ -592,7 +581,7 @@ clf_status clf_detok_push(clf_detok *d, int32_t id, char *buf, size_t cap, size_
     d->started = 1;
     memcpy(buf, d->held, (size_t)d->n_held);
     memcpy(buf + d->n_held, p, len);
-    size_t k = complete_prefix((const unsigned char *)buf, total);
+    size_t k = total - clf_utf8_incomplete_tail(buf, total); /* an unfinished last character waits for the next piece */
     d->n_held = (int)(total - k);
     memcpy(d->held, buf + k, (size_t)d->n_held);
     *n = k;
@@ -610,35 +599,25 @@ size_t clf_detok_flush(clf_detok *d, char *buf, size_t cap) {
 clf_status clf_detokenize(const clf_tokenizer *t, const int32_t *ids, int n, int flags, char **text, size_t *len) {
     *text = NULL;
     *len = 0;
-    size_t cap = 64, used = 0, piece_cap = clf_tokenizer_max_piece(t);
-    char *out = malloc(cap), *piece = malloc(piece_cap);
-    clf_status st = out && piece ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
+    size_t piece_cap = clf_tokenizer_max_piece(t);
+    clf_buf out = {0}; /* the text (the core's buffer) */
+    char *piece = malloc(piece_cap);
+    clf_status st = piece ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
     clf_detok d;
     clf_detok_init(&d, t, flags);
+    /* each token's piece, then what the stream held back */
     for (int i = 0; i <= n && st == CLF_OK; i++) {
         size_t k;
         if (i < n) st = clf_detok_push(&d, ids[i], piece, piece_cap, &k);
         else k = clf_detok_flush(&d, piece, piece_cap);
         if (st != CLF_OK) break;
-        if (used + k + 1 > cap) {
-            while (used + k + 1 > cap) cap *= 2;
-            char *grown = realloc(out, cap);
-            if (!grown) {
-                st = clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
-                break;
-            }
-            out = grown;
-        }
-        memcpy(out + used, piece, k);
-        used += k;
+        if (clf_buf_add(&out, piece, k) != CLF_OK) st = clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
     }
     free(piece);
     if (st != CLF_OK) {
-        free(out);
+        clf_buf_free(&out);
         return st;
     }
-    out[used] = 0;
-    *text = out;
-    *len = used;
-    return CLF_OK;
+    *text = clf_buf_take(&out, len); /* "" when nothing was written */
+    return *text ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "detokenize: out of memory");
 }

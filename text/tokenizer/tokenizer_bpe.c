@@ -10,6 +10,7 @@
  * The regexes are llama.cpp's strings verbatim, run by PCRE2 in UTF + UCP
  * mode, which gives \p{L}, \p{N} and \s their Unicode meaning. */
 #include "tokenizer_impl.h"
+#include "utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,29 +35,6 @@ int clf_bpe_cp_to_byte(uint32_t cp) {
     if (cp < 256 + 67) return (int)(0x7f + cp - (256 + 33));
     if (cp == 256 + 67) return 0xad;
     return -1;
-}
-
-static size_t utf8_put(uint32_t cp, char *out) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | cp >> 6);
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
 }
 
 /* ---- pre-tokenizers ---------------------------------------------------------- */
@@ -178,7 +156,7 @@ clf_status clf_bpe_init(clf_tokenizer *t, const clf_vocab_desc *d) {
     CLF_TRY(load_merges(t, d->merges, d->n_merges));
     for (int b = 0; b < 256; b++) {
         char u[4];
-        t->byte_tok[b] = clf_tok_lookup(t, u, utf8_put(clf_bpe_byte_to_cp((uint8_t)b), u));
+        t->byte_tok[b] = clf_tok_lookup(t, u, clf_utf8_encode(clf_bpe_byte_to_cp((uint8_t)b), u));
     }
     return CLF_OK;
 }
@@ -207,7 +185,7 @@ static void add_bigram(const clf_tokenizer *t, bpe_work *w, int32_t l, int32_t r
 static clf_status bpe_word(const clf_tokenizer *t, const unsigned char *s, int32_t n, bpe_work *w, clf_ids *out) {
     if (t->ignore_merges) {
         size_t k = 0;
-        for (int32_t i = 0; i < n; i++) k += utf8_put(clf_bpe_byte_to_cp(s[i]), w->enc + k);
+        for (int32_t i = 0; i < n; i++) k += clf_utf8_encode(clf_bpe_byte_to_cp(s[i]), w->enc + k);
         int32_t id = clf_tok_lookup(t, w->enc, k);
         if (id >= 0) return clf_ids_push(out, id);
     }
@@ -287,37 +265,6 @@ static clf_status split_by(const pcre2_code *re, const char *s, const spans *in,
     return CLF_OK;
 }
 
-/* Strict UTF-8 decoding of one code point; 0 if s does not start with one. */
-static size_t utf8_valid(const unsigned char *s, size_t n) {
-    if (s[0] < 0x80) return 1;
-    size_t l = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-    if (!l || l > n) return 0;
-    for (size_t i = 1; i < l; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if (l == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
-    if (l == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0; /* overlong, > U+10FFFF */
-    return l;
-}
-
-/* Each byte that does not start a valid sequence becomes U+FFFD, as
- * llama.cpp's decoder does (PCRE2 needs valid UTF-8). Returns the length. */
-static size_t sanitize_utf8(const char *in, size_t n, char *out) {
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        size_t l = utf8_valid((const unsigned char *)in + i, n - i);
-        if (l) {
-            memcpy(out + k, in + i, l);
-            k += l;
-            i += l;
-        } else {
-            memcpy(out + k, "\xef\xbf\xbd", 3);
-            k += 3;
-            i++;
-        }
-    }
-    return k;
-}
-
 clf_status clf_bpe_tokenize(const clf_tokenizer *t, const char *text, size_t n, clf_ids *out) {
     if (!n) return CLF_OK;
     clf_status st = CLF_OK;
@@ -329,7 +276,7 @@ clf_status clf_bpe_tokenize(const clf_tokenizer *t, const char *text, size_t n, 
         st = clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
         goto done;
     }
-    size_t len = sanitize_utf8(text, n, s);
+    size_t len = clf_utf8_repair(text, n, s); /* each byte that starts no character: U+FFFD, as llama.cpp (PCRE2 needs UTF-8) */
     st = spans_push(&a, 0, len);
     for (int i = 0; i < t->n_regex && st == CLF_OK; i++) {
         st = split_by(t->regex[i], s, &a, &b, md);

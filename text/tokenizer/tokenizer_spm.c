@@ -5,6 +5,7 @@
  * highest score is merged until no pair forms a token. Symbols left without
  * a token are spelled with <0xNN> byte tokens. */
 #include "tokenizer_impl.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,6 @@ static clf_status emit_symbol(const clf_tokenizer *t, const char *s, uint32_t n,
 }
 
 clf_status clf_spm_tokenize(const clf_tokenizer *t, const char *text, size_t n, int prefix_space, clf_ids *out) {
-    static const unsigned char UTF8_LEN[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     size_t m = prefix_space ? 3 : 0;
     for (size_t i = 0; i < n; i++) m += text[i] == ' ' ? 3 : 1;
     if (m > INT32_MAX) return clf_fail(CLF_ERR_ARG, "tokenizer: text too long");
@@ -82,7 +82,7 @@ clf_status clf_spm_tokenize(const clf_tokenizer *t, const char *text, size_t n, 
      * that are no character fall back to byte tokens) */
     int32_t ns = 0;
     for (size_t i = 0; i < m; ns++) {
-        size_t l = UTF8_LEN[(unsigned char)s[i] >> 4];
+        size_t l = clf_utf8_lead_len_loose((unsigned char)s[i]);
         if (l > m - i) l = m - i;
         w.off[ns] = (uint32_t)i;
         w.len[ns] = (uint32_t)l;
