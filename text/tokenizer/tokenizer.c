@@ -4,6 +4,7 @@
  * tokenizer_bpe.c and tokenizer_spm.c. */
 #include "tokenizer_impl.h"
 #include "buf.h"
+#include "hash.h"
 #include "utf8.h"
 
 #include <ctype.h>
@@ -55,11 +56,10 @@ clf_bigram clf_bigram_pop(clf_bigram_heap *h) {
 
 /* ---- vocabulary hash ---------------------------------------------------- */
 
-static uint32_t hash_bytes(const char *s, size_t n) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-    return h;
-}
+/* The text -> id index points into the tokenizer's own texts (no key
+ * copies: 150k-token vocabularies), so it is an index of its own, hashed
+ * with the one hash (host/core/hash.h). */
+static uint32_t hash_bytes(const char *s, size_t n) { return (uint32_t)clf_fnv1a(CLF_FNV1A_SEED, s, n); }
 
 int32_t clf_tok_lookup(const clf_tokenizer *t, const char *s, size_t n) {
     for (uint32_t i = hash_bytes(s, n) & t->map_mask;; i = (i + 1) & t->map_mask) {
@@ -217,23 +217,6 @@ static int byte_token_value(const char *s, size_t n) {
     return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-/* Length of the UTF-8 sequence starting at s (1 for an invalid lead byte). */
-static size_t utf8_len(const unsigned char *s, size_t n, uint32_t *cp) {
-    static const unsigned char LEN[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    size_t l = LEN[s[0] >> 4];
-    if (l > n) l = 1;
-    uint32_t c = l == 1 ? s[0] : s[0] & (0x7f >> l);
-    for (size_t i = 1; i < l; i++) {
-        if ((s[i] & 0xc0) != 0x80) {
-            *cp = 0xfffd;
-            return 1;
-        }
-        c = c << 6 | (s[i] & 0x3f);
-    }
-    *cp = (l == 1 && s[0] >= 0x80) ? 0xfffd : c;
-    return l;
-}
-
 /* What a token prints as: GPT-2 byte decoding or U+2581 -> ' ' for normal
  * tokens, the byte of a <0xNN> token, the text of everything special. */
 static size_t make_piece(const clf_tokenizer *t, int32_t id, char *out) {
@@ -255,8 +238,9 @@ static size_t make_piece(const clf_tokenizer *t, int32_t id, char *out) {
     }
     if (ty != CLF_TOKEN_NORMAL) return 0; /* unused / undefined print as nothing */
     for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t l = utf8_len((const unsigned char *)s + i, n - i, &cp);
+        uint32_t cp = CLF_UTF8_REPLACEMENT; /* a byte that starts no valid character: kept as it is */
+        size_t l = clf_utf8_decode(s + i, n - i, &cp);
+        if (!l) l = 1;
         if (t->kind == CLF_VOCAB_BPE) {
             int b = clf_bpe_cp_to_byte(cp);
             if (b >= 0) out[k++] = (char)b;
