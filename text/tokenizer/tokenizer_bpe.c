@@ -9,6 +9,7 @@
  *
  * The regexes are llama.cpp's strings verbatim, run by PCRE2 in UTF + UCP
  * mode, which gives \p{L}, \p{N} and \s their Unicode meaning. */
+#include "buf.h"
 #include "tokenizer_impl.h"
 #include "utf8.h"
 
@@ -120,30 +121,25 @@ static clf_status load_merges(clf_tokenizer *t, const clf_str *m, uint64_t n) {
     t->merges = calloc(cap, sizeof *t->merges);
     if (!t->merges) return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory for %llu merges", (unsigned long long)n);
     t->merge_mask = cap - 1;
-    size_t buf_cap = 0;
-    char *buf = NULL;
+    clf_buf joined = {0}; /* "left" "right" without the space */
     for (uint64_t r = 0; r < n; r++) {
         const char *s = m[r].ptr, *sp = m[r].len > 1 ? memchr(s + 1, ' ', m[r].len - 1) : NULL;
         if (!sp) continue;
         size_t la = (size_t)(sp - s), lb = m[r].len - la - 1;
-        if (la + lb > buf_cap) {
-            buf_cap = 2 * (la + lb);
-            char *nb = realloc(buf, buf_cap);
-            if (!nb) {
-                free(buf);
-                return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
-            }
-            buf = nb;
+        clf_buf_clear(&joined);
+        clf_buf_add(&joined, s, la);
+        if (clf_buf_add(&joined, sp + 1, lb) != CLF_OK) {
+            clf_buf_free(&joined);
+            return clf_fail(CLF_ERR_MEMORY, "tokenizer: out of memory");
         }
-        memcpy(buf, s, la);
-        memcpy(buf + la, sp + 1, lb);
-        int32_t a = clf_tok_lookup(t, s, la), b = clf_tok_lookup(t, sp + 1, lb), ab = clf_tok_lookup(t, buf, la + lb);
+        int32_t a = clf_tok_lookup(t, s, la), b = clf_tok_lookup(t, sp + 1, lb),
+                ab = clf_tok_lookup(t, joined.p, la + lb);
         if (a < 0 || b < 0 || ab < 0 || merge_find(t, a, b)) continue; /* the first rank of a pair wins */
         uint64_t key = pair_key(a, b), i = mix64(key) & t->merge_mask;
         while (t->merges[i].key) i = (i + 1) & t->merge_mask;
         t->merges[i] = (clf_merge_slot){key, (int32_t)r, ab};
     }
-    free(buf);
+    clf_buf_free(&joined);
     return CLF_OK;
 }
 
