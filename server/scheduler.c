@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
+
 
 /* Prompt tokens a slot processes in one step: long prompts are split so
  * that the other slots' decodes go on between the chunks. */
@@ -36,8 +38,8 @@ struct srv_job {
     srv_state state;
     srv_finish finish;
     int submitted, cancelled, orphaned, shutdown;
-    char *text;
-    size_t len, cap, final_len;
+    srv_buf text;     /* the reply's bytes so far */
+    size_t final_len; /* of text, those that can no longer start a stop string */
     int n_eval, n_cached, n_gen, slot;
     int reserve; /* KV blocks set aside for it while it runs (admit) */
     int32_t next; /* the sampled token the next step evaluates */
@@ -138,7 +140,7 @@ static void job_free(srv_job *j) {
     free(j->bias);
     free(j->followers);
     free(j->prompt);
-    free(j->text);
+    srv_buf_free(&j->text);
     free(j);
 }
 
@@ -179,18 +181,7 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
 }
 
 static int append(srv_job *j, const char *s, size_t n) {
-    if (n == 0) return 0; /* a token whose bytes are held back (UTF-8) adds none */
-    if (j->len + n > j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 256;
-        while (cap < j->len + n) cap *= 2;
-        char *t = realloc(j->text, cap);
-        if (!t) return -1;
-        j->text = t;
-        j->cap = cap;
-    }
-    memcpy(j->text + j->len, s, n);
-    j->len += n;
-    return 0;
+    return n ? srv_buf_add(&j->text, s, n) : 0; /* a token whose bytes are held back (UTF-8) adds none */
 }
 
 /* All the text is final: what was held back was no stop string after all,
@@ -202,9 +193,9 @@ static void release_all(srv_sched *s, srv_job *j) {
         size_t n;
         clinfer_detokenizer_flush(j->detok, &piece, &n);
         append(j, piece, n);
-        if (j->n_lp) j->lp[j->n_lp - 1].end = j->len; /* the held bytes were the last token's */
+        if (j->n_lp) j->lp[j->n_lp - 1].end = j->text.n; /* the held bytes were the last token's */
     }
-    j->final_len = j->len;
+    j->final_len = j->text.n;
 }
 
 /* A group's job that ends before the prompt is shared: a follower leaves
@@ -460,7 +451,7 @@ static int record_logprobs(srv_sched *s, srv_job *j, const float *logits, int32_
     srv_token_lp *r = &j->lp[j->n_lp];
     r->token = token;
     r->start = start;
-    r->end = j->len;
+    r->end = j->text.n;
     r->n_top = j->top_logprobs < s->n_vocab ? j->top_logprobs : s->n_vocab;
     if (clinfer_logprobs(logits, s->n_vocab, token, &r->logprob, r->n_top, r->top_ids, r->top_lp) != CLINFER_OK) {
         snprintf(j->error, sizeof j->error, "logprobs: %s", clinfer_last_error());
@@ -488,7 +479,7 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
     if (nx.eog) return TAKE_EOG;
     j->n_gen++;
     s->st.gen_tokens++;
-    const size_t start = j->len;
+    const size_t start = j->text.n;
     if (append(j, nx.piece, nx.len)) {
         snprintf(j->error, sizeof j->error, "out of host memory");
         return TAKE_ERROR;
@@ -498,10 +489,11 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
      * grammar's EOG (nor cut as length when it is the last token allowed) */
     if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;
     int matched;
-    size_t fin = srv_stop_scan(j->text, j->final_len, j->len, j->stop, j->n_stop, &matched);
+    size_t fin = srv_stop_scan(j->text.p, j->final_len, j->text.n, j->stop, j->n_stop, &matched);
     j->final_len = fin;
     if (matched) {
-        j->len = fin;
+        j->text.n = fin; /* the stop string and what followed it are cut */
+        j->text.p[fin] = 0;
         return TAKE_STOP;
     }
     j->next = nx.token;
@@ -885,7 +877,7 @@ void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_j
     *text = NULL;
     *n = 0;
     if (j->final_len > from && (*text = malloc(j->final_len - from))) {
-        memcpy(*text, j->text + from, j->final_len - from);
+        memcpy(*text, j->text.p + from, j->final_len - from);
         *n = j->final_len - from;
     }
     pthread_mutex_unlock(&s->mu);
