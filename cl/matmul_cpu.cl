@@ -187,7 +187,7 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
  *
  * Per block, the scales (and Q4_1 minimums) of 32 rows;
  * per column the 32 weights dequantized as w = q*d + m. Q4 nibbles arrive as
- * f = 1 + q/16 (see QUANTS_Q4), so their (d, m) become (16d, m - 16d); Q4_0's
+ * f = 1 + q/16 (see QUANTS_Q4 below), so their (d, m) become (16d, m - 16d); Q4_0's
  * m = -8d gives -24d, and w = 16d*f - 24d is exact in float like the
  * reference d*(q - 8). */
 #define SCALES_q8_0(s, b, d0, d1, m0, m1) (d0 = LOAD_H16((s) + 32 * (b)), d1 = LOAD_H16((s) + 32 * (b) + 16))
@@ -438,7 +438,9 @@ inline float clf_sum_x(const __global float *x, int n) {
     }                                                                                           \
     (void)0
 
-/* The GEMV's result, row half h (A: the skeleton's accumulator) */
+/* The GEMV's result for row half h (A: the skeleton's accumulator; the
+ * float family sums its four pairs in clf_store32's arguments, after Y's
+ * address, as that kernel always did: the order is in the generated code). */
 #define MV_RESULT_FLT(h, A) ((a[h] + a[2 + h]) + (a[4 + h] + a[6 + h]))
 #define MV_RESULT_Q8(h, A) A
 #define MV_RESULT_Q4(h, A) A
@@ -452,7 +454,9 @@ inline float clf_sum_x(const __global float *x, int n) {
  * column group's dwords load once and the shifts are constants, which
  * keeps it as fast as the char layout was). The GEMV sums x·q per block in
  * integers-as-floats and scales once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x
- * (BLOCK_APPLY_<CPU>; with Q4's f for q, as above). */
+ * (BLOCK_APPLY_<CPU>; with Q4's f for q, as above). It stays apart from
+ * the code-plane GEMV: one scale per 32 columns, no minimum term for Q8_0,
+ * and the blocks addressed from the panel, not by a running pointer. */
 #define MM_KK_UNROLL_Q8 _Pragma("unroll 4")
 #define MM_KK_UNROLL_Q4
 #define MM_PANEL_Q(T, QB, QH, QK, SUB, REC, GRID, BYTES)                                        \
@@ -535,6 +539,9 @@ inline float clf_sum_x(const __global float *x, int n) {
             }                                                                                   \
         }                                                                                       \
     }
+/* The unpack's block: the GEMM's columns, with the column loop flat and
+ * its index taken after the weights (one block piece for both put the
+ * index arithmetic elsewhere in the generated code). */
 #define MM_UNPACK_KQ(T, QB, QH, SBK, SL, SREC, GRID, BYTES, USE)                                \
     const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                     \
     const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);     \
@@ -643,16 +650,14 @@ MM_KERNELS(DEFINE_GEMV)
 MM_KERNELS(DEFINE_UNPACK)
 
 #if CLF_X86_INT8
-/* Q8_0/Q4 GEMVs with x quantized to int8 per block of 32 (scale
- * max|x| / 127): pmaddubsw multiplies unsigned weight bytes by the signed x
- * bytes, four columns per dword lane, pmaddwd folds the pairs, so 64
- * products take one instruction where the float path needs four. The block
- * sums are exact integers; only x's rounding (~0.4% relative) separates the
- * result from the float kernels. A work-item takes NPPW panels (PPW for
- * Q4, PPW_Q8 for Q8_0) so the quantized x is shared; global size
- * (tokens, ceil(panels / NPPW)): a token per work-item, each computed as
- * the one-token GEMV computes it, and the tokens of a panel group run one
- * after another while its weights are in cache (batched decode). */
+/* ---- int8 activations (CLF_X86_INT8) ------------------------------------------
+ *
+ * x quantized to int8 per block of 32 (scale max|x| / 127): pmaddubsw
+ * multiplies unsigned weight bytes by the signed x bytes, four columns per
+ * dword lane, pmaddwd folds the pairs, so 64 products take one instruction
+ * where the float path needs four. The block sums are exact integers; only
+ * x's rounding (~0.4% relative) separates the result from the float
+ * kernels. The kernels' skeletons are at the end of the section. */
 /* The integer products' primitives at the vector width CLF_X86_INT8 (512:
  * AVX-512BW, 256: AVX2). Every kernel below works on 16 rows at a time:
  * 64 bytes, 32 shorts or 16 ints (clf_char64, clf_short32, int16), one
@@ -903,19 +908,16 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
     return kq_dot_codes(u, xw + c0, nc, qb + qh, grid);
 }
 
-/* One 32-block b of panel P into its two row halves A0, A1 (W, S, K, nb,
- * b, xw, dx, sx, sp from the kernel). The GEMV and its gated-unit form
- * share it, so their sums are taken in one order. Per sub-block
+/* The code-plane types' I8_BLOCK (below): one 32-block b of panel P into
+ * its two row halves A0, A1 (W, S, K, nb, b, xw, dx, sx, sp from the
+ * kernel). Per sub-block
  * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (KQ_PANEL_FLOAT); where M is a multiple
  * of D (CLF_OFF_T), the block's sub-blocks are summed in integers first,
  * I = Σ_u s_u·Σ c·x̂ − OFF·Σ_u s_u·Σ x̂, then one update A += I·d·dx
  * (KQ_PANEL_INT), as llama.cpp sums a super-block (x here has a scale per
  * 32): Q6_K and Q3_K's 16-column sub-blocks took two float updates of four
- * operations per 32 columns. FORM names the form (KQ_TYPES). */
-#define KQ_CAT(a, b) KQ_CAT_(a, b)
-#define KQ_CAT_(a, b) a##b
-#define KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1) \
-    KQ_CAT(KQ_PANEL_, FORM)(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)
+ * operations per 32 columns. The CPU column picks the form: KQI the
+ * integer one, KQF the float one (I8_BLOCK_<CPU>, MMI_TILE_<CPU>). */
 /* Sub-block u's index in the super-block. */
 #define KQ_SUB(SBK, SL, u) (b % ((SBK) / 32) * (32 / (SL)) + (u))
 #define KQ_PANEL_FLOAT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
@@ -955,18 +957,17 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, 1, A1);                                                             \
     } while (0)
 
-/* The gate|up GEMV with the gated unit applied, as DEFINE_INT8_GLU, each
- * panel's sums as the GEMV takes them (KQ_PANEL_BLOCK), so h is bit for bit
- * the GEMV's, then the unit's. A work-item takes KQ_GLU_PPW gate panels and
+/* The code-plane types' gated units (DEFINE_GEMV_GLU): a work-item takes
+ * KQ_GLU_PPW gate panels and
  * their up panels: half of PPW, the bytes of a GEMV's work-item (PPW pairs
  * measured ~10% slower than the GEMV and the SwiGLU launch together). */
 #define KQ_GLU_PPW ((PPW + 1) / 2)
 
 /* int8 GEMM (prefill): X as int8 blocks (LOAD_XQ), one work-item per
- * (panel, MG tiles of TM tokens) as DEFINE_QUANT_MM, so each block's codes
+ * (panel, MG tiles of TM tokens) as DEFINE_GEMM, so each block's codes
  * are unpacked once per tile: per (sub-block, row half), the codes into
  * registers, then for each token the integer dot and the float update the
- * GEMV makes (KQ_PANEL_BLOCK; INT8_APPLY* for the legacy types), in the
+ * GEMV makes (I8_BLOCK_<CPU>), in the
  * same order, so every token's row is bit for bit the int8 GEMV's. */
 #define MMI_TILE_BEGIN(X, xoff, n, K, m0, x)                                                              \
     const __global float *x[TM];                                                                          \
