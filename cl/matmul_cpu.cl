@@ -1,34 +1,46 @@
-/* Matrix products Y (+)= X · Wᵀ for CPU-like devices (PoCL): few big
- * work-items, each a register tile in explicit wide vectors, no local memory.
+/* Matrix products Y (+)= X · Wᵀ for CPU-like devices (PoCL, and any OpenCL
+ * 1.2 CPU driver as cpu-portable): few big work-items, each a register tile
+ * in explicit wide vectors, no local memory.
  *
- * Weights arrive re-laid by host/matmul.c into panels of 32 rows: panel p
- * holds rows [32p, 32p + 32) transposed, so the 32 weights of one column k
- * are contiguous (two float16 after conversion). Rows past the end of W are
- * zero. Per type, for panel p, column k, block b = k / 32, kk = k % 32:
+ * Where it comes from: the register-tiled GEMM of CPU BLAS kernels (a
+ * work-item is one "micro-kernel": 32 weight rows × TM tokens held in
+ * float16 accumulators, the weights streamed once per tile), with W
+ * re-laid so a column's 32 weights are one or two vector loads; the int8
+ * products follow llama.cpp's x86 dot products (x quantized per block of
+ * 32 to int8, pmaddubsw/pmaddwd or vpdpbusd on the codes, one float update
+ * per block). host/compute/matmul.c picks the kernel and grid,
+ * host/compute/matmul_panels.c re-lays the weights.
+ *
+ * Indexing. W [rows × K] arrives in panels of 32 rows: panel p holds rows
+ * [32p, 32p + 32) transposed, so the 32 weights of one column k are
+ * contiguous; rows past the end of W are zero. Per type, for panel p,
+ * column k, block b = k / 32, kk = k % 32, row j of the panel:
  *   F32   float  W[(p*K + k)*32 + j]
- *   F16   half   W[(p*K + k)*32 + j]
+ *   F16   half   W[(p*K + k)*32 + j]   (BF16 the same with bfloat16 halves)
  *   Q8_0  uint   W[((p*nb + b)*8 + g)*32 + j]: the 4 columns kk = 4g + i of
  *                row j, byte i holding kk = 4g + i;       S: d[(p*nb + b)*32 + j]
  *   Q4_x  uint   W[((p*nb + b)*4 + g)*32 + j]: the 8 columns kk = 8g + i of
  *                row j, byte i (i < 4) holding kk = 8g + i in its low nibble
  *                and kk = 8g + 4 + i in its high one;     S: Q4_0 d as Q8_0,
  *                Q4_1 d[(p*nb + b)*64 + j], m[(p*nb + b)*64 + 32 + j]
+ *   the rest     code bit planes and scale records (below, "The other types")
  * (the Q8_0 and Q4 dwords are 4 consecutive columns of one row (per nibble
  * half), as the integer dot product wants them; little-endian devices).
- * X is [n × K] and Y [n × ldy] (the product fills columns [0, rows) of Y
- * at yoff: one part of a fused output), rows contiguous, offsets in floats.
+ * nb = K / 32. In general a quantized panel's block b is 32·(QB + QH)
+ * dwords and its scale records CLF_PANEL_REC(M_AT, SW) halves per QK
+ * columns (cl/types.cl's row). X is [n × K] and Y [n × ldy] (the product
+ * fills columns [0, rows) of Y at yoff: one part of a fused output), rows
+ * contiguous, offsets in floats; the int8 forms read X as cl/common.cl's
+ * int8 blocks (CLF_XQ_BYTES per 32 columns).
  *
- * Options: TM, the token rows of a work-item's tile (GEMM and skinny
- * products); MG, how many such tiles a work-item takes in turn, so its
- * weight panel is read from memory once and then from cache;
- * CLF_FP16_CLANG=1 converts halves with the compiler's native __fp16
- * vectors (clang-based drivers) instead of the portable bit recipe;
- * CLF_X86_INT8=512 or 256 builds the int8-activation GEMVs and GEMMs on
- * x86 integer multiply-adds of that width (AVX-512BW or AVX2; clang on x86
- * CPUs only), 0 leaves them out; CLF_X86_VNNI=1 (with it) takes their byte
- * dot products with AVX512-VNNI's vpdpbusd instead, 2 with AVX-VNNI's
- * (256 only); CLF_MM_<name>=1 or 0 for every type of cl/types.cl: which
- * types' kernels the program holds (MM_IF). */
+ * Kernels, per type (T its name in cl/types.cl): gemm_T (GEMM and skinny
+ * products), gemv_T (one token), unpack_T (panels back to F32 for CLBlast)
+ * and, for every type but the float ones when CLF_X86_INT8 is set,
+ * gemv_T_i8, gemv_T_xq, gemv_T_swiglu_xq, gemv_T_geglu_xq and gemm_T_xq.
+ * Each kernel shape has one skeleton (its grid, signature, tile and store);
+ * what a type changes is a piece named after its CPU family (the CPU
+ * column: FLT, Q8, Q4, KQI, KQF), and the kernels are instantiated by
+ * iterating the type table (MM_KERNELS). */
 
 /* MM_IF(name)(x): x where CLF_MM_<name> is 1, nothing where it is 0. The
  * host builds a program per weight type, since PoCL reads every kernel of a
@@ -45,12 +57,75 @@
 #define MM_IF_0(x)
 #define MM_IF(name) MM_PASTE(MM_IF_, CLF_MM_##name)
 
+/* ---- tunables ----------------------------------------------------------------
+ * Every one is a -D option; the host passes all of them on every build
+ * (host/compute/matmul.c cpu_options, from the device's tuning:
+ * host/cl/tuning.c, `clinfer devices` lists the values). The defaults here
+ * only serve a build without them (scripts/kernel_ir_diff.py, a hand run).
+ *
+ * TM: token rows of a work-item's register tile (GEMM and skinny
+ *   products; the int8 GEMM's too). The host picks the smallest of 2, 4, 8,
+ *   12 that covers n (cpu_tm), above 12 tokens the tuning's gemm_tm (table: 8),
+ *   for the int8 GEMM at most int8_tm (8; 4 at 256 bits). Typical: 2-12. */
 #ifndef TM
 #define TM 8
 #endif
+/* MG: how many TM-token tiles a work-item takes in turn, so its weight panel
+ *   is read from memory once and then from cache. Tuning's gemm_mg (table:
+ *   16); typical 1-64. */
 #ifndef MG
 #define MG 1
 #endif
+/* PPW: weight panels (of 32 rows) per work-item of the int8 GEMVs of the Q4
+ *   and code-plane types, which share one quantized x (gated units:
+ *   KQ_GLU_PPW below). Tuning's int8_ppw (table: 4; 1 at 256 bits), lowered
+ *   per launch where that evens the work over the compute units
+ *   (balanced_ppw); 1 where there are no int8 kernels. Typical 1-8. */
+#ifndef PPW
+#define PPW 4
+#endif
+/* PPW_Q8: the same for Q8_0, whose panels are twice the bytes. Tuning's
+ *   int8_ppw_q8 (table: 1). */
+#ifndef PPW_Q8
+#define PPW_Q8 1
+#endif
+/* CLF_FP16_CLANG: 1 converts halves with the compiler's native __fp16
+ *   vectors (clang-based drivers: matmul=cpu), 0 with the portable bit
+ *   recipe (matmul=cpu-portable). */
+#ifndef CLF_FP16_CLANG
+#define CLF_FP16_CLANG 0
+#endif
+/* CLF_X86_INT8: 512 or 256 builds the int8-activation GEMVs and GEMMs on
+ *   x86 integer multiply-adds of that width (AVX-512BW or AVX2; clang on
+ *   x86 CPUs only), 0 leaves them out. Tuning's int8_gemv and int8_width,
+ *   resolved from the device's probed capabilities. */
+#ifndef CLF_X86_INT8
+#define CLF_X86_INT8 0
+#endif
+/* CLF_X86_VNNI (with CLF_X86_INT8): 1 takes the byte dot products with
+ *   AVX512-VNNI's vpdpbusd, 2 with AVX-VNNI's VEX form (256 only), 0 with
+ *   pmaddubsw/pmaddwd. Tuning's int8_vnni, resolved to what the CPU has. */
+#ifndef CLF_X86_VNNI
+#define CLF_X86_VNNI 0
+#endif
+/* CLF_MM_<name>, 1 or 0, for every type of cl/types.cl: which types'
+ *   kernels the program holds (MM_IF above). No default: the host writes
+ *   all of them (1 for the weight's type alone), and a missing one is a
+ *   build error, not an empty program.
+ *
+ * Fixed by the layout, not tunable: 32 rows a panel (two float16 per
+ * column), 32 columns a block; the float GEMV's 4 columns a step into 8
+ * accumulators; the quantized float-path GEMM's column unroll (Q8_0 by 4,
+ * MM_KK_UNROLL_<CPU>).
+ *
+ * Derived:
+ *   panels          np = ceil(rows / 32); gemm/unpack grid (np, ceil(n / (TM·MG)))
+ *                   and (np, ceil(K / 32)); gemv grid (np)
+ *   int8 GEMV grid  (n, ceil(np / NPPW)), NPPW = I8_PPW_<CPU>: PPW_Q8 for Q8,
+ *                   PPW otherwise
+ *   gated units     (n, ceil(ff / 32 / G)), G = GLU_PPW_<CPU>: PPW_Q8, PPW,
+ *                   KQ_GLU_PPW = (PPW + 1) / 2 for the code-plane types
+ *   int8 x row      LOAD_XQ_ROW(K) = K / 32 · CLF_XQ_BYTES / 4 floats */
 
 #if CLF_FP16_CLANG
 typedef __fp16 clf_half16 __attribute__((ext_vector_type(16)));
@@ -71,9 +146,14 @@ inline float16 clf_half16_to_float16(ushort16 h) {
 #define LOAD_H16(p) clf_half16_to_float16(vload16(0, (const __global ushort *)(p)))
 #endif
 
-/* The weights of 32 rows at one column, as two float16 (rows 0-15, 16-31). */
-#define LOAD_F32(w, k, w0, w1) (w0 = vload16(0, (w) + 32 * (k)), w1 = vload16(1, (w) + 32 * (k)))
-#define LOAD_F16(w, k, w0, w1) (w0 = LOAD_H16((w) + 32 * (k)), w1 = LOAD_H16((w) + 32 * (k) + 16))
+/* The float types' weights of 32 rows at column k, as two float16 (rows
+ * 0-15, 16-31): LOAD_<name>. BF16 panels are F16's with bfloat16 halves,
+ * the top 16 bits of a float. */
+#define LOAD_f32(w, k, w0, w1) (w0 = vload16(0, (w) + 32 * (k)), w1 = vload16(1, (w) + 32 * (k)))
+#define LOAD_f16(w, k, w0, w1) (w0 = LOAD_H16((w) + 32 * (k)), w1 = LOAD_H16((w) + 32 * (k) + 16))
+#define LOAD_bf16(w, k, w0, w1)                                                                  \
+    (w0 = as_float16(convert_uint16(vload16(0, (w) + 32 * (k))) << 16),                         \
+     w1 = as_float16(convert_uint16(vload16(1, (w) + 32 * (k))) << 16))
 
 /* Rows of X a tile reads: past the last token they repeat it (never stored). */
 #define TILE_BEGIN(X, xoff, n, K, m0, x)                                                      \
@@ -103,45 +183,17 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
     _Pragma("unroll") for (int i = 0; i < TM; i++) if (m0 + i < n)                              \
         clf_store32(Y + yoff + (size_t)(m0 + i) * ldy + 32 * p, a0[i], a1[i], rows - 32 * p, accumulate)
 
-/* F32 and F16 products: one work-item per (panel, MG tiles of TM tokens);
- * global size (panels, ceil(n / (TM · MG))). */
-#define DEFINE_FLOAT_MM(NAME, T, LOAD)                                                          \
-    __kernel void NAME(__global const T *W, __global const float *X, const ulong xoff,          \
-                       __global float *Y, const ulong yoff, const int n, const int ldy,         \
-                       const int rows, const int K, const int accumulate) {                     \
-        const int p = get_global_id(0);                                                         \
-        if (32 * p >= rows) return;                                                             \
-        const __global T *w = W + (size_t)p * K * 32;                                           \
-        for (int g = 0; g < MG; g++) {                                                          \
-            const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
-            if (m0 >= n) return;                                                                \
-            TILE_BEGIN(X, xoff, n, K, m0, x);                                                   \
-            float16 a0[TM], a1[TM], w0, w1;                                                     \
-            _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
-            for (int k = 0; k < K; k++) {                                                       \
-                LOAD(w, k, w0, w1);                                                             \
-                _Pragma("unroll") for (int i = 0; i < TM; i++) {                                \
-                    float16 v = x[i][k];                                                        \
-                    a0[i] = fma(v, w0, a0[i]);                                                  \
-                    a1[i] = fma(v, w1, a1[i]);                                                  \
-                }                                                                               \
-            }                                                                                   \
-            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
-        }                                                                                       \
-    }
-
-MM_IF(f32)(DEFINE_FLOAT_MM(gemm_f32, float, LOAD_F32))
-MM_IF(f16)(DEFINE_FLOAT_MM(gemm_f16, ushort, LOAD_F16))
-
-/* Quantized panels: per block, the scales (and Q4_1 minimums) of 32 rows;
+/* ---- Q8 and Q4: the legacy 8- and 4-bit panels ---------------------------------
+ *
+ * Per block, the scales (and Q4_1 minimums) of 32 rows;
  * per column the 32 weights dequantized as w = q*d + m. Q4 nibbles arrive as
- * f = 1 + q/16 (see QUANTS_Q4), so their (d, m) become (16d, m - 16d); Q4_0's
+ * f = 1 + q/16 (see QUANTS_Q4 below), so their (d, m) become (16d, m - 16d); Q4_0's
  * m = -8d gives -24d, and w = 16d*f - 24d is exact in float like the
  * reference d*(q - 8). */
-#define SCALES_Q8_0(s, b, d0, d1, m0, m1) (d0 = LOAD_H16((s) + 32 * (b)), d1 = LOAD_H16((s) + 32 * (b) + 16))
-#define SCALES_Q4_0(s, b, d0, d1, m0, m1)                                                        \
-    (SCALES_Q8_0(s, b, d0, d1, m0, m1), m0 = -24.0f * d0, m1 = -24.0f * d1, d0 *= 16.0f, d1 *= 16.0f)
-#define SCALES_Q4_1(s, b, d0, d1, m0, m1)                                                        \
+#define SCALES_q8_0(s, b, d0, d1, m0, m1) (d0 = LOAD_H16((s) + 32 * (b)), d1 = LOAD_H16((s) + 32 * (b) + 16))
+#define SCALES_q4_0(s, b, d0, d1, m0, m1)                                                        \
+    (SCALES_q8_0(s, b, d0, d1, m0, m1), m0 = -24.0f * d0, m1 = -24.0f * d1, d0 *= 16.0f, d1 *= 16.0f)
+#define SCALES_q4_1(s, b, d0, d1, m0, m1)                                                        \
     (d0 = 16.0f * LOAD_H16((s) + 64 * (b)), d1 = 16.0f * LOAD_H16((s) + 64 * (b) + 16),          \
      m0 = LOAD_H16((s) + 64 * (b) + 32) - d0, m1 = LOAD_H16((s) + 64 * (b) + 48) - d1)
 
@@ -168,132 +220,444 @@ MM_IF(f16)(DEFINE_FLOAT_MM(gemm_f16, ushort, LOAD_F16))
 
 #define DEQ_Q8(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = q0 * d0, w1 = q1 * d1)
 #define DEQ_Q4(q0, q1, d0, d1, m0, m1, w0, w1) (w0 = fma(q0, d0, m0), w1 = fma(q1, d1, m1))
-
-/* Quantized GEMM and skinny products, same grid as DEFINE_FLOAT_MM;
- * BLOCK_SIZE: elements of QT per (panel, block); KK_UNROLL: a pragma for
- * the column loop (Q8_0 by 4: a column group's dwords load once and the
- * shifts are constants, which keeps it as fast as the char layout was). */
-#define DEFINE_QUANT_MM(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ, KK_UNROLL)                   \
-    __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
-                       const ulong xoff, __global float *Y, const ulong yoff, const int n,       \
-                       const int ldy, const int rows, const int K, const int accumulate) {      \
-        const int p = get_global_id(0), nb = K / 32;                                            \
-        if (32 * p >= rows) return;                                                             \
-        const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
-        const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
-        for (int g = 0; g < MG; g++) {                                                          \
-            const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
-            if (m0 >= n) return;                                                                \
-            TILE_BEGIN(X, xoff, n, K, m0, x);                                                   \
-            float16 a0[TM], a1[TM], d0, d1, m0v = 0.0f, m1v = 0.0f, q0, q1, w0, w1;              \
-            _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
-            for (int b = 0; b < nb; b++) {                                                      \
-                SCALES(s, b, d0, d1, m0v, m1v);                                                 \
-                KK_UNROLL for (int kk = 0; kk < 32; kk++) {                                     \
-                    QUANTS(q, b, kk, q0, q1);                                                   \
-                    DEQ(q0, q1, d0, d1, m0v, m1v, w0, w1);                                      \
-                    const int k = 32 * b + kk;                                                  \
-                    _Pragma("unroll") for (int i = 0; i < TM; i++) {                            \
-                        float16 v = x[i][k];                                                    \
-                        a0[i] = fma(v, w0, a0[i]);                                              \
-                        a1[i] = fma(v, w1, a1[i]);                                              \
-                    }                                                                           \
-                }                                                                               \
-            }                                                                                   \
-            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
-        }                                                                                       \
-    }
-
-MM_IF(q8_0)(DEFINE_QUANT_MM(gemm_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8, _Pragma("unroll 4")))
-MM_IF(q4_0)(DEFINE_QUANT_MM(gemm_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4, ))
-MM_IF(q4_1)(DEFINE_QUANT_MM(gemm_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4, ))
-
-/* GEMV (one token): one work-item per panel, global size (panels). Four
- * independent accumulator pairs hide the FMA latency that a single token's
- * tile of 1 × 32 would expose. */
-#define DEFINE_FLOAT_MV(NAME, T, LOAD)                                                          \
-    __kernel void NAME(__global const T *W, __global const float *X, const ulong xoff,          \
-                       __global float *Y, const ulong yoff, const int rows, const int K,        \
-                       const int accumulate) {                                                  \
-        const int p = get_global_id(0);                                                         \
-        if (32 * p >= rows) return;                                                             \
-        const __global T *w = W + (size_t)p * K * 32;                                           \
-        const __global float *x = X + xoff;                                                     \
-        float16 a[8], w0, w1;                                                                   \
-        _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = 0.0f;                              \
-        int k = 0;                                                                              \
-        for (; k + 4 <= K; k += 4) {                                                            \
-            _Pragma("unroll") for (int u = 0; u < 4; u++) {                                     \
-                LOAD(w, k + u, w0, w1);                                                         \
-                a[2 * u] = fma((float16)x[k + u], w0, a[2 * u]);                                \
-                a[2 * u + 1] = fma((float16)x[k + u], w1, a[2 * u + 1]);                        \
-            }                                                                                   \
-        }                                                                                       \
-        for (; k < K; k++) {                                                                    \
-            LOAD(w, k, w0, w1);                                                                 \
-            a[0] = fma((float16)x[k], w0, a[0]);                                                \
-            a[1] = fma((float16)x[k], w1, a[1]);                                                \
-        }                                                                                       \
-        clf_store32(Y + yoff + 32 * p, (a[0] + a[2]) + (a[4] + a[6]), (a[1] + a[3]) + (a[5] + a[7]), \
-                    rows - 32 * p, accumulate);                                                 \
-    }
-
-MM_IF(f32)(DEFINE_FLOAT_MV(gemv_f32, float, LOAD_F32))
-MM_IF(f16)(DEFINE_FLOAT_MV(gemv_f16, ushort, LOAD_F16))
-
-/* Quantized GEMV: per block, sum x·q in integers-as-floats first and scale
- * once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x (with Q4's f for q, as above). */
+/* The GEMV's per-block update (MV_SUMS_Q): acc += d·Σx·q (+ m·Σx). */
 #define BLOCK_APPLY_Q8(acc0, acc1, s0, s1, sx, d0, d1, m0, m1) \
     (acc0 = fma(s0, d0, acc0), acc1 = fma(s1, d1, acc1))
 #define BLOCK_APPLY_Q4(acc0, acc1, s0, s1, sx, d0, d1, m0, m1) \
     (acc0 = fma(s0, d0, fma((float16)sx, m0, acc0)), acc1 = fma(s1, d1, fma((float16)sx, m1, acc1)))
 
-#define DEFINE_QUANT_MV(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, APPLY)             \
-    __kernel void NAME(__global const QT *W, __global const ushort *S, __global const float *X,  \
-                       const ulong xoff, __global float *Y, const ulong yoff, const int rows,    \
-                       const int K, const int accumulate) {                                     \
-        const int p = get_global_id(0), nb = K / 32;                                            \
-        if (32 * p >= rows) return;                                                             \
-        const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
-        const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
-        const __global float *x = X + xoff;                                                     \
-        float16 acc0 = 0.0f, acc1 = 0.0f, d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1;                   \
-        for (int b = 0; b < nb; b++) {                                                          \
-            float16 t[8];                                                                       \
-            _Pragma("unroll") for (int u = 0; u < 8; u++) t[u] = 0.0f;                           \
-            _Pragma("unroll") for (int kk = 0; kk < 32; kk += 4) {                              \
-                _Pragma("unroll") for (int u = 0; u < 4; u++) {                                 \
-                    const float xv = x[32 * b + kk + u];                                         \
-                    QUANTS(q, b, kk + u, q0, q1);                                               \
-                    t[2 * u] = fma((float16)xv, q0, t[2 * u]);                                  \
-                    t[2 * u + 1] = fma((float16)xv, q1, t[2 * u + 1]);                          \
+/* ---- the code-plane types (Q5_0, Q5_1, IQ4_NL, the K-quants) ------------------
+ *
+ * The other types store each weight as an unsigned integer code c of QB + QH
+ * bits, w = c·D + M with D and M per row and sub-block of SL columns (32 or
+ * 16), from a scale record per row and super-block of SBK columns (32 or
+ * 256). Per panel and 32-column block, the codes are bit planes of dwords
+ * W[(b·(QB + QH) + dw)·32 + j], row j: a B-bit plane (QB bits at dword 0,
+ * the QH bits above them at dword QB) holds column kk at bits
+ * 8·(kk % 4) + (kk / 4 · B) % 8 of its dword kk / 4 · B / 8. So the 4-bit
+ * plane is the Q4 layout above, and for any plane, byte i of a dword is
+ * column 4c + i for some c: the integer dot takes x's bytes as they come.
+ * The scale records, in halves S[(p·nsb + B)·SREC ...], are planes of 32
+ * rows: 32 halves (d, dmin) or 32 dwords (64 halves: packed scale bytes,
+ * as the file has them) each:
+ *   Q5_0  d                 w = d (c − 16)
+ *   Q5_1  d, m              w = d c + m
+ *   Q4_K  d, dmin, 3 dwords w = d sc c − dmin m, 6-bit sc and m of each
+ *   Q5_K  (as Q4_K)         sub-block of 32 packed in 12 bytes as in the file
+ *   Q6_K  d, 4 dwords       w = d sc (c − 32), int8 sc per 16 columns
+ *   Q2_K  d, dmin, 4 dwords w = d sc c − dmin m, sc and m nibbles per 16
+ *   Q3_K  d, 3 dwords       w = d (sc − 32)(c − 4), 6-bit sc per 16 as the file
+ * (Q3_K's code is the 2 low bits plus 4 when its hmask bit is set.) */
+
+/* Code bits of column kk (a constant once unrolled) for rows 0-15 (h = 0)
+ * or 16-31 of a block's B-bit plane starting at dword dw0. */
+#define KQ_PLANE(q, dw0, B, kk, h)                                                               \
+    ((vload16(h, (q) + 32 * ((dw0) + (kk) / 4 * (B) / 8)) >> (uint)(8 * ((kk) % 4) + (kk) / 4 * (B) % 8)) & \
+     (uint)((1 << (B)) - 1))
+#define KQ_CODE(q, QB, QH, kk, h) \
+    (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
+/* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
+ * point it indexes: on x86 PoCL one vpermps at 512 bits, at 256 (8 lanes a
+ * table) a vpermps in each half of the grid and a blend on the code's bit 3;
+ * elsewhere a degree-6 polynomial in c − 7.5, rounded (least squares on the
+ * 16 points: within 0.353 of each in float, so rounding is exact; PoCL's
+ * LLVM 15 scalarizes OpenCL's shuffle with a variable mask, and its rint is
+ * a call). */
+#define KQ_GRID_LO (float8)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f)
+#define KQ_GRID_HI (float8)(1.0f, 13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f)
+#if CLF_X86_INT8 == 512
+#define KQ_LOOKUP(c) __builtin_ia32_permvarsf512((float16)(KQ_GRID_LO, KQ_GRID_HI), as_int16(c))
+#elif CLF_X86_INT8 == 256
+inline float8 kq_lookup8(int8 c) {
+    return select(__builtin_ia32_permvarsf256(KQ_GRID_LO, c), __builtin_ia32_permvarsf256(KQ_GRID_HI, c), c > 7);
+}
+#define KQ_LOOKUP(c) (float16)(kq_lookup8(as_int16(c).lo), kq_lookup8(as_int16(c).hi))
+#else
+#define KQ_LOOKUP(c) clf_iq4nl_lookup(c)
+#endif
+inline float16 clf_iq4nl_lookup(uint16 c) {
+    const float16 t = convert_float16(as_int16(c)) - 7.5f;
+    float16 p = fma(t, 3.783969805226661e-05f, 8.43454763526097e-05f);
+    p = fma(p, t, -0.0018443544395267963f);
+    p = fma(p, t, 0.07512453198432922f);
+    p = fma(p, t, -0.06124495714902878f);
+    p = fma(p, t, 11.508660316467285f);
+    return (fma(p, t, -4.4609375f) + 12582912.0f) - 12582912.0f; /* rint: 1.5·2^23 leaves no fraction bits */
+}
+#define KQ_VALUE_F(q, QB, QH, kk, h, GRID) \
+    ((GRID) ? KQ_LOOKUP(KQ_CODE(q, QB, QH, kk, h)) : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
+
+/* A record's plane of 32 dwords at half offset off, rows 16h.. 16h + 15. */
+#define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
+#define KQ_HALVES(rec, off, h) LOAD_H16((rec) + (off) + 16 * (h))
+
+/* Types whose M is a fixed multiple of D (CPU KQI in cl/types.cl): w =
+ * d·s·(c − CLF_OFF_T), s an integer per sub-block (kq_iscale: 1 where the
+ * block has one scale). */
+inline int16 kq_iscale_q5_0(const __global ushort *rec, int i, int h) {
+    (void)rec, (void)i, (void)h;
+    return 1;
+}
+#define kq_iscale_iq4_nl kq_iscale_q5_0
+inline int16 kq_iscale_q6_k(const __global ushort *rec, int i, int h) {
+    return as_int16(KQ_WORDS(rec, 32 + 64 * (i / 4), h) << (uint)(24 - 8 * (i % 4))) >> 24;
+}
+inline int16 kq_iscale_q3_k(const __global ushort *rec, int i, int h) {
+    const uint16 lo = KQ_WORDS(rec, 32 + 64 * (i % 8 / 4), h) >> (uint)(8 * (i % 4) + 4 * (i / 8)) & 15u;
+    const uint16 hi = KQ_WORDS(rec, 32 + 128, h) >> (uint)(8 * (i % 4) + 2 * (i / 4)) & 3u;
+    return as_int16(lo | hi << 4) - 32;
+}
+/* Per type: D and M of sub-block i (of the super-block) for rows 16h.. */
+inline void kq_scales_q5_0(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
+    *D = KQ_HALVES(rec, 0, h);
+    *M = -CLF_OFF_q5_0 * *D;
+}
+inline void kq_scales_iq4_nl(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
+    *D = KQ_HALVES(rec, 0, h);
+    *M = 0.0f;
+}
+inline void kq_scales_q5_1(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
+    *D = KQ_HALVES(rec, 0, h);
+    *M = KQ_HALVES(rec, 32, h);
+}
+inline void kq_scales_q4_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    const uint16 u0 = KQ_WORDS(rec, 64, h), u1 = KQ_WORDS(rec, 128, h);
+    uint16 sc, m;
+    if (i < 4) {
+        sc = u0 >> (uint)(8 * i) & 63u;
+        m = u1 >> (uint)(8 * i) & 63u;
+    } else {
+        const uint16 u2 = KQ_WORDS(rec, 192, h);
+        const uint t = 8 * (i - 4);
+        sc = (u2 >> t & 15u) | (u0 >> (t + 6) & 3u) << 4;
+        m = (u2 >> (t + 4) & 15u) | (u1 >> (t + 6) & 3u) << 4;
+    }
+    *D = KQ_HALVES(rec, 0, h) * convert_float16(as_int16(sc));
+    *M = -KQ_HALVES(rec, 32, h) * convert_float16(as_int16(m));
+}
+#define kq_scales_q5_k kq_scales_q4_k
+inline void kq_scales_q6_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q6_k(rec, i, h));
+    *M = -CLF_OFF_q6_k * *D;
+}
+inline void kq_scales_q2_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    const uint16 s = KQ_WORDS(rec, 64 + 64 * (i / 4), h) >> (uint)(8 * (i % 4));
+    *D = KQ_HALVES(rec, 0, h) * convert_float16(as_int16(s & 15u));
+    *M = -KQ_HALVES(rec, 32, h) * convert_float16(as_int16(s >> 4 & 15u));
+}
+inline void kq_scales_q3_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q3_k(rec, i, h));
+    *M = -CLF_OFF_q3_k * *D;
+}
+#define KQ_SCALES(T, rec, i, D0, D1, M0, M1) (kq_scales_##T(rec, i, 0, &D0, &M0), kq_scales_##T(rec, i, 1, &D1, &M1))
+
+/* Σ of x[0.. n) for n = 16 or 32. */
+inline float clf_sum_x(const __global float *x, int n) {
+    float16 s = vload16(0, x);
+    if (n == 32) s += vload16(1, x);
+    const float8 s8 = s.lo + s.hi;
+    const float4 s4 = s8.lo + s8.hi;
+    return (s4.x + s4.y) + (s4.z + s4.w);
+}
+
+/* The unpack kernels' store: 32 rows of column k into row-major out. */
+#define UNPACK_STORE(out, rows, K, p, k, w0, w1)                                                \
+    do {                                                                                        \
+        float t[32];                                                                            \
+        vstore16(w0, 0, t);                                                                     \
+        vstore16(w1, 1, t);                                                                     \
+        for (int j = 0; j < 32 && 32 * p + j < rows; j++) out[(size_t)(32 * p + j) * K + (k)] = t[j]; \
+    } while (0)
+
+/* ---- per-family pieces -------------------------------------------------------
+ * Each takes the type's row as (T, QB, QH, QK, SUB, REC, GRID, BYTES): its
+ * name, code bits, block and sub-block columns, scale-record halves
+ * (CLF_PANEL_REC), IQ4_NL grid flag and float element bytes (cl/types.cl),
+ * and works on the kernel's own p, b, nb, K, W, S:
+ *   MM_WT_<CPU>(BYTES)  W's element type; MM_S_ARG_<CPU> the records' argument
+ *   MM_PANEL_<CPU>      pointers to panel p's weights (and records)
+ *   MM_COLUMNS_<CPU>    all K columns of the panel as 32 weights each (w0:
+ *                       rows 0-15, w1: 16-31), handed to USE(k, w0, w1)
+ *   MM_UNPACK_<CPU>     the same for the 32 columns of block b
+ *   MV_SUMS_<CPU>       the GEMV's Σ x·w of the panel into A0, A1
+ * The families keep their own pieces where their arithmetic differs (the
+ * order of the sums is part of each kernel's result): floats have no
+ * blocks, so columns run over K (which need not be a multiple of 32); Q8
+ * and Q4 dequantize nibbles through the float mantissa (NIBBLE_F) and
+ * scale per 32 columns; the code-plane types per sub-block, from records
+ * shared by a super-block. */
+#define MM_FLOAT_T_4 float
+#define MM_FLOAT_T_2 ushort
+#define MM_WT_FLT(BYTES) MM_PASTE(MM_FLOAT_T_, BYTES)
+#define MM_WT_Q8(BYTES) uint
+#define MM_WT_Q4(BYTES) uint
+#define MM_WT_KQI(BYTES) uint
+#define MM_WT_KQF(BYTES) uint
+#define MM_S_ARG_FLT
+#define MM_S_ARG_Q8 __global const ushort *S,
+#define MM_S_ARG_Q4 __global const ushort *S,
+#define MM_S_ARG_KQI __global const ushort *S,
+#define MM_S_ARG_KQF __global const ushort *S,
+
+/* Floats: column by column. The GEMV takes 4 columns a step into four
+ * independent accumulator pairs, which hide the FMA latency a single
+ * token's tile of 1 × 32 would expose. */
+#define MM_PANEL_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES) const __global MM_WT_FLT(BYTES) *w = W + (size_t)p * K * 32
+#define MM_COLUMNS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES, USE)                               \
+    float16 w0, w1;                                                                             \
+    for (int k = 0; k < K; k++) {                                                               \
+        LOAD_##T(w, k, w0, w1);                                                                 \
+        USE(k, w0, w1);                                                                         \
+    }
+#define MM_UNPACK_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES, USE)                                \
+    const int k0 = 32 * get_global_id(1);                                                      \
+    MM_PANEL_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES);                                         \
+    float16 w0, w1;                                                                             \
+    for (int k = k0; k < min(k0 + 32, K); k++) {                                                \
+        LOAD_##T(w, k, w0, w1);                                                                 \
+        USE(k, w0, w1);                                                                         \
+    }
+#define MV_SUMS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES, A0, A1)                               \
+    float16 a[8], w0, w1;                                                                       \
+    _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = 0.0f;                                  \
+    int k = 0;                                                                                  \
+    for (; k + 4 <= K; k += 4) {                                                                \
+        _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
+            LOAD_##T(w, k + u, w0, w1);                                                         \
+            a[2 * u] = fma((float16)x[k + u], w0, a[2 * u]);                                    \
+            a[2 * u + 1] = fma((float16)x[k + u], w1, a[2 * u + 1]);                            \
+        }                                                                                       \
+    }                                                                                           \
+    for (; k < K; k++) {                                                                        \
+        LOAD_##T(w, k, w0, w1);                                                                 \
+        a[0] = fma((float16)x[k], w0, a[0]);                                                    \
+        a[1] = fma((float16)x[k], w1, a[1]);                                                    \
+    }                                                                                           \
+    (void)0
+
+/* The GEMV's result for row half h (A: the skeleton's accumulator; the
+ * float family sums its four pairs in clf_store32's arguments, after Y's
+ * address, as that kernel always did: the order is in the generated code). */
+#define MV_RESULT_FLT(h, A) ((a[h] + a[2 + h]) + (a[4 + h] + a[6 + h]))
+#define MV_RESULT_Q8(h, A) A
+#define MV_RESULT_Q4(h, A) A
+#define MV_RESULT_KQI(h, A) A
+#define MV_RESULT_KQF(h, A) A
+
+/* Q8 and Q4 (Q8_0, Q4_0, Q4_1): per block the scales of the type
+ * (SCALES_<name>), per column the family's codes (QUANTS_<CPU>) and
+ * dequantization (DEQ_<CPU>). MM_QBLOCK: the 32 columns of block b, the
+ * column loop under UNROLL (the GEMM's MM_KK_UNROLL_<CPU>: Q8_0 by 4, so a
+ * column group's dwords load once and the shifts are constants, which
+ * keeps it as fast as the char layout was). The GEMV sums x·q per block in
+ * integers-as-floats and scales once: Σ x·(q·d + m) = d·Σ x·q + m·Σ x
+ * (BLOCK_APPLY_<CPU>; with Q4's f for q, as above). It stays apart from
+ * the code-plane GEMV: one scale per 32 columns, no minimum term for Q8_0,
+ * and the blocks addressed from the panel, not by a running pointer. */
+#define MM_KK_UNROLL_Q8 _Pragma("unroll 4")
+#define MM_KK_UNROLL_Q4
+#define MM_PANEL_Q(T, QB, QH, QK, SUB, REC, GRID, BYTES)                                        \
+    const __global uint *q = W + (size_t)p * nb * (32 * ((QB) + (QH)));                         \
+    const __global ushort *s = S + (size_t)p * nb * (REC)
+#define MM_PANEL_Q8 MM_PANEL_Q
+#define MM_PANEL_Q4 MM_PANEL_Q
+#define MM_QBLOCK(CPU, T, b, UNROLL, USE)                                                       \
+    SCALES_##T(s, b, d0, d1, m0v, m1v);                                                         \
+    UNROLL for (int kk = 0; kk < 32; kk++) {                                                    \
+        QUANTS_##CPU(q, b, kk, q0, q1);                                                         \
+        DEQ_##CPU(q0, q1, d0, d1, m0v, m1v, w0, w1);                                            \
+        USE(32 * (b) + kk, w0, w1);                                                             \
+    }
+#define MM_COLUMNS_Q(CPU, T, USE)                                                               \
+    float16 d0, d1, m0v = 0.0f, m1v = 0.0f, q0, q1, w0, w1;                                     \
+    for (int b = 0; b < nb; b++) {                                                              \
+        MM_QBLOCK(CPU, T, b, MM_KK_UNROLL_##CPU, USE)                                           \
+    }
+#define MM_UNPACK_Q(CPU, T, QB, QH, REC, USE)                                                   \
+    MM_PANEL_Q(T, QB, QH, 0, 0, REC, 0, 0);                                                     \
+    float16 d0, d1, m0v = 0.0f, m1v = 0.0f, q0, q1, w0, w1;                                     \
+    MM_QBLOCK(CPU, T, b, , USE)
+#define MV_SUMS_Q(CPU, T, A0, A1)                                                               \
+    float16 d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1;                                               \
+    for (int b = 0; b < nb; b++) {                                                              \
+        float16 t[8];                                                                           \
+        _Pragma("unroll") for (int u = 0; u < 8; u++) t[u] = 0.0f;                              \
+        _Pragma("unroll") for (int kk = 0; kk < 32; kk += 4) {                                  \
+            _Pragma("unroll") for (int u = 0; u < 4; u++) {                                     \
+                const float xv = x[32 * b + kk + u];                                            \
+                QUANTS_##CPU(q, b, kk + u, q0, q1);                                             \
+                t[2 * u] = fma((float16)xv, q0, t[2 * u]);                                      \
+                t[2 * u + 1] = fma((float16)xv, q1, t[2 * u + 1]);                              \
+            }                                                                                   \
+        }                                                                                       \
+        const float16 xs = vload16(0, x + 32 * b) + vload16(1, x + 32 * b);                     \
+        const float8 xs8 = xs.lo + xs.hi;                                                       \
+        const float4 xs4 = xs8.lo + xs8.hi;                                                     \
+        const float sx = (xs4.x + xs4.y) + (xs4.z + xs4.w);                                     \
+        SCALES_##T(s, b, d0, d1, m0, m1);                                                       \
+        BLOCK_APPLY_##CPU(A0, A1, (t[0] + t[2]) + (t[4] + t[6]), (t[1] + t[3]) + (t[5] + t[7]), sx, d0, d1, m0, m1); \
+    }
+#define MM_COLUMNS_Q8(T, QB, QH, QK, SUB, REC, GRID, BYTES, USE) MM_COLUMNS_Q(Q8, T, USE)
+#define MM_COLUMNS_Q4(T, QB, QH, QK, SUB, REC, GRID, BYTES, USE) MM_COLUMNS_Q(Q4, T, USE)
+#define MM_UNPACK_Q8(T, QB, QH, QK, SUB, REC, GRID, BYTES, USE) MM_UNPACK_Q(Q8, T, QB, QH, REC, USE)
+#define MM_UNPACK_Q4(T, QB, QH, QK, SUB, REC, GRID, BYTES, USE) MM_UNPACK_Q(Q4, T, QB, QH, REC, USE)
+#define MV_SUMS_Q8(T, QB, QH, QK, SUB, REC, GRID, BYTES, A0, A1) MV_SUMS_Q(Q8, T, A0, A1)
+#define MV_SUMS_Q4(T, QB, QH, QK, SUB, REC, GRID, BYTES, A0, A1) MV_SUMS_Q(Q4, T, A0, A1)
+
+/* The code-plane types (KQI and KQF alike on the float path): w = c·D + M
+ * per sub-block of SL columns, records per super-block of SBK columns
+ * (SBK = QK, SL = SUB, SREC = REC). The GEMM's column loop unrolled, every
+ * plane's shift a constant: 2048² × 64 tokens 7-24% faster (Q4_K 7%, Q6_K
+ * 14%, Q3_K 24%). The GEMV: per sub-block the sums x·c in floats, then
+ * Σ x·w = D·Σ x·c + M·Σ x. */
+#define MM_PANEL_KQ(T, QB, QH, SBK, SL, SREC, GRID, BYTES)                                      \
+    const __global uint *qp = W + (size_t)p * nb * 32 * ((QB) + (QH));                          \
+    const __global ushort *s = S + (size_t)p * (K / (SBK)) * (SREC)
+/* The GEMV's: q is its running block pointer (declared ahead of the sums,
+ * as the kernel always had it: the order of a kernel's variables is the
+ * order of its loop's values in the generated code). */
+#define MV_PANEL_KQ(T, QB, QH, SBK, SL, SREC, GRID, BYTES)                                      \
+    const __global uint *q = W + (size_t)p * nb * 32 * ((QB) + (QH));                           \
+    const __global ushort *s = S + (size_t)p * (K / (SBK)) * (SREC)
+#define MM_COLUMNS_KQ(T, QB, QH, SBK, SL, SREC, GRID, BYTES, USE)                               \
+    float16 D0, D1, M0, M1;                                                                     \
+    const __global uint *q = qp;                                                                \
+    for (int b = 0; b < nb; b++, q += 32 * ((QB) + (QH))) {                                     \
+        const __global ushort *rec = s + (size_t)(b / ((SBK) / 32)) * (SREC);                   \
+        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                 \
+            KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);              \
+            _Pragma("unroll") for (int c = u * (SL) / 4; c < (u + 1) * (SL) / 4; c++) {         \
+                _Pragma("unroll") for (int i4 = 0; i4 < 4; i4++) {                              \
+                    const int kk = 4 * c + i4, k = 32 * b + kk;                                 \
+                    const float16 w0 = fma(KQ_VALUE_F(q, QB, QH, kk, 0, GRID), D0, M0);         \
+                    const float16 w1 = fma(KQ_VALUE_F(q, QB, QH, kk, 1, GRID), D1, M1);         \
+                    USE(k, w0, w1);                                                             \
                 }                                                                               \
             }                                                                                   \
-            const float16 xs = vload16(0, x + 32 * b) + vload16(1, x + 32 * b);                 \
-            const float8 xs8 = xs.lo + xs.hi;                                                   \
-            const float4 xs4 = xs8.lo + xs8.hi;                                                 \
-            const float sx = (xs4.x + xs4.y) + (xs4.z + xs4.w);                                 \
-            SCALES(s, b, d0, d1, m0, m1);                                                       \
-            APPLY(acc0, acc1, (t[0] + t[2]) + (t[4] + t[6]), (t[1] + t[3]) + (t[5] + t[7]), sx, d0, d1, m0, m1); \
         }                                                                                       \
-        clf_store32(Y + yoff + 32 * p, acc0, acc1, rows - 32 * p, accumulate);                  \
+    }
+/* The unpack's block: the GEMM's columns, with the column loop flat and
+ * its index taken after the weights (one block piece for both put the
+ * index arithmetic elsewhere in the generated code). */
+#define MM_UNPACK_KQ(T, QB, QH, SBK, SL, SREC, GRID, BYTES, USE)                                \
+    const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                     \
+    const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC);     \
+    float16 D0, D1, M0, M1;                                                                     \
+    _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                     \
+        KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);                  \
+        _Pragma("unroll") for (int kk = u * (SL); kk < (u + 1) * (SL); kk++) {                  \
+            const float16 w0 = fma(KQ_VALUE_F(q, QB, QH, kk, 0, GRID), D0, M0);                 \
+            const float16 w1 = fma(KQ_VALUE_F(q, QB, QH, kk, 1, GRID), D1, M1);                 \
+            USE(32 * b + kk, w0, w1);                                                           \
+        }                                                                                       \
+    }
+#define MV_SUMS_KQ(T, QB, QH, SBK, SL, SREC, GRID, BYTES, A0, A1)                               \
+    float16 D0, D1, M0, M1;                                                                     \
+    for (int b = 0; b < nb; b++, q += 32 * ((QB) + (QH))) {                                     \
+        const __global ushort *rec = s + (size_t)(b / ((SBK) / 32)) * (SREC);                   \
+        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                 \
+            float16 t[8];                                                                       \
+            _Pragma("unroll") for (int v = 0; v < 8; v++) t[v] = 0.0f;                          \
+            _Pragma("unroll") for (int kk = u * (SL); kk < (u + 1) * (SL); kk++) {              \
+                const float16 xv = x[32 * b + kk];                                              \
+                t[kk % 4 * 2] = fma(xv, KQ_VALUE_F(q, QB, QH, kk, 0, GRID), t[kk % 4 * 2]);     \
+                t[kk % 4 * 2 + 1] = fma(xv, KQ_VALUE_F(q, QB, QH, kk, 1, GRID), t[kk % 4 * 2 + 1]); \
+            }                                                                                   \
+            const float sx = clf_sum_x(x + 32 * b + u * (SL), SL);                              \
+            KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);              \
+            A0 = fma((t[0] + t[2]) + (t[4] + t[6]), D0, fma((float16)sx, M0, A0));              \
+            A1 = fma((t[1] + t[3]) + (t[5] + t[7]), D1, fma((float16)sx, M1, A1));              \
+        }                                                                                       \
+    }
+#define MV_PANEL_FLT MM_PANEL_FLT
+#define MV_PANEL_Q8 MM_PANEL_Q
+#define MV_PANEL_Q4 MM_PANEL_Q
+#define MV_PANEL_KQI MV_PANEL_KQ
+#define MV_PANEL_KQF MV_PANEL_KQ
+#define MM_PANEL_KQI MM_PANEL_KQ
+#define MM_PANEL_KQF MM_PANEL_KQ
+#define MM_COLUMNS_KQI MM_COLUMNS_KQ
+#define MM_COLUMNS_KQF MM_COLUMNS_KQ
+#define MM_UNPACK_KQI MM_UNPACK_KQ
+#define MM_UNPACK_KQF MM_UNPACK_KQ
+#define MV_SUMS_KQI MV_SUMS_KQ
+#define MV_SUMS_KQF MV_SUMS_KQ
+
+/* ---- the float-activation kernels: one skeleton per shape ------------------- */
+
+/* GEMM and skinny products: one work-item per (panel, MG tiles of TM
+ * tokens); global size (panels, ceil(n / (TM · MG))). Each column's 32
+ * weights are loaded (dequantized) once for the tile's TM tokens. */
+#define GEMM_USE(k, w0, w1)                                                                     \
+    _Pragma("unroll") for (int i = 0; i < TM; i++) {                                            \
+        float16 v = x[i][k];                                                                    \
+        a0[i] = fma(v, w0, a0[i]);                                                              \
+        a1[i] = fma(v, w1, a1[i]);                                                              \
+    }
+#define DEFINE_GEMM(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                                  \
+    __kernel void gemm_##T(__global const MM_WT_##CPU(BYTES) *W, MM_S_ARG_##CPU __global const float *X, \
+                           const ulong xoff, __global float *Y, const ulong yoff, const int n,  \
+                           const int ldy, const int rows, const int K, const int accumulate) {  \
+        const int p = get_global_id(0), nb = K / 32;                                            \
+        if (32 * p >= rows) return;                                                             \
+        MM_PANEL_##CPU(T, QB, QH, QK, SUB, REC, GRID, BYTES);                                   \
+        for (int g = 0; g < MG; g++) {                                                          \
+            const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
+            if (m0 >= n) return;                                                                \
+            TILE_BEGIN(X, xoff, n, K, m0, x);                                                   \
+            float16 a0[TM], a1[TM];                                                             \
+            _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
+            MM_COLUMNS_##CPU(T, QB, QH, QK, SUB, REC, GRID, BYTES, GEMM_USE)                    \
+            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
+        }                                                                                       \
     }
 
-MM_IF(q8_0)(DEFINE_QUANT_MV(gemv_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, BLOCK_APPLY_Q8))
-MM_IF(q4_0)(DEFINE_QUANT_MV(gemv_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, BLOCK_APPLY_Q4))
-MM_IF(q4_1)(DEFINE_QUANT_MV(gemv_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, BLOCK_APPLY_Q4))
+/* GEMV (one token): one work-item per panel, global size (panels). */
+#define DEFINE_GEMV(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                                  \
+    __kernel void gemv_##T(__global const MM_WT_##CPU(BYTES) *W, MM_S_ARG_##CPU __global const float *X, \
+                           const ulong xoff, __global float *Y, const ulong yoff, const int rows, \
+                           const int K, const int accumulate) {                                 \
+        const int p = get_global_id(0), nb = K / 32;                                            \
+        if (32 * p >= rows) return;                                                             \
+        MV_PANEL_##CPU(T, QB, QH, QK, SUB, REC, GRID, BYTES);                                   \
+        const __global float *x = X + xoff;                                                     \
+        float16 acc0 = 0.0f, acc1 = 0.0f;                                                       \
+        MV_SUMS_##CPU(T, QB, QH, QK, SUB, REC, GRID, BYTES, acc0, acc1);                        \
+        clf_store32(Y + yoff + 32 * p, MV_RESULT_##CPU(0, acc0), MV_RESULT_##CPU(1, acc1), rows - 32 * p, accumulate); \
+    }
+
+/* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
+ * work-item per (panel, block of 32 columns); global size (panels,
+ * ceil(K / 32)). */
+#define UNPACK_USE(k, w0, w1) UNPACK_STORE(out, rows, K, p, k, w0, w1)
+#define DEFINE_UNPACK(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                                \
+    __kernel void unpack_##T(__global const MM_WT_##CPU(BYTES) *W, MM_S_ARG_##CPU __global float *out, \
+                             const int rows, const int K) {                                     \
+        const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
+        MM_UNPACK_##CPU(T, QB, QH, QK, SUB, REC, GRID, BYTES, UNPACK_USE)                       \
+    }
+
+/* SHAPE(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES) for every type of the
+ * table whose CLF_MM_<name> is 1. */
+#define MM_ROW_(SHAPE, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    MM_IF(name)(SHAPE(CPU, name, QB, QH, QK, SUB, CLF_PANEL_REC(M_AT, SW), GRID, BYTES))
+#define MM_KERNELS(SHAPE) CLF_TYPES(MM_ROW_, SHAPE)
+MM_KERNELS(DEFINE_GEMM)
+MM_KERNELS(DEFINE_GEMV)
+MM_KERNELS(DEFINE_UNPACK)
 
 #if CLF_X86_INT8
-/* Q8_0/Q4 GEMVs with x quantized to int8 per block of 32 (scale
- * max|x| / 127): pmaddubsw multiplies unsigned weight bytes by the signed x
- * bytes, four columns per dword lane, pmaddwd folds the pairs, so 64
- * products take one instruction where the float path needs four. The block
- * sums are exact integers; only x's rounding (~0.4% relative) separates the
- * result from the float kernels. A work-item takes NPPW panels (PPW for
- * Q4, PPW_Q8 for Q8_0) so the quantized x is shared; global size
- * (tokens, ceil(panels / NPPW)): a token per work-item, each computed as
- * the one-token GEMV computes it, and the tokens of a panel group run one
- * after another while its weights are in cache (batched decode). */
+/* ---- int8 activations (CLF_X86_INT8) ------------------------------------------
+ *
+ * x quantized to int8 per block of 32 (scale max|x| / 127): pmaddubsw
+ * multiplies unsigned weight bytes by the signed x bytes, four columns per
+ * dword lane, pmaddwd folds the pairs, so 64 products take one instruction
+ * where the float path needs four. The block sums are exact integers; only
+ * x's rounding (~0.4% relative) separates the result from the float
+ * kernels. The kernels' skeletons are at the end of the section. */
 /* The integer products' primitives at the vector width CLF_X86_INT8 (512:
  * AVX-512BW, 256: AVX2). Every kernel below works on 16 rows at a time:
  * 64 bytes, 32 shorts or 16 ints (clf_char64, clf_short32, int16), one
@@ -451,51 +815,15 @@ inline void clf_load_xq32(const __global float *x, int *xw, float *dx, float *sx
 #define LOAD_XQ_ROW(K) ((K) / 32 * (CLF_XQ_BYTES / 4))
 
 /* SCALES_RAW: the block's d and m (Q4_0: m = -8d) of 32 rows. */
-#define SCALES_RAW_Q8_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16))
-#define SCALES_RAW_Q4_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = -8.0f * d0, m1 = -8.0f * d1)
-#define SCALES_RAW_Q4_1(s, d0, d1, m0, m1)                                                       \
+#define SCALES_RAW_q8_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16))
+#define SCALES_RAW_q4_0(s, d0, d1, m0, m1) (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = -8.0f * d0, m1 = -8.0f * d1)
+#define SCALES_RAW_q4_1(s, d0, d1, m0, m1)                                                       \
     (d0 = LOAD_H16(s), d1 = LOAD_H16((s) + 16), m0 = LOAD_H16((s) + 32), m1 = LOAD_H16((s) + 48))
 
 /* acc += Σq·xq · d·dx, and the minimums' m·Σx̂ where there are some. */
 #define INT8_APPLY(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, acc))
 #define INT8_APPLY_M(acc, dot, sx, d, m, dx) (acc = fma(convert_float16(dot), d * dx, fma((float16)sx, m, acc)))
 
-#define DEFINE_INT8_MV(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY, XMODE)      \
-    __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
-                       const ulong xoff, __global float *Y, const ulong yoff, const int ldy,     \
-                       const int rows, const int K, const int accumulate) {                     \
-        const int p0 = get_global_id(1) * NPPW, nb = K / 32, np = (rows + 31) / 32;             \
-        if (p0 >= np) return;                                                                   \
-        const size_t r = get_global_id(0);                                                      \
-        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                \
-        float16 acc[NPPW][2], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
-        _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = 0.0f;          \
-        for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], sp;                                                                      \
-            float dx, sxs[3];                                                                   \
-            XMODE(x, b, xw, &dx, sxs, &sp);                                                     \
-            /* m·Σx̂, not m·Σx: the error then scales with w, not with q */                      \
-            const float sx = sxs[2];                                                            \
-            _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
-                if (p0 + j >= np) break;                                                        \
-                const __global uint *q = W + ((size_t)(p0 + j) * nb + b) * BLOCK_SIZE;          \
-                SCALES_RAW(S + ((size_t)(p0 + j) * nb + b) * SCALE_HALVES, d0, d1, m0, m1);      \
-                APPLY(acc[j][0], DOT(q, xw), sx, d0, m0, dx);                                   \
-                APPLY(acc[j][1], DOT(q + 16, xw), sx, d1, m1, dx);                              \
-            }                                                                                   \
-        }                                                                                       \
-        _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < np)                       \
-            clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
-    }
-
-/* The gate|up GEMV with the gated unit applied: W is a fused gate|up weight
- * (the gate's ff rows, then the up's, ff a multiple of 32); a work-item
- * takes NPPW gate panels and the up panels of the same rows, so it owns
- * h = act(g)·u for those rows and writes it to Y (rows ldy apart) and, one
- * int8 block per panel, to YQ at yq_off bytes: h is the down product's x.
- * x from its int8 blocks. The SwiGLU launch and the down GEMV's quantizing
- * go; h equals what the GEMV, then clf_glu, then quantizing x would give.
- * Global size (tokens, ceil(ff / 32 / NPPW)). */
 /* h = act(g)·u of 32 rows: to Y, and its int8 block (the down GEMV's x) to yq. */
 inline void glu_store32(float16 ha, float16 hb, __global float *y, __global uchar *yq) {
     vstore16(ha, 0, y);
@@ -503,349 +831,6 @@ inline void glu_store32(float16 ha, float16 hb, __global float *y, __global ucha
     clf_xq_store32(ha, hb, yq);
 }
 
-#define DEFINE_INT8_GLU(NAME, NPPW, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, DOT, APPLY, ACT)             \
-    __kernel void NAME(__global const uint *W, __global const ushort *S, __global const float *X, \
-                       const ulong xoff, __global float *Y, const ulong yoff, const int ldy,     \
-                       const int rows, const int K, __global uchar *YQ, const ulong yq_off) {   \
-        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * NPPW;                   \
-        if (p0 >= npf) return;                                                                  \
-        const size_t r = get_global_id(0);                                                      \
-        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                \
-        float16 acc[NPPW][4], d0, d1, m0 = 0.0f, m1 = 0.0f;                                     \
-        _Pragma("unroll") for (int j = 0; j < NPPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
-        for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], sp;                                                                      \
-            float dx, sxs[3];                                                                   \
-            LOAD_XQ(x, b, xw, &dx, sxs, &sp);                                                   \
-            const float sx = sxs[2];                                                            \
-            _Pragma("unroll") for (int j = 0; j < NPPW; j++) {                                  \
-                if (p0 + j >= npf) break;                                                       \
-                _Pragma("unroll") for (int u = 0; u < 2; u++) { /* gate, up */                  \
-                    const size_t pb = (size_t)(p0 + j + u * npf) * nb + b;                      \
-                    const __global uint *q = W + pb * BLOCK_SIZE;                               \
-                    SCALES_RAW(S + pb * SCALE_HALVES, d0, d1, m0, m1);                           \
-                    APPLY(acc[j][2 * u], DOT(q, xw), sx, d0, m0, dx);                           \
-                    APPLY(acc[j][2 * u + 1], DOT(q + 16, xw), sx, d1, m1, dx);                  \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-        _Pragma("unroll") for (int j = 0; j < NPPW; j++) if (p0 + j < npf)                      \
-            glu_store32(ACT(acc[j][0]) * acc[j][2], ACT(acc[j][1]) * acc[j][3],                  \
-                        Y + yoff + r * ldy + 32 * (p0 + j), YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES); \
-    }
-
-MM_IF(q8_0)(DEFINE_INT8_MV(gemv_q8_0_i8, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, QUANT_X))
-MM_IF(q4_0)(DEFINE_INT8_MV(gemv_q4_0_i8, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X))
-MM_IF(q4_1)(DEFINE_INT8_MV(gemv_q4_1_i8, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, QUANT_X))
-MM_IF(q8_0)(DEFINE_INT8_MV(gemv_q8_0_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, LOAD_XQ))
-MM_IF(q4_0)(DEFINE_INT8_MV(gemv_q4_0_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ))
-MM_IF(q4_1)(DEFINE_INT8_MV(gemv_q4_1_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, LOAD_XQ))
-MM_IF(q8_0)(DEFINE_INT8_GLU(gemv_q8_0_swiglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_silu16))
-MM_IF(q4_0)(DEFINE_INT8_GLU(gemv_q4_0_swiglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16))
-MM_IF(q4_1)(DEFINE_INT8_GLU(gemv_q4_1_swiglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_silu16))
-MM_IF(q8_0)(DEFINE_INT8_GLU(gemv_q8_0_geglu_xq, PPW_Q8, 256, 32, SCALES_RAW_Q8_0, clf_dot_q8_x8, INT8_APPLY, clf_gelu16))
-MM_IF(q4_0)(DEFINE_INT8_GLU(gemv_q4_0_geglu_xq, PPW, 128, 32, SCALES_RAW_Q4_0, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16))
-MM_IF(q4_1)(DEFINE_INT8_GLU(gemv_q4_1_geglu_xq, PPW, 128, 64, SCALES_RAW_Q4_1, clf_dot_q4_x8, INT8_APPLY_M, clf_gelu16))
-#endif
-
-/* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
- * work-item per (panel, 32 columns); global size (panels, ceil(K / 32)). */
-#define UNPACK_STORE(out, rows, K, p, k, w0, w1)                                                \
-    do {                                                                                        \
-        float t[32];                                                                            \
-        vstore16(w0, 0, t);                                                                     \
-        vstore16(w1, 1, t);                                                                     \
-        for (int j = 0; j < 32 && 32 * p + j < rows; j++) out[(size_t)(32 * p + j) * K + (k)] = t[j]; \
-    } while (0)
-
-#define DEFINE_FLOAT_UNPACK(NAME, T, LOAD)                                                      \
-    __kernel void NAME(__global const T *W, __global float *out, const int rows, const int K) { \
-        const int p = get_global_id(0), k0 = 32 * get_global_id(1);                             \
-        const __global T *w = W + (size_t)p * K * 32;                                           \
-        float16 w0, w1;                                                                         \
-        for (int k = k0; k < min(k0 + 32, K); k++) {                                            \
-            LOAD(w, k, w0, w1);                                                                 \
-            UNPACK_STORE(out, rows, K, p, k, w0, w1);                                           \
-        }                                                                                       \
-    }
-
-MM_IF(f32)(DEFINE_FLOAT_UNPACK(unpack_f32, float, LOAD_F32))
-MM_IF(f16)(DEFINE_FLOAT_UNPACK(unpack_f16, ushort, LOAD_F16))
-
-#define DEFINE_QUANT_UNPACK(NAME, QT, BLOCK_SIZE, SCALE_HALVES, SCALES, QUANTS, DEQ)           \
-    __kernel void NAME(__global const QT *W, __global const ushort *S, __global float *out,     \
-                       const int rows, const int K) {                                           \
-        const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
-        const __global QT *q = W + (size_t)p * nb * BLOCK_SIZE;                                \
-        const __global ushort *s = S + (size_t)p * nb * SCALE_HALVES;                           \
-        float16 d0, d1, m0 = 0.0f, m1 = 0.0f, q0, q1, w0, w1;                                   \
-        SCALES(s, b, d0, d1, m0, m1);                                                           \
-        for (int kk = 0; kk < 32; kk++) {                                                       \
-            QUANTS(q, b, kk, q0, q1);                                                           \
-            DEQ(q0, q1, d0, d1, m0, m1, w0, w1);                                                \
-            UNPACK_STORE(out, rows, K, p, 32 * b + kk, w0, w1);                                 \
-        }                                                                                       \
-    }
-
-MM_IF(q8_0)(DEFINE_QUANT_UNPACK(unpack_q8_0, uint, 256, 32, SCALES_Q8_0, QUANTS_Q8, DEQ_Q8))
-MM_IF(q4_0)(DEFINE_QUANT_UNPACK(unpack_q4_0, uint, 128, 32, SCALES_Q4_0, QUANTS_Q4, DEQ_Q4))
-MM_IF(q4_1)(DEFINE_QUANT_UNPACK(unpack_q4_1, uint, 128, 64, SCALES_Q4_1, QUANTS_Q4, DEQ_Q4))
-
-/* ---- BF16 and the bit-plane types (Q5_0, Q5_1, the K-quants) ----
- *
- * BF16 panels are F16's with bfloat16 halves: the top 16 bits of a float. */
-#define LOAD_BF16(w, k, w0, w1)                                                                  \
-    (w0 = as_float16(convert_uint16(vload16(0, (w) + 32 * (k))) << 16),                         \
-     w1 = as_float16(convert_uint16(vload16(1, (w) + 32 * (k))) << 16))
-
-MM_IF(bf16)(DEFINE_FLOAT_MM(gemm_bf16, ushort, LOAD_BF16))
-MM_IF(bf16)(DEFINE_FLOAT_MV(gemv_bf16, ushort, LOAD_BF16))
-
-/* The other types store each weight as an unsigned integer code c of QB + QH
- * bits, w = c·D + M with D and M per row and sub-block of SL columns (32 or
- * 16), from a scale record per row and super-block of SBK columns (32 or
- * 256). Per panel and 32-column block, the codes are bit planes of dwords
- * W[(b·(QB + QH) + dw)·32 + j], row j: a B-bit plane (QB bits at dword 0,
- * the QH bits above them at dword QB) holds column kk at bits
- * 8·(kk % 4) + (kk / 4 · B) % 8 of its dword kk / 4 · B / 8. So the 4-bit
- * plane is the Q4 layout above, and for any plane, byte i of a dword is
- * column 4c + i for some c: the integer dot takes x's bytes as they come.
- * The scale records, in halves S[(p·nsb + B)·SREC ...], are planes of 32
- * rows: 32 halves (d, dmin) or 32 dwords (64 halves: packed scale bytes,
- * as the file has them) each:
- *   Q5_0  d                 w = d (c − 16)
- *   Q5_1  d, m              w = d c + m
- *   Q4_K  d, dmin, 3 dwords w = d sc c − dmin m, 6-bit sc and m of each
- *   Q5_K  (as Q4_K)         sub-block of 32 packed in 12 bytes as in the file
- *   Q6_K  d, 4 dwords       w = d sc (c − 32), int8 sc per 16 columns
- *   Q2_K  d, dmin, 4 dwords w = d sc c − dmin m, sc and m nibbles per 16
- *   Q3_K  d, 3 dwords       w = d (sc − 32)(c − 4), 6-bit sc per 16 as the file
- * (Q3_K's code is the 2 low bits plus 4 when its hmask bit is set.) */
-
-/* Code bits of column kk (a constant once unrolled) for rows 0-15 (h = 0)
- * or 16-31 of a block's B-bit plane starting at dword dw0. */
-#define KQ_PLANE(q, dw0, B, kk, h)                                                               \
-    ((vload16(h, (q) + 32 * ((dw0) + (kk) / 4 * (B) / 8)) >> (uint)(8 * ((kk) % 4) + (kk) / 4 * (B) % 8)) & \
-     (uint)((1 << (B)) - 1))
-#define KQ_CODE(q, QB, QH, kk, h) \
-    (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
-/* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
- * point it indexes: on x86 PoCL one vpermps at 512 bits, at 256 (8 lanes a
- * table) a vpermps in each half of the grid and a blend on the code's bit 3;
- * elsewhere a degree-6 polynomial in c − 7.5, rounded (least squares on the
- * 16 points: within 0.353 of each in float, so rounding is exact; PoCL's
- * LLVM 15 scalarizes OpenCL's shuffle with a variable mask, and its rint is
- * a call). */
-#define KQ_GRID_LO (float8)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f)
-#define KQ_GRID_HI (float8)(1.0f, 13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f)
-#if CLF_X86_INT8 == 512
-#define KQ_LOOKUP(c) __builtin_ia32_permvarsf512((float16)(KQ_GRID_LO, KQ_GRID_HI), as_int16(c))
-#elif CLF_X86_INT8 == 256
-inline float8 kq_lookup8(int8 c) {
-    return select(__builtin_ia32_permvarsf256(KQ_GRID_LO, c), __builtin_ia32_permvarsf256(KQ_GRID_HI, c), c > 7);
-}
-#define KQ_LOOKUP(c) (float16)(kq_lookup8(as_int16(c).lo), kq_lookup8(as_int16(c).hi))
-#else
-#define KQ_LOOKUP(c) clf_iq4nl_lookup(c)
-#endif
-inline float16 clf_iq4nl_lookup(uint16 c) {
-    const float16 t = convert_float16(as_int16(c)) - 7.5f;
-    float16 p = fma(t, 3.783969805226661e-05f, 8.43454763526097e-05f);
-    p = fma(p, t, -0.0018443544395267963f);
-    p = fma(p, t, 0.07512453198432922f);
-    p = fma(p, t, -0.06124495714902878f);
-    p = fma(p, t, 11.508660316467285f);
-    return (fma(p, t, -4.4609375f) + 12582912.0f) - 12582912.0f; /* rint: 1.5·2^23 leaves no fraction bits */
-}
-#define KQ_VALUE_F(q, QB, QH, kk, h, GRID) \
-    ((GRID) ? KQ_LOOKUP(KQ_CODE(q, QB, QH, kk, h)) : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
-
-/* A record's plane of 32 dwords at half offset off, rows 16h.. 16h + 15. */
-#define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
-#define KQ_HALVES(rec, off, h) LOAD_H16((rec) + (off) + 16 * (h))
-
-/* Types whose M is a fixed multiple of D (CPU KQI in cl/types.cl): w =
- * d·s·(c − CLF_OFF_T), s an integer per sub-block (kq_iscale: 1 where the
- * block has one scale). */
-inline int16 kq_iscale_q5_0(const __global ushort *rec, int i, int h) {
-    (void)rec, (void)i, (void)h;
-    return 1;
-}
-#define kq_iscale_iq4_nl kq_iscale_q5_0
-inline int16 kq_iscale_q6_k(const __global ushort *rec, int i, int h) {
-    return as_int16(KQ_WORDS(rec, 32 + 64 * (i / 4), h) << (uint)(24 - 8 * (i % 4))) >> 24;
-}
-inline int16 kq_iscale_q3_k(const __global ushort *rec, int i, int h) {
-    const uint16 lo = KQ_WORDS(rec, 32 + 64 * (i % 8 / 4), h) >> (uint)(8 * (i % 4) + 4 * (i / 8)) & 15u;
-    const uint16 hi = KQ_WORDS(rec, 32 + 128, h) >> (uint)(8 * (i % 4) + 2 * (i / 4)) & 3u;
-    return as_int16(lo | hi << 4) - 32;
-}
-/* Per type: D and M of sub-block i (of the super-block) for rows 16h.. */
-inline void kq_scales_q5_0(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    (void)i; /* one scale per block */
-    *D = KQ_HALVES(rec, 0, h);
-    *M = -CLF_OFF_q5_0 * *D;
-}
-inline void kq_scales_iq4_nl(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    (void)i; /* one scale per block */
-    *D = KQ_HALVES(rec, 0, h);
-    *M = 0.0f;
-}
-inline void kq_scales_q5_1(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    (void)i; /* one scale per block */
-    *D = KQ_HALVES(rec, 0, h);
-    *M = KQ_HALVES(rec, 32, h);
-}
-inline void kq_scales_q4_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    const uint16 u0 = KQ_WORDS(rec, 64, h), u1 = KQ_WORDS(rec, 128, h);
-    uint16 sc, m;
-    if (i < 4) {
-        sc = u0 >> (uint)(8 * i) & 63u;
-        m = u1 >> (uint)(8 * i) & 63u;
-    } else {
-        const uint16 u2 = KQ_WORDS(rec, 192, h);
-        const uint t = 8 * (i - 4);
-        sc = (u2 >> t & 15u) | (u0 >> (t + 6) & 3u) << 4;
-        m = (u2 >> (t + 4) & 15u) | (u1 >> (t + 6) & 3u) << 4;
-    }
-    *D = KQ_HALVES(rec, 0, h) * convert_float16(as_int16(sc));
-    *M = -KQ_HALVES(rec, 32, h) * convert_float16(as_int16(m));
-}
-#define kq_scales_q5_k kq_scales_q4_k
-inline void kq_scales_q6_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q6_k(rec, i, h));
-    *M = -CLF_OFF_q6_k * *D;
-}
-inline void kq_scales_q2_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    const uint16 s = KQ_WORDS(rec, 64 + 64 * (i / 4), h) >> (uint)(8 * (i % 4));
-    *D = KQ_HALVES(rec, 0, h) * convert_float16(as_int16(s & 15u));
-    *M = -KQ_HALVES(rec, 32, h) * convert_float16(as_int16(s >> 4 & 15u));
-}
-inline void kq_scales_q3_k(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
-    *D = KQ_HALVES(rec, 0, h) * convert_float16(kq_iscale_q3_k(rec, i, h));
-    *M = -CLF_OFF_q3_k * *D;
-}
-#define KQ_SCALES(T, rec, i, D0, D1, M0, M1) (kq_scales_##T(rec, i, 0, &D0, &M0), kq_scales_##T(rec, i, 1, &D1, &M1))
-
-/* Σ of x[0.. n) for n = 16 or 32. */
-inline float clf_sum_x(const __global float *x, int n) {
-    float16 s = vload16(0, x);
-    if (n == 32) s += vload16(1, x);
-    const float8 s8 = s.lo + s.hi;
-    const float4 s4 = s8.lo + s8.hi;
-    return (s4.x + s4.y) + (s4.z + s4.w);
-}
-
-/* GEMV, one work-item per panel as DEFINE_QUANT_MV: per sub-block the sums
- * x·c in floats, then Σ x·w = D·Σ x·c + M·Σ x. */
-#define DEFINE_KQ_MV(T, QB, QH, SBK, SL, SREC, GRID, FORM)                                             \
-    __kernel void gemv_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
-                         const ulong xoff, __global float *Y, const ulong yoff, const int rows,  \
-                         const int K, const int accumulate) {                                   \
-        const int p = get_global_id(0), nb = K / 32;                                            \
-        if (32 * p >= rows) return;                                                             \
-        const __global uint *q = W + (size_t)p * nb * 32 * ((QB) + (QH));                       \
-        const __global ushort *s = S + (size_t)p * (K / (SBK)) * (SREC);                        \
-        const __global float *x = X + xoff;                                                     \
-        float16 acc0 = 0.0f, acc1 = 0.0f, D0, D1, M0, M1;                                       \
-        for (int b = 0; b < nb; b++, q += 32 * ((QB) + (QH))) {                                 \
-            const __global ushort *rec = s + (size_t)(b / ((SBK) / 32)) * (SREC);               \
-            _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                             \
-                float16 t[8];                                                                   \
-                _Pragma("unroll") for (int v = 0; v < 8; v++) t[v] = 0.0f;                       \
-                _Pragma("unroll") for (int kk = u * (SL); kk < (u + 1) * (SL); kk++) {          \
-                    const float16 xv = x[32 * b + kk];                                          \
-                    t[kk % 4 * 2] = fma(xv, KQ_VALUE_F(q, QB, QH, kk, 0, GRID), t[kk % 4 * 2]);         \
-                    t[kk % 4 * 2 + 1] = fma(xv, KQ_VALUE_F(q, QB, QH, kk, 1, GRID), t[kk % 4 * 2 + 1]); \
-                }                                                                               \
-                const float sx = clf_sum_x(x + 32 * b + u * (SL), SL);                          \
-                KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);          \
-                acc0 = fma((t[0] + t[2]) + (t[4] + t[6]), D0, fma((float16)sx, M0, acc0));      \
-                acc1 = fma((t[1] + t[3]) + (t[5] + t[7]), D1, fma((float16)sx, M1, acc1));      \
-            }                                                                                   \
-        }                                                                                       \
-        clf_store32(Y + yoff + 32 * p, acc0, acc1, rows - 32 * p, accumulate);                  \
-    }
-
-/* GEMM and skinny products, grid as DEFINE_QUANT_MM: each column's 32
- * weights dequantized once (w = c·D + M) for TM tokens. The column loop
- * unrolled, every plane's shift a constant: 2048² × 64 tokens 7-24% faster
- * (Q4_K 7%, Q6_K 14%, Q3_K 24%). */
-#define DEFINE_KQ_MM(T, QB, QH, SBK, SL, SREC, GRID, FORM)                                             \
-    __kernel void gemm_##T(__global const uint *W, __global const ushort *S, __global const float *X, \
-                         const ulong xoff, __global float *Y, const ulong yoff, const int n,     \
-                         const int ldy, const int rows, const int K, const int accumulate) {    \
-        const int p = get_global_id(0), nb = K / 32;                                            \
-        if (32 * p >= rows) return;                                                             \
-        const __global uint *qp = W + (size_t)p * nb * 32 * ((QB) + (QH));                      \
-        const __global ushort *s = S + (size_t)p * (K / (SBK)) * (SREC);                        \
-        for (int g = 0; g < MG; g++) {                                                          \
-            const int m0 = (get_global_id(1) * MG + g) * TM;                                    \
-            if (m0 >= n) return;                                                                \
-            TILE_BEGIN(X, xoff, n, K, m0, x);                                                   \
-            float16 a0[TM], a1[TM], D0, D1, M0, M1;                                             \
-            _Pragma("unroll") for (int i = 0; i < TM; i++) a0[i] = a1[i] = 0.0f;                \
-            const __global uint *q = qp;                                                        \
-            for (int b = 0; b < nb; b++, q += 32 * ((QB) + (QH))) {                             \
-                const __global ushort *rec = s + (size_t)(b / ((SBK) / 32)) * (SREC);           \
-                _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                         \
-                    KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);      \
-                    _Pragma("unroll") for (int c = u * (SL) / 4; c < (u + 1) * (SL) / 4; c++) { \
-                        _Pragma("unroll") for (int i4 = 0; i4 < 4; i4++) {                      \
-                            const int kk = 4 * c + i4, k = 32 * b + kk;                         \
-                            const float16 w0 = fma(KQ_VALUE_F(q, QB, QH, kk, 0, GRID), D0, M0);         \
-                            const float16 w1 = fma(KQ_VALUE_F(q, QB, QH, kk, 1, GRID), D1, M1);         \
-                            _Pragma("unroll") for (int i = 0; i < TM; i++) {                    \
-                                float16 v = x[i][k];                                            \
-                                a0[i] = fma(v, w0, a0[i]);                                      \
-                                a1[i] = fma(v, w1, a1[i]);                                      \
-                            }                                                                   \
-                        }                                                                       \
-                    }                                                                           \
-                }                                                                               \
-            }                                                                                   \
-            TILE_STORE(Y, yoff, ldy, n, rows, m0, p, a0, a1, accumulate);                       \
-        }                                                                                       \
-    }
-
-/* Panels back to F32 for the CLBlast backend, grid as DEFINE_QUANT_UNPACK. */
-#define DEFINE_KQ_UNPACK(T, QB, QH, SBK, SL, SREC, GRID, FORM)                                         \
-    __kernel void unpack_##T(__global const uint *W, __global const ushort *S, __global float *out, \
-                             const int rows, const int K) {                                     \
-        const int p = get_global_id(0), b = get_global_id(1), nb = K / 32;                      \
-        const __global uint *q = W + ((size_t)p * nb + b) * 32 * ((QB) + (QH));                 \
-        const __global ushort *rec = S + ((size_t)p * (K / (SBK)) + b / ((SBK) / 32)) * (SREC); \
-        float16 D0, D1, M0, M1;                                                                 \
-        _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++) {                                 \
-            KQ_SCALES(T, rec, b % ((SBK) / 32) * (32 / (SL)) + u, D0, D1, M0, M1);              \
-            _Pragma("unroll") for (int kk = u * (SL); kk < (u + 1) * (SL); kk++) {              \
-                const float16 w0 = fma(KQ_VALUE_F(q, QB, QH, kk, 0, GRID), D0, M0);                     \
-                const float16 w1 = fma(KQ_VALUE_F(q, QB, QH, kk, 1, GRID), D1, M1);                     \
-                UNPACK_STORE(out, rows, K, p, 32 * b + kk, w0, w1);                             \
-            }                                                                                   \
-        }                                                                                       \
-    }
-
-MM_IF(bf16)(DEFINE_FLOAT_UNPACK(unpack_bf16, ushort, LOAD_BF16))
-
-/* X(type, QB, QH, SBK, SL, SREC (halves), GRID (codes index IQ4_NL's grid),
- * FORM (INT or FLOAT: KQ_PANEL_BLOCK)) for each code-plane type of the
- * table (CPU KQI or KQF in cl/types.cl; SBK its block, SL its SUB). */
-#define KQ_IF_FLT(x)
-#define KQ_IF_Q8(x)
-#define KQ_IF_Q4(x)
-#define KQ_IF_KQI(x) x
-#define KQ_IF_KQF(x) x
-#define KQ_FORM_KQI INT
-#define KQ_FORM_KQF FLOAT
-#define KQ_ROW(X, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
-    MM_IF(name)(KQ_IF_##CPU(X(name, QB, QH, QK, SUB, CLF_PANEL_REC(M_AT, SW), GRID, KQ_FORM_##CPU)))
-#define KQ_TYPES(X) CLF_TYPES(KQ_ROW, X)
-KQ_TYPES(DEFINE_KQ_MV)
-KQ_TYPES(DEFINE_KQ_MM)
-KQ_TYPES(DEFINE_KQ_UNPACK)
-
-#if CLF_X86_INT8
 /* Code bits of columns 4c.. 4c + 3 (byte i: column 4c + i) of 16 rows from
  * a B-bit plane at dword dw0 (see the layout above), moved to bit `at` of
  * each byte: one shift and one mask. */
@@ -923,19 +908,16 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
     return kq_dot_codes(u, xw + c0, nc, qb + qh, grid);
 }
 
-/* One 32-block b of panel P into its two row halves A0, A1 (W, S, K, nb,
- * b, xw, dx, sx, sp from the kernel). The GEMV and its gated-unit form
- * share it, so their sums are taken in one order. Per sub-block
+/* The code-plane types' I8_BLOCK (below): one 32-block b of panel P into
+ * its two row halves A0, A1 (W, S, K, nb, b, xw, dx, sx, sp from the
+ * kernel). Per sub-block
  * Σ x·w ≈ D·dx·Σ c·x̂ + M·dx·Σ x̂ (KQ_PANEL_FLOAT); where M is a multiple
  * of D (CLF_OFF_T), the block's sub-blocks are summed in integers first,
  * I = Σ_u s_u·Σ c·x̂ − OFF·Σ_u s_u·Σ x̂, then one update A += I·d·dx
  * (KQ_PANEL_INT), as llama.cpp sums a super-block (x here has a scale per
  * 32): Q6_K and Q3_K's 16-column sub-blocks took two float updates of four
- * operations per 32 columns. FORM names the form (KQ_TYPES). */
-#define KQ_CAT(a, b) KQ_CAT_(a, b)
-#define KQ_CAT_(a, b) a##b
-#define KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1) \
-    KQ_CAT(KQ_PANEL_, FORM)(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)
+ * operations per 32 columns. The CPU column picks the form: KQI the
+ * integer one, KQF the float one (I8_BLOCK_<CPU>, MMI_TILE_<CPU>). */
 /* Sub-block u's index in the super-block. */
 #define KQ_SUB(SBK, SL, u) (b % ((SBK) / 32) * (32 / (SL)) + (u))
 #define KQ_PANEL_FLOAT(T, QB, QH, SBK, SL, SREC, GRID, P, A0, A1)                                                       \
@@ -975,75 +957,17 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         KQ_PANEL_INT_HALF(T, QB, QH, SBK, SL, GRID, 1, A1);                                                             \
     } while (0)
 
-/* GEMV on int8 x, PPW panels per work-item as DEFINE_INT8_MV. */                                                       \
-#define DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, SUFFIX, XMODE)                                              \
-    __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X,        \
-                                      const ulong xoff, __global float *Y, const ulong yoff, const int ldy,             \
-                                      const int rows, const int K, const int accumulate) {                              \
-        const int p0 = get_global_id(1) * PPW, nb = K / 32, np = (rows + 31) / 32;                                      \
-        if (p0 >= np) return;                                                                                           \
-        const size_t r = get_global_id(0);                                                                              \
-        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                                        \
-        float16 acc[PPW][2];                                                                                            \
-        _Pragma("unroll") for (int j = 0; j < PPW; j++) acc[j][0] = acc[j][1] = 0.0f;                                   \
-        for (int b = 0; b < nb; b++) {                                                                                  \
-            int xw[8], sp;                                                                                              \
-            float dx, sx[3];                                                                                            \
-            XMODE(x, b, xw, &dx, sx, &sp);                                                                              \
-            _Pragma("unroll") for (int j = 0; j < PPW; j++) {                                                           \
-                if (p0 + j >= np) break;                                                                                \
-                KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, p0 + j, acc[j][0], acc[j][1]);                     \
-            }                                                                                                           \
-        }                                                                                                               \
-        _Pragma("unroll") for (int j = 0; j < PPW; j++) if (p0 + j < np)                                                \
-            clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate);    \
-    }
-
-/* The gate|up GEMV with the gated unit applied, as DEFINE_INT8_GLU, each
- * panel's sums as the GEMV takes them (KQ_PANEL_BLOCK), so h is bit for bit
- * the GEMV's, then the unit's. A work-item takes KQ_GLU_PPW gate panels and
+/* The code-plane types' gated units (DEFINE_GEMV_GLU): a work-item takes
+ * KQ_GLU_PPW gate panels and
  * their up panels: half of PPW, the bytes of a GEMV's work-item (PPW pairs
  * measured ~10% slower than the GEMV and the SwiGLU launch together). */
 #define KQ_GLU_PPW ((PPW + 1) / 2)
-#define DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, UNIT, ACT)                                                \
-    __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X,     \
-                                         const ulong xoff, __global float *Y, const ulong yoff, const int ldy,          \
-                                         const int rows, const int K, __global uchar *YQ, const ulong yq_off) {         \
-        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * KQ_GLU_PPW;                                     \
-        if (p0 >= npf) return;                                                                                          \
-        const size_t r = get_global_id(0);                                                                              \
-        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                                        \
-        float16 acc[KQ_GLU_PPW][4];                                                                                     \
-        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;    \
-        for (int b = 0; b < nb; b++) {                                                                                  \
-            int xw[8], sp;                                                                                              \
-            float dx, sx[3];                                                                                            \
-            LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                                            \
-            _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) {                                                    \
-                if (p0 + j >= npf) break;                                                                               \
-                _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                                            \
-                    KQ_PANEL_BLOCK(FORM, T, QB, QH, SBK, SL, SREC, GRID, p0 + j + g * npf, acc[j][2 * g],          \
-                                   acc[j][2 * g + 1]);                                                                  \
-            }                                                                                                           \
-        }                                                                                                               \
-        _Pragma("unroll") for (int j = 0; j < KQ_GLU_PPW; j++) if (p0 + j < npf)                                        \
-            glu_store32(ACT(acc[j][0]) * acc[j][2], ACT(acc[j][1]) * acc[j][3], Y + yoff + r * ldy + 32 * (p0 + j),     \
-                        YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES);                                               \
-    }
-
-#define DEFINE_KQ_MVI(T, QB, QH, SBK, SL, SREC, GRID, FORM)                             \
-    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, i8, QUANT_X)                    \
-    DEFINE_KQ_MVI_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, xq, LOAD_XQ)                    \
-    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, swiglu, clf_silu16)             \
-    DEFINE_KQ_GLU_X(T, QB, QH, SBK, SL, SREC, GRID, FORM, geglu, clf_gelu16)
-
-KQ_TYPES(DEFINE_KQ_MVI)
 
 /* int8 GEMM (prefill): X as int8 blocks (LOAD_XQ), one work-item per
- * (panel, MG tiles of TM tokens) as DEFINE_QUANT_MM, so each block's codes
+ * (panel, MG tiles of TM tokens) as DEFINE_GEMM, so each block's codes
  * are unpacked once per tile: per (sub-block, row half), the codes into
  * registers, then for each token the integer dot and the float update the
- * GEMV makes (KQ_PANEL_BLOCK; INT8_APPLY* for the legacy types), in the
+ * GEMV makes (I8_BLOCK_<CPU>), in the
  * same order, so every token's row is bit for bit the int8 GEMV's. */
 #define MMI_TILE_BEGIN(X, xoff, n, K, m0, x)                                                              \
     const __global float *x[TM];                                                                          \
@@ -1122,9 +1046,6 @@ KQ_TYPES(DEFINE_KQ_MVI)
             }                                                                                             \
         }                                                                                                 \
     }
-#define DEFINE_KQ_MMI(T, QB, QH, SBK, SL, SREC, GRID, FORM) \
-    DEFINE_MMI(gemm_##T##_xq, KQ_CAT(KQ_MMI_, FORM)(T, QB, QH, SBK, SL, SREC, GRID))
-KQ_TYPES(DEFINE_KQ_MMI)
 
 /* Q8_0 (signed 8-bit plane), Q4_0/Q4_1 (the 4-bit plane): per block the
  * scales as the GEMV reads them, both row halves' 8 column groups, then the
@@ -1165,9 +1086,122 @@ KQ_TYPES(DEFINE_KQ_MMI)
             _Pragma("unroll") for (int h = 0; h < 2; h++) APPLY(a[i][h], dot[h], xb[11], d[h], m[h], dx); \
         }                                                                                                 \
     }
-#define DEFINE_INT8_MM(NAME, BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY) \
-    DEFINE_MMI(NAME, INT8_MM_TILE(BLOCK_SIZE, SCALE_HALVES, SCALES_RAW, BITS, FLIP, DOT2, APPLY))
-MM_IF(q8_0)(DEFINE_INT8_MM(gemm_q8_0_xq, 256, 32, SCALES_RAW_Q8_0, 8, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY))
-MM_IF(q4_0)(DEFINE_INT8_MM(gemm_q4_0_xq, 128, 32, SCALES_RAW_Q4_0, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M))
-MM_IF(q4_1)(DEFINE_INT8_MM(gemm_q4_1_xq, 128, 64, SCALES_RAW_Q4_1, 4, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M))
+
+/* ---- the int8-activation kernels: one skeleton per shape --------------------
+ * Per family, I8_BLOCK_<CPU>(T, QB, QH, QK, SUB, REC, GRID, P, A0, A1): one
+ * 32-column block b of panel P into its row halves A0, A1 (from the
+ * kernel's W, S, K, nb, b and x's block: xw, dx, sx[3], sp). The GEMV and
+ * its gated-unit form share it, so their sums are taken in one order.
+ * Q8 and Q4 take a block in one integer dot per row half (clf_dot_q8_x8,
+ * clf_dot_q4_x8) and one float update, with the minimums' m·Σx̂ (not m·Σx:
+ * the error then scales with w, not with q); the code-plane types per
+ * sub-block (KQ_PANEL_FLOAT) or summed in integers (KQ_PANEL_INT). */
+#define I8_DOT_Q8 clf_dot_q8_x8
+#define I8_DOT_Q4 clf_dot_q4_x8
+#define I8_APPLY_Q8 INT8_APPLY
+#define I8_APPLY_Q4 INT8_APPLY_M
+#define I8_BLOCK_Q(CPU, T, QB, QH, REC, P, A0, A1)                                               \
+    do {                                                                                        \
+        const __global uint *q = W + ((size_t)(P) * nb + b) * (32 * ((QB) + (QH)));             \
+        float16 d0, d1, m0 = 0.0f, m1 = 0.0f;                                                   \
+        SCALES_RAW_##T(S + ((size_t)(P) * nb + b) * (REC), d0, d1, m0, m1);                     \
+        I8_APPLY_##CPU(A0, I8_DOT_##CPU(q, xw), sx[2], d0, m0, dx);                             \
+        I8_APPLY_##CPU(A1, I8_DOT_##CPU(q + 16, xw), sx[2], d1, m1, dx);                        \
+    } while (0)
+#define I8_BLOCK_Q8(T, QB, QH, QK, SUB, REC, GRID, P, A0, A1) I8_BLOCK_Q(Q8, T, QB, QH, REC, P, A0, A1)
+#define I8_BLOCK_Q4(T, QB, QH, QK, SUB, REC, GRID, P, A0, A1) I8_BLOCK_Q(Q4, T, QB, QH, REC, P, A0, A1)
+#define I8_BLOCK_KQI KQ_PANEL_INT
+#define I8_BLOCK_KQF KQ_PANEL_FLOAT
+
+/* Panels per work-item: of the GEMVs (I8_PPW_<CPU>) and of the gated
+ * units (GLU_PPW_<CPU>, gate panels, each with its up panel). */
+#define I8_PPW_Q8 PPW_Q8
+#define I8_PPW_Q4 PPW
+#define I8_PPW_KQI PPW
+#define I8_PPW_KQF PPW
+#define GLU_PPW_Q8 PPW_Q8
+#define GLU_PPW_Q4 PPW
+#define GLU_PPW_KQI KQ_GLU_PPW
+#define GLU_PPW_KQF KQ_GLU_PPW
+
+/* GEMV on int8 x (XMODE: QUANT_X quantizes it, suffix _i8; LOAD_XQ reads a
+ * producer's blocks, _xq). A work-item takes NPPW panels so the quantized x
+ * is shared; global size (tokens, ceil(panels / NPPW)): a token per
+ * work-item, each computed as the one-token GEMV computes it, and the
+ * tokens of a panel group run one after another while its weights are in
+ * cache (batched decode). */
+#define DEFINE_GEMV_I8X(SUFFIX, XMODE, CPU, T, QB, QH, QK, SUB, REC, GRID)                      \
+    __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X, \
+                                      const ulong xoff, __global float *Y, const ulong yoff, const int ldy, \
+                                      const int rows, const int K, const int accumulate) {      \
+        const int p0 = get_global_id(1) * I8_PPW_##CPU, nb = K / 32, np = (rows + 31) / 32;    \
+        if (p0 >= np) return;                                                                   \
+        const size_t r = get_global_id(0);                                                      \
+        const __global float *x = X + xoff + r * XMODE##_ROW(K);                                \
+        float16 acc[I8_PPW_##CPU][2];                                                           \
+        _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) acc[j][0] = acc[j][1] = 0.0f;  \
+        for (int b = 0; b < nb; b++) {                                                          \
+            int xw[8], sp;                                                                      \
+            float dx, sx[3];                                                                    \
+            XMODE(x, b, xw, &dx, sx, &sp);                                                      \
+            _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) {                          \
+                if (p0 + j >= np) break;                                                        \
+                I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j, acc[j][0], acc[j][1]);    \
+            }                                                                                   \
+        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) if (p0 + j < np)               \
+            clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
+    }
+
+/* The gate|up GEMV with the gated unit ACT applied: W is a fused gate|up
+ * weight (the gate's ff rows, then the up's, ff a multiple of 32); a
+ * work-item takes G = GLU_PPW_<CPU> gate panels and the up panels of the
+ * same rows, so it owns h = act(g)·u for those rows and writes it to Y
+ * (rows ldy apart) and, one int8 block per panel, to YQ at yq_off bytes: h
+ * is the down product's x. x from its int8 blocks. The SwiGLU launch and
+ * the down GEMV's quantizing go; each panel's sums are the GEMV's
+ * (I8_BLOCK_<CPU>), so h is bit for bit what the GEMV, then clf_glu, then
+ * quantizing x would give. Global size (tokens, ceil(ff / 32 / G)). */
+#define DEFINE_GEMV_GLU(UNIT, ACT, CPU, T, QB, QH, QK, SUB, REC, GRID)                          \
+    __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X, \
+                                         const ulong xoff, __global float *Y, const ulong yoff, const int ldy, \
+                                         const int rows, const int K, __global uchar *YQ, const ulong yq_off) { \
+        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * GLU_PPW_##CPU;          \
+        if (p0 >= npf) return;                                                                  \
+        const size_t r = get_global_id(0);                                                      \
+        const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                \
+        float16 acc[GLU_PPW_##CPU][4];                                                          \
+        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
+        for (int b = 0; b < nb; b++) {                                                          \
+            int xw[8], sp;                                                                      \
+            float dx, sx[3];                                                                    \
+            LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                    \
+            _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) {                         \
+                if (p0 + j >= npf) break;                                                       \
+                _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                    \
+                    I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
+            }                                                                                   \
+        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf)             \
+            glu_store32(ACT(acc[j][0]) * acc[j][2], ACT(acc[j][1]) * acc[j][3],                 \
+                        Y + yoff + r * ldy + 32 * (p0 + j), YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES); \
+    }
+
+/* The int8 GEMM's tile per family (DEFINE_MMI): the code-plane types'
+ * forms above; Q8 and Q4 from their raw scales and one code plane. */
+#define MMI_TILE_KQI KQ_MMI_INT
+#define MMI_TILE_KQF KQ_MMI_FLOAT
+#define MMI_TILE_Q8(T, QB, QH, SBK, SL, SREC, GRID) \
+    INT8_MM_TILE(32 * ((QB) + (QH)), SREC, SCALES_RAW_##T, QB, MMI_SIGNED_FLIP, MMI_DOT_SIGNED, INT8_APPLY)
+#define MMI_TILE_Q4(T, QB, QH, SBK, SL, SREC, GRID) \
+    INT8_MM_TILE(32 * ((QB) + (QH)), SREC, SCALES_RAW_##T, QB, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
+
+/* Every int8 kernel of a type (none for the float types). */
+#define DEFINE_INT8_KERNELS(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                          \
+    CLF_IF_QUANT_##CPU(DEFINE_GEMV_I8X(i8, QUANT_X, CPU, T, QB, QH, QK, SUB, REC, GRID)         \
+                       DEFINE_GEMV_I8X(xq, LOAD_XQ, CPU, T, QB, QH, QK, SUB, REC, GRID)         \
+                       DEFINE_GEMV_GLU(swiglu, clf_silu16, CPU, T, QB, QH, QK, SUB, REC, GRID)  \
+                       DEFINE_GEMV_GLU(geglu, clf_gelu16, CPU, T, QB, QH, QK, SUB, REC, GRID)   \
+                       DEFINE_MMI(gemm_##T##_xq, MMI_TILE_##CPU(T, QB, QH, QK, SUB, REC, GRID)))
+MM_KERNELS(DEFINE_INT8_KERNELS)
 #endif

@@ -26,16 +26,14 @@ struct clf_attn_scratch {
 
 /* A cache row of head_dim elements: its bytes, and its length in the
  * kernels' kv_t units (elements; bytes where quantized: cl/attention.cl KV_RS). */
-static size_t kv_row_bytes(clf_type t, int head_dim) {
-    switch (t) {
-    case CLF_F16: return 2 * (size_t)head_dim;
-    case CLF_Q8_0: return (size_t)head_dim / 32 * 34;
-    case CLF_Q4_0: return (size_t)head_dim / 32 * 18;
-    default: return 4 * (size_t)head_dim;
-    }
-}
-
 static int kv_quantized(clf_type t) { return t == CLF_Q8_0 || t == CLF_Q4_0; }
+
+/* The block sizes and bytes from the type table (cl/types.cl); F32's for a
+ * type the cache does not take (cache_check refuses it). */
+static size_t kv_row_bytes(clf_type t, int head_dim) {
+    const clf_type_info *ti = t == CLF_F16 || kv_quantized(t) ? clf_type_get(t) : NULL;
+    return ti ? (size_t)(head_dim / ti->block) * (size_t)ti->block_bytes : 4 * (size_t)head_dim;
+}
 
 static cl_ulong kv_row_units(const clf_kv_cache *c) {
     return kv_quantized(c->type) ? kv_row_bytes(c->type, c->head_dim) : (cl_ulong)c->head_dim;

@@ -66,7 +66,8 @@ clf_status clf_panels_pack(const clf_panel_fmt *f, int64_t rows, int64_t cols, c
                            unsigned char **main_out, size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes) {
     const int64_t np = clf_panels_of(rows);
     const int quant = f->qb > 0;
-    const size_t es = f->type == CLF_F32 ? 4 : 2, rb = clf_row_bytes(f->type, cols);
+    /* a float type's element bytes: its block of one (cl/types.cl's BYTES) */
+    const size_t es = (size_t)clf_type_get(f->type)->block_bytes, rb = clf_row_bytes(f->type, cols);
     const size_t pb = quant ? (size_t)cols * (size_t)(f->qb + f->qh) * 4 : (size_t)cols * 32 * es;
     const size_t rec_halves = quant ? (size_t)(cols / f->sbk) * (size_t)f->rec : 0;
     *main_bytes = pb * (size_t)np;

@@ -248,7 +248,11 @@ void clf_q5_1_from_float(const float *x, void *dst, int64_t nb) {
 
 /* ---- codes (the CPU panels' integer codes; clf_type_info.codes) ------------ */
 
-void clf_q8_0_codes(const unsigned char *blk, uint8_t *c) { memcpy(c, blk + 2, CLF_QK); }
+/* Each reads its block's fields through the block's struct (as quant_k.c
+ * does), not at byte offsets counted by hand. */
+void clf_q8_0_codes(const unsigned char *blk, uint8_t *c) {
+    memcpy(c, ((const clf_block_q8_0 *)(const void *)blk)->qs, CLF_QK);
+}
 
 static void nibbles(const unsigned char *qs, uint8_t *c) {
     for (int j = 0; j < CLF_QK / 2; j++) {
@@ -257,22 +261,26 @@ static void nibbles(const unsigned char *qs, uint8_t *c) {
     }
 }
 
-void clf_q4_0_codes(const unsigned char *blk, uint8_t *c) { nibbles(blk + 2, c); }
-void clf_q4_1_codes(const unsigned char *blk, uint8_t *c) { nibbles(blk + 4, c); }
-void clf_iq4_nl_codes(const unsigned char *blk, uint8_t *c) { nibbles(blk + 2, c); } /* grid indices */
+void clf_q4_0_codes(const unsigned char *blk, uint8_t *c) { nibbles(((const clf_block_q4_0 *)(const void *)blk)->qs, c); }
+void clf_q4_1_codes(const unsigned char *blk, uint8_t *c) { nibbles(((const clf_block_q4_1 *)(const void *)blk)->qs, c); }
+void clf_iq4_nl_codes(const unsigned char *blk, uint8_t *c) { /* grid indices */
+    nibbles(((const clf_block_iq4_nl *)(const void *)blk)->qs, c);
+}
 
 static void fifth_bits(const unsigned char *qh, uint8_t *c) {
     for (int j = 0; j < CLF_QK; j++) c[j] |= (uint8_t)((qh[j / 8] >> (j % 8) & 1) << 4);
 }
 
 void clf_q5_0_codes(const unsigned char *blk, uint8_t *c) {
-    nibbles(blk + 6, c);
-    fifth_bits(blk + 2, c);
+    const clf_block_q5_0 *x = (const void *)blk;
+    nibbles(x->qs, c);
+    fifth_bits(x->qh, c);
 }
 
 void clf_q5_1_codes(const unsigned char *blk, uint8_t *c) {
-    nibbles(blk + 8, c);
-    fifth_bits(blk + 4, c);
+    const clf_block_q5_1 *x = (const void *)blk;
+    nibbles(x->qs, c);
+    fifth_bits(x->qh, c);
 }
 
 /* ---- the table ---------------------------------------------------------------- */
