@@ -4,8 +4,9 @@ check for refactors that must change nothing for users (issue 38's house
 move). Builds REV in a worktree of its own beside the work tree's build, then:
 
   1. kernels: every family in cl/ compiled to LLVM IR at REV and now
-     (scripts/kernel_ir_diff.py) under each option set given with -D
-     lists (the host's; default: the kernels' own defaults);
+     (scripts/kernel_ir_diff.py), under each option set --opts gives the
+     family ("FAMILY: -DA=1 -DB=2", as the host passes them), else under
+     the kernels' own defaults;
   2. logits: tests/tools/mpi_logits (a prompt with every row's logits,
      decode steps, a rewind, batches of two sequences, 200 tokens) on each
      MODEL and on tiny models written by REV's tiny_gguf, byte for byte;
@@ -14,7 +15,7 @@ move). Builds REV in a worktree of its own beside the work tree's build, then:
   4. the library: libclinfer.so's exported symbols, and the files
      `cmake --install` puts in place.
 
-    scripts/equivalence.py REV BUILD [--model PATH]... [--opts "-DA=1 -DB=2"]...
+    scripts/equivalence.py REV BUILD [--model PATH]... [--opts "FAMILY: -DA=1 -DB=2"]...
 
 BUILD is the work tree's Release build (its mpi_logits, tiny_gguf, clinfer);
 REV's build goes to /tmp/equivalence-REV (kept for a rerun). Prints one line
@@ -70,7 +71,8 @@ def main():
     families = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "cl")) if f.endswith(".cl") and f not in
                       ("types.cl", "common.cl"))
     for fam in families:
-        for opts in a.opts or [""]:
+        sets = [o.split(":", 1)[1].strip() for o in a.opts if o.split(":", 1)[0].strip() == fam]
+        for opts in sets or [""]:
             r = run([sys.executable, os.path.join(ROOT, "scripts/kernel_ir_diff.py"), a.rev, fam, *opts.split()])
             if "clang failed" in r.stdout + r.stderr and not opts:
                 print(f"----  {fam}: needs the host's -D options (--opts)")
