@@ -3,7 +3,7 @@
  * read by the table of RFC 3629, then re-encoded by ranges: a valid
  * sequence is the shortest spelling of a scalar value) over every 1-3 byte
  * string and random longer ones, and against Python's codec's verdicts
- * (tests/data/utf8_python.txt, recorded by the script beside it); the buffer
+ * (tests/data/utf8_python.txt, recorded by tests/peer/record_utf8.py); the buffer
  * and the map against trivial models under random operation sequences. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Records Python's UTF-8 codec's verdicts on byte strings near the edges
 (overlongs, surrogates, U+10FFFF, truncations, stray continuation bytes)
-into utf8_python.txt, for tests/test_bytes.c.
+into tests/data/utf8_python.txt, for tests/test_bytes.c.
 
 One line per string: its bytes in hex, then "-" when bytes.decode('utf-8')
 refuses it, or its code points in hex joined by ",". The strings come from a
-fixed seed, so the file is reproducible: python3 tests/data/utf8_python.py
+fixed seed, so the file is reproducible: python3 tests/peer/record_utf8.py
 """
 import os
 import random
@@ -39,7 +39,7 @@ def sample(rng):
 
 def main():
     rng = random.Random(38)
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "utf8_python.txt")
+    out = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "utf8_python.txt")
     seen = set()
     lines = []
     while len(lines) < 4000:
