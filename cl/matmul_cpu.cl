@@ -34,7 +34,7 @@
  * int8 blocks (CLF_XQ_BYTES per 32 columns).
  *
  * Kernels, per type (T its name in cl/types.cl): gemm_T (GEMM and skinny
- * products), gemv_T (one token), unpack_T (panels back to F32 for CLBlast)
+ * products), gemv_T (one token), unpack_T (panels back to F32 for another GEMM: clf_matmul_set_gemm)
  * and, for every type but the float ones when CLF_X86_INT8 is set,
  * gemv_T_i8, gemv_T_xq, gemv_T_swiglu_xq, gemv_T_geglu_xq and gemm_T_xq.
  * Each kernel shape has one skeleton (its grid, signature, tile and store);
