@@ -77,7 +77,7 @@ def main():
             if "clang failed" in r.stdout + r.stderr and not opts:
                 print(f"----  {fam}: needs the host's -D options (--opts)")
                 continue
-            verdict(r.returncode == 0, f"kernels {fam} {opts}: {(r.stdout or r.stderr).strip().splitlines()[0]}")
+            verdict(r.returncode == 0, f"kernels {(r.stdout or r.stderr).strip().splitlines()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         # 2. logits
         models = list(a.model)
