@@ -12,9 +12,15 @@
 #   pip download --no-binary :all: --no-deps llama-cpp-python==0.3.36
 # into OUT/dl. CPU only, Release, -DGGML_NATIVE=ON (the build machine's ISA,
 # as clinfer's own CPU kernels get), no CURL (the tools never download).
+# On a CPU with AMX (Sapphire Rapids and later) the AMX paths are compiled
+# out (-mno-amx-tile -mno-amx-int8 -mno-amx-bf16 beside -march=native):
+# this llama.cpp's AMX matmul segfaults on the first prompt on such a VM
+# (ggml_backend_amx_mul_mat; llama.cpp issue 20824, closed unfixed), even on
+# the default model; its AVX-512 repacked kernels stay on.
 # Jobs: $JOBS (default 2), run under nice -n 15 (a shared machine).
-# What is built already is skipped: a tool present in OUT/bin is not rebuilt,
-# and an unpacked tree or configured build folder is reused.
+# What is built already is skipped: a tool present in OUT/bin is not rebuilt
+# unless it was built with other flags (OUT/bin/.flags), and an unpacked tree
+# or configured build folder is reused.
 set -eu
 
 VERSION=0.3.36
@@ -22,7 +28,15 @@ OUT=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/clinfer/peer}
 JOBS=${JOBS:-2}
 TOOLS="llama-bench llama-quantize llama-server"
 
-# Step 1: nothing to do when every tool is there.
+# Step 1: the compiler flags, and nothing to do when every tool is there
+# built with them.
+FLAGS=""
+if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+if [ "$(cat "$OUT/bin/.flags" 2>/dev/null)" != "native $FLAGS" ]; then
+    rm -f "$OUT/bin/llama-bench" "$OUT/bin/llama-quantize" "$OUT/bin/llama-server"
+fi
 missing=""
 for t in $TOOLS; do
     [ -x "$OUT/bin/$t" ] || missing="$missing $t"
@@ -52,18 +66,18 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
     tar xzf "$SDIST" -C "$OUT/src" "llama_cpp_python-$VERSION/vendor/llama.cpp"
 fi
 
-# Step 4: configure (once) and build the missing tools. Shared libraries off,
-# so each tool is one self-contained file in OUT/bin.
+# Step 4: configure (cheap when nothing changed) and build the missing tools.
+# Shared libraries off, so each tool is one self-contained file in OUT/bin.
 B=$OUT/build
-if [ ! -f "$B/CMakeCache.txt" ]; then
-    cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
-        -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
-        -DGGML_OPENMP=ON
-fi
+cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$FLAGS" -DCMAKE_CXX_FLAGS="$FLAGS" \
+    -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+    -DGGML_OPENMP=ON >"$B.configure.log" 2>&1 || { cat "$B.configure.log"; exit 1; }
 # shellcheck disable=SC2086
 nice -n 15 cmake --build "$B" -j "$JOBS" --target $missing
 for t in $missing; do
     cp "$B/bin/$t" "$OUT/bin/$t"
 done
+echo "native $FLAGS" >"$OUT/bin/.flags"
 echo "peer_build: built ($missing ) into $OUT/bin; $("$OUT/bin/llama-bench" --version 2>&1 | head -1)"
