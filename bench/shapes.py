@@ -4,7 +4,7 @@ block straight from random codes: no F32 intermediate, memory stays at one
 chunk (~32 MB) whatever the model's size.
 
   python3 bench/shapes.py OUT.gguf --shape {llama-1b,llama-3b,llama-8b} \\
-      --type {q4_0,q8_0,q4_k,q6_k} [--seed S] [--vocab-from GGUF] [--check]
+      --type {q4_0,q8_0,q4_k,q6_k} [--seed S] [--vocab-from GGUF] [--check] [--check-mix [LLAMA_QUANTIZE]]
 
 Shapes (Llama architecture, GQA 8 KV heads, RMS eps 1e-5, RoPE base 500000,
 context 131072 as the real models declare it):
@@ -38,15 +38,23 @@ set so the weights' RMS is ~0.02 (that of a trained 1-8B Llama's matrices):
   Q6_K  d*sc*(q-32)             q in 0..63, sc in 16..31
 --check reads the file back with gguf-py and dequantizes the first rows of
 every matrix (gguf.quants.dequantize): all finite, RMS within 0.01..0.04.
+--check-mix runs `llama-quantize --dry-run --allow-requantize` on the file
+with the type's llama.cpp name (Q4_K_M for q4_k) and compares the type it
+plans for each tensor with the file's (default: bench/peer_build.sh's
+llama-quantize); every shape and type matched on 2026-12-05, and the sizes
+it plans equal the files' (1B Q4_K_M 636.07 MiB).
 Check a file with both engines:
   llama-bench -m OUT.gguf -p 16 -n 4          (bench/peer_build.sh builds it)
   build/clinfer run -m OUT.gguf -p hi -n 4
 
-Sizes: llama-1b q4_k 0.80 GB, q4_0 0.76 GB; llama-8b q4_0 4.2 GB, q4_k 4.6 GB.
+Sizes: llama-1b q4_k 0.67 GB, q4_0 0.63 GB, q6_k 0.88 GB, q8_0 1.14 GB; llama-3b q4_k 1.81 GB;
+llama-8b q4_0 4.21 GB, q4_k 4.47 GB. The 8B q4_0 takes ~35 s on 2 shared cores, 280 MB RSS.
 Needs numpy and the `gguf` package (llama.cpp's gguf-py; /work/peer/venv).
 """
 import argparse
 import os
+import re
+import subprocess
 import sys
 import time
 
@@ -70,6 +78,9 @@ RMS = 0.02  # target RMS of a weight
 CHUNK = 32 << 20  # bytes generated and written at once
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LLAMA_NAME = {"q4_0": "Q4_0", "q8_0": "Q8_0", "q4_k": "Q4_K_M", "q6_k": "Q6_K"}  # llama-quantize's type names
+PEER_QUANTIZE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clinfer", "peer",
+                             "bin", "llama-quantize")
 
 
 def default_model():
@@ -247,6 +258,24 @@ def check(path, rows=4):
     return bad == 0
 
 
+def check_mix(path, qtype, quantize):
+    """The type llama-quantize --dry-run plans for each tensor against the file's own."""
+    p = subprocess.run([quantize, "--dry-run", "--allow-requantize", path, LLAMA_NAME[qtype]], capture_output=True,
+                       text=True)
+    txt = p.stdout + p.stderr
+    # "[  12/ 146] blk.0.attn_v.weight - [ 2048, 512, 1, 1], type = q4_K, size = ... (q6_K)": the
+    # planned type in parentheses; a tensor left as it is (a norm) has none
+    planned = {m.group(1): (m.group(3) or m.group(2)).lower()
+               for m in re.finditer(r"\]\s+(\S+)\s+- \[.*?type =\s+(\S+),.*?(?:\((\w+)\))?$", txt, re.M)}
+    have = {t.name: t.tensor_type.name.lower() for t in gguf.GGUFReader(path).tensors}
+    diff = [(n, have[n], planned.get(n)) for n in have if have[n] != planned.get(n)]
+    size = re.search(r"quant size\s*=\s*([0-9.]+ MiB)", txt)
+    print(f"{path}: llama-quantize --dry-run {LLAMA_NAME[qtype]} plans {len(planned)} tensors, "
+          f"{size.group(1) if size else '?'}; {len(diff)} of {len(have)} types differ from the file's"
+          + (f": {diff[:5]}" if diff else ""))
+    return p.returncode == 0 and not diff and len(planned) == len(have)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -255,6 +284,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--vocab-from", default=default_model(), help="the GGUF whose tokenizer.* keys are copied")
     ap.add_argument("--check", action="store_true", help="read the file back and dequantize rows with gguf-py")
+    ap.add_argument("--check-mix", nargs="?", const=PEER_QUANTIZE, metavar="LLAMA_QUANTIZE",
+                    help="compare each tensor's type with llama-quantize --dry-run's plan")
     a = ap.parse_args()
     t0 = time.perf_counter()
     tensors, total = write(a.out, a.shape, a.type, a.seed, a.vocab_from)
@@ -264,8 +295,9 @@ def main():
         mix[qt.name] = mix.get(qt.name, 0) + 1
     print(f"{a.out}: {a.shape} {a.type}, {n_params / 1e9:.2f} B parameters, {os.path.getsize(a.out) / 1e9:.2f} GB "
           f"({', '.join(f'{v} {k}' for k, v in mix.items())}) in {time.perf_counter() - t0:.1f} s")
-    if a.check and not check(a.out):
-        sys.exit(1)
+    ok = check(a.out) if a.check else True
+    ok = check_mix(a.out, a.type, a.check_mix) and ok if a.check_mix else ok
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
