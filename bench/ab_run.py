@@ -8,7 +8,7 @@ M = os.path.expanduser(os.environ.get("MODEL", "~/.cache/clinfer/models/SmolLM2-
 B = {"base": os.environ.get("BASE", "base/build/clinfer"), "main": os.environ.get("MAIN", "build/clinfer")}
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 prompt = " ".join(["The quick brown fox jumps over the lazy dog near the quiet river bank."] * 34)
-speed = re.compile(r"prompt (\d+) tokens, ([\d.]+) t/s \| generated (\d+) tokens, ([\d.]+) t/s")
+speed = re.compile(r"prompt eval (\d+) tokens, ([\d.]+) t/s \| eval (\d+) tokens, ([\d.]+) t/s")
 res = {k: [] for k in B}
 for r in range(rounds):
     for k, b in B.items():
