@@ -113,6 +113,13 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
 #define API_NOT_NULL(p) \
     do { if (!(p)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "%s: %s is NULL", __func__, #p); } while (0)
 
+/* CLF_OK when m holds weights on a device; else CLF_ERR_ARG saying that
+ * `fn` needs them and m was loaded for its vocabulary only
+ * (clinfer_model_params.vocab_only). Every call that needs the weights or a
+ * device passes here: the sessions' creation, which every evaluation
+ * (eval, decode, generate, perplexity, embed, top-k) goes through. */
+clf_status api_need_weights(const clinfer_model *m, const char *fn);
+
 /* The masks a sampler's grammar computed and found kept (the bench's mask
  * cost); zeros without a grammar. */
 void api_grammar_stats(const clinfer_sampler *smp, long *computed, long *hits, double *seconds);

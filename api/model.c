@@ -214,7 +214,19 @@ static clf_status load(const char *path, const char *device, const clinfer_model
     clf_gguf *g = NULL;
     clf_status st = clf_model_path(path, file, sizeof file);
     if (st == CLF_OK) st = clf_gguf_open(file, &g);
+    /* a file without the tokenizer.ggml.* keys (weights alone, or another
+     * program's GGUF) has nothing to tokenize with: say so, not which key */
+    if (st == CLF_OK && !clf_gguf_find(g, "tokenizer.ggml.model") && !clf_gguf_find(g, "tokenizer.ggml.tokens"))
+        st = clf_fail(CLF_ERR_FORMAT,
+                      "%s has no vocabulary (no tokenizer.ggml.* keys): clinfer needs the tokenizer in the GGUF file",
+                      file);
     if (st == CLF_OK) st = clf_tokenizer_load(g, &m->tok);
+    /* llama.cpp's ggml-vocab-*.gguf: a vocabulary and no tensor at all */
+    if (st == CLF_OK && !mp->vocab_only && clf_gguf_n_tensors(g) == 0)
+        st = clf_fail(CLF_ERR_FORMAT,
+                      "%s holds a vocabulary only, no weights: `clinfer tokenize` (a vocab_only load) reads it, "
+                      "nothing runs it",
+                      file);
     if (st == CLF_OK) st = read_info(g, mp->vocab_only, m);
     if (st == CLF_OK && !mp->vocab_only) {
         clf_place pl = {.device = device,
@@ -305,6 +317,15 @@ clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info
     API_NOT_NULL(m);
     API_NOT_NULL(info);
     return (clinfer_status)api_write_info(info, &m->info, sizeof m->info, "clinfer_model_info");
+}
+
+clf_status api_need_weights(const clinfer_model *m, const char *fn) {
+    if (m->llama) return CLF_OK;
+    /* "vocab_only" names the parameter; both words stay for callers that look for either */
+    return clf_fail(CLF_ERR_ARG,
+                    "%s: the model was loaded for its vocabulary only (vocab_only): it has no weights and no device; "
+                    "load it without vocab_only",
+                    fn);
 }
 
 int clinfer_model_n_vocab(const clinfer_model *m) { return m ? m->info.n_vocab : 0; }

@@ -27,7 +27,7 @@ clinfer_status clinfer_session_create_with(clinfer_model *m, const clinfer_sessi
     clinfer_session_options o = {sizeof o, 0};
     API_TRY(api_read_params(&p, sizeof p, params, "clinfer_session_params"));
     API_TRY(api_read_params(&o, sizeof o, options, "clinfer_session_options"));
-    if (!m->llama) return (clinfer_status)clf_fail(CLF_ERR_ARG, "the model was loaded vocab_only: it has no sessions");
+    API_TRY(api_need_weights(m, "clinfer_session_create"));
     if (p.n_ctx < 0 || p.n_batch < 0)
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "n_ctx (%d) and n_batch (%d) must be >= 0", p.n_ctx, p.n_batch);
     if (api_kv_type(p.kv_type) == CLF_TYPE_COUNT)

@@ -32,4 +32,5 @@ cmake --install "$BUILD" --prefix "$W/prefix" >"$W/log" 2>&1 || { cat "$W/log"; 
 
 # from a neutral folder, so that `import clinfer` is the installed package
 cd "$W" && CLINFER_BIN=$W/prefix/bin/clinfer LD_LIBRARY_PATH=$W/prefix/lib CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
+    CLINFER_SOURCE_DIR=$SRC \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$W/src/tests"

@@ -206,15 +206,50 @@ static void test_text(void **state) {
     ASSERT_FAILS(clinfer_chat_apply(tiny, NULL, 1, 1, &back, &len), CLINFER_ERR_ARG, "no messages");
 }
 
+/* A vocabulary-only model (issue 44): loaded with vocab_only, it needs no
+ * device (the selector names none: a vocab_only load creates no OpenCL
+ * runtime, allocates no device buffer and reads no weight); the calls on
+ * its text work; every call that needs weights or a device is refused with
+ * CLINFER_ERR_ARG saying the model was loaded for its vocabulary only. The
+ * only such calls that take a model are the sessions' creation: every
+ * evaluation (clinfer_eval, _eval_all, _eval_top, _decode, _generate,
+ * _perplexity, _embed) takes a session. */
+static void refuses_weights(clinfer_model *v) {
+    clinfer_session *s = (clinfer_session *)&s;
+    ASSERT_FAILS(clinfer_session_create(v, NULL, &s), CLINFER_ERR_ARG, "loaded for its vocabulary only");
+    assert_null(s);
+    assert_non_null(strstr(clinfer_last_error(), "vocab_only")); /* the parameter's name, too */
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 64;
+    clinfer_session_options so = {sizeof so, 0};
+    s = (clinfer_session *)&s;
+    ASSERT_FAILS(clinfer_session_create_with(v, &sp, &so, &s), CLINFER_ERR_ARG, "loaded for its vocabulary only");
+    assert_null(s);
+    assert_true(clinfer_model_build_seconds(v) == 0.0);
+}
+
+/* Nothing on a device: the info says so. */
+static void no_device(const clinfer_model *v, clinfer_model_info *in) {
+    *in = (clinfer_model_info){.size = sizeof *in};
+    ASSERT_OK(clinfer_model_get_info(v, in));
+    assert_string_equal(in->device, "");
+    assert_string_equal(in->devices, "");
+    assert_int_equal(in->n_stages, 0);
+    assert_int_equal(in->device_bytes, 0);
+    assert_int_equal(clinfer_model_n_vocab(v), in->n_vocab);
+    assert_true(in->n_vocab > 0);
+}
+
 static void test_vocab_only(void **state) {
     (void)state;
     clinfer_model_params p = clinfer_model_default_params();
     p.vocab_only = 1;
+    clinfer_model_info in;
+
+    /* a model's file, read for its vocabulary: the tokens are the model's */
     clinfer_model *v;
     ASSERT_OK(clinfer_model_load(tiny_path, "no-device-needed", &p, &v));
-    clinfer_model_info in = {.size = sizeof in};
-    ASSERT_OK(clinfer_model_get_info(v, &in));
-    assert_string_equal(in.device, "");
+    no_device(v, &in);
     int32_t *a, *b;
     int na, nb;
     ASSERT_OK(clinfer_tokenize(v, "hello", 5, 1, 0, &a, &na));
@@ -223,9 +258,67 @@ static void test_vocab_only(void **state) {
     assert_memory_equal(a, b, (size_t)na * sizeof *a);
     clinfer_free(a);
     clinfer_free(b);
-    clinfer_session *s = (clinfer_session *)&s;
-    ASSERT_FAILS(clinfer_session_create(v, NULL, &s), CLINFER_ERR_ARG, "vocab_only");
-    assert_null(s);
+    refuses_weights(v);
+    clinfer_model_free(v);
+
+    /* llama.cpp's vocabulary-only file (no tensor at all; tests run from
+     * the repository root, tests/data/vocab/README.md) */
+    static const char PHI3[] = "tests/data/vocab/ggml-vocab-phi-3.gguf";
+    ASSERT_FAILS(clinfer_model_load(PHI3, NULL, NULL, &v), CLINFER_ERR_FORMAT, "holds a vocabulary only");
+    assert_null(v);
+    ASSERT_OK(clinfer_model_load(PHI3, "no-device-needed", &p, &v));
+    no_device(v, &in);
+    assert_int_equal(in.n_params, 0);
+    assert_string_equal(in.chat_format, "Phi-3");
+    /* its first test vector (ggml-vocab-phi-3.gguf.out, line 1) */
+    static const char text[] = "ied 4 \xc2\xbd months";
+    static const int32_t want[] = {474, 287, 29871, 29946, 29871, 30226, 7378};
+    ASSERT_OK(clinfer_tokenize(v, text, strlen(text), 0, 0, &a, &na));
+    assert_int_equal(na, 7);
+    assert_memory_equal(a, want, sizeof want);
+    char *back;
+    size_t len;
+    ASSERT_OK(clinfer_detokenize(v, a, na, 0, &back, &len));
+    assert_non_null(strstr(back, text));
+    clinfer_free(back);
+    clinfer_free(a);
+    ASSERT_OK(clinfer_tokenize(v, text, strlen(text), 1, 0, &a, &na)); /* BOS: the file asks for it */
+    assert_int_equal(na, 8);
+    assert_int_equal(a[0], in.bos);
+    clinfer_free(a);
+    size_t plen;
+    const char *piece = clinfer_token_piece(v, 7378, &plen);
+    assert_non_null(piece);
+    assert_true(plen >= 6 && !memcmp(piece + plen - 6, "months", 6));
+    assert_true(clinfer_token_is_eog(v, in.eos));
+    /* chat templates */
+    clinfer_chat_message msg = {"user", "Hi"};
+    ASSERT_OK(clinfer_chat_apply(v, &msg, 1, 1, &back, &len));
+    assert_non_null(strstr(back, "<|user|>"));
+    clinfer_free(back);
+    ASSERT_OK(clinfer_chat_tokenize(v, &msg, 1, 1, &a, &na));
+    assert_true(na > 2);
+    clinfer_free(a);
+    /* a sampler and a grammar need the vocabulary alone */
+    clinfer_sampler_params sp = clinfer_sampler_default_params();
+    sp.temperature = 0;
+    clinfer_sampler *smp;
+    ASSERT_OK(clinfer_sampler_create(v, &sp, &smp));
+    float *logits = calloc((size_t)in.n_vocab, sizeof *logits);
+    assert_non_null(logits);
+    logits[7378] = 5;
+    int32_t tok;
+    ASSERT_OK(clinfer_sampler_sample(smp, logits, in.n_vocab, &tok));
+    assert_int_equal(tok, 7378);
+    free(logits);
+    clinfer_sampler_free(smp);
+    clinfer_grammar *g;
+    ASSERT_OK(clinfer_grammar_create(v, "root ::= \"yes\"", 14, NULL, &g));
+    clinfer_grammar_free(g);
+    clinfer_detokenizer *d;
+    ASSERT_OK(clinfer_detokenizer_create(v, 0, &d));
+    clinfer_detokenizer_free(d);
+    refuses_weights(v);
     clinfer_model_free(v);
 }
 

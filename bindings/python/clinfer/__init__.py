@@ -183,7 +183,9 @@ class Model(_Handle):
     path: the file (None: $CLINFER_MODEL, else the default model in the
     cache); device: "P:D" or a name substring (None: $CLINFER_DEVICE, else
     the first GPU, accelerator, then CPU); vocab_only: the tokenizer and chat
-    template only, no device."""
+    template only, no device (the selector is not looked at) and no weights
+    (a vocabulary-only file such as llama.cpp's ggml-vocab-*.gguf loads):
+    session() then raises Error (status 2) saying so."""
 
     _what = "model"
 

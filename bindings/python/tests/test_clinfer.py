@@ -1,8 +1,9 @@
 """The Python package against the `clinfer` command, on the default model
 (`make model`) and a tiny one. Run by tests/python.sh (ctest `python`), which
 installs the library where the loader finds it (LD_LIBRARY_PATH) and sets
-CLINFER_BIN (the installed command) and CLINFER_TINY_MODEL (a tiny model
-without an end-of-generation token)."""
+CLINFER_BIN (the installed command), CLINFER_TINY_MODEL (a tiny model
+without an end-of-generation token) and CLINFER_SOURCE_DIR (the checkout:
+tests/data/vocab)."""
 import os
 import subprocess
 import sys
@@ -150,6 +151,39 @@ def test_errors(tiny):
     with pytest.raises(clinfer.Error) as e:
         vocab.session()
     assert "vocab_only" in e.value.message
+
+
+VOCAB_FILES = ["ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-spm.gguf", "ggml-vocab-phi-3.gguf",
+               "ggml-vocab-starcoder.gguf"]
+
+
+@pytest.mark.parametrize("name", VOCAB_FILES)
+def test_vocab_only_files(name):
+    """llama.cpp's vocabulary-only files (no weights) load with vocab_only,
+    without a device, and give its recorded ids (no BOS, control-token text
+    as text: tests/data/vocab/README.md); a session is refused, and so is a
+    load without vocab_only (issue 44)."""
+    src = os.environ.get("CLINFER_SOURCE_DIR")
+    if not src:
+        pytest.fail("CLINFER_SOURCE_DIR is not set (tests/python.sh sets it)")
+    path = os.path.join(src, "tests", "data", "vocab", name)
+    with open(path + ".inp", "rb") as f:
+        texts = f.read().split(b"\n__ggml_vocab_test__\n")[:-1]  # a text ends at each separator
+    with open(path + ".out") as f:
+        want = [[int(x) for x in line.split()] for line in f.read().split("\n")[:len(texts)]]
+    assert len(texts) == len(want) == 46
+    with clinfer.Model(path, device="no-such-device", vocab_only=True) as v:
+        assert v.info["device"] == "" and v.info["device_bytes"] == 0 and v.info["n_params"] == 0
+        assert v.n_vocab > 0
+        for i, (text, ids) in enumerate(zip(texts, want)):
+            assert v.tokenize(text, add_special=False) == ids, f"text {i}: {text!r}"
+        assert v.detokenize(v.tokenize("Hello world", add_special=False)).endswith("Hello world")
+        with pytest.raises(clinfer.Error) as e:
+            v.session()
+        assert e.value.status == 2 and "loaded for its vocabulary only" in e.value.message
+    with pytest.raises(clinfer.Error) as e:
+        clinfer.Model(path)
+    assert e.value.status == 4 and "holds a vocabulary only" in e.value.message
 
 
 def test_cancel_stops_generation(tiny):
