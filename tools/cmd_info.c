@@ -394,11 +394,13 @@ static void print_json(const report *r) {
 /* ---- a vocabulary-only file ------------------------------------------------------ */
 
 /* A file with a vocabulary but no weights (llama.cpp's ggml-vocab-*.gguf,
- * what `clinfer tokenize` loads): no token_embd.weight, a
- * tokenizer.ggml.tokens array. The weights' checks (clf_model_shape_from_gguf)
- * are not asked of it; a file with weights never takes this path. */
+ * what `clinfer tokenize` loads): no tensors at all, a tokenizer.ggml.tokens
+ * array. The weights' checks (clf_model_shape_from_gguf) are not asked of
+ * it; a file with any tensor never takes this path (one without
+ * token_embd.weight keeps its format error: a damaged model, not a
+ * vocabulary). */
 static int vocab_only(const clf_gguf *g) {
-    return !clf_gguf_find_tensor(g, "token_embd.weight") && clf_gguf_find(g, "tokenizer.ggml.tokens");
+    return clf_gguf_n_tensors(g) == 0 && clf_gguf_find(g, "tokenizer.ggml.tokens");
 }
 
 /* What the vocabulary says of itself: its size, tokenizer model,
