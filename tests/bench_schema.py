@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`clinfer bench --json` on a tiny model: one valid JSON document whose
-records carry the fields bench/compare.py and bench/RESULTS.md rely on.
+records carry the fields bench/compare.py, bench/real_sizes.py and
+bench/RESULTS.md rely on; the text table's load, ttft and peak RSS rows.
 
   python3 tests/bench_schema.py CLINFER_BIN TINY_GGUF_BIN
 """
@@ -25,6 +26,11 @@ def main():
             assert small.returncode == 0, f"bench -p {p} -n {n}: exit {small.returncode}\n{small.stderr}"
             rec = json.loads(small.stdout)[0]
             assert ("pp" in rec) == (p != "0") and ("tg" in rec) == (n != "0"), rec
+        # the text table's load, first-token and memory rows
+        txt = subprocess.run([clinfer, "bench", "-m", model, "-p", "4", "-n", "2", "-r", "1"],
+                             check=True, capture_output=True, text=True).stdout
+        for row in ("| load | ", "| ttft4 | ", "| peak RSS | "):
+            assert row in txt, (row, txt)
     doc = json.loads(out)
     assert isinstance(doc, list) and len(doc) == 1, doc
     r = doc[0]
@@ -36,6 +42,13 @@ def main():
         assert r["pp"][k] >= 0, k
     assert r["pp"]["tps"] > 0 and r["tg"]["tps"] > 0 and r["tg"]["gbs"] > 0
     assert r["roof"]["copy_gbs"] > 0 and r["roof"]["fma_gflops"] > 0
+    # load, time to first token (load + the 16-token prompt + 1 token, so
+    # longer than the load) and the peak RSS (VmHWM: Linux has /proc)
+    assert r["file_bytes"] >= r["size_bytes"] > 0, r
+    assert 0 < r["load_s"] < r["ttft_s"] and r["ttft_prompt"] == 16, r
+    assert r["peak_rss"] is None or r["peak_rss"] > r["size_bytes"], r
+    if sys.platform.startswith("linux"):
+        assert r["peak_rss"] is not None, r
     shares = r["tg_kernel_share"]
     assert shares and abs(sum(s["share"] for s in shares) - 1) < 1e-3, shares
     assert any(s["kernel"].startswith("gemv_") for s in shares), shares  # a GEMV ran

@@ -1,7 +1,8 @@
 /* The estimator against numbers computed by hand for a tiny model (the
  * arithmetic is in the comments), `clinfer info --json` on a tiny GGUF, the
- * default model's published parameter count, and the estimate against the
- * device memory clinfer really allocates for the default model. */
+ * default model's published parameter count, a vocabulary-only file's
+ * report, and the estimate against the device memory clinfer really
+ * allocates for the default model. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -227,6 +228,43 @@ static void test_shape_and_command(void **state) {
     unlink(path);
 }
 
+/* `clinfer info` on llama.cpp's vocabulary-only GPT-2 file (no tensors):
+ * what the vocabulary is, said as such, exit 0 (it used to fail on the
+ * missing token_embd.weight); the counts are the file's (test_tokenizer.c
+ * loads the same file). */
+static void test_vocab_only(void **state) {
+    (void)state;
+    const char *bin = getenv("CLINFER_BIN"), *src = getenv("CLINFER_SOURCE_DIR");
+    if (!bin || !src) fail_msg("CLINFER_BIN or CLINFER_SOURCE_DIR is not set (run through ctest)");
+    char cmd[4096];
+    int st;
+    snprintf(cmd, sizeof cmd, "%s info -m %s/tests/data/vocab/ggml-vocab-gpt-2.gguf", bin, src);
+    char *out = tu_capture(cmd, &st);
+    assert_int_equal(st, 0);
+    tu_expect_in(out, "a vocabulary only");
+    tu_expect_in(out, "50257 tokens");
+    tu_expect_in(out, "tokenizer       gpt2");
+    tu_expect_in(out, "pre-tokenizer   gpt-2");
+    tu_expect_in(out, "chat template   no");
+    assert_null(strstr(out, "missing"));
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s info -m %s/tests/data/vocab/ggml-vocab-gpt-2.gguf --json", bin, src);
+    out = tu_capture(cmd, &st);
+    assert_int_equal(st, 0);
+    tu_expect_in(out, "\"vocab_only\": true");
+    tu_expect_in(out, "\"vocab\": {\"n_tokens\": 50257, \"model\": \"gpt2\", \"pre\": \"gpt-2\", \"chat_template\": false}");
+    free(out);
+    /* one valid JSON document; phi-3's vocabulary carries a chat template */
+    snprintf(cmd, sizeof cmd, "%s info -m %s/tests/data/vocab/ggml-vocab-gpt-2.gguf --json | python3 -m json.tool >/dev/null",
+             bin, src);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s info -m %s/tests/data/vocab/ggml-vocab-phi-3.gguf --json", bin, src);
+    out = tu_capture(cmd, &st);
+    assert_int_equal(st, 0);
+    tu_expect_in(out, "\"n_tokens\": 32064, \"model\": \"llama\", \"pre\": \"default\", \"chat_template\": true");
+    free(out);
+}
+
 /* ---- the default model ----------------------------------------------------------- */
 
 static int default_model(char *path, size_t n) {
@@ -318,7 +356,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_params_by_hand),    cmocka_unit_test(test_flops_bytes_by_hand),
         cmocka_unit_test(test_family_by_hand),    cmocka_unit_test(test_training_and_roofline),
-        cmocka_unit_test(test_shape_and_command),
+        cmocka_unit_test(test_shape_and_command), cmocka_unit_test(test_vocab_only),
         cmocka_unit_test(test_default_model),     cmocka_unit_test(test_device_memory),
         cmocka_unit_test(test_device_memory_sliding),
     };

@@ -391,6 +391,64 @@ static void print_json(const report *r) {
     printf("\n}\n");
 }
 
+/* ---- a vocabulary-only file ------------------------------------------------------ */
+
+/* A file with a vocabulary but no weights (llama.cpp's ggml-vocab-*.gguf,
+ * what `clinfer tokenize` loads): no tensors at all, a tokenizer.ggml.tokens
+ * array. The weights' checks (clf_model_shape_from_gguf) are not asked of
+ * it; a file with any tensor never takes this path (one without
+ * token_embd.weight keeps its format error: a damaged model, not a
+ * vocabulary). */
+static int vocab_only(const clf_gguf *g) {
+    return clf_gguf_n_tensors(g) == 0 && clf_gguf_find(g, "tokenizer.ggml.tokens");
+}
+
+/* What the vocabulary says of itself: its size, tokenizer model,
+ * pre-tokenizer and whether a chat template comes with it. */
+static void print_vocab_only(const char *path, const clf_gguf *g, int json) {
+    const clf_gguf_str *toks = NULL;
+    uint64_t n_tokens = 0;
+    int has_tokens = clf_gguf_get_strs(g, "tokenizer.ggml.tokens", &toks, &n_tokens) == CLF_OK;
+    clf_gguf_str model = {0}, pre = {0}, arch = {0}, name = {0};
+    int has_model = clf_gguf_get_str(g, "tokenizer.ggml.model", &model) == CLF_OK;
+    int has_pre = clf_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == CLF_OK;
+    int has_arch = clf_gguf_get_str(g, "general.architecture", &arch) == CLF_OK;
+    int has_name = clf_gguf_get_str(g, "general.name", &name) == CLF_OK;
+    int has_template = clf_gguf_find(g, "tokenizer.chat_template") != NULL;
+    /* the strings as GGUF holds them (not NUL-terminated): copied, capped, for the text form */
+    char m[64], p[64], a[64], nm[128];
+    snprintf(m, sizeof m, "%.*s", has_model ? (int)(model.len < 63 ? model.len : 63) : 0, has_model ? model.ptr : "");
+    snprintf(p, sizeof p, "%.*s", has_pre ? (int)(pre.len < 63 ? pre.len : 63) : 0, has_pre ? pre.ptr : "");
+    snprintf(a, sizeof a, "%.*s", has_arch ? (int)(arch.len < 63 ? arch.len : 63) : 0, has_arch ? arch.ptr : "");
+    snprintf(nm, sizeof nm, "%.*s", has_name ? (int)(name.len < 127 ? name.len : 127) : 0, has_name ? name.ptr : "");
+    if (json) {
+        printf("{\n  \"file\": ");
+        cli_json_str(stdout, path);
+        printf(",\n  \"vocab_only\": true");
+        if (has_name) printf(",\n  \"name\": "), cli_json_strn(stdout, name.ptr, name.len);
+        if (has_arch) printf(",\n  \"arch\": "), cli_json_strn(stdout, arch.ptr, arch.len);
+        printf(",\n  \"vocab\": {\"n_tokens\": %" PRIu64 ", \"model\": ", has_tokens ? n_tokens : 0);
+        if (has_model) cli_json_strn(stdout, model.ptr, model.len);
+        else printf("null");
+        printf(", \"pre\": ");
+        if (has_pre) cli_json_strn(stdout, pre.ptr, pre.len);
+        else printf("null");
+        printf(", \"chat_template\": %s},\n  \"n_tensors\": %" PRId64 ", \"file_bytes\": %zu\n}\n",
+               has_template ? "true" : "false", clf_gguf_n_tensors(g), clf_gguf_size(g));
+        return;
+    }
+    printf("%s: a vocabulary only (no weights: nothing to run, estimate or bench; `clinfer tokenize` reads it)\n",
+           path);
+    if (has_name) printf("  name            %s\n", nm);
+    if (has_arch) printf("  architecture    %s\n", a);
+    if (has_tokens) printf("  vocabulary      %" PRIu64 " tokens\n", n_tokens);
+    else printf("  vocabulary      unreadable tokenizer.ggml.tokens\n");
+    printf("  tokenizer       %s\n", has_model ? m : "(not given)");
+    printf("  pre-tokenizer   %s\n", has_pre ? p : "(not given)");
+    printf("  chat template   %s\n", has_template ? "yes" : "no");
+    printf("  tensors         %" PRId64 "\n", clf_gguf_n_tensors(g));
+}
+
 /* ---- command ------------------------------------------------------------------------ */
 
 /* The device's measured roofs (tools/bench/roof.c): copy bandwidth, FMA peak. */
@@ -455,6 +513,11 @@ int cmd_info(int argc, char **argv) {
                 .serve = {.tokens = serve_tokens, .parallel = parallel}};
     snprintf(r.roof_source, sizeof r.roof_source, "given");
     if (st == CLF_OK) st = clf_gguf_open(path, &g);
+    if (st == CLF_OK && vocab_only(g)) { /* what it holds, exit 0: the weights' figures do not apply */
+        print_vocab_only(path, g, json);
+        clf_gguf_close(g);
+        return 0;
+    }
     if (st == CLF_OK) st = clf_model_shape_from_gguf(g, &r.s);
     /* --price needs the roofs: the default device's when none is named or given */
     if (st == CLF_OK && (device || price > 0) && !r.has_roof) st = measure_roof(device, &r);

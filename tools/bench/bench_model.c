@@ -24,6 +24,24 @@ static const char *USAGE =
     "  --price: the machine's cost an hour: dollars per million prompt and generated tokens at the measured rates\n"
     "  energy per token: the CPU packages' RAPL counters (/sys/class/powercap), where the host exposes them";
 
+/* The process's peak resident set so far (VmHWM of /proc/self/status),
+ * bytes; -1 where /proc is missing or says nothing (not Linux). It counts
+ * everything the process touched: the file's mapped pages that were read,
+ * the weights' copies, the KV cache, the OpenCL driver's own. */
+static double peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) {
+            kb = strtod(line + 6, NULL); /* "VmHWM:   123456 kB" */
+            break;
+        }
+    fclose(f);
+    return kb >= 0 ? kb * 1024 : -1;
+}
+
 /* decode steps before timing (kernel builds), and profiled per device */
 enum { WARMUP_TOKENS = 4, PROFILE_TOKENS = 16 };
 
@@ -155,7 +173,10 @@ static void text_money(FILE *out, const opts *o, const clf_energy *e, const figu
     fprintf(out, "\n");
 }
 
-static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel, FILE *out, int first) {
+/* open_s: the seconds clf_gguf_open took (once, before every device): part
+ * of each device's load and time to first token. */
+static clf_status bench_device(const opts *o, const clf_gguf *g, double open_s, const char *sel, FILE *out,
+                               int first) {
     clf_place place = o->split;
     place.device = sel;
     clf_stages stages;
@@ -164,7 +185,11 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     place.model = o->model_path;
     static const clf_type kv_types[] = {CLF_F32, CLF_F16, CLF_Q8_0, CLF_Q4_0}; /* clinfer_kv_type's order */
     clf_type kv = kv_types[o->kv];
+    /* the load: the file's opening (open_s) and its weights onto the
+     * device(s); no tokenizer (bench feeds token ids) */
+    const double t_load = clf_now_s();
     CLF_TRY(clf_stages_open(&place, g, n_ctx, kv, NULL, NULL, &stages));
+    const double load_s = open_s + (clf_now_s() - t_load);
     clf_runtime *rt = stages.rt[0];
     clf_llama *m = stages.m[0];
     /* a split's device: its stages' */
@@ -179,7 +204,6 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
     clf_roofs roof;
     clf_model_shape shape; /* FLOPs and KV bytes as `clinfer info` counts them */
     clf_status st = clf_model_shape_from_gguf(g, &shape);
-    if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
     int n_batch = o->n_batch ? o->n_batch : o->n_prompt > 0 ? o->n_prompt : 1;
     if (st == CLF_OK) st = clf_llama_ctx_create(m, n_ctx, n_batch, kv, &c);
     if (st != CLF_OK) goto done;
@@ -200,6 +224,23 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, const char *sel
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         toks[i] = (int32_t)(s % (uint64_t)hp->n_vocab);
     }
+    /* time to first token, measured once, before any warm-up: from the
+     * load's start through the context's creation, the n_prompt-token
+     * prompt in one pass and one generated token (llama-bench's -pg P,1
+     * after its load); kernels not yet built are built here, as in a
+     * first `run` with the kernel cache as it is */
+    clf_llama_rewind(c, 0);
+    if (o->n_prompt > 0) st = clf_llama_eval(c, toks, o->n_prompt, 0, logits);
+    if (st == CLF_OK) st = clf_llama_eval(c, toks, 1, 0, logits);
+    const double ttft_s = open_s + (clf_now_s() - t_load);
+    /* the process's peak through the first token: the weights, the KV
+     * cache and a prompt pass's scratch, before the roofs' measures
+     * allocate their own buffers (hundreds of MB: not the model's); with
+     * --all-devices, every device before this one included */
+    const double rss = peak_rss_bytes();
+    /* the device's roofs, after: not part of the first token's time */
+    if (st == CLF_OK) st = clf_roofs_measure(rt, &roof);
+    if (st != CLF_OK) goto done;
     /* bytes an element (a row's over its head_dim: a quantized row's scales counted) */
     const double kv_elt = (double)clf_kv_row_bytes(kv, hp->head_dim) / hp->head_dim;
     /* a token reads every product's weights once; of the embedding table
@@ -294,10 +335,17 @@ report:;
     const char *wtype = mix ? mix->name : wq ? clf_type_get(wq->type)->name : "?";
     double prof_total = 0;
     for (int i = 0; i < nprof; i++) prof_total += prof[i].ms;
+    const double file_bytes = (double)clf_gguf_size(g);
     if (o->json) {
         fprintf(out, "%s  {\"device\": \"%s\", \"model\": \"%s %s\", \"size_bytes\": %.0f, \"params\": %.0f, \"kv\": \"%s\"",
                 first ? "" : ",\n", dev_name, hp->arch, wtype, size, params, clf_type_get(kv)->name);
         fprintf(out, ", \"roof\": {\"copy_gbs\": %.2f, \"fma_gflops\": %.2f}", roof.copy_gbs, roof.fma_gflops);
+        /* load, time to first token of an n_prompt-token prompt (load
+         * included), the process's peak RSS (null: no /proc) */
+        fprintf(out, ", \"file_bytes\": %.0f, \"load_s\": %.4f, \"ttft_s\": %.4f, \"ttft_prompt\": %d, \"peak_rss\": ",
+                file_bytes, load_s, ttft_s, o->n_prompt);
+        if (rss >= 0) fprintf(out, "%.0f", rss);
+        else fprintf(out, "null");
         if (o->price > 0) fprintf(out, ", \"usd_per_hour\": %.6g", o->price);
         if (energy.n) {
             char names[256];
@@ -358,6 +406,17 @@ report:;
             fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | tg%d x%d | %.2f ± %.2f | %.2fx tg%d | |\n", model,
                     size / 1048576, params / 1e6, dev_name, o->n_gen, o->parallel, tgp.median, tgp.stddev,
                     tgp.median / tg.median, o->n_gen);
+        /* the load, the first token and the memory: once, in seconds and bytes */
+        fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | load | %.2f s | file open + weights to the device | |\n",
+                model, size / 1048576, params / 1e6, dev_name, load_s);
+        fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | ttft%d | %.2f s | load + pp%d + 1 token, once | |\n",
+                model, size / 1048576, params / 1e6, dev_name, o->n_prompt, ttft_s, o->n_prompt);
+        if (rss >= 0)
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | peak RSS | %.2f GiB | %.2fx the file (VmHWM) | |\n",
+                    model, size / 1048576, params / 1e6, dev_name, rss / 1073741824, rss / file_bytes);
+        else
+            fprintf(out, "| %s | %.2f MiB | %.2f M | OpenCL | %s | peak RSS | n/a | no /proc/self/status | |\n", model,
+                    size / 1048576, params / 1e6, dev_name);
         if (o->n_gen > 0)
             fprintf(out,
                     "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
@@ -424,7 +483,9 @@ int clf_bench_model_main(int argc, char **argv) {
     char path[1024];
     clf_gguf *g;
     clf_status st = (clf_status)cli_model_fetch(o.model_path, 0, path, sizeof path); /* a catalogue name: fetched on first use */
+    const double t_open = clf_now_s(); /* the load starts here: the fetch is not part of it */
     if (st == CLF_OK) st = clf_gguf_open(path, &g);
+    const double open_s = clf_now_s() - t_open;
     if (st != CLF_OK) return cli_error(st);
     if (o.json) printf("[\n");
     if (o.all_devices) {
@@ -434,11 +495,11 @@ int clf_bench_model_main(int argc, char **argv) {
         for (int i = 0; st == CLF_OK && i < n; i++) {
             char sel[32];
             snprintf(sel, sizeof sel, "%d:%d", devs[i].platform_index, devs[i].device_index);
-            st = bench_device(&o, g, sel, stdout, i == 0);
+            st = bench_device(&o, g, open_s, sel, stdout, i == 0);
         }
         free(devs);
     } else {
-        st = bench_device(&o, g, o.device, stdout, 1);
+        st = bench_device(&o, g, open_s, o.device, stdout, 1);
     }
     if (o.json) printf("\n]\n");
     clf_gguf_close(g);
