@@ -15,12 +15,14 @@
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "matmul_panels.h"
 #include "ops.h"
@@ -227,6 +229,14 @@ static clf_status fill_buffer(clf_runtime *rt, size_t bytes, cl_mem *out, void *
     return clf_cl_check(err, "clEnqueueMapBuffer");
 }
 
+/* --mlock in memory: on a CPU device the mapping is the buffer's memory,
+ * locked in place; a refusal (RLIMIT_MEMLOCK) is said once. */
+static void lock(clf_runtime *rt, void *p, size_t n) {
+    if (!p || !n || rt->weights_mlock_failed || mlock(p, n) == 0) return;
+    rt->weights_mlock_failed = 1;
+    clf_runtime_notice(rt, "--mlock: cannot lock the weights in memory: %s (see ulimit -l)", strerror(errno));
+}
+
 clf_status clf_weight_upload_rows(clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src,
                                   clf_weight *w) {
     memset(w, 0, sizeof *w);
@@ -240,6 +250,7 @@ clf_status clf_weight_upload_rows(clf_runtime *rt, clf_type type, int64_t cols, 
     clf_status st = fill_buffer(rt, mb, &w->mem, &mh);
     if (st == CLF_OK && ab) st = fill_buffer(rt, ab, &w->aux, &ah);
     if (st == CLF_OK) st = clf_weight_pack(rt, type, cols, src, mh, ah);
+    if (st == CLF_OK && rt->weights_mlock && families[rt->tune.matmul].panels) lock(rt, mh, mb), lock(rt, ah, ab);
     /* unmapped in any case (the buffers are released on failure) */
     if (mh) clf_cl_check(clEnqueueUnmapMemObject(rt->queue, w->mem, mh, 0, NULL, NULL), "clEnqueueUnmapMemObject");
     if (ah) clf_cl_check(clEnqueueUnmapMemObject(rt->queue, w->aux, ah, 0, NULL, NULL), "clEnqueueUnmapMemObject");

@@ -29,6 +29,10 @@ typedef struct clf_rows_src {
     int n;
 } clf_rows_src;
 
+/* Row r of the concatenation (rows of row_bytes); NULL past its end. */
+const unsigned char *clf_rows_src_row(const clf_rows_src *src, int64_t r, size_t row_bytes);
+int64_t clf_rows_src_total(const clf_rows_src *src);
+
 /* Uploads `rows` rows of `cols` elements in GGUF layout (data holds
  * rows * clf_row_bytes(type, cols) bytes). cols must be a multiple of the
  * type's block size. */

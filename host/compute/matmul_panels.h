@@ -33,9 +33,6 @@ const clf_panel_fmt *clf_panel_fmt_get(clf_type t);
 
 static inline int64_t clf_panels_of(int64_t rows) { return (rows + 31) / 32; }
 
-/* Row r of the concatenation (rows of row_bytes); NULL past its end. */
-const unsigned char *clf_rows_src_row(const clf_rows_src *src, int64_t r, size_t row_bytes);
-int64_t clf_rows_src_total(const clf_rows_src *src);
 
 /* Bytes of a rows × cols weight in panels: codes or values (main) and
  * scale records (aux; 0 for the float types). */
