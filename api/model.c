@@ -199,13 +199,23 @@ static int load_progress(void *ud, int done, int total) {
     return m->opt.progress && m->opt.progress(m->opt.progress_user_data, total ? (float)done / total : 1.0f);
 }
 
-/* Before a stage's weights load: the abort hook, the build notice, progress. */
+/* The runtime's other notices (the packed-weights cache), each as it comes. */
+static void notice(void *ud, const char *line) {
+    const clinfer_model *m = ud;
+    if (m->opt.notice) m->opt.notice(m->opt.notice_user_data, line);
+}
+
+/* Before a stage's weights load: the abort hook, the notices, progress,
+ * how the weights are held. */
 static void prepare(clf_runtime *rt, void *ud) {
     clinfer_model *m = ud;
     if (!m->rt) m->rt = rt; /* stage 0's, for the notice */
     clf_runtime_set_abort(rt, aborted, m);
     clf_runtime_on_build(rt, building, m);
+    clf_runtime_on_notice(rt, notice, m);
     clf_runtime_on_progress(rt, load_progress, m);
+    rt->weights_in_memory = m->opt.no_mmap;
+    rt->weights_mlock = m->opt.mlock;
 }
 
 static clf_status load(const char *path, const char *device, const clinfer_model_params *mp,

@@ -77,6 +77,8 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     mp.plan_n_ctx = place->n_ctx > 0 ? place->n_ctx : n_ctx > 0 ? n_ctx : 0;
     mp.plan_n_seq = place->n_seq;
     mp.plan_kv_type = kv;
+    mp.no_mmap = place->no_mmap;
+    mp.mlock = place->mlock;
     mp.progress = on_progress;
     mp.progress_user_data = &line;
     mp.abort = cli_abort_requested;

@@ -14,15 +14,20 @@ typedef struct cli_place {
     /* serve: the sequences and positions a split's plan sizes KV for */
     int n_seq, n_ctx;
     int threads; /* -t: PoCL's compute units, 0 for its default */
+    int no_mmap, mlock; /* the weights in process memory, not the packed-weights cache's mapping; locked in RAM */
 } cli_place;
 
-#define CLI_PLACE_USAGE "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]]"
+#define CLI_PLACE_USAGE \
+    "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--no-mmap] [--mlock]"
 #define CLI_PLACE_OPTIONS(p) \
     CLI_OPT_STR("--device", &(p)->device, .arg = "SEL", \
                 .help = "the OpenCL device: P:D or a name's part (`clinfer devices`; default $CLINFER_DEVICE)"), \
     CLI_OPT_STR("--devices", &(p)->devices, .arg = "SEL,SEL,...", .help = "split the layers over these devices"), \
     CLI_OPT_STR("--split", &(p)->split, .arg = "layers", .help = "how --devices splits the model (only: layers)"), \
-    CLI_OPT_STR("--split-ratio", &(p)->ratio, .arg = "a,b,...", .help = "the share of layers each of --devices holds")
+    CLI_OPT_STR("--split-ratio", &(p)->ratio, .arg = "a,b,...", .help = "the share of layers each of --devices holds"), \
+    CLI_OPT_FLAG("--no-mmap", &(p)->no_mmap, \
+                 .help = "pack the weights into process memory, not into the packed-weights cache mapped in place"), \
+    CLI_OPT_FLAG("--mlock", &(p)->mlock, .help = "lock the weights in RAM (no paging out; bounded by ulimit -l)")
 
 typedef struct cli_session {
     clinfer_model *m;

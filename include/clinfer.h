@@ -194,6 +194,13 @@ typedef struct clinfer_load_options {
     void *abort_user_data;
     clinfer_notice_callback notice;
     void *notice_user_data;
+    /* On a device that reads host memory (a CPU), the weights are packed once
+     * into a file of the packed-weights cache ($CLINFER_WEIGHT_CACHE, else
+     * weights/ in the kernel cache's folder) and later loads map it in place:
+     * shared, reclaimable pages, no second copy. no_mmap: pack them into
+     * process memory instead at every load (llama.cpp's --no-mmap). */
+    int no_mmap;
+    int mlock; /* lock the weights in RAM (llama.cpp's --mlock); a refusal (ulimit -l) is a notice, not an error */
 } clinfer_load_options;
 
 CLINFER_API clinfer_model_params clinfer_model_default_params(void);

@@ -63,6 +63,7 @@ typedef struct clf_llama {
     clf_weight output;     /* [n_vocab × n_embd] */
     clf_llama_layer *layers; /* [hp.n_layer], those of [l0, l1) loaded */
     size_t device_bytes; /* weights on the device */
+    struct clf_wcache *wcache; /* the packed-weights cache entry the weights use in place; NULL: in memory */
     int l0, l1;          /* the layers this model holds: all but on a stage of a split (stage.h) */
     const clf_stage_ops *next_ops; /* a stage before the last: how its contexts reach the next */
     void *next;

@@ -1,18 +1,65 @@
 /* The weights onto the device: each tensor in its file type, Q|K|V and
  * gate|up fused into one weight per run of equal types, a stage's layer
- * range only (stage.h). */
+ * range only (stage.h).
+ *
+ * Two walks over the same code (upload_all): the first only lists the
+ * weights and their bytes in the device's layout (the packed-weights
+ * cache's entry is keyed and laid out by that list, weight_cache.h), the
+ * second loads them: from the cache's mapping in place, or packed into it
+ * first, or packed into device memory where there is no cache. Each
+ * tensor's pages of the file mapping are dropped once it is loaded, so
+ * the file and its packed copy are never both resident. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "llama_impl.h"
+#include "matmul.h"
 #include "split.h"
+#include "weight_cache.h"
 
 typedef struct loader {
     clf_llama *m;
     const clf_gguf *g;
     int done, total;
+    int listing;      /* the first walk: list the weights in w, load nothing */
+    clf_wc_weight *w; /* [n] the weights in load order */
+    int n, cap;
+    int next;         /* the second walk: the next weight's index in w */
+    int embd;         /* the token embedding's index in w; -1: not on this stage */
+    clf_wcache *wc;   /* the cache entry (NULL: in memory) */
 } loader;
+
+/* The first walk: one more weight. */
+static clf_status list_weight(loader *ld, const char *name, clf_type type, int64_t rows, int64_t cols,
+                              size_t main_bytes, size_t aux_bytes) {
+    if (ld->n == ld->cap) {
+        int cap = ld->cap ? 2 * ld->cap : 64;
+        clf_wc_weight *w = realloc(ld->w, (size_t)cap * sizeof *w);
+        if (!w) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        ld->w = w;
+        ld->cap = cap;
+    }
+    clf_wc_weight *e = &ld->w[ld->n++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->type = (uint32_t)type;
+    e->rows = rows;
+    e->cols = cols;
+    e->bytes[0] = main_bytes;
+    e->bytes[1] = aux_bytes;
+    return CLF_OK;
+}
+
+/* The second walk: the next weight's slot in the cache entry (NULLs
+ * without one), and whether to pack into it. */
+static int next_slot(loader *ld, void **main, void **aux) {
+    const int i = ld->next++;
+    *main = *aux = NULL;
+    if (!ld->wc) return 0;
+    clf_wcache_slot(ld->wc, i, main, aux);
+    return clf_wcache_building(ld->wc);
+}
 
 /* Counts an uploaded tensor for the runtime's progress hook, which, like
  * the abort hook, may stop the load between tensors (the library prints
@@ -26,6 +73,7 @@ static clf_status progress(loader *ld) {
 }
 
 static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
+    if (ld->listing) return CLF_OK; /* vectors stay in process memory: a few KiB each */
     const clf_gguf_tensor *gt = clf_gguf_find_tensor(ld->g, name);
     CLF_TRY(clf_tensor_alloc(ld->m->rt, CLF_F32, gt->ne[0], 1, t));
     CLF_TRY(clf_tensor_upload(ld->m->rt, t, gt->data, gt->bytes));
@@ -35,34 +83,59 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
 
 /* Uploads the row-concatenation of `n` tensors (same type and columns; see
  * upload_proj) as one weight: fusing Q|K|V and gate|up turns three or two
- * launches into one. */
+ * launches into one. The rows are re-laid from the file's mapping straight
+ * into the cache entry or the device buffer (no staging copy). */
 static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_weight *w) {
     const clf_gguf_tensor *ts[3] = {NULL};
-    int64_t rows = 0;
-    size_t bytes = 0;
+    clf_rows_src src = {.n = n};
     for (int i = 0; i < n; i++) {
         ts[i] = clf_gguf_find_tensor(ld->g, names[i]);
-        rows += ts[i]->ne[1];
-        bytes += ts[i]->bytes;
+        src.data[i] = ts[i]->data;
+        src.rows[i] = ts[i]->ne[1];
     }
-    const void *data = ts[0]->data;
-    unsigned char *cat = NULL;
-    if (n > 1) {
-        cat = malloc(bytes);
-        if (!cat) return clf_fail(CLF_ERR_MEMORY, "out of host memory fusing %s", names[0]);
-        size_t off = 0;
-        for (int i = 0; i < n; i++) {
-            memcpy(cat + off, ts[i]->data, ts[i]->bytes);
-            off += ts[i]->bytes;
-        }
-        data = cat;
+    clf_runtime *rt = ld->m->rt;
+    const clf_type type = ts[0]->type;
+    const int64_t rows = clf_rows_src_total(&src), cols = ts[0]->ne[0];
+    clf_status st;
+    if (ld->listing) {
+        size_t mb, ab;
+        st = clf_weight_layout(rt, type, rows, cols, &mb, &ab);
+        if (st == CLF_OK) st = list_weight(ld, names[0], type, rows, cols, mb, ab);
+        return st == CLF_OK ? CLF_OK : clf_fail_ctx(st, "%s: ", names[0]);
     }
-    clf_status st = clf_weight_upload(ld->m->rt, ts[0]->type, rows, ts[0]->ne[0], data, w);
-    free(cat);
+    void *mh, *ah;
+    const int pack = next_slot(ld, &mh, &ah);
+    if (!mh) st = clf_weight_upload_rows(rt, type, cols, &src, w);
+    else {
+        st = pack ? clf_weight_pack(rt, type, cols, &src, mh, ah) : CLF_OK;
+        if (st == CLF_OK) st = clf_weight_wrap(rt, type, rows, cols, mh, ah, w);
+    }
     if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
+    for (int i = 0; i < n; i++) clf_gguf_release(ld->g, ts[i]->data, ts[i]->bytes);
     ld->m->device_bytes += w->bytes;
     for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
     return CLF_OK;
+}
+
+/* The token embedding as the file has it (rows looked up, not multiplied). */
+static clf_status upload_embd(loader *ld, clf_tensor *t) {
+    const clf_gguf_tensor *e = clf_gguf_find_tensor(ld->g, "token_embd.weight");
+    if (ld->listing) {
+        ld->embd = ld->n;
+        return list_weight(ld, "token_embd.weight", e->type, e->ne[1], e->ne[0], e->bytes, 0);
+    }
+    void *mh, *ah;
+    const int pack = next_slot(ld, &mh, &ah);
+    if (mh) {
+        if (pack) memcpy(mh, e->data, e->bytes);
+        CLF_TRY(clf_tensor_wrap(ld->m->rt, e->type, e->ne[0], e->ne[1], mh, t));
+    } else {
+        CLF_TRY(clf_tensor_alloc(ld->m->rt, e->type, e->ne[0], e->ne[1], t));
+        CLF_TRY(clf_tensor_upload(ld->m->rt, t, e->data, e->bytes));
+    }
+    clf_gguf_release(ld->g, e->data, e->bytes);
+    ld->m->device_bytes += e->bytes;
+    return progress(ld);
 }
 
 /* The group `names` as runs of equal types (one, unless the file mixes
@@ -89,6 +162,7 @@ static void proj_free(clf_llama_proj *p) {
 }
 
 static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
+    if (ld->listing) return CLF_OK;
     const clf_llama_hparams *hp = &ld->m->hp;
     int kv_dim = hp->n_head_kv * hp->head_dim, n = hp->n_head * hp->head_dim + 2 * kv_dim;
     float *cat = malloc((size_t)n * sizeof *cat);
@@ -174,20 +248,14 @@ static clf_status upload_all(loader *ld) {
     const clf_family *f = hp->fam;
     CLF_TRY(check_fits(m, g));
     /* the embedding on the first stage, the head on the last (stage.h) */
-    if (m->l0 == 0) {
-        const clf_gguf_tensor *emb = clf_gguf_find_tensor(g, "token_embd.weight");
-        CLF_TRY(clf_tensor_alloc(m->rt, emb->type, emb->ne[0], emb->ne[1], &m->tok_embd));
-        CLF_TRY(clf_tensor_upload(m->rt, &m->tok_embd, emb->data, emb->bytes));
-        m->device_bytes += emb->bytes;
-        CLF_TRY(progress(ld));
-    }
+    if (m->l0 == 0) CLF_TRY(upload_embd(ld, &m->tok_embd));
     if (m->l1 == hp->n_layer) {
         const char *out_name[] = {hp->tied ? "token_embd.weight" : "output.weight"};
         CLF_TRY(upload_fused(ld, out_name, 1, &m->output));
         CLF_TRY(upload_vec(ld, "output_norm.weight", &m->out_norm));
     }
     if (hp->rope_freqs) CLF_TRY(upload_vec(ld, "rope_freqs.weight", &m->rope_freqs));
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     /* Q|K|V and gate|up become one weight each, fused here unless stored so */
     static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"}, *const qkv_fused[] = {"attn_qkv"};
@@ -216,11 +284,36 @@ static clf_status upload_all(loader *ld) {
     return CLF_OK;
 }
 
+/* The layout's name in the cache's key: the kernels' family and the
+ * panel format's version (bump it with any change to matmul_panels.c's
+ * bytes). */
+#define PANELS_VERSION 1
+
 static clf_status load(clf_llama *m, const clf_gguf *g) {
     int total;
     clf_split_range_bytes(g, m->l0, m->l1, m->hp.n_layer, &total);
-    loader ld = {m, g, 0, total};
-    return upload_all(&ld);
+    clf_runtime *rt = m->rt;
+    loader ld = {m, g, 0, total, 1, NULL, 0, 0, 0, -1, NULL};
+    clf_status st = upload_all(&ld); /* the list */
+    if (m->layers) memset(m->layers, 0, (size_t)m->hp.n_layer * sizeof *m->layers); /* the list's part counts */
+    char layout[64];
+    snprintf(layout, sizeof layout, "%s panels v%d", clf_matmul_variant(rt), PANELS_VERSION);
+    if (st == CLF_OK && clf_weight_host_layout(rt) && !rt->weights_in_memory)
+        st = clf_wcache_open(rt, g, layout, m->l0, m->l1, ld.w, ld.n, &ld.wc);
+    m->wcache = ld.wc;
+    ld.listing = 0;
+    if (st == CLF_OK) st = upload_all(&ld); /* the weights */
+    if (st == CLF_OK && ld.next != ld.n)
+        st = clf_fail(CLF_ERR_FORMAT, "the load listed %d weights but loaded %d", ld.n, ld.next);
+    if (st == CLF_OK && ld.wc) {
+        clf_status done = clf_wcache_done(ld.wc);
+        if (done != CLF_OK) clf_runtime_notice(rt, "the packed weights stay in this process only: %s", clf_last_error());
+    }
+    if (st == CLF_OK && ld.wc && ld.embd >= 0) clf_wcache_drop(ld.wc, ld.embd); /* rows come back as looked up */
+    if (st == CLF_OK && ld.wc && rt->weights_mlock && clf_wcache_lock(ld.wc) != CLF_OK)
+        clf_runtime_notice(rt, "--mlock: %s", clf_last_error());
+    free(ld.w);
+    return st;
 }
 
 clf_status clf_llama_load_range(clf_runtime *rt, const clf_gguf *g, int l0, int l1, clf_llama **out) {
@@ -272,5 +365,6 @@ void clf_llama_free(clf_llama *m) {
         clf_weight_free(&L->wdown);
     }
     free(m->layers);
+    clf_wcache_close(m->wcache); /* after the buffers that use its mapping */
     free(m);
 }

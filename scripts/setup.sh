@@ -19,6 +19,7 @@ clang libclang-rt-14-dev valgrind oclgrind \
 python3-numpy python3-pytest python3-venv python3-setuptools python3-wheel dpkg-dev file \
 libmicrohttpd-dev libjansson-dev chromium openmpi-bin libopenmpi-dev"
 PKGS="$PKGS libedit-dev" # `clinfer chat`'s line editing and history
+PKGS="$PKGS libxxhash-dev" # XXH3: the packed-weights cache's checksums (models/weight_cache.c)
 # `clinfer pull` (pull/pull.c): HTTPS, wheels (zips) and SHA-256
 PKGS="$PKGS libcurl4-openssl-dev libzip-dev libssl-dev"
 PKGS="$PKGS python3-matplotlib" # bench/plot.py (Debian's python3; plot.py finds it from another python3)

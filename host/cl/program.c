@@ -3,6 +3,7 @@
 #include "runtime_impl.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,21 @@ static clf_status build_log_error(clf_runtime *rt, cl_program prog, cl_int err) 
 void clf_runtime_on_build(clf_runtime *rt, void (*fn)(void *ud), void *ud) {
     rt->on_build = fn;
     rt->on_build_ud = ud;
+}
+
+void clf_runtime_on_notice(clf_runtime *rt, void (*fn)(void *ud, const char *line), void *ud) {
+    rt->notice_fn = fn;
+    rt->notice_ud = ud;
+}
+
+void clf_runtime_notice(const clf_runtime *rt, const char *fmt, ...) {
+    if (!rt->notice_fn) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    rt->notice_fn(rt->notice_ud, line);
 }
 
 /* PoCL: an empty file per program built; its presence is the cache hit. */

@@ -126,6 +126,14 @@ typedef struct clf_runtime {
     void *abort_ud;
     int (*progress_fn)(void *, int, int); /* see clf_runtime_on_progress */
     void *progress_ud;
+    void (*notice_fn)(void *, const char *); /* see clf_runtime_on_notice */
+    void *notice_ud;
+    /* How a model's weights are held (models/weight_cache.h), set before
+     * its load: weights_in_memory 1 packs them into process memory, never
+     * into the packed-weights cache (--no-mmap); weights_mlock 1 locks them
+     * in RAM (--mlock). */
+    int weights_in_memory, weights_mlock;
+    int weights_mlock_failed; /* the refusal was said */
 } clf_runtime;
 
 clf_status clf_runtime_create(const char *selector, clf_runtime **out);
@@ -140,6 +148,12 @@ void clf_runtime_set_abort(clf_runtime *rt, int (*fn)(void *ud), void *ud);
 /* Whether the hook asks to stop now (the caller fails with
  * CLF_ERR_INTERRUPTED, saying where). */
 int clf_runtime_aborted(const clf_runtime *rt);
+
+/* fn(ud, line) receives the one-line notices of long or unusual steps
+ * (the packed-weights cache built, rebuilt or unusable); the library prints
+ * nothing. clf_runtime_notice formats one (nothing without a hook). */
+void clf_runtime_on_notice(clf_runtime *rt, void (*fn)(void *ud, const char *line), void *ud);
+void clf_runtime_notice(const clf_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* fn(ud) is called before a program is compiled because the cache does not
  * have it (a first run on this device, or the cache off): it then takes

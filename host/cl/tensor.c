@@ -9,7 +9,8 @@ int64_t clf_tensor_nrows(const clf_tensor *t) { return t->ne[1] * t->ne[2] * t->
 
 size_t clf_tensor_bytes(const clf_tensor *t) { return clf_tensor_row_bytes(t) * (size_t)clf_tensor_nrows(t); }
 
-clf_status clf_tensor_alloc(clf_runtime *rt, clf_type type, int64_t ne0, int64_t ne1, clf_tensor *t) {
+/* The shape's checks and fields; *bytes its size. */
+static clf_status shape(clf_type type, int64_t ne0, int64_t ne1, clf_tensor *t, size_t *bytes) {
     memset(t, 0, sizeof *t);
     size_t row = clf_row_bytes(type, ne0);
     if (ne0 <= 0 || ne1 <= 0 || !row)
@@ -21,7 +22,20 @@ clf_status clf_tensor_alloc(clf_runtime *rt, clf_type type, int64_t ne0, int64_t
     t->ne[1] = ne1;
     t->ne[2] = t->ne[3] = 1;
     t->owns = 1;
-    return clf_buffer_create(rt, CL_MEM_READ_WRITE, row * (size_t)ne1, NULL, &t->mem);
+    *bytes = row * (size_t)ne1;
+    return CLF_OK;
+}
+
+clf_status clf_tensor_alloc(clf_runtime *rt, clf_type type, int64_t ne0, int64_t ne1, clf_tensor *t) {
+    size_t bytes = 0;
+    CLF_TRY(shape(type, ne0, ne1, t, &bytes));
+    return clf_buffer_create(rt, CL_MEM_READ_WRITE, bytes, NULL, &t->mem);
+}
+
+clf_status clf_tensor_wrap(clf_runtime *rt, clf_type type, int64_t ne0, int64_t ne1, void *host, clf_tensor *t) {
+    size_t bytes = 0;
+    CLF_TRY(shape(type, ne0, ne1, t, &bytes));
+    return clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, bytes, host, &t->mem);
 }
 
 void clf_tensor_free(clf_tensor *t) {

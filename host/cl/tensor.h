@@ -18,6 +18,9 @@ typedef struct clf_tensor {
 
 /* Allocates an ne0 × ne1 tensor (ne1 = 1 for a vector). */
 clf_status clf_tensor_alloc(clf_runtime *rt, clf_type type, int64_t ne0, int64_t ne1, clf_tensor *t);
+/* A read-only tensor over host memory the caller keeps alive longer
+ * (CL_MEM_USE_HOST_PTR: used in place on a CPU device). */
+clf_status clf_tensor_wrap(clf_runtime *rt, clf_type type, int64_t ne0, int64_t ne1, void *host, clf_tensor *t);
 void clf_tensor_free(clf_tensor *t);
 size_t clf_tensor_bytes(const clf_tensor *t);
 size_t clf_tensor_row_bytes(const clf_tensor *t);

@@ -15,15 +15,18 @@
  *  - gpu: weights in GGUF layout, local-memory tiles (cl/matmul_gpu.cl). */
 #include "matmul.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "matmul_panels.h"
 #include "ops.h"
+#include "parallel.h"
 
 /* A kernel family and its tunables on this device (from rt->tune). */
 typedef struct mm_variant {
@@ -150,35 +153,117 @@ static int int8_tm(const mm_variant *v, int64_t n) {
     return tm < v->int8_tm ? tm : v->int8_tm;
 }
 
+/* Validates a weight's shape and type for this device's layout. */
+static clf_status check_weight(clf_type type, int64_t rows, int64_t cols) {
+    if (!clf_panel_fmt_get(type))
+        return clf_fail(CLF_ERR_FORMAT, "matmul: weight type %u is not supported", (unsigned)type);
+    if (rows <= 0 || cols <= 0 || rows > INT_MAX || cols > INT_MAX || !clf_row_bytes(type, cols))
+        return clf_fail(CLF_ERR_ARG, "matmul: bad %s weight %lld x %lld (columns must be a whole number of blocks)",
+                        clf_type_get(type)->name, (long long)rows, (long long)cols);
+    return CLF_OK;
+}
+
+clf_status clf_weight_layout(const clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, size_t *main_bytes,
+                             size_t *aux_bytes) {
+    *main_bytes = *aux_bytes = 0;
+    CLF_TRY(check_weight(type, rows, cols));
+    if (families[rt->tune.matmul].panels) clf_panels_size(clf_panel_fmt_get(type), rows, cols, main_bytes, aux_bytes);
+    else *main_bytes = clf_row_bytes(type, cols) * (size_t)rows; /* GGUF layout as is */
+    return CLF_OK;
+}
+
+int clf_weight_host_layout(const clf_runtime *rt) { return families[rt->tune.matmul].panels; }
+
+/* The packing of one weight, cut by panels (or, in GGUF layout, by rows)
+ * over the host's cores. */
+typedef struct pack_job {
+    const clf_panel_fmt *f; /* NULL: GGUF layout, rows copied */
+    int64_t cols;
+    size_t row_bytes;
+    const clf_rows_src *src;
+    unsigned char *main;
+    uint16_t *aux;
+} pack_job;
+
+static void pack_some(void *ud, int64_t i0, int64_t i1) {
+    const pack_job *j = ud;
+    if (j->f) {
+        clf_panels_pack_range(j->f, j->cols, j->src, i0, i1, j->main, j->aux);
+        return;
+    }
+    for (int64_t r = i0; r < i1; r++)
+        memcpy(j->main + (size_t)r * j->row_bytes, clf_rows_src_row(j->src, r, j->row_bytes), j->row_bytes);
+}
+
+clf_status clf_weight_pack(const clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src, void *main_dst,
+                           void *aux_dst) {
+    const int64_t rows = clf_rows_src_total(src);
+    CLF_TRY(check_weight(type, rows, cols));
+    pack_job j = {families[rt->tune.matmul].panels ? clf_panel_fmt_get(type) : NULL, cols,
+                  clf_row_bytes(type, cols), src, main_dst, aux_dst};
+    /* ~1 MB of weights per piece at least: a thread start costs ~50 µs */
+    const int64_t per = j.f ? 32 * (int64_t)j.row_bytes : (int64_t)j.row_bytes;
+    clf_parallel_for(j.f ? clf_panels_of(rows) : rows, per > (1 << 20) ? 1 : (1 << 20) / per, pack_some, &j);
+    return CLF_OK;
+}
+
+clf_status clf_weight_wrap(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, void *main_host,
+                           void *aux_host, clf_weight *w) {
+    memset(w, 0, sizeof *w);
+    size_t mb, ab;
+    CLF_TRY(clf_weight_layout(rt, type, rows, cols, &mb, &ab));
+    *w = (clf_weight){type, rows, cols, NULL, NULL, rt->tune.matmul, mb + ab};
+    clf_status st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, mb, main_host, &w->mem);
+    if (st == CLF_OK && ab) st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, ab, aux_host, &w->aux);
+    if (st != CLF_OK) clf_weight_free(w);
+    return st;
+}
+
+/* A new read-only device buffer of `bytes`, filled by packing part `aux`
+ * of the weight into its mapping: on a CPU device the mapping is the
+ * buffer itself, on a GPU pinned staging the unmap sends. */
+static clf_status fill_buffer(clf_runtime *rt, size_t bytes, cl_mem *out, void **host) {
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, out));
+    cl_int err;
+    *host = clEnqueueMapBuffer(rt->queue, *out, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0, NULL, NULL, &err);
+    return clf_cl_check(err, "clEnqueueMapBuffer");
+}
+
+/* --mlock in memory: on a CPU device the mapping is the buffer's memory,
+ * locked in place; a refusal (RLIMIT_MEMLOCK) is said once. */
+static void lock(clf_runtime *rt, void *p, size_t n) {
+    if (!p || !n || rt->weights_mlock_failed || mlock(p, n) == 0) return;
+    rt->weights_mlock_failed = 1;
+    clf_runtime_notice(rt, "--mlock: cannot lock the weights in memory: %s (see ulimit -l)", strerror(errno));
+}
+
+clf_status clf_weight_upload_rows(clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src,
+                                  clf_weight *w) {
+    memset(w, 0, sizeof *w);
+    const int64_t rows = clf_rows_src_total(src);
+    size_t mb, ab;
+    CLF_TRY(clf_weight_layout(rt, type, rows, cols, &mb, &ab));
+    for (int i = 0; i < src->n; i++)
+        if (!src->data[i]) return clf_fail(CLF_ERR_ARG, "matmul: a weight without data");
+    *w = (clf_weight){type, rows, cols, NULL, NULL, rt->tune.matmul, mb + ab};
+    void *mh = NULL, *ah = NULL;
+    clf_status st = fill_buffer(rt, mb, &w->mem, &mh);
+    if (st == CLF_OK && ab) st = fill_buffer(rt, ab, &w->aux, &ah);
+    if (st == CLF_OK) st = clf_weight_pack(rt, type, cols, src, mh, ah);
+    if (st == CLF_OK && rt->weights_mlock && families[rt->tune.matmul].panels) lock(rt, mh, mb), lock(rt, ah, ab);
+    /* unmapped in any case (the buffers are released on failure) */
+    if (mh) clf_cl_check(clEnqueueUnmapMemObject(rt->queue, w->mem, mh, 0, NULL, NULL), "clEnqueueUnmapMemObject");
+    if (ah) clf_cl_check(clEnqueueUnmapMemObject(rt->queue, w->aux, ah, 0, NULL, NULL), "clEnqueueUnmapMemObject");
+    if (st != CLF_OK) clf_weight_free(w);
+    return st;
+}
+
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
                              clf_weight *w) {
     memset(w, 0, sizeof *w);
-    const clf_panel_fmt *f = clf_panel_fmt_get(type);
-    if (!f)
-        return clf_fail(CLF_ERR_FORMAT, "matmul: weight type %u is not supported", (unsigned)type);
-    if (rows <= 0 || cols <= 0 || rows > INT_MAX || cols > INT_MAX || !clf_row_bytes(type, cols) || !data)
-        return clf_fail(CLF_ERR_ARG, "matmul: bad %s weight %lld x %lld (columns must be a whole number of blocks)",
-                        clf_type_get(type)->name, (long long)rows, (long long)cols);
-    const int vi = rt->tune.matmul;
-    w->type = type;
-    w->rows = rows;
-    w->cols = cols;
-    w->layout = vi;
-    if (!families[vi].panels) { /* GGUF layout as is */
-        w->bytes = clf_row_bytes(type, cols) * (size_t)rows;
-        return clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, w->bytes, (void *)data, &w->mem);
-    }
-    unsigned char *q = NULL;
-    uint16_t *s = NULL;
-    size_t qb = 0, sb = 0;
-    CLF_TRY(clf_panels_pack(f, rows, cols, data, &q, &qb, &s, &sb));
-    clf_status st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, qb, q, &w->mem);
-    if (st == CLF_OK && s) st = clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sb, s, &w->aux);
-    free(q);
-    free(s);
-    w->bytes = qb + sb;
-    if (st != CLF_OK) clf_weight_free(w);
-    return st;
+    if (!data) return clf_fail(CLF_ERR_ARG, "matmul: a weight without data");
+    const clf_rows_src src = {{data}, {rows}, 1};
+    return clf_weight_upload_rows(rt, type, cols, &src, w);
 }
 
 void clf_weight_free(clf_weight *w) {

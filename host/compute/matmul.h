@@ -20,11 +20,52 @@ typedef struct clf_weight {
     size_t bytes;       /* device bytes of mem + aux */
 } clf_weight;
 
+/* Where a weight's rows are: the row-concatenation of n ≤ 3 GGUF tensors
+ * of one type and width (Q|K|V, gate|up fused as they load), data[i]
+ * holding rows[i] rows. */
+typedef struct clf_rows_src {
+    const unsigned char *data[3];
+    int64_t rows[3];
+    int n;
+} clf_rows_src;
+
+/* Row r of the concatenation (rows of row_bytes); NULL past its end. */
+const unsigned char *clf_rows_src_row(const clf_rows_src *src, int64_t r, size_t row_bytes);
+int64_t clf_rows_src_total(const clf_rows_src *src);
+
 /* Uploads `rows` rows of `cols` elements in GGUF layout (data holds
  * rows * clf_row_bytes(type, cols) bytes). cols must be a multiple of the
  * type's block size. */
 clf_status clf_weight_upload(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, const void *data,
                              clf_weight *w);
+
+/* The same for the rows `src` gives, re-laid on the host's cores straight
+ * into the new buffers' mapping (no staging copy; on a CPU device the
+ * mapping is the device memory). */
+clf_status clf_weight_upload_rows(clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src,
+                                  clf_weight *w);
+
+/* A weight's bytes in this device's layout: main (codes or values) and
+ * aux (scale records, 0 where the layout has none); checks type and shape
+ * as clf_weight_upload does. */
+clf_status clf_weight_layout(const clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, size_t *main_bytes,
+                             size_t *aux_bytes);
+
+/* 1 when this device's layout is re-laid on the host (the CPU kernels'
+ * panels), 0 when the weights keep their GGUF layout (the GPU kernels). */
+int clf_weight_host_layout(const clf_runtime *rt);
+
+/* The layout of the rows `src` gives into host memory main_dst / aux_dst
+ * (clf_weight_layout's bytes; every byte written), on the host's cores. */
+clf_status clf_weight_pack(const clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src, void *main_dst,
+                           void *aux_dst);
+
+/* A weight over host memory already in this device's layout (what
+ * clf_weight_pack wrote, e.g. a mapped packed-weights cache): buffers that
+ * use that memory in place (CL_MEM_USE_HOST_PTR: no copy on a CPU device).
+ * The memory must outlive the weight. */
+clf_status clf_weight_wrap(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, void *main_host,
+                           void *aux_host, clf_weight *w);
 void clf_weight_free(clf_weight *w);
 
 /* Y = X · Wᵀ (accumulate = 0) or Y += X · Wᵀ (accumulate = 1: fuses a

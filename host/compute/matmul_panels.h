@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "matmul.h" /* clf_rows_src */
 #include "quant.h"
 #include "status.h"
 
@@ -32,8 +33,21 @@ const clf_panel_fmt *clf_panel_fmt_get(clf_type t);
 
 static inline int64_t clf_panels_of(int64_t rows) { return (rows + 31) / 32; }
 
-/* Re-lays rows × cols GGUF data into new host buffers of panels: codes or
- * values in *main_out, scale records in *aux_out (NULL for float types). */
+
+/* Bytes of a rows × cols weight in panels: codes or values (main) and
+ * scale records (aux; 0 for the float types). */
+void clf_panels_size(const clf_panel_fmt *f, int64_t rows, int64_t cols, size_t *main_bytes, size_t *aux_bytes);
+
+/* Re-lays panels [p0, p1) of the weight whose rows src gives into main_dst
+ * and aux_dst (the whole weight's buffers, clf_panels_size's bytes): every
+ * byte of those panels is written, so the buffers need no clearing, and
+ * disjoint panel ranges may be packed by different threads at once. */
+void clf_panels_pack_range(const clf_panel_fmt *f, int64_t cols, const clf_rows_src *src, int64_t p0, int64_t p1,
+                           unsigned char *main_dst, uint16_t *aux_dst);
+
+/* The whole weight (one tensor's rows × cols GGUF data) into new host
+ * buffers: codes or values in *main_out, records in *aux_out (NULL for
+ * float types). */
 clf_status clf_panels_pack(const clf_panel_fmt *f, int64_t rows, int64_t cols, const void *data,
                            unsigned char **main_out, size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes);
 

@@ -108,18 +108,34 @@ void clf_q3_k_codes(const unsigned char *blk, uint8_t *c) { /* the low bits, plu
     for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)(q2_code(x->qs, k) | (x->hmask[k % 32] >> (k / 32) & 1) << 2);
 }
 
+/* The loops below are q4_code / q5_high / q6_code unrolled by 32-weight
+ * group (the panels' load re-lays every weight through them: written so,
+ * they vectorize). */
 void clf_q4_k_codes(const unsigned char *blk, uint8_t *c) {
     const clf_block_q4_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)q4_code(x->qs, k);
+    for (int g = 0; g < 4; g++)
+        for (int l = 0; l < 32; l++) {
+            c[64 * g + l] = x->qs[32 * g + l] & 0xf;
+            c[64 * g + 32 + l] = x->qs[32 * g + l] >> 4;
+        }
 }
 
 void clf_q5_k_codes(const unsigned char *blk, uint8_t *c) {
     const clf_block_q5_K *x = (const void *)blk;
-    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)(q4_code(x->qs, k) | q5_high(x->qh, k) << 4);
+    for (int g = 0; g < 4; g++)
+        for (int l = 0; l < 32; l++) {
+            c[64 * g + l] = (uint8_t)((x->qs[32 * g + l] & 0xf) | (x->qh[l] >> (2 * g) & 1) << 4);
+            c[64 * g + 32 + l] = (uint8_t)((x->qs[32 * g + l] >> 4) | (x->qh[l] >> (2 * g + 1) & 1) << 4);
+        }
 }
 
 void clf_q6_k_codes(const unsigned char *blk, uint8_t *c) {
-    for (int k = 0; k < CLF_QK_K; k++) c[k] = (uint8_t)q6_code((const clf_block_q6_K *)(const void *)blk, k);
+    const clf_block_q6_K *x = (const void *)blk;
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++)
+                c[128 * h + 32 * k + l] = (uint8_t)((x->ql[64 * h + l + 32 * (k % 2)] >> (4 * (k / 2)) & 0xf) |
+                                                    (x->qh[32 * h + l] >> (2 * k) & 3) << 4);
 }
 
 /* ---- shared pieces of the quantizers ------------------------------------------ */

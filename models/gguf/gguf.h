@@ -69,6 +69,23 @@ void clf_gguf_guard_begin(const clf_gguf *g);
 clf_status clf_gguf_guard_check(const clf_gguf *g);
 clf_status clf_gguf_guard_end(const clf_gguf *g);
 
+/* A mapped file's identity: what a cache of something derived from it
+ * is keyed by (a replaced or rewritten file differs in one of them). */
+typedef struct clf_gguf_id {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns;
+} clf_gguf_id;
+
+/* The identity of the file as it is now, and its path as opened;
+ * CLF_ERR_ARG for a memory GGUF (no file). */
+clf_status clf_gguf_identity(const clf_gguf *g, clf_gguf_id *id, const char **path);
+
+/* Drops bytes [p, p + n) of the mapping from the process's memory (the
+ * whole pages inside): a tensor read once as it loads need not stay
+ * resident beside its packed copy; a later read maps its pages again from
+ * the page cache. Nothing for a memory GGUF. */
+void clf_gguf_release(const clf_gguf *g, const void *p, size_t n);
+
 uint32_t clf_gguf_version(const clf_gguf *g);
 size_t clf_gguf_alignment(const clf_gguf *g);
 size_t clf_gguf_size(const clf_gguf *g);        /* bytes of the file */

@@ -648,3 +648,22 @@ const clf_gguf_tensor *clf_gguf_find_tensor(const clf_gguf *g, const char *name)
     index_slot(g->tensor_index, g->tensor_cap, g->tensors, sizeof *g->tensors, name, strlen(name), &found);
     return found >= 0 ? &g->tensors[found] : NULL;
 }
+
+clf_status clf_gguf_identity(const clf_gguf *g, clf_gguf_id *id, const char **path) {
+    memset(id, 0, sizeof *id);
+    struct stat sb;
+    if (g->fd < 0) return clf_fail(CLF_ERR_ARG, "a GGUF in memory has no file");
+    if (fstat(g->fd, &sb) != 0) return clf_fail(CLF_ERR_IO, "cannot stat '%s': %s", g->path, strerror(errno));
+    *id = (clf_gguf_id){(uint64_t)sb.st_dev, (uint64_t)sb.st_ino, (uint64_t)sb.st_size,
+                        (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec};
+    if (path) *path = g->path;
+    return CLF_OK;
+}
+
+void clf_gguf_release(const clf_gguf *g, const void *p, size_t n) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)g->map;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), b = ((uintptr_t)p + n) & ~(page - 1);
+    if (!g->map || a >= b || a < base || b > base + g->size) return;
+    madvise((void *)a, b - a, MADV_DONTNEED); /* a hint: its failure costs memory, not correctness */
+}
+
