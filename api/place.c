@@ -1,5 +1,6 @@
 #include "place.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,6 +122,83 @@ static clf_status open_mpi(const clf_place *p, const clf_gguf *g, void (*prepare
     return st;
 }
 
+/* Bytes the system could give this process now: MemAvailable (free and
+ * reclaimable); -1 where /proc/meminfo does not say. */
+static double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "MemAvailable:", 13)) kb = strtod(line + 13, NULL);
+    if (f) fclose(f);
+    return kb < 0 ? -1 : kb * 1024.0;
+}
+
+/* "1.50 GiB", "12.0 MiB", "36.0 KiB", "100 bytes": small limits stay readable. */
+static const char *gib(double b, char *buf, size_t n) {
+    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else snprintf(buf, n, "%.0f bytes", b);
+    return buf;
+}
+
+/* A context's bytes (KV, scratch) and the weights', from the file. */
+static clf_status need(const clf_gguf *g, int n_ctx, int n_seq, clf_type kv, clf_split_model *sm, double *weights,
+                       double *kv_bytes, double *scratch) {
+    const int n_batch = n_ctx < 512 ? n_ctx : 512; /* the sessions' default batch */
+    const int elem = kv == CLF_F32 ? 4 : kv == CLF_F16 ? 2 : 1; /* Q8_0 / Q4_0 planned at a byte: generous */
+    CLF_TRY(clf_split_model_from_gguf(g, n_ctx, n_batch, n_seq, elem, sm));
+    *weights = sm->first_bytes + sm->last_bytes + sm->common_bytes;
+    *kv_bytes = 0;
+    for (int l = 0; l < sm->n_layer; l++) *weights += sm->layer_bytes[l], *kv_bytes += sm->layer_kv[l];
+    *scratch = sm->scratch_bytes + sm->logits_bytes;
+    return CLF_OK;
+}
+
+clf_status clf_fit(const clf_runtime *rt, const clf_gguf *g, int n_ctx, int n_seq, clf_type kv, int *n_ctx_fit) {
+    *n_ctx_fit = 0;
+    clf_model_shape shape;
+    CLF_TRY(clf_model_shape_from_gguf(g, &shape));
+    const int dflt = shape.n_ctx_train > 0 && shape.n_ctx_train < 4096 ? (int)shape.n_ctx_train : 4096;
+    const int asked = n_ctx > 0;
+    if (!asked) n_ctx = dflt;
+    double free_b = (double)rt->dev.global_mem;
+    const double avail = rt->dev.type & CL_DEVICE_TYPE_CPU ? mem_available() : -1;
+    if (avail >= 0 && avail < free_b) free_b = avail;
+    clf_split_model *sm = malloc(sizeof *sm);
+    if (!sm) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    double w, k, sc;
+    clf_status st = need(g, n_ctx, n_seq, kv, sm, &w, &k, &sc);
+    if (st == CLF_OK && w + k + sc <= free_b) {
+        *n_ctx_fit = n_ctx;
+        free(sm);
+        return CLF_OK;
+    }
+    /* the largest context that fits, by halving then stepping up by 256 */
+    int lo = 0;
+    double wl, kl, sl;
+    for (int c = 256; st == CLF_OK && c < n_ctx; c += c < 4096 ? 256 : c / 8) {
+        if ((st = need(g, c, n_seq, kv, sm, &wl, &kl, &sl)) == CLF_OK && wl + kl + sl <= free_b) lo = c;
+        else break;
+    }
+    free(sm);
+    CLF_TRY(st);
+    char a[32], b[32], c[32], d[32];
+    if (lo == 0)
+        return clf_fail(CLF_ERR_MEMORY, "the model does not fit %s: weights %s + KV cache of 256 positions and scratch "
+                        "need more than the %s it can hold now (global memory %s)", rt->dev.name, gib(w, a, sizeof a),
+                        gib(free_b, b, sizeof b), gib((double)rt->dev.global_mem, c, sizeof c));
+    if (asked)
+        return clf_fail(CLF_ERR_MEMORY, "a context of %d positions does not fit %s: weights %s + KV cache %s + scratch "
+                        "%s > %s it can hold now; the largest that fits is %d (-c %d)", n_ctx, rt->dev.name,
+                        gib(w, a, sizeof a), gib(k, b, sizeof b), gib(sc, c, sizeof c), gib(free_b, d, sizeof d), lo, lo);
+    *n_ctx_fit = lo;
+    clf_runtime_notice(rt, "a context of %d positions: the largest that fits %s (%s free) beside weights of %s", lo,
+                       rt->dev.name, gib(free_b, b, sizeof b), gib(w, a, sizeof a));
+    return CLF_OK;
+}
+
 clf_status clf_stages_open(const clf_place *p, const clf_gguf *g, int n_ctx, clf_type kv,
                            void (*prepare)(clf_runtime *rt, void *ud), void *ud, clf_stages *out) {
     memset(out, 0, sizeof *out);
@@ -130,7 +208,9 @@ clf_status clf_stages_open(const clf_place *p, const clf_gguf *g, int n_ctx, clf
         out->n = 1;
         CLF_TRY(clf_runtime_create(p->device, &out->rt[0]));
         if (prepare) prepare(out->rt[0], ud);
-        clf_status st = clf_llama_load(out->rt[0], g, &out->m[0]);
+        clf_status st = clf_fit(out->rt[0], g, p->n_ctx > 0 ? p->n_ctx : n_ctx, p->n_seq > 0 ? p->n_seq : 1, kv,
+                                &out->n_ctx_fit);
+        if (st == CLF_OK) st = clf_llama_load(out->rt[0], g, &out->m[0]);
         if (st != CLF_OK) clf_stages_close(out);
         return st;
     }

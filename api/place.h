@@ -46,7 +46,19 @@ typedef struct clf_stages {
     int n;
     clf_runtime *rt[CLF_SPLIT_MAX];
     clf_llama *m[CLF_SPLIT_MAX]; /* m[0]: evaluate with it (its contexts reach the others) */
+    int n_ctx_fit; /* one device: the largest context that fits beside the weights (clf_fit); 0: not limited */
 } clf_stages;
+
+/* The fit of one device: the model's weights and the KV cache and scratch of
+ * a context of n_ctx positions (0: the sessions' default, the model's up to
+ * 4096) for n_seq sequences, against what the device can still hold (its
+ * global memory; on a device that is host memory, also the memory the system
+ * has available now). CLF_ERR_MEMORY with the numbers (weights, KV, scratch,
+ * free) and the largest context that fits where n_ctx was asked and does not
+ * fit, or where the weights alone do not; otherwise CLF_OK and *n_ctx_fit the
+ * largest context that fits (at most the default when n_ctx is 0), before
+ * anything is allocated. */
+clf_status clf_fit(const clf_runtime *rt, const clf_gguf *g, int n_ctx, int n_seq, clf_type kv, int *n_ctx_fit);
 clf_status clf_stages_open(const clf_place *p, const clf_gguf *g, int n_ctx, clf_type kv,
                            void (*prepare)(clf_runtime *rt, void *ud), void *ud, clf_stages *out);
 void clf_stages_close(clf_stages *s);

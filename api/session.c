@@ -38,6 +38,7 @@ clinfer_status clinfer_session_create_with(clinfer_model *m, const clinfer_sessi
     s->m = m;
     atomic_init(&s->cancel, 0);
     int n_seq = p.n_seq ? p.n_seq : 1;
+    if (p.n_ctx == 0 && m->stages.n_ctx_fit > 0) p.n_ctx = m->stages.n_ctx_fit; /* the default, or less to fit */
     pthread_mutex_lock(&m->device_lock);
     clf_status st = clf_llama_ctx_create_pool(m->llama, p.n_ctx, p.n_batch, n_seq,
                                               api_kv_type(p.kv_type), o.kv_memory, &s->c);

@@ -31,9 +31,13 @@ static int on_progress(void *ud, float f) {
     return 0; /* Ctrl-C: the abort callback */
 }
 
+/* A notice of a step that takes a while ("building kernels ...", "packing
+ * the weights once ...") ends in "..."; the others are said as they are. */
 static void on_notice(void *ud, const char *line) {
     (void)ud;
-    fprintf(stderr, "clinfer: %s...\n", line);
+    const int slow = !strncmp(line, "building", 8) || !strncmp(line, "packing the weights once", 24) ||
+                     !strncmp(line, "waiting", 7);
+    fprintf(stderr, "clinfer: %s%s\n", line, slow ? "..." : "");
 }
 
 /* Only --split layers exists; the library checks the rest of the options. */

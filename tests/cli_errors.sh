@@ -62,7 +62,7 @@ expect "selector index out of range" 5 "^clinfer: device error: .*'9:9'" \
 # 3. a model larger than the device's memory or its largest allocation
 #    (CLINFER_GLOBAL_MEM_MB / CLINFER_MAX_ALLOC_MB lower what clinfer
 #    believes the device has: a testing aid, host/cl/runtime.c)
-expect "model > global memory" 7 "^clinfer: out of memory: model weights need [0-9.]+ KiB but .* has 20.0 KiB of global memory" \
+expect "model > global memory" 7 "^clinfer: out of memory: the model does not fit .*: weights [0-9.]+ KiB \+ KV cache of 256 positions and scratch need more than the 20.0 KiB it can hold now \(global memory 20.0 KiB\)" \
     env CLINFER_GLOBAL_MEM_MB=0.01953125 "$BIN" run -m "$TINY" -p hi -n 2
 expect "tensor > max allocation" 7 "^clinfer: out of memory: tensor token_embd.weight \([0-9.]+ KiB\) exceeds .*max allocation of 10.0 KiB" \
     env CLINFER_MAX_ALLOC_MB=0.009765625 "$BIN" run -m "$TINY" -p hi -n 2

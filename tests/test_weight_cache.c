@@ -9,6 +9,8 @@
  *  - a folder that cannot be written, or a disk without room (RLIMIT_FSIZE),
  *    falls back to memory with one notice;
  *  - two processes loading at once both succeed and share one entry;
+ *  - a device too small refuses the model or the context asked for with the
+ *    numbers, before anything is allocated, and shortens the default context;
  *  - peak memory (VmHWM, reset before each load) stays within the file's
  *    size + the KV cache + 10% in all three ways of loading. */
 #include <errno.h>
@@ -267,6 +269,55 @@ static void test_two_processes(void **state) {
     free(out);
 }
 
+/* A device too small (CLINFER_GLOBAL_MEM_MB lowers what clinfer believes
+ * it offers): the weights alone are refused before anything is allocated,
+ * with the numbers; a context asked for that does not fit is refused with
+ * the largest that does; without one, the session gets the largest. */
+static void test_fit(void **state) {
+    (void)state;
+    char dir[300];
+    fresh_folder(dir, sizeof dir, "fit");
+    setenv("CLINFER_WEIGHT_CACHE", dir, 1);
+    const double file_mb = model_bytes / 1048576.0;
+    char mb[32];
+    clinfer_model *m = (clinfer_model *)&m;
+    clinfer_load_options o = clinfer_load_default_options();
+    o.notice = on_notice;
+
+    snprintf(mb, sizeof mb, "%.0f", file_mb * 0.8);
+    setenv("CLINFER_GLOBAL_MEM_MB", mb, 1);
+    notices[0] = 0;
+    assert_int_equal(clinfer_model_load_with(model_path, NULL, NULL, &o, &m), CLINFER_ERR_MEMORY);
+    assert_null(m);
+    tu_expect_in(clinfer_last_error(), "the model does not fit");
+    tu_expect_in(clinfer_last_error(), "weights");
+    tu_expect_in(clinfer_last_error(), "MiB it can hold now");
+    char pack[600];
+    int tmps;
+    assert_int_equal(entries(dir, pack, sizeof pack, &tmps), 0); /* refused before anything was made */
+
+    /* room for the weights and a short context: -c 4096 refused, the default shortened */
+    snprintf(mb, sizeof mb, "%.0f", file_mb + 64);
+    setenv("CLINFER_GLOBAL_MEM_MB", mb, 1);
+    o.plan_n_ctx = 4096;
+    assert_int_equal(clinfer_model_load_with(model_path, NULL, NULL, &o, &m), CLINFER_ERR_MEMORY);
+    tu_expect_in(clinfer_last_error(), "a context of 4096 positions does not fit");
+    tu_expect_in(clinfer_last_error(), "KV cache");
+    tu_expect_in(clinfer_last_error(), "the largest that fits is");
+    o.plan_n_ctx = 0;
+    notices[0] = 0;
+    assert_int_equal(clinfer_model_load_with(model_path, NULL, NULL, &o, &m), CLINFER_OK);
+    tu_expect_in(notices, "the largest that fits");
+    clinfer_session *s;
+    assert_int_equal(clinfer_session_create(m, NULL, &s), CLINFER_OK);
+    const int n_ctx = clinfer_session_n_ctx(s);
+    print_message("the default context on %s MiB: %d positions\n", mb, n_ctx);
+    assert_true(n_ctx >= 256 && n_ctx < 4096);
+    clinfer_session_free(s);
+    clinfer_model_free(m);
+    unsetenv("CLINFER_GLOBAL_MEM_MB");
+}
+
 /* VmHWM and VmRSS in bytes. */
 static void memory(long *hwm, long *rss) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -343,7 +394,8 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cold_warm_identical), cmocka_unit_test(test_rebuilt),
         cmocka_unit_test(test_unwritable),          cmocka_unit_test(test_no_room),
-        cmocka_unit_test(test_two_processes),       cmocka_unit_test(test_peak_memory),
+        cmocka_unit_test(test_two_processes),       cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_peak_memory),
     };
     return TU_RUN_GROUP(tests, setup, teardown);
 }

@@ -219,11 +219,14 @@ clf_status clf_weight_wrap(clf_runtime *rt, clf_type type, int64_t rows, int64_t
     return st;
 }
 
-/* A new read-only device buffer of `bytes`, filled by packing part `aux`
- * of the weight into its mapping: on a CPU device the mapping is the
- * buffer itself, on a GPU pinned staging the unmap sends. */
+/* A new read-only device buffer of `bytes` mapped for writing: in host
+ * memory for the CPU kernels (ALLOC_HOST_PTR: the mapping is the buffer
+ * itself), in device memory for the GPU ones (the mapping is the driver's
+ * staging, which the unmap sends: an ALLOC_HOST_PTR buffer there may stay
+ * in host memory, read over the bus by every kernel). */
 static clf_status fill_buffer(clf_runtime *rt, size_t bytes, cl_mem *out, void **host) {
-    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, out));
+    const cl_mem_flags where = families[rt->tune.matmul].panels ? CL_MEM_ALLOC_HOST_PTR : 0;
+    CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_ONLY | where, bytes, NULL, out));
     cl_int err;
     *host = clEnqueueMapBuffer(rt->queue, *out, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0, NULL, NULL, &err);
     return clf_cl_check(err, "clEnqueueMapBuffer");
