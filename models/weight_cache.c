@@ -12,6 +12,7 @@
  * machine's: another byte order fails the magic's check and is rebuilt). */
 #include "weight_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -190,6 +191,23 @@ static clf_status map_entry(clf_wcache *wc, const head *want, const clf_wc_weigh
 
 /* ---- building one ------------------------------------------------------------ */
 
+/* Under the entry's lock, a temporary file of it is a build that died
+ * (killed, power lost): removed. */
+static void remove_leftovers(const clf_wcache *wc, const char *dir) {
+    const char *base = strrchr(wc->path, '/') + 1;
+    const size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const size_t n = strlen(e->d_name);
+        if (n > nb + 5 && !strncmp(e->d_name, base, nb) && e->d_name[nb] == '.' && !strcmp(e->d_name + n - 4, ".tmp")) {
+            char path[1400];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d) closedir(d);
+}
+
 /* A temporary file of the entry's size, its space reserved (a full disk
  * fails here, not as a SIGBUS while packing), mapped for writing. */
 static clf_status create_tmp(clf_wcache *wc, const head *h) {
@@ -296,6 +314,7 @@ clf_status clf_wcache_open(clf_runtime *rt, const clf_gguf *g, const char *layou
             goto ready;
         }
     }
+    remove_leftovers(wc, dir);
     st = create_tmp(wc, &want);
     if (st != CLF_OK) {
         clf_runtime_notice(rt, "packing the weights in memory: %s", clf_last_error());
