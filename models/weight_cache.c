@@ -33,6 +33,7 @@
 #define PAGE 4096u
 #define CHUNK (4u << 20)     /* bytes per checksum: a thread's piece of the check */
 #define MAX_WEIGHTS 65536    /* bounds what a header may claim */
+#define MIN_BYTES (16u << 20) /* smaller weights are packed in memory at every load (tens of ms) */
 #define MAX_CHUNKS (1u << 22) /* 16 TiB of data */
 
 typedef struct head {
@@ -269,9 +270,12 @@ clf_status clf_wcache_open(clf_runtime *rt, const clf_gguf *g, const char *layou
     folder(rt, dir, sizeof dir);
     clf_gguf_id id;
     const char *model;
-    if (!dir[0] || n <= 0 || n > MAX_WEIGHTS || clf_gguf_identity(g, &id, &model) != CLF_OK) {
-            return CLF_OK; /* off, or a model in memory: nothing to key it by */
-    }
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += w[i].bytes[0] + w[i].bytes[1];
+    /* off; a model in memory (nothing to key it by); or one packed in
+     * milliseconds, whose entry would only be one more file */
+    if (!dir[0] || n <= 0 || n > MAX_WEIGHTS || bytes < MIN_BYTES || clf_gguf_identity(g, &id, &model) != CLF_OK)
+        return CLF_OK;
     clf_wcache *wc = calloc(1, sizeof *wc);
     if (!wc) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     wc->rt = rt;
