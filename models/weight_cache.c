@@ -12,6 +12,7 @@
  * machine's: another byte order fails the magic's check and is rebuilt). */
 #include "weight_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@
 #define PAGE 4096u
 #define CHUNK (4u << 20)     /* bytes per checksum: a thread's piece of the check */
 #define MAX_WEIGHTS 65536    /* bounds what a header may claim */
+#define MIN_BYTES (16u << 20) /* smaller weights are packed in memory at every load (tens of ms) */
 #define MAX_CHUNKS (1u << 22) /* 16 TiB of data */
 
 typedef struct head {
@@ -190,6 +192,23 @@ static clf_status map_entry(clf_wcache *wc, const head *want, const clf_wc_weigh
 
 /* ---- building one ------------------------------------------------------------ */
 
+/* Under the entry's lock, a temporary file of it is a build that died
+ * (killed, power lost): removed. */
+static void remove_leftovers(const clf_wcache *wc, const char *dir) {
+    const char *base = strrchr(wc->path, '/') + 1;
+    const size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const size_t n = strlen(e->d_name);
+        if (n > nb + 5 && !strncmp(e->d_name, base, nb) && e->d_name[nb] == '.' && !strcmp(e->d_name + n - 4, ".tmp")) {
+            char path[1400];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d) closedir(d);
+}
+
 /* A temporary file of the entry's size, its space reserved (a full disk
  * fails here, not as a SIGBUS while packing), mapped for writing. */
 static clf_status create_tmp(clf_wcache *wc, const head *h) {
@@ -251,9 +270,12 @@ clf_status clf_wcache_open(clf_runtime *rt, const clf_gguf *g, const char *layou
     folder(rt, dir, sizeof dir);
     clf_gguf_id id;
     const char *model;
-    if (!dir[0] || n <= 0 || n > MAX_WEIGHTS || clf_gguf_identity(g, &id, &model) != CLF_OK) {
-            return CLF_OK; /* off, or a model in memory: nothing to key it by */
-    }
+    uint64_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += w[i].bytes[0] + w[i].bytes[1];
+    /* off; a model in memory (nothing to key it by); or one packed in
+     * milliseconds, whose entry would only be one more file */
+    if (!dir[0] || n <= 0 || n > MAX_WEIGHTS || bytes < MIN_BYTES || clf_gguf_identity(g, &id, &model) != CLF_OK)
+        return CLF_OK;
     clf_wcache *wc = calloc(1, sizeof *wc);
     if (!wc) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     wc->rt = rt;
@@ -296,6 +318,7 @@ clf_status clf_wcache_open(clf_runtime *rt, const clf_gguf *g, const char *layou
             goto ready;
         }
     }
+    remove_leftovers(wc, dir);
     st = create_tmp(wc, &want);
     if (st != CLF_OK) {
         clf_runtime_notice(rt, "packing the weights in memory: %s", clf_last_error());

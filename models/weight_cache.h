@@ -17,7 +17,8 @@
  * data and one of itself. A stale (the model changed), foreign (another
  * layout or model), truncated or damaged entry is rebuilt, with a notice
  * saying why. A folder that cannot hold it (read-only, full disk) leaves
- * the load packing in memory, with one notice. */
+ * the load packing in memory, with one notice. Models under 16 MiB of
+ * weights are packed in memory (in milliseconds) and get no entry. */
 #ifndef CLF_WEIGHT_CACHE_H
 #define CLF_WEIGHT_CACHE_H
 

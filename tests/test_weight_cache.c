@@ -170,10 +170,17 @@ static void test_rebuilt(void **state) {
     expect_ref(load_eval(dir));
     assert_string_equal(notices, ""); /* repaired */
 
-    /* cut short */
+    /* cut short, beside what a killed build left */
     assert_int_equal(truncate(pack, sb.st_size / 3), 0);
+    char left[700];
+    snprintf(left, sizeof left, "%s.999999.tmp", pack);
+    FILE *lf = fopen(left, "w");
+    assert_non_null(lf);
+    fclose(lf);
     expect_ref(load_eval(dir));
     tu_expect_in(notices, "truncated");
+    assert_int_equal(entries(dir, pack, sizeof pack, &tmps), 1);
+    assert_int_equal(tmps, 0); /* the leftover is gone */
 
     /* another file's header */
     fd = open(pack, O_RDWR);
