@@ -48,12 +48,15 @@ static void on_notice(void *ud, const char *line) {
 /* Loads the model with the cache in `folder` (NULL: as the environment
  * says; "" no_mmap), evaluates a fixed prompt and returns its last logits
  * (malloc'd); the notices in `notices`. */
+static int with_mlock; /* load_eval's loads lock their weights (--mlock) */
+
 static float *load_eval(const char *folder) {
     if (folder && *folder) setenv("CLINFER_WEIGHT_CACHE", folder, 1);
     notices[0] = 0;
     clinfer_load_options o = clinfer_load_default_options();
     o.notice = on_notice;
     o.no_mmap = folder && !*folder;
+    o.mlock = with_mlock;
     clinfer_model *m;
     clinfer_status st = clinfer_model_load_with(model_path, NULL, NULL, &o, &m);
     if (st != CLINFER_OK) fail_msg("load: %s", clinfer_last_error());
@@ -143,6 +146,11 @@ static void test_cold_warm_identical(void **state) {
     assert_true(sb.st_size >= model_bytes * 9 / 10); /* every weight is in it */
     expect_ref(load_eval(dir));
     assert_string_equal(notices, ""); /* warm: nothing to say */
+    /* --mlock, mapped and in memory: the same bits; a refusal (ulimit -l) is a notice, never a failure */
+    with_mlock = 1;
+    expect_ref(load_eval(dir));
+    expect_ref(load_eval(""));
+    with_mlock = 0;
 }
 
 /* Damage of each kind is noticed, said and repaired. */
