@@ -134,15 +134,6 @@ static double mem_available(void) {
     return kb < 0 ? -1 : kb * 1024.0;
 }
 
-/* "1.50 GiB", "12.0 MiB", "36.0 KiB", "100 bytes": small limits stay readable. */
-static const char *gib(double b, char *buf, size_t n) {
-    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
-    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
-    else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
-    else snprintf(buf, n, "%.0f bytes", b);
-    return buf;
-}
-
 /* A context's bytes (KV, scratch) and the weights', from the file. */
 static clf_status need(const clf_gguf *g, int n_ctx, int n_seq, clf_type kv, clf_split_model *sm, double *weights,
                        double *kv_bytes, double *scratch) {
@@ -187,15 +178,15 @@ clf_status clf_fit(const clf_runtime *rt, const clf_gguf *g, int n_ctx, int n_se
     char a[32], b[32], c[32], d[32];
     if (lo == 0)
         return clf_fail(CLF_ERR_MEMORY, "the model does not fit %s: weights %s + KV cache of 256 positions and scratch "
-                        "need more than the %s it can hold now (global memory %s)", rt->dev.name, gib(w, a, sizeof a),
-                        gib(free_b, b, sizeof b), gib((double)rt->dev.global_mem, c, sizeof c));
+                        "need more than the %s it can hold now (global memory %s)", rt->dev.name, clf_bytes_str(w, a, sizeof a),
+                        clf_bytes_str(free_b, b, sizeof b), clf_bytes_str((double)rt->dev.global_mem, c, sizeof c));
     if (asked)
         return clf_fail(CLF_ERR_MEMORY, "a context of %d positions does not fit %s: weights %s + KV cache %s + scratch "
                         "%s > %s it can hold now; the largest that fits is %d (-c %d)", n_ctx, rt->dev.name,
-                        gib(w, a, sizeof a), gib(k, b, sizeof b), gib(sc, c, sizeof c), gib(free_b, d, sizeof d), lo, lo);
+                        clf_bytes_str(w, a, sizeof a), clf_bytes_str(k, b, sizeof b), clf_bytes_str(sc, c, sizeof c), clf_bytes_str(free_b, d, sizeof d), lo, lo);
     *n_ctx_fit = lo;
     clf_runtime_notice(rt, "a context of %d positions: the largest that fits %s (%s free) beside weights of %s", lo,
-                       rt->dev.name, gib(free_b, b, sizeof b), gib(w, a, sizeof a));
+                       rt->dev.name, clf_bytes_str(free_b, b, sizeof b), clf_bytes_str(w, a, sizeof a));
     return CLF_OK;
 }
 

@@ -184,15 +184,6 @@ static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     return st;
 }
 
-/* "1.5 GiB", "12.0 MiB", "36.0 KiB", "100 bytes": small limits stay readable. */
-static const char *size_str(double b, char *buf, size_t n) {
-    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
-    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
-    else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
-    else snprintf(buf, n, "%.0f bytes", b);
-    return buf;
-}
-
 /* The weights of the model's layer range against its device. */
 static clf_status check_fits(const clf_llama *m, const clf_gguf *g) {
     const clf_runtime *rt = m->rt;
@@ -202,14 +193,14 @@ static clf_status check_fits(const clf_llama *m, const clf_gguf *g) {
     if (m->l0 > 0 || m->l1 < n_layer) snprintf(range, sizeof range, " of layers %d-%d", m->l0, m->l1 - 1);
     if (need > rt->dev.global_mem)
         return clf_fail(CLF_ERR_MEMORY, "model weights%s need %s but %s has %s of global memory", range,
-                        size_str((double)need, a, sizeof a), rt->dev.name, size_str((double)rt->dev.global_mem, b, sizeof b));
+                        clf_bytes_str((double)need, a, sizeof a), rt->dev.name, clf_bytes_str((double)rt->dev.global_mem, b, sizeof b));
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         if (!clf_split_tensor_on_stage(t->name.ptr, t->name.len, m->l0, m->l1, n_layer)) continue;
         if (t->bytes > rt->dev.max_alloc)
             return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s) exceeds %s's max allocation of %s", (int)t->name.len,
-                            t->name.ptr, size_str((double)t->bytes, a, sizeof a), rt->dev.name,
-                            size_str((double)rt->dev.max_alloc, b, sizeof b));
+                            t->name.ptr, clf_bytes_str((double)t->bytes, a, sizeof a), rt->dev.name,
+                            clf_bytes_str((double)rt->dev.max_alloc, b, sizeof b));
     }
     return CLF_OK;
 }

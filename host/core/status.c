@@ -55,3 +55,11 @@ const char *clf_status_name(clf_status st) {
     }
     return "error";
 }
+
+const char *clf_bytes_str(double b, char *buf, size_t n) {
+    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else if (b >= 1048576.0) snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(buf, n, "%.1f KiB", b / 1024.0);
+    else snprintf(buf, n, "%.0f bytes", b);
+    return buf;
+}

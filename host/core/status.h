@@ -8,6 +8,7 @@
 #define CLF_STATUS_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum clf_status {
     CLF_OK = 0,
@@ -38,6 +39,10 @@ const char *clf_last_error(void);
 
 /* A short name for a status ("format error"). */
 const char *clf_status_name(clf_status st);
+
+/* A size for a message, in buf: "1.50 GiB", "12.0 MiB", "36.0 KiB",
+ * "100 bytes" (small limits stay readable). */
+const char *clf_bytes_str(double bytes, char *buf, size_t n);
 
 /* Propagate a failing status. */
 #define CLF_TRY(expr)                                                          \
