@@ -48,7 +48,6 @@ typedef struct head {
 } head;
 
 struct clf_wcache {
-    clf_runtime *rt;
     char path[1200], tmp[1220];
     int building, lock_fd;
     unsigned char *map;
@@ -295,7 +294,6 @@ clf_status clf_wcache_open(clf_runtime *rt, const clf_gguf *g, const char *layou
         return CLF_OK;
     clf_wcache *wc = calloc(1, sizeof *wc);
     if (!wc) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    wc->rt = rt;
     wc->lock_fd = -1;
     wc->w = w;
     head want;
@@ -374,7 +372,5 @@ clf_status clf_wcache_lock(clf_wcache *wc) {
                         wc->size / 1048576.0, strerror(errno));
     return CLF_OK;
 }
-
-const char *clf_wcache_path(const clf_wcache *wc) { return wc->path; }
 
 void clf_wcache_close(clf_wcache *wc) { wc_free(wc); }

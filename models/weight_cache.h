@@ -67,9 +67,6 @@ void clf_wcache_drop(clf_wcache *wc, int i);
  * saying why where the system refuses (RLIMIT_MEMLOCK). */
 clf_status clf_wcache_lock(clf_wcache *wc);
 
-/* The entry's path, for messages. */
-const char *clf_wcache_path(const clf_wcache *wc);
-
 /* Unmaps it (after the weights that use it are released); NULL is fine. */
 void clf_wcache_close(clf_wcache *wc);
 

@@ -253,7 +253,10 @@ clf_status clf_weight_upload_rows(clf_runtime *rt, clf_type type, int64_t cols, 
     clf_status st = fill_buffer(rt, mb, &w->mem, &mh);
     if (st == CLF_OK && ab) st = fill_buffer(rt, ab, &w->aux, &ah);
     if (st == CLF_OK) st = clf_weight_pack(rt, type, cols, src, mh, ah);
-    if (st == CLF_OK && rt->weights_mlock && families[rt->tune.matmul].panels) lock(rt, mh, mb), lock(rt, ah, ab);
+    if (st == CLF_OK && rt->weights_mlock && families[rt->tune.matmul].panels) {
+        lock(rt, mh, mb);
+        lock(rt, ah, ab);
+    }
     /* unmapped in any case (the buffers are released on failure) */
     if (mh) clf_cl_check(clEnqueueUnmapMemObject(rt->queue, w->mem, mh, 0, NULL, NULL), "clEnqueueUnmapMemObject");
     if (ah) clf_cl_check(clEnqueueUnmapMemObject(rt->queue, w->aux, ah, 0, NULL, NULL), "clEnqueueUnmapMemObject");

@@ -155,21 +155,3 @@ void clf_panels_pack_range(const clf_panel_fmt *f, int64_t cols, const clf_rows_
         }
     }
 }
-
-clf_status clf_panels_pack(const clf_panel_fmt *f, int64_t rows, int64_t cols, const void *data,
-                           unsigned char **main_out, size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes) {
-    clf_panels_size(f, rows, cols, main_bytes, aux_bytes);
-    unsigned char *q = malloc(*main_bytes);
-    uint16_t *s = *aux_bytes ? malloc(*aux_bytes) : NULL;
-    if (!q || (*aux_bytes && !s)) {
-        free(q);
-        free(s);
-        return clf_fail(CLF_ERR_MEMORY, "out of host memory re-laying a %lld x %lld weight", (long long)rows,
-                        (long long)cols);
-    }
-    const clf_rows_src src = {{data}, {rows}, 1};
-    clf_panels_pack_range(f, cols, &src, 0, clf_panels_of(rows), q, s);
-    *main_out = q;
-    *aux_out = s;
-    return CLF_OK;
-}

@@ -45,10 +45,4 @@ void clf_panels_size(const clf_panel_fmt *f, int64_t rows, int64_t cols, size_t 
 void clf_panels_pack_range(const clf_panel_fmt *f, int64_t cols, const clf_rows_src *src, int64_t p0, int64_t p1,
                            unsigned char *main_dst, uint16_t *aux_dst);
 
-/* The whole weight (one tensor's rows × cols GGUF data) into new host
- * buffers: codes or values in *main_out, records in *aux_out (NULL for
- * float types). */
-clf_status clf_panels_pack(const clf_panel_fmt *f, int64_t rows, int64_t cols, const void *data,
-                           unsigned char **main_out, size_t *main_bytes, uint16_t **aux_out, size_t *aux_bytes);
-
 #endif
