@@ -4,13 +4,28 @@ block straight from random codes: no F32 intermediate, memory stays at one
 chunk (~32 MB) whatever the model's size.
 
   python3 bench/shapes.py OUT.gguf --shape {llama-1b,llama-3b,llama-8b} \\
-      --type {q4_0,q8_0,q4_k,q6_k} [--seed S] [--vocab-from GGUF] [--check] [--check-mix [LLAMA_QUANTIZE]]
+      --type {q4_0,q8_0,q4_k,q6_k,mxfp4} [--layers N] [--seed S] [--vocab-from GGUF] [--check]
+      [--check-mix [LLAMA_QUANTIZE]]
 
 Shapes (Llama architecture, GQA 8 KV heads, RMS eps 1e-5, RoPE base 500000,
 context 131072 as the real models declare it):
   llama-1b  Llama 3.2 1B:  2048 wide, 16 layers, FFN 8192, 32/8 heads of 64, tied embeddings
   llama-3b  Llama 3.2 3B:  3072 wide, 28 layers, FFN 8192, 24/8 heads of 128, tied embeddings
   llama-8b  Llama 3.1 8B:  4096 wide, 32 layers, FFN 14336, 32/8 heads of 128, untied output
+Mixtures of experts (issue 40), their experts as one 3-D tensor per
+projection (ffn_{gate,up,down}_exps) and a router (ffn_gate_inp, F32, as
+llama-quantize leaves it):
+  qwen3moe-30b-a3b  Qwen3-30B-A3B: qwen3moe, 2048 wide, 48 layers, 128 experts of FFN 768, 8 used,
+                    32/4 heads of 128, QK norm, RoPE base 1e6, untied output
+  mixtral-8x7b      Mixtral-8x7B: llama with experts, 4096 wide, 32 layers, 8 experts of FFN 14336,
+                    2 used, 32/8 heads of 128, RoPE base 1e6, untied output
+  gpt-oss-20b       gpt-oss-20b: gpt-oss, 2880 wide, 24 layers, 32 experts of FFN 2880, 4 used,
+                    64/8 heads of 64, biases, attention sinks, sliding window 128 on every other layer,
+                    YaRN x32 from 4096, untied output (--type mxfp4 only, as the real file is)
+--layers N keeps the first N layers of a shape (a file that fits this
+machine's disk twice over, with clinfer's packed-weights cache entry beside
+it): every layer has the real shape, so per-layer costs and the ratio of two
+engines hold, and a token's time scales with N.
 The vocabulary and every tokenizer.* key come from the default model
 (SmolLM2-135M-Instruct, n_vocab 49152; --vocab-from another GGUF), so the
 embedding and output matrices are 49152 rows, not Llama 3's 128256: with this
@@ -27,7 +42,10 @@ the file type named (tools/quantize/quant_mix.c is the same rule):
         and for attn_v and ffn_down in the "more bits" layers (the first and
         last eighth and every third between): llama.cpp's Q4_K_M mix, so the
         file is a Q4_K_M in all but name (file type 15, which llama-bench and
-        clinfer bench call Q4_K_M)
+        clinfer bench call Q4_K_M). With 8 experts (Mixtral) llama.cpp's mix
+        has attn_k and attn_v Q8_0 and attn_output Q5_K.
+  mxfp4 llama.cpp's MXFP4_MOE (38): the expert tensors MXFP4, every other
+        matrix Q8_0
 Norm vectors are F32 ones.
 
 Codes are uniform random; scales are f16, jittered +-25% between blocks and
@@ -36,6 +54,9 @@ set so the weights' RMS is ~0.02 (that of a trained 1-8B Llama's matrices):
   Q8_0  d*q                     q in -127..127
   Q4_K  d*sc*q - dmin*m         q in 0..15, sc = m in 32..63, dmin = 7.5*d (zero mean)
   Q6_K  d*sc*(q-32)             q in 0..63, sc in 16..31
+  Q5_K  d*sc*q - dmin*m         q in 0..31, sc = m in 32..63, dmin = 15.5*d (zero mean)
+  MXFP4 2^(e-128)*kv[q]         q in 0..15 (kv: -12..12, E2M1), e in 119..120
+Biases are zeros, attention sinks zeros (F32).
 --check reads the file back with gguf-py and dequantizes the first rows of
 every matrix (gguf.quants.dequantize): all finite, RMS within 0.01..0.04.
 --check-mix runs `llama-quantize --dry-run --allow-requantize` on the file
@@ -66,19 +87,30 @@ SHAPES = {  # n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, tied
     "llama-1b": (2048, 16, 8192, 32, 8, 64, True),
     "llama-3b": (3072, 28, 8192, 24, 8, 128, True),
     "llama-8b": (4096, 32, 14336, 32, 8, 128, False),
+    "qwen3moe-30b-a3b": (2048, 48, 768, 32, 4, 128, False),
+    "mixtral-8x7b": (4096, 32, 14336, 32, 8, 128, False),
+    "gpt-oss-20b": (2880, 24, 2880, 64, 8, 64, False),
 }
+MOE = {  # shape: (general.architecture, experts, used); n_ff above is each expert's
+    "qwen3moe-30b-a3b": ("qwen3moe", 128, 8),
+    "mixtral-8x7b": ("llama", 8, 2),
+    "gpt-oss-20b": ("gpt-oss", 32, 4),
+}
+ROPE_BASE = {"qwen3moe-30b-a3b": 1e6, "mixtral-8x7b": 1e6, "gpt-oss-20b": 150000.0}
 TYPES = {  # --type: (base type, general.file_type as llama.h's LLAMA_FTYPE_MOSTLY_*)
     "q4_0": (Q.Q4_0, 2),
     "q8_0": (Q.Q8_0, 7),
     "q4_k": (Q.Q4_K, 15),
     "q6_k": (Q.Q6_K, 18),
+    "mxfp4": (Q.MXFP4, 38),
 }
-BLOCK = {Q.Q4_0: (32, 18), Q.Q8_0: (32, 34), Q.Q4_K: (256, 144), Q.Q6_K: (256, 210)}  # weights, bytes
+BLOCK = {Q.Q4_0: (32, 18), Q.Q8_0: (32, 34), Q.Q4_K: (256, 144), Q.Q6_K: (256, 210), Q.Q5_K: (256, 176),
+         Q.MXFP4: (32, 17)}  # weights, bytes
 RMS = 0.02  # target RMS of a weight
 CHUNK = 32 << 20  # bytes generated and written at once
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LLAMA_NAME = {"q4_0": "Q4_0", "q8_0": "Q8_0", "q4_k": "Q4_K_M", "q6_k": "Q6_K"}  # llama-quantize's type names
+LLAMA_NAME = {"q4_0": "Q4_0", "q8_0": "Q8_0", "q4_k": "Q4_K_M", "q6_k": "Q6_K", "mxfp4": "MXFP4_MOE"}  # llama-quantize's type names
 PEER_QUANTIZE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "clinfer", "peer",
                              "bin", "llama-quantize")
 
@@ -94,24 +126,52 @@ def more_bits(i, n):
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def plan(shape, qtype, n_vocab):
+def plan(shape, qtype, n_vocab, n_layer=None):
     """[(name, ne (row length first, as GGUF lists it), type)] in convert_hf_to_gguf's order."""
     E, L, F, H, HKV, HD, tied = SHAPES[shape]
+    L = n_layer or L
+    arch, n_exp, _ = MOE.get(shape, ("llama", 0, 0))
     base, ftype = TYPES[qtype]
-    head = Q.Q8_0 if base == Q.Q8_0 else Q.Q6_K  # llama-quantize's output matrix rule
-    out = [("token_embd.weight", [E, n_vocab], head if tied else base)]
+    if (ftype == 38) != (arch == "gpt-oss"):
+        raise SystemExit(f"shapes: {shape} as {qtype}: mxfp4 is gpt-oss's type, and gpt-oss has no other")
+    mx = ftype == 38
+    dense = Q.Q8_0 if mx else base  # MXFP4_MOE: every matrix but the experts Q8_0
+    head = Q.Q8_0 if base == Q.Q8_0 or mx else Q.Q6_K  # llama-quantize's output matrix rule
+    exps = lambda ne: ne + [n_exp]  # one 3-D tensor of n_exp matrices
+    out = [("token_embd.weight", [E, n_vocab], head if tied else dense)]
     for i in range(L):
         p = f"blk.{i}."
         hot = ftype == 15 and more_bits(i, L)  # Q4_K_M's more-bits layers
-        out += [(p + "attn_norm.weight", [E], Q.F32),
-                (p + "attn_q.weight", [E, H * HD], base),
-                (p + "attn_k.weight", [E, HKV * HD], base),
-                (p + "attn_v.weight", [E, HKV * HD], Q.Q6_K if hot else base),
-                (p + "attn_output.weight", [H * HD, E], base),
-                (p + "ffn_norm.weight", [E], Q.F32),
-                (p + "ffn_gate.weight", [E, F], base),
-                (p + "ffn_up.weight", [E, F], base),
-                (p + "ffn_down.weight", [F, E], Q.Q6_K if hot else base)]
+        eight = ftype == 15 and n_exp == 8  # llama-quantize's 8-expert rule (Mixtral)
+        wv = Q.Q8_0 if eight else Q.Q6_K if hot else dense
+        out += [(p + "attn_norm.weight", [E], Q.F32)]
+        if arch == "gpt-oss":
+            out += [(p + "post_attention_norm.weight", [E], Q.F32)]
+        out += [(p + "attn_q.weight", [E, H * HD], dense),
+                (p + "attn_k.weight", [E, HKV * HD], Q.Q8_0 if eight else dense),
+                (p + "attn_v.weight", [E, HKV * HD], wv),
+                (p + "attn_output.weight", [H * HD, E], Q.Q5_K if eight else dense)]
+        if arch == "qwen3moe":
+            out += [(p + "attn_q_norm.weight", [HD], Q.F32), (p + "attn_k_norm.weight", [HD], Q.F32)]
+        if arch == "gpt-oss":
+            out += [(p + "attn_q.bias", [H * HD], Q.F32), (p + "attn_k.bias", [HKV * HD], Q.F32),
+                    (p + "attn_v.bias", [HKV * HD], Q.F32), (p + "attn_output.bias", [E], Q.F32),
+                    (p + "attn_sinks.weight", [H], Q.F32)]
+        else:
+            out += [(p + "ffn_norm.weight", [E], Q.F32)]
+        if not n_exp:
+            out += [(p + "ffn_gate.weight", [E, F], base),
+                    (p + "ffn_up.weight", [E, F], base),
+                    (p + "ffn_down.weight", [F, E], Q.Q6_K if hot else base)]
+            continue
+        xb = Q.MXFP4 if mx else base
+        out += [(p + "ffn_gate_inp.weight", [E, n_exp], Q.F32),
+                (p + "ffn_gate_exps.weight", exps([E, F]), xb),
+                (p + "ffn_up_exps.weight", exps([E, F]), xb),
+                (p + "ffn_down_exps.weight", exps([F, E]), Q.Q6_K if hot else xb)]
+        if arch == "gpt-oss":
+            out += [(p + "ffn_gate_inp.bias", [n_exp], Q.F32), (p + "ffn_gate_exps.bias", [F, n_exp], Q.F32),
+                    (p + "ffn_up_exps.bias", [F, n_exp], Q.F32), (p + "ffn_down_exps.bias", [E, n_exp], Q.F32)]
     out.append(("output_norm.weight", [E], Q.F32))
     if not tied:
         out.append(("output.weight", [E, n_vocab], head))
@@ -166,6 +226,19 @@ def blocks(rng, qt, nb):
         b[:, 192:208] = sc.view(np.uint8)
         # RMS of q-32 over 0..63: sqrt(341.5)
         b[:, 208:210] = f16_bytes(RMS * jitter / (np.sqrt(341.5) * np.sqrt((sc.astype(np.float64) ** 2).mean(1))))
+    elif qt == Q.Q5_K:  # d f16 | dmin f16 | scales[12] | qh[32] | qs[128]: w = d*sc*q - dmin*m, q 5 bits
+        sc = rng.integers(32, 64, (nb, 8), dtype=np.uint8)
+        m = sc  # with dmin = 15.5*d: zero mean; RMS of q-15.5 over 0..31 is sqrt(1023/12)
+        d = RMS * jitter / (np.sqrt(1023 / 12) * np.sqrt((sc.astype(np.float64) ** 2).mean(1)))
+        b[:, 0:2] = f16_bytes(d)
+        b[:, 2:4] = f16_bytes(15.5 * d)
+        s = b[:, 4:16]  # the same 6-bit packing as Q4_K
+        s[:, 0:4] = (sc[:, 0:4] & 63) | ((sc[:, 4:8] >> 4) << 6)
+        s[:, 4:8] = (m[:, 0:4] & 63) | ((m[:, 4:8] >> 4) << 6)
+        s[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
+    elif qt == Q.MXFP4:  # e (E8M0) | qs[16]: w = 2^(e-127) * 0.5 * kv[q]; RMS of kv over 0..15 is sqrt(34.25)
+        # 2^(e-128) * sqrt(34.25): 0.011 at e = 119, 0.023 at 120; half the blocks each, RMS ~0.018
+        b[:, 0] = 119 + rng.integers(0, 2, nb).astype(np.uint8)
     return b
 
 
@@ -185,26 +258,39 @@ def copy_vocab(w, src):
     return n_vocab
 
 
-def write(path, shape, qtype, seed, vocab_from):
+def write(path, shape, qtype, seed, vocab_from, n_layer=None):
     E, L, F, H, HKV, HD, tied = SHAPES[shape]
-    w = gguf.GGUFWriter(path, "llama")
-    w.add_name(f"random {shape} {qtype} (bench/shapes.py, seed {seed})")
+    L = n_layer or L
+    arch, n_exp, n_used = MOE.get(shape, ("llama", 0, 0))
+    w = gguf.GGUFWriter(path, arch)
+    w.add_name(f"random {shape}{f' ({L} layers)' if L != SHAPES[shape][1] else ''} {qtype} "
+               f"(bench/shapes.py, seed {seed})")
     w.add_block_count(L)
-    w.add_context_length(131072)
+    w.add_context_length(131072 if arch != "qwen3moe" else 40960)
     w.add_embedding_length(E)
-    w.add_feed_forward_length(F)
+    w.add_feed_forward_length(F if arch != "qwen3moe" else 6144)
     w.add_head_count(H)
     w.add_head_count_kv(HKV)
     w.add_key_length(HD)
     w.add_value_length(HD)
     w.add_rope_dimension_count(HD)
-    w.add_rope_freq_base(500000.0)
-    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(ROPE_BASE.get(shape, 500000.0))
+    w.add_layer_norm_rms_eps(1e-6 if arch == "qwen3moe" else 1e-5)
+    if n_exp:
+        w.add_expert_count(n_exp)
+        w.add_expert_used_count(n_used)
+        if arch != "llama":  # Mixtral's experts are llama.feed_forward_length wide
+            w.add_expert_feed_forward_length(F)
+    if arch == "gpt-oss":
+        w.add_sliding_window(128)
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(32.0)
+        w.add_rope_scaling_orig_ctx_len(4096)
     w.add_file_type(TYPES[qtype][1])
     w.add_quantization_version(2)
     n_vocab = copy_vocab(w, vocab_from)
     w.add_vocab_size(n_vocab)
-    tensors = plan(shape, qtype, n_vocab)
+    tensors = plan(shape, qtype, n_vocab, L)
     for name, ne, qt in tensors:
         # gguf-py takes numpy's order (ne reversed) and a quantized row in bytes
         np_shape = list(reversed(ne))
@@ -220,8 +306,12 @@ def write(path, shape, qtype, seed, vocab_from):
     total = 0
     for name, ne, qt in tensors:
         w.write_padding(fout, fout.tell())
-        if qt == Q.F32:
-            np.ones(int(np.prod(ne)), np.float32).tofile(fout)
+        if qt == Q.F32:  # norms ones; biases, sinks and the router's... see below
+            fill = 1.0 if name.endswith("norm.weight") else 0.0
+            if name.endswith("ffn_gate_inp.weight"):  # the router: random, so that tokens spread over experts
+                rng.normal(0, RMS, int(np.prod(ne))).astype(np.float32).tofile(fout)
+            else:
+                np.full(int(np.prod(ne)), fill, np.float32).tofile(fout)
             total += 4 * int(np.prod(ne))
         else:
             nb = int(np.prod(ne)) // BLOCK[qt][0]
@@ -241,7 +331,7 @@ def check(path, rows=4):
     rms_all = []
     for t in r.tensors:
         if t.tensor_type == Q.F32:
-            ok = np.all(t.data == 1.0)
+            ok = np.all(t.data == 1.0) if t.name.endswith("norm.weight") else np.isfinite(t.data).all()
             bad += not ok
             continue
         data = np.asarray(t.data)  # (rows, row bytes)
@@ -281,6 +371,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--shape", choices=sorted(SHAPES), required=True)
     ap.add_argument("--type", choices=sorted(TYPES), required=True)
+    ap.add_argument("--layers", type=int, help="keep the first N layers of the shape")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--vocab-from", default=default_model(), help="the GGUF whose tokenizer.* keys are copied")
     ap.add_argument("--check", action="store_true", help="read the file back and dequantize rows with gguf-py")
@@ -288,12 +379,12 @@ def main():
                     help="compare each tensor's type with llama-quantize --dry-run's plan")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    tensors, total = write(a.out, a.shape, a.type, a.seed, a.vocab_from)
+    tensors, total = write(a.out, a.shape, a.type, a.seed, a.vocab_from, a.layers)
     n_params = sum(int(np.prod(ne)) for _, ne, _ in tensors)
     mix = {}
     for _, ne, qt in tensors:
         mix[qt.name] = mix.get(qt.name, 0) + 1
-    print(f"{a.out}: {a.shape} {a.type}, {n_params / 1e9:.2f} B parameters, {os.path.getsize(a.out) / 1e9:.2f} GB "
+    print(f"{a.out}: {a.shape}{f' ({a.layers} layers)' if a.layers else ''} {a.type}, {n_params / 1e9:.2f} B parameters, {os.path.getsize(a.out) / 1e9:.2f} GB "
           f"({', '.join(f'{v} {k}' for k, v in mix.items())}) in {time.perf_counter() - t0:.1f} s")
     ok = check(a.out) if a.check else True
     ok = check_mix(a.out, a.type, a.check_mix) and ok if a.check_mix else ok
