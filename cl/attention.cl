@@ -28,7 +28,20 @@
  * p - window + 1 .. p only (Gemma 3's local layers); loops start at the
  * first block any row of the tile sees, and the mask drops the rest (a
  * paged sequence's blocks below the window may be given back: no kernel
- * reads them). */
+ * reads them).
+ *
+ * Attention sinks (gpt-oss): sinks (NULL: none) holds a logit per query
+ * head at sinks_off floats, in the scores' natural units (unscaled), that
+ * joins each row's softmax denominator without a value: out = sum_j
+ * e^(s_j) v_j / (sum_j e^(s_j) + e^(sink)), as llama.cpp's soft_max with
+ * sinks. The online softmax starts from it instead of from nothing: m =
+ * sink·log2(e), l = 1 (llama.cpp takes the max over the scores and the
+ * sink the same way). A split-K decode gives it to its first split only,
+ * which always holds keys, so the reduction counts it once. Without sinks
+ * every kernel starts from m = NEG_BIG, l = 0 as before: results are
+ * bit-identical. The window does not touch the sink: a query sees its
+ * window's keys and the sink. */
+#define CLF_SINK(sinks, sinks_off, h) ((sinks)[(sinks_off) + (h)] * M_LOG2E_F)
 
 #if HD % 16 != 0
 #error "HD must be a multiple of 16"
@@ -251,7 +264,8 @@ CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, floa
 __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const int q_stride,
                                __global const kv_t *kc, __global const kv_t *vc, const ulong kv_off,
                                const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out, const ulong out_off, const int n_tokens,
-                               const int pos0, const int gqa, const float qscale, const int window) {
+                               const int pos0, const int gqa, const float qscale, const int window,
+                               __global const float *sinks, const ulong sinks_off) {
     __global const int *tbl = tbl_base + tbl_off;
     const int kvh = get_global_id(1), n_head = get_global_size(1) * gqa;
     const int n_rows = n_tokens * gqa, r0 = get_global_id(0) * ROWS;
@@ -261,12 +275,14 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     float16 qt16[HD]; /* qt16[d] = dimension d of the 16 rows; reused for the output */
     float *qt = (float *)qt16;
     int lim[ROWS], lo[ROWS]; /* first and last key row r may see */
+    float sk[ROWS];          /* row r's sink (log2 domain), where there are sinks */
     for (int r = 0; r < ROWS; r++) {
         const int row = min(r0 + r, n_rows - 1), t = row / gqa; /* padding rows repeat the last */
         __global const float *qr = q + q_off + (ulong)t * q_stride + (kvh * gqa + row % gqa) * HD;
         for (int d = 0; d < HD; d++) qt[d * ROWS + r] = qr[d] * qscale;
         lim[r] = pos0 + t;
         lo[r] = KV_FIRST(pos0 + t, window);
+        sk[r] = sinks ? CLF_SINK(sinks, sinks_off, kvh * gqa + row % gqa) : CLF_NEG_BIG;
     }
     const int16 limv = vload16(0, lim), lov = vload16(0, lo);
     const int t_last = min(r0 + ROWS - 1, n_rows - 1) / gqa;
@@ -278,6 +294,10 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     float16 ot[HD];
     for (int d = 0; d < HD; d++) ot[d] = 0.0f;
     float16 m = CLF_NEG_BIG, l = 0.0f;
+    if (sinks) { /* the sink is the softmax's first term: m = sink, l = 2^(sink - m) = 1 */
+        m = vload16(0, sk);
+        l = 1.0f;
+    }
 #if KV_CONVERT
     float16 kt[ATTN_BK * HV], vt[ATTN_BK * HV];
 #endif
@@ -320,7 +340,7 @@ __kernel __attribute__((reqd_work_group_size(ATTN_BR, 1, 1))) void
 attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride, __global const kv_t *kc,
                  __global const kv_t *vc, const ulong kv_off, const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out,
                  const ulong out_off, const int n_tokens, const int pos0, const int gqa, const float qscale,
-                 const int window) {
+                 const int window, __global const float *sinks, const ulong sinks_off) {
     __global const int *tbl = tbl_base + tbl_off;
     __local float kl[ATTN_BC * HD], vl[ATTN_BC * HD];
     const int lid = get_local_id(0), kvh = get_group_id(1), n_head = get_num_groups(1) * gqa;
@@ -338,6 +358,10 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
         o[d] = 0.0f;
     }
     float m = CLF_NEG_BIG, l = 0.0f;
+    if (sinks) { /* the sink is the softmax's first term */
+        m = CLF_SINK(sinks, sinks_off, h);
+        l = 1.0f;
+    }
     for (int kb = kstart; kb < kend; kb += ATTN_BC) {
         const int n = min(ATTN_BC, kend - kb) * HD;
         const ulong base = KV_ROW(kb);
@@ -391,12 +415,17 @@ __kernel void attn_naive_scores(__global const float *q, const ulong q_off, cons
     S[((ulong)h * n_tokens + t) * n_kv + j] = seen ? clf_hsum16(acc) * scale : CLF_NEG_BIG;
 }
 
-/* In place on each row of n_kv scores. Global size n_head * n_tokens. */
-__kernel void attn_naive_softmax(__global float *S, const int n_kv) {
+/* In place on each row of n_kv scores (row h * n_tokens + t), the row's
+ * sink in the max and the denominator where there are sinks (natural
+ * units, as llama.cpp's soft_max). Global size n_head * n_tokens. */
+__kernel void attn_naive_softmax(__global float *S, const int n_kv, __global const float *sinks,
+                                 const ulong sinks_off, const int n_tokens) {
     __global float *p = S + (ulong)get_global_id(0) * n_kv;
     float mx = CLF_NEG_BIG, sum = 0.0f;
     for (int j = 0; j < n_kv; j++) mx = fmax(mx, p[j]);
+    if (sinks) mx = fmax(mx, sinks[sinks_off + get_global_id(0) / n_tokens]);
     for (int j = 0; j < n_kv; j++) sum += exp(p[j] - mx);
+    if (sinks) sum += exp(sinks[sinks_off + get_global_id(0) / n_tokens] - mx);
     const float inv = 1.0f / sum;
     for (int j = 0; j < n_kv; j++) p[j] = exp(p[j] - mx) * inv;
 }
@@ -535,7 +564,8 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
                               const ulong k_off, __global const float *vs, const ulong v_off, const int qkv_stride,
                               __global float *out, const ulong out_off, const int rope_mode, const int n_rot,
                               const float freq_scale, const float log2_scale, __global const float *rff,
-                              const ulong rff_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride) {
+                              const ulong rff_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride,
+                              __global const float *sinks, const ulong sinks_off) {
     const int sp = get_global_id(0), kvh = get_global_id(1), r = get_global_id(2), n_head = get_global_size(1) * GQA;
     ROW_INFO(r);
     if (sp >= n_split) return;
@@ -573,6 +603,10 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
             ov[c] = 0.0f;
         }
         float m = CLF_NEG_BIG, l = 0.0f;
+        if (sinks && sp == 0) { /* the sink, once: in the first split */
+            m = CLF_SINK(sinks, sinks_off, h);
+            l = 1.0f;
+        }
         int kb = j0;
         if (kb < k0 && kb < j1) { /* the window starts inside this block */
             clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb), vh + KV_ROW(kb), k0 - kb, min(15, j1 - kb - 1));
@@ -609,7 +643,7 @@ __kernel __attribute__((reqd_work_group_size(HD, 1, 1))) void
 attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t *kc, __global const kv_t *vc,
                 const ulong kv_off, const int n_slots, __global const int *tbl_base, __global const int *rows,
                 __global float *part_o, __global float *part_ml, const int split_max, const int n_tbl,
-                const float qscale, const int qkv_stride) {
+                const float qscale, const int qkv_stride, __global const float *sinks, const ulong sinks_off) {
     __local float ql[GQA * HD], sl[GQA * DEC_CK], kl[DEC_CK * (HD + 1)];
     const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), r = get_group_id(2);
     const int n_head = get_num_groups(1) * GQA;
@@ -624,6 +658,10 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     for (int g = 0; g < GQA; g++) {
         m[g] = CLF_NEG_BIG;
         l[g] = o[g] = 0.0f;
+        if (sinks && sp == 0) { /* the sink, once: in the first split */
+            m[g] = CLF_SINK(sinks, sinks_off, kvh * GQA + g);
+            l[g] = 1.0f;
+        }
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
