@@ -31,6 +31,19 @@ inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
 inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
 inline float clf_gelu(float g) { return CLF_GELU(float, g); }
 
+/* gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai, alpha and limit its
+ * constants; the GGUF states neither): with x = min(g, limit),
+ * h = x·sigmoid(alpha·x) · (clamp(u, -limit, limit) + 1). A gated unit of
+ * its own, not act(g)·u: the up half is clamped and shifted too. The
+ * exponent is clamped as silu's. */
+#define CLF_OAI_ALPHA 1.702f
+#define CLF_OAI_LIMIT 7.0f
+#define CLF_SWIGLU_OAI(T, g, u)                                                                            \
+    (fmin((g), (T)CLF_OAI_LIMIT) / (1.0f + exp(fmin(-CLF_OAI_ALPHA * fmin((g), (T)CLF_OAI_LIMIT), (T)80.0f))) * \
+     (clamp((u), (T)-CLF_OAI_LIMIT, (T)CLF_OAI_LIMIT) + 1.0f))
+inline float16 clf_swiglu_oai16(float16 g, float16 u) { return CLF_SWIGLU_OAI(float16, g, u); }
+inline float clf_swiglu_oai(float g, float u) { return CLF_SWIGLU_OAI(float, g, u); }
+
 /* sin(theta), its cos in *c. Oclgrind's uninitialized-value check aborts
  * any builtin that writes through a private pointer ("Work item needed to
  * access private memory!", its Uninitialized.cpp), so the suite's Oclgrind

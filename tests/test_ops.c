@@ -119,16 +119,21 @@ static void test_rmsnorm_heads(void **state) {
     tu_tune(NULL);
 }
 
+/* SwiGLU, GeGLU and gpt-oss's clamped SwiGLU (its clamps on both halves
+ * reached: gate|up in ±12), through clf_glu, and clf_glu_xq where the
+ * width is whole blocks (576, 2048: the same y, its int8 form
+ * clf_quantize_x's). */
 static void test_glu(void **state) {
     (void)state;
     const int ffs[] = {1, 3, 37, 575, 576, 2048};
-    for (int act = 0; act < 2; act++)
+    static const char *const names[] = {"swiglu", "geglu", "swiglu_oai"};
+    for (int act = 0; act < 3; act++)
         for (int i = 0; i < 6; i++)
             for (int rows = 1; rows <= 5; rows += 4) {
                 clf_check_result r;
                 expect_pass(clf_check_glu(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows), (clf_glu_act)act, rows,
                                           ffs[i], &r),
-                            &r, act ? "geglu" : "swiglu");
+                            &r, names[act]);
             }
 }
 

@@ -267,14 +267,16 @@ static clf_status glu_launch(clf_runtime *rt, clf_glu_act act, const clf_tensor 
     cl_ulong gu_off, y_off, xq_off = 0;
     CLF_TRY(f32_offset(gu, "glu input", &gu_off));
     CLF_TRY(f32_offset(y, "glu output", &y_off));
-    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH) return clf_fail(CLF_ERR_ARG, "glu: unknown activation %d", (int)act);
+    static const char *const kernels[] = {"swiglu_f32", "geglu_f32", "swiglu_oai_f32"}; /* by clf_glu_act */
+    if ((unsigned)act >= sizeof kernels / sizeof kernels[0])
+        return clf_fail(CLF_ERR_ARG, "glu: unknown activation %d", (int)act);
     if (gu->ne[0] != 2 * y->ne[0] || clf_tensor_nrows(gu) != clf_tensor_nrows(y))
         return clf_fail(CLF_ERR_ARG, "glu: gate|up %lld x %lld does not match output %lld x %lld",
                         (long long)gu->ne[0], (long long)clf_tensor_nrows(gu), (long long)y->ne[0], (long long)clf_tensor_nrows(y));
     if (xq) CLF_TRY(xq_check("glu", xq, y->ne[0], clf_tensor_nrows(y), &xq_off));
     if (clf_tensor_nrows(y) == 0) return CLF_OK;
     cl_kernel k;
-    CLF_TRY(clf_kernel_get(rt, "elementwise", "", act == CLF_GLU_SILU ? "swiglu_f32" : "geglu_f32", &k));
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", kernels[act], &k));
     cl_int ff = (cl_int)y->ne[0], xq_rows = xq ? (cl_int)clf_tensor_nrows(xq) : 0;
     cl_mem xq_mem = xq ? xq->mem : NULL;
     clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff),

@@ -53,13 +53,17 @@ typedef struct clf_rope_params {
 clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
                     int head_dim, int pos0, const clf_rope_params *p);
 
-/* The gated unit's activation: SwiGLU (silu) or GeGLU (tanh-approximated GELU). */
+/* The gated unit's activation: SwiGLU (silu) or GeGLU (tanh-approximated
+ * GELU), h = act(g)·u; or gpt-oss's clamped SwiGLU (llama.cpp's
+ * swiglu_oai, alpha 1.702 and limit 7 its constants): with x = min(g, 7),
+ * h = x·sigmoid(1.702 x) · (clamp(u, -7, 7) + 1). */
 typedef enum clf_glu_act {
     CLF_GLU_SILU = 0,
     CLF_GLU_GELU_TANH = 1,
+    CLF_GLU_SWIGLU_OAI = 2,
 } clf_glu_act;
 
-/* y[i, j] = act(gu[i, j]) * gu[i, ff + j] for a fused gate|up output
+/* y[i, j] = unit(gu[i, j], gu[i, ff + j]) for a fused gate|up output
  * gu [n × 2ff]; y [n × ff]. */
 clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y);
 

@@ -393,28 +393,54 @@ out:
 
 static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * g * (1.0 + 0.044715 * g * g))); }
 
+/* gpt-oss's clamped SwiGLU as llama.cpp's swiglu_oai computes it, in double */
+static double swiglu_oai_ref(double g, double u) {
+    const double alpha = 1.702, limit = 7.0, x = fmin(g, limit), y = fmax(-limit, fmin(u, limit));
+    return x / (1.0 + exp(-alpha * x)) * (y + 1.0);
+}
+
 clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int rows, int ff, clf_check_result *res) {
     if (rows < 1 || ff < 1) return clf_fail(CLF_ERR_ARG, "glu check: %d x %d", rows, ff);
-    snprintf(res->detail, sizeof res->detail, "%s %dx%d from gate|up %dx%d", act == CLF_GLU_SILU ? "silu" : "gelu",
-             rows, ff, rows, 2 * ff);
+    static const char *const names[] = {"silu", "gelu", "swiglu_oai"};
+    if ((unsigned)act > 2) return clf_fail(CLF_ERR_ARG, "glu check: activation %d", (int)act);
+    snprintf(res->detail, sizeof res->detail, "%s %dx%d from gate|up %dx%d%s", names[act], rows, ff, rows, 2 * ff,
+             ff % 32 ? "" : ", glu_xq");
     size_t total = (size_t)rows * ff;
     clf_status st = CLF_OK;
     float *gu = xmalloc(2 * total * sizeof *gu, &st), *out = xmalloc(total * sizeof *out, &st);
     double *ref = xmalloc(total * sizeof *ref, &st);
-    clf_tensor tgu = {0}, ty = {0};
+    float *out2 = ff % 32 ? NULL : xmalloc(total * sizeof *out2, &st);
+    float *q = ff % 32 ? NULL : xmalloc((size_t)rows * CLF_XQ_FLOATS(ff) * sizeof *q, &st);
+    float *q_ref = ff % 32 ? NULL : xmalloc((size_t)rows * CLF_XQ_FLOATS(ff) * sizeof *q_ref, &st);
+    clf_tensor tgu = {0}, ty = {0}, ty2 = {0}, tq = {0}, tq_ref = {0};
+    int xq_same = 1;
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 4);
-    /* wide enough to reach the saturated ends of silu and GELU (past the kernel's clamp at 10) */
+    /* wide enough to reach the saturated ends of silu and GELU (past the kernel's clamp at 10), and
+     * swiglu_oai's limits at +-7 on both halves */
     fill(&s, gu, 2 * total, -12.0f, 12.0f);
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < ff; j++) {
             double g = gu[(size_t)r * 2 * ff + j], u = gu[(size_t)r * 2 * ff + ff + j];
-            ref[(size_t)r * ff + j] = (act == CLF_GLU_SILU ? g / (1.0 + exp(-g)) : gelu_tanh(g)) * u;
+            ref[(size_t)r * ff + j] = act == CLF_GLU_SWIGLU_OAI ? swiglu_oai_ref(g, u)
+                                      : (act == CLF_GLU_SILU ? g / (1.0 + exp(-g)) : gelu_tanh(g)) * u;
         }
     if ((st = tensor_from(rt, CLF_F32, 2 * ff, rows, gu, &tgu)) != CLF_OK) goto out;
     if ((st = poisoned(rt, ff, rows, &ty)) != CLF_OK) goto out;
     if ((st = clf_glu(rt, act, &tgu, &ty)) != CLF_OK) goto out;
     if ((st = clf_tensor_download(rt, &ty, out, total * sizeof *out)) != CLF_OK) goto out;
+    if (ff % 32 == 0) { /* clf_glu_xq: the same y bit for bit, its int8 form clf_quantize_x's byte for byte */
+        const int64_t qf = CLF_XQ_FLOATS(ff);
+        if ((st = poisoned(rt, ff, rows, &ty2)) != CLF_OK) goto out;
+        if ((st = poisoned(rt, qf, rows, &tq)) != CLF_OK) goto out;
+        if ((st = poisoned(rt, qf, rows, &tq_ref)) != CLF_OK) goto out;
+        if ((st = clf_glu_xq(rt, act, &tgu, &ty2, &tq)) != CLF_OK) goto out;
+        if ((st = clf_quantize_x(rt, &ty, &tq_ref)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &ty2, out2, total * sizeof *out2)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &tq, q, (size_t)rows * qf * sizeof *q)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &tq_ref, q_ref, (size_t)rows * qf * sizeof *q_ref)) != CLF_OK) goto out;
+        xq_same = !memcmp(out, out2, total * sizeof *out) && !memcmp(q, q_ref, (size_t)rows * qf * sizeof *q);
+    }
     /* ||out - ref|| / ||ref||, the denominator floored at 1e-3 ||up||: an
      * output saturated to ~0 (gate far below 0) has no relative error to
      * speak of, and a one-element case may draw one */
@@ -427,11 +453,13 @@ clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int ro
             den += ref[i] * ref[i];
             uden += u * u;
         }
-    result(res, sqrt(num) / fmax(sqrt(den), 1e-3 * sqrt(uden)), act == CLF_GLU_SILU ? TOL_ELEMENTWISE : TOL_GELU);
+    result(res, xq_same ? sqrt(num) / fmax(sqrt(den), 1e-3 * sqrt(uden)) : INFINITY,
+           act == CLF_GLU_GELU_TANH ? TOL_GELU : TOL_ELEMENTWISE);
 out:
     clf_tensor_free(&tgu);
     clf_tensor_free(&ty);
-    free(gu), free(out), free(ref);
+    clf_tensor_free(&ty2), clf_tensor_free(&tq), clf_tensor_free(&tq_ref);
+    free(gu), free(out), free(ref), free(out2), free(q), free(q_ref);
     return st;
 }
 
@@ -744,6 +772,9 @@ static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *r
 static clf_status chk_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_glu, CLF_GLU_GELU_TANH, glu_full);
 }
+static clf_status chk_swiglu_oai(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_glu, CLF_GLU_SWIGLU_OAI, glu_full);
+}
 
 static clf_status chk_scale(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     static const int s[2][3] = {{1, 640, 1}, {3, 1001, 0}}; /* rows, n, in place */
@@ -780,6 +811,7 @@ const clf_check clf_checks_ops[] = {
     {"rope_norm", chk_rope_norm},
     {"rope_neox", chk_rope_neox},
     {"swiglu", chk_swiglu},
+    {"swiglu_oai", chk_swiglu_oai},
     {"geglu", chk_geglu},
     {"add", chk_add},
     {"scale", chk_scale},
@@ -831,6 +863,10 @@ static clf_status q_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res
 static clf_status q_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_glu, CLF_GLU_GELU_TANH, glu_quick);
 }
+static const int glu_oai_quick[2][2] = {{3, 37}, {2, 64}}; /* a partial run; whole blocks through clf_glu_xq */
+static clf_status q_swiglu_oai(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_glu, CLF_GLU_SWIGLU_OAI, glu_oai_quick);
+}
 
 static clf_status q_elementwise(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     clf_check_result r;
@@ -875,6 +911,7 @@ const clf_check clf_checks_ops_quick[] = {
     {"rope_norm", q_rope_norm},
     {"rope_neox", q_rope_neox},
     {"swiglu", q_swiglu},
+    {"swiglu_oai", q_swiglu_oai},
     {"geglu", q_geglu},
     {"elementwise", q_elementwise},
     {"softmax", q_softmax},
