@@ -540,19 +540,22 @@ inline void clf_rope_head(float *x, const float *c, const float *s, int n_pairs,
     }
 }
 
-/* The angles of position pos (scaled) as cl/rope.cl computes them. */
-inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const float pos, const float log2_scale,
-                                __global const float *ff) {
+/* The angles of position p as cl/rope.cl computes them (YaRN where
+ * yarn.x != 0: cl/common.cl rope_angles_yarn). */
+inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const int p, const float freq_scale,
+                                const float log2_scale, __global const float *ff, const float4 yarn) {
+    const float pos = (float)p * (yarn.x != 0.0f ? 1.0f : freq_scale);
     int i = 0;
     for (; i + 8 <= n_pairs; i += 8) {
-        float8 c8, s8 = rope_angles(i, pos, log2_scale, ff, &c8);
+        float8 c8, s8;
+        if (yarn.x != 0.0f) s8 = rope_angles_yarn(i, pos, log2_scale, ff, freq_scale, yarn, &c8);
+        else s8 = rope_angles(i, pos, log2_scale, ff, &c8);
         vstore8(c8, 0, rc + i);
         vstore8(s8, 0, rs + i);
     }
     for (; i < n_pairs; i++) {
-        float theta = pos * exp2((float)i * log2_scale), c;
-        if (ff) theta /= ff[i];
-        rs[i] = CLF_SINCOS(theta, &c);
+        float c;
+        rs[i] = rope_angle1(i, pos, log2_scale, ff, freq_scale, yarn, &c);
         rc[i] = c;
     }
 }
@@ -565,7 +568,7 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
                               __global float *out, const ulong out_off, const int rope_mode, const int n_rot,
                               const float freq_scale, const float log2_scale, __global const float *rff,
                               const ulong rff_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride,
-                              __global const float *sinks, const ulong sinks_off) {
+                              __global const float *sinks, const ulong sinks_off, const float4 yarn) {
     const int sp = get_global_id(0), kvh = get_global_id(1), r = get_global_id(2), n_head = get_global_size(1) * GQA;
     ROW_INFO(r);
     if (sp >= n_split) return;
@@ -578,7 +581,7 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
     /* the token's RoPE angles (rope_mode >= 0: q and k arrive unrotated), as cl/rope.cl computes them */
     const int n_pairs = n_rot / 2, neox = rope_mode == 2;
     float rc[HD / 2], rs[HD / 2], hv[HD];
-    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, (float)(n_kv - 1) * freq_scale, log2_scale, rff ? rff + rff_off : rff);
+    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, n_kv - 1, freq_scale, log2_scale, rff ? rff + rff_off : rff, yarn);
     if (ks && j0 < n_kv && j1 == n_kv) {
         __global const float *kr = ks + k_off + (ulong)r * qkv_stride + kvh * HD;
         __global const float *vr = vs + v_off + (ulong)r * qkv_stride + kvh * HD;
@@ -763,13 +766,14 @@ __kernel void attn_rows_prepare(__global float *q, const ulong q_off, __global c
                                 __global kv_t *vc, const ulong kv_off, const int n_slots,
                                 __global const int *tbl_base, __global const int *rows, const int n_tbl,
                                 const int n_q, const int rope_mode, const int n_rot, const float freq_scale,
-                                const float log2_scale, __global const float *rff, const ulong rff_off) {
+                                const float log2_scale, __global const float *rff, const ulong rff_off,
+                                const float4 yarn) {
     const int h = get_global_id(0), r = get_global_id(1), n_head = n_q;
     ROW_INFO(r);
     (void)k0, (void)chunk, (void)n_split;
     const int n_pairs = n_rot / 2, neox = rope_mode == 2;
     float rc[HD / 2], rs[HD / 2], hv[HD];
-    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, (float)(n_kv - 1) * freq_scale, log2_scale, rff ? rff + rff_off : rff);
+    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, n_kv - 1, freq_scale, log2_scale, rff ? rff + rff_off : rff, yarn);
     const ulong row = (ulong)r * qkv_stride;
     if (h < n_head) {
         if (rope_mode < 0) return;

@@ -64,6 +64,39 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
     return CLF_SINCOS(theta, c);
 }
 
+/* YaRN (llama.cpp's rope_yarn), yarn = (ext_factor, corr_lo, corr_hi,
+ * mscale) from clf_rope_yarn (host/compute/ops.h), used where ext_factor
+ * != 0 and pos unscaled: pair i's angle mixes the interpolated
+ * freq_scale·theta and the extrapolated theta = pos·exp2(i·log2_scale)/ff[i]
+ * by ramp(i)·ext_factor, ramp = 1 - clamp((i - lo) / max(0.001, hi - lo),
+ * 0, 1) (the fast-turning pairs below lo keep theta), and cos and sin are
+ * scaled by mscale. */
+inline float8 rope_angles_yarn(int i0, float pos, float log2_scale, __global const float *ff, float freq_scale,
+                               float4 yarn, float8 *c) {
+    float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
+    float8 theta = pos * exp2(i * log2_scale);
+    if (ff) theta /= vload8(0, ff + i0);
+    const float8 mix = (1.0f - clamp((i - yarn.y) / fmax(0.001f, yarn.z - yarn.y), (float8)0.0f, (float8)1.0f)) * yarn.x;
+    theta = freq_scale * theta * (1.0f - mix) + theta * mix;
+    const float8 s = CLF_SINCOS(theta, c);
+    *c *= yarn.w;
+    return s * yarn.w;
+}
+
+/* One pair's sin (its cos in *c) as rope_angles / rope_angles_yarn give
+ * it: pos scaled by freq_scale already unless YaRN (yarn.x != 0). */
+inline float rope_angle1(int i, float pos, float log2_scale, __global const float *ff, float freq_scale, float4 yarn,
+                         float *c) {
+    float theta = pos * exp2((float)i * log2_scale);
+    if (ff) theta /= ff[i];
+    if (yarn.x == 0.0f) return CLF_SINCOS(theta, c);
+    const float mix = (1.0f - clamp(((float)i - yarn.y) / fmax(0.001f, yarn.z - yarn.y), 0.0f, 1.0f)) * yarn.x;
+    theta = freq_scale * theta * (1.0f - mix) + theta * mix;
+    const float s = CLF_SINCOS(theta, c);
+    *c *= yarn.w;
+    return s * yarn.w;
+}
+
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,
  * CLF_XQ_FLOATS): per block of 32 elements, 64 bytes: the 32 x̂ = rint(x /
  * dx) as chars; floats dx = max|x| / 127, dx·Σx̂ of each half and of the

@@ -223,6 +223,7 @@ static void test_sliding_window(void **state) {
 }
 
 /* Attention sinks (gpt-oss: a logit a head in every row's denominator),
+ * with YaRN RoPE in the fused decode,
  * both kernel shapes: prefill one-shot and in chunks, GQA 1 and 8 (gpt-oss's
  * 64 heads over 8), decode with one, the automatic and more splits than
  * blocks (the sink counted once), the fused write with RoPE, a quantized
@@ -269,6 +270,13 @@ static void test_sinks(void **state) {
         check_case(cs);
         cs = smol(1, 300); /* decode: the window's first key in mid-block */
         cs.variant = VARIANTS[v], cs.window = 45, cs.n_slots = 64, cs.n_split = 2, cs.sinks = 1;
+        check_case(cs);
+        /* YaRN RoPE in the fused decode (gpt-oss's factor 32 over all of a head, and 4 over half of it) */
+        cs = smol(3, 500);
+        cs.variant = VARIANTS[v], cs.chunk = 1, cs.fused = 1, cs.rope = 2, cs.n_rot = 64, cs.yarn = 32.0f;
+        cs.n_split = 3, cs.sinks = 1;
+        check_case(cs);
+        cs.rope = 1, cs.n_rot = 32, cs.yarn = 4.0f, cs.n_split = 0, cs.sinks = 0;
         check_case(cs);
         clf_check_result r;
         TU_OK(clf_check_attention_rows(tu_runtime(), tu_seed() + (uint64_t)v, CLF_F16, 1 + v, VARIANTS[v], 1, &r));

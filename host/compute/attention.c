@@ -424,20 +424,22 @@ typedef struct rope_args {
     float freq_scale, log2_scale;
     cl_mem ff;
     cl_ulong ff_off;
+    cl_float4 yarn; /* clf_rope_yarn_arg */
 } rope_args;
 
 static rope_args rope_of(const clf_rope_params *rope) {
-    if (!rope) return (rope_args){-1, 0, 1.0f, 0.0f, NULL, 0};
+    if (!rope) return (rope_args){-1, 0, 1.0f, 0.0f, NULL, 0, clf_rope_yarn_arg(NULL)};
     return (rope_args){(cl_int)rope->mode, rope->n_rot, rope->freq_scale,
                        (float)(-2.0 * log2((double)rope->base) / rope->n_rot),
                        rope->factors ? rope->factors->mem : NULL,
-                       rope->factors ? rope->factors->offset / sizeof(float) : 0};
+                       rope->factors ? rope->factors->offset / sizeof(float) : 0, clf_rope_yarn_arg(rope)};
 }
 
 static clf_status rope_check(const clf_rope_params *rope, int head_dim) {
     if (rope && (rope->n_rot < 2 || rope->n_rot % 2 || rope->n_rot > head_dim || !(rope->base > 1) ||
                  !(rope->freq_scale > 0) || (rope->mode != CLF_ROPE_NORM && rope->mode != CLF_ROPE_NEOX) ||
-                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2))))
+                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2)) ||
+                 (rope->ext_factor != 0 && !(rope->mscale > 0))))
         return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
                         (int)rope->mode, rope->n_rot, head_dim, rope->base, rope->freq_scale);
     return CLF_OK;
@@ -503,7 +505,7 @@ clf_status clf_attention_decode_rows_ex(clf_runtime *rt, const clf_kv_cache *poo
                               CLF_ARG(pool->v),   CLF_ARG(kv_off),  CLF_ARG(n_slots),    CLF_ARG(pool->tbl),
                               CLF_ARG(rows->info), CLF_ARG(n_tbl),  CLF_ARG(n_q),        CLF_ARG(ra.mode),
                               CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale), CLF_ARG(ra.ff),
-                              CLF_ARG(ra.ff_off)};
+                              CLF_ARG(ra.ff_off), CLF_ARG(ra.yarn)};
         CLF_TRY(clf_set_args(kern, pa, CLF_NARGS(pa)));
         const size_t g[2] = {(size_t)(n_q + pool->n_kv_head), (size_t)n};
         CLF_TRY(clf_launch(rt, kern, 2, g, NULL));
@@ -540,7 +542,7 @@ clf_status clf_attention_decode_rows_ex(clf_runtime *rt, const clf_kv_cache *poo
                           CLF_ARG(v_off),       CLF_ARG(stride),    CLF_ARG(out->mem),     CLF_ARG(out_off),
                           CLF_ARG(ra.mode),     CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale),
                           CLF_ARG(ra.ff),       CLF_ARG(ra.ff_off), CLF_ARG(xq),           CLF_ARG(xq_off),
-                          CLF_ARG(xq_stride),   CLF_ARG(sk.mem),    CLF_ARG(sk.off)};
+                          CLF_ARG(xq_stride),   CLF_ARG(sk.mem),    CLF_ARG(sk.off),       CLF_ARG(ra.yarn)};
     CLF_TRY(clf_set_args(kern, da, CLF_NARGS(da)));
     const size_t g[3] = {(size_t)split_max, (size_t)pool->n_kv_head, (size_t)n}, l[3] = {1, 1, 1};
     CLF_TRY(clf_launch(rt, kern, 3, g, l));

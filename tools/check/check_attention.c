@@ -131,11 +131,21 @@ static void bufs_free(attn_bufs *b) {
 static void rope_ref_row(float *row, const clf_attn_case *cs, int pos) {
     const int n_pairs = cs->n_rot / 2, neox = cs->rope == 2;
     const float log2_scale = (float)(-2.0 * log2(10000.0) / cs->n_rot);
+    /* YaRN as llama.cpp's rope_yarn (ext_factor 1, betas 32 and 1, attn_factor 1), original context 64 */
+    const double f = cs->yarn, corr0 = cs->n_rot * log(64 / (32 * 2 * M_PI)) / (2 * log(10000.0));
+    const double corr1 = cs->n_rot * log(64 / (1 * 2 * M_PI)) / (2 * log(10000.0));
+    const double lo = fmax(0, floor(corr0)), hi = fmin(cs->n_rot - 1, ceil(corr1));
+    const double mscale = f > 0 ? (f <= 1 ? 1 : 0.1 * log(f) + 1) / (1 + 0.1 * log(f)) * (1 + 0.1 * log(f)) : 1;
     for (int h = 0; h < cs->n_head + cs->n_kv_head; h++) {
         float *x = row + (size_t)h * cs->head_dim;
         for (int i = 0; i < n_pairs; i++) {
-            const float theta = (float)pos * 0.5f * exp2f((float)i * log2_scale);
-            const double c = cos(theta), s = sin(theta);
+            double theta = (float)pos * 0.5f * exp2f((float)i * log2_scale);
+            if (f > 0) { /* the unscaled angle, then the ramp's mix of it and theta / f */
+                const double extrap = (float)pos * exp2f((float)i * log2_scale);
+                const double mix = 1 - fmin(1, fmax(0, (i - lo) / fmax(0.001, hi - lo)));
+                theta = extrap / f * (1 - mix) + extrap * mix;
+            }
+            const double c = cos(theta) * mscale, s = sin(theta) * mscale;
             const int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
             const double a = x[ia], b = x[ib];
             x[ia] = (float)(a * c - b * s);
@@ -162,7 +172,9 @@ static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *
         clf_tensor rows = clf_tensor_rows(&b->qkv, pos, n), out = clf_tensor_rows(&b->out, t0, n);
         const clf_rows q = {&rows, 0, stride};
         if (cs->fused && n == 1) {
-            const clf_rope_params rope = {cs->rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs->n_rot, 10000.0f, 0.5f, NULL};
+            clf_rope_params rope = {.mode = cs->rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, .n_rot = cs->n_rot,
+                                    .base = 10000.0f, .freq_scale = 0.5f};
+            if (cs->yarn > 0) CLF_TRY(clf_rope_yarn(&rope, cs->yarn, 64, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW));
             CLF_TRY(clf_attention_decode_ex(rt, &b->cache, 1, q, (clf_rows){&rows, kcol, stride},
                                             (clf_rows){&rows, vcol, stride}, cs->n_head, pos, scale,
                                             cs->rope ? &rope : NULL, sk, &out, b->out_q.mem ? &b->out_q : NULL));
@@ -257,10 +269,10 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
         char splits[24] = "", win[40] = "";
         if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);
         if (cs->window) snprintf(win, sizeof win, " win %d/%d", cs->window, b.cache.n_ctx);
-        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s%s%s |s|max %.0f",
+        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s%s%s%s |s|max %.0f",
                  cs->naive ? "naive" : plan.variant == CLF_ATTN_GPU ? "gpu" : "cpu", cs->n_tokens, cs->pos0,
                  cs->chunk, cs->n_head, cs->n_kv_head, hd, clf_type_get(cs->kv_type)->name, win, splits,
-                 cs->sinks ? " sinks" : "", maxabs);
+                 cs->sinks ? " sinks" : "", cs->yarn > 0 ? " yarn" : "", maxabs);
     }
     bufs_free(&b);
     return st;
@@ -401,7 +413,8 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, qf, N, &out_q_ref);
     if (st == CLF_OK) st = clf_tensor_fill(rt, &out_q, 0xff);
     if (st == CLF_OK) st = clf_attn_rows_set(rt, &pool, &rows, N, seq, pos);
-    const clf_rope_params rp = {rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs.n_rot, 10000.0f, 0.5f, NULL};
+    const clf_rope_params rp = {.mode = rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, .n_rot = cs.n_rot, .base = 10000.0f,
+        .freq_scale = 0.5f};
     if (st == CLF_OK)
         st = clf_attention_decode_rows_ex(rt, &pool, &rows, 1, (clf_rows){&dq, 0, stride},
                                           (clf_rows){&dq, kcol, stride}, (clf_rows){&dq, vcol, stride}, NH, scale,
@@ -542,6 +555,8 @@ Q_RUN(q_sinks_prefill, .n_tokens = 40, .pos0 = 20, .n_head = 4, .n_kv_head = 2, 
       .chunk = 13, .window = 17, .n_slots = 64, .sinks = 1)
 Q_RUN(q_sinks_decode, .n_tokens = 2, .pos0 = 130, .n_head = 4, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F32,
       .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32, .window = 40, .n_slots = 64, .n_split = 3, .sinks = 1)
+Q_RUN(q_fused_yarn, .n_tokens = 2, .pos0 = 300, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F32,
+      .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32, .n_split = 2, .yarn = 32.0f)
 Q_RUN(q_sinks_naive, .n_tokens = 9, .pos0 = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F32,
       .naive = 1, .window = 5, .sinks = 1)
 
@@ -586,5 +601,6 @@ const clf_check clf_checks_attention_quick[] = {
     {"attn_sinks_prefill", q_sinks_prefill},
     {"attn_sinks_decode", q_sinks_decode},
     {"attn_sinks_naive", q_sinks_naive},
+    {"attn_fused_yarn", q_fused_yarn},
     {NULL, NULL},
 };

@@ -23,6 +23,7 @@ typedef struct clf_attn_case {
     int fused;                   /* single tokens through clf_attention_decode (the cache write fused) */
     int rope, n_rot;             /* fused: RoPE applied there too (1 NORM, 2 NEOX pairs) to n_rot of each head */
     int sinks;                   /* attention sinks: a random logit a query head (clf_attention_ex and kin) */
+    float yarn;                  /* fused RoPE: > 0, YaRN of this factor over an original context of 64 */
 } clf_attn_case;
 
 /* Q, K and V come from one fused QKV activation with an odd row stride (so

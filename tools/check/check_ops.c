@@ -238,30 +238,54 @@ out:
 
 static double rope_freq_scale(const clf_rope_case *c) { return c->freq_scale > 0 ? c->freq_scale : 1.0; }
 
-static void rope_ref(const clf_rope_case *c, const float *x, const float *factors, double *ref) {
+/* llama.cpp's YaRN (ggml_rope_yarn_corr_dims, rope_yarn, llama_context's
+ * yarn_attn_factor with attn_factor 1, ext_factor 1, betas 32 and 1), in
+ * double: pair i's angle from its unscaled theta, *mscale its magnitude. */
+typedef struct {
+    double factor; /* 0: no YaRN */
+    int ctx;
+} yarn_ref;
+static double yarn_corr_dim_ref(const clf_rope_case *c, const yarn_ref *y, double beta) {
+    return c->n_rot * log(y->ctx / (beta * 2 * M_PI)) / (2 * log((double)c->base));
+}
+static double yarn_theta_ref(const clf_rope_case *c, const yarn_ref *yr, int i, double theta_extrap, double *mscale) {
+    const double f = yr->factor, fs = 1.0 / f;
+    const double lo = fmax(0.0, floor(yarn_corr_dim_ref(c, yr, 32.0)));
+    const double hi = fmin(c->n_rot - 1, ceil(yarn_corr_dim_ref(c, yr, 1.0)));
+    const double y = (i - lo) / fmax(0.001, hi - lo), mix = 1.0 - fmin(1.0, fmax(0.0, y));
+    const double attn = (f <= 1 ? 1.0 : 0.1 * log(f) + 1.0) / (1.0 + 0.1 * log(f));
+    *mscale = attn * (1.0 + 0.1 * log(1.0 / fs));
+    return fs * theta_extrap * (1 - mix) + theta_extrap * mix;
+}
+
+static void rope_ref(const clf_rope_case *c, const yarn_ref *yr, const float *x, const float *factors, double *ref) {
     for (size_t i = 0; i < (size_t)c->n_tokens * c->row_stride; i++) ref[i] = x[i];
     int half = c->n_rot / 2;
     for (int t = 0; t < c->n_tokens; t++)
         for (int h = 0; h < c->n_heads; h++) {
             size_t base = (size_t)t * c->row_stride + c->col0 + (size_t)h * c->head_dim;
             for (int i = 0; i < half; i++) {
-                double theta = (c->pos0 + t) * rope_freq_scale(c) * pow((double)c->base, -2.0 * i / c->n_rot);
+                double theta = (c->pos0 + t) * pow((double)c->base, -2.0 * i / c->n_rot), m = 1.0;
                 if (factors) theta /= factors[i];
+                if (yr->factor > 0) theta = yarn_theta_ref(c, yr, i, theta, &m);
+                else theta *= rope_freq_scale(c);
                 size_t ia = base + (c->mode == CLF_ROPE_NEOX ? i : 2 * i);
                 size_t ib = base + (c->mode == CLF_ROPE_NEOX ? i + half : 2 * i + 1);
                 double a = x[ia], b = x[ib];
-                ref[ia] = a * cos(theta) - b * sin(theta);
-                ref[ib] = a * sin(theta) + b * cos(theta);
+                ref[ia] = m * (a * cos(theta) - b * sin(theta));
+                ref[ib] = m * (a * sin(theta) + b * cos(theta));
             }
         }
 }
 
-clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res) {
+static clf_status check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, const yarn_ref *yr,
+                             clf_check_result *res) {
     if (c->n_tokens < 1 || c->row_stride < 1 || c->n_rot < 2)
         return clf_fail(CLF_ERR_ARG, "rope check: %d tokens, stride %d, n_rot %d", c->n_tokens, c->row_stride, c->n_rot);
     snprintf(res->detail, sizeof res->detail, "%s %dx%dx%d rot %d, col %d/%d, pos0 %d%s%s",
              c->mode == CLF_ROPE_NEOX ? "neox" : "norm", c->n_tokens, c->n_heads, c->head_dim, c->n_rot, c->col0,
-             c->row_stride, c->pos0, c->factors ? ", factors" : "", rope_freq_scale(c) != 1.0 ? ", scaled" : "");
+             c->row_stride, c->pos0, c->factors ? ", factors" : "",
+             yr->factor > 0 ? ", yarn" : rope_freq_scale(c) != 1.0 ? ", scaled" : "");
     size_t total = (size_t)c->n_tokens * c->row_stride;
     clf_status st = CLF_OK;
     float *x = xmalloc(total * sizeof *x, &st), *out = xmalloc(total * sizeof *out, &st);
@@ -272,10 +296,14 @@ clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c
     uint64_t s = clf_rng_init(seed, 3);
     fill(&s, x, total, -1.0f, 1.0f);
     fill(&s, ff, (size_t)c->n_rot / 2, 1.0f, 40.0f);
-    rope_ref(c, x, c->factors ? ff : NULL, ref);
+    rope_ref(c, yr, x, c->factors ? ff : NULL, ref);
     if ((st = tensor_from(rt, CLF_F32, c->row_stride, c->n_tokens, x, &tx)) != CLF_OK) goto out;
     if (c->factors && (st = tensor_from(rt, CLF_F32, c->n_rot / 2, 1, ff, &tff)) != CLF_OK) goto out;
-    const clf_rope_params p = {c->mode, c->n_rot, c->base, (float)rope_freq_scale(c), c->factors ? &tff : NULL};
+    clf_rope_params p = {.mode = c->mode, .n_rot = c->n_rot, .base = c->base,
+        .freq_scale = (float)rope_freq_scale(c), .factors = c->factors ? &tff : NULL};
+    if (yr->factor > 0 &&
+        (st = clf_rope_yarn(&p, (float)yr->factor, yr->ctx, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW)) != CLF_OK)
+        goto out;
     if ((st = clf_rope(rt, &tx, c->n_tokens, c->row_stride, c->col0, c->n_heads, c->head_dim, c->pos0, &p)) != CLF_OK)
         goto out;
     if ((st = clf_tensor_download(rt, &tx, out, total * sizeof *out)) != CLF_OK) goto out;
@@ -285,6 +313,17 @@ out:
     clf_tensor_free(&tff);
     free(x), free(out), free(ff), free(ref);
     return st;
+}
+
+clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res) {
+    const yarn_ref none = {0, 0};
+    return check_rope(rt, seed, c, &none, res);
+}
+
+clf_status clf_check_rope_yarn(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, float factor, int n_ctx_orig,
+                               clf_check_result *res) {
+    const yarn_ref y = {factor, n_ctx_orig};
+    return check_rope(rt, seed, c, &y, res);
 }
 
 /* ---- activations quantized for the int8 GEMVs -------------------------------- */
@@ -764,6 +803,26 @@ static clf_status chk_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result
 static clf_status chk_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_rope, CLF_ROPE_NEOX, rope_full);
 }
+/* YaRN: gpt-oss's (factor 32 over 4096, base 150000, Q and K heads of 64 in a fused row, past the original
+ * context), and a tail of pairs with frequency factors */
+typedef struct {
+    clf_rope_case c;
+    float factor;
+    int ctx;
+} yarn_case;
+static const yarn_case rope_yarn_full[2] = {
+    {{3, 5120, 0, 72, 64, 64, 5000, 150000.0f, CLF_ROPE_NEOX, 0, 0}, 32.0f, 4096},
+    {{4, 131, 3, 3, 40, 36, 700, 10000.0f, CLF_ROPE_NORM, 0, 1}, 4.0f, 256},
+};
+static clf_status at_rope_yarn(clf_runtime *rt, uint64_t seed, const void *shape, int mode, clf_check_result *r) {
+    const yarn_case *y = shape;
+    clf_rope_case c = y->c;
+    c.mode = (clf_rope_mode)mode;
+    return clf_check_rope_yarn(rt, seed, &c, y->factor, y->ctx, r);
+}
+static clf_status chk_rope_yarn(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_rope_yarn, CLF_ROPE_NEOX, rope_yarn_full);
+}
 
 static const int glu_full[2][2] = {{1, 1536}, {7, 37}}; /* rows, ff */
 static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
@@ -810,6 +869,7 @@ const clf_check clf_checks_ops[] = {
     {"rmsnorm_heads", chk_rmsnorm_heads},
     {"rope_norm", chk_rope_norm},
     {"rope_neox", chk_rope_neox},
+    {"rope_yarn", chk_rope_yarn},
     {"swiglu", chk_swiglu},
     {"swiglu_oai", chk_swiglu_oai},
     {"geglu", chk_geglu},
@@ -854,6 +914,13 @@ static clf_status q_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result *
 }
 static clf_status q_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_rope, CLF_ROPE_NEOX, rope_quick);
+}
+static const yarn_case rope_yarn_quick[2] = {
+    {{2, 2 * 64 + 3, 1, 2, 64, 64, 5000, 150000.0f, CLF_ROPE_NEOX, 0, 0}, 32.0f, 4096},
+    {{3, 100, 10, 2, 40, 36, 300, 10000.0f, CLF_ROPE_NORM, 0, 1}, 4.0f, 256},
+};
+static clf_status q_rope_yarn(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_rope_yarn, CLF_ROPE_NEOX, rope_yarn_quick);
 }
 
 static const int glu_quick[2][2] = {{3, 37}, {1, 300}};
@@ -910,6 +977,7 @@ const clf_check clf_checks_ops_quick[] = {
     {"rmsnorm_heads", q_rmsnorm_heads},
     {"rope_norm", q_rope_norm},
     {"rope_neox", q_rope_neox},
+    {"rope_yarn", q_rope_yarn},
     {"swiglu", q_swiglu},
     {"swiglu_oai", q_swiglu_oai},
     {"geglu", q_geglu},
