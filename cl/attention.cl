@@ -513,8 +513,9 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
  * the window); with one split, it writes the normalised output to out
  * itself, as attn_decode_reduce would, instead of the partials; with
  * rope_mode >= 0 (CLF_ROPE_NORM 0, NEOX 2) q and k arrive unrotated and it
- * applies the token's RoPE (n_rot, freq_scale, log2_scale, factors rff as
- * cl/rope.cl takes them) to the q heads and the k row it writes. xq
+ * applies the token's RoPE (n_rot, freq_scale, log2_scale, factors rff and
+ * YaRN's yarn as cl/rope.cl takes them) to the q heads and the k row it
+ * writes; sinks (or NULL) as above. xq
  * (non-NULL: HD a multiple of 32) takes the output's int8 form wherever
  * the output is written (here, or by attn_decode_reduce), a row every
  * xq_stride bytes.
