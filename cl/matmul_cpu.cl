@@ -1203,7 +1203,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * (host/compute/matmul.c asks for it alone: no other model pays for it). */
 #define GLU_SILU_UNIT(g, u) (clf_silu16(g) * (u))
 #define GLU_GELU_UNIT(g, u) (clf_gelu16(g) * (u))
-#if CLF_GLU_OAI
+#if defined(CLF_GLU_OAI) && CLF_GLU_OAI
 #define DEFINE_GEMV_GLU_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID) \
     DEFINE_GEMV_GLU(swiglu_oai, clf_swiglu_oai16, CPU, T, QB, QH, QK, SUB, REC, GRID)
 #else
