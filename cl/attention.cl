@@ -28,7 +28,20 @@
  * p - window + 1 .. p only (Gemma 3's local layers); loops start at the
  * first block any row of the tile sees, and the mask drops the rest (a
  * paged sequence's blocks below the window may be given back: no kernel
- * reads them). */
+ * reads them).
+ *
+ * Attention sinks (gpt-oss): sinks (NULL: none) holds a logit per query
+ * head at sinks_off floats, in the scores' natural units (unscaled), that
+ * joins each row's softmax denominator without a value: out = sum_j
+ * e^(s_j) v_j / (sum_j e^(s_j) + e^(sink)), as llama.cpp's soft_max with
+ * sinks. The online softmax starts from it instead of from nothing: m =
+ * sink·log2(e), l = 1 (llama.cpp takes the max over the scores and the
+ * sink the same way). A split-K decode gives it to its first split only,
+ * which always holds keys, so the reduction counts it once. Without sinks
+ * every kernel starts from m = NEG_BIG, l = 0 as before: results are
+ * bit-identical. The window does not touch the sink: a query sees its
+ * window's keys and the sink. */
+#define CLF_SINK(sinks, sinks_off, h) ((sinks)[(sinks_off) + (h)] * M_LOG2E_F)
 
 #if HD % 16 != 0
 #error "HD must be a multiple of 16"
@@ -251,7 +264,8 @@ CLF_INLINE void clf_prefill_block(const float *qt, float16 *ot, float16 *m, floa
 __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const int q_stride,
                                __global const kv_t *kc, __global const kv_t *vc, const ulong kv_off,
                                const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out, const ulong out_off, const int n_tokens,
-                               const int pos0, const int gqa, const float qscale, const int window) {
+                               const int pos0, const int gqa, const float qscale, const int window,
+                               __global const float *sinks, const ulong sinks_off) {
     __global const int *tbl = tbl_base + tbl_off;
     const int kvh = get_global_id(1), n_head = get_global_size(1) * gqa;
     const int n_rows = n_tokens * gqa, r0 = get_global_id(0) * ROWS;
@@ -261,12 +275,14 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     float16 qt16[HD]; /* qt16[d] = dimension d of the 16 rows; reused for the output */
     float *qt = (float *)qt16;
     int lim[ROWS], lo[ROWS]; /* first and last key row r may see */
+    float sk[ROWS];          /* row r's sink (log2 domain), where there are sinks */
     for (int r = 0; r < ROWS; r++) {
         const int row = min(r0 + r, n_rows - 1), t = row / gqa; /* padding rows repeat the last */
         __global const float *qr = q + q_off + (ulong)t * q_stride + (kvh * gqa + row % gqa) * HD;
         for (int d = 0; d < HD; d++) qt[d * ROWS + r] = qr[d] * qscale;
         lim[r] = pos0 + t;
         lo[r] = KV_FIRST(pos0 + t, window);
+        sk[r] = sinks ? CLF_SINK(sinks, sinks_off, kvh * gqa + row % gqa) : CLF_NEG_BIG;
     }
     const int16 limv = vload16(0, lim), lov = vload16(0, lo);
     const int t_last = min(r0 + ROWS - 1, n_rows - 1) / gqa;
@@ -278,6 +294,10 @@ __kernel void attn_prefill_cpu(__global const float *q, const ulong q_off, const
     float16 ot[HD];
     for (int d = 0; d < HD; d++) ot[d] = 0.0f;
     float16 m = CLF_NEG_BIG, l = 0.0f;
+    if (sinks) { /* the sink is the softmax's first term: m = sink, l = 2^(sink - m) = 1 */
+        m = vload16(0, sk);
+        l = 1.0f;
+    }
 #if KV_CONVERT
     float16 kt[ATTN_BK * HV], vt[ATTN_BK * HV];
 #endif
@@ -320,7 +340,7 @@ __kernel __attribute__((reqd_work_group_size(ATTN_BR, 1, 1))) void
 attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride, __global const kv_t *kc,
                  __global const kv_t *vc, const ulong kv_off, const int n_slots, __global const int *tbl_base, const int tbl_off, const int n_tbl, __global float *out,
                  const ulong out_off, const int n_tokens, const int pos0, const int gqa, const float qscale,
-                 const int window) {
+                 const int window, __global const float *sinks, const ulong sinks_off) {
     __global const int *tbl = tbl_base + tbl_off;
     __local float kl[ATTN_BC * HD], vl[ATTN_BC * HD];
     const int lid = get_local_id(0), kvh = get_group_id(1), n_head = get_num_groups(1) * gqa;
@@ -338,6 +358,10 @@ attn_prefill_gpu(__global const float *q, const ulong q_off, const int q_stride,
         o[d] = 0.0f;
     }
     float m = CLF_NEG_BIG, l = 0.0f;
+    if (sinks) { /* the sink is the softmax's first term */
+        m = CLF_SINK(sinks, sinks_off, h);
+        l = 1.0f;
+    }
     for (int kb = kstart; kb < kend; kb += ATTN_BC) {
         const int n = min(ATTN_BC, kend - kb) * HD;
         const ulong base = KV_ROW(kb);
@@ -391,12 +415,17 @@ __kernel void attn_naive_scores(__global const float *q, const ulong q_off, cons
     S[((ulong)h * n_tokens + t) * n_kv + j] = seen ? clf_hsum16(acc) * scale : CLF_NEG_BIG;
 }
 
-/* In place on each row of n_kv scores. Global size n_head * n_tokens. */
-__kernel void attn_naive_softmax(__global float *S, const int n_kv) {
+/* In place on each row of n_kv scores (row h * n_tokens + t), the row's
+ * sink in the max and the denominator where there are sinks (natural
+ * units, as llama.cpp's soft_max). Global size n_head * n_tokens. */
+__kernel void attn_naive_softmax(__global float *S, const int n_kv, __global const float *sinks,
+                                 const ulong sinks_off, const int n_tokens) {
     __global float *p = S + (ulong)get_global_id(0) * n_kv;
     float mx = CLF_NEG_BIG, sum = 0.0f;
     for (int j = 0; j < n_kv; j++) mx = fmax(mx, p[j]);
+    if (sinks) mx = fmax(mx, sinks[sinks_off + get_global_id(0) / n_tokens]);
     for (int j = 0; j < n_kv; j++) sum += exp(p[j] - mx);
+    if (sinks) sum += exp(sinks[sinks_off + get_global_id(0) / n_tokens] - mx);
     const float inv = 1.0f / sum;
     for (int j = 0; j < n_kv; j++) p[j] = exp(p[j] - mx) * inv;
 }
@@ -484,8 +513,9 @@ CLF_INLINE void clf_decode_block(const float16 *qv, float16 *ov, float *m, float
  * the window); with one split, it writes the normalised output to out
  * itself, as attn_decode_reduce would, instead of the partials; with
  * rope_mode >= 0 (CLF_ROPE_NORM 0, NEOX 2) q and k arrive unrotated and it
- * applies the token's RoPE (n_rot, freq_scale, log2_scale, factors rff as
- * cl/rope.cl takes them) to the q heads and the k row it writes. xq
+ * applies the token's RoPE (n_rot, freq_scale, log2_scale, factors rff and
+ * YaRN's yarn as cl/rope.cl takes them) to the q heads and the k row it
+ * writes; sinks (or NULL) as above. xq
  * (non-NULL: HD a multiple of 32) takes the output's int8 form wherever
  * the output is written (here, or by attn_decode_reduce), a row every
  * xq_stride bytes.
@@ -511,19 +541,22 @@ inline void clf_rope_head(float *x, const float *c, const float *s, int n_pairs,
     }
 }
 
-/* The angles of position pos (scaled) as cl/rope.cl computes them. */
-inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const float pos, const float log2_scale,
-                                __global const float *ff) {
+/* The angles of position p as cl/rope.cl computes them (YaRN where
+ * yarn.x != 0: cl/common.cl rope_angles_yarn). */
+inline void clf_rope_angles_row(float *rc, float *rs, const int n_pairs, const int p, const float freq_scale,
+                                const float log2_scale, __global const float *ff, const float4 yarn) {
+    const float pos = (float)p * (yarn.x != 0.0f ? 1.0f : freq_scale);
     int i = 0;
     for (; i + 8 <= n_pairs; i += 8) {
-        float8 c8, s8 = rope_angles(i, pos, log2_scale, ff, &c8);
+        float8 c8, s8;
+        if (yarn.x != 0.0f) s8 = rope_angles_yarn(i, pos, log2_scale, ff, freq_scale, yarn, &c8);
+        else s8 = rope_angles(i, pos, log2_scale, ff, &c8);
         vstore8(c8, 0, rc + i);
         vstore8(s8, 0, rs + i);
     }
     for (; i < n_pairs; i++) {
-        float theta = pos * exp2((float)i * log2_scale), c;
-        if (ff) theta /= ff[i];
-        rs[i] = CLF_SINCOS(theta, &c);
+        float c;
+        rs[i] = rope_angle1(i, pos, log2_scale, ff, freq_scale, yarn, &c);
         rc[i] = c;
     }
 }
@@ -535,7 +568,8 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
                               const ulong k_off, __global const float *vs, const ulong v_off, const int qkv_stride,
                               __global float *out, const ulong out_off, const int rope_mode, const int n_rot,
                               const float freq_scale, const float log2_scale, __global const float *rff,
-                              const ulong rff_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride) {
+                              const ulong rff_off, __global uchar *xq, const ulong xq_off, const ulong xq_stride,
+                              __global const float *sinks, const ulong sinks_off, const float4 yarn) {
     const int sp = get_global_id(0), kvh = get_global_id(1), r = get_global_id(2), n_head = get_global_size(1) * GQA;
     ROW_INFO(r);
     if (sp >= n_split) return;
@@ -548,7 +582,7 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
     /* the token's RoPE angles (rope_mode >= 0: q and k arrive unrotated), as cl/rope.cl computes them */
     const int n_pairs = n_rot / 2, neox = rope_mode == 2;
     float rc[HD / 2], rs[HD / 2], hv[HD];
-    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, (float)(n_kv - 1) * freq_scale, log2_scale, rff ? rff + rff_off : rff);
+    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, n_kv - 1, freq_scale, log2_scale, rff ? rff + rff_off : rff, yarn);
     if (ks && j0 < n_kv && j1 == n_kv) {
         __global const float *kr = ks + k_off + (ulong)r * qkv_stride + kvh * HD;
         __global const float *vr = vs + v_off + (ulong)r * qkv_stride + kvh * HD;
@@ -573,6 +607,10 @@ __kernel void attn_decode_cpu(__global const float *q, const ulong q_off, __glob
             ov[c] = 0.0f;
         }
         float m = CLF_NEG_BIG, l = 0.0f;
+        if (sinks && sp == 0) { /* the sink, once: in the first split */
+            m = CLF_SINK(sinks, sinks_off, h);
+            l = 1.0f;
+        }
         int kb = j0;
         if (kb < k0 && kb < j1) { /* the window starts inside this block */
             clf_decode_block(qv, ov, &m, &l, kh + KV_ROW(kb), vh + KV_ROW(kb), k0 - kb, min(15, j1 - kb - 1));
@@ -609,7 +647,7 @@ __kernel __attribute__((reqd_work_group_size(HD, 1, 1))) void
 attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t *kc, __global const kv_t *vc,
                 const ulong kv_off, const int n_slots, __global const int *tbl_base, __global const int *rows,
                 __global float *part_o, __global float *part_ml, const int split_max, const int n_tbl,
-                const float qscale, const int qkv_stride) {
+                const float qscale, const int qkv_stride, __global const float *sinks, const ulong sinks_off) {
     __local float ql[GQA * HD], sl[GQA * DEC_CK], kl[DEC_CK * (HD + 1)];
     const int lid = get_local_id(0), sp = get_group_id(0), kvh = get_group_id(1), r = get_group_id(2);
     const int n_head = get_num_groups(1) * GQA;
@@ -624,6 +662,10 @@ attn_decode_gpu(__global const float *q, const ulong q_off, __global const kv_t 
     for (int g = 0; g < GQA; g++) {
         m[g] = CLF_NEG_BIG;
         l[g] = o[g] = 0.0f;
+        if (sinks && sp == 0) { /* the sink, once: in the first split */
+            m[g] = CLF_SINK(sinks, sinks_off, kvh * GQA + g);
+            l[g] = 1.0f;
+        }
     }
     for (int kb = j0; kb < j1; kb += DEC_CK) {
         const int nk = min(DEC_CK, j1 - kb);
@@ -725,13 +767,14 @@ __kernel void attn_rows_prepare(__global float *q, const ulong q_off, __global c
                                 __global kv_t *vc, const ulong kv_off, const int n_slots,
                                 __global const int *tbl_base, __global const int *rows, const int n_tbl,
                                 const int n_q, const int rope_mode, const int n_rot, const float freq_scale,
-                                const float log2_scale, __global const float *rff, const ulong rff_off) {
+                                const float log2_scale, __global const float *rff, const ulong rff_off,
+                                const float4 yarn) {
     const int h = get_global_id(0), r = get_global_id(1), n_head = n_q;
     ROW_INFO(r);
     (void)k0, (void)chunk, (void)n_split;
     const int n_pairs = n_rot / 2, neox = rope_mode == 2;
     float rc[HD / 2], rs[HD / 2], hv[HD];
-    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, (float)(n_kv - 1) * freq_scale, log2_scale, rff ? rff + rff_off : rff);
+    if (rope_mode >= 0) clf_rope_angles_row(rc, rs, n_pairs, n_kv - 1, freq_scale, log2_scale, rff ? rff + rff_off : rff, yarn);
     const ulong row = (ulong)r * qkv_stride;
     if (h < n_head) {
         if (rope_mode < 0) return;

@@ -31,6 +31,19 @@ inline float clf_silu(float g) { return g / (1.0f + exp(fmin(-g, 80.0f))); }
 inline float16 clf_gelu16(float16 g) { return CLF_GELU(float16, g); }
 inline float clf_gelu(float g) { return CLF_GELU(float, g); }
 
+/* gpt-oss's clamped SwiGLU (llama.cpp's swiglu_oai, alpha and limit its
+ * constants; the GGUF states neither): with x = min(g, limit),
+ * h = x·sigmoid(alpha·x) · (clamp(u, -limit, limit) + 1). A gated unit of
+ * its own, not act(g)·u: the up half is clamped and shifted too. The
+ * exponent is clamped as silu's. */
+#define CLF_OAI_ALPHA 1.702f
+#define CLF_OAI_LIMIT 7.0f
+#define CLF_SWIGLU_OAI(T, g, u)                                                                            \
+    (fmin((g), (T)CLF_OAI_LIMIT) / (1.0f + exp(fmin(-CLF_OAI_ALPHA * fmin((g), (T)CLF_OAI_LIMIT), (T)80.0f))) * \
+     (clamp((u), (T)-CLF_OAI_LIMIT, (T)CLF_OAI_LIMIT) + 1.0f))
+inline float16 clf_swiglu_oai16(float16 g, float16 u) { return CLF_SWIGLU_OAI(float16, g, u); }
+inline float clf_swiglu_oai(float g, float u) { return CLF_SWIGLU_OAI(float, g, u); }
+
 /* sin(theta), its cos in *c. Oclgrind's uninitialized-value check aborts
  * any builtin that writes through a private pointer ("Work item needed to
  * access private memory!", its Uninitialized.cpp), so the suite's Oclgrind
@@ -49,6 +62,39 @@ inline float8 rope_angles(int i0, float pos, float log2_scale, __global const fl
     float8 theta = pos * exp2(i * log2_scale);
     if (ff) theta /= vload8(0, ff + i0);
     return CLF_SINCOS(theta, c);
+}
+
+/* YaRN (llama.cpp's rope_yarn), yarn = (ext_factor, corr_lo, corr_hi,
+ * mscale) from clf_rope_yarn (host/compute/ops.h), used where ext_factor
+ * != 0 and pos unscaled: pair i's angle mixes the interpolated
+ * freq_scale·theta and the extrapolated theta = pos·exp2(i·log2_scale)/ff[i]
+ * by ramp(i)·ext_factor, ramp = 1 - clamp((i - lo) / max(0.001, hi - lo),
+ * 0, 1) (the fast-turning pairs below lo keep theta), and cos and sin are
+ * scaled by mscale. */
+inline float8 rope_angles_yarn(int i0, float pos, float log2_scale, __global const float *ff, float freq_scale,
+                               float4 yarn, float8 *c) {
+    float8 i = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f) + (float)i0;
+    float8 theta = pos * exp2(i * log2_scale);
+    if (ff) theta /= vload8(0, ff + i0);
+    const float8 mix = (1.0f - clamp((i - yarn.y) / fmax(0.001f, yarn.z - yarn.y), (float8)0.0f, (float8)1.0f)) * yarn.x;
+    theta = freq_scale * theta * (1.0f - mix) + theta * mix;
+    const float8 s = CLF_SINCOS(theta, c);
+    *c *= yarn.w;
+    return s * yarn.w;
+}
+
+/* One pair's sin (its cos in *c) as rope_angles / rope_angles_yarn give
+ * it: pos scaled by freq_scale already unless YaRN (yarn.x != 0). */
+inline float rope_angle1(int i, float pos, float log2_scale, __global const float *ff, float freq_scale, float4 yarn,
+                         float *c) {
+    float theta = pos * exp2((float)i * log2_scale);
+    if (ff) theta /= ff[i];
+    if (yarn.x == 0.0f) return CLF_SINCOS(theta, c);
+    const float mix = (1.0f - clamp(((float)i - yarn.y) / fmax(0.001f, yarn.z - yarn.y), 0.0f, 1.0f)) * yarn.x;
+    theta = freq_scale * theta * (1.0f - mix) + theta * mix;
+    const float s = CLF_SINCOS(theta, c);
+    *c *= yarn.w;
+    return s * yarn.w;
 }
 
 /* An activation quantized to int8 for the integer-dot GEMVs (matmul.h,

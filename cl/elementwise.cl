@@ -19,12 +19,13 @@ __kernel void add_f32(__global float *y, const ulong y_off, __global const float
     }
 }
 
-/* y[r, j] = act(gu[r, j]) * gu[r, ff + j]: gu is a fused gate|up output
- * [rows x 2ff], y [rows x ff]; act is silu (SwiGLU) or GELU (GeGLU). Rows
+/* y[r, j] = unit(gu[r, j], gu[r, ff + j]): gu is a fused gate|up output
+ * [rows x 2ff], y [rows x ff]; the unit is act(g)·u with act silu (SwiGLU)
+ * or GELU (GeGLU), or gpt-oss's clamped SwiGLU (cl/common.cl). Rows
  * below xq_rows (ff a multiple of 32) are also written quantized for the
  * int8 GEMV of the down product (cl/common.cl) at xq + xq_off bytes.
  * A work-item takes 32 elements. Global size (>= ceil(ff / 32), rows). */
-#define CLF_GLU_KERNEL(name, act16, act)                                                                      \
+#define CLF_GLU_KERNEL(name, unit16, unit)                                                                    \
     __kernel void name(__global const float *gu, const ulong gu_off, __global float *y, const ulong y_off,    \
                        const int ff, __global uchar *xq, const ulong xq_off, const int xq_rows) {            \
         size_t j = 32 * get_global_id(0), r = get_global_id(1);                                               \
@@ -33,17 +34,23 @@ __kernel void add_f32(__global float *y, const ulong y_off, __global const float
         __global const float *u = g + ff;                                                                     \
         y += y_off + r * (size_t)ff + j;                                                                      \
         if (j + 32 <= (size_t)ff) {                                                                           \
-            const float16 ya = act16(vload16(0, g)) * vload16(0, u), yb = act16(vload16(1, g)) * vload16(1, u); \
+            const float16 ya = unit16(vload16(0, g), vload16(0, u)), yb = unit16(vload16(1, g), vload16(1, u)); \
             vstore16(ya, 0, y);                                                                               \
             vstore16(yb, 1, y);                                                                               \
             if ((int)r < xq_rows)                                                                             \
                 clf_xq_store32(ya, yb, xq + xq_off + (r * (size_t)(ff / 32) + j / 32) * CLF_XQ_BYTES);        \
         } else {                                                                                              \
-            for (int k = 0; k < ff - (int)j; k++) y[k] = act(g[k]) * u[k];                                    \
+            for (int k = 0; k < ff - (int)j; k++) y[k] = unit(g[k], u[k]);                                   \
         }                                                                                                     \
     }
-CLF_GLU_KERNEL(swiglu_f32, clf_silu16, clf_silu)
-CLF_GLU_KERNEL(geglu_f32, clf_gelu16, clf_gelu)
+#define CLF_ACT_UNIT(act, g, u) (act(g) * (u))
+#define CLF_SWIGLU16(g, u) CLF_ACT_UNIT(clf_silu16, g, u)
+#define CLF_SWIGLU1(g, u) CLF_ACT_UNIT(clf_silu, g, u)
+#define CLF_GEGLU16(g, u) CLF_ACT_UNIT(clf_gelu16, g, u)
+#define CLF_GEGLU1(g, u) CLF_ACT_UNIT(clf_gelu, g, u)
+CLF_GLU_KERNEL(swiglu_f32, CLF_SWIGLU16, CLF_SWIGLU1)
+CLF_GLU_KERNEL(geglu_f32, CLF_GEGLU16, CLF_GEGLU1)
+CLF_GLU_KERNEL(swiglu_oai_f32, clf_swiglu_oai16, clf_swiglu_oai)
 
 /* y = a * s over n elements; y may be a. Global size >= ceil(n / 16). */
 __kernel void scale_f32(__global float *y, const ulong y_off, __global const float *a, const ulong a_off,

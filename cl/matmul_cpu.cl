@@ -36,7 +36,8 @@
  * Kernels, per type (T its name in cl/types.cl): gemm_T (GEMM and skinny
  * products), gemv_T (one token), unpack_T (panels back to F32 for another GEMM: clf_matmul_set_gemm)
  * and, for every type but the float ones when CLF_X86_INT8 is set,
- * gemv_T_i8, gemv_T_xq, gemv_T_swiglu_xq, gemv_T_geglu_xq and gemm_T_xq.
+ * gemv_T_i8, gemv_T_xq, gemv_T_swiglu_xq, gemv_T_geglu_xq (gemv_T_swiglu_oai_xq
+ * with -DCLF_GLU_OAI=1) and gemm_T_xq.
  * Each kernel shape has one skeleton (its grid, signature, tile and store);
  * what a type changes is a piece named after its CPU family (the CPU
  * column: FLT, Q8, Q4, KQI, KQF), and the kernels are instantiated by
@@ -1153,16 +1154,17 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
     }
 
-/* The gate|up GEMV with the gated unit ACT applied: W is a fused gate|up
+/* The gate|up GEMV with the gated unit UNIT_FN(g, u) applied (act(g)·u,
+ * or gpt-oss's clamped SwiGLU): W is a fused gate|up
  * weight (the gate's ff rows, then the up's, ff a multiple of 32); a
  * work-item takes G = GLU_PPW_<CPU> gate panels and the up panels of the
- * same rows, so it owns h = act(g)·u for those rows and writes it to Y
+ * same rows, so it owns h = unit(g, u) for those rows and writes it to Y
  * (rows ldy apart) and, one int8 block per panel, to YQ at yq_off bytes: h
  * is the down product's x. x from its int8 blocks. The SwiGLU launch and
  * the down GEMV's quantizing go; each panel's sums are the GEMV's
  * (I8_BLOCK_<CPU>), so h is bit for bit what the GEMV, then clf_glu, then
  * quantizing x would give. Global size (tokens, ceil(ff / 32 / G)). */
-#define DEFINE_GEMV_GLU(UNIT, ACT, CPU, T, QB, QH, QK, SUB, REC, GRID)                          \
+#define DEFINE_GEMV_GLU(UNIT, UNIT_FN, CPU, T, QB, QH, QK, SUB, REC, GRID)                      \
     __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X, \
                                          const ulong xoff, __global float *Y, const ulong yoff, const int ldy, \
                                          const int rows, const int K, __global uchar *YQ, const ulong yq_off) { \
@@ -1183,7 +1185,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             }                                                                                   \
         }                                                                                       \
         _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf)             \
-            glu_store32(ACT(acc[j][0]) * acc[j][2], ACT(acc[j][1]) * acc[j][3],                 \
+            glu_store32(UNIT_FN(acc[j][0], acc[j][2]), UNIT_FN(acc[j][1], acc[j][3]),           \
                         Y + yoff + r * ldy + 32 * (p0 + j), YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES); \
     }
 
@@ -1196,12 +1198,25 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 #define MMI_TILE_Q4(T, QB, QH, SBK, SL, SREC, GRID) \
     INT8_MM_TILE(32 * ((QB) + (QH)), SREC, SCALES_RAW_##T, QB, 0u, MMI_DOT_UNSIGNED, INT8_APPLY_M)
 
+/* The gated units of DEFINE_GEMV_GLU: act(g)·u, or gpt-oss's clamped
+ * SwiGLU (cl/common.cl), whose kernel is built only with -DCLF_GLU_OAI=1
+ * (host/compute/matmul.c asks for it alone: no other model pays for it). */
+#define GLU_SILU_UNIT(g, u) (clf_silu16(g) * (u))
+#define GLU_GELU_UNIT(g, u) (clf_gelu16(g) * (u))
+#if defined(CLF_GLU_OAI) && CLF_GLU_OAI
+#define DEFINE_GEMV_GLU_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID) \
+    DEFINE_GEMV_GLU(swiglu_oai, clf_swiglu_oai16, CPU, T, QB, QH, QK, SUB, REC, GRID)
+#else
+#define DEFINE_GEMV_GLU_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID)
+#endif
+
 /* Every int8 kernel of a type (none for the float types). */
 #define DEFINE_INT8_KERNELS(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                          \
     CLF_IF_QUANT_##CPU(DEFINE_GEMV_I8X(i8, QUANT_X, CPU, T, QB, QH, QK, SUB, REC, GRID)         \
                        DEFINE_GEMV_I8X(xq, LOAD_XQ, CPU, T, QB, QH, QK, SUB, REC, GRID)         \
-                       DEFINE_GEMV_GLU(swiglu, clf_silu16, CPU, T, QB, QH, QK, SUB, REC, GRID)  \
-                       DEFINE_GEMV_GLU(geglu, clf_gelu16, CPU, T, QB, QH, QK, SUB, REC, GRID)   \
+                       DEFINE_GEMV_GLU(swiglu, GLU_SILU_UNIT, CPU, T, QB, QH, QK, SUB, REC, GRID) \
+                       DEFINE_GEMV_GLU(geglu, GLU_GELU_UNIT, CPU, T, QB, QH, QK, SUB, REC, GRID)  \
+                       DEFINE_GEMV_GLU_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID)                  \
                        DEFINE_MMI(gemm_##T##_xq, MMI_TILE_##CPU(T, QB, QH, QK, SUB, REC, GRID)))
 MM_KERNELS(DEFINE_INT8_KERNELS)
 #endif

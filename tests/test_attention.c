@@ -222,6 +222,73 @@ static void test_sliding_window(void **state) {
                                .kv_type = CLF_F32, .naive = 1, .window = 13, .chunk = 7, .n_slots = 32});
 }
 
+/* Attention sinks (gpt-oss: a logit a head in every row's denominator),
+ * with YaRN RoPE in the fused decode,
+ * both kernel shapes: prefill one-shot and in chunks, GQA 1 and 8 (gpt-oss's
+ * 64 heads over 8), decode with one, the automatic and more splits than
+ * blocks (the sink counted once), the fused write with RoPE, a quantized
+ * cache, the naive kernels; and at a sliding window's edge (gpt-oss's
+ * window of 128 over a ring, the window's first key in mid-block, a window
+ * of 1: the query's own key and the sink), paged rows of several
+ * sequences. */
+static void test_sinks(void **state) {
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        clf_attn_case cs = smol(37, 0);
+        cs.variant = VARIANTS[v];
+        cs.sinks = 1;
+        check_case(cs);
+        cs.pos0 = 20, cs.chunk = 11, cs.kv_type = CLF_F16;
+        check_case(cs);
+        cs = (clf_attn_case){.n_tokens = 19, .pos0 = 5, .n_head = 8, .n_kv_head = 1, .head_dim = 64,
+                             .kv_type = CLF_F32, .variant = VARIANTS[v], .sinks = 1};
+        check_case(cs);
+        cs.n_head = 5, cs.n_kv_head = 5, cs.head_dim = 128, cs.kv_type = CLF_Q8_0;
+        check_case(cs);
+        static const int splits[] = {1, 0, 200};
+        for (int i = 0; i < 3; i++) {
+            cs = smol(1, 150 + 61 * i);
+            cs.variant = VARIANTS[v];
+            cs.n_split = splits[i];
+            cs.sinks = 1;
+            check_case(cs);
+            cs.fused = 1, cs.rope = 1 + i % 2, cs.n_rot = 64;
+            check_case(cs);
+        }
+        /* the window's edge: gpt-oss's 128 over a ring, prefill in chunks then decode across the ring's end */
+        cs = (clf_attn_case){.n_tokens = 100, .pos0 = 170, .n_head = 8, .n_kv_head = 1, .head_dim = 64,
+                             .kv_type = CLF_F16, .variant = VARIANTS[v], .chunk = 33, .window = 128, .n_slots = 192,
+                             .sinks = 1};
+        check_case(cs);
+        cs.n_tokens = 3, cs.chunk = 1, cs.fused = 1, cs.rope = 2, cs.n_rot = 64, cs.n_split = 3;
+        check_case(cs);
+        cs = smol(40, 10); /* a window of 1 */
+        cs.variant = VARIANTS[v], cs.window = 1, cs.sinks = 1;
+        check_case(cs);
+        cs = smol(100, 0); /* the window's first key inside blocks, a ring of 32 */
+        cs.variant = VARIANTS[v], cs.window = 21, cs.chunk = 11, cs.n_slots = 32, cs.sinks = 1;
+        check_case(cs);
+        cs = smol(1, 300); /* decode: the window's first key in mid-block */
+        cs.variant = VARIANTS[v], cs.window = 45, cs.n_slots = 64, cs.n_split = 2, cs.sinks = 1;
+        check_case(cs);
+        /* YaRN RoPE in the fused decode (gpt-oss's factor 32 over all of a head, and 4 over half of it) */
+        cs = smol(3, 500);
+        cs.variant = VARIANTS[v], cs.chunk = 1, cs.fused = 1, cs.rope = 2, cs.n_rot = 64, cs.yarn = 32.0f;
+        cs.n_split = 3, cs.sinks = 1;
+        check_case(cs);
+        cs.rope = 1, cs.n_rot = 32, cs.yarn = 4.0f, cs.n_split = 0, cs.sinks = 0;
+        check_case(cs);
+        clf_check_result r;
+        TU_OK(clf_check_attention_rows(tu_runtime(), tu_seed() + (uint64_t)v, CLF_F16, 1 + v, VARIANTS[v], 1, &r));
+        fprintf(stderr, "  %-78s err %.2e (tol %.0e)\n", r.detail, r.err, r.tol);
+        if (!(r.err <= r.tol)) fail_msg("%s: err %.3g > tol %.3g", r.detail, r.err, r.tol);
+    }
+    check_case((clf_attn_case){.n_tokens = 30, .pos0 = 50, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
+                               .kv_type = CLF_F32, .naive = 1, .window = 13, .chunk = 7, .n_slots = 32, .sinks = 1});
+    check_case((clf_attn_case){.n_tokens = 1, .pos0 = 99, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
+                               .kv_type = CLF_F16, .naive = 1, .sinks = 1});
+}
+
 static void test_bad_arguments(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -249,6 +316,15 @@ static void test_bad_arguments(void **state) {
     clf_tensor small = clf_tensor_rows(&out, 0, 2);
     assert_int_equal(clf_attention(rt, &c, 1, q, 9, 4, 0, 0.125f, &small), CLF_ERR_ARG);
     assert_int_equal(clf_attention_naive(rt, &c, 1, q, 9, 4, -1, 0.125f, &out), CLF_ERR_ARG);
+    /* sinks: one F32 logit a query head */
+    clf_tensor sk8 = clf_tensor_rows(&qkv, 15, 1); /* a row the queries do not read */
+    sk8.ne[0] = 8;
+    assert_int_equal(clf_attention_ex(rt, &c, 1, q, 9, 4, 0, 0.125f, &sk8, &out), CLF_ERR_ARG);
+    assert_non_null(strstr(clf_last_error(), "sinks"));
+    assert_int_equal(clf_attention_naive_ex(rt, &c, 1, q, 9, 4, 0, 0.125f, &sk8, &out), CLF_ERR_ARG);
+    sk8.ne[0] = 9;
+    TU_OK(clf_attention_ex(rt, &c, 1, q, 9, 4, 0, 0.125f, &sk8, &out));
+    TU_OK(clf_finish(rt));
     clf_kv_cache_free(&c);
     /* a ring: chunks that leave the window's keys in their slots only */
     assert_int_equal(clf_kv_cache_create(rt, CLF_F32, 1, 3, 64, 32, -1, &c), CLF_ERR_ARG);
@@ -273,7 +349,8 @@ int main(void) {
         cmocka_unit_test(test_offsets_and_chunks), cmocka_unit_test(test_gqa_head_dims_types),
         cmocka_unit_test(test_decode_splits),    cmocka_unit_test(test_quantized_cache),
         cmocka_unit_test(test_large_scores),     cmocka_unit_test(test_naive),
-        cmocka_unit_test(test_sliding_window),   cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_sliding_window),   cmocka_unit_test(test_sinks),
+        cmocka_unit_test(test_bad_arguments),
     };
     int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();

@@ -390,7 +390,8 @@ static void test_rowwise_xq(void **state) {
  * for bit, the product then the unit then quantizing (for the down GEMV),
  * for 1 and 3 decode rows at a row offset, 5 panels per half (a partial
  * work-item), every quantized type (rows of 768: whole K-quant
- * super-blocks). Devices without it refuse it. */
+ * super-blocks); gpt-oss's clamped SwiGLU (a program of its own a type)
+ * on the first and last of them. Devices without it refuse it. */
 static void test_gated_unit_gemv(void **state) {
     (void)state;
     clf_runtime *rt = tu_runtime();
@@ -414,9 +415,11 @@ static void test_gated_unit_gemv(void **state) {
     TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(FF), T, &YQ));
     TU_OK(clf_tensor_upload(rt, &X, x, T * COLS * sizeof *x));
     TU_OK(clf_quantize_x(rt, &X, &XQ));
+    static const char *const acts[] = {"swiglu", "geglu", "swiglu_oai"};
     for (int t = 0; t < NQ; t++)
-        for (int act = 0; act < 2; act++)
+        for (int act = 0; act < 3; act++)
             for (int n = 1; n <= 3; n += 2) {
+                if (act == CLF_GLU_SWIGLU_OAI && t != 0 && t != NQ - 1) continue;
                 clf_weight W;
                 clf_quantize(qt[t], wf, wq, 2 * FF * COLS);
                 TU_OK(clf_weight_upload(rt, qt[t], 2 * FF, COLS, wq, &W));
@@ -440,7 +443,7 @@ static void test_gated_unit_gemv(void **state) {
                 TU_OK(clf_tensor_download(rt, &YQ, gq, T * CLF_XQ_FLOATS(FF) * sizeof *gq));
                 const double err = tu_rel_err_f(got + FF, want + FF, n * FF);
                 print_message("  %s %s, %d rows: fused vs product then unit: rel diff %.2e\n",
-                              clf_type_get(qt[t])->name, act ? "geglu" : "swiglu", n, err);
+                              clf_type_get(qt[t])->name, acts[act], n, err);
                 assert_true(err == 0);
                 assert_memory_equal(gq + CLF_XQ_FLOATS(FF), wantq + CLF_XQ_FLOATS(FF), n * CLF_XQ_FLOATS(FF) * sizeof *gq);
                 clf_weight_free(&W);

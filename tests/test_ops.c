@@ -97,6 +97,27 @@ static void test_rope(void **state) {
             clf_check_result r;
             expect_pass(clf_check_rope(tu_runtime(), tu_seed() + i, &cases[i], &r), &r, "rope");
         }
+        /* YaRN against llama.cpp's rope_yarn: gpt-oss's (factor 32 over 4096, base 150000, its 64 Q and 8 K
+         * heads of 64 in a fused row) at position 0 (cos, sin scaled by mscale alone), past the original
+         * context, a prefill chunk; a tail with frequency factors, a tail alone, a factor below 1 */
+        const struct {
+            clf_rope_case c;
+            float factor;
+            int ctx;
+        } yarn[] = {
+            {{1, 5120, 0, 72, 64, 64, 0, 150000.0f, m, 0, 0}, 32.0f, 4096},
+            {{3, 5120, 0, 72, 64, 64, 5000, 150000.0f, m, 0, 0}, 32.0f, 4096},
+            {{64, 5120, 0, 72, 64, 64, 100, 150000.0f, m, 0, 0}, 32.0f, 4096},
+            {{9, 131, 3, 3, 40, 36, 2000, 10000.0f, m, 0, 1}, 4.0f, 256},
+            {{2, 37, 5, 1, 6, 6, 9, 500.0f, m, 0, 0}, 2.0f, 64},
+            {{3, 960, 0, 12, 64, 64, 77, 10000.0f, m, 0, 0}, 0.5f, 128},
+        };
+        for (size_t i = 0; i < sizeof yarn / sizeof yarn[0]; i++) {
+            clf_check_result r;
+            expect_pass(clf_check_rope_yarn(tu_runtime(), tu_seed() + 100 + i, &yarn[i].c, yarn[i].factor, yarn[i].ctx,
+                                            &r),
+                        &r, "rope yarn");
+        }
     }
 }
 
@@ -119,16 +140,21 @@ static void test_rmsnorm_heads(void **state) {
     tu_tune(NULL);
 }
 
+/* SwiGLU, GeGLU and gpt-oss's clamped SwiGLU (its clamps on both halves
+ * reached: gate|up in ±12), through clf_glu, and clf_glu_xq where the
+ * width is whole blocks (576, 2048: the same y, its int8 form
+ * clf_quantize_x's). */
 static void test_glu(void **state) {
     (void)state;
     const int ffs[] = {1, 3, 37, 575, 576, 2048};
-    for (int act = 0; act < 2; act++)
+    static const char *const names[] = {"swiglu", "geglu", "swiglu_oai"};
+    for (int act = 0; act < 3; act++)
         for (int i = 0; i < 6; i++)
             for (int rows = 1; rows <= 5; rows += 4) {
                 clf_check_result r;
                 expect_pass(clf_check_glu(tu_runtime(), tu_seed() + (uint64_t)(i * 8 + rows), (clf_glu_act)act, rows,
                                           ffs[i], &r),
-                            &r, act ? "geglu" : "swiglu");
+                            &r, names[act]);
             }
 }
 
@@ -235,9 +261,12 @@ static void test_bad_arguments(void **state) {
     expect_arg_error(clf_dequantize_dev(rt, &q, &b), "dequantize");
     expect_arg_error(clf_get_rows(rt, &q, NULL, 1, &a), "get_rows");
     /* rope: odd n_rot, n_rot past head_dim, heads past the row, rows past the tensor, bad mode */
-    const clf_rope_params odd = {CLF_ROPE_NORM, 63, 1e4f, 1, NULL}, wide = {CLF_ROPE_NORM, 34, 1e4f, 1, NULL};
-    const clf_rope_params ok = {CLF_ROPE_NORM, 64, 1e4f, 1, NULL}, mode = {(clf_rope_mode)1, 64, 1e4f, 1, NULL};
-    const clf_rope_params unscaled = {CLF_ROPE_NORM, 64, 1e4f, 0, NULL}, factors = {CLF_ROPE_NORM, 64, 1e4f, 1, &h};
+    const clf_rope_params odd = {.mode = CLF_ROPE_NORM, .n_rot = 63, .base = 1e4f, .freq_scale = 1},
+                          wide = {.mode = CLF_ROPE_NORM, .n_rot = 34, .base = 1e4f, .freq_scale = 1};
+    const clf_rope_params ok = {.mode = CLF_ROPE_NORM, .n_rot = 64, .base = 1e4f, .freq_scale = 1},
+                          mode = {.mode = (clf_rope_mode)1, .n_rot = 64, .base = 1e4f, .freq_scale = 1};
+    const clf_rope_params unscaled = {.mode = CLF_ROPE_NORM, .n_rot = 64, .base = 1e4f, .freq_scale = 0},
+                          factors = {.mode = CLF_ROPE_NORM, .n_rot = 64, .base = 1e4f, .freq_scale = 1, .factors = &h};
     expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &odd), "rope");
     expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 32, 0, &wide), "rope");
     expect_arg_error(clf_rope(rt, &a, 2, 64, 8, 1, 64, 0, &ok), "exceed");
@@ -248,6 +277,12 @@ static void test_bad_arguments(void **state) {
     /* the matching shapes are accepted: gate|up 64 wide, output 32 */
     TU_OK(clf_glu(rt, CLF_GLU_GELU_TANH, &a, &h));
     TU_OK(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &ok));
+    clf_rope_params y = ok;
+    expect_arg_error(clf_rope_yarn(&y, 0.0f, 4096, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW), "YaRN");
+    expect_arg_error(clf_rope_yarn(&y, 32.0f, 0, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW), "YaRN");
+    TU_OK(clf_rope_yarn(&y, 32.0f, 4096, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW));
+    y.mscale = 0;
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &y), "YaRN");
     TU_OK(clf_finish(rt));
     clf_tensor_free(&a);
     clf_tensor_free(&b);

@@ -277,6 +277,24 @@ static tbl_args tbl_of(const clf_kv_cache *c) { return (tbl_args){c->n_slots, c-
 
 #define TBL_ARGS(t, c) CLF_ARG((t).n_slots), CLF_ARG((c)->tbl), CLF_ARG((t).tbl_off), CLF_ARG((t).n_tbl)
 
+/* Attention sinks as the kernels take them (cl/attention.cl CLF_SINK): the
+ * buffer (NULL for none) and its offset in floats; one F32 logit a query
+ * head. */
+typedef struct sink_args {
+    cl_mem mem;
+    cl_ulong off;
+} sink_args;
+
+static clf_status sinks_check(const clf_tensor *sinks, int n_head, sink_args *a) {
+    *a = (sink_args){NULL, 0};
+    if (!sinks) return CLF_OK;
+    if (sinks->type != CLF_F32 || sinks->offset % sizeof(float) || !sinks->mem ||
+        clf_tensor_bytes(sinks) != (size_t)n_head * sizeof(float))
+        return clf_fail(CLF_ERR_ARG, "attention sinks must be an F32 tensor of %d floats (one a query head)", n_head);
+    *a = (sink_args){sinks->mem, sinks->offset / sizeof(float)};
+    return CLF_OK;
+}
+
 /* ---- KV write ------------------------------------------------------------ */
 
 clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k, clf_rows v, int n_tokens,
@@ -406,20 +424,22 @@ typedef struct rope_args {
     float freq_scale, log2_scale;
     cl_mem ff;
     cl_ulong ff_off;
+    cl_float4 yarn; /* clf_rope_yarn_arg */
 } rope_args;
 
 static rope_args rope_of(const clf_rope_params *rope) {
-    if (!rope) return (rope_args){-1, 0, 1.0f, 0.0f, NULL, 0};
+    if (!rope) return (rope_args){-1, 0, 1.0f, 0.0f, NULL, 0, clf_rope_yarn_arg(NULL)};
     return (rope_args){(cl_int)rope->mode, rope->n_rot, rope->freq_scale,
                        (float)(-2.0 * log2((double)rope->base) / rope->n_rot),
                        rope->factors ? rope->factors->mem : NULL,
-                       rope->factors ? rope->factors->offset / sizeof(float) : 0};
+                       rope->factors ? rope->factors->offset / sizeof(float) : 0, clf_rope_yarn_arg(rope)};
 }
 
 static clf_status rope_check(const clf_rope_params *rope, int head_dim) {
     if (rope && (rope->n_rot < 2 || rope->n_rot % 2 || rope->n_rot > head_dim || !(rope->base > 1) ||
                  !(rope->freq_scale > 0) || (rope->mode != CLF_ROPE_NORM && rope->mode != CLF_ROPE_NEOX) ||
-                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2))))
+                 (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2)) ||
+                 (rope->ext_factor != 0 && !(rope->mscale > 0))))
         return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
                         (int)rope->mode, rope->n_rot, head_dim, rope->base, rope->freq_scale);
     return CLF_OK;
@@ -428,6 +448,13 @@ static clf_status rope_check(const clf_rope_params *rope, int head_dim) {
 clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, const clf_attn_rows *rows, int layer,
                                      clf_rows q, clf_rows k, clf_rows v, int n_head, float scale,
                                      const clf_rope_params *rope, clf_tensor *out, const clf_tensor *out_q) {
+    return clf_attention_decode_rows_ex(rt, pool, rows, layer, q, k, v, n_head, scale, rope, NULL, out, out_q);
+}
+
+clf_status clf_attention_decode_rows_ex(clf_runtime *rt, const clf_kv_cache *pool, const clf_attn_rows *rows,
+                                        int layer, clf_rows q, clf_rows k, clf_rows v, int n_head, float scale,
+                                        const clf_rope_params *rope, const clf_tensor *sinks, clf_tensor *out,
+                                        const clf_tensor *out_q) {
     const int n = rows->n, hd = pool->head_dim;
     if (!pool->k || n <= 0) return clf_fail(CLF_ERR_ARG, "decode rows: no cache or no rows set");
     if (layer < 0 || layer >= pool->n_layer)
@@ -445,6 +472,8 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
             return clf_fail(CLF_ERR_ARG, "decode rows: Q, K and V rows must share one stride");
     }
     CLF_TRY(rope_check(rope, hd));
+    sink_args sk;
+    CLF_TRY(sinks_check(sinks, n_head, &sk));
     if (!out || out->type != CLF_F32 || out->offset % sizeof(float) || out->ne[0] != q_width ||
         clf_tensor_nrows(out) < n)
         return clf_fail(CLF_ERR_ARG, "attention output must be an F32 tensor of %d rows of %d floats", n, q_width);
@@ -476,7 +505,7 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
                               CLF_ARG(pool->v),   CLF_ARG(kv_off),  CLF_ARG(n_slots),    CLF_ARG(pool->tbl),
                               CLF_ARG(rows->info), CLF_ARG(n_tbl),  CLF_ARG(n_q),        CLF_ARG(ra.mode),
                               CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale), CLF_ARG(ra.ff),
-                              CLF_ARG(ra.ff_off)};
+                              CLF_ARG(ra.ff_off), CLF_ARG(ra.yarn)};
         CLF_TRY(clf_set_args(kern, pa, CLF_NARGS(pa)));
         const size_t g[2] = {(size_t)(n_q + pool->n_kv_head), (size_t)n};
         CLF_TRY(clf_launch(rt, kern, 2, g, NULL));
@@ -486,7 +515,7 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
         const clf_arg da[] = {CLF_ARG(q.t->mem),  CLF_ARG(q_off),    CLF_ARG(pool->k),    CLF_ARG(pool->v),
                               CLF_ARG(kv_off),    CLF_ARG(n_slots),  CLF_ARG(pool->tbl),  CLF_ARG(rows->info),
                               CLF_ARG(s->part_o), CLF_ARG(s->part_ml), CLF_ARG(split_max), CLF_ARG(n_tbl),
-                              CLF_ARG(qscale),    CLF_ARG(stride)};
+                              CLF_ARG(qscale),    CLF_ARG(stride),   CLF_ARG(sk.mem),     CLF_ARG(sk.off)};
         CLF_TRY(clf_set_args(kern, da, CLF_NARGS(da)));
         const size_t g[3] = {(size_t)split_max * hd, (size_t)pool->n_kv_head, (size_t)n}, l[3] = {(size_t)hd, 1, 1};
         CLF_TRY(clf_launch(rt, kern, 3, g, l));
@@ -513,7 +542,7 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
                           CLF_ARG(v_off),       CLF_ARG(stride),    CLF_ARG(out->mem),     CLF_ARG(out_off),
                           CLF_ARG(ra.mode),     CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale),
                           CLF_ARG(ra.ff),       CLF_ARG(ra.ff_off), CLF_ARG(xq),           CLF_ARG(xq_off),
-                          CLF_ARG(xq_stride)};
+                          CLF_ARG(xq_stride),   CLF_ARG(sk.mem),    CLF_ARG(sk.off),       CLF_ARG(ra.yarn)};
     CLF_TRY(clf_set_args(kern, da, CLF_NARGS(da)));
     const size_t g[3] = {(size_t)split_max, (size_t)pool->n_kv_head, (size_t)n}, l[3] = {1, 1, 1};
     CLF_TRY(clf_launch(rt, kern, 3, g, l));
@@ -529,22 +558,24 @@ clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, 
 
 /* One row of a view: its sequence and position in the scratch's row. */
 static clf_status decode_one(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
-                             int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
-                             const clf_tensor *out_q) {
+                             int n_head, int pos, float scale, const clf_rope_params *rope, const clf_tensor *sinks,
+                             clf_tensor *out, const clf_tensor *out_q) {
     CLF_TRY(clf_attn_rows_set(rt, c, &c->scratch->one, 1, &c->seq, &pos));
     clf_tensor o1 = clf_tensor_rows(out, 0, 1);
-    return clf_attention_decode_rows(rt, c, &c->scratch->one, layer, q, k, v, n_head, scale, rope, &o1, out_q);
+    return clf_attention_decode_rows_ex(rt, c, &c->scratch->one, layer, q, k, v, n_head, scale, rope, sinks, &o1,
+                                        out_q);
 }
 
 static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_variant v, const attn_args *a,
-                          clf_rows q, cl_mem out, int n_tokens, int pos0, float qscale) {
+                          clf_rows q, cl_mem out, int n_tokens, int pos0, float qscale, sink_args sk) {
     const char *name = v == CLF_ATTN_GPU ? "attn_prefill_gpu" : "attn_prefill_cpu";
     cl_kernel k;
     CLF_TRY(get_kernel(rt, c, 0, name, &k));
     const tbl_args t = tbl_of(c);
     const clf_arg pa[] = {CLF_ARG(q.t->mem), CLF_ARG(a->q_off),   CLF_ARG(q.row_stride), CLF_ARG(c->k),    CLF_ARG(c->v),
                        CLF_ARG(a->kv_off), TBL_ARGS(t, c), CLF_ARG(out),          CLF_ARG(a->out_off), CLF_ARG(n_tokens),
-                       CLF_ARG(pos0),      CLF_ARG(a->gqa),   CLF_ARG(qscale),       CLF_ARG(c->window)};
+                       CLF_ARG(pos0),      CLF_ARG(a->gqa),   CLF_ARG(qscale),       CLF_ARG(c->window),
+                       CLF_ARG(sk.mem),    CLF_ARG(sk.off)};
     CLF_TRY(clf_set_args(k, pa, CLF_NARGS(pa)));
     const int n_rows = n_tokens * a->gqa;
     if (v == CLF_ATTN_GPU) {
@@ -560,28 +591,50 @@ static clf_status prefill(clf_runtime *rt, const clf_kv_cache *c, clf_attn_varia
 
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head, int n_tokens,
                          int pos0, float scale, clf_tensor *out) {
+    return clf_attention_ex(rt, c, layer, q, n_head, n_tokens, pos0, scale, NULL, out);
+}
+
+clf_status clf_attention_ex(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head, int n_tokens,
+                            int pos0, float scale, const clf_tensor *sinks, clf_tensor *out) {
     attn_args a;
     CLF_TRY(attn_check(c, layer, q, n_head, n_tokens, pos0, out, &a));
+    sink_args sk;
+    CLF_TRY(sinks_check(sinks, n_head, &sk));
     const clf_attn_variant v = resolve_variant(rt, c);
     if (v == CLF_ATTN_GPU && (size_t)c->head_dim > rt->dev.max_work_group)
         return clf_fail(CLF_ERR_DEVICE, "head_dim %d exceeds the device's work-group size %zu", c->head_dim,
                         rt->dev.max_work_group);
-    if (n_tokens == 1) return decode_one(rt, c, layer, q, (clf_rows){0}, (clf_rows){0}, n_head, pos0, scale, NULL, out, NULL);
-    return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, (float)(scale * LOG2E));
+    if (n_tokens == 1)
+        return decode_one(rt, c, layer, q, (clf_rows){0}, (clf_rows){0}, n_head, pos0, scale, NULL, sinks, out, NULL);
+    return prefill(rt, c, v, &a, q, out->mem, n_tokens, pos0, (float)(scale * LOG2E), sk);
 }
 
 clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
                                 int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
                                 const clf_tensor *out_q) {
+    return clf_attention_decode_ex(rt, c, layer, q, k, v, n_head, pos, scale, rope, NULL, out, out_q);
+}
+
+clf_status clf_attention_decode_ex(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
+                                   int n_head, int pos, float scale, const clf_rope_params *rope,
+                                   const clf_tensor *sinks, clf_tensor *out, const clf_tensor *out_q) {
     attn_args a;
     CLF_TRY(attn_check(c, layer, q, n_head, 1, pos, out, &a));
-    return decode_one(rt, c, layer, q, k, v, n_head, pos, scale, rope, out, out_q);
+    return decode_one(rt, c, layer, q, k, v, n_head, pos, scale, rope, sinks, out, out_q);
 }
 
 clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                                int n_tokens, int pos0, float scale, clf_tensor *out) {
+    return clf_attention_naive_ex(rt, c, layer, q, n_head, n_tokens, pos0, scale, NULL, out);
+}
+
+clf_status clf_attention_naive_ex(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
+                                  int n_tokens, int pos0, float scale, const clf_tensor *sinks, clf_tensor *out) {
     attn_args a;
     CLF_TRY(attn_check(c, layer, q, n_head, n_tokens, pos0, out, &a));
+    sink_args sk;
+    CLF_TRY(sinks_check(sinks, n_head, &sk));
+    const cl_int nt = n_tokens;
     const size_t rows = (size_t)n_head * (size_t)n_tokens;
     cl_mem S;
     CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_WRITE, rows * (size_t)a.n_kv * sizeof(float), NULL, &S));
@@ -593,7 +646,7 @@ clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer
     const clf_arg sa[] = {CLF_ARG(q.t->mem), CLF_ARG(a.q_off), CLF_ARG(q.row_stride), CLF_ARG(c->k), CLF_ARG(a.kv_off),
                        TBL_ARGS(t, c), CLF_ARG(S),       CLF_ARG(pos0),         CLF_ARG(a.gqa), CLF_ARG(scale),
                        CLF_ARG(c->window)};
-    const clf_arg ma[] = {CLF_ARG(S), CLF_ARG(a.n_kv)};
+    const clf_arg ma[] = {CLF_ARG(S), CLF_ARG(a.n_kv), CLF_ARG(sk.mem), CLF_ARG(sk.off), CLF_ARG(nt)};
     const clf_arg va[] = {CLF_ARG(S),        CLF_ARG(a.n_kv),  CLF_ARG(c->v),     CLF_ARG(a.kv_off),
                        TBL_ARGS(t, c), CLF_ARG(out->mem), CLF_ARG(a.out_off), CLF_ARG(a.gqa)};
     const size_t gs[3] = {(size_t)a.n_kv, (size_t)n_tokens, (size_t)n_head};

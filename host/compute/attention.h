@@ -103,6 +103,17 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
 clf_status clf_attention(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                          int n_tokens, int pos0, float scale, clf_tensor *out);
 
+/* Attention sinks (gpt-oss's attn_sinks): each *_ex below takes `sinks`,
+ * an F32 tensor of n_head logits (or NULL: none, the plain function's
+ * result bit for bit), head h's joining every softmax row of that head
+ * in the denominator without a value, in the scores' units (after the
+ * scale): out = Σ_j e^(s_j) v_j / (Σ_j e^(s_j) + e^(sinks[h])), the max
+ * taken over the scores and the sink as llama.cpp's soft_max does. A
+ * sliding window leaves the sink in: a query sees its window's keys and
+ * its head's sink. */
+clf_status clf_attention_ex(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head, int n_tokens,
+                            int pos0, float scale, const clf_tensor *sinks, clf_tensor *out);
+
 /* The decode rows of one step: n query tokens, row i the token of
  * sequence seq[i] at position pos[i] (rows of one sequence in the order of
  * their positions: a speculative step's verification). Set once a step
@@ -131,17 +142,27 @@ void clf_attn_rows_free(clf_attn_rows *r);
 clf_status clf_attention_decode_rows(clf_runtime *rt, const clf_kv_cache *pool, const clf_attn_rows *rows, int layer,
                                      clf_rows q, clf_rows k, clf_rows v, int n_head, float scale,
                                      const clf_rope_params *rope, clf_tensor *out, const clf_tensor *out_q);
+/* ... with attention sinks (clf_attention_ex). */
+clf_status clf_attention_decode_rows_ex(clf_runtime *rt, const clf_kv_cache *pool, const clf_attn_rows *rows,
+                                        int layer, clf_rows q, clf_rows k, clf_rows v, int n_head, float scale,
+                                        const clf_rope_params *rope, const clf_tensor *sinks, clf_tensor *out,
+                                        const clf_tensor *out_q);
 
 /* One token at position pos of one sequence's view: clf_attention_decode_rows
  * of one row. */
 clf_status clf_attention_decode(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
                                 int n_head, int pos, float scale, const clf_rope_params *rope, clf_tensor *out,
                                 const clf_tensor *out_q);
+clf_status clf_attention_decode_ex(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows q, clf_rows k, clf_rows v,
+                                   int n_head, int pos, float scale, const clf_rope_params *rope,
+                                   const clf_tensor *sinks, clf_tensor *out, const clf_tensor *out_q);
 
 /* The same result through the naive kernels (scores materialised in a
  * [n_head × n_tokens × n_kv] buffer allocated here); for tests and bench. */
 clf_status clf_attention_naive(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
                                int n_tokens, int pos0, float scale, clf_tensor *out);
+clf_status clf_attention_naive_ex(clf_runtime *rt, const clf_kv_cache *c, int layer, clf_rows q, int n_head,
+                                  int n_tokens, int pos0, float scale, const clf_tensor *sinks, clf_tensor *out);
 
 /* How clf_attention runs for this cache and device (for the bench's
  * byte counts): the resolved variant, the query rows that share one pass

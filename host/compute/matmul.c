@@ -303,8 +303,9 @@ static void arg(kargs *a, size_t size, const void *value) { a->v[a->n++] = (clf_
 const char *clf_matmul_kernel_name(clf_type t, int panels, clf_mm_form f, char *buf, size_t n) {
     static const char *const cpu[CLF_MM_FORMS] = {"gemv_%s",          "gemm_%s",          "gemv_%s_i8", "gemv_%s_xq",
                                                   "gemm_%s_xq",       "gemv_%s_swiglu_xq", "gemv_%s_geglu_xq",
-                                                  "unpack_%s"};
-    static const char *const gpu[CLF_MM_FORMS] = {"gemv_%s", "gemm_%s", NULL, "gemv_%s_xq", NULL, NULL, NULL, "dequant_%s"};
+                                                  "unpack_%s",        "gemv_%s_swiglu_oai_xq"};
+    static const char *const gpu[CLF_MM_FORMS] = {"gemv_%s", "gemm_%s", NULL, "gemv_%s_xq", NULL, NULL, NULL, "dequant_%s",
+                                                  NULL};
     const clf_panel_fmt *pf = clf_panel_fmt_get(t);
     if (!pf || (int)f < 0 || f >= CLF_MM_FORMS) return NULL;
     int has;
@@ -658,7 +659,8 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
         return clf_fail(CLF_ERR_ARG, "matmul: no gated-unit GEMV for this %s weight on this device",
                         clf_type_get(W->type) ? clf_type_get(W->type)->name : "?");
     const int64_t n = clf_tensor_nrows(XQ), ff = W->rows / 2;
-    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH) return clf_fail(CLF_ERR_ARG, "matmul: unknown activation %d", (int)act);
+    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH && act != CLF_GLU_SWIGLU_OAI)
+        return clf_fail(CLF_ERR_ARG, "matmul: unknown activation %d", (int)act);
     if (XQ->type != CLF_F32 || Y->type != CLF_F32 || YQ->type != CLF_F32 || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) ||
         Y->ne[0] != ff || YQ->ne[0] != CLF_XQ_FLOATS(ff) || clf_tensor_nrows(Y) != n || clf_tensor_nrows(YQ) != n ||
         n <= 0 || n > INT_MAX || XQ->offset % 16 || Y->offset % 4 || YQ->offset % 16)
@@ -680,7 +682,12 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
     char opts[MM_OPTS];
     cpu_options(v, v->gemm_tm, W->type, opts, sizeof opts);
     kargs a = {0};
-    CLF_TRY(get_kernel(rt, v, opts, act == CLF_GLU_SILU ? CLF_MM_SWIGLU_XQ : CLF_MM_GEGLU_XQ, W->type, &a.k));
+    /* gpt-oss's unit is built apart (-DCLF_GLU_OAI=1: cl/matmul_cpu.cl), so other models' programs lack it */
+    if (act == CLF_GLU_SWIGLU_OAI) snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DCLF_GLU_OAI=1");
+    const clf_mm_form form = act == CLF_GLU_SILU        ? CLF_MM_SWIGLU_XQ
+                             : act == CLF_GLU_GELU_TANH ? CLF_MM_GEGLU_XQ
+                                                        : CLF_MM_SWIGLU_OAI_XQ;
+    CLF_TRY(get_kernel(rt, v, opts, form, W->type, &a.k));
     const cl_ulong xoff = XQ->offset / 4, yoff = Y->offset / 4, yq_off = YQ->offset;
     const int ldy = (int)Y->ne[0], rows = (int)W->rows, K = (int)W->cols;
     arg(&a, sizeof(cl_mem), &W->mem);

@@ -227,6 +227,38 @@ clf_status clf_softmax(clf_runtime *rt, clf_tensor *x) {
 
 /* ---- RoPE (cl/rope.cl) --------------------------------------------------- */
 
+/* ggml_rope_yarn_corr_dim: the pair index whose wavelength makes n_rot turns over n_ctx_orig, in float as ggml */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_turns, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+clf_status clf_rope_yarn(clf_rope_params *p, float factor, int n_ctx_orig, float attn_factor, float beta_fast,
+                         float beta_slow) {
+    if (!(factor > 0) || !isfinite(factor) || n_ctx_orig < 1 || !(attn_factor > 0) || !isfinite(attn_factor) ||
+        !(beta_fast > 0) || !(beta_slow > 0) || !(p->base > 1) || p->n_rot < 2)
+        return clf_fail(CLF_ERR_ARG, "YaRN: bad parameters (factor %g, original context %d, attn_factor %g, beta %g/%g, "
+                        "base %g, n_rot %d)", factor, n_ctx_orig, attn_factor, beta_fast, beta_slow, p->base, p->n_rot);
+    p->freq_scale = 1.0f / factor;
+    p->ext_factor = 1.0f;
+    /* start and end of the ramp (ggml_rope_yarn_corr_dims) */
+    const float lo = floorf(yarn_corr_dim(p->n_rot, n_ctx_orig, beta_fast, p->base));
+    const float hi = ceilf(yarn_corr_dim(p->n_rot, n_ctx_orig, beta_slow, p->base));
+    p->corr_lo = lo > 0 ? lo : 0;
+    p->corr_hi = hi < (float)(p->n_rot - 1) ? hi : (float)(p->n_rot - 1);
+    /* llama_context: yarn_attn_factor = get_mscale(factor) / (1 + 0.1 ln factor) · attn_factor (the first two
+     * cancel above a factor of 1), then rope_yarn multiplies by 1 + 0.1 ln(1 / freq_scale) */
+    const float get_mscale = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    const float yarn_attn = get_mscale * (1.0f / (1.0f + 0.1f * logf(factor))) * attn_factor;
+    p->mscale = yarn_attn * (1.0f + 0.1f * logf(1.0f / p->freq_scale));
+    return CLF_OK;
+}
+
+cl_float4 clf_rope_yarn_arg(const clf_rope_params *p) {
+    cl_float4 y = {{0, 0, 0, 1}};
+    if (p && p->ext_factor != 0) y = (cl_float4){{p->ext_factor, p->corr_lo, p->corr_hi, p->mscale}};
+    return y;
+}
+
 clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
                     int head_dim, int pos0, const clf_rope_params *p) {
     cl_ulong x_off, ff_off = 0;
@@ -237,6 +269,10 @@ clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride
         return clf_fail(CLF_ERR_ARG,
                         "rope: bad parameters (tokens %d, heads %d, head_dim %d, n_rot %d, col0 %d, pos0 %d, base %g, freq_scale %g)",
                         n_tokens, n_heads, head_dim, p->n_rot, col0, pos0, p->base, p->freq_scale);
+    if (p->ext_factor != 0 && (!isfinite(p->ext_factor) || !isfinite(p->corr_lo) || !isfinite(p->corr_hi) ||
+                               !(p->mscale > 0) || !isfinite(p->mscale)))
+        return clf_fail(CLF_ERR_ARG, "rope: bad YaRN parameters (ext_factor %g, corr dims %g..%g, mscale %g)",
+                        p->ext_factor, p->corr_lo, p->corr_hi, p->mscale);
     if (p->factors) {
         CLF_TRY(f32_offset(p->factors, "rope frequency factors", &ff_off));
         if (elems_of(p->factors) != p->n_rot / 2)
@@ -252,9 +288,10 @@ clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride
     float log2_scale = (float)(-2.0 * log2((double)p->base) / p->n_rot), freq_scale = p->freq_scale;
     cl_mem ff = p->factors ? p->factors->mem : NULL; /* a NULL buffer is a NULL pointer in the kernel */
     cl_int n_rot = p->n_rot;
+    const cl_float4 yarn = clf_rope_yarn_arg(p);
     clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off),  CLF_ARG(row_stride), CLF_ARG(col0),       CLF_ARG(n_heads),
                    CLF_ARG(head_dim), CLF_ARG(n_rot), CLF_ARG(pos0),      CLF_ARG(n_tokens),   CLF_ARG(log2_scale),
-                   CLF_ARG(freq_scale), CLF_ARG(ff),  CLF_ARG(ff_off)};
+                   CLF_ARG(freq_scale), CLF_ARG(ff),  CLF_ARG(ff_off),    CLF_ARG(yarn)};
     CLF_TRY(clf_set_args(k, a, CLF_NARGS(a)));
     size_t global[2] = {(size_t)(n_rot / 2 + 7) / 8, round_up((size_t)n_tokens, ROPE_LOCAL)}, local[2] = {1, ROPE_LOCAL};
     return clf_launch(rt, k, 2, global, local);
@@ -267,14 +304,16 @@ static clf_status glu_launch(clf_runtime *rt, clf_glu_act act, const clf_tensor 
     cl_ulong gu_off, y_off, xq_off = 0;
     CLF_TRY(f32_offset(gu, "glu input", &gu_off));
     CLF_TRY(f32_offset(y, "glu output", &y_off));
-    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH) return clf_fail(CLF_ERR_ARG, "glu: unknown activation %d", (int)act);
+    static const char *const kernels[] = {"swiglu_f32", "geglu_f32", "swiglu_oai_f32"}; /* by clf_glu_act */
+    if ((unsigned)act >= sizeof kernels / sizeof kernels[0])
+        return clf_fail(CLF_ERR_ARG, "glu: unknown activation %d", (int)act);
     if (gu->ne[0] != 2 * y->ne[0] || clf_tensor_nrows(gu) != clf_tensor_nrows(y))
         return clf_fail(CLF_ERR_ARG, "glu: gate|up %lld x %lld does not match output %lld x %lld",
                         (long long)gu->ne[0], (long long)clf_tensor_nrows(gu), (long long)y->ne[0], (long long)clf_tensor_nrows(y));
     if (xq) CLF_TRY(xq_check("glu", xq, y->ne[0], clf_tensor_nrows(y), &xq_off));
     if (clf_tensor_nrows(y) == 0) return CLF_OK;
     cl_kernel k;
-    CLF_TRY(clf_kernel_get(rt, "elementwise", "", act == CLF_GLU_SILU ? "swiglu_f32" : "geglu_f32", &k));
+    CLF_TRY(clf_kernel_get(rt, "elementwise", "", kernels[act], &k));
     cl_int ff = (cl_int)y->ne[0], xq_rows = xq ? (cl_int)clf_tensor_nrows(xq) : 0;
     cl_mem xq_mem = xq ? xq->mem : NULL;
     clf_arg a[] = {CLF_ARG(gu->mem), CLF_ARG(gu_off), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ff),

@@ -44,7 +44,34 @@ typedef struct clf_rope_params {
     float base;                /* theta_i = pos * freq_scale * base^(-2i / n_rot) / factors[i] */
     float freq_scale;          /* linear position interpolation; 1: none */
     const clf_tensor *factors; /* F32 [n_rot / 2] frequency divisors (Llama 3.1 rope_freqs), or NULL */
+    /* YaRN (clf_rope_yarn sets these; all 0: none, as an initializer that
+     * stops at `factors` leaves them): pair i turns by
+     * theta_i·(freq_scale·(1 - mix_i) + mix_i), theta_i the unscaled angle
+     * above, mix_i = ext_factor·(1 - clamp((i - corr_lo) / max(0.001,
+     * corr_hi - corr_lo), 0, 1)), and cos and sin are scaled by mscale
+     * (llama.cpp's rope_yarn). */
+    float ext_factor;       /* 0: no YaRN */
+    float corr_lo, corr_hi; /* the ramp's ends, in pairs (ggml_rope_yarn_corr_dims) */
+    float mscale;           /* cos/sin factor: attn_factor · (1 + 0.1 ln(1 / freq_scale)) */
 } clf_rope_params;
+
+/* YaRN as llama.cpp applies it to a file whose rope.scaling.type is "yarn"
+ * (gpt-oss): on p (mode, n_rot and base set), freq_scale = 1 / factor
+ * (rope.scaling.factor), ext_factor 1, the correction dims from
+ * n_ctx_orig (rope.scaling.original_context_length; llama.cpp takes the
+ * training context where the key is absent), base, n_rot and beta_fast /
+ * beta_slow (llama.cpp's defaults CLF_YARN_BETA_FAST / _SLOW: no loader
+ * reads the file's yarn_beta_* keys), and mscale from attn_factor
+ * (rope.scaling.attn_factor, 1 where absent) as llama_context sets
+ * yarn_attn_factor (the file's yarn_log_multiplier, DeepSeek's, is not
+ * taken). A factor out of range, a context < 1: CLF_ERR_ARG. */
+#define CLF_YARN_BETA_FAST 32.0f
+#define CLF_YARN_BETA_SLOW 1.0f
+clf_status clf_rope_yarn(clf_rope_params *p, float factor, int n_ctx_orig, float attn_factor, float beta_fast,
+                         float beta_slow);
+/* The kernels' YaRN argument (cl/common.cl rope_angles_yarn): (ext_factor,
+ * corr_lo, corr_hi, mscale), or (0, 0, 0, 1) for none. */
+cl_float4 clf_rope_yarn_arg(const clf_rope_params *p);
 
 /* In place on x: n_tokens rows, each row holding n_heads heads of head_dim
  * at element offset `col0` from the row start, rows `row_stride` floats
@@ -53,13 +80,17 @@ typedef struct clf_rope_params {
 clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride, int col0, int n_heads,
                     int head_dim, int pos0, const clf_rope_params *p);
 
-/* The gated unit's activation: SwiGLU (silu) or GeGLU (tanh-approximated GELU). */
+/* The gated unit's activation: SwiGLU (silu) or GeGLU (tanh-approximated
+ * GELU), h = act(g)·u; or gpt-oss's clamped SwiGLU (llama.cpp's
+ * swiglu_oai, alpha 1.702 and limit 7 its constants): with x = min(g, 7),
+ * h = x·sigmoid(1.702 x) · (clamp(u, -7, 7) + 1). */
 typedef enum clf_glu_act {
     CLF_GLU_SILU = 0,
     CLF_GLU_GELU_TANH = 1,
+    CLF_GLU_SWIGLU_OAI = 2,
 } clf_glu_act;
 
-/* y[i, j] = act(gu[i, j]) * gu[i, ff + j] for a fused gate|up output
+/* y[i, j] = unit(gu[i, j], gu[i, ff + j]) for a fused gate|up output
  * gu [n × 2ff]; y [n × ff]. */
 clf_status clf_glu(clf_runtime *rt, clf_glu_act act, const clf_tensor *gu, clf_tensor *y);
 

@@ -181,7 +181,8 @@ static void token_free(token *t) {
  * recorded while rt->record is set). The small stand-ins write a and b
  * only, so the layer's data flow stays that of a decode layer. */
 static clf_status token_launch(clf_runtime *rt, token *t, const workload *w) {
-    const clf_rope_params rp = {CLF_ROPE_NORM, HEAD_DIM, 100000.0f, 1.0f, &t->freqs};
+    const clf_rope_params rp = {.mode = CLF_ROPE_NORM, .n_rot = HEAD_DIM, .base = 100000.0f,
+        .freq_scale = 1.0f, .factors = &t->freqs};
     for (int l = 0; l < t->layers; l++)
         for (int i = 0; i < w->n; i++) {
             step s = w->steps[i];

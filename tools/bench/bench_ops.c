@@ -39,7 +39,7 @@ static clf_status run_rmsnorm(clf_runtime *rt, void *p) {
 }
 static clf_status run_rope(clf_runtime *rt, void *p) {
     ops_ctx *c = p;
-    const clf_rope_params rp = {CLF_ROPE_NORM, HEAD_DIM, ROPE_BASE, 1.0f, NULL};
+    const clf_rope_params rp = {.mode = CLF_ROPE_NORM, .n_rot = HEAD_DIM, .base = ROPE_BASE, .freq_scale = 1.0f};
     return clf_rope(rt, &c->qkv, c->rows, QKV, 0, HEADS_QK, HEAD_DIM, 100, &rp);
 }
 static clf_status run_swiglu(clf_runtime *rt, void *p) {

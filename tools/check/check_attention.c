@@ -51,8 +51,10 @@ static clf_status cache_poison(clf_runtime *rt, clf_kv_cache *c) {
 
 /* qkv: rows of positions 0 .. pos0 + n_tokens - 1, `stride` floats apart, Q at
  * column 0, K at n_head * hd, V after K. out [n_tokens][n_head][hd] for the
- * new tokens. Returns the largest |score|. */
-static double attention_ref(const float *qkv, int stride, const clf_attn_case *cs, double scale, double *out) {
+ * new tokens. sinks (or NULL): a logit per head in every row's denominator
+ * (llama.cpp's soft_max with sinks). Returns the largest |score|. */
+static double attention_ref(const float *qkv, int stride, const clf_attn_case *cs, double scale, const float *sinks,
+                            double *out) {
     const int hd = cs->head_dim, n_kv = cs->pos0 + cs->n_tokens, g = cs->n_head / cs->n_kv_head;
     const int kcol = cs->n_head * hd, vcol = kcol + cs->n_kv_head * hd, kvw = cs->n_kv_head * hd;
     /* K and V as the cache holds them */
@@ -80,8 +82,10 @@ static double attention_ref(const float *qkv, int stride, const clf_attn_case *c
                 mx = fmax(mx, s[j]);
                 maxabs = fmax(maxabs, fabs(s[j]));
             }
+            if (sinks) mx = fmax(mx, sinks[h]);
             double *o = out + ((size_t)t * cs->n_head + h) * hd;
             memset(o, 0, (size_t)hd * sizeof *o);
+            if (sinks) sum += exp(sinks[h] - mx); /* in the denominator only */
             for (int j = first; j <= pos; j++) {
                 const double p = exp(s[j] - mx);
                 sum += p;
@@ -102,6 +106,8 @@ typedef struct {
     float *host_qkv, *host_out;
     double *ref;
     clf_tensor out_q, out_q_ref; /* a fused single decode's output in int8 form, and clf_quantize_x's */
+    clf_tensor sinks;            /* [n_head], where the case has sinks */
+    float *host_sinks;
 } attn_bufs;
 
 static void bufs_free(attn_bufs *b) {
@@ -110,6 +116,8 @@ static void bufs_free(attn_bufs *b) {
     clf_tensor_free(&b->out);
     clf_tensor_free(&b->out_q);
     clf_tensor_free(&b->out_q_ref);
+    clf_tensor_free(&b->sinks);
+    free(b->host_sinks);
     free(b->host_qkv);
     free(b->host_out);
     free(b->ref);
@@ -123,11 +131,21 @@ static void bufs_free(attn_bufs *b) {
 static void rope_ref_row(float *row, const clf_attn_case *cs, int pos) {
     const int n_pairs = cs->n_rot / 2, neox = cs->rope == 2;
     const float log2_scale = (float)(-2.0 * log2(10000.0) / cs->n_rot);
+    /* YaRN as llama.cpp's rope_yarn (ext_factor 1, betas 32 and 1, attn_factor 1), original context 64 */
+    const double f = cs->yarn, corr0 = cs->n_rot * log(64 / (32 * 2 * M_PI)) / (2 * log(10000.0));
+    const double corr1 = cs->n_rot * log(64 / (1 * 2 * M_PI)) / (2 * log(10000.0));
+    const double lo = fmax(0, floor(corr0)), hi = fmin(cs->n_rot - 1, ceil(corr1));
+    const double mscale = f > 0 ? (f <= 1 ? 1 : 0.1 * log(f) + 1) / (1 + 0.1 * log(f)) * (1 + 0.1 * log(f)) : 1;
     for (int h = 0; h < cs->n_head + cs->n_kv_head; h++) {
         float *x = row + (size_t)h * cs->head_dim;
         for (int i = 0; i < n_pairs; i++) {
-            const float theta = (float)pos * 0.5f * exp2f((float)i * log2_scale);
-            const double c = cos(theta), s = sin(theta);
+            double theta = (float)pos * 0.5f * exp2f((float)i * log2_scale);
+            if (f > 0) { /* the unscaled angle, then the ramp's mix of it and theta / f */
+                const double extrap = (float)pos * exp2f((float)i * log2_scale);
+                const double mix = 1 - fmin(1, fmax(0, (i - lo) / fmax(0.001, hi - lo)));
+                theta = extrap / f * (1 - mix) + extrap * mix;
+            }
+            const double c = cos(theta) * mscale, s = sin(theta) * mscale;
             const int ia = neox ? i : 2 * i, ib = neox ? i + n_pairs : 2 * i + 1;
             const double a = x[ia], b = x[ib];
             x[ia] = (float)(a * c - b * s);
@@ -148,21 +166,24 @@ static clf_status run_case(clf_runtime *rt, const clf_attn_case *cs, attn_bufs *
         CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&pre, kcol, stride}, (clf_rows){&pre, vcol, stride}, n, p));
     }
     const int step = cs->chunk > 0 ? cs->chunk : cs->n_tokens;
+    const clf_tensor *sk = cs->sinks ? &b->sinks : NULL;
     for (int t0 = 0; t0 < cs->n_tokens; t0 += step) {
         const int n = t0 + step <= cs->n_tokens ? step : cs->n_tokens - t0, pos = cs->pos0 + t0;
         clf_tensor rows = clf_tensor_rows(&b->qkv, pos, n), out = clf_tensor_rows(&b->out, t0, n);
         const clf_rows q = {&rows, 0, stride};
         if (cs->fused && n == 1) {
-            const clf_rope_params rope = {cs->rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs->n_rot, 10000.0f, 0.5f, NULL};
-            CLF_TRY(clf_attention_decode(rt, &b->cache, 1, q, (clf_rows){&rows, kcol, stride},
-                                         (clf_rows){&rows, vcol, stride}, cs->n_head, pos, scale,
-                                         cs->rope ? &rope : NULL, &out, b->out_q.mem ? &b->out_q : NULL));
+            clf_rope_params rope = {.mode = cs->rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, .n_rot = cs->n_rot,
+                                    .base = 10000.0f, .freq_scale = 0.5f};
+            if (cs->yarn > 0) CLF_TRY(clf_rope_yarn(&rope, cs->yarn, 64, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW));
+            CLF_TRY(clf_attention_decode_ex(rt, &b->cache, 1, q, (clf_rows){&rows, kcol, stride},
+                                            (clf_rows){&rows, vcol, stride}, cs->n_head, pos, scale,
+                                            cs->rope ? &rope : NULL, sk, &out, b->out_q.mem ? &b->out_q : NULL));
             continue;
         }
         CLF_TRY(clf_kv_write(rt, &b->cache, 1, (clf_rows){&rows, kcol, stride}, (clf_rows){&rows, vcol, stride}, n,
                              pos));
-        CLF_TRY(cs->naive ? clf_attention_naive(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, &out)
-                          : clf_attention(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, &out));
+        CLF_TRY(cs->naive ? clf_attention_naive_ex(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, sk, &out)
+                          : clf_attention_ex(rt, &b->cache, 1, q, cs->n_head, n, pos, scale, sk, &out));
     }
     return clf_tensor_download(rt, &b->out, b->host_out, clf_tensor_bytes(&b->out));
 }
@@ -192,8 +213,16 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
             b.host_qkv[(size_t)p * stride + i] = clf_rng_uniform(&s, -a, a);
         }
 
+    /* sinks from -3 to 5: from nothing beside the keys' e^s (|s| about 0.3) to most of the weight */
+    if (cs->sinks && !(b.host_sinks = malloc((size_t)cs->n_head * sizeof(float)))) {
+        bufs_free(&b);
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    }
+    for (int h = 0; cs->sinks && h < cs->n_head; h++) b.host_sinks[h] = clf_rng_uniform(&s, -3.0f, 5.0f);
     clf_status st = clf_kv_cache_create(rt, cs->kv_type, 2, cs->n_kv_head, hd, cs->n_slots > 0 ? cs->n_slots : n_pos + 3,
                                         cs->window, &b.cache);
+    if (st == CLF_OK && cs->sinks) st = clf_tensor_alloc(rt, CLF_F32, cs->n_head, 1, &b.sinks);
+    if (st == CLF_OK && cs->sinks) st = clf_tensor_upload(rt, &b.sinks, b.host_sinks, (size_t)cs->n_head * sizeof(float));
     if (st == CLF_OK) {
         b.cache.variant = cs->variant;
         b.cache.n_split = cs->n_split;
@@ -224,7 +253,7 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
     for (int t = 0; cs->fused && cs->rope && t < cs->n_tokens; t++)
         if (t / step * step + 1 == cs->n_tokens || step == 1)
             rope_ref_row(b.host_qkv + (size_t)(cs->pos0 + t) * stride, cs, cs->pos0 + t);
-    const double maxabs = st == CLF_OK ? attention_ref(b.host_qkv, stride, cs, scale, b.ref) : 0;
+    const double maxabs = st == CLF_OK ? attention_ref(b.host_qkv, stride, cs, scale, b.host_sinks, b.ref) : 0;
     if (maxabs < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     if (st == CLF_OK) {
         res->err = q_same ? clf_rel_err(b.host_out, b.ref, n_out) : INFINITY;
@@ -240,9 +269,10 @@ clf_status clf_check_attention(clf_runtime *rt, uint64_t seed, const clf_attn_ca
         char splits[24] = "", win[40] = "";
         if (cs->n_tokens == 1 && !cs->naive) snprintf(splits, sizeof splits, " splits %d", plan.n_split);
         if (cs->window) snprintf(win, sizeof win, " win %d/%d", cs->window, b.cache.n_ctx);
-        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s%s |s|max %.0f",
+        snprintf(res->detail, sizeof res->detail, "%s n=%d pos0=%d chunk %d heads %d/%d hd %d %s%s%s%s%s |s|max %.0f",
                  cs->naive ? "naive" : plan.variant == CLF_ATTN_GPU ? "gpu" : "cpu", cs->n_tokens, cs->pos0,
-                 cs->chunk, cs->n_head, cs->n_kv_head, hd, clf_type_get(cs->kv_type)->name, win, splits, maxabs);
+                 cs->chunk, cs->n_head, cs->n_kv_head, hd, clf_type_get(cs->kv_type)->name, win, splits,
+                 cs->sinks ? " sinks" : "", cs->yarn > 0 ? " yarn" : "", maxabs);
     }
     bufs_free(&b);
     return st;
@@ -318,7 +348,7 @@ clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int
 /* ---- decode rows over a paged pool ---------------------------------------------- */
 
 clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_type, int rope, int variant,
-                                    clf_check_result *res) {
+                                    int sinks, clf_check_result *res) {
     /* 3 sequences in a pool of 12 blocks of 32, tables shuffled over it; 4 rows,
      * two of them one sequence's consecutive positions (a speculative step) */
     enum { N_SEQ = 3, N_TBL = 4, N_BLOCKS = 12, N = 4, NH = 2, NKV = 1, HD = 32 };
@@ -330,7 +360,8 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
     memset(res, 0, sizeof *res);
     clf_kv_cache pool;
     clf_attn_rows rows = {0};
-    clf_tensor qkv = {0}, dq = {0}, out = {0}, out_q = {0}, out_q_ref = {0};
+    clf_tensor qkv = {0}, dq = {0}, out = {0}, out_q = {0}, out_q_ref = {0}, tsk = {0};
+    float hsk[NH];
     const size_t seq_floats = (size_t)n_pos * stride, n_out = (size_t)N * NH * HD;
     const int64_t qf = CLF_XQ_FLOATS(NH * HD);
     float *host = malloc(N_SEQ * seq_floats * sizeof *host), *drows = malloc((size_t)N * stride * sizeof *drows);
@@ -340,6 +371,9 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
     clf_status st = host && drows && got && xq && xq_ref && ref ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
     uint64_t s = clf_rng_init(seed, 0xA79);
     for (size_t i = 0; host && i < N_SEQ * seq_floats; i++) host[i] = clf_rng_uniform(&s, -1, 1);
+    for (int h = 0; h < NH; h++) hsk[h] = clf_rng_uniform(&s, -3.0f, 5.0f);
+    if (st == CLF_OK && sinks) st = clf_tensor_alloc(rt, CLF_F32, NH, 1, &tsk);
+    if (st == CLF_OK && sinks) st = clf_tensor_upload(rt, &tsk, hsk, sizeof hsk);
     memset(&pool, 0, sizeof pool);
     if (st == CLF_OK) st = clf_kv_pool_create(rt, kv_type, 2, NKV, HD, N_BLOCKS, 32, N_SEQ, N_TBL, 0, &pool);
     if (st == CLF_OK) {
@@ -379,10 +413,12 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, qf, N, &out_q_ref);
     if (st == CLF_OK) st = clf_tensor_fill(rt, &out_q, 0xff);
     if (st == CLF_OK) st = clf_attn_rows_set(rt, &pool, &rows, N, seq, pos);
-    const clf_rope_params rp = {rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, cs.n_rot, 10000.0f, 0.5f, NULL};
+    const clf_rope_params rp = {.mode = rope == 2 ? CLF_ROPE_NEOX : CLF_ROPE_NORM, .n_rot = cs.n_rot, .base = 10000.0f,
+        .freq_scale = 0.5f};
     if (st == CLF_OK)
-        st = clf_attention_decode_rows(rt, &pool, &rows, 1, (clf_rows){&dq, 0, stride}, (clf_rows){&dq, kcol, stride},
-                                       (clf_rows){&dq, vcol, stride}, NH, scale, rope ? &rp : NULL, &out, &out_q);
+        st = clf_attention_decode_rows_ex(rt, &pool, &rows, 1, (clf_rows){&dq, 0, stride},
+                                          (clf_rows){&dq, kcol, stride}, (clf_rows){&dq, vcol, stride}, NH, scale,
+                                          rope ? &rp : NULL, sinks ? &tsk : NULL, &out, &out_q);
     if (st == CLF_OK) st = clf_tensor_download(rt, &out, got, n_out * sizeof *got);
     if (st == CLF_OK) st = clf_quantize_x(rt, &out, &out_q_ref);
     if (st == CLF_OK) st = clf_tensor_download(rt, &out_q, xq, (size_t)N * qf * sizeof *xq);
@@ -393,21 +429,22 @@ clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_
     for (int i = 0; st == CLF_OK && i < N; i++) {
         clf_attn_case one = cs;
         one.pos0 = pos[i];
-        const double m = attention_ref(host + seq[i] * seq_floats, stride, &one, scale, ref + (size_t)i * NH * HD);
+        const double m =
+            attention_ref(host + seq[i] * seq_floats, stride, &one, scale, sinks ? hsk : NULL, ref + (size_t)i * NH * HD);
         if (m < 0) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         maxabs = fmax(maxabs, m);
     }
     if (st == CLF_OK) {
         res->err = memcmp(xq, xq_ref, (size_t)N * qf * sizeof *xq) ? INFINITY : clf_rel_err(got, ref, n_out);
         res->tol = kv_type == CLF_Q8_0 ? 5e-4 : kv_type == CLF_Q4_0 ? 3e-3 : TOL + (rope ? 2e-9 * n_pos : 0);
-        snprintf(res->detail, sizeof res->detail, "%s %d rows of %d sequences, shuffled blocks, splits 3 %s%s",
+        snprintf(res->detail, sizeof res->detail, "%s %d rows of %d sequences, shuffled blocks, splits 3 %s%s%s",
                  clf_attention_plan(rt, &pool, pos[0] + 1).variant == CLF_ATTN_GPU ? "gpu" : "cpu", N, N_SEQ, clf_type_get(kv_type)->name,
-                 rope == 2 ? " rope neox" : rope ? " rope norm" : "");
+                 rope == 2 ? " rope neox" : rope ? " rope norm" : "", sinks ? " sinks" : "");
     }
     clf_attn_rows_free(&rows);
     clf_kv_cache_free(&pool);
     clf_tensor_free(&qkv), clf_tensor_free(&dq), clf_tensor_free(&out), clf_tensor_free(&out_q);
-    clf_tensor_free(&out_q_ref);
+    clf_tensor_free(&out_q_ref), clf_tensor_free(&tsk);
     free(host), free(drows), free(got), free(xq), free(xq_ref), free(ref);
     return st;
 }
@@ -513,6 +550,15 @@ Q_RUN(q_fused_rope_norm, .n_tokens = 2, .pos0 = 40, .n_head = 2, .n_kv_head = 1,
 Q_RUN(q_fused_rope_neox, .n_tokens = 2, .pos0 = 33, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_Q8_0,
       .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32)
 Q_RUN(q_naive, .n_tokens = 9, .pos0 = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F16, .naive = 1)
+/* attention sinks (gpt-oss): a window's edge in chunked prefill and in a split decode through the fused write, naive */
+Q_RUN(q_sinks_prefill, .n_tokens = 40, .pos0 = 20, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F16,
+      .chunk = 13, .window = 17, .n_slots = 64, .sinks = 1)
+Q_RUN(q_sinks_decode, .n_tokens = 2, .pos0 = 130, .n_head = 4, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F32,
+      .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32, .window = 40, .n_slots = 64, .n_split = 3, .sinks = 1)
+Q_RUN(q_fused_yarn, .n_tokens = 2, .pos0 = 300, .n_head = 2, .n_kv_head = 1, .head_dim = 32, .kv_type = CLF_F32,
+      .chunk = 1, .fused = 1, .rope = 2, .n_rot = 32, .n_split = 2, .yarn = 32.0f)
+Q_RUN(q_sinks_naive, .n_tokens = 9, .pos0 = 4, .n_head = 4, .n_kv_head = 2, .head_dim = 16, .kv_type = CLF_F32,
+      .naive = 1, .window = 5, .sinks = 1)
 
 static clf_status q_kv_write(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     clf_check_result r;
@@ -523,11 +569,13 @@ static clf_status q_kv_write(clf_runtime *rt, uint64_t seed, clf_check_result *r
 }
 
 static clf_status q_rows(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
-    static const struct { clf_type t; int rope; } cases[] = {{CLF_F32, 0}, {CLF_F16, 1}, {CLF_Q8_0, 2}, {CLF_Q4_0, 1}};
+    static const struct { clf_type t; int rope, sinks; } cases[] = {
+        {CLF_F32, 0, 0}, {CLF_F16, 1, 0}, {CLF_Q8_0, 2, 0}, {CLF_Q4_0, 1, 0}, {CLF_F32, 2, 1}};
     res->err = -1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         clf_check_result r;
-        CLF_TRY(clf_check_attention_rows(rt, seed + (uint64_t)i, cases[i].t, cases[i].rope, CLF_ATTN_AUTO, &r));
+        CLF_TRY(clf_check_attention_rows(rt, seed + (uint64_t)i, cases[i].t, cases[i].rope, CLF_ATTN_AUTO,
+                                         cases[i].sinks, &r));
         if (!(r.err / r.tol <= res->err / (res->tol > 0 ? res->tol : 1))) *res = r;
     }
     return CLF_OK;
@@ -550,5 +598,9 @@ const clf_check clf_checks_attention_quick[] = {
     {"attn_fused_rope_neox", q_fused_rope_neox},
     {"attn_decode_rows", q_rows},
     {"attn_naive", q_naive},
+    {"attn_sinks_prefill", q_sinks_prefill},
+    {"attn_sinks_decode", q_sinks_decode},
+    {"attn_sinks_naive", q_sinks_naive},
+    {"attn_fused_yarn", q_fused_yarn},
     {NULL, NULL},
 };

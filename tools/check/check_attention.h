@@ -22,6 +22,8 @@ typedef struct clf_attn_case {
     int n_slots;                 /* > 0: cache slots (a ring when below the positions); 0: all positions + 3 */
     int fused;                   /* single tokens through clf_attention_decode (the cache write fused) */
     int rope, n_rot;             /* fused: RoPE applied there too (1 NORM, 2 NEOX pairs) to n_rot of each head */
+    int sinks;                   /* attention sinks: a random logit a query head (clf_attention_ex and kin) */
+    float yarn;                  /* fused RoPE: > 0, YaRN of this factor over an original context of 64 */
 } clf_attn_case;
 
 /* Q, K and V come from one fused QKV activation with an odd row stride (so
@@ -47,8 +49,8 @@ clf_status clf_check_kv_write(clf_runtime *rt, uint64_t seed, clf_type type, int
  * rows' own keys written by the call (rope: 1 NORM, 2 NEOX, on n_rot of each
  * head), 3 splits; every row against its sequence's attention in double,
  * the output's int8 form byte for byte clf_quantize_x's. variant:
- * clf_attn_variant (AUTO: the device's). */
+ * clf_attn_variant (AUTO: the device's); sinks: with attention sinks. */
 clf_status clf_check_attention_rows(clf_runtime *rt, uint64_t seed, clf_type kv_type, int rope, int variant,
-                                    clf_check_result *res);
+                                    int sinks, clf_check_result *res);
 
 #endif

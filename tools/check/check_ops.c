@@ -238,30 +238,54 @@ out:
 
 static double rope_freq_scale(const clf_rope_case *c) { return c->freq_scale > 0 ? c->freq_scale : 1.0; }
 
-static void rope_ref(const clf_rope_case *c, const float *x, const float *factors, double *ref) {
+/* llama.cpp's YaRN (ggml_rope_yarn_corr_dims, rope_yarn, llama_context's
+ * yarn_attn_factor with attn_factor 1, ext_factor 1, betas 32 and 1), in
+ * double: pair i's angle from its unscaled theta, *mscale its magnitude. */
+typedef struct {
+    double factor; /* 0: no YaRN */
+    int ctx;
+} yarn_ref;
+static double yarn_corr_dim_ref(const clf_rope_case *c, const yarn_ref *y, double beta) {
+    return c->n_rot * log(y->ctx / (beta * 2 * M_PI)) / (2 * log((double)c->base));
+}
+static double yarn_theta_ref(const clf_rope_case *c, const yarn_ref *yr, int i, double theta_extrap, double *mscale) {
+    const double f = yr->factor, fs = 1.0 / f;
+    const double lo = fmax(0.0, floor(yarn_corr_dim_ref(c, yr, 32.0)));
+    const double hi = fmin(c->n_rot - 1, ceil(yarn_corr_dim_ref(c, yr, 1.0)));
+    const double y = (i - lo) / fmax(0.001, hi - lo), mix = 1.0 - fmin(1.0, fmax(0.0, y));
+    const double attn = (f <= 1 ? 1.0 : 0.1 * log(f) + 1.0) / (1.0 + 0.1 * log(f));
+    *mscale = attn * (1.0 + 0.1 * log(1.0 / fs));
+    return fs * theta_extrap * (1 - mix) + theta_extrap * mix;
+}
+
+static void rope_ref(const clf_rope_case *c, const yarn_ref *yr, const float *x, const float *factors, double *ref) {
     for (size_t i = 0; i < (size_t)c->n_tokens * c->row_stride; i++) ref[i] = x[i];
     int half = c->n_rot / 2;
     for (int t = 0; t < c->n_tokens; t++)
         for (int h = 0; h < c->n_heads; h++) {
             size_t base = (size_t)t * c->row_stride + c->col0 + (size_t)h * c->head_dim;
             for (int i = 0; i < half; i++) {
-                double theta = (c->pos0 + t) * rope_freq_scale(c) * pow((double)c->base, -2.0 * i / c->n_rot);
+                double theta = (c->pos0 + t) * pow((double)c->base, -2.0 * i / c->n_rot), m = 1.0;
                 if (factors) theta /= factors[i];
+                if (yr->factor > 0) theta = yarn_theta_ref(c, yr, i, theta, &m);
+                else theta *= rope_freq_scale(c);
                 size_t ia = base + (c->mode == CLF_ROPE_NEOX ? i : 2 * i);
                 size_t ib = base + (c->mode == CLF_ROPE_NEOX ? i + half : 2 * i + 1);
                 double a = x[ia], b = x[ib];
-                ref[ia] = a * cos(theta) - b * sin(theta);
-                ref[ib] = a * sin(theta) + b * cos(theta);
+                ref[ia] = m * (a * cos(theta) - b * sin(theta));
+                ref[ib] = m * (a * sin(theta) + b * cos(theta));
             }
         }
 }
 
-clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res) {
+static clf_status check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, const yarn_ref *yr,
+                             clf_check_result *res) {
     if (c->n_tokens < 1 || c->row_stride < 1 || c->n_rot < 2)
         return clf_fail(CLF_ERR_ARG, "rope check: %d tokens, stride %d, n_rot %d", c->n_tokens, c->row_stride, c->n_rot);
     snprintf(res->detail, sizeof res->detail, "%s %dx%dx%d rot %d, col %d/%d, pos0 %d%s%s",
              c->mode == CLF_ROPE_NEOX ? "neox" : "norm", c->n_tokens, c->n_heads, c->head_dim, c->n_rot, c->col0,
-             c->row_stride, c->pos0, c->factors ? ", factors" : "", rope_freq_scale(c) != 1.0 ? ", scaled" : "");
+             c->row_stride, c->pos0, c->factors ? ", factors" : "",
+             yr->factor > 0 ? ", yarn" : rope_freq_scale(c) != 1.0 ? ", scaled" : "");
     size_t total = (size_t)c->n_tokens * c->row_stride;
     clf_status st = CLF_OK;
     float *x = xmalloc(total * sizeof *x, &st), *out = xmalloc(total * sizeof *out, &st);
@@ -272,10 +296,14 @@ clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c
     uint64_t s = clf_rng_init(seed, 3);
     fill(&s, x, total, -1.0f, 1.0f);
     fill(&s, ff, (size_t)c->n_rot / 2, 1.0f, 40.0f);
-    rope_ref(c, x, c->factors ? ff : NULL, ref);
+    rope_ref(c, yr, x, c->factors ? ff : NULL, ref);
     if ((st = tensor_from(rt, CLF_F32, c->row_stride, c->n_tokens, x, &tx)) != CLF_OK) goto out;
     if (c->factors && (st = tensor_from(rt, CLF_F32, c->n_rot / 2, 1, ff, &tff)) != CLF_OK) goto out;
-    const clf_rope_params p = {c->mode, c->n_rot, c->base, (float)rope_freq_scale(c), c->factors ? &tff : NULL};
+    clf_rope_params p = {.mode = c->mode, .n_rot = c->n_rot, .base = c->base,
+        .freq_scale = (float)rope_freq_scale(c), .factors = c->factors ? &tff : NULL};
+    if (yr->factor > 0 &&
+        (st = clf_rope_yarn(&p, (float)yr->factor, yr->ctx, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW)) != CLF_OK)
+        goto out;
     if ((st = clf_rope(rt, &tx, c->n_tokens, c->row_stride, c->col0, c->n_heads, c->head_dim, c->pos0, &p)) != CLF_OK)
         goto out;
     if ((st = clf_tensor_download(rt, &tx, out, total * sizeof *out)) != CLF_OK) goto out;
@@ -285,6 +313,17 @@ out:
     clf_tensor_free(&tff);
     free(x), free(out), free(ff), free(ref);
     return st;
+}
+
+clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res) {
+    const yarn_ref none = {0, 0};
+    return check_rope(rt, seed, c, &none, res);
+}
+
+clf_status clf_check_rope_yarn(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, float factor, int n_ctx_orig,
+                               clf_check_result *res) {
+    const yarn_ref y = {factor, n_ctx_orig};
+    return check_rope(rt, seed, c, &y, res);
 }
 
 /* ---- activations quantized for the int8 GEMVs -------------------------------- */
@@ -393,28 +432,54 @@ out:
 
 static double gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * g * (1.0 + 0.044715 * g * g))); }
 
+/* gpt-oss's clamped SwiGLU as llama.cpp's swiglu_oai computes it, in double */
+static double swiglu_oai_ref(double g, double u) {
+    const double alpha = 1.702, limit = 7.0, x = fmin(g, limit), y = fmax(-limit, fmin(u, limit));
+    return x / (1.0 + exp(-alpha * x)) * (y + 1.0);
+}
+
 clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int rows, int ff, clf_check_result *res) {
     if (rows < 1 || ff < 1) return clf_fail(CLF_ERR_ARG, "glu check: %d x %d", rows, ff);
-    snprintf(res->detail, sizeof res->detail, "%s %dx%d from gate|up %dx%d", act == CLF_GLU_SILU ? "silu" : "gelu",
-             rows, ff, rows, 2 * ff);
+    static const char *const names[] = {"silu", "gelu", "swiglu_oai"};
+    if ((unsigned)act > 2) return clf_fail(CLF_ERR_ARG, "glu check: activation %d", (int)act);
+    snprintf(res->detail, sizeof res->detail, "%s %dx%d from gate|up %dx%d%s", names[act], rows, ff, rows, 2 * ff,
+             ff % 32 ? "" : ", glu_xq");
     size_t total = (size_t)rows * ff;
     clf_status st = CLF_OK;
     float *gu = xmalloc(2 * total * sizeof *gu, &st), *out = xmalloc(total * sizeof *out, &st);
     double *ref = xmalloc(total * sizeof *ref, &st);
-    clf_tensor tgu = {0}, ty = {0};
+    float *out2 = ff % 32 ? NULL : xmalloc(total * sizeof *out2, &st);
+    float *q = ff % 32 ? NULL : xmalloc((size_t)rows * CLF_XQ_FLOATS(ff) * sizeof *q, &st);
+    float *q_ref = ff % 32 ? NULL : xmalloc((size_t)rows * CLF_XQ_FLOATS(ff) * sizeof *q_ref, &st);
+    clf_tensor tgu = {0}, ty = {0}, ty2 = {0}, tq = {0}, tq_ref = {0};
+    int xq_same = 1;
     if (st != CLF_OK) goto out;
     uint64_t s = clf_rng_init(seed, 4);
-    /* wide enough to reach the saturated ends of silu and GELU (past the kernel's clamp at 10) */
+    /* wide enough to reach the saturated ends of silu and GELU (past the kernel's clamp at 10), and
+     * swiglu_oai's limits at +-7 on both halves */
     fill(&s, gu, 2 * total, -12.0f, 12.0f);
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < ff; j++) {
             double g = gu[(size_t)r * 2 * ff + j], u = gu[(size_t)r * 2 * ff + ff + j];
-            ref[(size_t)r * ff + j] = (act == CLF_GLU_SILU ? g / (1.0 + exp(-g)) : gelu_tanh(g)) * u;
+            ref[(size_t)r * ff + j] = act == CLF_GLU_SWIGLU_OAI ? swiglu_oai_ref(g, u)
+                                      : (act == CLF_GLU_SILU ? g / (1.0 + exp(-g)) : gelu_tanh(g)) * u;
         }
     if ((st = tensor_from(rt, CLF_F32, 2 * ff, rows, gu, &tgu)) != CLF_OK) goto out;
     if ((st = poisoned(rt, ff, rows, &ty)) != CLF_OK) goto out;
     if ((st = clf_glu(rt, act, &tgu, &ty)) != CLF_OK) goto out;
     if ((st = clf_tensor_download(rt, &ty, out, total * sizeof *out)) != CLF_OK) goto out;
+    if (ff % 32 == 0) { /* clf_glu_xq: the same y bit for bit, its int8 form clf_quantize_x's byte for byte */
+        const int64_t qf = CLF_XQ_FLOATS(ff);
+        if ((st = poisoned(rt, ff, rows, &ty2)) != CLF_OK) goto out;
+        if ((st = poisoned(rt, qf, rows, &tq)) != CLF_OK) goto out;
+        if ((st = poisoned(rt, qf, rows, &tq_ref)) != CLF_OK) goto out;
+        if ((st = clf_glu_xq(rt, act, &tgu, &ty2, &tq)) != CLF_OK) goto out;
+        if ((st = clf_quantize_x(rt, &ty, &tq_ref)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &ty2, out2, total * sizeof *out2)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &tq, q, (size_t)rows * qf * sizeof *q)) != CLF_OK) goto out;
+        if ((st = clf_tensor_download(rt, &tq_ref, q_ref, (size_t)rows * qf * sizeof *q_ref)) != CLF_OK) goto out;
+        xq_same = !memcmp(out, out2, total * sizeof *out) && !memcmp(q, q_ref, (size_t)rows * qf * sizeof *q);
+    }
     /* ||out - ref|| / ||ref||, the denominator floored at 1e-3 ||up||: an
      * output saturated to ~0 (gate far below 0) has no relative error to
      * speak of, and a one-element case may draw one */
@@ -427,11 +492,13 @@ clf_status clf_check_glu(clf_runtime *rt, uint64_t seed, clf_glu_act act, int ro
             den += ref[i] * ref[i];
             uden += u * u;
         }
-    result(res, sqrt(num) / fmax(sqrt(den), 1e-3 * sqrt(uden)), act == CLF_GLU_SILU ? TOL_ELEMENTWISE : TOL_GELU);
+    result(res, xq_same ? sqrt(num) / fmax(sqrt(den), 1e-3 * sqrt(uden)) : INFINITY,
+           act == CLF_GLU_GELU_TANH ? TOL_GELU : TOL_ELEMENTWISE);
 out:
     clf_tensor_free(&tgu);
     clf_tensor_free(&ty);
-    free(gu), free(out), free(ref);
+    clf_tensor_free(&ty2), clf_tensor_free(&tq), clf_tensor_free(&tq_ref);
+    free(gu), free(out), free(ref), free(out2), free(q), free(q_ref);
     return st;
 }
 
@@ -736,6 +803,26 @@ static clf_status chk_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result
 static clf_status chk_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_rope, CLF_ROPE_NEOX, rope_full);
 }
+/* YaRN: gpt-oss's (factor 32 over 4096, base 150000, Q and K heads of 64 in a fused row, past the original
+ * context), and a tail of pairs with frequency factors */
+typedef struct {
+    clf_rope_case c;
+    float factor;
+    int ctx;
+} yarn_case;
+static const yarn_case rope_yarn_full[2] = {
+    {{3, 5120, 0, 72, 64, 64, 5000, 150000.0f, CLF_ROPE_NEOX, 0, 0}, 32.0f, 4096},
+    {{4, 131, 3, 3, 40, 36, 700, 10000.0f, CLF_ROPE_NORM, 0, 1}, 4.0f, 256},
+};
+static clf_status at_rope_yarn(clf_runtime *rt, uint64_t seed, const void *shape, int mode, clf_check_result *r) {
+    const yarn_case *y = shape;
+    clf_rope_case c = y->c;
+    c.mode = (clf_rope_mode)mode;
+    return clf_check_rope_yarn(rt, seed, &c, y->factor, y->ctx, r);
+}
+static clf_status chk_rope_yarn(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_rope_yarn, CLF_ROPE_NEOX, rope_yarn_full);
+}
 
 static const int glu_full[2][2] = {{1, 1536}, {7, 37}}; /* rows, ff */
 static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
@@ -743,6 +830,9 @@ static clf_status chk_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *r
 }
 static clf_status chk_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_glu, CLF_GLU_GELU_TANH, glu_full);
+}
+static clf_status chk_swiglu_oai(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_glu, CLF_GLU_SWIGLU_OAI, glu_full);
 }
 
 static clf_status chk_scale(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
@@ -779,7 +869,9 @@ const clf_check clf_checks_ops[] = {
     {"rmsnorm_heads", chk_rmsnorm_heads},
     {"rope_norm", chk_rope_norm},
     {"rope_neox", chk_rope_neox},
+    {"rope_yarn", chk_rope_yarn},
     {"swiglu", chk_swiglu},
+    {"swiglu_oai", chk_swiglu_oai},
     {"geglu", chk_geglu},
     {"add", chk_add},
     {"scale", chk_scale},
@@ -823,6 +915,13 @@ static clf_status q_rope_norm(clf_runtime *rt, uint64_t seed, clf_check_result *
 static clf_status q_rope_neox(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_rope, CLF_ROPE_NEOX, rope_quick);
 }
+static const yarn_case rope_yarn_quick[2] = {
+    {{2, 2 * 64 + 3, 1, 2, 64, 64, 5000, 150000.0f, CLF_ROPE_NEOX, 0, 0}, 32.0f, 4096},
+    {{3, 100, 10, 2, 40, 36, 300, 10000.0f, CLF_ROPE_NORM, 0, 1}, 4.0f, 256},
+};
+static clf_status q_rope_yarn(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_rope_yarn, CLF_ROPE_NEOX, rope_yarn_quick);
+}
 
 static const int glu_quick[2][2] = {{3, 37}, {1, 300}};
 static clf_status q_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
@@ -830,6 +929,10 @@ static clf_status q_swiglu(clf_runtime *rt, uint64_t seed, clf_check_result *res
 }
 static clf_status q_geglu(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
     return SHAPES(at_glu, CLF_GLU_GELU_TANH, glu_quick);
+}
+static const int glu_oai_quick[2][2] = {{3, 37}, {2, 64}}; /* a partial run; whole blocks through clf_glu_xq */
+static clf_status q_swiglu_oai(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
+    return SHAPES(at_glu, CLF_GLU_SWIGLU_OAI, glu_oai_quick);
 }
 
 static clf_status q_elementwise(clf_runtime *rt, uint64_t seed, clf_check_result *res) {
@@ -874,7 +977,9 @@ const clf_check clf_checks_ops_quick[] = {
     {"rmsnorm_heads", q_rmsnorm_heads},
     {"rope_norm", q_rope_norm},
     {"rope_neox", q_rope_neox},
+    {"rope_yarn", q_rope_yarn},
     {"swiglu", q_swiglu},
+    {"swiglu_oai", q_swiglu_oai},
     {"geglu", q_geglu},
     {"elementwise", q_elementwise},
     {"softmax", q_softmax},

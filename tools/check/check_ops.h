@@ -41,6 +41,11 @@ typedef struct clf_rope_case {
 /* The whole [n_tokens × row_stride] buffer is compared, so elements outside
  * the rotated heads and dims must come back unchanged. */
 clf_status clf_check_rope(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, clf_check_result *res);
+/* The same with YaRN (clf_rope_yarn: factor over an original context
+ * n_ctx_orig, attn_factor 1, llama.cpp's betas; the case's freq_scale
+ * unused) against llama.cpp's rope_yarn in double. */
+clf_status clf_check_rope_yarn(clf_runtime *rt, uint64_t seed, const clf_rope_case *c, float factor, int n_ctx_orig,
+                               clf_check_result *res);
 
 /* The gated unit with either activation; gate values reach the saturated
  * ends of silu and GELU. */
