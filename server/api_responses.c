@@ -160,6 +160,10 @@ static int items_to_messages(json_t *items, json_t *msgs, srv_api_error *e) {
             }
             json_t *text;
             snprintf(where, sizeof where, "input[%zu].content", i);
+            if (!get(it, "content")) {
+                srv_api_bad(e, "input", "'%s' is required in a message", where);
+                return -1;
+            }
             if (content_text(get(it, "content"), where, &text, e)) return -1;
             json_t *m = json_object();
             if (!m || set(m, "role", json_string(role)) || set(m, "content", text) || json_array_append_new(msgs, m))
