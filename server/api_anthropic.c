@@ -202,8 +202,10 @@ static int tools_to_chat(json_t *root, json_t *chat, srv_api_error *e) {
                 srv_api_bad(e, "tools", "tools.%zu: name (a string) and input_schema (an object) are required", i);
                 return -1;
             }
-            json_t *f = json_pack("{s:s, s:O}", "name", name, "parameters", schema);
-            if (f && desc && json_object_set(f, "description", desc)) return oom(e);
+            /* in chat's order (name, description, parameters): the tools' JSON is rendered into the prompt */
+            json_t *f = json_pack("{s:s}", "name", name);
+            if (!f || (desc && json_object_set(f, "description", desc)) || json_object_set(f, "parameters", schema))
+                return json_decref(f), oom(e);
             if (!f || json_array_append_new(out, json_pack("{s:s, s:o}", "type", "function", "function", f)))
                 return oom(e);
         }
@@ -232,7 +234,7 @@ static int tools_to_chat(json_t *root, json_t *chat, srv_api_error *e) {
 
 /* Documented fields this server does not offer: a 400 naming the field. */
 static int refuse_unsupported(json_t *root, srv_api_error *e) {
-    static const char *const ALWAYS[] = {"container", "mcp_servers", "context_management"};
+    static const char *const ALWAYS[] = {"container", "mcp_servers", "context_management", "diagnostics"};
     for (size_t i = 0; i < sizeof ALWAYS / sizeof *ALWAYS; i++)
         if (get(root, ALWAYS[i])) {
             srv_api_bad(e, ALWAYS[i], "%s: not supported by this server", ALWAYS[i]);
@@ -245,6 +247,16 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
                                    "without a thinking budget); omit it or send {\"type\": \"disabled\"}");
         return -1;
     }
+    json_t *sp = get(root, "speed"), *oc = get(root, "output_config");
+    if (sp && !(json_is_string(sp) && !strcmp(json_string_value(sp), "standard"))) {
+        srv_api_bad(e, "speed", "speed: only \"standard\" is supported by this server");
+        return -1;
+    }
+    if (oc && get(oc, "effort")) {
+        srv_api_bad(e, "output_config", "output_config.effort: not supported by this server (its models answer "
+                                        "without an effort budget)");
+        return -1;
+    }
     if (st && !(json_is_string(st) && (!strcmp(json_string_value(st), "auto") ||
                                        !strcmp(json_string_value(st), "standard_only")))) {
         srv_api_bad(e, "service_tier", "service_tier: must be auto or standard_only (this server has one tier)");
@@ -255,7 +267,7 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
 
 /* The chat error's field under this API's name (its message keeps chat's words). */
 static void rename_param(srv_api_error *e) {
-    static const char *const MAP[][2] = {{"stop", "stop_sequences"}};
+    static const char *const MAP[][2] = {{"stop", "stop_sequences"}, {"response_format", "output_config"}};
     for (size_t i = 0; e->param && i < sizeof MAP / sizeof *MAP; i++)
         if (!strcmp(e->param, MAP[i][0])) e->param = MAP[i][1];
 }
@@ -337,6 +349,25 @@ static int parse(const char *body, size_t len, int count, srv_api_req *q, srv_ap
         }
     }
     if (tools_to_chat(root, chat, e)) goto out;
+    /* output_config.format {"type": "json_schema", "schema"}: chat's response_format, enforced by the grammar */
+    json_t *oc = get(root, "output_config"), *fmt = oc ? get(oc, "format") : NULL;
+    if (oc && !json_is_object(oc)) {
+        srv_api_bad(e, "output_config", "output_config: must be an object");
+        goto out;
+    }
+    if (fmt) {
+        const char *type = json_string_value(get(fmt, "type"));
+        if (!type || strcmp(type, "json_schema") || !json_is_object(get(fmt, "schema"))) {
+            srv_api_bad(e, "output_config", "output_config.format: must be {\"type\": \"json_schema\", \"schema\": "
+                                            "{...}}");
+            goto out;
+        }
+        if (set(chat, "response_format", json_pack("{s:s, s:{s:s, s:O}}", "type", "json_schema", "json_schema",
+                                                   "name", "output", "schema", get(fmt, "schema")))) {
+            oom(e);
+            goto out;
+        }
+    }
     char *text = json_dumps(chat, JSON_COMPACT);
     if (!text) {
         oom(e);
@@ -501,9 +532,10 @@ enum MHD_Result srv_messages(srv_http *h, srv_app *app, struct MHD_Connection *c
         return srv_anthropic_error(c, &e);
     }
     if (parse(body ? body : "", len, 0, &q, &e) == 0) {
-        for (int i = 0; i < q.n_stop; i++) x->stop[i] = q.stop[i], q.stop[i] = NULL; /* the context's now */
-        x->n_stop = q.n_stop;
-        n_jobs = srv_request_submit(h, app, c, &q, jobs, &tools, &e);
+        for (int i = 0; i < q.n_stop; i++) /* copies: the stop_sequence an answer names */
+            if ((x->stop[x->n_stop] = strdup(q.stop[i]))) x->n_stop++;
+        if (x->n_stop < q.n_stop) srv_api_error_set(&e, 500, "api_error", NULL, NULL, "out of host memory");
+        else n_jobs = srv_request_submit(h, app, c, &q, jobs, &tools, &e);
         rename_param(&e);
     }
     const int stream = q.stream;

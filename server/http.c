@@ -229,6 +229,7 @@ static enum MHD_Result route_error(struct MHD_Connection *c, route r, const srv_
  * or the error it gets once its body has been read (and dropped). */
 typedef struct conn {
     route r;
+    route path_r; /* the route of the request's path, whatever its method (R_NONE: none): its errors' shape */
     const srv_asset_source *asset;
     srv_buf body; /* the request's body so far */
     size_t dropped;
@@ -312,10 +313,11 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
                                      conn *cn) {
     if (!framing_ok(c, &cn->err)) return srv_http_send_error(c, &cn->err);
     int path_known = 0;
-    cn->r = R_NONE;
+    cn->r = cn->path_r = R_NONE;
     for (int i = 0; i < R_NONE; i++)
         if (ROUTES[i].path ? !strcmp(url, ROUTES[i].path) : !!(cn->asset = asset_for(url))) {
             path_known = 1;
+            cn->path_r = (route)i;
             if (!strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET")))
                 cn->r = (route)i;
         }
@@ -334,7 +336,7 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
         cn->failed = 0;
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) return too_large(c, cn->r);
+    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) return too_large(c, cn->path_r);
     return MHD_YES;
 }
 
@@ -412,8 +414,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     arm(h, c, 0); /* the request is whole: its answer may take long */
-    if (cn->failed) return route_error(c, cn->r, &cn->err);
-    if (cn->dropped) return too_large(c, cn->r);
+    if (cn->failed) return route_error(c, cn->path_r, &cn->err);
+    if (cn->dropped) return too_large(c, cn->path_r);
     return serve(h, c, cn);
 }
 
