@@ -46,13 +46,13 @@ static const char *error_type(int http) {
     }
 }
 
-static char *error_json(const srv_api_error *e) {
+char *srv_anthropic_error_json(const srv_api_error *e) {
     return srv_api_dump(srv_api_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type", error_type(e->http),
                                      "message", srv_api_text_json(e->message, strlen(e->message))));
 }
 
 enum MHD_Result srv_anthropic_error(struct MHD_Connection *c, const srv_api_error *e) {
-    return srv_http_send(c, (unsigned)e->http, "application/json", error_json(e));
+    return srv_http_send(c, (unsigned)e->http, "application/json", srv_anthropic_error_json(e));
 }
 
 /* ---- the request ---------------------------------------------------------- */
@@ -511,7 +511,7 @@ static int end(void *ctx, srv_buf *out, const srv_reply *r) {
 
 static int fail(void *ctx, srv_buf *out, const srv_api_error *e) {
     (void)ctx;
-    return srv_sse(out, "error", error_json(e));
+    return srv_sse(out, "error", srv_anthropic_error_json(e));
 }
 
 static const srv_item_ops OPS = {
@@ -519,6 +519,10 @@ static const srv_item_ops OPS = {
     .text_close = text_close, .call_open = call_open, .call_delta = call_delta, .call_close = call_close,
     .end = end, .fail = fail, .whole = whole, .send_error = srv_anthropic_error, .free = ctx_free,
 };
+
+int srv_messages_parse(const char *body, size_t len, int count, srv_api_req *q, srv_api_error *e) {
+    return parse(body, len, count, q, e);
+}
 
 enum MHD_Result srv_messages(srv_http *h, srv_app *app, struct MHD_Connection *c, const char *body, size_t len) {
     srv_api_req q;

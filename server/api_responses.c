@@ -671,6 +671,18 @@ static const srv_item_ops OPS = {
     .end = end, .fail = fail, .whole = whole, .send_error = srv_http_send_error, .free = ctx_free,
 };
 
+int srv_responses_parse(const char *body, size_t len, srv_api_req *q, srv_api_error *e) {
+    resp_ctx *x = calloc(1, sizeof *x);
+    if (!x) {
+        memset(q, 0, sizeof *q);
+        return oom(e);
+    }
+    int rc = parse(body, len, q, x, e);
+    if (rc) rename_param(e);
+    ctx_free(x);
+    return rc;
+}
+
 enum MHD_Result srv_responses(srv_http *h, srv_app *app, struct MHD_Connection *c, const char *body, size_t len) {
     srv_api_req q;
     srv_api_error e = {0};
