@@ -464,8 +464,11 @@ static void test_stop_scan_random(void **state) {
             fin = srv_stop_scan(text, from, len, stop, n_stop, &matched);
             /* nothing was final that a stop string cuts: the final text only grows */
             assert_true(fin >= from && fin <= len);
-            assert_int_equal(matched, want < len);
+            assert_int_equal(matched != 0, want < len);
             if (matched) {
+                /* 1 + the index of a stop string found there */
+                assert_true(matched >= 1 && matched <= n_stop && !memcmp(text + fin, stop[matched - 1],
+                                                                        strlen(stop[matched - 1])));
                 assert_int_equal(fin, want);
                 split += fin < len - piece; /* it began in an earlier piece */
                 break;
