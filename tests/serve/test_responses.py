@@ -3,6 +3,7 @@ plain, streamed (the typed events), a tools round trip, text.format
 json_schema, previous_response_id, and the errors. The requests become
 chat requests, so a greedy answer equals /v1/chat/completions' for the same
 conversation (asserted throughout)."""
+import concurrent.futures
 import json
 
 import jsonschema
@@ -202,3 +203,26 @@ def test_errors(client, kw, param):
 def test_malformed(smol, body):
     status, r = smol.request("POST", "/v1/responses", body, {"Content-Type": "application/json"})
     assert status == 400 and r["error"]["type"] == "invalid_request_error" and r["error"]["message"], r
+
+
+def test_kept_responses_are_bounded(tiny):
+    """The server keeps its last 256 responses: the 257th ago has expired (a 404 saying so)."""
+    s = tiny("--parallel", "4", "--ctx", "128")
+    first = s.request("POST", "/v1/responses", {"input": "n0", "max_output_tokens": 1})[1]["id"]
+
+    def one(i):
+        status, r = s.request("POST", "/v1/responses", {"input": f"n{i}", "max_output_tokens": 1})
+        assert status == 200 and r["status"] == "incomplete", r  # the tiny model never ends a turn
+        return r["id"]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        later = list(pool.map(one, range(1, 256)))
+    second = one(256)  # the 257th: the first has expired, the second is the oldest kept
+    ids = [first, second]
+    status, r = s.request("POST", "/v1/responses", {"input": "x", "max_output_tokens": 1,
+                                                    "previous_response_id": ids[0]})
+    assert status == 404 and r["error"]["code"] == "previous_response_not_found", r
+    assert "256" in r["error"]["message"]
+    for kept in (later[0], second):
+        status, r = s.request("POST", "/v1/responses", {"input": "x", "max_output_tokens": 1,
+                                                        "previous_response_id": kept})
+        assert status == 200 and r["previous_response_id"] == kept, r
