@@ -309,6 +309,13 @@ static int parse(const char *body, size_t len, int count, srv_api_req *q, srv_ap
         srv_api_bad(e, "messages", "messages: Field required (a non-empty array)");
         goto out;
     }
+    /* a last assistant message is Anthropic's prefill (the answer continues it): the chat templates here end
+     * a turn after each message, so it cannot be honoured, and is refused rather than answered otherwise */
+    const char *last = json_string_value(get(json_array_get(list, json_array_size(list) - 1), "role"));
+    if (last && !strcmp(last, "assistant")) {
+        srv_api_bad(e, "messages", "messages: a final assistant message (prefill) is not supported by this server");
+        goto out;
+    }
     size_t i;
     json_array_foreach(list, i, v) {
         if (!json_is_object(v)) {

@@ -88,7 +88,13 @@ static enum MHD_Result answer_whole(srv_app *app, struct MHD_Connection *c, srv_
             reply_of(ops, rep, text.p, text.n, id_base(), ids, calls, &r) == 0)
             json = ops->whole(ctx, &r);
         else clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
-        rc = srv_http_send(c, MHD_HTTP_OK, "application/json", json);
+        if (json) {
+            rc = srv_http_send(c, MHD_HTTP_OK, "application/json", json);
+        } else { /* a 500 saying why, in the API's shape */
+            srv_api_error e;
+            srv_api_error_set(&e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+            rc = ops->send_error(c, &e);
+        }
         clinfer_tool_reply_free(rep);
     }
     srv_buf_free(&text);

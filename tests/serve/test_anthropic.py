@@ -161,6 +161,7 @@ def test_max_tokens_missing(smol):
     ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x",
                                                   "content": "1"}]}]}, "tool"),
     ({"max_tokens": 0}, "max_tokens"),
+    ({"messages": Q + [{"role": "assistant", "content": "The capital is"}]}, "prefill"),
     ({"extra_body": {"mcp_servers": [{"type": "url", "url": "http://x", "name": "x"}]}}, "mcp_servers"),
 ])
 def test_errors(client, kw, word):
