@@ -5,6 +5,7 @@ max_tokens missing, and the errors in Anthropic's shape. The requests
 become chat requests, so a greedy answer equals /v1/chat/completions' for
 the same conversation (asserted throughout)."""
 import json
+import time
 
 import anthropic
 import jsonschema
@@ -214,3 +215,23 @@ def test_api_key_and_error_shapes(tiny):
         anthropic.Anthropic(base_url=s.url, api_key="nope", max_retries=0).messages.create(**body)
     status, r = s.request("GET", "/v1/messages", headers={"x-api-key": "k3y"})
     assert status == 405 and r["type"] == "error" and r["error"]["type"] == "invalid_request_error", r
+
+
+@pytest.mark.parametrize("path,body,token", [
+    ("/v1/messages", {"model": M, "max_tokens": 3000, "messages": Q}, b"text_delta"),
+    ("/v1/responses", {"input": "a", "max_output_tokens": 3000}, b"response.output_text.delta"),
+])
+def test_disconnect_frees_the_slot(tiny, path, body, token):
+    """A client gone mid-stream cancels its job, as on chat (test_http.py)."""
+    from test_http import open_stream, read_until
+    s = tiny("--parallel", "1")
+    c = open_stream(s.port, body, path)
+    assert token in read_until(c, token)
+    c.close()
+    deadline = time.time() + 60  # a wait for a state, not a time limit
+    while s.metric("requests_running") != 0 and time.time() < deadline:
+        time.sleep(0.02)
+    assert s.metric("requests_cancelled_total") == 1
+    r = anthropic.Anthropic(base_url=s.url, api_key="x", max_retries=0).messages.create(model=M, max_tokens=4,
+                                                                                       messages=Q)
+    assert r.usage.output_tokens == 4 and s.metric("generated_tokens_total") < 3000
