@@ -90,6 +90,22 @@ static int blocks_text(json_t *c, const char *where, json_t **out, srv_api_error
     return *out ? 0 : oom(e);
 }
 
+/* A tool_result marked is_error: its text says so ("Error: " first), chat's
+ * tool messages having no such mark. -1: out of memory (*t unchanged). */
+static int mark_error(json_t **t) {
+    size_t n = json_string_length(*t);
+    char *b = malloc(n + 8);
+    if (!b) return -1;
+    memcpy(b, "Error: ", 7);
+    memcpy(b + 7, json_string_value(*t), n);
+    json_t *m = json_stringn(b, n + 7);
+    free(b);
+    if (!m) return -1;
+    json_decref(*t);
+    *t = m;
+    return 0;
+}
+
 /* A message as chat messages: a user's tool_result blocks become tool
  * messages (before its text), an assistant's tool_use blocks its
  * tool_calls; thinking blocks are dropped (no template here takes them
@@ -149,6 +165,9 @@ static int message_to_chat(json_t *m, size_t i, json_t *msgs, srv_api_error *e) 
                 rc = -1;
             } else if (!c ? !(t = json_string("")) && oom(e) : blocks_text(c, w, &t, e)) {
                 rc = -1;
+            } else if (json_is_true(get(blk, "is_error")) && mark_error(&t)) {
+                json_decref(t);
+                rc = oom(e);
             } else if (json_array_append_new(msgs, json_pack("{s:s, s:s, s:o}", "role", "tool", "tool_call_id", id,
                                                              "content", t))) {
                 rc = oom(e);

@@ -138,6 +138,16 @@ def test_tools_round_trip(client, oai):
     assert text_of(r) == c2.choices[0].message.content and r.stop_reason != "tool_use"
     n = client.messages.count_tokens(model=M, messages=history, tools=ATOOLS)
     assert n.input_tokens > first.usage.input_tokens + first.usage.cache_read_input_tokens
+    # is_error: the result's text says so (chat's tool messages have no such mark)
+    history[-1]["content"][0]["is_error"] = True
+    e = client.messages.count_tokens(model=M, messages=history, tools=ATOOLS)
+    c3 = chat(oai, q + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": uses[0].id, "type": "function", "function": {"name": uses[0].name,
+                                                             "arguments": json.dumps(uses[0].input,
+                                                                                     separators=(",", ":"))}}]},
+                        {"role": "tool", "tool_call_id": uses[0].id, "content": "Error: " + result}],
+              tools=TOOLS, max_tokens=1)
+    assert e.input_tokens == c3.usage.prompt_tokens > n.input_tokens
 
 
 def test_max_tokens_missing(smol):
