@@ -5,8 +5,8 @@ set -e
 # The Python bindings' tests (a venv over Debian's numpy and pytest, pip
 # installing offline) and the .deb (cpack's dpkg-shlibdeps, file); then
 # `clinfer serve`: HTTP and JSON libraries, and the browser its chat page
-# is checked in (the tests pip-install the openai client and jsonschema
-# into a venv, and jsonschema with rfc3339-validator for
+# is checked in (the tests pip-install the openai and anthropic clients
+# and jsonschema into a venv, and jsonschema with rfc3339-validator for
 # tests/json_schema.sh);
 # Open MPI for `--mpi` (one model across the ranks of an MPI job);
 # binutils' readelf and nm, with which tests/install.sh and

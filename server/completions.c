@@ -651,53 +651,79 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
     return q->n;
 }
 
-enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
-                               size_t len) {
-    srv_api_req q;
-    srv_api_error e;
+int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_api_req *q, srv_job **jobs,
+                       clinfer_tools **tools_out, srv_api_error *e) {
     int32_t *ids = NULL;
     int n = 0, n_jobs = 0;
-    srv_job *jobs[SRV_MAX_N];
     clinfer_tools *tools = NULL;
     clinfer_grammar *grammar = NULL;
     const grammar_wait gw = {{srv_http_deadline(h), client_gone, c, srv_http_request_timeout(h)},
                              srv_http_request_timeout(h)};
-    /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
-    if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) {
-        const int max_given = q.max_tokens; /* 0: not given (a refusal names the prompt then) */
-        if (!q.max_tokens && kind == SRV_COMPLETION) q.max_tokens = 16; /* OpenAI's default there */
-        if (check_request(app, &q, &e) == 0 && tool_setup(app, &q, &gw, &tools, &grammar, &e) == 0 &&
-            prompt_tokens(app, &q, q.tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, &e) == 0 &&
-            check_kv(app, &q, n, max_given, &e) == 0 && (grammar || format_setup(app, &q, &gw, &grammar, &e) == 0))
-            n_jobs = make_jobs(&q, ids, n, grammar, jobs, &e);
-    }
+    *tools_out = NULL;
+    const int max_given = q->max_tokens; /* 0: not given (a refusal names the prompt then) */
+    if (!q->max_tokens && q->kind == SRV_COMPLETION) q->max_tokens = 16; /* OpenAI's default there */
+    if (check_request(app, q, e) == 0 && tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
+        prompt_tokens(app, q, q->tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, e) == 0 &&
+        check_kv(app, q, n, max_given, e) == 0 && (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
+        n_jobs = make_jobs(q, ids, n, grammar, jobs, e);
     free(ids);
     clinfer_grammar_free(grammar); /* the jobs hold theirs */
-    int stream_it = q.stream, include_usage = q.include_usage, logprobs = q.logprobs;
-    if (q.tool_choice == CLINFER_TOOL_NONE) { /* offered none: the reply is text */
+    if (q->tool_choice == CLINFER_TOOL_NONE) { /* offered none: the reply is text */
         clinfer_tools_free(tools);
         tools = NULL;
     }
-    srv_api_req_free(&q);
     if (!n_jobs) {
         clinfer_tools_free(tools);
-        return e.http ? srv_http_send_error(c, &e) : MHD_NO; /* 0: the client left */
+        return 0;
     }
     switch (srv_sched_submit_group(app->sched, jobs, n_jobs)) {
     case SRV_SUBMIT_FULL:
-        clinfer_tools_free(tools);
-        release_jobs(app->sched, jobs, n_jobs);
-        srv_api_error_set(&e, 503, "server_error", "queue_full", NULL, "all %d slots are busy and the queue is full",
+        srv_api_error_set(e, 503, "server_error", "queue_full", NULL, "all %d slots are busy and the queue is full",
                           app->n_slots);
-        return srv_http_send_error(c, &e);
+        break;
     case SRV_SUBMIT_CLOSED:
-        clinfer_tools_free(tools);
-        release_jobs(app->sched, jobs, n_jobs);
-        srv_api_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
-        return srv_http_send_error(c, &e);
-    case SRV_SUBMIT_OK: break;
+        srv_api_error_set(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        break;
+    case SRV_SUBMIT_OK:
+        srv_http_busy(h, 1);
+        *tools_out = tools;
+        return n_jobs;
     }
-    srv_http_busy(h, 1);
+    clinfer_tools_free(tools);
+    release_jobs(app->sched, jobs, n_jobs);
+    return 0;
+}
+
+int srv_request_count(const srv_app *app, const srv_api_req *q, int *n, srv_api_error *e) {
+    clinfer_tools *tools = NULL;
+    int32_t *ids = NULL;
+    *n = 0;
+    if (q->tools && q->tool_choice != CLINFER_TOOL_NONE) { /* the tools' text in the prompt, as a request renders it */
+        clinfer_status st = clinfer_tools_create(app->m, q->tools, strlen(q->tools), &tools);
+        if (st != CLINFER_OK) {
+            if (st == CLINFER_ERR_MEMORY) srv_api_error_set(e, 500, "server_error", NULL, NULL, "%s", clinfer_last_error());
+            else srv_api_bad(e, "tools", "%s", clinfer_last_error());
+            return -1;
+        }
+    }
+    int rc = prompt_tokens(app, q, tools, &ids, n, e);
+    free(ids);
+    clinfer_tools_free(tools);
+    return rc;
+}
+
+enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
+                               size_t len) {
+    srv_api_req q;
+    srv_api_error e;
+    int n_jobs = 0;
+    srv_job *jobs[SRV_MAX_N];
+    clinfer_tools *tools = NULL;
+    /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
+    if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) n_jobs = srv_request_submit(h, app, c, &q, jobs, &tools, &e);
+    int stream_it = q.stream, include_usage = q.include_usage, logprobs = q.logprobs;
+    srv_api_req_free(&q);
+    if (!n_jobs) return e.http ? srv_http_send_error(c, &e) : MHD_NO; /* 0: the client left */
     char id[48];
     snprintf(id, sizeof id, "%s-%llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", next_id());
     srv_api_resp r = {.kind = kind, .id = id, .model = app->model_id, .created = (long long)time(NULL)};

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_responses.h"
 #include "metrics.h"
 
 /* server/page.html, embedded at build time (cmake/embed.cmake) */
@@ -197,7 +198,7 @@ static void *watchdog(void *arg) {
 
 typedef enum route {
     R_PAGE, R_ASSET, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_NONE
+    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_NONE
 } route;
 
 static const struct {
@@ -214,12 +215,21 @@ static const struct {
     [R_EMBEDDINGS] = {"/v1/embeddings", "POST", 0},
     [R_TOKENIZE] = {"/tokenize", "POST", 0},
     [R_DETOKENIZE] = {"/detokenize", "POST", 0},
+    [R_RESPONSES] = {"/v1/responses", "POST", 0},             /* api_responses.c */
+    [R_MESSAGES] = {"/v1/messages", "POST", 0},               /* api_anthropic.c */
+    [R_COUNT_TOKENS] = {"/v1/messages/count_tokens", "POST", 0},
 };
+
+/* A route's error: Anthropic's shape on its endpoints, else OpenAI's. */
+static enum MHD_Result route_error(struct MHD_Connection *c, route r, const srv_api_error *e) {
+    return r == R_MESSAGES || r == R_COUNT_TOKENS ? srv_anthropic_error(c, e) : srv_http_send_error(c, e);
+}
 
 /* A request's state between the access handler's calls: its body so far,
  * or the error it gets once its body has been read (and dropped). */
 typedef struct conn {
     route r;
+    route path_r; /* the route of the request's path, whatever its method (R_NONE: none): its errors' shape */
     const srv_asset_source *asset;
     srv_buf body; /* the request's body so far */
     size_t dropped;
@@ -227,18 +237,22 @@ typedef struct conn {
     srv_api_error err;
 } conn;
 
-static enum MHD_Result too_large(struct MHD_Connection *c) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "the body is larger than %d bytes", SRV_MAX_BODY);
-    return send_fail(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", msg);
+static enum MHD_Result too_large(struct MHD_Connection *c, route r) {
+    srv_api_error e;
+    srv_api_error_set(&e, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", "request_too_large", NULL,
+                      "the body is larger than %d bytes", SRV_MAX_BODY);
+    return route_error(c, r, &e);
 }
 
 /* The key compared in time independent of where it differs; the scheme's
- * name in any case (RFC 7235). */
+ * name in any case (RFC 7235). Anthropic's clients send it as x-api-key:
+ * taken too, on every route. */
 static int key_ok(const srv_http *h, struct MHD_Connection *c) {
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncasecmp(auth, "Bearer ", 7)) return 0;
-    const char *given = auth + 7;
+    const char *xkey = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"), *given;
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) given = auth + 7;
+    else if (xkey) given = xkey;
+    else return 0;
     while (*given == ' ') given++;
     size_t n = strlen(h->api_key), m = strlen(given);
     unsigned char diff = n != m;
@@ -299,10 +313,11 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
                                      conn *cn) {
     if (!framing_ok(c, &cn->err)) return srv_http_send_error(c, &cn->err);
     int path_known = 0;
-    cn->r = R_NONE;
+    cn->r = cn->path_r = R_NONE;
     for (int i = 0; i < R_NONE; i++)
         if (ROUTES[i].path ? !strcmp(url, ROUTES[i].path) : !!(cn->asset = asset_for(url))) {
             path_known = 1;
+            cn->path_r = (route)i;
             if (!strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET")))
                 cn->r = (route)i;
         }
@@ -316,12 +331,12 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
                               "no such route: %s %.100s", method, url);
     } else if (h->api_key && !ROUTES[cn->r].public && !key_ok(h, c)) {
         srv_api_error_set(&cn->err, MHD_HTTP_UNAUTHORIZED, "authentication_error", "invalid_api_key", NULL,
-                          "a valid API key is required (Authorization: Bearer KEY)");
+                          "a valid API key is required (Authorization: Bearer KEY, or x-api-key: KEY)");
     } else {
         cn->failed = 0;
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) return too_large(c);
+    if (cl && strtoull(cl, NULL, 10) > SRV_DROP_BODY) return too_large(c, cn->path_r);
     return MHD_YES;
 }
 
@@ -369,6 +384,9 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     case R_EMBEDDINGS: return srv_embeddings(h, app, c, cn->body.p, cn->body.n);
     case R_TOKENIZE: return srv_tokenize(app, c, cn->body.p, cn->body.n, 0);
     case R_DETOKENIZE: return srv_tokenize(app, c, cn->body.p, cn->body.n, 1);
+    case R_RESPONSES: return srv_responses(h, app, c, cn->body.p, cn->body.n);
+    case R_MESSAGES: return srv_messages(h, app, c, cn->body.p, cn->body.n);
+    case R_COUNT_TOKENS: return srv_messages_count(app, c, cn->body.p, cn->body.n);
     default: return MHD_NO;
     }
 }
@@ -396,8 +414,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     arm(h, c, 0); /* the request is whole: its answer may take long */
-    if (cn->failed) return srv_http_send_error(c, &cn->err);
-    if (cn->dropped) return too_large(c);
+    if (cn->failed) return route_error(c, cn->path_r, &cn->err);
+    if (cn->dropped) return too_large(c, cn->path_r);
     return serve(h, c, cn);
 }
 

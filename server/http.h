@@ -81,6 +81,17 @@ int srv_http_request_timeout(const srv_http *h);
 /* Counts a completion in flight (srv_http_drain waits for them). */
 void srv_http_busy(srv_http *h, int delta);
 
+/* A parsed request (q, modified: max_tokens may be set) checked against the
+ * model, its prompt rendered and tokenized, its tools' and format's grammar
+ * got, its q->n jobs made and submitted (srv_http_busy counted): how many
+ * (the caller answers them, releases them and uncounts busy), or 0 with *e
+ * set (e->http 0: the client left). *tools: the tool format the reply is
+ * parsed with (the caller's to free), NULL without tools or with
+ * tool_choice none. Every endpoint that generates goes through this. */
+int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_api_req *q, srv_job **jobs,
+                       clinfer_tools **tools, srv_api_error *e);
+/* The tokens of q's prompt as srv_request_submit renders it: 0 with *n set, or -1 with *e. */
+int srv_request_count(const srv_app *app, const srv_api_req *q, int *n, srv_api_error *e);
 enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
                                size_t len);
 /* POST /v1/embeddings (embeddings.c), /tokenize and /detokenize (tokenize.c). */

@@ -39,6 +39,7 @@ struct srv_job {
     srv_finish finish;
     int submitted, cancelled, orphaned, shutdown;
     srv_buf text;     /* the reply's bytes so far */
+    int stop_hit;     /* 1 + the index of the stop string that ended the job; 0: none did */
     size_t final_len; /* of text, those that can no longer start a stop string */
     int n_eval, n_cached, n_gen, slot;
     int reserve; /* KV blocks set aside for it while it runs (admit) */
@@ -116,7 +117,7 @@ size_t srv_stop_scan(const char *text, size_t from, size_t len, char *const *sto
         for (int i = 0; i < n_stop; i++) {
             size_t k = strlen(stop[i]);
             if (k && p + k <= len && !memcmp(text + p, stop[i], k)) {
-                *matched = 1;
+                *matched = 1 + i; /* which one: 1 + its index */
                 return p;
             }
         }
@@ -492,6 +493,7 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
     size_t fin = srv_stop_scan(j->text.p, j->final_len, j->text.n, j->stop, j->n_stop, &matched);
     j->final_len = fin;
     if (matched) {
+        j->stop_hit = matched; /* 1 + the stop string's index (Anthropic's stop_sequence names it) */
         j->text.n = fin; /* the stop string and what followed it are cut */
         j->text.p[fin] = 0;
         return TAKE_STOP;
@@ -866,6 +868,7 @@ void srv_sched_wait(srv_sched *s, srv_job *j, size_t from, int timeout_ms, srv_j
     v->state = j->state;
     v->finish = j->finish;
     v->shutdown = j->shutdown;
+    v->stop_hit = j->stop_hit;
     v->text_len = j->final_len;
     v->n_prompt = j->n_prompt;
     v->n_cached = j->n_cached;

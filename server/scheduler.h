@@ -60,6 +60,7 @@ typedef struct srv_job_view {
     srv_state state;
     srv_finish finish;
     int shutdown; /* SRV_FINISH_ERROR because the server stopped before it ran */
+    int stop_hit; /* SRV_FINISH_STOP by a stop string: 1 + its index in srv_job_params.stop; else 0 */
     size_t text_len; /* bytes of final text (held-back text that may begin a stop string excluded) */
     int n_prompt, n_cached, n_gen;
     double queue_ms, prompt_ms, gen_ms;
@@ -147,7 +148,7 @@ void srv_sched_release(srv_sched *s, srv_job *j);
 void srv_sched_stats(srv_sched *s, srv_stats *out);
 
 /* Stop strings: of text [0, len), the first stop string's start at or after
- * `from` (*matched = 1), else how much is final: len less the longest end
+ * `from` (*matched = 1 + that string's index), else how much is final: len less the longest end
  * that begins a stop string. */
 size_t srv_stop_scan(const char *text, size_t from, size_t len, char *const *stop, int n_stop, int *matched);
 

@@ -1,6 +1,7 @@
 #!/bin/sh
-# `clinfer serve` through its clients: the official openai Python package
-# (pip-installed into a venv over Debian's python3 and pytest), raw HTTP,
+# `clinfer serve` through its clients: the official openai and anthropic
+# Python packages (pip-installed into a venv over Debian's python3 and
+# pytest), raw HTTP,
 # and headless Chromium on the chat page (tests/serve/).
 #
 # usage: serve.sh CLINFER TINY_GGUF BUILD_DIR
@@ -18,8 +19,9 @@ done
 [ -n "$PY" ] || { echo "FAIL: no python3 with pytest and venv (make deps installs them)"; exit 1; }
 VENV=$BUILD/servevenv
 [ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV" || { echo "FAIL: python3 -m venv"; exit 1; }
-"$VENV/bin/python" -c "import openai, jsonschema" 2>/dev/null || "$VENV/bin/python" -m pip install -q openai jsonschema >"$W/log" 2>&1 ||
-    { cat "$W/log"; echo "FAIL: pip install openai jsonschema"; exit 1; }
+"$VENV/bin/python" -c "import openai, anthropic, jsonschema" 2>/dev/null ||
+    "$VENV/bin/python" -m pip install -q openai anthropic jsonschema >"$W/log" 2>&1 ||
+    { cat "$W/log"; echo "FAIL: pip install openai anthropic jsonschema"; exit 1; }
 "$TOOL" model "$W/tiny-noeog.gguf" --no-eog || { echo "FAIL: tiny_gguf"; exit 1; }
 CLINFER_BIN=$BIN CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$SRC/tests/serve"

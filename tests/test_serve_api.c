@@ -397,10 +397,10 @@ static void test_stop_scan(void **state) {
     /* the earliest whole match wins over an earlier partial one */
     char *stop2[] = {"abcd", "b"};
     assert_int_equal(srv_stop_scan("abx", 0, 3, stop2, 2, &m), 1);
-    assert_true(m);
+    assert_int_equal(m, 2); /* 1 + the index of the string that matched */
     t = "a xx"; /* a match at the end */
     assert_int_equal(srv_stop_scan(t, 0, 4, stop, 3, &m), 2);
-    assert_true(m);
+    assert_int_equal(m, 3);
 }
 
 /* xorshift64* as tests/support's (the server's tests link the public API
@@ -464,8 +464,11 @@ static void test_stop_scan_random(void **state) {
             fin = srv_stop_scan(text, from, len, stop, n_stop, &matched);
             /* nothing was final that a stop string cuts: the final text only grows */
             assert_true(fin >= from && fin <= len);
-            assert_int_equal(matched, want < len);
+            assert_int_equal(matched != 0, want < len);
             if (matched) {
+                /* 1 + the index of a stop string found there */
+                assert_true(matched >= 1 && matched <= n_stop && !memcmp(text + fin, stop[matched - 1],
+                                                                        strlen(stop[matched - 1])));
                 assert_int_equal(fin, want);
                 split += fin < len - piece; /* it began in an earlier piece */
                 break;
