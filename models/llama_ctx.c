@@ -56,6 +56,7 @@ static int takes_xq(const clf_llama *m) {
     if (hp->n_embd % 32 || hp->n_ff % 32) return 0;
     const clf_llama_layer *L = &m->layers[m->l0]; /* a stage's first layer; the head on the last stage only */
     const clf_llama_proj *ps[] = {&L->wqkv, &L->wgu};
+    if (hp->n_expert) return 0; /* the experts' products read float rows (host/compute/moe.h) */
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < ps[i]->n; j++)
             if (clf_matmul_quantizes_x(m->rt, &ps[i]->part[j], 1)) return 1;
@@ -120,6 +121,9 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
         st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, logit_rows, &c->logits);
     }
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_batch * sizeof(int32_t), NULL, &c->ids);
+    /* a mixture of experts' routing and one expert's rows */
+    if (st == CLF_OK && hp->n_expert)
+        st = clf_moe_scratch_alloc(rt, n_batch, hp->n_expert, hp->n_expert_used, hp->n_embd, hp->n_ff_exp, &c->moe);
     /* a decode row's activation quantized once by the norm or SwiGLU that makes it, where the GEMVs take int8 x */
     if (st == CLF_OK && takes_xq(m))
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_embd), n_dec, &c->xq_e);
@@ -135,6 +139,7 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
     const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
+    c->device_bytes += clf_moe_scratch_bytes(&c->moe);
     *out = c;
     return CLF_OK;
 }
@@ -169,6 +174,7 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     clf_topk_free(&c->topk);
     clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
+    clf_moe_scratch_free(&c->moe);
     if (c->ids) clReleaseMemObject(c->ids);
     free(c);
 }
