@@ -98,8 +98,9 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim, n_batch, &c->att);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * hp->n_ff, n_batch, &c->gu);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_ff, n_batch, &c->ff);
+    const int n_ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff; /* experts: their own scratch (c->moe); these unused */
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * n_ff, n_batch, &c->gu);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, n_ff, n_batch, &c->ff);
     int logit_rows = n_seq < n_batch ? n_seq : n_batch;
     if (m->next_ops) {
         /* a stage before the last: the next stage's context, and host rows for the hop */

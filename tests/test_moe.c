@@ -11,6 +11,8 @@
  *  - batched = alone on tiny qwen3moe and Mixtral models: a prefill chunk
  *    beside decode rows of other sequences gives each the logits it gets
  *    alone;
+ *  - the estimates (models/estimate.h) against what the model and a context
+ *    allocate, and the bytes a token reads counting its chosen experts;
  *  - keys out of range and missing or misshapen expert tensors: a format
  *    error naming the key or tensor. */
 #include <math.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "estimate.h"
 #include "llama.h"
 #include "moe.h"
 #include "quant.h"
@@ -388,6 +391,61 @@ static void test_batched(void **state) {
     tu_tune(NULL);
 }
 
+/* ---- estimates -------------------------------------------------------------------- */
+
+/* The device bytes of the weights and of a context as estimated, exactly;
+ * a token's weights read count its chosen experts only. */
+static void check_memory(const tiny_model *tm) {
+    char path[32];
+    write_tiny(tm, path);
+    clf_gguf *g;
+    clf_model_shape s;
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_model_shape_from_gguf(g, &s));
+    assert_int_equal(s.n_expert, tm->n_expert);
+    assert_int_equal(s.n_expert_used, tm->n_expert_used);
+    const int64_t fe = strcmp(tm->arch, "llama") ? tm->n_ff_exp : tm->n_ff;
+    assert_int_equal(s.n_ff_exp, fe);
+    TU_OK(clf_llama_load(tu_runtime(), g, &m));
+    TU_OK(clf_llama_ctx_create(m, 256, 64, CLF_F16, &c));
+    const double weights = clf_device_weight_bytes(&s), kv = clf_kv_cache_bytes(&s, 256, 64, 2);
+    const double scratch = clf_scratch_bytes(&s, 64);
+    const double xq = (double)(clf_tensor_bytes(&c->xq_e) + clf_tensor_bytes(&c->xq_f) + clf_tensor_bytes(&c->xq_a));
+    print_message("  %s: weights %zu (estimate %.0f), context %zu (estimate %.0f)\n", tm->arch, m->device_bytes, weights,
+                  c->device_bytes, kv + scratch - clf_xq_bytes(&s) + xq);
+    /* GGUF layout (gpu): the bytes as stored; the cpu's panels pad an expert's rows to whole panels,
+     * which these odd widths (24, 40) are not (a real model's, 768 or 14336, are) */
+    if (clf_weight_host_layout(tu_runtime()))
+        assert_true((double)m->device_bytes >= weights && (double)m->device_bytes <= 1.25 * weights);
+    else
+        assert_true((double)m->device_bytes == weights);
+    assert_true((double)c->device_bytes == kv + scratch - clf_xq_bytes(&s) + xq);
+    /* a token reads the router and its chosen experts of each layer (F32 weights) */
+    const clf_params p = clf_estimate_params(&s);
+    const double expert = 3.0 * s.n_embd * fe * 4.0, router = 4.0 * tm->n_expert * s.n_embd;
+    const double read = p.bytes[CLF_GROUP_ATTN] + p.bytes[CLF_GROUP_NORM] + 4.0 * s.n_vocab * s.n_embd + 4.0 * s.n_embd +
+                        (double)s.n_layer * (router + tm->n_expert_used * expert);
+    assert_true(fabs(clf_weight_bytes_read(&s) - read) < 1.0);
+    assert_true(p.bytes[CLF_GROUP_MLP] == (double)s.n_layer * (router + tm->n_expert * expert));
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+    unlink(path);
+}
+
+static void test_memory(void **state) {
+    (void)state;
+    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    for (int t = 0; t < 2; t++) {
+        tu_tune(tunes[t]);
+        check_memory(&QWEN3MOE);
+        check_memory(&MIXTRAL);
+    }
+    tu_tune(NULL);
+}
+
 /* ---- keys and tensors out of range ------------------------------------------------ */
 
 /* `src` copied to `dst` with key `key` set to v (absent: v < 0) and tensor
@@ -470,7 +528,7 @@ static void test_bad_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_route), cmocka_unit_test(test_ffn_f32),
                                        cmocka_unit_test(test_ffn_q8_0), cmocka_unit_test(test_batched),
-                                       cmocka_unit_test(test_bad_keys)};
+                                       cmocka_unit_test(test_memory), cmocka_unit_test(test_bad_keys)};
     int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
     return rc;
