@@ -318,8 +318,9 @@ static void write_tiny(const tiny_model *tm, char *path) {
 
 /* Three sequences: A prefilled alone, then a batch of A's decode row, B's
  * 9-token prompt and C's first token, then 3 decode steps of all three,
- * against each alone; and against the scalar reference. */
-static void check_batched(const tiny_model *tm, double tol) {
+ * against each alone (to tol), and each alone against the scalar
+ * reference (to tol_ref). */
+static void check_batched(const tiny_model *tm, double tol, double tol_ref) {
     char path[32];
     write_tiny(tm, path);
     clf_gguf *g;
@@ -368,10 +369,11 @@ static void check_batched(const tiny_model *tm, double tol) {
         }
         free(ref);
     }
-    print_message("  %s%s (%d experts, %d used): batched vs alone %.2e (tol %.0e), alone vs reference %.2e\n", tm->arch,
-                  strcmp(tm->arch, "llama") ? "" : " (Mixtral)", tm->n_expert, tm->n_expert_used, err, tol, err_ref);
+    print_message("  %s%s %s (%d experts, %d used): batched vs alone %.2e (tol %.0e), alone vs reference %.2e (tol %.0e)\n",
+                  tm->arch, strcmp(tm->arch, "llama") ? "" : " (Mixtral)", clf_type_get(tm->type)->name, tm->n_expert,
+                  tm->n_expert_used, err, tol, err_ref, tol_ref);
     assert_true(err <= tol);
-    assert_true(err_ref <= 1e-4);
+    assert_true(err_ref <= tol_ref);
     free(got);
     free(want);
     clf_llama_free(m);
@@ -385,8 +387,16 @@ static void test_batched(void **state) {
     for (int t = 0; t < 2; t++) {
         tu_tune(tunes[t]);
         print_message(" %s variant\n", clf_matmul_variant(tu_runtime()));
-        check_batched(&QWEN3MOE, 1e-5);
-        check_batched(&MIXTRAL, 1e-5);
+        check_batched(&QWEN3MOE, 1e-5, 1e-4);
+        check_batched(&MIXTRAL, 1e-5, 1e-4);
+        /* quantized experts, each one's rows sliced from the stacked tensor in whole blocks: batched =
+         * alone still (a decode row's products are the GEMV's batched or not). Against the reference
+         * the decode GEMVs' int8 activations round (~1e-2), and a router near-tie they tip picks
+         * another expert now and then (measured up to 0.2 over seeds): the bound only catches a wrong
+         * slice (another expert's rows: logits uncorrelated, ~1.4) */
+        tiny_model q = QWEN3MOE;
+        q.type = CLF_Q8_0, q.n_ff_exp = 32;
+        check_batched(&q, 1e-5, 0.5);
     }
     tu_tune(NULL);
 }
