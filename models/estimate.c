@@ -22,6 +22,15 @@ static clf_status arch_u32(const clf_gguf *g, const char *arch, const char *key,
     return CLF_OK;
 }
 
+/* <arch>.<key> where it is a u32 above 0, else def. */
+static int64_t lenient_u32(const clf_gguf *g, const char *arch, const char *key, int64_t def) {
+    char full[96];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    uint32_t v = 0;
+    if (!clf_gguf_find(g, full) || clf_gguf_get_u32(g, full, &v) != CLF_OK || v == 0) return def;
+    return v;
+}
+
 static clf_type tensor_type(const clf_gguf *g, const char *name, clf_type fallback) {
     const clf_gguf_tensor *t = clf_gguf_find_tensor(g, name);
     return t ? t->type : fallback;
@@ -71,16 +80,13 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     s->post_norms = f->post_norms;
     /* experts: a family with them, or any file whose expert_count is above 0 (llama: Mixtral); the
      * width as llama.cpp reads it (models/llama_hparams.c checks the ranges) */
-    CLF_TRY(arch_u32(g, a, "expert_count", f->moe, &s->n_expert));
+    /* a dense llama may say expert_count 0; out-of-range values read as 0 here (models/llama_hparams.c
+     * says what is wrong where a file is loaded) */
+    s->n_expert = lenient_u32(g, a, "expert_count", 0);
     if (s->n_expert) {
-        s->n_expert_used = 1;
-        CLF_TRY(arch_u32(g, a, "expert_used_count", 0, &s->n_expert_used));
+        s->n_expert_used = lenient_u32(g, a, "expert_used_count", 1);
         s->n_ff_exp = f->moe ? s->n_ff / s->n_expert_used : s->n_ff;
-        if (f->moe) CLF_TRY(arch_u32(g, a, "expert_feed_forward_length", 0, &s->n_ff_exp));
-    }
-    if (f->swa_period) {
-        CLF_TRY(arch_u32(g, a, "attention.sliding_window", 1, &s->n_swa));
-        for (int64_t l = 0; l < s->n_layer; l++) s->n_swa_layers += clf_family_layer_swa(f, (int)l);
+        if (f->moe) s->n_ff_exp = lenient_u32(g, a, "expert_feed_forward_length", s->n_ff_exp);
     }
     return CLF_OK;
 }
@@ -238,7 +244,7 @@ double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
 
 double clf_xq_bytes(const clf_model_shape *s) {
     /* 64 bytes per 32 (host/compute/matmul.h CLF_XQ_FLOATS) */
-    return 64.0 * (double)(s->n_embd / 32 + s->n_ff / 32 + q_dim(s) / 32);
+    return 64.0 * (double)(s->n_embd / 32 + (s->n_expert ? s->n_ff_exp : s->n_ff) / 32 + q_dim(s) / 32);
 }
 
 /* ---- training ----------------------------------------------------------------------- */

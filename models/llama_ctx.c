@@ -53,14 +53,15 @@ static clf_status create_caches(clf_llama_ctx *c, clf_type kv_type, size_t kv_me
  * not just reads the float rows). */
 static int takes_xq(const clf_llama *m) {
     const clf_llama_hparams *hp = &m->hp;
-    if (hp->n_embd % 32 || hp->n_ff % 32) return 0;
+    if (hp->n_embd % 32 || (hp->n_expert ? hp->n_ff_exp : hp->n_ff) % 32) return 0;
     const clf_llama_layer *L = &m->layers[m->l0]; /* a stage's first layer; the head on the last stage only */
-    const clf_llama_proj *ps[] = {&L->wqkv, &L->wgu};
-    if (hp->n_expert) return 0; /* the experts' products read float rows (host/compute/moe.h) */
+    /* the MLP's: with experts the first expert's (xq_f then holds one expert's hidden row) */
+    const clf_llama_proj gu_one = {.part = {hp->n_expert ? L->experts[0].gu[0] : (clf_weight){0}}, .n = 1};
+    const clf_llama_proj *ps[] = {&L->wqkv, hp->n_expert ? &gu_one : &L->wgu};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < ps[i]->n; j++)
             if (clf_matmul_quantizes_x(m->rt, &ps[i]->part[j], 1)) return 1;
-    return clf_matmul_quantizes_x(m->rt, &L->wdown, 1) ||
+    return clf_matmul_quantizes_x(m->rt, hp->n_expert ? &L->experts[0].down : &L->wdown, 1) ||
            (m->l1 == hp->n_layer && clf_matmul_quantizes_x(m->rt, &m->output, 1));
 }
 
@@ -98,7 +99,8 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim, n_batch, &c->att);
-    const int n_ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff; /* experts: their own scratch (c->moe); these unused */
+    /* with experts: gu, ff unused (c->moe has an expert's rows), xq_f an expert's hidden row */
+    const int n_ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff;
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * n_ff, n_batch, &c->gu);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, n_ff, n_batch, &c->ff);
     int logit_rows = n_seq < n_batch ? n_seq : n_batch;
@@ -129,7 +131,7 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     if (st == CLF_OK && takes_xq(m))
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_embd), n_dec, &c->xq_e);
     if (st == CLF_OK && takes_xq(m))
-        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_ff), n_dec, &c->xq_f);
+        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(n_ff), n_dec, &c->xq_f);
     /* the attention output's, written by the decode kernel, where heads are whole blocks */
     if (st == CLF_OK && takes_xq(m) && hp->head_dim % 32 == 0)
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(q_dim), n_dec, &c->xq_a);

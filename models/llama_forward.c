@@ -228,7 +228,7 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
              * Wdown_e · (act(Wgate_e · xn) ⊙ (Wup_e · xn)) (host/compute/moe.h; no post-norm family has experts) */
             const clf_moe moe = {&L->router, L->experts, hp->n_expert, hp->n_expert_used, hp->n_ff_exp,
                                  hp->moe_norm_w, hp->expert_w_scale, f->act};
-            CLF_TRY(clf_moe_ffn(rt, &moe, &xn, n1, &x, &c->moe));
+            CLF_TRY(clf_moe_ffn(rt, &moe, &xn, xq.embd, n1, xq.ff, &x, &c->moe));
             continue;
         }
         /* xn [n × n_embd] -> gu [n × 2 n_ff] -> ff [n × n_ff]: act(Wgate · xn) ⊙ (Wup · xn) */

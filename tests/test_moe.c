@@ -6,8 +6,9 @@
  *    scaled;
  *  - the whole expert FFN (router, routing, grouping, gate|up, SwiGLU,
  *    down, weighted scatter-add) against a double-precision reference, F32
- *    and Q8_0 experts, odd widths, decode rows beside prefill rows, a batch
- *    where every row picks one expert and one where every expert is picked;
+ *    and Q8_0 experts, odd widths, decode rows beside prefill rows (a lone
+ *    decode row's experts from its int8 form), a batch where every row
+ *    picks one expert and one where every expert is picked;
  *  - batched = alone on tiny qwen3moe and Mixtral models: a prefill chunk
  *    beside decode rows of other sequences gives each the logits it gets
  *    alone;
@@ -249,7 +250,16 @@ static void check_ffn(experts *x, int n, int n1, int dominant, uint64_t *s, doub
     TU_OK(clf_tensor_upload(rt, &tx, x0, (size_t)n * d * sizeof *x0));
     TU_OK(clf_tensor_upload(rt, &txn, xn, (size_t)n * d * sizeof *xn));
     const clf_moe moe = {&x->wr, x->ex, x->E, x->k, x->ff, 1, 1.0f, CLF_GLU_SILU};
-    TU_OK(clf_moe_ffn(rt, &moe, &txn, n1, &tx, &sc));
+    /* the decode rows' int8 forms where widths are whole blocks (a lone decode row's experts read them) */
+    clf_tensor xq = {0}, ffq = {0};
+    const int int8 = n1 > 0 && d % 32 == 0 && x->ff % 32 == 0;
+    if (int8) {
+        TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(d), n1, &xq));
+        TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(x->ff), 1, &ffq));
+        clf_tensor x1 = clf_tensor_rows(&txn, 0, n1);
+        TU_OK(clf_quantize_x(rt, &x1, &xq));
+    }
+    TU_OK(clf_moe_ffn(rt, &moe, &txn, int8 ? &xq : NULL, n1, int8 ? &ffq : NULL, &tx, &sc));
     TU_OK(clf_tensor_download(rt, &tx, got, (size_t)n * d * sizeof *got));
     const double err = tu_rel_err(got, want, (size_t)n * d);
     int n_picked = 0;
@@ -268,6 +278,8 @@ static void check_ffn(experts *x, int n, int n1, int dominant, uint64_t *s, doub
     clf_moe_scratch_free(&sc);
     clf_tensor_free(&tx);
     clf_tensor_free(&txn);
+    clf_tensor_free(&xq);
+    clf_tensor_free(&ffq);
     free(xn), free(x0), free(got), free(want), free(picked);
 }
 

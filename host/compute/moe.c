@@ -130,8 +130,8 @@ static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_t
     return clf_matmul_cols(rt, w, &i2, &o2, col0, accumulate);
 }
 
-clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, int n1, clf_tensor *x,
-                       clf_moe_scratch *s) {
+clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, const clf_tensor *xq, int n1,
+                       const clf_tensor *ffq, clf_tensor *x, clf_moe_scratch *s) {
     const int n = (int)clf_tensor_nrows(xn), E = moe->n_expert, k = moe->n_used;
     if (n > s->n_rows || E != s->n_expert || k != s->n_used || 2 * (int64_t)moe->n_ff > s->gu.ne[0] ||
         xn->ne[0] != s->xg.ne[0] || x->ne[0] != xn->ne[0])
@@ -179,6 +179,20 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
         clf_tensor xg = clf_tensor_rows(&s->xg, 0, cnt), yg = clf_tensor_rows(&s->yg, 0, cnt);
         clf_tensor gu = clf_tensor_rows(&s->gu, 0, cnt), f = clf_tensor_rows(&s->ff, 0, cnt);
         gu.ne[0] = 2 * ff, f.ne[0] = ff; /* the scratch rows as this width (the scratch may be wider) */
+        if (cnt == 1 && d1 == 1 && xq && ffq) {
+            /* one decode row r: its int8 form xq[r] -> f (and its int8 form fq) -> yg -> x[r] += w · yg */
+            const int r = s->h_row[g0];
+            clf_tensor xr = clf_tensor_rows(xn, r, 1), xqr = clf_tensor_rows(xq, r, 1), fq = clf_tensor_rows(ffq, 0, 1);
+            if (ex->n_gu == 1 && clf_matmul_fuses_glu(rt, &ex->gu[0])) {
+                CLF_TRY(clf_matmul_glu_xq(rt, &ex->gu[0], moe->act, &xqr, &f, &fq));
+            } else {
+                for (int p = 0; p < ex->n_gu; p++) CLF_TRY(clf_matmul_rowwise_xq(rt, &ex->gu[p], &xr, &xqr, &gu, p * ff, 0));
+                CLF_TRY(clf_glu_xq(rt, moe->act, &gu, &f, &fq));
+            }
+            CLF_TRY(clf_matmul_rowwise_xq(rt, &ex->down, &f, &fq, &yg, 0, 0));
+            CLF_TRY(clf_moe_scatter_add(rt, x, &yg, &rows, &gw));
+            continue;
+        }
         /* xn -> xg [cnt × n_embd]: the group's rows */
         CLF_TRY(clf_moe_gather(rt, xn, &rows, &xg));
         /* xg -> gu [cnt × 2 n_ff] -> f [cnt × n_ff]: act(gate · xg) ⊙ (up · xg) (gpt-oss: + biases, its activation) */

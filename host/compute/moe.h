@@ -11,7 +11,8 @@
  *     and the rows grouped by expert on the host (llama.cpp's mul_mat_id
  *     grouping), then per expert picked by any row: gather its rows, the
  *     fused gate|up product, the activation, the down product, and the
- *     weighted scatter-add into x (5 launches an active expert).
+ *     weighted scatter-add into x (5 launches an active expert; 3 or 4
+ *     for a group of one decode row, from its int8 form: no gather).
  * Not done yet: an indirect GEMV reading the expert ids from the device
  * (one launch a layer for decode, no readback).
  *
@@ -87,8 +88,15 @@ clf_status clf_moe_scatter_add(clf_runtime *rt, clf_tensor *x, const clf_tensor 
 /* x [n × n_embd] += Σ_chosen w · down_e(act(gate_e · xn) ⊙ up_e · xn), xn
  * [n × n_embd]; the first n1 rows are decode rows, computed as each one
  * alone computes it (clf_matmul_rowwise), the rest through the GEMMs.
- * Reads the routing back (waits for the queue). */
-clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, int n1, clf_tensor *x,
-                       clf_moe_scratch *s);
+ * xq: the decode rows' int8 forms [n1 × CLF_XQ_FLOATS(n_embd)] as the norm
+ * wrote them, ffq: one row's int8 form of an expert's hidden row
+ * [≥ 1 × CLF_XQ_FLOATS(n_ff)], or both NULL: where an expert's group is one
+ * decode row (a lone token's every expert), its products read them (gate|up
+ * with the activation in one GEMV where the device fuses it,
+ * clf_matmul_glu_xq) and the gather is skipped; the result is the same
+ * (matmul.h: the int8 forms are what the GEMVs would make). Reads the
+ * routing back (waits for the queue). */
+clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, const clf_tensor *xq, int n1,
+                       const clf_tensor *ffq, clf_tensor *x, clf_moe_scratch *s);
 
 #endif
