@@ -78,10 +78,13 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     s->qkv_bias = f->qkv_bias;
     s->qk_norm = f->qk_norm;
     s->post_norms = f->post_norms;
-    /* experts: a family with them, or any file whose expert_count is above 0 (llama: Mixtral); the
-     * width as llama.cpp reads it (models/llama_hparams.c checks the ranges) */
-    /* a dense llama may say expert_count 0; out-of-range values read as 0 here (models/llama_hparams.c
-     * says what is wrong where a file is loaded) */
+    if (f->swa_period) {
+        CLF_TRY(arch_u32(g, a, "attention.sliding_window", 1, &s->n_swa));
+        for (int64_t l = 0; l < s->n_layer; l++) s->n_swa_layers += clf_family_layer_swa(f, (int)l);
+    }
+    /* experts: any file whose expert_count is above 0 (a dense llama may say 0; Mixtral is a llama with
+     * experts), the width as llama.cpp reads it; values out of range read as absent here
+     * (models/llama_hparams.c says what is wrong where a file is loaded) */
     s->n_expert = lenient_u32(g, a, "expert_count", 0);
     if (s->n_expert) {
         s->n_expert_used = lenient_u32(g, a, "expert_used_count", 1);

@@ -29,6 +29,8 @@ typedef struct clf_family {
                             (llama: Mixtral) has experts where its file has <arch>.expert_count > 0 */
     int moe_raw_weights; /* the chosen experts' softmax probabilities used as they are; 0: renormalised
                             to sum 1 over the chosen (llama.cpp's norm_w, true for llama and qwen3moe) */
+    int moe_scale_key;   /* the chosen weights times <arch>.expert_weights_scale (DeepSeek-style families);
+                            0: the key is ignored, as llama.cpp does for llama and qwen3moe */
 } clf_family;
 
 /* The family named `arch`, or NULL. */

@@ -36,7 +36,8 @@ typedef struct clf_llama_hparams {
     int n_ff_exp;                /* an expert's hidden width: expert_feed_forward_length, else n_ff
                                     (llama: Mixtral) or n_ff / n_expert_used (qwen3moe), as llama.cpp */
     int moe_norm_w;              /* the chosen experts' weights renormalised to sum 1 (family) */
-    float expert_w_scale;        /* <arch>.expert_weights_scale, 1 where absent or 0 */
+    float expert_w_scale;        /* <arch>.expert_weights_scale where the family reads it (family.h), 1 where
+                                    absent, 0 or not read */
 } clf_llama_hparams;
 
 /* A fused projection (Q|K|V, gate|up): its tensors' rows concatenated, one

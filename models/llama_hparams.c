@@ -56,8 +56,9 @@ static clf_status want_tensor3(const clf_gguf *g, const char *name, int64_t ne0,
 
 /* The experts' keys: expert_count (a family with experts needs it; any
  * other has experts where it is above 0: a llama file is Mixtral then),
- * expert_used_count, expert_feed_forward_length, expert_weights_scale,
- * each checked against what the routing kernel takes (host/compute/moe.h). */
+ * expert_used_count, expert_feed_forward_length, expert_weights_scale
+ * (where the family reads it), each checked against what the routing
+ * kernel takes (host/compute/moe.h). */
 static clf_status moe_keys(const clf_gguf *g, const char *a, const clf_family *f, clf_llama_hparams *hp) {
     char key[128];
     snprintf(key, sizeof key, "%s.expert_count", a);
@@ -84,7 +85,7 @@ static clf_status moe_keys(const clf_gguf *g, const char *a, const clf_family *f
                         "experts used is 0", a, hp->n_ff, hp->n_expert_used);
     hp->moe_norm_w = !f->moe_raw_weights;
     float scale = 0.0f;
-    CLF_TRY(get_f32(g, a, "expert_weights_scale", &scale));
+    if (f->moe_scale_key) CLF_TRY(get_f32(g, a, "expert_weights_scale", &scale));
     if (!isfinite(scale) || scale < 0)
         return clf_fail(CLF_ERR_FORMAT, "%s.expert_weights_scale = %g is out of range (finite, >= 0)", a, scale);
     hp->expert_w_scale = scale == 0.0f ? 1.0f : scale; /* llama.cpp scales only by a value other than 0 and 1 */
