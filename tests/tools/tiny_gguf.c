@@ -3,6 +3,7 @@
  *
  *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A]
  *                  [--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied]
+ *                  [--experts E --used K] [--ff-exp N] [--ff-any N]
  *       a random model (tests/support: tiny_model_write, default a one-layer
  *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
  *       so that `clinfer run` works on it; weights of TYPE (default F32);
@@ -13,7 +14,7 @@
  *       whole 256-weight super-blocks (n_embd 256 in 4 heads of 64 sharing 1
  *       KV head, n_ff 512), 2 layers, an untied output head: every matrix can
  *       be a K-quant (tests/peer/record_kquant.py). The family
- *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
+ *       options: --arch (llama, qwen2, qwen3, qwen3moe, gemma3, phi3, or any name: the
  *       file then has Llama's tensors), --layers, --embd (the embedding width
  *       when it differs from the 2 heads of 16), --head-dim (a multiple of
  *       16: 32 for the quantized caches), --window (gemma3's sliding
@@ -240,7 +241,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
     fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A] "
-                    "[--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied] [--experts E --used K] [--ff-exp N] [--ff-any N] "
-                    "| tiny_gguf seeds DIR\n");
+                    "[--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied] "
+                    "[--experts E --used K] [--ff-exp N] [--ff-any N] | tiny_gguf seeds DIR\n");
     return 2;
 }
