@@ -205,9 +205,12 @@ static clf_status check_fits(const clf_llama *m, const clf_gguf *g) {
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         if (!clf_split_tensor_on_stage(t->name.ptr, t->name.len, m->l0, m->l1, n_layer)) continue;
-        if (t->bytes > rt->dev.max_alloc)
-            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s) exceeds %s's max allocation of %s", (int)t->name.len,
-                            t->name.ptr, clf_bytes_str((double)t->bytes, a, sizeof a), rt->dev.name,
+        /* stacked experts (ffn_*_exps) load as a weight each: an expert's bytes are the allocation */
+        const size_t alloc = m->hp.n_expert && t->ne[2] > 1 ? t->bytes / (size_t)t->ne[2] : t->bytes;
+        if (alloc > rt->dev.max_alloc)
+            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s%s) exceeds %s's max allocation of %s", (int)t->name.len,
+                            t->name.ptr, clf_bytes_str((double)alloc, a, sizeof a), alloc < t->bytes ? " an expert" : "",
+                            rt->dev.name,
                             clf_bytes_str((double)rt->dev.max_alloc, b, sizeof b));
     }
     return CLF_OK;
