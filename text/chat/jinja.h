@@ -29,7 +29,8 @@ typedef struct clf_jinja_limits {
 } clf_jinja_limits;
 
 /* The defaults: 1 MiB template, depth 200, 1e6 iterations, recursion 100,
- * 4 MiB output, 256 MiB memory, 5e7 steps. */
+ * 4 MiB output, 512 MiB memory (a loop iteration takes about 200 bytes),
+ * 5e7 steps. */
 void clf_jinja_default_limits(clf_jinja_limits *l);
 
 typedef struct clf_jinja_template clf_jinja_template;

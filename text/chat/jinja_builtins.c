@@ -438,6 +438,7 @@ jv *jj_getattr(jj_ctx *c, jv *obj, const char *name, size_t n) {
     jv *r = NULL;
     switch (obj->t) {
     case JV_UNDEF: jj_fail(c, "'%s' is undefined", obj->u.undef_name ? obj->u.undef_name : "value");
+    case JV_LOOP: return jj_loop_attr(c, obj, name, n);
     case JV_STR: r = find_method(c, STR_METHODS, obj, name, n); break;
     case JV_DICT:
         if (obj->u.dict.is_ns) {

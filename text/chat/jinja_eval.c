@@ -476,7 +476,7 @@ jv *jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s) {
 /* ---- statements ---- */
 static void assign(jj_ctx *c, const jj_node *target, jv *v, jj_scope *s) {
     if (target->k == N_NAME) {
-        jv_dict_setc(c, s->vars, target->s, v);
+        jv_dict_set(c, s->vars, target->val, v);
     } else if (target->k == N_TUPLE) {
         if (v->t == JV_UNDEF) undefined_error(c, v);
         jv *items = jj_iterable_list(c, v);
@@ -493,8 +493,30 @@ static void assign(jj_ctx *c, const jj_node *target, jv *v, jj_scope *s) {
 
 static jv *loop_cycle(jj_ctx *c, jv *self, jj_args *a) {
     if (a->n == 0) jj_fail(c, "no items for cycling given");
-    jv *i0 = jv_dict_get(self, "index0", 6);
-    return a->v[i0->u.i % a->n];
+    return a->v[self->u.loop.i % a->n];
+}
+
+/* loop.<name> */
+jv *jj_loop_attr(jj_ctx *c, jv *loop, const char *name, size_t n) {
+    int i = loop->u.loop.i, len = loop->u.loop.items->u.list.n;
+    jv **items = loop->u.loop.items->u.list.items;
+    char k[16];
+    if (n >= sizeof k) return jv_undef(c, "loop attribute");
+    memcpy(k, name, n);
+    k[n] = 0;
+    if (!strcmp(k, "index")) return jv_int(c, i + 1);
+    if (!strcmp(k, "index0")) return jv_int(c, i);
+    if (!strcmp(k, "revindex")) return jv_int(c, len - i);
+    if (!strcmp(k, "revindex0")) return jv_int(c, len - i - 1);
+    if (!strcmp(k, "first")) return jv_bool(i == 0);
+    if (!strcmp(k, "last")) return jv_bool(i == len - 1);
+    if (!strcmp(k, "length")) return jv_int(c, len);
+    if (!strcmp(k, "depth")) return jv_int(c, 1);
+    if (!strcmp(k, "depth0")) return jv_int(c, 0);
+    if (!strcmp(k, "previtem")) return i > 0 ? items[i - 1] : jv_undef(c, "previtem");
+    if (!strcmp(k, "nextitem")) return i + 1 < len ? items[i + 1] : jv_undef(c, "nextitem");
+    if (!strcmp(k, "cycle")) return jv_func(c, "cycle", loop_cycle, loop);
+    return jv_undef(c, jj_strndup(c->a, name, n));
 }
 
 static void exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
@@ -512,24 +534,14 @@ static void exec_for(jj_ctx *c, const jj_node *n, jj_scope *s) {
         items = kept;
     }
     int len = items->u.list.n;
+    jv *loop_key = jv_cstr(c, "loop");
     for (int i = 0; i < len; i++) {
         if (++c->iterations > c->lim->max_iterations)
             jj_fail(c, "loops ran more than the bound of %ld iterations", c->lim->max_iterations);
         jj_scope *t = scope_new(c, s);
-        jv *loop = jv_dict(c);
-        jv_dict_setc(c, loop, "index", jv_int(c, i + 1));
-        jv_dict_setc(c, loop, "index0", jv_int(c, i));
-        jv_dict_setc(c, loop, "revindex", jv_int(c, len - i));
-        jv_dict_setc(c, loop, "revindex0", jv_int(c, len - i - 1));
-        jv_dict_setc(c, loop, "first", jv_bool(i == 0));
-        jv_dict_setc(c, loop, "last", jv_bool(i == len - 1));
-        jv_dict_setc(c, loop, "length", jv_int(c, len));
-        jv_dict_setc(c, loop, "depth", jv_int(c, 1));
-        jv_dict_setc(c, loop, "depth0", jv_int(c, 0));
-        jv_dict_setc(c, loop, "previtem", i > 0 ? items->u.list.items[i - 1] : jv_undef(c, "previtem"));
-        jv_dict_setc(c, loop, "nextitem", i + 1 < len ? items->u.list.items[i + 1] : jv_undef(c, "nextitem"));
-        jv_dict_setc(c, loop, "cycle", jv_func(c, "cycle", loop_cycle, loop));
-        jv_dict_setc(c, t->vars, "loop", loop);
+        jv *loop = jj_alloc(c->a, sizeof *loop);
+        loop->t = JV_LOOP, loop->u.loop.items = items, loop->u.loop.i = i;
+        jv_dict_set(c, t->vars, loop_key, loop);
         assign(c, target, items->u.list.items[i], t);
         exec_body(c, body, t);
         if (c->brk == 1) {
@@ -642,7 +654,7 @@ void clf_jinja_default_limits(clf_jinja_limits *l) {
     l->max_iterations = 1000000;
     l->max_recursion = 100;
     l->max_output = 4 << 20;
-    l->max_memory = 256u << 20;
+    l->max_memory = 512u << 20;
     l->max_steps = 50000000;
 }
 

@@ -22,7 +22,7 @@ char *jj_strndup(jj_arena *a, const char *s, size_t n);
 void jj_arena_free(jj_arena *a);
 
 /* ---- values ---- */
-typedef enum jv_type { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC } jv_type;
+typedef enum jv_type { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FUNC, JV_LOOP } jv_type;
 
 typedef struct jv jv;
 typedef struct jj_ctx jj_ctx;
@@ -58,6 +58,9 @@ struct jv {
             jv *caller;                                /* a {% call %}'s body */
         } fn;
         const char *undef_name; /* what was undefined, for the message */
+        /* a for loop's "loop": its attributes computed when read (a loop
+         * of a million iterations allocates little) */
+        struct { jv *items; int i; } loop;
     } u;
 };
 
@@ -177,6 +180,7 @@ jv *jj_call(jj_ctx *c, jv *f, jj_args *a);
 jv *jj_apply_filter(jj_ctx *c, const char *name, jv *v, jj_args *a, int line);
 int jj_apply_test(jj_ctx *c, const char *name, jv *v, jj_args *a);
 jv *jj_getattr(jj_ctx *c, jv *obj, const char *name, size_t n);
+jv *jj_loop_attr(jj_ctx *c, jv *loop, const char *name, size_t n);
 jv *jj_getitem(jj_ctx *c, jv *obj, jv *key);
 jv *jj_iterable_list(jj_ctx *c, jv *v); /* for loops: a list of the items */
 void jj_install_globals(jj_ctx *c, jv *g);

@@ -126,7 +126,12 @@ static jj_node *parse_primary(parser *p) {
         if (!strcmp(t->s, "true") || !strcmp(t->s, "True")) n->val = &vt;
         else if (!strcmp(t->s, "false") || !strcmp(t->s, "False")) n->val = &vf;
         else if (!strcmp(t->s, "none") || !strcmp(t->s, "None")) n->val = &vn;
-        else n->k = N_NAME, n->s = t->s;
+        else {
+            /* a name: its text as a value too, the key a set or a for stores under */
+            n->k = N_NAME, n->s = t->s;
+            n->val = jj_alloc(p->a, sizeof(jv));
+            n->val->t = JV_STR, n->val->u.str.s = t->s, n->val->u.str.n = t->n;
+        }
         p->i++;
     } else if (t->t == TK_STRING) {
         /* adjacent strings concatenate */

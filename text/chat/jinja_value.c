@@ -129,7 +129,7 @@ void jv_dict_set(jj_ctx *c, jv *d, jv *k, jv *v) {
             return;
         }
     if (d->u.dict.n == d->u.dict.cap) {
-        int cap = d->u.dict.cap ? d->u.dict.cap * 2 : 8;
+        int cap = d->u.dict.cap ? d->u.dict.cap * 2 : 4;
         jv **pk = jj_alloc(c->a, (size_t)cap * sizeof *pk), **pv = jj_alloc(c->a, (size_t)cap * sizeof *pv);
         if (d->u.dict.n) {
             memcpy(pk, d->u.dict.keys, (size_t)d->u.dict.n * sizeof *pk);
@@ -152,7 +152,7 @@ int jv_truthy(jv *v) {
     case JV_STR: return v->u.str.n != 0;
     case JV_LIST: return v->u.list.n != 0 || v->u.list.gen;
     case JV_DICT: return v->u.dict.n != 0 || v->u.dict.is_ns;
-    case JV_FUNC: return 1;
+    case JV_FUNC: case JV_LOOP: return 1;
     }
     return 0;
 }
@@ -187,7 +187,7 @@ int jv_equal(jv *x, jv *y) {
 }
 
 const char *jv_type_name(jv *v) {
-    static const char *names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function"};
+    static const char *names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function", "LoopContext"};
     if (v->t == JV_LIST && v->u.list.tuple) return "tuple";
     if (v->t == JV_LIST && v->u.list.gen) return "generator";
     if (v->t == JV_DICT && v->u.dict.is_ns) return "Namespace";
@@ -300,6 +300,7 @@ static void append_scalar(jj_ctx *c, jj_buf *b, jv *v, int repr) {
         if (repr) str_repr(c, b, v->u.str.s, v->u.str.n);
         else jj_buf_add(c, b, v->u.str.s, v->u.str.n);
         break;
+    case JV_LOOP: jj_buf_addc(c, b, "<LoopContext>"); break;
     case JV_FUNC:
         snprintf(tmp, sizeof tmp, "<function %.40s>", v->u.fn.name ? v->u.fn.name : "");
         jj_buf_addc(c, b, tmp);
