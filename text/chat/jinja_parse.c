@@ -608,7 +608,11 @@ static jj_node *parse_body(parser *p, const char *const *ends) {
     for (;;) {
         jj_tok *t = cur(p);
         if (t->t == TK_EOF) {
-            if (ends) perr(p, "unexpected end of template, expected '%s'", ends[0]);
+            if (ends) { /* the block's last end tag: "endif" rather than "elif" */
+                int k = 0;
+                while (ends[k + 1]) k++;
+                perr(p, "unexpected end of template, expected '%s'", ends[k]);
+            }
             return body;
         }
         if (t->t == TK_TEXT) {
