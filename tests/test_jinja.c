@@ -180,6 +180,12 @@ static void test_semantics(void **state) {
     expect_out("{% macro f(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ f('A') }}{{ f('A', b='C') }}", "{}", "ABAC");
     expect_out("{%- set s %}  in  {% endset -%}[{{ s }}]", "{}", "[  in  ]");
     expect_out("{{ 'Hello World' | lower | replace('o', '0') }}{{ [3,1,2] | sort | join(',') }}", "{}", "hell0 w0rld1,2,3");
+    /* ~ binds tighter than +; comparisons chain; Markup escapes what is added to it */
+    expect_out("{{ '<' ~ 'a'|safe + '<b>' }}{{ 'x'|safe + '\"q\"' }}{{ 5 > 3 > 1 }}{{ 1 < 2 == true }}{{ 1 is sameas 1 }}", "{}",
+               "<a<b>x&#34;q&#34;TrueFalseTrue");
+    expect_out("{{ [{'a': 1}, {'b': 3}] | selectattr('a', 'defined') | map(attribute='a') | list }}"
+               "{{ none | selectattr('x') | list }}{{ 'a' in undefined_y }}{{ {'b': 1, 'a': 2} | dictsort }}",
+               "{}", "[1][]False[('a', 2), ('b', 1)]");
 }
 
 /* Every bound fails cleanly, naming itself: no crash, no hang. */

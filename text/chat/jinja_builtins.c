@@ -960,7 +960,8 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
     if (!strcmp(n, "sameas")) {
         jv *o = jj_arg(a, 0, NULL);
         if (!o) jj_fail(c, "sameas needs an argument");
-        return v == o || (v->t == o->t && (v->t == JV_NONE || (v->t == JV_BOOL && v->u.b == o->u.b)));
+        /* Python's "is": one object; equal small values are one object there (None, bools, small ints, strings) */
+        return v == o || (v->t == o->t && v->t != JV_LIST && v->t != JV_DICT && jv_equal(v, o));
     }
     if (!strcmp(n, "in")) {
         jv *o = jj_arg(a, 0, NULL);

@@ -1,5 +1,5 @@
 /* The Jinja engine's parser: tokens to a syntax tree, with jinja2's
- * precedence (ternary, or, and, not, comparisons, ~, + -, * / // %, **,
+ * precedence (ternary, or, and, not, comparisons, + -, ~, * / // %, **,
  * unary - +, then primaries with their subscripts, attributes, calls,
  * filters and tests). An unknown filter or test fails when it runs (jinja2
  * 3 defers those inside if blocks to run time; templates carry such
@@ -270,8 +270,9 @@ static jj_node *parse_filter_expr(parser *p, jj_node *n) {
                 parse_call_args(p, t);
             } else if ((k->t == TK_NAME || k->t == TK_STRING || k->t == TK_INT || k->t == TK_FLOAT || is_op(p, "[") ||
                         is_op(p, "{")) &&
-                       !is_name(p, "else") && !is_name(p, "or") && !is_name(p, "and") && !is_name(p, "if") &&
-                       !is_name(p, "in") && !is_name(p, "not") && !is_name(p, "is")) {
+                       !is_name(p, "else") && !is_name(p, "or") && !is_name(p, "and")) {
+                /* jinja2's rule: any other name is the test's argument ("x is defined if" does not parse) */
+                if (is_name(p, "is")) perr(p, "you cannot chain multiple tests with %s", "is");
                 jj_node *arg = parse_primary(p);
                 arg = parse_postfix(p, arg);
                 add(p, t, arg, NULL);
@@ -321,25 +322,27 @@ static jj_node *parse_math2(parser *p) {
     }
     return n;
 }
-static jj_node *parse_math1(parser *p) {
+/* jinja2's order: ~ binds tighter than + and -, looser than * and / */
+static jj_node *parse_concat(parser *p) {
     jj_node *n = parse_math2(p);
+    while (is_op(p, "~")) {
+        p->i++;
+        n = node2(p, N_BINARY, "~", n, parse_math2(p));
+    }
+    return n;
+}
+static jj_node *parse_math1(parser *p) {
+    jj_node *n = parse_concat(p);
     while (is_op(p, "+") || is_op(p, "-")) {
         const char *op = cur(p)->s;
         p->i++;
-        n = node2(p, N_BINARY, op, n, parse_math2(p));
+        n = node2(p, N_BINARY, op, n, parse_concat(p));
     }
     return n;
 }
-static jj_node *parse_concat(parser *p) {
-    jj_node *n = parse_math1(p);
-    while (is_op(p, "~")) {
-        p->i++;
-        n = node2(p, N_BINARY, "~", n, parse_math1(p));
-    }
-    return n;
-}
+/* a < b < c is Python's (a < b) and (b < c) */
 static jj_node *parse_compare(parser *p) {
-    jj_node *n = parse_concat(p);
+    jj_node *n = parse_math1(p), *last = NULL;
     for (;;) {
         const char *op;
         if (is_op(p, "==") || is_op(p, "!=") || is_op(p, "<") || is_op(p, "<=") || is_op(p, ">") || is_op(p, ">=")) {
@@ -354,7 +357,13 @@ static jj_node *parse_compare(parser *p) {
         } else {
             return n;
         }
-        n = node2(p, N_COMPARE, op, n, parse_concat(p));
+        jj_node *right = parse_math1(p);
+        if (!last) {
+            n = last = node2(p, N_COMPARE, op, n, right);
+        } else {
+            last = node2(p, N_COMPARE, op, last->kids[1], right);
+            n = node2(p, N_AND, NULL, n, last);
+        }
     }
 }
 static jj_node *parse_not(parser *p) {
