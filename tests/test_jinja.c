@@ -214,6 +214,11 @@ static void test_bounds(void **state) {
     expect_fail("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}"
                 "{% endfor %}",
                 NULL, "bound");
+    /* values nested inside themselves, or a hundred thousand deep */
+    expect_fail("{% set ns = namespace(a=1) %}{% set ns.x = ns %}{{ ns }}", NULL, "nested");
+    expect_fail("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}"
+                "{{ ns.l < [ns.l] }}",
+                NULL, "nested");
     clf_jinja_default_limits(&lim);
     lim.max_memory = 1 << 20;
     expect_fail("{% for i in range(100000) %}{% set x = [i, i, i] %}{% endfor %}", &lim, "max_memory");

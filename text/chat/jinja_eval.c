@@ -217,7 +217,10 @@ int jv_compare(jj_ctx *c, jv *x, jv *y) {
     if (x->t == JV_LIST && y->t == JV_LIST) {
         for (int i = 0; i < x->u.list.n && i < y->u.list.n; i++) {
             if (jv_equal(x->u.list.items[i], y->u.list.items[i])) continue;
-            return jv_compare(c, x->u.list.items[i], y->u.list.items[i]);
+            enter(c);
+            int r = jv_compare(c, x->u.list.items[i], y->u.list.items[i]);
+            c->depth--;
+            return r;
         }
         return (x->u.list.n > y->u.list.n) - (x->u.list.n < y->u.list.n);
     }

@@ -159,8 +159,13 @@ int jv_truthy(jv *v) {
 int jv_is_num(jv *v) { return v->t == JV_INT || v->t == JV_FLOAT || v->t == JV_BOOL; }
 double jv_num(jv *v) { return v->t == JV_FLOAT ? v->u.f : v->t == JV_INT ? (double)v->u.i : v->u.b; }
 
-int jv_equal(jv *x, jv *y) {
+/* Python's ==; values nested deeper than 1000 (a list built inside itself
+ * by a loop) compare unequal rather than run the stack out */
+static int equal_at(jv *x, jv *y, int depth);
+int jv_equal(jv *x, jv *y) { return equal_at(x, y, 0); }
+static int equal_at(jv *x, jv *y, int depth) {
     if (x == y) return 1;
+    if (depth > 1000) return 0;
     if (jv_is_num(x) && jv_is_num(y)) {
         if (x->t != JV_FLOAT && y->t != JV_FLOAT)
             return (x->t == JV_INT ? x->u.i : x->u.b) == (y->t == JV_INT ? y->u.i : y->u.b);
@@ -173,13 +178,13 @@ int jv_equal(jv *x, jv *y) {
     case JV_LIST:
         if (x->u.list.n != y->u.list.n) return 0;
         for (int i = 0; i < x->u.list.n; i++)
-            if (!jv_equal(x->u.list.items[i], y->u.list.items[i])) return 0;
+            if (!equal_at(x->u.list.items[i], y->u.list.items[i], depth + 1)) return 0;
         return 1;
     case JV_DICT:
         if (x->u.dict.n != y->u.dict.n || x->u.dict.is_ns || y->u.dict.is_ns) return 0;
         for (int i = 0; i < x->u.dict.n; i++) {
             jv *o = jv_dict_getv(y, x->u.dict.keys[i]);
-            if (!o || !jv_equal(x->u.dict.vals[i], o)) return 0;
+            if (!o || !equal_at(x->u.dict.vals[i], o, depth + 1)) return 0;
         }
         return 1;
     default: return 0;
@@ -311,6 +316,9 @@ static void append_scalar(jj_ctx *c, jj_buf *b, jv *v, int repr) {
 
 void jv_repr_append(jj_ctx *c, jj_buf *b, jv *v) {
     jj_step(c);
+    /* a namespace holding itself, a list nested a million deep: bounded */
+    if (++c->depth > 4 * c->lim->max_depth)
+        jj_fail(c, "a value nested deeper than the bound of %d to print", 4 * c->lim->max_depth);
     if (v->t == JV_LIST && v->u.list.gen) {
         jj_buf_addc(c, b, "<generator object>");
     } else if (v->t == JV_LIST) {
@@ -344,6 +352,7 @@ void jv_repr_append(jj_ctx *c, jj_buf *b, jv *v) {
     } else {
         append_scalar(c, b, v, 1);
     }
+    c->depth--;
 }
 
 void jv_str_append(jj_ctx *c, jj_buf *b, jv *v) {
