@@ -122,6 +122,19 @@ CONVERSATIONS = [
     ("tool_call_answer", {"messages": [{"role": "user", "content": "Weather in Paris?"}, CALL, RESULT,
                                        {"role": "assistant", "content": "It is 18.5 \u00b0C and clear."}],
                           "tools": TOOLS, "add_generation_prompt": False}),
+    # OpenAI's wire form: arguments as a JSON string, content null, two calls at once
+    ("parallel_calls", {"messages": [
+        {"role": "user", "content": "Weather in Paris and 2+3?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"id": "call_2", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 3}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "5"}],
+        "tools": TOOLS, "add_generation_prompt": True}),
+    ("long_chat", {"messages": [SYSTEM] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + "x" * i} for i in range(9)],
+        "add_generation_prompt": True}),
     ("reasoning", {"messages": [
         {"role": "user", "content": "What is 2+2?"},
         {"role": "assistant", "content": "4.", "reasoning_content": "Two and two make four."},
