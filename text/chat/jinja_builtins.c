@@ -41,7 +41,7 @@ static int arg_bool(jj_args *a, int pos, const char *name, int dflt) {
     return v ? jv_truthy(v) : dflt;
 }
 static jv *need_str(jj_ctx *c, jv *v, const char *what) {
-    if (v->t == JV_UNDEF) jj_fail(c, "'%s' is undefined", v->u.undef_name ? v->u.undef_name : "value");
+    if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v));
     if (v->t != JV_STR) jj_fail(c, "%s: expected a string, got %s", what, jv_type_name(v));
     return v;
 }
@@ -437,7 +437,7 @@ static jv *find_unsafe(jj_ctx *c, const char *const *names, jv *self, const char
 jv *jj_getattr(jj_ctx *c, jv *obj, const char *name, size_t n) {
     jv *r = NULL;
     switch (obj->t) {
-    case JV_UNDEF: jj_fail(c, "'%s' is undefined", obj->u.undef_name ? obj->u.undef_name : "value");
+    case JV_UNDEF: jj_fail(c, "%s", jj_undef_message(c, obj));
     case JV_LOOP: return jj_loop_attr(c, obj, name, n);
     case JV_STR: r = find_method(c, STR_METHODS, obj, name, n); break;
     case JV_DICT:
@@ -455,7 +455,7 @@ jv *jj_getattr(jj_ctx *c, jv *obj, const char *name, size_t n) {
         break;
     default: break;
     }
-    return r ? r : jv_undef(c, jj_strndup(c->a, name, n));
+    return r ? r : jv_undef_of(c, obj, jv_str(c, name, n), 1);
 }
 
 jv *jj_iterable_list(jj_ctx *c, jv *v) {
@@ -908,7 +908,7 @@ jv *jj_apply_filter(jj_ctx *c, const char *name, jv *v, jj_args *a, int line) {
             /* most filters take a string: an undefined value is "" there, as str(Undefined) */
             return f->fn(c, v, a);
         }
-    jj_fail(c, "No filter named '%s'.", name);
+    jj_fail(c, "No filter named '%s' found.", name);
 }
 
 /* ---- tests ---- */
@@ -994,7 +994,7 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
         }
         return any;
     }
-    jj_fail(c, "No test named '%s'.", n);
+    jj_fail(c, "No test named '%s' found.", n);
 }
 
 /* ---- globals ---- */

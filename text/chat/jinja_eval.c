@@ -57,8 +57,7 @@ static void enter(jj_ctx *c) {
 
 static void undefined_error(jj_ctx *c, jv *v) __attribute__((noreturn));
 static void undefined_error(jj_ctx *c, jv *v) {
-    if (v->u.undef_name) jj_fail(c, "'%s' is undefined", v->u.undef_name);
-    jj_fail(c, "a value is undefined");
+    jj_fail(c, "%s", jj_undef_message(c, v));
 }
 
 /* ---- operators ---- */
@@ -317,7 +316,7 @@ jv *jj_getitem(jj_ctx *c, jv *obj, jv *key) {
         }
     }
     if (key->t == JV_STR) return jj_getattr(c, obj, key->u.str.s, key->u.str.n);
-    return jv_undef(c, NULL);
+    return jv_undef_of(c, obj, key, 0);
 }
 
 /* ---- calls ---- */

@@ -57,7 +57,9 @@ struct jv {
             const jj_node *macro; jj_scope *closure;   /* a macro */
             jv *caller;                                /* a {% call %}'s body */
         } fn;
-        const char *undef_name; /* what was undefined, for the message */
+        /* what was undefined, for jinja2's message: a name alone, or obj's
+         * attribute (attr) or item key */
+        struct { const char *name; jv *obj, *key; int attr; } undef;
         /* a for loop's "loop": its attributes computed when read (a loop
          * of a million iterations allocates little) */
         struct { jv *items; int i; } loop;
@@ -128,6 +130,9 @@ struct clf_jinja_template {
 
 /* values (jinja_value.c) */
 jv *jv_undef(jj_ctx *c, const char *name);
+jv *jv_undef_of(jj_ctx *c, jv *obj, jv *key, int attr); /* obj.key / obj[key] missing */
+/* jinja2's UndefinedError message for an undefined value */
+const char *jj_undef_message(jj_ctx *c, jv *v);
 jv *jv_none(void);
 jv *jv_bool(int b);
 jv *jv_int(jj_ctx *c, long long i);

@@ -65,8 +65,39 @@ static jv *jv_new(jj_ctx *c, jv_type t) {
 }
 jv *jv_undef(jj_ctx *c, const char *name) {
     jv *v = jv_new(c, JV_UNDEF);
-    v->u.undef_name = name;
+    v->u.undef.name = name;
     return v;
+}
+jv *jv_undef_of(jj_ctx *c, jv *obj, jv *key, int attr) {
+    jv *v = jv_new(c, JV_UNDEF);
+    v->u.undef.obj = obj, v->u.undef.key = key, v->u.undef.attr = attr;
+    return v;
+}
+
+/* jinja2: "'x' is undefined", "'dict object' has no attribute 'y'",
+ * "None has no element 0" */
+const char *jj_undef_message(jj_ctx *c, jv *v) {
+    jj_buf b = {0};
+    if (!v->u.undef.obj) {
+        jj_buf_addc(c, &b, "'");
+        jj_buf_addc(c, &b, v->u.undef.name ? v->u.undef.name : "value");
+        jj_buf_addc(c, &b, "' is undefined");
+        return b.s;
+    }
+    char type[48];
+    jv *o = v->u.undef.obj;
+    if (o->t == JV_NONE) snprintf(type, sizeof type, "None");
+    else snprintf(type, sizeof type, "%s object", jv_type_name(o));
+    if (v->u.undef.attr) {
+        jj_buf_addc(c, &b, "'");
+        jj_buf_addc(c, &b, type);
+        jj_buf_addc(c, &b, "' has no attribute ");
+    } else {
+        jj_buf_addc(c, &b, type);
+        jj_buf_addc(c, &b, " has no element ");
+    }
+    jv_repr_append(c, &b, v->u.undef.key);
+    return b.s;
 }
 jv *jv_none(void) { return &g_none; }
 jv *jv_bool(int b) { return b ? &g_true : &g_false; }
