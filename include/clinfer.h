@@ -327,13 +327,19 @@ CLINFER_API clinfer_status clinfer_chat_apply(const clinfer_model *m, const clin
                                               int add_assistant, char **text, size_t *len);
 /* The same conversation as the prompt's token ids in *tokens (clinfer_free
  * it), BOS first where the model adds one: the template's markers are
- * control tokens and the messages' contents are text, whatever they hold. */
+ * control tokens and the messages' contents are text, whatever they hold
+ * (a template run: each content where it lies in the rendering, searched in
+ * order, as it is or trimmed; one the template rewrites otherwise is read
+ * with control tokens). */
 CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
                                                  int add_assistant, int32_t **tokens, int *n_tokens);
 
 /* For a conversation that keeps its tokens in a session (`clinfer chat`):
  * the tokens after the model's answer, that is the answer's turn end, the
- * message (role, content as text) and the header of the next answer. */
+ * message (role, content as text) and the header of the next answer (a
+ * template run: what it writes after an answer, found by rendering a
+ * conversation with and without the turn; CLINFER_ERR_FORMAT for a
+ * template of no known format that does not continue that way). */
 CLINFER_API clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *role, const char *content,
                                                       int32_t **tokens, int *n_tokens);
 
