@@ -65,8 +65,11 @@ static int hexval(char ch) {
  * as jinja2 does; an unknown escape keeps its backslash. */
 static clf_status lex_string(lexer *L) {
     char q = L->s[L->pos];
-    size_t i = L->pos + 1;
-    char *o = jj_alloc(L->a, (L->n - L->pos) + 1), *w = o;
+    size_t i = L->pos + 1, end = i;
+    /* its length first: the decoded text is never longer than the literal */
+    while (end < L->n && L->s[end] != q) end += L->s[end] == '\\' ? 2 : 1;
+    if (end > L->n) end = L->n;
+    char *o = jj_alloc(L->a, end - L->pos + 1), *w = o;
     for (;; i++) {
         if (i >= L->n) return clf_fail(CLF_ERR_FORMAT, "chat template line %d: unterminated string", L->line);
         char ch = L->s[i];
