@@ -184,6 +184,8 @@ static void test_semantics(void **state) {
                "yNonea1None");
     expect_out("{% macro f(a, b='B') %}{{ a }}{{ b }}{% endmacro %}{{ f('A') }}{{ f('A', b='C') }}", "{}", "ABAC");
     expect_out("{%- set s %}  in  {% endset -%}[{{ s }}]", "{}", "[  in  ]");
+    expect_out("a\n{% raw %}\n  {{ x }}{% if %}\n{% endraw %}\nb {%- raw -%}  c  {%- endraw %}", "{}",
+               "a\n\n  {{ x }}{% if %}\nbc");
     expect_out("{{ 'Hello World' | lower | replace('o', '0') }}{{ [3,1,2] | sort | join(',') }}", "{}", "hell0 w0rld1,2,3");
     /* ~ binds tighter than +; comparisons chain; Markup escapes what is added to it */
     expect_out("{{ '<' ~ 'a'|safe + '<b>' }}{{ 'x'|safe + '\"q\"' }}{{ 5 > 3 > 1 }}{{ 1 < 2 == true }}{{ 1 is sameas 1 }}", "{}",

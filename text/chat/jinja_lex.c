@@ -203,6 +203,40 @@ static clf_status lex_tag(lexer *L, int block, int *strip_after) {
     }
 }
 
+/* {% raw %}...{% endraw %}: the text between as it is (the raw tag's 3
+ * tokens become it); "-" on either tag strips the whitespace on its side. */
+static clf_status lex_raw(lexer *L, int strip_start, int *strip_end) {
+    L->nt -= 3;
+    size_t b = L->pos;
+    if (strip_start == 1) /* (jinja2 keeps the newline after {% raw %}: no trim_blocks there) */
+        while (b < L->n && is_ws(L->s[b])) b++;
+    for (size_t i = b; i + 1 < L->n; i++) {
+        if (L->s[i] != '{' || L->s[i + 1] != '%') continue;
+        size_t j = i + 2;
+        int minus = j < L->n && L->s[j] == '-';
+        if (j < L->n && (L->s[j] == '-' || L->s[j] == '+')) j++;
+        while (j < L->n && is_ws(L->s[j])) j++;
+        if (L->n - j < 6 || memcmp(L->s + j, "endraw", 6)) continue;
+        j += 6;
+        while (j < L->n && is_ws(L->s[j])) j++;
+        int sign_after = j < L->n && L->s[j] == '-' ? 1 : j < L->n && L->s[j] == '+' ? 2 : 0;
+        if (sign_after) j++;
+        if (L->n - j < 2 || memcmp(L->s + j, "%}", 2)) continue;
+        size_t e = i;
+        if (minus)
+            while (e > b && is_ws(L->s[e - 1])) e--;
+        if (e > b) {
+            jj_tok *t = push(L, TK_TEXT);
+            t->s = L->s + b, t->n = e - b;
+        }
+        L->line += count_lines(L->s + L->pos, j + 2 - L->pos);
+        L->pos = j + 2;
+        *strip_end = sign_after; /* what follows {% endraw %}: as after any block tag */
+        return CLF_OK;
+    }
+    return clf_fail(CLF_ERR_FORMAT, "chat template line %d: missing {%% endraw %%}", L->line);
+}
+
 clf_status jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, int *n) {
     lexer L = {.a = a, .line = 1};
     /* newlines as jinja2 reads them: \r\n and \r are \n, one trailing newline dropped */
@@ -262,6 +296,10 @@ clf_status jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, int *
         } else {
             push(&L, kind == '%' ? TK_BLOCK_BEGIN : TK_VAR_BEGIN);
             CLF_TRY(lex_tag(&L, kind == '%', &strip));
+            jj_tok *k = &L.toks[L.nt - 3];
+            if (kind == '%' && L.nt >= 3 && k[0].t == TK_BLOCK_BEGIN && k[1].t == TK_NAME && !strcmp(k[1].s, "raw") &&
+                k[2].t == TK_BLOCK_END)
+                CLF_TRY(lex_raw(&L, strip, &strip));
         }
         /* after the tag: "-" strips all whitespace, trim_blocks one newline after %} and #} */
         size_t before = L.pos;
