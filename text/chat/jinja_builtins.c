@@ -363,6 +363,7 @@ METHOD(splitlines) {
 METHOD(items) {
     (void)a;
     jv *l = jv_list(c);
+    l->u.list.view = 1;
     for (int i = 0; i < self->u.dict.n; i++) {
         jv *t = jv_list(c);
         t->u.list.tuple = 1;
@@ -375,12 +376,14 @@ METHOD(items) {
 METHOD(keys) {
     (void)a;
     jv *l = jv_list(c);
+    l->u.list.view = 2;
     for (int i = 0; i < self->u.dict.n; i++) jv_list_push(c, l, self->u.dict.keys[i]);
     return l;
 }
 METHOD(values) {
     (void)a;
     jv *l = jv_list(c);
+    l->u.list.view = 3;
     for (int i = 0; i < self->u.dict.n; i++) jv_list_push(c, l, self->u.dict.vals[i]);
     return l;
 }
@@ -585,7 +588,7 @@ static jv *f_items(jj_ctx *c, jv *v, jj_args *a) {
     if (v->t == JV_UNDEF) return jv_list(c);
     if (v->t != JV_DICT) jj_fail(c, "Can only get item pairs from a mapping.");
     jv *l = m_items(c, v, a);
-    l->u.list.gen = 1;
+    l->u.list.gen = 1, l->u.list.view = 0;
     return l;
 }
 static jv *f_upper(jj_ctx *c, jv *v, jj_args *a) { (void)a; return case_map(c, jv_to_str(c, v), 1); }
@@ -672,6 +675,7 @@ static jv *f_first(jj_ctx *c, jv *v, jj_args *a) {
 }
 static jv *f_last(jj_ctx *c, jv *v, jj_args *a) {
     (void)a;
+    if (v->t == JV_LIST && v->u.list.gen) jj_fail(c, "'generator' object is not reversible");
     jv *items = jj_iterable_list(c, v);
     return items->u.list.n ? items->u.list.items[items->u.list.n - 1] : jv_undef(c, "last of an empty sequence");
 }
@@ -689,6 +693,7 @@ static jv *f_reverse(jj_ctx *c, jv *v, jj_args *a) {
 }
 static jv *f_int(jj_ctx *c, jv *v, jj_args *a) {
     jv *d = jj_arg(a, 0, "default");
+    if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v)); /* int(Undefined) raises */
     if (v->t == JV_INT) return v;
     if (v->t == JV_BOOL) return jv_int(c, v->u.b);
     if (v->t == JV_FLOAT && isfinite(v->u.f)) return jv_int(c, (long long)v->u.f);
@@ -709,6 +714,7 @@ static jv *f_int(jj_ctx *c, jv *v, jj_args *a) {
 }
 static jv *f_float(jj_ctx *c, jv *v, jj_args *a) {
     jv *d = jj_arg(a, 0, "default");
+    if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v));
     if (jv_is_num(v)) return jv_float(c, jv_num(v));
     if (v->t == JV_STR) {
         jv *s = strip(c, v, NULL, 1, 1);
@@ -726,6 +732,7 @@ static jv *f_float(jj_ctx *c, jv *v, jj_args *a) {
 static jv *f_abs(jj_ctx *c, jv *v, jj_args *a) {
     (void)a;
     if (v->t == JV_INT) return jv_int(c, v->u.i < 0 ? -v->u.i : v->u.i);
+    if (v->t == JV_BOOL) return jv_int(c, v->u.b);
     if (v->t == JV_FLOAT) return jv_float(c, fabs(v->u.f));
     jj_fail(c, "bad operand type for abs(): '%s'", jv_type_name(v));
 }
@@ -733,6 +740,8 @@ static jv *f_round(jj_ctx *c, jv *v, jj_args *a) {
     if (!jv_is_num(v)) jj_fail(c, "round: expected a number");
     long long p = arg_int(c, a, 0, "precision", 0);
     const char *m = arg_str(c, a, 1, "method", "round");
+    /* Python's round(int, n) is an int */
+    if ((v->t == JV_INT || v->t == JV_BOOL) && p >= 0 && (!m || !strcmp(m, "common"))) return jv_int(c, v->t == JV_INT ? v->u.i : v->u.b);
     double s = pow(10, (double)p), x = jv_num(v) * s;
     x = !m || !strcmp(m, "common") ? nearbyint(x) : !strcmp(m, "ceil") ? ceil(x) : floor(x);
     return jv_float(c, x / s);
@@ -744,7 +753,10 @@ static jv *f_indent(jj_ctx *c, jv *v, jj_args *a) {
     else for (long long i = 0, n = w ? arg_int(c, a, 0, "width", 4) : 4; i < n && i < 256; i++) jj_buf_addc(c, &ind, " ");
     if (!ind.s) jj_buf_add(c, &ind, "", 0);
     int first = arg_bool(a, 1, "first", 0), blank = arg_bool(a, 2, "blank", 0);
-    jv *s = jv_to_str(c, v);
+    /* jinja2 appends "\n" to the value itself: a string only */
+    if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v));
+    if (v->t != JV_STR) jj_fail(c, "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
+    jv *s = v;
     /* jinja2: s += "\n", then the lines (splitlines), every line but the first indented (blank ones too with blank) */
     jj_buf src = {0};
     jj_buf_add(c, &src, s->u.str.s, s->u.str.n);
@@ -839,7 +851,18 @@ static jv *f_sum(jj_ctx *c, jv *v, jj_args *a) {
     return acc;
 }
 static jv *f_wordcount(jj_ctx *c, jv *v, jj_args *a) {
-    return jv_int(c, split(c, jv_to_str(c, v), NULL, -1, 0)->u.list.n + 0 * a->n);
+    /* jinja2: the runs of \w (letters, digits, _; any non-ASCII taken as a letter) */
+    (void)a;
+    jv *s = jv_to_str(c, v);
+    long long k = 0;
+    int in = 0;
+    for (size_t i = 0; i < s->u.str.n; i++) {
+        unsigned char ch = (unsigned char)s->u.str.s[i];
+        int w = ch == '_' || (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch >= 0x80;
+        k += w && !in;
+        in = w;
+    }
+    return jv_int(c, k);
 }
 static jv *f_center(jj_ctx *c, jv *v, jj_args *a) {
     jv *s = jv_to_str(c, v);
@@ -942,8 +965,9 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
     if (!strcmp(n, "none")) return v->t == JV_NONE;
     if (!strcmp(n, "string")) return v->t == JV_STR;
     if (!strcmp(n, "mapping")) return v->t == JV_DICT && !v->u.dict.is_ns;
-    if (!strcmp(n, "iterable") || !strcmp(n, "sequence"))
-        return v->t == JV_STR || v->t == JV_LIST || (v->t == JV_DICT && !v->u.dict.is_ns) || v->t == JV_UNDEF;
+    if (!strcmp(n, "iterable") || !strcmp(n, "sequence")) /* a generator iterates, has no len() */
+        return v->t == JV_STR || (v->t == JV_LIST && !(n[0] == 's' && v->u.list.gen)) ||
+               (v->t == JV_DICT && !v->u.dict.is_ns) || v->t == JV_UNDEF;
     if (!strcmp(n, "number")) return jv_is_num(v);
     if (!strcmp(n, "integer")) return v->t == JV_INT;
     if (!strcmp(n, "float")) return v->t == JV_FLOAT;
@@ -978,14 +1002,17 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
         return 0;
     }
     if (!strcmp(n, "odd") || !strcmp(n, "even") || !strcmp(n, "divisibleby")) {
-        if (v->t != JV_INT) jj_fail(c, "test '%s' needs an integer", n);
+        /* Python's value % 2 == 1, value % 2 == 0, value % num == 0 (bools and floats too) */
+        if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v));
+        if (!jv_is_num(v)) jj_fail(c, "unsupported operand type(s) for %%: '%s' and 'int'", jv_type_name(v));
         long long d = !strcmp(n, "divisibleby") ? arg_int(c, a, 0, "num", 1) : 2;
         if (d == 0) jj_fail(c, "integer division or modulo by zero");
-        long long r = v->u.i % d;
-        return n[0] == 'o' ? r != 0 : r == 0;
+        double r = fmod(jv_num(v), (double)d);
+        if (r != 0 && ((r < 0) != (d < 0))) r += (double)d;
+        return n[0] == 'o' ? r == 1 : r == 0;
     }
     if (!strcmp(n, "lower") || !strcmp(n, "upper")) {
-        if (v->t != JV_STR) return 0;
+        v = jv_to_str(c, v); /* jinja2: str(value).islower() */
         int any = 0;
         for (size_t i = 0; i < v->u.str.n; i++) {
             char ch = v->u.str.s[i];

@@ -260,7 +260,9 @@ static jv *slice(jj_ctx *c, jv *obj, jv *start, jv *stop, jv *step) {
         if (st == 0) jj_fail(c, "slice step cannot be zero");
     }
     int is_str = obj->t == JV_STR;
-    if (!is_str && (obj->t != JV_LIST || obj->u.list.gen)) jj_fail(c, "'%s' object is not subscriptable", jv_type_name(obj));
+    /* jinja2 compiles a slice to Python's own subscript (not its getitem): it fails */
+    if (!is_str && (obj->t != JV_LIST || obj->u.list.gen || obj->u.list.view))
+        jj_fail(c, "'%s' object is not subscriptable", jv_type_name(obj));
     long long n = is_str ? (long long)jj_u8_len(obj->u.str.s, obj->u.str.n) : obj->u.list.n;
     long long lo, hi;
     /* Python's slice.indices */
@@ -296,7 +298,7 @@ static jv *slice(jj_ctx *c, jv *obj, jv *start, jv *stop, jv *step) {
 /* obj[key] as jinja2's getitem: the item, else the attribute of a string key, else undefined */
 jv *jj_getitem(jj_ctx *c, jv *obj, jv *key) {
     if (obj->t == JV_UNDEF) undefined_error(c, obj);
-    if (obj->t == JV_LIST && obj->u.list.gen) jj_fail(c, "'generator' object is not subscriptable");
+    if (obj->t == JV_LIST && (obj->u.list.gen || obj->u.list.view)) return jv_undef_of(c, obj, key, 0);
     if (obj->t == JV_DICT && !obj->u.dict.is_ns) {
         jv *v = jv_dict_getv(obj, key);
         if (v) return v;

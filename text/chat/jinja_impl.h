@@ -49,7 +49,8 @@ struct jv {
         struct { const char *s; size_t n; int safe; } str;
         /* gen: a jinja2 filter's generator (map, select..., unique, items): always
          * true, no len(), not subscriptable, not JSON */
-        struct { jv **items; int n, cap; int tuple, gen; } list;
+        /* view: a dict's items() (1), keys() (2), values() (3): printed so */
+        struct { jv **items; int n, cap; int tuple, gen, view; } list;
         /* insertion order; is_ns: a namespace() (its attributes settable) */
         struct { jv **keys, **vals; int n, cap; int is_ns; } dict;
         struct {

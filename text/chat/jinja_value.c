@@ -226,6 +226,7 @@ const char *jv_type_name(jv *v) {
     static const char *names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "function", "LoopContext"};
     if (v->t == JV_LIST && v->u.list.tuple) return "tuple";
     if (v->t == JV_LIST && v->u.list.gen) return "generator";
+    if (v->t == JV_LIST && v->u.list.view) return v->u.list.view == 1 ? "dict_items" : v->u.list.view == 2 ? "dict_keys" : "dict_values";
     if (v->t == JV_DICT && v->u.dict.is_ns) return "Namespace";
     return names[v->t];
 }
@@ -352,6 +353,14 @@ void jv_repr_append(jj_ctx *c, jj_buf *b, jv *v) {
         jj_fail(c, "a value nested deeper than the bound of %d to print", 4 * c->lim->max_depth);
     if (v->t == JV_LIST && v->u.list.gen) {
         jj_buf_addc(c, b, "<generator object>");
+    } else if (v->t == JV_LIST && v->u.list.view) {
+        jj_buf_addc(c, b, jv_type_name(v));
+        jj_buf_addc(c, b, "([");
+        for (int i = 0; i < v->u.list.n; i++) {
+            if (i) jj_buf_addc(c, b, ", ");
+            jv_repr_append(c, b, v->u.list.items[i]);
+        }
+        jj_buf_addc(c, b, "])");
     } else if (v->t == JV_LIST) {
         jj_buf_addc(c, b, v->u.list.tuple ? "(" : "[");
         for (int i = 0; i < v->u.list.n; i++) {
@@ -500,7 +509,7 @@ void jv_json_append(jj_ctx *c, jj_buf *b, jv *v, int indent, const char *item_se
     case JV_FLOAT: float_repr(v->u.f, tmp, sizeof tmp, 1); jj_buf_addc(c, b, tmp); break;
     case JV_STR: json_str(c, b, v->u.str.s, v->u.str.n); break;
     case JV_LIST:
-        if (v->u.list.gen) jj_fail(c, "Object of type generator is not JSON serializable");
+        if (v->u.list.gen || v->u.list.view) jj_fail(c, "Object of type %s is not JSON serializable", jv_type_name(v));
         if (!v->u.list.n) { jj_buf_addc(c, b, "[]"); break; }
         jj_buf_addc(c, b, "[");
         for (int i = 0; i < v->u.list.n; i++) {
