@@ -40,7 +40,14 @@ struct clinfer_model {
      * grammar, under trie_lock, then shared read-only. */
     struct clf_vocab_trie *trie;
     pthread_mutex_t trie_lock;
+    /* clinfer_model_set_chat_template's text (malloc'd), run instead of the
+     * file's tokenizer.chat_template; NULL: the file's */
+    char *chat_template;
 };
+
+/* The model's chat template: the one set, else the file's (chat.h). */
+struct clf_chat;
+clf_status api_model_chat(const clinfer_model *m, struct clf_chat *c);
 
 struct clinfer_session {
     clinfer_model *m;

@@ -69,6 +69,41 @@ void cli_threads_check(int n, const char *device) {
         fprintf(stderr, "clinfer: -t %d ignored: %s (%s) runs its own threads\n", n, d.name, d.platform);
 }
 
+/* --chat-template TEXT or --chat-template-file FILE (read whole) over the file's template. */
+static clinfer_status set_chat_template(clinfer_model *m, const cli_place *place) {
+    if (place->chat_template && place->chat_template_file)
+        return clinfer_fail(CLINFER_ERR_ARG, "--chat-template and --chat-template-file: one or the other");
+    if (place->chat_template) return clinfer_model_set_chat_template(m, place->chat_template);
+    if (!place->chat_template_file) return CLINFER_OK;
+    FILE *f = fopen(place->chat_template_file, "rb");
+    if (!f) return clinfer_fail(CLINFER_ERR_IO, "--chat-template-file %s: %s", place->chat_template_file, strerror(errno));
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    clinfer_status st = CLINFER_OK;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            char *p = realloc(text, cap = 2 * cap + 8192);
+            if (!p) {
+                st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+                break;
+            }
+            text = p;
+        }
+        size_t k = fread(text + n, 1, 4096, f);
+        n += k;
+        if (k < 4096) break;
+    }
+    if (st == CLINFER_OK && ferror(f))
+        st = clinfer_fail(CLINFER_ERR_IO, "--chat-template-file %s: read error", place->chat_template_file);
+    fclose(f);
+    if (st == CLINFER_OK) {
+        text[n] = 0;
+        st = clinfer_model_set_chat_template(m, text);
+    }
+    free(text);
+    return st;
+}
+
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
@@ -94,6 +129,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     if (st == CLINFER_OK) st = clinfer_model_load_with(path, place->device, NULL, &mp, &s->m);
     if (line.open) fputc('\n', stderr); /* a progress line cut short ends before the message */
     if (st == CLINFER_OK && !place->devices) cli_threads_check(place->threads, place->device);
+    if (st == CLINFER_OK) st = set_chat_template(s->m, place);
     if (st == CLINFER_OK) {
         s->info.size = sizeof s->info;
         st = clinfer_model_get_info(s->m, &s->info);

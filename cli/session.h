@@ -15,10 +15,13 @@ typedef struct cli_place {
     int n_seq, n_ctx;
     int threads; /* -t: PoCL's compute units, 0 for its default */
     int no_mmap, mlock; /* the weights in process memory, not the packed-weights cache's mapping; locked in RAM */
+    /* --chat-template TEXT, --chat-template-file FILE: run instead of the file's template */
+    const char *chat_template, *chat_template_file;
 } cli_place;
 
 #define CLI_PLACE_USAGE \
-    "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--no-mmap] [--mlock]"
+    "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--no-mmap] [--mlock] " \
+    "[--chat-template TEXT | --chat-template-file FILE]"
 #define CLI_PLACE_OPTIONS(p) \
     CLI_OPT_STR("--device", &(p)->device, .arg = "SEL", \
                 .help = "the OpenCL device: P:D or a name's part (`clinfer devices`; default $CLINFER_DEVICE)"), \
@@ -27,7 +30,11 @@ typedef struct cli_place {
     CLI_OPT_STR("--split-ratio", &(p)->ratio, .arg = "a,b,...", .help = "the share of layers each of --devices holds"), \
     CLI_OPT_FLAG("--no-mmap", &(p)->no_mmap, \
                  .help = "pack the weights into process memory, not into the packed-weights cache mapped in place"), \
-    CLI_OPT_FLAG("--mlock", &(p)->mlock, .help = "lock the weights in RAM (no paging out; bounded by ulimit -l)")
+    CLI_OPT_FLAG("--mlock", &(p)->mlock, .help = "lock the weights in RAM (no paging out; bounded by ulimit -l)"), \
+    CLI_OPT_TEXT("--chat-template", &(p)->chat_template, .arg = "TEXT", \
+                 .help = "a Jinja chat template to run instead of the model file's"), \
+    CLI_OPT_STR("--chat-template-file", &(p)->chat_template_file, .arg = "FILE", \
+                .help = "the same, read from FILE")
 
 typedef struct cli_session {
     clinfer_model *m;

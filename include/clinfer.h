@@ -304,12 +304,22 @@ typedef struct clinfer_chat_message {
     const char *content;
 } clinfer_chat_message;
 
-/* Renders a conversation in the model's chat format (recognised from its
- * tokenizer.chat_template, else from its turn tokens as for Gemma, else
- * ChatML): the template's default system message when the conversation has
- * none (a system message goes where the format puts it), each message, and
- * with add_assistant the header that starts the answer. *text: clinfer_free
- * it. CLINFER_ERR_FORMAT for a template clinfer does not know. The text is
+/* Replaces the model's chat template (the file's tokenizer.chat_template)
+ * with tmpl, a Jinja text (copied; NULL: the file's again), as llama.cpp's
+ * --chat-template does: for clinfer_chat_*, the tools and info's
+ * chat_format. Before any session or tools use it. CLINFER_ERR_FORMAT for a
+ * template the engine cannot parse, with its message. */
+CLINFER_API clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmpl);
+
+/* Renders a conversation with the model's chat template, run as jinja2
+ * runs it in Hugging Face's apply_chat_template (messages, add_generation_prompt
+ * = add_assistant, bos_token and eos_token from the vocabulary, a leading BOS
+ * dropped where the tokenizer adds one); a file without a template in the
+ * format its turn tokens name (Gemma), else ChatML: the default system
+ * message when the conversation has none (a system message goes where the
+ * format puts it), each message, and with add_assistant the header that
+ * starts the answer. *text: clinfer_free it. CLINFER_ERR_ARG where the
+ * template refuses the conversation (its raise_exception). The text is
  * for reading: tokenized with parse_special, control-token text inside a
  * message ("<|im_end|>" typed by a user) would become the control token and
  * could close the turn; clinfer_chat_tokenize gives a prompt's tokens. */
@@ -317,13 +327,19 @@ CLINFER_API clinfer_status clinfer_chat_apply(const clinfer_model *m, const clin
                                               int add_assistant, char **text, size_t *len);
 /* The same conversation as the prompt's token ids in *tokens (clinfer_free
  * it), BOS first where the model adds one: the template's markers are
- * control tokens and the messages' contents are text, whatever they hold. */
+ * control tokens and the messages' contents are text, whatever they hold
+ * (a template run: each content where it lies in the rendering, searched in
+ * order, as it is or trimmed; one the template rewrites otherwise is read
+ * with control tokens). */
 CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
                                                  int add_assistant, int32_t **tokens, int *n_tokens);
 
 /* For a conversation that keeps its tokens in a session (`clinfer chat`):
  * the tokens after the model's answer, that is the answer's turn end, the
- * message (role, content as text) and the header of the next answer. */
+ * message (role, content as text) and the header of the next answer (a
+ * template run: what it writes after an answer, found by rendering a
+ * conversation with and without the turn; CLINFER_ERR_FORMAT for a
+ * template of no known format that does not continue that way). */
 CLINFER_API clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *role, const char *content,
                                                       int32_t **tokens, int *n_tokens);
 

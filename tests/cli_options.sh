@@ -149,5 +149,19 @@ check "catalogue name, F16" env CLINFER_MODEL_DIR="$W/models" CLINFER_CATALOGUE=
 refuse "a misspelt --allow-requantize" "^clinfer: usage error: unknown option '--allow-requantise'" \
     "$BIN" quantize --allow-requantise "$W/q8.gguf" "$W/x.gguf" Q4_0
 
+# 9. --chat-template-file / --chat-template: run instead of the file's template;
+#    one the Jinja engine cannot parse is a format error (exit 4) naming its line
+printf '{%% for m in messages %%}[{{ m.role }}] {{ m.content }}\n{%% endfor %%}{%% if add_generation_prompt %%}[assistant] {%% endif %%}' \
+    >"$W/t.jinja"
+check "run --chat --chat-template-file" "$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template-file "$W/t.jinja"
+check "run --chat --chat-template" "$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template "$(cat "$W/t.jinja")"
+cases=$((cases + 1))
+"$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template '{% if %}' >"$W/out" 2>"$W/err" </dev/null
+rc=$?
+if [ $rc -eq 4 ] && grep -q "chat template line 1" "$W/err"; then ok "a template that does not parse: $(cut -c1-100 "$W/err")"
+else fail "a template that does not parse: exit status $rc"; fi
+refuse "both --chat-template and --chat-template-file" "chat-template" \
+    "$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template x --chat-template-file "$W/t.jinja"
+
 echo "$((cases - failures))/$cases passed"
 [ $failures -eq 0 ]
