@@ -101,7 +101,40 @@ struct clinfer_detokenizer {
  * public clinfer_next_token: sample (from every logit, or from the k best
  * when top_k > 0), end-of-generation, detokenize, record. */
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, clinfer_next *out);
+                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, clinfer_next *out);
+/* The sampler's token for logits when a draft proposes `draft` (>= 0) as
+ * the next (speculative sampling: the token has the law of
+ * clinfer_sampler_sample's; greedy gives that very token); draft < 0:
+ * clinfer_sampler_sample. Not recorded (clinfer_sampler_accept). */
+clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, int32_t *token);
+/* Speculative decoding's drafts under the sampler's grammar: how many of
+ * draft[0..n) the grammar allows after the tokens accepted so far (n
+ * without a grammar). */
+int api_grammar_draft_prefix(const clinfer_sampler *smp, const int32_t *draft, int n);
+/* A grammar's walk over a draft, state copied from the sampler's: masks a
+ * draft model's logits (n_vocab, in place) and advances by its token. */
+typedef struct api_grammar_walk api_grammar_walk;
+clf_status api_grammar_walk_begin(const clinfer_sampler *smp, api_grammar_walk **out); /* *out NULL: no grammar */
+clf_status api_grammar_walk_mask(api_grammar_walk *w, float *logits, int n_vocab);
+int api_grammar_walk_advance(api_grammar_walk *w, int32_t token); /* 0: the grammar does not allow it */
+void api_grammar_walk_free(api_grammar_walk *w);
+
+/* A drafter's second model (api/draft_model.c): its session kept in step
+ * with the text it is asked to continue. */
+typedef struct api_model_draft api_model_draft;
+/* Up to k tokens after text[0..n), greedily from the draft model (masked
+ * by smp's grammar when it has one): how many (0: none this time). */
+int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const int32_t *text, int n, int k,
+                        int32_t *draft);
+/* text[0] of the next drafts is at position pos0 of the target's sequence
+ * (clinfer_generate: the tokens the session held before its prompt, which
+ * the draft session is assumed to hold too when it holds as many). */
+void api_model_draft_begin(api_model_draft *md, int pos0);
+void api_model_draft_free(api_model_draft *md);
+/* The drafter's side (api/lookup.c). */
+void api_drafter_attach(clinfer_drafter *d, api_model_draft *md);
+api_model_draft *api_drafter_model(const clinfer_drafter *d);
+int api_drafter_max(const clinfer_drafter *d);
 
 /* Propagates a failing internal status as the public one. */
 #define API_TRY(expr)                                                        \
