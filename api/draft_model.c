@@ -25,6 +25,7 @@ struct api_model_draft {
     int draft_min;       /* a shorter draft is none */
     float p_min;         /* stop drafting below this probability of the draft model's best token */
     float *lg;           /* [n_logits]: a row's logits, masked */
+    const float *cur;    /* the logits of the last token fed (the session's, or a batch row's) */
 };
 
 /* Token ids below this are not compared (llama.cpp's
@@ -116,12 +117,28 @@ void api_model_draft_begin(api_model_draft *md, int pos0) {
     md->off = md->n_held >= pos0 ? pos0 : 0;
 }
 
-/* Evaluates one or more tokens into the draft session, recording them. */
+/* Evaluates tokens into the draft session, recording them; md->cur: the
+ * last one's logits. A few tokens after a verification (the last draft
+ * token taken, the target's own) go as a batch with every row's logits,
+ * whose rows are single-token evaluations bit for bit, as the target's
+ * verified rows and the draft's own tokens are: a draft model that is the
+ * target's file then drafts the target's very tokens. A prompt (more
+ * tokens, or an empty session) goes as one, as the target's did. */
+enum { FEED_ROWS = 16 };
 static clf_status feed(api_model_draft *md, const int32_t *t, int n) {
-    clf_status st = (clf_status)clinfer_eval(md->s, t, n);
-    if (st != CLF_OK) { /* what it holds now */
+    static const int8_t all[FEED_ROWS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    clf_status st;
+    if (n > 1 && n <= FEED_ROWS && md->n_held > 0) {
+        clinfer_batch b = {.n_tokens = n, .token = t, .logits = all};
+        st = (clf_status)clinfer_decode(md->s, &b);
+        if (st == CLF_OK) md->cur = clinfer_batch_logits(md->s, n - 1);
+    } else {
+        st = (clf_status)clinfer_eval(md->s, t, n);
+        if (st == CLF_OK) md->cur = clinfer_session_logits(md->s);
+    }
+    if (st != CLF_OK || !md->cur) { /* what it holds now */
         md->n_held = md->s->c->n_past < md->n_held ? md->s->c->n_past : md->n_held;
-        return st;
+        return st != CLF_OK ? st : clf_fail(CLF_ERR_ARG, "the draft session gave no logits");
     }
     memcpy(md->held + md->n_held, t, (size_t)n * sizeof *t);
     md->n_held += n;
@@ -145,7 +162,11 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
     if (k <= 0) return 0;
     if (clinfer_session_rewind(md->s, c) != CLINFER_OK) return 0;
     md->n_held = c;
-    if (feed(md, text + (c - md->off), n - (c - md->off)) != CLF_OK) return 0;
+    /* a prompt as the target evaluated it: its tokens in one pass, then
+     * the pending token (the verify batch's row 0) alone */
+    const int n_new = n - (c - md->off), prompt = n_new > FEED_ROWS || (n_new > 1 && md->n_held == 0);
+    if (prompt && feed(md, text + (c - md->off), n_new - 1) != CLF_OK) return 0;
+    if (prompt ? feed(md, text + n - 1, 1) != CLF_OK : feed(md, text + (c - md->off), n_new) != CLF_OK) return 0;
 
     api_grammar_walk *w = NULL;
     if (api_grammar_walk_begin(smp, &w) != CLF_OK) return 0;
@@ -153,7 +174,7 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
     while (nd < k) {
         /* the draft model's best token among the target's ids (and the
          * grammar's, when there is one) */
-        memcpy(md->lg, clinfer_session_logits(md->s), (size_t)md->n_logits * sizeof *md->lg);
+        memcpy(md->lg, md->cur, (size_t)md->n_logits * sizeof *md->lg);
         if (w && api_grammar_walk_mask(w, md->lg, md->n_logits) != CLF_OK) break;
         int best = 0;
         for (int i = 1; i < md->n_vocab; i++)

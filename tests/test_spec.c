@@ -394,7 +394,7 @@ static void greedy_same(clinfer_model *m, clinfer_model *dm, const int32_t *p, i
     clinfer_grammar *g = NULL;
     if (gbnf) ASSERT_OK(clinfer_grammar_create(m, gbnf, strlen(gbnf), NULL, &g));
     clinfer_draft_model_params dp = clinfer_draft_model_default_params();
-    dp.draft_max = 6;
+    dp.draft_max = m == tiny ? 6 : 16;
     clinfer_drafter *d;
     ASSERT_OK(clinfer_drafter_create_model(m, ds, &dp, &d));
     rec_big want = {.n = 0};
@@ -438,6 +438,29 @@ static void test_greedy(void **state) {
     greedy_same(tiny, draft, p, np, 30, "root ::= [a-m ]+", 0);
 }
 
+/* The default model (SmolLM2 Q4_1) drafting for itself: every draft
+ * token taken, the text plain greedy's. */
+static void test_greedy_default_model(void **state) {
+    (void)state;
+    char path[4096];
+    if (clinfer_model_path(NULL, path, sizeof path) != CLINFER_OK || access(path, R_OK) != 0)
+        fail_msg("no default model (%s): sh tests/fetch_model.sh", path);
+    clinfer_model *m;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m));
+    int32_t *p;
+    int np;
+    const char *text = "The lighthouse keeper opened the bottle and read the letter inside. It said:";
+    ASSERT_OK(clinfer_tokenize(m, text, strlen(text), 1, 0, &p, &np));
+    greedy_same(m, m, p, np, 48, NULL, 1);
+    /* a second load of the file: two models on one device */
+    clinfer_model *m2;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m2));
+    greedy_same(m, m2, p, np, 48, NULL, 1);
+    clinfer_free(p);
+    clinfer_model_free(m2);
+    clinfer_model_free(m);
+}
+
 /* ---- vocabularies ----------------------------------------------------------------- */
 
 static void test_vocab_mismatch(void **state) {
@@ -463,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_pick_rule),
         cmocka_unit_test(test_vocab_mismatch),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_greedy_default_model),
         cmocka_unit_test(test_sampled_lookup),
         cmocka_unit_test(test_sampled_step),
         cmocka_unit_test(test_sampled_draft_model),
