@@ -120,7 +120,11 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
     }
     cli_session ds;
     clinfer_status st = cli_session_open(d->model, place, clinfer_session_n_ctx(s->s), kv, &ds);
-    if (st != CLINFER_OK) return clinfer_fail(st, "the draft model (-md %s): %s", d->model, clinfer_last_error());
+    char why[1024]; /* the message, copied: clinfer_fail writes where clinfer_last_error points */
+    if (st != CLINFER_OK) {
+        snprintf(why, sizeof why, "%s", clinfer_last_error());
+        return clinfer_fail(st, "the draft model (-md %s): %s", d->model, why);
+    }
     st = cli_session_warm(&ds, 16); /* its kernels too, before the text prints */
     clinfer_draft_model_params dp = clinfer_draft_model_default_params();
     if (d->max > 0) dp.draft_max = d->max;
@@ -130,7 +134,8 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
         st = clinfer_fail(CLINFER_ERR_ARG, "--draft-min %d is above --draft-max %d", dp.draft_min, dp.draft_max);
     if (st == CLINFER_OK) st = clinfer_drafter_create_model(s->m, ds.s, &dp, &s->drafter);
     if (st != CLINFER_OK) {
-        st = clinfer_fail(st, "-md %s: %s", d->model, clinfer_last_error());
+        snprintf(why, sizeof why, "%s", clinfer_last_error());
+        st = clinfer_fail(st, "-md %s: %s", d->model, why);
         cli_session_close(&ds);
         return st;
     }
