@@ -221,13 +221,14 @@ int32_t clf_sampler_sample_top(clf_sampler *s, const float *vals, const int32_t 
 /* The chain after the penalty, over the candidates c[0..n): all the
  * vocabulary in id order, or the best k best first. Leaves the kept
  * candidates in c[0..m) with their weights in w[0..m) (sum *z) and returns
- * m; greedy (or nothing to weigh): the best alone, weight 1. */
-static int chain(clf_sampler *s, int n, double *z) {
+ * m; greedy (or nothing to weigh: *fixed set): the best alone, weight 1. */
+static int chain(clf_sampler *s, int n, double *z, int *fixed) {
     int best = 0;
     for (int i = 1; i < n; i++)
         if (better(&s->c[i], &s->c[best])) best = i;
     float max = s->c[best].logit;
-    if (s->p.temperature <= 0 || isinf(max)) { /* greedy, or nothing to weigh */
+    *fixed = s->p.temperature <= 0 || isinf(max);
+    if (*fixed) { /* greedy, or nothing to weigh */
         s->c[0] = s->c[best];
         s->w[0] = 1;
         *z = 1;
@@ -253,9 +254,9 @@ static int chain(clf_sampler *s, int n, double *z) {
 
 static int32_t draw(clf_sampler *s, int n) {
     double z;
-    const int m = chain(s, n, &z);
-    /* greedy, or nothing to weigh (every logit -inf): the best, no draw */
-    if (s->p.temperature <= 0 || isinf(s->c[0].logit)) return s->c[0].id;
+    int fixed;
+    const int m = chain(s, n, &z, &fixed);
+    if (fixed) return s->c[0].id; /* greedy, or nothing to weigh: the best, no draw */
     double u = uniform01(&s->rng) * z, cum = 0;
     for (int i = 0; i < m; i++) {
         cum += s->w[i];
@@ -272,7 +273,8 @@ int clf_sampler_dist(clf_sampler *s, const float *logits, int n_vocab, const int
     }
     for (int i = 0; i < n_vocab; i++) s->c[i] = (cand){isnan(logits[i]) ? -INFINITY : logits[i], i};
     apply_penalty(s);
-    const int m = chain(s, n_vocab, z);
+    int fixed;
+    const int m = chain(s, n_vocab, z, &fixed);
     for (int i = 0; i < m; i++) s->ids[i] = s->c[i].id;
     *ids = s->ids;
     *w = s->w;
