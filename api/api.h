@@ -130,6 +130,9 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
  * (clinfer_generate: the tokens the session held before its prompt, which
  * the draft session is assumed to hold too when it holds as many). */
 void api_model_draft_begin(api_model_draft *md, int pos0);
+/* The generation's whole text (from pos0 on: its prompt and every token
+ * sampled), so that the next one knows what its session holds. */
+void api_model_draft_end(api_model_draft *md, const int32_t *text, int n);
 void api_model_draft_free(api_model_draft *md);
 /* The drafter's side (api/lookup.c). */
 void api_drafter_attach(clinfer_drafter *d, api_model_draft *md);

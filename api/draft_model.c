@@ -21,6 +21,8 @@ struct api_model_draft {
     int n_logits;        /* the draft model's logits per row */
     int32_t *held;       /* [n_ctx]: the tokens the draft session holds, in order */
     int n_held;
+    int32_t *known;      /* [n_ctx]: the target's sequence as far as known (the texts given), held's superset */
+    int n_known;
     int off;             /* the position in the draft session of the text's first token */
     int draft_min;       /* a shorter draft is none */
     float p_min;         /* stop drafting below this probability of the draft model's best token */
@@ -85,8 +87,9 @@ clinfer_status clinfer_drafter_create_model(const clinfer_model *target, clinfer
     md->draft_min = p.draft_min;
     md->p_min = p.p_min;
     md->held = malloc((size_t)draft->c->n_ctx * sizeof *md->held);
+    md->known = malloc((size_t)draft->c->n_ctx * sizeof *md->known);
     md->lg = malloc((size_t)md->n_logits * sizeof *md->lg);
-    clinfer_status st = md->held && md->lg ? CLINFER_OK : (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    clinfer_status st = md->held && md->known && md->lg ? CLINFER_OK : (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     /* whatever the session held before is unknown: it starts empty */
     if (st == CLINFER_OK) st = clinfer_session_rewind(draft, 0);
     if (st == CLINFER_OK) st = clinfer_drafter_create(p.draft_max, out);
@@ -105,30 +108,39 @@ clinfer_draft_model_params clinfer_draft_model_default_params(void) {
 void api_model_draft_free(api_model_draft *md) {
     if (!md) return;
     free(md->held);
+    free(md->known);
     free(md->lg);
     free(md);
 }
 
 void api_model_draft_begin(api_model_draft *md, int pos0) {
-    /* the session holds the target's first pos0 tokens when it holds as
-     * many (it followed the earlier generations); else it starts over
-     * from the text (positions differ from the target's: only the
-     * drafts' quality depends on them, never the tokens) */
-    md->off = md->n_held >= pos0 ? pos0 : 0;
+    /* the target's first pos0 tokens are known when the earlier texts
+     * reached as far (the drafter followed the earlier generations: a
+     * chat's turns); else the draft starts over from the text (positions
+     * differ from the target's: only the drafts' quality depends on them,
+     * never the tokens) */
+    md->off = md->n_known >= pos0 ? pos0 : 0;
+    md->n_known = md->off;
+}
+
+void api_model_draft_end(api_model_draft *md, const int32_t *text, int n) {
+    /* the generation's whole text: the next one's start is known */
+    if (n <= 0 || md->off + n > md->s->c->n_ctx) return;
+    memcpy(md->known + md->off, text, (size_t)n * sizeof *text);
+    md->n_known = md->off + n;
 }
 
 /* Evaluates tokens into the draft session, recording them; md->cur: the
- * last one's logits. A few tokens after a verification (the last draft
- * token taken, the target's own) go as a batch with every row's logits,
- * whose rows are single-token evaluations bit for bit, as the target's
- * verified rows and the draft's own tokens are: a draft model that is the
- * target's file then drafts the target's very tokens. A prompt (more
- * tokens, or an empty session) goes as one, as the target's did. */
-enum { FEED_ROWS = 16 };
-static clf_status feed(api_model_draft *md, const int32_t *t, int n) {
-    static const int8_t all[FEED_ROWS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+ * last one's logits. as_rows: the two tokens after a verification (the
+ * last draft token taken, the target's own) as a batch with every row's
+ * logits, whose rows are single-token evaluations bit for bit, as the
+ * target's verified rows and the draft's own tokens are: a draft model
+ * that is the target's file then drafts the target's very tokens. Else
+ * one pass, as the target's prompt. */
+static clf_status feed(api_model_draft *md, const int32_t *t, int n, int as_rows) {
+    static const int8_t all[2] = {1, 1};
     clf_status st;
-    if (n > 1 && n <= FEED_ROWS && md->n_held > 0) {
+    if (as_rows && n == 2) {
         clinfer_batch b = {.n_tokens = n, .token = t, .logits = all};
         st = (clf_status)clinfer_decode(md->s, &b);
         if (st == CLF_OK) md->cur = clinfer_batch_logits(md->s, n - 1);
@@ -147,26 +159,40 @@ static clf_status feed(api_model_draft *md, const int32_t *t, int n) {
 
 int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const int32_t *text, int n, int k,
                         int32_t *draft) {
-    if (md->off > md->n_held) md->off = 0; /* rewound by someone else: start over */
-    /* keep the common prefix, but re-evaluate the text's last token at
-     * least: its logits give the first draft token */
-    int c = md->off;
-    while (c < md->n_held && c - md->off < n - 1 && md->held[c] == text[c - md->off]) c++;
     const int n_ctx = md->s->c->n_ctx;
+    if (md->off > md->n_known) md->off = 0; /* not known so far: start over */
     if (md->off + n > n_ctx) { /* the text outgrew the draft's context: from the start, if it fits */
         if (n + 1 > n_ctx) return 0;
         md->off = 0;
-        c = 0;
     }
-    if (k > n_ctx - (md->off + n)) k = n_ctx - (md->off + n); /* each draft token but the last is evaluated */
+    /* the whole text: what is known before it, then it */
+    memcpy(md->known + md->off, text, (size_t)n * sizeof *text);
+    md->n_known = md->off + n;
+    const int32_t *full = md->known;
+    const int nf = md->n_known;
+    /* keep the common prefix, but re-evaluate the text's last token at
+     * least: its logits give the first draft token */
+    int c = 0;
+    while (c < md->n_held && c < nf - 1 && md->held[c] == full[c]) c++;
+    if (k > n_ctx - nf) k = n_ctx - nf; /* each draft token but the last is evaluated */
     if (k <= 0) return 0;
     if (clinfer_session_rewind(md->s, c) != CLINFER_OK) return 0;
     md->n_held = c;
-    /* a prompt as the target evaluated it: its tokens in one pass, then
-     * the pending token (the verify batch's row 0) alone */
-    const int n_new = n - (c - md->off), prompt = n_new > FEED_ROWS || (n_new > 1 && md->n_held == 0);
-    if (prompt && feed(md, text + (c - md->off), n_new - 1) != CLF_OK) return 0;
-    if (prompt ? feed(md, text + n - 1, 1) != CLF_OK : feed(md, text + (c - md->off), n_new) != CLF_OK) return 0;
+    /* new tokens as the target evaluated them: after a verification the
+     * last draft token taken and the target's own (rows of single-token
+     * evaluations); more (a prompt): its tokens in one pass, then the
+     * pending token (the verify batch's row 0) alone */
+    /* the tail of an earlier generation (before this text: the target
+     * evaluated those tokens one at a time, as verified rows or a chat's
+     * last token) one at a time too, then the new ones */
+    while (nf - c > 2 && c < md->off)
+        if (feed(md, full + c++, 1, 0) != CLF_OK) return 0;
+    const int n_new = nf - c;
+    if (n_new > 2) {
+        if (feed(md, full + c, n_new - 1, 0) != CLF_OK || feed(md, full + nf - 1, 1, 0) != CLF_OK) return 0;
+    } else if (feed(md, full + c, n_new, 1) != CLF_OK) {
+        return 0;
+    }
 
     api_grammar_walk *w = NULL;
     if (api_grammar_walk_begin(smp, &w) != CLF_OK) return 0;
@@ -188,7 +214,7 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
         if (w && !api_grammar_walk_advance(w, best)) break;
         draft[nd++] = best;
         if (clf_token_is_eog(md->s->m->tok, best)) break; /* nothing follows an end */
-        if (nd < k && feed(md, draft + nd - 1, 1) != CLF_OK) break;
+        if (nd < k && feed(md, draft + nd - 1, 1, 0) != CLF_OK) break;
     }
     api_grammar_walk_free(w);
     return nd >= md->draft_min ? nd : 0;

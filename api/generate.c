@@ -324,6 +324,7 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     atomic_store(&s->cancel, 0); /* a request is for one generation */
     clinfer_sampler_free(greedy);
     clinfer_detokenizer_free(d);
+    if (api_drafter_model(sp.drafter)) api_model_draft_end(api_drafter_model(sp.drafter), sp.hist, sp.n_hist);
     free(sp.hist);
     free(sp.want);
     clinfer_drafter_set_sampler(sp.drafter, NULL);

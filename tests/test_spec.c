@@ -438,6 +438,47 @@ static void test_greedy(void **state) {
     greedy_same(tiny, draft, p, np, 30, "root ::= [a-m ]+", 0);
 }
 
+/* Two generations on one session, as `chat`'s turns (the first's last
+ * token evaluated, then the next turn's tokens): with m2 drafting, the
+ * plain tokens, and every draft taken when m2 is m's file (the draft
+ * session follows the conversation). */
+static void two_turns(clinfer_model *m, clinfer_model *m2, const int32_t *p1, int n1, const int32_t *p2, int n2) {
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256;
+    rec_big want[2], got[2];
+    for (int spec = 0; spec < 2; spec++) {
+        clinfer_session *s, *ds;
+        ASSERT_OK(clinfer_session_create(m, &sp, &s));
+        ASSERT_OK(clinfer_session_create(m2, &sp, &ds));
+        clinfer_drafter *d;
+        ASSERT_OK(clinfer_drafter_create_model(m, ds, NULL, &d));
+        for (int turn = 0; turn < 2; turn++) {
+            rec_big *r = spec ? &got[turn] : &want[turn];
+            r->n = 0;
+            clinfer_generate_params gp = clinfer_generate_default_params();
+            gp.max_tokens = 24;
+            gp.drafter = spec ? d : NULL;
+            gp.on_token = on_tok_big;
+            gp.user_data = r;
+            clinfer_generate_result res = {.size = sizeof res};
+            ASSERT_OK(clinfer_generate(s, turn ? p2 : p1, turn ? n2 : n1, &gp, &res));
+            if (res.stop != CLINFER_STOP_EOG && res.last >= 0) ASSERT_OK(clinfer_eval(s, &res.last, 1));
+            if (spec) {
+                print_message("turn %d: %d drafted, %d taken\n", turn, res.n_drafted, res.n_accepted);
+                assert_true(res.n_drafted > 0);
+                assert_int_equal(res.n_accepted, res.n_drafted);
+            }
+        }
+        clinfer_drafter_free(d);
+        clinfer_session_free(ds);
+        clinfer_session_free(s);
+    }
+    for (int turn = 0; turn < 2; turn++) {
+        assert_int_equal(got[turn].n, want[turn].n);
+        assert_memory_equal(got[turn].t, want[turn].t, (size_t)want[turn].n * sizeof *want[turn].t);
+    }
+}
+
 /* The default model (SmolLM2 Q4_1) drafting for itself: every draft
  * token taken, the text plain greedy's. */
 static void test_greedy_default_model(void **state) {
@@ -456,6 +497,12 @@ static void test_greedy_default_model(void **state) {
     clinfer_model *m2;
     ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m2));
     greedy_same(m, m2, p, np, 48, NULL, 1);
+    int32_t *p2;
+    int np2;
+    const char *more = " Then the keeper wrote back:";
+    ASSERT_OK(clinfer_tokenize(m, more, strlen(more), 0, 0, &p2, &np2));
+    two_turns(m, m2, p, np, p2, np2);
+    clinfer_free(p2);
     clinfer_free(p);
     clinfer_model_free(m2);
     clinfer_model_free(m);
