@@ -101,12 +101,15 @@ struct clinfer_detokenizer {
  * public clinfer_next_token: sample (from every logit, or from the k best
  * when top_k > 0), end-of-generation, detokenize, record. */
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, clinfer_next *out);
+                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          clinfer_next *out);
 /* The sampler's token for logits when a draft proposes `draft` (>= 0) as
  * the next (speculative sampling: the token has the law of
- * clinfer_sampler_sample's; greedy gives that very token); draft < 0:
+ * clinfer_sampler_sample's; greedy gives that very token), drawn from q
+ * ([n_vocab] probabilities; NULL: proposed with certainty); draft < 0:
  * clinfer_sampler_sample. Not recorded (clinfer_sampler_accept). */
-clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, int32_t *token);
+clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, const float *q,
+                            int32_t *token);
 /* Speculative decoding's drafts under the sampler's grammar: how many of
  * draft[0..n) the grammar allows after the tokens accepted so far (n
  * without a grammar). */
@@ -138,6 +141,10 @@ void api_model_draft_free(api_model_draft *md);
 void api_drafter_attach(clinfer_drafter *d, api_model_draft *md);
 api_model_draft *api_drafter_model(const clinfer_drafter *d);
 int api_drafter_max(const clinfer_drafter *d);
+/* The law the draft token after batch row `row` was drawn from ([n_vocab]
+ * probabilities), NULL when it was proposed with certainty. */
+const float *api_drafter_q(const clinfer_drafter *d, int row);
+const float *api_model_draft_q(const api_model_draft *md, int j);
 
 /* Propagates a failing internal status as the public one. */
 #define API_TRY(expr)                                                        \

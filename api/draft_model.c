@@ -27,6 +27,15 @@ struct api_model_draft {
     int draft_min;       /* a shorter draft is none */
     float p_min;         /* stop drafting below this probability of the draft model's best token */
     float *lg;           /* [n_logits]: a row's logits, masked */
+    /* sampled drafts (the target's sampler not greedy): drawn from the
+     * draft model's own distribution under the target's sampler settings,
+     * whose law q the verification needs (the rule min(1, p/q)) */
+    clf_sampler *qs;     /* the draft's sampler (its own random stream), or NULL */
+    int n_tv;            /* the target's vocabulary: q's rows */
+    int max;             /* the longest draft: q's row count */
+    float *q;            /* [max][n_tv]: each draft token's law */
+    int q_on;            /* the last draft was sampled (q holds its laws) */
+    int in_generate;     /* within clinfer_generate, which verifies by q (a caller's own step takes drafts as certain) */
     const float *cur;    /* the logits of the last token fed (the session's, or a batch row's) */
 };
 
@@ -77,7 +86,8 @@ clinfer_status clinfer_drafter_create_model(const clinfer_model *target, clinfer
     if (p.draft_min < 0 || p.draft_min > p.draft_max)
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "draft_min is %d: it must be in 0..draft_max (%d)", p.draft_min,
                                         p.draft_max);
-    if (!(p.p_min >= 0 && p.p_min <= 1)) return (clinfer_status)clf_fail(CLF_ERR_ARG, "p_min %g is not in [0, 1]", p.p_min);
+    if (!(p.p_min >= 0 && p.p_min <= 1))
+        return (clinfer_status)clf_fail(CLF_ERR_ARG, "p_min %g is not in [0, 1]", p.p_min);
     API_TRY((clf_status)clinfer_model_vocab_compatible(target, draft->m));
     api_model_draft *md = calloc(1, sizeof *md);
     if (!md) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
@@ -89,7 +99,10 @@ clinfer_status clinfer_drafter_create_model(const clinfer_model *target, clinfer
     md->held = malloc((size_t)draft->c->n_ctx * sizeof *md->held);
     md->known = malloc((size_t)draft->c->n_ctx * sizeof *md->known);
     md->lg = malloc((size_t)md->n_logits * sizeof *md->lg);
-    clinfer_status st = md->held && md->known && md->lg ? CLINFER_OK : (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    md->n_tv = target->info.n_vocab;
+    md->max = p.draft_max;
+    clinfer_status st = CLINFER_OK;
+    if (!md->held || !md->known || !md->lg) st = (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     /* whatever the session held before is unknown: it starts empty */
     if (st == CLINFER_OK) st = clinfer_session_rewind(draft, 0);
     if (st == CLINFER_OK) st = clinfer_drafter_create(p.draft_max, out);
@@ -110,7 +123,53 @@ void api_model_draft_free(api_model_draft *md) {
     free(md->held);
     free(md->known);
     free(md->lg);
+    free(md->q);
+    clf_sampler_free(md->qs);
     free(md);
+}
+
+const float *api_model_draft_q(const api_model_draft *md, int j) {
+    return md->q_on && j >= 0 && j < md->max ? md->q + (size_t)j * (size_t)md->n_tv : NULL;
+}
+
+/* The draft's sampler for the target's settings (temperature, top-k,
+ * top-p, min-p; no penalty: any law q keeps the rule exact), made again
+ * when they change; without one (greedy drafts) where memory is short. */
+static void sampled_setup(api_model_draft *md, const clinfer_sampler *smp) {
+    md->q_on = 0;
+    if (!smp || smp->greedy || !md->in_generate) return;
+    clf_sampler_params want = *clf_sampler_get_params(smp->s);
+    want.repeat_penalty = 1;
+    if (md->qs) {
+        const clf_sampler_params *h = clf_sampler_get_params(md->qs);
+        if (h->temperature != want.temperature || h->top_k != want.top_k || h->top_p != want.top_p ||
+            h->min_p != want.min_p) {
+            clf_sampler_free(md->qs);
+            md->qs = NULL;
+        }
+    }
+    want.seed ^= 0x5eedd4a7f7ull; /* a stream of its own (any independent one would do) */
+    if (!md->qs && clf_sampler_create(&want, md->n_vocab, &md->qs) != CLF_OK) return;
+    if (!md->q && !(md->q = malloc((size_t)md->max * (size_t)md->n_tv * sizeof *md->q))) return;
+    md->q_on = 1;
+}
+
+/* A token drawn from the draft's law for md->lg, the law kept as row j of q. */
+static int32_t sampled_token(api_model_draft *md, int j) {
+    const int32_t *ids;
+    const float *w;
+    double z;
+    const int m = clf_sampler_dist(md->qs, md->lg, md->n_vocab, &ids, &w, &z);
+    if (m <= 0 || !(z > 0)) return -1;
+    float *row = md->q + (size_t)j * (size_t)md->n_tv;
+    memset(row, 0, (size_t)md->n_tv * sizeof *row);
+    for (int i = 0; i < m; i++) row[ids[i]] = (float)(w[i] / z);
+    double u = clf_sampler_uniform(md->qs) * z, cum = 0;
+    for (int i = 0; i < m; i++) {
+        cum += w[i];
+        if (u < cum) return ids[i];
+    }
+    return ids[m - 1]; /* u within rounding of z */
 }
 
 void api_model_draft_begin(api_model_draft *md, int pos0) {
@@ -121,10 +180,13 @@ void api_model_draft_begin(api_model_draft *md, int pos0) {
      * never the tokens) */
     md->off = md->n_known >= pos0 ? pos0 : 0;
     md->n_known = md->off;
+    md->in_generate = 1;
 }
 
 void api_model_draft_end(api_model_draft *md, const int32_t *text, int n) {
     /* the generation's whole text: the next one's start is known */
+    md->in_generate = 0;
+    md->q_on = 0;
     if (n <= 0 || md->off + n > md->s->c->n_ctx) return;
     memcpy(md->known + md->off, text, (size_t)n * sizeof *text);
     md->n_known = md->off + n;
@@ -181,10 +243,10 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
     /* new tokens as the target evaluated them: after a verification the
      * last draft token taken and the target's own (rows of single-token
      * evaluations); more (a prompt): its tokens in one pass, then the
-     * pending token (the verify batch's row 0) alone */
-    /* the tail of an earlier generation (before this text: the target
-     * evaluated those tokens one at a time, as verified rows or a chat's
-     * last token) one at a time too, then the new ones */
+     * pending token (the verify batch's row 0) alone. The tail of an
+     * earlier generation (before this text: the target evaluated those
+     * tokens one at a time, as verified rows or a chat's last token) goes
+     * one at a time too, then the new ones. */
     while (nf - c > 2 && c < md->off)
         if (feed(md, full + c++, 1, 0) != CLF_OK) return 0;
     const int n_new = nf - c;
@@ -196,10 +258,12 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
 
     api_grammar_walk *w = NULL;
     if (api_grammar_walk_begin(smp, &w) != CLF_OK) return 0;
+    sampled_setup(md, smp);
+    if (k > md->max) k = md->max;
     int nd = 0;
     while (nd < k) {
         /* the draft model's best token among the target's ids (and the
-         * grammar's, when there is one) */
+         * grammar's, when there is one), or one drawn from its law */
         memcpy(md->lg, md->cur, (size_t)md->n_logits * sizeof *md->lg);
         if (w && api_grammar_walk_mask(w, md->lg, md->n_logits) != CLF_OK) break;
         int best = 0;
@@ -211,6 +275,7 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
             for (int i = 0; i < md->n_vocab; i++) z += exp((double)md->lg[i] - md->lg[best]);
             if (1 / z < md->p_min) break;
         }
+        if (md->q_on && (best = sampled_token(md, nd)) < 0) break; /* sampled: drawn, its law kept */
         if (w && !api_grammar_walk_advance(w, best)) break;
         draft[nd++] = best;
         if (clf_token_is_eog(md->s->m->tok, best)) break; /* nothing follows an end */

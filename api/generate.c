@@ -52,7 +52,8 @@ void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_
 /* ---- one token ------------------------------------------------------------ */
 
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, clinfer_next *out) {
+                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          clinfer_next *out) {
     *out = (clinfer_next){.token = -1, .piece = d->buf};
     if (clinfer_sampler_grammar_state(smp) == CLINFER_GRAMMAR_DONE) { /* nothing may follow: the end, drawn or not */
         out->eog = 1;
@@ -67,7 +68,7 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
         for (int k = 0; k < n_vocab; k++)
             if (!isfinite(logits[k])) return clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf)");
         /* a draft's row: the acceptance rule (greedy: the same id) */
-        CLF_TRY(draft >= 0 ? api_sample_draft(smp, logits, n_vocab, draft, &id)
+        CLF_TRY(draft >= 0 ? api_sample_draft(smp, logits, n_vocab, draft, q, &id)
                            : (clf_status)clinfer_sampler_sample(smp, logits, n_vocab, &id));
     }
     out->token = id;
@@ -83,7 +84,7 @@ clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, 
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, -1, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, -1, NULL, out);
 }
 
 clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
@@ -92,7 +93,7 @@ clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenize
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft, NULL, out);
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -220,9 +221,10 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
         clinfer_next nx;
         if (sp->n_rows) /* a verify batch's row: every logit, and the draft's next token if any */
             st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0,
-                                sp->row + 1 < sp->n_rows ? sp->batch[sp->row + 1] : -1, &nx);
+                                sp->row + 1 < sp->n_rows ? sp->batch[sp->row + 1] : -1,
+                                api_drafter_q(sp->drafter, sp->row), &nx);
         else
-            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, -1, &nx);
+            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, -1, NULL, &nx);
         if (st == CLF_ERR_FORMAT) /* say where */
             st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
                           sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);

@@ -87,6 +87,10 @@ void api_drafter_attach(clinfer_drafter *d, api_model_draft *md) { d->md = md; }
 api_model_draft *api_drafter_model(const clinfer_drafter *d) { return d ? d->md : NULL; }
 int api_drafter_max(const clinfer_drafter *d) { return d ? d->max : 0; }
 
+const float *api_drafter_q(const clinfer_drafter *d, int row) {
+    return d && d->md && row >= 0 && row + 1 < d->n_rows ? api_model_draft_q(d->md, row) : NULL;
+}
+
 void clinfer_drafter_taken(clinfer_drafter *d, int drafted, int accepted) {
     if (!d || drafted <= 0) return;
     if (accepted >= drafted) d->len = 2 * d->len < d->max ? 2 * d->len : d->max;

@@ -145,7 +145,8 @@ static clf_status sample(clinfer_sampler *smp, const float *logits, int n_vocab,
     return CLF_OK;
 }
 
-clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, int32_t *token) {
+clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, const float *q,
+                            int32_t *token) {
     if (n_vocab <= smp->n_vocab) CLF_TRY(check_logits(logits, n_vocab)); /* else refused below */
     /* greedy: p is a point mass at the plain token, so the rule answers it;
      * the plain path keeps it bit for bit (and draws nothing) */
@@ -159,6 +160,18 @@ clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_voc
     /* two draws per token, the second only after a refusal: the stream is
      * not plain sampling's (one draw per token), the law of each token is */
     double u1 = clf_sampler_uniform(smp->s), u2 = 0;
+    if (q && draft < n_vocab) { /* a draft drawn from q: taken with probability min(1, p(x) / q(x)) */
+        double px = 0;
+        for (int i = 0; i < m; i++)
+            if (ids[i] == draft) px = w[i] / z;
+        int32_t id = draft;
+        if (!(u1 * q[draft] < px)) { /* refused: from max(0, p - q) normalised */
+            id = clf_spec_residual(ids, w, m, z, q, clf_sampler_uniform(smp->s));
+            if (id < 0) id = draft; /* p <= q everywhere: only rounding refuses */
+        }
+        *token = id;
+        return CLF_OK;
+    }
     int32_t id = clf_spec_pick(ids, w, m, z, draft, u1, 0);
     if (id != draft) { /* refused: the residual's draw, with a fresh number */
         u2 = clf_sampler_uniform(smp->s);

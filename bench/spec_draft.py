@@ -8,7 +8,7 @@ per round, the same for both); per-round ratio of the generation speeds
 random stream otherwise: the same law, other tokens).
 
     python3 bench/spec_draft.py -m TARGET -md DRAFT [--rounds 3] [-n 128] [--temp 0.8] [--draft-max 16]
-        [--bin build/clinfer]
+        [--bin build/clinfer] [--modes greedy,sampled]
 """
 import argparse, re, statistics, subprocess, sys
 
@@ -38,12 +38,14 @@ def main():
     ap.add_argument("--temp", type=float, default=0.8)
     ap.add_argument("--draft-max", type=int, default=16)
     ap.add_argument("--bin", default="build/clinfer")
+    ap.add_argument("--modes", default="greedy,sampled", help="greedy, sampled or both")
     a = ap.parse_args()
     same = True
     print("| prompt | sampling | plain t/s (median) | -md t/s (median) | drafted | accepted | speed-up (median of rounds) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for name, prompt in PROMPTS.items():
-        for temp in (0, a.temp):
+        modes = a.modes.split(",")
+        for temp in [t for t, name in ((0, "greedy"), (a.temp, "sampled")) if name in modes]:
             plain, spec = [], []
             for r in range(a.rounds):  # interleaved: the machine's drift hits both alike
                 plain.append(run(a, prompt, temp, 100 + r, False))

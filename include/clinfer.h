@@ -795,9 +795,16 @@ CLINFER_API int clinfer_drafter_settle(clinfer_drafter *d, int row);
 CLINFER_API void clinfer_drafter_set_sampler(clinfer_drafter *d, const clinfer_sampler *smp);
 
 /* Speculative decoding with a draft model (llama.cpp's -md): a smaller
- * model of the same vocabulary drafts greedily, one token at a time in its
- * own session, and the target verifies the draft as it verifies a prompt
- * lookup's (clinfer_generate's drafter, or the step above). */
+ * model of the same vocabulary drafts one token at a time in its own
+ * session, and the target verifies the draft as it verifies a prompt
+ * lookup's (clinfer_generate's drafter). Greedily where the drafter's
+ * sampler (clinfer_drafter_set_sampler; clinfer_generate sets its own) is
+ * greedy or unset; else each draft token is drawn from the draft model's
+ * distribution under that sampler's temperature, top-k, top-p and min-p
+ * (its own random stream), and clinfer_generate verifies it by the rule
+ * min(1, p/q). Outside clinfer_generate (a program's own step) a draft
+ * model drafts greedily: clinfer_next_token_draft takes a draft as
+ * certain. */
 typedef struct clinfer_draft_model_params {
     size_t size;   /* sizeof(clinfer_draft_model_params) */
     int draft_max; /* the longest draft (> 0; default 16); its length then adapts to what is taken */

@@ -54,7 +54,8 @@ static const double ALPHA = 1e-3;
     } while (0)
 
 static char tiny_path[256], draft_path[256], other_path[256];
-static clinfer_model *tiny, *draft, *other; /* the target; a draft of its vocabulary (another seed); another vocabulary */
+/* the target; a draft of its vocabulary (another seed); another vocabulary */
+static clinfer_model *tiny, *draft, *other;
 static int n_vocab;
 
 static int make(const char *path, const char *opts) {
@@ -245,8 +246,8 @@ static void generate(clinfer_session *s, clinfer_sampler *smp, int draft_max, cl
 /* The server's way (include/clinfer.h's step): propose, decode the rows,
  * sample row after row with clinfer_next_token_draft, settle. wrong: take
  * every draft token instead (the failure the test must see). */
-static void step_loop(clinfer_session *s, clinfer_sampler *smp, clinfer_drafter *d, int32_t *out, int wrong, int *drafted,
-                      int *accepted) {
+static void step_loop(clinfer_session *s, clinfer_sampler *smp, clinfer_drafter *d, int32_t *out, int wrong,
+                      int *drafted, int *accepted) {
     int32_t text[128];
     int n = prompt_of(text), got = 0;
     clinfer_detokenizer *dt;
@@ -365,6 +366,38 @@ static void test_sampled_step(void **state) {
 static void test_sampled_draft_model(void **state) {
     (void)state;
     distribution_check(2, "clinfer_generate, draft model");
+}
+
+/* A sampled draft model that is the target's file: its law q is the
+ * target's p (the same logits, the same settings), so the rule takes every
+ * draft token (p / q = 1, to float rounding): the laws kept per draft
+ * token are the ones verified, row by row. */
+static void test_sampled_self_draft(void **state) {
+    (void)state;
+    clinfer_session *s, *ds;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 64;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &ds));
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    dp.draft_max = 4;
+    clinfer_drafter *d;
+    ASSERT_OK(clinfer_drafter_create_model(tiny, ds, &dp, &d));
+    int drafted = 0, accepted = 0;
+    for (int k = 0; k < 100; k++) {
+        clinfer_sampler *smp = sampler(tiny, TEMP, 7000 + (uint64_t)k);
+        int32_t t[GEN];
+        clinfer_generate_result r;
+        generate(s, smp, 0, d, t, &r);
+        drafted += r.n_drafted, accepted += r.n_accepted;
+        clinfer_sampler_free(smp);
+    }
+    print_message("sampled self-draft: %d drafted, %d taken\n", drafted, accepted);
+    assert_true(drafted > 100);
+    assert_true(accepted >= drafted - drafted / 50);
+    clinfer_drafter_free(d);
+    clinfer_session_free(ds);
+    clinfer_session_free(s);
 }
 
 /* ---- greedy: plain decoding's tokens -------------------------------------------- */
@@ -537,6 +570,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_lookup),
         cmocka_unit_test(test_sampled_step),
         cmocka_unit_test(test_sampled_draft_model),
+        cmocka_unit_test(test_sampled_self_draft),
     };
     return TU_RUN_GROUP(tests, setup, teardown);
 }

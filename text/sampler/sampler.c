@@ -301,3 +301,24 @@ int32_t clf_spec_pick(const int32_t *ids, const float *w, int n, double z, int32
     }
     return last >= 0 ? last : x; /* u within rounding of the sum; x alone (p(x) rounded below 1): x */
 }
+
+int32_t clf_spec_residual(const int32_t *ids, const float *w, int n, double z, const float *q, double u) {
+    double r = 0;
+    for (int i = 0; i < n; i++) {
+        double d = w[i] / z - q[ids[i]];
+        if (d > 0) r += d;
+    }
+    if (!(r > 0)) return -1;
+    double at = u * r, cum = 0;
+    int32_t last = -1;
+    for (int i = 0; i < n; i++) {
+        double d = w[i] / z - q[ids[i]];
+        if (d <= 0) continue;
+        cum += d;
+        last = ids[i];
+        if (at < cum) return ids[i];
+    }
+    return last; /* u within rounding of r */
+}
+
+const clf_sampler_params *clf_sampler_get_params(const clf_sampler *s) { return &s->p; }

@@ -70,6 +70,15 @@ double clf_sampler_uniform(clf_sampler *s);
  * exactly. u1, u2 uniform in [0, 1). */
 int32_t clf_spec_pick(const int32_t *ids, const float *w, int n, double z, int32_t x, double u1, double u2);
 
+/* The rule's refusal for a draft drawn from a law q (q: [n_vocab]
+ * probabilities, 0 outside its support): a token drawn by u from
+ * max(0, p - q) normalised, p = (ids, w, n, z) of clf_sampler_dist; -1
+ * when that is empty (p <= q everywhere: no refusal can happen). The
+ * acceptance before it: x taken when u1 q(x) < p(x). */
+int32_t clf_spec_residual(const int32_t *ids, const float *w, int n, double z, const float *q, double u);
+/* The parameters the sampler was made with. */
+const clf_sampler_params *clf_sampler_get_params(const clf_sampler *s);
+
 /* Appends a token (prompt or generated) to the penalty's history;
  * CLF_ERR_ARG for an id outside [0, n_vocab), the sampler unchanged. */
 clf_status clf_sampler_accept(clf_sampler *s, int32_t id);
