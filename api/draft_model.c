@@ -35,7 +35,7 @@ struct api_model_draft {
     int max;             /* the longest draft: q's row count */
     float *q;            /* [max][n_tv]: each draft token's law */
     int q_on;            /* the last draft was sampled (q holds its laws) */
-    int in_generate;     /* within clinfer_generate, which verifies by q (a caller's own step takes drafts as certain) */
+    int in_generate;     /* within clinfer_generate, which verifies by q (a program's own step: drafts as certain) */
     const float *cur;    /* the logits of the last token fed (the session's, or a batch row's) */
 };
 

@@ -400,6 +400,52 @@ static void test_sampled_self_draft(void **state) {
     clinfer_session_free(s);
 }
 
+/* Sampled under a grammar, a lookup's drafts cut and a draft model's
+ * masked by it: every token the grammar's (the sampler's stage fails the
+ * generation on a token outside it), drafts made and verified. */
+static void test_sampled_grammar(void **state) {
+    (void)state;
+    const char *gbnf = "root ::= [a-m ]+";
+    clinfer_grammar *g;
+    ASSERT_OK(clinfer_grammar_create(tiny, gbnf, strlen(gbnf), NULL, &g));
+    clinfer_session *s, *ds;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 128;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    ASSERT_OK(clinfer_session_create(draft, &sp, &ds));
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    dp.draft_max = 4;
+    clinfer_drafter *d;
+    ASSERT_OK(clinfer_drafter_create_model(tiny, ds, &dp, &d));
+    int32_t p[64];
+    int np = prompt_of(p);
+    for (int how = 0; how < 2; how++) {
+        int drafted = 0;
+        for (int k = 0; k < 20; k++) {
+            clinfer_sampler *smp = sampler(tiny, 0.8f, 300 + (uint64_t)k);
+            ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+            ASSERT_OK(clinfer_session_rewind(s, 0));
+            clinfer_generate_params gp = clinfer_generate_default_params();
+            gp.max_tokens = 24;
+            gp.sampler = smp;
+            gp.draft_max = how ? 0 : 4;
+            gp.drafter = how ? d : NULL;
+            clinfer_generate_result r = {.size = sizeof r};
+            ASSERT_OK(clinfer_generate(s, p, np, &gp, &r));
+            assert_int_equal(r.n_generated, 24);
+            assert_int_not_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_NONE);
+            drafted += r.n_drafted;
+            clinfer_sampler_free(smp);
+        }
+        print_message("sampled under a grammar, %s: %d drafted\n", how ? "draft model" : "lookup", drafted);
+        if (how) assert_true(drafted > 0);
+    }
+    clinfer_drafter_free(d);
+    clinfer_session_free(ds);
+    clinfer_session_free(s);
+    clinfer_grammar_free(g);
+}
+
 /* ---- greedy: plain decoding's tokens -------------------------------------------- */
 
 typedef struct rec_big {
@@ -571,6 +617,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_step),
         cmocka_unit_test(test_sampled_draft_model),
         cmocka_unit_test(test_sampled_self_draft),
+        cmocka_unit_test(test_sampled_grammar),
     };
     return TU_RUN_GROUP(tests, setup, teardown);
 }
