@@ -54,6 +54,7 @@ struct clinfer_session {
     size_t batch_cap; /* floats */
     int *row_of, row_cap, n_rows; /* n_rows: the last batch's (0 after a failure) */
     clf_llama_seq_batch *entries;
+    clinfer_drafter *drafter; /* clinfer_session_set_drafter's, for clinfer_generate (not owned) */
 };
 
 struct clinfer_sampler {

@@ -149,7 +149,7 @@ typedef struct gen_spec {
  * always rewind. */
 static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32_t *prompt, int n_prompt,
                              const clinfer_generate_params *p, const clinfer_sampler *smp) {
-    int cap = p->draft_max > 0 || !p->drafter ? p->draft_max : api_drafter_max(p->drafter);
+    int cap = p->draft_max > 0 || !s->drafter ? p->draft_max : api_drafter_max(s->drafter);
     if (cap > p->max_tokens) cap = p->max_tokens;
     if (cap > s->c->n_batch - 1) cap = s->c->n_batch - 1;
     if (cap <= 0) return CLF_OK;
@@ -160,8 +160,8 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
     memset(sp->want, 1, (size_t)(cap + 1));
     sp->n_hist = n_prompt;
     sp->draft_max = cap;
-    if (p->drafter) {
-        sp->drafter = p->drafter;
+    if (s->drafter) {
+        sp->drafter = s->drafter;
         /* a draft model's session: the text starts after what the target held */
         if (api_drafter_model(sp->drafter)) api_model_draft_begin(api_drafter_model(sp->drafter), s->c->n_past);
     } else {
@@ -306,7 +306,7 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     gen_spec sp = {0};
     /* greedy or sampled, with stages (a grammar) or not: each row's token
      * is sampled from its logits after the tokens before it, as plainly */
-    if (st == CLF_OK && (p.draft_max > 0 || p.drafter)) st = spec_alloc(&sp, s, prompt, n_prompt, &p, smp);
+    if (st == CLF_OK && (p.draft_max > 0 || s->drafter)) st = spec_alloc(&sp, s, prompt, n_prompt, &p, smp);
     gen_eval ev = {0}; /* top_k 0: an empty prompt samples from the session's logits */
     double build0 = clinfer_model_build_seconds(s->m), t0 = clf_now_s();
     int n_past0 = s->c->n_past;

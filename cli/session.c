@@ -141,6 +141,7 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
     }
     s->draft_m = ds.m;
     s->draft_s = ds.s;
+    clinfer_session_set_drafter(s->s, s->drafter); /* clinfer_generate's: -md's, not a prompt lookup */
     return CLINFER_OK;
 }
 
@@ -174,7 +175,6 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
     clinfer_generate_params gp = clinfer_generate_default_params();
     gp.max_tokens = max_gen;
     gp.draft_max = draft_max;
-    gp.drafter = s->drafter; /* -md's, else a prompt lookup of draft_max */
     gp.sampler = smp;
     gp.on_token = emit;
     gp.user_data = &o;

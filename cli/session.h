@@ -34,7 +34,7 @@ typedef struct cli_session {
     clinfer_session *s; /* NULL when opened with n_ctx -1 */
     clinfer_model_info info;
     double warm_seconds, kernel_seconds; /* cli_session_warm's time, and the kernel builds within it */
-    /* -md: the draft model, its session and the drafter cli_generate speculates with (NULL: none) */
+    /* -md: the draft model, its session and the drafter s speculates with (NULL: none) */
     clinfer_model *draft_m;
     clinfer_session *draft_s;
     clinfer_drafter *drafter;

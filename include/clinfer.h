@@ -462,6 +462,12 @@ CLINFER_API int clinfer_session_n_past(const clinfer_session *s);
  * the window (a block of 32 kept beyond it): going back further than that
  * (but not to 0) clears the session; clinfer_session_n_past tells. */
 CLINFER_API clinfer_status clinfer_session_rewind(clinfer_session *s, int pos);
+/* The drafter clinfer_generate speculates with on s (a draft model's,
+ * clinfer_drafter_create_model; NULL: none, the default: prompt lookup
+ * where draft_max asks for it). s does not own it: unset it or free s
+ * before freeing it. */
+typedef struct clinfer_drafter clinfer_drafter; /* speculative decoding's drafter (below) */
+CLINFER_API void clinfer_session_set_drafter(clinfer_session *s, clinfer_drafter *d);
 
 /* Appends n tokens after those the session holds and computes the logits of
  * the last one (clinfer_session_logits). CLINFER_ERR_CONTEXT when they do
@@ -679,8 +685,6 @@ CLINFER_API void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **
  * piece is valid during the call only. */
 typedef int (*clinfer_token_callback)(void *user_data, int32_t token, const char *piece, size_t len);
 
-typedef struct clinfer_drafter clinfer_drafter; /* a speculative decoding's drafter (below) */
-
 typedef struct clinfer_generate_params {
     size_t size;                     /* sizeof(clinfer_generate_params) */
     int max_tokens;                  /* the most tokens to generate (> 0; default 256) */
@@ -702,13 +706,11 @@ typedef struct clinfer_generate_params {
      * the random stream is used otherwise (two draws where a draft token is
      * refused), so a seed gives other tokens than without speculation. A
      * grammar's sampler speculates too, its drafts cut where the grammar
-     * refuses. 0: off (the default); < 0: CLINFER_ERR_ARG. */
+     * refuses. With the session's drafter (clinfer_session_set_drafter: a
+     * draft model's) it drafts instead, draft_max > 0 capping its drafts,
+     * 0 leaving them at the drafter's own draft_max. 0: off (the default,
+     * without a drafter); < 0: CLINFER_ERR_ARG. */
     int draft_max;
-    /* added later: the drafter to speculate with (clinfer_drafter_create_model:
-     * a draft model; or a prompt lookup's), the caller's; NULL: a prompt
-     * lookup of draft_max made for the call. With a drafter, draft_max > 0
-     * caps its drafts, 0 leaves them at the drafter's own draft_max. */
-    clinfer_drafter *drafter;
 } clinfer_generate_params;
 
 CLINFER_API clinfer_generate_params clinfer_generate_default_params(void);
@@ -797,7 +799,7 @@ CLINFER_API void clinfer_drafter_set_sampler(clinfer_drafter *d, const clinfer_s
 /* Speculative decoding with a draft model (llama.cpp's -md): a smaller
  * model of the same vocabulary drafts one token at a time in its own
  * session, and the target verifies the draft as it verifies a prompt
- * lookup's (clinfer_generate's drafter). Greedily where the drafter's
+ * lookup's (clinfer_session_set_drafter, for clinfer_generate). Greedily where the drafter's
  * sampler (clinfer_drafter_set_sampler; clinfer_generate sets its own) is
  * greedy or unset; else each draft token is drawn from the draft model's
  * distribution under that sampler's temperature, top-k, top-p and min-p

@@ -233,12 +233,13 @@ static void generate(clinfer_session *s, clinfer_sampler *smp, int draft_max, cl
     gp.max_tokens = GEN;
     gp.sampler = smp;
     gp.draft_max = draft_max;
-    gp.drafter = d;
+    clinfer_session_set_drafter(s, d);
     rec r = {.n = 0};
     gp.on_token = on_tok;
     gp.user_data = &r;
     *res = (clinfer_generate_result){.size = sizeof *res};
     ASSERT_OK(clinfer_generate(s, p, np, &gp, res));
+    clinfer_session_set_drafter(s, NULL);
     assert_int_equal(r.n, GEN);
     memcpy(out, r.t, sizeof r.t);
 }
@@ -429,7 +430,7 @@ static void test_sampled_grammar(void **state) {
             gp.max_tokens = 24;
             gp.sampler = smp;
             gp.draft_max = how ? 0 : 4;
-            gp.drafter = how ? d : NULL;
+            clinfer_session_set_drafter(s, how ? d : NULL);
             clinfer_generate_result r = {.size = sizeof r};
             ASSERT_OK(clinfer_generate(s, p, np, &gp, &r));
             assert_int_equal(r.n_generated, 24);
@@ -485,7 +486,7 @@ static void greedy_same(clinfer_model *m, clinfer_model *dm, const int32_t *p, i
         gp.max_tokens = max_tokens;
         gp.sampler = smp;
         gp.draft_max = how == 1 ? 5 : 0;
-        gp.drafter = how == 2 ? d : NULL;
+        clinfer_session_set_drafter(s, how == 2 ? d : NULL);
         rec_big got = {.n = 0};
         gp.on_token = on_tok_big;
         gp.user_data = &got;
@@ -536,7 +537,7 @@ static void two_turns(clinfer_model *m, clinfer_model *m2, const int32_t *p1, in
             r->n = 0;
             clinfer_generate_params gp = clinfer_generate_default_params();
             gp.max_tokens = 24;
-            gp.drafter = spec ? d : NULL;
+            clinfer_session_set_drafter(s, spec ? d : NULL);
             gp.on_token = on_tok_big;
             gp.user_data = r;
             clinfer_generate_result res = {.size = sizeof res};
