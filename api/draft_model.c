@@ -246,8 +246,9 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
      * pending token (the verify batch's row 0) alone. The tail of an
      * earlier generation (before this text: the target evaluated those
      * tokens one at a time, as verified rows or a chat's last token) goes
-     * one at a time too, then the new ones. */
-    while (nf - c > 2 && c < md->off)
+     * one at a time too (a few: more, as after a failed feed, go with the
+     * new ones in one pass), then the new ones. */
+    while (nf - c > 2 && c < md->off && md->off - c <= 4)
         if (feed(md, full + c++, 1, 0) != CLF_OK) return 0;
     const int n_new = nf - c;
     if (n_new > 2) {
