@@ -65,7 +65,7 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24, .arg = "MIB",
                                            .help = "the KV cache's memory, shared by the sequences"),
                                CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
-                                           .help = "speculate up to N tokens by prompt lookup (greedy requests); 0: off"),
+                                           .help = "speculate up to N tokens by prompt lookup (greedy or sampled); 0: off"),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16, .help = "requests waiting at most (default 64); more get 503"),
                                CLI_OPT_STR("--api-key", &api_key, .arg = "KEY",
                                            .help = "require this bearer key (default $CLINFER_API_KEY)"),
@@ -111,7 +111,7 @@ int cmd_serve(int argc, char **argv) {
         hold_signals(1, &old);
         st = srv_gcache_create(s.m, SRV_GCACHE_ENTRIES, &app.grammars);
         if (st == CLINFER_OK) st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
-        if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* greedy requests: prompt lookup */
+        if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* prompt lookup, greedy or sampled requests */
     }
     if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);

@@ -332,10 +332,11 @@ static int job_start(srv_sched *s, srv_job *j) {
     /* after the bias: a biased token the grammar refuses stays refused */
     if (j->grammar && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
-    /* a draft is verified against the raw logits: not under a grammar */
-    if (s->draft_max > 0 && j->sp.temperature <= 0 && !j->grammar &&
-        clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+    /* greedy or sampled (the acceptance rule: clinfer_next_token_draft),
+     * under a grammar with its drafts cut where the grammar refuses */
+    if (s->draft_max > 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
         j->drafter = NULL; /* out of memory: this job goes without */
+    clinfer_drafter_set_sampler(j->drafter, j->smp);
     return 0;
 }
 
@@ -468,9 +469,9 @@ typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
 /* The job's next token from a row's logits, its text and stop strings, as
  * clinfer_generate's loop body; len: the slot's tokens once the row's token
  * is kept. TAKE_ON: the token is j->next. */
-static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
+static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32_t draft) {
     clinfer_next nx;
-    clinfer_status st = clinfer_next_token(j->smp, j->detok, logits, s->n_vocab, &nx);
+    clinfer_status st = clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
     if (st != CLINFER_OK && j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_LIMIT)
         return TAKE_LENGTH; /* the grammar's nesting bound: the text ends as at max_tokens */
     if (st != CLINFER_OK) {
@@ -528,7 +529,7 @@ static void share_prompt(srv_sched *s, srv_job *j, const float *logits) {
         s->slots[f->slot].n_prefilled = f->n_eval = f->n_cached = j->n_prompt;
         s->st.cached_tokens += (unsigned long long)j->n_prompt;
         f->t_first = srv_now_s();
-        conclude(s, f, sample(s, f, logits, j->n_prompt + 1));
+        conclude(s, f, sample(s, f, logits, j->n_prompt + 1, -1));
     }
     j->n_followers = 0;
 }
@@ -551,7 +552,8 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
     int r = 0;
     take t;
     for (;; r++) {
-        t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1);
+        t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1,
+                   r + 1 < rows ? en->tokens[r + 1] : -1); /* a draft's next token: the acceptance rule */
         if (t != TAKE_ON || rows == 1 || !clinfer_drafter_accept(j->drafter, r, j->next)) break;
         s->st.accepted_tokens++;
     }

@@ -31,7 +31,8 @@ typedef struct srv_job_params {
     /* NULL, or the grammar the job's sampler is held to: the job takes a
      * reference of its own (clinfer_grammar_retain), the caller keeps its.
      * Under a grammar the stop strings are not applied, the job ends (stop)
-     * as soon as the grammar is DONE, and speculation is off. */
+     * as soon as the grammar is DONE, and a draft is cut where the grammar
+     * refuses it. */
     clinfer_grammar *grammar;
     /* each generated token's logprob and top_logprobs alternatives
      * (clinfer_logprobs of the raw logits, before the logit bias) */
