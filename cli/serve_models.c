@@ -57,8 +57,24 @@ static double model_bytes(const loaded *l, clinfer_kv_type kv) {
     return (double)i->device_bytes + (double)pool.n_blocks * pool.block * 2.0 * i->n_layer * i->n_head_kv * head * elem;
 }
 
+/* One load at a time: cli_session_open sets process-wide state (the
+ * Ctrl-C handler, PoCL's thread count, the OpenCL platforms' first query:
+ * two at once found no device), and the device's memory is better judged
+ * one model after the other. Requests for loaded models go on meanwhile. */
+static pthread_mutex_t loading = PTHREAD_MUTEX_INITIALIZER;
+
+static clinfer_status load_one(const serve_models_cfg *c, const char *name, const char *path, srv_app **out,
+                               double *bytes);
+
 static clinfer_status load(void *ctx, const char *name, const char *path, srv_app **out, double *bytes) {
-    const serve_models_cfg *c = ctx;
+    pthread_mutex_lock(&loading);
+    clinfer_status st = load_one(ctx, name, path, out, bytes);
+    pthread_mutex_unlock(&loading);
+    return st;
+}
+
+static clinfer_status load_one(const serve_models_cfg *c, const char *name, const char *path, srv_app **out,
+                               double *bytes) {
     *out = NULL;
     loaded *l = calloc(1, sizeof *l);
     if (!l) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
