@@ -208,6 +208,10 @@ static int load_locked(srv_router *r, entry *e, srv_api_error *err) {
             unload_locked(r, v);
             continue;
         }
+        if (r->closed) {
+            srv_api_error_set(err, 503, "server_error", "shutting_down", NULL, "the server is stopping");
+            return -1;
+        }
         if (srv_now_s() > give_up) {
             srv_api_error_set(err, 503, "server_error", "models_busy", "model",
                               "cannot load '%s': the models loaded (--models-max %d) are all busy", e->name,
