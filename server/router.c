@@ -190,6 +190,15 @@ static int crowded(const srv_router *r, const entry *e) {
     return (r->models_max > 0 && n >= r->models_max) || (r->budget > 0 && n > 0 && bytes > r->budget);
 }
 
+/* Under r->mu: whether the models loaded (or loading) take more than the budget, two or more of them. */
+static int over_budget(const srv_router *r) {
+    int n = 0;
+    double bytes = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->e[i].state != M_UNLOADED) n++, bytes += r->e[i].bytes;
+    return r->budget > 0 && n > 1 && bytes > r->budget;
+}
+
 /* ---- acquiring ------------------------------------------------------------ */
 
 static void not_found(srv_api_error *e, const char *name) {
@@ -197,12 +206,22 @@ static void not_found(srv_api_error *e, const char *name) {
                       "the model '%.200s' does not exist (GET /v1/models lists them)", name ? name : "");
 }
 
+/* Whether the file begins as a GGUF file does: one that does not will fail
+ * to load, and makes no room (no model is unloaded for it). */
+static int plausible(const char *path) {
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    const int ok = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "GGUF", 4);
+    if (f) fclose(f);
+    return ok;
+}
+
 /* Under r->mu: e loaded (room made first), or -1 with *err. */
 static int load_locked(srv_router *r, entry *e, srv_api_error *err) {
     const double give_up = srv_now_s() + ROOM_WAIT_S;
     for (;;) {
         if (e->state != M_UNLOADED) return 0; /* another request began it: the caller waits */
-        if (!crowded(r, e)) break;
+        if (!crowded(r, e) || !plausible(e->path)) break; /* the loader says why a broken file fails */
         entry *v = lru_idle(r, e);
         if (v) {
             unload_locked(r, v);
@@ -234,6 +253,12 @@ static int load_locked(srv_router *r, entry *e, srv_api_error *err) {
             fprintf(stderr, "clinfer serve: loaded %s in %.2f s\n", e->name, srv_now_s() - t0);
             e->app = app, e->bytes = bytes, e->state = M_LOADED;
             pthread_cond_broadcast(&r->cv);
+            /* before its first load a model counts its file alone (its KV
+             * cache unknown): now measured, the budget may be passed, and
+             * the least recently used idle models go (e held meanwhile) */
+            e->users++;
+            for (entry *v; over_budget(r) && (v = lru_idle(r, e));) unload_locked(r, v);
+            e->users--;
             return 0;
         }
         /* out of memory beside the models loaded: the least recently used idle one goes, and it is tried again */
@@ -384,7 +409,9 @@ char *srv_router_models_json(srv_router *r) {
         json_t *m = status ? srv_api_pack("{s:s, s:s, s:I, s:s, s:o}", "id", e->name, "object", "model", "created",
                                           (json_int_t)r->created, "owned_by", "clinfer", "status", status)
                            : NULL;
-        if (m && e->state == M_LOADED) json_object_set_new(m, "meta", srv_api_pack("{s:i, s:i}", "n_ctx", e->app->n_ctx, "n_slots", e->app->n_slots));
+        if (m && e->state == M_LOADED)
+            json_object_set_new(m, "meta", srv_api_pack("{s:i, s:i, s:I}", "n_ctx", e->app->n_ctx, "n_slots",
+                                                        e->app->n_slots, "memory_bytes", (json_int_t)e->bytes));
         if (!m || json_array_append_new(data, m)) {
             json_decref(data);
             data = NULL;

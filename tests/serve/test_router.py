@@ -1,7 +1,7 @@
 """Several models behind one server (`serve --models-dir`, server/router.c)
 through the official openai and anthropic packages over a socket: two
 models at once with interleaved requests whose greedy answers equal each
-model served alone; --models-max 1 evicting the least recently used model
+model served alone; --models-max 1 and --models-memory evicting the least recently used model
 and loading it again, with requests for both racing their loads; the
 /models/load and /models/unload routes; an unknown model's error on every
 endpoint, in that endpoint's shape; a broken file in the folder failing
@@ -121,10 +121,14 @@ def test_evicted_and_reloaded(tiny, tmp_path):
     """--models-max 1: a request for the other model unloads the one used
     last and loads its own; requests for both racing their loads all get
     their answers; the first model answers the same once loaded again."""
-    s = Server("--models-dir", folder(tmp_path, "a", "b"), "--models-max", "1", "--parallel", "2", "--ctx", "256")
+    s = Server("--models-dir", folder(tmp_path, "a", "b", broken=["c"]), "--models-max", "1", "--parallel", "2",
+               "--ctx", "256")
     try:
         first = answer(s, "a", "hi", 6)
         assert status(s)["a"]["value"] == "loaded" and status(s)["b"]["value"] == "unloaded"
+        with pytest.raises(openai.InternalServerError):  # a file that is not GGUF makes no room
+            answer(s, "c", "hi", 2)
+        assert status(s)["a"]["value"] == "loaded"
         assert answer(s, "b", "hi", 6) == first  # the same file under another name
         st = status(s)
         assert st["a"]["value"] == "unloaded" and st["b"]["value"] == "loaded", st
@@ -139,6 +143,7 @@ def test_evicted_and_reloaded(tiny, tmp_path):
         rc, err = s.stop()
     assert rc == 0, err
     assert err.count("clinfer serve: loading a") >= 2 and err.count("clinfer serve: unloading ") >= 3, err
+    assert "unloading a\nclinfer serve: loading c" not in err, err
 
 
 def test_load_and_unload_routes(tiny, tmp_path):
@@ -177,3 +182,23 @@ def test_one_model_server_has_no_router(tiny):
     assert code == 400 and "--models-dir" in body["error"]["message"]
     code, body = s.request("GET", "/models")
     assert code == 200 and len(body["data"]) == 1
+
+
+def test_memory_budget(tmp_path):
+    """--models-memory: a model's weights and KV cache (meta.memory_bytes)
+    count; when a second one passes the budget, the one used last goes."""
+    s = Server("--models-dir", folder(tmp_path, "a", "b"), "--models-memory", "2", "--parallel", "2", "--ctx", "4096")
+    try:
+        assert answer(s, "a", "hi", 3)
+        _, body = s.request("GET", "/v1/models")
+        used = body["data"][0]["meta"]["memory_bytes"]
+        assert 1 << 20 < used < 2 << 20, used  # one fits in 2 MiB, two do not
+        assert answer(s, "b", "hi", 3)
+        st = status(s)
+        assert st["a"]["value"] == "unloaded" and st["b"]["value"] == "loaded", st
+        assert answer(s, "a", "hi", 3)  # now counted in full before it loads: b goes first
+        st = status(s)
+        assert st["a"]["value"] == "loaded" and st["b"]["value"] == "unloaded", st
+    finally:
+        rc, err = s.stop()
+    assert rc == 0, err
