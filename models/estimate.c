@@ -22,6 +22,15 @@ static clf_status arch_u32(const clf_gguf *g, const char *arch, const char *key,
     return CLF_OK;
 }
 
+/* <arch>.<key> where it is a u32 above 0, else def. */
+static int64_t lenient_u32(const clf_gguf *g, const char *arch, const char *key, int64_t def) {
+    char full[96];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    uint32_t v = 0;
+    if (!clf_gguf_find(g, full) || clf_gguf_get_u32(g, full, &v) != CLF_OK || v == 0) return def;
+    return v;
+}
+
 static clf_type tensor_type(const clf_gguf *g, const char *name, clf_type fallback) {
     const clf_gguf_tensor *t = clf_gguf_find_tensor(g, name);
     return t ? t->type : fallback;
@@ -59,6 +68,7 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     /* projections stored fused (Phi-3: attn_qkv, ffn_up of gate|up) or apart */
     s->type_attn = tensor_type(g, "blk.0.attn_q.weight", tensor_type(g, "blk.0.attn_qkv.weight", CLF_F32));
     s->type_ffn = tensor_type(g, "blk.0.ffn_gate.weight", tensor_type(g, "blk.0.ffn_up.weight", CLF_F32));
+    s->type_ffn = tensor_type(g, "blk.0.ffn_gate_exps.weight", s->type_ffn);
     s->type_norm = tensor_type(g, "blk.0.attn_norm.weight", CLF_F32);
     const clf_gguf_tensor *freqs = clf_gguf_find_tensor(g, "rope_freqs.weight");
     s->n_rope_freqs = freqs ? freqs->ne[0] : 0;
@@ -71,6 +81,15 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     if (f->swa_period) {
         CLF_TRY(arch_u32(g, a, "attention.sliding_window", 1, &s->n_swa));
         for (int64_t l = 0; l < s->n_layer; l++) s->n_swa_layers += clf_family_layer_swa(f, (int)l);
+    }
+    /* experts: any file whose expert_count is above 0 (a dense llama may say 0; Mixtral is a llama with
+     * experts), the width as llama.cpp reads it; values out of range read as absent here
+     * (models/llama_hparams.c says what is wrong where a file is loaded) */
+    s->n_expert = lenient_u32(g, a, "expert_count", 0);
+    if (s->n_expert) {
+        s->n_expert_used = lenient_u32(g, a, "expert_used_count", 1);
+        s->n_ff_exp = f->moe ? s->n_ff / s->n_expert_used : s->n_ff;
+        if (f->moe) s->n_ff_exp = lenient_u32(g, a, "expert_feed_forward_length", s->n_ff_exp);
     }
     return CLF_OK;
 }
@@ -101,6 +120,18 @@ double clf_type_bytes_per_elem(clf_type t) {
 static int64_t q_dim(const clf_model_shape *s) { return s->n_head * s->head_dim; }
 static int64_t kv_dim(const clf_model_shape *s) { return s->n_head_kv * s->head_dim; }
 
+/* A layer's MLP matrices that `tokens` tokens multiply or read (0: all
+ * of them): gate, up, down, or the router and the experts chosen (at most
+ * all of them; one token: its n_expert_used). */
+static int64_t mlp_matrices(const clf_model_shape *s, int64_t tokens) {
+    if (!s->n_expert) return 3 * s->n_embd * s->n_ff;
+    int64_t used = tokens <= 0 || tokens * s->n_expert_used > s->n_expert ? s->n_expert : tokens * s->n_expert_used;
+    return 3 * s->n_embd * s->n_ff_exp * used;
+}
+
+/* The router's elements in a layer (F32). */
+static int64_t router(const clf_model_shape *s) { return s->n_expert * s->n_embd; }
+
 /* Q, K, V and output projection matrices of one layer. */
 static int64_t attn_matrices(const clf_model_shape *s) {
     return s->n_embd * q_dim(s) + 2 * s->n_embd * kv_dim(s) + q_dim(s) * s->n_embd;
@@ -112,12 +143,12 @@ clf_params clf_estimate_params(const clf_model_shape *s) {
     int64_t bias = s->qkv_bias ? q_dim(s) + 2 * kv_dim(s) : 0; /* F32 in every file seen */
     p.count[CLF_GROUP_EMBD] = s->n_vocab * s->n_embd;
     p.count[CLF_GROUP_ATTN] = s->n_layer * (attn_matrices(s) + bias);
-    p.count[CLF_GROUP_MLP] = s->n_layer * 3 * s->n_embd * s->n_ff; /* gate, up, down */
+    p.count[CLF_GROUP_MLP] = s->n_layer * (mlp_matrices(s, 0) + router(s)); /* gate, up, down (of every expert) */
     p.count[CLF_GROUP_NORM] = s->n_layer * ((2 + 2 * s->post_norms) * s->n_embd + 2 * s->qk_norm * s->head_dim) + s->n_embd;
     p.count[CLF_GROUP_OUTPUT] = s->tied ? 0 : s->n_vocab * s->n_embd;
     p.bytes[CLF_GROUP_EMBD] = p.count[CLF_GROUP_EMBD] * clf_type_bytes_per_elem(s->type_embd);
     p.bytes[CLF_GROUP_ATTN] = (double)s->n_layer * (attn_matrices(s) * clf_type_bytes_per_elem(s->type_attn) + bias * 4.0);
-    p.bytes[CLF_GROUP_MLP] = p.count[CLF_GROUP_MLP] * clf_type_bytes_per_elem(s->type_ffn);
+    p.bytes[CLF_GROUP_MLP] = (double)s->n_layer * (mlp_matrices(s, 0) * clf_type_bytes_per_elem(s->type_ffn) + router(s) * 4.0);
     p.bytes[CLF_GROUP_NORM] = p.count[CLF_GROUP_NORM] * clf_type_bytes_per_elem(s->type_norm);
     p.bytes[CLF_GROUP_OUTPUT] = p.count[CLF_GROUP_OUTPUT] * clf_type_bytes_per_elem(s->type_out);
     p.count[CLF_GROUP_OTHER] = s->n_rope_freqs;
@@ -126,7 +157,7 @@ clf_params clf_estimate_params(const clf_model_shape *s) {
         p.total += p.count[g];
         p.total_bytes += p.bytes[g];
     }
-    p.matmul = s->n_layer * (attn_matrices(s) + 3 * s->n_embd * s->n_ff) + s->n_vocab * s->n_embd;
+    p.matmul = s->n_layer * (attn_matrices(s) + mlp_matrices(s, 1) + router(s)) + s->n_vocab * s->n_embd;
     return p;
 }
 
@@ -137,8 +168,9 @@ double clf_device_weight_bytes(const clf_model_shape *s) {
 
 /* ---- FLOPs and bytes ------------------------------------------------------------ */
 
+/* per token: a token multiplies its chosen experts only, however many a batch reads */
 static double layer_matmul_params(const clf_model_shape *s) {
-    return (double)s->n_layer * (double)(attn_matrices(s) + 3 * s->n_embd * s->n_ff);
+    return (double)s->n_layer * (double)(attn_matrices(s) + mlp_matrices(s, 1) + router(s));
 }
 
 /* A(c): keys attended over the layers by a query with c positions before
@@ -177,14 +209,18 @@ double clf_kv_cache_bytes(const clf_model_shape *s, int64_t ctx, int64_t batch, 
     return 2.0 * kv_dim(s) * elem_bytes * slots;
 }
 
-/* Weights a forward pass reads: every matrix, norm and bias, the output
+/* Weights a forward pass of `tokens` tokens reads: every matrix, norm and
+ * bias (of the experts, those chosen: clf_model_shape), the output
  * projection (the embedding matrix when tied), one embedding row. */
-double clf_weight_bytes_read(const clf_model_shape *s) {
+static double weight_bytes_read(const clf_model_shape *s, int64_t tokens) {
     clf_params p = clf_estimate_params(s);
     double out = s->n_vocab * s->n_embd * clf_type_bytes_per_elem(s->type_out);
     double row = s->n_embd * clf_type_bytes_per_elem(s->type_embd);
-    return p.bytes[CLF_GROUP_ATTN] + p.bytes[CLF_GROUP_MLP] + p.bytes[CLF_GROUP_NORM] + out + row;
+    double mlp = (double)s->n_layer * (mlp_matrices(s, tokens) * clf_type_bytes_per_elem(s->type_ffn) + router(s) * 4.0);
+    return p.bytes[CLF_GROUP_ATTN] + mlp + p.bytes[CLF_GROUP_NORM] + out + row;
 }
+
+double clf_weight_bytes_read(const clf_model_shape *s) { return weight_bytes_read(s, 1); }
 
 double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes) {
     /* the keys and values attended (the window's in a sliding layer), and the new token's */
@@ -195,21 +231,23 @@ double clf_bytes_token(const clf_model_shape *s, int64_t ctx, int kv_elem_bytes)
 double clf_bytes_prefill(const clf_model_shape *s, int64_t batch, int kv_elem_bytes) {
     /* embedding rows: batch of them instead of one */
     double rows = (double)(batch - 1) * s->n_embd * clf_type_bytes_per_elem(s->type_embd);
-    return clf_weight_bytes_read(s) + rows + 2.0 * clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)batch;
+    return weight_bytes_read(s, batch) + rows + 2.0 * clf_kv_bytes_per_token(s, kv_elem_bytes) * (double)batch;
 }
 
 double clf_scratch_bytes(const clf_model_shape *s, int64_t batch) {
     double per_token = 2.0 * s->n_embd            /* x, normed x */
                        + q_dim(s) + 2 * kv_dim(s) /* Q|K|V */
                        + q_dim(s)                 /* attention output */
-                       + 3.0 * s->n_ff;           /* gate|up, SwiGLU */
+                       + 3.0 * (s->n_expert ? s->n_ff_exp : s->n_ff); /* gate|up, SwiGLU */
+    if (s->n_expert) /* the routing (logits, ids, weights, grouped rows and weights) and an expert's rows */
+        per_token += (double)s->n_expert + 4.0 * s->n_expert_used + 2.0 * s->n_embd + 3.0 * s->n_ff_exp;
     /* one row of logits: every token's (perplexity) is allocated when asked */
     return (double)batch * (4.0 * per_token + 4.0 /* token id */) + 4.0 * s->n_vocab + clf_xq_bytes(s);
 }
 
 double clf_xq_bytes(const clf_model_shape *s) {
     /* 64 bytes per 32 (host/compute/matmul.h CLF_XQ_FLOATS) */
-    return 64.0 * (double)(s->n_embd / 32 + s->n_ff / 32 + q_dim(s) / 32);
+    return 64.0 * (double)(s->n_embd / 32 + (s->n_expert ? s->n_ff_exp : s->n_ff) / 32 + q_dim(s) / 32);
 }
 
 /* ---- training ----------------------------------------------------------------------- */

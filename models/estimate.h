@@ -5,7 +5,8 @@
  * Conventions (the `info` command prints them beside the numbers):
  *   q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim
  *   P_mm  = weights a token multiplies = n_layer * (attention + MLP matrices)
- *           + n_vocab * n_embd (the output projection, tied or not)
+ *           + n_vocab * n_embd (the output projection, tied or not); with
+ *           experts the MLP's are the router and the chosen experts'
  *   FLOPs per token attending to c positions = 2 * P_mm + 4 * q_dim * A(c)
  *     (a multiply-add is 2 FLOPs; QK^T and AV each 2 * head_dim * c per head;
  *     norms, RoPE, softmax and SwiGLU are O(n_embd) and left out), where
@@ -34,6 +35,11 @@ typedef struct clf_model_shape {
     int qk_norm, post_norms;             /* norms per layer: 2 + 2 head-wide, + 2 more */
     int64_t n_swa, n_swa_layers;         /* sliding window and the layers using it; 0: none */
     int64_t n_rope_freqs;                /* rope_freqs.weight elements (F32, "other"); 0: none */
+    /* a mixture of experts (0 experts: dense): each layer's MLP is a router [n_expert × n_embd] (F32
+     * in every file seen) and n_expert experts of gate, up, down [n_ff_exp × n_embd] in type_ffn, of
+     * which a token multiplies n_expert_used; the counts below take a token's chosen experts as the
+     * matrices it multiplies and reads, a prefill of B tokens min(n_expert, B · n_expert_used) */
+    int64_t n_expert, n_expert_used, n_ff_exp;
 } clf_model_shape;
 
 /* Hyperparameters from `<arch>.*` keys, vocabulary size and weight types

@@ -10,6 +10,7 @@ static const clf_family families[] = {
     {.arch = "mistral"},
     {.arch = "qwen2", .rope = CLF_ROPE_NEOX, .qkv_bias = 1},
     {.arch = "qwen3", .rope = CLF_ROPE_NEOX, .qk_norm = 1},
+    {.arch = "qwen3moe", .rope = CLF_ROPE_NEOX, .qk_norm = 1, .moe = 1},
     {.arch = "gemma3", .rope = CLF_ROPE_NEOX, .act = CLF_GLU_GELU_TANH, .qk_norm = 1, .post_norms = 1,
      .embd_scale = 1, .swa_period = 6, .swa_rope_base = 10000.0f, .q_scale_embd_n_layer = 62},
     {.arch = "phi3", .rope = CLF_ROPE_NEOX},
@@ -32,7 +33,7 @@ clf_status clf_family_of(const clf_gguf *g, const clf_family **f) {
             *f = &families[i];
             return CLF_OK;
         }
-    char names[128] = "";
+    char names[160] = "";
     for (size_t i = 0, n = 0; i < N_FAMILIES && n < sizeof names; i++)
         n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", families[i].arch);
     return clf_fail(CLF_ERR_FORMAT, "unsupported architecture '%.*s' (supported: %s)", arch.len > 64 ? 64 : (int)arch.len,

@@ -1,5 +1,5 @@
 /* The transformer of every supported family (models/family.h: Llama 2/3,
- * SmolLM2, TinyLlama, Mistral, Qwen2, Qwen3, Gemma 3, Phi-3) on an OpenCL
+ * SmolLM2, TinyLlama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3) on an OpenCL
  * device: one forward pass, parameterized by the family's differences.
  *
  * A clf_llama holds the weights (uploaded once, in their file types); a
@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "kv_blocks.h"
 #include "matmul.h"
+#include "moe.h"
 #include "ops.h"
 #include "select.h"
 #include "stage.h"
@@ -30,6 +31,13 @@ typedef struct clf_llama_hparams {
     int rope_freqs;   /* rope_freqs.weight: Llama 3.1 frequency factors */
     int tied;         /* output projection reuses token_embd */
     int pooling;      /* <arch>.pooling_type in llama.cpp's values (0 none, 1 mean, 2 cls, 3 last, ...); -1 absent */
+    /* a mixture of experts in every layer's FFN (0 experts: the dense ffn_gate/up/down) */
+    int n_expert, n_expert_used; /* <arch>.expert_count, expert_used_count */
+    int n_ff_exp;                /* an expert's hidden width: expert_feed_forward_length, else n_ff
+                                    (llama: Mixtral) or n_ff / n_expert_used (qwen3moe), as llama.cpp */
+    int moe_norm_w;              /* the chosen experts' weights renormalised to sum 1 (family) */
+    float expert_w_scale;        /* <arch>.expert_weights_scale where the family reads it (family.h), 1 where
+                                    absent, 0 or not read */
 } clf_llama_hparams;
 
 /* A fused projection (Q|K|V, gate|up): its tensors' rows concatenated, one
@@ -52,6 +60,9 @@ typedef struct clf_llama_layer {
     clf_weight wo;                            /* [n_embd × q_dim] */
     clf_llama_proj wgu;                       /* fused gate|up [2 n_ff × n_embd] */
     clf_weight wdown;                         /* [n_embd × n_ff] */
+    /* hp.n_expert > 0: the FFN is a mixture of experts (wgu, wdown unused) */
+    clf_weight router;                        /* ffn_gate_inp [n_expert × n_embd] */
+    clf_moe_expert *experts;                  /* [n_expert]: expert e's rows of ffn_{gate,up,down}_exps */
 } clf_llama_layer;
 
 typedef struct clf_llama {
@@ -98,6 +109,7 @@ typedef struct clf_llama_ctx {
     clf_tensor x, xn, qkv, att, gu, ff; /* scratch for n_batch tokens */
     clf_tensor xq_e, xq_f, xq_a; /* decode rows of xn, ff and att quantized for the int8 GEMVs (unallocated: none do) */
     clf_tensor logits;                  /* n_seq rows, n_batch once all_logits is asked */
+    clf_moe_scratch moe;                /* n_batch rows of routing and expert scratch (hp.n_expert > 0) */
     cl_mem ids;
     int32_t *host_ids; /* a pass's tokens, gathered from its entries */
     int n_dec;              /* decode rows the int8 forms hold: min(n_seq, n_batch), grown by a verification */

@@ -53,13 +53,15 @@ static clf_status create_caches(clf_llama_ctx *c, clf_type kv_type, size_t kv_me
  * not just reads the float rows). */
 static int takes_xq(const clf_llama *m) {
     const clf_llama_hparams *hp = &m->hp;
-    if (hp->n_embd % 32 || hp->n_ff % 32) return 0;
+    if (hp->n_embd % 32 || (hp->n_expert ? hp->n_ff_exp : hp->n_ff) % 32) return 0;
     const clf_llama_layer *L = &m->layers[m->l0]; /* a stage's first layer; the head on the last stage only */
-    const clf_llama_proj *ps[] = {&L->wqkv, &L->wgu};
+    /* the MLP's: with experts the first expert's (xq_f then holds one expert's hidden row) */
+    const clf_llama_proj gu_one = {.part = {hp->n_expert ? L->experts[0].gu[0] : (clf_weight){0}}, .n = 1};
+    const clf_llama_proj *ps[] = {&L->wqkv, hp->n_expert ? &gu_one : &L->wgu};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < ps[i]->n; j++)
             if (clf_matmul_quantizes_x(m->rt, &ps[i]->part[j], 1)) return 1;
-    return clf_matmul_quantizes_x(m->rt, &L->wdown, 1) ||
+    return clf_matmul_quantizes_x(m->rt, hp->n_expert ? &L->experts[0].down : &L->wdown, 1) ||
            (m->l1 == hp->n_layer && clf_matmul_quantizes_x(m->rt, &m->output, 1));
 }
 
@@ -97,8 +99,10 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_embd, n_batch, &c->xn);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim, n_batch, &c->att);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * hp->n_ff, n_batch, &c->gu);
-    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, hp->n_ff, n_batch, &c->ff);
+    /* with experts: gu, ff unused (c->moe has an expert's rows), xq_f an expert's hidden row */
+    const int n_ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff;
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * n_ff, n_batch, &c->gu);
+    if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, n_ff, n_batch, &c->ff);
     int logit_rows = n_seq < n_batch ? n_seq : n_batch;
     if (m->next_ops) {
         /* a stage before the last: the next stage's context, and host rows for the hop */
@@ -120,11 +124,14 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
         st = clf_tensor_alloc(rt, CLF_F32, hp->n_vocab, logit_rows, &c->logits);
     }
     if (st == CLF_OK) st = clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)n_batch * sizeof(int32_t), NULL, &c->ids);
+    /* a mixture of experts' routing and one expert's rows */
+    if (st == CLF_OK && hp->n_expert)
+        st = clf_moe_scratch_alloc(rt, n_batch, hp->n_expert, hp->n_expert_used, hp->n_embd, hp->n_ff_exp, &c->moe);
     /* a decode row's activation quantized once by the norm or SwiGLU that makes it, where the GEMVs take int8 x */
     if (st == CLF_OK && takes_xq(m))
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_embd), n_dec, &c->xq_e);
     if (st == CLF_OK && takes_xq(m))
-        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(hp->n_ff), n_dec, &c->xq_f);
+        st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(n_ff), n_dec, &c->xq_f);
     /* the attention output's, written by the decode kernel, where heads are whole blocks */
     if (st == CLF_OK && takes_xq(m) && hp->head_dim % 32 == 0)
         st = clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(q_dim), n_dec, &c->xq_a);
@@ -135,6 +142,7 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     c->device_bytes = c->kv.bytes + c->kv_swa.bytes + (size_t)n_batch * sizeof(int32_t);
     const clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) c->device_bytes += clf_tensor_bytes(ts[i]);
+    c->device_bytes += clf_moe_scratch_bytes(&c->moe);
     *out = c;
     return CLF_OK;
 }
@@ -169,6 +177,7 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     clf_topk_free(&c->topk);
     clf_tensor *ts[] = {&c->x, &c->xn, &c->qkv, &c->att, &c->gu, &c->ff, &c->logits, &c->xq_e, &c->xq_f, &c->xq_a};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) clf_tensor_free(ts[i]);
+    clf_moe_scratch_free(&c->moe);
     if (c->ids) clReleaseMemObject(c->ids);
     free(c);
 }

@@ -223,6 +223,14 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
 
         /* x [n × n_embd] -> xn [n × n_embd]: RMSNorm with ffn_norm */
         CLF_TRY(norm_xq(rt, &x, &L->ffn_norm, hp->eps, &xn, xq.embd));
+        if (hp->n_expert) {
+            /* xn [n × n_embd] -> x [n × n_embd]: x += Σ over each row's chosen experts of its weight times
+             * Wdown_e · (act(Wgate_e · xn) ⊙ (Wup_e · xn)) (host/compute/moe.h; no post-norm family has experts) */
+            const clf_moe moe = {&L->router, L->experts, hp->n_expert, hp->n_expert_used, hp->n_ff_exp,
+                                 hp->moe_norm_w, hp->expert_w_scale, f->act};
+            CLF_TRY(clf_moe_ffn(rt, &moe, &xn, xq.embd, n1, xq.ff, &x, &c->moe));
+            continue;
+        }
         /* xn [n × n_embd] -> gu [n × 2 n_ff] -> ff [n × n_ff]: act(Wgate · xn) ⊙ (Wup · xn) */
         CLF_TRY(gated_unit(rt, &L->wgu, f->act, &xn, xq.embd, &gu, &ff, xq.ff, n1));
         /* ff [n × n_ff] -> x [n × n_embd]: x += Wdown · ff (post_ffw_norm first: Gemma 3) */

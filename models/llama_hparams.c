@@ -43,6 +43,55 @@ static clf_status want_tensor(const clf_gguf *g, const char *name, int64_t ne0, 
     return CLF_OK;
 }
 
+/* The 3-D tensor `name` [ne0, ne1, ne2] (experts stacked) or an error. */
+static clf_status want_tensor3(const clf_gguf *g, const char *name, int64_t ne0, int64_t ne1, int64_t ne2) {
+    const clf_gguf_tensor *t = clf_gguf_find_tensor(g, name);
+    if (!t) return clf_fail(CLF_ERR_FORMAT, "tensor %s is missing", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
+        return clf_fail(CLF_ERR_FORMAT, "tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+                        (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                        (long long)ne0, (long long)ne1, (long long)ne2);
+    return CLF_OK;
+}
+
+/* The experts' keys: expert_count (a family with experts needs it; any
+ * other has experts where it is above 0: a llama file is Mixtral then),
+ * expert_used_count, expert_feed_forward_length, expert_weights_scale
+ * (where the family reads it), each checked against what the routing
+ * kernel takes (host/compute/moe.h). */
+static clf_status moe_keys(const clf_gguf *g, const char *a, const clf_family *f, clf_llama_hparams *hp) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_count", a);
+    uint32_t v = 0;
+    if (clf_gguf_find(g, key)) CLF_TRY(clf_gguf_get_u32(g, key, &v));
+    else if (f->moe) return clf_fail(CLF_ERR_FORMAT, "%s is missing (a %s file has experts)", key, a);
+    if (v == 0 && !f->moe) return CLF_OK; /* dense */
+    if (v == 0 || v > CLF_MOE_MAX_EXPERTS)
+        return clf_fail(CLF_ERR_FORMAT, "%s = %u is out of range (1 to %d)", key, v, CLF_MOE_MAX_EXPERTS);
+    hp->n_expert = (int)v;
+    snprintf(key, sizeof key, "%s.expert_used_count", a);
+    if (!clf_gguf_find(g, key)) return clf_fail(CLF_ERR_FORMAT, "%s is missing (the file has %d experts)", key, hp->n_expert);
+    CLF_TRY(clf_gguf_get_u32(g, key, &v));
+    const int max_used = hp->n_expert < CLF_MOE_MAX_USED ? hp->n_expert : CLF_MOE_MAX_USED;
+    if (v == 0 || v > (uint32_t)max_used)
+        return clf_fail(CLF_ERR_FORMAT, "%s = %u is out of range (1 to %d for %d experts)", key, v, max_used, hp->n_expert);
+    hp->n_expert_used = (int)v;
+    /* llama.cpp: llama's experts (Mixtral) are feed_forward_length wide, whatever other key the file
+     * has; a family with experts reads expert_feed_forward_length, else n_ff / used */
+    hp->n_ff_exp = f->moe ? hp->n_ff / hp->n_expert_used : hp->n_ff;
+    if (f->moe) CLF_TRY(get_u32(g, a, "expert_feed_forward_length", 0, &hp->n_ff_exp));
+    if (hp->n_ff_exp <= 0)
+        return clf_fail(CLF_ERR_FORMAT, "%s.expert_feed_forward_length is missing and feed_forward_length %d / %d "
+                        "experts used is 0", a, hp->n_ff, hp->n_expert_used);
+    hp->moe_norm_w = !f->moe_raw_weights;
+    float scale = 0.0f;
+    if (f->moe_scale_key) CLF_TRY(get_f32(g, a, "expert_weights_scale", &scale));
+    if (!isfinite(scale) || scale < 0)
+        return clf_fail(CLF_ERR_FORMAT, "%s.expert_weights_scale = %g is out of range (finite, >= 0)", a, scale);
+    hp->expert_w_scale = scale == 0.0f ? 1.0f : scale; /* llama.cpp scales only by a value other than 0 and 1 */
+    return CLF_OK;
+}
+
 /* An int-sized dimension from the shape reader, or an error naming it. */
 static clf_status dim(const char *arch, const char *key, int64_t v, int *out) {
     if (v <= 0 || v > (1 << 30)) return clf_fail(CLF_ERR_FORMAT, "%s.%s = %lld is out of range", arch, key, (long long)v);
@@ -171,6 +220,8 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
                             hp->rope_base_swa);
     }
 
+    CLF_TRY(moe_keys(g, a, f, hp));
+
     const clf_gguf_tensor *t;
     CLF_TRY(want_tensor(g, "token_embd.weight", hp->n_embd, hp->n_vocab, &t));
     const clf_gguf_kv *toks = clf_gguf_find(g, "tokenizer.ggml.tokens");
@@ -199,7 +250,8 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
 
     int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     hp->fused_qkv = clf_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
-    hp->fused_gate_up = !clf_gguf_find_tensor(g, "blk.0.ffn_gate.weight");
+    hp->fused_gate_up = !hp->n_expert && !clf_gguf_find_tensor(g, "blk.0.ffn_gate.weight");
+    const int dense = !hp->n_expert;
     for (int l = 0; l < hp->n_layer; l++) {
         char name[96];
         struct { const char *n; int64_t ne0, ne1; int on; } want[] = {
@@ -207,9 +259,10 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
             {"attn_qkv", hp->n_embd, q_dim + 2 * kv_dim, hp->fused_qkv},
             {"attn_q", hp->n_embd, q_dim, !hp->fused_qkv}, {"attn_k", hp->n_embd, kv_dim, !hp->fused_qkv},
             {"attn_v", hp->n_embd, kv_dim, !hp->fused_qkv}, {"attn_output", q_dim, hp->n_embd, 1},
-            {"ffn_gate", hp->n_embd, hp->n_ff, !hp->fused_gate_up},
-            {"ffn_up", hp->n_embd, hp->fused_gate_up ? 2 * (int64_t)hp->n_ff : hp->n_ff, 1},
-            {"ffn_down", hp->n_ff, hp->n_embd, 1},
+            {"ffn_gate", hp->n_embd, hp->n_ff, dense && !hp->fused_gate_up},
+            {"ffn_up", hp->n_embd, hp->fused_gate_up ? 2 * (int64_t)hp->n_ff : hp->n_ff, dense},
+            {"ffn_down", hp->n_ff, hp->n_embd, dense},
+            {"ffn_gate_inp", hp->n_embd, hp->n_expert, !dense},
             {"attn_q_norm", hp->head_dim, 0, f->qk_norm}, {"attn_k_norm", hp->head_dim, 0, f->qk_norm},
             {"post_attention_norm", hp->n_embd, 0, f->post_norms}, {"post_ffw_norm", hp->n_embd, 0, f->post_norms},
         };
@@ -217,6 +270,14 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
             if (!want[i].on) continue;
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, want[i].n);
             CLF_TRY(want_tensor(g, name, want[i].ne0, want[i].ne1, &t));
+        }
+        if (!dense) { /* the experts stacked: [n_embd, n_ff_exp, n_expert], down [n_ff_exp, n_embd, n_expert] */
+            const char *e[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+            for (int i = 0; i < 3; i++) {
+                snprintf(name, sizeof name, "blk.%d.%s.weight", l, e[i]);
+                CLF_TRY(want_tensor3(g, name, i < 2 ? hp->n_embd : hp->n_ff_exp, i < 2 ? hp->n_ff_exp : hp->n_embd,
+                                     hp->n_expert));
+            }
         }
         if (f->qkv_bias) {
             const char *b[] = {"attn_q", "attn_k", "attn_v"};

@@ -85,6 +85,31 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
  * upload_proj) as one weight: fusing Q|K|V and gate|up turns three or two
  * launches into one. The rows are re-laid from the file's mapping straight
  * into the cache entry or the device buffer (no staging copy). */
+/* The rows `src` gives (of one type and width) as one weight named `name`
+ * in the cache's list: listed on the first walk, loaded on the second. */
+static clf_status upload_src(loader *ld, const char *name, clf_type type, int64_t cols, const clf_rows_src *src,
+                             clf_weight *w) {
+    clf_runtime *rt = ld->m->rt;
+    const int64_t rows = clf_rows_src_total(src);
+    clf_status st;
+    if (ld->listing) {
+        size_t mb, ab;
+        st = clf_weight_layout(rt, type, rows, cols, &mb, &ab);
+        if (st == CLF_OK) st = list_weight(ld, name, type, rows, cols, mb, ab);
+        return st == CLF_OK ? CLF_OK : clf_fail_ctx(st, "%s: ", name);
+    }
+    void *mh, *ah;
+    const int pack = next_slot(ld, &mh, &ah);
+    if (!mh) st = clf_weight_upload_rows(rt, type, cols, src, w);
+    else {
+        st = pack ? clf_weight_pack(rt, type, cols, src, mh, ah) : CLF_OK;
+        if (st == CLF_OK) st = clf_weight_wrap(rt, type, rows, cols, mh, ah, w);
+    }
+    if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", name);
+    ld->m->device_bytes += w->bytes;
+    return CLF_OK;
+}
+
 static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_weight *w) {
     const clf_gguf_tensor *ts[3] = {NULL};
     clf_rows_src src = {.n = n};
@@ -93,26 +118,9 @@ static clf_status upload_fused(loader *ld, const char *const *names, int n, clf_
         src.data[i] = ts[i]->data;
         src.rows[i] = ts[i]->ne[1];
     }
-    clf_runtime *rt = ld->m->rt;
-    const clf_type type = ts[0]->type;
-    const int64_t rows = clf_rows_src_total(&src), cols = ts[0]->ne[0];
-    clf_status st;
-    if (ld->listing) {
-        size_t mb, ab;
-        st = clf_weight_layout(rt, type, rows, cols, &mb, &ab);
-        if (st == CLF_OK) st = list_weight(ld, names[0], type, rows, cols, mb, ab);
-        return st == CLF_OK ? CLF_OK : clf_fail_ctx(st, "%s: ", names[0]);
-    }
-    void *mh, *ah;
-    const int pack = next_slot(ld, &mh, &ah);
-    if (!mh) st = clf_weight_upload_rows(rt, type, cols, &src, w);
-    else {
-        st = pack ? clf_weight_pack(rt, type, cols, &src, mh, ah) : CLF_OK;
-        if (st == CLF_OK) st = clf_weight_wrap(rt, type, rows, cols, mh, ah, w);
-    }
-    if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", names[0]);
+    CLF_TRY(upload_src(ld, names[0], ts[0]->type, ts[0]->ne[0], &src, w));
+    if (ld->listing) return CLF_OK;
     for (int i = 0; i < n; i++) clf_gguf_release(ld->g, ts[i]->data, ts[i]->bytes);
-    ld->m->device_bytes += w->bytes;
     for (int i = 0; i < n; i++) CLF_TRY(progress(ld));
     return CLF_OK;
 }
@@ -197,9 +205,12 @@ static clf_status check_fits(const clf_llama *m, const clf_gguf *g) {
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         if (!clf_split_tensor_on_stage(t->name.ptr, t->name.len, m->l0, m->l1, n_layer)) continue;
-        if (t->bytes > rt->dev.max_alloc)
-            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s) exceeds %s's max allocation of %s", (int)t->name.len,
-                            t->name.ptr, clf_bytes_str((double)t->bytes, a, sizeof a), rt->dev.name,
+        /* stacked experts (ffn_*_exps) load as a weight each: an expert's bytes are the allocation */
+        const size_t alloc = m->hp.n_expert && t->ne[2] > 1 ? t->bytes / (size_t)t->ne[2] : t->bytes;
+        if (alloc > rt->dev.max_alloc)
+            return clf_fail(CLF_ERR_MEMORY, "tensor %.*s (%s%s) exceeds %s's max allocation of %s", (int)t->name.len,
+                            t->name.ptr, clf_bytes_str((double)alloc, a, sizeof a), alloc < t->bytes ? " an expert" : "",
+                            rt->dev.name,
                             clf_bytes_str((double)rt->dev.max_alloc, b, sizeof b));
     }
     return CLF_OK;
@@ -232,6 +243,51 @@ static clf_status upload_layer_proj(loader *ld, int l, const char *const *what, 
     return upload_proj(ld, p, n, pr);
 }
 
+/* Layer l's experts: expert e's rows of ffn_{gate,up}_exps (its slice
+ * [n_ff_exp × n_embd] of each) as one gate|up weight when both tensors
+ * have one type (two weights, n_gu = 2, where they differ), and its slice
+ * of ffn_down_exps. Each expert is its own weight (a row range of the
+ * file's stacked tensor), so every product kernel and the packed-weights
+ * cache take it as they take a dense matrix; an indirect product over
+ * stacked experts (one launch for all chosen) would need them as one. */
+static clf_status upload_experts(loader *ld, int l, clf_llama_layer *L) {
+    const clf_llama_hparams *hp = &ld->m->hp;
+    const char *what[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    const clf_gguf_tensor *ts[3];
+    char name[96];
+    for (int i = 0; i < 3; i++) ts[i] = clf_gguf_find_tensor(ld->g, layer_name(name, sizeof name, l, what[i]));
+    if (!ld->listing && !(L->experts = calloc((size_t)hp->n_expert, sizeof *L->experts)))
+        return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    const int fused = ts[0]->type == ts[1]->type;
+    for (int e = 0; e < hp->n_expert; e++) {
+        clf_moe_expert dummy, *x = ld->listing ? &dummy : &L->experts[e];
+        const unsigned char *slice[3];
+        for (int i = 0; i < 3; i++)
+            slice[i] = ts[i]->data + (size_t)e * (size_t)ts[i]->ne[1] * clf_row_bytes(ts[i]->type, ts[i]->ne[0]);
+        char wname[64];
+        if (fused) {
+            clf_rows_src src = {.data = {slice[0], slice[1]}, .rows = {ts[0]->ne[1], ts[1]->ne[1]}, .n = 2};
+            snprintf(wname, sizeof wname, "blk.%d.ffn_gate_up_exps/%d", l, e);
+            CLF_TRY(upload_src(ld, wname, ts[0]->type, ts[0]->ne[0], &src, &x->gu[0]));
+            x->n_gu = 1;
+        } else {
+            for (int i = 0; i < 2; i++) {
+                clf_rows_src src = {.data = {slice[i]}, .rows = {ts[i]->ne[1]}, .n = 1};
+                snprintf(wname, sizeof wname, "blk.%d.%s/%d", l, what[i], e);
+                CLF_TRY(upload_src(ld, wname, ts[i]->type, ts[i]->ne[0], &src, &x->gu[i]));
+            }
+            x->n_gu = 2;
+        }
+        clf_rows_src src = {.data = {slice[2]}, .rows = {ts[2]->ne[1]}, .n = 1};
+        snprintf(wname, sizeof wname, "blk.%d.ffn_down_exps/%d", l, e);
+        CLF_TRY(upload_src(ld, wname, ts[2]->type, ts[2]->ne[0], &src, &x->down));
+    }
+    if (ld->listing) return CLF_OK;
+    for (int i = 0; i < 3; i++) clf_gguf_release(ld->g, ts[i]->data, ts[i]->bytes);
+    for (int i = 0; i < 3; i++) CLF_TRY(progress(ld));
+    return CLF_OK;
+}
+
 static clf_status upload_all(loader *ld) {
     clf_llama *m = ld->m;
     const clf_gguf *g = ld->g;
@@ -251,7 +307,7 @@ static clf_status upload_all(loader *ld) {
     /* Q|K|V and gate|up become one weight each, fused here unless stored so */
     static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"}, *const qkv_fused[] = {"attn_qkv"};
     static const char *const gate_up[] = {"ffn_gate", "ffn_up"}, *const gate_up_fused[] = {"ffn_up"};
-    static const char *const wo[] = {"attn_output"}, *const down[] = {"ffn_down"};
+    static const char *const wo[] = {"attn_output"}, *const down[] = {"ffn_down"}, *const router[] = {"ffn_gate_inp"};
     for (int l = m->l0; l < m->l1; l++) {
         clf_llama_layer *L = &m->layers[l];
         CLF_TRY(upload_layer_vec(ld, l, "attn_norm", &L->attn_norm));
@@ -267,9 +323,14 @@ static clf_status upload_all(loader *ld) {
         CLF_TRY(hp->fused_qkv ? upload_layer_proj(ld, l, qkv_fused, 1, &L->wqkv)
                               : upload_layer_proj(ld, l, qkv, 3, &L->wqkv));
         CLF_TRY(upload_layer(ld, l, wo, 1, &L->wo));
-        CLF_TRY(hp->fused_gate_up ? upload_layer_proj(ld, l, gate_up_fused, 1, &L->wgu)
-                                  : upload_layer_proj(ld, l, gate_up, 2, &L->wgu));
-        CLF_TRY(upload_layer(ld, l, down, 1, &L->wdown));
+        if (hp->n_expert) { /* the router and the experts (Mixtral, Qwen3-MoE) */
+            CLF_TRY(upload_layer(ld, l, router, 1, &L->router));
+            CLF_TRY(upload_experts(ld, l, L));
+        } else {
+            CLF_TRY(hp->fused_gate_up ? upload_layer_proj(ld, l, gate_up_fused, 1, &L->wgu)
+                                      : upload_layer_proj(ld, l, gate_up, 2, &L->wgu));
+            CLF_TRY(upload_layer(ld, l, down, 1, &L->wdown));
+        }
         if (f->qkv_bias) CLF_TRY(upload_bias(ld, l, &L->bqkv));
     }
     return CLF_OK;
@@ -354,6 +415,12 @@ void clf_llama_free(clf_llama *m) {
         clf_weight_free(&L->wo);
         proj_free(&L->wgu);
         clf_weight_free(&L->wdown);
+        clf_weight_free(&L->router);
+        for (int e = 0; L->experts && e < m->hp.n_expert; e++) {
+            for (int i = 0; i < L->experts[e].n_gu; i++) clf_weight_free(&L->experts[e].gu[i]);
+            clf_weight_free(&L->experts[e].down);
+        }
+        free(L->experts);
     }
     free(m->layers);
     clf_wcache_close(m->wcache); /* after the buffers that use its mapping */

@@ -265,23 +265,48 @@ static const peer_variant TINY[] = {
     {"tests/data/peer_tiny_phi3.txt", 2e-5, 1e-5, 8e-5, CLF_F32, 0, NULL},
 };
 
-static void test_tiny_families(void **state) {
-    (void)state;
+/* Each tiny model of `pv` written again by tiny_gguf and checked, on the
+ * default kernel variant and on each of `tunes` (NULL: the default only). */
+static void check_tiny(const peer_variant *pv, size_t n, const char *const *tunes, int n_tunes) {
     const char *tool = getenv("CLINFER_TINY_GGUF");
     if (!tool) fail_msg("CLINFER_TINY_GGUF is not set (ctest sets it)");
-    for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         char args[512], dir[] = "/tmp/clinfer-peer-XXXXXX", path[64], cmd[1200];
-        model_args(TINY[i].data, args, sizeof args);
+        model_args(pv[i].data, args, sizeof args);
         assert_true(args[0] != 0);
         assert_non_null(mkdtemp(dir));
         snprintf(path, sizeof path, "%s/tiny.gguf", dir);
         snprintf(cmd, sizeof cmd, "'%s' model '%s' %s", tool, path, args);
         assert_int_equal(system(cmd), 0);
-        print_message("  %s (tiny_gguf model %s)\n", TINY[i].data, args);
-        check_variant(&TINY[i], path);
+        for (int t = 0; t < (tunes ? n_tunes : 1); t++) {
+            tu_tune(tunes ? tunes[t] : NULL);
+            print_message("  %s (tiny_gguf model %s), %s variant\n", pv[i].data, args, clf_matmul_variant(tu_runtime()));
+            check_variant(&pv[i], path);
+        }
+        tu_tune(NULL);
         unlink(path);
         rmdir(dir);
     }
+}
+
+static void test_tiny_families(void **state) {
+    (void)state;
+    check_tiny(TINY, sizeof TINY / sizeof TINY[0], NULL, 0);
+}
+
+/* Mixtures of experts (8 experts; qwen3moe 3 used, Mixtral 2; expert
+ * widths 24 and 40, no multiple of 32), on both kernel variants: as the
+ * dense tiny families, only summation order differs (the router's
+ * probabilities included: no choice of expert flips on these prompts). */
+static const peer_variant TINY_MOE[] = {
+    {"tests/data/peer_tiny_qwen3moe.txt", 2e-5, 1e-5, 8e-5, CLF_F32, 0, NULL},
+    {"tests/data/peer_tiny_mixtral.txt", 2e-5, 1e-5, 8e-5, CLF_F32, 0, NULL},
+};
+
+static void test_tiny_moe(void **state) {
+    (void)state;
+    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    check_tiny(TINY_MOE, sizeof TINY_MOE / sizeof TINY_MOE[0], tunes, 2);
 }
 
 /* Every K-quant mix and fallback type of tests/data/peer_kquant.txt: the
@@ -323,7 +348,8 @@ static void test_kquant_mixes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4_1_as_shipped), cmocka_unit_test(test_f32_conversion),
-                                       cmocka_unit_test(test_tiny_families), cmocka_unit_test(test_gemma3_270m),
+                                       cmocka_unit_test(test_tiny_families), cmocka_unit_test(test_tiny_moe),
+                                       cmocka_unit_test(test_gemma3_270m),
                                        cmocka_unit_test(test_gemma3_270m_f32), cmocka_unit_test(test_kquant_mixes)};
     int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();

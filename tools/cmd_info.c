@@ -180,11 +180,15 @@ static void print_text(const report *r) {
     char swa[96] = "";
     if (s->n_swa_layers)
         snprintf(swa, sizeof swa, ", sliding window %" PRId64 " on %" PRId64 " of the layers", s->n_swa, s->n_swa_layers);
-    printf("  %s: %" PRId64 " layers, n_embd %" PRId64 ", n_ff %" PRId64 ", %" PRId64 " heads / %" PRId64
+    char moe[96] = "";
+    if (s->n_expert)
+        snprintf(moe, sizeof moe, ", %" PRId64 " experts of n_ff %" PRId64 " (%" PRId64 " a token)", s->n_expert,
+                 s->n_ff_exp, s->n_expert_used);
+    printf("  %s: %" PRId64 " layers, n_embd %" PRId64 ", n_ff %" PRId64 "%s, %" PRId64 " heads / %" PRId64
            " KV heads, head_dim %" PRId64 ", vocab %" PRId64 ", trained context %" PRId64 "%s%s%s%s%s\n\n",
-           s->arch, s->n_layer, s->n_embd, s->n_ff, s->n_head, s->n_head_kv, s->head_dim, s->n_vocab, s->n_ctx_train,
-           s->tied ? ", tied embeddings" : "", s->qkv_bias ? ", Q/K/V biases" : "", s->qk_norm ? ", QK-norm" : "",
-           s->post_norms ? ", post-norms" : "", swa);
+           s->arch, s->n_layer, s->n_embd, s->n_ff, moe, s->n_head, s->n_head_kv, s->head_dim, s->n_vocab,
+           s->n_ctx_train, s->tied ? ", tied embeddings" : "", s->qkv_bias ? ", Q/K/V biases" : "",
+           s->qk_norm ? ", QK-norm" : "", s->post_norms ? ", post-norms" : "", swa);
 
     printf("parameters       %12s %7s  %-5s %12s %12s\n", "count", "share", "type", "bytes", "in the file");
     static const clf_type none = (clf_type)-1;

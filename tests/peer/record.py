@@ -13,8 +13,8 @@ A real model (the default SmolLM2, as shipped and converted to F32; Gemma 3
 
 Tiny random models of every family, written by tests/tools/tiny_gguf with
 each family's quirks switched on (see FAMILIES), on random token ids:
-  python3 tests/peer/record.py --tiny build/tiny_gguf tests/data
-writes tests/data/peer_tiny_<name>.txt for each.
+  python3 tests/peer/record.py --tiny build/tiny_gguf tests/data [NAME...]
+writes tests/data/peer_tiny_<name>.txt for each (or for the NAMEs given).
 
 Output, one line each (ids are token ids, logits are raw):
   # comments (package version, model sha256)
@@ -64,6 +64,9 @@ FAMILIES = {
     "qwen3": "F32 --arch qwen3 --layers 2 --embd 64 --seed 13",
     "gemma3": "F32 --arch gemma3 --layers 6 --embd 64 --window 8 --seed 14",
     "phi3": "F32 --arch phi3 --layers 2 --rot 8 --untied --seed 15",
+    # mixtures of experts: 8 experts, odd expert widths (not a multiple of 32)
+    "qwen3moe": "F32 --arch qwen3moe --layers 2 --embd 64 --experts 8 --used 3 --ff-exp 24 --seed 16",
+    "mixtral": "F32 --layers 2 --experts 8 --used 2 --ff-any 40 --untied --seed 17",
 }
 TINY_PROMPT = 20  # longer than gemma3's window of 8
 TINY_GEN = 16
@@ -109,9 +112,11 @@ def record_text(path, prompts):
                     else llm.tokenize(text.encode(), add_bos=False, special=True), N_GEN, sys.stdout)
 
 
-def record_tiny(tool, outdir):
+def record_tiny(tool, outdir, names=None):
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in FAMILIES.items():
+            if names and name not in names:
+                continue
             path = os.path.join(tmp, name + ".gguf")
             subprocess.run([tool, "model", path] + args.split(), check=True)
             llm = load(path, kv_f32=True)
@@ -128,8 +133,8 @@ def record_tiny(tool, outdir):
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--tiny":
-        record_tiny(sys.argv[2], sys.argv[3])
+    if len(sys.argv) >= 4 and sys.argv[1] == "--tiny":
+        record_tiny(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) == 3 and sys.argv[1] == "--gemma":
         record_text(sys.argv[2], GEMMA_PROMPTS)
     elif len(sys.argv) == 2:

@@ -13,6 +13,7 @@ typedef struct {
     int neox, bias, qk_norm, post_norms, embd_scale, gelu, window, swa_period;
     float base, swa_base, freq_scale, eps;
     float *freqs; /* rope_freqs.weight or NULL */
+    int n_expert, n_used, ff_exp; /* experts (ffn_gate_inp present) */
 } hp_t;
 
 static uint32_t u32(const clf_gguf *g, const char *arch, const char *k, uint32_t def) {
@@ -95,7 +96,8 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
     if (clf_gguf_get_str(g, "general.architecture", &archs) != CLF_OK || archs.len > 31) return -1;
     char arch[32] = {0};
     memcpy(arch, archs.ptr, archs.len);
-    static const char *const neox[] = {"qwen2", "qwen3", "gemma3", "phi3"}, *const qk_norm[] = {"qwen3", "gemma3"};
+    static const char *const neox[] = {"qwen2", "qwen3", "gemma3", "phi3", "qwen3moe"},
+                             *const qk_norm[] = {"qwen3", "gemma3", "qwen3moe"};
     hp_t hp = {0};
     hp.n_layer = (int)u32(g, arch, "block_count", 0);
     hp.d = (int)u32(g, arch, "embedding_length", 0);
@@ -107,9 +109,12 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
     hp.base = f32(g, arch, "rope.freq_base", 10000.0f);
     hp.eps = f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f);
     hp.freq_scale = 1.0f / f32(g, arch, "rope.scaling.factor", 1.0f);
-    hp.neox = is_arch(arch, neox, 4);
+    hp.neox = is_arch(arch, neox, 5);
     hp.bias = !strcmp(arch, "qwen2");
-    hp.qk_norm = is_arch(arch, qk_norm, 2);
+    hp.qk_norm = is_arch(arch, qk_norm, 3);
+    hp.n_expert = (int)u32(g, arch, "expert_count", 0);
+    hp.n_used = (int)u32(g, arch, "expert_used_count", 0);
+    hp.ff_exp = !strcmp(arch, "qwen3moe") ? (int)u32(g, arch, "expert_feed_forward_length", 0) : hp.ff;
     /* Gemma 3: sqrt(d)-scaled embeddings, norms after attention and MLP,
      * GeGLU, and a sliding window with base 10000 on 5 layers of 6 */
     hp.post_norms = hp.embd_scale = hp.gelu = !strcmp(arch, "gemma3");
@@ -130,7 +135,11 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
     double *x = calloc((size_t)hp.d, sizeof *x), *xn = calloc((size_t)hp.d, sizeof *xn);
     double *q = calloc((size_t)qd + 2 * kvd, sizeof *q), *att = calloc((size_t)qd, sizeof *att);
     double *tmp = calloc((size_t)(wide > hp.ff ? wide : hp.ff), sizeof *tmp);
-    double *hb = calloc((size_t)2 * hp.ff, sizeof *hb), *hb2 = calloc((size_t)hp.ff, sizeof *hb2);
+    const int ffw = hp.ff > hp.ff_exp ? hp.ff : hp.ff_exp;
+    double *hb = calloc((size_t)2 * ffw, sizeof *hb), *hb2 = calloc((size_t)ffw, sizeof *hb2);
+    double *prob = calloc((size_t)hp.n_expert + 1, sizeof *prob);
+    int *chosen = calloc((size_t)hp.n_used + 1, sizeof *chosen);
+    double *dn = calloc((size_t)hp.d, sizeof *dn);
     double *kc = calloc((size_t)hp.n_layer * n * kvd, sizeof *kc), *vc = calloc((size_t)hp.n_layer * n * kvd, sizeof *vc);
     double *sc = calloc((size_t)n, sizeof *sc);
 
@@ -189,6 +198,42 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
             if (pan) rmsnorm(tmp, tmp, pan, hp.d, hp.eps);
             for (int i = 0; i < hp.d; i++) x[i] += tmp[i];
             rmsnorm(xn, x, fn, hp.d, hp.eps);
+            float *winp = hp.n_expert ? deq_layer(g, l, "ffn_gate_inp.weight") : NULL;
+            if (winp) { /* experts: softmax, top-k (ties: the smaller id), renormalised, each expert's MLP */
+                float *eg = deq_layer(g, l, "ffn_gate_exps.weight"), *eu = deq_layer(g, l, "ffn_up_exps.weight");
+                float *ed = deq_layer(g, l, "ffn_down_exps.weight");
+                const int E = hp.n_expert, fe = hp.ff_exp;
+                matvec(prob, winp, xn, E, hp.d, NULL);
+                double mx = -INFINITY, sum = 0, wsum = 0;
+                for (int e = 0; e < E; e++) mx = prob[e] > mx ? prob[e] : mx;
+                for (int e = 0; e < E; e++) sum += (prob[e] = exp(prob[e] - mx));
+                for (int e = 0; e < E; e++) prob[e] /= sum;
+                for (int j = 0; j < hp.n_used; j++) {
+                    int best = -1;
+                    for (int e = 0; e < E; e++) {
+                        int taken = 0;
+                        for (int i = 0; i < j; i++) taken |= chosen[i] == e;
+                        if (!taken && (best < 0 || prob[e] > prob[best])) best = e;
+                    }
+                    chosen[j] = best;
+                    wsum += prob[best];
+                }
+                for (int i = 0; i < hp.d; i++) tmp[i] = 0;
+                for (int j = 0; j < hp.n_used; j++) {
+                    const int e = chosen[j];
+                    const double we = prob[e] / wsum;
+                    matvec(hb, eg + (size_t)e * fe * hp.d, xn, fe, hp.d, NULL);
+                    matvec(hb2, eu + (size_t)e * fe * hp.d, xn, fe, hp.d, NULL);
+                    for (int i = 0; i < fe; i++) hb[i] = act(&hp, hb[i]) * hb2[i];
+                    matvec(dn, ed + (size_t)e * hp.d * fe, hb, hp.d, fe, NULL);
+                    for (int i = 0; i < hp.d; i++) tmp[i] += we * dn[i];
+                }
+                for (int i = 0; i < hp.d; i++) x[i] += tmp[i];
+                free(eg), free(eu), free(ed), free(winp);
+                float *all[] = {an, fn, wqkv, wq, wk, wv, wo, bq, bk, bv, qn, kn, pan, pfn};
+                for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+                continue;
+            }
             if (wg) {
                 matvec(hb, wg, xn, hp.ff, hp.d, NULL);
                 matvec(hb2, wu, xn, hp.ff, hp.d, NULL);
@@ -210,6 +255,9 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
     free(emb);
     free(onorm);
     free(hp.freqs);
+    free(prob);
+    free(chosen);
+    free(dn);
     double *all[] = {x, xn, q, att, tmp, hb, hb2, kc, vc, sc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     return 0;
@@ -232,6 +280,22 @@ static int add_tensor(clf_gguf_writer *w, const char *name, clf_type type, int64
     return st == CLF_OK ? 0 : -1;
 }
 
+/* A 3-D tensor [ne0, ne1, ne2] (experts stacked) of N(0, scale²) values. */
+static int add_tensor3(clf_gguf_writer *w, const char *name, clf_type type, int64_t ne0, int64_t ne1, int64_t ne2,
+                       float scale, uint64_t *s) {
+    int64_t n = ne0 * ne1 * ne2;
+    if (!clf_row_bytes(type, ne0)) return -1;
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = scale * tu_normal(s);
+    void *q = malloc(clf_row_bytes(type, ne0) * (size_t)(ne1 * ne2));
+    clf_quantize(type, x, q, n);
+    int64_t ne[3] = {ne0, ne1, ne2};
+    clf_status st = clf_gguf_add_tensor(w, name, type, 3, ne, q);
+    free(x);
+    free(q);
+    return st == CLF_OK ? 0 : -1;
+}
+
 int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     uint64_t s = seed ? seed : 1;
     clf_gguf_writer *w;
@@ -239,7 +303,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     const char *a = tm->arch;
     const int qd = tm->head_dim * tm->n_head, kvd = tm->head_dim * tm->n_head_kv, d = tm->n_embd ? tm->n_embd : qd;
     const int gemma = !strcmp(a, "gemma3"), phi = !strcmp(a, "phi3");
-    const int qk_norm = gemma || !strcmp(a, "qwen3");
+    const int qk_norm = gemma || !strcmp(a, "qwen3") || !strcmp(a, "qwen3moe");
     int rc = 0;
     char key[128];
     clf_gguf_set_str(w, "general.architecture", a);
@@ -249,7 +313,13 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     U32("block_count", tm->n_layer);
     U32("context_length", 4096);
     U32("embedding_length", d);
+    const int qwen3moe = !strcmp(a, "qwen3moe"), n_ff_exp = tm->n_ff_exp ? tm->n_ff_exp : tm->n_ff;
     U32("feed_forward_length", tm->n_ff);
+    if (tm->n_expert) {
+        U32("expert_count", tm->n_expert);
+        U32("expert_used_count", tm->n_expert_used);
+        if (qwen3moe) U32("expert_feed_forward_length", n_ff_exp);
+    }
     U32("attention.head_count", tm->n_head);
     U32("attention.head_count_kv", tm->n_head_kv);
     U32("rope.dimension_count", tm->n_rot ? tm->n_rot : tm->head_dim);
@@ -285,6 +355,8 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
         char n[96];
 #define T(what, type, ne0, ne1, sc, off) \
     (snprintf(n, sizeof n, "blk.%d.%s", l, what), add_tensor(w, n, type, ne0, ne1, sc, off, &s))
+#define T3(what, type, ne0, ne1, ne2, sc) \
+    (snprintf(n, sizeof n, "blk.%d.%s", l, what), add_tensor3(w, n, type, ne0, ne1, ne2, sc, &s))
         rc |= T("attn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
         rc |= T("ffn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
         if (phi) {
@@ -295,13 +367,19 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
             rc |= T("attn_v.weight", mix, d, kvd, wscale, 0);
         }
         rc |= T("attn_output.weight", tm->type, qd, d, 1.0f / sqrtf((float)qd), 0);
-        if (phi) {
+        if (tm->n_expert) { /* the router, a little sharper than the other matrices, and the experts stacked */
+            const int fe = qwen3moe ? n_ff_exp : tm->n_ff;
+            rc |= T("ffn_gate_inp.weight", CLF_F32, d, tm->n_expert, 2 * wscale, 0);
+            rc |= T3("ffn_gate_exps.weight", tm->type, d, fe, tm->n_expert, wscale);
+            rc |= T3("ffn_up_exps.weight", mix, d, fe, tm->n_expert, wscale);
+            rc |= T3("ffn_down_exps.weight", mix, fe, d, tm->n_expert, 1.0f / sqrtf((float)fe));
+        } else if (phi) {
             rc |= T("ffn_up.weight", tm->type, d, 2 * tm->n_ff, wscale, 0);
         } else {
             rc |= T("ffn_gate.weight", tm->type, d, tm->n_ff, wscale, 0);
             rc |= T("ffn_up.weight", mix, d, tm->n_ff, wscale, 0);
         }
-        rc |= T("ffn_down.weight", mix, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
+        if (!tm->n_expert) rc |= T("ffn_down.weight", mix, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
         if (strcmp(a, "qwen2") == 0) {
             rc |= T("attn_q.bias", CLF_F32, qd, 1, 0.5f, 0);
             rc |= T("attn_k.bias", CLF_F32, kvd, 1, 0.5f, 0);
@@ -316,6 +394,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
             rc |= T("post_ffw_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
         }
 #undef T
+#undef T3
     }
     if (!rc && clf_gguf_write(w, path) != CLF_OK) rc = -1;
     clf_gguf_writer_free(w);

@@ -15,8 +15,11 @@ int ref_llama_forward(const clf_gguf *g, const int32_t *tokens, int n, double *l
 /* Writes a random GGUF with weights of `type` (norms F32), a vocabulary of
  * n_vocab made-up tokens, and each family's tensors and keys: arch "llama"
  * (or "mistral"), "qwen2" (Q/K/V biases), "qwen3" (QK-norm), "gemma3"
- * (QK-norm, post-norms, sliding window, rope base 1e6) or "phi3" (fused
- * attn_qkv and gate|up). 0 on success. */
+ * (QK-norm, post-norms, sliding window, rope base 1e6), "phi3" (fused
+ * attn_qkv and gate|up), "qwen3moe" (QK-norm, experts); n_expert > 0 gives
+ * a llama file experts (Mixtral). The reference routes as llama.cpp: softmax
+ * over the experts, the best n_expert_used (ties: the smaller id), their
+ * probabilities renormalised. 0 on success. */
 typedef struct tiny_model {
     const char *arch;
     int n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab;
@@ -29,6 +32,8 @@ typedef struct tiny_model {
     float rope_scale; /* > 0: linear RoPE scaling by this factor */
     int window;       /* gemma3's sliding window */
     clf_type mix;     /* nonzero: attn_v, ffn_up, ffn_down and output in this type (a Q4_K_M keeps some in Q6_K) */
+    int n_expert, n_expert_used; /* > 0: a mixture of experts in every layer (qwen3moe; llama: Mixtral) */
+    int n_ff_exp;     /* an expert's width (qwen3moe's expert_feed_forward_length; llama's experts are n_ff wide) */
 } tiny_model;
 int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path);
 

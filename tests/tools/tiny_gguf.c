@@ -3,6 +3,7 @@
  *
  *   tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A]
  *                  [--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied]
+ *                  [--experts E --used K] [--ff-exp N] [--ff-any N]
  *       a random model (tests/support: tiny_model_write, default a one-layer
  *       Llama) with a tiny byte-level BPE vocabulary (tests/fuzz/fuzz_vocab.h),
  *       so that `clinfer run` works on it; weights of TYPE (default F32);
@@ -13,12 +14,15 @@
  *       whole 256-weight super-blocks (n_embd 256 in 4 heads of 64 sharing 1
  *       KV head, n_ff 512), 2 layers, an untied output head: every matrix can
  *       be a K-quant (tests/peer/record_kquant.py). The family
- *       options: --arch (llama, qwen2, qwen3, gemma3, phi3, or any name: the
+ *       options: --arch (llama, qwen2, qwen3, qwen3moe, gemma3, phi3, or any name: the
  *       file then has Llama's tensors), --layers, --embd (the embedding width
  *       when it differs from the 2 heads of 16), --head-dim (a multiple of
  *       16: 32 for the quantized caches), --window (gemma3's sliding
  *       window), --rot (rotated dims), --rope-freqs (Llama 3.1 factors),
- *       --untied (an output matrix). tests/peer/record.py gives these files
+ *       --untied (an output matrix), --experts E --used K (a mixture of
+ *       experts: qwen3moe, or llama for Mixtral), --ff-exp N (qwen3moe's
+ *       expert width), --ff-any N (the feed-forward width unchecked: a
+ *       Mixtral's odd expert width). tests/peer/record.py gives these files
  *       to llama.cpp.
  *   tiny_gguf seeds DIR
  *       DIR/gguf: valid files of every shape the reader knows (models of
@@ -223,6 +227,10 @@ int main(int argc, char **argv) {
             else if (!strcmp(a, "--head-dim") && v && (tm.head_dim = atoi(argv[++i])) > 0 && tm.head_dim % 16 == 0) {}
             else if (!strcmp(a, "--window") && v) tm.window = atoi(argv[++i]);
             else if (!strcmp(a, "--rot") && v) tm.n_rot = atoi(argv[++i]);
+            else if (!strcmp(a, "--experts") && v) tm.n_expert = atoi(argv[++i]);
+            else if (!strcmp(a, "--used") && v) tm.n_expert_used = atoi(argv[++i]);
+            else if (!strcmp(a, "--ff-exp") && v) tm.n_ff_exp = atoi(argv[++i]);
+            else if (!strcmp(a, "--ff-any") && v) tm.n_ff = atoi(argv[++i]);
             else if (clf_type_from_name(a) >= 0) tm.type = (clf_type)clf_type_from_name(a);
             else {
                 fprintf(stderr, "tiny_gguf: unknown option '%s'\n", a);
@@ -233,6 +241,7 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return write_seeds(argv[2]);
     fprintf(stderr, "usage: tiny_gguf model PATH [TYPE] [--no-eog] [--nan] [--seed S] [--ff N] [--kquant] [--arch A] "
-                    "[--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied] | tiny_gguf seeds DIR\n");
+                    "[--layers N] [--embd D] [--head-dim H] [--window W] [--rot R] [--rope-freqs] [--untied] "
+                    "[--experts E --used K] [--ff-exp N] [--ff-any N] | tiny_gguf seeds DIR\n");
     return 2;
 }

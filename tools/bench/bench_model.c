@@ -247,6 +247,24 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, double open_s, 
      * only its own row */
     double weight_bytes = -(double)clf_tensor_bytes(&m->tok_embd);
     for (int i = 0; i < stages.n; i++) weight_bytes += (double)stages.m[i]->device_bytes;
+    /* of a mixture of experts, a token reads its chosen ones only, a prompt those any of its tokens chose
+     * (at most all: counted as min(n_expert, tokens · used) of the mean expert's bytes) */
+    double unchosen_tg = 0, unchosen_pp = 0;
+    for (int i = 0; i < stages.n; i++) {
+        const clf_llama *sm = stages.m[i];
+        const int E = sm->hp.n_expert, k = sm->hp.n_expert_used;
+        for (int l = sm->l0; E && l < sm->l1; l++) {
+            double all = 0;
+            for (int e = 0; e < E; e++) {
+                const clf_moe_expert *x = &sm->layers[l].experts[e];
+                for (int j = 0; j < x->n_gu; j++) all += (double)x->gu[j].bytes;
+                all += (double)x->down.bytes;
+            }
+            const double pp_used = (double)o->n_prompt * k < E ? (double)o->n_prompt * k : E;
+            unchosen_tg += all * (E - k) / E;
+            unchosen_pp += all * (E - pp_used) / E;
+        }
+    }
     if (cli_mpi) weight_bytes += (double)clf_llama_weight_bytes(g) - (double)m->device_bytes; /* the other ranks' */
     double kv_per_pos = clf_kv_bytes_per_token(&shape, 1) * kv_elt;
     figure pp = {.joules = -1}, tg = {.joules = -1}, tgp = {0};
@@ -272,7 +290,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, double open_s, 
         summarize(tps, o->reps, &pp);
         /* causal attention and one row of logits, as the pass computes them */
         pp.gflops = clf_flops_prefill(&shape, o->n_prompt) / o->n_prompt * pp.median * 1e-9;
-        pp.gbs = (weight_bytes + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
+        pp.gbs = (weight_bytes - unchosen_pp + kv_per_pos * o->n_prompt) / (o->n_prompt / pp.median) * 1e-9;
     }
     if (o->n_gen > 0) {
         uint64_t launches0 = 0;
@@ -295,7 +313,7 @@ static clf_status bench_device(const opts *o, const clf_gguf *g, double open_s, 
         tc.launches = (double)(launched - launches0) / ((double)o->reps * o->n_gen);
         /* and the KV cache so far: on average half the run's length */
         tc.kv_bytes = kv_per_pos * (o->n_gen / 2.0);
-        tc.bytes = weight_bytes + tc.kv_bytes;
+        tc.bytes = weight_bytes - unchosen_tg + tc.kv_bytes;
         tg.gbs = tc.bytes * tg.median * 1e-9;
         tg.gflops = clf_flops_token(&shape, o->n_gen / 2) * tg.median * 1e-9;
         /* the copy roof again, after the runs: on a machine shared with
@@ -420,10 +438,11 @@ report:;
         if (o->n_gen > 0)
             fprintf(out,
                     "\ndecode (%s): %.1f launches/token (%.1f per layer, %d layers); reads %.2f MB/token (weights "
-                    "%.2f MB, KV cache %.2f MB at mean length %d); moves %.1f GB/s = %.0f%% of the copy roof "
+                    "%.2f MB%s, KV cache %.2f MB at mean length %d); moves %.1f GB/s = %.0f%% of the copy roof "
                     "(%.1f GB/s: the faster of this run's measures before and after)\n",
                     dev_name, tc.launches, tc.launches / hp->n_layer, hp->n_layer, tc.bytes * 1e-6,
-                    (tc.bytes - tc.kv_bytes) * 1e-6, tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
+                    (tc.bytes - tc.kv_bytes) * 1e-6, hp->n_expert ? ": the chosen experts only" : "",
+                    tc.kv_bytes * 1e-6, o->n_gen / 2, tg.gbs, 100 * tc.roof_share,
                     roof.copy_gbs);
         text_money(out, o, &energy, &pp, &tg, &tgp);
         if (nprof) {
