@@ -422,7 +422,7 @@ static enum MHD_Result serve_routed(srv_http *h, srv_router *rt, struct MHD_Conn
                               "no model is loaded yet");
         break;
     }
-    default: { /* a body naming its model (an invalid body: the endpoint's own 400) */
+    default: { /* a body naming its model (one that is not a JSON object: the 400 an endpoint gives it) */
         json_t *root = srv_api_load(cn->body.p, cn->body.n, &e);
         json_t *m = root ? srv_api_field(root, "model") : NULL;
         const char *name = NULL;
