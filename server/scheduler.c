@@ -82,6 +82,7 @@ struct srv_sched {
     pthread_cond_t work, progress;
     srv_job *q_head, *q_tail;
     int n_queued, n_running, closed;
+    int n_held; /* jobs submitted and not yet released (srv_sched_held) */
     int reserved; /* KV blocks set aside for the running jobs */
     int block, n_blocks; /* the KV pool's, fixed */
     clinfer_kv_pool seen; /* the pool as the step loop last saw it (srv_sched_stats) */
@@ -817,7 +818,7 @@ srv_submit srv_sched_submit_group(srv_sched *s, srv_job **jobs, int n) {
         s->q_tail = j;
         s->n_queued++;
     }
-    if (r == SRV_SUBMIT_OK) pthread_cond_signal(&s->work);
+    if (r == SRV_SUBMIT_OK) s->n_held += n, pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -895,6 +896,7 @@ void srv_sched_release(srv_sched *s, srv_job *j) {
         return;
     }
     pthread_mutex_lock(&s->mu);
+    s->n_held--;
     if (j->state == SRV_QUEUED) { /* never ran: out of the queue */
         srv_job **p = &s->q_head, *prev = NULL;
         while (*p != j) prev = *p, p = &(*p)->qnext;
@@ -910,6 +912,13 @@ void srv_sched_release(srv_sched *s, srv_job *j) {
         job_free(j);
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+int srv_sched_held(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    const int n = s->n_held;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void srv_sched_stats(srv_sched *s, srv_stats *out) {

@@ -147,6 +147,9 @@ int srv_sched_logprobs(srv_sched *s, srv_job *j, int from, size_t have, int done
 void srv_sched_release(srv_sched *s, srv_job *j);
 
 void srv_sched_stats(srv_sched *s, srv_stats *out);
+/* Jobs submitted and not yet released: 0 when no HTTP thread will call
+ * this scheduler for a job again (a router may then free it). */
+int srv_sched_held(srv_sched *s);
 
 /* Stop strings: of text [0, len), the first stop string's start at or after
  * `from` (*matched = 1 + that string's index), else how much is final: len less the longest end
