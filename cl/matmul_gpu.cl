@@ -112,6 +112,17 @@ inline void load8_iq4_nl(const __global uchar *W, int K, int r, int k, float *w)
     for (int i = 0; i < 8; i++) w[i] = d * clf_iq4nl_grid[(int)w[i]];
 }
 
+/* MXFP4 block (17 B): E8M0 exponent byte e, nibbles as Q4_0 indexing E2M1's
+ * values doubled; w = value·2^(e − 128), the scale a float (cl/types.cl's
+ * CLF_E8M0_HALF_BITS: every exponent exact, none fits only an f16). */
+__constant float clf_mxfp4_grid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline void load8_mxfp4(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_mxfp4) + k / CLF_QK_mxfp4) * CLF_BYTES_mxfp4;
+    const float d = as_float(CLF_E8M0_HALF_BITS((uint)blk[0]));
+    nibbles8(blk + 1, k % 32, w);
+    for (int i = 0; i < 8; i++) w[i] = d * clf_mxfp4_grid[(int)w[i]];
+}
+
 /* K-quant super-blocks of 256 weights (layouts in host/quant.h); 8 aligned
  * weights share one sub-block, so one scale. Q4_K/Q5_K: scale and min of
  * sub-block s from 12 packed bytes. */
