@@ -170,6 +170,8 @@ static const target TARGETS[] = {
     {"Q4_K_S", 14, MIXED(CLF_Q8_0, CLF_Q5_0, CLF_Q5_0, CLF_Q4_K)},
     {"Q3_K_M", 12, MIXED(CLF_Q8_0, CLF_Q4_0, CLF_Q5_0, CLF_Q3_K)},
     {"Q2_K", 10, MIXED(CLF_Q8_0, CLF_Q4_0, CLF_Q4_0, CLF_Q2_K)},
+    /* experts (the 3-D cube) MXFP4, every other matrix Q8_0 */
+    {"MXFP4_MOE", 38, {CLF_Q8_0, CLF_Q8_0, CLF_Q8_0, CLF_MXFP4, CLF_F32, CLF_F32, CLF_F32, CLF_Q8_0}},
 };
 
 /* Relative error bounds on uniform [-1, 1] data: F16 rounds to 11 bits
@@ -184,6 +186,7 @@ static double type_tol(clf_type t) {
     case CLF_Q5_0: case CLF_Q5_1: case CLF_Q5_K: return 0.06;
     case CLF_Q4_0: case CLF_Q4_1: case CLF_Q4_K: case CLF_IQ4_NL: return 0.12;
     case CLF_Q3_K: return 0.25;
+    case CLF_MXFP4: return 0.2; /* E2M1: 3-bit magnitudes, a power-of-two scale */
     default: return 0.5; /* Q2_K */
     }
 }
