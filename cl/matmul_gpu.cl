@@ -453,6 +453,25 @@ inline float xq_chunk_q5_0(const __global uchar *W, const __global uchar *xb, in
     return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)dot, -16.0f * s.w), acc);
 }
 
+/* MXFP4 (17 B: E8M0 e, 16 bytes of nibbles as Q4_0 indexing E2M1's values
+ * doubled): each nibble's grid value as a signed byte (|v| ≤ 12; E2M1's
+ * magnitude from the low 3 bits, as cl/matmul_cpu.cl's clf_mxfp4_lookup),
+ * so the block is one integer dot of signed bytes, as Q8_0's, and
+ * w = v·D with D = 2^(e − 128) a float (every exponent exact). */
+inline uint4 mxfp4_values16(uchar16 c) {
+    const uchar16 v = c & (uchar)7;
+    const uchar16 m = select(select(v, (uchar)2 * v - (uchar)4, v > (uchar)3), (uchar)4 * v - (uchar)16, v > (uchar)5);
+    return as_uint4(select(as_char16(m), -as_char16(m), as_char16(c) > (char)7));
+}
+inline float xq_chunk_mxfp4(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const __global uchar *blk = W + (size_t)c * CLF_BYTES_mxfp4, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const uchar16 q = vload16(0, blk + 1); /* byte-aligned: blocks are 17 bytes */
+    const int dot = clf_dot16(mxfp4_values16(q >> (uchar)4), XQ_Q16(xq, 1),
+                              clf_dot16(mxfp4_values16(q & (uchar)15), XQ_Q16(xq, 0), 0));
+    const float d = as_float(CLF_E8M0_HALF_BITS((uint)blk[0]));
+    return fma(d * XQ_SUMS(xq).x, (float)dot, acc);
+}
+
 /* Q4_K (144 B per 256 weights): chunk c is half h of qs group g of
  * super-block c / 8: its low nibbles are sub-block 2g, its high ones 2g + 1,
  * weights 16h.. of each, so the x̂ of two XQ blocks and their half sums;

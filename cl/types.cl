@@ -59,7 +59,7 @@
     X(U, Q6_K,  q6_k,  14, 256, 210, 16, 4, 2, 0, 32, 208,  -1, 192, 4, KQI, 1)              \
     X(U, IQ4_NL, iq4_nl, 20, 32, 18, 32, 4, 0, 1,  0,   0,  -1,   0, 0, KQI, 0)              \
     X(U, BF16,  bf16,  30,   1,   2,  1, 0, 0, 0,  0,   0,  -1,   0, 0, FLT, 0)              \
-    X(U, MXFP4, mxfp4, 39,  32,  17, 32, 4, 0, 2,  0,   0,  -1,   0, 0, KQF, 0)
+    X(U, MXFP4, mxfp4, 39,  32,  17, 32, 4, 0, 2,  0,   0,  -1,   0, 0, KQF, 1)
 /* clang-format on */
 
 /* Halves per row-block of a CPU panel's scale record (32 rows): a plane of
