@@ -282,10 +282,10 @@ static int mxfp4_nearest(float x, float d) {
     return best;
 }
 
-/* quantize_row_mxfp4_ref: e puts max|x| at 4-8 in units of 2^(e − 128)
- * (between the largest values 8 and 12 of the doubled grid), through
- * log2f as ggml takes it (so the same float rounding next to powers of
- * two); then each weight's nearest value. ggml converts the exponent with
+/* quantize_row_mxfp4_ref: e = floor(log2 max|x|) + 125, so max|x| is 8 to
+ * 16 times d = 2^(e − 128) (the grid's 8 and 12 lie there; above 12 d the
+ * largest weights clip), through log2f as ggml takes it (the same float
+ * rounding next to powers of two); then each weight's nearest value. ggml converts the exponent with
  * a plain (uint8_t) cast: on x86 (cvttss2si, then the low byte) a tiny max
  * (below 2^-125) wraps modulo 256 and an infinite one gives 0; written out
  * here, so the C stays defined and the bytes stay ggml's. */
