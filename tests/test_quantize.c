@@ -506,15 +506,16 @@ static void test_peer_mxfp4(void **state) {
         if (!t) fail_msg("%s as %s: no tensor", name, a);
         if (strcasecmp(clf_type_get(t->type)->name, type))
             fail_msg("%s as %s: %s, llama-quantize wrote %s", name, a, clf_type_get(t->type)->name, type);
-        if (fnv_bytes(t->data, t->bytes) != h) fail_msg("%s as %s (%s): bytes differ from llama-quantize's", name, a, type);
+        if (fnv_bytes(t->data, t->bytes) != h)
+            fail_msg("%s as %s (%s): bytes differ from llama-quantize's", name, a, type);
         checked[k]++;
         mxfp4 += t->type == CLF_MXFP4;
     }
     fclose(f);
     clf_gguf_close(g[0]);
     clf_gguf_close(g[1]);
-    printf("  MXFP4_MOE: %d tensors (%d MXFP4), back to F32: %d, byte-identical to llama-quantize's\n", checked[0], mxfp4,
-           checked[1]);
+    printf("  MXFP4_MOE: %d tensors (%d MXFP4), back to F32: %d, byte-identical to llama-quantize's\n", checked[0],
+           mxfp4, checked[1]);
     assert_true(checked[0] >= 6 && checked[1] >= 6 && mxfp4 >= 3);
 }
 

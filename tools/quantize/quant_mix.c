@@ -232,7 +232,8 @@ clf_status clf_quant_mix_plan(const clf_quant_mix *mix, const clf_gguf *g, clf_t
             }
             clf_type want = mix->base;
             int fell = 0;
-            if (is_quantized(want)) want = fallback(mix_type(&s, category_of(ord[k].name), t->ne[0], t->ne[2]), t->ne[0], &fell);
+            if (is_quantized(want))
+                want = fallback(mix_type(&s, category_of(ord[k].name), t->ne[0], t->ne[2]), t->ne[0], &fell);
             *out = want;
             fell_total += fell;
         }
