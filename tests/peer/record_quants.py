@@ -135,7 +135,7 @@ def mxfp4_edges():
             x = rng.uniform(-1, 1, 32).astype(f32) * f32(2.0 ** p)
             x[5] = f32(m) * f32(2.0 ** p)
             rows.append(x)
-    d = f32(2.0 ** -3)  # max 4 -> e = 127, d = 2^-1 ... ties halfway between grid values
+    d = f32(2.0 ** -3)  # max 14 d = 1.75: e = 125, d = 2^-3; 0.5, 2.5, 3.5, 5, 7, 10 d: halfway between values
     ties = (8, 1, 5, 7, 10, 14, -5, -7, -10, -14, 0.5, -0.5, 2.5, 3.5, -2.5, -3.5)
     rows.append(np.array([f32(v) * d for v in ties] * 2))
     rows.append(np.full(32, f32(1e-40)))  # subnormal: floor(log2) - 2 + 127 < 0
