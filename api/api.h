@@ -153,6 +153,8 @@ int api_drafter_max(const clinfer_drafter *d);
  * probabilities), NULL when it was proposed with certainty. */
 const float *api_drafter_q(const clinfer_drafter *d, int row);
 const float *api_model_draft_q(const api_model_draft *md, int j);
+/* The draft model's draft_min: the drafter never asks it for fewer. */
+int api_model_draft_min(const api_model_draft *md);
 
 /* Propagates a failing internal status as the public one. */
 #define API_TRY(expr)                                                        \

@@ -132,6 +132,8 @@ const float *api_model_draft_q(const api_model_draft *md, int j) {
     return md->q_on && j >= 0 && j < md->max ? md->q + (size_t)j * (size_t)md->n_tv : NULL;
 }
 
+int api_model_draft_min(const api_model_draft *md) { return md->draft_min; }
+
 /* The draft's sampler for the target's settings (temperature, top-k,
  * top-p, min-p; no penalty: any law q keeps the rule exact), made again
  * when they change; without one (greedy drafts) where memory is short. */
