@@ -133,8 +133,10 @@ void api_grammar_walk_free(api_grammar_walk *w);
 /* A drafter's second model (api/draft_model.c): its session kept in step
  * with the text it is asked to continue. */
 typedef struct api_model_draft api_model_draft;
-/* Up to k tokens after text[0..n), greedily from the draft model (masked
- * by smp's grammar when it has one): how many (0: none this time). */
+/* Up to k tokens after text[0..n) from the draft model (masked by smp's
+ * grammar when it has one): greedily, or in clinfer_generate under a
+ * sampled smp drawn from the draft's law, kept for api_model_draft_q; how
+ * many (0: none this time). */
 int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const int32_t *text, int n, int k,
                         int32_t *draft);
 /* text[0] of the next drafts is at position pos0 of the target's sequence
