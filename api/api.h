@@ -133,8 +133,10 @@ void api_grammar_walk_free(api_grammar_walk *w);
 /* A drafter's second model (api/draft_model.c): its session kept in step
  * with the text it is asked to continue. */
 typedef struct api_model_draft api_model_draft;
-/* Up to k tokens after text[0..n), greedily from the draft model (masked
- * by smp's grammar when it has one): how many (0: none this time). */
+/* Up to k tokens after text[0..n) from the draft model (masked by smp's
+ * grammar when it has one): greedily, or in clinfer_generate under a
+ * sampled smp drawn from the draft's law, kept for api_model_draft_q; how
+ * many (0: none this time). */
 int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const int32_t *text, int n, int k,
                         int32_t *draft);
 /* text[0] of the next drafts is at position pos0 of the target's sequence
@@ -153,6 +155,8 @@ int api_drafter_max(const clinfer_drafter *d);
  * probabilities), NULL when it was proposed with certainty. */
 const float *api_drafter_q(const clinfer_drafter *d, int row);
 const float *api_model_draft_q(const api_model_draft *md, int j);
+/* The draft model's draft_min: the drafter never asks it for fewer. */
+int api_model_draft_min(const api_model_draft *md);
 
 /* Propagates a failing internal status as the public one. */
 #define API_TRY(expr)                                                        \

@@ -8,7 +8,9 @@
  * the rest is rewound (rejected drafts, a stop string, a rewound target)
  * and the text's new tokens are evaluated. Each draft token costs one
  * one-token pass of the draft model; its draft stops early where the draft
- * model is unsure (p_min) and is cut to nothing below draft_min. */
+ * model is unsure (p_min) and is cut to nothing below draft_min (greedy
+ * drafts only: a sampled draft is kept whatever its length, see
+ * api_model_draft_run). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +133,8 @@ void api_model_draft_free(api_model_draft *md) {
 const float *api_model_draft_q(const api_model_draft *md, int j) {
     return md->q_on && j >= 0 && j < md->max ? md->q + (size_t)j * (size_t)md->n_tv : NULL;
 }
+
+int api_model_draft_min(const api_model_draft *md) { return md->draft_min; }
 
 /* The draft's sampler for the target's settings (temperature, top-k,
  * top-p, min-p; no penalty: any law q keeps the rule exact), made again
@@ -283,5 +287,8 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
         if (nd < k && feed(md, draft + nd - 1, 1, 0) != CLF_OK) break;
     }
     api_grammar_walk_free(w);
-    return nd >= md->draft_min ? nd : 0;
+    /* sampled drafts are proposed whatever their length: dropping a short one (its length depends on
+     * the tokens drawn, through p_min and an end token) would keep drafts by their tokens, whose law
+     * is then no longer q, and the rule's tokens no longer the target's law */
+    return nd >= md->draft_min || md->q_on ? nd : 0;
 }

@@ -70,7 +70,11 @@ int clinfer_drafter_draft(clinfer_drafter *d, const int32_t *tokens, int n, int 
         d->pause--;
         return 0;
     }
-    const int k = max < d->len ? max : d->len;
+    int k = max < d->len ? max : d->len;
+    /* a draft model's length never below its draft_min (as far as max allows): a shorter draft is
+     * none, so the drafter would never draft again once a miss set len below it (taken() grows
+     * len only after a draft) */
+    if (d->md && k < api_model_draft_min(d->md)) k = api_model_draft_min(d->md) < max ? api_model_draft_min(d->md) : max;
     if (k <= 0) return 0;
     /* a draft model masks its drafts by the grammar as it drafts; a
      * lookup's draft is cut at the first token the grammar refuses */

@@ -8,6 +8,7 @@
 
 #include "attention.h"
 #include "family.h"
+#include "moe.h"
 
 /* ---- shape from a GGUF --------------------------------------------------- */
 
@@ -22,12 +23,13 @@ static clf_status arch_u32(const clf_gguf *g, const char *arch, const char *key,
     return CLF_OK;
 }
 
-/* <arch>.<key> where it is a u32 above 0, else def. */
-static int64_t lenient_u32(const clf_gguf *g, const char *arch, const char *key, int64_t def) {
+/* <arch>.<key> where it is a u32 in 1..max, else def (a value out of
+ * range reads as absent: the products below stay far from int64's end). */
+static int64_t lenient_u32(const clf_gguf *g, const char *arch, const char *key, int64_t max, int64_t def) {
     char full[96];
     snprintf(full, sizeof full, "%s.%s", arch, key);
     uint32_t v = 0;
-    if (!clf_gguf_find(g, full) || clf_gguf_get_u32(g, full, &v) != CLF_OK || v == 0) return def;
+    if (!clf_gguf_find(g, full) || clf_gguf_get_u32(g, full, &v) != CLF_OK || v == 0 || v > max) return def;
     return v;
 }
 
@@ -85,11 +87,12 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     /* experts: any file whose expert_count is above 0 (a dense llama may say 0; Mixtral is a llama with
      * experts), the width as llama.cpp reads it; values out of range read as absent here
      * (models/llama_hparams.c says what is wrong where a file is loaded) */
-    s->n_expert = lenient_u32(g, a, "expert_count", 0);
+    s->n_expert = lenient_u32(g, a, "expert_count", CLF_MOE_MAX_EXPERTS, 0);
     if (s->n_expert) {
-        s->n_expert_used = lenient_u32(g, a, "expert_used_count", 1);
+        const int64_t max_used = s->n_expert < CLF_MOE_MAX_USED ? s->n_expert : CLF_MOE_MAX_USED;
+        s->n_expert_used = lenient_u32(g, a, "expert_used_count", max_used, 1);
         s->n_ff_exp = f->moe ? s->n_ff / s->n_expert_used : s->n_ff;
-        if (f->moe) s->n_ff_exp = lenient_u32(g, a, "expert_feed_forward_length", s->n_ff_exp);
+        if (f->moe) s->n_ff_exp = lenient_u32(g, a, "expert_feed_forward_length", 1 << 30, s->n_ff_exp);
     }
     return CLF_OK;
 }

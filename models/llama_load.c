@@ -417,7 +417,8 @@ void clf_llama_free(clf_llama *m) {
         clf_weight_free(&L->wdown);
         clf_weight_free(&L->router);
         for (int e = 0; L->experts && e < m->hp.n_expert; e++) {
-            for (int i = 0; i < L->experts[e].n_gu; i++) clf_weight_free(&L->experts[e].gu[i]);
+            /* both slots, not n_gu's: a failed upload of up leaves gate uploaded and n_gu unset */
+            for (int i = 0; i < 2; i++) clf_weight_free(&L->experts[e].gu[i]);
             clf_weight_free(&L->experts[e].down);
         }
         free(L->experts);

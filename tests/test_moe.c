@@ -509,6 +509,17 @@ static void expect_format(const char *path, const char *want) {
     clf_gguf_close(g);
 }
 
+/* The estimates' shape of `path` (clinfer info, placement: read before
+ * the loader's checks). */
+static clf_model_shape shape_of(const char *path) {
+    clf_gguf *g;
+    clf_model_shape s;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_model_shape_from_gguf(g, &s));
+    clf_gguf_close(g);
+    return s;
+}
+
 static void test_bad_keys(void **state) {
     (void)state;
     char q[32], mx[32], bad[] = "/tmp/clinfer-moe-bad-XXXXXX";
@@ -523,8 +534,20 @@ static void test_bad_keys(void **state) {
     expect_format(bad, "qwen3moe.expert_count is missing");
     rewrite(q, bad, "qwen3moe.expert_count", 2000, NULL, NULL);
     expect_format(bad, "qwen3moe.expert_count = 2000");
+    /* the estimates read a count out of range as absent (estimate.c): dense here, where 2^32 - 1
+     * experts times a 2^32 - 1 expert_feed_forward_length overflowed clf_estimate_params' int64 */
+    assert_int_equal(shape_of(bad).n_expert, 0);
+    rewrite(q, bad, "qwen3moe.expert_count", 4294967295L, NULL, NULL);
+    expect_format(bad, "qwen3moe.expert_count = 4294967295");
+    const clf_model_shape big = shape_of(bad);
+    assert_int_equal(big.n_expert, 0);
+    assert_true(clf_estimate_params(&big).count[CLF_GROUP_MLP] > 0);
     rewrite(q, bad, "qwen3moe.expert_used_count", 9, NULL, NULL);
     expect_format(bad, "qwen3moe.expert_used_count = 9");
+    assert_int_equal(shape_of(bad).n_expert_used, 1);
+    rewrite(q, bad, "qwen3moe.expert_feed_forward_length", 4294967295L, NULL, NULL);
+    expect_format(bad, "qwen3moe.expert_feed_forward_length = 4294967295");
+    assert_true(shape_of(bad).n_ff_exp <= 1 << 30);
     rewrite(q, bad, "qwen3moe.expert_used_count", 0, NULL, NULL);
     expect_format(bad, "qwen3moe.expert_used_count = 0");
     rewrite(q, bad, "qwen3moe.expert_used_count", -1, NULL, NULL);

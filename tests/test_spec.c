@@ -588,6 +588,40 @@ static void test_greedy_default_model(void **state) {
     clinfer_model_free(m);
 }
 
+/* A draft model with draft_min 2 that misses (another seed's model,
+ * greedy drafts: the server's step, under a sampled target): a miss sets
+ * the drafter's length to the tokens taken + 1, which may fall below
+ * draft_min; the drafter drafts on after misses (it asked the model for
+ * fewer than draft_min tokens, a draft that is none, and so never
+ * drafted again). */
+static void test_draft_min_keeps_drafting(void **state) {
+    (void)state;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 64;
+    clinfer_session *s, *ds;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    ASSERT_OK(clinfer_session_create(draft, &sp, &ds));
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    dp.draft_max = 4;
+    dp.draft_min = 2;
+    clinfer_drafter *d;
+    ASSERT_OK(clinfer_drafter_create_model(tiny, ds, &dp, &d));
+    int drafted = 0, accepted = 0;
+    for (int k = 0; k < 20; k++) {
+        clinfer_sampler *smp = sampler(tiny, TEMP, 500 + (uint64_t)k);
+        int32_t t[GEN];
+        step_loop(s, smp, d, t, 0, &drafted, &accepted);
+        clinfer_sampler_free(smp);
+    }
+    print_message("draft_min 2: %d drafted, %d refused\n", drafted, drafted - accepted);
+    /* misses happened, and drafts went on after them: far more than a first draft's tokens */
+    assert_true(drafted > accepted);
+    assert_true(drafted > 5 * dp.draft_max);
+    clinfer_drafter_free(d);
+    clinfer_session_free(ds);
+    clinfer_session_free(s);
+}
+
 /* ---- vocabularies ----------------------------------------------------------------- */
 
 static void test_vocab_mismatch(void **state) {
@@ -614,6 +648,7 @@ int main(void) {
         cmocka_unit_test(test_vocab_mismatch),
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_greedy_default_model),
+        cmocka_unit_test(test_draft_min_keeps_drafting),
         cmocka_unit_test(test_sampled_lookup),
         cmocka_unit_test(test_sampled_step),
         cmocka_unit_test(test_sampled_draft_model),
