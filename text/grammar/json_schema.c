@@ -716,21 +716,265 @@ static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upp
     return CLF_OK;
 }
 
-/* A number's bounds: only one, and 0 (x >= 0, x > 0, x <= 0, x < 0: the
- * sign and whether the digits are all zeros decide it, exponent or not).
- * Other bounds would need the grammar to compare decimals with exponents. */
-static clf_status visit_number(conv *c, json_t *s, const char *ptr, clf_buf *out, int *empty) {
+/* ---- numbers in a range ---------------------------------------------------- */
+
+/* Bounds on a number other than a lone 0 are held exactly over a documented
+ * spelling: no exponent and at most NUM_FRAC fraction digits (`-`? integral
+ * (`.` digits)?), so the grammar compares decimals digit by digit. Every
+ * text it admits validates: a decimal d <= b (or >= b) rounds to a double
+ * on the same side of b's double (rounding is monotonic), and d < b stays
+ * strict after rounding because bound_dec refuses an exclusive bound whose
+ * double's ulp comes near the 10^-NUM_FRAC spacing of the admitted texts. */
+#define NUM_FRAC 6
+#define NUM_MAX 1e15 /* |bound| below this: its integral part fits an int64 */
+
+typedef struct {
+    int set, neg, excl;
+    char ip[24];           /* integral digits, no leading zero ("0" for none) */
+    char fp[NUM_FRAC + 1]; /* fraction digits, no trailing zero */
+} num_bound;
+
+/* x as a decimal: the shortest %e spelling that reads back as x, written out
+ * without the exponent. Refused by name beyond NUM_MAX or NUM_FRAC decimals. */
+static clf_status bound_dec(double x, const char *key, const char *ptr, num_bound *d) {
+    if (!(fabs(x) < NUM_MAX))
+        return clf_js_bad(ptr, "\"%s\" %g on a number: bounds of magnitude 1e15 or more are not supported", key, x);
+    char e[40], dig[24];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, x);
+    int nd = 0;
+    const char *q = e;
+    if (*q == '-') q++;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9') dig[nd++] = *q;
+    int ex = atoi(q + 1);
+    memset(d->ip, 0, sizeof d->ip);
+    memset(d->fp, 0, sizeof d->fp);
+    char fr[64] = {0};
+    if (ex >= 0) {
+        for (int i = 0; i <= ex; i++) d->ip[i] = i < nd ? dig[i] : '0';
+        for (int i = ex + 1; i < nd; i++) fr[i - ex - 1] = dig[i];
+    } else {
+        d->ip[0] = '0';
+        int z = -ex - 1;
+        if (z + nd > (int)sizeof fr - 1) z = (int)sizeof fr - 1 - nd;
+        memset(fr, '0', (size_t)z);
+        memcpy(fr + z, dig, (size_t)nd);
+    }
+    int lf = (int)strlen(fr);
+    while (lf > 0 && fr[lf - 1] == '0') fr[--lf] = 0;
+    if (lf > NUM_FRAC)
+        return clf_js_bad(ptr, "\"%s\" %g on a number: at most %d decimals are supported", key, x, NUM_FRAC);
+    memcpy(d->fp, fr, (size_t)lf);
+    d->neg = x < 0;
+    d->excl = key[0] == 'e';
+    if (d->excl && 2 * (nextafter(fabs(x), INFINITY) - fabs(x)) >= 1e-6) /* 1e-6: 10^-NUM_FRAC */
+        return clf_js_bad(ptr, "\"%s\" %g on a number: an exclusive bound of magnitude 2^31 or more is not supported",
+                          key, x);
+    d->set = 1;
+    return CLF_OK;
+}
+
+/* Magnitudes compared (integral then fraction digits). */
+static int mag_cmp(const char *ia, const char *fa, const char *ib, const char *fb) {
+    size_t la = strlen(ia), lb = strlen(ib);
+    if (la != lb) return la < lb ? -1 : 1;
+    int c = strcmp(ia, ib);
+    if (c) return c < 0 ? -1 : 1;
+    size_t na = strlen(fa), nb = strlen(fb);
+    for (size_t i = 0; i < na || i < nb; i++) { /* fractions padded with zeros */
+        char x = i < na ? fa[i] : '0', y = i < nb ? fb[i] : '0';
+        if (x != y) return x < y ? -1 : 1;
+    }
+    return 0;
+}
+static int is_zero(const num_bound *b) { return strcmp(b->ip, "0") == 0 && !b->fp[0]; }
+/* Signed values compared. */
+static int num_cmp(const num_bound *a, const num_bound *b) {
+    if (a->neg != b->neg) return a->neg ? -1 : 1;
+    int c = mag_cmp(a->ip, a->fp, b->ip, b->fp);
+    return a->neg ? -c : c;
+}
+
+static int digits_zero(const char *s) {
+    for (; *s; s++)
+        if (*s != '0') return 0;
+    return 1;
+}
+/* Fraction digit strings s, 1..r long, with 0.s >= 0.a (> when ea) and,
+ * b not NULL, 0.s <= 0.b (< when eb): alternatives into o, 1 when there is
+ * one. *e: whether the empty string (the value 0) satisfies both. */
+static int frac_alts(clf_buf *o, const char *a, int ea, const char *b, int eb, int r, int *e) {
+    *e = (digits_zero(a) && !ea) && (!b || !digits_zero(b) || !eb);
+    if (r == 0) return 0;
+    if (digits_zero(a) && !ea && !b) {
+        if (r == 1) clf_buf_puts(o, "[0-9]");
+        else clf_buf_printf(o, "[0-9]{1,%d}", r);
+        return 1;
+    }
+    int n = 0, run = -1; /* run: the first digit of the current run of free digits */
+    char a0 = *a ? *a : '0', b0 = b && *b ? *b : '0';
+    const char *an = *a ? a + 1 : a, *bn = b && *b ? b + 1 : b;
+    for (int d = '0'; d <= '9' + 1; d++) {
+        int lo = 2, hi = 2; /* 2 free, 1 follows the bound, 0 dead */
+        if (d <= '9') {
+            if (!(digits_zero(a) && !ea)) lo = d > a0 ? 2 : d == a0 ? 1 : 0;
+            if (b) hi = d < b0 ? 2 : d == b0 ? 1 : 0;
+        }
+        int free_d = d <= '9' && lo == 2 && hi == 2;
+        if (free_d && run < 0) run = d;
+        if (!free_d && run >= 0) { /* close the run [run, d) */
+            if (n++) clf_buf_puts(o, " | ");
+            digit_class(o, run, d - 1);
+            if (r > 1) clf_buf_printf(o, " [0-9]{0,%d}", r - 1);
+            run = -1;
+        }
+        if (d > '9' || !lo || !hi || free_d) continue;
+        clf_buf sub = SB_INIT;
+        int se = 0;
+        int sx = frac_alts(&sub, lo == 1 ? an : "", lo == 1 ? ea : 0, hi == 1 ? bn : NULL, eb, r - 1, &se);
+        if (sx || se) {
+            if (n++) clf_buf_puts(o, " | ");
+            clf_buf_printf(o, "\"%c\"", d);
+            if (sx) clf_buf_printf(o, se ? " (%s)?" : " (%s)", clf_buf_str(&sub));
+        }
+        if (sub.failed) o->failed = 1;
+        free(sub.p);
+    }
+    return n > 0;
+}
+/* The fraction text (".", digits; or none) for frac_alts' bounds, appended
+ * after a space; 0 when no fraction text satisfies them. */
+static int frac_text(clf_buf *o, const char *a, int ea, const char *b, int eb) {
+    clf_buf x = SB_INIT;
+    int e = 0, nx = frac_alts(&x, a, ea, b, eb, NUM_FRAC, &e);
+    if (nx) clf_buf_printf(o, e ? " (\".\" (%s))?" : " \".\" (%s)", clf_buf_str(&x));
+    if (x.failed) o->failed = 1;
+    free(x.p);
+    return nx || e;
+}
+/* Magnitudes m (no sign) with m >= lo (> when lo->excl) and, hi->set, m <= hi
+ * (< when hi->excl): alternatives appended to o; the count of them. */
+static int mag_alts(clf_buf *o, const num_bound *lo, const num_bound *hi) {
+    if (hi->set) {
+        int c = mag_cmp(lo->ip, lo->fp, hi->ip, hi->fp);
+        if (c > 0 || (c == 0 && (lo->excl || hi->excl))) return 0;
+    }
+    int n = 0;
+    clf_buf t = SB_INIT;
+    if (hi->set && strcmp(lo->ip, hi->ip) == 0) { /* one integral part */
+        clf_buf_printf(&t, "\"%s\"", lo->ip);
+        if (frac_text(&t, lo->fp, lo->excl, hi->fp, hi->excl)) {
+            clf_buf_puts(o, clf_buf_str(&t));
+            n++;
+        }
+        free(t.p);
+        return n;
+    }
+    clf_buf_printf(&t, "\"%s\"", lo->ip); /* lo's integral part: the fraction at least lo's */
+    if (frac_text(&t, lo->fp, lo->excl, NULL, 0)) {
+        clf_buf_puts(o, clf_buf_str(&t));
+        n++;
+    }
+    free(t.p);
+    long long il = atoll(lo->ip), ih = hi->set ? atoll(hi->ip) : 0;
+    if (!hi->set || il + 1 <= ih - 1) { /* the integral parts between: any fraction */
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%lld", il + 1);
+        if (hi->set) snprintf(b, sizeof b, "%lld", ih - 1);
+        else {
+            memset(b, '9', INT_DIGITS);
+            b[INT_DIGITS] = 0;
+        }
+        if (n++) clf_buf_puts(o, " | ");
+        clf_buf_puts(o, "(");
+        range_dec(o, a, b);
+        clf_buf_printf(o, ") (\".\" [0-9]{1,%d})?", NUM_FRAC);
+    }
+    if (hi->set) { /* hi's integral part: the fraction at most hi's */
+        t = (clf_buf)SB_INIT;
+        clf_buf_printf(&t, "\"%s\"", hi->ip);
+        if (frac_text(&t, "", 0, hi->fp, hi->excl)) {
+            if (n++) clf_buf_puts(o, " | ");
+            clf_buf_puts(o, clf_buf_str(&t));
+        }
+        free(t.p);
+    }
+    return n;
+}
+
+/* A number between bounds (json_schema.h's spelling above): "-" and a
+ * magnitude for the values below 0 (and -0 where 0 is in range), a magnitude
+ * for those at or above it. */
+static clf_status number_range(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
+    num_bound lo = {0}, hi = {0};
+    for (int i = 0; NUMBER_BOUNDS[i]; i++) {
+        json_t *j = json_object_get(s, NUMBER_BOUNDS[i]);
+        if (!j) continue;
+        num_bound b;
+        CLF_TRY(bound_dec(json_number_value(j), NUMBER_BOUNDS[i], ptr, &b));
+        num_bound *cur = i < 2 ? &lo : &hi;
+        int cmp = cur->set ? num_cmp(&b, cur) : 0;
+        /* the tighter bound; at a tie the exclusive one */
+        if (!cur->set || (i < 2 ? cmp > 0 : cmp < 0) || (cmp == 0 && b.excl)) *cur = b;
+    }
+    if (lo.set && is_zero(&lo)) lo.neg = 0;
+    if (hi.set && is_zero(&hi)) hi.neg = 0;
+    clf_buf body = SB_INIT;
+    int n = 0;
+    num_bound zero = {.set = 1, .ip = "0"}, none = {0};
+    /* below 0 (and -0): "-" m, m in [max(0, -hi), -lo] */
+    if (!lo.set || lo.neg || is_zero(&lo)) {
+        num_bound mlo = hi.set && (hi.neg || is_zero(&hi)) ? hi : zero, mhi = lo.set ? lo : none;
+        if (!(hi.set && (hi.neg || is_zero(&hi)))) mlo.excl = 0;
+        clf_buf m = SB_INIT;
+        if (mag_alts(&m, &mlo, &mhi)) {
+            clf_buf_printf(&body, "\"-\" (%s)", clf_buf_str(&m));
+            n++;
+        }
+        if (m.failed) body.failed = 1;
+        free(m.p);
+    }
+    /* at or above 0: m in [max(0, lo), hi] */
+    if (!hi.set || !hi.neg) {
+        num_bound mlo = lo.set && !lo.neg ? lo : zero;
+        clf_buf m = SB_INIT;
+        if (mag_alts(&m, &mlo, &hi)) {
+            if (n++) clf_buf_puts(&body, " | ");
+            clf_buf_puts(&body, clf_buf_str(&m));
+        }
+        if (m.failed) body.failed = 1;
+        free(m.p);
+    }
+    clf_status st = CLF_OK;
+    if (body.failed) st = clf_js_oom();
+    else if (!n) *empty = 1;
+    else st = clf_js_emit_rule(c, name, clf_buf_str(&body), out);
+    free(body.p);
+    return st;
+}
+
+/* A number's bounds. A lone bound of 0 (x >= 0, x > 0, x <= 0, x < 0) in
+ * any spelling: the sign and whether the digits are all zeros decide it,
+ * exponent or not. Any other bounds: number_range. */
+static clf_status visit_number(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     const char *lower = NULL, *upper = NULL;
+    int nonzero = 0;
     for (int i = 0; NUMBER_BOUNDS[i]; i++) {
         json_t *b = json_object_get(s, NUMBER_BOUNDS[i]);
         if (!b) continue;
         if (!json_is_number(b)) return clf_js_bad(ptr, "\"%s\" must be a number", NUMBER_BOUNDS[i]);
-        if (json_number_value(b) != 0 || (i < 2 ? lower : upper))
-            return clf_js_bad(ptr, "\"%s\" on a number (not an integer): only one bound of 0 (x >= 0, x > 0, x <= 0, "
-                            "x < 0) is supported", NUMBER_BOUNDS[i]);
+        nonzero |= json_number_value(b) != 0;
         if (i < 2) lower = NUMBER_BOUNDS[i];
         else upper = NUMBER_BOUNDS[i];
     }
+    /* bounds of 0: exact in every spelling (below; of two on a side the
+     * exclusive one, listed last, is the tighter); others: number_range's */
+    if (nonzero) return number_range(c, s, name, ptr, out, empty);
     if (!lower && !upper) {
         clf_buf_puts(out, clf_js_prim(c, P_NUMBER));
         return CLF_OK;
@@ -1629,7 +1873,7 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, c
                 else switch (1 << t) {
                     case T_NULL: clf_buf_puts(&x, clf_js_prim(c, P_NULL)); break;
                     case T_BOOLEAN: clf_buf_puts(&x, clf_js_prim(c, P_BOOLEAN)); break;
-                    case T_NUMBER: st = visit_number(c, s, ptr, &x, &te); break;
+                    case T_NUMBER: st = visit_number(c, s, tn, ptr, &x, &te); break;
                     case T_INTEGER: st = visit_integer(c, s, tn, ptr, &x, &te); break;
                     case T_STRING: st = visit_string(c, s, tn, ptr, &x, &te); break;
                     case T_ARRAY: st = visit_array(c, s, tn, ptr, &x, &te); break;
