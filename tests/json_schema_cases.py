@@ -244,6 +244,15 @@ def gen(rng, root, s, depth=0):
         return None
     if t == "boolean":
         return rng.random() < 0.5
+    if t == "integer" and s.get("multipleOf", 1) != 1:
+        k = s["multipleOf"]
+        if "minimum" in s or "exclusiveMinimum" in s:
+            lo = s.get("minimum", s.get("exclusiveMinimum", 0) + 1)
+            hi = s.get("maximum", s.get("exclusiveMaximum", 0) - 1)
+            first, last = -(-int(lo) // k), int(hi) // k
+            if first <= last:
+                return k * rng.choice([first, last, rng.randint(first, last)])
+        return k * rng.randint(-10**6, 10**6) + rng.choice([0, 0, 0, 1])
     if t == "integer":
         lo = s.get("minimum", s.get("exclusiveMinimum", -1000) + (1 if "exclusiveMinimum" in s else 0))
         hi = s.get("maximum", s.get("exclusiveMaximum", 1000) - (1 if "exclusiveMaximum" in s else 0))
@@ -316,6 +325,18 @@ def random_number_schema(rng):
         s[rng.choice(["maximum", "exclusiveMaximum"])] = b
     if rng.random() < 0.3:
         s = {"type": "object", "properties": {"x": s, "y": {"type": "number"}}, "required": ["x"]}
+    return s
+
+
+def random_multiple_schema(rng):
+    """A fresh schema holding an integer to a multiple, unbounded or between bounds."""
+    s = {"type": "integer", "multipleOf": rng.choice([2, 3, 5, 7, 10, 12, 25, 100, 999])}
+    if rng.random() < 0.5:
+        a = rng.randint(-500, 500)
+        s[rng.choice(["minimum", "exclusiveMinimum"])] = a
+        s[rng.choice(["maximum", "exclusiveMaximum"])] = a + rng.randint(0, 2000)
+    if rng.random() < 0.3:
+        s = {"type": "array", "items": s, "maxItems": 3}
     return s
 
 
@@ -445,13 +466,13 @@ def main():
     for path in sorted(glob.glob(os.path.join(src, "tests/data/schemas/*.json"))):
         with open(path, encoding="utf-8") as f:
             schemas.append((os.path.basename(path), json.load(f)))
-    for i in range(40):
-        s = random_number_schema(rng)
+    for i in range(60):
+        s = random_number_schema(rng) if i < 40 else random_multiple_schema(rng)
         try:
             Validator(s).is_valid(0)
         except Exception:
             continue
-        schemas.append((f"random-number-{i} {json.dumps(s)}", s))
+        schemas.append((f"random-{i} {json.dumps(s)}", s))
     n_random, n_valid, n_unspelled = 0, 0, 0
     for name, schema in schemas:
         valid = reference(schema)
@@ -472,7 +493,7 @@ def main():
             n_unspelled += len(texts) - len(keep)
             texts, want = [texts[i] for i in keep], [want[i] for i in keep]
         got = run_grammar(tool, schema, [])
-        if isinstance(got, tuple) and name.startswith("random-number") and "admits no value" in got[1]:
+        if isinstance(got, tuple) and name.startswith("random-") and "admits no value" in got[1]:
             continue  # an empty range (a < x < a)
         if not judged(name, schema, texts, want, "random "):
             continue

@@ -241,14 +241,15 @@ static const char *const IGNORED[] = {"title", "description", "$schema", "$id", 
 static const char *const REFUSED[] = {"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
                                       "dependencies", "patternProperties", "propertyNames", "minProperties",
                                       "maxProperties", "unevaluatedProperties", "unevaluatedItems", "contains",
-                                      "minContains", "maxContains", "multipleOf", "additionalItems", "$dynamicRef",
+                                      "minContains", "maxContains", "additionalItems", "$dynamicRef",
                                       "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 /* Assertions it enforces. Any other keyword is an annotation (JSON Schema:
  * an unknown keyword asserts nothing), ignored as validators ignore it. */
 static const char *const HANDLED[] = {"type", "enum", "const", "properties", "required", "additionalProperties",
                                       "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "anyOf",
                                       "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
-                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                      "multipleOf", NULL};
 
 int clf_js_asserts(const char *k) { return !clf_js_in_list(k, IGNORED) && (clf_js_in_list(k, HANDLED) || clf_js_in_list(k, REFUSED)); }
 
@@ -972,6 +973,8 @@ static clf_status visit_number(conv *c, json_t *s, const char *name, const char 
         if (i < 2) lower = NUMBER_BOUNDS[i];
         else upper = NUMBER_BOUNDS[i];
     }
+    if (json_object_get(s, "multipleOf"))
+        return clf_js_bad(ptr, "\"multipleOf\" on a number (not an integer) is not supported");
     /* bounds of 0: exact in every spelling (below; of two on a side the
      * exclusive one, listed last, is the tighter); others: number_range's */
     if (nonzero) return number_range(c, s, name, ptr, out, empty);
@@ -991,9 +994,20 @@ static clf_status visit_number(conv *c, json_t *s, const char *name, const char 
     return CLF_OK;
 }
 
+static clf_status int_multiple(conv *c, json_t *s, const char *name, const char *ptr, int64_t k, clf_buf *out,
+                               int *empty);
+
 static clf_status visit_integer(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     int has_lo = 0, has_hi = 0;
     int64_t lo = 0, hi = 0;
+    json_t *mo = json_object_get(s, "multipleOf");
+    if (mo) { /* a whole divisor; 1 asserts nothing on an integer */
+        double k = json_is_number(mo) ? json_number_value(mo) : 0;
+        if (!(k > 0)) return clf_js_bad(ptr, "\"multipleOf\" must be a number above 0");
+        if (k != floor(k) || k > 1e15)
+            return clf_js_bad(ptr, "\"multipleOf\" %g on an integer: only whole divisors below 1e15 are supported", k);
+        if (k > 1) return int_multiple(c, s, name, ptr, (int64_t)k, out, empty);
+    }
     CLF_TRY(int_bound(s, "minimum", ptr, 0, 0, &has_lo, &lo));
     CLF_TRY(int_bound(s, "exclusiveMinimum", ptr, 0, 1, &has_lo, &lo));
     CLF_TRY(int_bound(s, "maximum", ptr, 1, 0, &has_hi, &hi));
@@ -1034,6 +1048,90 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
     clf_buf_puts(&b, ") (\".\" \"0\"{1,20})?"); /* a zero fraction: still an integer */
     clf_status st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
     free(b.p);
+    return st;
+}
+
+/* ---- integers that are multiples ------------------------------------------ */
+
+#define MULT_ENUM 4096 /* multiples in a bounded range spelled out (a trie) */
+#define MULT_DFA 1000  /* divisors held by a remainder automaton when unbounded */
+
+static int64_t floor_div(int64_t a, int64_t k) { return a / k - (a % k != 0 && a < 0); }
+static int64_t ceil_div(int64_t a, int64_t k) { return a / k + (a % k != 0 && a > 0); }
+
+/* An integer that is a multiple of k (> 1): between bounds, the multiples
+ * spelled out (at most MULT_ENUM); without bounds, the decimal digits read
+ * through an automaton of the remainders mod k (k <= MULT_DFA), one rule a
+ * remainder, the digits' rule ending where the remainder is 0. Either side
+ * alone, or a wider range, is refused by name. A zero fraction follows, as
+ * for any integer. */
+static clf_status int_multiple(conv *c, json_t *s, const char *name, const char *ptr, int64_t k, clf_buf *out,
+                               int *empty) {
+    int has_lo = 0, has_hi = 0;
+    int64_t lo = 0, hi = 0;
+    CLF_TRY(int_bound(s, "minimum", ptr, 0, 0, &has_lo, &lo));
+    CLF_TRY(int_bound(s, "exclusiveMinimum", ptr, 0, 1, &has_lo, &lo));
+    CLF_TRY(int_bound(s, "maximum", ptr, 1, 0, &has_hi, &hi));
+    CLF_TRY(int_bound(s, "exclusiveMaximum", ptr, 1, 1, &has_hi, &hi));
+    const char *frac = "(\".\" \"0\"{1,20})?";
+    if (has_lo && has_hi) {
+        int64_t first = ceil_div(lo, k), last = floor_div(hi, k);
+        if (first > last) {
+            *empty = 1;
+            return CLF_OK;
+        }
+        if (last - first + 1 > MULT_ENUM)
+            return clf_js_bad(ptr, "\"multipleOf\" %lld between the bounds: more than %d multiples are not supported",
+                              (long long)k, MULT_ENUM);
+        int n = (int)(last - first + 1);
+        char *digits = malloc((size_t)n * 24);
+        const char **strs = malloc((size_t)n * sizeof *strs);
+        clf_status st = !digits || !strs ? clf_js_oom() : CLF_OK;
+        for (int i = 0; st == CLF_OK && i < n; i++) {
+            snprintf(digits + (size_t)i * 24, 24, "%lld", (long long)((first + i) * k));
+            strs[i] = digits + (size_t)i * 24;
+        }
+        if (st == CLF_OK) {
+            sort_unique(strs, &n);
+            st = trie_alts(c, name, ptr, strs, n, frac, out);
+        }
+        free(digits);
+        free(strs);
+        return st;
+    }
+    if (has_lo || has_hi)
+        return clf_js_bad(ptr, "\"multipleOf\" with only one of minimum/maximum is not supported (give both)");
+    if (k > MULT_DFA)
+        return clf_js_bad(ptr, "\"multipleOf\" %lld without bounds: divisors above %d are not supported", (long long)k,
+                          MULT_DFA);
+    /* the remainder rules: names first (they refer to each other) */
+    char *base = sub_name(name, "mod");
+    if (!base) return clf_js_oom();
+    const char **rn = malloc((size_t)k * sizeof *rn);
+    clf_status st = rn ? CLF_OK : clf_js_oom();
+    for (int64_t r = 0; st == CLF_OK && r < k; r++)
+        if (!(rn[r] = rule_name(c, base))) st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    free(base);
+    clf_buf b = SB_INIT;
+    for (int64_t r = 0; st == CLF_OK && r < k; r++) { /* after remainder r, a digit d: (10r + d) mod k */
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        clf_buf_puts(&b, "(");
+        for (int d = 0; d < 10; d++) clf_buf_printf(&b, "%s\"%d\" %s", d ? " | " : "", d, rn[(10 * r + d) % k]);
+        clf_buf_puts(&b, r == 0 ? ")?" : ")");
+        if (b.failed) st = clf_js_oom();
+        else add_rule(c, rn[r], clf_buf_str(&b));
+    }
+    if (st == CLF_OK) { /* "-"? and no leading zero */
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        clf_buf_puts(&b, "\"-\"? (\"0\"");
+        for (int d = 1; d < 10; d++) clf_buf_printf(&b, " | \"%d\" %s", d, rn[d % k]);
+        clf_buf_printf(&b, ") %s", frac);
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    }
+    free(b.p);
+    free(rn);
     return st;
 }
 
@@ -1857,7 +1955,7 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, c
         int mask;
         st = clf_js_type_mask(s, ptr, &mask);
         if (st == CLF_OK && (mask & T_NUMBER)) mask &= ~T_INTEGER;
-        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) &&
+        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) && !json_object_get(s, "multipleOf") &&
             !has_any(s, ARRAY_KW) && !has_any(s, OBJECT_KW)) {
             clf_buf_puts(out, clf_js_prim(c, P_VALUE));
         } else if (st == CLF_OK) {
