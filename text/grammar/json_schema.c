@@ -239,8 +239,7 @@ static const char *const IGNORED[] = {"title", "description", "$schema", "$id", 
                                       "definitions", NULL};
 /* Assertions this converter cannot turn into grammar. */
 static const char *const REFUSED[] = {"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-                                      "dependencies", "patternProperties", "propertyNames", "minProperties",
-                                      "maxProperties", "unevaluatedProperties", "unevaluatedItems", "contains",
+                                      "dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains",
                                       "minContains", "maxContains", "additionalItems", "$dynamicRef",
                                       "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 /* Assertions it enforces. Any other keyword is an annotation (JSON Schema:
@@ -249,7 +248,7 @@ static const char *const HANDLED[] = {"type", "enum", "const", "properties", "re
                                       "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "anyOf",
                                       "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
                                       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                      "multipleOf", NULL};
+                                      "multipleOf", "minProperties", "maxProperties", NULL};
 
 int clf_js_asserts(const char *k) { return !clf_js_in_list(k, IGNORED) && (clf_js_in_list(k, HANDLED) || clf_js_in_list(k, REFUSED)); }
 
@@ -1562,6 +1561,28 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
     json_t *addl = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) return clf_js_bad(ptr, "\"properties\" must be an object");
     if (req && !json_is_array(req)) return clf_js_bad(ptr, "\"required\" must be an array of strings");
+    /* minProperties/maxProperties where the rest of the schema already
+     * holds them: at most the distinct required names at least; at most as
+     * many properties as listed with additionalProperties false. Counting
+     * members in the grammar otherwise is not done (refused by name). */
+    long minp = 0, maxp = -1;
+    CLF_TRY(count_kw(s, "minProperties", ptr, &minp));
+    CLF_TRY(count_kw(s, "maxProperties", ptr, &maxp));
+    if (minp > 0) {
+        long distinct = 0;
+        for (size_t i = 0; req && i < json_array_size(req); i++) {
+            json_t *x = json_array_get(req, i);
+            int dup = !json_is_string(x);
+            for (size_t j = 0; j < i && !dup; j++) dup = json_equal(x, json_array_get(req, j));
+            distinct += !dup;
+        }
+        if (minp > distinct)
+            return clf_js_bad(ptr, "\"minProperties\" %ld above the %ld required properties is not supported", minp,
+                              distinct);
+    }
+    if (maxp >= 0 && (!json_is_false(addl) || (long)(props ? json_object_size(props) : 0) > maxp))
+        return clf_js_bad(ptr, "\"maxProperties\" %ld is supported only with additionalProperties false and at most "
+                          "that many properties listed", maxp);
     if (!props && !req && !addl) {
         clf_buf_puts(out, clf_js_prim(c, P_OBJECT));
         return CLF_OK;
@@ -1912,7 +1933,8 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
 
 static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
 static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
-static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", NULL};
+static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", "minProperties",
+                                        "maxProperties", NULL};
 
 static int has_any(json_t *s, const char *const *kws) {
     for (; *kws; kws++)
