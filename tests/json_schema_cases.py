@@ -340,6 +340,19 @@ def random_multiple_schema(rng):
     return s
 
 
+def random_unique_schema(rng):
+    """A fresh array of distinct enum values (scalars), counts bounded or not."""
+    pool = ["a", "b", "c", "x y", 0, 1, -2, 17, True, False, None]
+    s = {"type": "array", "items": {"enum": rng.sample(pool, rng.randint(1, 6))}, "uniqueItems": True}
+    if rng.random() < 0.3:
+        s["items"]["type"] = rng.choice(["string", "integer", ["string", "null"]])
+    if rng.random() < 0.5:
+        s["minItems"] = rng.randint(0, 3)
+    if rng.random() < 0.5:
+        s["maxItems"] = rng.randint(s.get("minItems", 0), 5)
+    return s
+
+
 def gen_any(rng, depth):
     r = rng.random()
     if depth > 3 or r < 0.5:
@@ -466,8 +479,8 @@ def main():
     for path in sorted(glob.glob(os.path.join(src, "tests/data/schemas/*.json"))):
         with open(path, encoding="utf-8") as f:
             schemas.append((os.path.basename(path), json.load(f)))
-    for i in range(60):
-        s = random_number_schema(rng) if i < 40 else random_multiple_schema(rng)
+    for i in range(80):
+        s = random_number_schema(rng) if i < 40 else random_multiple_schema(rng) if i < 60 else random_unique_schema(rng)
         try:
             Validator(s).is_valid(0)
         except Exception:

@@ -257,8 +257,6 @@ clf_status clf_js_check_refused(json_t *s, const char *ptr) {
     json_t *v;
     json_object_foreach(s, k, v) {
         if (clf_js_in_list(k, REFUSED)) return clf_js_bad(ptr, "keyword \"%s\" is not supported", k);
-        if (strcmp(k, "uniqueItems") == 0 && !json_is_false(v))
-            return clf_js_bad(ptr, "keyword \"uniqueItems\": true is not supported");
     }
     return CLF_OK;
 }
@@ -1209,11 +1207,131 @@ static clf_status visit_sub(conv *c, json_t *s, const char *name, const char *wh
     return st;
 }
 
+/* ---- arrays of distinct enum values ---------------------------------------- */
+
+#define UNIQUE_MAX 8 /* enum values under uniqueItems: a rule per subset used (2^8) */
+
+/* uniqueItems: true over items that are an enum (or const) of scalars other
+ * than non-integral numbers: the elements chosen so far are the state, one
+ * rule per subset S (U-S: a "," and a value not in S, then U-(S+it); the end
+ * once minItems are there; no more once maxItems are). Values are distinct
+ * as JSON Schema compares them (true is not 1; "1" and "1.0" are the same
+ * value, spelled by the one value's rule). Anything else is refused. */
+static clf_status unique_enum_array(conv *c, json_t *s, const char *name, const char *ptr, long lo, long hi,
+                                    clf_buf *out, int *empty) {
+    json_t *items = json_object_get(s, "items");
+    if (json_object_get(s, "prefixItems") || !json_is_object(items) ||
+        !(json_object_get(items, "enum") || json_object_get(items, "const")))
+        return clf_js_bad(ptr, "keyword \"uniqueItems\": true is supported only over \"items\" that are an enum or "
+                               "const (no prefixItems)");
+    const char *k;
+    json_t *v;
+    json_object_foreach(items, k, v) if (clf_js_asserts(k) && strcmp(k, "enum") && strcmp(k, "const") &&
+                                         strcmp(k, "type")) return clf_js_bad(ptr, "keyword \"uniqueItems\": true "
+                                                                                    "with \"%s\" in items is not supported",
+                                                                              k);
+    json_t *vals = json_object_get(items, "enum"), *cst = json_object_get(items, "const");
+    if (vals && !json_is_array(vals)) return clf_js_bad(ptr, "\"enum\" must be an array");
+    size_t count = vals ? json_array_size(vals) : 1;
+    json_t *kept[UNIQUE_MAX];
+    clf_buf vb[UNIQUE_MAX];
+    int m = 0;
+    clf_status st = CLF_OK;
+    c->nest++;
+    for (size_t i = 0; i < count && st == CLF_OK; i++) {
+        json_t *x = vals ? json_array_get(vals, i) : cst;
+        if (json_is_object(x) || json_is_array(x) || json_is_real(x)) {
+            st = clf_js_bad(ptr, "keyword \"uniqueItems\": true over an enum with objects, arrays or non-integer "
+                                 "numbers is not supported");
+            break;
+        }
+        int dup = 0;
+        for (int j = 0; j < m && !dup; j++) dup = json_equal(kept[j], x);
+        if (dup) continue;
+        json_t *sub = clf_js_own(c, json_pack("{s:O}", "const", x));
+        if (!sub) {
+            st = clf_js_oom();
+            break;
+        }
+        if (json_object_get(items, "type") && json_object_set(sub, "type", json_object_get(items, "type"))) {
+            st = clf_js_oom();
+            break;
+        }
+        if (m == UNIQUE_MAX) {
+            st = clf_js_bad(ptr, "keyword \"uniqueItems\": true over more than %d enum values is not supported",
+                            UNIQUE_MAX);
+            break;
+        }
+        clf_buf x_out = SB_INIT;
+        int e = 0;
+        char what[16];
+        snprintf(what, sizeof what, "u%d", m);
+        st = visit_sub(c, sub, name, what, ptr, "items", -1, &x_out, &e);
+        if (st == CLF_OK && !e) {
+            kept[m] = x;
+            vb[m++] = x_out;
+        } else free(x_out.p);
+    }
+    c->nest--;
+    if (st == CLF_OK && m < lo) *empty = 1;
+    const char *sp = clf_js_prim(c, P_SPACE);
+    int ns = 1 << m;
+    const char **rn = NULL;
+    if (st == CLF_OK && !*empty) rn = calloc((size_t)ns, sizeof *rn);
+    if (st == CLF_OK && !*empty && !rn) st = clf_js_oom();
+    char *base = st == CLF_OK && !*empty ? sub_name(name, "set") : NULL;
+    if (st == CLF_OK && !*empty && !base) st = clf_js_oom();
+    /* names of the subsets that can go on (fewer than m, fewer than hi elements) */
+    for (int S = 1; st == CLF_OK && !*empty && S < ns; S++) {
+        int pc = __builtin_popcount((unsigned)S);
+        if (pc < m && (hi < 0 || pc < hi) && !(rn[S] = rule_name(c, base)))
+            st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    }
+    free(base);
+    clf_buf b = SB_INIT;
+    for (int S = 1; st == CLF_OK && !*empty && S < ns; S++) {
+        if (!rn[S]) continue;
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        int pc = __builtin_popcount((unsigned)S), alts = 0;
+        clf_buf_putc(&b, '(');
+        for (int i = 0; i < m; i++) {
+            if (S & (1 << i)) continue;
+            clf_buf_printf(&b, "%s\",\" %s %s %s%s%s", alts++ ? " | " : "", sp, clf_buf_str(&vb[i]), sp,
+                           rn[S | (1 << i)] ? " " : "", rn[S | (1 << i)] ? rn[S | (1 << i)] : "");
+        }
+        clf_buf_puts(&b, pc >= lo ? ")?" : ")");
+        if (b.failed) st = clf_js_oom();
+        else add_rule(c, rn[S], clf_buf_str(&b));
+    }
+    if (st == CLF_OK && !*empty) { /* "[", the first element (unless none may come), "]" */
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        clf_buf_printf(&b, "\"[\" %s ", sp);
+        if (hi != 0 && m > 0) {
+            clf_buf_putc(&b, '(');
+            for (int i = 0; i < m; i++)
+                clf_buf_printf(&b, "%s%s %s%s%s", i ? " | " : "", clf_buf_str(&vb[i]), sp, rn[1 << i] ? " " : "",
+                               rn[1 << i] ? rn[1 << i] : "");
+            clf_buf_puts(&b, lo > 0 ? ") " : ")? ");
+        }
+        clf_buf_puts(&b, "\"]\"");
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    }
+    free(b.p);
+    free(rn);
+    for (int i = 0; i < m; i++) free(vb[i].p);
+    return st;
+}
+
 static clf_status visit_array(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     long lo = 0, hi = -1;
     CLF_TRY(count_kw(s, "minItems", ptr, &lo));
     CLF_TRY(count_kw(s, "maxItems", ptr, &hi));
+    json_t *uniq = json_object_get(s, "uniqueItems");
+    if (uniq && !json_is_boolean(uniq)) return clf_js_bad(ptr, "\"uniqueItems\" must be a boolean");
+    if (json_is_true(uniq)) return unique_enum_array(c, s, name, ptr, lo, hi, out, empty);
     if (items && json_is_array(items))
         return clf_js_bad(ptr, "\"items\" as an array (draft 2019 and older): use \"prefixItems\"");
     if (prefix && !json_is_array(prefix)) return clf_js_bad(ptr, "\"prefixItems\" must be an array");
@@ -1932,7 +2050,7 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
 /* ---- one schema ---------------------------------------------------------- */
 
 static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
-static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
+static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", "uniqueItems", NULL};
 static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", "minProperties",
                                         "maxProperties", NULL};
 
