@@ -214,7 +214,7 @@ def gen_string(rng, s):
 def infer_types(s):
     if "type" in s:
         return s["type"] if isinstance(s["type"], list) else [s["type"]]
-    if any(k in s for k in ("properties", "required", "additionalProperties")):
+    if any(k in s for k in ("properties", "required", "additionalProperties", "patternProperties")):
         return ["object"]
     if any(k in s for k in ("items", "prefixItems", "minItems", "maxItems")):
         return ["array"]
@@ -287,6 +287,9 @@ def gen(rng, root, s, depth=0):
         for k in req:
             if k not in out:
                 out[k] = gen(rng, root, addl if isinstance(addl, dict) else True, depth + 1)
+        for pat, sub in s.get("patternProperties", {}).items():
+            for _ in range(rng.randint(0, 2)):
+                out[gen_pattern(rng, sre_parse.parse(pat))] = gen(rng, root, sub, depth + 1)
         if addl is not False and rng.random() < 0.3:
             out["extra_" + rng.choice("abc")] = gen(rng, root, addl if isinstance(addl, dict) else True, depth + 1)
         return out
@@ -350,6 +353,18 @@ def random_unique_schema(rng):
         s["minItems"] = rng.randint(0, 3)
     if rng.random() < 0.5:
         s["maxItems"] = rng.randint(s.get("minItems", 0), 5)
+    return s
+
+
+def random_pattern_props_schema(rng):
+    """A fresh object whose other names answer to one pattern (additionalProperties false)."""
+    pat = rng.choice(["^x_[a-z]+$", "[0-9]", "^zz", "^(a|b)$", "_", "^[a-c]{1,2}$"])
+    sub = rng.choice([{"type": "integer"}, {"type": "string", "maxLength": 3}, {"enum": [1, "a", None]}, True])
+    s = {"type": "object", "patternProperties": {pat: sub}, "additionalProperties": False}
+    if rng.random() < 0.6:
+        s["properties"] = {"id": {"type": "integer"}, "Name": {"type": "string"}}
+        if rng.random() < 0.5:
+            s["required"] = ["id"]
     return s
 
 
@@ -479,8 +494,10 @@ def main():
     for path in sorted(glob.glob(os.path.join(src, "tests/data/schemas/*.json"))):
         with open(path, encoding="utf-8") as f:
             schemas.append((os.path.basename(path), json.load(f)))
-    for i in range(80):
-        s = random_number_schema(rng) if i < 40 else random_multiple_schema(rng) if i < 60 else random_unique_schema(rng)
+    makers = [random_number_schema] * 40 + [random_multiple_schema] * 20 + [random_unique_schema] * 20 + \
+        [random_pattern_props_schema] * 20
+    for i, make in enumerate(makers):
+        s = make(rng)
         try:
             Validator(s).is_valid(0)
         except Exception:

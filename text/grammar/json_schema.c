@@ -239,7 +239,7 @@ static const char *const IGNORED[] = {"title", "description", "$schema", "$id", 
                                       "definitions", NULL};
 /* Assertions this converter cannot turn into grammar. */
 static const char *const REFUSED[] = {"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-                                      "dependencies", "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains",
+                                      "dependencies", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains",
                                       "minContains", "maxContains", "additionalItems", "$dynamicRef",
                                       "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 /* Assertions it enforces. Any other keyword is an annotation (JSON Schema:
@@ -248,7 +248,7 @@ static const char *const HANDLED[] = {"type", "enum", "const", "properties", "re
                                       "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "anyOf",
                                       "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
                                       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                      "multipleOf", "minProperties", "maxProperties", NULL};
+                                      "multipleOf", "minProperties", "maxProperties", "patternProperties", NULL};
 
 int clf_js_asserts(const char *k) { return !clf_js_in_list(k, IGNORED) && (clf_js_in_list(k, HANDLED) || clf_js_in_list(k, REFUSED)); }
 
@@ -1080,13 +1080,18 @@ static clf_status int_multiple(conv *c, json_t *s, const char *name, const char 
         if (last - first + 1 > MULT_ENUM)
             return clf_js_bad(ptr, "\"multipleOf\" %lld between the bounds: more than %d multiples are not supported",
                               (long long)k, MULT_ENUM);
-        int n = (int)(last - first + 1);
-        char *digits = malloc((size_t)n * 24);
-        const char **strs = malloc((size_t)n * sizeof *strs);
+        int n = (int)(last - first + 1), zero = first <= 0 && last >= 0; /* zero: "-0" too, it is 0 */
+        char *digits = malloc((size_t)(n + zero) * 24);
+        const char **strs = malloc((size_t)(n + zero) * sizeof *strs);
         clf_status st = !digits || !strs ? clf_js_oom() : CLF_OK;
         for (int i = 0; st == CLF_OK && i < n; i++) {
             snprintf(digits + (size_t)i * 24, 24, "%lld", (long long)((first + i) * k));
             strs[i] = digits + (size_t)i * 24;
+        }
+        if (st == CLF_OK && zero) {
+            snprintf(digits + (size_t)n * 24, 24, "-0");
+            strs[n] = digits + (size_t)n * 24;
+            n++;
         }
         if (st == CLF_OK) {
             sort_unique(strs, &n);
@@ -1674,6 +1679,55 @@ static int in_required(json_t *req, const char *k) {
     return 0;
 }
 
+/* patternProperties as far as a grammar holds it exactly: one pattern,
+ * additionalProperties false (so the names beyond the listed ones are the
+ * pattern's), no listed or required name the pattern matches (its value
+ * would answer to two schemas) and no required name unlisted. *pat: the
+ * pattern. */
+static clf_status pattern_props_check(json_t *s, const char *ptr, const char **pat) {
+    json_t *pp = json_object_get(s, "patternProperties"), *props = json_object_get(s, "properties");
+    json_t *req = json_object_get(s, "required");
+    if (!json_is_object(pp)) return clf_js_bad(ptr, "\"patternProperties\" must be an object");
+    if (json_object_size(pp) == 0) return CLF_OK;
+    if (json_object_size(pp) > 1)
+        return clf_js_bad(ptr, "keyword \"patternProperties\" with more than one pattern is not supported");
+    if (!json_is_false(json_object_get(s, "additionalProperties")))
+        return clf_js_bad(ptr, "keyword \"patternProperties\" is supported only with additionalProperties false");
+    const char *p = NULL, *k;
+    json_t *v;
+    json_object_foreach(pp, k, v) p = k;
+    for (size_t i = 0; req && i < json_array_size(req); i++)
+        if (!props || !json_object_get(props, json_string_value(json_array_get(req, i))))
+            return clf_js_bad(ptr, "keyword \"patternProperties\" with a required name not in \"properties\" is "
+                                   "not supported");
+    if (props && json_object_size(props)) { /* a grammar of the pattern alone, each listed name tried */
+        json_t *one = json_pack("{s:s,s:s}", "type", "string", "pattern", p);
+        char *sj = one ? json_dumps(one, JSON_COMPACT) : NULL, *gb = NULL;
+        json_decref(one);
+        if (!sj) return clf_js_oom();
+        clf_status st = clf_json_schema_to_gbnf(sj, strlen(sj), &gb);
+        free(sj);
+        clf_grammar *g = NULL;
+        if (st == CLF_OK) st = clf_grammar_compile(gb, strlen(gb), "root", &g);
+        free(gb);
+        json_object_foreach(props, k, v) {
+            if (st != CLF_OK) break;
+            json_t *ks = json_string(k);
+            char *q = ks ? json_dumps(ks, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+            json_decref(ks);
+            if (!q) st = clf_js_oom();
+            else if (clf_grammar_accepts(g, q, strlen(q)))
+                st = clf_js_bad(ptr, "keyword \"patternProperties\": the pattern matches the listed property \"%s\" "
+                                     "(not supported)", k);
+            free(q);
+        }
+        clf_grammar_free(g);
+        CLF_TRY(st);
+    }
+    *pat = p;
+    return CLF_OK;
+}
+
 static clf_status visit_object(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *addl = json_object_get(s, "additionalProperties");
@@ -1701,6 +1755,9 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
     if (maxp >= 0 && (!json_is_false(addl) || (long)(props ? json_object_size(props) : 0) > maxp))
         return clf_js_bad(ptr, "\"maxProperties\" %ld is supported only with additionalProperties false and at most "
                           "that many properties listed", maxp);
+    json_t *pp = json_object_get(s, "patternProperties");
+    const char *pat = NULL;
+    if (pp) CLF_TRY(pattern_props_check(s, ptr, &pat));
     if (!props && !req && !addl) {
         clf_buf_puts(out, clf_js_prim(c, P_OBJECT));
         return CLF_OK;
@@ -1803,6 +1860,27 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
             free(body.p);
         }
         free(key.p);
+    } else if (pat) { /* additionalProperties false: the other names are those matching the one pattern */
+        json_t *ks = clf_js_own(c, json_pack("{s:s,s:s}", "type", "string", "pattern", pat));
+        clf_buf key = SB_INIT, val = SB_INIT;
+        int ke = 0, ve = 0;
+        char *pp_ptr = ptr_join(ptr, "patternProperties");
+        if (!ks || !pp_ptr) st = clf_js_oom();
+        c->nest++;
+        if (st == CLF_OK) st = visit_sub(c, ks, name, "pkey", pp_ptr, pat, -1, &key, &ke);
+        if (st == CLF_OK) st = visit_sub(c, json_object_get(pp, pat), name, "pval", pp_ptr, pat, -1, &val, &ve);
+        c->nest--;
+        if (st == CLF_OK && !ke && !ve) {
+            clf_buf body = SB_INIT;
+            clf_buf_printf(&body, "%s %s \":\" %s %s %s", clf_buf_str(&key), sp, sp, clf_buf_str(&val), sp);
+            char *an = sub_name(name, "kv");
+            st = an ? clf_js_emit_rule(c, an, clf_buf_str(&body), &tail) : clf_js_oom();
+            free(an);
+            free(body.p);
+        }
+        free(pp_ptr);
+        free(key.p);
+        free(val.p);
     }
     /* The members in order, each optional one skippable, the additional ones
      * (tail) last, factored so that at any point the ways on are the
@@ -2052,7 +2130,7 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
 static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
 static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", "uniqueItems", NULL};
 static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", "minProperties",
-                                        "maxProperties", NULL};
+                                        "maxProperties", "patternProperties", NULL};
 
 static int has_any(json_t *s, const char *const *kws) {
     for (; *kws; kws++)
