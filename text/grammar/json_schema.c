@@ -771,7 +771,7 @@ static clf_status bound_dec(double x, const char *key, const char *ptr, num_boun
     d->neg = x < 0;
     d->excl = key[0] == 'e';
     if (d->excl && 2 * (nextafter(fabs(x), INFINITY) - fabs(x)) >= 1e-6) /* 1e-6: 10^-NUM_FRAC */
-        return clf_js_bad(ptr, "\"%s\" %g on a number: an exclusive bound of magnitude 2^31 or more is not supported",
+        return clf_js_bad(ptr, "\"%s\" %g on a number: an exclusive bound of magnitude 2^32 or more is not supported",
                           key, x);
     d->set = 1;
     return CLF_OK;
