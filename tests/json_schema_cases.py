@@ -246,9 +246,9 @@ def gen(rng, root, s, depth=0):
         return rng.random() < 0.5
     if t == "integer" and s.get("multipleOf", 1) != 1:
         k = s["multipleOf"]
-        if "minimum" in s or "exclusiveMinimum" in s:
-            lo = s.get("minimum", s.get("exclusiveMinimum", 0) + 1)
-            hi = s.get("maximum", s.get("exclusiveMaximum", 0) - 1)
+        if any(b in s for b in BOUNDS):
+            lo = s.get("minimum", s.get("exclusiveMinimum", -10**6) + 1)
+            hi = s["maximum"] if "maximum" in s else s.get("exclusiveMaximum", 10**6 + 1) - 1
             first, last = -(-int(lo) // k), int(hi) // k
             if first <= last:
                 return k * rng.choice([first, last, rng.randint(first, last)])
@@ -334,10 +334,15 @@ def random_number_schema(rng):
 def random_multiple_schema(rng):
     """A fresh schema holding an integer to a multiple, unbounded or between bounds."""
     s = {"type": "integer", "multipleOf": rng.choice([2, 3, 5, 7, 10, 12, 25, 100, 999])}
-    if rng.random() < 0.5:
+    r = rng.random()
+    if r < 0.7:  # both bounds, or one
         a = rng.randint(-500, 500)
-        s[rng.choice(["minimum", "exclusiveMinimum"])] = a
-        s[rng.choice(["maximum", "exclusiveMaximum"])] = a + rng.randint(0, 2000)
+        if r < 0.5:
+            s[rng.choice(["minimum", "exclusiveMinimum"])] = a
+        if r > 0.3:
+            s[rng.choice(["maximum", "exclusiveMaximum"])] = a + rng.randint(0, 2000)
+        if not (0.3 < r < 0.5) and s["multipleOf"] > 100:  # one bound: k * (digits + 1) automaton states, at most 4096
+            s["multipleOf"] = 100
     if rng.random() < 0.3:
         s = {"type": "array", "items": s, "maxItems": 3}
     return s

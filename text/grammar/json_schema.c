@@ -485,13 +485,15 @@ static void value_lit(conv *c, json_t *v, clf_buf *o) {
     case JSON_TRUE: clf_buf_puts(o, "\"true\""); break;
     case JSON_FALSE: clf_buf_puts(o, "\"false\""); break;
     case JSON_STRING: clf_js_spell_string(o, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER:
-        clf_buf_printf(o, "(\"%lld\" (\".\" \"0\"{1,20})?)", (long long)json_integer_value(v));
+    case JSON_INTEGER: /* 0: -0 too, the same value */
+        clf_buf_printf(o, "(%s\"%lld\" (\".\" \"0\"{1,20})?)", json_integer_value(v) ? "" : "\"-\"? ",
+                       (long long)json_integer_value(v));
         break;
     case JSON_REAL: {
         double x = json_real_value(v);
         py_repr(x, num, sizeof num);
-        if (x == floor(x) && fabs(x) < 1e16) clf_buf_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
+        if (x == 0) clf_buf_puts(o, "(\"-\"? \"0\" (\".\" \"0\"{1,20})?)");
+        else if (x == floor(x) && fabs(x) < 1e16) clf_buf_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
         else clf_buf_printf(o, "\"%s\"", num);
         break;
     }
@@ -565,7 +567,8 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
             strs[n_strs++] = json_string_value(e);
             continue;
         }
-        if (wide && (json_is_integer(e) || (json_is_real(e) && t & T_INTEGER && fabs(json_real_value(e)) < 1e16))) {
+        if (wide && json_number_value(e) != 0 && /* 0 below, with its "-0" */
+            (json_is_integer(e) || (json_is_real(e) && t & T_INTEGER && fabs(json_real_value(e)) < 1e16))) {
             char *d = digits + 24 * (size_t)n_ints;
             if (json_is_integer(e)) snprintf(d, 24, "%lld", (long long)json_integer_value(e));
             else snprintf(d, 24, "%.0f", json_real_value(e));
@@ -1056,11 +1059,97 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
 static int64_t floor_div(int64_t a, int64_t k) { return a / k - (a % k != 0 && a < 0); }
 static int64_t ceil_div(int64_t a, int64_t k) { return a / k + (a % k != 0 && a > 0); }
 
+/* An integer multiple of k bounded on one side (int_multiple): the side
+ * toward 0 spelled out (the multiples between the bound and 0, "-0" where 0
+ * is in range), the unbounded side as magnitudes m >= a: those with as many
+ * digits as a spelled out, longer ones read through remainder automaton
+ * states that also count the digits still owed (k * (digits of a + 1)
+ * rules). sign: "-" when the unbounded side is the negative one. */
+static clf_status one_sided_multiple(conv *c, const char *name, const char *ptr, int64_t k, int has_lo, int64_t lo,
+                                     int64_t hi, clf_buf *out) {
+    const char *frac = "(\".\" \"0\"{1,20})?";
+    const char *sign = has_lo ? "" : "-";
+    int64_t a = has_lo ? (lo > 0 ? lo : 0) : (hi < 0 ? -hi : 1); /* the unbounded side's least magnitude */
+    int L = 1;
+    for (int64_t t = a; t >= 10; t /= 10) L++;
+    if (L > 17) return clf_js_bad(ptr, "\"multipleOf\" with a bound of more than 17 digits is not supported");
+    int64_t top = 1; /* 10^L: the least magnitude with more digits than a */
+    for (int i = 0; i < L; i++) top *= 10;
+    /* the spelled-out values: magnitudes [a, top) on the unbounded side, and the finite side */
+    int64_t n_u = floor_div(top - 1, k) - ceil_div(a, k) + 1;
+    int64_t fin = has_lo ? (lo < 0 ? -lo : -1) : (hi >= 0 ? hi : -1); /* the finite side's largest magnitude, -1: none */
+    int64_t n_f = fin >= 0 ? floor_div(fin, k) + 1 : 0;
+    if (n_u + n_f + 1 > MULT_ENUM)
+        return clf_js_bad(ptr, "\"multipleOf\" %lld with one bound: more than %d multiples to spell out are not "
+                               "supported", (long long)k, MULT_ENUM);
+    if ((int64_t)(L + 1) * k > MULT_ENUM)
+        return clf_js_bad(ptr, "\"multipleOf\" %lld with one bound: more than %d automaton states are not supported",
+                          (long long)k, MULT_ENUM);
+    int n = 0;
+    char *digits = malloc((size_t)(n_u + n_f + 1) * 24);
+    const char **strs = malloc((size_t)(n_u + n_f + 1) * sizeof *strs);
+    clf_status st = !digits || !strs ? clf_js_oom() : CLF_OK;
+    for (int64_t q = ceil_div(a, k); st == CLF_OK && q * k < top; q++, n++) {
+        snprintf(digits + (size_t)n * 24, 24, "%s%lld", sign, (long long)(q * k));
+        strs[n] = digits + (size_t)n * 24;
+    }
+    for (int64_t q = 0; st == CLF_OK && fin >= 0 && q * k <= fin; q++, n++) { /* the other sign's, 0 included */
+        snprintf(digits + (size_t)n * 24, 24, "%s%lld", has_lo && q ? "-" : "", (long long)(q * k));
+        strs[n] = digits + (size_t)n * 24;
+    }
+    if (st == CLF_OK && (has_lo ? lo <= 0 : hi >= 0)) { /* 0 is in range: "-0" too */
+        snprintf(digits + (size_t)n * 24, 24, "-0");
+        strs[n] = digits + (size_t)n * 24;
+        n++;
+    }
+    clf_buf b = SB_INIT;
+    if (st == CLF_OK && n) {
+        sort_unique(strs, &n);
+        char *tn = sub_name(name, "few");
+        st = tn ? trie_alts(c, tn, ptr, strs, n, frac, &b) : clf_js_oom();
+        free(tn);
+        clf_buf_puts(&b, " | ");
+    }
+    free(digits);
+    free(strs);
+    /* the automaton: R[r*(L+1)+j], remainder r, j digits still owed */
+    int ns = (int)(k * (L + 1));
+    const char **rn = st == CLF_OK ? malloc((size_t)ns * sizeof *rn) : NULL;
+    if (st == CLF_OK && !rn) st = clf_js_oom();
+    char *base = st == CLF_OK ? sub_name(name, "mod") : NULL;
+    if (st == CLF_OK && !base) st = clf_js_oom();
+    for (int i = 0; st == CLF_OK && i < ns; i++)
+        if (!(rn[i] = rule_name(c, base))) st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    free(base);
+    clf_buf r = SB_INIT;
+    for (int64_t rem = 0; st == CLF_OK && rem < k; rem++)
+        for (int j = 0; j <= L && st == CLF_OK; j++) {
+            r.n = 0;
+            if (r.p) r.p[0] = 0;
+            clf_buf_putc(&r, '(');
+            for (int d = 0; d < 10; d++)
+                clf_buf_printf(&r, "%s\"%d\" %s", d ? " | " : "", d, rn[((10 * rem + d) % k) * (L + 1) + (j ? j - 1 : 0)]);
+            clf_buf_puts(&r, j == 0 && rem == 0 ? ")?" : ")");
+            if (r.failed) st = clf_js_oom();
+            else add_rule(c, rn[rem * (L + 1) + j], clf_buf_str(&r));
+        }
+    free(r.p);
+    if (st == CLF_OK) {
+        clf_buf_printf(&b, "%s(", *sign ? "\"-\" " : "");
+        for (int d = 1; d < 10; d++) clf_buf_printf(&b, "%s\"%d\" %s", d > 1 ? " | " : "", d, rn[(d % k) * (L + 1) + L]);
+        clf_buf_printf(&b, ") %s", frac);
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    }
+    free(rn);
+    free(b.p);
+    return st;
+}
+
 /* An integer that is a multiple of k (> 1): between bounds, the multiples
  * spelled out (at most MULT_ENUM); without bounds, the decimal digits read
  * through an automaton of the remainders mod k (k <= MULT_DFA), one rule a
- * remainder, the digits' rule ending where the remainder is 0. Either side
- * alone, or a wider range, is refused by name. A zero fraction follows, as
+ * remainder, the digits' rule ending where the remainder is 0; one side
+ * bounded, one_sided_multiple. Wider ranges are refused by name. A zero fraction follows, as
  * for any integer. */
 static clf_status int_multiple(conv *c, json_t *s, const char *name, const char *ptr, int64_t k, clf_buf *out,
                                int *empty) {
@@ -1101,8 +1190,7 @@ static clf_status int_multiple(conv *c, json_t *s, const char *name, const char 
         free(strs);
         return st;
     }
-    if (has_lo || has_hi)
-        return clf_js_bad(ptr, "\"multipleOf\" with only one of minimum/maximum is not supported (give both)");
+    if (has_lo || has_hi) return one_sided_multiple(c, name, ptr, k, has_lo, lo, hi, out);
     if (k > MULT_DFA)
         return clf_js_bad(ptr, "\"multipleOf\" %lld without bounds: divisors above %d are not supported", (long long)k,
                           MULT_DFA);
