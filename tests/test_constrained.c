@@ -225,7 +225,7 @@ static void test_refusals(void **state) {
     tu_expect_in(clinfer_last_error(), "line 2");
     assert_null(g);
     char *gbnf = NULL;
-    const char *schema = "{\"type\":\"integer\",\"multipleOf\":7}";
+    const char *schema = "{\"type\":\"number\",\"multipleOf\":7}";
     assert_int_equal(clinfer_json_schema_to_gbnf(schema, strlen(schema), &gbnf), CLINFER_ERR_ARG);
     tu_expect_in(clinfer_last_error(), "multipleOf");
     const char *ok = "root ::= \"x\"+\n";

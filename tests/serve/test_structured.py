@@ -135,7 +135,7 @@ def test_refused_before_generation(smol, body, param, text):
 def test_bad_keyword_through_the_client(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=M, messages=ASK, max_tokens=4, response_format=schema_format(
-            {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 3}}}))
+            {"type": "object", "properties": {"a": {"type": "number", "multipleOf": 0.5}}}))
     assert "multipleOf" in str(e.value)
 
 

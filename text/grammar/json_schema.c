@@ -239,16 +239,16 @@ static const char *const IGNORED[] = {"title", "description", "$schema", "$id", 
                                       "definitions", NULL};
 /* Assertions this converter cannot turn into grammar. */
 static const char *const REFUSED[] = {"not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-                                      "dependencies", "patternProperties", "propertyNames", "minProperties",
-                                      "maxProperties", "unevaluatedProperties", "unevaluatedItems", "contains",
-                                      "minContains", "maxContains", "multipleOf", "additionalItems", "$dynamicRef",
+                                      "dependencies", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains",
+                                      "minContains", "maxContains", "additionalItems", "$dynamicRef",
                                       "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor", NULL};
 /* Assertions it enforces. Any other keyword is an annotation (JSON Schema:
  * an unknown keyword asserts nothing), ignored as validators ignore it. */
 static const char *const HANDLED[] = {"type", "enum", "const", "properties", "required", "additionalProperties",
                                       "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "anyOf",
                                       "oneOf", "allOf", "$ref", "minLength", "maxLength", "pattern", "format",
-                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", NULL};
+                                      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                      "multipleOf", "minProperties", "maxProperties", "patternProperties", NULL};
 
 int clf_js_asserts(const char *k) { return !clf_js_in_list(k, IGNORED) && (clf_js_in_list(k, HANDLED) || clf_js_in_list(k, REFUSED)); }
 
@@ -257,8 +257,6 @@ clf_status clf_js_check_refused(json_t *s, const char *ptr) {
     json_t *v;
     json_object_foreach(s, k, v) {
         if (clf_js_in_list(k, REFUSED)) return clf_js_bad(ptr, "keyword \"%s\" is not supported", k);
-        if (strcmp(k, "uniqueItems") == 0 && !json_is_false(v))
-            return clf_js_bad(ptr, "keyword \"uniqueItems\": true is not supported");
     }
     return CLF_OK;
 }
@@ -487,13 +485,15 @@ static void value_lit(conv *c, json_t *v, clf_buf *o) {
     case JSON_TRUE: clf_buf_puts(o, "\"true\""); break;
     case JSON_FALSE: clf_buf_puts(o, "\"false\""); break;
     case JSON_STRING: clf_js_spell_string(o, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER:
-        clf_buf_printf(o, "(\"%lld\" (\".\" \"0\"{1,20})?)", (long long)json_integer_value(v));
+    case JSON_INTEGER: /* 0: -0 too, the same value */
+        clf_buf_printf(o, "(%s\"%lld\" (\".\" \"0\"{1,20})?)", json_integer_value(v) ? "" : "\"-\"? ",
+                       (long long)json_integer_value(v));
         break;
     case JSON_REAL: {
         double x = json_real_value(v);
         py_repr(x, num, sizeof num);
-        if (x == floor(x) && fabs(x) < 1e16) clf_buf_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
+        if (x == 0) clf_buf_puts(o, "(\"-\"? \"0\" (\".\" \"0\"{1,20})?)");
+        else if (x == floor(x) && fabs(x) < 1e16) clf_buf_printf(o, "(\"%.0f\" (\".\" \"0\"{1,20})?)", x);
         else clf_buf_printf(o, "\"%s\"", num);
         break;
     }
@@ -567,7 +567,8 @@ static clf_status visit_enum(conv *c, json_t *s, const char *name, const char *p
             strs[n_strs++] = json_string_value(e);
             continue;
         }
-        if (wide && (json_is_integer(e) || (json_is_real(e) && t & T_INTEGER && fabs(json_real_value(e)) < 1e16))) {
+        if (wide && json_number_value(e) != 0 && /* 0 below, with its "-0" */
+            (json_is_integer(e) || (json_is_real(e) && t & T_INTEGER && fabs(json_real_value(e)) < 1e16))) {
             char *d = digits + 24 * (size_t)n_ints;
             if (json_is_integer(e)) snprintf(d, 24, "%lld", (long long)json_integer_value(e));
             else snprintf(d, 24, "%.0f", json_real_value(e));
@@ -716,21 +717,267 @@ static clf_status int_bound(json_t *s, const char *key, const char *ptr, int upp
     return CLF_OK;
 }
 
-/* A number's bounds: only one, and 0 (x >= 0, x > 0, x <= 0, x < 0: the
- * sign and whether the digits are all zeros decide it, exponent or not).
- * Other bounds would need the grammar to compare decimals with exponents. */
-static clf_status visit_number(conv *c, json_t *s, const char *ptr, clf_buf *out, int *empty) {
+/* ---- numbers in a range ---------------------------------------------------- */
+
+/* Bounds on a number other than a lone 0 are held exactly over a documented
+ * spelling: no exponent and at most NUM_FRAC fraction digits (`-`? integral
+ * (`.` digits)?), so the grammar compares decimals digit by digit. Every
+ * text it admits validates: a decimal d <= b (or >= b) rounds to a double
+ * on the same side of b's double (rounding is monotonic), and d < b stays
+ * strict after rounding because bound_dec refuses an exclusive bound whose
+ * double's ulp comes near the 10^-NUM_FRAC spacing of the admitted texts. */
+#define NUM_FRAC 6
+#define NUM_MAX 1e15 /* |bound| below this: its integral part fits an int64 */
+
+typedef struct {
+    int set, neg, excl;
+    char ip[24];           /* integral digits, no leading zero ("0" for none) */
+    char fp[NUM_FRAC + 1]; /* fraction digits, no trailing zero */
+} num_bound;
+
+/* x as a decimal: the shortest %e spelling that reads back as x, written out
+ * without the exponent. Refused by name beyond NUM_MAX or NUM_FRAC decimals. */
+static clf_status bound_dec(double x, const char *key, const char *ptr, num_bound *d) {
+    if (!(fabs(x) < NUM_MAX))
+        return clf_js_bad(ptr, "\"%s\" %g on a number: bounds of magnitude 1e15 or more are not supported", key, x);
+    char e[40], dig[24];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, x);
+    int nd = 0;
+    const char *q = e;
+    if (*q == '-') q++;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9') dig[nd++] = *q;
+    int ex = atoi(q + 1);
+    memset(d->ip, 0, sizeof d->ip);
+    memset(d->fp, 0, sizeof d->fp);
+    char fr[64] = {0};
+    if (ex >= 0) {
+        for (int i = 0; i <= ex; i++) d->ip[i] = i < nd ? dig[i] : '0';
+        for (int i = ex + 1; i < nd; i++) fr[i - ex - 1] = dig[i];
+    } else {
+        d->ip[0] = '0';
+        int z = -ex - 1;
+        if (z + nd > (int)sizeof fr - 1) z = (int)sizeof fr - 1 - nd;
+        memset(fr, '0', (size_t)z);
+        memcpy(fr + z, dig, (size_t)nd);
+    }
+    int lf = (int)strlen(fr);
+    while (lf > 0 && fr[lf - 1] == '0') fr[--lf] = 0;
+    if (lf > NUM_FRAC)
+        return clf_js_bad(ptr, "\"%s\" %g on a number: at most %d decimals are supported", key, x, NUM_FRAC);
+    memcpy(d->fp, fr, (size_t)lf);
+    d->neg = x < 0;
+    d->excl = key[0] == 'e';
+    if (d->excl && 2 * (nextafter(fabs(x), INFINITY) - fabs(x)) >= 1e-6) /* 1e-6: 10^-NUM_FRAC */
+        return clf_js_bad(ptr, "\"%s\" %g on a number: an exclusive bound of magnitude 2^32 or more is not supported",
+                          key, x);
+    d->set = 1;
+    return CLF_OK;
+}
+
+/* Magnitudes compared (integral then fraction digits). */
+static int mag_cmp(const char *ia, const char *fa, const char *ib, const char *fb) {
+    size_t la = strlen(ia), lb = strlen(ib);
+    if (la != lb) return la < lb ? -1 : 1;
+    int c = strcmp(ia, ib);
+    if (c) return c < 0 ? -1 : 1;
+    size_t na = strlen(fa), nb = strlen(fb);
+    for (size_t i = 0; i < na || i < nb; i++) { /* fractions padded with zeros */
+        char x = i < na ? fa[i] : '0', y = i < nb ? fb[i] : '0';
+        if (x != y) return x < y ? -1 : 1;
+    }
+    return 0;
+}
+static int is_zero(const num_bound *b) { return strcmp(b->ip, "0") == 0 && !b->fp[0]; }
+/* Signed values compared. */
+static int num_cmp(const num_bound *a, const num_bound *b) {
+    if (a->neg != b->neg) return a->neg ? -1 : 1;
+    int c = mag_cmp(a->ip, a->fp, b->ip, b->fp);
+    return a->neg ? -c : c;
+}
+
+static int digits_zero(const char *s) {
+    for (; *s; s++)
+        if (*s != '0') return 0;
+    return 1;
+}
+/* Fraction digit strings s, 1..r long, with 0.s >= 0.a (> when ea) and,
+ * b not NULL, 0.s <= 0.b (< when eb): alternatives into o, 1 when there is
+ * one. *e: whether the empty string (the value 0) satisfies both. */
+static int frac_alts(clf_buf *o, const char *a, int ea, const char *b, int eb, int r, int *e) {
+    *e = (digits_zero(a) && !ea) && (!b || !digits_zero(b) || !eb);
+    if (r == 0) return 0;
+    if (digits_zero(a) && !ea && !b) {
+        if (r == 1) clf_buf_puts(o, "[0-9]");
+        else clf_buf_printf(o, "[0-9]{1,%d}", r);
+        return 1;
+    }
+    int n = 0, run = -1; /* run: the first digit of the current run of free digits */
+    char a0 = *a ? *a : '0', b0 = b && *b ? *b : '0';
+    const char *an = *a ? a + 1 : a, *bn = b && *b ? b + 1 : b;
+    for (int d = '0'; d <= '9' + 1; d++) {
+        int lo = 2, hi = 2; /* 2 free, 1 follows the bound, 0 dead */
+        if (d <= '9') {
+            if (!(digits_zero(a) && !ea)) lo = d > a0 ? 2 : d == a0 ? 1 : 0;
+            if (b) hi = d < b0 ? 2 : d == b0 ? 1 : 0;
+        }
+        int free_d = d <= '9' && lo == 2 && hi == 2;
+        if (free_d && run < 0) run = d;
+        if (!free_d && run >= 0) { /* close the run [run, d) */
+            if (n++) clf_buf_puts(o, " | ");
+            digit_class(o, run, d - 1);
+            if (r > 1) clf_buf_printf(o, " [0-9]{0,%d}", r - 1);
+            run = -1;
+        }
+        if (d > '9' || !lo || !hi || free_d) continue;
+        clf_buf sub = SB_INIT;
+        int se = 0;
+        int sx = frac_alts(&sub, lo == 1 ? an : "", lo == 1 ? ea : 0, hi == 1 ? bn : NULL, eb, r - 1, &se);
+        if (sx || se) {
+            if (n++) clf_buf_puts(o, " | ");
+            clf_buf_printf(o, "\"%c\"", d);
+            if (sx) clf_buf_printf(o, se ? " (%s)?" : " (%s)", clf_buf_str(&sub));
+        }
+        if (sub.failed) o->failed = 1;
+        free(sub.p);
+    }
+    return n > 0;
+}
+/* The fraction text (".", digits; or none) for frac_alts' bounds, appended
+ * after a space; 0 when no fraction text satisfies them. */
+static int frac_text(clf_buf *o, const char *a, int ea, const char *b, int eb) {
+    clf_buf x = SB_INIT;
+    int e = 0, nx = frac_alts(&x, a, ea, b, eb, NUM_FRAC, &e);
+    if (nx) clf_buf_printf(o, e ? " (\".\" (%s))?" : " \".\" (%s)", clf_buf_str(&x));
+    if (x.failed) o->failed = 1;
+    free(x.p);
+    return nx || e;
+}
+/* Magnitudes m (no sign) with m >= lo (> when lo->excl) and, hi->set, m <= hi
+ * (< when hi->excl): alternatives appended to o; the count of them. */
+static int mag_alts(clf_buf *o, const num_bound *lo, const num_bound *hi) {
+    if (hi->set) {
+        int c = mag_cmp(lo->ip, lo->fp, hi->ip, hi->fp);
+        if (c > 0 || (c == 0 && (lo->excl || hi->excl))) return 0;
+    }
+    int n = 0;
+    clf_buf t = SB_INIT;
+    if (hi->set && strcmp(lo->ip, hi->ip) == 0) { /* one integral part */
+        clf_buf_printf(&t, "\"%s\"", lo->ip);
+        if (frac_text(&t, lo->fp, lo->excl, hi->fp, hi->excl)) {
+            clf_buf_puts(o, clf_buf_str(&t));
+            n++;
+        }
+        free(t.p);
+        return n;
+    }
+    clf_buf_printf(&t, "\"%s\"", lo->ip); /* lo's integral part: the fraction at least lo's */
+    if (frac_text(&t, lo->fp, lo->excl, NULL, 0)) {
+        clf_buf_puts(o, clf_buf_str(&t));
+        n++;
+    }
+    free(t.p);
+    long long il = atoll(lo->ip), ih = hi->set ? atoll(hi->ip) : 0;
+    if (!hi->set || il + 1 <= ih - 1) { /* the integral parts between: any fraction */
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%lld", il + 1);
+        if (hi->set) snprintf(b, sizeof b, "%lld", ih - 1);
+        else {
+            memset(b, '9', INT_DIGITS);
+            b[INT_DIGITS] = 0;
+        }
+        if (n++) clf_buf_puts(o, " | ");
+        clf_buf_puts(o, "(");
+        range_dec(o, a, b);
+        clf_buf_printf(o, ") (\".\" [0-9]{1,%d})?", NUM_FRAC);
+    }
+    if (hi->set) { /* hi's integral part: the fraction at most hi's */
+        t = (clf_buf)SB_INIT;
+        clf_buf_printf(&t, "\"%s\"", hi->ip);
+        if (frac_text(&t, "", 0, hi->fp, hi->excl)) {
+            if (n++) clf_buf_puts(o, " | ");
+            clf_buf_puts(o, clf_buf_str(&t));
+        }
+        free(t.p);
+    }
+    return n;
+}
+
+/* A number between bounds (json_schema.h's spelling above): "-" and a
+ * magnitude for the values below 0 (and -0 where 0 is in range), a magnitude
+ * for those at or above it. */
+static clf_status number_range(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
+    num_bound lo = {0}, hi = {0};
+    for (int i = 0; NUMBER_BOUNDS[i]; i++) {
+        json_t *j = json_object_get(s, NUMBER_BOUNDS[i]);
+        if (!j) continue;
+        num_bound b;
+        CLF_TRY(bound_dec(json_number_value(j), NUMBER_BOUNDS[i], ptr, &b));
+        num_bound *cur = i < 2 ? &lo : &hi;
+        int cmp = cur->set ? num_cmp(&b, cur) : 0;
+        /* the tighter bound; at a tie the exclusive one */
+        if (!cur->set || (i < 2 ? cmp > 0 : cmp < 0) || (cmp == 0 && b.excl)) *cur = b;
+    }
+    if (lo.set && is_zero(&lo)) lo.neg = 0;
+    if (hi.set && is_zero(&hi)) hi.neg = 0;
+    clf_buf body = SB_INIT;
+    int n = 0;
+    num_bound zero = {.set = 1, .ip = "0"}, none = {0};
+    /* below 0 (and -0): "-" m, m in [max(0, -hi), -lo] */
+    if (!lo.set || lo.neg || is_zero(&lo)) {
+        num_bound mlo = hi.set && (hi.neg || is_zero(&hi)) ? hi : zero, mhi = lo.set ? lo : none;
+        if (!(hi.set && (hi.neg || is_zero(&hi)))) mlo.excl = 0;
+        clf_buf m = SB_INIT;
+        if (mag_alts(&m, &mlo, &mhi)) {
+            clf_buf_printf(&body, "\"-\" (%s)", clf_buf_str(&m));
+            n++;
+        }
+        if (m.failed) body.failed = 1;
+        free(m.p);
+    }
+    /* at or above 0: m in [max(0, lo), hi] */
+    if (!hi.set || !hi.neg) {
+        num_bound mlo = lo.set && !lo.neg ? lo : zero;
+        clf_buf m = SB_INIT;
+        if (mag_alts(&m, &mlo, &hi)) {
+            if (n++) clf_buf_puts(&body, " | ");
+            clf_buf_puts(&body, clf_buf_str(&m));
+        }
+        if (m.failed) body.failed = 1;
+        free(m.p);
+    }
+    clf_status st = CLF_OK;
+    if (body.failed) st = clf_js_oom();
+    else if (!n) *empty = 1;
+    else st = clf_js_emit_rule(c, name, clf_buf_str(&body), out);
+    free(body.p);
+    return st;
+}
+
+/* A number's bounds. A lone bound of 0 (x >= 0, x > 0, x <= 0, x < 0) in
+ * any spelling: the sign and whether the digits are all zeros decide it,
+ * exponent or not. Any other bounds: number_range. */
+static clf_status visit_number(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     const char *lower = NULL, *upper = NULL;
+    int nonzero = 0;
     for (int i = 0; NUMBER_BOUNDS[i]; i++) {
         json_t *b = json_object_get(s, NUMBER_BOUNDS[i]);
         if (!b) continue;
         if (!json_is_number(b)) return clf_js_bad(ptr, "\"%s\" must be a number", NUMBER_BOUNDS[i]);
-        if (json_number_value(b) != 0 || (i < 2 ? lower : upper))
-            return clf_js_bad(ptr, "\"%s\" on a number (not an integer): only one bound of 0 (x >= 0, x > 0, x <= 0, "
-                            "x < 0) is supported", NUMBER_BOUNDS[i]);
+        nonzero |= json_number_value(b) != 0;
         if (i < 2) lower = NUMBER_BOUNDS[i];
         else upper = NUMBER_BOUNDS[i];
     }
+    if (json_object_get(s, "multipleOf"))
+        return clf_js_bad(ptr, "\"multipleOf\" on a number (not an integer) is not supported");
+    /* bounds of 0: exact in every spelling (below; of two on a side the
+     * exclusive one, listed last, is the tighter); others: number_range's */
+    if (nonzero) return number_range(c, s, name, ptr, out, empty);
     if (!lower && !upper) {
         clf_buf_puts(out, clf_js_prim(c, P_NUMBER));
         return CLF_OK;
@@ -747,9 +994,20 @@ static clf_status visit_number(conv *c, json_t *s, const char *ptr, clf_buf *out
     return CLF_OK;
 }
 
+static clf_status int_multiple(conv *c, json_t *s, const char *name, const char *ptr, int64_t k, clf_buf *out,
+                               int *empty);
+
 static clf_status visit_integer(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     int has_lo = 0, has_hi = 0;
     int64_t lo = 0, hi = 0;
+    json_t *mo = json_object_get(s, "multipleOf");
+    if (mo) { /* a whole divisor; 1 asserts nothing on an integer */
+        double k = json_is_number(mo) ? json_number_value(mo) : 0;
+        if (!(k > 0)) return clf_js_bad(ptr, "\"multipleOf\" must be a number above 0");
+        if (k != floor(k) || k > 1e15)
+            return clf_js_bad(ptr, "\"multipleOf\" %g on an integer: only whole divisors below 1e15 are supported", k);
+        if (k > 1) return int_multiple(c, s, name, ptr, (int64_t)k, out, empty);
+    }
     CLF_TRY(int_bound(s, "minimum", ptr, 0, 0, &has_lo, &lo));
     CLF_TRY(int_bound(s, "exclusiveMinimum", ptr, 0, 1, &has_lo, &lo));
     CLF_TRY(int_bound(s, "maximum", ptr, 1, 0, &has_hi, &hi));
@@ -790,6 +1048,180 @@ static clf_status visit_integer(conv *c, json_t *s, const char *name, const char
     clf_buf_puts(&b, ") (\".\" \"0\"{1,20})?"); /* a zero fraction: still an integer */
     clf_status st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
     free(b.p);
+    return st;
+}
+
+/* ---- integers that are multiples ------------------------------------------ */
+
+#define MULT_ENUM 4096 /* multiples in a bounded range spelled out (a trie) */
+#define MULT_DFA 1000  /* divisors held by a remainder automaton when unbounded */
+
+static int64_t floor_div(int64_t a, int64_t k) { return a / k - (a % k != 0 && a < 0); }
+static int64_t ceil_div(int64_t a, int64_t k) { return a / k + (a % k != 0 && a > 0); }
+
+/* An integer multiple of k bounded on one side (int_multiple): the side
+ * toward 0 spelled out (the multiples between the bound and 0, "-0" where 0
+ * is in range), the unbounded side as magnitudes m >= a: those with as many
+ * digits as a spelled out, longer ones read through remainder automaton
+ * states that also count the digits still owed (k * (digits of a + 1)
+ * rules). sign: "-" when the unbounded side is the negative one. */
+static clf_status one_sided_multiple(conv *c, const char *name, const char *ptr, int64_t k, int has_lo, int64_t lo,
+                                     int64_t hi, clf_buf *out) {
+    const char *frac = "(\".\" \"0\"{1,20})?";
+    const char *sign = has_lo ? "" : "-";
+    int64_t a = has_lo ? (lo > 0 ? lo : 0) : (hi < 0 ? -hi : 1); /* the unbounded side's least magnitude */
+    int L = 1;
+    for (int64_t t = a; t >= 10; t /= 10) L++;
+    if (L > 17) return clf_js_bad(ptr, "\"multipleOf\" with a bound of more than 17 digits is not supported");
+    int64_t top = 1; /* 10^L: the least magnitude with more digits than a */
+    for (int i = 0; i < L; i++) top *= 10;
+    /* the spelled-out values: magnitudes [a, top) on the unbounded side, and the finite side */
+    int64_t n_u = floor_div(top - 1, k) - ceil_div(a, k) + 1;
+    int64_t fin = has_lo ? (lo < 0 ? -lo : -1) : (hi >= 0 ? hi : -1); /* the finite side's largest magnitude, -1: none */
+    int64_t n_f = fin >= 0 ? floor_div(fin, k) + 1 : 0;
+    if (n_u + n_f + 1 > MULT_ENUM)
+        return clf_js_bad(ptr, "\"multipleOf\" %lld with one bound: more than %d multiples to spell out are not "
+                               "supported", (long long)k, MULT_ENUM);
+    if ((int64_t)(L + 1) * k > MULT_ENUM)
+        return clf_js_bad(ptr, "\"multipleOf\" %lld with one bound: more than %d automaton states are not supported",
+                          (long long)k, MULT_ENUM);
+    int n = 0;
+    char *digits = malloc((size_t)(n_u + n_f + 1) * 24);
+    const char **strs = malloc((size_t)(n_u + n_f + 1) * sizeof *strs);
+    clf_status st = !digits || !strs ? clf_js_oom() : CLF_OK;
+    for (int64_t q = ceil_div(a, k); st == CLF_OK && q * k < top; q++, n++) {
+        snprintf(digits + (size_t)n * 24, 24, "%s%lld", sign, (long long)(q * k));
+        strs[n] = digits + (size_t)n * 24;
+    }
+    for (int64_t q = 0; st == CLF_OK && fin >= 0 && q * k <= fin; q++, n++) { /* the other sign's, 0 included */
+        snprintf(digits + (size_t)n * 24, 24, "%s%lld", has_lo && q ? "-" : "", (long long)(q * k));
+        strs[n] = digits + (size_t)n * 24;
+    }
+    if (st == CLF_OK && (has_lo ? lo <= 0 : hi >= 0)) { /* 0 is in range: "-0" too */
+        snprintf(digits + (size_t)n * 24, 24, "-0");
+        strs[n] = digits + (size_t)n * 24;
+        n++;
+    }
+    clf_buf b = SB_INIT;
+    if (st == CLF_OK && n) {
+        sort_unique(strs, &n);
+        char *tn = sub_name(name, "few");
+        st = tn ? trie_alts(c, tn, ptr, strs, n, frac, &b) : clf_js_oom();
+        free(tn);
+        clf_buf_puts(&b, " | ");
+    }
+    free(digits);
+    free(strs);
+    /* the automaton: R[r*(L+1)+j], remainder r, j digits still owed */
+    int ns = (int)(k * (L + 1));
+    const char **rn = st == CLF_OK ? malloc((size_t)ns * sizeof *rn) : NULL;
+    if (st == CLF_OK && !rn) st = clf_js_oom();
+    char *base = st == CLF_OK ? sub_name(name, "mod") : NULL;
+    if (st == CLF_OK && !base) st = clf_js_oom();
+    for (int i = 0; st == CLF_OK && i < ns; i++)
+        if (!(rn[i] = rule_name(c, base))) st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    free(base);
+    clf_buf r = SB_INIT;
+    for (int64_t rem = 0; st == CLF_OK && rem < k; rem++)
+        for (int j = 0; j <= L && st == CLF_OK; j++) {
+            r.n = 0;
+            if (r.p) r.p[0] = 0;
+            clf_buf_putc(&r, '(');
+            for (int d = 0; d < 10; d++)
+                clf_buf_printf(&r, "%s\"%d\" %s", d ? " | " : "", d, rn[((10 * rem + d) % k) * (L + 1) + (j ? j - 1 : 0)]);
+            clf_buf_puts(&r, j == 0 && rem == 0 ? ")?" : ")");
+            if (r.failed) st = clf_js_oom();
+            else add_rule(c, rn[rem * (L + 1) + j], clf_buf_str(&r));
+        }
+    free(r.p);
+    if (st == CLF_OK) {
+        clf_buf_printf(&b, "%s(", *sign ? "\"-\" " : "");
+        for (int d = 1; d < 10; d++) clf_buf_printf(&b, "%s\"%d\" %s", d > 1 ? " | " : "", d, rn[(d % k) * (L + 1) + L]);
+        clf_buf_printf(&b, ") %s", frac);
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    }
+    free(rn);
+    free(b.p);
+    return st;
+}
+
+/* An integer that is a multiple of k (> 1): between bounds, the multiples
+ * spelled out (at most MULT_ENUM); without bounds, the decimal digits read
+ * through an automaton of the remainders mod k (k <= MULT_DFA), one rule a
+ * remainder, the digits' rule ending where the remainder is 0; one side
+ * bounded, one_sided_multiple. Wider ranges are refused by name. A zero fraction follows, as
+ * for any integer. */
+static clf_status int_multiple(conv *c, json_t *s, const char *name, const char *ptr, int64_t k, clf_buf *out,
+                               int *empty) {
+    int has_lo = 0, has_hi = 0;
+    int64_t lo = 0, hi = 0;
+    CLF_TRY(int_bound(s, "minimum", ptr, 0, 0, &has_lo, &lo));
+    CLF_TRY(int_bound(s, "exclusiveMinimum", ptr, 0, 1, &has_lo, &lo));
+    CLF_TRY(int_bound(s, "maximum", ptr, 1, 0, &has_hi, &hi));
+    CLF_TRY(int_bound(s, "exclusiveMaximum", ptr, 1, 1, &has_hi, &hi));
+    const char *frac = "(\".\" \"0\"{1,20})?";
+    if (has_lo && has_hi) {
+        int64_t first = ceil_div(lo, k), last = floor_div(hi, k);
+        if (first > last) {
+            *empty = 1;
+            return CLF_OK;
+        }
+        if (last - first + 1 > MULT_ENUM)
+            return clf_js_bad(ptr, "\"multipleOf\" %lld between the bounds: more than %d multiples are not supported",
+                              (long long)k, MULT_ENUM);
+        int n = (int)(last - first + 1), zero = first <= 0 && last >= 0; /* zero: "-0" too, it is 0 */
+        char *digits = malloc((size_t)(n + zero) * 24);
+        const char **strs = malloc((size_t)(n + zero) * sizeof *strs);
+        clf_status st = !digits || !strs ? clf_js_oom() : CLF_OK;
+        for (int i = 0; st == CLF_OK && i < n; i++) {
+            snprintf(digits + (size_t)i * 24, 24, "%lld", (long long)((first + i) * k));
+            strs[i] = digits + (size_t)i * 24;
+        }
+        if (st == CLF_OK && zero) {
+            snprintf(digits + (size_t)n * 24, 24, "-0");
+            strs[n] = digits + (size_t)n * 24;
+            n++;
+        }
+        if (st == CLF_OK) {
+            sort_unique(strs, &n);
+            st = trie_alts(c, name, ptr, strs, n, frac, out);
+        }
+        free(digits);
+        free(strs);
+        return st;
+    }
+    if (has_lo || has_hi) return one_sided_multiple(c, name, ptr, k, has_lo, lo, hi, out);
+    if (k > MULT_DFA)
+        return clf_js_bad(ptr, "\"multipleOf\" %lld without bounds: divisors above %d are not supported", (long long)k,
+                          MULT_DFA);
+    /* the remainder rules: names first (they refer to each other) */
+    char *base = sub_name(name, "mod");
+    if (!base) return clf_js_oom();
+    const char **rn = malloc((size_t)k * sizeof *rn);
+    clf_status st = rn ? CLF_OK : clf_js_oom();
+    for (int64_t r = 0; st == CLF_OK && r < k; r++)
+        if (!(rn[r] = rule_name(c, base))) st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    free(base);
+    clf_buf b = SB_INIT;
+    for (int64_t r = 0; st == CLF_OK && r < k; r++) { /* after remainder r, a digit d: (10r + d) mod k */
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        clf_buf_puts(&b, "(");
+        for (int d = 0; d < 10; d++) clf_buf_printf(&b, "%s\"%d\" %s", d ? " | " : "", d, rn[(10 * r + d) % k]);
+        clf_buf_puts(&b, r == 0 ? ")?" : ")");
+        if (b.failed) st = clf_js_oom();
+        else add_rule(c, rn[r], clf_buf_str(&b));
+    }
+    if (st == CLF_OK) { /* "-"? and no leading zero */
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        clf_buf_puts(&b, "\"-\"? (\"0\"");
+        for (int d = 1; d < 10; d++) clf_buf_printf(&b, " | \"%d\" %s", d, rn[d % k]);
+        clf_buf_printf(&b, ") %s", frac);
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    }
+    free(b.p);
+    free(rn);
     return st;
 }
 
@@ -868,11 +1300,131 @@ static clf_status visit_sub(conv *c, json_t *s, const char *name, const char *wh
     return st;
 }
 
+/* ---- arrays of distinct enum values ---------------------------------------- */
+
+#define UNIQUE_MAX 8 /* enum values under uniqueItems: a rule per subset used (2^8) */
+
+/* uniqueItems: true over items that are an enum (or const) of scalars other
+ * than non-integral numbers: the elements chosen so far are the state, one
+ * rule per subset S (U-S: a "," and a value not in S, then U-(S+it); the end
+ * once minItems are there; no more once maxItems are). Values are distinct
+ * as JSON Schema compares them (true is not 1; "1" and "1.0" are the same
+ * value, spelled by the one value's rule). Anything else is refused. */
+static clf_status unique_enum_array(conv *c, json_t *s, const char *name, const char *ptr, long lo, long hi,
+                                    clf_buf *out, int *empty) {
+    json_t *items = json_object_get(s, "items");
+    if (json_object_get(s, "prefixItems") || !json_is_object(items) ||
+        !(json_object_get(items, "enum") || json_object_get(items, "const")))
+        return clf_js_bad(ptr, "keyword \"uniqueItems\": true is supported only over \"items\" that are an enum or "
+                               "const (no prefixItems)");
+    const char *k;
+    json_t *v;
+    json_object_foreach(items, k, v) if (clf_js_asserts(k) && strcmp(k, "enum") && strcmp(k, "const") &&
+                                         strcmp(k, "type")) return clf_js_bad(ptr, "keyword \"uniqueItems\": true "
+                                                                                    "with \"%s\" in items is not supported",
+                                                                              k);
+    json_t *vals = json_object_get(items, "enum"), *cst = json_object_get(items, "const");
+    if (vals && !json_is_array(vals)) return clf_js_bad(ptr, "\"enum\" must be an array");
+    size_t count = vals ? json_array_size(vals) : 1;
+    json_t *kept[UNIQUE_MAX];
+    clf_buf vb[UNIQUE_MAX];
+    int m = 0;
+    clf_status st = CLF_OK;
+    c->nest++;
+    for (size_t i = 0; i < count && st == CLF_OK; i++) {
+        json_t *x = vals ? json_array_get(vals, i) : cst;
+        if (json_is_object(x) || json_is_array(x) || json_is_real(x)) {
+            st = clf_js_bad(ptr, "keyword \"uniqueItems\": true over an enum with objects, arrays or non-integer "
+                                 "numbers is not supported");
+            break;
+        }
+        int dup = 0;
+        for (int j = 0; j < m && !dup; j++) dup = json_equal(kept[j], x);
+        if (dup) continue;
+        json_t *sub = clf_js_own(c, json_pack("{s:O}", "const", x));
+        if (!sub) {
+            st = clf_js_oom();
+            break;
+        }
+        if (json_object_get(items, "type") && json_object_set(sub, "type", json_object_get(items, "type"))) {
+            st = clf_js_oom();
+            break;
+        }
+        if (m == UNIQUE_MAX) {
+            st = clf_js_bad(ptr, "keyword \"uniqueItems\": true over more than %d enum values is not supported",
+                            UNIQUE_MAX);
+            break;
+        }
+        clf_buf x_out = SB_INIT;
+        int e = 0;
+        char what[16];
+        snprintf(what, sizeof what, "u%d", m);
+        st = visit_sub(c, sub, name, what, ptr, "items", -1, &x_out, &e);
+        if (st == CLF_OK && !e) {
+            kept[m] = x;
+            vb[m++] = x_out;
+        } else free(x_out.p);
+    }
+    c->nest--;
+    if (st == CLF_OK && m < lo) *empty = 1;
+    const char *sp = clf_js_prim(c, P_SPACE);
+    int ns = 1 << m;
+    const char **rn = NULL;
+    if (st == CLF_OK && !*empty) rn = calloc((size_t)ns, sizeof *rn);
+    if (st == CLF_OK && !*empty && !rn) st = clf_js_oom();
+    char *base = st == CLF_OK && !*empty ? sub_name(name, "set") : NULL;
+    if (st == CLF_OK && !*empty && !base) st = clf_js_oom();
+    /* names of the subsets that can go on (fewer than m, fewer than hi elements) */
+    for (int S = 1; st == CLF_OK && !*empty && S < ns; S++) {
+        int pc = __builtin_popcount((unsigned)S);
+        if (pc < m && (hi < 0 || pc < hi) && !(rn[S] = rule_name(c, base)))
+            st = clf_js_bad(NULL, "the grammar needs more than %d rules", MAX_RULES);
+    }
+    free(base);
+    clf_buf b = SB_INIT;
+    for (int S = 1; st == CLF_OK && !*empty && S < ns; S++) {
+        if (!rn[S]) continue;
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        int pc = __builtin_popcount((unsigned)S), alts = 0;
+        clf_buf_putc(&b, '(');
+        for (int i = 0; i < m; i++) {
+            if (S & (1 << i)) continue;
+            clf_buf_printf(&b, "%s\",\" %s %s %s%s%s", alts++ ? " | " : "", sp, clf_buf_str(&vb[i]), sp,
+                           rn[S | (1 << i)] ? " " : "", rn[S | (1 << i)] ? rn[S | (1 << i)] : "");
+        }
+        clf_buf_puts(&b, pc >= lo ? ")?" : ")");
+        if (b.failed) st = clf_js_oom();
+        else add_rule(c, rn[S], clf_buf_str(&b));
+    }
+    if (st == CLF_OK && !*empty) { /* "[", the first element (unless none may come), "]" */
+        b.n = 0;
+        if (b.p) b.p[0] = 0;
+        clf_buf_printf(&b, "\"[\" %s ", sp);
+        if (hi != 0 && m > 0) {
+            clf_buf_putc(&b, '(');
+            for (int i = 0; i < m; i++)
+                clf_buf_printf(&b, "%s%s %s%s%s", i ? " | " : "", clf_buf_str(&vb[i]), sp, rn[1 << i] ? " " : "",
+                               rn[1 << i] ? rn[1 << i] : "");
+            clf_buf_puts(&b, lo > 0 ? ") " : ")? ");
+        }
+        clf_buf_puts(&b, "\"]\"");
+        st = b.failed ? clf_js_oom() : clf_js_emit_rule(c, name, clf_buf_str(&b), out);
+    }
+    free(b.p);
+    free(rn);
+    for (int i = 0; i < m; i++) free(vb[i].p);
+    return st;
+}
+
 static clf_status visit_array(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
     long lo = 0, hi = -1;
     CLF_TRY(count_kw(s, "minItems", ptr, &lo));
     CLF_TRY(count_kw(s, "maxItems", ptr, &hi));
+    json_t *uniq = json_object_get(s, "uniqueItems");
+    if (uniq && !json_is_boolean(uniq)) return clf_js_bad(ptr, "\"uniqueItems\" must be a boolean");
+    if (json_is_true(uniq)) return unique_enum_array(c, s, name, ptr, lo, hi, out, empty);
     if (items && json_is_array(items))
         return clf_js_bad(ptr, "\"items\" as an array (draft 2019 and older): use \"prefixItems\"");
     if (prefix && !json_is_array(prefix)) return clf_js_bad(ptr, "\"prefixItems\" must be an array");
@@ -1215,11 +1767,85 @@ static int in_required(json_t *req, const char *k) {
     return 0;
 }
 
+/* patternProperties as far as a grammar holds it exactly: one pattern,
+ * additionalProperties false (so the names beyond the listed ones are the
+ * pattern's), no listed or required name the pattern matches (its value
+ * would answer to two schemas) and no required name unlisted. *pat: the
+ * pattern. */
+static clf_status pattern_props_check(json_t *s, const char *ptr, const char **pat) {
+    json_t *pp = json_object_get(s, "patternProperties"), *props = json_object_get(s, "properties");
+    json_t *req = json_object_get(s, "required");
+    if (!json_is_object(pp)) return clf_js_bad(ptr, "\"patternProperties\" must be an object");
+    if (json_object_size(pp) == 0) return CLF_OK;
+    if (json_object_size(pp) > 1)
+        return clf_js_bad(ptr, "keyword \"patternProperties\" with more than one pattern is not supported");
+    if (!json_is_false(json_object_get(s, "additionalProperties")))
+        return clf_js_bad(ptr, "keyword \"patternProperties\" is supported only with additionalProperties false");
+    const char *p = NULL, *k;
+    json_t *v;
+    json_object_foreach(pp, k, v) p = k;
+    for (size_t i = 0; req && i < json_array_size(req); i++)
+        if (!props || !json_object_get(props, json_string_value(json_array_get(req, i))))
+            return clf_js_bad(ptr, "keyword \"patternProperties\" with a required name not in \"properties\" is "
+                                   "not supported");
+    if (props && json_object_size(props)) { /* a grammar of the pattern alone, each listed name tried */
+        json_t *one = json_pack("{s:s,s:s}", "type", "string", "pattern", p);
+        char *sj = one ? json_dumps(one, JSON_COMPACT) : NULL, *gb = NULL;
+        json_decref(one);
+        if (!sj) return clf_js_oom();
+        clf_status st = clf_json_schema_to_gbnf(sj, strlen(sj), &gb);
+        free(sj);
+        clf_grammar *g = NULL;
+        if (st == CLF_OK) st = clf_grammar_compile(gb, strlen(gb), "root", &g);
+        free(gb);
+        json_object_foreach(props, k, v) {
+            if (st != CLF_OK) break;
+            json_t *ks = json_string(k);
+            char *q = ks ? json_dumps(ks, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+            json_decref(ks);
+            if (!q) st = clf_js_oom();
+            else if (clf_grammar_accepts(g, q, strlen(q)))
+                st = clf_js_bad(ptr, "keyword \"patternProperties\": the pattern matches the listed property \"%s\" "
+                                     "(not supported)", k);
+            free(q);
+        }
+        clf_grammar_free(g);
+        CLF_TRY(st);
+    }
+    *pat = p;
+    return CLF_OK;
+}
+
 static clf_status visit_object(conv *c, json_t *s, const char *name, const char *ptr, clf_buf *out, int *empty) {
     json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     json_t *addl = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props)) return clf_js_bad(ptr, "\"properties\" must be an object");
     if (req && !json_is_array(req)) return clf_js_bad(ptr, "\"required\" must be an array of strings");
+    /* minProperties/maxProperties where the rest of the schema already
+     * holds them: at most the distinct required names at least; at most as
+     * many properties as listed with additionalProperties false. Counting
+     * members in the grammar otherwise is not done (refused by name). */
+    long minp = 0, maxp = -1;
+    CLF_TRY(count_kw(s, "minProperties", ptr, &minp));
+    CLF_TRY(count_kw(s, "maxProperties", ptr, &maxp));
+    if (minp > 0) {
+        long distinct = 0;
+        for (size_t i = 0; req && i < json_array_size(req); i++) {
+            json_t *x = json_array_get(req, i);
+            int dup = !json_is_string(x);
+            for (size_t j = 0; j < i && !dup; j++) dup = json_equal(x, json_array_get(req, j));
+            distinct += !dup;
+        }
+        if (minp > distinct)
+            return clf_js_bad(ptr, "\"minProperties\" %ld above the %ld required properties is not supported", minp,
+                              distinct);
+    }
+    if (maxp >= 0 && (!json_is_false(addl) || (long)(props ? json_object_size(props) : 0) > maxp))
+        return clf_js_bad(ptr, "\"maxProperties\" %ld is supported only with additionalProperties false and at most "
+                          "that many properties listed", maxp);
+    json_t *pp = json_object_get(s, "patternProperties");
+    const char *pat = NULL;
+    if (pp) CLF_TRY(pattern_props_check(s, ptr, &pat));
     if (!props && !req && !addl) {
         clf_buf_puts(out, clf_js_prim(c, P_OBJECT));
         return CLF_OK;
@@ -1322,6 +1948,27 @@ static clf_status visit_object(conv *c, json_t *s, const char *name, const char 
             free(body.p);
         }
         free(key.p);
+    } else if (pat) { /* additionalProperties false: the other names are those matching the one pattern */
+        json_t *ks = clf_js_own(c, json_pack("{s:s,s:s}", "type", "string", "pattern", pat));
+        clf_buf key = SB_INIT, val = SB_INIT;
+        int ke = 0, ve = 0;
+        char *pp_ptr = ptr_join(ptr, "patternProperties");
+        if (!ks || !pp_ptr) st = clf_js_oom();
+        c->nest++;
+        if (st == CLF_OK) st = visit_sub(c, ks, name, "pkey", pp_ptr, pat, -1, &key, &ke);
+        if (st == CLF_OK) st = visit_sub(c, json_object_get(pp, pat), name, "pval", pp_ptr, pat, -1, &val, &ve);
+        c->nest--;
+        if (st == CLF_OK && !ke && !ve) {
+            clf_buf body = SB_INIT;
+            clf_buf_printf(&body, "%s %s \":\" %s %s %s", clf_buf_str(&key), sp, sp, clf_buf_str(&val), sp);
+            char *an = sub_name(name, "kv");
+            st = an ? clf_js_emit_rule(c, an, clf_buf_str(&body), &tail) : clf_js_oom();
+            free(an);
+            free(body.p);
+        }
+        free(pp_ptr);
+        free(key.p);
+        free(val.p);
     }
     /* The members in order, each optional one skippable, the additional ones
      * (tail) last, factored so that at any point the ways on are the
@@ -1569,8 +2216,9 @@ static clf_status visit_any(conv *c, json_t *s, const char *kw, const char *name
 /* ---- one schema ---------------------------------------------------------- */
 
 static const char *const STRING_KW[] = {"minLength", "maxLength", "pattern", "format", NULL};
-static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", NULL};
-static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", NULL};
+static const char *const ARRAY_KW[] = {"items", "prefixItems", "minItems", "maxItems", "uniqueItems", NULL};
+static const char *const OBJECT_KW[] = {"properties", "required", "additionalProperties", "minProperties",
+                                        "maxProperties", "patternProperties", NULL};
 
 static int has_any(json_t *s, const char *const *kws) {
     for (; *kws; kws++)
@@ -1613,7 +2261,7 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, c
         int mask;
         st = clf_js_type_mask(s, ptr, &mask);
         if (st == CLF_OK && (mask & T_NUMBER)) mask &= ~T_INTEGER;
-        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) &&
+        if (st == CLF_OK && mask == T_ALL && !has_any(s, STRING_KW) && !has_any(s, NUMBER_BOUNDS) && !json_object_get(s, "multipleOf") &&
             !has_any(s, ARRAY_KW) && !has_any(s, OBJECT_KW)) {
             clf_buf_puts(out, clf_js_prim(c, P_VALUE));
         } else if (st == CLF_OK) {
@@ -1629,7 +2277,7 @@ static clf_status visit(conv *c, json_t *s, const char *name, const char *ptr, c
                 else switch (1 << t) {
                     case T_NULL: clf_buf_puts(&x, clf_js_prim(c, P_NULL)); break;
                     case T_BOOLEAN: clf_buf_puts(&x, clf_js_prim(c, P_BOOLEAN)); break;
-                    case T_NUMBER: st = visit_number(c, s, ptr, &x, &te); break;
+                    case T_NUMBER: st = visit_number(c, s, tn, ptr, &x, &te); break;
                     case T_INTEGER: st = visit_integer(c, s, tn, ptr, &x, &te); break;
                     case T_STRING: st = visit_string(c, s, tn, ptr, &x, &te); break;
                     case T_ARRAY: st = visit_array(c, s, tn, ptr, &x, &te); break;

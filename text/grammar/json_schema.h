@@ -5,7 +5,8 @@
  * refs local), spelled the way a JSON writer spells them: object members
  * in the order the schema lists its properties (additional ones after),
  * whitespace between tokens bounded (`space` below), numbers of at most 20
- * integral and 20 fraction digits, strings whose value a keyword constrains
+ * integral and 20 fraction digits (a number bounded other than by a lone
+ * 0: no exponent and at most 6 fraction digits), strings whose value a keyword constrains
  * (enum, const, pattern, format, a property name) in their plain spelling
  * (no \u escape for a character that needs none). docs/library.md lists
  * the keywords; one it cannot enforce is CLF_ERR_ARG naming the keyword and

@@ -4,8 +4,8 @@
 
 /* ---- allOf: one schema from several, keyword by keyword ------------------ */
 
-static const char *const MIN_LIKE[] = {"minLength", "minItems", "minimum", "exclusiveMinimum", NULL};
-static const char *const MAX_LIKE[] = {"maxLength", "maxItems", "maximum", "exclusiveMaximum", NULL};
+static const char *const MIN_LIKE[] = {"minLength", "minItems", "minimum", "exclusiveMinimum", "minProperties", NULL};
+static const char *const MAX_LIKE[] = {"maxLength", "maxItems", "maximum", "exclusiveMaximum", "maxProperties", NULL};
 
 static json_t *all_of2(json_t *a, json_t *b) {
     return json_pack("{s:[OO]}", "allOf", a, b);
