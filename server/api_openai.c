@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reasoning.h"
+
 void srv_api_error_set(srv_api_error *e, int http, const char *type, const char *code, const char *param,
                        const char *fmt, ...) {
     e->http = http;
@@ -572,6 +574,20 @@ static int parse_format(json_t *root, srv_api_req *r, srv_api_error *e) {
     return 0;
 }
 
+/* llama-server's reasoning_format: "auto" (the default), "none", "deepseek". */
+static int parse_reasoning(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *v = field(root, "reasoning_format");
+    const char *name;
+    srv_reasoning_format f = SRV_REASONING_AUTO;
+    if (v && unpack(v, "reasoning_format", e, "s", &name)) return -1;
+    if (v && srv_reasoning_format_parse(name, &f)) {
+        srv_api_bad(e, "reasoning_format", "'reasoning_format' is '%.64s', not one of auto, none, deepseek", name);
+        return -1;
+    }
+    r->reasoning_format = (int)f;
+    return 0;
+}
+
 static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
     json_t *model = field(root, "model");
     if (model) {
@@ -581,7 +597,8 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
     }
     if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
     if (refuse_unsupported(root, e) || parse_tools(root, kind, r, e) || parse_n(root, r, e) ||
-        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e) || parse_format(root, r, e))
+        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e) || parse_format(root, r, e) ||
+        parse_reasoning(root, r, e))
         return -1;
     /* max_completion_tokens is the chat API's newer name of max_tokens */
     json_int_t mt = 0, seed = 0;
@@ -849,7 +866,20 @@ static json_t *logprobs_json(const srv_api_resp *r, const srv_api_choice *c) {
 
 static json_t *choice_finish_json(const srv_api_choice *c) { return c->finish ? json_string(c->finish) : json_null(); }
 
+static json_t *choice_json_text(const srv_api_resp *r, const srv_api_choice *c);
+
+/* A chat choice with its reasoning apart: message.reasoning_content after content (llama-server's place). */
 static json_t *choice_json(const srv_api_resp *r, const srv_api_choice *c) {
+    json_t *j = choice_json_text(r, c);
+    json_t *msg = j && r->kind == SRV_CHAT && c->reasoning_len ? json_object_get(j, "message") : NULL;
+    if (msg && json_object_set_new(msg, "reasoning_content", text_json(c->reasoning, c->reasoning_len))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *choice_json_text(const srv_api_resp *r, const srv_api_choice *c) {
     if (r->kind == SRV_CHAT && c->n_calls)
         return pack("{s:i, s:{s:s, s:o, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant",
                     "content", c->len ? text_json(c->text, c->len) : json_null(), "tool_calls", calls_json(c),
@@ -883,7 +913,9 @@ char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t le
 char *srv_api_choice_chunk_json(const srv_api_resp *r, int role, const srv_api_choice *c) {
     json_t *j = head(r, 1), *choice;
     if (r->kind == SRV_CHAT) {
-        json_t *delta = c->finish && !c->len ? json_object() : pack("{s:o}", "content", text_json(c->text, c->len));
+        json_t *delta = c->reasoning_len ? pack("{s:o}", "reasoning_content", text_json(c->reasoning, c->reasoning_len))
+                        : c->finish && !c->len ? json_object()
+                                               : pack("{s:o}", "content", text_json(c->text, c->len));
         if (role && delta) json_object_set_new(delta, "role", json_string("assistant"));
         choice = pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs", logprobs_json(r, c),
                       "finish_reason", choice_finish_json(c));
