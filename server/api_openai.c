@@ -585,6 +585,13 @@ static int parse_reasoning(json_t *root, srv_api_req *r, srv_api_error *e) {
         return -1;
     }
     r->reasoning_format = (int)f;
+    /* chat_template_kwargs: more variables for the template (llama-server's; {"enable_thinking": false}) */
+    json_t *kw = field(root, "chat_template_kwargs");
+    if (kw && !json_is_object(kw)) {
+        srv_api_bad(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        return -1;
+    }
+    if (kw && json_object_size(kw) && !(r->template_kwargs = json_dumps(kw, JSON_COMPACT))) return oom(e);
     return 0;
 }
 
@@ -652,6 +659,7 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, s
 }
 
 void srv_api_req_free(srv_api_req *r) {
+    free(r->template_kwargs);
     for (int i = 0; i < r->n_msgs; i++) {
         free(r->msgs[i].content);
         for (int k = 0; k < r->msgs[i].n_calls; k++) {

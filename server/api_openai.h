@@ -76,6 +76,7 @@ typedef struct srv_api_req {
      * whether the reply starts inside <think> */
     int reasoning_format;
     int think_syntax, think_open;
+    char *template_kwargs; /* chat_template_kwargs: a JSON object's text (malloc'd), NULL when absent */
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */

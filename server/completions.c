@@ -38,7 +38,8 @@ static clinfer_status chat_tokens(const srv_app *app, const srv_api_req *q, cons
             for (int k = 0; k < m->n_calls; k++)
                 *c++ = (clinfer_tool_call){m->calls[k].id, m->calls[k].name, m->calls[k].arguments};
         }
-        st = clinfer_tools_chat_tokenize(app->m, tools, msgs, q->n_msgs, 1, ids, n); /* messages are text */
+        st = clinfer_tools_chat_tokenize_kw(app->m, tools, msgs, q->n_msgs, 1, q->template_kwargs, ids,
+                                            n); /* messages are text */
     }
     free(msgs);
     free(calls);
@@ -583,7 +584,7 @@ static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Conne
         s->role_sent = calloc((size_t)n, sizeof *s->role_sent);
         s->done = calloc((size_t)n, sizeof *s->done);
         s->views = calloc((size_t)n, sizeof *s->views);
-        if ((s->think = calloc((size_t)n, sizeof *s->think)))
+        if ((s->think = calloc((size_t)(n > 0 ? n : 1), sizeof *s->think)))
             for (int i = 0; i < n; i++) srv_think_init(&s->think[i], (srv_think_syntax)syntax, open);
     }
     struct MHD_Response *resp = s && s->jobs && s->have && s->n_lp && s->role_sent && s->done && s->views && s->think &&

@@ -97,5 +97,7 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
 /* POST /v1/embeddings (embeddings.c), /tokenize and /detokenize (tokenize.c). */
 enum MHD_Result srv_embeddings(srv_http *h, srv_app *app, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result srv_tokenize(srv_app *app, struct MHD_Connection *c, const char *body, size_t len, int detokenize);
+/* POST /apply-template (apply_template.c): the prompt a chat request renders to. */
+enum MHD_Result srv_apply_template(srv_app *app, struct MHD_Connection *c, const char *body, size_t len);
 
 #endif
