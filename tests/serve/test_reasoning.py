@@ -1,0 +1,105 @@
+"""Reasoning apart from the answer (server/reasoning.c) and POST
+/apply-template, through the official openai client, on the default model
+(SmolLM2) under DeepSeek R1's distill template (--chat-template-file), whose
+generation prompt opens <think> when chat_template_kwargs says
+enable_thinking (and closes it at once otherwise). SmolLM2 never writes
+</think>, so with thinking on its whole reply is reasoning (an unterminated
+thought) and with it off all is content; the split itself, tags across
+tokens, Harmony, is tests/test_serve_reasoning.c's on recorded replies.
+/apply-template is held to jinja2's renderings recorded in
+tests/data/templates/expected.json."""
+import json
+import os
+
+import openai
+import pytest
+
+from conftest import Server
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "templates")
+TEMPLATE = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+THINK = {"chat_template_kwargs": {"enable_thinking": True}}
+ASK = [{"role": "user", "content": "What is 2+2?"}]
+
+
+@pytest.fixture(scope="module")
+def r1():
+    s = Server("--parallel", "2", "--ctx", "512", "--chat-template-file", os.path.join(DATA, TEMPLATE))
+    yield s
+    rc, err = s.stop()
+    assert rc == 0, err
+
+
+def client(s):
+    return openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0)
+
+
+def test_apply_template_is_jinja2s(r1):
+    """The prompt of each recorded conversation without tools, as jinja2 rendered it (the
+    recording's bos/eos tokens <s>, </s> are SmolLM2's <|im_start|>, <|im_end|> here)."""
+    rec = json.load(open(os.path.join(DATA, "expected.json")))
+    convs = {c["name"]: c["context"] for c in rec["conversations"]}
+    results = next(t for t in rec["templates"] if t["name"] == TEMPLATE)["results"]
+    checked = 0
+    for r in results:
+        ctx = convs[r["conv"]]
+        if not ctx["add_generation_prompt"] or ctx["tools"] or "output" not in r:
+            continue
+        status, body = r1.request("POST", "/apply-template", {"messages": ctx["messages"]})
+        assert status == 200, body
+        want = r["output"].replace("<s>", "<|im_start|>").replace("</s>", "<|im_end|>")
+        assert body["prompt"] == want, r["conv"]
+        checked += 1
+    assert checked >= 5
+
+
+def test_apply_template_kwargs(r1):
+    status, body = r1.request("POST", "/apply-template", {"messages": ASK})
+    assert status == 200 and body["prompt"].endswith("<｜Assistant｜><think>\n</think>"), body
+    status, body = r1.request("POST", "/apply-template", {"messages": ASK, **THINK})
+    assert status == 200 and body["prompt"].endswith("<｜Assistant｜><think>\n"), body
+    status, body = r1.request("POST", "/apply-template", {"messages": ASK, "chat_template_kwargs": [1]})
+    assert status == 400 and body["error"]["param"] == "chat_template_kwargs", body
+
+
+def ask(s, **extra):
+    return client(s).chat.completions.create(model="m", messages=ASK, max_tokens=16, temperature=0,
+                                             extra_body=extra)
+
+
+def test_reasoning_apart(r1):
+    # thinking on: the reply starts inside <think> and never leaves it: all reasoning
+    m = ask(r1, **THINK).choices[0].message
+    reasoning = (m.model_extra or {}).get("reasoning_content")
+    assert reasoning and not m.content, m
+    # reasoning_format none: the same text, all in content (blanks around a thought are dropped when apart)
+    m_none = ask(r1, reasoning_format="none", **THINK).choices[0].message
+    assert "reasoning_content" not in (m_none.model_extra or {}) and m_none.content.strip() == reasoning.strip()
+    # deepseek is auto's split
+    m_ds = ask(r1, reasoning_format="deepseek", **THINK).choices[0].message
+    assert m_ds.model_extra["reasoning_content"] == reasoning and not m_ds.content
+    # thinking off (the template closes the thought in the prompt): all content
+    m_off = ask(r1).choices[0].message
+    assert m_off.content and "reasoning_content" not in (m_off.model_extra or {})
+
+
+def test_stream_deltas_concatenate(r1):
+    whole = ask(r1, **THINK).choices[0].message
+    stream = client(r1).chat.completions.create(model="m", messages=ASK, max_tokens=16, temperature=0, stream=True,
+                                                extra_body=THINK)
+    reasoning, content, n_reasoning = "", "", 0
+    for chunk in stream:
+        d = chunk.choices[0].delta
+        r = (d.model_extra or {}).get("reasoning_content")
+        if r:
+            reasoning += r
+            n_reasoning += 1
+        content += d.content or ""
+    assert n_reasoning > 1 and reasoning == whole.model_extra["reasoning_content"]
+    assert content == (whole.content or "")
+
+
+def test_reasoning_format_checked(r1):
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(r1, reasoning_format="sideways")
+    assert "reasoning_format" in str(e.value)
