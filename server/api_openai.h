@@ -74,7 +74,9 @@ typedef struct srv_api_req {
      * what srv_request_submit found in the rendered prompt: the syntax the
      * reply's reasoning takes (an srv_think_syntax; off under "none") and
      * whether the reply starts inside <think> */
-    int reasoning_format;
+    int reasoning_format;     /* -1: not given (the server's --reasoning-format) */
+    int has_budget;           /* reasoning_budget given: */
+    int reasoning_budget;     /* -1 unlimited, 0 no thinking (enable_thinking false for the template) */
     int think_syntax, think_open;
     char *template_kwargs; /* chat_template_kwargs: a JSON object's text (malloc'd), NULL when absent */
 } srv_api_req;

@@ -13,8 +13,9 @@
 
 #include "http.h"
 
-static json_t *apply(const srv_app *app, const srv_api_req *q, srv_api_error *e) {
+static json_t *apply(const srv_app *app, srv_api_req *q, srv_api_error *e) {
     clinfer_tools *tools = NULL;
+    if (srv_request_reasoning(app, q, e)) return NULL; /* a budget of 0: enable_thinking false */
     if (q->tools && q->tool_choice != CLINFER_TOOL_NONE &&
         clinfer_tools_create(app->m, q->tools, strlen(q->tools), &tools) != CLINFER_OK) {
         srv_api_bad(e, "tools", "%s", clinfer_last_error());

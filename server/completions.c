@@ -10,6 +10,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "http.h"
 #include "buf.h"
 #include "reasoning.h"
@@ -693,6 +695,26 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
     return q->n;
 }
 
+int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e) {
+    if (q->reasoning_format < 0) q->reasoning_format = app->reasoning_format;
+    if (q->kind != SRV_CHAT || !(q->has_budget ? q->reasoning_budget == 0 : app->reasoning_off)) return 0;
+    /* no thinking: as llama-server, the template's enable_thinking false (Qwen3 closes an empty thought) */
+    json_t *kw = q->template_kwargs ? json_loads(q->template_kwargs, 0, NULL) : json_object();
+    char *text = NULL;
+    if (kw && !json_object_get(kw, "enable_thinking") && !json_object_set_new(kw, "enable_thinking", json_false()))
+        text = json_dumps(kw, JSON_COMPACT);
+    int said = kw && json_object_get(kw, "enable_thinking") && !text; /* the request's own word stands */
+    json_decref(kw);
+    if (said) return 0;
+    if (!text) {
+        srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of host memory");
+        return -1;
+    }
+    free(q->template_kwargs);
+    q->template_kwargs = text;
+    return 0;
+}
+
 /* How the reply will mark its reasoning (q->think_syntax, q->think_open):
  * read off the rendered prompt's end, its last tokens with their control
  * tokens as text (a generation prompt that opens <think>, or Harmony's
@@ -728,7 +750,8 @@ int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_
     *tools_out = NULL;
     const int max_given = q->max_tokens; /* 0: not given (a refusal names the prompt then) */
     if (!q->max_tokens && q->kind == SRV_COMPLETION) q->max_tokens = 16; /* OpenAI's default there */
-    if (check_request(app, q, e) == 0 && tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
+    if (check_request(app, q, e) == 0 && srv_request_reasoning(app, q, e) == 0 &&
+        tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
         prompt_tokens(app, q, q->tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, e) == 0 &&
         check_kv(app, q, n, max_given, e) == 0 && (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
         n_jobs = make_jobs(q, ids, n, grammar, jobs, e);

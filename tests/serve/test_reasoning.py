@@ -103,3 +103,18 @@ def test_reasoning_format_checked(r1):
     with pytest.raises(openai.BadRequestError) as e:
         ask(r1, reasoning_format="sideways")
     assert "reasoning_format" in str(e.value)
+
+
+def test_reasoning_budget(r1):
+    # 0: no thinking (enable_thinking false for the template), where chat_template_kwargs does not say
+    status, body = r1.request("POST", "/apply-template", {"messages": ASK, "reasoning_budget": 0})
+    assert status == 200 and body["prompt"].endswith("<think>\n</think>"), body
+    m = ask(r1, reasoning_budget=0).choices[0].message
+    assert m.content and "reasoning_content" not in (m.model_extra or {})
+    # -1: as the model thinks
+    m = ask(r1, reasoning_budget=-1, **THINK).choices[0].message
+    assert m.model_extra["reasoning_content"] and not m.content
+    # a budget of N tokens is refused by name
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(r1, reasoning_budget=8)
+    assert "reasoning_budget" in str(e.value)
