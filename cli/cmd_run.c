@@ -12,7 +12,7 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT]] [--special] "
+static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT] [--reasoning-format F] [--hide-reasoning]] [--special] "
                            "[--draft-max N] [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
 
 /* The prompt's tokens: raw text, or a user turn (after the system message,
@@ -69,7 +69,8 @@ int cmd_run(int argc, char **argv) {
     cli_gen_opts_init(&o);
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
     const char *prompt = NULL, *file = NULL, *system = NULL;
-    int n_gen = 256, chat = 0, special = 0, draft_max = 0, logprobs = -1;
+    int n_gen = 256, chat = 0, special = 0, draft_max = 0, logprobs = -1, hide_reasoning = 0;
+    const char *reasoning_format = NULL;
     cli_grammar_opts go = {0};
     const cli_option opts[] = {
         CLI_GEN_OPTIONS(&o),
@@ -79,6 +80,7 @@ int cmd_run(int argc, char **argv) {
         CLI_OPT_INT("-n", &n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens to generate at most (default 256)"),
         CLI_OPT_FLAG("--chat", &chat, .help = "the prompt is a user message in the model's chat template"),
         CLI_OPT_TEXT("--system", &system, .help = "with --chat: a system message before it"),
+        CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning),
         CLI_OPT_FLAG("--special", &special, .help = "parse control tokens such as <|im_start|> in the prompt"),
         CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
                     .help = "speculate up to N tokens by prompt lookup (greedy only); 0: off"),
@@ -89,6 +91,9 @@ int cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!prompt == !file) return cli_usage(USAGE, prompt ? "-p and -f do not go together" : "no prompt (-p or -f)");
     if (system && !chat) return cli_usage(USAGE, "--system goes with --chat (a system message of the chat template)");
+    cli_reasoning reasoning;
+    if (cli_reasoning_mode(reasoning_format, hide_reasoning, &reasoning) != CLINFER_OK) return cli_usage(USAGE, "%s", clinfer_last_error());
+    if (!chat) reasoning = CLI_REASONING_INLINE; /* a plain prompt's text is the text */
     if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
         return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
     if (chat) cli_warn_base_chat(o.model);
@@ -128,7 +133,7 @@ int cmd_run(int argc, char **argv) {
     if (st == CLINFER_OK) st = cli_grammar_load(s.m, &go, &grammar);
     if (st == CLINFER_OK && grammar) st = clinfer_sampler_set_grammar(smp, grammar);
     if (st == CLINFER_OK) {
-        st = cli_generate(&s, smp, ids, n, n_gen, draft_max, stdout, &stats);
+        st = cli_generate_reasoning(&s, smp, ids, n, n_gen, draft_max, reasoning, stdout, &stats);
         if (stats.n_generated > 0) printf("\n"); /* end the text's last line */
         if (grammar && st == CLINFER_OK && stats.stop != CLINFER_STOP_EOG) /* fail closed: say the text is cut */
             fprintf(stderr, "clinfer: the text stopped at -n %d before the grammar's end: it is not a whole sentence\n",

@@ -118,3 +118,25 @@ def test_reasoning_budget(r1):
     with pytest.raises(openai.BadRequestError) as e:
         ask(r1, reasoning_budget=8)
     assert "reasoning_budget" in str(e.value)
+
+
+def test_cli_reasoning(tmp_path):
+    """`run --chat` under a template that opens <think>: the thought apart (not dim: not a terminal),
+    as written with --reasoning-format none, left out with --hide-reasoning."""
+    import subprocess
+    from conftest import BIN
+    tmpl = tmp_path / "think.jinja"
+    tmpl.write_text("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+
+    def run(*flags):
+        r = subprocess.run([BIN, "run", "--chat", "-p", "What is 2+2?", "-n", "12", "--chat-template-file", str(tmpl),
+                            *flags], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    apart, inline, hidden = run(), run("--reasoning-format", "none"), run("--hide-reasoning")
+    assert apart.strip() and apart.strip() == inline.strip() and "\033" not in apart
+    assert hidden.strip() == ""  # SmolLM2 never closes the thought: nothing of an answer
+    r = subprocess.run([BIN, "run", "--chat", "-p", "x", "--reasoning-format", "sideways"], capture_output=True, text=True)
+    assert r.returncode != 0 and "--reasoning-format" in r.stderr
