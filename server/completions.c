@@ -680,7 +680,8 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                      srv_api_error *e) {
     srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
-                        .n_bias = q->n_bias, .grammar = grammar}; /* each job takes its own reference */
+                        .n_bias = q->n_bias, .grammar = grammar, /* each job takes its own reference */
+                        .think_open = q->think_syntax == SRV_THINK_TAGS && q->think_open};
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
@@ -720,10 +721,10 @@ int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e) 
  * tokens as text (a generation prompt that opens <think>, or Harmony's
  * "<|start|>assistant"). Off for a completion and under reasoning_format
  * none; a tail that cannot be read is taken as no prompt to go by. */
-static void think_of(const srv_app *app, srv_api_req *q, const int32_t *ids, int n) {
+static int think_of(const srv_app *app, srv_api_req *q, const int32_t *ids, int n) {
     q->think_syntax = SRV_THINK_OFF;
     q->think_open = 0;
-    if (q->kind != SRV_CHAT || q->reasoning_format == SRV_REASONING_NONE) return;
+    if (q->kind != SRV_CHAT || q->reasoning_format == SRV_REASONING_NONE) return 0;
     enum { TAIL = 8 }; /* tokens: "<think>\n" and "<|start|>assistant" are at most a few */
     clinfer_detokenizer *d;
     srv_buf tail = {0};
@@ -737,6 +738,7 @@ static void think_of(const srv_app *app, srv_api_req *q, const int32_t *ids, int
     }
     q->think_syntax = (int)srv_think_detect(tail.p ? tail.p : "", tail.n, &q->think_open);
     srv_buf_free(&tail);
+    return 0;
 }
 
 int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_api_req *q, srv_job **jobs,
@@ -753,9 +755,9 @@ int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_
     if (check_request(app, q, e) == 0 && srv_request_reasoning(app, q, e) == 0 &&
         tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
         prompt_tokens(app, q, q->tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, e) == 0 &&
-        check_kv(app, q, n, max_given, e) == 0 && (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
+        check_kv(app, q, n, max_given, e) == 0 && think_of(app, q, ids, n) == 0 &&
+        (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
         n_jobs = make_jobs(q, ids, n, grammar, jobs, e);
-    if (n_jobs) think_of(app, q, ids, n);
     free(ids);
     clinfer_grammar_free(grammar); /* the jobs hold theirs */
     if (q->tool_choice == CLINFER_TOOL_NONE) { /* offered none: the reply is text */

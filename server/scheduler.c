@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "reasoning.h"
 
 
 /* Prompt tokens a slot processes in one step: long prompts are split so
@@ -48,6 +49,8 @@ struct srv_job {
     clinfer_detokenizer *detok;
     clinfer_drafter *drafter; /* greedy jobs under srv_sched_speculate */
     clinfer_grammar *grammar; /* its sampler's (a reference of its own), or NULL */
+    srv_think *think;         /* a grammar held back until the thought ends: the reply's splitter till then */
+    size_t think_fed;         /* bytes of text fed to it */
     srv_token_lp *lp;         /* with logprobs: a record a generated token */
     int n_lp, cap_lp;
     /* a group's prompt: the job that evaluates it and the ones that wait
@@ -135,6 +138,8 @@ static void job_free(srv_job *j) {
     clinfer_detokenizer_free(j->detok);
     clinfer_drafter_free(j->drafter);
     clinfer_grammar_free(j->grammar);
+    if (j->think) srv_think_free(j->think);
+    free(j->think);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->lp);
     free(j->bias_ids);
@@ -177,6 +182,13 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
             return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         }
     j->grammar = p->grammar ? clinfer_grammar_retain(p->grammar) : NULL; /* n jobs of a group: n references */
+    if (j->grammar && p->think_open) { /* the grammar waits for </think> (sample) */
+        if (!(j->think = malloc(sizeof *j->think))) {
+            job_free(j);
+            return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        }
+        srv_think_init(j->think, SRV_THINK_TAGS, 1);
+    }
     *out = j;
     return CLINFER_OK;
 }
@@ -330,7 +342,7 @@ static int job_start(srv_sched *s, srv_job *j) {
             CLINFER_OK)
             return -1;
     /* after the bias: a biased token the grammar refuses stays refused */
-    if (j->grammar && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
+    if (j->grammar && !j->think && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
     /* a draft is verified against the raw logits: not under a grammar */
     if (s->draft_max > 0 && j->sp.temperature <= 0 && !j->grammar &&
@@ -462,6 +474,29 @@ static int record_logprobs(srv_sched *s, srv_job *j, const float *logits, int32_
     return 0;
 }
 
+/* A job whose grammar waits for the end of its thought: the token's text
+ * through the splitter, and the grammar on the sampler once </think> has
+ * come (the tokens after it are the grammar's text). -1 with the message. */
+static int think_ended(srv_job *j) {
+    srv_buf r = {0}, c = {0};
+    int rc = srv_think_feed(j->think, j->text.p + j->think_fed, j->text.n - j->think_fed, 0, &r, &c);
+    j->think_fed = j->text.n;
+    srv_buf_free(&r), srv_buf_free(&c);
+    if (rc) {
+        snprintf(j->error, sizeof j->error, "out of host memory");
+        return -1;
+    }
+    if (srv_think_in_reasoning(j->think)) return 0;
+    srv_think_free(j->think);
+    free(j->think);
+    j->think = NULL;
+    if (clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) {
+        snprintf(j->error, sizeof j->error, "%s", clinfer_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 /* What a sampled token does to its job. */
 typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
 
@@ -486,6 +521,7 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
         return TAKE_ERROR;
     }
     if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
+    if (j->think && think_ended(j)) return TAKE_ERROR;
     /* a sentence nothing may follow: ended now, not a step later by the
      * grammar's EOG (nor cut as length when it is the last token allowed) */
     if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;

@@ -40,6 +40,9 @@ typedef struct srv_job_params {
     const int32_t *bias_ids;
     const float *bias;
     int n_bias;
+    /* the reply starts inside <think> (the prompt opened it, reasoning.h):
+     * the grammar holds only what follows </think>, the thought is free */
+    int think_open;
 } srv_job_params;
 
 /* A generated token's logprobs; its text is bytes [start, end) of the job's. */

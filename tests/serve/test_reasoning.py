@@ -140,3 +140,16 @@ def test_cli_reasoning(tmp_path):
     assert hidden.strip() == ""  # SmolLM2 never closes the thought: nothing of an answer
     r = subprocess.run([BIN, "run", "--chat", "-p", "x", "--reasoning-format", "sideways"], capture_output=True, text=True)
     assert r.returncode != 0 and "--reasoning-format" in r.stderr
+
+
+def test_grammar_after_the_thought(r1):
+    """A JSON answer asked of a reply that starts inside <think>: the thought is free text (the grammar
+    waits for </think>, which SmolLM2 never writes); without thinking the content is JSON from its first byte."""
+    fmt = {"type": "json_object"}
+    think = client(r1).chat.completions.create(model="m", messages=ASK, max_tokens=12, temperature=0,
+                                               response_format=fmt, extra_body=THINK).choices[0]
+    reasoning = think.message.model_extra["reasoning_content"]
+    assert reasoning and not reasoning.lstrip().startswith("{") and not think.message.content
+    plain = client(r1).chat.completions.create(model="m", messages=ASK, max_tokens=12, temperature=0,
+                                               response_format=fmt).choices[0]
+    assert plain.message.content.lstrip().startswith("{") and "reasoning_content" not in (plain.message.model_extra or {})
