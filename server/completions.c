@@ -681,7 +681,8 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
     srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
                         .n_bias = q->n_bias, .grammar = grammar, /* each job takes its own reference */
-                        .think_open = q->think_syntax == SRV_THINK_TAGS && q->think_open};
+                        .think_open = q->think_syntax == SRV_THINK_TAGS && q->think_open,
+                        .special = q->think_syntax == SRV_THINK_HARMONY}; /* Harmony's channels are control tokens */
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;

@@ -31,6 +31,7 @@ struct srv_job {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int logprobs, top_logprobs;
+    int special; /* its detokenizer writes control tokens (srv_job_params.special) */
     int32_t *bias_ids;
     float *bias;
     int n_bias;
@@ -182,6 +183,7 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
             return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         }
     j->grammar = p->grammar ? clinfer_grammar_retain(p->grammar) : NULL; /* n jobs of a group: n references */
+    j->special = p->special;
     if (j->grammar && p->think_open) { /* the grammar waits for </think> (sample) */
         if (!(j->think = malloc(sizeof *j->think))) {
             job_free(j);
@@ -334,7 +336,7 @@ static void make_room(srv_sched *s, int blocks) {
 /* A running job's sampler (its seed, its logit bias: -100 bans a token, as
  * OpenAI's -100 means), detokenizer and drafter; -1 with the message set. */
 static int job_start(srv_sched *s, srv_job *j) {
-    if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
+    if (clinfer_detokenizer_create(s->m, j->special, &j->detok) != CLINFER_OK ||
         clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK)
         return -1;
     for (int i = 0; i < j->n_bias; i++)
