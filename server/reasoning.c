@@ -76,6 +76,7 @@ static const char *find(const char *s, size_t n, const char *tag) {
 
 /* Drops the first k held bytes. */
 static void consume(srv_think *t, size_t k) {
+    if (!k) return; /* also: nothing held yet (hold.p NULL) */
     memmove(t->hold.p, t->hold.p + k, t->hold.n - k);
     t->hold.n -= k;
     t->hold.p[t->hold.n] = 0;

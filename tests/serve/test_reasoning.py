@@ -153,3 +153,32 @@ def test_grammar_after_the_thought(r1):
     plain = client(r1).chat.completions.create(model="m", messages=ASK, max_tokens=12, temperature=0,
                                                response_format=fmt).choices[0]
     assert plain.message.content.lstrip().startswith("{") and "reasoning_content" not in (plain.message.model_extra or {})
+
+
+def test_responses_reasoning_item(r1):
+    """The Responses API: the thought as a reasoning item before the message, whole and streamed."""
+    c = client(r1)
+    r = c.responses.create(model="m", input="What is 2+2?", max_output_tokens=8, temperature=0, extra_body=THINK)
+    kinds = [o.type for o in r.output]
+    assert kinds == ["reasoning", "message"], kinds
+    text = r.output[0].content[0].text
+    assert text and r.output[1].content[0].text == ""
+    deltas = [e.delta for e in c.responses.create(model="m", input="What is 2+2?", max_output_tokens=8, temperature=0,
+                                                  stream=True, extra_body=THINK)
+              if e.type == "response.reasoning_text.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == text
+
+
+def test_anthropic_thinking_block(r1):
+    """Anthropic's Messages API: thinking enabled is the template's enable_thinking; the thought a thinking block."""
+    import anthropic
+    a = anthropic.Anthropic(base_url=r1.url, api_key="unused", max_retries=0)
+    kw = dict(model="m", max_tokens=8, extra_body={"temperature": 0}, messages=[{"role": "user", "content": "What is 2+2?"}],
+              thinking={"type": "enabled", "budget_tokens": 1024})
+    m = a.messages.create(**kw)
+    assert [b.type for b in m.content] == ["thinking", "text"] and m.content[0].thinking
+    with a.messages.stream(**kw) as s:
+        streamed = "".join(e.delta.thinking for e in s if e.type == "content_block_delta" and e.delta.type == "thinking_delta")
+    assert streamed == m.content[0].thinking
+    off = a.messages.create(**{**kw, "thinking": {"type": "disabled"}})
+    assert [b.type for b in off.content] == ["text"] and off.content[0].text
