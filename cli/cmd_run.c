@@ -13,7 +13,7 @@
 #include "session.h"
 
 static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT] [--reasoning-format F] [--hide-reasoning]] [--special] "
-                           "[--draft-max N] [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
+                           CLI_DRAFT_USAGE " [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
 
 /* The prompt's tokens: raw text, or a user turn (after the system message,
  * if any) in the model's chat format. */
@@ -69,8 +69,9 @@ int cmd_run(int argc, char **argv) {
     cli_gen_opts_init(&o);
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
     const char *prompt = NULL, *file = NULL, *system = NULL;
-    int n_gen = 256, chat = 0, special = 0, draft_max = 0, logprobs = -1, hide_reasoning = 0;
+    int n_gen = 256, chat = 0, special = 0, logprobs = -1, hide_reasoning = 0;
     const char *reasoning_format = NULL;
+    cli_draft_opts dr = {0};
     cli_grammar_opts go = {0};
     const cli_option opts[] = {
         CLI_GEN_OPTIONS(&o),
@@ -82,8 +83,7 @@ int cmd_run(int argc, char **argv) {
         CLI_OPT_TEXT("--system", &system, .help = "with --chat: a system message before it"),
         CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning),
         CLI_OPT_FLAG("--special", &special, .help = "parse control tokens such as <|im_start|> in the prompt"),
-        CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
-                    .help = "speculate up to N tokens by prompt lookup (greedy only); 0: off"),
+        CLI_DRAFT_OPTIONS(&dr),
         CLI_OPT_INT("--logprobs", &logprobs, 0, CLI_MAX_TOP_LOGPROBS,
                     .help = "each token's logprob and the N likeliest, as JSON lines on stderr"),
         {0}};
@@ -94,8 +94,7 @@ int cmd_run(int argc, char **argv) {
     cli_reasoning reasoning;
     if (cli_reasoning_mode(reasoning_format, hide_reasoning, &reasoning) != CLINFER_OK) return cli_usage(USAGE, "%s", clinfer_last_error());
     if (!chat) reasoning = CLI_REASONING_INLINE; /* a plain prompt's text is the text */
-    if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
-        return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
+    if ((dr.min || dr.p_min > 0) && !dr.model) return cli_usage(USAGE, "--draft-min and --draft-p-min go with -md FILE");
     if (chat) cli_warn_base_chat(o.model);
     const char *text = NULL;
     size_t len = 0;
@@ -104,6 +103,7 @@ int cmd_run(int argc, char **argv) {
     if (st != CLINFER_OK) return cli_error(st);
     cli_session s;
     st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
+    if (st == CLINFER_OK) st = cli_session_add_draft(&s, &dr, &o.place, o.kv);
     if (st != CLINFER_OK) {
         cli_session_close(&s);
         if (file) clinfer_free(owned);
@@ -133,7 +133,7 @@ int cmd_run(int argc, char **argv) {
     if (st == CLINFER_OK) st = cli_grammar_load(s.m, &go, &grammar);
     if (st == CLINFER_OK && grammar) st = clinfer_sampler_set_grammar(smp, grammar);
     if (st == CLINFER_OK) {
-        st = cli_generate_reasoning(&s, smp, ids, n, n_gen, draft_max, reasoning, stdout, &stats);
+        st = cli_generate_reasoning(&s, smp, ids, n, n_gen, dr.max, reasoning, stdout, &stats);
         if (stats.n_generated > 0) printf("\n"); /* end the text's last line */
         if (grammar && st == CLINFER_OK && stats.stop != CLINFER_STOP_EOG) /* fail closed: say the text is cut */
             fprintf(stderr, "clinfer: the text stopped at -n %d before the grammar's end: it is not a whole sentence\n",

@@ -149,7 +149,43 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     return st;
 }
 
+clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, const cli_place *place,
+                                     clinfer_kv_type kv) {
+    if (!d->model) {
+        if (d->min || d->p_min > 0) return clinfer_fail(CLINFER_ERR_ARG, "--draft-min and --draft-p-min go with -md FILE");
+        return CLINFER_OK;
+    }
+    cli_session ds;
+    clinfer_status st = cli_session_open(d->model, place, clinfer_session_n_ctx(s->s), kv, &ds);
+    char why[1024]; /* the message, copied: clinfer_fail writes where clinfer_last_error points */
+    if (st != CLINFER_OK) {
+        snprintf(why, sizeof why, "%s", clinfer_last_error());
+        return clinfer_fail(st, "the draft model (-md %s): %s", d->model, why);
+    }
+    st = cli_session_warm(&ds, 16); /* its kernels too, before the text prints */
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    if (d->max > 0) dp.draft_max = d->max;
+    dp.draft_min = d->min;
+    dp.p_min = d->p_min;
+    if (dp.draft_min > dp.draft_max)
+        st = clinfer_fail(CLINFER_ERR_ARG, "--draft-min %d is above --draft-max %d", dp.draft_min, dp.draft_max);
+    if (st == CLINFER_OK) st = clinfer_drafter_create_model(s->m, ds.s, &dp, &s->drafter);
+    if (st != CLINFER_OK) {
+        snprintf(why, sizeof why, "%s", clinfer_last_error());
+        st = clinfer_fail(st, "-md %s: %s", d->model, why);
+        cli_session_close(&ds);
+        return st;
+    }
+    s->draft_m = ds.m;
+    s->draft_s = ds.s;
+    clinfer_session_set_drafter(s->s, s->drafter); /* clinfer_generate's: -md's, not a prompt lookup */
+    return CLINFER_OK;
+}
+
 void cli_session_close(cli_session *s) {
+    clinfer_drafter_free(s->drafter);
+    clinfer_session_free(s->draft_s);
+    clinfer_model_free(s->draft_m);
     clinfer_session_free(s->s);
     clinfer_model_free(s->m);
     memset(s, 0, sizeof *s);

@@ -41,7 +41,36 @@ typedef struct cli_session {
     clinfer_session *s; /* NULL when opened with n_ctx -1 */
     clinfer_model_info info;
     double warm_seconds, kernel_seconds; /* cli_session_warm's time, and the kernel builds within it */
+    /* -md: the draft model, its session and the drafter s speculates with (NULL: none) */
+    clinfer_model *draft_m;
+    clinfer_session *draft_s;
+    clinfer_drafter *drafter;
 } cli_session;
+
+/* Speculative decoding's options of `run` and `chat` (llama.cpp's names):
+ * --draft-max N by prompt lookup, or with -md FILE a draft model drafting
+ * up to N tokens (default 16; its length then adapts). */
+typedef struct cli_draft_opts {
+    const char *model; /* -md, --model-draft */
+    int max, min;      /* --draft-max (0: off without -md, 16 with), --draft-min */
+    float p_min;       /* --draft-p-min */
+} cli_draft_opts;
+#define CLI_DRAFT_USAGE "[--draft-max N] [-md FILE [--draft-min N] [--draft-p-min P]]"
+#define CLI_DRAFT_OPTIONS(d) \
+    CLI_OPT_INT("--draft-max", &(d)->max, 0, 1024, \
+                .help = "speculate up to N tokens: by prompt lookup, or with -md the draft model's; 0: off"), \
+    CLI_OPT_STR("--model-draft", &(d)->model, .alias = "-md", .arg = "FILE", \
+                .help = "a draft model of the same vocabulary drafts for speculative decoding"), \
+    CLI_OPT_INT("--draft-min", &(d)->min, 0, 1024, .help = "with -md: a shorter draft is not used (default 0)"), \
+    CLI_OPT_FLOAT("--draft-p-min", &(d)->p_min, 0, 1, \
+                  .help = "with -md: the draft stops before a token the draft model gives less (default 0)")
+
+/* With -md: loads the draft model beside s's (same device options), a
+ * session of s's context on it and the drafter (the vocabularies
+ * checked); without, nothing. CLI_ERR_ARG for --draft-min or --draft-p-min
+ * without -md. */
+clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, const cli_place *place,
+                                     clinfer_kv_type kv);
 
 /* model: -m or NULL for the default; n_ctx 0 for the model's own (capped),
  * -1 for no session (`serve` makes its own). Installs the Ctrl-C handler
@@ -69,7 +98,8 @@ clinfer_status cli_session_warm(cli_session *s, int n_prompt);
 
 /* clinfer_generate streaming the text to `out` (a failed write stops it):
  * `prompt` after what the session holds, then up to max_gen tokens
- * (draft_max: its speculation by prompt lookup, 0 off); stops
+ * (draft_max: its speculation by prompt lookup, 0 off; with s's drafter,
+ * -md's, that drafter's, draft_max capping it when > 0); stops
  * at an end-of-generation token, at max_gen, at a full context or on
  * Ctrl-C (CLINFER_ERR_INTERRUPTED, with the signal's name). */
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,

@@ -116,6 +116,16 @@ if "$BIN" run -m "$TINY" -p - -n 2 </dev/null >"$W/out" 2>"$W/err"; then fail "-
 elif grep -q "the prompt is empty" "$W/err"; then ok "-p - with an empty stdin: the prompt is empty"
 else fail "-p - with an empty stdin: $(head -n 1 "$W/err")"; fi
 
+# 4b. speculation: -md (llama.cpp's draft-model flag; the tiny model as its
+#     own draft) and --draft-max give -p TEXT's greedy text; sampled runs
+#     speculate too (drafts counted on the speeds line)
+check "run -md (greedy)" "$BIN" run -m "$TINY" -md "$TINY" --draft-max 4 -p "$prompt" -n5 -c 64 -s 7
+cases=$((cases + 1))
+if cmp -s "$W/out" "$W/ref"; then ok "-md: -p TEXT's greedy text"; else fail "-md: not the text of plain decoding"; fi
+check "run --draft-max --temp 0.8" "$BIN" run -m "$TINY" -p "$prompt$prompt" -n 16 -c 128 --temp 0.8 --draft-max 4
+check "run --model-draft --temp 0.8" "$BIN" run -m "$TINY" --model-draft "$TINY" --draft-min 1 --draft-p-min 0.1 \
+    -p "$prompt" -n 8 -c 64 --temp 0.8
+
 # 5. -t N: PoCL's compute units (set before the platform starts)
 check "devices -t 1" "$BIN" devices -t 1 --json
 cases=$((cases + 1))
