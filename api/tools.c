@@ -74,6 +74,18 @@ static clf_status messages(const clinfer_tool_message *msgs, int n, clf_tool_msg
 clinfer_status clinfer_tools_chat_apply(const clinfer_model *m, const clinfer_tools *t,
                                         const clinfer_tool_message *msgs, int n, int add_assistant, char **text,
                                         size_t *len) {
+    return clinfer_tools_chat_apply_kw(m, t, msgs, n, add_assistant, NULL, text, len);
+}
+
+clinfer_status clinfer_tools_chat_tokenize(const clinfer_model *m, const clinfer_tools *t,
+                                           const clinfer_tool_message *msgs, int n, int add_assistant,
+                                           int32_t **tokens, int *n_tokens) {
+    return clinfer_tools_chat_tokenize_kw(m, t, msgs, n, add_assistant, NULL, tokens, n_tokens);
+}
+
+clinfer_status clinfer_tools_chat_apply_kw(const clinfer_model *m, const clinfer_tools *t,
+                                           const clinfer_tool_message *msgs, int n, int add_assistant,
+                                           const char *kwargs, char **text, size_t *len) {
     API_NOT_NULL(text);
     API_NOT_NULL(len);
     *text = NULL;
@@ -82,15 +94,16 @@ clinfer_status clinfer_tools_chat_apply(const clinfer_model *m, const clinfer_to
     clf_chat c;
     clf_tool_msg *cm;
     API_TRY(api_model_chat(m, &c));
+    c.extra_json = kwargs; /* chat_template_kwargs, for this rendering */
     API_TRY(messages(msgs, n, &cm));
     clf_status st = clf_tools_render(&c, t ? t->t : NULL, cm, n, add_assistant, text, len);
     free(cm);
     return (clinfer_status)st;
 }
 
-clinfer_status clinfer_tools_chat_tokenize(const clinfer_model *m, const clinfer_tools *t,
-                                           const clinfer_tool_message *msgs, int n, int add_assistant,
-                                           int32_t **tokens, int *n_tokens) {
+clinfer_status clinfer_tools_chat_tokenize_kw(const clinfer_model *m, const clinfer_tools *t,
+                                              const clinfer_tool_message *msgs, int n, int add_assistant,
+                                              const char *kwargs, int32_t **tokens, int *n_tokens) {
     API_NOT_NULL(tokens);
     API_NOT_NULL(n_tokens);
     *tokens = NULL;
@@ -99,6 +112,7 @@ clinfer_status clinfer_tools_chat_tokenize(const clinfer_model *m, const clinfer
     clf_chat c;
     clf_tool_msg *cm;
     API_TRY(api_model_chat(m, &c));
+    c.extra_json = kwargs; /* chat_template_kwargs, for this rendering */
     API_TRY(messages(msgs, n, &cm));
     clf_status st = clf_tools_tokenize(&c, t ? t->t : NULL, m->tok, cm, n, add_assistant, 1, tokens, n_tokens);
     free(cm);

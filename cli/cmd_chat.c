@@ -17,7 +17,8 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer chat [--system TEXT] [-n N] " CLI_DRAFT_USAGE " " CLI_GEN_USAGE;
+static const char *USAGE = "clinfer chat [--system TEXT] [-n N] [--reasoning-format auto|none|deepseek] [--hide-reasoning] "
+                           CLI_DRAFT_USAGE " " CLI_GEN_USAGE;
 
 typedef struct chat_state {
     cli_session s;
@@ -25,6 +26,7 @@ typedef struct chat_state {
     const char *system;
     int first; /* no turn in the cache yet */
     int n_gen;
+    cli_reasoning reasoning; /* a model's <think> shown apart, as written, or hidden */
     cli_draft_opts dr; /* speculation: --draft-max, -md */
     /* every turn's, for the line at the end */
     int turns, n_prompt, n_generated;
@@ -95,8 +97,8 @@ static clinfer_status one_turn(chat_state *cs, const char *user) {
                         n_past, n_ctx);
     }
     clinfer_generate_result stats;
-    st = cli_generate(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, cs->dr.max, stdout,
-                      &stats);
+    st = cli_generate_reasoning(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, cs->dr.max,
+                                cs->reasoning, stdout, &stats);
     clinfer_free(ids);
     if (stats.n_generated > 0 || stats.n_prompt > 0) cs->first = 0;
     cs->turns++;
@@ -117,14 +119,19 @@ int cmd_chat(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
     chat_state cs = {.first = 1, .n_gen = 512};
+    const char *reasoning_format = NULL;
+    int hide_reasoning = 0;
     const cli_option opts[] = {
         CLI_GEN_OPTIONS(&o),
         CLI_OPT_TEXT("--system", &cs.system, .help = "the system message that opens the conversation"),
         CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens an answer has at most (default 512)"),
+        CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning),
         CLI_DRAFT_OPTIONS(&cs.dr),
         {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
+    if (cli_reasoning_mode(reasoning_format, hide_reasoning, &cs.reasoning) != CLINFER_OK)
+        return cli_usage(USAGE, "%s", clinfer_last_error());
     cli_warn_base_chat(o.model);
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
     if (st == CLINFER_OK) st = cli_session_add_draft(&cs.s, &cs.dr, &o.place, o.kv);

@@ -15,14 +15,15 @@
 #include "embeddings.h"
 #include "engine.h"
 #include "http.h"
+#include "reasoning.h"
 #include "sampling_opts.h"
 #include "serve_models.h"
 #include "session.h"
 
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
-    "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] "
-    "[--models-dir DIR [--models-max N] [--models-memory MIB]] "
+    "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
+    "[--reasoning-budget -1|0] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -56,7 +57,8 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY"), *alias = NULL;
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
-        draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT;
+        draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
+    const char *reasoning_format = "auto";
     serve_models_cfg models = {.models_max = 4}; /* --models-dir: cli/serve_models.c */
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c",
@@ -77,6 +79,10 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS,
                                            .help = "connections one client address may hold"),
                                CLI_OPT_STR("--alias", &alias, .alias = "-a", .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
+                               CLI_OPT_STR("--reasoning-format", &reasoning_format, .arg = "auto|none|deepseek",
+                                           .help = "a model's reasoning as reasoning_content (auto, deepseek) or in content (none)"),
+                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 0,
+                                           .help = "-1: think as the model does; 0: no thinking (the template's enable_thinking false)"),
                                CLI_OPT_STR("--models-dir", &models.models_dir, .arg = "DIR",
                                            .help = "serve every *.gguf in DIR (and -m), each loaded on first use"),
                                CLI_OPT_INT("--models-max", &models.models_max, 0, 1024,
@@ -86,6 +92,9 @@ int cmd_serve(int argc, char **argv) {
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
+    srv_reasoning_format rfmt;
+    if (srv_reasoning_format_parse(reasoning_format, &rfmt))
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--reasoning-format %s: not auto, none or deepseek", reasoning_format));
     /* an empty key (a variable set from nothing) would turn authentication off unnoticed */
     if (api_key && !*api_key)
         return cli_error(clinfer_fail(CLINFER_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
@@ -113,7 +122,8 @@ int cmd_serve(int argc, char **argv) {
     cli_session s = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
     srv_engine *e = NULL;
     char *id = model_id(alias, path);
-    srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL)};
+    srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL),
+                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);

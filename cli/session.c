@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "reasoning.h"
 
 /* A load that takes a while reports: on a terminal a line redrawn a few
  * times a second; into a file or a pipe (a log) one plain line, no \r. */
@@ -193,21 +194,101 @@ void cli_session_close(cli_session *s) {
 typedef struct stream {
     FILE *out;
     clinfer_status st;
+    /* reasoning apart (cli_generate_reasoning): the splitter, or NULL */
+    srv_think *think;
+    int hide, tty;      /* reasoning not shown; out is a terminal (reasoning dim) */
+    int in_dim, shown;  /* the dim attribute is on; reasoning was shown (a line before the answer) */
 } stream;
+
+static int put(stream *o, const char *p, size_t n) {
+    if (n && fwrite(p, 1, n, o->out) != n) {
+        o->st = clinfer_fail(CLINFER_ERR_IO, "cannot write the generated text: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* What the splitter decided: reasoning dim (on a terminal) or not at all
+ * (hide), then the answer on a line of its own. */
+static void show_split(stream *o, const srv_buf *r, const srv_buf *c) {
+    if (r->n && !o->hide) {
+        if (o->tty && !o->in_dim && put(o, "\033[2m", 4) == 0) o->in_dim = 1;
+        put(o, r->p, r->n);
+        o->shown = 1;
+    }
+    if (c->n) {
+        if (o->in_dim && put(o, "\033[0m", 4) == 0) o->in_dim = 0;
+        if (o->shown == 1 && put(o, "\n\n", 2) == 0) o->shown = 2; /* once, between the thought and the answer */
+        put(o, c->p, c->n);
+    }
+}
+
+static int write_piece(stream *o, const char *piece, size_t n, int final) {
+    if (!o->think) return put(o, piece, n);
+    srv_buf r = {0}, c = {0};
+    if (srv_think_feed(o->think, piece, n, final, &r, &c)) o->st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    else show_split(o, &r, &c);
+    if (final && o->in_dim && put(o, "\033[0m", 4) == 0) o->in_dim = 0;
+    srv_buf_free(&r), srv_buf_free(&c);
+    return o->st == CLINFER_OK ? 0 : -1;
+}
 
 /* Streams text as it is generated; a failed write or Ctrl-C stops it. */
 static int emit(void *ud, int32_t token, const char *piece, size_t n) {
     (void)token;
     stream *o = ud;
     if (o->st != CLINFER_OK) return 1;
-    if (n && (fwrite(piece, 1, n, o->out) != n || fflush(o->out) != 0))
+    if (n && write_piece(o, piece, n, 0) == 0 && fflush(o->out) != 0)
         o->st = clinfer_fail(CLINFER_ERR_IO, "cannot write the generated text: %s", strerror(errno));
     return o->st != CLINFER_OK || cli_interrupted;
 }
 
+clinfer_status cli_reasoning_mode(const char *format, int hide, cli_reasoning *out) {
+    srv_reasoning_format f = SRV_REASONING_AUTO;
+    if (format && srv_reasoning_format_parse(format, &f))
+        return clinfer_fail(CLINFER_ERR_ARG, "--reasoning-format %s: not auto, none or deepseek", format);
+    *out = hide ? CLI_REASONING_HIDE : f == SRV_REASONING_NONE ? CLI_REASONING_INLINE : CLI_REASONING_APART;
+    return CLINFER_OK;
+}
+
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,
                             int draft_max, FILE *out, clinfer_generate_result *r) {
-    stream o = {out, CLINFER_OK};
+    return cli_generate_reasoning(s, smp, prompt, n_prompt, max_gen, draft_max, CLI_REASONING_INLINE, out, r);
+}
+
+/* The syntax the prompt's end calls for (server/reasoning.h's
+ * srv_think_detect on its last tokens, control tokens as text). */
+static srv_think_syntax prompt_syntax(const cli_session *s, const int32_t *prompt, int n, int *open) {
+    enum { TAIL = 8 };
+    clinfer_detokenizer *d;
+    srv_buf tail = {0};
+    if (clinfer_detokenizer_create(s->m, 1, &d) == CLINFER_OK) {
+        for (int i = n > TAIL ? n - TAIL : 0; i < n; i++) {
+            const char *p;
+            size_t k;
+            if (clinfer_detokenizer_push(d, prompt[i], &p, &k) == CLINFER_OK && k) srv_buf_add(&tail, p, k);
+        }
+        clinfer_detokenizer_free(d);
+    }
+    srv_think_syntax syn = srv_think_detect(tail.p ? tail.p : "", tail.n, open);
+    srv_buf_free(&tail);
+    return syn;
+}
+
+clinfer_status cli_generate_reasoning(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt,
+                                      int max_gen, int draft_max, cli_reasoning mode, FILE *out,
+                                      clinfer_generate_result *r) {
+    stream o = {out, CLINFER_OK, NULL, mode == CLI_REASONING_HIDE, isatty(fileno(out)), 0, 0};
+    srv_think think;
+    if (mode != CLI_REASONING_INLINE) {
+        int open;
+        srv_think_syntax syn = prompt_syntax(s, prompt, n_prompt, &open);
+        /* Harmony's markers are control tokens, which the text here leaves out: shown as written */
+        if (syn == SRV_THINK_TAGS) {
+            srv_think_init(&think, syn, open);
+            o.think = &think;
+        }
+    }
     clinfer_generate_params gp = clinfer_generate_default_params();
     gp.max_tokens = max_gen;
     gp.draft_max = draft_max;
@@ -217,6 +298,12 @@ clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t 
     memset(r, 0, sizeof *r);
     r->size = sizeof *r;
     clinfer_status st = clinfer_generate(s->s, prompt, n_prompt, &gp, r);
+    if (o.think) { /* what the splitter held: an unterminated thought, a half tag */
+        if (o.st == CLINFER_OK) write_piece(&o, NULL, 0, 1);
+        srv_think_free(&think);
+        if (o.st == CLINFER_OK && fflush(out) != 0)
+            o.st = clinfer_fail(CLINFER_ERR_IO, "cannot write the generated text: %s", strerror(errno));
+    }
     if (o.st != CLINFER_OK) return o.st;
     if (cli_interrupted && (st != CLINFER_OK || r->stop == CLINFER_STOP_CALLBACK)) /* failed for it, or stopped by it */
         return clinfer_fail(CLINFER_ERR_INTERRUPTED, "%s stopped by %s",

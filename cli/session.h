@@ -105,6 +105,24 @@ clinfer_status cli_session_warm(cli_session *s, int n_prompt);
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,
                             int draft_max, FILE *out, clinfer_generate_result *r);
 
+/* A model's reasoning in chat (server/reasoning.h's <think> tags): as the
+ * model writes it, apart (dim on a terminal, the answer on a line after
+ * it), or hidden. */
+typedef enum cli_reasoning { CLI_REASONING_INLINE, CLI_REASONING_APART, CLI_REASONING_HIDE } cli_reasoning;
+/* The mode --reasoning-format (NULL: auto; none: inline; auto, deepseek:
+ * apart) and --hide-reasoning ask for: CLINFER_ERR_ARG for another name. */
+clinfer_status cli_reasoning_mode(const char *format, int hide, cli_reasoning *out);
+#define CLI_REASONING_OPTIONS(fmt, hide)                                                                                   \
+    CLI_OPT_STR("--reasoning-format", (fmt), .arg = "auto|none|deepseek",                                                 \
+                .help = "a model's <think> reasoning apart from its answer, dim (auto, deepseek), or as written (none)"), \
+        CLI_OPT_FLAG("--hide-reasoning", (hide), .help = "do not show a model's reasoning, only its answer")
+/* cli_generate with the reasoning shown as `mode` says (the syntax read off
+ * the prompt's end: a generation prompt that opens <think>, or a reply
+ * that does). */
+clinfer_status cli_generate_reasoning(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt,
+                                      int max_gen, int draft_max, cli_reasoning mode, FILE *out,
+                                      clinfer_generate_result *r);
+
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r);
 
 #endif

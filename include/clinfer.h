@@ -388,6 +388,17 @@ CLINFER_API clinfer_status clinfer_tools_chat_apply(const clinfer_model *m, cons
 CLINFER_API clinfer_status clinfer_tools_chat_tokenize(const clinfer_model *m, const clinfer_tools *t,
                                                        const clinfer_tool_message *msgs, int n, int add_assistant,
                                                        int32_t **tokens, int *n_tokens);
+/* The same with more of the template's context: kwargs, a JSON object's
+ * text (NULL: none) whose keys a template run sees as variables, set after
+ * the standard ones (llama-server's chat_template_kwargs, e.g.
+ * {"enable_thinking": false} for Qwen3); the hand-written formats ignore
+ * it. CLINFER_ERR_ARG where kwargs is not a JSON object. */
+CLINFER_API clinfer_status clinfer_tools_chat_apply_kw(const clinfer_model *m, const clinfer_tools *t,
+                                                       const clinfer_tool_message *msgs, int n, int add_assistant,
+                                                       const char *kwargs, char **text, size_t *len);
+CLINFER_API clinfer_status clinfer_tools_chat_tokenize_kw(const clinfer_model *m, const clinfer_tools *t,
+                                                          const clinfer_tool_message *msgs, int n, int add_assistant,
+                                                          const char *kwargs, int32_t **tokens, int *n_tokens);
 
 typedef enum clinfer_tool_choice {
     CLINFER_TOOL_AUTO = 0,     /* text or calls (below) */

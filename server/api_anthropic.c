@@ -261,9 +261,8 @@ static int refuse_unsupported(json_t *root, srv_api_error *e) {
         }
     json_t *v = get(root, "thinking"), *st = get(root, "service_tier");
     const char *type = v ? json_string_value(get(v, "type")) : NULL;
-    if (v && !(type && !strcmp(type, "disabled"))) {
-        srv_api_bad(e, "thinking", "thinking: extended thinking is not supported by this server (its models answer "
-                                   "without a thinking budget); omit it or send {\"type\": \"disabled\"}");
+    if (v && !(type && (!strcmp(type, "disabled") || !strcmp(type, "enabled")))) {
+        srv_api_bad(e, "thinking", "thinking: its type must be \"enabled\" or \"disabled\"");
         return -1;
     }
     json_t *sp = get(root, "speed"), *oc = get(root, "output_config");
@@ -354,8 +353,22 @@ static int parse(const char *body, size_t len, int count, srv_api_req *q, srv_ap
             srv_api_bad(e, "temperature", "temperature: must be a number 0..1");
             goto out;
         }
-        static const char *const SAME[] = {"temperature", "top_p", "top_k", "stream"};
-        for (int k = 0; k < 4; k++)
+        /* thinking: enabled is the template's enable_thinking (budget_tokens is not enforced), disabled
+         * llama-server's reasoning_budget 0; chat_template_kwargs and reasoning_format as llama-server takes them */
+        json_t *think = get(root, "thinking");
+        const char *tt = think ? json_string_value(get(think, "type")) : NULL;
+        if (tt && !strcmp(tt, "disabled") && set(chat, "reasoning_budget", json_integer(0))) {
+            oom(e);
+            goto out;
+        }
+        if (tt && !strcmp(tt, "enabled") && !get(root, "chat_template_kwargs") &&
+            set(chat, "chat_template_kwargs", json_pack("{s:b}", "enable_thinking", 1))) {
+            oom(e);
+            goto out;
+        }
+        static const char *const SAME[] = {"temperature", "top_p", "top_k", "stream", "chat_template_kwargs",
+                                           "reasoning_format"};
+        for (int k = 0; k < 6; k++)
             if ((v = get(root, SAME[k])) && json_object_set(chat, SAME[k], v)) {
                 oom(e);
                 goto out;
@@ -454,6 +467,9 @@ static json_t *call_input(const char *args) {
 static char *whole(void *ctx, const srv_reply *r) {
     msg_ctx *x = ctx;
     json_t *content = json_array();
+    if (content && r->reasoning_len) /* the model's reasoning as a thinking block first (no signature: nothing to verify) */
+        json_array_append_new(content, srv_api_pack("{s:s, s:o, s:s}", "type", "thinking", "thinking",
+                                                    srv_api_text_json(r->reasoning, r->reasoning_len), "signature", ""));
     if (content && (r->len || !r->n_calls))
         json_array_append_new(content, srv_api_pack("{s:s, s:o}", "type", "text", "text",
                                                     srv_api_text_json(r->text, r->len)));
@@ -502,6 +518,18 @@ static int block_stop(void *ctx, srv_buf *out) {
     return ev(out, "content_block_stop", srv_api_pack("{s:i}", "index", x->index++));
 }
 
+static int thinking_open(void *ctx, srv_buf *out) {
+    msg_ctx *x = ctx;
+    return ev(out, "content_block_start", srv_api_pack("{s:i, s:{s:s, s:s, s:s}}", "index", x->index, "content_block",
+                                                       "type", "thinking", "thinking", "", "signature", ""));
+}
+
+static int thinking_delta(void *ctx, srv_buf *out, const char *t, size_t n) {
+    msg_ctx *x = ctx;
+    return ev(out, "content_block_delta", srv_api_pack("{s:i, s:{s:s, s:o}}", "index", x->index, "delta", "type",
+                                                       "thinking_delta", "thinking", srv_api_text_json(t, n)));
+}
+
 static int text_close(void *ctx, srv_buf *out, const char *text, size_t n) {
     (void)text, (void)n;
     return block_stop(ctx, out);
@@ -541,7 +569,8 @@ static int fail(void *ctx, srv_buf *out, const srv_api_error *e) {
 }
 
 static const srv_item_ops OPS = {
-    .call_prefix = "toolu_", .begin = begin, .text_open = text_open, .text_delta = text_delta,
+    .call_prefix = "toolu_", .begin = begin, .reasoning_open = thinking_open, .reasoning_delta = thinking_delta,
+    .reasoning_close = text_close, .text_open = text_open, .text_delta = text_delta,
     .text_close = text_close, .call_open = call_open, .call_delta = call_delta, .call_close = call_close,
     .end = end, .fail = fail, .whole = whole, .send_error = srv_anthropic_error, .free = ctx_free,
 };
@@ -568,7 +597,7 @@ enum MHD_Result srv_messages(srv_http *h, srv_app *app, struct MHD_Connection *c
         else n_jobs = srv_request_submit(h, app, c, &q, jobs, &tools, &e);
         rename_param(&e);
     }
-    const int stream = q.stream;
+    const int stream = q.stream, think_syntax = q.think_syntax, think_open = q.think_open;
     srv_api_req_free(&q);
     if (!n_jobs) {
         ctx_free(x);
@@ -579,7 +608,7 @@ enum MHD_Result srv_messages(srv_http *h, srv_app *app, struct MHD_Connection *c
     if (getrandom(&a, sizeof a, 0) != sizeof a) a = (unsigned long long)time(NULL) << 20 ^ atomic_fetch_add(&counter, 1);
     snprintf(x->id, sizeof x->id, "msg_%016llx%08llx", a, atomic_fetch_add(&counter, 1) & 0xffffffffu);
     x->model = app->model_id;
-    return srv_items_answer(h, app, c, jobs[0], tools, stream, &OPS, x);
+    return srv_items_answer(h, app, c, jobs[0], tools, stream, &OPS, x, think_syntax, think_open);
 }
 
 enum MHD_Result srv_messages_count(srv_app *app, struct MHD_Connection *c, const char *body, size_t len) {

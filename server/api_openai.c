@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reasoning.h"
+
 void srv_api_error_set(srv_api_error *e, int http, const char *type, const char *code, const char *param,
                        const char *fmt, ...) {
     e->http = http;
@@ -572,6 +574,37 @@ static int parse_format(json_t *root, srv_api_req *r, srv_api_error *e) {
     return 0;
 }
 
+/* llama-server's reasoning_format: "auto" (the default), "none", "deepseek". */
+static int parse_reasoning(json_t *root, srv_api_req *r, srv_api_error *e) {
+    json_t *v = field(root, "reasoning_format");
+    const char *name;
+    srv_reasoning_format f = SRV_REASONING_AUTO;
+    if (v && unpack(v, "reasoning_format", e, "s", &name)) return -1;
+    if (v && srv_reasoning_format_parse(name, &f)) {
+        srv_api_bad(e, "reasoning_format", "'reasoning_format' is '%.64s', not one of auto, none, deepseek", name);
+        return -1;
+    }
+    r->reasoning_format = v ? (int)f : -1;
+    /* reasoning_budget (llama-server's): -1 unlimited, 0 no thinking; a budget of
+     * N tokens would need the thought cut short mid-reply, which the server does not do */
+    json_int_t budget = -1;
+    if (get_int(root, "reasoning_budget", -1, 1 << 24, &budget, &r->has_budget, e)) return -1;
+    if (budget > 0) {
+        srv_api_bad(e, "reasoning_budget", "'reasoning_budget' is %lld: only -1 (unlimited) and 0 (no thinking) are supported",
+                    (long long)budget);
+        return -1;
+    }
+    r->reasoning_budget = (int)budget;
+    /* chat_template_kwargs: more variables for the template (llama-server's; {"enable_thinking": false}) */
+    json_t *kw = field(root, "chat_template_kwargs");
+    if (kw && !json_is_object(kw)) {
+        srv_api_bad(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        return -1;
+    }
+    if (kw && json_object_size(kw) && !(r->template_kwargs = json_dumps(kw, JSON_COMPACT))) return oom(e);
+    return 0;
+}
+
 static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_error *e) {
     json_t *model = field(root, "model");
     if (model) {
@@ -581,7 +614,8 @@ static int parse_fields(json_t *root, srv_kind kind, srv_api_req *r, srv_api_err
     }
     if (kind == SRV_CHAT ? parse_messages(root, r, e) : parse_prompt(root, r, e)) return -1;
     if (refuse_unsupported(root, e) || parse_tools(root, kind, r, e) || parse_n(root, r, e) ||
-        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e) || parse_format(root, r, e))
+        parse_logprobs(root, kind, r, e) || parse_logit_bias(root, r, e) || parse_format(root, r, e) ||
+        parse_reasoning(root, r, e))
         return -1;
     /* max_completion_tokens is the chat API's newer name of max_tokens */
     json_int_t mt = 0, seed = 0;
@@ -635,6 +669,7 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, s
 }
 
 void srv_api_req_free(srv_api_req *r) {
+    free(r->template_kwargs);
     for (int i = 0; i < r->n_msgs; i++) {
         free(r->msgs[i].content);
         for (int k = 0; k < r->msgs[i].n_calls; k++) {
@@ -849,7 +884,20 @@ static json_t *logprobs_json(const srv_api_resp *r, const srv_api_choice *c) {
 
 static json_t *choice_finish_json(const srv_api_choice *c) { return c->finish ? json_string(c->finish) : json_null(); }
 
+static json_t *choice_json_text(const srv_api_resp *r, const srv_api_choice *c);
+
+/* A chat choice with its reasoning apart: message.reasoning_content after content (llama-server's place). */
 static json_t *choice_json(const srv_api_resp *r, const srv_api_choice *c) {
+    json_t *j = choice_json_text(r, c);
+    json_t *msg = j && r->kind == SRV_CHAT && c->reasoning_len ? json_object_get(j, "message") : NULL;
+    if (msg && json_object_set_new(msg, "reasoning_content", text_json(c->reasoning, c->reasoning_len))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *choice_json_text(const srv_api_resp *r, const srv_api_choice *c) {
     if (r->kind == SRV_CHAT && c->n_calls)
         return pack("{s:i, s:{s:s, s:o, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant",
                     "content", c->len ? text_json(c->text, c->len) : json_null(), "tool_calls", calls_json(c),
@@ -883,7 +931,9 @@ char *srv_api_completion_json(const srv_api_resp *r, const char *text, size_t le
 char *srv_api_choice_chunk_json(const srv_api_resp *r, int role, const srv_api_choice *c) {
     json_t *j = head(r, 1), *choice;
     if (r->kind == SRV_CHAT) {
-        json_t *delta = c->finish && !c->len ? json_object() : pack("{s:o}", "content", text_json(c->text, c->len));
+        json_t *delta = c->reasoning_len ? pack("{s:o}", "reasoning_content", text_json(c->reasoning, c->reasoning_len))
+                        : c->finish && !c->len ? json_object()
+                                               : pack("{s:o}", "content", text_json(c->text, c->len));
         if (role && delta) json_object_set_new(delta, "role", json_string("assistant"));
         choice = pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs", logprobs_json(r, c),
                       "finish_reason", choice_finish_json(c));

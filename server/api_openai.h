@@ -69,6 +69,16 @@ typedef struct srv_api_req {
     srv_format format;
     char *format_text;        /* JSON_SCHEMA: the schema's JSON text; GRAMMAR: the GBNF */
     const char *format_param; /* the field it came from ("response_format", "json_schema", "grammar") */
+    /* reasoning (SRV_CHAT, server/reasoning.h): llama-server's
+     * reasoning_format (an srv_reasoning_format: auto where absent), and
+     * what srv_request_submit found in the rendered prompt: the syntax the
+     * reply's reasoning takes (an srv_think_syntax; off under "none") and
+     * whether the reply starts inside <think> */
+    int reasoning_format;     /* -1: not given (the server's --reasoning-format) */
+    int has_budget;           /* reasoning_budget given: */
+    int reasoning_budget;     /* -1 unlimited, 0 no thinking (enable_thinking false for the template) */
+    int think_syntax, think_open;
+    char *template_kwargs; /* chat_template_kwargs: a JSON object's text (malloc'd), NULL when absent */
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
@@ -145,6 +155,10 @@ typedef struct srv_api_choice {
     int n_lp;
     const srv_api_call *calls; /* a chat choice's message.tool_calls (a whole answer); content null when empty */
     int n_calls;
+    /* a chat choice's reasoning apart (message.reasoning_content, or a
+     * chunk's delta.reasoning_content, then without content); none when 0 bytes */
+    const char *reasoning;
+    size_t reasoning_len;
 } srv_api_choice;
 
 /* A whole answer of n choices (stream: false). */

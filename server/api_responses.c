@@ -438,8 +438,9 @@ static int parse(const char *body, size_t len, srv_api_req *q, resp_ctx *x, srv_
         goto out;
     }
     /* the sampling fields as chat's (checked there) */
-    static const char *const SAME[] = {"model", "temperature", "top_p", "stream"};
-    for (int i = 0; i < 4; i++)
+    static const char *const SAME[] = {"model", "temperature", "top_p", "stream", "chat_template_kwargs",
+                                       "reasoning_format"}; /* the last two as llama-server takes them */
+    for (int i = 0; i < 6; i++)
         if ((v = get(root, SAME[i])) && json_object_set(chat, SAME[i], v)) {
             oom(e);
             goto out;
@@ -523,9 +524,22 @@ static json_t *call_item(const char *status, const char *call_id, const char *na
                      "call_id", call_id, "name", name, "arguments", args);
 }
 
-/* The output items of a whole reply: its message (when it has text, or calls nothing), then its calls. */
+/* A reasoning item: the model's thought as its reasoning_text (no summary:
+ * none is made), its id the message's with "rs_" for "msg_". */
+static json_t *reasoning_item(const resp_ctx *x, const char *status, const char *text, size_t n) {
+    char id[48];
+    snprintf(id, sizeof id, "rs_%s", x->msg_id + 4);
+    return json_pack("{s:s, s:s, s:s, s:[], s:[{s:s, s:o}]}", "id", id, "type", "reasoning", "status", status, "summary",
+                     "content", "type", "reasoning_text", "text", srv_api_text_json(text, n));
+}
+
+/* The output items of a whole reply: its reasoning (where the model reasoned), its message (when it has
+ * text, or calls nothing), then its calls. */
 static json_t *output_of(const resp_ctx *x, const srv_reply *r) {
     json_t *out = json_array();
+    if (out && r->reasoning_len &&
+        json_array_append_new(out, reasoning_item(x, "completed", r->reasoning, r->reasoning_len)))
+        return json_decref(out), NULL;
     if (out && (r->len || !r->n_calls) && json_array_append_new(out, message_item(x, "completed", r->text, r->len)))
         return json_decref(out), NULL;
     for (int k = 0; out && k < r->n_calls; k++)
@@ -603,6 +617,36 @@ static int text_delta(void *ctx, srv_buf *out, const char *t, size_t n) {
                         "content_index", 0, "delta", srv_api_text_json(t, n), "logprobs"));
 }
 
+static int reasoning_open(void *ctx, srv_buf *out) {
+    resp_ctx *x = ctx;
+    json_t *item = reasoning_item(x, "in_progress", "", 0);
+    json_array_clear(json_object_get(item, "content"));
+    return ev(x, out, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", x->out_index, "item", item));
+}
+
+static int reasoning_delta(void *ctx, srv_buf *out, const char *t, size_t n) {
+    resp_ctx *x = ctx;
+    char id[48];
+    snprintf(id, sizeof id, "rs_%s", x->msg_id + 4);
+    return ev(x, out, "response.reasoning_text.delta",
+              json_pack("{s:s, s:i, s:i, s:o}", "item_id", id, "output_index", x->out_index, "content_index", 0,
+                        "delta", srv_api_text_json(t, n)));
+}
+
+static int reasoning_close(void *ctx, srv_buf *out, const char *text, size_t n) {
+    resp_ctx *x = ctx;
+    char id[48];
+    snprintf(id, sizeof id, "rs_%s", x->msg_id + 4);
+    json_t *item = reasoning_item(x, "completed", text, n);
+    int rc = ev(x, out, "response.reasoning_text.done",
+                json_pack("{s:s, s:i, s:i, s:o}", "item_id", id, "output_index", x->out_index, "content_index", 0,
+                          "text", srv_api_text_json(text, n))) ||
+             ev(x, out, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", x->out_index, "item", item));
+    json_decref(item);
+    x->out_index++;
+    return rc;
+}
+
 static int text_close(void *ctx, srv_buf *out, const char *text, size_t n) {
     resp_ctx *x = ctx;
     json_t *item = message_item(x, "completed", text, n);
@@ -666,7 +710,8 @@ static int fail(void *ctx, srv_buf *out, const srv_api_error *e) {
 }
 
 static const srv_item_ops OPS = {
-    .call_prefix = "call_", .begin = begin, .text_open = text_open, .text_delta = text_delta,
+    .call_prefix = "call_", .begin = begin, .reasoning_open = reasoning_open, .reasoning_delta = reasoning_delta,
+    .reasoning_close = reasoning_close, .text_open = text_open, .text_delta = text_delta,
     .text_close = text_close, .call_open = call_open, .call_delta = call_delta, .call_close = call_close,
     .end = end, .fail = fail, .whole = whole, .send_error = srv_http_send_error, .free = ctx_free,
 };
@@ -696,7 +741,7 @@ enum MHD_Result srv_responses(srv_http *h, srv_app *app, struct MHD_Connection *
     }
     if (parse(body ? body : "", len, &q, x, &e) == 0) n_jobs = srv_request_submit(h, app, c, &q, jobs, &tools, &e);
     if (!n_jobs) rename_param(&e);
-    const int stream = q.stream;
+    const int stream = q.stream, think_syntax = q.think_syntax, think_open = q.think_open;
     srv_api_req_free(&q);
     if (!n_jobs) {
         ctx_free(x);
@@ -707,5 +752,5 @@ enum MHD_Result srv_responses(srv_http *h, srv_app *app, struct MHD_Connection *
     snprintf(x->msg_id, sizeof x->msg_id, "msg_%016llx%016llx", b, a);
     x->created = (long long)time(NULL);
     x->model = app->model_id;
-    return srv_items_answer(h, app, c, jobs[0], tools, stream, &OPS, x);
+    return srv_items_answer(h, app, c, jobs[0], tools, stream, &OPS, x, think_syntax, think_open);
 }

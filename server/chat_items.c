@@ -1,6 +1,7 @@
 /* srv_items_answer: one chat job's reply as content and calls, answered
  * whole or streamed as an API's block events (chat_items.h). */
 #include "chat_items.h"
+#include "reasoning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +57,8 @@ static int reply_of(const srv_item_ops *ops, const clinfer_tool_reply *rep, cons
 /* ---- stream: false -------------------------------------------------------- */
 
 static enum MHD_Result answer_whole(srv_app *app, struct MHD_Connection *c, srv_job *job, const clinfer_tools *tools,
-                                    const srv_item_ops *ops, void *ctx) {
-    srv_buf text = {0};
+                                    const srv_item_ops *ops, void *ctx, int syntax, int open) {
+    srv_buf text = {0}, reasoning = {0};
     srv_job_view v;
     int ok = 1;
     for (;;) { /* the text until the job ends, or the client leaves */
@@ -84,6 +85,17 @@ static enum MHD_Result answer_whole(srv_app *app, struct MHD_Connection *c, srv_
         srv_api_call calls[MAX_CALLS];
         srv_reply r = {.v = v};
         char *json = NULL;
+        if (ok && syntax != SRV_THINK_OFF) { /* the reasoning apart: text becomes the answer */
+            srv_think t;
+            srv_buf content = {0};
+            srv_think_init(&t, (srv_think_syntax)syntax, open);
+            ok = srv_think_feed(&t, text.p, text.n, 1, &reasoning, &content) == 0;
+            srv_think_free(&t);
+            srv_buf_free(&text);
+            text = content;
+        }
+        r.reasoning = reasoning.p;
+        r.reasoning_len = reasoning.n;
         if (ok && parse(tools, text.p, text.n, 1, &rep) == 0 &&
             reply_of(ops, rep, text.p, text.n, id_base(), ids, calls, &r) == 0)
             json = ops->whole(ctx, &r);
@@ -98,6 +110,7 @@ static enum MHD_Result answer_whole(srv_app *app, struct MHD_Connection *c, srv_
         clinfer_tool_reply_free(rep);
     }
     srv_buf_free(&text);
+    srv_buf_free(&reasoning);
     return rc;
 }
 
@@ -111,7 +124,11 @@ typedef struct items_stream {
     clinfer_tools *tools;
     const srv_item_ops *ops;
     void *ctx;
-    srv_buf acc;          /* the reply's final text so far */
+    srv_buf acc;          /* the reply's final text so far (with reasoning apart: the answer's) */
+    size_t got;           /* the job's text bytes read */
+    srv_think think;      /* the reasoning's splitter (SRV_THINK_OFF: none) */
+    srv_buf reasoning;    /* the reasoning so far */
+    int reasoning_state;  /* 0: no reasoning block yet, 1: open, 2: closed */
     size_t content_sent;  /* of the content, bytes sent */
     int text_state;       /* 0: no text block yet, 1: open, 2: closed */
     int calls_sent;       /* call blocks opened */
@@ -123,6 +140,21 @@ typedef struct items_stream {
     srv_buf out; /* events not yet handed to libmicrohttpd, from out_at */
     size_t out_at;
 } items_stream;
+
+static int close_reasoning(items_stream *s) {
+    if (s->reasoning_state != 1) return 0;
+    s->reasoning_state = 2;
+    return s->ops->reasoning_close(s->ctx, &s->out, s->reasoning.p ? s->reasoning.p : "", s->reasoning.n);
+}
+
+/* New reasoning r[0, n): into its block (opened on the first), before any text */
+static int reasoning_events(items_stream *s, const char *r, size_t n) {
+    if (!n || !s->ops->reasoning_open || s->reasoning_state == 2) return srv_buf_add(&s->reasoning, r, n);
+    int rc = s->reasoning_state == 0 ? s->ops->reasoning_open(s->ctx, &s->out) : 0;
+    s->reasoning_state = 1;
+    if (!rc) rc = s->ops->reasoning_delta(s->ctx, &s->out, r, n);
+    return rc ? rc : srv_buf_add(&s->reasoning, r, n);
+}
 
 static int close_text(items_stream *s) {
     if (s->text_state != 1) return 0;
@@ -148,7 +180,8 @@ static int advance(items_stream *s, int final, const srv_job_view *v) {
     if (parse(s->tools, s->acc.p, s->acc.n, final, &rep)) return -1;
     size_t content = rep ? rep->content_len : s->acc.n;
     int n_calls = rep ? (rep->n_calls < MAX_CALLS ? rep->n_calls : MAX_CALLS) : 0, rc = 0;
-    if (content > s->content_sent && s->text_state < 2) { /* text after a call began is not streamed */
+    if (final || content > s->content_sent || n_calls) rc = close_reasoning(s); /* the thought ends before the answer */
+    if (!rc && content > s->content_sent && s->text_state < 2) { /* text after a call began is not streamed */
         if (s->text_state == 0) rc = o->text_open(s->ctx, &s->out);
         s->text_state = 1;
         if (!rc) rc = o->text_delta(s->ctx, &s->out, s->acc.p + s->content_sent, content - s->content_sent);
@@ -180,7 +213,7 @@ static int advance(items_stream *s, int final, const srv_job_view *v) {
         if (!rc) {
             call_id ids[MAX_CALLS];
             srv_api_call calls[MAX_CALLS];
-            srv_reply r = {.v = *v};
+            srv_reply r = {.v = *v, .reasoning = s->reasoning.p, .reasoning_len = s->reasoning.n};
             reply_of(o, rep, s->acc.p, s->acc.n, s->base, ids, calls, &r);
             rc = o->end(s->ctx, &s->out, &r);
         }
@@ -217,8 +250,19 @@ static int next_events(items_stream *s) {
         srv_job_view v;
         char *text;
         size_t n;
-        srv_sched_wait(s->app->sched, s->job, s->acc.n, WAIT_MS, &v, &text, &n);
-        int rc = n ? srv_buf_add(&s->acc, text, n) : 0;
+        srv_sched_wait(s->app->sched, s->job, s->got, WAIT_MS, &v, &text, &n);
+        s->got += n;
+        int rc = 0;
+        if (s->think.syntax != SRV_THINK_OFF) { /* the reasoning to its block, the answer on as the text */
+            srv_buf r = {0};
+            size_t before = s->acc.n;
+            rc = srv_think_feed(&s->think, text, n, v.state == SRV_DONE, &r, &s->acc);
+            if (!rc) rc = reasoning_events(s, r.p, r.n);
+            srv_buf_free(&r);
+            n = s->acc.n - before; /* new text of the answer */
+        } else if (n) {
+            rc = srv_buf_add(&s->acc, text, n);
+        }
         free(text);
         if (rc) return fail_stream(s, NULL);
         if (v.state == SRV_DONE && v.finish == SRV_FINISH_ERROR) {
@@ -256,13 +300,16 @@ static void free_stream(void *cls) {
     s->ops->free(s->ctx);
     srv_buf_free(&s->acc);
     srv_buf_free(&s->out);
+    srv_think_free(&s->think);
+    srv_buf_free(&s->reasoning);
     free(s);
 }
 
 enum MHD_Result srv_items_answer(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job *job,
-                                 clinfer_tools *tools, int stream, const srv_item_ops *ops, void *ctx) {
+                                 clinfer_tools *tools, int stream, const srv_item_ops *ops, void *ctx,
+                                 int think_syntax, int think_open) {
     if (!stream) {
-        enum MHD_Result rc = answer_whole(app, c, job, tools, ops, ctx);
+        enum MHD_Result rc = answer_whole(app, c, job, tools, ops, ctx, think_syntax, think_open);
         srv_sched_release(app->sched, job);
         srv_http_busy(h, -1);
         clinfer_tools_free(tools);
@@ -274,6 +321,7 @@ enum MHD_Result srv_items_answer(srv_http *h, srv_app *app, struct MHD_Connectio
     if (s) {
         *s = (items_stream){.h = h, .app = app, .c = c, .job = job, .tools = tools, .ops = ops, .ctx = ctx,
                             .call_open = -1, .base = id_base()};
+        srv_think_init(&s->think, (srv_think_syntax)think_syntax, think_open);
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream);
     }
     if (!resp) {

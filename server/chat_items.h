@@ -18,6 +18,8 @@ typedef struct srv_reply {
     const srv_api_call *calls; /* ids (ops->call_prefix, unique per reply), names, arguments (JSON object text) */
     int n_calls;
     srv_job_view v; /* finish, stop_hit, n_prompt, n_cached, n_gen */
+    const char *reasoning; /* the reasoning apart (reasoning.h), reasoning[0, reasoning_len); 0 bytes: none */
+    size_t reasoning_len;
 } srv_reply;
 
 /* An API's events: each appends to `out` and returns 0, or -1 when it
@@ -25,6 +27,10 @@ typedef struct srv_reply {
 typedef struct srv_item_ops {
     const char *call_prefix; /* a call id's ("call_", "toolu_") */
     int (*begin)(void *ctx, srv_buf *out, int n_prompt);
+    /* the reasoning's block, before the text's (NULL: a stream leaves the reasoning out) */
+    int (*reasoning_open)(void *ctx, srv_buf *out);
+    int (*reasoning_delta)(void *ctx, srv_buf *out, const char *t, size_t n);
+    int (*reasoning_close)(void *ctx, srv_buf *out, const char *text, size_t n); /* the block's whole text */
     int (*text_open)(void *ctx, srv_buf *out);
     int (*text_delta)(void *ctx, srv_buf *out, const char *t, size_t n);
     int (*text_close)(void *ctx, srv_buf *out, const char *text, size_t n); /* the block's whole text */
@@ -40,9 +46,11 @@ typedef struct srv_item_ops {
 
 /* Answers the one submitted job (srv_request_submit's; released here, its
  * busy count undone) whole or streamed; tools (consumed) parse its reply,
- * NULL for text; ctx (consumed by ops->free) is the API's. */
+ * NULL for text; ctx (consumed by ops->free) is the API's. The reasoning
+ * comes apart as think_syntax and think_open say (srv_api_req's, from srv_request_submit). */
 enum MHD_Result srv_items_answer(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job *job,
-                                 clinfer_tools *tools, int stream, const srv_item_ops *ops, void *ctx);
+                                 clinfer_tools *tools, int stream, const srv_item_ops *ops, void *ctx,
+                                 int think_syntax, int think_open);
 
 /* Appends an SSE event "event: NAME\ndata: JSON\n\n" (json consumed; NULL: -1). */
 int srv_sse(srv_buf *out, const char *name, char *json);

@@ -10,8 +10,11 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "http.h"
 #include "buf.h"
+#include "reasoning.h"
 
 enum { WAIT_MS = 100 }; /* how often a waiting request looks for its client */
 
@@ -37,7 +40,8 @@ static clinfer_status chat_tokens(const srv_app *app, const srv_api_req *q, cons
             for (int k = 0; k < m->n_calls; k++)
                 *c++ = (clinfer_tool_call){m->calls[k].id, m->calls[k].name, m->calls[k].arguments};
         }
-        st = clinfer_tools_chat_tokenize(app->m, tools, msgs, q->n_msgs, 1, ids, n); /* messages are text */
+        st = clinfer_tools_chat_tokenize_kw(app->m, tools, msgs, q->n_msgs, 1, q->template_kwargs, ids,
+                                            n); /* messages are text */
     }
     free(msgs);
     free(calls);
@@ -232,7 +236,8 @@ static void release_jobs(srv_sched *s, srv_job **jobs, int n) {
 /* Choice i's text and view, its logprobs when asked for: 0, or -1 when
  * the client went away or memory ran out. */
 typedef struct whole {
-    srv_buf text; /* the reply so far */
+    srv_buf text; /* the reply so far (with reasoning apart: the answer, once split) */
+    srv_buf reasoning; /* the reasoning apart (think_split) */
     srv_job_view v;
     srv_api_logprob *lp;
     int n_lp;
@@ -289,15 +294,30 @@ static int choice_calls(const clinfer_tools *tools, const whole *w, srv_api_choi
     return 0;
 }
 
+/* A whole reply's reasoning apart: w->text becomes the answer, w->reasoning
+ * the thought (syntax off: unchanged). -1: out of memory. */
+static int think_split(whole *w, int syntax, int open) {
+    if (syntax == SRV_THINK_OFF) return 0;
+    srv_think t;
+    srv_buf content = {0};
+    srv_think_init(&t, (srv_think_syntax)syntax, open);
+    int rc = srv_think_feed(&t, w->text.p, w->text.n, 1, &w->reasoning, &content);
+    srv_think_free(&t);
+    if (rc) return srv_buf_free(&content), clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory"), -1;
+    srv_buf_free(&w->text);
+    w->text = content;
+    return 0;
+}
+
 static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job **jobs, int n,
-                                    srv_api_resp *r, int logprobs, clinfer_tools *tools) {
+                                    srv_api_resp *r, int logprobs, clinfer_tools *tools, int syntax, int open) {
     whole *w = calloc((size_t)n, sizeof *w);
     srv_api_choice *ch = calloc((size_t)n, sizeof *ch);
     srv_job_view *views = calloc((size_t)n, sizeof *views);
     whole_calls *wc = calloc((size_t)n, sizeof *wc);
     int ok = w && ch && views && wc, failed = -1;
     for (int i = 0; ok && i < n; i++) {
-        ok = collect(app, c, jobs[i], logprobs, &w[i]) == 0;
+        ok = collect(app, c, jobs[i], logprobs, &w[i]) == 0 && think_split(&w[i], syntax, open) == 0;
         if (ok && failed < 0 && w[i].v.finish == SRV_FINISH_ERROR) failed = i;
     }
     release_jobs(app->sched, jobs, n);
@@ -311,7 +331,7 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
         for (int i = 0; i < n; i++) {
             ch[i] = (srv_api_choice){.index = i, .text = w[i].text.p, .len = w[i].text.n,
                                      .finish = finish_name(w[i].v.finish), .logprobs = logprobs, .lp = w[i].lp,
-                                     .n_lp = w[i].n_lp};
+                                     .n_lp = w[i].n_lp, .reasoning = w[i].reasoning.p, .reasoning_len = w[i].reasoning.n};
             views[i] = w[i].v;
         }
         int parsed = 1;
@@ -319,7 +339,7 @@ static enum MHD_Result answer_whole(srv_http *h, srv_app *app, struct MHD_Connec
         srv_api_usage u = usage_of(views, n);
         rc = srv_http_send(c, MHD_HTTP_OK, "application/json", parsed ? srv_api_choices_json(r, ch, n, &u) : NULL);
     }
-    for (int i = 0; w && i < n; i++) srv_buf_free(&w[i].text), free(w[i].lp);
+    for (int i = 0; w && i < n; i++) srv_buf_free(&w[i].text), srv_buf_free(&w[i].reasoning), free(w[i].lp);
     for (int i = 0; wc && i < n; i++) clinfer_tool_reply_free(wc[i].rep), free(wc[i].calls), free(wc[i].ids);
     free(wc);
     clinfer_tools_free(tools);
@@ -362,6 +382,7 @@ typedef struct stream {
     size_t out_at;
     clinfer_tools *tools; /* NULL: plain text */
     tool_stream *ts;      /* with tools: a choice's */
+    srv_think *think;     /* a choice's reasoning splitter (each SRV_THINK_OFF: none) */
 } stream;
 
 /* Appends `data: JSON\n\n` (JSON consumed). */
@@ -433,8 +454,23 @@ static int choice_events(stream *s, int i) {
     srv_token_lp *t = NULL;
     srv_api_logprob *lp = NULL;
     int n_lp = 0, rc = 0;
-    if (s->logprobs) { /* the tokens whose text this chunk completes */
-        n_lp = srv_sched_logprobs(s->app->sched, s->jobs[i], s->n_lp[i], s->have[i] + n, v.state == SRV_DONE, &t);
+    /* the reasoning apart: its delta first as a chunk of its own, then the answer's text goes on as text */
+    const size_t got = n;
+    srv_buf rd = {0}, cd = {0};
+    if (s->think[i].syntax != SRV_THINK_OFF) {
+        rc = srv_think_feed(&s->think[i], text, n, v.state == SRV_DONE, &rd, &cd);
+        if (!rc && rd.n) {
+            srv_api_choice ch = {.index = i, .text = "", .reasoning = rd.p, .reasoning_len = rd.n};
+            rc = event(s, srv_api_choice_chunk_json(&s->r, !s->role_sent[i], &ch));
+            s->role_sent[i] = 1;
+        }
+        free(text);
+        text = cd.p; /* the answer's part of the piece (cd's bytes, freed below) */
+        n = cd.n;
+        cd = (srv_buf){0};
+    }
+    if (!rc && s->logprobs) { /* the tokens whose text this chunk completes */
+        n_lp = srv_sched_logprobs(s->app->sched, s->jobs[i], s->n_lp[i], s->have[i] + got, v.state == SRV_DONE, &t);
         rc = n_lp < 0 || logprob_items(s->app, t, n_lp, &lp) ? -1 : 0;
     }
     if (!rc && s->tools) { /* a chat: the role first, then what the reply parses into */
@@ -442,16 +478,19 @@ static int choice_events(stream *s, int i) {
         if (!s->role_sent[i]) rc = event(s, srv_api_choice_chunk_json(&s->r, 1, &role));
         s->role_sent[i] = 1;
         if (!rc && (n || n_lp)) rc = tool_events(s, i, text, n, 0, lp, n_lp);
-        s->have[i] += n;
+        s->have[i] += got;
         s->n_lp[i] += n_lp;
     } else if (!rc && (n || n_lp || (!s->role_sent[i] && s->r.kind == SRV_CHAT))) {
         srv_api_choice ch = {.index = i, .text = text, .len = n, .logprobs = s->logprobs, .lp = lp, .n_lp = n_lp};
         rc = event(s, srv_api_choice_chunk_json(&s->r, !s->role_sent[i], &ch));
         s->role_sent[i] = 1;
-        s->have[i] += n;
+        s->have[i] += got;
         s->n_lp[i] += n_lp;
+    } else {
+        s->have[i] += got; /* all of it reasoning, sent above */
     }
     free(text);
+    srv_buf_free(&rd);
     free(t);
     free(lp);
     if (rc || v.state != SRV_DONE) return rc;
@@ -517,6 +556,8 @@ static void stream_free(stream *s) {
     srv_buf_free(&s->out);
     for (int i = 0; s->ts && i < s->n; i++) srv_buf_free(&s->ts[i].acc);
     free(s->ts);
+    for (int i = 0; s->think && i < s->n; i++) srv_think_free(&s->think[i]);
+    free(s->think);
     clinfer_tools_free(s->tools);
     free(s);
 }
@@ -530,7 +571,8 @@ static void free_stream(void *cls) {
 }
 
 static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_job **jobs, int n,
-                                     const srv_api_resp *r, int include_usage, int logprobs, clinfer_tools *tools) {
+                                     const srv_api_resp *r, int include_usage, int logprobs, clinfer_tools *tools,
+                                     int syntax, int open) {
     stream *s = calloc(1, sizeof *s);
     if (s) {
         *s = (stream){.h = h, .app = app, .c = c, .r = *r, .include_usage = include_usage, .logprobs = logprobs, .n = n,
@@ -544,8 +586,10 @@ static enum MHD_Result answer_stream(srv_http *h, srv_app *app, struct MHD_Conne
         s->role_sent = calloc((size_t)n, sizeof *s->role_sent);
         s->done = calloc((size_t)n, sizeof *s->done);
         s->views = calloc((size_t)n, sizeof *s->views);
+        if ((s->think = calloc((size_t)(n > 0 ? n : 1), sizeof *s->think)))
+            for (int i = 0; i < n; i++) srv_think_init(&s->think[i], (srv_think_syntax)syntax, open);
     }
-    struct MHD_Response *resp = s && s->jobs && s->have && s->n_lp && s->role_sent && s->done && s->views &&
+    struct MHD_Response *resp = s && s->jobs && s->have && s->n_lp && s->role_sent && s->done && s->views && s->think &&
                                         (!s->tools || s->ts)
                                     ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream)
                                     : NULL;
@@ -636,7 +680,9 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                      srv_api_error *e) {
     srv_job_params p = {.max_tokens = q->max_tokens, .sp = q->sp, .n_stop = q->n_stop, .logprobs = q->logprobs,
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
-                        .n_bias = q->n_bias, .grammar = grammar}; /* each job takes its own reference */
+                        .n_bias = q->n_bias, .grammar = grammar, /* each job takes its own reference */
+                        .think_open = q->think_syntax == SRV_THINK_TAGS && q->think_open,
+                        .special = q->think_syntax == SRV_THINK_HARMONY}; /* Harmony's channels are control tokens */
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
@@ -651,6 +697,51 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
     return q->n;
 }
 
+int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e) {
+    if (q->reasoning_format < 0) q->reasoning_format = app->reasoning_format;
+    if (q->kind != SRV_CHAT || !(q->has_budget ? q->reasoning_budget == 0 : app->reasoning_off)) return 0;
+    /* no thinking: as llama-server, the template's enable_thinking false (Qwen3 closes an empty thought) */
+    json_t *kw = q->template_kwargs ? json_loads(q->template_kwargs, 0, NULL) : json_object();
+    char *text = NULL;
+    if (kw && !json_object_get(kw, "enable_thinking") && !json_object_set_new(kw, "enable_thinking", json_false()))
+        text = json_dumps(kw, JSON_COMPACT);
+    int said = kw && json_object_get(kw, "enable_thinking") && !text; /* the request's own word stands */
+    json_decref(kw);
+    if (said) return 0;
+    if (!text) {
+        srv_api_error_set(e, 500, "server_error", NULL, NULL, "out of host memory");
+        return -1;
+    }
+    free(q->template_kwargs);
+    q->template_kwargs = text;
+    return 0;
+}
+
+/* How the reply will mark its reasoning (q->think_syntax, q->think_open):
+ * read off the rendered prompt's end, its last tokens with their control
+ * tokens as text (a generation prompt that opens <think>, or Harmony's
+ * "<|start|>assistant"). Off for a completion and under reasoning_format
+ * none; a tail that cannot be read is taken as no prompt to go by. */
+static int think_of(const srv_app *app, srv_api_req *q, const int32_t *ids, int n) {
+    q->think_syntax = SRV_THINK_OFF;
+    q->think_open = 0;
+    if (q->kind != SRV_CHAT || q->reasoning_format == SRV_REASONING_NONE) return 0;
+    enum { TAIL = 8 }; /* tokens: "<think>\n" and "<|start|>assistant" are at most a few */
+    clinfer_detokenizer *d;
+    srv_buf tail = {0};
+    if (clinfer_detokenizer_create(app->m, 1, &d) == CLINFER_OK) {
+        for (int i = n > TAIL ? n - TAIL : 0; i < n; i++) {
+            const char *p;
+            size_t k;
+            if (clinfer_detokenizer_push(d, ids[i], &p, &k) == CLINFER_OK && k) srv_buf_add(&tail, p, k);
+        }
+        clinfer_detokenizer_free(d);
+    }
+    q->think_syntax = (int)srv_think_detect(tail.p ? tail.p : "", tail.n, &q->think_open);
+    srv_buf_free(&tail);
+    return 0;
+}
+
 int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_api_req *q, srv_job **jobs,
                        clinfer_tools **tools_out, srv_api_error *e) {
     int32_t *ids = NULL;
@@ -662,9 +753,11 @@ int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_
     *tools_out = NULL;
     const int max_given = q->max_tokens; /* 0: not given (a refusal names the prompt then) */
     if (!q->max_tokens && q->kind == SRV_COMPLETION) q->max_tokens = 16; /* OpenAI's default there */
-    if (check_request(app, q, e) == 0 && tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
+    if (check_request(app, q, e) == 0 && srv_request_reasoning(app, q, e) == 0 &&
+        tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
         prompt_tokens(app, q, q->tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, e) == 0 &&
-        check_kv(app, q, n, max_given, e) == 0 && (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
+        check_kv(app, q, n, max_given, e) == 0 && think_of(app, q, ids, n) == 0 &&
+        (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
         n_jobs = make_jobs(q, ids, n, grammar, jobs, e);
     free(ids);
     clinfer_grammar_free(grammar); /* the jobs hold theirs */
@@ -722,11 +815,12 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
     /* any model id is answered by the loaded model (as llama-server does: clients name one regardless) */
     if (srv_api_parse(body ? body : "", len, kind, &q, &e) == 0) n_jobs = srv_request_submit(h, app, c, &q, jobs, &tools, &e);
     int stream_it = q.stream, include_usage = q.include_usage, logprobs = q.logprobs;
+    int syntax = q.think_syntax, open = q.think_open;
     srv_api_req_free(&q);
     if (!n_jobs) return e.http ? srv_http_send_error(c, &e) : MHD_NO; /* 0: the client left */
     char id[48];
     snprintf(id, sizeof id, "%s-%llx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", next_id());
     srv_api_resp r = {.kind = kind, .id = id, .model = app->model_id, .created = (long long)time(NULL)};
-    return stream_it ? answer_stream(h, app, c, jobs, n_jobs, &r, include_usage, logprobs, tools)
-                     : answer_whole(h, app, c, jobs, n_jobs, &r, logprobs, tools);
+    return stream_it ? answer_stream(h, app, c, jobs, n_jobs, &r, include_usage, logprobs, tools, syntax, open)
+                     : answer_whole(h, app, c, jobs, n_jobs, &r, logprobs, tools, syntax, open);
 }

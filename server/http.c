@@ -201,7 +201,7 @@ static void *watchdog(void *arg) {
 
 typedef enum route {
     R_PAGE, R_ASSET, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_RMODELS, R_RLOAD, R_RUNLOAD, R_NONE
+    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_APPLY_TEMPLATE, R_RMODELS, R_RLOAD, R_RUNLOAD, R_NONE
 } route;
 
 static const struct {
@@ -221,6 +221,7 @@ static const struct {
     [R_RESPONSES] = {"/v1/responses", "POST", 0},             /* api_responses.c */
     [R_MESSAGES] = {"/v1/messages", "POST", 0},               /* api_anthropic.c */
     [R_COUNT_TOKENS] = {"/v1/messages/count_tokens", "POST", 0},
+    [R_APPLY_TEMPLATE] = {"/apply-template", "POST", 0},      /* apply_template.c */
     [R_RMODELS] = {"/models", "GET", 0},          /* llama-server's router mode's names (router.h) */
     [R_RLOAD] = {"/models/load", "POST", 0},
     [R_RUNLOAD] = {"/models/unload", "POST", 0},
@@ -399,6 +400,7 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     case R_RESPONSES: return srv_responses(h, app, c, cn->body.p, cn->body.n);
     case R_MESSAGES: return srv_messages(h, app, c, cn->body.p, cn->body.n);
     case R_COUNT_TOKENS: return srv_messages_count(app, c, cn->body.p, cn->body.n);
+    case R_APPLY_TEMPLATE: return srv_apply_template(app, c, cn->body.p, cn->body.n);
     default: return MHD_NO;
     }
 }

@@ -34,6 +34,8 @@ typedef struct srv_app {
     int n_ctx, n_slots;
     long long created;
     srv_gcache *grammars; /* structured output's compiled grammars */
+    int reasoning_format; /* --reasoning-format: a request's default (an srv_reasoning_format; 0: auto) */
+    int reasoning_off;    /* --reasoning-budget 0: requests think only where they ask to */
 } srv_app;
 
 typedef struct srv_http srv_http;
@@ -93,6 +95,10 @@ void srv_http_busy(srv_http *h, int delta);
  * tool_choice none. Every endpoint that generates goes through this. */
 int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_api_req *q, srv_job **jobs,
                        clinfer_tools **tools, srv_api_error *e);
+/* q's reasoning settings with the server's defaults: reasoning_format, and
+ * a budget of 0 as the template's enable_thinking false (where
+ * chat_template_kwargs does not say). 0, or -1 with *e (out of memory). */
+int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e);
 /* The tokens of q's prompt as srv_request_submit renders it: 0 with *n set, or -1 with *e. */
 int srv_request_count(const srv_app *app, const srv_api_req *q, int *n, srv_api_error *e);
 enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_kind kind, const char *body,
@@ -100,5 +106,7 @@ enum MHD_Result srv_completion(srv_http *h, srv_app *app, struct MHD_Connection 
 /* POST /v1/embeddings (embeddings.c), /tokenize and /detokenize (tokenize.c). */
 enum MHD_Result srv_embeddings(srv_http *h, srv_app *app, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result srv_tokenize(srv_app *app, struct MHD_Connection *c, const char *body, size_t len, int detokenize);
+/* POST /apply-template (apply_template.c): the prompt a chat request renders to. */
+enum MHD_Result srv_apply_template(srv_app *app, struct MHD_Connection *c, const char *body, size_t len);
 
 #endif

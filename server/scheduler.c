@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "reasoning.h"
 
 
 /* Prompt tokens a slot processes in one step: long prompts are split so
@@ -30,6 +31,7 @@ struct srv_job {
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int logprobs, top_logprobs;
+    int special; /* its detokenizer writes control tokens (srv_job_params.special) */
     int32_t *bias_ids;
     float *bias;
     int n_bias;
@@ -48,6 +50,8 @@ struct srv_job {
     clinfer_detokenizer *detok;
     clinfer_drafter *drafter; /* greedy jobs under srv_sched_speculate */
     clinfer_grammar *grammar; /* its sampler's (a reference of its own), or NULL */
+    srv_think *think;         /* a grammar held back until the thought ends: the reply's splitter till then */
+    size_t think_fed;         /* bytes of text fed to it */
     srv_token_lp *lp;         /* with logprobs: a record a generated token */
     int n_lp, cap_lp;
     /* a group's prompt: the job that evaluates it and the ones that wait
@@ -136,6 +140,8 @@ static void job_free(srv_job *j) {
     clinfer_detokenizer_free(j->detok);
     clinfer_drafter_free(j->drafter);
     clinfer_grammar_free(j->grammar);
+    if (j->think) srv_think_free(j->think);
+    free(j->think);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->lp);
     free(j->bias_ids);
@@ -178,6 +184,14 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
             return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
         }
     j->grammar = p->grammar ? clinfer_grammar_retain(p->grammar) : NULL; /* n jobs of a group: n references */
+    j->special = p->special;
+    if (j->grammar && p->think_open) { /* the grammar waits for </think> (sample) */
+        if (!(j->think = malloc(sizeof *j->think))) {
+            job_free(j);
+            return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        }
+        srv_think_init(j->think, SRV_THINK_TAGS, 1);
+    }
     *out = j;
     return CLINFER_OK;
 }
@@ -323,7 +337,7 @@ static void make_room(srv_sched *s, int blocks) {
 /* A running job's sampler (its seed, its logit bias: -100 bans a token, as
  * OpenAI's -100 means), detokenizer and drafter; -1 with the message set. */
 static int job_start(srv_sched *s, srv_job *j) {
-    if (clinfer_detokenizer_create(s->m, 0, &j->detok) != CLINFER_OK ||
+    if (clinfer_detokenizer_create(s->m, j->special, &j->detok) != CLINFER_OK ||
         clinfer_sampler_create(s->m, &j->sp, &j->smp) != CLINFER_OK)
         return -1;
     for (int i = 0; i < j->n_bias; i++)
@@ -331,7 +345,7 @@ static int job_start(srv_sched *s, srv_job *j) {
             CLINFER_OK)
             return -1;
     /* after the bias: a biased token the grammar refuses stays refused */
-    if (j->grammar && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
+    if (j->grammar && !j->think && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
     /* greedy or sampled (the acceptance rule: clinfer_next_token_draft),
      * under a grammar with its drafts cut where the grammar refuses */
@@ -464,6 +478,29 @@ static int record_logprobs(srv_sched *s, srv_job *j, const float *logits, int32_
     return 0;
 }
 
+/* A job whose grammar waits for the end of its thought: the token's text
+ * through the splitter, and the grammar on the sampler once </think> has
+ * come (the tokens after it are the grammar's text). -1 with the message. */
+static int think_ended(srv_job *j) {
+    srv_buf r = {0}, c = {0};
+    int rc = srv_think_feed(j->think, j->text.p + j->think_fed, j->text.n - j->think_fed, 0, &r, &c);
+    j->think_fed = j->text.n;
+    srv_buf_free(&r), srv_buf_free(&c);
+    if (rc) {
+        snprintf(j->error, sizeof j->error, "out of host memory");
+        return -1;
+    }
+    if (srv_think_in_reasoning(j->think)) return 0;
+    srv_think_free(j->think);
+    free(j->think);
+    j->think = NULL;
+    if (clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) {
+        snprintf(j->error, sizeof j->error, "%s", clinfer_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 /* What a sampled token does to its job. */
 typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
 
@@ -488,6 +525,7 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32
         return TAKE_ERROR;
     }
     if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
+    if (j->think && think_ended(j)) return TAKE_ERROR;
     /* a sentence nothing may follow: ended now, not a step later by the
      * grammar's EOG (nor cut as length when it is the last token allowed) */
     if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;

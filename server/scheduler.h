@@ -41,6 +41,12 @@ typedef struct srv_job_params {
     const int32_t *bias_ids;
     const float *bias;
     int n_bias;
+    /* the reply starts inside <think> (the prompt opened it, reasoning.h):
+     * the grammar holds only what follows </think>, the thought is free */
+    int think_open;
+    /* control tokens in the text as their text (gpt-oss's Harmony markers,
+     * which reasoning.c splits on); 0: left out, as for every other model */
+    int special;
 } srv_job_params;
 
 /* A generated token's logprobs; its text is bytes [start, end) of the job's. */

@@ -143,7 +143,7 @@ static void test_messages_errors(void **state) {
     REFUSED("\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"source\": {}}]}]}", "messages");
     REFUSED("\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"content\": \"y\"}]}",
             "messages"); /* prefill */
-    REFUSED("\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"thinking\": {\"type\": \"enabled\"}}",
+    REFUSED("\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"thinking\": {\"type\": \"sideways\"}}",
             "thinking");
     REFUSED("\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"temperature\": 1.5}", "temperature");
     REFUSED("\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"stop_sequences\": [\"a\",\"b\",\"c\",\"d\",\"e\"]}",

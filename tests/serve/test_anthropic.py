@@ -159,7 +159,7 @@ def test_max_tokens_missing(smol):
 @pytest.mark.parametrize("kw,word", [
     ({"messages": [{"role": "user", "content": [{"type": "image", "source": {
         "type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]}]}, "image"),
-    ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
+    ({"thinking": {"type": "sideways"}}, "thinking"),
     ({"extra_body": {"temperature": 1.5}}, "temperature"),
     ({"extra_body": {"top_k": -1}}, "top_k"),
     ({"output_config": {"effort": "high"}}, "effort"),

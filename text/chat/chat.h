@@ -43,6 +43,11 @@ typedef struct clf_chat {
     int strip_bos;         /* the tokenizer adds BOS: a leading bos_token is dropped, as llama.cpp does */
     time_t now;            /* the time strftime_now formats (UTC); 0: local time now */
     char turn_end_text[64]; /* CLF_CHAT_JINJA's turn end, found by rendering (clf_chat_turn_end) */
+    /* More of the template's context for one rendering, a JSON object's
+     * text (llama-server's chat_template_kwargs: {"enable_thinking":
+     * false}), its keys set after the standard ones; NULL: none. The
+     * caller's, per call (c is copied per rendering). */
+    const char *extra_json;
 } clf_chat;
 
 /* Takes a template (kept by pointer: it must outlive c) and recognises its

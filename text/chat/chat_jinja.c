@@ -31,6 +31,15 @@ clf_status clf_chat_jinja_render(const clf_chat *c, const char *messages_json, c
     json_object_set_new(ctx, "add_generation_prompt", json_boolean(add_generation_prompt));
     json_object_set_new(ctx, "bos_token", json_string(c->bos));
     json_object_set_new(ctx, "eos_token", json_string(c->eos));
+    if (c->extra_json) { /* chat_template_kwargs: set after the standard keys, as llama.cpp's extra context is */
+        json_t *extra = json_loads(c->extra_json, 0, &err);
+        if (!json_is_object(extra)) {
+            json_decref(extra), json_decref(ctx);
+            return clf_fail(CLF_ERR_ARG, "chat template: its extra arguments are not a JSON object");
+        }
+        json_object_update(ctx, extra);
+        json_decref(extra);
+    }
     char *ctx_text = json_dumps(ctx, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(ctx);
     if (!ctx_text) return clf_fail(CLF_ERR_MEMORY, "out of host memory");

@@ -1,0 +1,194 @@
+/* The reasoning splitter (reasoning.h): a small state machine over a
+ * held-back buffer. Each feed appends to what is held, then decides as much
+ * of it as it can: text that cannot be the start of the tag the state waits
+ * for goes out, a possible tag's beginning stays held until the next piece
+ * (or the end) says what it is. */
+#include "reasoning.h"
+
+#include <string.h>
+
+/* the states of srv_think.state */
+enum {
+    ST_START,   /* tags: the reply's beginning, which may open <think> */
+    ST_THINK,   /* tags: inside <think> */
+    ST_AFTER,   /* tags: after </think>, dropping blanks before the answer */
+    ST_CONTENT, /* the answer: everything goes to content */
+    ST_HEADER,  /* Harmony: a message's header, up to <|message|> */
+    ST_BODY_R,  /* Harmony: the analysis channel's message */
+    ST_BODY_C,  /* Harmony: another channel's message (final, commentary) */
+};
+
+static const char OPEN[] = "<think>", CLOSE[] = "</think>";
+static const char H_MESSAGE[] = "<|message|>", H_CHANNEL[] = "<|channel|>";
+/* what ends a Harmony message */
+static const char *const H_ENDS[] = {"<|end|>", "<|return|>", "<|call|>"};
+
+int srv_reasoning_format_parse(const char *name, srv_reasoning_format *out) {
+    if (!strcmp(name, "auto")) *out = SRV_REASONING_AUTO;
+    else if (!strcmp(name, "none")) *out = SRV_REASONING_NONE;
+    else if (!strcmp(name, "deepseek") || !strcmp(name, "deepseek-legacy")) *out = SRV_REASONING_DEEPSEEK;
+    else return -1;
+    return 0;
+}
+
+static int blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+srv_think_syntax srv_think_detect(const char *prompt, size_t n, int *open) {
+    *open = 0;
+    while (n && blank(prompt[n - 1])) n--; /* "<think>\n" ends Qwen3's and R1's generation prompts */
+    size_t k = sizeof OPEN - 1;
+    if (n >= k && !memcmp(prompt + n - k, OPEN, k)) {
+        *open = 1;
+        return SRV_THINK_TAGS;
+    }
+    static const char HARMONY[] = "<|start|>assistant";
+    k = sizeof HARMONY - 1;
+    if (n >= k && !memcmp(prompt + n - k, HARMONY, k)) return SRV_THINK_HARMONY;
+    return SRV_THINK_TAGS;
+}
+
+void srv_think_init(srv_think *t, srv_think_syntax syntax, int open) {
+    *t = (srv_think){.syntax = syntax};
+    if (syntax == SRV_THINK_OFF) t->state = ST_CONTENT;
+    else if (syntax == SRV_THINK_HARMONY) t->state = ST_HEADER;
+    else t->state = open ? ST_THINK : ST_START;
+}
+
+void srv_think_free(srv_think *t) { srv_buf_free(&t->hold); }
+
+int srv_think_in_reasoning(const srv_think *t) { return t->state == ST_THINK || t->state == ST_BODY_R; }
+
+/* The longest end of s[0, n) that is a proper beginning of tag: bytes that
+ * must stay held. */
+static size_t partial(const char *s, size_t n, const char *tag) {
+    size_t m = strlen(tag);
+    for (size_t k = n < m - 1 ? n : m - 1; k > 0; k--)
+        if (!memcmp(s + n - k, tag, k)) return k;
+    return 0;
+}
+
+static const char *find(const char *s, size_t n, const char *tag) {
+    size_t m = strlen(tag);
+    for (size_t i = 0; i + m <= n; i++)
+        if (s[i] == tag[0] && !memcmp(s + i, tag, m)) return s + i;
+    return NULL;
+}
+
+/* Drops the first k held bytes. */
+static void consume(srv_think *t, size_t k) {
+    if (!k) return; /* also: nothing held yet (hold.p NULL) */
+    memmove(t->hold.p, t->hold.p + k, t->hold.n - k);
+    t->hold.n -= k;
+    t->hold.p[t->hold.n] = 0;
+}
+
+/* Reasoning text s[0, n): its leading blanks dropped until some was
+ * written; trailing blanks are the caller's to hold. */
+static int put_reasoning(srv_think *t, const char *s, size_t n, srv_buf *out) {
+    if (t->started != 1)
+        while (n && blank(*s)) s++, n--;
+    if (!n) return 0;
+    if (t->started == 2 && srv_buf_add(out, "\n", 1)) return -1; /* between two analysis messages */
+    t->n_reasoning += t->started == 2;
+    t->started = 1;
+    t->n_reasoning += n;
+    return srv_buf_add(out, s, n);
+}
+
+/* One step on what is held: 1 when it changed state (step again), 0 when
+ * it waits for more text, -1 when memory ran out. */
+static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
+    char *h = t->hold.p ? t->hold.p : "";
+    size_t n = t->hold.n;
+    switch (t->state) {
+    case ST_CONTENT:
+        if (n && srv_buf_add(content, h, n)) return -1;
+        if (n) consume(t, n);
+        return 0;
+    case ST_START: { /* "<think>" after blanks opens the reasoning; anything else is the answer */
+        size_t b = 0, k = sizeof OPEN - 1;
+        while (b < n && blank(h[b])) b++;
+        if (n - b >= k && !memcmp(h + b, OPEN, k)) {
+            consume(t, b + k);
+            t->state = ST_THINK;
+            return 1;
+        }
+        if (!final && n - b < k && !memcmp(h + b, OPEN, n - b)) return 0; /* blanks, or a beginning of <think> */
+        t->state = ST_CONTENT;
+        return 1;
+    }
+    case ST_THINK: {
+        const char *at = find(h, n, CLOSE);
+        size_t upto = at ? (size_t)(at - h) : final ? n : n - partial(h, n, CLOSE);
+        size_t keep = upto;
+        while (keep && blank(h[keep - 1])) keep--; /* blanks at its end: held until text follows */
+        if (put_reasoning(t, h, keep, reasoning)) return -1;
+        if (at) {
+            consume(t, upto + sizeof CLOSE - 1);
+            t->state = ST_AFTER;
+            return 1;
+        }
+        consume(t, final ? n : keep);
+        return 0;
+    }
+    case ST_AFTER: { /* the blanks between </think> and the answer go */
+        size_t b = 0;
+        while (b < n && blank(h[b])) b++;
+        consume(t, b);
+        if (b == n) return 0;
+        t->state = ST_CONTENT;
+        return 1;
+    }
+    case ST_HEADER: { /* "<|start|>assistant<|channel|>NAME<|message|>": which channel follows */
+        const char *at = find(h, n, H_MESSAGE);
+        if (!at) { /* a reply that does not open with a header is plain text */
+            if (final || (n >= 1 && h[0] != '<') || (n >= 2 && h[1] != '|')) t->state = ST_CONTENT;
+            return t->state == ST_CONTENT;
+        }
+        const char *ch = find(h, (size_t)(at - h), H_CHANNEL);
+        int analysis = ch && !strncmp(ch + sizeof H_CHANNEL - 1, "analysis", 8);
+        consume(t, (size_t)(at - h) + sizeof H_MESSAGE - 1);
+        t->state = analysis ? ST_BODY_R : ST_BODY_C;
+        return 1;
+    }
+    case ST_BODY_R:
+    case ST_BODY_C: {
+        const char *end = NULL;
+        size_t tag = 0, hold = 0;
+        for (size_t i = 0; i < sizeof H_ENDS / sizeof *H_ENDS; i++) {
+            const char *at = find(h, n, H_ENDS[i]);
+            if (at && (!end || at < end)) end = at, tag = strlen(H_ENDS[i]);
+            size_t p = partial(h, n, H_ENDS[i]);
+            if (p > hold) hold = p;
+        }
+        size_t upto = end ? (size_t)(end - h) : final ? n : n - hold;
+        if (t->state == ST_BODY_R) {
+            size_t keep = upto;
+            while (keep && blank(h[keep - 1])) keep--;
+            if (put_reasoning(t, h, keep, reasoning)) return -1;
+            if (!end) {
+                consume(t, final ? n : keep);
+                return 0;
+            }
+            if (t->started) t->started = 2; /* a next analysis message starts on a line of its own */
+        } else if (upto && srv_buf_add(content, h, upto)) {
+            return -1;
+        }
+        if (!end) {
+            consume(t, upto);
+            return 0;
+        }
+        consume(t, upto + tag);
+        t->state = ST_HEADER;
+        return 1;
+    }
+    }
+    return 0;
+}
+
+int srv_think_feed(srv_think *t, const char *text, size_t n, int final, srv_buf *reasoning, srv_buf *content) {
+    if (n && srv_buf_add(&t->hold, text, n)) return -1;
+    int rc;
+    while ((rc = step(t, final, reasoning, content)) > 0) {}
+    return rc;
+}
