@@ -4,9 +4,12 @@
 # pytest), raw HTTP,
 # and headless Chromium on the chat page (tests/serve/).
 #
-# usage: serve.sh CLINFER TINY_GGUF BUILD_DIR
+# usage: serve.sh CLINFER TINY_GGUF BUILD_DIR [PYTEST_ARGS...]
+# PYTEST_ARGS (default: the whole tests/serve folder) let ctest run the
+# folder as two tests that share the venv (serve, serve_apis).
 set -u
 BIN=$1 TOOL=$2 BUILD=$3
+shift 3
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d /tmp/clinfer-serve-XXXXXX) || exit 1
 trap 'rm -rf "$W"' EXIT INT TERM
@@ -18,10 +21,15 @@ for p in python3 /usr/bin/python3; do
 done
 [ -n "$PY" ] || { echo "FAIL: no python3 with pytest and venv (make deps installs them)"; exit 1; }
 VENV=$BUILD/servevenv
+# the venv made and filled once, under a lock: the two serve tests start together
+exec 9>"$BUILD/servevenv.lock"
+flock 9 || { echo "FAIL: flock $BUILD/servevenv.lock"; exit 1; }
 [ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages "$VENV" || { echo "FAIL: python3 -m venv"; exit 1; }
 "$VENV/bin/python" -c "import openai, anthropic, jsonschema" 2>/dev/null ||
     "$VENV/bin/python" -m pip install -q openai anthropic jsonschema >"$W/log" 2>&1 ||
     { cat "$W/log"; echo "FAIL: pip install openai anthropic jsonschema"; exit 1; }
+flock -u 9
+[ $# -gt 0 ] || set -- "$SRC/tests/serve"
 "$TOOL" model "$W/tiny-noeog.gguf" --no-eog || { echo "FAIL: tiny_gguf"; exit 1; }
 CLINFER_BIN=$BIN CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
-    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$SRC/tests/serve"
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
