@@ -31,6 +31,14 @@ clf_status clf_moe_scratch_alloc(clf_runtime *rt, int n_rows, int n_expert, int 
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, 2 * (int64_t)n_ff, n_rows, &s->gu));
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_ff, n_rows, &s->ff));
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_embd, n_rows, &s->yg));
+    /* the indirect decode's slots: up to 64 decode rows (serve's streams), whole int8 blocks only */
+    s->n_id = n_rows < 64 ? n_rows : 64;
+    if (n_ff % 32 == 0) {
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_ff, (int64_t)s->n_id * n_used, &s->hid));
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(n_ff), (int64_t)s->n_id * n_used, &s->hidq));
+    } else {
+        s->n_id = 0;
+    }
     s->h_id = malloc((size_t)nk * sizeof *s->h_id);
     s->h_row = malloc((size_t)nk * sizeof *s->h_row);
     s->h_w = malloc((size_t)nk * sizeof *s->h_w);
@@ -41,14 +49,16 @@ clf_status clf_moe_scratch_alloc(clf_runtime *rt, int n_rows, int n_expert, int 
 }
 
 void clf_moe_scratch_free(clf_moe_scratch *s) {
-    clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg};
+    clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg,
+                    &s->hid, &s->hidq};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clf_tensor_free(t[i]);
     free(s->h_id), free(s->h_row), free(s->h_w), free(s->h_gw), free(s->h_cnt);
     memset(s, 0, sizeof *s);
 }
 
 size_t clf_moe_scratch_bytes(const clf_moe_scratch *s) {
-    const clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg};
+    const clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg,
+                          &s->hid, &s->hidq};
     size_t b = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) b += t[i]->mem ? clf_tensor_bytes(t[i]) : 0;
     return b;
@@ -143,6 +153,13 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
     /* logits -> ids, w [n × k]: softmax, top-k, weights, on the device */
     clf_tensor ids = clf_tensor_rows(&s->sel_id, 0, n), w = clf_tensor_rows(&s->sel_w, 0, n);
     CLF_TRY(clf_moe_route(rt, &logits, k, moe->norm_w, moe->w_scale, &ids, &w));
+    /* decode rows only, experts stacked: xq -> hid, hidq [n·k slots] -> x += Σ w · down · hid, two launches
+     * reading ids and w on the device (no wait) */
+    if (n1 == n && xq && n <= s->n_id && moe->gu_stack && moe->down_stack) {
+        clf_tensor hid = clf_tensor_rows(&s->hid, 0, (int64_t)n * k), hidq = clf_tensor_rows(&s->hidq, 0, (int64_t)n * k);
+        CLF_TRY(clf_matmul_glu_id_xq(rt, moe->gu_stack, E, moe->act, xq, &ids, k, &hid, &hidq));
+        return clf_matmul_down_id_xq(rt, moe->down_stack, E, &hidq, &ids, &w, k, x);
+    }
     /* ids, w -> the host (a blocking read: the only wait of the layer) */
     const size_t nk = (size_t)n * (size_t)k;
     CLF_CL_TRY(clEnqueueReadBuffer(rt->queue, ids.mem, CL_FALSE, ids.offset, nk * 4, s->h_id, 0, NULL, NULL));
