@@ -299,7 +299,9 @@ static clf_status upload_experts(loader *ld, int l, clf_llama_layer *L) {
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     const int fused = ts[0]->type == ts[1]->type, E = hp->n_expert;
     const int64_t ff = ts[0]->ne[1], d = ts[2]->ne[1];
-    if (fused && ff == ts[1]->ne[1] && ff % 32 == 0 && clf_matmul_stacks(ld->m->rt, ts[0]->type, 2 * ff, ts[0]->ne[0], E) &&
+    /* CLINFER_MOE_STACK=0 keeps them apart (the A/B of the indirect decode, bench/RESULTS.md) */
+    const char *env = getenv("CLINFER_MOE_STACK");
+    if (!(env && !strcmp(env, "0")) && fused && ff == ts[1]->ne[1] && ff % 32 == 0 && clf_matmul_stacks(ld->m->rt, ts[0]->type, 2 * ff, ts[0]->ne[0], E) &&
         clf_matmul_stacks(ld->m->rt, ts[2]->type, d, ts[2]->ne[0], E)) {
         /* expert e's gate rows, then its up rows, e ascending: 2E pieces, uploaded as rows sources of at most
          * three pieces would not do, so the stack is listed and packed from one source per expert pair */

@@ -772,7 +772,7 @@ clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *p
     const clf_panel_fmt *f = clf_panel_fmt_get(W->type);
     size_t mb, ab;
     clf_panels_size(f, rows, W->cols, &mb, &ab);
-    *part = (clf_weight){W->type, rows, W->cols, NULL, NULL, W->layout, 0};
+    *part = (clf_weight){W->type, rows, W->cols, NULL, NULL, W->layout, mb + ab}; /* the bytes it reads (W holds them) */
     clf_status st = sub_buffer(W->mem, mb, i, &part->mem);
     if (st == CLF_OK && W->aux) st = sub_buffer(W->aux, ab, i, &part->aux);
     if (st != CLF_OK) clf_weight_free(part);

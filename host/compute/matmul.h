@@ -132,7 +132,8 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
 int clf_matmul_stacks(const clf_runtime *rt, clf_type type, int64_t part_rows, int64_t cols, int n_part);
 
 /* Part i of the n_part equal parts of the stack W: sub-buffers of W's
- * (bytes 0: W holds them); freed with clf_weight_free before W. */
+ * (its bytes are those a product reads, W's share: not more device
+ * memory); freed with clf_weight_free before W. */
 clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *part);
 
 /* The gated units of n decode rows' chosen experts in one launch: slot
