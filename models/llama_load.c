@@ -303,8 +303,7 @@ static clf_status upload_experts(loader *ld, int l, clf_llama_layer *L) {
     const char *env = getenv("CLINFER_MOE_STACK");
     if (!(env && !strcmp(env, "0")) && fused && ff == ts[1]->ne[1] && ff % 32 == 0 && clf_matmul_stacks(ld->m->rt, ts[0]->type, 2 * ff, ts[0]->ne[0], E) &&
         clf_matmul_stacks(ld->m->rt, ts[2]->type, d, ts[2]->ne[0], E)) {
-        /* expert e's gate rows, then its up rows, e ascending: 2E pieces, uploaded as rows sources of at most
-         * three pieces would not do, so the stack is listed and packed from one source per expert pair */
+        /* two weights: expert e's gate rows then its up rows, e ascending; the downs */
         CLF_TRY(upload_stack(ld, l, ts, L));
         if (ld->listing) return CLF_OK;
         for (int i = 0; i < 3; i++) clf_gguf_release(ld->g, ts[i]->data, ts[i]->bytes);

@@ -105,7 +105,8 @@ clf_status clf_moe_scatter_add(clf_runtime *rt, clf_tensor *x, const clf_tensor 
  * with the activation in one GEMV where the device fuses it,
  * clf_matmul_glu_xq) and the gather is skipped; the result is the same
  * (matmul.h: the int8 forms are what the GEMVs would make). Reads the
- * routing back (waits for the queue). */
+ * routing back (waits for the queue), except on the indirect path above
+ * (all n rows decode rows, xq given, n ≤ s->n_id, stacks given). */
 clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, const clf_tensor *xq, int n1,
                        const clf_tensor *ffq, clf_tensor *x, clf_moe_scratch *s);
 
