@@ -443,15 +443,18 @@ static void run_stacked(clf_type type, int d, int ff, double tol, int want_stack
 
 static void test_ffn_stacked(void **state) {
     (void)state;
-    /* the cpu variant stacks where its int8 GEMVs run (x86 PoCL); the gpu variant keeps experts apart */
-    const int int8 = clf_matmul_quantizes_x(tu_runtime(), &(clf_weight){.type = CLF_Q8_0, .layout = CLF_MATMUL_CPU}, 1);
-    const int cpu = !strcmp(clf_matmul_variant(tu_runtime()), "cpu");
-    run_stacked(CLF_Q8_0, 64, 96, 2e-2, cpu && int8);
-    run_stacked(CLF_Q4_0, 96, 64, 3e-2, cpu && int8);
-    run_stacked(CLF_Q4_K, 256, 256, 3e-2, cpu && int8);
-    run_stacked(CLF_F32, 48, 40, 1e-5, 0); /* no int8 GEMV (and ff not whole blocks of 32): apart */
-    tu_tune("matmul=gpu");
-    run_stacked(CLF_Q8_0, 64, 96, 2e-2, 0);
+    /* each variant stacks where its int8 GEMVs run (the cpu one on x86 PoCL; the gpu one where the
+     * tuning's int8_gemv says) */
+    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    for (int t = 0; t < 2; t++) {
+        tu_tune(tunes[t]);
+        clf_runtime *rt = tu_runtime();
+        const int int8 = clf_matmul_quantizes_x(rt, &(clf_weight){.type = CLF_Q8_0, .layout = rt->tune.matmul}, 1);
+        run_stacked(CLF_Q8_0, 64, 96, 2e-2, int8);
+        run_stacked(CLF_Q4_0, 96, 64, 3e-2, int8);
+        run_stacked(CLF_Q4_K, 256, 256, 3e-2, int8);
+        run_stacked(CLF_F32, 48, 40, 1e-5, 0); /* no int8 GEMV (and ff not whole blocks of 32): apart */
+    }
     tu_tune(NULL);
 }
 

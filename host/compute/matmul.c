@@ -494,7 +494,7 @@ static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_we
         CLF_TRY(quantized_x(rt, X, K, n, &tmp));
         XQ = &tmp;
     }
-    char opts[160], base[128];
+    char opts[256], base[128];
     gpu_options(v, &v->tiles[1], 1, base, sizeof base);
     kargs a = {0};
     clf_status st = CLF_ERR_CL;
@@ -737,7 +737,7 @@ clf_status clf_matmul_rowwise_xq(clf_runtime *rt, const clf_weight *W, const clf
 /* ---- stacked experts: the indirect GEMVs (cl/matmul_cpu.cl, CLF_MOE_ID) ---- */
 
 int clf_matmul_stacks(const clf_runtime *rt, clf_type type, int64_t part_rows, int64_t cols, int n_part) {
-    if (!families[rt->tune.matmul].panels || n_part < 1 || part_rows % 32 || !clf_panel_fmt_get(type) ||
+    if (n_part < 1 || part_rows % 32 || !clf_panel_fmt_get(type) ||
         check_weight(type, part_rows, cols) != CLF_OK)
         return 0;
     const mm_variant v = variant_of(rt, rt->tune.matmul);
@@ -765,13 +765,12 @@ static clf_status sub_buffer(cl_mem mem, size_t part, int i, cl_mem *out) {
 clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *part) {
     memset(part, 0, sizeof *part);
     if (!W->mem || n_part < 1 || i < 0 || i >= n_part || W->rows % n_part || (W->rows / n_part) % 32 ||
-        W->layout < 0 || W->layout >= VAR_COUNT || !families[W->layout].panels)
+        W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: part %d of %d of a %lld-row weight", i, n_part, (long long)W->rows);
     const int64_t rows = W->rows / n_part;
-    /* panels: a part's main and aux bytes are its share of the stack's (whole panels) */
-    const clf_panel_fmt *f = clf_panel_fmt_get(W->type);
-    size_t mb, ab;
-    clf_panels_size(f, rows, W->cols, &mb, &ab);
+    /* a part's main and aux bytes are its share of the stack's (whole panels, or GGUF rows) */
+    size_t mb = clf_row_bytes(W->type, W->cols) * (size_t)rows, ab = 0;
+    if (families[W->layout].panels) clf_panels_size(clf_panel_fmt_get(W->type), rows, W->cols, &mb, &ab);
     *part = (clf_weight){W->type, rows, W->cols, NULL, NULL, W->layout, mb + ab}; /* the bytes it reads (W holds them) */
     clf_status st = sub_buffer(W->mem, mb, i, &part->mem);
     if (st == CLF_OK && W->aux) st = sub_buffer(W->aux, ab, i, &part->aux);
@@ -877,4 +876,46 @@ clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_par
     arg(&a, sizeof K, &K);
     const size_t global[2] = {(size_t)n, ((size_t)(rows / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (indirect down gemv)", 2, global, local);
+}
+
+clf_status clf_matmul_rows_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *XQ, int xdiv,
+                                 const clf_tensor *ids, clf_tensor *Y) {
+    if (!W || !W->mem || W->layout != rt->tune.matmul || families[W->layout].panels || n_part < 1 ||
+        W->rows % n_part)
+        return clf_fail(CLF_ERR_ARG, "matmul: no indirect gpu GEMV for this stacked weight on this device");
+    const mm_variant var = variant_of(rt, W->layout), *v = &var;
+    if (!uses_int8(v, W->type, 1)) return clf_fail(CLF_ERR_ARG, "matmul: no int8 gpu GEMV for this type here");
+    const int rows = (int)(W->rows / n_part), K = (int)W->cols, slots = (int)clf_tensor_nrows(Y);
+    if (xdiv < 1 || Y->ne[0] != rows || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) || clf_tensor_nrows(XQ) * xdiv < slots ||
+        ids->ne[0] * clf_tensor_nrows(ids) < slots || XQ->offset % 16 || Y->offset % 4 || ids->offset % 4 || slots < 1)
+        return clf_fail(CLF_ERR_ARG, "matmul: indirect gpu GEMV of %d-row experts does not fit %d slots", rows, slots);
+    const int lanes = gpu_xq_lanes(W->type, K), group_rows = 32 * v->rpw / lanes;
+    char opts[256], base[128], name[48];
+    gpu_options(v, &v->tiles[1], 1, base, sizeof base);
+    snprintf(name, sizeof name, "gemv_%s_xq_id", clf_type_get(W->type)->suffix);
+    kargs a = {0};
+    clf_status st = CLF_ERR_CL;
+    for (int ptx = gpu_dp4a(rt); ptx >= 0 && st != CLF_OK; ptx--) { /* as gemv_xq_gpu */
+        snprintf(opts, sizeof opts, "%s -DLPR=%d -DCLF_DOT_PTX=%d", base, lanes, ptx);
+        st = clf_kernel_get(rt, "matmul_gpu", opts, name, &a.k);
+        if (st != CLF_OK && st != CLF_ERR_INTERRUPTED && ptx) atomic_store(&ptx_refused, rt->dev.id);
+    }
+    if (st != CLF_OK) return st;
+    const cl_ulong xoff = XQ->offset / 4, id_off = ids->offset / 4, yoff = Y->offset / 4;
+    const int ldy = (int)Y->ne[0];
+    arg(&a, sizeof(cl_mem), &W->mem);
+    arg(&a, sizeof(cl_mem), &XQ->mem);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof xdiv, &xdiv);
+    arg(&a, sizeof(cl_mem), &ids->mem);
+    arg(&a, sizeof id_off, &id_off);
+    arg(&a, sizeof(cl_mem), &Y->mem);
+    arg(&a, sizeof yoff, &yoff);
+    arg(&a, sizeof ldy, &ldy);
+    arg(&a, sizeof rows, &rows);
+    arg(&a, sizeof K, &K);
+    const size_t groups = (size_t)((rows + group_rows - 1) / group_rows);
+    const size_t global[3] = {(size_t)lanes, groups * (size_t)group_rows, (size_t)slots},
+                 local[3] = {(size_t)lanes, (size_t)group_rows, 1};
+    return enqueue(rt, &a, "matmul (indirect int8 gemv)", 3, global, local);
 }

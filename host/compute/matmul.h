@@ -125,8 +125,8 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
  * expert (the indirect GEMVs below) and every other product takes one as a
  * dense matrix. */
 
-/* 1 when this device has the indirect GEMVs for `type` (the cpu variant's
- * int8 GEMVs) and n_part parts of part_rows × cols cut a stack on whole
+/* 1 when this device has the indirect GEMVs for `type` (the int8 GEMVs of
+ * the cpu and gpu variants) and n_part parts of part_rows × cols cut a stack on whole
  * panels and on the device's sub-buffer alignment, within its largest
  * allocation; else a layer's experts load apart. */
 int clf_matmul_stacks(const clf_runtime *rt, clf_type type, int64_t part_rows, int64_t cols, int n_part);
@@ -150,6 +150,12 @@ clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part
  * hidden rows [n·k × CLF_XQ_FLOATS(cols)], ids and w [n × k]. */
 clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
                                  const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X);
+
+/* The gpu variant's indirect int8 GEMV: Y [slots × rows] row t = expert
+ * ids[t]'s rows of the stack W (n_part experts of rows each) times x row
+ * t / xdiv of XQ, as gemv_<type>_xq gives it. */
+clf_status clf_matmul_rows_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *XQ, int xdiv,
+                                 const clf_tensor *ids, clf_tensor *Y);
 
 /* Products of n > 1 rows through another GEMM (clf_gemm_f32_fn, host/cl/
  * runtime.h), the weights dequantized to F32 first; NULL: clinfer's

@@ -16,10 +16,12 @@
  *   - decode (a pass of single-token rows, at most the scratch's n_id
  *     rows) where the layer's experts are stacked (clf_moe.gu_stack,
  *     down_stack) and the device has the indirect GEMVs: no readback and
- *     two launches for all chosen experts, the fused gate|up with the
- *     activation reading each row's expert ids from the device
- *     (clf_matmul_glu_id_xq), then the down products with the weighted sum
- *     into x (clf_matmul_down_id_xq). Else the grouping above.
+ *     two launches for all chosen experts on the cpu variant, the fused
+ *     gate|up with the activation reading each row's expert ids from the
+ *     device (clf_matmul_glu_id_xq), then the down products with the
+ *     weighted sum into x (clf_matmul_down_id_xq); four on the gpu variant
+ *     (clf_matmul_rows_id_xq for gate|up, clf_glu_xq, clf_matmul_rows_id_xq
+ *     for down, the weighted sum). Else the grouping above.
  *
  * The tie rule of the top-k: the larger probability first, then the
  * smaller expert id (llama.cpp sorts with std::sort, which leaves equal
@@ -73,6 +75,7 @@ typedef struct clf_moe_scratch {
     int *h_cnt; /* [n_expert + 1] */
     int n_id;            /* most decode rows the indirect path takes (its scratch's) */
     clf_tensor hid, hidq; /* [n_id · n_used × n_ff | CLF_XQ_FLOATS(n_ff)] each slot's hidden row and its int8 form */
+    clf_tensor gus, ys;   /* gpu variant: [n_id · n_used × 2 n_ff | n_embd] each slot's gate|up and down rows */
 } clf_moe_scratch;
 
 clf_status clf_moe_scratch_alloc(clf_runtime *rt, int n_rows, int n_expert, int n_used, int n_embd, int n_ff,
