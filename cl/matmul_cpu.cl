@@ -1252,6 +1252,94 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 #define DEFINE_GEMV_GLU_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID)
 #endif
 
+/* Mixture-of-experts decode (host/compute/moe.h), built only with
+ * -DCLF_MOE_ID=1 (host/compute/matmul.c asks for it for stacked experts
+ * alone: dense models' programs lack these kernels). A layer's experts are
+ * one stacked weight, expert e's panels from e·(its rows / 32), and each
+ * row's chosen experts are read from ids on the device (no readback):
+ *  - gemv_<T>_<UNIT>_id: DEFINE_GEMV_GLU for a slot s (row s / k, its
+ *    (s % k)-th chosen expert) per global id 0: W the experts' fused
+ *    gate|up [E · rows × K], rows = 2 ff per expert; Y [slots × ff] and its
+ *    int8 blocks YQ as the dense unit writes them;
+ *  - gemv_<T>_down_id: per row r and group of panels, for j < k in order
+ *    the int8 GEMV of expert ids[r·k + j]'s down rows over slot r·k + j's
+ *    int8 hidden row (H), times its weight wts[r·k + j], summed, then added
+ *    into Y's row r (the residual): llama.cpp's Σ_j w_j·y_j, then x += it.
+ * Each expert's panel sums are the GEMV's (I8_BLOCK_<CPU>), so a slot's
+ * hidden row is bit for bit what the per-expert gated-unit GEMV gives. */
+#if defined(CLF_MOE_ID) && CLF_MOE_ID
+#define DEFINE_GEMV_GLU_ID(UNIT, UNIT_FN, CPU, T, QB, QH, QK, SUB, REC, GRID)                   \
+    __kernel void gemv_##T##_##UNIT##_id(__global const uint *W, __global const ushort *S, __global const float *X, \
+                                         const ulong xoff, __global const int *ids, const ulong id_off, const int k, \
+                                         __global float *Y, const ulong yoff, const int rows, const int K, \
+                                         __global uchar *YQ, const ulong yq_off) {              \
+        const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * GLU_PPW_##CPU;          \
+        if (p0 >= npf) return;                                                                  \
+        const size_t s = get_global_id(0);                                                      \
+        const int pe = ids[id_off + s] * 2 * npf; /* the expert's first panel */                \
+        const __global float *x = X + xoff + (s / k) * LOAD_XQ_ROW(K);                          \
+        float16 acc[GLU_PPW_##CPU][4];                                                          \
+        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
+        for (int b = 0; b < nb; b++) {                                                          \
+            int xw[8], sp;                                                                      \
+            float dx, sx[3];                                                                    \
+            LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                    \
+            _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) {                         \
+                if (p0 + j >= npf) break;                                                       \
+                _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                    \
+                    I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, pe + p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
+            }                                                                                   \
+        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf)             \
+            glu_store32(UNIT_FN(acc[j][0], acc[j][2]), UNIT_FN(acc[j][1], acc[j][3]),           \
+                        Y + yoff + s * (rows / 2) + 32 * (p0 + j), YQ + yq_off + (s * npf + p0 + j) * CLF_XQ_BYTES); \
+    }
+#define DEFINE_GEMV_DOWN_ID(CPU, T, QB, QH, QK, SUB, REC, GRID)                                 \
+    __kernel void gemv_##T##_down_id(__global const uint *W, __global const ushort *S, __global const float *H, \
+                                     const ulong hoff, __global const int *ids, __global const float *wts, \
+                                     const ulong id_off, const int k, __global float *Y, const ulong yoff, \
+                                     const int ldy, const int rows, const int K) {              \
+        const int p0 = get_global_id(1) * I8_PPW_##CPU, nb = K / 32, np = rows / 32;            \
+        if (p0 >= np) return;                                                                   \
+        const size_t r = get_global_id(0);                                                      \
+        float16 tot[I8_PPW_##CPU][2];                                                           \
+        _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) tot[j][0] = tot[j][1] = 0.0f;  \
+        for (int e = 0; e < k; e++) {                                                           \
+            const size_t s = r * k + e;                                                         \
+            const int pe = ids[id_off + s] * np; /* the expert's first panel */                 \
+            const float we = wts[id_off + s];                                                   \
+            const __global float *x = H + hoff + s * LOAD_XQ_ROW(K);                            \
+            float16 acc[I8_PPW_##CPU][2];                                                       \
+            _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) acc[j][0] = acc[j][1] = 0.0f; \
+            for (int b = 0; b < nb; b++) {                                                      \
+                int xw[8], sp;                                                                  \
+                float dx, sx[3];                                                                \
+                LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                \
+                _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) {                      \
+                    if (p0 + j >= np) break;                                                    \
+                    I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, pe + p0 + j, acc[j][0], acc[j][1]); \
+                }                                                                               \
+            }                                                                                   \
+            _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++)                            \
+                tot[j][0] += we * acc[j][0], tot[j][1] += we * acc[j][1];                       \
+        }                                                                                       \
+        _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) if (p0 + j < np)               \
+            clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), tot[j][0], tot[j][1], 32, 1);       \
+    }
+#if defined(CLF_GLU_OAI) && CLF_GLU_OAI
+#define DEFINE_GEMV_GLU_ID_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID) \
+    DEFINE_GEMV_GLU_ID(swiglu_oai, clf_swiglu_oai16, CPU, T, QB, QH, QK, SUB, REC, GRID)
+#else
+#define DEFINE_GEMV_GLU_ID_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID)
+#endif
+#define DEFINE_MOE_ID_KERNELS(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                        \
+    CLF_IF_QUANT_##CPU(DEFINE_GEMV_GLU_ID(swiglu, GLU_SILU_UNIT, CPU, T, QB, QH, QK, SUB, REC, GRID) \
+                       DEFINE_GEMV_GLU_ID(geglu, GLU_GELU_UNIT, CPU, T, QB, QH, QK, SUB, REC, GRID) \
+                       DEFINE_GEMV_GLU_ID_OAI(CPU, T, QB, QH, QK, SUB, REC, GRID)               \
+                       DEFINE_GEMV_DOWN_ID(CPU, T, QB, QH, QK, SUB, REC, GRID))
+MM_KERNELS(DEFINE_MOE_ID_KERNELS)
+#endif
+
 /* Every int8 kernel of a type (none for the float types). */
 #define DEFINE_INT8_KERNELS(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES)                          \
     CLF_IF_QUANT_##CPU(DEFINE_GEMV_I8X(i8, QUANT_X, CPU, T, QB, QH, QK, SUB, REC, GRID)         \

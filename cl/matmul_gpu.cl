@@ -543,6 +543,36 @@ inline float xq_chunk_q6_k(const __global uchar *W, const __global uchar *xb, in
     CLF_IF_##GPU_XQ(DEFINE_GEMV_XQ(gemv_##name##_xq, QK, BYTES, GPU_XQ, xq_chunk_##name))
 CLF_TYPES(GEMV_XQ_ROW, ~)
 
+/* The same over stacked experts (host/compute/moe.h): token t of the grid
+ * is a slot, x its row t / xdiv of XQ, W expert ids[id_off + t]'s rows
+ * (from ids[..] · rows of the stack), Y row t; the sums are the GEMV's. */
+#define DEFINE_GEMV_XQ_ID(NAME, QK, BLOCK, CHUNKS, CHUNK)                                               \
+    __kernel __attribute__((reqd_work_group_size(LPR, XQ_ROWS, 1))) void NAME(                     \
+        __global const uchar *W, __global const float *XQ, const ulong xoff, const int xdiv,        \
+        __global const int *ids, const ulong id_off, __global float *Y, const ulong yoff,           \
+        const int ldy, const int rows, const int K) {                                               \
+        __local float part[XQ_ROWS][LPR + 1];                                                       \
+        const int lane = get_local_id(0), ry = get_local_id(1), r = get_global_id(1);              \
+        const int t = get_global_id(2), nb = K / 32, nc = (CHUNKS) * nb;                            \
+        const __global uchar *xb = (const __global uchar *)(XQ + xoff) + (size_t)(t / xdiv) * nb * CLF_XQ_BYTES; \
+        float acc = 0.0f;                                                                           \
+        if (r < rows) {                                                                             \
+            const size_t row = (size_t)ids[id_off + t] * rows + r;                                  \
+            const __global uchar *wr = W + row * (K / (QK)) * (BLOCK);                              \
+            for (int c = lane; c < nc; c += LPR) acc = CHUNK(wr, xb, c, acc);                       \
+        }                                                                                           \
+        part[ry][lane] = acc;                                                                       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        if (r < rows && lane == 0) {                                                                \
+            float s = 0.0f;                                                                         \
+            for (int i = 0; i < LPR; i++) s += part[ry][i];                                         \
+            Y[yoff + (size_t)t * ldy + r] = s;                                                      \
+        }                                                                                           \
+    }
+#define GEMV_XQ_ID_ROW(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
+    CLF_IF_##GPU_XQ(DEFINE_GEMV_XQ_ID(gemv_##name##_xq_id, QK, BYTES, GPU_XQ, xq_chunk_##name))
+CLF_TYPES(GEMV_XQ_ID_ROW, ~)
+
 /* Non-F32 W to row-major F32 [rows × K] for the CLBlast backend; global size
  * (ceil(K / 8), rows). */
 #define DEFINE_DEQUANT(NAME, T, LOAD8)                                                          \

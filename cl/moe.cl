@@ -64,3 +64,15 @@ __kernel void moe_scatter_add_f32(__global float *x, const ulong x_off, __global
     if (j >= n) return;
     x[x_off + (size_t)idx[i_off + i] * n + j] += w[i_off + i] * src[s_off + (size_t)i * n + j];
 }
+
+/* x[r, :] += Σ_j w[r·k + j] · y[r·k + j, :] (j in order: llama.cpp's sum of
+ * the weighted experts, then the residual add), rows of n: the gpu
+ * variant's indirect decode (host/compute/moe.c). Global size (>= n, rows). */
+__kernel void moe_wsum_f32(__global float *x, const ulong x_off, __global const float *y, const ulong y_off,
+                           __global const float *w, const ulong w_off, const int k, const int n) {
+    const int c = (int)get_global_id(0), r = (int)get_global_id(1);
+    if (c >= n) return;
+    float s = 0.0f;
+    for (int j = 0; j < k; j++) s += w[w_off + (size_t)r * k + j] * y[y_off + ((size_t)r * k + j) * n + c];
+    x[x_off + (size_t)r * n + c] += s;
+}

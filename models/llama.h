@@ -63,6 +63,8 @@ typedef struct clf_llama_layer {
     /* hp.n_expert > 0: the FFN is a mixture of experts (wgu, wdown unused) */
     clf_weight router;                        /* ffn_gate_inp [n_expert × n_embd] */
     clf_moe_expert *experts;                  /* [n_expert]: expert e's rows of ffn_{gate,up,down}_exps */
+    clf_weight gu_stack, down_stack;          /* the experts stacked where the device takes them so (mem NULL: apart);
+                                                 experts[e]'s weights are then parts of these (clf_weight_part) */
 } clf_llama_layer;
 
 typedef struct clf_llama {

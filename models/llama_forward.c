@@ -227,7 +227,8 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
             /* xn [n × n_embd] -> x [n × n_embd]: x += Σ over each row's chosen experts of its weight times
              * Wdown_e · (act(Wgate_e · xn) ⊙ (Wup_e · xn)) (host/compute/moe.h; no post-norm family has experts) */
             const clf_moe moe = {&L->router, L->experts, hp->n_expert, hp->n_expert_used, hp->n_ff_exp,
-                                 hp->moe_norm_w, hp->expert_w_scale, f->act};
+                                 hp->moe_norm_w, hp->expert_w_scale, f->act,
+                                 L->gu_stack.mem ? &L->gu_stack : NULL, L->down_stack.mem ? &L->down_stack : NULL};
             CLF_TRY(clf_moe_ffn(rt, &moe, &xn, xq.embd, n1, xq.ff, &x, &c->moe));
             continue;
         }

@@ -87,10 +87,19 @@ static clf_status upload_vec(loader *ld, const char *name, clf_tensor *t) {
  * into the cache entry or the device buffer (no staging copy). */
 /* The rows `src` gives (of one type and width) as one weight named `name`
  * in the cache's list: listed on the first walk, loaded on the second. */
+static clf_status upload_parts(loader *ld, const char *name, clf_type type, int64_t cols, const clf_rows_src *src,
+                               int n_part, clf_weight *w);
 static clf_status upload_src(loader *ld, const char *name, clf_type type, int64_t cols, const clf_rows_src *src,
                              clf_weight *w) {
+    return upload_parts(ld, name, type, cols, src, 1, w);
+}
+
+/* The same for n_part stacked parts (clf_weight_upload_parts). */
+static clf_status upload_parts(loader *ld, const char *name, clf_type type, int64_t cols, const clf_rows_src *src,
+                               int n_part, clf_weight *w) {
     clf_runtime *rt = ld->m->rt;
-    const int64_t rows = clf_rows_src_total(src);
+    int64_t rows = 0;
+    for (int i = 0; i < n_part; i++) rows += clf_rows_src_total(&src[i]);
     clf_status st;
     if (ld->listing) {
         size_t mb, ab;
@@ -100,9 +109,9 @@ static clf_status upload_src(loader *ld, const char *name, clf_type type, int64_
     }
     void *mh, *ah;
     const int pack = next_slot(ld, &mh, &ah);
-    if (!mh) st = clf_weight_upload_rows(rt, type, cols, src, w);
+    if (!mh) st = clf_weight_upload_parts(rt, type, cols, src, n_part, w);
     else {
-        st = pack ? clf_weight_pack(rt, type, cols, src, mh, ah) : CLF_OK;
+        st = pack ? clf_weight_pack_parts(rt, type, cols, src, n_part, mh, ah) : CLF_OK;
         if (st == CLF_OK) st = clf_weight_wrap(rt, type, rows, cols, mh, ah, w);
     }
     if (st != CLF_OK) return clf_fail_ctx(st, "uploading %s: ", name);
@@ -247,9 +256,39 @@ static clf_status upload_layer_proj(loader *ld, int l, const char *const *what, 
  * [n_ff_exp × n_embd] of each) as one gate|up weight when both tensors
  * have one type (two weights, n_gu = 2, where they differ), and its slice
  * of ffn_down_exps. Each expert is its own weight (a row range of the
- * file's stacked tensor), so every product kernel and the packed-weights
- * cache take it as they take a dense matrix; an indirect product over
- * stacked experts (one launch for all chosen) would need them as one. */
+ * file's stacked tensor), so every product kernel takes it as it takes a
+ * dense matrix. Where the device has the indirect GEMVs for both types
+ * (clf_matmul_stacks: decode's one launch for all chosen experts), the
+ * experts load as two stacked weights instead, gate|up [E · 2 n_ff rows]
+ * and down [E · n_embd rows], each expert's weights parts of them
+ * (clf_weight_part): one entry each in the packed-weights cache. */
+/* Layer l's experts stacked (see upload_experts), each expert's weights parts of the stacks. */
+static clf_status upload_stack(loader *ld, int l, const clf_gguf_tensor *const *ts, clf_llama_layer *L) {
+    const int E = ld->m->hp.n_expert;
+    clf_rows_src *gu = calloc((size_t)E, sizeof *gu), *dn = calloc((size_t)E, sizeof *dn);
+    clf_status st = gu && dn ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int e = 0; st == CLF_OK && e < E; e++) {
+        const unsigned char *slice[3];
+        for (int i = 0; i < 3; i++)
+            slice[i] = ts[i]->data + (size_t)e * (size_t)ts[i]->ne[1] * clf_row_bytes(ts[i]->type, ts[i]->ne[0]);
+        gu[e] = (clf_rows_src){.data = {slice[0], slice[1]}, .rows = {ts[0]->ne[1], ts[1]->ne[1]}, .n = 2};
+        dn[e] = (clf_rows_src){.data = {slice[2]}, .rows = {ts[2]->ne[1]}, .n = 1};
+    }
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps", l);
+    if (st == CLF_OK) st = upload_parts(ld, name, ts[0]->type, ts[0]->ne[0], gu, E, &L->gu_stack);
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps", l);
+    if (st == CLF_OK) st = upload_parts(ld, name, ts[2]->type, ts[2]->ne[0], dn, E, &L->down_stack);
+    free(gu), free(dn);
+    if (st != CLF_OK || ld->listing) return st;
+    for (int e = 0; e < E; e++) {
+        L->experts[e].n_gu = 1;
+        CLF_TRY(clf_weight_part(&L->gu_stack, E, e, &L->experts[e].gu[0]));
+        CLF_TRY(clf_weight_part(&L->down_stack, E, e, &L->experts[e].down));
+    }
+    return CLF_OK;
+}
+
 static clf_status upload_experts(loader *ld, int l, clf_llama_layer *L) {
     const clf_llama_hparams *hp = &ld->m->hp;
     const char *what[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
@@ -258,7 +297,19 @@ static clf_status upload_experts(loader *ld, int l, clf_llama_layer *L) {
     for (int i = 0; i < 3; i++) ts[i] = clf_gguf_find_tensor(ld->g, layer_name(name, sizeof name, l, what[i]));
     if (!ld->listing && !(L->experts = calloc((size_t)hp->n_expert, sizeof *L->experts)))
         return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    const int fused = ts[0]->type == ts[1]->type;
+    const int fused = ts[0]->type == ts[1]->type, E = hp->n_expert;
+    const int64_t ff = ts[0]->ne[1], d = ts[2]->ne[1];
+    /* CLINFER_MOE_STACK=0 keeps them apart (the A/B of the indirect decode, bench/RESULTS.md) */
+    const char *env = getenv("CLINFER_MOE_STACK");
+    if (!(env && !strcmp(env, "0")) && fused && ff == ts[1]->ne[1] && ff % 32 == 0 && clf_matmul_stacks(ld->m->rt, ts[0]->type, 2 * ff, ts[0]->ne[0], E) &&
+        clf_matmul_stacks(ld->m->rt, ts[2]->type, d, ts[2]->ne[0], E)) {
+        /* two weights: expert e's gate rows then its up rows, e ascending; the downs */
+        CLF_TRY(upload_stack(ld, l, ts, L));
+        if (ld->listing) return CLF_OK;
+        for (int i = 0; i < 3; i++) clf_gguf_release(ld->g, ts[i]->data, ts[i]->bytes);
+        for (int i = 0; i < 3; i++) CLF_TRY(progress(ld));
+        return CLF_OK;
+    }
     for (int e = 0; e < hp->n_expert; e++) {
         clf_moe_expert dummy, *x = ld->listing ? &dummy : &L->experts[e];
         const unsigned char *slice[3];
@@ -422,6 +473,8 @@ void clf_llama_free(clf_llama *m) {
             clf_weight_free(&L->experts[e].down);
         }
         free(L->experts);
+        clf_weight_free(&L->gu_stack);
+        clf_weight_free(&L->down_stack);
     }
     free(m->layers);
     clf_wcache_close(m->wcache); /* after the buffers that use its mapping */

@@ -207,6 +207,22 @@ clf_status clf_weight_pack(const clf_runtime *rt, clf_type type, int64_t cols, c
     return CLF_OK;
 }
 
+clf_status clf_weight_pack_parts(const clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *parts,
+                                 int n_part, void *main_dst, void *aux_dst) {
+    if (n_part == 1) return clf_weight_pack(rt, type, cols, parts, main_dst, aux_dst);
+    size_t mb = 0, ab = 0;
+    for (int i = 0; i < n_part; i++) {
+        const int64_t rows = clf_rows_src_total(&parts[i]);
+        if (rows != clf_rows_src_total(&parts[0]) || rows % 32)
+            return clf_fail(CLF_ERR_ARG, "matmul: stacked parts of %lld and %lld rows (equal, whole panels)",
+                            (long long)clf_rows_src_total(&parts[0]), (long long)rows);
+        if (i == 0) CLF_TRY(clf_weight_layout(rt, type, rows, cols, &mb, &ab));
+        CLF_TRY(clf_weight_pack(rt, type, cols, &parts[i], (unsigned char *)main_dst + (size_t)i * mb,
+                                aux_dst ? (unsigned char *)aux_dst + (size_t)i * ab : NULL));
+    }
+    return CLF_OK;
+}
+
 clf_status clf_weight_wrap(clf_runtime *rt, clf_type type, int64_t rows, int64_t cols, void *main_host,
                            void *aux_host, clf_weight *w) {
     memset(w, 0, sizeof *w);
@@ -242,17 +258,25 @@ static void lock(clf_runtime *rt, void *p, size_t n) {
 
 clf_status clf_weight_upload_rows(clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src,
                                   clf_weight *w) {
+    return clf_weight_upload_parts(rt, type, cols, src, 1, w);
+}
+
+clf_status clf_weight_upload_parts(clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *parts, int n_part,
+                                   clf_weight *w) {
     memset(w, 0, sizeof *w);
-    const int64_t rows = clf_rows_src_total(src);
+    int64_t rows = 0;
+    for (int p = 0; p < n_part; p++) {
+        rows += clf_rows_src_total(&parts[p]);
+        for (int i = 0; i < parts[p].n; i++)
+            if (!parts[p].data[i]) return clf_fail(CLF_ERR_ARG, "matmul: a weight without data");
+    }
     size_t mb, ab;
     CLF_TRY(clf_weight_layout(rt, type, rows, cols, &mb, &ab));
-    for (int i = 0; i < src->n; i++)
-        if (!src->data[i]) return clf_fail(CLF_ERR_ARG, "matmul: a weight without data");
     *w = (clf_weight){type, rows, cols, NULL, NULL, rt->tune.matmul, mb + ab};
     void *mh = NULL, *ah = NULL;
     clf_status st = fill_buffer(rt, mb, &w->mem, &mh);
     if (st == CLF_OK && ab) st = fill_buffer(rt, ab, &w->aux, &ah);
-    if (st == CLF_OK) st = clf_weight_pack(rt, type, cols, src, mh, ah);
+    if (st == CLF_OK) st = clf_weight_pack_parts(rt, type, cols, parts, n_part, mh, ah);
     if (st == CLF_OK && rt->weights_mlock && families[rt->tune.matmul].panels) {
         lock(rt, mh, mb);
         lock(rt, ah, ab);
@@ -470,7 +494,7 @@ static clf_status gemv_xq_gpu(clf_runtime *rt, const mm_variant *v, const clf_we
         CLF_TRY(quantized_x(rt, X, K, n, &tmp));
         XQ = &tmp;
     }
-    char opts[160], base[128];
+    char opts[256], base[128];
     gpu_options(v, &v->tiles[1], 1, base, sizeof base);
     kargs a = {0};
     clf_status st = CLF_ERR_CL;
@@ -708,4 +732,190 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
 clf_status clf_matmul_rowwise_xq(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, const clf_tensor *XQ,
                                  clf_tensor *Y, int64_t col0, int accumulate) {
     return matmul(rt, W, X, XQ, Y, col0, accumulate, 1);
+}
+
+/* ---- stacked experts: the indirect GEMVs (cl/matmul_cpu.cl, CLF_MOE_ID) ---- */
+
+int clf_matmul_stacks(const clf_runtime *rt, clf_type type, int64_t part_rows, int64_t cols, int n_part) {
+    if (n_part < 1 || part_rows % 32 || !clf_panel_fmt_get(type) ||
+        check_weight(type, part_rows, cols) != CLF_OK)
+        return 0;
+    const mm_variant v = variant_of(rt, rt->tune.matmul);
+    if (!uses_int8(&v, type, 1)) return 0;
+    size_t mb, ab;
+    clf_weight_layout(rt, type, part_rows, cols, &mb, &ab);
+    /* a part's sub-buffers start on the device's base alignment */
+    cl_uint bits = 0;
+    if (clGetDeviceInfo(rt->dev.id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL) != CL_SUCCESS || bits < 8)
+        return 0;
+    const size_t align = bits / 8;
+    if (mb % align || ab % align) return 0;
+    const uint64_t most = rt->dev.max_alloc ? rt->dev.max_alloc : UINT64_MAX;
+    return (uint64_t)mb * (uint64_t)n_part <= most && (uint64_t)ab * (uint64_t)n_part <= most;
+}
+
+/* One sub-buffer: bytes [i·part, (i + 1)·part) of mem. */
+static clf_status sub_buffer(cl_mem mem, size_t part, int i, cl_mem *out) {
+    const cl_buffer_region r = {(size_t)i * part, part};
+    cl_int err;
+    *out = clCreateSubBuffer(mem, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    return clf_cl_check(err, "clCreateSubBuffer");
+}
+
+clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *part) {
+    memset(part, 0, sizeof *part);
+    if (!W->mem || n_part < 1 || i < 0 || i >= n_part || W->rows % n_part || (W->rows / n_part) % 32 ||
+        W->layout < 0 || W->layout >= VAR_COUNT)
+        return clf_fail(CLF_ERR_ARG, "matmul: part %d of %d of a %lld-row weight", i, n_part, (long long)W->rows);
+    const int64_t rows = W->rows / n_part;
+    /* a part's main and aux bytes are its share of the stack's (whole panels, or GGUF rows) */
+    size_t mb = clf_row_bytes(W->type, W->cols) * (size_t)rows, ab = 0;
+    if (families[W->layout].panels) clf_panels_size(clf_panel_fmt_get(W->type), rows, W->cols, &mb, &ab);
+    *part = (clf_weight){W->type, rows, W->cols, NULL, NULL, W->layout, mb + ab}; /* the bytes it reads (W holds them) */
+    clf_status st = sub_buffer(W->mem, mb, i, &part->mem);
+    if (st == CLF_OK && W->aux) st = sub_buffer(W->aux, ab, i, &part->aux);
+    if (st != CLF_OK) clf_weight_free(part);
+    return st;
+}
+
+/* The cpu family's options with the indirect kernels (and gpt-oss's unit where act is it). */
+static clf_status id_kernel(clf_runtime *rt, const mm_variant *v, const clf_weight *W, const char *what,
+                            clf_glu_act act, cl_kernel *k) {
+    char opts[MM_OPTS], name[64];
+    cpu_options(v, v->gemm_tm, W->type, opts, sizeof opts);
+    snprintf(opts + strlen(opts), sizeof opts - strlen(opts), " -DCLF_MOE_ID=1%s",
+             act == CLF_GLU_SWIGLU_OAI ? " -DCLF_GLU_OAI=1" : "");
+    snprintf(name, sizeof name, "gemv_%s_%s_id", clf_type_get(W->type)->suffix, what);
+    return clf_kernel_get(rt, "matmul_cpu", opts, name, k);
+}
+
+/* Checks a stack W for the indirect GEMVs on this device. */
+static clf_status id_check(const clf_runtime *rt, const clf_weight *W, int n_part, int64_t align_rows) {
+    if (!W || !W->mem || W->layout != rt->tune.matmul || n_part < 1 || W->rows % n_part ||
+        (W->rows / n_part) % align_rows || !families[W->layout].panels)
+        return clf_fail(CLF_ERR_ARG, "matmul: no indirect GEMV for this stacked weight on this device");
+    const mm_variant v = variant_of(rt, W->layout);
+    if (!uses_int8(&v, W->type, 1))
+        return clf_fail(CLF_ERR_ARG, "matmul: no indirect GEMV for this stacked weight on this device");
+    return CLF_OK;
+}
+
+clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, clf_glu_act act, const clf_tensor *XQ,
+                                const clf_tensor *ids, int k, clf_tensor *Y, const clf_tensor *YQ) {
+    CLF_TRY(id_check(rt, W, n_part, 64));
+    const int64_t rows = W->rows / n_part, ff = rows / 2, n = clf_tensor_nrows(XQ), slots = n * k;
+    if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH && act != CLF_GLU_SWIGLU_OAI)
+        return clf_fail(CLF_ERR_ARG, "matmul: unknown activation %d", (int)act);
+    if (k < 1 || n <= 0 || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) || Y->ne[0] != ff || YQ->ne[0] != CLF_XQ_FLOATS(ff) ||
+        clf_tensor_nrows(Y) != slots || clf_tensor_nrows(YQ) != slots || ids->ne[0] * clf_tensor_nrows(ids) < slots ||
+        XQ->offset % 16 || YQ->offset % 16 || Y->offset % 4 || ids->offset % 4)
+        return clf_fail(CLF_ERR_ARG, "matmul: indirect gated unit of %lld-row experts does not fit %lld rows × %d", (long long)rows,
+                        (long long)n, k);
+    mm_variant var = variant_of(rt, W->layout);
+    /* gate panels per work-item, balanced as clf_matmul_glu_xq's over the slots */
+    const clf_cpu_family fam = clf_panel_fmt_get(W->type)->family;
+    if (fam == CLF_CPU_Q8)
+        var.int8_ppw_q8 = balanced_ppw(ff / 32, slots, var.int8_ppw_q8, rt->dev.compute_units);
+    else if (fam == CLF_CPU_Q4)
+        var.int8_ppw = balanced_ppw(ff / 32, slots, var.int8_ppw, rt->dev.compute_units);
+    else
+        var.int8_ppw = 2 * balanced_ppw(ff / 32, slots, (var.int8_ppw + 1) / 2, rt->dev.compute_units);
+    const int ppw = fam == CLF_CPU_Q8 ? var.int8_ppw_q8 : fam == CLF_CPU_Q4 ? var.int8_ppw : var.int8_ppw / 2;
+    kargs a = {0};
+    const char *unit = act == CLF_GLU_SILU ? "swiglu" : act == CLF_GLU_GELU_TANH ? "geglu" : "swiglu_oai";
+    CLF_TRY(id_kernel(rt, &var, W, unit, act, &a.k));
+    const cl_ulong xoff = XQ->offset / 4, id_off = ids->offset / 4, yoff = Y->offset / 4, yq_off = YQ->offset;
+    const int kk = k, R = (int)rows, K = (int)W->cols;
+    arg(&a, sizeof(cl_mem), &W->mem);
+    arg(&a, sizeof(cl_mem), &W->aux);
+    arg(&a, sizeof(cl_mem), &XQ->mem);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof(cl_mem), &ids->mem);
+    arg(&a, sizeof id_off, &id_off);
+    arg(&a, sizeof kk, &kk);
+    arg(&a, sizeof(cl_mem), &Y->mem);
+    arg(&a, sizeof yoff, &yoff);
+    arg(&a, sizeof R, &R);
+    arg(&a, sizeof K, &K);
+    arg(&a, sizeof(cl_mem), &YQ->mem);
+    arg(&a, sizeof yq_off, &yq_off);
+    const size_t global[2] = {(size_t)slots, ((size_t)(ff / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
+    return enqueue(rt, &a, "matmul (indirect gated-unit gemv)", 2, global, local);
+}
+
+clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
+                                 const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X) {
+    CLF_TRY(id_check(rt, W, n_part, 32));
+    const int64_t rows = W->rows / n_part, n = clf_tensor_nrows(X), slots = n * k;
+    if (k < 1 || n <= 0 || X->type != CLF_F32 || X->ne[0] != rows || HQ->ne[0] != CLF_XQ_FLOATS(W->cols) ||
+        clf_tensor_nrows(HQ) != slots || ids->ne[0] * clf_tensor_nrows(ids) < slots || w->ne[0] * clf_tensor_nrows(w) < slots || ids->offset != w->offset || HQ->offset % 16 || X->offset % 4 ||
+        ids->offset % 4)
+        return clf_fail(CLF_ERR_ARG, "matmul: indirect down product of %lld-row experts does not fit %lld rows × %d",
+                        (long long)rows, (long long)n, k);
+    mm_variant var = variant_of(rt, W->layout);
+    const int q8 = clf_panel_fmt_get(W->type)->family == CLF_CPU_Q8;
+    int *pp = q8 ? &var.int8_ppw_q8 : &var.int8_ppw;
+    *pp = balanced_ppw(rows / 32, n, *pp, rt->dev.compute_units);
+    const int ppw = *pp;
+    kargs a = {0};
+    CLF_TRY(id_kernel(rt, &var, W, "down", CLF_GLU_SILU, &a.k));
+    const cl_ulong hoff = HQ->offset / 4, id_off = ids->offset / 4, xoff = X->offset / 4;
+    const int kk = k, ldy = (int)X->ne[0], R = (int)rows, K = (int)W->cols;
+    arg(&a, sizeof(cl_mem), &W->mem);
+    arg(&a, sizeof(cl_mem), &W->aux);
+    arg(&a, sizeof(cl_mem), &HQ->mem);
+    arg(&a, sizeof hoff, &hoff);
+    arg(&a, sizeof(cl_mem), &ids->mem);
+    arg(&a, sizeof(cl_mem), &w->mem);
+    arg(&a, sizeof id_off, &id_off);
+    arg(&a, sizeof kk, &kk);
+    arg(&a, sizeof(cl_mem), &X->mem);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof ldy, &ldy);
+    arg(&a, sizeof R, &R);
+    arg(&a, sizeof K, &K);
+    const size_t global[2] = {(size_t)n, ((size_t)(rows / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
+    return enqueue(rt, &a, "matmul (indirect down gemv)", 2, global, local);
+}
+
+clf_status clf_matmul_rows_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *XQ, int xdiv,
+                                 const clf_tensor *ids, clf_tensor *Y) {
+    if (!W || !W->mem || W->layout != rt->tune.matmul || families[W->layout].panels || n_part < 1 ||
+        W->rows % n_part)
+        return clf_fail(CLF_ERR_ARG, "matmul: no indirect gpu GEMV for this stacked weight on this device");
+    const mm_variant var = variant_of(rt, W->layout), *v = &var;
+    if (!uses_int8(v, W->type, 1)) return clf_fail(CLF_ERR_ARG, "matmul: no int8 gpu GEMV for this type here");
+    const int rows = (int)(W->rows / n_part), K = (int)W->cols, slots = (int)clf_tensor_nrows(Y);
+    if (xdiv < 1 || Y->ne[0] != rows || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) || clf_tensor_nrows(XQ) * xdiv < slots ||
+        ids->ne[0] * clf_tensor_nrows(ids) < slots || XQ->offset % 16 || Y->offset % 4 || ids->offset % 4 || slots < 1)
+        return clf_fail(CLF_ERR_ARG, "matmul: indirect gpu GEMV of %d-row experts does not fit %d slots", rows, slots);
+    const int lanes = gpu_xq_lanes(W->type, K), group_rows = 32 * v->rpw / lanes;
+    char opts[256], base[128], name[48];
+    gpu_options(v, &v->tiles[1], 1, base, sizeof base);
+    snprintf(name, sizeof name, "gemv_%s_xq_id", clf_type_get(W->type)->suffix);
+    kargs a = {0};
+    clf_status st = CLF_ERR_CL;
+    for (int ptx = gpu_dp4a(rt); ptx >= 0 && st != CLF_OK; ptx--) { /* as gemv_xq_gpu */
+        snprintf(opts, sizeof opts, "%s -DLPR=%d -DCLF_DOT_PTX=%d", base, lanes, ptx);
+        st = clf_kernel_get(rt, "matmul_gpu", opts, name, &a.k);
+        if (st != CLF_OK && st != CLF_ERR_INTERRUPTED && ptx) atomic_store(&ptx_refused, rt->dev.id);
+    }
+    if (st != CLF_OK) return st;
+    const cl_ulong xoff = XQ->offset / 4, id_off = ids->offset / 4, yoff = Y->offset / 4;
+    const int ldy = (int)Y->ne[0];
+    arg(&a, sizeof(cl_mem), &W->mem);
+    arg(&a, sizeof(cl_mem), &XQ->mem);
+    arg(&a, sizeof xoff, &xoff);
+    arg(&a, sizeof xdiv, &xdiv);
+    arg(&a, sizeof(cl_mem), &ids->mem);
+    arg(&a, sizeof id_off, &id_off);
+    arg(&a, sizeof(cl_mem), &Y->mem);
+    arg(&a, sizeof yoff, &yoff);
+    arg(&a, sizeof ldy, &ldy);
+    arg(&a, sizeof rows, &rows);
+    arg(&a, sizeof K, &K);
+    const size_t groups = (size_t)((rows + group_rows - 1) / group_rows);
+    const size_t global[3] = {(size_t)lanes, groups * (size_t)group_rows, (size_t)slots},
+                 local[3] = {(size_t)lanes, (size_t)group_rows, 1};
+    return enqueue(rt, &a, "matmul (indirect int8 gemv)", 3, global, local);
 }

@@ -60,6 +60,15 @@ int clf_weight_host_layout(const clf_runtime *rt);
 clf_status clf_weight_pack(const clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *src, void *main_dst,
                            void *aux_dst);
 
+/* The stack of n_part parts (each parts[i]'s rows, all of one count, whole
+ * panels of 32 rows) as one weight, part i's bytes its share of the whole
+ * from i · (a part's bytes): clf_weight_upload_rows and clf_weight_pack for
+ * stacked experts (clf_weight_part cuts them out again). */
+clf_status clf_weight_upload_parts(clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *parts, int n_part,
+                                   clf_weight *w);
+clf_status clf_weight_pack_parts(const clf_runtime *rt, clf_type type, int64_t cols, const clf_rows_src *parts,
+                                 int n_part, void *main_dst, void *aux_dst);
+
 /* A weight over host memory already in this device's layout (what
  * clf_weight_pack wrote, e.g. a mapped packed-weights cache): buffers that
  * use that memory in place (CL_MEM_USE_HOST_PTR: no copy on a CPU device).
@@ -108,6 +117,45 @@ int clf_matmul_fuses_glu(const clf_runtime *rt, const clf_weight *W);
  * Each row as clf_matmul_rowwise_xq then clf_glu_xq give it. */
 clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act act, const clf_tensor *XQ,
                              clf_tensor *Y, const clf_tensor *YQ);
+
+/* ---- stacked experts (host/compute/moe.h) ----
+ * A layer's n_part experts as one weight of n_part · part_rows rows (expert
+ * e's rows from e · part_rows), each expert also a weight of its own over
+ * the same memory (clf_weight_part), so one kernel can take any chosen
+ * expert (the indirect GEMVs below) and every other product takes one as a
+ * dense matrix. */
+
+/* 1 when this device has the indirect GEMVs for `type` (the int8 GEMVs of
+ * the cpu and gpu variants) and n_part parts of part_rows × cols cut a stack on whole
+ * panels and on the device's sub-buffer alignment, within its largest
+ * allocation; else a layer's experts load apart. */
+int clf_matmul_stacks(const clf_runtime *rt, clf_type type, int64_t part_rows, int64_t cols, int n_part);
+
+/* Part i of the n_part equal parts of the stack W: sub-buffers of W's
+ * (its bytes are those a product reads, W's share: not more device
+ * memory); freed with clf_weight_free before W. */
+clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *part);
+
+/* The gated units of n decode rows' chosen experts in one launch: slot
+ * s = r·k + j of Y [n·k × ff] (and its int8 form YQ) is expert ids[s]'s
+ * act(gate · x_r) ⊙ (up · x_r), W the stack of n_part fused gate|up
+ * experts [2 ff rows each], x_r given as its int8 form XQ [n rows], ids
+ * [n × k] int32 cells on the device. Each slot as clf_matmul_glu_xq gives
+ * that expert's row. */
+clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, clf_glu_act act, const clf_tensor *XQ,
+                                const clf_tensor *ids, int k, clf_tensor *Y, const clf_tensor *YQ);
+
+/* X [n × rows] += Σ_j w[r·k + j] · (down_{ids[r·k + j]} · h_{r·k + j}), the
+ * sum in j's order: W the stack of n_part down experts, H the slots' int8
+ * hidden rows [n·k × CLF_XQ_FLOATS(cols)], ids and w [n × k]. */
+clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
+                                 const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X);
+
+/* The gpu variant's indirect int8 GEMV: Y [slots × rows] row t = expert
+ * ids[t]'s rows of the stack W (n_part experts of rows each) times x row
+ * t / xdiv of XQ, as gemv_<type>_xq gives it. */
+clf_status clf_matmul_rows_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *XQ, int xdiv,
+                                 const clf_tensor *ids, clf_tensor *Y);
 
 /* Products of n > 1 rows through another GEMM (clf_gemm_f32_fn, host/cl/
  * runtime.h), the weights dequantized to F32 first; NULL: clinfer's

@@ -31,6 +31,16 @@ clf_status clf_moe_scratch_alloc(clf_runtime *rt, int n_rows, int n_expert, int 
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, 2 * (int64_t)n_ff, n_rows, &s->gu));
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_ff, n_rows, &s->ff));
     CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_embd, n_rows, &s->yg));
+    /* the indirect decode's slots: up to 64 decode rows (serve's streams), whole int8 blocks only */
+    s->n_id = n_rows < 64 ? n_rows : 64;
+    if (n_ff % 32 == 0) {
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_ff, (int64_t)s->n_id * n_used, &s->hid));
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(n_ff), (int64_t)s->n_id * n_used, &s->hidq));
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, 2 * (int64_t)n_ff, (int64_t)s->n_id * n_used, &s->gus));
+        CLF_TRY(clf_tensor_alloc(rt, CLF_F32, n_embd, (int64_t)s->n_id * n_used, &s->ys));
+    } else {
+        s->n_id = 0;
+    }
     s->h_id = malloc((size_t)nk * sizeof *s->h_id);
     s->h_row = malloc((size_t)nk * sizeof *s->h_row);
     s->h_w = malloc((size_t)nk * sizeof *s->h_w);
@@ -41,14 +51,16 @@ clf_status clf_moe_scratch_alloc(clf_runtime *rt, int n_rows, int n_expert, int 
 }
 
 void clf_moe_scratch_free(clf_moe_scratch *s) {
-    clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg};
+    clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg,
+                    &s->hid, &s->hidq, &s->gus, &s->ys};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) clf_tensor_free(t[i]);
     free(s->h_id), free(s->h_row), free(s->h_w), free(s->h_gw), free(s->h_cnt);
     memset(s, 0, sizeof *s);
 }
 
 size_t clf_moe_scratch_bytes(const clf_moe_scratch *s) {
-    const clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg};
+    const clf_tensor *t[] = {&s->logits, &s->sel_w, &s->sel_id, &s->grp_row, &s->grp_w, &s->xg, &s->gu, &s->ff, &s->yg,
+                          &s->hid, &s->hidq, &s->gus, &s->ys};
     size_t b = 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) b += t[i]->mem ? clf_tensor_bytes(t[i]) : 0;
     return b;
@@ -118,6 +130,25 @@ clf_status clf_moe_scatter_add(clf_runtime *rt, clf_tensor *x, const clf_tensor 
     return clf_launch(rt, k, 2, global, local);
 }
 
+/* x[r, :] += Σ_j w[r, j] · y[r·k + j, :] (cl/moe.cl moe_wsum_f32). */
+static clf_status moe_wsum(clf_runtime *rt, clf_tensor *x, const clf_tensor *y, const clf_tensor *w, int k) {
+    cl_ulong x_off, y_off, w_off;
+    CLF_TRY(off4(x, "sum target", &x_off));
+    CLF_TRY(off4(y, "expert rows", &y_off));
+    CLF_TRY(off4(w, "expert weights", &w_off));
+    const int64_t rows = clf_tensor_nrows(x);
+    if (y->ne[0] != x->ne[0] || clf_tensor_nrows(y) != rows * k || w->ne[0] * clf_tensor_nrows(w) < rows * k)
+        return clf_fail(CLF_ERR_ARG, "moe_wsum: shapes");
+    cl_kernel kr;
+    CLF_TRY(clf_kernel_get(rt, "moe", "", "moe_wsum_f32", &kr));
+    cl_int n = (cl_int)x->ne[0], kk = k;
+    clf_arg a[] = {CLF_ARG(x->mem), CLF_ARG(x_off), CLF_ARG(y->mem), CLF_ARG(y_off),
+                   CLF_ARG(w->mem), CLF_ARG(w_off), CLF_ARG(kk), CLF_ARG(n)};
+    CLF_TRY(clf_set_args(kr, a, CLF_NARGS(a)));
+    size_t global[2] = {round_up((size_t)n, MOE_LOCAL), (size_t)rows}, local[2] = {MOE_LOCAL, 1};
+    return clf_launch(rt, kr, 2, global, local);
+}
+
 /* out[:, col0 ..] = W · in, the first n1 rows as decode rows (each as alone). */
 static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out,
                                int64_t col0, int accumulate, int64_t n1) {
@@ -143,6 +174,22 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
     /* logits -> ids, w [n × k]: softmax, top-k, weights, on the device */
     clf_tensor ids = clf_tensor_rows(&s->sel_id, 0, n), w = clf_tensor_rows(&s->sel_w, 0, n);
     CLF_TRY(clf_moe_route(rt, &logits, k, moe->norm_w, moe->w_scale, &ids, &w));
+    /* decode rows only, experts stacked: xq -> hid, hidq [n·k slots] -> x += Σ w · down · hid, two launches
+     * reading ids and w on the device (no wait) */
+    if (n1 == n && xq && n <= s->n_id && moe->gu_stack && moe->down_stack) {
+        clf_tensor hid = clf_tensor_rows(&s->hid, 0, (int64_t)n * k), hidq = clf_tensor_rows(&s->hidq, 0, (int64_t)n * k);
+        if (clf_matmul_fuses_glu(rt, &moe->experts[0].gu[0])) { /* cpu: two launches */
+            CLF_TRY(clf_matmul_glu_id_xq(rt, moe->gu_stack, E, moe->act, xq, &ids, k, &hid, &hidq));
+            return clf_matmul_down_id_xq(rt, moe->down_stack, E, &hidq, &ids, &w, k, x);
+        }
+        /* gpu: xq -> gus [n·k × 2 n_ff] -> hid, hidq -> ys [n·k × n_embd] -> x += Σ_j w · ys */
+        clf_tensor gus = clf_tensor_rows(&s->gus, 0, (int64_t)n * k), ys = clf_tensor_rows(&s->ys, 0, (int64_t)n * k);
+        gus.ne[0] = 2 * (int64_t)moe->n_ff;
+        CLF_TRY(clf_matmul_rows_id_xq(rt, moe->gu_stack, E, xq, k, &ids, &gus));
+        CLF_TRY(clf_glu_xq(rt, moe->act, &gus, &hid, &hidq));
+        CLF_TRY(clf_matmul_rows_id_xq(rt, moe->down_stack, E, &hidq, 1, &ids, &ys));
+        return moe_wsum(rt, x, &ys, &w, k);
+    }
     /* ids, w -> the host (a blocking read: the only wait of the layer) */
     const size_t nk = (size_t)n * (size_t)k;
     CLF_CL_TRY(clEnqueueReadBuffer(rt->queue, ids.mem, CL_FALSE, ids.offset, nk * 4, s->h_id, 0, NULL, NULL));

@@ -13,8 +13,15 @@
  *     fused gate|up product, the activation, the down product, and the
  *     weighted scatter-add into x (5 launches an active expert; 3 or 4
  *     for a group of one decode row, from its int8 form: no gather).
- * Not done yet: an indirect GEMV reading the expert ids from the device
- * (one launch a layer for decode, no readback).
+ *   - decode (a pass of single-token rows, at most the scratch's n_id
+ *     rows) where the layer's experts are stacked (clf_moe.gu_stack,
+ *     down_stack) and the device has the indirect GEMVs: no readback and
+ *     two launches for all chosen experts on the cpu variant, the fused
+ *     gate|up with the activation reading each row's expert ids from the
+ *     device (clf_matmul_glu_id_xq), then the down products with the
+ *     weighted sum into x (clf_matmul_down_id_xq); four on the gpu variant
+ *     (clf_matmul_rows_id_xq for gate|up, clf_glu_xq, clf_matmul_rows_id_xq
+ *     for down, the weighted sum). Else the grouping above.
  *
  * The tie rule of the top-k: the larger probability first, then the
  * smaller expert id (llama.cpp sorts with std::sort, which leaves equal
@@ -49,6 +56,9 @@ typedef struct clf_moe {
     int norm_w;        /* chosen weights divided by their sum (clamped at 2^-14 as llama.cpp does) */
     float w_scale;     /* then times this (1: none) */
     clf_glu_act act;   /* the gated unit's activation; gpt-oss's clamped SwiGLU goes here */
+    /* the experts stacked where the loader could (clf_matmul_stacks: experts[e]'s weights are parts of
+     * these), else NULL: gate|up [n_expert · 2 n_ff × n_embd], down [n_expert · n_embd × n_ff] */
+    const clf_weight *gu_stack, *down_stack;
 } clf_moe;
 
 /* A context's scratch for up to n_rows rows. */
@@ -63,6 +73,9 @@ typedef struct clf_moe_scratch {
     int32_t *h_id, *h_row; /* host copies [n_rows × n_used] */
     float *h_w, *h_gw;
     int *h_cnt; /* [n_expert + 1] */
+    int n_id;            /* most decode rows the indirect path takes (its scratch's) */
+    clf_tensor hid, hidq; /* [n_id · n_used × n_ff | CLF_XQ_FLOATS(n_ff)] each slot's hidden row and its int8 form */
+    clf_tensor gus, ys;   /* gpu variant: [n_id · n_used × 2 n_ff | n_embd] each slot's gate|up and down rows */
 } clf_moe_scratch;
 
 clf_status clf_moe_scratch_alloc(clf_runtime *rt, int n_rows, int n_expert, int n_used, int n_embd, int n_ff,
@@ -95,7 +108,8 @@ clf_status clf_moe_scatter_add(clf_runtime *rt, clf_tensor *x, const clf_tensor 
  * with the activation in one GEMV where the device fuses it,
  * clf_matmul_glu_xq) and the gather is skipped; the result is the same
  * (matmul.h: the int8 forms are what the GEMVs would make). Reads the
- * routing back (waits for the queue). */
+ * routing back (waits for the queue), except on the indirect path above
+ * (all n rows decode rows, xq given, n ≤ s->n_id, stacks given). */
 clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, const clf_tensor *xq, int n1,
                        const clf_tensor *ffq, clf_tensor *x, clf_moe_scratch *s);
 
