@@ -9,13 +9,17 @@
  *    and Q8_0 experts, odd widths, decode rows beside prefill rows (a lone
  *    decode row's experts from its int8 form), a batch where every row
  *    picks one expert and one where every expert is picked;
- *  - batched = alone on tiny qwen3moe and Mixtral models: a prefill chunk
+ *  - gpt-oss's routing (top-k of the biased logits, then a softmax over the
+ *    chosen), its biased experts and clamped SwiGLU, against the same
+ *    reference;
+ *  - batched = alone on tiny qwen3moe, Mixtral and gpt-oss models: a prefill chunk
  *    beside decode rows of other sequences gives each the logits it gets
  *    alone;
  *  - the estimates (models/estimate.h) against what the model and a context
  *    allocate, and the bytes a token reads counting its chosen experts;
- *  - keys out of range and missing or misshapen expert tensors: a format
- *    error naming the key or tensor. */
+ *  - keys out of range and missing or misshapen expert tensors (gpt-oss's
+ *    sinks, biases, window and YaRN context too): a format error naming the
+ *    key or tensor. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -529,7 +533,10 @@ static void check_memory(const tiny_model *tm) {
     assert_true((double)c->device_bytes == kv + scratch - clf_xq_bytes(&s) + xq);
     /* a token reads the router and its chosen experts of each layer (F32 weights) */
     const clf_params p = clf_estimate_params(&s);
-    const double expert = 3.0 * s.n_embd * fe * 4.0, router = 4.0 * tm->n_expert * s.n_embd;
+    /* gpt-oss: the router's bias and an expert's three biases too */
+    const int oss = !strcmp(tm->arch, "gpt-oss");
+    const double expert = 3.0 * s.n_embd * fe * 4.0 + (oss ? 4.0 * (2 * fe + s.n_embd) : 0);
+    const double router = 4.0 * tm->n_expert * s.n_embd + (oss ? 4.0 * tm->n_expert : 0);
     const double read = p.bytes[CLF_GROUP_ATTN] + p.bytes[CLF_GROUP_NORM] + 4.0 * s.n_vocab * s.n_embd + 4.0 * s.n_embd +
                         (double)s.n_layer * (router + tm->n_expert_used * expert);
     assert_true(fabs(clf_weight_bytes_read(&s) - read) < 1.0);
@@ -547,6 +554,7 @@ static void test_memory(void **state) {
         tu_tune(tunes[t]);
         check_memory(&QWEN3MOE);
         check_memory(&MIXTRAL);
+        check_memory(&GPTOSS);
     }
     tu_tune(NULL);
 }
@@ -625,6 +633,30 @@ static void test_bad_keys(void **state) {
     /* llama with expert_count 0 is dense: the experts' tensors are no FFN of it */
     rewrite(mx, bad, "llama.expert_count", 0, NULL, NULL);
     expect_format(bad, "blk.0.ffn_up.weight is missing");
+    /* gpt-oss: its window, YaRN's context, its sinks, biases and FFN norm */
+    char o[32];
+    write_tiny(&GPTOSS, o);
+    rewrite(o, bad, "gpt-oss.attention.sliding_window", -1, NULL, NULL);
+    expect_format(bad, "gpt-oss.attention.sliding_window");
+    rewrite(o, bad, "gpt-oss.attention.sliding_window", 0, NULL, NULL);
+    expect_format(bad, "gpt-oss.attention.sliding_window' is 0");
+    rewrite(o, bad, "gpt-oss.rope.scaling.original_context_length", 0, NULL, NULL);
+    expect_format(bad, "gpt-oss.rope.scaling.original_context_length = 0 is out of range");
+    rewrite(o, bad, "gpt-oss.expert_feed_forward_length", 0, NULL, NULL);
+    expect_format(bad, "gpt-oss.expert_feed_forward_length = 0 is out of range");
+    rewrite(o, bad, NULL, 0, "blk.1.attn_sinks.weight", NULL);
+    expect_format(bad, "blk.1.attn_sinks.weight is missing");
+    rewrite(o, bad, NULL, 0, "blk.2.attn_output.bias", NULL);
+    expect_format(bad, "blk.2.attn_output.bias is missing");
+    rewrite(o, bad, NULL, 0, "blk.0.ffn_gate_inp.bias", NULL);
+    expect_format(bad, "blk.0.ffn_gate_inp.bias is missing");
+    rewrite(o, bad, NULL, 0, "blk.3.ffn_up_exps.bias", NULL);
+    expect_format(bad, "blk.3.ffn_up_exps.bias is missing");
+    rewrite(o, bad, NULL, 0, NULL, "blk.0.ffn_down_exps.bias");
+    expect_format(bad, "blk.0.ffn_down_exps.bias has shape");
+    rewrite(o, bad, NULL, 0, "blk.0.post_attention_norm.weight", NULL);
+    expect_format(bad, "blk.0.post_attention_norm.weight is missing");
+    unlink(o);
     unlink(q);
     unlink(mx);
     unlink(bad);
