@@ -1,5 +1,5 @@
 /* The transformer of every supported family (models/family.h: Llama 2/3,
- * SmolLM2, TinyLlama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3) on an OpenCL
+ * SmolLM2, TinyLlama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3, gpt-oss) on an OpenCL
  * device: one forward pass, parameterized by the family's differences.
  *
  * A clf_llama holds the weights (uploaded once, in their file types); a
