@@ -40,7 +40,14 @@ struct clinfer_model {
      * grammar, under trie_lock, then shared read-only. */
     struct clf_vocab_trie *trie;
     pthread_mutex_t trie_lock;
+    /* clinfer_model_set_chat_template's text (malloc'd), run instead of the
+     * file's tokenizer.chat_template; NULL: the file's */
+    char *chat_template;
 };
+
+/* The model's chat template: the one set, else the file's (chat.h). */
+struct clf_chat;
+clf_status api_model_chat(const clinfer_model *m, struct clf_chat *c);
 
 struct clinfer_session {
     clinfer_model *m;
@@ -54,6 +61,7 @@ struct clinfer_session {
     size_t batch_cap; /* floats */
     int *row_of, row_cap, n_rows; /* n_rows: the last batch's (0 after a failure) */
     clf_llama_seq_batch *entries;
+    clinfer_drafter *drafter; /* clinfer_session_set_drafter's, for clinfer_generate (not owned) */
 };
 
 struct clinfer_sampler {
@@ -101,7 +109,50 @@ struct clinfer_detokenizer {
  * public clinfer_next_token: sample (from every logit, or from the k best
  * when top_k > 0), end-of-generation, detokenize, record. */
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, clinfer_next *out);
+                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          clinfer_next *out);
+/* The sampler's token for logits when a draft proposes `draft` (>= 0) as
+ * the next (speculative sampling: the token has the law of
+ * clinfer_sampler_sample's; greedy gives that very token), drawn from q
+ * ([n_vocab] probabilities; NULL: proposed with certainty); draft < 0:
+ * clinfer_sampler_sample. Not recorded (clinfer_sampler_accept). */
+clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, const float *q,
+                            int32_t *token);
+/* Speculative decoding's drafts under the sampler's grammar: how many of
+ * draft[0..n) the grammar allows after the tokens accepted so far (n
+ * without a grammar). */
+int api_grammar_draft_prefix(const clinfer_sampler *smp, const int32_t *draft, int n);
+/* A grammar's walk over a draft, state copied from the sampler's: masks a
+ * draft model's logits (n_vocab, in place) and advances by its token. */
+typedef struct api_grammar_walk api_grammar_walk;
+clf_status api_grammar_walk_begin(const clinfer_sampler *smp, api_grammar_walk **out); /* *out NULL: no grammar */
+clf_status api_grammar_walk_mask(api_grammar_walk *w, float *logits, int n_vocab);
+int api_grammar_walk_advance(api_grammar_walk *w, int32_t token); /* 0: the grammar does not allow it */
+void api_grammar_walk_free(api_grammar_walk *w);
+
+/* A drafter's second model (api/draft_model.c): its session kept in step
+ * with the text it is asked to continue. */
+typedef struct api_model_draft api_model_draft;
+/* Up to k tokens after text[0..n), greedily from the draft model (masked
+ * by smp's grammar when it has one): how many (0: none this time). */
+int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const int32_t *text, int n, int k,
+                        int32_t *draft);
+/* text[0] of the next drafts is at position pos0 of the target's sequence
+ * (clinfer_generate: the tokens the session held before its prompt, which
+ * the draft session is assumed to hold too when it holds as many). */
+void api_model_draft_begin(api_model_draft *md, int pos0);
+/* The generation's whole text (from pos0 on: its prompt and every token
+ * sampled), so that the next one knows what its session holds. */
+void api_model_draft_end(api_model_draft *md, const int32_t *text, int n);
+void api_model_draft_free(api_model_draft *md);
+/* The drafter's side (api/lookup.c). */
+void api_drafter_attach(clinfer_drafter *d, api_model_draft *md);
+api_model_draft *api_drafter_model(const clinfer_drafter *d);
+int api_drafter_max(const clinfer_drafter *d);
+/* The law the draft token after batch row `row` was drawn from ([n_vocab]
+ * probabilities), NULL when it was proposed with certainty. */
+const float *api_drafter_q(const clinfer_drafter *d, int row);
+const float *api_model_draft_q(const api_model_draft *md, int j);
 
 /* Propagates a failing internal status as the public one. */
 #define API_TRY(expr)                                                        \

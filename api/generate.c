@@ -52,7 +52,8 @@ void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_
 /* ---- one token ------------------------------------------------------------ */
 
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, clinfer_next *out) {
+                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          clinfer_next *out) {
     *out = (clinfer_next){.token = -1, .piece = d->buf};
     if (clinfer_sampler_grammar_state(smp) == CLINFER_GRAMMAR_DONE) { /* nothing may follow: the end, drawn or not */
         out->eog = 1;
@@ -66,7 +67,9 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
          * token 0 or stop at once, printing nothing; say so instead */
         for (int k = 0; k < n_vocab; k++)
             if (!isfinite(logits[k])) return clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf)");
-        CLF_TRY((clf_status)clinfer_sampler_sample(smp, logits, n_vocab, &id));
+        /* a draft's row: the acceptance rule (greedy: the same id) */
+        CLF_TRY(draft >= 0 ? api_sample_draft(smp, logits, n_vocab, draft, q, &id)
+                           : (clf_status)clinfer_sampler_sample(smp, logits, n_vocab, &id));
     }
     out->token = id;
     if ((out->eog = clf_token_is_eog(d->d.t, id))) return CLF_OK;
@@ -81,7 +84,16 @@ clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, 
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, -1, NULL, out);
+}
+
+clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
+                                        int32_t draft, clinfer_next *out) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(d);
+    API_NOT_NULL(logits);
+    API_NOT_NULL(out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft, NULL, out);
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -109,13 +121,16 @@ static clf_status eval_for(clinfer_session *s, gen_eval *ev, clinfer_sampler *sm
     return st;
 }
 
-/* Speculation (draft_max > 0, greedy): the pending token and its draft go
- * to the model as one batch with every row's logits; the loop then samples
- * from row after row while each sampled token is the draft's next (already
- * evaluated), and rewinds the rest. The tokens are the plain loop's: each
- * is sampled from the logits of the same tokens before it. The step itself
- * (the draft's size, what is accepted, what is kept) is the drafter's
- * (api/lookup.c), shared with the server. */
+/* Speculation (draft_max > 0, or a drafter): the pending token and its
+ * draft go to the model as one batch with every row's logits; the loop
+ * then samples from row after row while each sampled token is the draft's
+ * next (already evaluated), and rewinds the rest. Greedy, the tokens are
+ * the plain loop's: each is sampled from the logits of the same tokens
+ * before it. Sampled, a row followed by a draft token samples by the
+ * acceptance rule (api_sample_draft), which gives each token plain
+ * sampling's law. The step itself (the draft's size, what is accepted,
+ * what is kept) is the drafter's (api/lookup.c, api/draft_model.c), shared
+ * with the server. */
 typedef struct gen_spec {
     int draft_max;   /* 0: off */
     int32_t *hist;   /* the prompt, then each token sampled: what the drafter searches */
@@ -126,14 +141,15 @@ typedef struct gen_spec {
     int row;         /* the row the next token is sampled from */
     int base;        /* sequence 0's length before the batch */
     clinfer_drafter *drafter; /* the drafts and their length */
+    int own;                  /* the drafter is the call's (a prompt lookup), not the caller's */
 } gen_spec;
 
 /* The drafter's history starts with this call's prompt; a batch holds at
  * most one forward pass (n_batch rows), which a sliding window's ring can
  * always rewind. */
 static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32_t *prompt, int n_prompt,
-                             const clinfer_generate_params *p) {
-    int cap = p->draft_max;
+                             const clinfer_generate_params *p, const clinfer_sampler *smp) {
+    int cap = p->draft_max > 0 || !s->drafter ? p->draft_max : api_drafter_max(s->drafter);
     if (cap > p->max_tokens) cap = p->max_tokens;
     if (cap > s->c->n_batch - 1) cap = s->c->n_batch - 1;
     if (cap <= 0) return CLF_OK;
@@ -144,7 +160,16 @@ static clf_status spec_alloc(gen_spec *sp, const clinfer_session *s, const int32
     memset(sp->want, 1, (size_t)(cap + 1));
     sp->n_hist = n_prompt;
     sp->draft_max = cap;
-    return (clf_status)clinfer_drafter_create(cap, &sp->drafter);
+    if (s->drafter) {
+        sp->drafter = s->drafter;
+        /* a draft model's session: the text starts after what the target held */
+        if (api_drafter_model(sp->drafter)) api_model_draft_begin(api_drafter_model(sp->drafter), s->c->n_past);
+    } else {
+        sp->own = 1;
+        CLF_TRY((clf_status)clinfer_drafter_create(cap, &sp->drafter));
+    }
+    clinfer_drafter_set_sampler(sp->drafter, smp); /* drafts under its grammar; unset at the end */
+    return CLF_OK;
 }
 
 /* Done reading the batch: sequence 0 keeps the pending token and the draft
@@ -194,10 +219,12 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
             break;
         }
         clinfer_next nx;
-        if (sp->n_rows) /* a verify batch's row: every logit */
-            st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0, &nx);
+        if (sp->n_rows) /* a verify batch's row: every logit, and the draft's next token if any */
+            st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0,
+                                sp->row + 1 < sp->n_rows ? sp->batch[sp->row + 1] : -1,
+                                api_drafter_q(sp->drafter, sp->row), &nx);
         else
-            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, &nx);
+            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, -1, NULL, &nx);
         if (st == CLF_ERR_FORMAT) /* say where */
             st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
                           sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);
@@ -277,10 +304,9 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     }
     if (st == CLF_OK) st = (clf_status)clinfer_detokenizer_create(s->m, p.special, &d);
     gen_spec sp = {0};
-    /* a sampled token depends on its draw, a staged one (a grammar) on a mask
-     * the draft rows are not given: no speculation */
-    if (st == CLF_OK && p.draft_max > 0 && smp->greedy && !smp->n_stages)
-        st = spec_alloc(&sp, s, prompt, n_prompt, &p);
+    /* greedy or sampled, with stages (a grammar) or not: each row's token
+     * is sampled from its logits after the tokens before it, as plainly */
+    if (st == CLF_OK && (p.draft_max > 0 || s->drafter)) st = spec_alloc(&sp, s, prompt, n_prompt, &p, smp);
     gen_eval ev = {0}; /* top_k 0: an empty prompt samples from the session's logits */
     double build0 = clinfer_model_build_seconds(s->m), t0 = clf_now_s();
     int n_past0 = s->c->n_past;
@@ -300,9 +326,11 @@ clinfer_status clinfer_generate(clinfer_session *s, const int32_t *prompt, int n
     atomic_store(&s->cancel, 0); /* a request is for one generation */
     clinfer_sampler_free(greedy);
     clinfer_detokenizer_free(d);
+    if (api_drafter_model(sp.drafter)) api_model_draft_end(api_drafter_model(sp.drafter), sp.hist, sp.n_hist);
     free(sp.hist);
     free(sp.want);
-    clinfer_drafter_free(sp.drafter);
+    clinfer_drafter_set_sampler(sp.drafter, NULL);
+    if (sp.own) clinfer_drafter_free(sp.drafter);
     if (result) api_write_info(result, &r, sizeof r, "clinfer_generate_result");
     return (clinfer_status)st;
 }

@@ -193,3 +193,78 @@ void api_grammar_stats(const clinfer_sampler *smp, long *computed, long *hits, d
     *seconds = 0;
     if (smp && smp->grammar) clf_grammar_masks_stats(smp->grammar->G->gm, computed, hits, seconds);
 }
+
+/* ---- speculative drafts under the grammar -------------------------------------- */
+
+/* A copy of the sampler's grammar state walked over a draft: the draft's
+ * tokens are never accepted by the sampler itself (only the tokens it
+ * draws are), so its state stays the verified text's. */
+struct api_grammar_walk {
+    const api_grammar_stage *gs;
+    gstate cur, next;
+    int dead; /* a refused token was walked, or the state could not be copied */
+};
+
+clf_status api_grammar_walk_begin(const clinfer_sampler *smp, api_grammar_walk **out) {
+    *out = NULL;
+    const api_grammar_stage *gs = smp ? smp->grammar : NULL;
+    if (!gs) return CLF_OK;
+    api_grammar_walk *w = calloc(1, sizeof *w);
+    if (!w) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    w->gs = gs;
+    w->dead = gs->dead || gs->limited;
+    if (!w->dead && clf_gstate_copy(&gs->cur, &w->cur) != CLF_OK) w->dead = 1;
+    *out = w;
+    return CLF_OK;
+}
+
+clf_status api_grammar_walk_mask(api_grammar_walk *w, float *logits, int n_vocab) {
+    const clinfer_grammar *G = w->gs->G;
+    if (w->dead || n_vocab != G->n_vocab) return clf_fail(CLF_ERR_ARG, "grammar: no draft here");
+    float saved[64];
+    for (int i = 0; i < G->n_eog; i++) saved[i] = logits[G->eog[i]];
+    int n_allowed = 0;
+    CLF_TRY(clf_grammar_masks_apply(G->gm, &w->cur, logits, &n_allowed));
+    if (w->cur.accepting) /* a whole sentence: it may end here */
+        for (int i = 0; i < G->n_eog; i++) logits[G->eog[i]] = saved[i];
+    return CLF_OK;
+}
+
+/* The walk's state after token; 0 when the grammar refuses it (the walk
+ * then ends: an end token ends it too, nothing follows one). */
+int api_grammar_walk_advance(api_grammar_walk *w, int32_t token) {
+    const clinfer_grammar *G = w->gs->G;
+    if (w->dead) return 0;
+    if (clf_token_is_eog(G->tok, token)) {
+        w->dead = 1;
+        return w->cur.accepting;
+    }
+    size_t len = 0;
+    const char *p;
+    if (!clf_grammar_token_is_text(G->tok, token, &p, &len)) return w->dead = 1, 0;
+    for (size_t i = 0; i < len; i++) {
+        if (clf_gstate_advance(G->g, &w->cur, (unsigned char)p[i], &w->next) != CLF_OK || !w->next.n_stacks)
+            return w->dead = 1, 0;
+        gstate t = w->cur;
+        w->cur = w->next;
+        w->next = t;
+    }
+    return 1;
+}
+
+void api_grammar_walk_free(api_grammar_walk *w) {
+    if (!w) return;
+    clf_gstate_free(&w->cur);
+    clf_gstate_free(&w->next);
+    free(w);
+}
+
+int api_grammar_draft_prefix(const clinfer_sampler *smp, const int32_t *draft, int n) {
+    api_grammar_walk *w = NULL;
+    if (api_grammar_walk_begin(smp, &w) != CLF_OK) return 0; /* no memory: no draft */
+    if (!w) return n;
+    int k = 0;
+    while (k < n && api_grammar_walk_advance(w, draft[k])) k++;
+    api_grammar_walk_free(w);
+    return k;
+}

@@ -1,7 +1,9 @@
 /* Prompt lookup: the draft after the newest n-gram's last earlier
  * occurrence, the drafter that sizes the drafts, and the speculative step
  * it proposes and settles (include/clinfer.h): written once, for
- * clinfer_generate (api/generate.c) and the server's scheduler. */
+ * clinfer_generate (api/generate.c) and the server's scheduler. A drafter
+ * may instead draft with a second model (api/draft_model.c), and may
+ * follow a sampler's grammar (its drafts cut where the grammar refuses). */
 #include "lookup.h"
 
 #include <stdlib.h>
@@ -36,6 +38,8 @@ struct clinfer_drafter {
     int max, len, pause;
     int32_t *rows; /* [1 + max]: the proposed batch, the pending token then the draft */
     int n_rows;    /* rows of the step being verified (0: none) */
+    const clinfer_sampler *smp; /* drafts follow its grammar (clinfer_drafter_set_sampler; NULL: none) */
+    api_model_draft *md;        /* a draft model's drafter (api/draft_model.c; NULL: prompt lookup) */
 };
 
 clinfer_status clinfer_drafter_create(int draft_max, clinfer_drafter **out) {
@@ -48,13 +52,14 @@ clinfer_status clinfer_drafter_create(int draft_max, clinfer_drafter **out) {
         free(d);
         return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     }
-    *d = (clinfer_drafter){draft_max, draft_max, 0, rows, 0};
+    *d = (clinfer_drafter){draft_max, draft_max, 0, rows, 0, NULL, NULL};
     *out = d;
     return CLINFER_OK;
 }
 
 void clinfer_drafter_free(clinfer_drafter *d) {
     if (!d) return;
+    api_model_draft_free(d->md);
     free(d->rows);
     free(d);
 }
@@ -66,14 +71,33 @@ int clinfer_drafter_draft(clinfer_drafter *d, const int32_t *tokens, int n, int 
         return 0;
     }
     const int k = max < d->len ? max : d->len;
-    return k > 0 ? clf_lookup_draft(tokens, n, CLF_LOOKUP_NGRAM_MIN, CLF_LOOKUP_NGRAM_MAX, k, draft) : 0;
+    if (k <= 0) return 0;
+    /* a draft model masks its drafts by the grammar as it drafts; a
+     * lookup's draft is cut at the first token the grammar refuses */
+    if (d->md) return api_model_draft_run(d->md, d->smp, tokens, n, k, draft);
+    int nd = clf_lookup_draft(tokens, n, CLF_LOOKUP_NGRAM_MIN, CLF_LOOKUP_NGRAM_MAX, k, draft);
+    return d->smp && nd ? api_grammar_draft_prefix(d->smp, draft, nd) : nd;
+}
+
+void clinfer_drafter_set_sampler(clinfer_drafter *d, const clinfer_sampler *smp) {
+    if (d) d->smp = smp;
+}
+
+void api_drafter_attach(clinfer_drafter *d, api_model_draft *md) { d->md = md; }
+api_model_draft *api_drafter_model(const clinfer_drafter *d) { return d ? d->md : NULL; }
+int api_drafter_max(const clinfer_drafter *d) { return d ? d->max : 0; }
+
+const float *api_drafter_q(const clinfer_drafter *d, int row) {
+    return d && d->md && row >= 0 && row + 1 < d->n_rows ? api_model_draft_q(d->md, row) : NULL;
 }
 
 void clinfer_drafter_taken(clinfer_drafter *d, int drafted, int accepted) {
     if (!d || drafted <= 0) return;
     if (accepted >= drafted) d->len = 2 * d->len < d->max ? 2 * d->len : d->max;
     else d->len = accepted + 1;
-    if (accepted == 0 && drafted == 1) d->pause = PAUSE_AFTER_MISS;
+    /* a lookup that missed its one token pauses; a draft model's next
+     * guess is as good as its last one was bad */
+    if (accepted == 0 && drafted == 1 && !d->md) d->pause = PAUSE_AFTER_MISS;
 }
 
 /* ---- the speculative step -------------------------------------------------- */

@@ -313,8 +313,37 @@ clinfer_status clinfer_model_load_with(const char *path, const char *device, con
     return CLINFER_OK;
 }
 
+clf_status api_model_chat(const clinfer_model *m, clf_chat *c) {
+    return m->chat_template ? clf_chat_init_with(m->tok, m->chat_template, c) : clf_chat_init_model(m->tok, c);
+}
+
+clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmpl) {
+    API_NOT_NULL(m);
+    if (!tmpl) {
+        free(m->chat_template);
+        m->chat_template = NULL;
+    } else {
+        /* it must parse; kept as a copy */
+        clf_chat c;
+        char *copy = strdup(tmpl);
+        if (!copy) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        clf_status st = clf_chat_init_with(m->tok, copy, &c);
+        if (st != CLF_OK) {
+            free(copy);
+            return (clinfer_status)clf_fail_ctx(st, "the chat template given: ");
+        }
+        free(m->chat_template);
+        m->chat_template = copy;
+    }
+    clf_chat chat;
+    if (api_model_chat(m, &chat) == CLF_OK)
+        snprintf(m->info.chat_format, sizeof m->info.chat_format, "%s", clf_chat_format_name(chat.format));
+    return CLINFER_OK;
+}
+
 void clinfer_model_free(clinfer_model *m) {
     if (!m) return;
+    free(m->chat_template);
     clf_stages_close(&m->stages);
     clf_tokenizer_free(m->tok);
     pthread_mutex_destroy(&m->device_lock);
@@ -386,7 +415,7 @@ static clf_status chat_messages(const clinfer_model *m, const clinfer_chat_messa
     if (n < 0 || (n > 0 && !msgs)) return clf_fail(CLF_ERR_ARG, "%s: no messages", fn);
     for (int i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content) return clf_fail(CLF_ERR_ARG, "%s: message %d has no role or content", fn, i);
-    CLF_TRY(clf_chat_init_model(m->tok, c));
+    CLF_TRY(api_model_chat(m, c));
     if (!(*cm = malloc((size_t)(n ? n : 1) * sizeof **cm))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     for (int i = 0; i < n; i++) (*cm)[i] = (clf_chat_msg){msgs[i].role, msgs[i].content};
     return CLF_OK;
@@ -432,6 +461,6 @@ clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *ro
     *tokens = NULL;
     *n_tokens = 0;
     clf_chat c;
-    API_TRY(clf_chat_init_model(m->tok, &c));
+    API_TRY(api_model_chat(m, &c));
     return (clinfer_status)clf_chat_tokenize_next(&c, m->tok, role, content, tokens, n_tokens);
 }

@@ -112,30 +112,71 @@ static clf_status check_logits(const float *logits, int n) {
     return any || n <= 0 ? CLF_OK : clf_fail(CLF_ERR_ARG, "every logit is -inf: no token to sample");
 }
 
-/* The added stages over a copy of the logits, then the fixed chain. */
-static clf_status sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
-    if (smp->n_stages && n_vocab == smp->n_vocab) {
-        memcpy(smp->scratch, logits, (size_t)n_vocab * sizeof *logits);
-        /* the last error is never cleared: emptied here, a stage that fails
-         * without a message of its own is told from one that set one (not
-         * an older failure's message); the caller's is back after success */
-        char saved[2048];
-        snprintf(saved, sizeof saved, "%s", clf_last_error());
-        clf_fail(CLF_OK, "%s", "");
-        for (int i = 0; i < smp->n_stages; i++) {
-            clinfer_status st = smp->stages[i].apply(smp->stages[i].user_data, smp->scratch, n_vocab);
-            if (st != CLINFER_OK) {
-                if (!clf_last_error()[0])
-                    clf_fail((clf_status)st, "sampler stage '%s' failed", smp->stages[i].name ? smp->stages[i].name : "");
-                return (clf_status)st;
-            }
+/* The added stages over a copy of the logits (*logits then points to it). */
+static clf_status run_stages(clinfer_sampler *smp, const float **logits, int n_vocab) {
+    if (!smp->n_stages || n_vocab != smp->n_vocab) return CLF_OK;
+    memcpy(smp->scratch, *logits, (size_t)n_vocab * sizeof **logits);
+    /* the last error is never cleared: emptied here, a stage that fails
+     * without a message of its own is told from one that set one (not
+     * an older failure's message); the caller's is back after success */
+    char saved[2048];
+    snprintf(saved, sizeof saved, "%s", clf_last_error());
+    clf_fail(CLF_OK, "%s", "");
+    for (int i = 0; i < smp->n_stages; i++) {
+        clinfer_status st = smp->stages[i].apply(smp->stages[i].user_data, smp->scratch, n_vocab);
+        if (st != CLINFER_OK) {
+            if (!clf_last_error()[0])
+                clf_fail((clf_status)st, "sampler stage '%s' failed", smp->stages[i].name ? smp->stages[i].name : "");
+            return (clf_status)st;
         }
-        clf_fail(CLF_OK, "%s", saved);
-        logits = smp->scratch;
-        if (check_logits(logits, n_vocab) != CLF_OK) return clf_fail_ctx(CLF_ERR_ARG, "after the sampler's stages: ");
     }
+    clf_fail(CLF_OK, "%s", saved);
+    *logits = smp->scratch;
+    if (check_logits(*logits, n_vocab) != CLF_OK) return clf_fail_ctx(CLF_ERR_ARG, "after the sampler's stages: ");
+    return CLF_OK;
+}
+
+/* The added stages, then the fixed chain. */
+static clf_status sample(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t *token) {
+    CLF_TRY(run_stages(smp, &logits, n_vocab));
     int32_t id = clf_sampler_sample(smp->s, logits, n_vocab);
     if (id < 0) return CLF_ERR_ARG; /* n_vocab not the model's; the message is set */
+    *token = id;
+    return CLF_OK;
+}
+
+clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, const float *q,
+                            int32_t *token) {
+    if (n_vocab <= smp->n_vocab) CLF_TRY(check_logits(logits, n_vocab)); /* else refused below */
+    /* greedy: p is a point mass at the plain token, so the rule answers it;
+     * the plain path keeps it bit for bit (and draws nothing) */
+    if (smp->greedy || draft < 0) return sample(smp, logits, n_vocab, token);
+    CLF_TRY(run_stages(smp, &logits, n_vocab));
+    const int32_t *ids;
+    const float *w;
+    double z;
+    int m = clf_sampler_dist(smp->s, logits, n_vocab, &ids, &w, &z);
+    if (m < 0) return CLF_ERR_ARG; /* the message is set */
+    /* two draws per token, the second only after a refusal: the stream is
+     * not plain sampling's (one draw per token), the law of each token is */
+    double u1 = clf_sampler_uniform(smp->s), u2 = 0;
+    if (q && draft < n_vocab) { /* a draft drawn from q: taken with probability min(1, p(x) / q(x)) */
+        double px = 0;
+        for (int i = 0; i < m; i++)
+            if (ids[i] == draft) px = w[i] / z;
+        int32_t id = draft;
+        if (!(u1 * q[draft] < px)) { /* refused: from max(0, p - q) normalised */
+            id = clf_spec_residual(ids, w, m, z, q, clf_sampler_uniform(smp->s));
+            if (id < 0) id = draft; /* p <= q everywhere: only rounding refuses */
+        }
+        *token = id;
+        return CLF_OK;
+    }
+    int32_t id = clf_spec_pick(ids, w, m, z, draft, u1, 0);
+    if (id != draft) { /* refused: the residual's draw, with a fresh number */
+        u2 = clf_sampler_uniform(smp->s);
+        id = clf_spec_pick(ids, w, m, z, draft, 1, u2);
+    }
     *token = id;
     return CLF_OK;
 }

@@ -79,6 +79,10 @@ void api_release(clinfer_session *s) {
 
 int clinfer_session_n_ctx(const clinfer_session *s) { return s ? s->c->n_ctx : 0; }
 int clinfer_session_n_past(const clinfer_session *s) { return s ? s->c->n_past : 0; }
+
+void clinfer_session_set_drafter(clinfer_session *s, clinfer_drafter *d) {
+    if (s) s->drafter = d;
+}
 int clinfer_session_n_seq(const clinfer_session *s) { return s ? s->c->n_seq : 0; }
 
 void clinfer_session_kv_pool(const clinfer_session *s, clinfer_kv_pool *out) {

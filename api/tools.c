@@ -33,7 +33,7 @@ clinfer_status clinfer_tools_create(const clinfer_model *m, const char *tools, s
     clinfer_tools *t = calloc(1, sizeof *t);
     if (!t) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     t->m = m;
-    clf_status st = clf_chat_init_model(m->tok, &t->chat);
+    clf_status st = api_model_chat(m, &t->chat);
     if (st == CLF_OK) st = clf_tools_create(&t->chat, tools, len, &t->t);
     if (st != CLF_OK) {
         free(t);
@@ -81,7 +81,7 @@ clinfer_status clinfer_tools_chat_apply(const clinfer_model *m, const clinfer_to
     API_NOT_NULL(m);
     clf_chat c;
     clf_tool_msg *cm;
-    API_TRY(clf_chat_init_model(m->tok, &c));
+    API_TRY(api_model_chat(m, &c));
     API_TRY(messages(msgs, n, &cm));
     clf_status st = clf_tools_render(&c, t ? t->t : NULL, cm, n, add_assistant, text, len);
     free(cm);
@@ -98,7 +98,7 @@ clinfer_status clinfer_tools_chat_tokenize(const clinfer_model *m, const clinfer
     API_NOT_NULL(m);
     clf_chat c;
     clf_tool_msg *cm;
-    API_TRY(clf_chat_init_model(m->tok, &c));
+    API_TRY(api_model_chat(m, &c));
     API_TRY(messages(msgs, n, &cm));
     clf_status st = clf_tools_tokenize(&c, t ? t->t : NULL, m->tok, cm, n, add_assistant, 1, tokens, n_tokens);
     free(cm);

@@ -17,7 +17,7 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer chat [--system TEXT] [-n N] " CLI_GEN_USAGE;
+static const char *USAGE = "clinfer chat [--system TEXT] [-n N] " CLI_DRAFT_USAGE " " CLI_GEN_USAGE;
 
 typedef struct chat_state {
     cli_session s;
@@ -25,6 +25,7 @@ typedef struct chat_state {
     const char *system;
     int first; /* no turn in the cache yet */
     int n_gen;
+    cli_draft_opts dr; /* speculation: --draft-max, -md */
     /* every turn's, for the line at the end */
     int turns, n_prompt, n_generated;
     double prompt_s, generate_s, build_s;
@@ -94,7 +95,7 @@ static clinfer_status one_turn(chat_state *cs, const char *user) {
                         n_past, n_ctx);
     }
     clinfer_generate_result stats;
-    st = cli_generate(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, 0, stdout,
+    st = cli_generate(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, cs->dr.max, stdout,
                       &stats);
     clinfer_free(ids);
     if (stats.n_generated > 0 || stats.n_prompt > 0) cs->first = 0;
@@ -120,12 +121,17 @@ int cmd_chat(int argc, char **argv) {
         CLI_GEN_OPTIONS(&o),
         CLI_OPT_TEXT("--system", &cs.system, .help = "the system message that opens the conversation"),
         CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens an answer has at most (default 512)"),
+        CLI_DRAFT_OPTIONS(&cs.dr),
         {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
     cli_warn_base_chat(o.model);
     clinfer_status st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &cs.s);
-    if (st != CLINFER_OK) return cli_error(st);
+    if (st == CLINFER_OK) st = cli_session_add_draft(&cs.s, &cs.dr, &o.place, o.kv);
+    if (st != CLINFER_OK) {
+        cli_session_close(&cs.s);
+        return cli_error(st);
+    }
     st = cli_check_chat(cs.s.m);
     if (st == CLINFER_OK) st = cli_session_warm(&cs.s, 16); /* no kernel built inside an answer (a turn's template: 13+ tokens) */
     if (st == CLINFER_OK) st = clinfer_sampler_create(cs.s.m, &o.sp, &cs.smp);

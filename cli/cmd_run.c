@@ -13,7 +13,7 @@
 #include "session.h"
 
 static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT]] [--special] "
-                           "[--draft-max N] [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
+                           CLI_DRAFT_USAGE " [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
 
 /* The prompt's tokens: raw text, or a user turn (after the system message,
  * if any) in the model's chat format. */
@@ -69,7 +69,8 @@ int cmd_run(int argc, char **argv) {
     cli_gen_opts_init(&o);
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
     const char *prompt = NULL, *file = NULL, *system = NULL;
-    int n_gen = 256, chat = 0, special = 0, draft_max = 0, logprobs = -1;
+    int n_gen = 256, chat = 0, special = 0, logprobs = -1;
+    cli_draft_opts dr = {0};
     cli_grammar_opts go = {0};
     const cli_option opts[] = {
         CLI_GEN_OPTIONS(&o),
@@ -80,8 +81,7 @@ int cmd_run(int argc, char **argv) {
         CLI_OPT_FLAG("--chat", &chat, .help = "the prompt is a user message in the model's chat template"),
         CLI_OPT_TEXT("--system", &system, .help = "with --chat: a system message before it"),
         CLI_OPT_FLAG("--special", &special, .help = "parse control tokens such as <|im_start|> in the prompt"),
-        CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
-                    .help = "speculate up to N tokens by prompt lookup (greedy only); 0: off"),
+        CLI_DRAFT_OPTIONS(&dr),
         CLI_OPT_INT("--logprobs", &logprobs, 0, CLI_MAX_TOP_LOGPROBS,
                     .help = "each token's logprob and the N likeliest, as JSON lines on stderr"),
         {0}};
@@ -89,8 +89,7 @@ int cmd_run(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (!prompt == !file) return cli_usage(USAGE, prompt ? "-p and -f do not go together" : "no prompt (-p or -f)");
     if (system && !chat) return cli_usage(USAGE, "--system goes with --chat (a system message of the chat template)");
-    if (draft_max && o.sp.temperature > 0) /* the library would ignore it: say so rather than run slower than asked */
-        return cli_usage(USAGE, "--draft-max needs greedy sampling (--temp 0)");
+    if ((dr.min || dr.p_min > 0) && !dr.model) return cli_usage(USAGE, "--draft-min and --draft-p-min go with -md FILE");
     if (chat) cli_warn_base_chat(o.model);
     const char *text = NULL;
     size_t len = 0;
@@ -99,6 +98,7 @@ int cmd_run(int argc, char **argv) {
     if (st != CLINFER_OK) return cli_error(st);
     cli_session s;
     st = cli_session_open(o.model, &o.place, o.n_ctx, o.kv, &s);
+    if (st == CLINFER_OK) st = cli_session_add_draft(&s, &dr, &o.place, o.kv);
     if (st != CLINFER_OK) {
         cli_session_close(&s);
         if (file) clinfer_free(owned);
@@ -128,7 +128,7 @@ int cmd_run(int argc, char **argv) {
     if (st == CLINFER_OK) st = cli_grammar_load(s.m, &go, &grammar);
     if (st == CLINFER_OK && grammar) st = clinfer_sampler_set_grammar(smp, grammar);
     if (st == CLINFER_OK) {
-        st = cli_generate(&s, smp, ids, n, n_gen, draft_max, stdout, &stats);
+        st = cli_generate(&s, smp, ids, n, n_gen, dr.max, stdout, &stats);
         if (stats.n_generated > 0) printf("\n"); /* end the text's last line */
         if (grammar && st == CLINFER_OK && stats.stop != CLINFER_STOP_EOG) /* fail closed: say the text is cut */
             fprintf(stderr, "clinfer: the text stopped at -n %d before the grammar's end: it is not a whole sentence\n",

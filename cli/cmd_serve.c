@@ -16,11 +16,13 @@
 #include "engine.h"
 #include "http.h"
 #include "sampling_opts.h"
+#include "serve_models.h"
 #include "session.h"
 
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] "
+    "[--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -55,6 +57,7 @@ int cmd_serve(int argc, char **argv) {
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY"), *alias = NULL;
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
         draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT;
+    serve_models_cfg models = {.models_max = 4}; /* --models-dir: cli/serve_models.c */
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c",
                                            .help = "each sequence's context in tokens (default: the model's, capped)"),
@@ -65,7 +68,7 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24, .arg = "MIB",
                                            .help = "the KV cache's memory, shared by the sequences"),
                                CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
-                                           .help = "speculate up to N tokens by prompt lookup (greedy requests); 0: off"),
+                                           .help = "speculate up to N tokens by prompt lookup (greedy or sampled); 0: off"),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16, .help = "requests waiting at most (default 64); more get 503"),
                                CLI_OPT_STR("--api-key", &api_key, .arg = "KEY",
                                            .help = "require this bearer key (default $CLINFER_API_KEY)"),
@@ -74,6 +77,12 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--max-per-client", &max_per_client, 1, SRV_MAX_CONNECTIONS,
                                            .help = "connections one client address may hold"),
                                CLI_OPT_STR("--alias", &alias, .alias = "-a", .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
+                               CLI_OPT_STR("--models-dir", &models.models_dir, .arg = "DIR",
+                                           .help = "serve every *.gguf in DIR (and -m), each loaded on first use"),
+                               CLI_OPT_INT("--models-max", &models.models_max, 0, 1024,
+                                           .help = "--models-dir: models loaded at once (default 4; 0: no limit)"),
+                               CLI_OPT_INT("--models-memory", &models.budget_mib, 0, 1 << 30, .arg = "MIB",
+                                           .help = "--models-dir: the loaded models' weights and KV together (0: no limit)"),
                                {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);
     if (rc >= 0) return rc;
@@ -81,6 +90,12 @@ int cmd_serve(int argc, char **argv) {
     if (api_key && !*api_key)
         return cli_error(clinfer_fail(CLINFER_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
                                                "unset it to serve without a key"));
+    if (models.models_dir) { /* several models, each loaded on use */
+        models.o = &o, models.alias = alias, models.parallel = parallel, models.queue = queue, models.kv_mib = kv_mib;
+        models.draft_max = draft_max;
+        models.http = &(srv_http_config){host, port, api_key, request_timeout, max_per_client};
+        return cli_error(serve_models(&models));
+    }
     char path[1024];
     clinfer_status st = cli_model_fetch(o.model, 0, path, sizeof path); /* a catalogue name: fetched on first use */
     if (st != CLINFER_OK) return cli_error(st);
@@ -111,7 +126,7 @@ int cmd_serve(int argc, char **argv) {
         hold_signals(1, &old);
         st = srv_gcache_create(s.m, SRV_GCACHE_ENTRIES, &app.grammars);
         if (st == CLINFER_OK) st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
-        if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* greedy requests: prompt lookup */
+        if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* prompt lookup, greedy or sampled requests */
     }
     if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);

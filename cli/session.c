@@ -69,6 +69,41 @@ void cli_threads_check(int n, const char *device) {
         fprintf(stderr, "clinfer: -t %d ignored: %s (%s) runs its own threads\n", n, d.name, d.platform);
 }
 
+/* --chat-template TEXT or --chat-template-file FILE (read whole) over the file's template. */
+static clinfer_status set_chat_template(clinfer_model *m, const cli_place *place) {
+    if (place->chat_template && place->chat_template_file)
+        return clinfer_fail(CLINFER_ERR_ARG, "--chat-template and --chat-template-file: one or the other");
+    if (place->chat_template) return clinfer_model_set_chat_template(m, place->chat_template);
+    if (!place->chat_template_file) return CLINFER_OK;
+    FILE *f = fopen(place->chat_template_file, "rb");
+    if (!f) return clinfer_fail(CLINFER_ERR_IO, "--chat-template-file %s: %s", place->chat_template_file, strerror(errno));
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    clinfer_status st = CLINFER_OK;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            char *p = realloc(text, cap = 2 * cap + 8192);
+            if (!p) {
+                st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+                break;
+            }
+            text = p;
+        }
+        size_t k = fread(text + n, 1, 4096, f);
+        n += k;
+        if (k < 4096) break;
+    }
+    if (st == CLINFER_OK && ferror(f))
+        st = clinfer_fail(CLINFER_ERR_IO, "--chat-template-file %s: read error", place->chat_template_file);
+    fclose(f);
+    if (st == CLINFER_OK) {
+        text[n] = 0;
+        st = clinfer_model_set_chat_template(m, text);
+    }
+    free(text);
+    return st;
+}
+
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
@@ -94,6 +129,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     if (st == CLINFER_OK) st = clinfer_model_load_with(path, place->device, NULL, &mp, &s->m);
     if (line.open) fputc('\n', stderr); /* a progress line cut short ends before the message */
     if (st == CLINFER_OK && !place->devices) cli_threads_check(place->threads, place->device);
+    if (st == CLINFER_OK) st = set_chat_template(s->m, place);
     if (st == CLINFER_OK) {
         s->info.size = sizeof s->info;
         st = clinfer_model_get_info(s->m, &s->info);
@@ -112,7 +148,43 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
     return st;
 }
 
+clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, const cli_place *place,
+                                     clinfer_kv_type kv) {
+    if (!d->model) {
+        if (d->min || d->p_min > 0) return clinfer_fail(CLINFER_ERR_ARG, "--draft-min and --draft-p-min go with -md FILE");
+        return CLINFER_OK;
+    }
+    cli_session ds;
+    clinfer_status st = cli_session_open(d->model, place, clinfer_session_n_ctx(s->s), kv, &ds);
+    char why[1024]; /* the message, copied: clinfer_fail writes where clinfer_last_error points */
+    if (st != CLINFER_OK) {
+        snprintf(why, sizeof why, "%s", clinfer_last_error());
+        return clinfer_fail(st, "the draft model (-md %s): %s", d->model, why);
+    }
+    st = cli_session_warm(&ds, 16); /* its kernels too, before the text prints */
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    if (d->max > 0) dp.draft_max = d->max;
+    dp.draft_min = d->min;
+    dp.p_min = d->p_min;
+    if (dp.draft_min > dp.draft_max)
+        st = clinfer_fail(CLINFER_ERR_ARG, "--draft-min %d is above --draft-max %d", dp.draft_min, dp.draft_max);
+    if (st == CLINFER_OK) st = clinfer_drafter_create_model(s->m, ds.s, &dp, &s->drafter);
+    if (st != CLINFER_OK) {
+        snprintf(why, sizeof why, "%s", clinfer_last_error());
+        st = clinfer_fail(st, "-md %s: %s", d->model, why);
+        cli_session_close(&ds);
+        return st;
+    }
+    s->draft_m = ds.m;
+    s->draft_s = ds.s;
+    clinfer_session_set_drafter(s->s, s->drafter); /* clinfer_generate's: -md's, not a prompt lookup */
+    return CLINFER_OK;
+}
+
 void cli_session_close(cli_session *s) {
+    clinfer_drafter_free(s->drafter);
+    clinfer_session_free(s->draft_s);
+    clinfer_model_free(s->draft_m);
     clinfer_session_free(s->s);
     clinfer_model_free(s->m);
     memset(s, 0, sizeof *s);

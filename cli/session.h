@@ -15,10 +15,13 @@ typedef struct cli_place {
     int n_seq, n_ctx;
     int threads; /* -t: PoCL's compute units, 0 for its default */
     int no_mmap, mlock; /* the weights in process memory, not the packed-weights cache's mapping; locked in RAM */
+    /* --chat-template TEXT, --chat-template-file FILE: run instead of the file's template */
+    const char *chat_template, *chat_template_file;
 } cli_place;
 
 #define CLI_PLACE_USAGE \
-    "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--no-mmap] [--mlock]"
+    "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--no-mmap] [--mlock] " \
+    "[--chat-template TEXT | --chat-template-file FILE]"
 #define CLI_PLACE_OPTIONS(p) \
     CLI_OPT_STR("--device", &(p)->device, .arg = "SEL", \
                 .help = "the OpenCL device: P:D or a name's part (`clinfer devices`; default $CLINFER_DEVICE)"), \
@@ -27,14 +30,47 @@ typedef struct cli_place {
     CLI_OPT_STR("--split-ratio", &(p)->ratio, .arg = "a,b,...", .help = "the share of layers each of --devices holds"), \
     CLI_OPT_FLAG("--no-mmap", &(p)->no_mmap, \
                  .help = "pack the weights into process memory, not into the packed-weights cache mapped in place"), \
-    CLI_OPT_FLAG("--mlock", &(p)->mlock, .help = "lock the weights in RAM (no paging out; bounded by ulimit -l)")
+    CLI_OPT_FLAG("--mlock", &(p)->mlock, .help = "lock the weights in RAM (no paging out; bounded by ulimit -l)"), \
+    CLI_OPT_TEXT("--chat-template", &(p)->chat_template, .arg = "TEXT", \
+                 .help = "a Jinja chat template to run instead of the model file's"), \
+    CLI_OPT_STR("--chat-template-file", &(p)->chat_template_file, .arg = "FILE", \
+                .help = "the same, read from FILE")
 
 typedef struct cli_session {
     clinfer_model *m;
     clinfer_session *s; /* NULL when opened with n_ctx -1 */
     clinfer_model_info info;
     double warm_seconds, kernel_seconds; /* cli_session_warm's time, and the kernel builds within it */
+    /* -md: the draft model, its session and the drafter s speculates with (NULL: none) */
+    clinfer_model *draft_m;
+    clinfer_session *draft_s;
+    clinfer_drafter *drafter;
 } cli_session;
+
+/* Speculative decoding's options of `run` and `chat` (llama.cpp's names):
+ * --draft-max N by prompt lookup, or with -md FILE a draft model drafting
+ * up to N tokens (default 16; its length then adapts). */
+typedef struct cli_draft_opts {
+    const char *model; /* -md, --model-draft */
+    int max, min;      /* --draft-max (0: off without -md, 16 with), --draft-min */
+    float p_min;       /* --draft-p-min */
+} cli_draft_opts;
+#define CLI_DRAFT_USAGE "[--draft-max N] [-md FILE [--draft-min N] [--draft-p-min P]]"
+#define CLI_DRAFT_OPTIONS(d) \
+    CLI_OPT_INT("--draft-max", &(d)->max, 0, 1024, \
+                .help = "speculate up to N tokens: by prompt lookup, or with -md the draft model's; 0: off"), \
+    CLI_OPT_STR("--model-draft", &(d)->model, .alias = "-md", .arg = "FILE", \
+                .help = "a draft model of the same vocabulary drafts for speculative decoding"), \
+    CLI_OPT_INT("--draft-min", &(d)->min, 0, 1024, .help = "with -md: a shorter draft is not used (default 0)"), \
+    CLI_OPT_FLOAT("--draft-p-min", &(d)->p_min, 0, 1, \
+                  .help = "with -md: the draft stops before a token the draft model gives less (default 0)")
+
+/* With -md: loads the draft model beside s's (same device options), a
+ * session of s's context on it and the drafter (the vocabularies
+ * checked); without, nothing. CLI_ERR_ARG for --draft-min or --draft-p-min
+ * without -md. */
+clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, const cli_place *place,
+                                     clinfer_kv_type kv);
 
 /* model: -m or NULL for the default; n_ctx 0 for the model's own (capped),
  * -1 for no session (`serve` makes its own). Installs the Ctrl-C handler
@@ -62,7 +98,8 @@ clinfer_status cli_session_warm(cli_session *s, int n_prompt);
 
 /* clinfer_generate streaming the text to `out` (a failed write stops it):
  * `prompt` after what the session holds, then up to max_gen tokens
- * (draft_max: its speculation by prompt lookup, 0 off); stops
+ * (draft_max: its speculation by prompt lookup, 0 off; with s's drafter,
+ * -md's, that drafter's, draft_max capping it when > 0); stops
  * at an end-of-generation token, at max_gen, at a full context or on
  * Ctrl-C (CLINFER_ERR_INTERRUPTED, with the signal's name). */
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,

@@ -304,12 +304,22 @@ typedef struct clinfer_chat_message {
     const char *content;
 } clinfer_chat_message;
 
-/* Renders a conversation in the model's chat format (recognised from its
- * tokenizer.chat_template, else from its turn tokens as for Gemma, else
- * ChatML): the template's default system message when the conversation has
- * none (a system message goes where the format puts it), each message, and
- * with add_assistant the header that starts the answer. *text: clinfer_free
- * it. CLINFER_ERR_FORMAT for a template clinfer does not know. The text is
+/* Replaces the model's chat template (the file's tokenizer.chat_template)
+ * with tmpl, a Jinja text (copied; NULL: the file's again), as llama.cpp's
+ * --chat-template does: for clinfer_chat_*, the tools and info's
+ * chat_format. Before any session or tools use it. CLINFER_ERR_FORMAT for a
+ * template the engine cannot parse, with its message. */
+CLINFER_API clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmpl);
+
+/* Renders a conversation with the model's chat template, run as jinja2
+ * runs it in Hugging Face's apply_chat_template (messages, add_generation_prompt
+ * = add_assistant, bos_token and eos_token from the vocabulary, a leading BOS
+ * dropped where the tokenizer adds one); a file without a template in the
+ * format its turn tokens name (Gemma), else ChatML: the default system
+ * message when the conversation has none (a system message goes where the
+ * format puts it), each message, and with add_assistant the header that
+ * starts the answer. *text: clinfer_free it. CLINFER_ERR_ARG where the
+ * template refuses the conversation (its raise_exception). The text is
  * for reading: tokenized with parse_special, control-token text inside a
  * message ("<|im_end|>" typed by a user) would become the control token and
  * could close the turn; clinfer_chat_tokenize gives a prompt's tokens. */
@@ -317,13 +327,19 @@ CLINFER_API clinfer_status clinfer_chat_apply(const clinfer_model *m, const clin
                                               int add_assistant, char **text, size_t *len);
 /* The same conversation as the prompt's token ids in *tokens (clinfer_free
  * it), BOS first where the model adds one: the template's markers are
- * control tokens and the messages' contents are text, whatever they hold. */
+ * control tokens and the messages' contents are text, whatever they hold
+ * (a template run: each content where it lies in the rendering, searched in
+ * order, as it is or trimmed; one the template rewrites otherwise is read
+ * with control tokens). */
 CLINFER_API clinfer_status clinfer_chat_tokenize(const clinfer_model *m, const clinfer_chat_message *msgs, int n,
                                                  int add_assistant, int32_t **tokens, int *n_tokens);
 
 /* For a conversation that keeps its tokens in a session (`clinfer chat`):
  * the tokens after the model's answer, that is the answer's turn end, the
- * message (role, content as text) and the header of the next answer. */
+ * message (role, content as text) and the header of the next answer (a
+ * template run: what it writes after an answer, found by rendering a
+ * conversation with and without the turn; CLINFER_ERR_FORMAT for a
+ * template of no known format that does not continue that way). */
 CLINFER_API clinfer_status clinfer_chat_tokenize_next(const clinfer_model *m, const char *role, const char *content,
                                                       int32_t **tokens, int *n_tokens);
 
@@ -462,6 +478,12 @@ CLINFER_API int clinfer_session_n_past(const clinfer_session *s);
  * the window (a block of 32 kept beyond it): going back further than that
  * (but not to 0) clears the session; clinfer_session_n_past tells. */
 CLINFER_API clinfer_status clinfer_session_rewind(clinfer_session *s, int pos);
+/* The drafter clinfer_generate speculates with on s (a draft model's,
+ * clinfer_drafter_create_model; NULL: none, the default: prompt lookup
+ * where draft_max asks for it). s does not own it: unset it or free s
+ * before freeing it. */
+typedef struct clinfer_drafter clinfer_drafter; /* speculative decoding's drafter (below) */
+CLINFER_API void clinfer_session_set_drafter(clinfer_session *s, clinfer_drafter *d);
 
 /* Appends n tokens after those the session holds and computes the logits of
  * the last one (clinfer_session_logits). CLINFER_ERR_CONTEXT when they do
@@ -692,9 +714,18 @@ typedef struct clinfer_generate_params {
      * newest 3, 2 or 1 tokens (in the prompt and the text so far) are
      * evaluated with it in one batch, and the longest prefix the model
      * itself would have chosen is kept: the same tokens as without, faster
-     * when the text repeats the prompt. Greedy only (a NULL sampler, or one
-     * at temperature <= 0); ignored for a sampled generation. 0: off (the
-     * default); < 0: CLINFER_ERR_ARG. */
+     * when the text repeats the prompt. Greedy (a NULL sampler, or one at
+     * temperature <= 0): the very tokens of plain decoding. Sampled: each
+     * draft token x is taken with probability p(x) (p: the sampler's whole
+     * chain, its stages and grammar included), else the token is drawn from
+     * p without x, renormalised: every token has plain sampling's law, but
+     * the random stream is used otherwise (two draws where a draft token is
+     * refused), so a seed gives other tokens than without speculation. A
+     * grammar's sampler speculates too, its drafts cut where the grammar
+     * refuses. With the session's drafter (clinfer_session_set_drafter: a
+     * draft model's) it drafts instead, draft_max > 0 capping its drafts,
+     * 0 leaving them at the drafter's own draft_max. 0: off (the default,
+     * without a drafter); < 0: CLINFER_ERR_ARG. */
     int draft_max;
 } clinfer_generate_params;
 
@@ -738,7 +769,6 @@ typedef struct clinfer_generate_result {
  * pause of a few tokens after a single token missed), since a rejected row
  * still costs a fraction of a step. Greedy verification: a draft token is
  * taken while it is the token the logits of the row before it give. */
-typedef struct clinfer_drafter clinfer_drafter;
 CLINFER_API clinfer_status clinfer_drafter_create(int draft_max, clinfer_drafter **out); /* draft_max > 0 */
 CLINFER_API void clinfer_drafter_free(clinfer_drafter *d);
 /* A draft continuing tokens[0..n) into draft (at most max tokens, nor the
@@ -776,6 +806,46 @@ CLINFER_API int clinfer_drafter_accept(const clinfer_drafter *d, int row, int32_
  * draft tokens taken, the last row's logits the sequence's own); the rest
  * is to be forgotten (clinfer_seq_rewind). 0 without a proposal. */
 CLINFER_API int clinfer_drafter_settle(clinfer_drafter *d, int row);
+/* Drafts that follow smp's grammar (smp NULL: none): a prompt lookup's
+ * draft is cut at the first token the grammar refuses after the tokens
+ * smp has accepted, a draft model's drafts only tokens it allows. The
+ * drafter reads smp's state when it drafts; smp must outlive its use. */
+CLINFER_API void clinfer_drafter_set_sampler(clinfer_drafter *d, const clinfer_sampler *smp);
+
+/* Speculative decoding with a draft model (llama.cpp's -md): a smaller
+ * model of the same vocabulary drafts one token at a time in its own
+ * session, and the target verifies the draft as it verifies a prompt
+ * lookup's (clinfer_session_set_drafter, for clinfer_generate). Greedily where the drafter's
+ * sampler (clinfer_drafter_set_sampler; clinfer_generate sets its own) is
+ * greedy or unset; else each draft token is drawn from the draft model's
+ * distribution under that sampler's temperature, top-k, top-p and min-p
+ * (its own random stream), and clinfer_generate verifies it by the rule
+ * min(1, p/q). Outside clinfer_generate (a program's own step) a draft
+ * model drafts greedily: clinfer_next_token_draft takes a draft as
+ * certain. */
+typedef struct clinfer_draft_model_params {
+    size_t size;   /* sizeof(clinfer_draft_model_params) */
+    int draft_max; /* the longest draft (> 0; default 16); its length then adapts to what is taken */
+    int draft_min; /* a draft shorter than this is not proposed (0..draft_max; default 0) */
+    float p_min;   /* the draft stops before a token the draft model gives less than p_min (0..1; default 0) */
+} clinfer_draft_model_params;
+CLINFER_API clinfer_draft_model_params clinfer_draft_model_default_params(void);
+/* A drafter drafting with the session `draft` (on the draft model; the
+ * caller's, which must outlive the drafter and serve nothing else: it is
+ * rewound to empty here, then kept in step with the texts it is asked to
+ * continue: what it holds in common with the text stays, the rest is
+ * rewound and the text's new tokens evaluated). target: the model whose
+ * tokens it drafts; CLINFER_ERR_ARG when the vocabularies differ
+ * (clinfer_model_vocab_compatible). */
+CLINFER_API clinfer_status clinfer_drafter_create_model(const clinfer_model *target, clinfer_session *draft,
+                                                        const clinfer_draft_model_params *params,
+                                                        clinfer_drafter **out);
+/* CLINFER_OK when `draft` can draft for `target`, as llama.cpp's
+ * common_speculative_are_compatible decides: the same tokenizer type, BOS
+ * (where added) and EOS, sizes within 128 tokens, and the same text for
+ * every token id from 5 up to the smaller size; else CLINFER_ERR_ARG
+ * naming the first difference. */
+CLINFER_API clinfer_status clinfer_model_vocab_compatible(const clinfer_model *target, const clinfer_model *draft);
 
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0
  * when the session has logits), then samples up to max_tokens tokens,
@@ -807,6 +877,12 @@ typedef struct clinfer_next {
 } clinfer_next;
 CLINFER_API clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
                                               int n_vocab, clinfer_next *out);
+/* clinfer_next_token for a speculative step's row after which the draft
+ * proposes `draft` (>= 0; < 0: clinfer_next_token): the token has the law
+ * clinfer_next_token's would have (clinfer_generate_params.draft_max: the
+ * acceptance rule), and is `draft` itself when the draft is taken. */
+CLINFER_API clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
+                                                    int n_vocab, int32_t draft, clinfer_next *out);
 
 /* Perplexity as llama.cpp's llama-perplexity computes it: the tokens cut
  * into chunks of n_ctx (<= the session's), each evaluated from an empty

@@ -23,6 +23,7 @@ PKGS="$PKGS libxxhash-dev" # XXH3: the packed-weights cache's checksums (models/
 # `clinfer pull` (pull/pull.c): HTTPS, wheels (zips) and SHA-256
 PKGS="$PKGS libcurl4-openssl-dev libzip-dev libssl-dev"
 PKGS="$PKGS python3-matplotlib" # bench/plot.py (Debian's python3; plot.py finds it from another python3)
+PKGS="$PKGS python3-jinja2" # tests/peer/record_templates.py: the chat templates' reference renderings
 PKGS="$PKGS libjs-marked node-dompurify libjs-highlight.js" # the chat page's Markdown, sanitizer, code colours
 missing=""
 for p in $PKGS; do

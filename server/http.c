@@ -2,6 +2,7 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 
 #include "api_responses.h"
 #include "metrics.h"
+#include "router.h"
 
 /* server/page.html, embedded at build time (cmake/embed.cmake) */
 typedef struct { const char *name; const unsigned char *data; size_t len; } srv_page_source;
@@ -38,6 +40,7 @@ struct srv_http {
     struct MHD_Daemon *d;
     const char *api_key;
     _Atomic(srv_app *) app; /* NULL while the model loads */
+    _Atomic(srv_router *) router; /* --models-dir: the models, loaded on use (router.h); app then NULL */
     atomic_int busy;
     int port;
     /* the watchdog: shuts down the socket of a connection past its deadline
@@ -198,7 +201,7 @@ static void *watchdog(void *arg) {
 
 typedef enum route {
     R_PAGE, R_ASSET, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_NONE
+    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_RMODELS, R_RLOAD, R_RUNLOAD, R_NONE
 } route;
 
 static const struct {
@@ -218,6 +221,9 @@ static const struct {
     [R_RESPONSES] = {"/v1/responses", "POST", 0},             /* api_responses.c */
     [R_MESSAGES] = {"/v1/messages", "POST", 0},               /* api_anthropic.c */
     [R_COUNT_TOKENS] = {"/v1/messages/count_tokens", "POST", 0},
+    [R_RMODELS] = {"/models", "GET", 0},          /* llama-server's router mode's names (router.h) */
+    [R_RLOAD] = {"/models/load", "POST", 0},
+    [R_RUNLOAD] = {"/models/unload", "POST", 0},
 };
 
 /* A route's error: Anthropic's shape on its endpoints, else OpenAI's. */
@@ -232,6 +238,7 @@ typedef struct conn {
     route path_r; /* the route of the request's path, whatever its method (R_NONE: none): its errors' shape */
     const srv_asset_source *asset;
     srv_buf body; /* the request's body so far */
+    srv_app *app; /* under a router: the model the request named (serve_routed) */
     size_t dropped;
     int failed;
     srv_api_error err;
@@ -341,7 +348,7 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
 }
 
 static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
-    srv_app *app = atomic_load(&h->app);
+    srv_app *app = cn->app ? cn->app : atomic_load(&h->app);
     if (cn->r == R_PAGE) {
         const srv_page_source *p = &srv_page_sources[0];
         struct MHD_Response *r = MHD_create_response_from_buffer(p->len, (void *)p->data, MHD_RESPMEM_PERSISTENT);
@@ -376,7 +383,12 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
         srv_gcache_stats_get(app->grammars, &gs);
         return srv_http_send(c, MHD_HTTP_OK, "text/plain; version=0.0.4", srv_metrics_text(&st, &gs, app->model_id));
     }
+    case R_RLOAD:
+    case R_RUNLOAD:
+        return send_fail(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "not_supported",
+                         "this server serves one model (-m): loading and unloading need --models-dir");
     case R_MODELS:
+    case R_RMODELS:
         return srv_http_send(c, MHD_HTTP_OK, "application/json",
                              srv_api_models_json(app->model_id, app->created, app->n_ctx));
     case R_CHAT: return srv_completion(h, app, c, SRV_CHAT, cn->body.p, cn->body.n);
@@ -389,6 +401,52 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     case R_COUNT_TOKENS: return srv_messages_count(app, c, cn->body.p, cn->body.n);
     default: return MHD_NO;
     }
+}
+
+/* Under a router (--models-dir): its own routes, and the request's model
+ * (the body's "model"; absent: the first listed) acquired for serve() and
+ * released after (a stream's jobs keep it loaded beyond: router.h). */
+static enum MHD_Result serve_routed(srv_http *h, srv_router *rt, struct MHD_Connection *c, conn *cn) {
+    srv_api_error e;
+    switch (cn->r) {
+    case R_PAGE:
+    case R_ASSET: return serve(h, c, cn);
+    case R_HEALTH: return srv_http_send(c, MHD_HTTP_OK, "application/json", strdup("{\"status\":\"ok\"}"));
+    case R_MODELS:
+    case R_RMODELS: return srv_http_send(c, MHD_HTTP_OK, "application/json", srv_router_models_json(rt));
+    case R_METRICS: { /* ?model=NAME, else the model used last; none loaded: 503 */
+        const char *name = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "model");
+        cn->app = name ? srv_router_acquire(rt, name, 0, &e) : srv_router_acquire_recent(rt);
+        if (!cn->app && !name)
+            srv_api_error_set(&e, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "model_not_loaded", NULL,
+                              "no model is loaded yet");
+        break;
+    }
+    default: { /* a body naming its model (one that is not a JSON object: the 400 an endpoint gives it) */
+        json_t *root = srv_api_load(cn->body.p, cn->body.n, &e);
+        json_t *m = root ? srv_api_field(root, "model") : NULL;
+        const char *name = NULL;
+        if (m && srv_api_unpack(m, "model", &e, "s", &name)) {
+            json_decref(root);
+            return route_error(c, cn->path_r, &e);
+        }
+        if (!root) return route_error(c, cn->path_r, &e);
+        if (cn->r == R_RLOAD || cn->r == R_RUNLOAD) {
+            int rc = !name ? (srv_api_bad(&e, "model", "model: required"), -1)
+                     : cn->r == R_RLOAD ? srv_router_load(rt, name, &e) : srv_router_unload(rt, name, &e);
+            json_decref(root);
+            return rc ? route_error(c, cn->path_r, &e)
+                      : srv_http_send(c, MHD_HTTP_OK, "application/json", strdup("{\"success\":true}"));
+        }
+        cn->app = srv_router_acquire(rt, name, 1, &e);
+        json_decref(root);
+    }
+    }
+    if (!cn->app) return route_error(c, cn->path_r, &e);
+    enum MHD_Result rc = serve(h, c, cn);
+    srv_router_release(rt, cn->app);
+    cn->app = NULL;
+    return rc;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -416,7 +474,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     arm(h, c, 0); /* the request is whole: its answer may take long */
     if (cn->failed) return route_error(c, cn->path_r, &cn->err);
     if (cn->dropped) return too_large(c, cn->path_r);
-    return serve(h, c, cn);
+    srv_router *rt = atomic_load(&h->router);
+    return rt ? serve_routed(h, rt, c, cn) : serve(h, c, cn);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode tc) {
@@ -478,6 +537,7 @@ clinfer_status srv_http_start(const srv_http_config *cfg, srv_http **out) {
 int srv_http_port(const srv_http *h) { return h->port; }
 
 void srv_http_set_app(srv_http *h, srv_app *app) { atomic_store(&h->app, app); }
+void srv_http_set_router(srv_http *h, struct srv_router *r) { atomic_store(&h->router, r); }
 
 void srv_http_quiesce(srv_http *h) {
     MHD_socket s = MHD_quiesce_daemon(h->d);

@@ -49,6 +49,9 @@ typedef struct srv_http_config {
 clinfer_status srv_http_start(const srv_http_config *cfg, srv_http **out);
 int srv_http_port(const srv_http *h);
 void srv_http_set_app(srv_http *h, srv_app *app);
+/* --models-dir: the models behind the API, each loaded on use (router.h), instead of one app. */
+struct srv_router;
+void srv_http_set_router(srv_http *h, struct srv_router *r);
 /* Stops accepting connections; those open are still served. */
 void srv_http_quiesce(srv_http *h);
 /* Waits up to timeout_s for the completions in flight to be answered. */

@@ -82,6 +82,7 @@ struct srv_sched {
     pthread_cond_t work, progress;
     srv_job *q_head, *q_tail;
     int n_queued, n_running, closed;
+    int n_held; /* jobs submitted and not yet released (srv_sched_held) */
     int reserved; /* KV blocks set aside for the running jobs */
     int block, n_blocks; /* the KV pool's, fixed */
     clinfer_kv_pool seen; /* the pool as the step loop last saw it (srv_sched_stats) */
@@ -332,10 +333,11 @@ static int job_start(srv_sched *s, srv_job *j) {
     /* after the bias: a biased token the grammar refuses stays refused */
     if (j->grammar && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
-    /* a draft is verified against the raw logits: not under a grammar */
-    if (s->draft_max > 0 && j->sp.temperature <= 0 && !j->grammar &&
-        clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+    /* greedy or sampled (the acceptance rule: clinfer_next_token_draft),
+     * under a grammar with its drafts cut where the grammar refuses */
+    if (s->draft_max > 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
         j->drafter = NULL; /* out of memory: this job goes without */
+    clinfer_drafter_set_sampler(j->drafter, j->smp);
     return 0;
 }
 
@@ -468,9 +470,9 @@ typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
 /* The job's next token from a row's logits, its text and stop strings, as
  * clinfer_generate's loop body; len: the slot's tokens once the row's token
  * is kept. TAKE_ON: the token is j->next. */
-static take sample(srv_sched *s, srv_job *j, const float *logits, int len) {
+static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32_t draft) {
     clinfer_next nx;
-    clinfer_status st = clinfer_next_token(j->smp, j->detok, logits, s->n_vocab, &nx);
+    clinfer_status st = clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
     if (st != CLINFER_OK && j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_LIMIT)
         return TAKE_LENGTH; /* the grammar's nesting bound: the text ends as at max_tokens */
     if (st != CLINFER_OK) {
@@ -528,7 +530,7 @@ static void share_prompt(srv_sched *s, srv_job *j, const float *logits) {
         s->slots[f->slot].n_prefilled = f->n_eval = f->n_cached = j->n_prompt;
         s->st.cached_tokens += (unsigned long long)j->n_prompt;
         f->t_first = srv_now_s();
-        conclude(s, f, sample(s, f, logits, j->n_prompt + 1));
+        conclude(s, f, sample(s, f, logits, j->n_prompt + 1, -1));
     }
     j->n_followers = 0;
 }
@@ -551,7 +553,8 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
     int r = 0;
     take t;
     for (;; r++) {
-        t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1);
+        t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1,
+                   r + 1 < rows ? en->tokens[r + 1] : -1); /* a draft's next token: the acceptance rule */
         if (t != TAKE_ON || rows == 1 || !clinfer_drafter_accept(j->drafter, r, j->next)) break;
         s->st.accepted_tokens++;
     }
@@ -815,7 +818,7 @@ srv_submit srv_sched_submit_group(srv_sched *s, srv_job **jobs, int n) {
         s->q_tail = j;
         s->n_queued++;
     }
-    if (r == SRV_SUBMIT_OK) pthread_cond_signal(&s->work);
+    if (r == SRV_SUBMIT_OK) s->n_held += n, pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -893,6 +896,7 @@ void srv_sched_release(srv_sched *s, srv_job *j) {
         return;
     }
     pthread_mutex_lock(&s->mu);
+    s->n_held--;
     if (j->state == SRV_QUEUED) { /* never ran: out of the queue */
         srv_job **p = &s->q_head, *prev = NULL;
         while (*p != j) prev = *p, p = &(*p)->qnext;
@@ -908,6 +912,13 @@ void srv_sched_release(srv_sched *s, srv_job *j) {
         job_free(j);
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+int srv_sched_held(srv_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    const int n = s->n_held;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void srv_sched_stats(srv_sched *s, srv_stats *out) {

@@ -190,8 +190,12 @@ expect "negative --draft-max" 2 "^clinfer: usage error: --draft-max -1 is out of
     "$BIN" run -m "$TINY" -p hi --draft-max -1
 expect "--draft-max not a number" 2 "^clinfer: usage error: --draft-max 'x' is not an integer \(0\.\.1024\)$" \
     "$BIN" run -m "$TINY" -p hi --draft-max x
-expect "--draft-max while sampling" 2 "^clinfer: usage error: --draft-max needs greedy sampling \(--temp 0\)$" \
-    "$BIN" run -m "$TINY" -p hi --draft-max 4 --temp 0.7
+expect "--draft-min without -md" 2 "^clinfer: usage error: --draft-min and --draft-p-min go with -md FILE$" \
+    "$BIN" run -m "$TINY" -p hi --draft-min 2
+expect "--draft-p-min out of range" 2 "^clinfer: usage error: --draft-p-min 2 is out of range \(0\.\.1\)$" \
+    "$BIN" run -m "$TINY" -p hi -md "$TINY" --draft-p-min 2
+expect "-md of another vocabulary" 2 "^clinfer: usage error: -md .*tiny-noeog.gguf: the draft model's EOS token is -1, the target's [0-9]+$" \
+    "$BIN" run -m "$TINY" -p hi -md "$W/tiny-noeog.gguf"
 expect "negative --top-k" 2 "^clinfer: usage error: --top-k -1 is out of range \(0\.\.1073741824\)$" \
     "$BIN" run -m "$TINY" -p hi --top-k -1
 expect "zero --repeat-penalty" 2 "^clinfer: usage error: --repeat-penalty 0 is out of range \(> 0\)$" \

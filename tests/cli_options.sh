@@ -116,6 +116,16 @@ if "$BIN" run -m "$TINY" -p - -n 2 </dev/null >"$W/out" 2>"$W/err"; then fail "-
 elif grep -q "the prompt is empty" "$W/err"; then ok "-p - with an empty stdin: the prompt is empty"
 else fail "-p - with an empty stdin: $(head -n 1 "$W/err")"; fi
 
+# 4b. speculation: -md (llama.cpp's draft-model flag; the tiny model as its
+#     own draft) and --draft-max give -p TEXT's greedy text; sampled runs
+#     speculate too (drafts counted on the speeds line)
+check "run -md (greedy)" "$BIN" run -m "$TINY" -md "$TINY" --draft-max 4 -p "$prompt" -n5 -c 64 -s 7
+cases=$((cases + 1))
+if cmp -s "$W/out" "$W/ref"; then ok "-md: -p TEXT's greedy text"; else fail "-md: not the text of plain decoding"; fi
+check "run --draft-max --temp 0.8" "$BIN" run -m "$TINY" -p "$prompt$prompt" -n 16 -c 128 --temp 0.8 --draft-max 4
+check "run --model-draft --temp 0.8" "$BIN" run -m "$TINY" --model-draft "$TINY" --draft-min 1 --draft-p-min 0.1 \
+    -p "$prompt" -n 8 -c 64 --temp 0.8
+
 # 5. -t N: PoCL's compute units (set before the platform starts)
 check "devices -t 1" "$BIN" devices -t 1 --json
 cases=$((cases + 1))
@@ -148,6 +158,20 @@ check "catalogue name, F16" env CLINFER_MODEL_DIR="$W/models" CLINFER_CATALOGUE=
     CLINFER_PACKAGE_INDEX=http://127.0.0.1:1/pypi "$BIN" quantize tinyq8 "$W/c.gguf" F16
 refuse "a misspelt --allow-requantize" "^clinfer: usage error: unknown option '--allow-requantise'" \
     "$BIN" quantize --allow-requantise "$W/q8.gguf" "$W/x.gguf" Q4_0
+
+# 9. --chat-template-file / --chat-template: run instead of the file's template;
+#    one the Jinja engine cannot parse is a format error (exit 4) naming its line
+printf '{%% for m in messages %%}[{{ m.role }}] {{ m.content }}\n{%% endfor %%}{%% if add_generation_prompt %%}[assistant] {%% endif %%}' \
+    >"$W/t.jinja"
+check "run --chat --chat-template-file" "$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template-file "$W/t.jinja"
+check "run --chat --chat-template" "$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template "$(cat "$W/t.jinja")"
+cases=$((cases + 1))
+"$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template '{% if %}' >"$W/out" 2>"$W/err" </dev/null
+rc=$?
+if [ $rc -eq 4 ] && grep -q "chat template line 1" "$W/err"; then ok "a template that does not parse: $(cut -c1-100 "$W/err")"
+else fail "a template that does not parse: exit status $rc"; fi
+refuse "both --chat-template and --chat-template-file" "chat-template" \
+    "$BIN" run -m "$TINY" --chat -p hi -n 1 --chat-template x --chat-template-file "$W/t.jinja"
 
 echo "$((cases - failures))/$cases passed"
 [ $failures -eq 0 ]

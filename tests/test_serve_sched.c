@@ -345,6 +345,40 @@ static void check_speculation(clinfer_model *m, unsigned long long *drafted, uns
     }
 }
 
+/* Sampled jobs speculate too (the acceptance rule, clinfer_next_token_draft:
+ * its law is tests/test_spec.c's): drafts taken and refused, every job to
+ * its length. */
+static void test_speculation_sampled(void **state) {
+    (void)state;
+    enum { JOBS = 4 };
+    int32_t toks[JOBS][24], *prompts[JOBS];
+    for (int i = 0; i < JOBS; i++) {
+        fill(toks[i], 24, 500 + (uint32_t)i);
+        for (int k = 6; k < 24; k++) toks[i][k] = toks[i][k % 6]; /* a pattern repeated */
+        prompts[i] = toks[i];
+    }
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, JOBS, 256, CLINFER_KV_F32, 0, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, JOBS, JOBS, &sv.s), CLINFER_OK);
+    srv_sched_speculate(sv.s, 8);
+    srv_job_params p = {.max_tokens = 40, .sp = clinfer_sampler_default_params()};
+    p.sp.temperature = 0.3f;
+    int lens[JOBS] = {24, 24, 24, 24};
+    srv_job_view v[JOBS];
+    char *texts[JOBS];
+    run_jobs(&sv, &p, prompts, lens, JOBS, texts, v);
+    for (int i = 0; i < JOBS; i++) {
+        assert_int_equal(v[i].finish, SRV_FINISH_LENGTH);
+        assert_int_equal(v[i].n_gen, 40);
+        free(texts[i]);
+    }
+    srv_stats st;
+    srv_sched_stats(sv.s, &st);
+    print_message("sampled speculation: %llu drafted, %llu accepted\n", st.drafted_tokens, st.accepted_tokens);
+    assert_true(st.accepted_tokens > 0 && st.accepted_tokens < st.drafted_tokens);
+    stop(&sv);
+}
+
 static void test_speculation_same_text(void **state) {
     (void)state;
     unsigned long long drafted = 0, accepted = 0;
@@ -765,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_grammar_cache_waits),
         cmocka_unit_test(test_grammar_cache_free_does_not_wait),
         cmocka_unit_test(test_speculation_same_text),
+        cmocka_unit_test(test_speculation_sampled),
         cmocka_unit_test(test_group_shares_the_prompt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

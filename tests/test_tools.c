@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "chat.h"
@@ -68,7 +69,14 @@ static void test_render_matches_templates(void **state) {
                    *tools_json = str_or_null(rec, "tools");
         clf_chat c;
         TU_OK(clf_chat_init(str_or_null(rec, "template"), &c));
-        if (c.knowledge[0] && strstr(str_or_null(rec, "template"), "strftime_now")) snprintf(c.date, sizeof c.date, "%s", str_or_null(rec, "date"));
+        if (c.knowledge[0] && strstr(str_or_null(rec, "template"), "strftime_now")) {
+            snprintf(c.date, sizeof c.date, "%s", str_or_null(rec, "date"));
+            /* the template run: strftime_now at noon UTC that day */
+            struct tm tm = {0};
+            assert_non_null(strptime(c.date, "%d %b %Y", &tm));
+            tm.tm_hour = 12;
+            c.now = timegm(&tm);
+        }
         TU_OK(clf_tools_supported(&c));
         clf_tools *t = NULL;
         if (tools_json) TU_OK(clf_tools_create(&c, tools_json, strlen(tools_json), &t));

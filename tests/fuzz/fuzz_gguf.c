@@ -174,7 +174,8 @@ static void fg_tokenizer(const clf_gguf *g) {
         free(out);
         free(ids);
     }
-    /* the file's chat template (or its tokens) gives a format or a format error */
+    /* the file's chat template (or its tokens) gives a format or a format error;
+     * a template the Jinja engine runs renders or fails cleanly, within its bounds */
     clf_chat chat;
     st = clf_chat_init_model(t, &chat);
     FG_CHECK(st == CLF_OK || st == CLF_ERR_FORMAT);
@@ -182,8 +183,13 @@ static void fg_tokenizer(const clf_gguf *g) {
         static const clf_chat_msg msgs[] = {{"system", " s\n"}, {"user", "u"}, {"assistant", " "}, {"user", "\t"}};
         char *buf;
         size_t len;
-        FG_CHECK(clf_chat_render(&chat, msgs, 4, 1, &buf, &len) == CLF_OK && len == strlen(buf));
-        free(buf);
+        st = clf_chat_render(&chat, msgs, 4, 1, &buf, &len);
+        if (chat.jinja) { /* the file's template run: rendered, or refused with a message (it may write NULs) */
+            FG_CHECK(st == CLF_OK ? buf && buf[len] == 0 : (st == CLF_ERR_ARG || st == CLF_ERR_FORMAT) && clf_last_error()[0]);
+        } else {
+            FG_CHECK(st == CLF_OK && len == strlen(buf));
+        }
+        if (st == CLF_OK) free(buf);
     }
     clf_tokenizer_free(t);
 }

@@ -8,7 +8,8 @@
 # Seeds: small valid files written by tiny_gguf (regenerated each run),
 # tests/fuzz/seeds-request/ (request bodies), tests/fuzz/seeds-grammar/
 # (grammars, some at the parser's bounds: 8 KiB inputs reach them),
-# tests/data/schemas/ and tests/fuzz/seeds-json-schema/ (JSON Schemas) and
+# tests/data/schemas/ and tests/fuzz/seeds-json-schema/ (JSON Schemas),
+# tests/data/templates/ (chat templates) and
 # tests/fuzz/regressions/.
 # What the fuzzers discover is kept in FUZZ_BUILD_DIR/corpus/ between runs;
 # findings land in
@@ -34,12 +35,15 @@ cp "$SRC"/tests/fuzz/seeds-grammar/* "$B/seeds/grammar/"
 # tests/fuzz/seeds-json-schema/ (schemas at the converter's bounds: long names, wide enums, deep nesting)
 mkdir -p "$B/corpus/json_schema" "$B/seeds/json_schema"
 cp "$SRC"/tests/data/schemas/*.json "$SRC"/tests/fuzz/seeds-json-schema/* "$B/seeds/json_schema/"
-harnesses="gguf tokenizer kv_blocks grammar json_schema"
+# fuzz_jinja (chat templates: a template, a NUL, a JSON context) from the conformance corpus, tests/data/templates/
+mkdir -p "$B/corpus/jinja" "$B/seeds/jinja"
+cp "$SRC"/tests/data/templates/*.jinja "$B/seeds/jinja/"
+harnesses="gguf tokenizer kv_blocks grammar json_schema jinja"
 [ -x "$B/tests/fuzz/fuzz_request" ] && harnesses="$harnesses request"
 # one harness: its verdict on stdout, 1 on a finding
 fuzz_one() {
     h=$1
-    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; kv_blocks) max_len=3072 ;; grammar) max_len=8192 ;; json_schema) max_len=8192 ;; esac
+    case $h in gguf) max_len=131072 ;; tokenizer) max_len=4096 ;; request) max_len=8192 ;; kv_blocks) max_len=3072 ;; grammar) max_len=8192 ;; json_schema) max_len=8192 ;; jinja) max_len=32768 ;; esac
     log="$B/fuzz_$h.log"
     "$B/tests/fuzz/fuzz_$h" -max_total_time="$SECS" -max_len=$max_len -timeout=20 -rss_limit_mb=3072 \
         -print_final_stats=1 -artifact_prefix="$B/findings/$h-" \

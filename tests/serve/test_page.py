@@ -419,3 +419,30 @@ def test_assets(tiny):
     assert s.request("GET", "/assets/")[0] == 404
     status, body = s.request("POST", "/assets/marked.js", body=b"{}")
     assert status == 405 and body["error"]["code"] == "method_not_allowed"
+
+
+def test_page_picks_a_model(chromium, tmp_path):
+    """A server with several models (--models-dir): the page offers them
+    (?model=NAME picks one), and the one picked answers, loaded for it."""
+    from conftest import Server
+    from test_router import folder
+    s = Server("--models-dir", folder(tmp_path, "a", "b"), "--parallel", "1", "--ctx", "256")
+    try:
+        page = Page(chromium, s.url + "/?max_tokens=4")
+        page.wait("!document.getElementById('models').hidden", "no model picker")
+        assert page.eval("[...document.querySelectorAll('#models option')].map(o => o.value)") == ["a", "b"]
+        assert page.eval("document.getElementById('models').value") == "a"
+        page.eval("(() => { const p = document.getElementById('models'); p.value = 'b';"
+                  " p.dispatchEvent(new Event('change')); })()")
+        page.ask("hi")
+        page.wait("!!document.querySelector('#answer-1[data-done]')", "no answer", timeout=60)
+        _, body = s.request("GET", "/v1/models")
+        assert {m["id"]: m["status"]["value"] for m in body["data"]} == {"a": "unloaded", "b": "loaded"}
+        # the pick is remembered; ?model= overrides it
+        assert Page(chromium, s.url).eval("document.getElementById('models').value") == "b"
+        other = Page(chromium, s.url + "/?model=a")
+        other.wait("!document.getElementById('models').hidden", "no model picker")
+        assert other.eval("document.getElementById('models').value") == "a"
+    finally:
+        rc, err = s.stop()
+    assert rc == 0, err

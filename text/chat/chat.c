@@ -1,6 +1,8 @@
 #include "chat.h"
 #include "buf.h"
+#include "jinja.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +61,8 @@ static void find_dated_system(const char *tmpl, clf_chat *c) {
         snprintf(c->date, sizeof c->date, "26 Jul 2024"); /* the templates' own fallback */
 }
 
-clf_status clf_chat_init(const char *tmpl, clf_chat *c) {
-    memset(c, 0, sizeof *c);
+/* The hand-written format a template's text names; CLF_CHAT_JINJA when none. */
+static void recognise(const char *tmpl, clf_chat *c) {
     if (!tmpl || strstr(tmpl, "<|im_start|>")) {
         c->format = CLF_CHAT_CHATML;
         if (tmpl) find_default_system(tmpl, c);
@@ -74,25 +76,73 @@ clf_status clf_chat_init(const char *tmpl, clf_chat *c) {
     } else if (strstr(tmpl, "<|user|>")) {
         c->format = CLF_CHAT_ZEPHYR;
     } else {
-        return clf_fail(CLF_ERR_FORMAT, "the model's chat template is not one clinfer knows (ChatML, Llama-3, "
-                                        "Gemma, Phi-3, Zephyr)");
+        c->format = CLF_CHAT_JINJA;
     }
+}
+
+static clf_status jinja_messages(const clf_chat_msg *msgs, int n, char **json);
+static clf_status find_turn_end(clf_chat *c);
+
+clf_status clf_chat_init(const char *tmpl, clf_chat *c) {
+    memset(c, 0, sizeof *c);
+    recognise(tmpl, c);
+    if (!tmpl) return CLF_OK;
+    /* the template runs: it must parse */
+    clf_jinja_template *t;
+    CLF_TRY(clf_jinja_parse(tmpl, strlen(tmpl), NULL, &t));
+    clf_jinja_free(t);
+    c->jinja = tmpl;
+    if (c->format == CLF_CHAT_JINJA) find_turn_end(c);
+    return CLF_OK;
+}
+
+/* The vocabulary's BOS and EOS texts for the template, and whether the
+ * tokenizer adds BOS itself. */
+static void special_tokens(const clf_tokenizer *t, clf_chat *c) {
+    int32_t ids[2] = {clf_tokenizer_bos(t), clf_tokenizer_eos(t)};
+    char *out[2] = {c->bos, c->eos};
+    for (int i = 0; i < 2; i++) {
+        size_t n = 0;
+        const char *p = ids[i] >= 0 ? clf_token_piece(t, ids[i], &n) : NULL;
+        out[i][0] = 0;
+        if (p && n < sizeof c->bos) memcpy(out[i], p, n), out[i][n] = 0;
+    }
+    c->strip_bos = clf_tokenizer_add_bos(t) && ids[0] >= 0;
+}
+
+clf_status clf_chat_init_with(const clf_tokenizer *t, const char *tmpl, clf_chat *c) {
+    CLF_TRY(clf_chat_init(tmpl, c));
+    special_tokens(t, c);
+    if (c->format == CLF_CHAT_JINJA) find_turn_end(c);
     return CLF_OK;
 }
 
 clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c) {
     const char *tmpl = clf_tokenizer_chat_template(t);
-    if (tmpl) return clf_chat_init(tmpl, c);
+    if (tmpl) {
+        clf_status st = clf_chat_init_with(t, tmpl, c);
+        if (st == CLF_OK) return st;
+        /* a template the engine cannot parse: the format it names, by hand, if any */
+        memset(c, 0, sizeof *c);
+        recognise(tmpl, c);
+        if (c->format == CLF_CHAT_JINJA) return st;
+        special_tokens(t, c);
+        return CLF_OK;
+    }
     /* the turn markers of a format, as special tokens of the vocabulary */
     static const struct { const char *tok[2]; const char *tmpl; } BY_TOKENS[] = {
         {{"<start_of_turn>", "<end_of_turn>"}, "<start_of_turn>"},
         {{"<|start_header_id|>", "<|eot_id|>"}, "<|start_header_id|>"},
         {{"<|user|>", "<|end|>"}, "<|user|><|end|>"},
     };
+    memset(c, 0, sizeof *c);
     for (size_t i = 0; i < sizeof BY_TOKENS / sizeof BY_TOKENS[0]; i++)
-        if (clf_tokenizer_find(t, BY_TOKENS[i].tok[0]) >= 0 && clf_tokenizer_find(t, BY_TOKENS[i].tok[1]) >= 0)
-            return clf_chat_init(BY_TOKENS[i].tmpl, c);
-    return clf_chat_init(NULL, c);
+        if (clf_tokenizer_find(t, BY_TOKENS[i].tok[0]) >= 0 && clf_tokenizer_find(t, BY_TOKENS[i].tok[1]) >= 0) {
+            recognise(BY_TOKENS[i].tmpl, c); /* a format by hand: no template to run */
+            return CLF_OK;
+        }
+    recognise(NULL, c);
+    return CLF_OK;
 }
 
 const char *clf_chat_format_name(clf_chat_format f) {
@@ -102,6 +152,7 @@ const char *clf_chat_format_name(clf_chat_format f) {
     case CLF_CHAT_ZEPHYR: return "Zephyr";
     case CLF_CHAT_GEMMA: return "Gemma";
     case CLF_CHAT_PHI3: return "Phi-3";
+    case CLF_CHAT_JINJA: return "Jinja";
     }
     return "?";
 }
@@ -165,6 +216,8 @@ static clf_status turn(const clf_chat *c, const char *role, const char *prefix, 
     int trimmed = 0;
     if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool"))
         return clf_fail(CLF_ERR_ARG, "the chat role '%.32s' is not system, user, assistant or tool", role);
+    if (c->format == CLF_CHAT_JINJA)
+        return clf_fail(CLF_ERR_ARG, "the model's chat template has no turn format clinfer writes by hand");
     /* a tool's result: ChatML templates write its role as it is, Llama 3.1's
      * as "ipython"; Gemma's, Phi-3's and Zephyr's have no such turn */
     if (!strcmp(role, "tool") && c->format != CLF_CHAT_CHATML && c->format != CLF_CHAT_LLAMA3)
@@ -178,6 +231,7 @@ static clf_status turn(const clf_chat *c, const char *role, const char *prefix, 
         break;
     case CLF_CHAT_ZEPHYR:
     case CLF_CHAT_PHI3: snprintf(head, sizeof head, "<|%.32s|>\n", role); break;
+    case CLF_CHAT_JINJA: break;
     case CLF_CHAT_GEMMA:
         if (!strcmp(role, "system"))
             return clf_fail(CLF_ERR_ARG, "Gemma has no system turn: its text opens the first user turn "
@@ -208,8 +262,9 @@ static clf_status put_reply_start(const clf_chat *c, clf_buf *b) {
     case CLF_CHAT_ZEPHYR:
     case CLF_CHAT_PHI3: return puts_(b, "<|assistant|>\n");
     case CLF_CHAT_GEMMA: return puts_(b, "<start_of_turn>model\n");
+    case CLF_CHAT_JINJA: break;
     }
-    return clf_fail(CLF_ERR_ARG, "bad chat format");
+    return clf_fail(CLF_ERR_ARG, "the model's chat template has no turn format clinfer writes by hand");
 }
 
 clf_status clf_chat_append_reply_start(const clf_chat *c, char **buf, size_t *len) {
@@ -246,8 +301,85 @@ static clf_status render(const clf_chat *c, const clf_chat_msg *msgs, int n, int
     return st;
 }
 
+/* ---- the template run -------------------------------------------------- */
+
+static clf_status jinja_messages(const clf_chat_msg *msgs, int n, char **json) {
+    *json = NULL;
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        if (strcmp(msgs[i].role, "system") && strcmp(msgs[i].role, "user") && strcmp(msgs[i].role, "assistant") &&
+            strcmp(msgs[i].role, "tool")) {
+            json_decref(a);
+            return clf_fail(CLF_ERR_ARG, "the chat role '%.32s' is not system, user, assistant or tool", msgs[i].role);
+        }
+        json_array_append_new(a, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+    }
+    *json = a ? json_dumps(a, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    json_decref(a);
+    return *json ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+}
+
+static clf_status jinja_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
+                               size_t *len) {
+    char *json;
+    CLF_TRY(jinja_messages(msgs, n, &json));
+    clf_status st = clf_chat_jinja_render(c, json, NULL, reply_start, buf, len);
+    free(json);
+    return st;
+}
+
+/* What the template writes after an answer and before the next message:
+ * renders [user U] with the generation prompt, and [user U, assistant A,
+ * role R] (with it where `reply`); where the second starts with the first
+ * and then A, the rest is *delta (malloc'd; the answer's turn end, R's
+ * turn, the next reply's header). CLF_ERR_FORMAT where the template does
+ * not write conversations that way. */
+static const char U_MARK[] = "clinfer-user-9f3a", A_MARK[] = "clinfer-answer-9f3a";
+static clf_status jinja_delta(const clf_chat *c, const char *role, const char *content, int reply, char **delta,
+                              size_t *n) {
+    *delta = NULL;
+    *n = 0;
+    clf_chat_msg two[3] = {{"user", U_MARK}, {"assistant", A_MARK}, {role, content}};
+    char *r1 = NULL, *r2 = NULL;
+    size_t n1, n2, na = strlen(A_MARK);
+    clf_status st = jinja_render(c, two, 1, 1, &r1, &n1);
+    if (st == CLF_OK) st = jinja_render(c, two, 3, reply, &r2, &n2);
+    if (st == CLF_OK && (n2 < n1 + na || memcmp(r1, r2, n1) || memcmp(r2 + n1, A_MARK, na)))
+        st = clf_fail(CLF_ERR_FORMAT, "the chat template does not continue a conversation after an answer");
+    if (st == CLF_OK) {
+        *n = n2 - n1 - na;
+        memmove(r2, r2 + n1 + na, *n + 1);
+        *delta = r2;
+        r2 = NULL;
+    }
+    free(r1);
+    free(r2);
+    return st;
+}
+
+/* CLF_CHAT_JINJA's turn end: [user U, assistant A] rendered whole is
+ * [user U] with the generation prompt, A, then the turn's end. */
+static clf_status find_turn_end(clf_chat *c) {
+    clf_chat_msg two[2] = {{"user", U_MARK}, {"assistant", A_MARK}};
+    char *r1 = NULL, *r2 = NULL;
+    size_t n1, n2, na = strlen(A_MARK);
+    c->turn_end_text[0] = 0;
+    clf_status st = jinja_render(c, two, 1, 1, &r1, &n1);
+    if (st == CLF_OK) st = jinja_render(c, two, 2, 0, &r2, &n2);
+    if (st == CLF_OK && n2 >= n1 + na && !memcmp(r1, r2, n1) && !memcmp(r2 + n1, A_MARK, na) &&
+        n2 - n1 - na < sizeof c->turn_end_text)
+        memcpy(c->turn_end_text, r2 + n1 + na, n2 - n1 - na + 1);
+    free(r1);
+    free(r2);
+    return CLF_OK; /* "" where it cannot be told */
+}
+
 clf_status clf_chat_render(const clf_chat *c, const clf_chat_msg *msgs, int n, int reply_start, char **buf,
                            size_t *len) {
+    if (c->jinja) {
+        if (n < 0 || (n > 0 && !msgs)) return clf_fail(CLF_ERR_ARG, "no messages");
+        return jinja_render(c, msgs, n, reply_start, buf, len);
+    }
     clf_buf b = {0};
     clf_status st = render(c, msgs, n, reply_start, &b, NULL);
     if (st != CLF_OK) clf_buf_free(&b);
@@ -260,6 +392,23 @@ clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const cl
                              int reply_start, int add_special, int32_t **ids, int *n_ids) {
     *ids = NULL;
     *n_ids = 0;
+    if (c->jinja) {
+        /* the rendering, its messages' texts found in it as text */
+        char *text;
+        size_t len;
+        CLF_TRY(clf_chat_render(c, msgs, n, reply_start, &text, &len));
+        const char **texts = malloc((size_t)(n > 0 ? n : 1) * sizeof *texts);
+        clf_span *sv = NULL;
+        int nsv = 0;
+        clf_status st = texts ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        for (int i = 0; st == CLF_OK && i < n; i++) texts[i] = msgs[i].content;
+        if (st == CLF_OK) st = clf_chat_find_spans(text, len, texts, n, &sv, &nsv);
+        if (st == CLF_OK) st = clf_tokenize_plain(t, text, len, add_special, sv, nsv, ids, n_ids);
+        free(texts);
+        free(sv);
+        free(text);
+        return st;
+    }
     clf_buf b = {0};
     spans sp = {0};
     clf_status st = render(c, msgs, n, reply_start, &b, &sp);
@@ -273,6 +422,23 @@ clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, con
                                   int32_t **ids, int *n_ids) {
     *ids = NULL;
     *n_ids = 0;
+    if (c->jinja) {
+        char *d;
+        size_t n;
+        clf_status st = jinja_delta(c, role, content, 1, &d, &n);
+        if (st == CLF_OK) {
+            const char *texts[1] = {content};
+            clf_span *sv = NULL;
+            int nsv = 0;
+            st = clf_chat_find_spans(d, n, texts, 1, &sv, &nsv);
+            if (st == CLF_OK) st = clf_tokenize_plain(t, d, n, 0, sv, nsv, ids, n_ids);
+            free(sv);
+            free(d);
+            return st;
+        }
+        if (c->format == CLF_CHAT_JINJA) return st;
+        /* a known format whose template does not continue that way: by hand */
+    }
     clf_buf b = {0};
     spans sp = {0};
     clf_status st = puts_(&b, clf_chat_turn_end(c));
@@ -291,6 +457,7 @@ const char *clf_chat_turn_end(const clf_chat *c) {
     case CLF_CHAT_ZEPHYR: return "</s>\n";
     case CLF_CHAT_GEMMA: return "<end_of_turn>\n";
     case CLF_CHAT_PHI3: return "<|end|>\n";
+    case CLF_CHAT_JINJA: return c->turn_end_text;
     }
     return "";
 }

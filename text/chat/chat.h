@@ -1,11 +1,14 @@
-/* Chat templates: the turn format a model was tuned on, recognised from the
- * GGUF's tokenizer.chat_template (a Jinja text that clinfer does not run;
- * it knows the formats themselves) or, without one, from the vocabulary's
- * special tokens. */
+/* Chat templates: a GGUF's tokenizer.chat_template, run by the Jinja engine
+ * (jinja.h) for every rendering, as jinja2 runs it in Hugging Face's
+ * apply_chat_template. The turn formats clinfer knows by hand (recognised
+ * from the template's text, or without one from the vocabulary's special
+ * tokens) remain for a file without a template, and for what a format
+ * decides beyond the text: the tool-call syntax (tools.h). */
 #ifndef CLF_CHAT_H
 #define CLF_CHAT_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include "status.h"
 #include "tokenizer.h"
@@ -16,6 +19,7 @@ typedef enum clf_chat_format {
     CLF_CHAT_ZEPHYR, /* <|role|>\n...</s>\n (TinyLlama chat) */
     CLF_CHAT_GEMMA,  /* <start_of_turn>user\n...<end_of_turn>\n, the assistant is "model" (texts trimmed) */
     CLF_CHAT_PHI3,   /* <|role|>\n...<|end|>\n */
+    CLF_CHAT_JINJA,  /* a template of none of these: rendered only by running it */
 } clf_chat_format;
 
 typedef struct clf_chat {
@@ -31,14 +35,28 @@ typedef struct clf_chat {
      * (date: today where the template calls strftime_now, else its
      * date_string default). Empty knowledge: no such turn. */
     char knowledge[32], date[16];
+    /* The template itself, run for clf_chat_render, clf_chat_tokenize,
+     * clf_chat_tokenize_next and clf_chat_turn_end when set (points into the
+     * caller's text: the tokenizer's); NULL: the hand-written format. */
+    const char *jinja;
+    char bos[64], eos[64]; /* bos_token, eos_token as the template sees them ("" unknown) */
+    int strip_bos;         /* the tokenizer adds BOS: a leading bos_token is dropped, as llama.cpp does */
+    time_t now;            /* the time strftime_now formats (UTC); 0: local time now */
+    char turn_end_text[64]; /* CLF_CHAT_JINJA's turn end, found by rendering (clf_chat_turn_end) */
 } clf_chat;
 
-/* Recognises the format; NULL template means ChatML. An unknown template is
- * CLF_ERR_FORMAT naming the formats clinfer knows. */
+/* Takes a template (kept by pointer: it must outlive c) and recognises its
+ * format; NULL template means ChatML by hand. A template clinfer's Jinja
+ * engine cannot parse is CLF_ERR_FORMAT with the engine's message; one of
+ * no known format is CLF_CHAT_JINJA. */
 clf_status clf_chat_init(const char *tmpl, clf_chat *c);
-/* The model's format: its tokenizer.chat_template, else its special tokens
+/* The model's template (clf_chat_init), with bos_token and eos_token from its
+ * vocabulary; without one, its format from its special tokens
  * (<start_of_turn>: Gemma, whose GGUFs carry no template), else ChatML. */
 clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c);
+/* Overrides the template (--chat-template, --chat-template-file): as
+ * clf_chat_init_model with tmpl for the file's. */
+clf_status clf_chat_init_with(const clf_tokenizer *t, const char *tmpl, clf_chat *c);
 const char *clf_chat_format_name(clf_chat_format f);
 
 typedef struct clf_chat_msg {
@@ -65,11 +83,28 @@ clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const cl
 clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, const char *role, const char *content,
                                   int32_t **ids, int *n_ids);
 
+/* Runs c's template (c->jinja) as apply_chat_template does: messages_json
+ * (a JSON array of message objects as OpenAI and Hugging Face write them),
+ * tools_json (a JSON array, or NULL: none), add_generation_prompt,
+ * bos_token and eos_token (c's; a leading bos_token dropped where
+ * c->strip_bos). *buf malloc'd. */
+clf_status clf_chat_jinja_render(const clf_chat *c, const char *messages_json, const char *tools_json,
+                                 int add_generation_prompt, char **buf, size_t *len);
+/* Where texts[0..n) lie in text, searched in order, each after the last
+ * found (a text absent as it is is looked for trimmed; one absent still is
+ * not marked): the messages' texts in a rendering, to be tokenized as text
+ * (clf_tokenize_plain). *spans malloc'd. */
+clf_status clf_chat_find_spans(const char *text, size_t len, const char *const *texts, int n, clf_span **spans,
+                               int *n_spans);
+
 /* The text that closes an assistant turn ("<|im_end|>\n" for ChatML): fed to
- * the model after an answer so that the next turn follows as in training. */
+ * the model after an answer so that the next turn follows as in training.
+ * (CLF_CHAT_JINJA: what the template writes after an answer, "" when that
+ * cannot be told.) */
 const char *clf_chat_turn_end(const clf_chat *c);
 
-/* Appends one message (role "system", "user", "assistant" or "tool", as
+/* The hand-written formats, one turn at a time (CLF_CHAT_JINJA: CLF_ERR_ARG):
+ * appends one message (role "system", "user", "assistant" or "tool", as
  * clinfer_chat_message says; another is CLF_ERR_ARG) to *buf
  * (malloc'd, grown, NUL-terminated; *len bytes). Gemma has no system turn:
  * CLF_ERR_ARG (clf_chat_render places a system message). */

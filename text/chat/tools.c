@@ -344,15 +344,64 @@ static clf_status render(const clf_chat *c, const clf_tools *tools, const clf_to
 
 /* Without tools, calls or results: the chat format's own rendering. */
 static clf_status plain_messages(const clf_tool_msg *m, int n, clf_chat_msg **out) {
-    if (!(*out = malloc((size_t)(n ? n : 1) * sizeof **out))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!(*out = malloc((n > 0 ? (size_t)n : 1) * sizeof **out))) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     for (int i = 0; i < n; i++) (*out)[i] = (clf_chat_msg){m[i].role, m[i].content ? m[i].content : ""};
     return CLF_OK;
+}
+
+/* ---- the model's own template --------------------------------------------
+ * A template that writes tools itself (its text names them) renders the
+ * conversation: the messages as OpenAI and Hugging Face write them (an
+ * assistant's tool_calls with their arguments as JSON objects, a tool's
+ * tool_call_id), the tools as given. One that does not (SmolLM2's) keeps
+ * the format by hand above, which is what such a model was tuned on. */
+static int template_writes_tools(const clf_chat *c) { return c->jinja && strstr(c->jinja, "tools"); }
+
+static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n,
+                                     int reply_start, char **buf, size_t *len) {
+    if (n < 0 || (n > 0 && !m)) return clf_fail(CLF_ERR_ARG, "no messages");
+    for (int i = 0; i < n; i++) CLF_TRY(check_role(&m[i], i));
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        json_t *o = json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content ? m[i].content : "");
+        if (!o) { /* not UTF-8 */
+            json_decref(a);
+            return clf_fail(CLF_ERR_ARG, "message %d is not UTF-8 text", i);
+        }
+        if (m[i].n_calls) {
+            json_t *calls = json_array();
+            for (int k = 0; k < m[i].n_calls; k++) {
+                const clf_tool_call *tc = &m[i].calls[k];
+                json_t *args = tc->arguments ? json_loads(tc->arguments, JSON_DECODE_ANY, NULL) : json_object();
+                if (!args) args = json_string(tc->arguments); /* not JSON: the text as it is */
+                json_t *fn = json_pack("{s:s, s:o}", "name", tc->name ? tc->name : "", "arguments", args ? args : json_null());
+                json_t *call = json_pack("{s:s, s:s, s:o}", "id", tc->id ? tc->id : "", "type", "function", "function",
+                                         fn ? fn : json_null());
+                json_array_append_new(calls, call ? call : json_null());
+            }
+            json_object_set_new(o, "tool_calls", calls);
+        }
+        if (m[i].tool_call_id) json_object_set_new(o, "tool_call_id", json_string(m[i].tool_call_id));
+        json_array_append_new(a, o);
+    }
+    char *msgs = a ? json_dumps(a, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    char *tl = tools && tools->n ? json_dumps(tools->arr, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+    json_decref(a);
+    clf_status st = msgs && (tl || !(tools && tools->n)) ? clf_chat_jinja_render(c, msgs, tl, reply_start, buf, len)
+                                                          : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    free(msgs);
+    free(tl);
+    return st;
 }
 
 clf_status clf_tools_render(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n, int reply_start,
                             char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
+    if (template_writes_tools(c) && (n <= 0 || !m || uses_tools(tools, m, n))) {
+        CLF_TRY(clf_tools_supported(c));
+        return jinja_conversation(c, tools, m, n, reply_start, buf, len);
+    }
     if (n > 0 && m && !uses_tools(tools, m, n)) {
         clf_chat_msg *cm;
         for (int i = 0; i < n; i++) CLF_TRY(check_role(&m[i], i));
@@ -384,6 +433,24 @@ clf_status clf_tools_tokenize(const clf_chat *c, const clf_tools *tools, const c
         CLF_TRY(plain_messages(m, n, &cm));
         clf_status st = clf_chat_tokenize(c, tok, cm, n, reply_start, add_special, ids, n_ids);
         free(cm);
+        return st;
+    }
+    if (template_writes_tools(c)) {
+        /* the rendering, the messages' texts in it as text */
+        char *text;
+        size_t len;
+        CLF_TRY(clf_tools_supported(c));
+        CLF_TRY(jinja_conversation(c, tools, m, n, reply_start, &text, &len));
+        const char **texts = malloc((size_t)(n > 0 ? n : 1) * sizeof *texts);
+        clf_span *sv = NULL;
+        int nsv = 0;
+        clf_status st = texts ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        for (int i = 0; st == CLF_OK && i < n; i++) texts[i] = m[i].content;
+        if (st == CLF_OK) st = clf_chat_find_spans(text, len, texts, n, &sv, &nsv);
+        if (st == CLF_OK) st = clf_tokenize_plain(tok, text, len, add_special, sv, nsv, ids, n_ids);
+        free(texts);
+        free(sv);
+        free(text);
         return st;
     }
     text t = {0};

@@ -19,6 +19,7 @@ struct clf_sampler {
     int n_vocab;
     cand *c, *tmp;  /* candidates, scratch */
     float *w;       /* the kept candidates' weights at the temperature */
+    int32_t *ids;   /* clf_sampler_dist's: the kept candidates' ids, in w's order */
     int32_t *hist;  /* ring buffer of the last repeat_last_n accepted tokens */
     int n_hist, hist_pos;
     uint32_t *seen; /* seen[id] == stamp: penalized in this call already */
@@ -48,9 +49,10 @@ clf_status clf_sampler_create(const clf_sampler_params *p, int n_vocab, clf_samp
     s->c = malloc((size_t)n_vocab * sizeof *s->c);
     s->tmp = malloc((size_t)n_vocab * sizeof *s->tmp);
     s->w = malloc((size_t)n_vocab * sizeof *s->w);
+    s->ids = malloc((size_t)n_vocab * sizeof *s->ids);
     s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
     s->hist = malloc((size_t)(p->repeat_last_n ? p->repeat_last_n : 1) * sizeof *s->hist);
-    if (!s->c || !s->tmp || !s->w || !s->seen || !s->hist) {
+    if (!s->c || !s->tmp || !s->w || !s->ids || !s->seen || !s->hist) {
         clf_sampler_free(s);
         return clf_fail(CLF_ERR_MEMORY, "sampler: out of memory for %d candidates", n_vocab);
     }
@@ -64,6 +66,7 @@ void clf_sampler_free(clf_sampler *s) {
     free(s->c);
     free(s->tmp);
     free(s->w);
+    free(s->ids);
     free(s->seen);
     free(s->hist);
     free(s);
@@ -216,13 +219,21 @@ int32_t clf_sampler_sample_top(clf_sampler *s, const float *vals, const int32_t 
 }
 
 /* The chain after the penalty, over the candidates c[0..n): all the
- * vocabulary in id order, or the best k best first. */
-static int32_t draw(clf_sampler *s, int n) {
+ * vocabulary in id order, or the best k best first. Leaves the kept
+ * candidates in c[0..m) with their weights in w[0..m) (sum *z) and returns
+ * m; greedy (or nothing to weigh: *fixed set): the best alone, weight 1. */
+static int chain(clf_sampler *s, int n, double *z, int *fixed) {
     int best = 0;
     for (int i = 1; i < n; i++)
         if (better(&s->c[i], &s->c[best])) best = i;
     float max = s->c[best].logit;
-    if (s->p.temperature <= 0 || isinf(max)) return s->c[best].id; /* greedy, or nothing to weigh */
+    *fixed = s->p.temperature <= 0 || isinf(max);
+    if (*fixed) { /* greedy, or nothing to weigh */
+        s->c[0] = s->c[best];
+        s->w[0] = 1;
+        *z = 1;
+        return 1;
+    }
 
     if (s->p.top_k > 0 && s->p.top_k < n) n = top_k(s, n, s->p.top_k);
     if (s->p.top_p < 1) n = top_p(s, n, max, s->p.top_p);
@@ -235,12 +246,79 @@ static int32_t draw(clf_sampler *s, int n) {
     }
 
     float inv_t = 1.0f / s->p.temperature, *w = s->w;
-    double z = 0;
-    for (int i = 0; i < n; i++) z += w[i] = expf((s->c[i].logit - max) * inv_t);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += w[i] = expf((s->c[i].logit - max) * inv_t);
+    *z = sum;
+    return n;
+}
+
+static int32_t draw(clf_sampler *s, int n) {
+    double z;
+    int fixed;
+    const int m = chain(s, n, &z, &fixed);
+    if (fixed) return s->c[0].id; /* greedy, or nothing to weigh: the best, no draw */
     double u = uniform01(&s->rng) * z, cum = 0;
-    for (int i = 0; i < n; i++) {
-        cum += w[i];
+    for (int i = 0; i < m; i++) {
+        cum += s->w[i];
         if (u < cum) return s->c[i].id;
     }
-    return s->c[n - 1].id; /* u within rounding of z */
+    return s->c[m - 1].id; /* u within rounding of z */
 }
+
+int clf_sampler_dist(clf_sampler *s, const float *logits, int n_vocab, const int32_t **ids, const float **w,
+                     double *z) {
+    if (n_vocab <= 0 || n_vocab > s->n_vocab) {
+        clf_fail(CLF_ERR_ARG, "sampler: %d logits for a sampler of %d", n_vocab, s->n_vocab);
+        return -1;
+    }
+    for (int i = 0; i < n_vocab; i++) s->c[i] = (cand){isnan(logits[i]) ? -INFINITY : logits[i], i};
+    apply_penalty(s);
+    int fixed;
+    const int m = chain(s, n_vocab, z, &fixed);
+    for (int i = 0; i < m; i++) s->ids[i] = s->c[i].id;
+    *ids = s->ids;
+    *w = s->w;
+    return m;
+}
+
+double clf_sampler_uniform(clf_sampler *s) { return uniform01(&s->rng); }
+
+int32_t clf_spec_pick(const int32_t *ids, const float *w, int n, double z, int32_t x, double u1, double u2) {
+    /* x's weight: 0 when the chain dropped it (p(x) = 0, always refused) */
+    double wx = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == x) wx = w[i];
+    if (u1 * z < wx) return x; /* accepted with probability p(x) */
+    /* refused: a draw from p without x, renormalised (its weights, z - wx
+     * in all; x had p < 1 here, so some weight is left) */
+    double u = u2 * (z - wx), cum = 0;
+    int32_t last = -1;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == x) continue;
+        cum += w[i];
+        last = ids[i];
+        if (u < cum) return ids[i];
+    }
+    return last >= 0 ? last : x; /* u within rounding of the sum; x alone (p(x) rounded below 1): x */
+}
+
+int32_t clf_spec_residual(const int32_t *ids, const float *w, int n, double z, const float *q, double u) {
+    double r = 0;
+    for (int i = 0; i < n; i++) {
+        double d = w[i] / z - q[ids[i]];
+        if (d > 0) r += d;
+    }
+    if (!(r > 0)) return -1;
+    double at = u * r, cum = 0;
+    int32_t last = -1;
+    for (int i = 0; i < n; i++) {
+        double d = w[i] / z - q[ids[i]];
+        if (d <= 0) continue;
+        cum += d;
+        last = ids[i];
+        if (at < cum) return ids[i];
+    }
+    return last; /* u within rounding of r */
+}
+
+const clf_sampler_params *clf_sampler_get_params(const clf_sampler *s) { return &s->p; }

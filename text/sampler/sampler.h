@@ -51,6 +51,34 @@ int clf_sampler_top_k(const clf_sampler *s, int k_max);
  * from all of them. -1 with a message for another k or an id out of range. */
 int32_t clf_sampler_sample_top(clf_sampler *s, const float *vals, const int32_t *ids, int k);
 
+/* The distribution clf_sampler_sample draws from for `logits`: the kept
+ * candidates' ids (*ids) and weights (*w, summing to *z; p(id) = w / z),
+ * m of them (returned; -1 with a message when n_vocab is not the
+ * sampler's). Greedy: the one token clf_sampler_sample answers, weight 1.
+ * The arrays are the sampler's, valid until its next call; no draw is
+ * made (speculative sampling draws with clf_sampler_uniform). */
+int clf_sampler_dist(clf_sampler *s, const float *logits, int n_vocab, const int32_t **ids, const float **w,
+                     double *z);
+/* The next number in [0, 1) of the sampler's random stream. */
+double clf_sampler_uniform(clf_sampler *s);
+
+/* Speculative sampling's rule for a draft token x proposed with certainty
+ * (a point mass q: prompt lookup, a greedy draft model), over p = the
+ * distribution (ids, w, n, z) of clf_sampler_dist: x with probability
+ * p(x) (u1 < p(x)), else a draw by u2 from p with x removed and
+ * renormalised: max(0, p - q) normalised. Either way the token has law p
+ * exactly. u1, u2 uniform in [0, 1). */
+int32_t clf_spec_pick(const int32_t *ids, const float *w, int n, double z, int32_t x, double u1, double u2);
+
+/* The rule's refusal for a draft drawn from a law q (q: [n_vocab]
+ * probabilities, 0 outside its support): a token drawn by u from
+ * max(0, p - q) normalised, p = (ids, w, n, z) of clf_sampler_dist; -1
+ * when that is empty (p <= q everywhere: no refusal can happen). The
+ * acceptance before it: x taken when u1 q(x) < p(x). */
+int32_t clf_spec_residual(const int32_t *ids, const float *w, int n, double z, const float *q, double u);
+/* The parameters the sampler was made with. */
+const clf_sampler_params *clf_sampler_get_params(const clf_sampler *s);
+
 /* Appends a token (prompt or generated) to the penalty's history;
  * CLF_ERR_ARG for an id outside [0, n_vocab), the sampler unchanged. */
 clf_status clf_sampler_accept(clf_sampler *s, int32_t id);

@@ -1,0 +1,624 @@
+/* Speculative decoding's exactness (issue 43): sampled speculation keeps
+ * plain sampling's distribution, greedy speculation plain greedy's tokens,
+ * with a prompt lookup's drafts and a draft model's alike; a draft model of
+ * another vocabulary is refused.
+ *
+ * The distribution tests compare, position by position, the tokens of
+ * N_SEEDS plain sampled generations with those of N_SEEDS speculative ones
+ * (other seeds: the samples are independent) by a chi-square test of
+ * homogeneity on the 2 x K table of counts (tokens seen fewer than POOL
+ * times in both samples pooled into one cell). A position fails below
+ * ALPHA / (its family's positions) (Bonferroni): for a correct
+ * implementation and seeds drawn at random, the chance that one check
+ * fails is at most ALPHA = 1e-3 (the seeds are fixed, so a run is
+ * reproducible: the test either passes or fails, every time). The rule
+ * itself (clf_spec_pick) is checked first against its exact law by a
+ * goodness-of-fit test on draws.
+ *
+ * The test can fail: CLINFER_TEST_SPEC_WRONG=1 replaces the acceptance
+ * rule of the step loop below by "take every draft token" (run with
+ * CLINFER_TESTS=test_sampled_step). Run once (1000 seeds a side,
+ * temperature 0.3, every one of 1509 draft tokens taken): positions 1..4
+ * had p = 6.3e-4, 1.2e-9, 1.5e-12, 2.0e-3, so positions 2 and 3 failed
+ * below 1e-3 / 5 and the test failed, as it must; with the rule, every
+ * family's p-values were above 0.01.
+ *
+ * The tiny model comes from tests/tools/tiny_gguf ($CLINFER_TINY_GGUF);
+ * the greedy check on the default model (SmolLM2 Q4_1 drafting for itself:
+ * every draft token taken) needs ~/.cache/clinfer's model. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "clinfer.h"
+#include "sampler.h"
+#include "testutil.h"
+
+enum { GEN = 5, POOL = 10, MAX_V = 4096 };
+static int N_SEEDS = 1000;
+static float TEMP = 0.3f; /* peaked enough that drafts are often taken, spread over ~10 tokens a position */
+static const double ALPHA = 1e-3;
+
+#define ASSERT_OK(expr)                                                                                         \
+    do {                                                                                                       \
+        clinfer_status st_ = (expr);                                                                           \
+        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
+    } while (0)
+
+static char tiny_path[256], draft_path[256], other_path[256];
+/* the target; a draft of its vocabulary (another seed); another vocabulary */
+static clinfer_model *tiny, *draft, *other;
+static int n_vocab;
+
+static int make(const char *path, const char *opts) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' %s", getenv("CLINFER_TINY_GGUF"), path, opts);
+    return system(cmd);
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (!getenv("CLINFER_TINY_GGUF")) {
+        fprintf(stderr, "CLINFER_TINY_GGUF is not set (ctest sets it)\n");
+        return -1;
+    }
+    snprintf(tiny_path, sizeof tiny_path, "/tmp/clinfer-test-spec-%d.gguf", (int)getpid());
+    snprintf(draft_path, sizeof draft_path, "/tmp/clinfer-test-spec-%d-draft.gguf", (int)getpid());
+    snprintf(other_path, sizeof other_path, "/tmp/clinfer-test-spec-%d-other.gguf", (int)getpid());
+    /* no end token: every generation runs GEN tokens */
+    if (make(tiny_path, "--no-eog") || make(draft_path, "--no-eog --seed 7") || make(other_path, "--seed 3")) return -1;
+    if (clinfer_model_load(tiny_path, NULL, NULL, &tiny) != CLINFER_OK ||
+        clinfer_model_load(draft_path, NULL, NULL, &draft) != CLINFER_OK ||
+        clinfer_model_load(other_path, NULL, NULL, &other) != CLINFER_OK)
+        return -1;
+    clinfer_model_info info = {.size = sizeof info};
+    if (clinfer_model_get_info(tiny, &info) != CLINFER_OK) return -1;
+    n_vocab = info.n_vocab;
+    return n_vocab <= MAX_V ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    clinfer_model_free(tiny);
+    clinfer_model_free(draft);
+    clinfer_model_free(other);
+    unlink(tiny_path);
+    unlink(draft_path);
+    unlink(other_path);
+    return 0;
+}
+
+/* ---- the chi-square tail ------------------------------------------------------ */
+
+/* The regularized upper incomplete gamma Q(a, x) (Numerical Recipes' gser
+ * and gcf): the chi-square's p-value with 2a degrees of freedom at 2x. */
+static double gamma_q(double a, double x) {
+    if (x <= 0) return 1;
+    const double gln = lgamma(a);
+    if (x < a + 1) { /* the series for P */
+        double ap = a, sum = 1 / a, del = sum;
+        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-15; n++) sum += del *= x / ++ap;
+        return 1 - sum * exp(-x + a * log(x) - gln);
+    }
+    double b = x + 1 - a, c = 1 / 1e-300, d = 1 / b, h = d; /* the continued fraction for Q */
+    for (int i = 1; i < 1000; i++) {
+        double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (fabs(c) < 1e-300) c = 1e-300;
+        d = 1 / d;
+        double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - gln) * h;
+}
+
+static double chi2_p(double x2, int df) { return df > 0 ? gamma_q(df / 2.0, x2 / 2) : 1; }
+
+/* Homogeneity of two samples' counts a[], b[] (k categories): the p-value
+ * (cells with fewer than POOL tokens in both samples together pooled). */
+static double homogeneity_p(const int *a, const int *b, int k, int *df_out) {
+    double na = 0, nb = 0;
+    for (int i = 0; i < k; i++) na += a[i], nb += b[i];
+    double x2 = 0, pa = 0, pb = 0;
+    int cells = 0;
+    for (int i = 0; i <= k; i++) {
+        double oa, ob;
+        if (i < k && a[i] + b[i] >= POOL) oa = a[i], ob = b[i];
+        else if (i < k) {
+            pa += a[i], pb += b[i];
+            continue;
+        } else if (pa + pb > 0) oa = pa, ob = pb; /* the pooled cell, last */
+        else continue;
+        double t = oa + ob, ea = t * na / (na + nb), eb = t * nb / (na + nb);
+        x2 += (oa - ea) * (oa - ea) / ea + (ob - eb) * (ob - eb) / eb;
+        cells++;
+    }
+    *df_out = cells - 1;
+    return chi2_p(x2, cells - 1);
+}
+
+/* ---- the rule alone ----------------------------------------------------------- */
+
+static double unif(uint64_t *s) { return (double)(tu_next(s) >> 11) * 0x1p-53; }
+
+/* clf_spec_pick's token against p exactly: a draft inside the support
+ * (likely, unlikely), outside it, and the one token of a point mass. */
+static void test_pick_rule(void **state) {
+    (void)state;
+    const int32_t ids[] = {4, 9, 2, 7, 5};
+    const float w[] = {3.0f, 1.0f, 0.5f, 0.4f, 0.1f}; /* z = 5 */
+    const int n = 5;
+    const int32_t drafts[] = {4, 9, 5, 11};
+    enum { DRAWS = 200000 };
+    uint64_t rng = tu_seed();
+    for (size_t c = 0; c < sizeof drafts / sizeof *drafts; c++) {
+        int count[5] = {0};
+        for (int i = 0; i < DRAWS; i++) {
+            int32_t t = clf_spec_pick(ids, w, n, 5.0, drafts[c], unif(&rng), unif(&rng));
+            int j = 0;
+            while (j < n && ids[j] != t) j++;
+            assert_true(j < n);
+            count[j]++;
+        }
+        double x2 = 0;
+        for (int j = 0; j < n; j++) {
+            double e = DRAWS * w[j] / 5.0;
+            x2 += (count[j] - e) * (count[j] - e) / e;
+        }
+        double p = chi2_p(x2, n - 1);
+        print_message("draft %d: chi2 %.2f, p %.3g\n", (int)drafts[c], x2, p);
+        if (p < ALPHA / 4) fail_msg("draft %d: the rule's tokens are not p's (chi2 %.1f, p %.3g)", drafts[c], x2, p);
+    }
+    /* a point mass: its token whatever the draft */
+    const int32_t one[] = {3};
+    const float w1[] = {1.0f};
+    assert_int_equal(clf_spec_pick(one, w1, 1, 1.0, 3, 0.999, 0.5), 3);
+    assert_int_equal(clf_spec_pick(one, w1, 1, 1.0, 8, 0.0, 0.999), 3);
+}
+
+/* ---- generations ---------------------------------------------------------------- */
+
+/* The prompt: a few tokens twice, so that the text's tokens recur and
+ * prompt lookup drafts. */
+static int prompt_of(int32_t *t) {
+    int n = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 8; i++) t[n++] = (int32_t)(20 + (i * 13) % (n_vocab - 40));
+    return n;
+}
+
+static clinfer_sampler *sampler(clinfer_model *m, float temp, uint64_t seed) {
+    clinfer_sampler_params sp = clinfer_sampler_default_params();
+    sp.temperature = temp;
+    sp.seed = seed;
+    sp.top_k = 0; /* the whole vocabulary: the law has many tokens */
+    sp.top_p = 1;
+    sp.min_p = 0;
+    clinfer_sampler *smp;
+    ASSERT_OK(clinfer_sampler_create(m, &sp, &smp));
+    return smp;
+}
+
+typedef struct rec {
+    int32_t t[GEN];
+    int n;
+} rec;
+
+static int on_tok(void *ud, int32_t token, const char *piece, size_t len) {
+    (void)piece, (void)len;
+    rec *r = ud;
+    if (token >= 0 && r->n < GEN) r->t[r->n++] = token;
+    return 0;
+}
+
+/* One generation by clinfer_generate (draft_max 0: plain); its tokens in out. */
+static void generate(clinfer_session *s, clinfer_sampler *smp, int draft_max, clinfer_drafter *d, int32_t *out,
+                     clinfer_generate_result *res) {
+    int32_t p[64];
+    int np = prompt_of(p);
+    ASSERT_OK(clinfer_session_rewind(s, 0));
+    clinfer_generate_params gp = clinfer_generate_default_params();
+    gp.max_tokens = GEN;
+    gp.sampler = smp;
+    gp.draft_max = draft_max;
+    clinfer_session_set_drafter(s, d);
+    rec r = {.n = 0};
+    gp.on_token = on_tok;
+    gp.user_data = &r;
+    *res = (clinfer_generate_result){.size = sizeof *res};
+    ASSERT_OK(clinfer_generate(s, p, np, &gp, res));
+    clinfer_session_set_drafter(s, NULL);
+    assert_int_equal(r.n, GEN);
+    memcpy(out, r.t, sizeof r.t);
+}
+
+/* The server's way (include/clinfer.h's step): propose, decode the rows,
+ * sample row after row with clinfer_next_token_draft, settle. wrong: take
+ * every draft token instead (the failure the test must see). */
+static void step_loop(clinfer_session *s, clinfer_sampler *smp, clinfer_drafter *d, int32_t *out, int wrong,
+                      int *drafted, int *accepted) {
+    int32_t text[128];
+    int n = prompt_of(text), got = 0;
+    clinfer_detokenizer *dt;
+    ASSERT_OK(clinfer_detokenizer_create(tiny, 0, &dt));
+    ASSERT_OK(clinfer_session_rewind(s, 0));
+    ASSERT_OK(clinfer_eval(s, text, n));
+    for (int i = 0; i < n; i++) ASSERT_OK(clinfer_sampler_accept(smp, text[i]));
+    clinfer_next nx;
+    ASSERT_OK(clinfer_next_token(smp, dt, clinfer_session_logits(s), n_vocab, &nx));
+    out[got++] = text[n++] = nx.token;
+    static const int8_t all[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    while (got < GEN) {
+        const int32_t *rows;
+        const int base = clinfer_session_n_past(s);
+        int n_rows = clinfer_drafter_propose(d, text, n, 8, GEN - got, 64, &rows);
+        assert_true(n_rows >= 1 && n_rows <= 16);
+        clinfer_batch b = {.n_tokens = n_rows, .token = rows, .logits = all};
+        ASSERT_OK(clinfer_decode(s, &b));
+        *drafted += n_rows - 1;
+        int r = 0;
+        for (;; r++) {
+            const int32_t next = r + 1 < n_rows ? rows[r + 1] : -1;
+            if (wrong && next >= 0) { /* accept always: wrong */
+                ASSERT_OK(clinfer_sampler_accept(smp, next));
+                nx.token = next;
+            } else {
+                ASSERT_OK(clinfer_next_token_draft(smp, dt, clinfer_batch_logits(s, r), n_vocab, next, &nx));
+            }
+            out[got++] = text[n++] = nx.token;
+            if (got == GEN || !clinfer_drafter_accept(d, r, nx.token)) break;
+            ++*accepted;
+        }
+        ASSERT_OK(clinfer_seq_rewind(s, 0, base + clinfer_drafter_settle(d, r)));
+    }
+    clinfer_detokenizer_free(dt);
+}
+
+/* The counts [GEN][n_vocab] of N_SEEDS generations by `how` (0 plain,
+ * 1 clinfer_generate with a lookup, 2 with the draft model, 3 the step
+ * loop with a lookup), seeds from seed0 on. */
+static void sample_counts(clinfer_session *s, clinfer_session *ds, int how, float temp, uint64_t seed0, int *counts,
+                          int *drafted, int *accepted) {
+    memset(counts, 0, (size_t)GEN * (size_t)n_vocab * sizeof *counts);
+    const int wrong = getenv("CLINFER_TEST_SPEC_WRONG") && atoi(getenv("CLINFER_TEST_SPEC_WRONG"));
+    clinfer_drafter *d = NULL;
+    if (how == 2) {
+        clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+        dp.draft_max = 4;
+        ASSERT_OK(clinfer_drafter_create_model(tiny, ds, &dp, &d));
+    } else if (how == 3) {
+        ASSERT_OK(clinfer_drafter_create(4, &d));
+    }
+    for (int k = 0; k < N_SEEDS; k++) {
+        clinfer_sampler *smp = sampler(tiny, temp, seed0 + (uint64_t)k);
+        int32_t t[GEN];
+        clinfer_generate_result r;
+        if (how == 3) {
+            step_loop(s, smp, d, t, wrong, drafted, accepted);
+        } else {
+            generate(s, smp, how == 1 ? 4 : 0, d, t, &r);
+            *drafted += r.n_drafted, *accepted += r.n_accepted;
+        }
+        for (int i = 0; i < GEN; i++) counts[i * n_vocab + t[i]]++;
+        clinfer_sampler_free(smp);
+    }
+    clinfer_drafter_free(d);
+}
+
+/* Each position's tokens, plain against `how`, by the chi-square test. */
+static void distribution_check(int how, const char *name) {
+    clinfer_session *s, *ds = NULL;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 64;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    if (how == 2) ASSERT_OK(clinfer_session_create(draft, &sp, &ds));
+    static int *plain; /* plain sampling's counts, shared by the families */
+    int *spec = malloc((size_t)GEN * (size_t)n_vocab * sizeof *spec);
+    assert_non_null(spec);
+    int d0 = 0, a0 = 0, drafted = 0, accepted = 0;
+    const float temp = TEMP;
+    if (!plain) {
+        plain = malloc((size_t)GEN * (size_t)n_vocab * sizeof *plain);
+        assert_non_null(plain);
+        sample_counts(s, NULL, 0, temp, 1000000, plain, &d0, &a0);
+    }
+    sample_counts(s, ds, how, temp, 2000000, spec, &drafted, &accepted);
+    print_message("%s: %d drafted, %d taken\n", name, drafted, accepted);
+    /* both of the rule's ways ran many times: a draft taken, one refused
+     * (not so with the wrong rule, which takes every one) */
+    if (!getenv("CLINFER_TEST_SPEC_WRONG")) assert_true(accepted > 200 && drafted - accepted > 200);
+    int failed = 0;
+    for (int i = 0; i < GEN; i++) {
+        int df;
+        double p = homogeneity_p(plain + i * n_vocab, spec + i * n_vocab, n_vocab, &df);
+        print_message("%s: token %d: %d degrees of freedom, p %.3g\n", name, i, df, p);
+        assert_true(df >= 5); /* a spread law, not a near-certain token */
+        if (p < ALPHA / GEN) failed++, print_message("%s: token %d's law differs from plain sampling's\n", name, i);
+    }
+    free(spec);
+    clinfer_session_free(s);
+    clinfer_session_free(ds);
+    if (failed) fail_msg("%s: %d of %d positions differ from plain sampling (alpha %g, Bonferroni)", name, failed, GEN,
+                         ALPHA);
+}
+
+static void test_sampled_lookup(void **state) {
+    (void)state;
+    distribution_check(1, "clinfer_generate, prompt lookup");
+}
+
+static void test_sampled_step(void **state) {
+    (void)state;
+    distribution_check(3, "the step, prompt lookup");
+}
+
+static void test_sampled_draft_model(void **state) {
+    (void)state;
+    distribution_check(2, "clinfer_generate, draft model");
+}
+
+/* A sampled draft model that is the target's file: its law q is the
+ * target's p (the same logits, the same settings), so the rule takes every
+ * draft token (p / q = 1, to float rounding): the laws kept per draft
+ * token are the ones verified, row by row. */
+static void test_sampled_self_draft(void **state) {
+    (void)state;
+    clinfer_session *s, *ds;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 64;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &ds));
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    dp.draft_max = 4;
+    clinfer_drafter *d;
+    ASSERT_OK(clinfer_drafter_create_model(tiny, ds, &dp, &d));
+    int drafted = 0, accepted = 0;
+    for (int k = 0; k < 100; k++) {
+        clinfer_sampler *smp = sampler(tiny, TEMP, 7000 + (uint64_t)k);
+        int32_t t[GEN];
+        clinfer_generate_result r;
+        generate(s, smp, 0, d, t, &r);
+        drafted += r.n_drafted, accepted += r.n_accepted;
+        clinfer_sampler_free(smp);
+    }
+    print_message("sampled self-draft: %d drafted, %d taken\n", drafted, accepted);
+    assert_true(drafted > 100);
+    assert_true(accepted >= drafted - drafted / 50);
+    clinfer_drafter_free(d);
+    clinfer_session_free(ds);
+    clinfer_session_free(s);
+}
+
+/* Sampled under a grammar, a lookup's drafts cut and a draft model's
+ * masked by it: every token the grammar's (the sampler's stage fails the
+ * generation on a token outside it), drafts made and verified. */
+static void test_sampled_grammar(void **state) {
+    (void)state;
+    const char *gbnf = "root ::= [a-m ]+";
+    clinfer_grammar *g;
+    ASSERT_OK(clinfer_grammar_create(tiny, gbnf, strlen(gbnf), NULL, &g));
+    clinfer_session *s, *ds;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 128;
+    ASSERT_OK(clinfer_session_create(tiny, &sp, &s));
+    ASSERT_OK(clinfer_session_create(draft, &sp, &ds));
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    dp.draft_max = 4;
+    clinfer_drafter *d;
+    ASSERT_OK(clinfer_drafter_create_model(tiny, ds, &dp, &d));
+    int32_t p[64];
+    int np = prompt_of(p);
+    for (int how = 0; how < 2; how++) {
+        int drafted = 0;
+        for (int k = 0; k < 20; k++) {
+            clinfer_sampler *smp = sampler(tiny, 0.8f, 300 + (uint64_t)k);
+            ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+            ASSERT_OK(clinfer_session_rewind(s, 0));
+            clinfer_generate_params gp = clinfer_generate_default_params();
+            gp.max_tokens = 24;
+            gp.sampler = smp;
+            gp.draft_max = how ? 0 : 4;
+            clinfer_session_set_drafter(s, how ? d : NULL);
+            clinfer_generate_result r = {.size = sizeof r};
+            ASSERT_OK(clinfer_generate(s, p, np, &gp, &r));
+            assert_int_equal(r.n_generated, 24);
+            assert_int_not_equal(clinfer_sampler_grammar_state(smp), CLINFER_GRAMMAR_NONE);
+            drafted += r.n_drafted;
+            clinfer_sampler_free(smp);
+        }
+        print_message("sampled under a grammar, %s: %d drafted\n", how ? "draft model" : "lookup", drafted);
+        if (how) assert_true(drafted > 0);
+    }
+    clinfer_drafter_free(d);
+    clinfer_session_free(ds);
+    clinfer_session_free(s);
+    clinfer_grammar_free(g);
+}
+
+/* ---- greedy: plain decoding's tokens -------------------------------------------- */
+
+typedef struct rec_big {
+    int32_t t[256];
+    int n;
+} rec_big;
+
+static int on_tok_big(void *ud, int32_t token, const char *piece, size_t len) {
+    (void)piece, (void)len;
+    rec_big *r = ud;
+    if (token >= 0 && r->n < 256) r->t[r->n++] = token;
+    return 0;
+}
+
+/* max_tokens of greedy text from m after prompt p: plain, with a prompt
+ * lookup, with a draft model (a session on dm), under an optional
+ * grammar: the same tokens each time. */
+static void greedy_same(clinfer_model *m, clinfer_model *dm, const int32_t *p, int np, int max_tokens, const char *gbnf,
+                        int expect_all_taken) {
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256;
+    clinfer_session *s, *ds;
+    ASSERT_OK(clinfer_session_create(m, &sp, &s));
+    ASSERT_OK(clinfer_session_create(dm, &sp, &ds));
+    clinfer_grammar *g = NULL;
+    if (gbnf) ASSERT_OK(clinfer_grammar_create(m, gbnf, strlen(gbnf), NULL, &g));
+    clinfer_draft_model_params dp = clinfer_draft_model_default_params();
+    dp.draft_max = m == tiny ? 6 : 16;
+    clinfer_drafter *d;
+    ASSERT_OK(clinfer_drafter_create_model(m, ds, &dp, &d));
+    rec_big want = {.n = 0};
+    for (int how = 0; how < 3; how++) {
+        clinfer_sampler *smp = sampler(m, 0, 1);
+        if (g) ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+        ASSERT_OK(clinfer_session_rewind(s, 0));
+        clinfer_generate_params gp = clinfer_generate_default_params();
+        gp.max_tokens = max_tokens;
+        gp.sampler = smp;
+        gp.draft_max = how == 1 ? 5 : 0;
+        clinfer_session_set_drafter(s, how == 2 ? d : NULL);
+        rec_big got = {.n = 0};
+        gp.on_token = on_tok_big;
+        gp.user_data = &got;
+        clinfer_generate_result r = {.size = sizeof r};
+        ASSERT_OK(clinfer_generate(s, p, np, &gp, &r));
+        clinfer_sampler_free(smp);
+        if (how == 0) want = got;
+        assert_int_equal(got.n, want.n);
+        assert_memory_equal(got.t, want.t, (size_t)got.n * sizeof *got.t);
+        if (how > 0)
+            print_message("greedy%s, %s: %d tokens, %d drafted, %d taken\n", g ? " (grammar)" : "",
+                          how == 1 ? "lookup" : "draft model", got.n, r.n_drafted, r.n_accepted);
+        if (how == 2) assert_true(r.n_drafted > 0);
+        if (how == 2 && expect_all_taken) assert_int_equal(r.n_accepted, r.n_drafted);
+    }
+    clinfer_drafter_free(d);
+    clinfer_grammar_free(g);
+    clinfer_session_free(ds);
+    clinfer_session_free(s);
+}
+
+static void test_greedy(void **state) {
+    (void)state;
+    int32_t p[64];
+    int np = prompt_of(p);
+    greedy_same(tiny, draft, p, np, 40, NULL, 0);
+    greedy_same(tiny, tiny, p, np, 40, NULL, 1);
+    /* under a grammar: drafts masked (a draft model) or cut (a lookup) by it */
+    greedy_same(tiny, draft, p, np, 30, "root ::= [a-m ]+", 0);
+}
+
+/* Two generations on one session, as `chat`'s turns (the first's last
+ * token evaluated, then the next turn's tokens): with m2 drafting, the
+ * plain tokens, and every draft taken when m2 is m's file (the draft
+ * session follows the conversation). */
+static void two_turns(clinfer_model *m, clinfer_model *m2, const int32_t *p1, int n1, const int32_t *p2, int n2) {
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256;
+    rec_big want[2], got[2];
+    for (int spec = 0; spec < 2; spec++) {
+        clinfer_session *s, *ds;
+        ASSERT_OK(clinfer_session_create(m, &sp, &s));
+        ASSERT_OK(clinfer_session_create(m2, &sp, &ds));
+        clinfer_drafter *d;
+        ASSERT_OK(clinfer_drafter_create_model(m, ds, NULL, &d));
+        for (int turn = 0; turn < 2; turn++) {
+            rec_big *r = spec ? &got[turn] : &want[turn];
+            r->n = 0;
+            clinfer_generate_params gp = clinfer_generate_default_params();
+            gp.max_tokens = 24;
+            clinfer_session_set_drafter(s, spec ? d : NULL);
+            gp.on_token = on_tok_big;
+            gp.user_data = r;
+            clinfer_generate_result res = {.size = sizeof res};
+            ASSERT_OK(clinfer_generate(s, turn ? p2 : p1, turn ? n2 : n1, &gp, &res));
+            if (res.stop != CLINFER_STOP_EOG && res.last >= 0) ASSERT_OK(clinfer_eval(s, &res.last, 1));
+            if (spec) {
+                print_message("turn %d: %d drafted, %d taken\n", turn, res.n_drafted, res.n_accepted);
+                assert_true(res.n_drafted > 0);
+                assert_int_equal(res.n_accepted, res.n_drafted);
+            }
+        }
+        clinfer_drafter_free(d);
+        clinfer_session_free(ds);
+        clinfer_session_free(s);
+    }
+    for (int turn = 0; turn < 2; turn++) {
+        assert_int_equal(got[turn].n, want[turn].n);
+        assert_memory_equal(got[turn].t, want[turn].t, (size_t)want[turn].n * sizeof *want[turn].t);
+    }
+}
+
+/* The default model (SmolLM2 Q4_1) drafting for itself: every draft
+ * token taken, the text plain greedy's. */
+static void test_greedy_default_model(void **state) {
+    (void)state;
+    char path[4096];
+    if (clinfer_model_path(NULL, path, sizeof path) != CLINFER_OK || access(path, R_OK) != 0)
+        fail_msg("no default model (%s): sh tests/fetch_model.sh", path);
+    clinfer_model *m;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m));
+    int32_t *p;
+    int np;
+    const char *text = "The lighthouse keeper opened the bottle and read the letter inside. It said:";
+    ASSERT_OK(clinfer_tokenize(m, text, strlen(text), 1, 0, &p, &np));
+    greedy_same(m, m, p, np, 48, NULL, 1);
+    /* a second load of the file: two models on one device */
+    clinfer_model *m2;
+    ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m2));
+    greedy_same(m, m2, p, np, 48, NULL, 1);
+    int32_t *p2;
+    int np2;
+    const char *more = " Then the keeper wrote back:";
+    ASSERT_OK(clinfer_tokenize(m, more, strlen(more), 0, 0, &p2, &np2));
+    two_turns(m, m2, p, np, p2, np2);
+    clinfer_free(p2);
+    clinfer_free(p);
+    clinfer_model_free(m2);
+    clinfer_model_free(m);
+}
+
+/* ---- vocabularies ----------------------------------------------------------------- */
+
+static void test_vocab_mismatch(void **state) {
+    (void)state;
+    ASSERT_OK(clinfer_model_vocab_compatible(tiny, draft));
+    assert_int_equal(clinfer_model_vocab_compatible(tiny, other), CLINFER_ERR_ARG);
+    print_message("refused: %s\n", clinfer_last_error());
+    clinfer_session *ds;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 32;
+    ASSERT_OK(clinfer_session_create(other, &sp, &ds));
+    clinfer_drafter *d = (clinfer_drafter *)1;
+    assert_int_equal(clinfer_drafter_create_model(tiny, ds, NULL, &d), CLINFER_ERR_ARG);
+    assert_null(d);
+    assert_non_null(strstr(clinfer_last_error(), "draft model"));
+    clinfer_session_free(ds);
+}
+
+int main(void) {
+    if (getenv("CLINFER_TEST_SPEC_TEMP")) TEMP = (float)atof(getenv("CLINFER_TEST_SPEC_TEMP"));
+    if (getenv("CLINFER_TEST_SPEC_SEEDS")) N_SEEDS = atoi(getenv("CLINFER_TEST_SPEC_SEEDS"));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pick_rule),
+        cmocka_unit_test(test_vocab_mismatch),
+        cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_greedy_default_model),
+        cmocka_unit_test(test_sampled_lookup),
+        cmocka_unit_test(test_sampled_step),
+        cmocka_unit_test(test_sampled_draft_model),
+        cmocka_unit_test(test_sampled_self_draft),
+        cmocka_unit_test(test_sampled_grammar),
+    };
+    return TU_RUN_GROUP(tests, setup, teardown);
+}
