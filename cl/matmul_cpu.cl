@@ -257,24 +257,37 @@ inline void clf_store32(__global float *y, float16 a0, float16 a1, int nvalid, i
      (uint)((1 << (B)) - 1))
 #define KQ_CODE(q, QB, QH, kk, h) \
     (KQ_PLANE(q, 0, QB, kk, h) | ((QH) ? KQ_PLANE(q, QB, (QH) ? (QH) : 1, kk, h) << (uint)(QB) : (uint16)0))
-/* The weight's integer value: the code, or for IQ4_NL (GRID) the grid
- * point it indexes: on x86 PoCL one vpermps at 512 bits, at 256 (8 lanes a
- * table) a vpermps in each half of the grid and a blend on the code's bit 3;
- * elsewhere a degree-6 polynomial in c − 7.5, rounded (least squares on the
- * 16 points: within 0.353 of each in float, so rounding is exact; PoCL's
- * LLVM 15 scalarizes OpenCL's shuffle with a variable mask, and its rint is
- * a call). */
-#define KQ_GRID_LO (float8)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f)
-#define KQ_GRID_HI (float8)(1.0f, 13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f)
+/* The weight's integer value: the code, or for IQ4_NL and MXFP4 (GRID 1
+ * and 2) the grid point it indexes: on x86 PoCL one vpermps at 512 bits, at
+ * 256 (8 lanes a table) a vpermps in each half of the grid and a blend on
+ * the code's bit 3; elsewhere arithmetic: for IQ4_NL a degree-6
+ * polynomial in c − 7.5, rounded (least squares on the 16 points: within
+ * 0.353 of each in float, so rounding is exact; PoCL's LLVM 15 scalarizes
+ * OpenCL's shuffle with a variable mask, and its rint is a call), for
+ * MXFP4 E2M1's magnitude from the code's low 3 bits (below) and its sign
+ * from bit 3. MXFP4's values are biased by KQ_MXFP4_BIAS (v + 12, 0..24:
+ * unsigned, so its integer dots are the unsigned codes' one vpdpbusd or
+ * pmaddubsw a group, not |w| times x̂ under w's sign; kq_scales_mxfp4's
+ * M = −12 D takes the bias off). KQ_GRID_*_0: no grid (never looked up,
+ * but compiled). */
+#define KQ_MXFP4_BIAS 12
+#define KQ_GRID_LO_1 (float8)(-127.0f, -104.0f, -83.0f, -65.0f, -49.0f, -35.0f, -22.0f, -10.0f)
+#define KQ_GRID_HI_1 (float8)(1.0f, 13.0f, 25.0f, 38.0f, 53.0f, 69.0f, 89.0f, 113.0f)
+#define KQ_GRID_LO_2 (float8)(12.0f, 13.0f, 14.0f, 15.0f, 16.0f, 18.0f, 20.0f, 24.0f)
+#define KQ_GRID_HI_2 (float8)(12.0f, 11.0f, 10.0f, 9.0f, 8.0f, 6.0f, 4.0f, 0.0f)
+#define KQ_GRID_LO_0 KQ_GRID_LO_1
+#define KQ_GRID_HI_0 KQ_GRID_HI_1
 #if CLF_X86_INT8 == 512
-#define KQ_LOOKUP(c) __builtin_ia32_permvarsf512((float16)(KQ_GRID_LO, KQ_GRID_HI), as_int16(c))
+#define KQ_LOOKUP(c, G) __builtin_ia32_permvarsf512((float16)(KQ_GRID_LO_##G, KQ_GRID_HI_##G), as_int16(c))
 #elif CLF_X86_INT8 == 256
-inline float8 kq_lookup8(int8 c) {
-    return select(__builtin_ia32_permvarsf256(KQ_GRID_LO, c), __builtin_ia32_permvarsf256(KQ_GRID_HI, c), c > 7);
+inline float8 kq_lookup8(int8 c, float8 lo, float8 hi) {
+    return select(__builtin_ia32_permvarsf256(lo, c), __builtin_ia32_permvarsf256(hi, c), c > 7);
 }
-#define KQ_LOOKUP(c) (float16)(kq_lookup8(as_int16(c).lo), kq_lookup8(as_int16(c).hi))
+#define KQ_LOOKUP(c, G)                                                                          \
+    (float16)(kq_lookup8(as_int16(c).lo, KQ_GRID_LO_##G, KQ_GRID_HI_##G),                       \
+              kq_lookup8(as_int16(c).hi, KQ_GRID_LO_##G, KQ_GRID_HI_##G))
 #else
-#define KQ_LOOKUP(c) clf_iq4nl_lookup(c)
+#define KQ_LOOKUP(c, G) ((G) == 2 ? clf_mxfp4_lookup(c) : clf_iq4nl_lookup(c))
 #endif
 inline float16 clf_iq4nl_lookup(uint16 c) {
     const float16 t = convert_float16(as_int16(c)) - 7.5f;
@@ -285,8 +298,16 @@ inline float16 clf_iq4nl_lookup(uint16 c) {
     p = fma(p, t, 11.508660316467285f);
     return (fma(p, t, -4.4609375f) + 12582912.0f) - 12582912.0f; /* rint: 1.5·2^23 leaves no fraction bits */
 }
+/* E2M1 doubled: the low 3 bits v are 0, 1, 2, 3 as they are, 4, 5 give
+ * 2v − 4 (4, 6) and 6, 7 give 4v − 16 (8, 12); bit 3 the sign; plus the
+ * bias. */
+inline float16 clf_mxfp4_lookup(uint16 c) {
+    const int16 v = as_int16(c & 7u);
+    const int16 m = select(select(v, 2 * v - 4, v > 3), 4 * v - 16, v > 5);
+    return convert_float16(select(m, -m, as_int16(c) > 7) + KQ_MXFP4_BIAS);
+}
 #define KQ_VALUE_F(q, QB, QH, kk, h, GRID) \
-    ((GRID) ? KQ_LOOKUP(KQ_CODE(q, QB, QH, kk, h)) : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
+    ((GRID) ? KQ_LOOKUP(KQ_CODE(q, QB, QH, kk, h), GRID) : convert_float16(as_int16(KQ_CODE(q, QB, QH, kk, h))))
 
 /* A record's plane of 32 dwords at half offset off, rows 16h.. 16h + 15. */
 #define KQ_WORDS(rec, off, h) vload16(h, (const __global uint *)((rec) + (off)))
@@ -318,6 +339,21 @@ inline void kq_scales_iq4_nl(const __global ushort *rec, int i, int h, float16 *
     (void)i; /* one scale per block */
     *D = KQ_HALVES(rec, 0, h);
     *M = 0.0f;
+}
+/* MXFP4: D = 2^(e − 128) from the record's half (its low byte is the
+ * block's E8M0 byte, the high one its first code byte: D_AT 0 in
+ * cl/types.cl), decoded here as a float, so every exponent the type has
+ * (2^-128 to 2^127) is exact: an f16 scale would hold only 2^-24 to 2^15.
+ * The grid value (signed, |v| ≤ 12) plus the bias is the weight's integer:
+ * w = (v + 12)·D − 12·D, exact in float (D a power of two).
+ * It runs on the KQF kernels (D from here on every path; KQI's integer
+ * form reads d as an f16 half, which E8M0 is not), an MXFP4 block being one
+ * sub-block, so its float update per 32 columns is KQI's one update too. */
+inline void kq_scales_mxfp4(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
+    (void)i; /* one scale per block */
+    const uint16 e = convert_uint16(vload16(h, rec)) & 0xffu;
+    *D = as_float16(select((e - 1u) << 23, (uint16)0x00200000u << e, e < 2u));
+    *M = -KQ_MXFP4_BIAS * *D;
 }
 inline void kq_scales_q5_1(const __global ushort *rec, int i, int h, float16 *D, float16 *M) {
     (void)i; /* one scale per block */
@@ -842,10 +878,12 @@ inline void glu_store32(float16 ha, float16 hb, __global float *y, __global ucha
 
 /* The codes of a block's column groups [c0, c0 + nc) for rows 16h..16h + 15
  * into u[0, nc): byte i of u[c - c0] is column 4c + i's unsigned code, or
- * (grid) IQ4_NL's signed grid value, by pshufb. static: the loops unroll
- * once inlined, where the counts are constants (and u stays in registers). */
+ * (grid 1) IQ4_NL's signed grid value or (grid 2) MXFP4's biased unsigned
+ * one, by pshufb. static: the loops unroll once inlined, where the counts
+ * are constants (and u stays in registers). */
 static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int nc, int h, int grid, uint16 *u) {
-    const int4 g4 = (int4)(0xbfad9881, 0xf6eaddcf, 0x26190d01, 0x71594535); /* IQ4_NL's grid, 16 bytes */
+    const int4 g4 = grid == 2 ? (int4)(0x0f0e0d0c, 0x18141210, 0x090a0b0c, 0x00040608)  /* MXFP4's + 12, 16 bytes */
+                              : (int4)(0xbfad9881, 0xf6eaddcf, 0x26190d01, 0x71594535); /* IQ4_NL's grid */
     const clf_char64 g = __builtin_astype((int16)(g4, g4, g4, g4), clf_char64);
 #pragma unroll
     for (int c = c0; c < c0 + nc; c++) {
@@ -902,11 +940,15 @@ static inline void kq_unpack(const __global uint *q, int qb, int qh, int c0, int
 DEFINE_KQ_DOT_CODES(kq_dot_codes, , KQ_DPBUSD_P)
 DEFINE_KQ_DOT_CODES(kq_dot_codes_g, __global, KQ_DPBUSD_G)
 
+/* The dots' bits and sign for kq_unpack's bytes: IQ4_NL's are signed
+ * (sgn: grid == 1), MXFP4's biased values (0..24) 5 bits, unsigned. */
+#define KQ_DOT_BITS(bits, grid) ((grid) == 2 ? 5 : (bits))
+
 /* Σ over columns [4c0, 4c0 + 4nc) of a block of code·x̂ for rows 16h... */
 static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int qh, int c0, int nc, int h, int grid) {
     uint16 u[8];
     kq_unpack(q, qb, qh, c0, nc, h, grid, u);
-    return kq_dot_codes(u, xw + c0, nc, qb + qh, grid);
+    return kq_dot_codes(u, xw + c0, nc, KQ_DOT_BITS(qb + qh, grid), grid == 1);
 }
 
 /* The code-plane types' I8_BLOCK (below): one 32-block b of panel P into
@@ -1016,7 +1058,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
                 const float dx = xb[8], su = (SL) == 16 ? xb[9 + u] : xb[9] + xb[10];                     \
                 _Pragma("unroll") for (int h = 0; h < 2; h++) {                                           \
                     const int16 dot = kq_dot_codes_g(cw[h], (const __global int *)xb + u * (SL) / 4,      \
-                                                     (SL) / 4, (QB) + (QH), GRID);                        \
+                                                     (SL) / 4, KQ_DOT_BITS((QB) + (QH), GRID), (GRID) == 1); \
                     a[i][h] = fma(convert_float16(dot), D[h] * dx, fma((float16)su, M[h], a[i][h]));      \
                 }                                                                                         \
             }                                                                                             \
@@ -1041,7 +1083,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
                 int16 I = 0;                                                                              \
                 _Pragma("unroll") for (int u = 0; u < 32 / (SL); u++)                                     \
                     I += sc[u] * kq_dot_codes_g(cw + u * (SL) / 4, (const __global int *)xb + u * (SL) / 4, \
-                                                (SL) / 4, (QB) + (QH), GRID);                             \
+                                                (SL) / 4, KQ_DOT_BITS((QB) + (QH), GRID), (GRID) == 1); \
                 if (CLF_OFF_##T) I -= KQ_OFFSETS(offs, ((const __global int *)xb)[CLF_XQ_PAIR]);           \
                 a[i][h] = fma(convert_float16(I), d * xb[8], a[i][h]);                                    \
             }                                                                                             \

@@ -112,6 +112,17 @@ inline void load8_iq4_nl(const __global uchar *W, int K, int r, int k, float *w)
     for (int i = 0; i < 8; i++) w[i] = d * clf_iq4nl_grid[(int)w[i]];
 }
 
+/* MXFP4 block (17 B): E8M0 exponent byte e, nibbles as Q4_0 indexing E2M1's
+ * values doubled; w = value·2^(e − 128), the scale a float (cl/types.cl's
+ * CLF_E8M0_HALF_BITS: every exponent exact, none fits only an f16). */
+__constant float clf_mxfp4_grid[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline void load8_mxfp4(const __global uchar *W, int K, int r, int k, float *w) {
+    const __global uchar *blk = W + ((size_t)r * (K / CLF_QK_mxfp4) + k / CLF_QK_mxfp4) * CLF_BYTES_mxfp4;
+    const float d = as_float(CLF_E8M0_HALF_BITS((uint)blk[0]));
+    nibbles8(blk + 1, k % 32, w);
+    for (int i = 0; i < 8; i++) w[i] = d * clf_mxfp4_grid[(int)w[i]];
+}
+
 /* K-quant super-blocks of 256 weights (layouts in host/quant.h); 8 aligned
  * weights share one sub-block, so one scale. Q4_K/Q5_K: scale and min of
  * sub-block s from 12 packed bytes. */
@@ -440,6 +451,25 @@ inline float xq_chunk_q5_0(const __global uchar *W, const __global uchar *xb, in
     const int dot = clf_dot16(hi, XQ_Q16(xq, 1), clf_dot16(lo, XQ_Q16(xq, 0), 0));
     const float4 s = XQ_SUMS(xq);
     return fma(vload_half(0, (const __global half *)blk), fma(s.x, (float)dot, -16.0f * s.w), acc);
+}
+
+/* MXFP4 (17 B: E8M0 e, 16 bytes of nibbles as Q4_0 indexing E2M1's values
+ * doubled): each nibble's grid value as a signed byte (|v| ≤ 12; E2M1's
+ * magnitude from the low 3 bits, as cl/matmul_cpu.cl's clf_mxfp4_lookup),
+ * so the block is one integer dot of signed bytes, as Q8_0's, and
+ * w = v·D with D = 2^(e − 128) a float (every exponent exact). */
+inline uint4 mxfp4_values16(uchar16 c) {
+    const uchar16 v = c & (uchar)7;
+    const uchar16 m = select(select(v, (uchar)2 * v - (uchar)4, v > (uchar)3), (uchar)4 * v - (uchar)16, v > (uchar)5);
+    return as_uint4(select(as_char16(m), -as_char16(m), as_char16(c) > (char)7));
+}
+inline float xq_chunk_mxfp4(const __global uchar *W, const __global uchar *xb, int c, float acc) {
+    const __global uchar *blk = W + (size_t)c * CLF_BYTES_mxfp4, *xq = xb + (size_t)c * CLF_XQ_BYTES;
+    const uchar16 q = vload16(0, blk + 1); /* byte-aligned: blocks are 17 bytes */
+    const int dot = clf_dot16(mxfp4_values16(q >> (uchar)4), XQ_Q16(xq, 1),
+                              clf_dot16(mxfp4_values16(q & (uchar)15), XQ_Q16(xq, 0), 0));
+    const float d = as_float(CLF_E8M0_HALF_BITS((uint)blk[0]));
+    return fma(d * XQ_SUMS(xq).x, (float)dot, acc);
 }
 
 /* Q4_K (144 B per 256 weights): chunk c is half h of qs group g of

@@ -140,6 +140,19 @@ inline void deq_iq4_nl(__global const uchar *row, int b, int n, __global float *
     vstore16(d * convert_float16(shuffle(grid, q >> (uchar)4)), 1, out);
 }
 
+/* MXFP4: E8M0 exponent byte e, nibbles as Q4_0 indexing E2M1's values
+ * doubled; w = value * 2^(e - 128) (cl/types.cl's CLF_E8M0_HALF_BITS). */
+inline void deq_mxfp4(__global const uchar *row, int b, int n, __global float *out) {
+    (void)n;
+    const char16 grid = (char16)(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    __global const uchar *blk = row + CLF_BYTES_mxfp4 * b;
+    const float d = as_float(CLF_E8M0_HALF_BITS((uint)blk[0]));
+    uchar16 q = vload16(0, blk + 1);
+    out += 32 * b;
+    vstore16(d * convert_float16(shuffle(grid, q & (uchar)0xf)), 0, out);
+    vstore16(d * convert_float16(shuffle(grid, q >> (uchar)4)), 1, out);
+}
+
 /* Scale and min of sub-block s (0..7) of a Q4_K/Q5_K super-block: 6 bits
  * each, packed in 12 bytes. */
 inline void clf_k4_scale_min(__global const uchar *sc, int s, float *scale, float *min) {

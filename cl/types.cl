@@ -19,11 +19,15 @@
  *   QB, QH      bits of a weight's unsigned code in the CPU panels: its
  *               base and high bit planes (0, 0: float values;
  *               host/compute/matmul_panels.c)
- *   GRID        1: the code indexes IQ4_NL's non-uniform grid
+ *   GRID        the code indexes a non-uniform grid of signed integers:
+ *               1 IQ4_NL's (-127..113), 2 MXFP4's E2M1 values doubled
+ *               (0, ±1, ±2, ±3, ±4, ±6, ±8, ±12); 0 none
  *   OFF         where a block's M is a fixed multiple of its D, the code's
  *               offset: w = D (c - OFF); 0 otherwise
  *   D_AT, M_AT  byte offsets in the block of the f16 scale d and of the f16
  *               min (dmin or m; -1: none), copied to a CPU panel's record
+ *               (MXFP4: its E8M0 exponent byte, with the first code byte
+ *               above it in the record's half; kq_scales_mxfp4 decodes it)
  *   S_AT, SW    byte offset and dwords of the packed sub-block scales
  *               copied with them (0, 0: none)
  *   CPU         its CPU kernels (cl/matmul_cpu.cl): FLT float panels; Q8, Q4
@@ -54,7 +58,8 @@
     X(U, Q5_K,  q5_k,  13, 256, 176, 32, 4, 1, 0,  0,   0,   2,   4, 3, KQF, 0)              \
     X(U, Q6_K,  q6_k,  14, 256, 210, 16, 4, 2, 0, 32, 208,  -1, 192, 4, KQI, 1)              \
     X(U, IQ4_NL, iq4_nl, 20, 32, 18, 32, 4, 0, 1,  0,   0,  -1,   0, 0, KQI, 0)              \
-    X(U, BF16,  bf16,  30,   1,   2,  1, 0, 0, 0,  0,   0,  -1,   0, 0, FLT, 0)
+    X(U, BF16,  bf16,  30,   1,   2,  1, 0, 0, 0,  0,   0,  -1,   0, 0, FLT, 0)              \
+    X(U, MXFP4, mxfp4, 39,  32,  17, 32, 4, 0, 2,  0,   0,  -1,   0, 0, KQF, 1)
 /* clang-format on */
 
 /* Halves per row-block of a CPU panel's scale record (32 rows): a plane of
@@ -67,6 +72,12 @@
 #define CLF_TYPE_CONSTS_(U, NAME, name, ID, QK, BYTES, SUB, QB, QH, GRID, OFF, D_AT, M_AT, S_AT, SW, CPU, GPU_XQ) \
     CLF_QK_##name = QK, CLF_BYTES_##name = BYTES, CLF_OFF_##name = OFF,
 enum clf_type_consts { CLF_TYPES(CLF_TYPE_CONSTS_, ~) };
+
+/* MXFP4's E8M0 exponent byte e (an unsigned int) as the bits of the float
+ * 2^(e − 128), ggml's GGML_E8M0_TO_FP32_HALF: e < 2 are the float
+ * subnormals 2^-128 and 2^-127, e = 255 is 2^127 (finite). One formula for
+ * the host (host/core/quant.c) and the kernels, which take as_float of it. */
+#define CLF_E8M0_HALF_BITS(e) ((e) < 2u ? 0x00200000u << (e) : ((e) - 1u) << 23)
 
 /* CLF_IF_QUANT_<CPU>(x): x for the quantized types (not FLT); and
  * CLF_IF_<GPU_XQ>(x), x where the type has the gpu int8 GEMV. */

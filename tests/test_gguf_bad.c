@@ -233,7 +233,7 @@ static void test_tensor_infos(void **state) {
     c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), 15);
     expect_fail(c, "Q8_K tensor", "(Q8_K) at offset"), free(c.p);
     assert_non_null(strstr(clf_last_error(), "clinfer reads F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
-                                             "Q6_K, IQ4_NL, BF16"));
+                                             "Q6_K, IQ4_NL, BF16, MXFP4"));
     /* a K-quant row must be whole 256-weight super-blocks (t.q8's 2 x 68
      * bytes read as Q4_K: 64 weights a row) */
     c = copy(b), put32(c, tensor_field(b, "t.q8", T_TYPE, 0), CLF_Q4_K);

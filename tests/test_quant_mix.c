@@ -265,7 +265,7 @@ static void test_edges(void **state) {
         {"Q8_0", 7, CLF_Q8_0},      {"Q5_0", 8, CLF_Q5_0},      {"Q5_1", 9, CLF_Q5_1},    {"Q2_K", 10, CLF_Q2_K},
         {"Q3_K_S", 11, CLF_Q3_K},   {"Q3_K_M", 12, CLF_Q3_K},   {"Q3_K_L", 13, CLF_Q3_K}, {"Q4_K_S", 14, CLF_Q4_K},
         {"Q4_K_M", 15, CLF_Q4_K},   {"Q5_K_S", 16, CLF_Q5_K},   {"Q5_K_M", 17, CLF_Q5_K}, {"Q6_K", 18, CLF_Q6_K},
-        {"IQ4_NL", 25, CLF_IQ4_NL}, {"BF16", 32, CLF_BF16},
+        {"IQ4_NL", 25, CLF_IQ4_NL}, {"BF16", 32, CLF_BF16},   {"MXFP4_MOE", 38, CLF_MXFP4},
     };
     char names[512];
     clf_quant_mix_names(names, sizeof names);

@@ -4,7 +4,8 @@
  * quantized inputs; failures leave no file; the peers, as recorded by
  * tests/peer/record_quantize.py: gguf-py's and ggml's conversion byte for
  * byte, llama.cpp's verdict on the converted default model; and clinfer
- * running it. */
+ * running it; llama-quantize's MXFP4_MOE of a file with experts
+ * (tests/peer/record_mxfp4.py). */
 #include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
@@ -170,6 +171,8 @@ static const target TARGETS[] = {
     {"Q4_K_S", 14, MIXED(CLF_Q8_0, CLF_Q5_0, CLF_Q5_0, CLF_Q4_K)},
     {"Q3_K_M", 12, MIXED(CLF_Q8_0, CLF_Q4_0, CLF_Q5_0, CLF_Q3_K)},
     {"Q2_K", 10, MIXED(CLF_Q8_0, CLF_Q4_0, CLF_Q4_0, CLF_Q2_K)},
+    /* experts (the 3-D cube) MXFP4, every other matrix Q8_0 */
+    {"MXFP4_MOE", 38, {CLF_Q8_0, CLF_Q8_0, CLF_Q8_0, CLF_MXFP4, CLF_F32, CLF_F32, CLF_F32, CLF_Q8_0}},
 };
 
 /* Relative error bounds on uniform [-1, 1] data: F16 rounds to 11 bits
@@ -184,6 +187,7 @@ static double type_tol(clf_type t) {
     case CLF_Q5_0: case CLF_Q5_1: case CLF_Q5_K: return 0.06;
     case CLF_Q4_0: case CLF_Q4_1: case CLF_Q4_K: case CLF_IQ4_NL: return 0.12;
     case CLF_Q3_K: return 0.25;
+    case CLF_MXFP4: return 0.2; /* E2M1: 3-bit magnitudes, a power-of-two scale */
     default: return 0.5; /* Q2_K */
     }
 }
@@ -431,6 +435,90 @@ static void test_peer_bytes(void **state) {
     assert_true(files >= 16 && tensors >= 100); /* 8 plain types, 6 mixes, 2 from Q8_0 */
 }
 
+/* tests/data/peer_mxfp4.txt (tests/peer/record_mxfp4.py): llama-quantize's
+ * MXFP4_MOE conversion of a file with experts, and that file back to F32.
+ * The source's values are an integer hash of each element's index (24
+ * bits, exact in float) scaled by a power of two per block: computed here
+ * as the script computes them, so the source is the same file's worth of
+ * floats without Python. */
+#define PEER_MXFP4_DATA "tests/data/peer_mxfp4.txt"
+
+static float mxfp4_value(int t, uint64_t i) {
+    uint64_t h = (i * 2654435761u + (uint64_t)t * 40503u + 1u) & 0xffffffffu;
+    h ^= h >> 15;
+    h = (h * 2246822519u) & 0xffffffffu;
+    h ^= h >> 13;
+    double x = (double)(h >> 8) / 8388608.0 - 1.0; /* 2^23 */
+    const uint64_t b = i / 32, k = (b * 7 + (uint64_t)t) % 25;
+    x = ldexp(x, (int)k - 16);
+    if (b % 16 == 3 && i % 32 == 5) x *= 1024.0; /* the block's outlier */
+    return (float)x;
+}
+
+static void test_peer_mxfp4(void **state) {
+    (void)state;
+    PATH(src, "mxfp4-src.gguf");
+    PATH(mx, "mxfp4-moe.gguf");
+    PATH(f32, "mxfp4-f32.gguf");
+    FILE *f = fopen(PEER_MXFP4_DATA, "r");
+    if (!f) fail_msg("cannot open %s (tests run from the repository root)", PEER_MXFP4_DATA);
+    /* the source: the recorded tensors (T lines), norms as the script adds them */
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_writer_create(&w));
+    TU_OK(clf_gguf_set_str(w, "general.architecture", "llama"));
+    TU_OK(clf_gguf_set_u32(w, "llama.block_count", 1));
+    TU_OK(clf_gguf_set_u32(w, "llama.expert_count", 4));
+    TU_OK(clf_gguf_set_u32(w, "general.file_type", 0));
+    char line[512], a[32], name[128], type[16];
+    int nt = 0;
+    while (fgets(line, sizeof line, f)) {
+        int64_t ne[4] = {1, 1, 1, 1};
+        if (sscanf(line, "T %127s %" SCNd64 " %" SCNd64 " %" SCNd64, name, &ne[0], &ne[1], &ne[2]) != 4) continue;
+        const size_t n = (size_t)(ne[0] * ne[1] * ne[2]);
+        float *x = malloc(n * sizeof *x);
+        assert_non_null(x);
+        for (size_t i = 0; i < n; i++) x[i] = mxfp4_value(nt, i);
+        TU_OK(clf_gguf_add_tensor(w, name, CLF_F32, ne[2] > 1 ? 3 : 2, ne, x));
+        free(x);
+        nt++;
+    }
+    static const float ones[64] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const char *const norms[] = {"output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight"};
+    for (int i = 0; i < 3; i++) TU_OK(clf_gguf_add_tensor(w, norms[i], CLF_F32, 1, (int64_t[4]){64, 1, 1, 1}, ones));
+    TU_OK(clf_gguf_write(w, src));
+    clf_gguf_writer_free(w);
+    assert_true(nt >= 7);
+    /* clinfer's conversions, as llama-quantize made them */
+    assert_int_equal(run("%s quantize --force %s %s MXFP4_MOE 2>/dev/null", bin(), src, mx), 0);
+    assert_int_equal(run("%s quantize --force --allow-requantize %s %s F32 2>/dev/null", bin(), mx, f32), 0);
+    clf_gguf *g[2];
+    TU_OK(clf_gguf_open(mx, &g[0]));
+    TU_OK(clf_gguf_open(f32, &g[1]));
+    int checked[2] = {0, 0}, mxfp4 = 0;
+    rewind(f);
+    while (fgets(line, sizeof line, f)) {
+        uint64_t h;
+        if (sscanf(line, "Q %31s %127s %15s %" SCNx64, a, name, type, &h) != 4) continue;
+        const int k = strcmp(a, "MXFP4_MOE") != 0;
+        const clf_gguf_tensor *t = clf_gguf_find_tensor(g[k], name);
+        if (!t) fail_msg("%s as %s: no tensor", name, a);
+        if (strcasecmp(clf_type_get(t->type)->name, type))
+            fail_msg("%s as %s: %s, llama-quantize wrote %s", name, a, clf_type_get(t->type)->name, type);
+        if (fnv_bytes(t->data, t->bytes) != h)
+            fail_msg("%s as %s (%s): bytes differ from llama-quantize's", name, a, type);
+        checked[k]++;
+        mxfp4 += t->type == CLF_MXFP4;
+    }
+    fclose(f);
+    clf_gguf_close(g[0]);
+    clf_gguf_close(g[1]);
+    printf("  MXFP4_MOE: %d tensors (%d MXFP4), back to F32: %d, byte-identical to llama-quantize's\n", checked[0],
+           mxfp4, checked[1]);
+    assert_true(checked[0] >= 6 && checked[1] >= 6 && mxfp4 >= 3);
+}
+
 /* Every mix recorded by tests/peer/record_kquant.py: the tiny K-quant model
  * rebuilt and quantized by clinfer has, tensor for tensor, the types and
  * bytes llama.cpp's llama_model_quantize wrote from the same source (their
@@ -503,7 +591,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_type), cmocka_unit_test(test_requantize),
         cmocka_unit_test(test_failures),   cmocka_unit_test(test_peer_bytes),
-        cmocka_unit_test(test_peer_kquant_files), cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_peer_kquant_files), cmocka_unit_test(test_peer_mxfp4),
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_default_model_converted),
     };
     return TU_RUN_GROUP(tests, setup, teardown);

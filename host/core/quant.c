@@ -13,6 +13,7 @@ _Static_assert(sizeof(clf_block_q4_1) == CLF_BYTES_q4_1, "Q4_1 block as cl/types
 _Static_assert(sizeof(clf_block_q5_0) == CLF_BYTES_q5_0, "Q5_0 block as cl/types.cl says");
 _Static_assert(sizeof(clf_block_q5_1) == CLF_BYTES_q5_1, "Q5_1 block as cl/types.cl says");
 _Static_assert(sizeof(clf_block_iq4_nl) == CLF_BYTES_iq4_nl, "IQ4_NL block as cl/types.cl says");
+_Static_assert(sizeof(clf_block_mxfp4) == CLF_BYTES_mxfp4, "MXFP4 block as cl/types.cl says");
 _Static_assert(sizeof(clf_block_q2_K) == CLF_BYTES_q2_k, "Q2_K block as cl/types.cl says");
 _Static_assert(sizeof(clf_block_q3_K) == CLF_BYTES_q3_k, "Q3_K block as cl/types.cl says");
 _Static_assert(sizeof(clf_block_q4_K) == CLF_BYTES_q4_k, "Q4_K block as cl/types.cl says");
@@ -21,6 +22,10 @@ _Static_assert(sizeof(clf_block_q6_K) == CLF_BYTES_q6_k, "Q6_K block as cl/types
 
 /* ggml's kvalues_iq4nl: a non-uniform 4-bit grid, denser near zero. */
 const int8_t clf_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* ggml's kvalues_mxfp4: E2M1's values (0, 0.5, 1, 1.5, 2, 3, 4, 6, then
+ * negated) doubled to integers; the scale carries the half. */
+const int8_t clf_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* ---- scalar conversions ---------------------------------------------------- */
 
@@ -165,6 +170,25 @@ void clf_iq4_nl_to_float(const void *src, float *y, int64_t nb) {
     }
 }
 
+/* 2^(e − 128) exactly, as ggml's ggml_e8m0_to_fp32_half: e < 2 gives the
+ * float subnormals 2^-128 and 2^-127, e = 255 gives 2^127 (not NaN). */
+float clf_e8m0_half(uint8_t e) {
+    uint32_t bits = CLF_E8M0_HALF_BITS((uint32_t)e);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+void clf_mxfp4_to_float(const void *src, float *y, int64_t nb) {
+    for (const clf_block_mxfp4 *x = src; nb--; x++, y += CLF_QK) {
+        float d = clf_e8m0_half(x->e);
+        for (int j = 0; j < CLF_QK / 2; j++) {
+            y[j] = clf_mxfp4_values[x->qs[j] & 0xf] * d;
+            y[j + 16] = clf_mxfp4_values[x->qs[j] >> 4] * d;
+        }
+    }
+}
+
 /* ggml's reference quantizers (quantize_row_*_ref): a scale from the block's
  * extreme value, codes by truncating x / d plus an offset. */
 
@@ -246,6 +270,39 @@ void clf_q5_1_from_float(const float *x, void *dst, int64_t nb) {
     }
 }
 
+/* ggml's best_index_mxfp4: the value nearest x at scale d, the first of
+ * equals (so 0 is code 0, never 8). */
+static int mxfp4_nearest(float x, float d) {
+    int best = 0;
+    float best_err = fabsf(clf_mxfp4_values[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        float err = fabsf(clf_mxfp4_values[i] * d - x);
+        if (err < best_err) best = i, best_err = err;
+    }
+    return best;
+}
+
+/* quantize_row_mxfp4_ref: e = floor(log2 max|x|) + 125, so max|x| is 8 to
+ * 16 times d = 2^(e − 128) (the grid's 8 and 12 lie there; above 12 d the
+ * largest weights clip), through log2f as ggml takes it (the same float
+ * rounding next to powers of two); then each weight's nearest value. ggml converts the exponent with
+ * a plain (uint8_t) cast: on x86 (cvttss2si, then the low byte) a tiny max
+ * (below 2^-125) wraps modulo 256 and an infinite one gives 0; written out
+ * here, so the C stays defined and the bytes stay ggml's. */
+void clf_mxfp4_from_float(const float *x, void *dst, int64_t nb) {
+    for (clf_block_mxfp4 *y = dst; nb--; y++, x += CLF_QK) {
+        float amax = 0;
+        for (int j = 0; j < CLF_QK; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        int e = 0;
+        if (amax > 0 && isfinite(amax)) e = (int)(floorf(log2f(amax)) - 2 + 127);
+        y->e = (uint8_t)(e & 0xff);
+        const float d = clf_e8m0_half(y->e);
+        for (int j = 0; j < CLF_QK / 2; j++)
+            y->qs[j] = (uint8_t)(mxfp4_nearest(x[j], d) | mxfp4_nearest(x[j + 16], d) << 4);
+    }
+}
+
 /* ---- codes (the CPU panels' integer codes; clf_type_info.codes) ------------ */
 
 /* Each reads its block's fields through the block's struct (as quant_k.c
@@ -265,6 +322,10 @@ void clf_q4_0_codes(const unsigned char *blk, uint8_t *c) { nibbles(((const clf_
 void clf_q4_1_codes(const unsigned char *blk, uint8_t *c) { nibbles(((const clf_block_q4_1 *)(const void *)blk)->qs, c); }
 void clf_iq4_nl_codes(const unsigned char *blk, uint8_t *c) { /* grid indices */
     nibbles(((const clf_block_iq4_nl *)(const void *)blk)->qs, c);
+}
+
+void clf_mxfp4_codes(const unsigned char *blk, uint8_t *c) { /* grid indices */
+    nibbles(((const clf_block_mxfp4 *)(const void *)blk)->qs, c);
 }
 
 static void fifth_bits(const unsigned char *qh, uint8_t *c) {

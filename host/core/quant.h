@@ -23,7 +23,7 @@ typedef enum clf_type { CLF_TYPES(CLF_TYPE_ENUM_, ~) } clf_type;
 enum { CLF_NTYPES = 0 CLF_TYPES(CLF_TYPE_ONE_, ~) };
 extern const clf_type clf_type_list[CLF_NTYPES];
 
-#define CLF_QK 32    /* weights per block for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL */
+#define CLF_QK 32    /* weights per block for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4 */
 #define CLF_QK_K 256 /* weights per super-block of the K-quants */
 #define CLF_K_SCALE_SIZE 12
 
@@ -40,6 +40,14 @@ typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[CLF_QK / 2]; } clf_blo
 /* IQ4_NL: nibbles laid out as Q4_0, w = d * clf_iq4nl_values[q]. */
 typedef struct { uint16_t d; uint8_t qs[CLF_QK / 2]; } clf_block_iq4_nl; /* 18 B */
 extern const int8_t clf_iq4nl_values[16];
+/* MXFP4 (OCP microscaling): an E8M0 exponent byte e, then nibbles as Q4_0
+ * indexing E2M1's values doubled (clf_mxfp4_values); w = value · 2^(e − 128)
+ * (clf_e8m0_half: ggml's GGML_E8M0_TO_FP32_HALF, the half making up for the
+ * doubling). Every e is a finite power of two, 2^-128 (a float subnormal)
+ * to 2^127 (e = 255, which ggml's row validation refuses as NaN). */
+typedef struct { uint8_t e; uint8_t qs[CLF_QK / 2]; } clf_block_mxfp4; /* 17 B */
+extern const int8_t clf_mxfp4_values[16];
+float clf_e8m0_half(uint8_t e);
 
 /* Q2_K: 16 sub-blocks of 16; scales[i] = scale (low nibble) | min (high
  * nibble) of sub-block i, w = d * scale * q - dmin * min, q 2 bits. Within
@@ -122,7 +130,8 @@ uint16_t clf_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 /* Reference conversions of n elements (n a multiple of the block size).
  * The quantizers give ggml's bytes, bit for bit: its reference quantizers
  * without an importance matrix, as llama-quantize uses them (for IQ4_NL,
- * quantize_iq4_nl's scale search); tests/data/quants.bin holds the proof. */
+ * quantize_iq4_nl's scale search; for MXFP4, quantize_row_mxfp4_ref);
+ * tests/data/quants.bin holds the proof. */
 void clf_dequantize(clf_type type, const void *src, float *dst, int64_t n);
 void clf_quantize(clf_type type, const float *src, void *dst, int64_t n);
 

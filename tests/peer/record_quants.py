@@ -12,6 +12,13 @@ constant and zero blocks. Where llama-cpp-python is installed, the same
 inputs quantized by llama.cpp's own ggml (ggml_quantize_chunk without an
 importance matrix: the reference quantizers `llama-quantize` uses) are
 recorded for the types gguf.quants cannot quantize (K-quants, IQ4_NL).
+MXFP4's records come last (so the earlier ones keep their bytes): its
+dequantization of random blocks (every E8M0 exponent byte, 255 included),
+and ggml's quantization (quantize_row_mxfp4_ref, what llama-quantize's
+MXFP4_MOE writes for experts) of the inputs above plus edge blocks: maxima
+next to powers of two, ties between grid values, values too small for any
+exponent (below 2^-125: ggml's exponent byte wraps), the largest floats,
+infinities and NaNs.
 
 Records, little-endian, back to back:
   char kind[4]   "DEQ\\0": bytes -> floats, "QNT\\0": floats -> bytes
@@ -119,6 +126,34 @@ def ggml_quantizer():
     return None, None
 
 
+def mxfp4_edges():
+    """Blocks at MXFP4's edges (one per row of 32)."""
+    f32 = np.float32
+    rows = []
+    for p in (-3, 0, 7):  # maxima at, just below and just above powers of two
+        for m in (1.0, np.nextafter(f32(1), f32(0)), np.nextafter(f32(1), f32(2))):
+            x = rng.uniform(-1, 1, 32).astype(f32) * f32(2.0 ** p)
+            x[5] = f32(m) * f32(2.0 ** p)
+            rows.append(x)
+    d = f32(2.0 ** -3)  # max 14 d = 1.75: e = 125, d = 2^-3; 0.5, 2.5, 3.5, 5, 7, 10 d: halfway between values
+    ties = (8, 1, 5, 7, 10, 14, -5, -7, -10, -14, 0.5, -0.5, 2.5, 3.5, -2.5, -3.5)
+    rows.append(np.array([f32(v) * d for v in ties] * 2))
+    rows.append(np.full(32, f32(1e-40)))  # subnormal: floor(log2) - 2 + 127 < 0
+    rows.append(rng.uniform(-1, 1, 32).astype(f32) * f32(2.0 ** -126))
+    rows.append(np.full(32, np.finfo(f32).max))
+    x = rng.uniform(-1, 1, 32).astype(f32)
+    x[3] = np.inf
+    rows.append(x)
+    x = rng.uniform(-1, 1, 32).astype(f32)
+    x[7] = np.nan
+    x[9] = -np.inf
+    rows.append(x)
+    x = rng.uniform(-1, 1, 32).astype(f32)
+    x[0] = np.nan
+    rows.append(x)
+    return np.concatenate(rows).astype(f32)
+
+
 def main():
     out = sys.stdout.buffer
     for t in [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.IQ4_NL, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.BF16]:
@@ -141,6 +176,14 @@ def main():
         # one row of nb blocks, no importance matrix
         chunk(int(t), x.ctypes.data, q.ctypes.data, 0, 1, x.size, None)
         out.write(qnt_record(t, x, q))
+    # MXFP4 last: its dequantization by gguf.quants, its quantization by ggml
+    out.write(deq_record(T.MXFP4))
+    x = np.ascontiguousarray(np.concatenate([inputs(32, 256), mxfp4_edges()]).astype(np.float32))
+    size = GGML_QUANT_SIZES[T.MXFP4][1]
+    q = np.zeros(x.size // 32 * size, dtype=np.uint8)
+    with np.errstate(invalid="ignore", over="ignore"):
+        chunk(int(T.MXFP4), x.ctypes.data, q.ctypes.data, 0, 1, x.size, None)
+    out.write(qnt_record(T.MXFP4, x, q))
 
 
 if __name__ == "__main__":

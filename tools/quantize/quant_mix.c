@@ -1,6 +1,7 @@
 /* llama.cpp's per-tensor type choice for its file types, rewritten from
- * llama-quant.cpp (llama-cpp-python 0.3.36's llama.cpp) for the dense models
- * clinfer loads: no experts, no Falcon, no importance matrix. */
+ * llama-quant.cpp (llama-cpp-python 0.3.36's llama.cpp): no Falcon, no
+ * importance matrix; of the expert rules only MXFP4_MOE's (experts, the
+ * tensors of 3 dimensions, in MXFP4, every other matrix in Q8_0). */
 #include "quant_mix.h"
 
 #include <inttypes.h>
@@ -12,7 +13,7 @@
 /* LLAMA_FTYPE_MOSTLY_* (llama.h) of the mixes with per-tensor rules */
 enum {
     FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14,
-    FT_Q4_K_M = 15, FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_IQ4_NL = 25,
+    FT_Q4_K_M = 15, FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_IQ4_NL = 25, FT_MXFP4_MOE = 38,
 };
 
 static const clf_quant_mix MIXES[] = {
@@ -21,7 +22,7 @@ static const clf_quant_mix MIXES[] = {
     {"Q5_1", 9, CLF_Q5_1},       {"Q5_0", 8, CLF_Q5_0},       {"Q4_K_M", FT_Q4_K_M, CLF_Q4_K},
     {"Q4_K_S", FT_Q4_K_S, CLF_Q4_K}, {"Q4_1", 3, CLF_Q4_1},   {"Q4_0", 2, CLF_Q4_0},
     {"IQ4_NL", FT_IQ4_NL, CLF_IQ4_NL}, {"Q3_K_L", FT_Q3_K_L, CLF_Q3_K}, {"Q3_K_M", FT_Q3_K_M, CLF_Q3_K},
-    {"Q3_K_S", FT_Q3_K_S, CLF_Q3_K}, {"Q2_K", FT_Q2_K, CLF_Q2_K},
+    {"Q3_K_S", FT_Q3_K_S, CLF_Q3_K}, {"Q2_K", FT_Q2_K, CLF_Q2_K}, {"MXFP4_MOE", FT_MXFP4_MOE, CLF_MXFP4},
 };
 enum { N_MIXES = sizeof MIXES / sizeof MIXES[0] };
 
@@ -115,10 +116,15 @@ static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (
 
 static int is_quantized(clf_type t) { return clf_type_get(t)->block > 1; }
 
-/* llama_tensor_get_type_impl: the mix's type for one quantizable matrix. */
-static clf_type mix_type(mix_state *s, category cat, int64_t ne0) {
+/* llama_tensor_get_type_impl: the mix's type for one quantizable matrix
+ * of ne0 columns and ne2 (its third dimension: experts) planes. */
+static clf_type mix_type(mix_state *s, category cat, int64_t ne0, int64_t ne2) {
     const uint32_t ft = s->mix->ftype;
     clf_type t = s->mix->base;
+    /* MXFP4_MOE: the head (or tied embeddings) and every 2-D matrix Q8_0, the
+     * experts' 3-D tensors MXFP4 (llama.cpp's rule; its BailingMoE3
+     * exception concerns an architecture clinfer does not load) */
+    if (ft == FT_MXFP4_MOE) return (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD) || ne2 <= 1) ? CLF_Q8_0 : t;
     if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
         if (ne0 % clf_type_get(t)->block) return CLF_Q8_0;
         return t != CLF_Q8_0 ? CLF_Q6_K : t;
@@ -226,7 +232,8 @@ clf_status clf_quant_mix_plan(const clf_quant_mix *mix, const clf_gguf *g, clf_t
             }
             clf_type want = mix->base;
             int fell = 0;
-            if (is_quantized(want)) want = fallback(mix_type(&s, category_of(ord[k].name), t->ne[0]), t->ne[0], &fell);
+            if (is_quantized(want))
+                want = fallback(mix_type(&s, category_of(ord[k].name), t->ne[0], t->ne[2]), t->ne[0], &fell);
             *out = want;
             fell_total += fell;
         }
