@@ -15,6 +15,7 @@
  *  - batched = alone on tiny qwen3moe, Mixtral and gpt-oss models: a prefill chunk
  *    beside decode rows of other sequences gives each the logits it gets
  *    alone;
+ *  - a tiny gpt-oss in MXFP4 against its own F32 dequantization;
  *  - the estimates (models/estimate.h) against what the model and a context
  *    allocate, and the bytes a token reads counting its chosen experts;
  *  - keys out of range and missing or misshapen expert tensors (gpt-oss's
@@ -500,6 +501,86 @@ static void test_batched(void **state) {
     tu_tune(NULL);
 }
 
+/* ---- gpt-oss with MXFP4 weights ------------------------------------------------------ */
+
+/* `src` with every quantized tensor dequantized to F32 (its own dequantization, bit for bit). */
+static void write_dequantized(const char *src, const char *dst) {
+    clf_gguf *g;
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_open(src, &g));
+    TU_OK(clf_gguf_writer_create(&w));
+    for (int64_t i = 0; i < clf_gguf_n_kv(g); i++) TU_OK(clf_gguf_set_kv(w, clf_gguf_kv_at(g, i)));
+    for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
+        const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        const int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        float *x = malloc((size_t)n * sizeof *x);
+        clf_dequantize(t->type, t->data, x, n);
+        TU_OK(clf_gguf_add_tensor(w, name, CLF_F32, t->n_dims, t->ne, x));
+        free(x);
+    }
+    TU_OK(clf_gguf_write(w, dst));
+    clf_gguf_writer_free(w);
+    clf_gguf_close(g);
+}
+
+/* A prompt of 12 and 4 decode steps: the last logits of each [5 × V]. */
+static void oss_logits(const char *path, const int32_t *toks, float *out, int V) {
+    clf_gguf *g;
+    clf_llama *m;
+    clf_llama_ctx *c;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_llama_load(tu_runtime(), g, &m));
+    TU_OK(clf_llama_ctx_create(m, 32, 16, CLF_F32, &c));
+    TU_OK(clf_llama_eval(c, toks, 12, 0, out));
+    for (int i = 1; i < 5; i++) TU_OK(clf_llama_eval(c, toks + 11 + i, 1, 0, out + (size_t)i * V));
+    clf_llama_ctx_free(c);
+    clf_llama_free(m);
+    clf_gguf_close(g);
+}
+
+/* A tiny gpt-oss whose matrices are MXFP4 (the token embedding Q8_0), as
+ * the real files' experts are, against the same file dequantized to F32,
+ * on both variants: MXFP4's products take int8 activations on both (the
+ * cpu panels' and the gpu's xq_chunk_mxfp4), which round (measured 1.4e-2
+ * and 2.1e-2), and a router near-tie that rounding tips picks another
+ * expert now and then (test_batched's Q8_0 qwen3moe: up to 0.2 over
+ * seeds): the bound catches a wrong block layout or scale, whose logits
+ * are unrelated. */
+static void test_mxfp4(void **state) {
+    (void)state;
+    tiny_model tm = GPTOSS;
+    tm.type = CLF_MXFP4, tm.embd_q8_0 = 1, tm.n_ff_exp = 64; /* rows of whole 32-weight blocks */
+    char q[32], f[] = "/tmp/clinfer-moe-f32-XXXXXX";
+    write_tiny(&tm, q);
+    int fd = mkstemp(f);
+    assert_true(fd >= 0);
+    close(fd);
+    write_dequantized(q, f);
+    const int V = tm.n_vocab;
+    int32_t toks[16];
+    uint64_t r = tu_seed() ^ 0x4f;
+    for (int i = 0; i < 16; i++) toks[i] = (int32_t)(tu_next(&r) % (uint64_t)V);
+    float *a = malloc((size_t)5 * V * sizeof *a), *b = malloc((size_t)5 * V * sizeof *b);
+    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const double tol[] = {0.5, 0.5};
+    for (int t = 0; t < 2; t++) {
+        tu_tune(tunes[t]);
+        oss_logits(q, toks, a, V);
+        oss_logits(f, toks, b, V);
+        const double err = tu_rel_err_f(a, b, (size_t)5 * V);
+        print_message("  %s variant: MXFP4 gpt-oss against its F32 dequantization: rel err %.2e (tol %.0e)\n",
+                      clf_matmul_variant(tu_runtime()), err, tol[t]);
+        assert_true(err <= tol[t]);
+    }
+    tu_tune(NULL);
+    free(a);
+    free(b);
+    unlink(q);
+    unlink(f);
+}
+
 /* ---- estimates -------------------------------------------------------------------- */
 
 /* The device bytes of the weights and of a context as estimated, exactly;
@@ -665,7 +746,7 @@ static void test_bad_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_route), cmocka_unit_test(test_ffn_f32),
                                        cmocka_unit_test(test_ffn_q8_0), cmocka_unit_test(test_ffn_oss),
-                                       cmocka_unit_test(test_batched),
+                                       cmocka_unit_test(test_batched), cmocka_unit_test(test_mxfp4),
                                        cmocka_unit_test(test_memory), cmocka_unit_test(test_bad_keys)};
     int rc = TU_RUN_GROUP(tests, NULL, NULL);
     tu_runtime_free();
