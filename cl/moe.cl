@@ -7,10 +7,12 @@
  * below the previous one in the order (probability descending, id
  * ascending), NaN as -inf: k distinct ids whatever the values. The chosen
  * probabilities are divided by their sum (norm_w, the sum clamped at
- * 6.103515625e-5 as llama.cpp does) and scaled. Global size (>= rows). */
+ * 6.103515625e-5 as llama.cpp does) and scaled. sm_w (gpt-oss's
+ * softmax-weight gating): the k best of the logits themselves, their
+ * weights a softmax over those k. Global size (>= rows). */
 __kernel void moe_route_f32(__global const float *logits, const ulong l_off, const int n_expert, const int rows,
                             const int k, const int norm_w, const float w_scale, __global int *ids,
-                            __global float *w, const ulong o_off) {
+                            __global float *w, const ulong o_off, const int sm_w) {
     const int r = (int)get_global_id(0);
     if (r >= rows) return;
     __global const float *l = logits + l_off + (size_t)r * n_expert;
@@ -27,7 +29,7 @@ __kernel void moe_route_f32(__global const float *logits, const ulong l_off, con
         int best = -1;
         float bp = -INFINITY;
         for (int e = 0; e < n_expert; e++) {
-            float p = exp(l[e] - mx) * inv;
+            float p = sm_w ? l[e] : exp(l[e] - mx) * inv;
             if (isnan(p)) p = -INFINITY;
             const int below = p < prev_p || (p == prev_p && e > prev_i); /* after the previous in the order */
             if (below && (best < 0 || p > bp)) best = e, bp = p;
@@ -36,8 +38,13 @@ __kernel void moe_route_f32(__global const float *logits, const ulong l_off, con
         prev_p = bp;
         prev_i = best;
     }
-    /* the probabilities as llama.cpp gets them (NaN stays NaN: the row's logits were) */
-    for (int j = 0; j < k; j++) wr[j] = exp(l[id[j]] - mx) * inv;
+    if (sm_w) { /* softmax over the chosen logits (ggml_soft_max: max, exp, sum, scale) */
+        float cm = -INFINITY, cs = 0.0f;
+        for (int j = 0; j < k; j++) cm = fmax(cm, l[id[j]]);
+        for (int j = 0; j < k; j++) cs += (wr[j] = exp(l[id[j]] - cm));
+        for (int j = 0; j < k; j++) wr[j] *= 1.0f / cs;
+    } else /* the probabilities as llama.cpp gets them (NaN stays NaN: the row's logits were) */
+        for (int j = 0; j < k; j++) wr[j] = exp(l[id[j]] - mx) * inv;
     if (norm_w) {
         float tot = 0.0f;
         for (int j = 0; j < k; j++) tot += wr[j];

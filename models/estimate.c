@@ -80,6 +80,7 @@ clf_status clf_model_shape_from_gguf(const clf_gguf *g, clf_model_shape *s) {
     s->qkv_bias = f->qkv_bias;
     s->qk_norm = f->qk_norm;
     s->post_norms = f->post_norms;
+    s->attn_sinks = f->attn_sinks, s->attn_out_bias = f->attn_out_bias, s->moe_biases = f->moe_biases;
     if (f->swa_period) {
         CLF_TRY(arch_u32(g, a, "attention.sliding_window", 1, &s->n_swa));
         for (int64_t l = 0; l < s->n_layer; l++) s->n_swa_layers += clf_family_layer_swa(f, (int)l);
@@ -126,10 +127,20 @@ static int64_t kv_dim(const clf_model_shape *s) { return s->n_head_kv * s->head_
 /* A layer's MLP matrices that `tokens` tokens multiply or read (0: all
  * of them): gate, up, down, or the router and the experts chosen (at most
  * all of them; one token: its n_expert_used). */
+static int64_t experts_used(const clf_model_shape *s, int64_t tokens) {
+    return tokens <= 0 || tokens * s->n_expert_used > s->n_expert ? s->n_expert : tokens * s->n_expert_used;
+}
+
 static int64_t mlp_matrices(const clf_model_shape *s, int64_t tokens) {
     if (!s->n_expert) return 3 * s->n_embd * s->n_ff;
-    int64_t used = tokens <= 0 || tokens * s->n_expert_used > s->n_expert ? s->n_expert : tokens * s->n_expert_used;
-    return 3 * s->n_embd * s->n_ff_exp * used;
+    return 3 * s->n_embd * s->n_ff_exp * experts_used(s, tokens);
+}
+
+/* A layer's MLP biases (F32) that `tokens` tokens read (0: all): the
+ * router's and the chosen experts' (gpt-oss). */
+static int64_t mlp_biases(const clf_model_shape *s, int64_t tokens) {
+    if (!s->moe_biases || !s->n_expert) return 0;
+    return s->n_expert + (2 * s->n_ff_exp + s->n_embd) * experts_used(s, tokens);
 }
 
 /* The router's elements in a layer (F32). */
@@ -144,14 +155,16 @@ clf_params clf_estimate_params(const clf_model_shape *s) {
     clf_params p;
     memset(&p, 0, sizeof p);
     int64_t bias = s->qkv_bias ? q_dim(s) + 2 * kv_dim(s) : 0; /* F32 in every file seen */
+    bias += (s->attn_sinks ? s->n_head : 0) + (s->attn_out_bias ? s->n_embd : 0); /* gpt-oss, F32 */
     p.count[CLF_GROUP_EMBD] = s->n_vocab * s->n_embd;
     p.count[CLF_GROUP_ATTN] = s->n_layer * (attn_matrices(s) + bias);
-    p.count[CLF_GROUP_MLP] = s->n_layer * (mlp_matrices(s, 0) + router(s)); /* gate, up, down (of every expert) */
+    p.count[CLF_GROUP_MLP] = s->n_layer * (mlp_matrices(s, 0) + router(s) + mlp_biases(s, 0)); /* gate, up, down (of every expert) */
     p.count[CLF_GROUP_NORM] = s->n_layer * ((2 + 2 * s->post_norms) * s->n_embd + 2 * s->qk_norm * s->head_dim) + s->n_embd;
     p.count[CLF_GROUP_OUTPUT] = s->tied ? 0 : s->n_vocab * s->n_embd;
     p.bytes[CLF_GROUP_EMBD] = p.count[CLF_GROUP_EMBD] * clf_type_bytes_per_elem(s->type_embd);
     p.bytes[CLF_GROUP_ATTN] = (double)s->n_layer * (attn_matrices(s) * clf_type_bytes_per_elem(s->type_attn) + bias * 4.0);
-    p.bytes[CLF_GROUP_MLP] = (double)s->n_layer * (mlp_matrices(s, 0) * clf_type_bytes_per_elem(s->type_ffn) + router(s) * 4.0);
+    p.bytes[CLF_GROUP_MLP] = (double)s->n_layer * (mlp_matrices(s, 0) * clf_type_bytes_per_elem(s->type_ffn) +
+                                                   (router(s) + mlp_biases(s, 0)) * 4.0);
     p.bytes[CLF_GROUP_NORM] = p.count[CLF_GROUP_NORM] * clf_type_bytes_per_elem(s->type_norm);
     p.bytes[CLF_GROUP_OUTPUT] = p.count[CLF_GROUP_OUTPUT] * clf_type_bytes_per_elem(s->type_out);
     p.count[CLF_GROUP_OTHER] = s->n_rope_freqs;
@@ -219,7 +232,8 @@ static double weight_bytes_read(const clf_model_shape *s, int64_t tokens) {
     clf_params p = clf_estimate_params(s);
     double out = s->n_vocab * s->n_embd * clf_type_bytes_per_elem(s->type_out);
     double row = s->n_embd * clf_type_bytes_per_elem(s->type_embd);
-    double mlp = (double)s->n_layer * (mlp_matrices(s, tokens) * clf_type_bytes_per_elem(s->type_ffn) + router(s) * 4.0);
+    double mlp = (double)s->n_layer * (mlp_matrices(s, tokens) * clf_type_bytes_per_elem(s->type_ffn) +
+                                       (router(s) + mlp_biases(s, tokens)) * 4.0);
     return p.bytes[CLF_GROUP_ATTN] + mlp + p.bytes[CLF_GROUP_NORM] + out + row;
 }
 

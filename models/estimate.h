@@ -40,6 +40,10 @@ typedef struct clf_model_shape {
      * which a token multiplies n_expert_used; the counts below take a token's chosen experts as the
      * matrices it multiplies and reads, a prefill of B tokens min(n_expert, B · n_expert_used) */
     int64_t n_expert, n_expert_used, n_ff_exp;
+    /* gpt-oss (family.h): attention sinks [n_head] and attn_output.bias [n_embd] a layer; the router's
+     * bias [n_expert] and each expert's biases [2 n_ff_exp + n_embd] (a token reads its chosen ones'),
+     * all F32 */
+    int attn_sinks, attn_out_bias, moe_biases;
 } clf_model_shape;
 
 /* Hyperparameters from `<arch>.*` keys, vocabulary size and weight types

@@ -14,6 +14,10 @@ static const clf_family families[] = {
     {.arch = "gemma3", .rope = CLF_ROPE_NEOX, .act = CLF_GLU_GELU_TANH, .qk_norm = 1, .post_norms = 1,
      .embd_scale = 1, .swa_period = 6, .swa_rope_base = 10000.0f, .q_scale_embd_n_layer = 62},
     {.arch = "phi3", .rope = CLF_ROPE_NEOX},
+    /* gpt-oss (llama.cpp's openai-moe): even layers slide (pattern 2), their base the file's */
+    {.arch = "gpt-oss", .rope = CLF_ROPE_NEOX, .act = CLF_GLU_SWIGLU_OAI, .qkv_bias = 1, .swa_period = 2,
+     .moe = 1, .moe_raw_weights = 1, .moe_softmax_weight = 1, .moe_biases = 1, .attn_sinks = 1, .attn_out_bias = 1,
+     .ffn_norm_post_attn = 1, .swa_rope_scaled = 1},
 };
 
 #define N_FAMILIES (sizeof families / sizeof families[0])

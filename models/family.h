@@ -21,7 +21,7 @@ typedef struct clf_family {
     int swa_period;      /* sliding-window attention on every layer but each swa_period-th
                             (Gemma 3: 6, layer l global when (l + 1) % 6 == 0); 0: none */
     float swa_rope_base; /* RoPE base of the sliding-window layers (global ones: the file's), unless
-                            the file has rope.freq_base_swa */
+                            the file has rope.freq_base_swa; 0: the file's rope.freq_base (gpt-oss) */
     int q_scale_embd_n_layer; /* the block_count of the size whose Q·K scale is 1/sqrt(n_embd / n_head),
                                  not 1/sqrt(head_dim), unless the file has attention.scale (Gemma 3 27B:
                                  62; llama_hparams.c says why a layer count); 0: none */
@@ -31,6 +31,16 @@ typedef struct clf_family {
                             to sum 1 over the chosen (llama.cpp's norm_w, true for llama and qwen3moe) */
     int moe_scale_key;   /* the chosen weights times <arch>.expert_weights_scale (DeepSeek-style families);
                             0: the key is ignored, as llama.cpp does for llama and qwen3moe */
+    int moe_softmax_weight; /* routing on the raw router logits: top-k of them, then a softmax over the
+                               chosen k (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT: gpt-oss);
+                               0: softmax over all experts, then top-k */
+    int moe_biases;      /* biases on the router (ffn_gate_inp.bias [n_expert]) and on every expert's
+                            products (ffn_{gate,up,down}_exps.bias [n_ff_exp | n_embd × n_expert]) (gpt-oss) */
+    int attn_sinks;      /* a learned logit per head in the attention softmax: attn_sinks [n_head] (gpt-oss) */
+    int attn_out_bias;   /* attn_output.bias [n_embd] (gpt-oss) */
+    int ffn_norm_post_attn; /* the FFN's norm is stored as post_attention_norm (gpt-oss), not ffn_norm */
+    int swa_rope_scaled; /* the sliding-window layers scale positions as the global ones (YaRN, linear)
+                            (gpt-oss); 0: unscaled (Gemma 3) */
 } clf_family;
 
 /* The family named `arch`, or NULL. */

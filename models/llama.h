@@ -1,5 +1,5 @@
 /* The transformer of every supported family (models/family.h: Llama 2/3,
- * SmolLM2, TinyLlama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3) on an OpenCL
+ * SmolLM2, TinyLlama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Gemma 3, Phi-3, gpt-oss) on an OpenCL
  * device: one forward pass, parameterized by the family's differences.
  *
  * A clf_llama holds the weights (uploaded once, in their file types); a
@@ -25,6 +25,12 @@ typedef struct clf_llama_hparams {
     float rope_base, rope_freq_scale, eps;
     float attn_scale; /* applied to Q·K: 1/sqrt(query_pre_attn_scalar) (llama_hparams.c) */
     float rope_base_swa; /* RoPE base of the sliding-window layers */
+    float rope_freq_scale_swa; /* their position scale (1: none; the global one where the family says) */
+    /* YaRN (rope.scaling.type "yarn": gpt-oss), applied to every layer by clf_rope_yarn */
+    int yarn;                /* 1: rotate with YaRN (rope_freq_scale = 1 / yarn_factor) */
+    float yarn_factor;       /* rope.scaling.factor */
+    int yarn_n_ctx_orig;     /* rope.scaling.original_context_length, else context_length */
+    float yarn_attn_factor;  /* rope.scaling.attn_factor, 1 where absent */
     int n_swa;        /* the sliding window of the family's local layers; 0: none */
     int fused_qkv;    /* stored as one attn_qkv (Phi-3) rather than attn_q, attn_k, attn_v */
     int fused_gate_up; /* stored as one ffn_up of 2 n_ff rows (Phi-3), no ffn_gate */
@@ -65,6 +71,12 @@ typedef struct clf_llama_layer {
     clf_moe_expert *experts;                  /* [n_expert]: expert e's rows of ffn_{gate,up,down}_exps */
     clf_weight gu_stack, down_stack;          /* the experts stacked where the device takes them so (mem NULL: apart);
                                                  experts[e]'s weights are then parts of these (clf_weight_part) */
+    /* gpt-oss (family.h attn_sinks, attn_out_bias, moe_biases) */
+    clf_tensor sinks;                         /* F32 [n_head] attn_sinks */
+    clf_tensor bo;                            /* F32 [n_embd] attn_output.bias */
+    clf_tensor router_b;                      /* F32 [n_expert] ffn_gate_inp.bias */
+    clf_tensor exp_b_gu;                      /* F32 [n_expert × 2 n_ff_exp]: row e expert e's gate | up biases */
+    clf_tensor exp_b_down;                    /* F32 [n_expert × n_embd]: row e expert e's down bias */
 } clf_llama_layer;
 
 typedef struct clf_llama {

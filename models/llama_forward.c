@@ -110,11 +110,12 @@ static clf_status decode_rows(clf_llama_ctx *c, const segment *segs, int n1) {
 }
 
 /* qkv [n × (q_dim + 2 kv_dim)] -> att [n × q_dim], K and V into the caches
- * of layer kl (swa: the sliding-window layers'): the decode rows (the
+ * of layer kl (swa: the sliding-window layers'), sinks (or NULL) the
+ * layer's attention sinks (gpt-oss): the decode rows (the
  * first n1) in one launch, RoPE and the cache write fused (the output's
  * int8 form too); each longer segment through its own sequence's view. */
 static clf_status attend(clf_llama_ctx *c, const segment *segs, int n_seg, int swa, int kl,
-                         const clf_rope_params *rope, const xq_rows *xq) {
+                         const clf_rope_params *rope, const clf_tensor *sinks, const xq_rows *xq) {
     const clf_llama_hparams *hp = &c->m->hp;
     clf_runtime *rt = c->m->rt;
     const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, qkv_dim = q_dim + 2 * kv_dim;
@@ -123,8 +124,8 @@ static clf_status attend(clf_llama_ctx *c, const segment *segs, int n_seg, int s
     if (n1 > 0) {
         clf_tensor sq = clf_tensor_rows(&c->qkv, 0, n1), sa = clf_tensor_rows(&c->att, 0, n1);
         clf_rows q = {&sq, 0, qkv_dim}, k = {&sq, q_dim, qkv_dim}, v = {&sq, q_dim + kv_dim, qkv_dim};
-        CLF_TRY(clf_attention_decode_rows(rt, pool, swa ? &c->rows_swa : &c->rows, kl, q, k, v, hp->n_head,
-                                          hp->attn_scale, rope, &sa, xq->att));
+        CLF_TRY(clf_attention_decode_rows_ex(rt, pool, swa ? &c->rows_swa : &c->rows, kl, q, k, v, hp->n_head,
+                                             hp->attn_scale, rope, sinks, &sa, xq->att));
     }
     for (int s = n1; s < n_seg; s++) {
         const segment *sg = &segs[s];
@@ -134,7 +135,7 @@ static clf_status attend(clf_llama_ctx *c, const segment *segs, int n_seg, int s
         /* Q and K are adjacent in each row: one launch rotates both */
         CLF_TRY(clf_rope(rt, &sq, sg->n, qkv_dim, 0, hp->n_head + hp->n_head_kv, hp->head_dim, sg->pos, rope));
         CLF_TRY(clf_kv_write(rt, &kv, kl, k, v, sg->n, sg->pos));
-        CLF_TRY(clf_attention(rt, &kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, &sa));
+        CLF_TRY(clf_attention_ex(rt, &kv, kl, q, hp->n_head, sg->n, sg->pos, hp->attn_scale, sinks, &sa));
     }
     return CLF_OK;
 }
@@ -200,11 +201,18 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
     }
     for (int l = m->l0, n_global = 0, n_local = 0; l < m->l1; l++) {
         const clf_llama_layer *L = &m->layers[l];
-        /* a sliding-window layer: its own ring cache, the family's local RoPE base, no position scaling */
+        /* a sliding-window layer: its own ring cache, its RoPE base, the family's position scaling (Gemma 3:
+         * none); YaRN (gpt-oss) on every layer from its base */
         const int swa = clf_family_layer_swa(f, l);
         const int kl = swa ? n_local++ : n_global++; /* the layer's index in its cache */
-        const clf_rope_params rope = {f->rope, hp->n_rot, swa ? hp->rope_base_swa : hp->rope_base,
-                                      swa ? 1.0f : hp->rope_freq_scale, hp->rope_freqs ? &m->rope_freqs : NULL};
+        clf_rope_params rope = {.mode = f->rope,
+                                .n_rot = hp->n_rot,
+                                .base = swa ? hp->rope_base_swa : hp->rope_base,
+                                .freq_scale = swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale,
+                                .factors = hp->rope_freqs ? &m->rope_freqs : NULL};
+        if (hp->yarn) /* checked when the file was read (llama_hparams.c) */
+            CLF_TRY(clf_rope_yarn(&rope, hp->yarn_factor, hp->yarn_n_ctx_orig, hp->yarn_attn_factor,
+                                  CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW));
 
         /* x [n × n_embd] -> xn [n × n_embd]: RMSNorm with attn_norm */
         CLF_TRY(norm_xq(rt, &x, &L->attn_norm, hp->eps, &xn, xq.embd));
@@ -217,18 +225,30 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
             CLF_TRY(clf_rmsnorm_heads(rt, &qkv, n, qkv_dim, 0, hp->head_dim, hp->n_head, &L->q_norm, hp->n_head_kv,
                                       &L->k_norm, hp->eps));
         /* qkv [n × qkv_dim] -> att [n × q_dim]: RoPE, K/V into each sequence's cache, attention */
-        CLF_TRY(attend(c, segs, n_seg, swa, kl, &rope, &xq));
-        /* att [n × q_dim] -> x [n × n_embd]: x += Wo · att (post_attention_norm first: Gemma 3) */
+        CLF_TRY(attend(c, segs, n_seg, swa, kl, &rope, f->attn_sinks ? &L->sinks : NULL, &xq));
+        /* att [n × q_dim] -> x [n × n_embd]: x += Wo · att (post_attention_norm first: Gemma 3) (+ bo: gpt-oss) */
         CLF_TRY(residual(rt, &L->wo, &att, xq.att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
+        if (f->attn_out_bias) CLF_TRY(clf_add_rows(rt, &x, &L->bo));
 
-        /* x [n × n_embd] -> xn [n × n_embd]: RMSNorm with ffn_norm */
+        /* x [n × n_embd] -> xn [n × n_embd]: RMSNorm with ffn_norm (gpt-oss: its post_attention_norm) */
         CLF_TRY(norm_xq(rt, &x, &L->ffn_norm, hp->eps, &xn, xq.embd));
         if (hp->n_expert) {
             /* xn [n × n_embd] -> x [n × n_embd]: x += Σ over each row's chosen experts of its weight times
              * Wdown_e · (act(Wgate_e · xn) ⊙ (Wup_e · xn)) (host/compute/moe.h; no post-norm family has experts) */
-            const clf_moe moe = {&L->router, L->experts, hp->n_expert, hp->n_expert_used, hp->n_ff_exp,
-                                 hp->moe_norm_w, hp->expert_w_scale, f->act,
-                                 L->gu_stack.mem ? &L->gu_stack : NULL, L->down_stack.mem ? &L->down_stack : NULL};
+            const clf_moe moe = {.router = &L->router,
+                                 .experts = L->experts,
+                                 .n_expert = hp->n_expert,
+                                 .n_used = hp->n_expert_used,
+                                 .n_ff = hp->n_ff_exp,
+                                 .norm_w = hp->moe_norm_w,
+                                 .w_scale = hp->expert_w_scale,
+                                 .act = f->act,
+                                 .softmax_weight = f->moe_softmax_weight,
+                                 .router_b = f->moe_biases ? &L->router_b : NULL,
+                                 .b_gu = f->moe_biases ? &L->exp_b_gu : NULL,
+                                 .b_down = f->moe_biases ? &L->exp_b_down : NULL,
+                                 .gu_stack = L->gu_stack.mem ? &L->gu_stack : NULL,
+                                 .down_stack = L->down_stack.mem ? &L->down_stack : NULL};
             CLF_TRY(clf_moe_ffn(rt, &moe, &xn, xq.embd, n1, xq.ff, &x, &c->moe));
             continue;
         }

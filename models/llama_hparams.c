@@ -99,20 +99,23 @@ static clf_status dim(const char *arch, const char *key, int64_t v, int *out) {
     return CLF_OK;
 }
 
-/* Linear position scaling as llama.cpp reads it: 1 / rope.scaling.factor
- * (else the older rope.scale_linear) unless rope.scaling.type is "none";
- * other schemes (YaRN, LongRoPE) are refused by name. The factors' ranges
- * are checked by the caller. */
-static clf_status rope_scaling(const clf_gguf *g, const char *a, float *freq_scale) {
+/* Position scaling as llama.cpp reads it: 1 / rope.scaling.factor (else
+ * the older rope.scale_linear) unless rope.scaling.type is "none"; "yarn"
+ * (gpt-oss) also sets *yarn (the factor then YaRN's, applied by
+ * clf_rope_yarn); other schemes (LongRoPE, ...) are refused by name. The
+ * factors' ranges are checked by the caller. */
+static clf_status rope_scaling(const clf_gguf *g, const char *a, float *freq_scale, int *yarn) {
     char key[128];
     float factor = 1.0f;
+    *yarn = 0;
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     if (clf_gguf_find(g, key)) {
         clf_gguf_str type;
         CLF_TRY(clf_gguf_get_str(g, key, &type));
         int none = type.len == 4 && !memcmp(type.ptr, "none", 4), linear = type.len == 6 && !memcmp(type.ptr, "linear", 6);
-        if (!none && !linear)
-            return clf_fail(CLF_ERR_FORMAT, "RoPE scaling '%.*s' is unsupported (none, linear are)",
+        *yarn = type.len == 4 && !memcmp(type.ptr, "yarn", 4);
+        if (!none && !linear && !*yarn)
+            return clf_fail(CLF_ERR_FORMAT, "RoPE scaling '%.*s' is unsupported (none, linear, yarn are)",
                             type.len > 32 ? 32 : (int)type.len, type.ptr);
         if (none) {
             *freq_scale = 1.0f;
@@ -123,6 +126,27 @@ static clf_status rope_scaling(const clf_gguf *g, const char *a, float *freq_sca
     CLF_TRY(get_f32(g, a, "rope.scaling.factor", &factor));
     *freq_scale = 1.0f / factor;
     return CLF_OK;
+}
+
+/* YaRN's other keys (rope.scaling.original_context_length, else the
+ * training context; rope.scaling.attn_factor, else 1) and a trial of
+ * clf_rope_yarn, so a value it refuses is a load error naming the key. */
+static clf_status yarn_keys(const clf_gguf *g, const char *a, clf_llama_hparams *hp) {
+    hp->yarn_factor = 1.0f / hp->rope_freq_scale;
+    hp->yarn_n_ctx_orig = hp->n_ctx_train;
+    hp->yarn_attn_factor = 1.0f;
+    CLF_TRY(get_u32(g, a, "rope.scaling.original_context_length", 0, &hp->yarn_n_ctx_orig));
+    CLF_TRY(get_f32(g, a, "rope.scaling.attn_factor", &hp->yarn_attn_factor));
+    if (!isfinite(hp->yarn_attn_factor) || !(hp->yarn_attn_factor > 0))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.scaling.attn_factor = %g is out of range (finite and > 0)", a,
+                        hp->yarn_attn_factor);
+    if (!(hp->yarn_factor >= 1.0f))
+        return clf_fail(CLF_ERR_FORMAT, "%s.rope.scaling.factor = %g is out of range for YaRN (>= 1)", a,
+                        hp->yarn_factor);
+    clf_rope_params p = {.mode = hp->fam->rope, .n_rot = hp->n_rot, .base = hp->rope_base};
+    clf_status st = clf_rope_yarn(&p, hp->yarn_factor, hp->yarn_n_ctx_orig, hp->yarn_attn_factor, CLF_YARN_BETA_FAST,
+                                  CLF_YARN_BETA_SLOW);
+    return st == CLF_OK ? CLF_OK : clf_fail(CLF_ERR_FORMAT, "%s: YaRN of this file: %s", a, clf_last_error());
 }
 
 clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
@@ -195,7 +219,8 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
         return clf_fail(CLF_ERR_FORMAT, "%s.rope.%s = %g is out of range (finite and > 0)", a,
                         !isfinite(scale) || !(scale > 0) ? "scaling.factor" : "scale_linear",
                         !isfinite(scale) || !(scale > 0) ? scale : scale_linear);
-    CLF_TRY(rope_scaling(g, a, &hp->rope_freq_scale));
+    CLF_TRY(rope_scaling(g, a, &hp->rope_freq_scale, &hp->yarn));
+    if (hp->yarn) CLF_TRY(yarn_keys(g, a, hp));
     /* Scores are scaled by 1/sqrt(query_pre_attn_scalar): the file's
      * attention.scale where it has one (llama.cpp's key for the scale
      * itself), else the head's width, but n_embd / n_head for the one size
@@ -213,11 +238,12 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     if (f->swa_period) {
         CLF_TRY(get_u32(g, a, "attention.sliding_window", 1, &hp->n_swa));
         /* the local layers' base: llama.cpp's fixed one unless the file states it */
-        hp->rope_base_swa = f->swa_rope_base;
+        hp->rope_base_swa = f->swa_rope_base > 0 ? f->swa_rope_base : hp->rope_base;
         CLF_TRY(get_f32(g, a, "rope.freq_base_swa", &hp->rope_base_swa));
         if (!isfinite(hp->rope_base_swa) || !(hp->rope_base_swa > 1))
             return clf_fail(CLF_ERR_FORMAT, "%s.rope.freq_base_swa = %g is out of range (finite and > 1)", a,
                             hp->rope_base_swa);
+        hp->rope_freq_scale_swa = f->swa_rope_scaled ? hp->rope_freq_scale : 1.0f;
     }
 
     CLF_TRY(moe_keys(g, a, f, hp));
@@ -255,7 +281,7 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     for (int l = 0; l < hp->n_layer; l++) {
         char name[96];
         struct { const char *n; int64_t ne0, ne1; int on; } want[] = {
-            {"attn_norm", hp->n_embd, 0, 1}, {"ffn_norm", hp->n_embd, 0, 1},
+            {"attn_norm", hp->n_embd, 0, 1}, {"ffn_norm", hp->n_embd, 0, !f->ffn_norm_post_attn},
             {"attn_qkv", hp->n_embd, q_dim + 2 * kv_dim, hp->fused_qkv},
             {"attn_q", hp->n_embd, q_dim, !hp->fused_qkv}, {"attn_k", hp->n_embd, kv_dim, !hp->fused_qkv},
             {"attn_v", hp->n_embd, kv_dim, !hp->fused_qkv}, {"attn_output", q_dim, hp->n_embd, 1},
@@ -264,7 +290,9 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
             {"ffn_down", hp->n_ff, hp->n_embd, dense},
             {"ffn_gate_inp", hp->n_embd, hp->n_expert, !dense},
             {"attn_q_norm", hp->head_dim, 0, f->qk_norm}, {"attn_k_norm", hp->head_dim, 0, f->qk_norm},
-            {"post_attention_norm", hp->n_embd, 0, f->post_norms}, {"post_ffw_norm", hp->n_embd, 0, f->post_norms},
+            {"post_attention_norm", hp->n_embd, 0, f->post_norms || f->ffn_norm_post_attn},
+            {"post_ffw_norm", hp->n_embd, 0, f->post_norms},
+            {"attn_sinks", hp->n_head, 0, f->attn_sinks},
         };
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
             if (!want[i].on) continue;
@@ -285,6 +313,21 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
             for (int i = 0; i < 3; i++) {
                 snprintf(name, sizeof name, "blk.%d.%s.bias", l, b[i]);
                 CLF_TRY(want_tensor(g, name, nb[i], 0, &t));
+            }
+        }
+        if (f->attn_out_bias) {
+            snprintf(name, sizeof name, "blk.%d.attn_output.bias", l);
+            CLF_TRY(want_tensor(g, name, hp->n_embd, 0, &t));
+        }
+        if (f->moe_biases && !dense) { /* F32 [n_expert], [n_ff_exp | n_embd × n_expert] */
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
+            CLF_TRY(want_tensor(g, name, hp->n_expert, 0, &t));
+            const char *e[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+            for (int i = 0; i < 3; i++) {
+                snprintf(name, sizeof name, "blk.%d.%s.bias", l, e[i]);
+                CLF_TRY(want_tensor(g, name, i < 2 ? hp->n_ff_exp : hp->n_embd, hp->n_expert, &t));
+                if (t->type != CLF_F32)
+                    return clf_fail(CLF_ERR_FORMAT, "tensor %s must be F32, is %s", name, clf_type_get(t->type)->name);
             }
         }
     }

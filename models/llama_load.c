@@ -201,6 +201,42 @@ static clf_status upload_bias(loader *ld, int l, clf_tensor *t) {
     return st;
 }
 
+/* gpt-oss's expert biases of layer l: ffn_down_exps.bias [n_embd × n_expert]
+ * as it is (row e expert e's), and ffn_{gate,up}_exps.bias [n_ff_exp ×
+ * n_expert] interleaved into rows of gate_e | up_e, the columns of the
+ * gate|up product they are added to (host/compute/moe.h). */
+static clf_status upload_exp_biases(loader *ld, int l, clf_tensor *b_gu, clf_tensor *b_down) {
+    if (ld->listing) return CLF_OK;
+    const clf_llama_hparams *hp = &ld->m->hp;
+    char name[96];
+    const clf_gguf_tensor *tg, *tu, *td;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.bias", l), tg = clf_gguf_find_tensor(ld->g, name);
+    snprintf(name, sizeof name, "blk.%d.ffn_up_exps.bias", l), tu = clf_gguf_find_tensor(ld->g, name);
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.bias", l), td = clf_gguf_find_tensor(ld->g, name);
+    const size_t ff = (size_t)hp->n_ff_exp, E = (size_t)hp->n_expert;
+    float *cat = malloc(2 * ff * E * sizeof *cat);
+    if (!cat) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (size_t e = 0; e < E; e++) {
+        memcpy(cat + 2 * ff * e, (const float *)tg->data + ff * e, ff * sizeof *cat);
+        memcpy(cat + 2 * ff * e + ff, (const float *)tu->data + ff * e, ff * sizeof *cat);
+    }
+    clf_status st = clf_tensor_alloc(ld->m->rt, CLF_F32, 2 * (int64_t)ff, (int64_t)E, b_gu);
+    if (st == CLF_OK) st = clf_tensor_upload(ld->m->rt, b_gu, cat, 2 * ff * E * sizeof *cat);
+    free(cat);
+    if (st == CLF_OK) st = clf_tensor_alloc(ld->m->rt, CLF_F32, hp->n_embd, (int64_t)E, b_down);
+    if (st == CLF_OK) st = clf_tensor_upload(ld->m->rt, b_down, td->data, td->bytes);
+    ld->m->device_bytes += 2 * ff * E * sizeof(float) + td->bytes;
+    for (int i = 0; st == CLF_OK && i < 3; i++) st = progress(ld);
+    return st;
+}
+
+/* blk.<l>.<what>.bias: a vector (upload_vec). */
+static clf_status upload_layer_bias(loader *ld, int l, const char *what, clf_tensor *t) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s.bias", l, what);
+    return upload_vec(ld, name, t);
+}
+
 /* The weights of the model's layer range against its device. */
 static clf_status check_fits(const clf_llama *m, const clf_gguf *g) {
     const clf_runtime *rt = m->rt;
@@ -362,7 +398,10 @@ static clf_status upload_all(loader *ld) {
     for (int l = m->l0; l < m->l1; l++) {
         clf_llama_layer *L = &m->layers[l];
         CLF_TRY(upload_layer_vec(ld, l, "attn_norm", &L->attn_norm));
-        CLF_TRY(upload_layer_vec(ld, l, "ffn_norm", &L->ffn_norm));
+        /* the FFN's norm: post_attention_norm in a gpt-oss file */
+        CLF_TRY(upload_layer_vec(ld, l, f->ffn_norm_post_attn ? "post_attention_norm" : "ffn_norm", &L->ffn_norm));
+        if (f->attn_sinks) CLF_TRY(upload_layer_vec(ld, l, "attn_sinks", &L->sinks));
+        if (f->attn_out_bias) CLF_TRY(upload_layer_bias(ld, l, "attn_output", &L->bo));
         if (f->qk_norm) {
             CLF_TRY(upload_layer_vec(ld, l, "attn_q_norm", &L->q_norm));
             CLF_TRY(upload_layer_vec(ld, l, "attn_k_norm", &L->k_norm));
@@ -377,6 +416,10 @@ static clf_status upload_all(loader *ld) {
         if (hp->n_expert) { /* the router and the experts (Mixtral, Qwen3-MoE) */
             CLF_TRY(upload_layer(ld, l, router, 1, &L->router));
             CLF_TRY(upload_experts(ld, l, L));
+            if (f->moe_biases) { /* gpt-oss */
+                CLF_TRY(upload_layer_bias(ld, l, "ffn_gate_inp", &L->router_b));
+                CLF_TRY(upload_exp_biases(ld, l, &L->exp_b_gu, &L->exp_b_down));
+            }
         } else {
             CLF_TRY(hp->fused_gate_up ? upload_layer_proj(ld, l, gate_up_fused, 1, &L->wgu)
                                       : upload_layer_proj(ld, l, gate_up, 2, &L->wgu));
@@ -459,7 +502,8 @@ void clf_llama_free(clf_llama *m) {
     clf_weight_free(&m->output);
     for (int l = 0; m->layers && l < m->hp.n_layer; l++) {
         clf_llama_layer *L = &m->layers[l];
-        clf_tensor *vecs[] = {&L->attn_norm, &L->ffn_norm, &L->post_attn_norm, &L->post_ffn_norm, &L->q_norm, &L->k_norm};
+        clf_tensor *vecs[] = {&L->attn_norm, &L->ffn_norm, &L->post_attn_norm, &L->post_ffn_norm, &L->q_norm, &L->k_norm,
+                              &L->sinks, &L->bo, &L->router_b, &L->exp_b_gu, &L->exp_b_down};
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) clf_tensor_free(vecs[i]);
         clf_tensor_free(&L->bqkv);
         proj_free(&L->wqkv);

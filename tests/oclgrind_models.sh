@@ -9,7 +9,8 @@
 # PoCL's cpu kernels and the gpu ones quantize activations on different
 # paths), from `run --logprobs 3`. Registered with ctest (CMakeLists.txt) in parts
 # that run in parallel: PART picks the models (moe: a mixture of experts,
-# cl/moe.cl's routing, gather and scatter-add beside the products).
+# cl/moe.cl's routing, gather and scatter-add beside the products; gptoss:
+# gpt-oss's sinks, YaRN, window, biases and softmax-weight routing).
 #
 # usage: oclgrind_models.sh CLINFER TINY_GGUF SOURCE_DIR PART
 set -u
@@ -65,6 +66,7 @@ a|gemma3-q4_1|Q4_1 --arch gemma3 --window 8 --layers 2|f16
 b|qwen2-q8_0|Q8_0 --arch qwen2 --head-dim 32|q8_0
 b|phi3-f16|F16 --arch phi3 --head-dim 32|q4_0
 moe|qwen3moe-q8_0|Q8_0 --arch qwen3moe --experts 4 --used 2 --ff-exp 32|f32
+gptoss|gptoss-q8_0|Q8_0 --arch gpt-oss --embd 64 --head-dim 32 --layers 2 --window 8 --experts 4 --used 2 --ff-exp 32 --untied|f32
 EOF
 [ "$n" -gt 0 ] || { echo "FAIL: no models in part $PART"; exit 1; }
 [ "$fails" -eq 0 ] || { echo "$fails of the models failed"; exit 1; }

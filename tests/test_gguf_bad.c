@@ -430,7 +430,11 @@ static void head_dim_8(clf_gguf_writer *w) { /* 8 heads of 8: consistent, but no
 }
 static void arch_gpt2(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "general.architecture", "gpt2")); }
 static void eps_negative(clf_gguf_writer *w) { TU_OK(clf_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", -1)); }
-static void rope_yarn(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "llama.rope.scaling.type", "yarn")); }
+static void rope_longrope(clf_gguf_writer *w) { TU_OK(clf_gguf_set_str(w, "llama.rope.scaling.type", "longrope")); }
+static void rope_yarn_shrink(clf_gguf_writer *w) { /* YaRN extends a context: a factor below 1 is no YaRN */
+    TU_OK(clf_gguf_set_str(w, "llama.rope.scaling.type", "yarn"));
+    TU_OK(clf_gguf_set_f32(w, "llama.rope.scaling.factor", 0.5f));
+}
 static void value_length_32(clf_gguf_writer *w) { TU_OK(clf_gguf_set_u32(w, "llama.attention.value_length", 32)); }
 static void long_rope(clf_gguf_writer *w) {
     float f[8] = {1, 1, 1, 1, 1, 1, 1, 1};
@@ -512,7 +516,10 @@ static void test_llama_hparams(void **state) {
                       "is of block 1 but llama.block_count is 1");
     expect_llama_fail(llama_variant(NULL, "output_norm.weight", norm_q8), "quantized norm",
                       "tensor output_norm.weight must be F32, is Q8_0");
-    expect_llama_fail(llama_variant(NULL, NULL, rope_yarn), "YaRN", "RoPE scaling 'yarn' is unsupported (none, linear are)");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_longrope), "longrope",
+                      "RoPE scaling 'longrope' is unsupported (none, linear, yarn are)");
+    expect_llama_fail(llama_variant(NULL, NULL, rope_yarn_shrink), "YaRN factor 0.5",
+                      "llama.rope.scaling.factor = 0.5 is out of range for YaRN (>= 1)");
     expect_llama_fail(llama_variant(NULL, NULL, long_rope), "LongRoPE", "LongRoPE (rope_factors_long/short) is unsupported");
     expect_llama_fail(llama_variant(NULL, NULL, value_length_32), "value_length", "value_length 32 differs from key_length 16");
     expect_llama_fail(llama_variant(NULL, NULL, rope_freqs_short), "rope_freqs of the wrong length",

@@ -294,13 +294,17 @@ static void test_tiny_families(void **state) {
     check_tiny(TINY, sizeof TINY / sizeof TINY[0], NULL, 0);
 }
 
-/* Mixtures of experts (8 experts; qwen3moe 3 used, Mixtral 2; expert
- * widths 24 and 40, no multiple of 32), on both kernel variants: as the
- * dense tiny families, only summation order differs (the router's
- * probabilities included: no choice of expert flips on these prompts). */
+/* Mixtures of experts (8 experts; qwen3moe 3 used, Mixtral 2, gpt-oss 4;
+ * expert widths 24 and 40, no multiple of 32), on both kernel variants: as
+ * the dense tiny families, only summation order differs (the router's
+ * probabilities included: no choice of expert flips on these prompts).
+ * gpt-oss (4 layers, the even ones sliding through a window of 8 that the
+ * 20-token prompts outgrow): its attention sinks, every bias, YaRN and
+ * softmax-weight routing. */
 static const peer_variant TINY_MOE[] = {
     {"tests/data/peer_tiny_qwen3moe.txt", 2e-5, 1e-5, 8e-5, CLF_F32, 0, NULL},
     {"tests/data/peer_tiny_mixtral.txt", 2e-5, 1e-5, 8e-5, CLF_F32, 0, NULL},
+    {"tests/data/peer_tiny_gptoss.txt", 2e-5, 1e-5, 8e-5, CLF_F32, 0, NULL},
 };
 
 static void test_tiny_moe(void **state) {

@@ -274,6 +274,49 @@ static void test_recorded_phi3(void **state) {
     clf_gguf_close(g);
 }
 
+/* gpt-oss's Harmony ends every message with <|end|> (its analysis
+ * channel's too) and generation at <|return|> or <|call|>: Phi-3's
+ * vocabulary (<|end|> an end of generation) with two of its placeholders
+ * renamed so, as llama.cpp's o200k_harmony rule reads it. */
+static void test_harmony_eog(void **state) {
+    (void)state;
+    char dir[1024], path[1200], tmp[512];
+    vocab_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ggml-vocab-phi-3.gguf", dir);
+    snprintf(tmp, sizeof tmp, "/tmp/clf_harmony_%d.gguf", (int)getpid());
+    clf_gguf *g;
+    clf_gguf_writer *w;
+    TU_OK(clf_gguf_open(path, &g));
+    TU_OK(clf_gguf_writer_create(&w));
+    for (int64_t i = 0; i < clf_gguf_n_kv(g); i++) TU_OK(clf_gguf_set_kv(w, clf_gguf_kv_at(g, i)));
+    const clf_gguf_str *items;
+    uint64_t n;
+    TU_OK(clf_gguf_get_strs(g, "tokenizer.ggml.tokens", &items, &n));
+    char **toks = calloc(n, sizeof *toks);
+    int renamed = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        toks[i] = strndup(items[i].ptr, items[i].len);
+        if (!strcmp(toks[i], "<|placeholder1|>") || !strcmp(toks[i], "<|placeholder2|>")) {
+            free(toks[i]);
+            toks[i] = strdup(renamed++ ? "<|call|>" : "<|return|>");
+        }
+    }
+    assert_int_equal(renamed, 2);
+    TU_OK(clf_gguf_set_strs(w, "tokenizer.ggml.tokens", (const char *const *)toks, n));
+    TU_OK(clf_gguf_write(w, tmp));
+    clf_gguf_writer_free(w);
+    clf_gguf_close(g);
+    for (uint64_t i = 0; i < n; i++) free(toks[i]);
+    free(toks);
+    clf_tokenizer *t = load_tokenizer(tmp, &g);
+    assert_false(clf_token_is_eog(t, clf_tokenizer_find(t, "<|end|>")));
+    assert_true(clf_token_is_eog(t, clf_tokenizer_find(t, "<|return|>")));
+    assert_true(clf_token_is_eog(t, clf_tokenizer_find(t, "<|call|>")));
+    clf_tokenizer_free(t);
+    clf_gguf_close(g);
+    unlink(tmp);
+}
+
 /* The GPT-2 vocabulary with tokenizer.ggml.pre replaced, through a copy
  * of the file made with the GGUF writer. */
 static clf_tokenizer *load_with_pre(const char *path, const char *pre) {
@@ -476,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_recorded_smollm2),
         cmocka_unit_test(test_recorded_pretokenizers),
         cmocka_unit_test(test_recorded_phi3),
+        cmocka_unit_test(test_harmony_eog),
         cmocka_unit_test(test_recorded_gemma3),
         cmocka_unit_test(test_long_inputs),
         cmocka_unit_test(test_cli_tokenize),

@@ -68,6 +68,11 @@ size_t clf_moe_scratch_bytes(const clf_moe_scratch *s) {
 
 clf_status clf_moe_route(clf_runtime *rt, const clf_tensor *logits, int n_used, int norm_w, float w_scale,
                          clf_tensor *ids, clf_tensor *w) {
+    return clf_moe_route_ex(rt, logits, n_used, 0, norm_w, w_scale, ids, w);
+}
+
+clf_status clf_moe_route_ex(clf_runtime *rt, const clf_tensor *logits, int n_used, int softmax_weight, int norm_w,
+                            float w_scale, clf_tensor *ids, clf_tensor *w) {
     cl_ulong l_off = 0, o_off = 0, w_off = 0;
     CLF_TRY(off4(logits, "router logits", &l_off));
     CLF_TRY(off4(ids, "expert ids", &o_off));
@@ -82,9 +87,9 @@ clf_status clf_moe_route(clf_runtime *rt, const clf_tensor *logits, int n_used, 
     if (rows == 0) return CLF_OK;
     cl_kernel kr;
     CLF_TRY(clf_kernel_get(rt, "moe", "", "moe_route_f32", &kr));
-    cl_int nw = norm_w;
+    cl_int nw = norm_w, smw = softmax_weight;
     clf_arg a[] = {CLF_ARG(logits->mem), CLF_ARG(l_off), CLF_ARG(n_expert), CLF_ARG(rows), CLF_ARG(k),
-                   CLF_ARG(nw), CLF_ARG(w_scale), CLF_ARG(ids->mem), CLF_ARG(w->mem), CLF_ARG(o_off)};
+                   CLF_ARG(nw), CLF_ARG(w_scale), CLF_ARG(ids->mem), CLF_ARG(w->mem), CLF_ARG(o_off), CLF_ARG(smw)};
     CLF_TRY(clf_set_args(kr, a, CLF_NARGS(a)));
     size_t global[1] = {round_up((size_t)rows, 16)}, local[1] = {16};
     return clf_launch(rt, kr, 1, global, local);
@@ -171,12 +176,13 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
     /* xn [n × n_embd] -> logits [n × E]: the router (decode rows as alone) */
     clf_tensor logits = clf_tensor_rows(&s->logits, 0, n);
     CLF_TRY(product_cols(rt, moe->router, xn, &logits, 0, 0, n1));
-    /* logits -> ids, w [n × k]: softmax, top-k, weights, on the device */
+    if (moe->router_b) CLF_TRY(clf_add_rows(rt, &logits, moe->router_b)); /* + ffn_gate_inp.bias (gpt-oss) */
+    /* logits -> ids, w [n × k]: softmax, top-k, weights (or top-k, softmax), on the device */
     clf_tensor ids = clf_tensor_rows(&s->sel_id, 0, n), w = clf_tensor_rows(&s->sel_w, 0, n);
-    CLF_TRY(clf_moe_route(rt, &logits, k, moe->norm_w, moe->w_scale, &ids, &w));
+    CLF_TRY(clf_moe_route_ex(rt, &logits, k, moe->softmax_weight, moe->norm_w, moe->w_scale, &ids, &w));
     /* decode rows only, experts stacked: xq -> hid, hidq [n·k slots] -> x += Σ w · down · hid, two launches
-     * reading ids and w on the device (no wait) */
-    if (n1 == n && xq && n <= s->n_id && moe->gu_stack && moe->down_stack) {
+     * reading ids and w on the device (no wait); the indirect kernels take no biases (gpt-oss: apart) */
+    if (n1 == n && xq && n <= s->n_id && moe->gu_stack && moe->down_stack && !moe->b_gu && !moe->b_down) {
         clf_tensor hid = clf_tensor_rows(&s->hid, 0, (int64_t)n * k), hidq = clf_tensor_rows(&s->hidq, 0, (int64_t)n * k);
         if (clf_matmul_fuses_glu(rt, &moe->experts[0].gu[0])) { /* cpu: two launches */
             CLF_TRY(clf_matmul_glu_id_xq(rt, moe->gu_stack, E, moe->act, xq, &ids, k, &hid, &hidq));
@@ -226,17 +232,24 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
         clf_tensor xg = clf_tensor_rows(&s->xg, 0, cnt), yg = clf_tensor_rows(&s->yg, 0, cnt);
         clf_tensor gu = clf_tensor_rows(&s->gu, 0, cnt), f = clf_tensor_rows(&s->ff, 0, cnt);
         gu.ne[0] = 2 * ff, f.ne[0] = ff; /* the scratch rows as this width (the scratch may be wider) */
+        /* gpt-oss: expert e's biases, added after its products (gate|up before the unit, down before the
+         * weighted sum); the fused gate|up GEMV has no bias, so they take the unfused path */
+        clf_tensor bgu = {0}, bdn = {0};
+        if (moe->b_gu) bgu = clf_tensor_rows(moe->b_gu, e, 1);
+        if (moe->b_down) bdn = clf_tensor_rows(moe->b_down, e, 1);
         if (cnt == 1 && d1 == 1 && xq && ffq) {
             /* one decode row r: its int8 form xq[r] -> f (and its int8 form fq) -> yg -> x[r] += w · yg */
             const int r = s->h_row[g0];
             clf_tensor xr = clf_tensor_rows(xn, r, 1), xqr = clf_tensor_rows(xq, r, 1), fq = clf_tensor_rows(ffq, 0, 1);
-            if (ex->n_gu == 1 && clf_matmul_fuses_glu(rt, &ex->gu[0])) {
+            if (ex->n_gu == 1 && !moe->b_gu && clf_matmul_fuses_glu(rt, &ex->gu[0])) {
                 CLF_TRY(clf_matmul_glu_xq(rt, &ex->gu[0], moe->act, &xqr, &f, &fq));
             } else {
                 for (int p = 0; p < ex->n_gu; p++) CLF_TRY(clf_matmul_rowwise_xq(rt, &ex->gu[p], &xr, &xqr, &gu, p * ff, 0));
+                if (moe->b_gu) CLF_TRY(clf_add_rows(rt, &gu, &bgu));
                 CLF_TRY(clf_glu_xq(rt, moe->act, &gu, &f, &fq));
             }
             CLF_TRY(clf_matmul_rowwise_xq(rt, &ex->down, &f, &fq, &yg, 0, 0));
+            if (moe->b_down) CLF_TRY(clf_add_rows(rt, &yg, &bdn));
             CLF_TRY(clf_moe_scatter_add(rt, x, &yg, &rows, &gw));
             continue;
         }
@@ -244,9 +257,11 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
         CLF_TRY(clf_moe_gather(rt, xn, &rows, &xg));
         /* xg -> gu [cnt × 2 n_ff] -> f [cnt × n_ff]: act(gate · xg) ⊙ (up · xg) (gpt-oss: + biases, its activation) */
         for (int p = 0; p < ex->n_gu; p++) CLF_TRY(product_cols(rt, &ex->gu[p], &xg, &gu, p * ff, 0, d1));
+        if (moe->b_gu) CLF_TRY(clf_add_rows(rt, &gu, &bgu));
         CLF_TRY(clf_glu(rt, moe->act, &gu, &f));
-        /* f -> yg [cnt × n_embd]: down · f; x[row] += w · yg */
+        /* f -> yg [cnt × n_embd]: down · f (+ its bias); x[row] += w · yg */
         CLF_TRY(product_cols(rt, &ex->down, &f, &yg, 0, 0, d1));
+        if (moe->b_down) CLF_TRY(clf_add_rows(rt, &yg, &bdn));
         CLF_TRY(clf_moe_scatter_add(rt, x, &yg, &rows, &gw));
     }
     return CLF_OK;

@@ -40,8 +40,9 @@
 /* One expert's MLP weights. gate|up as one weight of 2 n_ff rows (gate's
  * rows then up's) where both tensors have one type, else two weights
  * (n_gu = 2) written into columns 0 and n_ff of the same output row.
- * gpt-oss adds biases here (a bias row per projection, added after each
- * product, before the activation and the weighted sum). */
+ * gpt-oss's biases are the layer's (clf_moe's b_gu, b_down: a row an
+ * expert, added after each product, before the activation and the
+ * weighted sum). */
 typedef struct clf_moe_expert {
     clf_weight gu[2]; /* [2 n_ff × n_embd], or gate, up [n_ff × n_embd] each */
     int n_gu;
@@ -59,6 +60,12 @@ typedef struct clf_moe {
     /* the experts stacked where the loader could (clf_matmul_stacks: experts[e]'s weights are parts of
      * these), else NULL: gate|up [n_expert · 2 n_ff × n_embd], down [n_expert · n_embd × n_ff] */
     const clf_weight *gu_stack, *down_stack;
+    /* gpt-oss's options (zero/NULL: none; a designated initializer leaves them so): */
+    int softmax_weight;         /* gating: top-k of the (biased) logits, softmax over the chosen k
+                                   (llama.cpp's SOFTMAX_WEIGHT), not softmax then top-k */
+    const clf_tensor *router_b; /* F32 [n_expert]: added to the router's logits */
+    const clf_tensor *b_gu;     /* F32 [n_expert × 2 n_ff]: row e added to expert e's gate|up output */
+    const clf_tensor *b_down;   /* F32 [n_expert × n_embd]: row e added to expert e's down output */
 } clf_moe;
 
 /* A context's scratch for up to n_rows rows. */
@@ -89,6 +96,11 @@ size_t clf_moe_scratch_bytes(const clf_moe_scratch *s);
  * 6.1035e-5) and times w_scale. */
 clf_status clf_moe_route(clf_runtime *rt, const clf_tensor *logits, int n_used, int norm_w, float w_scale,
                          clf_tensor *ids, clf_tensor *w);
+/* The same with softmax_weight (clf_moe): the n_used best logits (the same
+ * tie rule, on the logits), their weights a softmax over those n_used,
+ * then norm_w and w_scale as above. */
+clf_status clf_moe_route_ex(clf_runtime *rt, const clf_tensor *logits, int n_used, int softmax_weight, int norm_w,
+                            float w_scale, clf_tensor *ids, clf_tensor *w);
 
 /* dst[i, :] = src[idx[i], :] for i < rows(dst); idx int32 cells. */
 clf_status clf_moe_gather(clf_runtime *rt, const clf_tensor *src, const clf_tensor *idx, clf_tensor *dst);

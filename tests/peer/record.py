@@ -67,8 +67,11 @@ FAMILIES = {
     # mixtures of experts: 8 experts, odd expert widths (not a multiple of 32)
     "qwen3moe": "F32 --arch qwen3moe --layers 2 --embd 64 --experts 8 --used 3 --ff-exp 24 --seed 16",
     "mixtral": "F32 --layers 2 --experts 8 --used 2 --ff-any 40 --untied --seed 17",
+    # gpt-oss: sinks, every bias, YaRN, even layers sliding (a window of 8 the
+    # prompt outgrows), softmax-weight routing over 8 experts, 4 used
+    "gptoss": "F32 --arch gpt-oss --layers 4 --embd 64 --experts 8 --used 4 --ff-exp 40 --window 8 --untied --seed 18",
 }
-TINY_PROMPT = 20  # longer than gemma3's window of 8
+TINY_PROMPT = 20  # longer than gemma3's and gpt-oss's window of 8
 TINY_GEN = 16
 
 

@@ -304,6 +304,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     const int qd = tm->head_dim * tm->n_head, kvd = tm->head_dim * tm->n_head_kv, d = tm->n_embd ? tm->n_embd : qd;
     const int gemma = !strcmp(a, "gemma3"), phi = !strcmp(a, "phi3");
     const int qk_norm = gemma || !strcmp(a, "qwen3") || !strcmp(a, "qwen3moe");
+    const int oss = !strcmp(a, "gpt-oss"); /* biases, sinks, YaRN, windows on even layers */
     int rc = 0;
     char key[128];
     clf_gguf_set_str(w, "general.architecture", a);
@@ -318,7 +319,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
     if (tm->n_expert) {
         U32("expert_count", tm->n_expert);
         U32("expert_used_count", tm->n_expert_used);
-        if (qwen3moe) U32("expert_feed_forward_length", n_ff_exp);
+        if (qwen3moe || oss) U32("expert_feed_forward_length", n_ff_exp);
     }
     U32("attention.head_count", tm->n_head);
     U32("attention.head_count_kv", tm->n_head_kv);
@@ -327,7 +328,13 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
         U32("attention.key_length", tm->head_dim);
         U32("attention.value_length", tm->head_dim);
     }
-    if (gemma) U32("attention.sliding_window", tm->window);
+    if (gemma || oss) U32("attention.sliding_window", tm->window);
+    if (oss) { /* YaRN as gpt-oss states it, at a context whose ramp falls inside a tiny head's pairs */
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        clf_gguf_set_str(w, key, "yarn");
+        F32("rope.scaling.factor", 8.0f);
+        U32("rope.scaling.original_context_length", 256);
+    }
     F32("rope.freq_base", gemma ? 1000000.0f : 10000.0f);
     F32("attention.layer_norm_rms_epsilon", gemma ? 1e-6f : 1e-5f);
     if (tm->rope_scale > 0) {
@@ -358,7 +365,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
 #define T3(what, type, ne0, ne1, ne2, sc) \
     (snprintf(n, sizeof n, "blk.%d.%s", l, what), add_tensor3(w, n, type, ne0, ne1, ne2, sc, &s))
         rc |= T("attn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
-        rc |= T("ffn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
+        rc |= T(oss ? "post_attention_norm.weight" : "ffn_norm.weight", CLF_F32, d, 1, 0.1f, 1.0f);
         if (phi) {
             rc |= T("attn_qkv.weight", tm->type, d, qd + 2 * kvd, wscale * 2, 0);
         } else {
@@ -368,7 +375,7 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
         }
         rc |= T("attn_output.weight", tm->type, qd, d, 1.0f / sqrtf((float)qd), 0);
         if (tm->n_expert) { /* the router, a little sharper than the other matrices, and the experts stacked */
-            const int fe = qwen3moe ? n_ff_exp : tm->n_ff;
+            const int fe = qwen3moe || oss ? n_ff_exp : tm->n_ff;
             rc |= T("ffn_gate_inp.weight", CLF_F32, d, tm->n_expert, 2 * wscale, 0);
             rc |= T3("ffn_gate_exps.weight", tm->type, d, fe, tm->n_expert, wscale);
             rc |= T3("ffn_up_exps.weight", mix, d, fe, tm->n_expert, wscale);
@@ -380,7 +387,16 @@ int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path) {
             rc |= T("ffn_up.weight", mix, d, tm->n_ff, wscale, 0);
         }
         if (!tm->n_expert) rc |= T("ffn_down.weight", mix, tm->n_ff, d, 1.0f / sqrtf((float)tm->n_ff), 0);
-        if (strcmp(a, "qwen2") == 0) {
+        if (oss) { /* gpt-oss: sinks near the scores' scale, and every bias nonzero */
+            const int fe = n_ff_exp;
+            rc |= T("attn_sinks.weight", CLF_F32, tm->n_head, 1, 1.0f, 0);
+            rc |= T("attn_output.bias", CLF_F32, d, 1, 0.5f, 0);
+            rc |= T("ffn_gate_inp.bias", CLF_F32, tm->n_expert, 1, 0.5f, 0);
+            rc |= T("ffn_gate_exps.bias", CLF_F32, fe, tm->n_expert, 0.5f, 0);
+            rc |= T("ffn_up_exps.bias", CLF_F32, fe, tm->n_expert, 0.5f, 0);
+            rc |= T("ffn_down_exps.bias", CLF_F32, d, tm->n_expert, 0.5f, 0);
+        }
+        if (strcmp(a, "qwen2") == 0 || oss) {
             rc |= T("attn_q.bias", CLF_F32, qd, 1, 0.5f, 0);
             rc |= T("attn_k.bias", CLF_F32, kvd, 1, 0.5f, 0);
             rc |= T("attn_v.bias", CLF_F32, kvd, 1, 0.5f, 0);

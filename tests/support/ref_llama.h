@@ -30,10 +30,11 @@ typedef struct tiny_model {
     int n_rot;        /* rope.dimension_count; 0: head_dim */
     int rope_freqs;   /* a rope_freqs.weight (Llama 3.1 frequency factors from 1 to 8) */
     float rope_scale; /* > 0: linear RoPE scaling by this factor */
-    int window;       /* gemma3's sliding window */
+    int window;       /* gemma3's and gpt-oss's sliding window */
     clf_type mix;     /* nonzero: attn_v, ffn_up, ffn_down and output in this type (a Q4_K_M keeps some in Q6_K) */
-    int n_expert, n_expert_used; /* > 0: a mixture of experts in every layer (qwen3moe; llama: Mixtral) */
-    int n_ff_exp;     /* an expert's width (qwen3moe's expert_feed_forward_length; llama's experts are n_ff wide) */
+    int n_expert, n_expert_used; /* > 0: a mixture of experts in every layer (qwen3moe, gpt-oss; llama: Mixtral) */
+    int n_ff_exp;     /* an expert's width (qwen3moe's and gpt-oss's expert_feed_forward_length; llama's experts
+                         are n_ff wide); gpt-oss (arch "gpt-oss") also gets YaRN, sinks and every bias */
 } tiny_model;
 int tiny_model_write(const tiny_model *tm, uint64_t seed, const char *path);
 

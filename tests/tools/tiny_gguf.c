@@ -14,14 +14,15 @@
  *       whole 256-weight super-blocks (n_embd 256 in 4 heads of 64 sharing 1
  *       KV head, n_ff 512), 2 layers, an untied output head: every matrix can
  *       be a K-quant (tests/peer/record_kquant.py). The family
- *       options: --arch (llama, qwen2, qwen3, qwen3moe, gemma3, phi3, or any name: the
+ *       options: --arch (llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss, or any name: the
  *       file then has Llama's tensors), --layers, --embd (the embedding width
  *       when it differs from the 2 heads of 16), --head-dim (a multiple of
- *       16: 32 for the quantized caches), --window (gemma3's sliding
- *       window), --rot (rotated dims), --rope-freqs (Llama 3.1 factors),
+ *       16: 32 for the quantized caches), --window (gemma3's and gpt-oss's
+ *       sliding window; gpt-oss also gets YaRN, attention sinks and every
+ *       bias, and needs --untied), --rot (rotated dims), --rope-freqs (Llama 3.1 factors),
  *       --untied (an output matrix), --experts E --used K (a mixture of
- *       experts: qwen3moe, or llama for Mixtral), --ff-exp N (qwen3moe's
- *       expert width), --ff-any N (the feed-forward width unchecked: a
+ *       experts: qwen3moe, gpt-oss, or llama for Mixtral), --ff-exp N (qwen3moe's
+ *       and gpt-oss's expert width), --ff-any N (the feed-forward width unchecked: a
  *       Mixtral's odd expert width). tests/peer/record.py gives these files
  *       to llama.cpp.
  *   tiny_gguf seeds DIR

@@ -127,6 +127,7 @@ static clf_status copy_texts(clf_tokenizer *t, const clf_str *strs) {
 static const char *const EOG_TEXTS[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",      "<|endoftext|>", "</s>",
     "<|eom_id|>", "<EOT>",      "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+    "<|return|>", "<|call|>", /* gpt-oss's Harmony (o200k_harmony): an answer's end, a tool call's */
 };
 
 static void mark_eog(clf_tokenizer *t, const clf_vocab_desc *d) {
@@ -143,6 +144,12 @@ static void mark_eog(clf_tokenizer *t, const clf_vocab_desc *d) {
         if (id >= 0) t->flags[id] |= CLF_TOKF_EOG;
     }
     if (t->eos >= 0) t->flags[t->eos] |= CLF_TOKF_EOG;
+    /* Harmony (gpt-oss) ends every message with <|end|>, its analysis channel's too: where the
+     * vocabulary has <|return|> and <|call|>, generation ends at those, not at <|end|> (llama.cpp's
+     * o200k_harmony rule; the token stays a control token) */
+    const int32_t ret = clf_tok_lookup(t, "<|return|>", 10), call = clf_tok_lookup(t, "<|call|>", 8);
+    const int32_t end = clf_tok_lookup(t, "<|end|>", 7);
+    if (ret >= 0 && call >= 0 && end >= 0) t->flags[end] &= ~CLF_TOKF_EOG;
 }
 
 static int is_special_type(const clf_tokenizer *t, int32_t id) {
