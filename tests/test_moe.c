@@ -468,8 +468,16 @@ static void ffn_decode(experts *x, int n, const float *xn, const float *x0, floa
     TU_OK(clf_tensor_upload(rt, &tx, x0, (size_t)n * d * sizeof *x0));
     TU_OK(clf_tensor_upload(rt, &txn, xn, (size_t)n * d * sizeof *xn));
     TU_OK(clf_quantize_x(rt, &txn, &xq));
-    const clf_moe moe = {&x->wr, x->ex, x->E, x->k, x->ff, 1, 1.0f, CLF_GLU_SILU,
-                         x->use_stack ? &x->gu_stack : NULL, x->use_stack ? &x->down_stack : NULL};
+    const clf_moe moe = {.router = &x->wr,
+                         .experts = x->ex,
+                         .n_expert = x->E,
+                         .n_used = x->k,
+                         .n_ff = x->ff,
+                         .norm_w = 1,
+                         .w_scale = 1.0f,
+                         .act = CLF_GLU_SILU,
+                         .gu_stack = x->use_stack ? &x->gu_stack : NULL,
+                         .down_stack = x->use_stack ? &x->down_stack : NULL};
     TU_OK(clf_moe_ffn(rt, &moe, &txn, &xq, n, &ffq, &tx, &sc));
     TU_OK(clf_tensor_download(rt, &tx, got, (size_t)n * d * sizeof *got));
     clf_moe_scratch_free(&sc);
