@@ -239,6 +239,19 @@ static void test_bounds(void **state) {
     expect_fail("{% for %}", NULL, "line 1");
     expect_fail("{{ x.y }}", NULL, "undefined");
     expect_fail("{{ 'a' + 1 }}", NULL, "concatenate");
+    /* integers at long long's ends: range counts without overflow (its
+     * items fit where hi - lo does not), and what Python's wider ints would
+     * hold fails rather than wrapping */
+    expect_out("{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904) | list }}", "{}",
+               "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]");
+    expect_out("{{ range(10, 0, -3) | list }}{{ range(2, 9, 3) | list }}{{ range(3, 3) | list }}", "{}",
+               "[10, 7, 4, 1][2, 5, 8][]");
+    expect_fail("{{ range(-9223372036854775807, 9223372036854775807) | length }}", NULL, "MAX_RANGE");
+    expect_fail("{{ -(-9223372036854775807 - 1) }}", NULL, "overflow");
+    expect_fail("{{ (-9223372036854775807 - 1) | abs }}", NULL, "overflow");
+    expect_fail("{{ 1e300 | int }}", NULL, "overflow");
+    expect_fail("{{ '%d' % 1e300 }}", NULL, "overflow");
+    expect_out("{{ 2.7 | int }}{{ '-3.9' | int }}{{ '%d' % 2.5 }}{{ -(3) }}", "{}", "2-32-3");
 }
 
 int main(void) {

@@ -696,7 +696,7 @@ static jv *f_int(jj_ctx *c, jv *v, jj_args *a) {
     if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v)); /* int(Undefined) raises */
     if (v->t == JV_INT) return v;
     if (v->t == JV_BOOL) return jv_int(c, v->u.b);
-    if (v->t == JV_FLOAT && isfinite(v->u.f)) return jv_int(c, (long long)v->u.f);
+    if (v->t == JV_FLOAT && isfinite(v->u.f)) return jv_int(c, jj_float_int(c, v->u.f));
     if (v->t == JV_STR) {
         jv *s = strip(c, v, NULL, 1, 1);
         char buf[64];
@@ -707,7 +707,7 @@ static jv *f_int(jj_ctx *c, jv *v, jj_args *a) {
             long long i = strtoll(buf, &e, 10);
             if (!*e) return jv_int(c, i);
             double f = strtod(buf, &e);
-            if (!*e && isfinite(f)) return jv_int(c, (long long)f);
+            if (!*e && isfinite(f)) return jv_int(c, jj_float_int(c, f));
         }
     }
     return d ? d : jv_int(c, 0);
@@ -731,7 +731,7 @@ static jv *f_float(jj_ctx *c, jv *v, jj_args *a) {
 }
 static jv *f_abs(jj_ctx *c, jv *v, jj_args *a) {
     (void)a;
-    if (v->t == JV_INT) return jv_int(c, v->u.i < 0 ? -v->u.i : v->u.i);
+    if (v->t == JV_INT) return jv_int(c, v->u.i < 0 ? jj_neg_int(c, v->u.i) : v->u.i);
     if (v->t == JV_BOOL) return jv_int(c, v->u.b);
     if (v->t == JV_FLOAT) return jv_float(c, fabs(v->u.f));
     jj_fail(c, "bad operand type for abs(): '%s'", jv_type_name(v));
@@ -897,7 +897,7 @@ static jv *f_format(jj_ctx *c, jv *v, jj_args *a) {
         if (f == 's') jv_str_append(c, &b, x);
         else if (f == 'd' && jv_is_num(x)) {
             char tmp[32];
-            snprintf(tmp, sizeof tmp, "%lld", x->t == JV_FLOAT ? (long long)x->u.f : x->t == JV_INT ? x->u.i : x->u.b);
+            snprintf(tmp, sizeof tmp, "%lld", x->t == JV_FLOAT ? jj_float_int(c, x->u.f) : x->t == JV_INT ? x->u.i : x->u.b);
             jj_buf_addc(c, &b, tmp);
         } else jj_fail(c, "format: unsupported format character '%c'", f);
     }
@@ -1032,11 +1032,17 @@ static jv *g_range(jj_ctx *c, jv *self, jj_args *a) {
     else if (a->n >= 2) lo = arg_int(c, a, 0, NULL, 0), hi = arg_int(c, a, 1, NULL, 0), st = a->n > 2 ? arg_int(c, a, 2, NULL, 1) : 1;
     else jj_fail(c, "range expected at least 1 argument, got 0");
     if (st == 0) jj_fail(c, "range() arg 3 must not be zero");
-    long long n = st > 0 ? (hi > lo ? (hi - lo + st - 1) / st : 0) : (lo > hi ? (lo - hi - st - 1) / -st : 0);
+    /* the count and the items in unsigned arithmetic: hi - lo, and i * st,
+     * may pass a long long where every item fits one */
+    const unsigned long long span = st > 0 ? (hi > lo ? (unsigned long long)hi - (unsigned long long)lo : 0)
+                                           : (lo > hi ? (unsigned long long)lo - (unsigned long long)hi : 0);
+    const unsigned long long mag = st > 0 ? (unsigned long long)st : 0 - (unsigned long long)st;
+    const unsigned long long n = span / mag + (span % mag != 0);
     /* the sandbox's MAX_RANGE */
     if (n > 100000) jj_fail(c, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     jv *l = jv_list(c);
-    for (long long i = 0; i < n; i++) jj_step(c), jv_list_push(c, l, jv_int(c, lo + i * st));
+    for (unsigned long long i = 0; i < n; i++)
+        jj_step(c), jv_list_push(c, l, jv_int(c, (long long)((unsigned long long)lo + i * (unsigned long long)st)));
     return l;
 }
 static jv *g_dict(jj_ctx *c, jv *self, jj_args *a) {

@@ -3,6 +3,7 @@
  * each iteration, a macro sees the scope it was defined in, not its
  * caller's), Python's operators, and every bound of clf_jinja_limits
  * checked as it goes. Also the public entry points of jinja.h. */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,17 @@ void jj_fail(jj_ctx *c, const char *fmt, ...) {
 void jj_step(jj_ctx *c) {
     if (++c->steps > c->lim->max_steps)
         jj_fail(c, "rendering took more than the bound of %ld steps", c->lim->max_steps);
+}
+
+long long jj_float_int(jj_ctx *c, double f) {
+    /* [-2^63, 2^63): both ends exact as doubles; NaN fails the test too */
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0)) jj_fail(c, "integer overflow");
+    return (long long)f;
+}
+
+long long jj_neg_int(jj_ctx *c, long long i) {
+    if (i == LLONG_MIN) jj_fail(c, "integer overflow"); /* 2^63: wider than a long long */
+    return -i;
 }
 
 static jj_scope *scope_new(jj_ctx *c, jj_scope *parent) {
@@ -188,7 +200,7 @@ static jv *binary(jj_ctx *c, const char *op, jv *a, jv *b) {
                 else if (f == 'd' || f == 'i') {
                     if (!jv_is_num(arg)) jj_fail(c, "%%d format: a real number is required, not %s", jv_type_name(arg));
                     char tmp[32];
-                    snprintf(tmp, sizeof tmp, "%lld", arg->t == JV_FLOAT ? (long long)arg->u.f : arg->t == JV_INT ? arg->u.i : arg->u.b);
+                    snprintf(tmp, sizeof tmp, "%lld", arg->t == JV_FLOAT ? jj_float_int(c, arg->u.f) : arg->t == JV_INT ? arg->u.i : arg->u.b);
                     jj_buf_addc(c, &buf, tmp);
                 } else jj_fail(c, "unsupported format character '%c'", f);
             }
@@ -428,7 +440,7 @@ jv *jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s) {
         if (v->t == JV_UNDEF) undefined_error(c, v);
         if (!jv_is_num(v)) jj_fail(c, "bad operand type for unary %s: '%s'", n->s, jv_type_name(v));
         if (n->s[0] == '+') r = v->t == JV_BOOL ? jv_int(c, v->u.b) : v;
-        else r = v->t == JV_FLOAT ? jv_float(c, -v->u.f) : jv_int(c, -(v->t == JV_INT ? v->u.i : v->u.b));
+        else r = v->t == JV_FLOAT ? jv_float(c, -v->u.f) : jv_int(c, jj_neg_int(c, v->t == JV_INT ? v->u.i : v->u.b));
         break;
     }
     case N_BINARY: r = binary(c, n->s, jj_eval(c, n->kids[0], s), jj_eval(c, n->kids[1], s)); break;

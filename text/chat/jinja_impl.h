@@ -173,6 +173,11 @@ size_t jj_u8_off(const char *s, size_t n, size_t i);
 /* errors: record and jump to the rendering's end (never return) */
 void jj_fail(jj_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 void jj_step(jj_ctx *c);
+/* Python's int(f) of a finite float where it fits a long long; past that
+ * range (Python's int would be wider) an "integer overflow" failure, not
+ * C's undefined conversion. Likewise -i of an int. */
+long long jj_float_int(jj_ctx *c, double f);
+long long jj_neg_int(jj_ctx *c, long long i);
 
 /* lexing and parsing (jinja_lex.c, jinja_parse.c) */
 clf_status jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, int *n);
