@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include <jansson.h>
@@ -254,10 +255,32 @@ static void test_bounds(void **state) {
     expect_out("{{ 2.7 | int }}{{ '-3.9' | int }}{{ '%d' % 2.5 }}{{ -(3) }}", "{}", "2-32-3");
 }
 
+/* Searching a string is linear: a needle that partly matches a long run
+ * ("aaa...ab" in "aaa...a") took seconds per operation, each one step, so
+ * a template ran for hours within its step bound. */
+static void test_search_linear(void **state) {
+    (void)state;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect_out("{% set h = 'a' * 400000 %}{% set n = 'a' * 200000 ~ 'b' %}{{ n in h }} {{ n is in h }} {{ h.count(n) }} "
+               "{{ h.find(n) }} {{ h.replace(n, 'x') | length }} {{ h.split(n) | length }} {{ h.rsplit(n) | length }} "
+               "{{ h.rsplit('b' ~ 'a' * 200000) | length }}",
+               "{}", "False False 0 -1 400000 1 1 1");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s > 3.0) fail_msg("eight searches of 400 kB took %.1f s (quadratic)", s); /* linear: milliseconds */
+    /* the searches' results as Python's (rsplit from the right, non-overlapping) */
+    expect_out("{{ 'aaa'.rsplit('aa') }}{{ 'a,b,,c'.rsplit(',', 1) }}{{ ',a,'.rsplit(',') }}{{ 'aaa'.split('aa') }}"
+               "{{ 'a,b,,c'.split(',', 2) }}{{ 'aaaa'.replace('aa', 'b') }}{{ 'abcabc'.replace('b', 'XY', 1) }}"
+               "{{ 'aaaa'.count('aa') }}{{ 'h\u00e9llo'.find('llo') }}{{ '\u00e9a\u00e9'.rsplit('a') }}",
+               "{}", "['a', '']['a,b,', 'c']['', 'a', '']['', 'a']['a', 'b', ',c']bbaXYcabc22['\u00e9', '\u00e9']");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_search_linear),
         cmocka_unit_test(test_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -134,18 +134,13 @@ static jv *replace(jj_ctx *c, jv *s, jv *old, jv *new_, long long count) {
         if (i <= n) jj_buf_add(c, &b, s->u.str.s + i, n - i);
         return jv_str_ref(c, b.s ? b.s : "", b.n);
     }
-    while (i < n) {
-        if (i + on <= n && !memcmp(s->u.str.s + i, old->u.str.s, on) && (count < 0 || done < count)) {
-            jj_step(c);
-            jj_buf_add(c, &b, new_->u.str.s, new_->u.str.n);
-            i += on, done++;
-        } else {
-            size_t j = i + 1;
-            while (j < n && s->u.str.s[j] != old->u.str.s[0]) j++;
-            jj_buf_add(c, &b, s->u.str.s + i, j - i);
-            i = j;
-        }
+    for (const char *at; i < n && (count < 0 || done < count); i = (size_t)(at - s->u.str.s) + on, done++) {
+        if (!(at = memmem(s->u.str.s + i, n - i, old->u.str.s, on))) break;
+        jj_step(c);
+        jj_buf_add(c, &b, s->u.str.s + i, (size_t)(at - s->u.str.s) - i);
+        jj_buf_add(c, &b, new_->u.str.s, new_->u.str.n);
     }
+    if (i < n) jj_buf_add(c, &b, s->u.str.s + i, n - i);
     return jv_str_ref(c, b.s ? b.s : "", b.n);
 }
 
@@ -159,32 +154,31 @@ static jv *split(jj_ctx *c, jv *s, jv *sep, long long maxsplit, int from_right) 
         size_t sn = sep->u.str.n;
         if (!sn) jj_fail(c, "empty separator");
         if (!from_right) {
-            size_t start = 0, i = 0;
+            size_t start = 0;
             long long k = 0;
-            while (i + sn <= n) {
-                if ((maxsplit < 0 || k < maxsplit) && !memcmp(p + i, sep->u.str.s, sn)) {
-                    jj_step(c);
-                    jv_list_push(c, l, jv_str_ref(c, p + start, i - start));
-                    i += sn, start = i, k++;
-                } else {
-                    i++;
-                }
+            for (const char *at; (maxsplit < 0 || k < maxsplit) && (at = memmem(p + start, n - start, sep->u.str.s, sn));
+                 k++) {
+                jj_step(c);
+                jv_list_push(c, l, jv_str_ref(c, p + start, (size_t)(at - p) - start));
+                start = (size_t)(at - p) + sn;
             }
             jv_list_push(c, l, jv_str_ref(c, p + start, n - start));
         } else {
+            /* from the right: the string and the separator reversed, searched
+             * forward (memmem, linear; a scan back quadratic on "aaa...") */
             jv *r = jv_list(c);
-            size_t end = n;
+            char *rp = jj_alloc(c->a, n + 1), *rs = jj_alloc(c->a, sn + 1);
+            for (size_t i = 0; i < n; i++) rp[i] = p[n - 1 - i];
+            for (size_t i = 0; i < sn; i++) rs[i] = sep->u.str.s[sn - 1 - i];
+            size_t from = 0; /* in rp: what is left of p is p[0, n - from) */
             long long k = 0;
-            for (size_t i = n; i >= sn && i - sn < n;) {
-                if ((maxsplit < 0 || k < maxsplit) && !memcmp(p + i - sn, sep->u.str.s, sn)) {
-                    jj_step(c);
-                    jv_list_push(c, r, jv_str_ref(c, p + i, end - i));
-                    i -= sn, end = i, k++;
-                } else {
-                    i--;
-                }
+            for (const char *at; (maxsplit < 0 || k < maxsplit) && (at = memmem(rp + from, n - from, rs, sn)); k++) {
+                jj_step(c);
+                const size_t q = (size_t)(at - rp); /* p's separator at [n - q - sn, n - q) */
+                jv_list_push(c, r, jv_str_ref(c, p + n - q, q - from));
+                from = q + sn;
             }
-            jv_list_push(c, r, jv_str_ref(c, p, end));
+            jv_list_push(c, r, jv_str_ref(c, p, n - from));
             for (int i = r->u.list.n - 1; i >= 0; i--) jv_list_push(c, l, r->u.list.items[i]);
         }
         return l;
@@ -305,19 +299,17 @@ METHOD(replace) {
 METHOD(find) {
     jv *x = jj_arg(a, 0, NULL);
     if (!x || x->t != JV_STR) jj_fail(c, "find: expected a string");
-    for (size_t i = 0; i + x->u.str.n <= self->u.str.n; i++)
-        if (!memcmp(self->u.str.s + i, x->u.str.s, x->u.str.n))
-            return jv_int(c, (long long)jj_u8_len(self->u.str.s, i));
-    return jv_int(c, -1);
+    const char *at = memmem(self->u.str.s, self->u.str.n, x->u.str.s, x->u.str.n);
+    return jv_int(c, at ? (long long)jj_u8_len(self->u.str.s, (size_t)(at - self->u.str.s)) : -1);
 }
 METHOD(count_str) {
     jv *x = jj_arg(a, 0, NULL);
     if (!x || x->t != JV_STR) jj_fail(c, "count: expected a string");
     long long k = 0;
     if (!x->u.str.n) return jv_int(c, (long long)jj_u8_len(self->u.str.s, self->u.str.n) + 1);
-    for (size_t i = 0; i + x->u.str.n <= self->u.str.n;)
-        if (!memcmp(self->u.str.s + i, x->u.str.s, x->u.str.n)) k++, i += x->u.str.n;
-        else i++;
+    for (const char *at = self->u.str.s, *end = at + self->u.str.n;
+         (at = memmem(at, (size_t)(end - at), x->u.str.s, x->u.str.n)); at += x->u.str.n)
+        k++;
     return jv_int(c, k);
 }
 METHOD(join_str) {
@@ -991,9 +983,7 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
         jv *o = jj_arg(a, 0, NULL);
         if (!o) jj_fail(c, "in needs an argument");
         if (o->t == JV_STR && v->t == JV_STR) {
-            for (size_t i = 0; i + v->u.str.n <= o->u.str.n; i++)
-                if (!memcmp(o->u.str.s + i, v->u.str.s, v->u.str.n)) return 1;
-            return 0;
+            return memmem(o->u.str.s, o->u.str.n, v->u.str.s, v->u.str.n) != NULL;
         }
         if (o->t == JV_DICT) return jv_dict_getv(o, v) != NULL;
         jv *items = jj_iterable_list(c, o);

@@ -245,9 +245,7 @@ static int contains(jj_ctx *c, jv *hay, jv *needle) {
     case JV_STR:
         if (needle->t != JV_STR) jj_fail(c, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
         if (!needle->u.str.n) return 1;
-        for (size_t i = 0; i + needle->u.str.n <= hay->u.str.n; i++)
-            if (!memcmp(hay->u.str.s + i, needle->u.str.s, needle->u.str.n)) return 1;
-        return 0;
+        return memmem(hay->u.str.s, hay->u.str.n, needle->u.str.s, needle->u.str.n) != NULL; /* linear */
     case JV_LIST:
         for (int i = 0; i < hay->u.list.n; i++) {
             jj_step(c);
