@@ -269,6 +269,14 @@ static void test_search_linear(void **state) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     if (s > 3.0) fail_msg("eight searches of 400 kB took %.1f s (quadratic)", s); /* linear: milliseconds */
+    /* a string's slice is linear too (each item's offset was found from the string's start) */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect_out("{% set n = 'a' * 300000 ~ '\u00e9' %}{{ n[1:] | length }} {{ n[::-1] | length }}", "{}", "300000 300001");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double s2 = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s2 > 3.0) fail_msg("two slices of 300 kB took %.1f s (quadratic)", s2);
+    expect_out("{{ 'h\u00e9llo w\u00f6rld'[::-1] }}|{{ 'h\u00e9llo'[::2] }}|{{ 'h\u00e9llo'[-3:-1] }}|{{ 'abc'[5:] }}", "{}",
+               "dlr\u00f6w oll\u00e9h|hlo|ll|");
     /* the searches' results as Python's (rsplit from the right, non-overlapping) */
     expect_out("{{ 'aaa'.rsplit('aa') }}{{ 'a,b,,c'.rsplit(',', 1) }}{{ ',a,'.rsplit(',') }}{{ 'aaa'.split('aa') }}"
                "{{ 'a,b,,c'.split(',', 2) }}{{ 'aaaa'.replace('aa', 'b') }}{{ 'abcabc'.replace('b', 'XY', 1) }}"
