@@ -371,6 +371,25 @@ static void test_spans_linear(void **state) {
     free(msg);
 }
 
+/* A template's run refuses a message that is not UTF-8 text (it was left
+ * out of the conversation, silently). */
+static void test_jinja_refuses_bad_text(void **state) {
+    (void)state;
+    clf_chat c;
+    assert_int_equal(clf_chat_init("{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}", &c), CLF_OK);
+    const clf_chat_msg ok[] = {{"user", "hi"}, {"assistant", "yo"}};
+    char *out;
+    size_t n;
+    assert_int_equal(clf_chat_render(&c, ok, 2, 0, &out, &n), CLF_OK);
+    assert_string_equal(out, "[user:hi][assistant:yo]");
+    free(out);
+    const clf_chat_msg bad[] = {{"user", "hi"}, {"user", "\xff\xfe"}};
+    out = NULL;
+    assert_int_equal(clf_chat_render(&c, bad, 2, 0, &out, &n), CLF_ERR_ARG);
+    assert_null(out);
+    assert_non_null(strstr(clf_last_error(), "UTF-8"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_renders_like_jinja),
@@ -379,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_messages_are_text),
         cmocka_unit_test(test_template_messages_are_text),
         cmocka_unit_test(test_spans_linear),
+        cmocka_unit_test(test_jinja_refuses_bad_text),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }
