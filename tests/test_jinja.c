@@ -232,6 +232,16 @@ static void test_bounds(void **state) {
     expect_fail("{% for i in range(100000) %}{% set x = [i, i, i] %}{% endfor %}", &lim, "max_memory");
     lim.max_template = 10;
     expect_fail("{{ 'a long template' }}", &lim, "max_template");
+    /* a step that scans a long string counts its bytes: s|length or s[-1]
+     * of a MB in a loop was one step each, minutes within the step bound */
+    clf_jinja_default_limits(&lim);
+    lim.max_steps = 2000000;
+    expect_fail("{% set s = 'a' * 1000000 %}{% for i in range(20000) %}{% if s | length %}{% endif %}{% endfor %}", &lim,
+                "steps");
+    expect_fail("{% set s = 'a' * 1000000 %}{% for i in range(20000) %}{% if s[-1] %}{% endif %}{% endfor %}", &lim,
+                "steps");
+    expect_fail("{% set s = 'a' * 1000000 %}{% for i in range(20000) %}{% if 'b' in s %}{% endif %}{% endfor %}", &lim,
+                "steps");
     /* a syntax error names its line; raise_exception is its message alone */
     expect_fail("\n\n{% if %}", NULL, "line 3");
     expect_fail("{{ raise_exception('no way') }}", NULL, "no way");

@@ -117,6 +117,7 @@ static jv *case_map(jj_ctx *c, jv *s, int mode) { /* 0 lower, 1 upper, 2 capital
 }
 
 static jv *replace(jj_ctx *c, jv *s, jv *old, jv *new_, long long count) {
+    jj_work(c, s->u.str.n);
     jj_buf b = {0};
     size_t n = s->u.str.n, on = old->u.str.n, i = 0;
     long long done = 0;
@@ -153,6 +154,7 @@ static jv *split(jj_ctx *c, jv *s, jv *sep, long long maxsplit, int from_right) 
         if (sep->t != JV_STR) jj_fail(c, "split: the separator must be a string");
         size_t sn = sep->u.str.n;
         if (!sn) jj_fail(c, "empty separator");
+        jj_work(c, n);
         if (!from_right) {
             size_t start = 0;
             long long k = 0;
@@ -299,6 +301,7 @@ METHOD(replace) {
 METHOD(find) {
     jv *x = jj_arg(a, 0, NULL);
     if (!x || x->t != JV_STR) jj_fail(c, "find: expected a string");
+    jj_work(c, self->u.str.n);
     const char *at = memmem(self->u.str.s, self->u.str.n, x->u.str.s, x->u.str.n);
     return jv_int(c, at ? (long long)jj_u8_len(self->u.str.s, (size_t)(at - self->u.str.s)) : -1);
 }
@@ -306,6 +309,7 @@ METHOD(count_str) {
     jv *x = jj_arg(a, 0, NULL);
     if (!x || x->t != JV_STR) jj_fail(c, "count: expected a string");
     long long k = 0;
+    jj_work(c, self->u.str.n);
     if (!x->u.str.n) return jv_int(c, (long long)jj_u8_len(self->u.str.s, self->u.str.n) + 1);
     for (const char *at = self->u.str.s, *end = at + self->u.str.n;
          (at = memmem(at, (size_t)(end - at), x->u.str.s, x->u.str.n)); at += x->u.str.n)
@@ -540,7 +544,7 @@ static jv *f_length(jj_ctx *c, jv *v, jj_args *a) {
     (void)a;
     switch (v->t) {
     case JV_UNDEF: return jv_int(c, 0);
-    case JV_STR: return jv_int(c, (long long)jj_u8_len(v->u.str.s, v->u.str.n));
+    case JV_STR: jj_work(c, v->u.str.n); return jv_int(c, (long long)jj_u8_len(v->u.str.s, v->u.str.n));
     case JV_LIST:
         if (v->u.list.gen) jj_fail(c, "object of type 'generator' has no len()");
         return jv_int(c, v->u.list.n);
@@ -983,6 +987,7 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
         jv *o = jj_arg(a, 0, NULL);
         if (!o) jj_fail(c, "in needs an argument");
         if (o->t == JV_STR && v->t == JV_STR) {
+            jj_work(c, o->u.str.n);
             return memmem(o->u.str.s, o->u.str.n, v->u.str.s, v->u.str.n) != NULL;
         }
         if (o->t == JV_DICT) return jv_dict_getv(o, v) != NULL;

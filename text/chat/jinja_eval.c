@@ -35,6 +35,11 @@ void jj_step(jj_ctx *c) {
         jj_fail(c, "rendering took more than the bound of %ld steps", c->lim->max_steps);
 }
 
+void jj_work(jj_ctx *c, size_t bytes) {
+    c->steps += (long)(bytes / JJ_STEP_BYTES);
+    jj_step(c);
+}
+
 long long jj_float_int(jj_ctx *c, double f) {
     /* [-2^63, 2^63): both ends exact as doubles; NaN fails the test too */
     if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0)) jj_fail(c, "integer overflow");
@@ -245,6 +250,7 @@ static int contains(jj_ctx *c, jv *hay, jv *needle) {
     case JV_STR:
         if (needle->t != JV_STR) jj_fail(c, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
         if (!needle->u.str.n) return 1;
+        jj_work(c, hay->u.str.n);
         return memmem(hay->u.str.s, hay->u.str.n, needle->u.str.s, needle->u.str.n) != NULL; /* linear */
     case JV_LIST:
         for (int i = 0; i < hay->u.list.n; i++) {
@@ -273,6 +279,7 @@ static jv *slice(jj_ctx *c, jv *obj, jv *start, jv *stop, jv *step) {
     /* jinja2 compiles a slice to Python's own subscript (not its getitem): it fails */
     if (!is_str && (obj->t != JV_LIST || obj->u.list.gen || obj->u.list.view))
         jj_fail(c, "'%s' object is not subscriptable", jv_type_name(obj));
+    if (is_str) jj_work(c, obj->u.str.n);
     long long n = is_str ? (long long)jj_u8_len(obj->u.str.s, obj->u.str.n) : obj->u.list.n;
     long long lo, hi;
     /* Python's slice.indices */
@@ -327,6 +334,7 @@ jv *jj_getitem(jj_ctx *c, jv *obj, jv *key) {
             i = norm_index(i, obj->u.list.n);
             if (i >= 0 && i < obj->u.list.n) return obj->u.list.items[i];
         } else {
+            jj_work(c, obj->u.str.n);
             long long n = (long long)jj_u8_len(obj->u.str.s, obj->u.str.n);
             i = norm_index(i, n);
             if (i >= 0 && i < n) {
@@ -455,6 +463,7 @@ jv *jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s) {
         jv *a = jj_eval(c, n->kids[0], s), *b = jj_eval(c, n->kids[1], s);
         const char *op = n->s;
         int v;
+        if (a->t == JV_STR && b->t == JV_STR) jj_work(c, a->u.str.n < b->u.str.n ? a->u.str.n : b->u.str.n);
         if (!strcmp(op, "==")) v = jv_equal(a, b);
         else if (!strcmp(op, "!=")) v = !jv_equal(a, b);
         else if (!strcmp(op, "in")) v = contains(c, b, a);
