@@ -343,6 +343,53 @@ static void test_format_from_special_tokens(void **state) {
     }
 }
 
+/* A message's text is found in its rendering in linear time: one that
+ * partly matches a long run of the rendering ("aaa...ab " rendered trimmed
+ * beside a MiB of "a") took seconds of CPU, one request's body. */
+static void test_spans_linear(void **state) {
+    (void)state;
+    const size_t n = 1 << 20;
+    char *text = malloc(2 * n + 4), *msg = malloc(n + 3);
+    assert_non_null(text);
+    assert_non_null(msg);
+    memset(text, 'a', n), text[n] = 'b', memset(text + n + 1, 'x', n + 2), text[2 * n + 3] = 0;
+    memset(msg, 'a', n), msg[n] = 'b', msg[n + 1] = ' ', msg[n + 2] = 0; /* found trimmed */
+    const char *texts[] = {msg};
+    clf_span *sp;
+    int ns;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(clf_chat_find_spans(text, 2 * n + 3, texts, 1, &sp, &ns), CLF_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_equal(ns, 1);
+    assert_int_equal(sp[0].off, 0);
+    assert_int_equal(sp[0].len, n + 1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s > 2.0) fail_msg("finding a 1 MiB message took %.1f s (quadratic)", s); /* linear: milliseconds */
+    free(sp);
+    free(text);
+    free(msg);
+}
+
+/* A template's run refuses a message that is not UTF-8 text (it was left
+ * out of the conversation, silently). */
+static void test_jinja_refuses_bad_text(void **state) {
+    (void)state;
+    clf_chat c;
+    assert_int_equal(clf_chat_init("{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}", &c), CLF_OK);
+    const clf_chat_msg ok[] = {{"user", "hi"}, {"assistant", "yo"}};
+    char *out;
+    size_t n;
+    assert_int_equal(clf_chat_render(&c, ok, 2, 0, &out, &n), CLF_OK);
+    assert_string_equal(out, "[user:hi][assistant:yo]");
+    free(out);
+    const clf_chat_msg bad[] = {{"user", "hi"}, {"user", "\xff\xfe"}};
+    out = NULL;
+    assert_int_equal(clf_chat_render(&c, bad, 2, 0, &out, &n), CLF_ERR_ARG);
+    assert_null(out);
+    assert_non_null(strstr(clf_last_error(), "UTF-8"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_renders_like_jinja),
@@ -350,6 +397,8 @@ int main(void) {
         cmocka_unit_test(test_format_from_special_tokens),
         cmocka_unit_test(test_messages_are_text),
         cmocka_unit_test(test_template_messages_are_text),
+        cmocka_unit_test(test_spans_linear),
+        cmocka_unit_test(test_jinja_refuses_bad_text),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }

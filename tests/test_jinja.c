@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include <jansson.h>
@@ -231,6 +232,16 @@ static void test_bounds(void **state) {
     expect_fail("{% for i in range(100000) %}{% set x = [i, i, i] %}{% endfor %}", &lim, "max_memory");
     lim.max_template = 10;
     expect_fail("{{ 'a long template' }}", &lim, "max_template");
+    /* a step that scans a long string counts its bytes: s|length or s[-1]
+     * of a MB in a loop was one step each, minutes within the step bound */
+    clf_jinja_default_limits(&lim);
+    lim.max_steps = 2000000;
+    expect_fail("{% set s = 'a' * 1000000 %}{% for i in range(20000) %}{% if s | length %}{% endif %}{% endfor %}", &lim,
+                "steps");
+    expect_fail("{% set s = 'a' * 1000000 %}{% for i in range(20000) %}{% if s[-1] %}{% endif %}{% endfor %}", &lim,
+                "steps");
+    expect_fail("{% set s = 'a' * 1000000 %}{% for i in range(20000) %}{% if 'b' in s %}{% endif %}{% endfor %}", &lim,
+                "steps");
     /* a syntax error names its line; raise_exception is its message alone */
     expect_fail("\n\n{% if %}", NULL, "line 3");
     expect_fail("{{ raise_exception('no way') }}", NULL, "no way");
@@ -239,12 +250,55 @@ static void test_bounds(void **state) {
     expect_fail("{% for %}", NULL, "line 1");
     expect_fail("{{ x.y }}", NULL, "undefined");
     expect_fail("{{ 'a' + 1 }}", NULL, "concatenate");
+    /* integers at long long's ends: range counts without overflow (its
+     * items fit where hi - lo does not), and what Python's wider ints would
+     * hold fails rather than wrapping */
+    expect_out("{{ range(-9223372036854775807 - 1, 9223372036854775807, 4611686018427387904) | list }}", "{}",
+               "[-9223372036854775808, -4611686018427387904, 0, 4611686018427387904]");
+    expect_out("{{ range(10, 0, -3) | list }}{{ range(2, 9, 3) | list }}{{ range(3, 3) | list }}", "{}",
+               "[10, 7, 4, 1][2, 5, 8][]");
+    expect_fail("{{ range(-9223372036854775807, 9223372036854775807) | length }}", NULL, "MAX_RANGE");
+    expect_fail("{{ -(-9223372036854775807 - 1) }}", NULL, "overflow");
+    expect_fail("{{ (-9223372036854775807 - 1) | abs }}", NULL, "overflow");
+    expect_fail("{{ 1e300 | int }}", NULL, "overflow");
+    expect_fail("{{ '%d' % 1e300 }}", NULL, "overflow");
+    expect_out("{{ 2.7 | int }}{{ '-3.9' | int }}{{ '%d' % 2.5 }}{{ -(3) }}", "{}", "2-32-3");
+}
+
+/* Searching a string is linear: a needle that partly matches a long run
+ * ("aaa...ab" in "aaa...a") took seconds per operation, each one step, so
+ * a template ran for hours within its step bound. */
+static void test_search_linear(void **state) {
+    (void)state;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect_out("{% set h = 'a' * 400000 %}{% set n = 'a' * 200000 ~ 'b' %}{{ n in h }} {{ n is in h }} {{ h.count(n) }} "
+               "{{ h.find(n) }} {{ h.replace(n, 'x') | length }} {{ h.split(n) | length }} {{ h.rsplit(n) | length }} "
+               "{{ h.rsplit('b' ~ 'a' * 200000) | length }}",
+               "{}", "False False 0 -1 400000 1 1 1");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s > 3.0) fail_msg("eight searches of 400 kB took %.1f s (quadratic)", s); /* linear: milliseconds */
+    /* a string's slice is linear too (each item's offset was found from the string's start) */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    expect_out("{% set n = 'a' * 300000 ~ '\u00e9' %}{{ n[1:] | length }} {{ n[::-1] | length }}", "{}", "300000 300001");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double s2 = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s2 > 3.0) fail_msg("two slices of 300 kB took %.1f s (quadratic)", s2);
+    expect_out("{{ 'h\u00e9llo w\u00f6rld'[::-1] }}|{{ 'h\u00e9llo'[::2] }}|{{ 'h\u00e9llo'[-3:-1] }}|{{ 'abc'[5:] }}", "{}",
+               "dlr\u00f6w oll\u00e9h|hlo|ll|");
+    /* the searches' results as Python's (rsplit from the right, non-overlapping) */
+    expect_out("{{ 'aaa'.rsplit('aa') }}{{ 'a,b,,c'.rsplit(',', 1) }}{{ ',a,'.rsplit(',') }}{{ 'aaa'.split('aa') }}"
+               "{{ 'a,b,,c'.split(',', 2) }}{{ 'aaaa'.replace('aa', 'b') }}{{ 'abcabc'.replace('b', 'XY', 1) }}"
+               "{{ 'aaaa'.count('aa') }}{{ 'h\u00e9llo'.find('llo') }}{{ '\u00e9a\u00e9'.rsplit('a') }}",
+               "{}", "['a', '']['a,b,', 'c']['', 'a', '']['', 'a']['a', 'b', ',c']bbaXYcabc22['\u00e9', '\u00e9']");
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_search_linear),
         cmocka_unit_test(test_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -312,7 +312,16 @@ static clf_status jinja_messages(const clf_chat_msg *msgs, int n, char **json) {
             json_decref(a);
             return clf_fail(CLF_ERR_ARG, "the chat role '%.32s' is not system, user, assistant or tool", msgs[i].role);
         }
-        json_array_append_new(a, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+        /* content NULL or not UTF-8 packs to NULL: refused, never a message silently left out */
+        json_t *o = json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content);
+        if (!o) {
+            json_decref(a);
+            return clf_fail(CLF_ERR_ARG, "message %d is not UTF-8 text", i);
+        }
+        if (json_array_append_new(a, o)) {
+            json_decref(a);
+            return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        }
     }
     *json = a ? json_dumps(a, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
     json_decref(a);

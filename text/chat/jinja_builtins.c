@@ -117,6 +117,7 @@ static jv *case_map(jj_ctx *c, jv *s, int mode) { /* 0 lower, 1 upper, 2 capital
 }
 
 static jv *replace(jj_ctx *c, jv *s, jv *old, jv *new_, long long count) {
+    jj_work(c, s->u.str.n);
     jj_buf b = {0};
     size_t n = s->u.str.n, on = old->u.str.n, i = 0;
     long long done = 0;
@@ -134,18 +135,13 @@ static jv *replace(jj_ctx *c, jv *s, jv *old, jv *new_, long long count) {
         if (i <= n) jj_buf_add(c, &b, s->u.str.s + i, n - i);
         return jv_str_ref(c, b.s ? b.s : "", b.n);
     }
-    while (i < n) {
-        if (i + on <= n && !memcmp(s->u.str.s + i, old->u.str.s, on) && (count < 0 || done < count)) {
-            jj_step(c);
-            jj_buf_add(c, &b, new_->u.str.s, new_->u.str.n);
-            i += on, done++;
-        } else {
-            size_t j = i + 1;
-            while (j < n && s->u.str.s[j] != old->u.str.s[0]) j++;
-            jj_buf_add(c, &b, s->u.str.s + i, j - i);
-            i = j;
-        }
+    for (const char *at; i < n && (count < 0 || done < count); i = (size_t)(at - s->u.str.s) + on, done++) {
+        if (!(at = memmem(s->u.str.s + i, n - i, old->u.str.s, on))) break;
+        jj_step(c);
+        jj_buf_add(c, &b, s->u.str.s + i, (size_t)(at - s->u.str.s) - i);
+        jj_buf_add(c, &b, new_->u.str.s, new_->u.str.n);
     }
+    if (i < n) jj_buf_add(c, &b, s->u.str.s + i, n - i);
     return jv_str_ref(c, b.s ? b.s : "", b.n);
 }
 
@@ -158,33 +154,33 @@ static jv *split(jj_ctx *c, jv *s, jv *sep, long long maxsplit, int from_right) 
         if (sep->t != JV_STR) jj_fail(c, "split: the separator must be a string");
         size_t sn = sep->u.str.n;
         if (!sn) jj_fail(c, "empty separator");
+        jj_work(c, n);
         if (!from_right) {
-            size_t start = 0, i = 0;
+            size_t start = 0;
             long long k = 0;
-            while (i + sn <= n) {
-                if ((maxsplit < 0 || k < maxsplit) && !memcmp(p + i, sep->u.str.s, sn)) {
-                    jj_step(c);
-                    jv_list_push(c, l, jv_str_ref(c, p + start, i - start));
-                    i += sn, start = i, k++;
-                } else {
-                    i++;
-                }
+            for (const char *at; (maxsplit < 0 || k < maxsplit) && (at = memmem(p + start, n - start, sep->u.str.s, sn));
+                 k++) {
+                jj_step(c);
+                jv_list_push(c, l, jv_str_ref(c, p + start, (size_t)(at - p) - start));
+                start = (size_t)(at - p) + sn;
             }
             jv_list_push(c, l, jv_str_ref(c, p + start, n - start));
         } else {
+            /* from the right: the string and the separator reversed, searched
+             * forward (memmem, linear; a scan back quadratic on "aaa...") */
             jv *r = jv_list(c);
-            size_t end = n;
+            char *rp = jj_alloc(c->a, n + 1), *rs = jj_alloc(c->a, sn + 1);
+            for (size_t i = 0; i < n; i++) rp[i] = p[n - 1 - i];
+            for (size_t i = 0; i < sn; i++) rs[i] = sep->u.str.s[sn - 1 - i];
+            size_t from = 0; /* in rp: what is left of p is p[0, n - from) */
             long long k = 0;
-            for (size_t i = n; i >= sn && i - sn < n;) {
-                if ((maxsplit < 0 || k < maxsplit) && !memcmp(p + i - sn, sep->u.str.s, sn)) {
-                    jj_step(c);
-                    jv_list_push(c, r, jv_str_ref(c, p + i, end - i));
-                    i -= sn, end = i, k++;
-                } else {
-                    i--;
-                }
+            for (const char *at; (maxsplit < 0 || k < maxsplit) && (at = memmem(rp + from, n - from, rs, sn)); k++) {
+                jj_step(c);
+                const size_t q = (size_t)(at - rp); /* p's separator at [n - q - sn, n - q) */
+                jv_list_push(c, r, jv_str_ref(c, p + n - q, q - from));
+                from = q + sn;
             }
-            jv_list_push(c, r, jv_str_ref(c, p, end));
+            jv_list_push(c, r, jv_str_ref(c, p, n - from));
             for (int i = r->u.list.n - 1; i >= 0; i--) jv_list_push(c, l, r->u.list.items[i]);
         }
         return l;
@@ -305,19 +301,19 @@ METHOD(replace) {
 METHOD(find) {
     jv *x = jj_arg(a, 0, NULL);
     if (!x || x->t != JV_STR) jj_fail(c, "find: expected a string");
-    for (size_t i = 0; i + x->u.str.n <= self->u.str.n; i++)
-        if (!memcmp(self->u.str.s + i, x->u.str.s, x->u.str.n))
-            return jv_int(c, (long long)jj_u8_len(self->u.str.s, i));
-    return jv_int(c, -1);
+    jj_work(c, self->u.str.n);
+    const char *at = memmem(self->u.str.s, self->u.str.n, x->u.str.s, x->u.str.n);
+    return jv_int(c, at ? (long long)jj_u8_len(self->u.str.s, (size_t)(at - self->u.str.s)) : -1);
 }
 METHOD(count_str) {
     jv *x = jj_arg(a, 0, NULL);
     if (!x || x->t != JV_STR) jj_fail(c, "count: expected a string");
     long long k = 0;
+    jj_work(c, self->u.str.n);
     if (!x->u.str.n) return jv_int(c, (long long)jj_u8_len(self->u.str.s, self->u.str.n) + 1);
-    for (size_t i = 0; i + x->u.str.n <= self->u.str.n;)
-        if (!memcmp(self->u.str.s + i, x->u.str.s, x->u.str.n)) k++, i += x->u.str.n;
-        else i++;
+    for (const char *at = self->u.str.s, *end = at + self->u.str.n;
+         (at = memmem(at, (size_t)(end - at), x->u.str.s, x->u.str.n)); at += x->u.str.n)
+        k++;
     return jv_int(c, k);
 }
 METHOD(join_str) {
@@ -548,7 +544,7 @@ static jv *f_length(jj_ctx *c, jv *v, jj_args *a) {
     (void)a;
     switch (v->t) {
     case JV_UNDEF: return jv_int(c, 0);
-    case JV_STR: return jv_int(c, (long long)jj_u8_len(v->u.str.s, v->u.str.n));
+    case JV_STR: jj_work(c, v->u.str.n); return jv_int(c, (long long)jj_u8_len(v->u.str.s, v->u.str.n));
     case JV_LIST:
         if (v->u.list.gen) jj_fail(c, "object of type 'generator' has no len()");
         return jv_int(c, v->u.list.n);
@@ -696,7 +692,7 @@ static jv *f_int(jj_ctx *c, jv *v, jj_args *a) {
     if (v->t == JV_UNDEF) jj_fail(c, "%s", jj_undef_message(c, v)); /* int(Undefined) raises */
     if (v->t == JV_INT) return v;
     if (v->t == JV_BOOL) return jv_int(c, v->u.b);
-    if (v->t == JV_FLOAT && isfinite(v->u.f)) return jv_int(c, (long long)v->u.f);
+    if (v->t == JV_FLOAT && isfinite(v->u.f)) return jv_int(c, jj_float_int(c, v->u.f));
     if (v->t == JV_STR) {
         jv *s = strip(c, v, NULL, 1, 1);
         char buf[64];
@@ -707,7 +703,7 @@ static jv *f_int(jj_ctx *c, jv *v, jj_args *a) {
             long long i = strtoll(buf, &e, 10);
             if (!*e) return jv_int(c, i);
             double f = strtod(buf, &e);
-            if (!*e && isfinite(f)) return jv_int(c, (long long)f);
+            if (!*e && isfinite(f)) return jv_int(c, jj_float_int(c, f));
         }
     }
     return d ? d : jv_int(c, 0);
@@ -731,7 +727,7 @@ static jv *f_float(jj_ctx *c, jv *v, jj_args *a) {
 }
 static jv *f_abs(jj_ctx *c, jv *v, jj_args *a) {
     (void)a;
-    if (v->t == JV_INT) return jv_int(c, v->u.i < 0 ? -v->u.i : v->u.i);
+    if (v->t == JV_INT) return jv_int(c, v->u.i < 0 ? jj_neg_int(c, v->u.i) : v->u.i);
     if (v->t == JV_BOOL) return jv_int(c, v->u.b);
     if (v->t == JV_FLOAT) return jv_float(c, fabs(v->u.f));
     jj_fail(c, "bad operand type for abs(): '%s'", jv_type_name(v));
@@ -897,7 +893,7 @@ static jv *f_format(jj_ctx *c, jv *v, jj_args *a) {
         if (f == 's') jv_str_append(c, &b, x);
         else if (f == 'd' && jv_is_num(x)) {
             char tmp[32];
-            snprintf(tmp, sizeof tmp, "%lld", x->t == JV_FLOAT ? (long long)x->u.f : x->t == JV_INT ? x->u.i : x->u.b);
+            snprintf(tmp, sizeof tmp, "%lld", x->t == JV_FLOAT ? jj_float_int(c, x->u.f) : x->t == JV_INT ? x->u.i : x->u.b);
             jj_buf_addc(c, &b, tmp);
         } else jj_fail(c, "format: unsupported format character '%c'", f);
     }
@@ -991,9 +987,8 @@ int jj_apply_test(jj_ctx *c, const char *n, jv *v, jj_args *a) {
         jv *o = jj_arg(a, 0, NULL);
         if (!o) jj_fail(c, "in needs an argument");
         if (o->t == JV_STR && v->t == JV_STR) {
-            for (size_t i = 0; i + v->u.str.n <= o->u.str.n; i++)
-                if (!memcmp(o->u.str.s + i, v->u.str.s, v->u.str.n)) return 1;
-            return 0;
+            jj_work(c, o->u.str.n);
+            return memmem(o->u.str.s, o->u.str.n, v->u.str.s, v->u.str.n) != NULL;
         }
         if (o->t == JV_DICT) return jv_dict_getv(o, v) != NULL;
         jv *items = jj_iterable_list(c, o);
@@ -1032,11 +1027,17 @@ static jv *g_range(jj_ctx *c, jv *self, jj_args *a) {
     else if (a->n >= 2) lo = arg_int(c, a, 0, NULL, 0), hi = arg_int(c, a, 1, NULL, 0), st = a->n > 2 ? arg_int(c, a, 2, NULL, 1) : 1;
     else jj_fail(c, "range expected at least 1 argument, got 0");
     if (st == 0) jj_fail(c, "range() arg 3 must not be zero");
-    long long n = st > 0 ? (hi > lo ? (hi - lo + st - 1) / st : 0) : (lo > hi ? (lo - hi - st - 1) / -st : 0);
+    /* the count and the items in unsigned arithmetic: hi - lo, and i * st,
+     * may pass a long long where every item fits one */
+    const unsigned long long span = st > 0 ? (hi > lo ? (unsigned long long)hi - (unsigned long long)lo : 0)
+                                           : (lo > hi ? (unsigned long long)lo - (unsigned long long)hi : 0);
+    const unsigned long long mag = st > 0 ? (unsigned long long)st : 0 - (unsigned long long)st;
+    const unsigned long long n = span / mag + (span % mag != 0);
     /* the sandbox's MAX_RANGE */
     if (n > 100000) jj_fail(c, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     jv *l = jv_list(c);
-    for (long long i = 0; i < n; i++) jj_step(c), jv_list_push(c, l, jv_int(c, lo + i * st));
+    for (unsigned long long i = 0; i < n; i++)
+        jj_step(c), jv_list_push(c, l, jv_int(c, (long long)((unsigned long long)lo + i * (unsigned long long)st)));
     return l;
 }
 static jv *g_dict(jj_ctx *c, jv *self, jj_args *a) {

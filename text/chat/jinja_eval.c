@@ -3,6 +3,7 @@
  * each iteration, a macro sees the scope it was defined in, not its
  * caller's), Python's operators, and every bound of clf_jinja_limits
  * checked as it goes. Also the public entry points of jinja.h. */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +33,22 @@ void jj_fail(jj_ctx *c, const char *fmt, ...) {
 void jj_step(jj_ctx *c) {
     if (++c->steps > c->lim->max_steps)
         jj_fail(c, "rendering took more than the bound of %ld steps", c->lim->max_steps);
+}
+
+void jj_work(jj_ctx *c, size_t bytes) {
+    c->steps += (long)(bytes / JJ_STEP_BYTES);
+    jj_step(c);
+}
+
+long long jj_float_int(jj_ctx *c, double f) {
+    /* [-2^63, 2^63): both ends exact as doubles; NaN fails the test too */
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0)) jj_fail(c, "integer overflow");
+    return (long long)f;
+}
+
+long long jj_neg_int(jj_ctx *c, long long i) {
+    if (i == LLONG_MIN) jj_fail(c, "integer overflow"); /* 2^63: wider than a long long */
+    return -i;
 }
 
 static jj_scope *scope_new(jj_ctx *c, jj_scope *parent) {
@@ -188,7 +205,7 @@ static jv *binary(jj_ctx *c, const char *op, jv *a, jv *b) {
                 else if (f == 'd' || f == 'i') {
                     if (!jv_is_num(arg)) jj_fail(c, "%%d format: a real number is required, not %s", jv_type_name(arg));
                     char tmp[32];
-                    snprintf(tmp, sizeof tmp, "%lld", arg->t == JV_FLOAT ? (long long)arg->u.f : arg->t == JV_INT ? arg->u.i : arg->u.b);
+                    snprintf(tmp, sizeof tmp, "%lld", arg->t == JV_FLOAT ? jj_float_int(c, arg->u.f) : arg->t == JV_INT ? arg->u.i : arg->u.b);
                     jj_buf_addc(c, &buf, tmp);
                 } else jj_fail(c, "unsupported format character '%c'", f);
             }
@@ -233,9 +250,8 @@ static int contains(jj_ctx *c, jv *hay, jv *needle) {
     case JV_STR:
         if (needle->t != JV_STR) jj_fail(c, "'in <string>' requires string as left operand, not %s", jv_type_name(needle));
         if (!needle->u.str.n) return 1;
-        for (size_t i = 0; i + needle->u.str.n <= hay->u.str.n; i++)
-            if (!memcmp(hay->u.str.s + i, needle->u.str.s, needle->u.str.n)) return 1;
-        return 0;
+        jj_work(c, hay->u.str.n);
+        return memmem(hay->u.str.s, hay->u.str.n, needle->u.str.s, needle->u.str.n) != NULL; /* linear */
     case JV_LIST:
         for (int i = 0; i < hay->u.list.n; i++) {
             jj_step(c);
@@ -263,6 +279,7 @@ static jv *slice(jj_ctx *c, jv *obj, jv *start, jv *stop, jv *step) {
     /* jinja2 compiles a slice to Python's own subscript (not its getitem): it fails */
     if (!is_str && (obj->t != JV_LIST || obj->u.list.gen || obj->u.list.view))
         jj_fail(c, "'%s' object is not subscriptable", jv_type_name(obj));
+    if (is_str) jj_work(c, obj->u.str.n);
     long long n = is_str ? (long long)jj_u8_len(obj->u.str.s, obj->u.str.n) : obj->u.list.n;
     long long lo, hi;
     /* Python's slice.indices */
@@ -282,11 +299,20 @@ static jv *slice(jj_ctx *c, jv *obj, jv *start, jv *stop, jv *step) {
     }
     jv *l = is_str ? NULL : jv_list(c);
     jj_buf buf = {0};
+    /* a string's code points' byte offsets, found once (ASCII: the index
+     * itself): jj_u8_off per item was quadratic, a 1 MB slice ran minutes */
+    size_t *off = NULL;
+    if (is_str && (size_t)n != obj->u.str.n) {
+        off = jj_alloc(c->a, ((size_t)n + 1) * sizeof *off);
+        size_t k = 0; /* as jj_u8_off: code point k starts at the k-th byte that is no continuation */
+        for (size_t b = 0; b < obj->u.str.n; b++)
+            if (((unsigned char)obj->u.str.s[b] & 0xC0) != 0x80) off[k++] = b;
+        off[n] = obj->u.str.n;
+    }
     for (long long i = lo; st > 0 ? i < hi : i > hi; i += st) {
         jj_step(c);
         if (is_str) {
-            size_t b0 = jj_u8_off(obj->u.str.s, obj->u.str.n, (size_t)i);
-            size_t b1 = jj_u8_off(obj->u.str.s, obj->u.str.n, (size_t)i + 1);
+            size_t b0 = off ? off[i] : (size_t)i, b1 = off ? off[i + 1] : (size_t)i + 1;
             jj_buf_add(c, &buf, obj->u.str.s + b0, b1 - b0);
         } else {
             jv_list_push(c, l, obj->u.list.items[i]);
@@ -308,6 +334,7 @@ jv *jj_getitem(jj_ctx *c, jv *obj, jv *key) {
             i = norm_index(i, obj->u.list.n);
             if (i >= 0 && i < obj->u.list.n) return obj->u.list.items[i];
         } else {
+            jj_work(c, obj->u.str.n);
             long long n = (long long)jj_u8_len(obj->u.str.s, obj->u.str.n);
             i = norm_index(i, n);
             if (i >= 0 && i < n) {
@@ -428,7 +455,7 @@ jv *jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s) {
         if (v->t == JV_UNDEF) undefined_error(c, v);
         if (!jv_is_num(v)) jj_fail(c, "bad operand type for unary %s: '%s'", n->s, jv_type_name(v));
         if (n->s[0] == '+') r = v->t == JV_BOOL ? jv_int(c, v->u.b) : v;
-        else r = v->t == JV_FLOAT ? jv_float(c, -v->u.f) : jv_int(c, -(v->t == JV_INT ? v->u.i : v->u.b));
+        else r = v->t == JV_FLOAT ? jv_float(c, -v->u.f) : jv_int(c, jj_neg_int(c, v->t == JV_INT ? v->u.i : v->u.b));
         break;
     }
     case N_BINARY: r = binary(c, n->s, jj_eval(c, n->kids[0], s), jj_eval(c, n->kids[1], s)); break;
@@ -436,6 +463,7 @@ jv *jj_eval(jj_ctx *c, const jj_node *n, jj_scope *s) {
         jv *a = jj_eval(c, n->kids[0], s), *b = jj_eval(c, n->kids[1], s);
         const char *op = n->s;
         int v;
+        if (a->t == JV_STR && b->t == JV_STR) jj_work(c, a->u.str.n < b->u.str.n ? a->u.str.n : b->u.str.n);
         if (!strcmp(op, "==")) v = jv_equal(a, b);
         else if (!strcmp(op, "!=")) v = !jv_equal(a, b);
         else if (!strcmp(op, "in")) v = contains(c, b, a);

@@ -173,6 +173,16 @@ size_t jj_u8_off(const char *s, size_t n, size_t i);
 /* errors: record and jump to the rendering's end (never return) */
 void jj_fail(jj_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 void jj_step(jj_ctx *c);
+/* A step that scans `bytes` of a string (its length, an index, a search,
+ * a comparison): a step more every JJ_STEP_BYTES, so that the step bound
+ * bounds such work too (a loop of s[-1] on a 4 MB string ran hours) */
+enum { JJ_STEP_BYTES = 64 };
+void jj_work(jj_ctx *c, size_t bytes);
+/* Python's int(f) of a finite float where it fits a long long; past that
+ * range (Python's int would be wider) an "integer overflow" failure, not
+ * C's undefined conversion. Likewise -i of an int. */
+long long jj_float_int(jj_ctx *c, double f);
+long long jj_neg_int(jj_ctx *c, long long i);
 
 /* lexing and parsing (jinja_lex.c, jinja_parse.c) */
 clf_status jj_lex(jj_arena *a, const char *src, size_t len, jj_tok **toks, int *n);
