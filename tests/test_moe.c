@@ -43,7 +43,8 @@
 /* Row r's softmax, its k best (probability descending, then id ascending;
  * NaN as -inf) and their weights. sm_w (gpt-oss): the k best logits, their
  * weights a softmax over those k. */
-static void ref_route_ex(const float *l, int E, int k, int sm_w, int norm_w, float scale, int *ids, double *w) {
+static void ref_route_ex(const float *l, int E, int k, int sm_w, int norm_w, float scale, int *ids, double *w,
+                         double *p_out) {
     double mx = -INFINITY, sum = 0;
     double *p = malloc((size_t)E * sizeof *p);
     for (int e = 0; e < E; e++)
@@ -71,6 +72,7 @@ static void ref_route_ex(const float *l, int E, int k, int sm_w, int norm_w, flo
         for (int j = 0; j < k; j++) tot += (w[j] /= cs);
     }
     for (int j = 0; j < k; j++) w[j] = (norm_w ? w[j] / fmax(tot, 6.103515625e-5) : w[j]) * scale;
+    if (p_out) memcpy(p_out, p, (size_t)E * sizeof *p);
     free(p);
 }
 
@@ -89,12 +91,19 @@ static void check_route_ex(const float *logits, int rows, int E, int k, int sm_w
     double want_w[CLF_MOE_MAX_USED];
     TU_OK(clf_tensor_download(rt, &it, ids, (size_t)rows * k * sizeof *ids));
     TU_OK(clf_tensor_download(rt, &wt, w, (size_t)rows * k * sizeof *w));
+    double *p = malloc((size_t)E * sizeof *p);
     for (int r = 0; r < rows; r++) {
-        ref_route_ex(logits + (size_t)r * E, E, k, sm_w, norm_w, scale, want_ids, want_w);
+        ref_route_ex(logits + (size_t)r * E, E, k, sm_w, norm_w, scale, want_ids, want_w, p);
         for (int j = 0; j < k; j++) {
             const float got = w[(size_t)r * k + j];
             const int nan_ok = isnan(want_w[j]) && isnan(got);
-            if (ids[(size_t)r * k + j] != want_ids[j] || (!nan_ok && !(fabs(got - want_w[j]) <= 1e-5 * fabs(want_w[j]) + 1e-7)))
+            /* another expert at this rank only at a near-tie: the kernel's float softmax cannot order two
+             * probabilities within ~1e-6 of each other as the double reference does (1 row of 200 random
+             * experts in ~16 runs); exact ties (equal logits) must still follow the tie rule */
+            const int gi = ids[(size_t)r * k + j], wi = want_ids[j];
+            const int near_tie = gi != wi && gi >= 0 && gi < E && !isnan(p[gi]) && !isnan(p[wi]) && p[gi] != p[wi] &&
+                                 fabs(p[gi] - p[wi]) <= 1e-5 * fabs(p[wi]);
+            if ((gi != wi && !near_tie) || (!nan_ok && !(fabs(got - want_w[j]) <= 1e-5 * fabs(want_w[j]) + 1e-7)))
                 fail_msg("E %d k %d%s row %d rank %d: expert %d weight %.7g, want %d %.7g (replay: CLINFER_SEED=%llu)", E,
                          k, sm_w ? " softmax-weight" : "", r, j, (int)ids[(size_t)r * k + j], (double)got, want_ids[j],
                          want_w[j], (unsigned long long)tu_seed());
@@ -102,6 +111,7 @@ static void check_route_ex(const float *logits, int rows, int E, int k, int sm_w
     }
     free(ids);
     free(w);
+    free(p);
     clf_tensor_free(&lt);
     clf_tensor_free(&it);
     clf_tensor_free(&wt);
@@ -311,7 +321,7 @@ static void ref_ffn(const experts *x, const float *xn, const float *x0, int n, d
             for (int c = 0; c < d; c++) a += (double)x->router[(size_t)e * d + c] * v[c];
             l[e] = (float)a + (x->oss ? x->rb[e] : 0.0f);
         }
-        ref_route_ex(l, E, x->k, x->oss, !x->oss, 1.0f, ids, w);
+        ref_route_ex(l, E, x->k, x->oss, !x->oss, 1.0f, ids, w, NULL);
         for (int c = 0; c < d; c++) y[(size_t)r * d + c] = x0[(size_t)r * d + c];
         for (int j = 0; j < x->k; j++) {
             const int e = ids[j];
