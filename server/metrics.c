@@ -70,6 +70,14 @@ char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const cha
            st->kv_reserved);
     metric(f, "batch_occupancy", "gauge", "Mean busy slots per step over the last 10 s, divided by the slots.",
            model, st->occupancy);
+    metric(f, "slot_saves_total", "counter", "Slots saved to files (POST /slots/{id}?action=save).", model,
+           (double)st->slot_saves);
+    metric(f, "slot_restores_total", "counter", "Slots restored from files (POST /slots/{id}?action=restore).", model,
+           (double)st->slot_restores);
+    metric(f, "slot_erases_total", "counter", "Slots' caches erased (POST /slots/{id}?action=erase).", model,
+           (double)st->slot_erases);
+    metric(f, "slot_action_failures_total", "counter",
+           "Slot saves and restores that failed (a refused file, a full disk).", model, (double)st->slot_failures);
     if (g) {
         metric(f, "grammar_cache_hits_total", "counter",
                "Structured-output requests whose grammar was compiled already (its masks reused).", model,

@@ -71,6 +71,17 @@ typedef struct slot {
     int n_prefilled; /* how many of them came from prompts (the rest were generated) */
 } slot;
 
+/* A slot action waiting for the step loop (srv_sched_slot_action): the
+ * HTTP thread's, on its stack until done. */
+typedef struct slot_act {
+    srv_slot_op op;
+    int slot;
+    const char *path;
+    srv_slot_result *r;
+    int done;
+    struct slot_act *next;
+} slot_act;
+
 typedef struct step_sample {
     double t;
     int gen, prompt, busy;
@@ -98,6 +109,7 @@ struct srv_sched {
     srv_stats st;
     step_sample ring[STATS_RING];
     int ring_n, ring_at;
+    slot_act *acts; /* slot actions for the loop, oldest first */
 };
 
 double srv_now_s(void) {
@@ -715,6 +727,117 @@ static int after_step(srv_sched *s, int n, clinfer_status st) {
     return prompt;
 }
 
+/* ---- slot actions ------------------------------------------------------------ */
+
+/* One action on an idle slot, without the lock while its file is written
+ * or read: the loop's thread alone touches the engine and the slot's
+ * cache, and the HTTP threads read the slot's fields after. */
+static void slot_action(srv_sched *s, slot_act *a) {
+    srv_slot_result *r = a->r;
+    slot *sl = &s->slots[a->slot];
+    const double t0 = srv_now_s();
+    r->st = CLINFER_OK;
+    if (a->op == SRV_SLOT_ERASE) {
+        r->n_tokens = sl->n_prefilled;
+        srv_engine_slot_rewind(s->e, a->slot, 0);
+        sl->n_prefilled = 0;
+        s->st.slot_erases++;
+    } else if (a->op == SRV_SLOT_SAVE) {
+        /* what a prompt can reuse: the prompt tokens (generated ones after
+         * them are evaluated again by the next turn anyway) */
+        const int n = sl->n_prefilled;
+        srv_engine_slot_rewind(s->e, a->slot, n);
+        pthread_mutex_unlock(&s->mu);
+        r->st = srv_engine_slot_save(s->e, a->slot, sl->cached, n, a->path, &r->bytes);
+        pthread_mutex_lock(&s->mu);
+        r->n_tokens = n;
+        if (r->st == CLINFER_OK) s->st.slot_saves++;
+    } else {
+        pthread_mutex_unlock(&s->mu);
+        int n = 0;
+        r->st = srv_engine_slot_load(s->e, a->slot, a->path, sl->cached, s->n_ctx, &n, &r->bytes);
+        if (r->st == CLINFER_ERR_CONTEXT) {
+            /* the pool's free blocks are short: idle slots' caches give
+             * theirs, least recently used first, and it is tried once more */
+            pthread_mutex_lock(&s->mu);
+            make_room(s, (s->n_ctx + s->block - 1) / s->block);
+            pthread_mutex_unlock(&s->mu);
+            r->st = srv_engine_slot_load(s->e, a->slot, a->path, sl->cached, s->n_ctx, &n, &r->bytes);
+        }
+        pthread_mutex_lock(&s->mu);
+        if (r->st == CLINFER_OK) {
+            sl->n_prefilled = n;
+            sl->used = s->st.steps; /* as recent as a request's */
+            r->n_tokens = n;
+            s->st.slot_restores++;
+        } else if (sl->n_prefilled > srv_engine_slot_len(s->e, a->slot)) {
+            sl->n_prefilled = srv_engine_slot_len(s->e, a->slot); /* emptied by a failure past its header */
+        }
+    }
+    if (r->st != CLINFER_OK) {
+        r->why = SRV_SLOT_FAILED;
+        snprintf(r->error, sizeof r->error, "%s", clinfer_last_error());
+        s->st.slot_failures++;
+    }
+    r->ms = (srv_now_s() - t0) * 1e3;
+}
+
+/* The waiting slot actions, between steps. */
+static void run_actions(srv_sched *s) {
+    while (s->acts) {
+        slot_act *a = s->acts;
+        s->acts = a->next;
+        if (s->slots[a->slot].job) {
+            a->r->why = SRV_SLOT_BUSY;
+            snprintf(a->r->error, sizeof a->r->error, "slot %d is processing a request", a->slot);
+        } else {
+            slot_action(s, a);
+        }
+        a->done = 1;
+        pthread_cond_broadcast(&s->progress);
+    }
+}
+
+void srv_sched_slot_action(srv_sched *s, srv_slot_op op, int slot, const char *path, srv_slot_result *r) {
+    memset(r, 0, sizeof *r);
+    if (slot < 0 || slot >= s->n_slots) {
+        r->why = SRV_SLOT_NO_SUCH;
+        snprintf(r->error, sizeof r->error, "no slot %d: the server has %d (0 to %d)", slot, s->n_slots, s->n_slots - 1);
+        return;
+    }
+    slot_act a = {.op = op, .slot = slot, .path = path, .r = r};
+    pthread_mutex_lock(&s->mu);
+    if (s->closed) {
+        r->why = SRV_SLOT_FAILED;
+        r->st = CLINFER_ERR_INTERRUPTED;
+        snprintf(r->error, sizeof r->error, "the server is shutting down");
+    } else {
+        slot_act **at = &s->acts;
+        while (*at) at = &(*at)->next;
+        *at = &a;
+        pthread_cond_signal(&s->work);
+        while (!a.done) pthread_cond_wait(&s->progress, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_slots(srv_sched *s, srv_slot_view *out) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        const srv_job *j = sl->job;
+        out[i] = (srv_slot_view){.id = i, .n_ctx = s->n_ctx, .is_processing = j != NULL,
+                                 .speculative = s->draft_max > 0, .n_cached = sl->n_prefilled};
+        if (j) {
+            out[i].n_prompt = j->n_prompt;
+            out[i].n_prompt_processed = j->n_eval - j->n_cached;
+            out[i].n_prompt_cache = j->n_cached;
+            out[i].n_decoded = j->n_gen;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Shut down: queued jobs never ran, running ones are cut. */
 static void end_all(srv_sched *s) {
     while (s->q_head) {
@@ -725,6 +848,13 @@ static void end_all(srv_sched *s) {
         finish(s, j, SRV_FINISH_ERROR, "the server is shutting down");
     }
     s->q_tail = NULL;
+    for (slot_act *a = s->acts; a; a = a->next) {
+        a->r->why = SRV_SLOT_FAILED;
+        a->r->st = CLINFER_ERR_INTERRUPTED;
+        snprintf(a->r->error, sizeof a->r->error, "the server is shutting down");
+        a->done = 1;
+    }
+    s->acts = NULL;
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].job) release_all(s, s->slots[i].job), finish(s, s->slots[i].job, SRV_FINISH_LENGTH, NULL);
     pthread_cond_broadcast(&s->progress);
@@ -738,6 +868,7 @@ static void *loop(void *arg) {
     for (;;) {
         end_cancelled(s);
         if (s->closed) break;
+        run_actions(s);
         admit(s);
         const int n = build_step(s);
         if (n == 0) {
