@@ -584,6 +584,13 @@ CLINFER_API clinfer_status clinfer_session_save_seq(clinfer_session *s, int seq,
                                                     const char *path, size_t *bytes);
 CLINFER_API clinfer_status clinfer_session_load_seq(clinfer_session *s, int seq, const char *path, int32_t *tokens,
                                                     int cap, int *n_tokens, size_t *bytes);
+/* The same state in memory (a file's bytes): *buf malloc'd (clinfer_free
+ * it), *bytes long; and read back from bytes at buf, checked as a file is
+ * (a server keeping evicted prompt caches in host RAM: --cache-ram). */
+CLINFER_API clinfer_status clinfer_session_save_seq_buf(clinfer_session *s, int seq, const int32_t *tokens,
+                                                        int n_tokens, void **buf, size_t *bytes);
+CLINFER_API clinfer_status clinfer_session_load_seq_buf(clinfer_session *s, int seq, const void *buf, size_t bytes,
+                                                        int32_t *tokens, int cap, int *n_tokens);
 
 /* ---- samplers --------------------------------------------------------------- */
 

@@ -248,6 +248,23 @@ static void test_refusals(void **state) {
 
     size_t len;
     unsigned char *file = slurp(state_path, &len);
+    /* in memory: the file's very bytes, read back alike, refused alike */
+    void *mem = NULL;
+    size_t mem_len = 0;
+    ASSERT_OK(clinfer_session_save_seq_buf(s, 0, text, 40, &mem, &mem_len));
+    assert_int_equal(mem_len, len);
+    assert_memory_equal(mem, file, len);
+    ASSERT_OK(clinfer_session_load_seq_buf(s, 1, mem, mem_len, back, N_CTX, &n));
+    assert_int_equal(n, 40);
+    assert_int_equal(clinfer_seq_len(s, 1), 40);
+    ASSERT_FAILS(clinfer_session_load_seq_buf(s, 1, mem, mem_len - 1, back, N_CTX, &n), CLINFER_ERR_FORMAT,
+                 "truncated");
+    assert_int_equal(clinfer_seq_len(s, 1), 0);
+    ASSERT_FAILS(clinfer_session_load_seq_buf(gs, 0, mem, mem_len, back, N_CTX, &n), CLINFER_ERR_FORMAT,
+                 "another model");
+    clinfer_free(mem);
+    ASSERT_FAILS(clinfer_session_save_seq_buf(s, 0, text, 3, &mem, &mem_len), CLINFER_ERR_ARG, "holds 40");
+    assert_null(mem);
     unsigned char *bad = malloc(len + 1);
     /* truncated at every section: the header, the tokens, the KV, the checksum */
     const size_t cuts[] = {0, 7, HEAD_BYTES - 1, HEAD_BYTES + 5, HEAD_BYTES + 160 + 2, HEAD_BYTES + 160 + 13, len / 2,
