@@ -25,7 +25,7 @@
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
-    "[--reasoning-budget -1|0] [--slot-save-path DIR] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
+    "[--reasoning-budget -1|0] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -59,7 +59,7 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY"), *alias = NULL;
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
-        draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
+        draft_max = 0, cache_ram_mib = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
     const char *reasoning_format = "auto", *slot_dir = NULL;
     serve_models_cfg models = {.models_max = 4}; /* --models-dir: cli/serve_models.c */
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
@@ -88,6 +88,9 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_STR("--slot-save-path", &slot_dir, .arg = "DIR",
                                            .help = "the folder POST /slots/{id}?action=save|restore writes and reads "
                                                    "(made if missing); without it slots are not saved"),
+                               CLI_OPT_INT("--cache-ram", &cache_ram_mib, 0, 1 << 24, .arg = "MIB",
+                                           .help = "keep prompt caches given up for other requests in host RAM, up to "
+                                                   "MIB, and reuse them (default 0: off)"),
                                CLI_OPT_STR("--models-dir", &models.models_dir, .arg = "DIR",
                                            .help = "serve every *.gguf in DIR (and -m), each loaded on first use"),
                                CLI_OPT_INT("--models-max", &models.models_max, 0, 1024,
@@ -151,6 +154,7 @@ int cmd_serve(int argc, char **argv) {
         st = srv_gcache_create(s.m, SRV_GCACHE_ENTRIES, &app.grammars);
         if (st == CLINFER_OK) st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
         if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* prompt lookup, greedy or sampled requests */
+        if (st == CLINFER_OK) st = srv_sched_cache_ram(app.sched, (size_t)cache_ram_mib << 20);
     }
     if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);

@@ -38,6 +38,11 @@ clinfer_status srv_engine_slot_save(srv_engine *e, int slot, const int32_t *toke
                                     size_t *bytes);
 clinfer_status srv_engine_slot_load(srv_engine *e, int slot, const char *path, int32_t *tokens, int cap, int *n,
                                     size_t *bytes);
+/* The same in host memory (clinfer_session_save_seq_buf: *buf for clinfer_free). */
+clinfer_status srv_engine_slot_save_buf(srv_engine *e, int slot, const int32_t *tokens, int n, void **buf,
+                                        size_t *bytes);
+clinfer_status srv_engine_slot_load_buf(srv_engine *e, int slot, const void *buf, size_t bytes, int32_t *tokens,
+                                        int cap, int *n);
 
 /* Which of an entry's tokens give logits. */
 typedef enum srv_logits {

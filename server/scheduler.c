@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "prompt_cache.h"
 #include "reasoning.h"
 
 
@@ -110,6 +111,8 @@ struct srv_sched {
     step_sample ring[STATS_RING];
     int ring_n, ring_at;
     slot_act *acts; /* slot actions for the loop, oldest first */
+    srv_pcache *pcache; /* --cache-ram: evicted prompt caches in host memory; NULL: off */
+    int32_t *scratch;   /* [n_ctx] tokens a restore reads before they are the slot's */
 };
 
 double srv_now_s(void) {
@@ -328,6 +331,22 @@ int srv_sched_fits(srv_sched *s, int n_prompt, int n, int *max_tokens, int *need
     return 0;
 }
 
+/* Prompt tokens a slot must lose, at least, for its cache to go to host
+ * memory (--cache-ram) first: a block's worth. */
+enum { STASH_MIN = 32 };
+
+/* Before slot i's cache is cut to its first `keep` tokens: its prompt
+ * tokens and their KV into host memory (--cache-ram), when it loses at
+ * least STASH_MIN of them. What it generated after its prompt goes first
+ * (a prompt reuses prompt tokens only). */
+static void stash(srv_sched *s, int i, int keep) {
+    slot *sl = &s->slots[i];
+    if (!s->pcache || sl->n_prefilled - keep < STASH_MIN) return;
+    srv_engine_slot_rewind(s->e, i, sl->n_prefilled);
+    if (srv_engine_slot_len(s->e, i) != sl->n_prefilled) return; /* a sliding window that could not go back */
+    srv_pcache_put(s->pcache, s->e, i, sl->cached, sl->n_prefilled);
+}
+
 /* Frees KV blocks until `blocks` are free, emptying idle slots' caches,
  * the least recently used first (their prefixes are then evaluated again
  * by whoever would have reused them). */
@@ -341,6 +360,7 @@ static void make_room(srv_sched *s, int blocks) {
             if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
                 lru = i;
         if (lru < 0) return;
+        stash(s, lru, 0);
         srv_engine_slot_rewind(s->e, lru, 0);
         s->slots[lru].n_prefilled = 0;
     }
@@ -378,6 +398,7 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     int slot = -1;
     for (int i = 0; i < s->n_slots; i++)
         if (!s->slots[i].job && (slot < 0 || s->slots[i].used < s->slots[slot].used)) slot = i;
+    stash(s, slot, 0);
     srv_engine_slot_rewind(s->e, slot, 0);
     s->slots[slot].n_prefilled = 0;
     f->slot = slot;
@@ -400,6 +421,30 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     leader->followers = grown;
     leader->followers[leader->n_followers++] = f;
     f->leader = leader;
+}
+
+/* Slot `land` takes host-memory entry `ram` (its own cache kept there
+ * first), cut to its first `want` tokens: how many it then holds (0 where
+ * the load failed, or a sliding window could not be cut there). */
+static int from_ram(srv_sched *s, int ram, int land, int want) {
+    stash(s, land, 0);
+    srv_engine_slot_rewind(s->e, land, 0);
+    s->slots[land].n_prefilled = 0;
+    int n = 0;
+    clinfer_status st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+    if (st == CLINFER_ERR_CONTEXT) { /* idle slots' caches give their blocks, once */
+        make_room(s, (srv_pcache_len(s->pcache, ram) + s->block - 1) / s->block);
+        st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+    }
+    if (st != CLINFER_OK) {
+        srv_engine_slot_rewind(s->e, land, 0);
+        return 0;
+    }
+    srv_engine_slot_rewind(s->e, land, want);
+    const int held = srv_engine_slot_len(s->e, land);
+    s->st.cache_ram_hits++;
+    s->st.cache_ram_tokens += (unsigned long long)held;
+    return held;
 }
 
 static void admit(srv_sched *s) {
@@ -438,12 +483,22 @@ static void admit(srv_sched *s) {
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         int keep = j->n_prompt > 2 ? j->n_prompt - 2 : 0; /* the most a prompt reuses */
-        srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
-        int reuse = srv_engine_slot_len(s->e, land); /* 0 where a wrapped sliding-window ring cleared */
-        if (src != land && min_int(src_len, keep) > reuse) /* replaces what the landing slot holds */
-            reuse = srv_engine_slot_copy(s->e, src, land, min_int(src_len, keep)) == CLINFER_OK
-                        ? min_int(src_len, keep)
-                        : srv_engine_slot_len(s->e, land); /* refused: unchanged; failed: empty */
+        /* a longer prefix in host memory (--cache-ram) than any slot's */
+        int ram_len = 0;
+        const int ram = srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len);
+        int reuse;
+        if (ram >= 0 && min_int(ram_len, keep) > min_int(land_len, keep) &&
+            min_int(ram_len, keep) > min_int(src_len, keep)) {
+            reuse = from_ram(s, ram, land, min_int(ram_len, keep));
+        } else {
+            stash(s, land, min_int(land_len, keep));
+            srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
+            reuse = srv_engine_slot_len(s->e, land); /* 0 where a wrapped sliding-window ring cleared */
+            if (src != land && min_int(src_len, keep) > reuse) /* replaces what the landing slot holds */
+                reuse = srv_engine_slot_copy(s->e, src, land, min_int(src_len, keep)) == CLINFER_OK
+                            ? min_int(src_len, keep)
+                            : srv_engine_slot_len(s->e, land); /* refused: unchanged; failed: empty */
+        }
         memcpy(s->slots[land].cached, j->prompt, (size_t)reuse * sizeof *j->prompt);
         s->slots[land].n_prefilled = reuse;
         j->slot = land;
@@ -755,17 +810,18 @@ static void slot_action(srv_sched *s, slot_act *a) {
     } else {
         pthread_mutex_unlock(&s->mu);
         int n = 0;
-        r->st = srv_engine_slot_load(s->e, a->slot, a->path, sl->cached, s->n_ctx, &n, &r->bytes);
+        r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
         if (r->st == CLINFER_ERR_CONTEXT) {
             /* the pool's free blocks are short: idle slots' caches give
              * theirs, least recently used first, and it is tried once more */
             pthread_mutex_lock(&s->mu);
             make_room(s, (s->n_ctx + s->block - 1) / s->block);
             pthread_mutex_unlock(&s->mu);
-            r->st = srv_engine_slot_load(s->e, a->slot, a->path, sl->cached, s->n_ctx, &n, &r->bytes);
+            r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
         }
         pthread_mutex_lock(&s->mu);
         if (r->st == CLINFER_OK) {
+            memcpy(sl->cached, s->scratch, (size_t)n * sizeof *s->scratch);
             sl->n_prefilled = n;
             sl->used = s->st.steps; /* as recent as a request's */
             r->n_tokens = n;
@@ -916,7 +972,8 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->entries = calloc((size_t)n_slots, sizeof *s->entries);
     s->len0 = calloc((size_t)n_slots, sizeof *s->len0);
-    int ok = s->slots && s->entries && s->len0;
+    s->scratch = malloc((size_t)s->n_ctx * sizeof *s->scratch);
+    int ok = s->slots && s->entries && s->len0 && s->scratch;
     for (int i = 0; ok && i < n_slots; i++) ok = (s->slots[i].cached = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
     if (!ok) {
         srv_sched_free(s);
@@ -929,6 +986,16 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
     }
     s->started = 1;
     *out = s;
+    return CLINFER_OK;
+}
+
+clinfer_status srv_sched_cache_ram(srv_sched *s, size_t bytes) {
+    srv_pcache *c = NULL;
+    if (bytes && srv_pcache_create(bytes, &c) != CLINFER_OK) return CLINFER_ERR_MEMORY;
+    pthread_mutex_lock(&s->mu);
+    srv_pcache_free(s->pcache);
+    s->pcache = c;
+    pthread_mutex_unlock(&s->mu);
     return CLINFER_OK;
 }
 
@@ -955,6 +1022,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->slots);
     free(s->entries);
     free(s->len0);
+    free(s->scratch);
+    srv_pcache_free(s->pcache);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);
@@ -1098,6 +1167,15 @@ void srv_sched_stats(srv_sched *s, srv_stats *out) {
     out->kv_blocks = s->seen.n_blocks;
     out->kv_free = s->seen.n_free;
     out->kv_reserved = s->reserved;
+    if (s->pcache) {
+        srv_pcache_stats ps;
+        srv_pcache_stats_get(s->pcache, &ps);
+        out->cache_ram_stores = ps.stores;
+        out->cache_ram_evictions = ps.evictions;
+        out->cache_ram_entries = ps.entries;
+        out->cache_ram_bytes = ps.bytes;
+        out->cache_ram_max_bytes = ps.max_bytes;
+    }
     double t = srv_now_s(), t_first = t;
     long gen = 0, prompt = 0, busy = 0, steps = 0;
     for (int k = 0; k < s->ring_n; k++) {

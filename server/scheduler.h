@@ -90,6 +90,11 @@ typedef struct srv_stats {
     int kv_blocks, kv_free, kv_reserved;
     /* POST /slots/{id}: slots saved to files, restored from them, erased, and actions that failed */
     unsigned long long slot_saves, slot_restores, slot_erases, slot_failures;
+    /* --cache-ram: prompts that found their prefix in host memory, the tokens it gave them, caches stored there
+     * and dropped from it (the least recently used, for room), and what it holds */
+    unsigned long long cache_ram_hits, cache_ram_tokens, cache_ram_stores, cache_ram_evictions;
+    int cache_ram_entries;
+    size_t cache_ram_bytes, cache_ram_max_bytes;
 } srv_stats;
 
 /* Starts the step loop; n_slots as the engine's, max_queue waiting jobs. */
@@ -103,6 +108,11 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
  * verifies up to draft_max drafted tokens a slot (clinfer_drafter) with
  * its token, the text the same as without; 0: off (the default). */
 void srv_sched_speculate(srv_sched *s, int draft_max);
+/* --cache-ram: prompt caches given up for other jobs are kept in host
+ * memory, up to `bytes` (prompt_cache.h), and a prompt sharing a longer
+ * prefix with one than with any slot gets it back; 0: off (the default).
+ * Before the first job. */
+clinfer_status srv_sched_cache_ram(srv_sched *s, size_t bytes);
 /* Stops taking jobs, fails the queued ones, cuts the running ones
  * (SRV_FINISH_LENGTH) after the current step, joins the thread. */
 void srv_sched_free(srv_sched *s);

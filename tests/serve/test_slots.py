@@ -144,3 +144,34 @@ def test_busy_slot(tiny, tmp_path):
     wait_for(lambda: not slots(t)[0]["is_processing"])
     status, r = t.request("POST", "/slots/0?action=save", {"filename": "a.bin"})
     assert status == 200, r
+
+
+def test_cache_ram(tmp_path):
+    """--cache-ram: one slot; conversation A, then B takes the slot (A's
+    cache goes to host RAM), then A's next request finds its prefix there:
+    counted in /metrics, reused (cached_tokens), and the same greedy answer
+    as A's first."""
+    s = Server("--parallel", "1", "--ctx", "1024", "--cache-ram", "64")
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0)
+        a = [{"role": "user", "content": "Write one sentence about the sea, the wind and the ships that sail "
+                                         "between the islands in the long summer evenings, when the light stays late over the water, the "
+                                         "harbour bells ring and the fishermen mend their nets on the quay."}]
+        b = [{"role": "user", "content": "List the planets of the solar system in order from the sun, with one "
+                                         "fact about each of them and its number of moons, then say which of them could hold an ocean, "
+                                         "which has the longest day and which was found last, and by whom."}]
+        first, cached0 = chat(client, a)
+        assert cached0 == 0
+        chat(client, b)
+        assert s.metric("cache_ram_stores_total") == 1 and s.metric("cache_ram_entries") == 1
+        assert s.metric("cache_ram_bytes") > 0
+        again, cached = chat(client, a)
+        assert s.metric("cache_ram_hits_total") == 1
+        assert cached > 0 and s.metric("cache_ram_tokens_total") == cached
+        assert again == first
+        # B went to RAM in turn; the bound holds
+        assert s.metric("cache_ram_entries") == 2
+        assert s.metric("cache_ram_bytes") <= 64 << 20
+    finally:
+        rc, err = s.stop()
+        assert rc == 0, err
