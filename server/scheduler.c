@@ -800,8 +800,10 @@ static void slot_action(srv_sched *s, slot_act *a) {
     } else if (a->op == SRV_SLOT_SAVE) {
         /* what a prompt can reuse: the prompt tokens (generated ones after
          * them are evaluated again by the next turn anyway) */
+        srv_engine_slot_rewind(s->e, a->slot, sl->n_prefilled);
+        /* a sliding window that could not go back that far cleared it */
+        if (sl->n_prefilled > srv_engine_slot_len(s->e, a->slot)) sl->n_prefilled = srv_engine_slot_len(s->e, a->slot);
         const int n = sl->n_prefilled;
-        srv_engine_slot_rewind(s->e, a->slot, n);
         pthread_mutex_unlock(&s->mu);
         r->st = srv_engine_slot_save(s->e, a->slot, sl->cached, n, a->path, &r->bytes);
         pthread_mutex_lock(&s->mu);
