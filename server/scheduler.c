@@ -483,12 +483,16 @@ static void admit(srv_sched *s) {
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         int keep = j->n_prompt > 2 ? j->n_prompt - 2 : 0; /* the most a prompt reuses */
-        /* a longer prefix in host memory (--cache-ram) than any slot's */
+        /* a longer prefix in host memory (--cache-ram) than any slot's: taken
+         * when it gives STASH_MIN tokens more, and a quarter of the entry at
+         * least (the whole entry is loaded, then cut; a load costs a tenth of
+         * an evaluation or less a token) */
         int ram_len = 0;
         const int ram = srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len);
+        const int ram_use = min_int(ram_len, keep);
         int reuse;
-        if (ram >= 0 && min_int(ram_len, keep) > min_int(land_len, keep) &&
-            min_int(ram_len, keep) > min_int(src_len, keep)) {
+        if (ram >= 0 && ram_use - min_int(land_len, keep) >= STASH_MIN && ram_use - min_int(src_len, keep) >= STASH_MIN &&
+            4 * (int64_t)ram_use >= srv_pcache_len(s->pcache, ram)) {
             reuse = from_ram(s, ram, land, min_int(ram_len, keep));
         } else {
             stash(s, land, min_int(land_len, keep));
