@@ -113,12 +113,10 @@ int cmd_serve(int argc, char **argv) {
             return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s: %s", slot_dir, strerror(errno)));
         if (stat(slot_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s is not a folder", slot_dir));
-        if (models.models_dir)
-            return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--slot-save-path with --models-dir is not supported yet"));
     }
     if (models.models_dir) { /* several models, each loaded on use */
         models.o = &o, models.alias = alias, models.parallel = parallel, models.queue = queue, models.kv_mib = kv_mib;
-        models.draft_max = draft_max;
+        models.draft_max = draft_max, models.cache_ram_mib = cache_ram_mib, models.slot_dir = slot_dir;
         models.http = &(srv_http_config){host, port, api_key, request_timeout, max_per_client};
         return cli_error(serve_models(&models));
     }

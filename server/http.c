@@ -424,7 +424,8 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
  * released after (a stream's jobs keep it loaded beyond: router.h). */
 static enum MHD_Result serve_routed(srv_http *h, srv_router *rt, struct MHD_Connection *c, conn *cn) {
     srv_api_error e;
-    switch (cn->r) {
+    /* a slot action without a body (erase) names its model as GET /slots does: ?model=NAME */
+    switch (cn->r == R_SLOT && !cn->body.n ? R_SLOTS : cn->r) {
     case R_PAGE:
     case R_ASSET: return serve(h, c, cn);
     case R_HEALTH: return srv_http_send(c, MHD_HTTP_OK, "application/json", strdup("{\"status\":\"ok\"}"));

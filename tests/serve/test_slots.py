@@ -11,7 +11,7 @@ import os
 import openai
 import pytest
 
-from conftest import Server
+from conftest import TINY, Server
 from test_http import COMP, open_stream, read_until
 from test_limits import wait_for
 
@@ -172,6 +172,31 @@ def test_cache_ram(tmp_path):
         # B went to RAM in turn; the bound holds
         assert s.metric("cache_ram_entries") == 2
         assert s.metric("cache_ram_bytes") <= 64 << 20
+    finally:
+        rc, err = s.stop()
+        assert rc == 0, err
+
+
+def test_router(tmp_path):
+    """--models-dir: the slot endpoints reach the model the body (or ?model=) names."""
+    d = tmp_path / "models"
+    d.mkdir()
+    os.symlink(TINY, d / "tiny.gguf")
+    s = Server("--models-dir", str(d), "--parallel", "1", "--ctx", "256", "--slot-save-path", str(tmp_path),
+               "--cache-ram", "16")
+    try:
+        status, r = s.request("POST", COMP, {"model": "tiny", "prompt": "once upon a time", "max_tokens": 2})
+        assert status == 200, r
+        status, r = s.request("GET", "/slots?model=tiny")
+        assert status == 200 and r[0]["n_cached_tokens"] > 0, r
+        n = r[0]["n_cached_tokens"]
+        status, r = s.request("POST", "/slots/0?action=save", {"model": "tiny", "filename": "r.bin"})
+        assert status == 200 and r["n_saved"] == n, r
+        status, r = s.request("POST", "/slots/0?action=erase&model=tiny")
+        assert status == 200 and r["n_erased"] == n, r
+        status, r = s.request("POST", "/slots/0?action=restore", {"model": "tiny", "filename": "r.bin"})
+        assert status == 200 and r["n_restored"] == n, r
+        assert s.metric("slot_restores_total") == 1 and s.metric("cache_ram_max_bytes") == 16 << 20
     finally:
         rc, err = s.stop()
         assert rc == 0, err
