@@ -242,6 +242,13 @@ static void test_refusals(void **state) {
     ASSERT_FAILS(clinfer_session_load_seq(h, 0, state_path, back, N_CTX, &n, NULL), CLINFER_ERR_FORMAT,
                  "KV cache of type F32");
     ASSERT_FAILS(clinfer_session_load_seq(s, 1, state_path, back, 39, &n, NULL), CLINFER_ERR_ARG, "room was given for 39");
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 32;
+    clinfer_session *small = NULL;
+    ASSERT_OK(clinfer_session_create(m, &sp, &small));
+    ASSERT_FAILS(clinfer_session_load_seq(small, 0, state_path, back, N_CTX, &n, NULL), CLINFER_ERR_CONTEXT,
+                 "sequences hold 32");
+    clinfer_session_free(small);
     ASSERT_FAILS(clinfer_session_load_seq(s, 1, "/tmp", back, N_CTX, &n, NULL), CLINFER_ERR_IO, "not a regular file");
     ASSERT_FAILS(clinfer_session_load_seq(s, 1, "/tmp/clinfer-no-such.slot", back, N_CTX, &n, NULL), CLINFER_ERR_IO,
                  "cannot open");
