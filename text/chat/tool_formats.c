@@ -212,8 +212,10 @@ static int deepseek_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, 
         if (sep == n) return n - i > 128 ? BAD : MORE;
         size_t x = i;
         i = sep + LEN(M_DS_SEP);
-        if (i >= n) return MORE;
-        if (s[i] == '{') { /* V3.1: X is the name */
+        size_t j = i;
+        skip_ws(s, n, &j);
+        if (j >= n) return MORE;
+        if (s[j] == '{') { /* V3.1: X is the name */
             while (x < sep && is_ws(s[x])) x++;
             size_t e = sep;
             while (e > x && is_ws(s[e - 1])) e--;
@@ -230,7 +232,7 @@ static int deepseek_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, 
         if ((res = literal(s, n, &i, M_DS_END, LEN(M_DS_END))) != DONE) return res;
         c->complete = 1;
         skip_ws(s, n, &i);
-        size_t j = i;
+        j = i;
         if (literal(s, n, &j, M_DS_CALLS_END, LEN(M_DS_CALLS_END)) == DONE) return DONE;
     }
 }

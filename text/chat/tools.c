@@ -376,12 +376,17 @@ static int template_writes_tools(const clf_chat *c) {
 }
 
 static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n,
-                                     int reply_start, char **buf, size_t *len) {
+                                     int reply_start, int variant, char **buf, size_t *len) {
+    int args_text = variant & 1, empty_content = variant & 2; /* jinja_render_calls' variants */
     if (n < 0 || (n > 0 && !m)) return clf_fail(CLF_ERR_ARG, "no messages");
     for (int i = 0; i < n; i++) CLF_TRY(check_role(&m[i], i));
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content ? m[i].content : "");
+        /* an assistant's calls without text: content null, as OpenAI sends it (DeepSeek R1's template writes
+         * the calls only then) */
+        json_t *o = m[i].content || !m[i].n_calls || empty_content
+                        ? json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content ? m[i].content : "")
+                        : json_pack("{s:s, s:n}", "role", m[i].role, "content");
         if (!o) { /* not UTF-8 */
             json_decref(a);
             return clf_fail(CLF_ERR_ARG, "message %d is not UTF-8 text", i);
@@ -390,7 +395,8 @@ static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, 
             json_t *calls = json_array();
             for (int k = 0; k < m[i].n_calls; k++) {
                 const clf_tool_call *tc = &m[i].calls[k];
-                json_t *args = tc->arguments ? json_loads(tc->arguments, JSON_DECODE_ANY, NULL) : json_object();
+                json_t *args = args_text ? json_string(tc->arguments ? tc->arguments : "{}")
+                               : tc->arguments ? json_loads(tc->arguments, JSON_DECODE_ANY, NULL) : json_object();
                 if (!args) args = json_string(tc->arguments); /* not JSON: the text as it is */
                 json_t *fn = json_pack("{s:s, s:o}", "name", tc->name ? tc->name : "", "arguments", args ? args : json_null());
                 json_t *call = json_pack("{s:s, s:s, s:o}", "id", tc->id ? tc->id : "", "type", "function", "function",
@@ -412,13 +418,34 @@ static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, 
     return st;
 }
 
+/* The conversation rendered as templates differ on calls (llama.cpp reads
+ * the same off each template's behaviour): the calls' arguments as objects
+ * (Hugging Face's templates) or as the JSON text OpenAI sends (DeepSeek
+ * R1's template concatenates them to its text); a call's missing text as
+ * null (R1's writes the calls only then) or "" (Devstral's indexes it):
+ * the first variant the template renders. */
+static clf_status jinja_render_calls(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n,
+                                     int reply_start, char **buf, size_t *len) {
+    clf_status st = jinja_conversation(c, tools, m, n, reply_start, 0, buf, len);
+    int calls = 0;
+    for (int i = 0; i < n && m; i++) calls += m[i].n_calls;
+    if (st == CLF_OK || !calls || st == CLF_ERR_MEMORY) return st;
+    char *first = strdup(clf_last_error());
+    clf_status st2 = st;
+    for (int v = 1; v < 4 && st2 != CLF_OK && st2 != CLF_ERR_MEMORY; v++)
+        st2 = jinja_conversation(c, tools, m, n, reply_start, v, buf, len);
+    if (st2 != CLF_OK && first) clf_fail(st, "%s", first); /* the first failure's words */
+    free(first);
+    return st2 == CLF_OK ? CLF_OK : st;
+}
+
 clf_status clf_tools_render(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n, int reply_start,
                             char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
     if (template_writes_tools(c) && (n <= 0 || !m || uses_tools(tools, m, n))) {
         CLF_TRY(clf_tools_supported(c));
-        return jinja_conversation(c, tools, m, n, reply_start, buf, len);
+        return jinja_render_calls(c, tools, m, n, reply_start, buf, len);
     }
     if (n > 0 && m && !uses_tools(tools, m, n)) {
         clf_chat_msg *cm;
@@ -458,18 +485,9 @@ clf_status clf_tools_tokenize(const clf_chat *c, const clf_tools *tools, const c
         char *text;
         size_t len;
         CLF_TRY(clf_tools_supported(c));
-        CLF_TRY(jinja_conversation(c, tools, m, n, reply_start, &text, &len));
-        const char **texts = malloc((size_t)(n > 0 ? n : 1) * sizeof *texts);
-        clf_span *sv = NULL;
-        int nsv = 0;
-        clf_status st = texts ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-        for (int i = 0; st == CLF_OK && i < n; i++) texts[i] = m[i].content;
-        if (st == CLF_OK) st = clf_chat_find_spans(text, len, texts, n, &sv, &nsv);
-        if (st == CLF_OK) st = clf_tokenize_plain(tok, text, len, add_special, sv, nsv, ids, n_ids);
-        free(texts);
-        free(sv);
-        free(text);
-        return st;
+        CLF_TRY(jinja_render_calls(c, tools, m, n, reply_start, &text, &len));
+        return clf_chat_tokenize_rendered(tok, text, len, n > 0 ? (const char *)&m[0].content : NULL, sizeof *m, n,
+                                          add_special, ids, n_ids);
     }
     text t = {0};
     clf_status st = render(c, tools, m, n, reply_start, &t);
