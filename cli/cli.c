@@ -39,9 +39,12 @@ double cli_now_s(void) {
 }
 
 clinfer_status cli_check_chat(const clinfer_model *m) {
-    char *text = NULL; /* an empty conversation: rendered only when the format is known */
+    /* one user message: the least a template renders (an empty conversation fails gpt-oss's, Granite's,
+     * Command R's and Mistral Nemo's templates, as under jinja2: they read messages[0]) */
+    char *text = NULL;
     size_t len;
-    clinfer_status st = clinfer_chat_apply(m, NULL, 0, 0, &text, &len);
+    const clinfer_chat_message one = {"user", "Hello"};
+    clinfer_status st = clinfer_chat_apply(m, &one, 1, 0, &text, &len);
     clinfer_free(text);
     return st;
 }
