@@ -96,9 +96,9 @@ def test_prior_call_and_result(client):
             "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
         {"role": "tool", "tool_call_id": "abc123XYZ", "content": json.dumps({"temp_c": 21})},
     ]
-    r = client.chat.completions.create(model=M, messages=msgs, tools=TOOLS, tool_choice="none", max_tokens=4,
-                                       temperature=0)
-    assert r.choices[0].finish_reason in ("length", "stop") and not r.choices[0].message.tool_calls
+    r = client.chat.completions.create(model=M, messages=msgs, tools=TOOLS, max_tokens=4, temperature=0)
+    assert r.choices[0].finish_reason in ("length", "stop", "tool_calls")
+    assert r.usage.prompt_tokens > 40  # the tools, the call and its result
 
 
 def test_auto(client):
