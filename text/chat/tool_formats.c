@@ -15,7 +15,7 @@
 
 static const char M_MISTRAL[] = "[TOOL_CALLS]", M_ARGS[] = "[ARGS]", M_CALL_ID[] = "[CALL_ID]";
 static const char M_GRANITE[] = "<|tool_call|>";
-static const char M_ACTION[] = "Action:";
+static const char M_ACTION[] = "Action:", M_START_ACTION[] = "<|START_ACTION|>";
 static const char M_DS_CALLS[] = "<｜tool▁calls▁begin｜>", M_DS_CALL[] = "<｜tool▁call▁begin｜>",
                   M_DS_SEP[] = "<｜tool▁sep｜>", M_DS_END[] = "<｜tool▁call▁end｜>",
                   M_DS_CALLS_END[] = "<｜tool▁calls▁end｜>";
@@ -31,6 +31,7 @@ clf_tool_format clf_tf_detect(const char *j) {
     if (strstr(j, M_CHANNEL) && strstr(j, "to=")) return CLF_TOOLS_HARMONY;
     if (strstr(j, "tool▁call▁begin")) return strstr(j, "```json") ? CLF_TOOLS_DEEPSEEK_R1 : CLF_TOOLS_DEEPSEEK_V3;
     if (strstr(j, M_GRANITE)) return CLF_TOOLS_GRANITE;
+    if (strstr(j, M_START_ACTION)) return CLF_TOOLS_COMMAND_R7B; /* its instructions say "Action:" too */
     if (strstr(j, M_ACTION) && strstr(j, "tool_name")) return CLF_TOOLS_COMMAND_R;
     return CLF_TOOLS_NONE;
 }
@@ -286,6 +287,7 @@ static int markers(clf_tool_format f, const char **m) {
     case CLF_TOOLS_MISTRAL_ARGS: m[0] = M_MISTRAL; return 1;
     case CLF_TOOLS_GRANITE: m[0] = M_GRANITE; return 1;
     case CLF_TOOLS_COMMAND_R: m[0] = M_ACTION; return 1;
+    case CLF_TOOLS_COMMAND_R7B: m[0] = M_START_ACTION; return 1;
     case CLF_TOOLS_DEEPSEEK_R1:
     case CLF_TOOLS_DEEPSEEK_V3: m[0] = M_DS_CALLS, m[1] = M_DS_CALL; return 2; /* R1 distills may skip the outer one */
     case CLF_TOOLS_HARMONY: m[0] = M_TO; return 1;
@@ -302,6 +304,7 @@ static int calls_at(clf_tool_format f, const char *s, size_t n, size_t at, const
     case CLF_TOOLS_MISTRAL_ARGS: return mistral_calls(s, n, i, r, st);
     case CLF_TOOLS_GRANITE: skip_ws(s, n, &i); return call_array(s, n, &i, "name", "arguments", r, st);
     case CLF_TOOLS_COMMAND_R: return command_r_calls(s, n, i, r, st);
+    case CLF_TOOLS_COMMAND_R7B: skip_ws(s, n, &i); return call_array(s, n, &i, "tool_name", "parameters", r, st);
     case CLF_TOOLS_DEEPSEEK_R1:
     case CLF_TOOLS_DEEPSEEK_V3: return deepseek_calls(s, n, at, r, st);
     case CLF_TOOLS_HARMONY: return harmony_calls(s, n, at, r, st);
@@ -509,7 +512,8 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
     const char *m[2];
     if (!markers(f, m)) return clf_fail(CLF_ERR_FORMAT, "the %s tool format has no grammar here", clf_tools_format_name(f));
     int more = parallel && f != CLF_TOOLS_HARMONY ? MAX_PARALLEL - 1 : 0; /* Harmony: a call a message, one a reply */
-    int object = f == CLF_TOOLS_MISTRAL || f == CLF_TOOLS_GRANITE || f == CLF_TOOLS_COMMAND_R;
+    int object = f == CLF_TOOLS_MISTRAL || f == CLF_TOOLS_GRANITE || f == CLF_TOOLS_COMMAND_R ||
+                 f == CLF_TOOLS_COMMAND_R7B;
     if (object && !call_gbnf) return clf_fail(CLF_ERR_ARG, "the %s tool format takes the call's grammar", clf_tools_format_name(f));
     if (!object && call_gbnf)
         return clf_fail(CLF_ERR_ARG, "the %s tool format writes the name outside the call's JSON: use clf_tools_grammar",
@@ -521,6 +525,9 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
     case CLF_TOOLS_GRANITE: gprintf(&g, "tc-calls ::= \"<|tool_call|>[\" root ( \", \" root ){0,%d} \"]\"\n", more); break;
     case CLF_TOOLS_COMMAND_R:
         gprintf(&g, "tc-calls ::= \"Action:\\n```json\\n[\\n\" root ( \",\\n\" root ){0,%d} \"\\n]\\n```\"\n", more);
+        break;
+    case CLF_TOOLS_COMMAND_R7B:
+        gprintf(&g, "tc-calls ::= \"<|START_ACTION|>[\" root ( \", \" root ){0,%d} \"]<|END_ACTION|>\"\n", more);
         break;
     case CLF_TOOLS_MISTRAL_ARGS:
         gprintf(&g, "tc-calls ::= tc-call{1,%d}\ntc-call ::= \"[TOOL_CALLS]\" tc-fn\n", more + 1);

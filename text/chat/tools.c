@@ -25,7 +25,8 @@ clf_tool_format clf_tools_format(const clf_chat *c) {
 
 const char *clf_tools_format_name(clf_tool_format f) {
     static const char *const NAMES[] = {"none", "Hermes (ChatML)", "Llama 3.1", "Mistral", "Mistral (ARGS)",
-                                        "Harmony (gpt-oss)", "DeepSeek R1", "DeepSeek V3.1", "Granite", "Command R"};
+                                        "Harmony (gpt-oss)", "DeepSeek R1", "DeepSeek V3.1", "Granite", "Command R",
+                                        "Command R7B"};
     return (unsigned)f < sizeof NAMES / sizeof *NAMES ? NAMES[f] : "?";
 }
 
@@ -539,8 +540,9 @@ static json_t *call_object(const clf_tools *t, int i, json_t *root, clf_status *
         return NULL;
     }
     clf_tool_format f = clf_tools_format(&t->chat);
-    const char *key = f == CLF_TOOLS_LLAMA3 || f == CLF_TOOLS_COMMAND_R ? "parameters" : "arguments";
-    const char *nkey = f == CLF_TOOLS_COMMAND_R ? "tool_name" : "name";
+    int cohere = f == CLF_TOOLS_COMMAND_R || f == CLF_TOOLS_COMMAND_R7B;
+    const char *key = f == CLF_TOOLS_LLAMA3 || cohere ? "parameters" : "arguments";
+    const char *nkey = cohere ? "tool_name" : "name";
     json_t *o = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object", "properties", nkey, "const",
                           t->names[i], key, params, "required", nkey, key, "additionalProperties", 0);
     if (!o) *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");

@@ -20,7 +20,8 @@
  *   <｜tool▁sep｜>F\n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`)
  *   and V3.1 (`<｜tool▁call▁begin｜>F<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`),
  *   Granite (`<|tool_call|>[{"name": F, "arguments": {...}}]`) and
- *   Command R (`Action: ```json [{"tool_name": F, "parameters": {...}}] ````).
+ *   Command R (`Action: ```json [{"tool_name": F, "parameters": {...}}] ````; Command R7B's in
+ *   `<|START_ACTION|>[...]<|END_ACTION|>`).
  * Other formats (Llama 3.0, Gemma, Phi-3, Zephyr, a template of none of
  * these) have none: CLF_ERR_FORMAT naming the format.
  *
@@ -49,6 +50,7 @@ typedef enum clf_tool_format {
     CLF_TOOLS_DEEPSEEK_V3, /* F<｜tool▁sep｜>{...} (V3.1) */
     CLF_TOOLS_GRANITE,     /* <|tool_call|>[...] */
     CLF_TOOLS_COMMAND_R,   /* Action: ```json [...] ``` */
+    CLF_TOOLS_COMMAND_R7B, /* <|START_ACTION|>[...]<|END_ACTION|> */
 } clf_tool_format;
 
 /* c's tool syntax: its template's text first (the formats tool_formats.c
@@ -100,7 +102,7 @@ typedef enum clf_tool_choice {
 
 /* The JSON Schema of one call's JSON object, any of the functions (named:
  * that one only; CLF_ERR_ARG when there is no such function): {"name"
- * (Command R: "tool_name"): {"const": F}, "arguments" (Llama, Command R:
+ * (Command R, R7B: "tool_name"): {"const": F}, "arguments" (Llama, Command R, R7B:
  * "parameters"): the function's parameters}, both required, in that order. *schema malloc'd. */
 clf_status clf_tools_call_schema(const clf_tools *t, clf_tool_choice choice, const char *name, char **schema);
 /* The reply's grammar: `call_gbnf` (that schema's GBNF, start rule `root`)
