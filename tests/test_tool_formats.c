@@ -4,7 +4,8 @@
  * renders a conversation with tools, a call and its result; replies as the
  * models write them parsed (one call, parallel calls, text first, a
  * malformed call as text), whole and cut at every byte as a stream sees
- * them; and each format's grammar: what a random walk through it writes
+ * them, and random texts of the formats' pieces (a stream's content never
+ * outgrows the final one); and each format's grammar: what a random walk through it writes
  * parses back into calls of the offered functions whose arguments hold
  * the schema's required fields. */
 #include <jansson.h>
@@ -275,6 +276,46 @@ static void test_parse_cut_short(void **state) {
     free(tmpl);
 }
 
+/* Texts of the formats' pieces at random (markers, their halves, names,
+ * JSON fragments, blanks): every parse returns, a stream's content is a
+ * prefix of the final one, a complete call's arguments are what the
+ * final parse says. */
+static void test_parse_pieces(void **state) {
+    (void)state;
+    static const char *const PIECES[] = {
+        "[TOOL_CALLS]", "[TOOL_", "[ARGS]", "[CALL_ID]", "<|tool_call|>", "<|tool", "Action:", "```json", "```",
+        "<|START_ACTION|>", "<|END_ACTION|>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool", "function", "<|start|>assistant", "<|channel|>",
+        "commentary", " to=functions.", "<|message|>", "<|call|>", "<|end|>", "get_weather", "get_time", "{", "}", "[",
+        "]", "\"", "\"name\"", "\"arguments\"", "\"tool_name\"", "\"parameters\"", ":", ",", " ", "\n", "x", "é",
+        "{\"city\": \"Paris\"}", "\\"};
+    enum { N_PIECES = sizeof PIECES / sizeof *PIECES };
+    uint64_t s = tu_seed();
+    char text[2048];
+    for (int k = 0; k < N_REPLIES; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(REPLIES[k].file, &c);
+        for (int iter = 0; iter < 300; iter++) {
+            text[0] = 0;
+            for (int p = (int)(tu_next(&s) % 24); p > 0; p--)
+                strncat(text, PIECES[tu_next(&s) % N_PIECES], sizeof text - strlen(text) - 1);
+            size_t n = strlen(text);
+            clf_tool_reply *whole, *r;
+            TU_OK(clf_tools_parse(&c, text, n, 1, &whole));
+            assert_true(whole->content_len <= n);
+            for (size_t cut = 0; cut <= n; cut++) {
+                TU_OK(clf_tools_parse(&c, text, cut, 0, &r));
+                if (r->content_len > whole->content_len)
+                    fail_msg("%s: '%s' cut at %zu: content %zu > %zu", REPLIES[k].file, text, cut, r->content_len,
+                             whole->content_len);
+                clf_tool_reply_free(r);
+            }
+            clf_tool_reply_free(whole);
+        }
+        free(tmpl);
+    }
+}
+
 /* ---- the grammar ---------------------------------------------------------------- */
 
 /* A random sentence of g (bytes among those a state allows, stopping at
@@ -300,7 +341,7 @@ static char *walk(const clf_grammar *g, uint64_t *s) {
         if (nb == 0) break;
         unsigned b;
         do b = bytes[tu_next(s) % (unsigned)nb];
-        while (ascii && (b >= 128 || b == '\\') && tu_next(s) % 64);
+        while (ascii && (b == '\\' || (b >= 128 && tu_next(s) % 64)));
         TU_OK(clf_gstate_advance(g, &st, b, &next));
         if (next.n_stacks == 0) fail_msg("byte %u in the tops is not allowed", b);
         out[n++] = (char)b;
@@ -402,7 +443,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_no_tool_syntax),
         cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
-        cmocka_unit_test(test_grammar_formats),
+        cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

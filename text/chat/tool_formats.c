@@ -209,8 +209,10 @@ static int deepseek_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, 
         clf_tool_parsed *c = NULL;
         if (r->n_calls >= MAX_PARALLEL) return BAD;
         if ((*st = add_call(r, &c)) != CLF_OK) return BAD;
-        size_t sep = find_at(s, n, i, M_DS_SEP);
-        if (sep == n) return n - i > 128 ? BAD : MORE;
+        /* the separator within 128 bytes (a window of its own, so that more text never turns BAD into MORE) */
+        size_t lim = n - i > 128 + LEN(M_DS_SEP) ? i + 128 + LEN(M_DS_SEP) : n;
+        size_t sep = find_at(s, lim, i, M_DS_SEP);
+        if (sep == lim) return lim < n ? BAD : MORE;
         size_t x = i;
         i = sep + LEN(M_DS_SEP);
         size_t j = i;
@@ -258,8 +260,9 @@ static int harmony_calls(const char *s, size_t n, size_t at, clf_tool_reply *r, 
         if (r->n_calls >= MAX_PARALLEL) return DONE;
         if ((*st = add_call(r, &c)) != CLF_OK) return BAD;
         if ((res = bare_name(s, n, &i, c, st)) != DONE) return res;
-        size_t msg = find_at(s, n, i, M_MESSAGE);
-        if (msg == n) return n - i > 256 ? BAD : MORE;
+        size_t lim = n - i > 256 + LEN(M_MESSAGE) ? i + 256 + LEN(M_MESSAGE) : n; /* the header within 256 bytes */
+        size_t msg = find_at(s, lim, i, M_MESSAGE);
+        if (msg == lim) return lim < n ? BAD : MORE;
         if (find_at(s, msg, i, "<|end|>") < msg || find_at(s, msg, i, M_CALL) < msg) return BAD;
         i = msg + LEN(M_MESSAGE);
         if ((res = args_value(s, n, &i, c, st)) != DONE) return res;
