@@ -109,6 +109,40 @@ static void test_templates_render_tools(void **state) {
     }
 }
 
+/* Mistral's templates take 9-character ids only: another (OpenAI's
+ * "call_...") is mapped, the same for the call and its result. */
+static void test_mistral_ids(void **state) {
+    (void)state;
+    static const char *const FILES[] = {"Mistral-Small-3.2-24B-Instruct-2506.jinja",
+                                        "mistralai-Mistral-Nemo-Instruct-2407.jinja"};
+    for (int k = 0; k < 2; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t));
+        clf_tool_call call = {"call_0123456789abcdef", "get_weather", "{\"city\": \"Paris\"}"};
+        clf_tool_msg m[3] = {{"user", "Weather?", NULL, 0, NULL},
+                             {"assistant", NULL, &call, 1, NULL},
+                             {"tool", "sunny", NULL, 0, "call_0123456789abcdef"}};
+        char *buf = NULL;
+        size_t len;
+        TU_OK(clf_tools_render(&c, t, m, 3, 1, &buf, &len));
+        assert_null(strstr(buf, "call_0123456789abcdef"));
+        /* the mapped id twice: the call's and the result's */
+        const char *at = strstr(buf, FILES[k][0] == 'M' ? "[CALL_ID]" : "\"id\": \"");
+        assert_non_null(at);
+        at += FILES[k][0] == 'M' ? 9 : 7;
+        char id[10];
+        memcpy(id, at, 9);
+        id[9] = 0;
+        const char *second = strstr(at + 9, id);
+        if (!second) fail_msg("%s: the id %s once:\n%s", FILES[k], id, buf);
+        free(buf);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
 /* A template without tool syntax is refused, naming its format. */
 static void test_no_tool_syntax(void **state) {
     (void)state;
@@ -441,7 +475,8 @@ static void test_grammar_formats(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_no_tool_syntax),
+        cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_mistral_ids),
+        cmocka_unit_test(test_no_tool_syntax),
         cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
     };

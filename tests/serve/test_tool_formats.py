@@ -90,11 +90,12 @@ def test_named_call_streamed(client):
 
 
 def test_prior_call_and_result(client):
-    # the template renders the assistant's call and the tool's result (a 9-character id: Mistral's rule)
+    # the template renders the assistant's call and the tool's result (an OpenAI-style id: Mistral's
+    # templates, which take 9 characters only, get it mapped)
     msgs = Q + [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "abc123XYZ", "type": "function", "function": {
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_7f3a9b1c2d4e", "type": "function", "function": {
             "name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
-        {"role": "tool", "tool_call_id": "abc123XYZ", "content": json.dumps({"temp_c": 21})},
+        {"role": "tool", "tool_call_id": "call_7f3a9b1c2d4e", "content": json.dumps({"temp_c": 21})},
     ]
     r = client.chat.completions.create(model=M, messages=msgs, tools=TOOLS, max_tokens=4, temperature=0)
     assert r.choices[0].finish_reason in ("length", "stop", "tool_calls")

@@ -376,9 +376,28 @@ static int template_writes_tools(const clf_chat *c) {
     return c->jinja && (strstr(c->jinja, "tools") || clf_tf_detect(c->jinja) != CLF_TOOLS_NONE);
 }
 
+/* A call id as Mistral's templates take it (9 letters and digits, else
+ * they refuse the conversation): one such as it is, another (OpenAI's
+ * "call_...", the server's own) mapped to 9 by its FNV-1a hash, so that a
+ * call and the result that names it agree. out: 10 bytes. */
+static const char *mistral_id(const char *id, char out[10]) {
+    static const char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    size_t n = strlen(id), k = 0;
+    while (k < n && strchr(ALNUM, id[k]) && id[k]) k++;
+    if (n == 9 && k == 9) return id;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 1099511628211ull;
+    for (int i = 0; i < 9; i++, h /= 62) out[i] = ALNUM[h % 62];
+    out[9] = 0;
+    return out;
+}
+
 static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n,
                                      int reply_start, int variant, char **buf, size_t *len) {
     int args_text = variant & 1, empty_content = variant & 2; /* jinja_render_calls' variants */
+    clf_tool_format f = clf_tools_format(c);
+    int nine = f == CLF_TOOLS_MISTRAL || f == CLF_TOOLS_MISTRAL_ARGS; /* ids of 9 characters */
+    char idbuf[10];
     if (n < 0 || (n > 0 && !m)) return clf_fail(CLF_ERR_ARG, "no messages");
     for (int i = 0; i < n; i++) CLF_TRY(check_role(&m[i], i));
     json_t *a = json_array();
@@ -400,13 +419,17 @@ static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, 
                                : tc->arguments ? json_loads(tc->arguments, JSON_DECODE_ANY, NULL) : json_object();
                 if (!args) args = json_string(tc->arguments); /* not JSON: the text as it is */
                 json_t *fn = json_pack("{s:s, s:o}", "name", tc->name ? tc->name : "", "arguments", args ? args : json_null());
-                json_t *call = json_pack("{s:s, s:s, s:o}", "id", tc->id ? tc->id : "", "type", "function", "function",
+                const char *id = tc->id ? tc->id : "";
+                if (nine) id = mistral_id(id, idbuf);
+                json_t *call = json_pack("{s:s, s:s, s:o}", "id", id, "type", "function", "function",
                                          fn ? fn : json_null());
                 json_array_append_new(calls, call ? call : json_null());
             }
             json_object_set_new(o, "tool_calls", calls);
         }
-        if (m[i].tool_call_id) json_object_set_new(o, "tool_call_id", json_string(m[i].tool_call_id));
+        if (m[i].tool_call_id)
+            json_object_set_new(o, "tool_call_id",
+                                json_string(nine ? mistral_id(m[i].tool_call_id, idbuf) : m[i].tool_call_id));
         json_array_append_new(a, o);
     }
     char *msgs = a ? json_dumps(a, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
