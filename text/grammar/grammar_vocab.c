@@ -35,6 +35,7 @@ struct clf_vocab_trie {
     int n_nodes, cap_nodes;
     int32_t *ids; /* the text tokens sorted by their bytes */
     int n_ids;
+    int depth; /* the longest token's bytes: the deepest node */
     const char **piece;
     size_t *len;
 };
@@ -59,6 +60,7 @@ static int build(clf_vocab_trie *v, int lo, int hi, int depth, uint8_t byte) {
         v->cap_nodes = cap;
     }
     int me = v->n_nodes++;
+    if (depth > v->depth) v->depth = depth;
     int k = lo;
     while (k < hi && v->len[v->ids[k]] == (size_t)depth) k++; /* a prefix sorts first */
     v->nodes[me] = (tnode){.tok_lo = lo, .tok_hi = k, .byte = byte};
@@ -221,41 +223,97 @@ static int intern(clf_grammar_masks *gm, const gstate *s) {
     return gm->n_st++;
 }
 
-/* The state after byte b from state id: DEAD, an id, or -1 with *st set. */
-static int step(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
+/* State id's transition row, made at its first step: DEAD for the bytes
+ * its tops refuse, UNKNOWN for the others until taken (NULL: out of
+ * memory, the message set). The rows are allocated one by one, so a
+ * pointer to one stays valid while gm->st grows. */
+static int32_t *next_row(clf_grammar_masks *gm, int id) {
     dstate *d = &gm->st[id];
-    if (!gset_has(d->st.tops, b)) return DEAD;
-    if (!d->next) {
-        if (!(d->next = malloc(256 * sizeof *d->next))) return *st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
-        memset(d->next, 0xff, 256 * sizeof *d->next); /* UNKNOWN */
-        gm->bytes += 256 * sizeof *d->next;
-    }
-    if (d->next[b] != UNKNOWN) return d->next[b];
-    if ((*st = clf_gstate_advance(gm->g, &d->st, b, &gm->scratch)) != CLF_OK) return -1;
+    if (d->next) return d->next;
+    if (!(d->next = malloc(256 * sizeof *d->next))) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), NULL;
+    for (unsigned b = 0; b < 256; b++) d->next[b] = gset_has(d->st.tops, b) ? UNKNOWN : DEAD;
+    gm->bytes += 256 * sizeof *d->next;
+    return d->next;
+}
+
+/* The state after byte b from state id when its row says UNKNOWN: the
+ * automaton's step, interned (an id or DEAD; -1 with *st set). */
+static int step_slow(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
+    if ((*st = clf_gstate_advance(gm->g, &gm->st[id].st, b, &gm->scratch)) != CLF_OK) return -1;
     int n = gm->scratch.n_stacks ? intern(gm, &gm->scratch) : DEAD; /* may move gm->st */
     if (n == -1) *st = CLF_ERR_MEMORY;
     else gm->st[id].next[b] = n;
     return n;
 }
 
-/* Depth-first over the trie below `node` from state id: a child whose byte
- * the state takes keeps its tokens and is walked on; a byte it refuses
- * prunes the subtree. */
-static clf_status walk(clf_grammar_masks *gm, int node, int id, uint64_t *bits, int *n) {
+/* Depth-first over the trie from state id, on an explicit stack of the
+ * nodes being walked (one frame a byte of the longest token): a child
+ * whose byte the state takes keeps its tokens and is walked on, a byte it
+ * refuses prunes the subtree. Each step is a read of the state's row
+ * (nodes are in depth-first order, so the walk reads them forward); only a
+ * transition never taken before steps the automaton. */
+typedef struct wframe {
+    int32_t c, end;      /* the next child to visit, and one past the last */
+    const int32_t *row;  /* the state's transitions */
+    int32_t id;          /* the state at this node */
+} wframe;
+
+static clf_status walk(clf_grammar_masks *gm, int id, uint64_t *bits, int *n) {
     const tnode *nodes = gm->v->nodes;
-    for (int c = node + 1; c < nodes[node].end; c = nodes[c].end) {
-        clf_status st = CLF_OK;
-        int next = step(gm, id, nodes[c].byte, &st);
-        if (next == DEAD) continue;
-        if (next < 0) return st;
-        for (int k = nodes[c].tok_lo; k < nodes[c].tok_hi; k++) {
-            int32_t tok = gm->v->ids[k];
-            bits[tok >> 6] |= 1ull << (tok & 63);
-            (*n)++;
+    const int32_t *ids = gm->v->ids;
+    wframe small[64], *fr = small;
+    if (gm->v->depth + 2 > 64 && !(fr = malloc((size_t)(gm->v->depth + 2) * sizeof *fr)))
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    clf_status st = CLF_OK;
+    int top = 0, count = 0;
+    const int32_t *row = next_row(gm, id);
+    if (!row) st = CLF_ERR_MEMORY;
+    else fr[0] = (wframe){1, nodes[0].end, row, id};
+    while (st == CLF_OK && top >= 0) {
+        wframe *f = &fr[top];
+        if (f->c >= f->end) { /* this node's children are done */
+            top--;
+            continue;
         }
-        if (nodes[c].end > c + 1) CLF_TRY(walk(gm, c, next, bits, n));
+        int c = f->c;
+        const tnode *nd = &nodes[c];
+        f->c = nd->end;
+        int next = f->row[nd->byte];
+        if (next == DEAD) continue;
+        if (next == UNKNOWN && (next = step_slow(gm, f->id, nd->byte, &st)) < 0) {
+            if (next == DEAD) continue;
+            break;
+        }
+        for (int k = nd->tok_lo; k < nd->tok_hi; k++) bits[ids[k] >> 6] |= 1ull << (ids[k] & 63);
+        count += nd->tok_hi - nd->tok_lo;
+        if (nd->end > c + 1) { /* on below it */
+            if (!(row = next_row(gm, next))) {
+                st = CLF_ERR_MEMORY;
+                break;
+            }
+            fr[++top] = (wframe){c + 1, nd->end, row, next};
+        }
     }
-    return CLF_OK;
+    if (fr != small) free(fr);
+    *n = count;
+    return st;
+}
+
+/* logits[i] = -INFINITY for every i whose bit is clear: a word at a time
+ * (all clear: the 64 filled; all set: skipped; else its clear bits). */
+static void mask_row(const uint64_t *bits, int n_words, int n_vocab, float *logits) {
+    for (int w = 0; w < n_words; w++) {
+        uint64_t m = bits[w];
+        if (m == ~0ull) continue;
+        int lo = w * 64, hi = lo + 64 < n_vocab ? lo + 64 : n_vocab;
+        if (!m) {
+            for (int i = lo; i < hi; i++) logits[i] = -INFINITY;
+            continue;
+        }
+        uint64_t z = ~m;
+        if (hi - lo < 64) z &= (1ull << (hi - lo)) - 1;
+        for (; z; z &= z - 1) logits[lo + __builtin_ctzll(z)] = -INFINITY;
+    }
 }
 
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
@@ -269,7 +327,7 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
         uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
         int n = 0;
         if (!bits) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-        if (st == CLF_OK && gm->v->nodes) st = walk(gm, 0, id, bits, &n);
+        if (st == CLF_OK && gm->v->nodes) st = walk(gm, id, bits, &n);
         if (st == CLF_OK) {
             gm->st[id].bits = bits;
             gm->st[id].n_allowed = n;
@@ -282,13 +340,7 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
         gm->hits++;
     if (st == CLF_OK) {
         const dstate *d = &gm->st[id];
-        for (int w = 0; w < gm->n_words; w++) {
-            uint64_t m = d->bits[w];
-            if (m == ~0ull) continue;
-            int lo = w * 64, hi = lo + 64 < gm->n_vocab ? lo + 64 : gm->n_vocab;
-            for (int i = lo; i < hi; i++)
-                if (!(m >> (i - lo) & 1)) logits[i] = -INFINITY;
-        }
+        mask_row(d->bits, gm->n_words, gm->n_vocab, logits);
         *n_allowed = d->n_allowed;
     }
     pthread_mutex_unlock(&gm->lock);
