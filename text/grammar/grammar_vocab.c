@@ -136,11 +136,57 @@ struct clf_grammar_masks {
     int n_st, cap_st;
     int32_t *tab; /* [tab_cap] open addressing over st by hash: -1 empty */
     int tab_cap;
+    /* the grammar's byte classes: bytes every byte set of the grammar
+     * holds both or neither of step every state alike (a step reads a byte
+     * only through its sets), so one step fills the row for its class */
+    uint8_t cls[256];           /* each byte's class */
+    uint8_t members[256];       /* the bytes class by class: members[mstart[k], mstart[k + 1]) */
+    int16_t mstart[257];
+    int n_cls;
     size_t bytes;
     long computed, hits;
     double seconds;
     gstate scratch;
 };
+
+/* keep[m][i]: all ones where bit i of the byte m is set, else 0: a
+ * mixed word is applied 8 logits at a time as (x & keep) | (-inf & ~keep)
+ * on the floats' bits (a loop the compiler vectorises without AVX; the
+ * clear bits of a mask in a string, scattered, cost a store each else). */
+static uint32_t g_keep[256][8];
+static pthread_once_t g_keep_once = PTHREAD_ONCE_INIT;
+static void keep_init(void) {
+    for (int m = 0; m < 256; m++)
+        for (int i = 0; i < 8; i++) g_keep[m][i] = m >> i & 1 ? 0xffffffffu : 0;
+}
+
+/* Partition refinement of the 256 bytes by every byte set of g: a class
+ * splits in two where a set holds some of its bytes and not the others
+ * (n_sets x 256 steps, stopping once every byte is alone). */
+static void byte_classes(const clf_grammar *g, clf_grammar_masks *gm) {
+    memset(gm->cls, 0, sizeof gm->cls);
+    int n = 1;
+    for (int s = 0; s < g->n_sets && n < 256; s++) {
+        int16_t split[256]; /* per class: the class its bytes in s go to, -1 none yet */
+        for (int k = 0; k < n; k++) split[k] = -1;
+        /* the first byte met of each class keeps its class's id for its side */
+        int16_t side0[256];
+        for (int k = 0; k < n; k++) side0[k] = -1;
+        for (unsigned b = 0; b < 256; b++) {
+            int k = gm->cls[b], in = gset_has(g->sets[s], b);
+            if (side0[k] < 0) side0[k] = (int16_t)in; /* this side keeps k */
+            if (in == side0[k]) continue;
+            if (split[k] < 0) split[k] = (int16_t)n++;
+            gm->cls[b] = (uint8_t)split[k];
+        }
+    }
+    gm->n_cls = n;
+    int16_t fill[257] = {0};
+    for (unsigned b = 0; b < 256; b++) fill[gm->cls[b] + 1]++;
+    for (int k = 0; k < n; k++) fill[k + 1] += fill[k];
+    memcpy(gm->mstart, fill, sizeof fill);
+    for (unsigned b = 0; b < 256; b++) gm->members[fill[gm->cls[b]]++] = (uint8_t)b;
+}
 
 clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *v, int n_vocab,
                                     clf_grammar_masks **out) {
@@ -154,6 +200,8 @@ clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     }
     memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
+    byte_classes(g, gm);
+    pthread_once(&g_keep_once, keep_init);
     pthread_mutex_init(&gm->lock, NULL);
     *out = gm;
     return CLF_OK;
@@ -241,8 +289,13 @@ static int32_t *next_row(clf_grammar_masks *gm, int id) {
 static int step_slow(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
     if ((*st = clf_gstate_advance(gm->g, &gm->st[id].st, b, &gm->scratch)) != CLF_OK) return -1;
     int n = gm->scratch.n_stacks ? intern(gm, &gm->scratch) : DEAD; /* may move gm->st */
-    if (n == -1) *st = CLF_ERR_MEMORY;
-    else gm->st[id].next[b] = n;
+    if (n == -1) {
+        *st = CLF_ERR_MEMORY;
+        return -1;
+    }
+    int32_t *row = gm->st[id].next;
+    int k = gm->cls[b];
+    for (int i = gm->mstart[k]; i < gm->mstart[k + 1]; i++) row[gm->members[i]] = n; /* the class steps alike */
     return n;
 }
 
@@ -299,20 +352,40 @@ static clf_status walk(clf_grammar_masks *gm, int id, uint64_t *bits, int *n) {
     return st;
 }
 
-/* logits[i] = -INFINITY for every i whose bit is clear: a word at a time
- * (all clear: the 64 filled; all set: skipped; else its clear bits). */
+/* logits[i] = -INFINITY for every i whose bit is clear, a word at a time:
+ * a run of all-clear words is one fill, an all-set word is skipped, a
+ * mixed one blended by its bytes (above); the vocabulary's last, partial
+ * word bit by bit. */
 static void mask_row(const uint64_t *bits, int n_words, int n_vocab, float *logits) {
-    for (int w = 0; w < n_words; w++) {
+    const float ninf = -INFINITY;
+    uint32_t ninf_bits;
+    memcpy(&ninf_bits, &ninf, sizeof ninf_bits);
+    for (int w = 0; w < n_words;) {
         uint64_t m = bits[w];
-        if (m == ~0ull) continue;
         int lo = w * 64, hi = lo + 64 < n_vocab ? lo + 64 : n_vocab;
         if (!m) {
-            for (int i = lo; i < hi; i++) logits[i] = -INFINITY;
+            int e = w + 1;
+            while (e < n_words && !bits[e]) e++;
+            float *p = logits + lo;
+            size_t k = (size_t)((e * 64 < n_vocab ? e * 64 : n_vocab) - lo);
+            for (size_t i = 0; i < k; i++) p[i] = -INFINITY;
+            w = e;
             continue;
         }
-        uint64_t z = ~m;
-        if (hi - lo < 64) z &= (1ull << (hi - lo)) - 1;
-        for (; z; z &= z - 1) logits[lo + __builtin_ctzll(z)] = -INFINITY;
+        w++;
+        if (m == ~0ull) continue;
+        if (hi - lo < 64) {
+            uint64_t z = ~m & ((1ull << (hi - lo)) - 1);
+            for (; z; z &= z - 1) logits[lo + __builtin_ctzll(z)] = -INFINITY;
+            continue;
+        }
+        for (int j = 0; j < 8; j++) {
+            const uint32_t *k = g_keep[m >> (8 * j) & 0xff];
+            uint32_t x[8];
+            memcpy(x, logits + lo + 8 * j, sizeof x);
+            for (int i = 0; i < 8; i++) x[i] = (x[i] & k[i]) | (ninf_bits & ~k[i]);
+            memcpy(logits + lo + 8 * j, x, sizeof x);
+        }
     }
 }
 
