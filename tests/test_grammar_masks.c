@@ -159,7 +159,8 @@ static void atom(sbuf *b, uint64_t *r, int rule, int n_rules, int depth) {
         expr(b, r, rule, n_rules, depth + 1);
         put(b, ") ");
     }
-    static const char *const POST[] = {"", "", "", "?", "*", "+", "{2}", "{1,3}", "{0,5}", "{2,}"};
+    /* long bounded repetitions too: their far positions share the short tokens' masks */
+    static const char *const POST[] = {"", "", "", "?", "*", "+", "{2}", "{1,3}", "{0,5}", "{2,}", "{0,40}", "{3,100}"};
     const char *post = POST[pick(r, sizeof POST / sizeof *POST)];
     if (*post) {
         b->n--; /* the postfix right after its atom */
@@ -210,7 +211,7 @@ static char *random_schema(uint64_t *r) {
     for (int i = 0; i < n; i++) {
         put(&b, "%s\"p%d\": ", i ? ", " : "", i);
         switch (pick(r, 6)) {
-        case 0: put(&b, "{\"type\": \"string\", \"maxLength\": %u}", 1 + pick(r, 12)); break;
+        case 0: put(&b, "{\"type\": \"string\", \"maxLength\": %u}", 1 + pick(r, 100)); break;
         case 1: put(&b, "{\"type\": \"string\", \"minLength\": %u}", pick(r, 4)); break;
         case 2: put(&b, "{\"enum\": [\"red\", \"green\", \"the blue\", %u]}", pick(r, 100)); break;
         case 3: put(&b, "{\"type\": \"integer\", \"minimum\": %d, \"maximum\": %d}", -(int)pick(r, 50), 1 + (int)pick(r, 2000)); break;

@@ -30,12 +30,20 @@ typedef struct tnode {
     uint8_t byte;         /* the edge into this node */
 } tnode;
 
+/* The tokens in tiers by their length, a trie each: a mask is kept per
+ * tier, under the state as far as the tier's longest token sees it
+ * (clf_gstate_mask_key), so the short tokens' mask is shared by the far
+ * positions of a repetition (char{1,80}) that the long tokens tell apart. */
+enum { N_TIERS = 4 };
+static const int TIER_MAX[N_TIERS] = {8, 16, 32, 1 << 30}; /* a tier's longest token, bytes */
+
 struct clf_vocab_trie {
-    tnode *nodes;
+    tnode *nodes; /* the tiers' tries one after the other */
     int n_nodes, cap_nodes;
-    int32_t *ids; /* the text tokens sorted by their bytes */
+    int32_t *ids; /* the text tokens by tier, each tier's sorted by their bytes */
     int n_ids;
     int depth; /* the longest token's bytes: the deepest node */
+    int root[N_TIERS], tier_depth[N_TIERS]; /* each tier's root node (-1: no token) and longest token */
     const char **piece;
     size_t *len;
 };
@@ -93,13 +101,37 @@ clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out) {
     g_trie_sort = v;
     qsort(v->ids, (size_t)v->n_ids, sizeof *v->ids, cmp_piece);
     g_trie_sort = NULL;
-    if (build(v, 0, v->n_ids, 0, 0) < 0) {
+    /* a stable partition into the tiers (each stays sorted), then a trie each */
+    int32_t *sorted = malloc((size_t)(v->n_ids ? v->n_ids : 1) * sizeof *sorted);
+    if (!sorted) {
+        clf_vocab_trie_free(v);
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
+    }
+    memcpy(sorted, v->ids, (size_t)v->n_ids * sizeof *sorted);
+    int k = 0, st_ok = 1;
+    for (int t = 0; t < N_TIERS; t++) {
+        int lo = k, min = t ? TIER_MAX[t - 1] : 0;
+        v->tier_depth[t] = 0;
+        for (int i = 0; i < v->n_ids; i++) {
+            int l = (int)v->len[sorted[i]];
+            if (l > min && l <= TIER_MAX[t]) {
+                v->ids[k++] = sorted[i];
+                if (l > v->tier_depth[t]) v->tier_depth[t] = l;
+            }
+        }
+        v->root[t] = k > lo ? v->n_nodes : -1;
+        if (k > lo && build(v, lo, k, 0, 0) < 0) st_ok = 0;
+    }
+    free(sorted);
+    if (!st_ok) {
         clf_vocab_trie_free(v);
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
     }
     *out = v;
     return CLF_OK;
 }
+
+int clf_vocab_trie_depth(const clf_vocab_trie *v) { return v->depth; }
 
 void clf_vocab_trie_free(clf_vocab_trie *v) {
     if (!v) return;
@@ -123,8 +155,8 @@ typedef struct dstate {
     gstate st;
     uint64_t hash;
     int32_t *next;  /* [256] the state after each byte (UNKNOWN, DEAD), allocated at the first step */
-    uint64_t *bits; /* [n_words] the mask, NULL until asked for */
-    int n_allowed;
+    uint64_t *bits[N_TIERS]; /* [n_words] the mask of each tier's tokens, NULL until asked for */
+    int n_allowed[N_TIERS];
 } dstate;
 
 struct clf_grammar_masks {
@@ -147,6 +179,9 @@ struct clf_grammar_masks {
     long computed, hits;
     double seconds;
     gstate scratch;
+    int key_depth[N_TIERS]; /* a tier's longest token where the grammar has a longer repetition chain, else 0 */
+    gstate key;             /* a state's mask key (clf_gstate_mask_key) */
+    const uint64_t *tier_bits[N_TIERS]; /* apply's masks, tier by tier (NULL: an empty tier) */
 };
 
 /* keep[m][i]: all ones where bit i of the byte m is set, else 0: a
@@ -201,6 +236,9 @@ clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *
     }
     memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
     byte_classes(g, gm);
+    for (int t = 0; t < N_TIERS; t++)
+        for (int r = 0; r < g->n_rules && v->tier_depth[t] >= 2; r++)
+            if (g->chain_k[r] > v->tier_depth[t]) gm->key_depth[t] = v->tier_depth[t];
     pthread_once(&g_keep_once, keep_init);
     pthread_mutex_init(&gm->lock, NULL);
     *out = gm;
@@ -211,7 +249,7 @@ static void forget(clf_grammar_masks *gm) {
     for (int i = 0; i < gm->n_st; i++) {
         clf_gstate_free(&gm->st[i].st);
         free(gm->st[i].next);
-        free(gm->st[i].bits);
+        for (int t = 0; t < N_TIERS; t++) free(gm->st[i].bits[t]);
     }
     gm->n_st = 0;
     gm->bytes = 0;
@@ -224,6 +262,7 @@ void clf_grammar_masks_free(clf_grammar_masks *gm) {
     free(gm->st);
     free(gm->tab);
     clf_gstate_free(&gm->scratch);
+    clf_gstate_free(&gm->key);
     pthread_mutex_destroy(&gm->lock);
     free(gm);
 }
@@ -311,7 +350,7 @@ typedef struct wframe {
     int32_t id;          /* the state at this node */
 } wframe;
 
-static clf_status walk(clf_grammar_masks *gm, int id, uint64_t *bits, int *n) {
+static clf_status walk(clf_grammar_masks *gm, int root, int id, uint64_t *bits, int *n) {
     const tnode *nodes = gm->v->nodes;
     const int32_t *ids = gm->v->ids;
     wframe small[64], *fr = small;
@@ -321,7 +360,7 @@ static clf_status walk(clf_grammar_masks *gm, int id, uint64_t *bits, int *n) {
     int top = 0, count = 0;
     const int32_t *row = next_row(gm, id);
     if (!row) st = CLF_ERR_MEMORY;
-    else fr[0] = (wframe){1, nodes[0].end, row, id};
+    else fr[0] = (wframe){root + 1, nodes[root].end, row, id};
     while (st == CLF_OK && top >= 0) {
         wframe *f = &fr[top];
         if (f->c >= f->end) { /* this node's children are done */
@@ -356,16 +395,23 @@ static clf_status walk(clf_grammar_masks *gm, int id, uint64_t *bits, int *n) {
  * a run of all-clear words is one fill, an all-set word is skipped, a
  * mixed one blended by its bytes (above); the vocabulary's last, partial
  * word bit by bit. */
-static void mask_row(const uint64_t *bits, int n_words, int n_vocab, float *logits) {
+static inline uint64_t word_of(const uint64_t *const *tb, int w) { /* the tiers' union */
+    uint64_t m = 0;
+    for (int t = 0; t < N_TIERS; t++)
+        if (tb[t]) m |= tb[t][w];
+    return m;
+}
+
+static void mask_row(const uint64_t *const *tb, int n_words, int n_vocab, float *logits) {
     const float ninf = -INFINITY;
     uint32_t ninf_bits;
     memcpy(&ninf_bits, &ninf, sizeof ninf_bits);
     for (int w = 0; w < n_words;) {
-        uint64_t m = bits[w];
+        uint64_t m = word_of(tb, w);
         int lo = w * 64, hi = lo + 64 < n_vocab ? lo + 64 : n_vocab;
         if (!m) {
             int e = w + 1;
-            while (e < n_words && !bits[e]) e++;
+            while (e < n_words && !word_of(tb, e)) e++;
             float *p = logits + lo;
             size_t k = (size_t)((e * 64 < n_vocab ? e * 64 : n_vocab) - lo);
             for (size_t i = 0; i < k; i++) p[i] = -INFINITY;
@@ -389,32 +435,51 @@ static void mask_row(const uint64_t *bits, int n_words, int n_vocab, float *logi
     }
 }
 
+/* The mask of tier t's tokens for state s: kept under s's key for the
+ * tier (its far repetition positions as near ones), computed by walking
+ * the tier's trie when first asked; *n: how many it allows. */
+static clf_status tier_mask(clf_grammar_masks *gm, int t, const gstate *s, const uint64_t **bits_out, int *n,
+                            int *walked) {
+    int mapped = 0, id;
+    if (gm->key_depth[t]) CLF_TRY(clf_gstate_mask_key(gm->g, s, gm->key_depth[t], &gm->key, &mapped));
+    if ((id = intern(gm, mapped ? &gm->key : s)) < 0) return CLF_ERR_MEMORY; /* the message is set */
+    if (!gm->st[id].bits[t]) {
+        double t0 = clf_now_s();
+        uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
+        int k = 0;
+        if (!bits) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+        clf_status st = walk(gm, gm->v->root[t], id, bits, &k);
+        if (st != CLF_OK) {
+            free(bits);
+            return st;
+        }
+        gm->st[id].bits[t] = bits;
+        gm->st[id].n_allowed[t] = k;
+        gm->bytes += (size_t)gm->n_words * sizeof *bits;
+        gm->seconds += clf_now_s() - t0;
+        *walked = 1;
+    }
+    *bits_out = gm->st[id].bits[t];
+    *n = gm->st[id].n_allowed[t];
+    return CLF_OK;
+}
+
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
     pthread_mutex_lock(&gm->lock);
     clf_status st = CLF_OK;
     if (gm->bytes > MASKS_BUDGET) forget(gm);
-    int id = intern(gm, s);
-    if (id < 0) st = CLF_ERR_MEMORY; /* the message is set */
-    else if (!gm->st[id].bits) {
-        double t0 = clf_now_s();
-        uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
+    int total = 0, walked = 0;
+    for (int t = 0; t < N_TIERS && st == CLF_OK; t++) {
         int n = 0;
-        if (!bits) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-        if (st == CLF_OK && gm->v->nodes) st = walk(gm, id, bits, &n);
-        if (st == CLF_OK) {
-            gm->st[id].bits = bits;
-            gm->st[id].n_allowed = n;
-            gm->bytes += (size_t)gm->n_words * sizeof *bits;
-            gm->computed++;
-            gm->seconds += clf_now_s() - t0;
-        } else
-            free(bits);
-    } else
-        gm->hits++;
+        gm->tier_bits[t] = NULL;
+        if (gm->v->root[t] >= 0) st = tier_mask(gm, t, s, &gm->tier_bits[t], &n, &walked);
+        total += n;
+    }
     if (st == CLF_OK) {
-        const dstate *d = &gm->st[id];
-        mask_row(d->bits, gm->n_words, gm->n_vocab, logits);
-        *n_allowed = d->n_allowed;
+        if (walked) gm->computed++; /* a mask with any tier walked, else one found kept */
+        else gm->hits++;
+        mask_row(gm->tier_bits, gm->n_words, gm->n_vocab, logits);
+        *n_allowed = total;
     }
     pthread_mutex_unlock(&gm->lock);
     return st;
