@@ -2,6 +2,7 @@
  * (bench/RESULTS.md, issue 41 item 5):
  *
  *   mask_bench MODEL SCHEMA.json|GRAMMAR.gbnf [TOKENS [SEED]]
+ *   mask_bench MODEL SCHEMA.json|GRAMMAR.gbnf --reply REPLY.json [ROUNDS]
  *
  * MODEL: a path or a cache name (clf_model_path). Compiles the schema (a
  * .gbnf file as it is), timing the schema -> GBNF -> compiled grammar step
@@ -12,7 +13,13 @@
  * taken, uniformly at random (a reply that reaches a whole sentence ends
  * there one time in four, and a new one starts). Prints the median, p90,
  * mean and max µs a token, and how many masks were computed / found kept.
- * One line of JSON last. */
+ * One line of JSON last.
+ *
+ * --reply: the masks along a reply's own tokens instead (the model's
+ * tokenization of REPLY, a text the grammar accepts: what a model writes),
+ * ROUNDS times (default 5): the first round with no mask kept yet (a
+ * grammar's first reply), then again with the masks of the rounds before
+ * (a grammar the server keeps); each round's median, p90 and mean. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +118,59 @@ int main(int argc, char **argv) {
     t0 = clf_now_s();
     CHECK(clf_grammar_masks_create(g, v, nv, &gm));
     double create_s = clf_now_s() - t0;
+    if (argc > 3 && !strcmp(argv[3], "--reply")) { /* 3'. along a reply's tokens */
+        size_t rn;
+        char *reply = argc > 4 ? slurp(argv[4], &rn) : NULL;
+        if (!reply) {
+            fprintf(stderr, "mask_bench: cannot read the reply\n");
+            return 1;
+        }
+        while (rn && (reply[rn - 1] == '\n' || reply[rn - 1] == ' ')) rn--;
+        int rounds = argc > 5 ? atoi(argv[5]) : 5, n_ids = 0;
+        int32_t *ids = NULL;
+        CHECK(clf_tokenize(t, reply, rn, 0, 0, &ids, &n_ids));
+        float *row = malloc((size_t)nv * sizeof *row);
+        double *us = malloc((size_t)n_ids * sizeof *us);
+        gstate s = {0}, nx = {0};
+        printf("vocabulary %d tokens (the longest %d bytes); compile %.2f ms (median of 21); trie %.1f ms\n", nv,
+               clf_vocab_trie_depth(v), 1e3 * ct[10], 1e3 * trie_s);
+        for (int r = 0; r < rounds; r++) {
+            long c0, h0, c1, h1;
+            double s0, s1;
+            clf_grammar_masks_stats(gm, &c0, &h0, &s0);
+            CHECK(clf_gstate_start(g, &s));
+            double mean = 0;
+            for (int k = 0; k < n_ids; k++) {
+                for (int i = 0; i < nv; i++) row[i] = 0;
+                int n_allowed = 0;
+                t0 = clf_now_s();
+                CHECK(clf_grammar_masks_apply(gm, &s, row, &n_allowed));
+                us[k] = 1e6 * (clf_now_s() - t0);
+                mean += us[k] / n_ids;
+                if (row[ids[k]] != 0) {
+                    fprintf(stderr, "mask_bench: the reply's token %d (#%d) is refused\n", ids[k], k);
+                    return 1;
+                }
+                size_t len;
+                const char *p = clf_token_piece(t, ids[k], &len);
+                for (size_t i = 0; i < len; i++) {
+                    CHECK(clf_gstate_advance(g, &s, (unsigned char)p[i], &nx));
+                    gstate tmp = s;
+                    s = nx;
+                    nx = tmp;
+                }
+            }
+            clf_grammar_masks_stats(gm, &c1, &h1, &s1);
+            qsort(us, (size_t)n_ids, sizeof *us, cmp_d);
+            printf("round %d (%s): %d tokens, mask median %.1f us, p90 %.1f, mean %.1f, max %.1f; %ld computed, "
+                   "%ld found kept\n", r + 1, r ? "masks kept" : "cold", n_ids, us[n_ids / 2], us[(int)(0.9 * n_ids)],
+                   mean, us[n_ids - 1], c1 - c0, h1 - h0);
+            printf("{\"round\": %d, \"n_vocab\": %d, \"compile_ms\": %.3f, \"tokens\": %d, \"median_us\": %.2f, "
+                   "\"p90_us\": %.2f, \"mean_us\": %.2f, \"computed\": %ld, \"hits\": %ld}\n",
+                   r + 1, nv, 1e3 * ct[10], n_ids, us[n_ids / 2], us[(int)(0.9 * n_ids)], mean, c1 - c0, h1 - h0);
+        }
+        return 0; /* a tool: the process's end frees the rest */
+    }
     /* 3. the walk */
     float *logits = malloc((size_t)nv * sizeof *logits);
     int32_t *allowed = malloc((size_t)nv * sizeof *allowed);

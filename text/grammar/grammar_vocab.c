@@ -3,7 +3,32 @@
  * masks kept per state (over a lazily built DFA of the states, below) so
  * that a state seen again costs a lookup. Most
  * states of a structured reply recur (inside a string, after a comma),
- * and one grammar serves every request that uses it. */
+ * and one grammar serves every request that uses it.
+ *
+ * What makes it fast (issue 41 item 5; bench/RESULTS.md has the figures),
+ * chosen to fit the pushdown matcher as it is (sets of stacks, exact):
+ *  - the trie: shared prefixes are stepped once and a refused byte prunes
+ *    its subtree (llguidance's and XGrammar's walk), on an explicit stack
+ *    reading each DFA state's 256-entry transition row;
+ *  - byte classes: bytes that every byte set of the grammar holds alike
+ *    step every state alike, so one automaton step fills a row for its
+ *    whole class (a string's letters: one step, not 52);
+ *  - tiers and keys: a repetition x{m,n} compiles to a chain of optional
+ *    rules, and char{1,80} made 80 states, each a fresh walk of nearly
+ *    the whole vocabulary (the cost of a cold mask in a string). A token
+ *    of L bytes cannot tell O_k from O_L apart when k > L (each x reads a
+ *    byte), so the tokens are split by length into tiers (<= 8, 16, 32
+ *    bytes, longer) and each tier's mask is kept under the state with its
+ *    far chain positions read as near ones (clf_gstate_mask_key): most
+ *    positions of a string share the short tiers' masks, and only the few
+ *    long tokens are walked again. XGrammar's split of context-independent
+ *    tokens per grammar position needs rule inlining to pay off on these
+ *    grammars (a JSON string's char rule pops after each byte), which this
+ *    matcher does not have: the keys get the same sharing for the
+ *    repetition chains that cause the walks.
+ *  - applying a kept mask: a word of 64 tokens at a time (all refused: one
+ *    fill; mixed: 8 logits blended at once from a byte table), not a bit
+ *    at a time (150 us a kept mask on SmolLM2 before, 580 on Gemma 3). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
