@@ -26,6 +26,9 @@
  *    grammars (a JSON string's char rule pops after each byte), which this
  *    matcher does not have: the keys get the same sharing for the
  *    repetition chains that cause the walks.
+ *  - a tier's mask that allows few tokens is kept as their ids, not a
+ *    bitset (a cold state's 4 zeroed 32 KB bitsets on Gemma 3 were most of
+ *    a small mask's cost), and apply ORs the tiers into one bitset;
  *  - applying a kept mask: a word of 64 tokens at a time (all refused: one
  *    fill; mixed: 8 logits blended at once from a byte table), not a bit
  *    at a time (150 us a kept mask on SmolLM2 before, 580 on Gemma 3). */
@@ -180,8 +183,13 @@ typedef struct dstate {
     gstate st;
     uint64_t hash;
     int32_t *next;  /* [256] the state after each byte (UNKNOWN, DEAD), allocated at the first step */
-    uint64_t *bits[N_TIERS]; /* [n_words] the mask of each tier's tokens, NULL until asked for */
+    /* each tier's mask once asked for (done): as a bitset [n_words] where
+     * it allows many tokens, else as their ids [n_allowed] (a long tokens'
+     * tier allows a few hundred: 1 KB, not Gemma's 32 KB a state) */
+    uint64_t *bits[N_TIERS];
+    int32_t *list[N_TIERS];
     int n_allowed[N_TIERS];
+    uint8_t done[N_TIERS];
 } dstate;
 
 struct clf_grammar_masks {
@@ -206,7 +214,8 @@ struct clf_grammar_masks {
     gstate scratch;
     int key_depth[N_TIERS]; /* a tier's longest token where the grammar has a longer repetition chain, else 0 */
     gstate key;             /* a state's mask key (clf_gstate_mask_key) */
-    const uint64_t *tier_bits[N_TIERS]; /* apply's masks, tier by tier (NULL: an empty tier) */
+    uint64_t *wbits; /* [n_words] a walk's mask, all clear between walks */
+    uint64_t *ubits; /* [n_words] apply's union of the tiers' masks */
 };
 
 /* keep[m][i]: all ones where bit i of the byte m is set, else 0: a
@@ -255,7 +264,12 @@ clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *
     if (!gm) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     *gm = (clf_grammar_masks){.g = g, .v = v, .n_vocab = n_vocab, .n_words = (n_vocab + 63) / 64, .tab_cap = 1024};
     gm->tab = malloc((size_t)gm->tab_cap * sizeof *gm->tab);
-    if (!gm->tab) {
+    gm->wbits = calloc((size_t)gm->n_words + 1, sizeof *gm->wbits);
+    gm->ubits = calloc((size_t)gm->n_words + 1, sizeof *gm->ubits);
+    if (!gm->tab || !gm->wbits || !gm->ubits) {
+        free(gm->tab);
+        free(gm->wbits);
+        free(gm->ubits);
         free(gm);
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     }
@@ -274,7 +288,7 @@ static void forget(clf_grammar_masks *gm) {
     for (int i = 0; i < gm->n_st; i++) {
         clf_gstate_free(&gm->st[i].st);
         free(gm->st[i].next);
-        for (int t = 0; t < N_TIERS; t++) free(gm->st[i].bits[t]);
+        for (int t = 0; t < N_TIERS; t++) free(gm->st[i].bits[t]), free(gm->st[i].list[t]);
     }
     gm->n_st = 0;
     gm->bytes = 0;
@@ -288,6 +302,8 @@ void clf_grammar_masks_free(clf_grammar_masks *gm) {
     free(gm->tab);
     clf_gstate_free(&gm->scratch);
     clf_gstate_free(&gm->key);
+    free(gm->wbits);
+    free(gm->ubits);
     pthread_mutex_destroy(&gm->lock);
     free(gm);
 }
@@ -420,23 +436,16 @@ static clf_status walk(clf_grammar_masks *gm, int root, int id, uint64_t *bits, 
  * a run of all-clear words is one fill, an all-set word is skipped, a
  * mixed one blended by its bytes (above); the vocabulary's last, partial
  * word bit by bit. */
-static inline uint64_t word_of(const uint64_t *const *tb, int w) { /* the tiers' union */
-    uint64_t m = 0;
-    for (int t = 0; t < N_TIERS; t++)
-        if (tb[t]) m |= tb[t][w];
-    return m;
-}
-
-static void mask_row(const uint64_t *const *tb, int n_words, int n_vocab, float *logits) {
+static void mask_row(const uint64_t *bits, int n_words, int n_vocab, float *logits) {
     const float ninf = -INFINITY;
     uint32_t ninf_bits;
     memcpy(&ninf_bits, &ninf, sizeof ninf_bits);
     for (int w = 0; w < n_words;) {
-        uint64_t m = word_of(tb, w);
+        uint64_t m = bits[w];
         int lo = w * 64, hi = lo + 64 < n_vocab ? lo + 64 : n_vocab;
         if (!m) {
             int e = w + 1;
-            while (e < n_words && !word_of(tb, e)) e++;
+            while (e < n_words && !bits[e]) e++;
             float *p = logits + lo;
             size_t k = (size_t)((e * 64 < n_vocab ? e * 64 : n_vocab) - lo);
             for (size_t i = 0; i < k; i++) p[i] = -INFINITY;
@@ -462,30 +471,45 @@ static void mask_row(const uint64_t *const *tb, int n_words, int n_vocab, float 
 
 /* The mask of tier t's tokens for state s: kept under s's key for the
  * tier (its far repetition positions as near ones), computed by walking
- * the tier's trie when first asked; *n: how many it allows. */
-static clf_status tier_mask(clf_grammar_masks *gm, int t, const gstate *s, const uint64_t **bits_out, int *n,
-                            int *walked) {
+ * the tier's trie when first asked; OR'd into gm->ubits, *n: how many it
+ * allows, *walked set when it was computed now. */
+static clf_status tier_mask(clf_grammar_masks *gm, int t, const gstate *s, int *n, int *walked) {
     int mapped = 0, id;
     if (gm->key_depth[t]) CLF_TRY(clf_gstate_mask_key(gm->g, s, gm->key_depth[t], &gm->key, &mapped));
     if ((id = intern(gm, mapped ? &gm->key : s)) < 0) return CLF_ERR_MEMORY; /* the message is set */
-    if (!gm->st[id].bits[t]) {
+    if (!gm->st[id].done[t]) {
         double t0 = clf_now_s();
-        uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
         int k = 0;
-        if (!bits) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-        clf_status st = walk(gm, gm->v->root[t], id, bits, &k);
-        if (st != CLF_OK) {
-            free(bits);
-            return st;
+        clf_status st = walk(gm, gm->v->root[t], id, gm->wbits, &k);
+        uint64_t *bits = NULL;
+        int32_t *list = NULL;
+        size_t size = 0;
+        if (st == CLF_OK && k < 2 * gm->n_words) { /* few: their ids (smaller than the bitset) */
+            if (k && !(list = malloc((size_t)k * sizeof *list))) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+            for (int w = 0, j = 0; list && w < gm->n_words; w++)
+                for (uint64_t m = gm->wbits[w]; m; m &= m - 1) list[j++] = w * 64 + __builtin_ctzll(m);
+            size = (size_t)k * sizeof *list;
+        } else if (st == CLF_OK) {
+            if (!(bits = malloc((size_t)gm->n_words * sizeof *bits))) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+            else memcpy(bits, gm->wbits, (size_t)gm->n_words * sizeof *bits);
+            size = (size_t)gm->n_words * sizeof *bits;
         }
+        memset(gm->wbits, 0, (size_t)gm->n_words * sizeof *gm->wbits);
+        if (st != CLF_OK) return st;
         gm->st[id].bits[t] = bits;
+        gm->st[id].list[t] = list;
         gm->st[id].n_allowed[t] = k;
-        gm->bytes += (size_t)gm->n_words * sizeof *bits;
+        gm->st[id].done[t] = 1;
+        gm->bytes += size;
         gm->seconds += clf_now_s() - t0;
         *walked = 1;
     }
-    *bits_out = gm->st[id].bits[t];
-    *n = gm->st[id].n_allowed[t];
+    const dstate *d = &gm->st[id];
+    if (d->bits[t])
+        for (int w = 0; w < gm->n_words; w++) gm->ubits[w] |= d->bits[t][w];
+    else
+        for (int j = 0; j < d->n_allowed[t]; j++) gm->ubits[d->list[t][j] >> 6] |= 1ull << (d->list[t][j] & 63);
+    *n = d->n_allowed[t];
     return CLF_OK;
 }
 
@@ -494,16 +518,16 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
     clf_status st = CLF_OK;
     if (gm->bytes > MASKS_BUDGET) forget(gm);
     int total = 0, walked = 0;
+    memset(gm->ubits, 0, (size_t)gm->n_words * sizeof *gm->ubits);
     for (int t = 0; t < N_TIERS && st == CLF_OK; t++) {
         int n = 0;
-        gm->tier_bits[t] = NULL;
-        if (gm->v->root[t] >= 0) st = tier_mask(gm, t, s, &gm->tier_bits[t], &n, &walked);
+        if (gm->v->root[t] >= 0) st = tier_mask(gm, t, s, &n, &walked);
         total += n;
     }
     if (st == CLF_OK) {
         if (walked) gm->computed++; /* a mask with any tier walked, else one found kept */
         else gm->hits++;
-        mask_row(gm->tier_bits, gm->n_words, gm->n_vocab, logits);
+        mask_row(gm->ubits, gm->n_words, gm->n_vocab, logits);
         *n_allowed = total;
     }
     pthread_mutex_unlock(&gm->lock);
