@@ -73,6 +73,8 @@ struct clinfer_sampler {
     float *scratch; /* [n_vocab]: the logits the stages change */
     int greedy;     /* temperature <= 0: a token depends on the logits and history alone, not on draws */
     struct api_grammar_stage *grammar; /* clinfer_sampler_set_grammar's stage (owned by stages[]), or NULL */
+    int top_spare;          /* the spare candidates asked of the device under a grammar (0: never; api_sampler_top_k) */
+    long n_top, n_fallback; /* tokens drawn under a grammar from the k best, and from the whole row after too few survived */
 };
 
 /* Copies the fields of a caller's parameter struct that both it and the
@@ -108,10 +110,12 @@ struct clinfer_detokenizer {
 
 /* The one generation loop's body, shared by clinfer_generate and the
  * public clinfer_next_token: sample (from every logit, or from the k best
- * when top_k > 0), end-of-generation, detokenize, record. */
+ * when top_k > 0: api_sampler_sample_top's, top_vals/top_ids changed;
+ * where too few survive a grammar, row_of's row read back), end-of-
+ * generation, detokenize, record. */
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, const float *q,
-                          clinfer_next *out);
+                          float *top_vals, int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          clinfer_session *row_of, clinfer_next *out);
 /* The sampler's token for logits when a draft proposes `draft` (>= 0) as
  * the next (speculative sampling: the token has the law of
  * clinfer_sampler_sample's; greedy gives that very token), drawn from q
@@ -179,5 +183,26 @@ clf_status api_need_weights(const clinfer_model *m, const char *fn);
 /* The masks a sampler's grammar computed and found kept (the bench's mask
  * cost); zeros without a grammar. */
 void api_grammar_stats(const clinfer_sampler *smp, long *computed, long *hits, double *seconds);
+/* The device's k best under the sampler's grammar (issue 41): the
+ * candidates vals/ids[0..k) (best first) its grammar allows, compacted in
+ * place in their order; how many; -1 where only the whole row can answer
+ * (the grammar's refusals, whose messages its stage gives). */
+int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k);
+/* The k best logits a sampler asks of the device, at most k_max: its
+ * chain's need (clinfer_sampler_top_k) when it has no stage; under a
+ * grammar alone that need plus spares for the mask to take away
+ * (CLINFER_GRAMMAR_TOP_K, default API_GRAMMAR_TOP_K; 0: off, every
+ * logit), where the chain's need is not 0; else 0 (every logit). */
+enum { API_GRAMMAR_TOP_K = 32 };
+int api_sampler_top_k(const clinfer_sampler *smp, int k_max);
+/* clinfer_sampler_sample_top from api_sampler_top_k's candidates (vals
+ * and ids are changed: the grammar's survivors); *token -1 when too few
+ * survive (the caller samples from the whole row: the same token). */
+clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *ids, int k, int32_t *token);
+/* How many tokens a sampler under a grammar drew from the device's k best
+ * and how many fell back to the whole row, since its creation. */
+void api_sampler_top_stats(const clinfer_sampler *smp, long *from_top, long *fallbacks);
+/* The row clinfer_eval_top chose from, into s->logits (nothing evaluated since). */
+clf_status api_session_top_row(clinfer_session *s);
 
 #endif

@@ -52,17 +52,21 @@ void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_
 /* ---- one token ------------------------------------------------------------ */
 
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          const float *top_vals, const int32_t *top_ids, int top_k, int32_t draft, const float *q,
-                          clinfer_next *out) {
+                          float *top_vals, int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          clinfer_session *row_of, clinfer_next *out) {
     *out = (clinfer_next){.token = -1, .piece = d->buf};
     if (clinfer_sampler_grammar_state(smp) == CLINFER_GRAMMAR_DONE) { /* nothing may follow: the end, drawn or not */
         out->eog = 1;
         return CLF_OK;
     }
-    int32_t id;
-    if (top_k > 0) {
-        CLF_TRY((clf_status)clinfer_sampler_sample_top(smp, top_vals, top_ids, top_k, &id));
-    } else {
+    int32_t id = -1;
+    if (top_k > 0) { /* the k best; under a grammar too few may survive: then the whole row, read back */
+        CLF_TRY(api_sampler_sample_top(smp, top_vals, top_ids, top_k, &id));
+        if (id < 0 && !row_of) return clf_fail(CLF_ERR_ARG, "the sampler needs every logit here");
+        if (id < 0) CLF_TRY(api_session_top_row(row_of));
+        logits = row_of ? row_of->logits : logits;
+    }
+    if (id < 0) {
         /* corrupt weights can make every logit NaN: sampling would pick
          * token 0 or stop at once, printing nothing; say so instead */
         for (int k = 0; k < n_vocab; k++)
@@ -84,7 +88,7 @@ clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, 
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, -1, NULL, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, -1, NULL, NULL, out);
 }
 
 clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
@@ -93,7 +97,7 @@ clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenize
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft, NULL, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft, NULL, NULL, out);
 }
 
 /* ---- the loop ------------------------------------------------------------- */
@@ -112,7 +116,7 @@ typedef struct gen_eval {
 } gen_eval;
 
 static clf_status eval_for(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, const int32_t *tokens, int n) {
-    ev->top_k = clinfer_sampler_top_k(smp, CLINFER_TOP_K_MAX);
+    ev->top_k = api_sampler_top_k(smp, CLINFER_TOP_K_MAX); /* under a grammar too */
     int bad = 0;
     clf_status st = ev->top_k ? (clf_status)clinfer_eval_top(s, tokens, n, ev->top_k, ev->vals, ev->ids, &bad)
                               : (clf_status)clinfer_eval(s, tokens, n);
@@ -222,9 +226,9 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
         if (sp->n_rows) /* a verify batch's row: every logit, and the draft's next token if any */
             st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0,
                                 sp->row + 1 < sp->n_rows ? sp->batch[sp->row + 1] : -1,
-                                api_drafter_q(sp->drafter, sp->row), &nx);
+                                api_drafter_q(sp->drafter, sp->row), NULL, &nx);
         else
-            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, -1, NULL, &nx);
+            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, -1, NULL, s, &nx);
         if (st == CLF_ERR_FORMAT) /* say where */
             st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
                           sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);

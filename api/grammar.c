@@ -121,6 +121,26 @@ static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
     return CLINFER_OK;
 }
 
+int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k) {
+    api_grammar_stage *gs = smp->grammar;
+    clinfer_grammar *G = gs->G;
+    /* stage_apply's refusals are the whole row's to give, with its messages */
+    if (gs->limited || gs->dead || (!gs->cur.n_stacks && !gs->cur.accepting)) return -1;
+    gs->armed = 1; /* as stage_apply: this is a draw */
+    uint8_t allowed[CLINFER_TOP_K_MAX];
+    int n_allowed = 0;
+    if (k > CLINFER_TOP_K_MAX || clf_grammar_masks_filter(G->gm, &gs->cur, ids, k, allowed, &n_allowed) != CLF_OK)
+        return -1;
+    int m = 0;
+    for (int i = 0; i < k; i++) {
+        int keep = allowed[i];
+        /* a whole sentence: an end token may follow (stage_apply restores the end tokens it knows) */
+        for (int e = 0; !keep && gs->cur.accepting && e < G->n_eog; e++) keep = ids[i] == G->eog[e];
+        if (keep) vals[m] = vals[i], ids[m++] = ids[i]; /* the order stays: best first */
+    }
+    return m;
+}
+
 static void stage_accept(void *ud, int32_t token) {
     api_grammar_stage *gs = ud;
     if (!gs->armed || gs->dead) return;

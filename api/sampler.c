@@ -39,6 +39,15 @@ clinfer_status clinfer_sampler_create(const clinfer_model *m, const clinfer_samp
     if (!smp) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     smp->n_vocab = m->info.n_vocab;
     smp->greedy = p.temperature <= 0;
+    /* the candidates asked of the device under a grammar beyond the
+     * chain's own need (api_sampler_top_k): 32 by default, enough for a
+     * structured reply's common positions (the model's best allowed token
+     * is nearly always among its best 33), few enough for the device's
+     * selection and the host's lookups; 0 forces the whole row (tests
+     * compare both paths) */
+    const char *env = getenv("CLINFER_GRAMMAR_TOP_K");
+    smp->top_spare = env && *env ? atoi(env) : API_GRAMMAR_TOP_K;
+    if (smp->top_spare < 0) smp->top_spare = 0;
     clf_status st = clf_sampler_create(&sp, m->info.n_vocab, &smp->s);
     if (st != CLF_OK) {
         free(smp);
@@ -204,6 +213,52 @@ clinfer_status clinfer_sampler_sample_top(clinfer_sampler *smp, const float *val
     if (id < 0) return CLINFER_ERR_ARG; /* the message is set */
     *token = id;
     return CLINFER_OK;
+}
+
+/* Under a grammar (its stage the only one): the chain needs `need` best
+ * (1 greedy, top_k sampling; 0 where it needs every logit: top-p, min-p
+ * or temperature without top_k, a penalty: their distribution is the whole
+ * allowed row's, which k best cannot bound, so those read the row). The k
+ * best candidates are the row's first k in the device's order (larger
+ * logit, then smaller id: the chain's), so when `need` of them survive the
+ * mask they are the masked row's `need` best: the chain then sees the very
+ * candidates, in the same order, that it would choose from the whole
+ * masked row, and draws the same token with the same draws. */
+int api_sampler_top_k(const clinfer_sampler *smp, int k_max) {
+    if (!smp) return 0;
+    if (!smp->n_stages) return clf_sampler_top_k(smp->s, k_max);
+    if (smp->n_stages != 1 || !smp->grammar || smp->stages[0].user_data != (void *)smp->grammar || !smp->top_spare)
+        return 0; /* a program's stage may raise any logit: every one is needed */
+    int need = clf_sampler_top_k(smp->s, k_max);
+    if (!need) return 0;
+    /* the spare ones are what the mask may take away: a sampled top_k of
+     * 40 asks for 64 (the most the device selects), greedy for 33 */
+    int k = need + smp->top_spare;
+    return k < k_max ? k : k_max;
+}
+
+clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *ids, int k, int32_t *token) {
+    *token = -1;
+    if (!smp->n_stages) {
+        CLF_TRY((clf_status)clinfer_sampler_sample_top(smp, vals, ids, k, token));
+        return CLF_OK;
+    }
+    const int need = clf_sampler_top_k(smp->s, k);
+    const int m = need ? api_grammar_filter(smp, vals, ids, k) : -1;
+    if (m < need) { /* too few survive (or a refusal): the whole row answers */
+        smp->n_fallback++;
+        return CLF_OK;
+    }
+    int32_t id = clf_sampler_sample_top(smp->s, vals, ids, need); /* the survivors' best `need` */
+    if (id < 0) return CLF_ERR_ARG; /* the message is set */
+    smp->n_top++;
+    *token = id;
+    return CLF_OK;
+}
+
+void api_sampler_top_stats(const clinfer_sampler *smp, long *from_top, long *fallbacks) {
+    *from_top = smp ? smp->n_top : 0;
+    *fallbacks = smp ? smp->n_fallback : 0;
 }
 
 clinfer_status clinfer_sampler_accept(clinfer_sampler *smp, int32_t token) {

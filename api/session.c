@@ -166,6 +166,14 @@ clinfer_status clinfer_eval_top(clinfer_session *s, const int32_t *tokens, int n
     return (clinfer_status)cancelled(s, st);
 }
 
+clf_status api_session_top_row(clinfer_session *s) {
+    api_acquire(s);
+    clf_status st = clf_llama_top_row(s->c, s->logits);
+    api_release(s);
+    s->has_logits = st == CLF_OK;
+    return st;
+}
+
 /* ---- batches and sequences --------------------------------------------------- */
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {

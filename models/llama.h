@@ -174,6 +174,10 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
  * over a split the logits come back and are chosen on the host. */
 clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
                               int *nonfinite);
+/* The whole row [n_vocab] clf_llama_eval_top chose from, read back after it
+ * (nothing evaluated between): a sampler under a grammar whose k best are
+ * too few once masked falls back to every logit. */
+clf_status clf_llama_top_row(clf_llama_ctx *c, float *logits);
 
 /* One entry of a batch: n tokens appended to sequence `seq` at its length;
  * with `logits` set, its last token's [n_vocab] is written there, or with

@@ -138,6 +138,17 @@ clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, in
     return clf_topk_read(&c->topk, &row, k, vals, ids, nonfinite);
 }
 
+clf_status clf_llama_top_row(clf_llama_ctx *c, float *logits) {
+    const size_t n_vocab = (size_t)c->m->hp.n_vocab;
+    if (c->next) { /* over a split the row came to the host already */
+        if (!c->top_logits) return clf_fail(CLF_ERR_ARG, "top-k: no row evaluated");
+        memcpy(logits, c->top_logits, n_vocab * sizeof *logits);
+        return CLF_OK;
+    }
+    const clf_tensor row = clf_tensor_rows(&c->logits, 0, 1); /* where clf_llama_eval_top left it */
+    return clf_tensor_download(c->m->rt, &row, logits, n_vocab * sizeof *logits);
+}
+
 /* Checks a batch before anything runs: sequences in range and distinct,
  * tokens in the vocabulary, each entry within its sequence's room. */
 static clf_status check_batch(clf_llama_ctx *c, const clf_llama_seq_batch *b, int n) {

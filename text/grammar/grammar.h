@@ -94,6 +94,11 @@ void clf_grammar_masks_free(clf_grammar_masks *gm);
  * token outside the trie included); *n_allowed: how many it allows.
  * CLF_ERR_ARG when the grammar is too ambiguous to step. */
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed);
+/* The same mask over candidates alone (a device's k best): allowed[i] = 1
+ * where s allows ids[i] (i < k), no logit row written; *n_allowed: how
+ * many tokens of the whole vocabulary s allows. */
+clf_status clf_grammar_masks_filter(clf_grammar_masks *gm, const gstate *s, const int32_t *ids, int k,
+                                    uint8_t *allowed, int *n_allowed);
 /* The masks computed and the ones found kept, since creation. */
 void clf_grammar_masks_stats(clf_grammar_masks *gm, long *computed, long *hits, double *compute_seconds);
 

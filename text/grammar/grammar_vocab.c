@@ -513,8 +513,9 @@ static clf_status tier_mask(clf_grammar_masks *gm, int t, const gstate *s, int *
     return CLF_OK;
 }
 
-clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
-    pthread_mutex_lock(&gm->lock);
+/* The tiers' masks of s OR'd into gm->ubits, counted as computed or found
+ * kept; *n_allowed: how many tokens s allows. Under the lock. */
+static clf_status union_mask(clf_grammar_masks *gm, const gstate *s, int *n_allowed) {
     clf_status st = CLF_OK;
     if (gm->bytes > MASKS_BUDGET) forget(gm);
     int total = 0, walked = 0;
@@ -524,12 +525,28 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
         if (gm->v->root[t] >= 0) st = tier_mask(gm, t, s, &n, &walked);
         total += n;
     }
-    if (st == CLF_OK) {
-        if (walked) gm->computed++; /* a mask with any tier walked, else one found kept */
-        else gm->hits++;
-        mask_row(gm->ubits, gm->n_words, gm->n_vocab, logits);
-        *n_allowed = total;
-    }
+    if (st != CLF_OK) return st;
+    if (walked) gm->computed++; /* a mask with any tier walked, else one found kept */
+    else gm->hits++;
+    *n_allowed = total;
+    return CLF_OK;
+}
+
+clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed) {
+    pthread_mutex_lock(&gm->lock);
+    clf_status st = union_mask(gm, s, n_allowed);
+    if (st == CLF_OK) mask_row(gm->ubits, gm->n_words, gm->n_vocab, logits);
+    pthread_mutex_unlock(&gm->lock);
+    return st;
+}
+
+clf_status clf_grammar_masks_filter(clf_grammar_masks *gm, const gstate *s, const int32_t *ids, int k,
+                                    uint8_t *allowed, int *n_allowed) {
+    pthread_mutex_lock(&gm->lock);
+    clf_status st = union_mask(gm, s, n_allowed);
+    /* a bit looked up per candidate: no row written */
+    for (int i = 0; st == CLF_OK && i < k; i++)
+        allowed[i] = ids[i] >= 0 && ids[i] < gm->n_vocab && (gm->ubits[ids[i] >> 6] >> (ids[i] & 63) & 1);
     pthread_mutex_unlock(&gm->lock);
     return st;
 }

@@ -25,6 +25,7 @@ static const char *USAGE =
 typedef struct run {
     double seconds;
     int tokens, replies, whole; /* whole: replies that ended at the grammar's end */
+    long top, fallback;         /* tokens drawn from the device's k best under the grammar, and those that read the row */
 } run;
 
 /* n tokens from the prompt (again after each reply that ends), sampler
@@ -53,6 +54,9 @@ static clinfer_status generate(clinfer_session *s, const clinfer_model *m, clinf
             r->whole += res.stop == CLINFER_STOP_EOG;
         }
         if (g) api_grammar_stats(smp, computed, hits, walk_s);
+        long top = 0, fallback = 0;
+        api_sampler_top_stats(smp, &top, &fallback);
+        r->top += top, r->fallback += fallback;
         clinfer_sampler_free(smp);
     }
     return st;
@@ -99,6 +103,7 @@ int clf_bench_grammar_main(int argc, char **argv) {
     double walk_s = 0;
     run warm, a, b;
     int tokens_g = 0, replies_g = 0, whole_g = 0;
+    long top_g = 0, fallback_g = 0;
     double sec_g = 0, sec_f = 0;
     /* a warm-up of each (kernel builds); the grammar's masks computed then
      * are counted below: the cost of a first request is part of the cost */
@@ -112,6 +117,7 @@ int clf_bench_grammar_main(int argc, char **argv) {
         tg_gram[r] = b.tokens / b.seconds;
         ratio[r] = tg_gram[r] / tg_free[r];
         tokens_g += b.tokens, replies_g += b.replies, whole_g += b.whole;
+        top_g += b.top, fallback_g += b.fallback;
         sec_g += b.seconds, sec_f += a.seconds * b.tokens / a.tokens;
         if (!json)
             fprintf(stderr, "round %d: tg %.1f t/s free, %.1f t/s under the grammar (%d replies, %d whole)\n", r + 1,
@@ -126,16 +132,18 @@ int clf_bench_grammar_main(int argc, char **argv) {
         if (json)
             printf("{\"model\": \"%s\", \"n_vocab\": %d, \"n\": %d, \"reps\": %d, \"tg_free\": %.3f, \"tg_grammar\": %.3f, "
                    "\"ratio\": %.4f, \"compile_ms\": %.3f, \"masks_computed\": %ld, \"masks_kept_hits\": %ld, "
-                   "\"walk_ms\": %.3f, \"grammar_ms_per_token\": %.4f, \"replies\": %d, \"whole_replies\": %d}\n",
+                   "\"walk_ms\": %.3f, \"grammar_ms_per_token\": %.4f, \"replies\": %d, \"whole_replies\": %d, "
+                   "\"from_top_k\": %ld, \"row_fallbacks\": %ld}\n",
                    info.name, info.n_vocab, n, reps, med_free, med_gram, med_ratio,
-                   1e3 * compile_s, computed, hits, walk_ms, per_token_ms, replies_g, whole_g);
+                   1e3 * compile_s, computed, hits, walk_ms, per_token_ms, replies_g, whole_g, top_g, fallback_g);
         else
             printf("%s (%d tokens): tg%d %.1f t/s free, %.1f t/s under the grammar: %.1f%% (median of %d rounds' "
                    "ratios)\n"
                    "grammar: compiled in %.1f ms; %ld masks computed (%.2f ms each: a trie walk), %ld found kept; "
-                   "%.3f ms a token over free generation; %d of %d replies ended whole\n",
+                   "%.3f ms a token over free generation; %d of %d replies ended whole\n"
+                   "the device's k best served %ld tokens under the grammar, the whole row %ld (too few allowed)\n",
                    info.name, info.n_vocab, n, med_free, med_gram, 100 * med_ratio, reps, 1e3 * compile_s, computed,
-                   walk_ms, hits, per_token_ms, whole_g, replies_g);
+                   walk_ms, hits, per_token_ms, whole_g, replies_g, top_g, fallback_g);
     }
     clinfer_grammar_free(g);
     clinfer_free(prompt);
