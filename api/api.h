@@ -186,8 +186,11 @@ void api_grammar_stats(const clinfer_sampler *smp, long *computed, long *hits, d
 /* The device's k best under the sampler's grammar (issue 41): the
  * candidates vals/ids[0..k) (best first) its grammar allows, compacted in
  * place in their order; how many; -1 where only the whole row can answer
- * (the grammar's refusals, whose messages its stage gives). */
-int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k);
+ * (the grammar's refusals, whose messages its stage gives). Where fewer
+ * than need (<= k) survive but they are all the grammar allows, padded to
+ * need as the masked row's need best would be (-inf, the smallest refused
+ * ids). */
+int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k, int need);
 /* The k best logits a sampler asks of the device, at most k_max: its
  * chain's need (clinfer_sampler_top_k) when it has no stage; under a
  * grammar alone that need plus spares for the mask to take away

@@ -121,23 +121,39 @@ static clinfer_status stage_apply(void *ud, float *logits, int n_vocab) {
     return CLINFER_OK;
 }
 
-int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k) {
+/* Whether id is an end token the grammar lets through (a whole sentence). */
+static int eog_allowed(const api_grammar_stage *gs, int32_t id) {
+    for (int e = 0; gs->cur.accepting && e < gs->G->n_eog; e++)
+        if (id == gs->G->eog[e]) return 1;
+    return 0;
+}
+
+int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k, int need) {
     api_grammar_stage *gs = smp->grammar;
     clinfer_grammar *G = gs->G;
     /* stage_apply's refusals are the whole row's to give, with its messages */
     if (gs->limited || gs->dead || (!gs->cur.n_stacks && !gs->cur.accepting)) return -1;
     gs->armed = 1; /* as stage_apply: this is a draw */
     uint8_t allowed[CLINFER_TOP_K_MAX];
+    int32_t refused[2 * CLINFER_TOP_K_MAX];
+    const int n_refused = need + G->n_eog < 2 * CLINFER_TOP_K_MAX ? need + G->n_eog : 2 * CLINFER_TOP_K_MAX;
     int n_allowed = 0;
-    if (k > CLINFER_TOP_K_MAX || clf_grammar_masks_filter(G->gm, &gs->cur, ids, k, allowed, &n_allowed) != CLF_OK)
+    if (k > CLINFER_TOP_K_MAX || need > k ||
+        clf_grammar_masks_filter(G->gm, &gs->cur, ids, k, allowed, &n_allowed, refused, n_refused) != CLF_OK)
         return -1;
     int m = 0;
-    for (int i = 0; i < k; i++) {
-        int keep = allowed[i];
-        /* a whole sentence: an end token may follow (stage_apply restores the end tokens it knows) */
-        for (int e = 0; !keep && gs->cur.accepting && e < G->n_eog; e++) keep = ids[i] == G->eog[e];
-        if (keep) vals[m] = vals[i], ids[m++] = ids[i]; /* the order stays: best first */
-    }
+    for (int i = 0; i < k; i++)
+        if (allowed[i] || eog_allowed(gs, ids[i])) vals[m] = vals[i], ids[m++] = ids[i]; /* the order stays: best first */
+    /* Fewer than need survive, but every token the masked row keeps is
+     * among them (the mask allows n_allowed text tokens, and the end
+     * tokens where the text may end): the row's `need` best are then the
+     * m survivors and, at -inf, the smallest refused ids (the chain's
+     * order: the larger logit, then the smaller id), so those pads make
+     * the very candidates the whole row would give. */
+    const int kept = n_allowed + (gs->cur.accepting ? G->n_eog : 0);
+    if (m >= need || m == 0 || m != kept) return m;
+    for (int j = 0; j < n_refused && m < need && refused[j] >= 0; j++)
+        if (!eog_allowed(gs, refused[j])) vals[m] = -INFINITY, ids[m++] = refused[j];
     return m;
 }
 

@@ -244,7 +244,7 @@ clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *id
         return CLF_OK;
     }
     const int need = clf_sampler_top_k(smp->s, k);
-    const int m = need ? api_grammar_filter(smp, vals, ids, k) : -1;
+    const int m = need ? api_grammar_filter(smp, vals, ids, k, need) : -1;
     if (m < need) { /* too few survive (or a refusal): the whole row answers */
         smp->n_fallback++;
         return CLF_OK;

@@ -96,9 +96,10 @@ void clf_grammar_masks_free(clf_grammar_masks *gm);
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed);
 /* The same mask over candidates alone (a device's k best): allowed[i] = 1
  * where s allows ids[i] (i < k), no logit row written; *n_allowed: how
- * many tokens of the whole vocabulary s allows. */
+ * many tokens of the whole vocabulary s allows; refused[0..n_refused): the
+ * smallest ids s refuses, rising (-1 past the last). */
 clf_status clf_grammar_masks_filter(clf_grammar_masks *gm, const gstate *s, const int32_t *ids, int k,
-                                    uint8_t *allowed, int *n_allowed);
+                                    uint8_t *allowed, int *n_allowed, int32_t *refused, int n_refused);
 /* The masks computed and the ones found kept, since creation. */
 void clf_grammar_masks_stats(clf_grammar_masks *gm, long *computed, long *hits, double *compute_seconds);
 

@@ -541,12 +541,20 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
 }
 
 clf_status clf_grammar_masks_filter(clf_grammar_masks *gm, const gstate *s, const int32_t *ids, int k,
-                                    uint8_t *allowed, int *n_allowed) {
+                                    uint8_t *allowed, int *n_allowed, int32_t *refused, int n_refused) {
     pthread_mutex_lock(&gm->lock);
     clf_status st = union_mask(gm, s, n_allowed);
     /* a bit looked up per candidate: no row written */
     for (int i = 0; st == CLF_OK && i < k; i++)
         allowed[i] = ids[i] >= 0 && ids[i] < gm->n_vocab && (gm->ubits[ids[i] >> 6] >> (ids[i] & 63) & 1);
+    /* the first refused ids, from the clear bits of the first words */
+    int j = 0;
+    for (int w = 0; st == CLF_OK && w < gm->n_words && j < n_refused; w++)
+        for (uint64_t z = ~gm->ubits[w]; z && j < n_refused; z &= z - 1) {
+            int id = w * 64 + __builtin_ctzll(z);
+            if (id < gm->n_vocab) refused[j++] = id;
+        }
+    for (; j < n_refused; j++) refused[j] = -1;
     pthread_mutex_unlock(&gm->lock);
     return st;
 }
