@@ -635,7 +635,10 @@ CLINFER_API void clinfer_sampler_reset(clinfer_sampler *smp);
 /* Stages before the chain's own ones, in the order added: each may change
  * the logits (mask a token with -INFINITY, shift one: a grammar, a logit
  * bias) and sees the tokens accepted. A chain with such a stage samples
- * from every logit (never from a device-side top-k). */
+ * from every logit (never from a device-side top-k); clinfer_generate
+ * excepted, where a grammar alone masks the device's k best and reads the
+ * whole row only when too few survive (CLINFER_GRAMMAR_TOP_K: the same
+ * tokens either way). */
 typedef struct clinfer_sampler_stage {
     size_t size;      /* sizeof(clinfer_sampler_stage) */
     const char *name; /* for messages */
