@@ -51,6 +51,23 @@ void clinfer_detokenizer_flush(clinfer_detokenizer *d, const char **piece, size_
 
 /* ---- one token ------------------------------------------------------------ */
 
+/* The k best of a row on the host, best first (the larger logit, then the
+ * smaller id: the device's order and the chain's); 0 for a non-finite
+ * logit (the whole row's path says so). */
+static int host_top(const float *row, int n, int k, float *vals, int32_t *ids) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        float x = row[i];
+        if (!isfinite(x)) return 0;
+        if (m == k && !(x > vals[k - 1])) continue; /* ids rise: a tie loses */
+        int j = m < k ? m++ : k - 1;
+        for (; j > 0 && x > vals[j - 1]; j--) vals[j] = vals[j - 1], ids[j] = ids[j - 1];
+        vals[j] = x;
+        ids[j] = i;
+    }
+    return m == k;
+}
+
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
                           float *top_vals, int32_t *top_ids, int top_k, int32_t draft, const float *q,
                           clinfer_session *row_of, clinfer_next *out) {
@@ -60,6 +77,13 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
         return CLF_OK;
     }
     int32_t id = -1;
+    float hv[CLINFER_TOP_K_MAX];
+    int32_t hi[CLINFER_TOP_K_MAX];
+    /* a whole row on the host under a grammar (a server's slot, clinfer_next_token): its k best chosen
+     * here and masked by lookups, as the device's are; the whole row where too few survive */
+    int hk = 0;
+    if (top_k <= 0 && draft < 0 && smp->n_stages && n_vocab == smp->n_vocab) hk = api_sampler_top_k(smp, CLINFER_TOP_K_MAX);
+    if (hk > 0 && host_top(logits, n_vocab, hk, hv, hi)) CLF_TRY(api_sampler_sample_top(smp, hv, hi, hk, &id));
     if (top_k > 0) { /* the k best; under a grammar too few may survive: then the whole row, read back */
         CLF_TRY(api_sampler_sample_top(smp, top_vals, top_ids, top_k, &id));
         if (id < 0 && !row_of) return clf_fail(CLF_ERR_ARG, "the sampler needs every logit here");

@@ -4,8 +4,9 @@
  * grammar and a GBNF gives token for token what the whole-row path gives
  * (CLINFER_GRAMMAR_TOP_K=0), greedy and sampled with the same seed; a
  * grammar that admits only tokens far outside the k best falls back to the
- * whole row and still writes its text; the counts of both paths are
- * asserted. */
+ * whole row and still writes its text; clinfer_next_token (the server's
+ * door: the row on the host, its k best chosen there) the same; the
+ * counts of both paths are asserted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,6 +99,47 @@ static void run(clinfer_model *m, clinfer_grammar *g, const char *floor, float t
     clinfer_sampler_free(smp);
 }
 
+/* The server's door: rows on the host, one clinfer_next_token each
+ * (greedy, the whole row or, by default, its k best chosen on the host). */
+static void run_next(clinfer_model *m, clinfer_grammar *g, const char *floor, run_out *o) {
+    memset(o, 0, sizeof *o);
+    if (floor) setenv("CLINFER_GRAMMAR_TOP_K", floor, 1);
+    else unsetenv("CLINFER_GRAMMAR_TOP_K");
+    clinfer_sampler_params p = clinfer_sampler_default_params();
+    p.temperature = 0;
+    clinfer_sampler *smp = NULL;
+    ASSERT_OK(clinfer_sampler_create(m, &p, &smp));
+    unsetenv("CLINFER_GRAMMAR_TOP_K");
+    ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+    clinfer_session *s = NULL;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256;
+    ASSERT_OK(clinfer_session_create(m, &sp, &s));
+    clinfer_detokenizer *d = NULL;
+    ASSERT_OK(clinfer_detokenizer_create(m, 0, &d));
+    const char *prompt = "Describe a person as JSON.";
+    int32_t *ids = NULL;
+    int n = 0;
+    ASSERT_OK(clinfer_tokenize(m, prompt, strlen(prompt), 1, 0, &ids, &n));
+    ASSERT_OK(clinfer_eval(s, ids, n));
+    for (int i = 0; i < n; i++) ASSERT_OK(clinfer_sampler_accept(smp, ids[i]));
+    clinfer_model_info info = {.size = sizeof info};
+    ASSERT_OK(clinfer_model_get_info(m, &info));
+    for (int i = 0; i < MAX_TOKENS; i++) {
+        clinfer_next nx;
+        ASSERT_OK(clinfer_next_token(smp, d, clinfer_session_logits(s), info.n_vocab, &nx));
+        if (nx.eog) break;
+        collect(o, nx.token, nx.piece, nx.len);
+        ASSERT_OK(clinfer_eval(s, &nx.token, 1));
+    }
+    api_sampler_top_stats(smp, &o->from_top, &o->fallbacks);
+    o->text[o->len] = 0;
+    clinfer_free(ids);
+    clinfer_detokenizer_free(d);
+    clinfer_session_free(s);
+    clinfer_sampler_free(smp);
+}
+
 static clinfer_grammar *grammar(clinfer_model *m, const char *gbnf, int schema) {
     char *text = NULL;
     if (schema) ASSERT_OK(clinfer_json_schema_to_gbnf(gbnf, strlen(gbnf), &text));
@@ -138,6 +180,16 @@ static void variant(const char *v) {
     same(m, rare, 0, 0, "rare greedy", &e);
     assert_string_equal(e.text, "QXJ7 zebra");
     assert_true(e.fallbacks >= 1);
+    /* the server's door: the k best of a row on the host */
+    run_out h, w;
+    run_next(m, js, NULL, &h);
+    run_next(m, js, "0", &w);
+    if (h.n != w.n || memcmp(h.tok, w.tok, (size_t)w.n * sizeof *w.tok))
+        fail_msg("clinfer_next_token: the k best gave '%s', the whole row '%s'", h.text, w.text);
+    assert_true(h.n > 0 && h.from_top > 0);
+    assert_int_equal(h.from_top + h.fallbacks, h.n);
+    assert_int_equal(w.from_top + w.fallbacks, 0);
+    printf("next_token greedy: %d tokens, %ld from the k best, %ld fallbacks: %s\n", h.n, h.from_top, h.fallbacks, h.text);
     clinfer_grammar_free(js);
     clinfer_grammar_free(gb);
     clinfer_grammar_free(rare);
