@@ -682,7 +682,10 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
                         .n_bias = q->n_bias, .grammar = grammar, /* each job takes its own reference */
                         .think_open = q->think_syntax == SRV_THINK_TAGS && q->think_open,
-                        .special = q->think_syntax == SRV_THINK_HARMONY}; /* Harmony's channels are control tokens */
+                        .special = q->think_syntax == SRV_THINK_HARMONY, /* Harmony's channels are control tokens */
+                        /* N > 0 tokens of thought (0, the template's no thinking, and -1 need none) */
+                        .reasoning_budget = q->reasoning_budget > 0 ? q->reasoning_budget : 0,
+                        .think_syntax = q->think_syntax};
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
@@ -699,6 +702,7 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
 
 int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e) {
     if (q->reasoning_format < 0) q->reasoning_format = app->reasoning_format;
+    if (!q->has_budget && app->reasoning_budget > 0) q->reasoning_budget = app->reasoning_budget; /* --reasoning-budget N */
     if (q->kind != SRV_CHAT || !(q->has_budget ? q->reasoning_budget == 0 : app->reasoning_off)) return 0;
     /* no thinking: as llama-server, the template's enable_thinking false (Qwen3 closes an empty thought) */
     json_t *kw = q->template_kwargs ? json_loads(q->template_kwargs, 0, NULL) : json_object();
