@@ -277,7 +277,8 @@ static clinfer_status budget_close(cli_session *s, stream *o, const int32_t *pre
         size_t k;
         st = clinfer_detokenizer_push(d, (*ids)[i], &piece, &k);
         if (st == CLINFER_OK && k && write_piece(o, piece, k, 0)) st = o->st;
-        if (st == CLINFER_OK && srv_budget_push(b, piece, k)) st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        if (st == CLINFER_OK && srv_budget_push(b, piece, k))
+            st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     }
     clinfer_detokenizer_free(d);
     o->close_due = 0;
@@ -363,9 +364,8 @@ clinfer_status cli_generate_reasoning(cli_session *s, clinfer_sampler *smp, cons
         st = clinfer_generate(s->s, p, np, &gp, &g);
         if (part == 0) { /* the call's prompt was the prompt (and a close forced at once) */
             *r = g;
-            r->n_prompt -= n_forced;
+            if (r->n_prompt) r->n_prompt -= n_forced, r->n_eval += n_forced; /* evaluated */
             r->n_generated += n_forced;
-            r->n_eval += n_forced;
         } else { /* the call's prompt was the last token and the close: generation */
             r->stop = g.stop;
             r->last = g.last;

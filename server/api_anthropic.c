@@ -363,8 +363,9 @@ static int parse(const char *body, size_t len, int count, srv_api_req *q, srv_ap
             goto out;
         }
         json_t *bt = think ? get(think, "budget_tokens") : NULL;
-        if (tt && !strcmp(tt, "enabled") && json_is_integer(bt) && json_integer_value(bt) > 0 &&
-            set(chat, "reasoning_budget", json_integer(json_integer_value(bt) < (1 << 24) ? json_integer_value(bt) : (1 << 24)))) {
+        json_int_t budget = json_is_integer(bt) ? json_integer_value(bt) : 0;
+        if (budget > (1 << 24)) budget = 1 << 24; /* reasoning_budget's bound: more is unlimited in effect */
+        if (tt && !strcmp(tt, "enabled") && budget > 0 && set(chat, "reasoning_budget", json_integer(budget))) {
             oom(e);
             goto out;
         }
