@@ -25,7 +25,7 @@
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
-    "[--reasoning-budget -1|0] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
+    "[--reasoning-budget -1|0|N] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -83,8 +83,9 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_STR("--alias", &alias, .alias = "-a", .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
                                CLI_OPT_STR("--reasoning-format", &reasoning_format, .arg = "auto|none|deepseek",
                                            .help = "a model's reasoning as reasoning_content (auto, deepseek) or in content (none)"),
-                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 0,
-                                           .help = "-1: think as the model does; 0: no thinking (the template's enable_thinking false)"),
+                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 1 << 24,
+                                           .help = "-1: think as the model does; 0: no thinking (the template's "
+                                                   "enable_thinking false); N: the thought closed after N tokens"),
                                CLI_OPT_STR("--slot-save-path", &slot_dir, .arg = "DIR",
                                            .help = "the folder POST /slots/{id}?action=save|restore writes and reads "
                                                    "(made if missing); without it slots are not saved"),
@@ -138,7 +139,8 @@ int cmd_serve(int argc, char **argv) {
     srv_engine *e = NULL;
     char *id = model_id(alias, path);
     srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL), .slot_save_path = slot_dir,
-                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0};
+                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0,
+                   .reasoning_budget = reasoning_budget > 0 ? reasoning_budget : 0};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);

@@ -112,15 +112,20 @@ typedef enum cli_reasoning { CLI_REASONING_INLINE, CLI_REASONING_APART, CLI_REAS
 /* The mode --reasoning-format (NULL: auto; none: inline; auto, deepseek:
  * apart) and --hide-reasoning ask for: CLINFER_ERR_ARG for another name. */
 clinfer_status cli_reasoning_mode(const char *format, int hide, cli_reasoning *out);
-#define CLI_REASONING_OPTIONS(fmt, hide)                                                                                   \
+#define CLI_REASONING_OPTIONS(fmt, hide, budget)                                                                           \
     CLI_OPT_STR("--reasoning-format", (fmt), .arg = "auto|none|deepseek",                                                 \
                 .help = "a model's <think> reasoning apart from its answer, dim (auto, deepseek), or as written (none)"), \
-        CLI_OPT_FLAG("--hide-reasoning", (hide), .help = "do not show a model's reasoning, only its answer")
+        CLI_OPT_FLAG("--hide-reasoning", (hide), .help = "do not show a model's reasoning, only its answer"),            \
+        CLI_OPT_INT("--reasoning-budget", (budget), -1, 1 << 24,                                                           \
+                    .help = "a <think> thought closed after N tokens, the answer following (-1: unlimited, default)")
 /* cli_generate with the reasoning shown as `mode` says (the syntax read off
  * the prompt's end: a generation prompt that opens <think>, or a reply
- * that does). */
+ * that does), under a budget of `budget` tokens of thought (-1: none;
+ * --reasoning-budget): <think> tags' close forced after them, as the
+ * server's reasoning_budget (server/reasoning.h's srv_budget), its tokens
+ * counted in n_generated. */
 clinfer_status cli_generate_reasoning(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt,
-                                      int max_gen, int draft_max, cli_reasoning mode, FILE *out,
+                                      int max_gen, int draft_max, cli_reasoning mode, int budget, FILE *out,
                                       clinfer_generate_result *r);
 
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r);

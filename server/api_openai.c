@@ -585,15 +585,10 @@ static int parse_reasoning(json_t *root, srv_api_req *r, srv_api_error *e) {
         return -1;
     }
     r->reasoning_format = v ? (int)f : -1;
-    /* reasoning_budget (llama-server's): -1 unlimited, 0 no thinking; a budget of
-     * N tokens would need the thought cut short mid-reply, which the server does not do */
+    /* reasoning_budget: -1 unlimited, 0 no thinking (llama-server's), N > 0 tokens of
+     * thought before its close is forced (vLLM's and SGLang's budget; reasoning.h's srv_budget) */
     json_int_t budget = -1;
     if (get_int(root, "reasoning_budget", -1, 1 << 24, &budget, &r->has_budget, e)) return -1;
-    if (budget > 0) {
-        srv_api_bad(e, "reasoning_budget", "'reasoning_budget' is %lld: only -1 (unlimited) and 0 (no thinking) are supported",
-                    (long long)budget);
-        return -1;
-    }
     r->reasoning_budget = (int)budget;
     /* chat_template_kwargs: more variables for the template (llama-server's; {"enable_thinking": false}) */
     json_t *kw = field(root, "chat_template_kwargs");

@@ -76,7 +76,7 @@ typedef struct srv_api_req {
      * whether the reply starts inside <think> */
     int reasoning_format;     /* -1: not given (the server's --reasoning-format) */
     int has_budget;           /* reasoning_budget given: */
-    int reasoning_budget;     /* -1 unlimited, 0 no thinking (enable_thinking false for the template) */
+    int reasoning_budget;     /* -1 unlimited, 0 no thinking (enable_thinking false for the template), N > 0 tokens */
     int think_syntax, think_open;
     char *template_kwargs; /* chat_template_kwargs: a JSON object's text (malloc'd), NULL when absent */
 } srv_api_req;

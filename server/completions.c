@@ -685,7 +685,10 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                         /* Harmony's channels are control tokens, as are most tool formats' markers
                          * ([TOOL_CALLS], <|tool_call|>, DeepSeek's): written as text for the parsers */
                         .special = q->think_syntax == SRV_THINK_HARMONY ||
-                                   (q->tools && q->tool_choice != CLINFER_TOOL_NONE)};
+                                   (q->tools && q->tool_choice != CLINFER_TOOL_NONE),
+                        /* N > 0 tokens of thought (0, the template's no thinking, and -1 need none) */
+                        .reasoning_budget = q->reasoning_budget > 0 ? q->reasoning_budget : 0,
+                        .think_syntax = q->think_syntax};
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
@@ -702,6 +705,7 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
 
 int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e) {
     if (q->reasoning_format < 0) q->reasoning_format = app->reasoning_format;
+    if (!q->has_budget && app->reasoning_budget > 0) q->reasoning_budget = app->reasoning_budget; /* --reasoning-budget N */
     if (q->kind != SRV_CHAT || !(q->has_budget ? q->reasoning_budget == 0 : app->reasoning_off)) return 0;
     /* no thinking: as llama-server, the template's enable_thinking false (Qwen3 closes an empty thought) */
     json_t *kw = q->template_kwargs ? json_loads(q->template_kwargs, 0, NULL) : json_object();

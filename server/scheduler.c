@@ -53,6 +53,8 @@ struct srv_job {
     clinfer_grammar *grammar; /* its sampler's (a reference of its own), or NULL */
     srv_think *think;         /* a grammar held back until the thought ends: the reply's splitter till then */
     size_t think_fed;         /* bytes of text fed to it */
+    srv_budget *budget;       /* a reasoning budget (srv_job_params.reasoning_budget), or NULL */
+    int budget_n, budget_syntax, budget_open; /* its parameters, until job_start tokenizes its close */
     srv_token_lp *lp;         /* with logprobs: a record a generated token */
     int n_lp, cap_lp;
     /* a group's prompt: the job that evaluates it and the ones that wait
@@ -157,6 +159,8 @@ static void job_free(srv_job *j) {
     clinfer_grammar_free(j->grammar);
     if (j->think) srv_think_free(j->think);
     free(j->think);
+    if (j->budget) srv_budget_free(j->budget);
+    free(j->budget);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->lp);
     free(j->bias_ids);
@@ -207,6 +211,8 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
         }
         srv_think_init(j->think, SRV_THINK_TAGS, 1);
     }
+    if (p->reasoning_budget > 0 && p->think_syntax != SRV_THINK_OFF)
+        j->budget_n = p->reasoning_budget, j->budget_syntax = p->think_syntax, j->budget_open = p->think_open;
     *out = j;
     return CLINFER_OK;
 }
@@ -378,6 +384,14 @@ static int job_start(srv_sched *s, srv_job *j) {
             return -1;
     /* after the bias: a biased token the grammar refuses stays refused */
     if (j->grammar && !j->think && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
+    if (j->budget_n && (!(j->budget = malloc(sizeof *j->budget)) ||
+                        srv_budget_init(j->budget, s->m, (srv_think_syntax)j->budget_syntax, j->budget_open,
+                                        j->budget_n) != CLINFER_OK)) {
+        if (!j->budget) clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        free(j->budget);
+        j->budget = NULL;
+        return -1;
+    }
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
     /* greedy or sampled (the acceptance rule: clinfer_next_token_draft),
      * under a grammar with its drafts cut where the grammar refuses */
@@ -580,7 +594,11 @@ typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
  * is kept. TAKE_ON: the token is j->next. */
 static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32_t draft) {
     clinfer_next nx;
-    clinfer_status st = clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
+    /* a reasoning budget spent: the thought's close, token by token, instead of a sample */
+    int forced = j->budget ? srv_budget_take(j->budget, j->smp, j->detok, &nx) : 0;
+    clinfer_status st = forced < 0 ? CLINFER_ERR_MEMORY
+                        : forced ? CLINFER_OK
+                                 : clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
     if (st != CLINFER_OK && j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_LIMIT)
         return TAKE_LENGTH; /* the grammar's nesting bound: the text ends as at max_tokens */
     if (st != CLINFER_OK) {
@@ -596,7 +614,12 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32
         return TAKE_ERROR;
     }
     if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
-    if (j->think && think_ended(j)) return TAKE_ERROR;
+    if (j->budget && srv_budget_push(j->budget, nx.piece, nx.len)) {
+        snprintf(j->error, sizeof j->error, "out of host memory");
+        return TAKE_ERROR;
+    }
+    /* a grammar waiting for the thought's end waits for a forced close's last token too */
+    if (j->think && !(j->budget && srv_budget_forcing(j->budget)) && think_ended(j)) return TAKE_ERROR;
     /* a sentence nothing may follow: ended now, not a step later by the
      * grammar's EOG (nor cut as length when it is the last token allowed) */
     if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;
