@@ -5,7 +5,7 @@
  * models write them parsed (one call, parallel calls, text first, a
  * malformed call as text), whole and cut at every byte as a stream sees
  * them, and random texts of the formats' pieces (a stream's content never
- * outgrows the final one); and each format's grammar: what a random walk through it writes
+ * outgrows the final one, nor its calls the final ones); and each format's grammar: what a random walk through it writes
  * parses back into calls of the offered functions whose arguments hold
  * the schema's required fields. */
 #include <jansson.h>
