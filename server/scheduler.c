@@ -437,24 +437,29 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     f->leader = leader;
 }
 
-/* Slot `land` takes host-memory entry `ram` (its own cache kept there
- * first), cut to its first `want` tokens: how many it then holds (0 where
- * the load failed, or a sliding window could not be cut there). */
-static int from_ram(srv_sched *s, int ram, int land, int want) {
+/* Slot `land` takes the host-memory entry sharing the longest prefix with
+ * prompt[0..n_prompt) (its own cache kept there first), cut to what it
+ * shares with the prompt and `keep` at most: how many it then holds (0
+ * where none is left, the load failed, or a sliding window could not be
+ * cut there). The entry is looked up again after each store (keeping the
+ * slot's cache, make_room's) as those may evict or move entries, and the
+ * tokens loaded are compared with the prompt's. */
+static int from_ram(srv_sched *s, const int32_t *prompt, int n_prompt, int land, int keep) {
     stash(s, land, 0);
     srv_engine_slot_rewind(s->e, land, 0);
     s->slots[land].n_prefilled = 0;
-    int n = 0;
-    clinfer_status st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+    int n = 0, len = 0, ram = srv_pcache_best(s->pcache, prompt, n_prompt, &len);
+    clinfer_status st = ram < 0 ? CLINFER_ERR_ARG : srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
     if (st == CLINFER_ERR_CONTEXT) { /* idle slots' caches give their blocks, once */
         make_room(s, (srv_pcache_len(s->pcache, ram) + s->block - 1) / s->block);
-        st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+        ram = srv_pcache_best(s->pcache, prompt, n_prompt, &len);
+        st = ram < 0 ? CLINFER_ERR_ARG : srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
     }
     if (st != CLINFER_OK) {
         srv_engine_slot_rewind(s->e, land, 0);
         return 0;
     }
-    srv_engine_slot_rewind(s->e, land, want);
+    srv_engine_slot_rewind(s->e, land, min_int(keep, common_prefix(s->scratch, n, prompt, n_prompt)));
     const int held = srv_engine_slot_len(s->e, land);
     s->st.cache_ram_hits++;
     s->st.cache_ram_tokens += (unsigned long long)held;
@@ -507,7 +512,7 @@ static void admit(srv_sched *s) {
         int reuse;
         if (ram >= 0 && ram_use - min_int(land_len, keep) >= STASH_MIN && ram_use - min_int(src_len, keep) >= STASH_MIN &&
             4 * (int64_t)ram_use >= srv_pcache_len(s->pcache, ram)) {
-            reuse = from_ram(s, ram, land, min_int(ram_len, keep));
+            reuse = from_ram(s, j->prompt, j->n_prompt, land, keep);
         } else {
             stash(s, land, min_int(land_len, keep));
             srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
