@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "clinfer.h"
 #include "llama.h"
 #include "lora.h"
 #include "testutil.h"
@@ -370,9 +371,69 @@ static void test_bad_files(void **state) {
     close_all(&fx);
 }
 
+/* The public API: adapters loaded on a model, a session of two sequences,
+ * one with adapter a at llama.cpp's first configuration, one with none,
+ * decoded in one batch: the first's logits are llama.cpp's, the second's
+ * the base's (the internal context's, bit for bit); and the refusals. */
+static void test_api(void **state) {
+    (void)state;
+    clinfer_model *m;
+    assert_int_equal(clinfer_model_load(base_path, NULL, NULL, &m), CLINFER_OK);
+    clinfer_lora *a, *bad = NULL;
+    assert_int_equal(clinfer_lora_load(m, "tests/data/lora_tiny_a.gguf", &a), CLINFER_OK);
+    assert_int_not_equal(clinfer_lora_load(m, base_path, &bad), CLINFER_OK);
+    assert_null(bad);
+    assert_non_null(strstr(clinfer_last_error(), "general.type"));
+    assert_int_equal(clinfer_model_lora_count(m), 1);
+    assert_ptr_equal(clinfer_model_lora(m, 0), a);
+    assert_string_equal(clinfer_lora_path(a), "tests/data/lora_tiny_a.gguf");
+    assert_true(clinfer_lora_scale(a) == 1.0f);
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 128;
+    sp.n_seq = 2;
+    clinfer_session *s;
+    assert_int_equal(clinfer_session_create(m, &sp, &s), CLINFER_OK);
+    const float scale = cfgs[0].scale[0];
+    assert_int_equal(clinfer_session_set_lora(s, 0, &a, &scale, 1), CLINFER_OK);
+    assert_int_not_equal(clinfer_session_set_lora(s, 2, &a, &scale, 1), CLINFER_OK);
+    const lcase *pc = &cfgs[0].cases[0];
+    const int n = pc->n_prompt;
+    int32_t tok[128];
+    int32_t pos[128], seq[128];
+    for (int i = 0; i < 2 * n; i++) tok[i] = pc->prompt[i % n], pos[i] = i % n, seq[i] = i / n;
+    /* logits NULL: each sequence's last token's */
+    clinfer_batch b = {.n_tokens = 2 * n, .token = tok, .seq_id = seq, .pos = pos};
+    assert_int_equal(clinfer_decode(s, &b), CLINFER_OK);
+    const float *l0 = clinfer_batch_logits(s, n - 1), *l1 = clinfer_batch_logits(s, 2 * n - 1);
+    assert_non_null(l0);
+    assert_non_null(l1);
+    double worst = 0;
+    for (int j = 0; j < TOPN; j++) worst = fmax(worst, fabs(l0[pc->top_id[0][j]] - pc->top[0][j]));
+    print_message("  sequence 0 (adapter a) against llama.cpp: max |diff| %.3g\n", worst);
+    assert_true(worst <= 5e-5);
+    /* the base's logits from the internal API, on the same device */
+    fixture fx;
+    open_all(&fx);
+    clf_llama_ctx *c;
+    TU_OK(clf_llama_ctx_create(fx.m, 128, 128, CLF_F32, &c));
+    const int nv = fx.m->hp.n_vocab;
+    float *base = malloc((size_t)nv * sizeof *base);
+    TU_OK(clf_llama_eval(c, (const int32_t *)pc->prompt, n, 0, base));
+    double d = 0;
+    for (int i = 0; i < nv; i++) d = fmax(d, fabs(l1[i] - base[i]));
+    print_message("  sequence 1 (none) against the base: max |diff| %.3g\n", d);
+    assert_true(d <= 1e-5);
+    free(base);
+    clf_llama_ctx_free(c);
+    close_all(&fx);
+    clinfer_session_free(s);
+    clinfer_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_peer), cmocka_unit_test(test_scale_zero),
-                                       cmocka_unit_test(test_mixed_batch), cmocka_unit_test(test_bad_files)};
+                                       cmocka_unit_test(test_mixed_batch), cmocka_unit_test(test_bad_files),
+                                       cmocka_unit_test(test_api)};
     int rc = TU_RUN_GROUP(tests, setup, teardown);
     tu_runtime_free();
     return rc;
