@@ -32,6 +32,9 @@ void srv_engine_slot_rewind(srv_engine *e, int slot, int pos);
  * sliding-window ring no longer holds them; after another failure dst is
  * empty). */
 clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n);
+/* The slot's sequence uses the model's LoRA adapters i < n at scales[i]
+ * (0: not at all) from its next step (clinfer_session_set_lora). */
+clinfer_status srv_engine_slot_lora(srv_engine *e, int slot, const float *scales, int n);
 
 /* Which of an entry's tokens give logits. */
 typedef enum srv_logits {

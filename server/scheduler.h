@@ -47,6 +47,9 @@ typedef struct srv_job_params {
     /* control tokens in the text as their text (gpt-oss's Harmony markers,
      * which reasoning.c splits on); 0: left out, as for every other model */
     int special;
+    /* the scale of each of the model's LoRA adapters (adapters.h; n_lora 0: none loaded) */
+    float lora[SRV_MAX_LORA];
+    int n_lora;
 } srv_job_params;
 
 /* A generated token's logprobs; its text is bytes [start, end) of the job's. */
