@@ -15,6 +15,7 @@
  * its sequences grouped by adapter, one per row at worst (a per-row
  * adapter index in one launch would need new kernels per variant). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,9 @@
 #include "lora.h"
 
 /* The device rank: a multiple of this (zero rows of A, zero columns of B:
- * the products' sums gain exact zeros), so every product kernel takes the
- * rank as a width or a row count (the CPU variant packs rows in panels). */
-#define CLF_LORA_RANK_ALIGN 32
+ * the products' sums gain exact zeros), so that the product kernels' vector
+ * loads see whole vectors (ranks 8 and 16 tested on both variants). */
+#define CLF_LORA_RANK_ALIGN 8
 /* Bounds on a file's values before anything is allocated from them. */
 #define CLF_LORA_RANK_MAX 4096
 
@@ -69,28 +70,24 @@ static int key_is(const clf_gguf *g, const char *key, const char *want) {
     return clf_gguf_get_str(g, key, &s) == CLF_OK && s.len == strlen(want) && !memcmp(s.ptr, want, s.len);
 }
 
-/* rows × cols of type t from src (rows of cols_src elements) into a weight
- * of rows_dev × cols_dev, the rest zeros. */
-static clf_status upload_padded(clf_runtime *rt, clf_type t, const void *src, int64_t rows, int64_t cols,
-                                int64_t rows_dev, int64_t cols_dev, clf_weight *w) {
-    const size_t es = t == CLF_F16 ? 2 : 4;
-    unsigned char *buf = calloc((size_t)(rows_dev * cols_dev), es);
-    if (!buf) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    for (int64_t r = 0; r < rows; r++)
-        memcpy(buf + (size_t)(r * cols_dev) * es, (const unsigned char *)src + (size_t)(r * cols) * es, (size_t)cols * es);
-    clf_status st = clf_weight_upload(rt, t, rows_dev, cols_dev, buf, w);
-    free(buf);
-    return st;
+/* A pair as the file has it, checked, waiting to be packed with its slot's others. */
+typedef struct pending {
+    const clf_gguf_tensor *a, *b;
+    int64_t col0, out, in;
+} pending;
+
+/* n floats of type t (F32 or F16) at src into dst. */
+static void to_f32(clf_type t, const void *src, float *dst, int64_t n) {
+    if (t == CLF_F32) memcpy(dst, src, (size_t)n * sizeof *dst);
+    else clf_type_get(t)->to_float(src, dst, n); /* F16: blocks of one */
 }
 
-/* The pair of base tensor `base` (its name without .lora_a/.lora_b). */
-static clf_status load_pair(clf_lora *a, const clf_gguf *g, const char *base, const clf_gguf_tensor *ta,
-                            const clf_gguf_tensor *tb) {
-    const clf_llama *m = a->m;
-    const clf_llama_hparams *hp = &m->hp;
+/* The pair of base tensor `base` (its name without .lora_a/.lora_b), checked, into its place in pend. */
+static clf_status check_pair(clf_lora *a, pending (*pend)[CLF_LORA_SLOTS][CLF_LORA_PARTS], const char *base,
+                             const clf_gguf_tensor *ta, const clf_gguf_tensor *tb) {
+    const clf_llama_hparams *hp = &a->m->hp;
     int l, used = 0;
     char what[64];
-    (void)g;
     /* blk.<l>.<what>.weight, nothing else */
     if (sscanf(base, "blk.%d.%63[a-z_].weight%n", &l, what, &used) != 2 || base[used] != 0 || l < 0)
         return clf_fail(CLF_ERR_FORMAT, "LoRA tensor '%s': not a layer's weight that clinfer can adapt", base);
@@ -133,24 +130,88 @@ static clf_status load_pair(clf_lora *a, const clf_gguf *g, const char *base, co
                                         "adapter)", base, (long long)r, a->rank);
     a->rank = (int)r;
     a->rank_dev = (int)((r + CLF_LORA_RANK_ALIGN - 1) / CLF_LORA_RANK_ALIGN * CLF_LORA_RANK_ALIGN);
-    clf_lora_ab *ab = &a->ab[l][slot][part];
-    if (ab->a.mem) return clf_fail(CLF_ERR_FORMAT, "LoRA tensor '%s' appears twice", base);
-    ab->col0 = col0;
-    CLF_TRY(upload_padded(m->rt, ta->type, ta->data, r, in, a->rank_dev, in, &ab->a));
-    CLF_TRY(upload_padded(m->rt, tb->type, tb->data, out, r, out, a->rank_dev, &ab->b));
-    a->device_bytes += ab->a.bytes + ab->b.bytes;
+    pending *pd = &pend[l][slot][part];
+    if (pd->a) return clf_fail(CLF_ERR_FORMAT, "LoRA tensor '%s' appears twice", base);
+    *pd = (pending){ta, tb, col0, out, in};
     a->n_pairs++;
     return CLF_OK;
 }
 
-/* The pairs named in the file, each found once. */
+/* A slot's pending parts packed into one pair (clf_lora_ab) on the device. */
+static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) {
+    const int64_t r = a->rank, rd = a->rank_dev;
+    int np = 0;
+    int64_t c0 = INT64_MAX, c1 = 0, in = 0;
+    for (int p = 0; p < CLF_LORA_PARTS; p++)
+        if (parts[p].a) {
+            np++;
+            in = parts[p].in;
+            if (parts[p].col0 < c0) c0 = parts[p].col0;
+            if (parts[p].col0 + parts[p].out > c1) c1 = parts[p].col0 + parts[p].out;
+        }
+    if (!np) return CLF_OK;
+    const int64_t w = np * rd, n_out = c1 - c0;
+    float *ha = calloc((size_t)(w * in), sizeof *ha), *hb = calloc((size_t)(n_out * w), sizeof *hb);
+    float *row = malloc((size_t)(r > in ? r : in) * sizeof *row);
+    clf_status st = ha && hb && row ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int p = 0, k = 0; st == CLF_OK && p < CLF_LORA_PARTS; p++) {
+        const pending *pd = &parts[p];
+        if (!pd->a) continue;
+        const size_t ea = clf_type_get(pd->a->type)->block_bytes, eb = clf_type_get(pd->b->type)->block_bytes;
+        /* A's r rows of `in` into rows k·rd ..; B's `out` rows of r into rows col0 - c0 .., columns k·rd .. */
+        for (int64_t i = 0; i < r; i++)
+            to_f32(pd->a->type, (const unsigned char *)pd->a->data + (size_t)(i * in) * ea, ha + (k * rd + i) * in, in);
+        for (int64_t o = 0; o < pd->out; o++) {
+            to_f32(pd->b->type, (const unsigned char *)pd->b->data + (size_t)(o * r) * eb, row, r);
+            memcpy(hb + (pd->col0 - c0 + o) * w + k * rd, row, (size_t)r * sizeof *row);
+        }
+        k++;
+    }
+    /* the adapter's power-of-two factor into B (exact), the rest left to the pass's scale */
+    for (int64_t i = 0; st == CLF_OK && a->fold != 1 && i < n_out * w; i++) hb[i] *= a->fold;
+    /* F16 files stay F16 on the device (half the bytes a decode reads); values exact */
+    int f16 = 1;
+    for (int p = 0; p < CLF_LORA_PARTS; p++)
+        if (parts[p].a && (parts[p].a->type != CLF_F16 || parts[p].b->type != CLF_F16)) f16 = 0;
+    uint16_t *h16a = NULL, *h16b = NULL;
+    if (st == CLF_OK && f16) {
+        h16a = malloc((size_t)(w * in) * sizeof *h16a);
+        h16b = malloc((size_t)(n_out * w) * sizeof *h16b);
+        if (!h16a || !h16b) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        else {
+            clf_type_get(CLF_F16)->from_float(ha, h16a, w * in);
+            clf_type_get(CLF_F16)->from_float(hb, h16b, n_out * w);
+        }
+    }
+    const clf_type t = f16 ? CLF_F16 : CLF_F32;
+    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, w, in, f16 ? (void *)h16a : ha, &ab->a);
+    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, n_out, w, f16 ? (void *)h16b : hb, &ab->b);
+    free(h16a);
+    free(h16b);
+    free(ha);
+    free(hb);
+    free(row);
+    if (st != CLF_OK) return st;
+    ab->col0 = c0;
+    ab->width = (int)w;
+    a->device_bytes += ab->a.bytes + ab->b.bytes;
+    return CLF_OK;
+}
+
+/* The pairs named in the file, each found once, then packed by slot. */
 static clf_status load_all(clf_lora *a, const clf_gguf *g) {
     const int64_t nt = clf_gguf_n_tensors(g);
+    const int n_layer = a->m->hp.n_layer;
     char name[128], other[136];
-    for (int64_t i = 0; i < nt; i++) {
+    pending (*pend)[CLF_LORA_SLOTS][CLF_LORA_PARTS] = calloc((size_t)n_layer, sizeof *pend);
+    if (!pend) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    clf_status st = CLF_OK;
+    for (int64_t i = 0; st == CLF_OK && i < nt; i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
-        if (t->name.len >= sizeof name) return clf_fail(CLF_ERR_FORMAT, "LoRA tensor name of %llu bytes",
-                                                        (unsigned long long)t->name.len);
+        if (t->name.len >= sizeof name) {
+            st = clf_fail(CLF_ERR_FORMAT, "LoRA tensor name of %llu bytes", (unsigned long long)t->name.len);
+            break;
+        }
         memcpy(name, t->name.ptr, t->name.len);
         name[t->name.len] = 0;
         const size_t n = t->name.len;
@@ -160,19 +221,40 @@ static clf_status load_all(clf_lora *a, const clf_gguf *g) {
             name[n - 7] = 0;
             snprintf(other, sizeof other, "%s.lora_a", name);
             if (!clf_gguf_find_tensor(g, other))
-                return clf_fail(CLF_ERR_FORMAT, "LoRA tensor pair for '%s' is missing lora_a", name);
-            continue; /* loaded with its lora_a */
+                st = clf_fail(CLF_ERR_FORMAT, "LoRA tensor pair for '%s' is missing lora_a", name);
+            continue; /* checked with its lora_a */
         }
-        if (n < 7 || strcmp(name + n - 7, ".lora_a"))
-            return clf_fail(CLF_ERR_FORMAT, "LoRA tensor '%s' has an unexpected suffix", name);
+        if (n < 7 || strcmp(name + n - 7, ".lora_a")) {
+            st = clf_fail(CLF_ERR_FORMAT, "LoRA tensor '%s' has an unexpected suffix", name);
+            break;
+        }
         name[n - 7] = 0;
         snprintf(other, sizeof other, "%s.lora_b", name);
         const clf_gguf_tensor *tb = clf_gguf_find_tensor(g, other);
-        if (!tb) return clf_fail(CLF_ERR_FORMAT, "LoRA tensor pair for '%s' is missing lora_b", name);
-        CLF_TRY(load_pair(a, g, name, t, tb));
+        st = tb ? check_pair(a, pend, name, t, tb)
+                : clf_fail(CLF_ERR_FORMAT, "LoRA tensor pair for '%s' is missing lora_b", name);
     }
-    if (!a->n_pairs) return clf_fail(CLF_ERR_FORMAT, "the LoRA adapter has no tensors");
-    return CLF_OK;
+    if (st == CLF_OK && !a->n_pairs) st = clf_fail(CLF_ERR_FORMAT, "the LoRA adapter has no tensors");
+    /* alpha / r folded into B where it is a power of two from 1 to 256 (exact in F16 and F32 for B's values,
+     * overflow aside: checked), else applied with the user's scale */
+    int e2;
+    const float f = clf_lora_factor(a, 1.0f);
+    a->fold = st == CLF_OK && frexpf(f, &e2) == 0.5f && f >= 1 && f <= 256 ? f : 1.0f;
+    for (int l = 0; st == CLF_OK && a->fold != 1 && l < n_layer; l++)
+        for (int s = 0; s < CLF_LORA_SLOTS; s++)
+            for (int p = 0; p < CLF_LORA_PARTS; p++) {
+                const pending *pd = &pend[l][s][p];
+                if (!pd->b) continue;
+                for (int64_t i = 0; pd->b->type == CLF_F16 && i < pd->b->ne[0] * pd->b->ne[1]; i++) {
+                    float v;
+                    to_f32(CLF_F16, (const unsigned char *)pd->b->data + 2 * i, &v, 1);
+                    if (fabsf(v * a->fold) > 65504.0f) a->fold = 1.0f; /* would overflow F16: not folded */
+                }
+            }
+    for (int l = 0; st == CLF_OK && l < n_layer; l++)
+        for (int s = 0; st == CLF_OK && s < CLF_LORA_SLOTS; s++) st = pack_slot(a, pend[l][s], &a->ab[l][s]);
+    free(pend);
+    return st;
 }
 
 clf_status clf_lora_load(const clf_llama *m, const clf_gguf *g, clf_lora **out) {
@@ -213,10 +295,7 @@ void clf_lora_free(clf_lora *a) {
     if (!a) return;
     for (int l = 0; a->ab && l < a->m->hp.n_layer; l++)
         for (int s = 0; s < CLF_LORA_SLOTS; s++)
-            for (int p = 0; p < CLF_LORA_PARTS; p++) {
-                clf_weight_free(&a->ab[l][s][p].a);
-                clf_weight_free(&a->ab[l][s][p].b);
-            }
+            clf_weight_free(&a->ab[l][s].a), clf_weight_free(&a->ab[l][s].b);
     free(a->ab);
     free(a);
 }
@@ -277,10 +356,10 @@ clf_status clf_llama_ctx_set_lora(clf_llama_ctx *c, int seq, const clf_lora_use 
         }
         c->lora = lc;
     }
-    /* the scratch as wide as the widest adapter's device rank */
+    /* the scratch as wide as the widest adapter's stacked ranks */
     int rank = 0;
     for (int i = 0; i < n; i++)
-        if (use[i].lora->rank_dev > rank) rank = use[i].lora->rank_dev;
+        if (CLF_LORA_PARTS * use[i].lora->rank_dev > rank) rank = CLF_LORA_PARTS * use[i].lora->rank_dev;
     if (rank > lc->t_rank) {
         clf_tensor t;
         CLF_TRY(clf_tensor_alloc(c->m->rt, CLF_F32, rank, c->n_batch, &t));
@@ -333,8 +412,7 @@ int clf_lora_touches(const clf_llama_ctx *c, int l, clf_lora_slot slot) {
     for (int r = 0; r < lc->n_runs; r++) {
         const int q = lc->runs[r].seq;
         for (int i = 0; i < lc->n_use[q]; i++)
-            for (int p = 0; p < CLF_LORA_PARTS; p++)
-                if (lc->use[q][i].lora->ab[l][slot][p].a.mem) return 1;
+            if (lc->use[q][i].lora->ab[l][slot].a.mem) return 1;
     }
     return 0;
 }
@@ -355,19 +433,17 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
         clf_tensor y = clf_tensor_rows(out, run->r0, run->n);
         for (int i = 0; i < lc->n_use[run->seq]; i++) {
             const clf_lora *a = lc->use[run->seq][i].lora;
-            const float s = clf_lora_factor(a, lc->use[run->seq][i].scale);
-            /* t [n × rank_dev]: the scratch's first rows, rows as wide as this adapter's rank */
+            const float s = clf_lora_factor(a, lc->use[run->seq][i].scale) / a->fold; /* B holds the fold */
+            const clf_lora_ab *ab = &a->ab[l][slot];
+            if (!ab->a.mem) continue;
+            /* t [n × width]: the scratch's first rows, as wide as this slot's stacked ranks */
             clf_tensor t = lc->t;
-            t.ne[0] = a->rank_dev;
+            t.ne[0] = ab->width;
             t.ne[1] = run->n;
-            for (int p = 0; p < CLF_LORA_PARTS; p++) {
-                const clf_lora_ab *ab = &a->ab[l][slot][p];
-                if (!ab->a.mem) continue;
-                /* t = s' · (A · x), then y[:, col0 ..] += B · t */
-                CLF_TRY(mm(rt, &ab->a, &x, &t, 0, 0, run->dec));
-                CLF_TRY(clf_scale(rt, &t, s, &t));
-                CLF_TRY(mm(rt, &ab->b, &t, &y, ab->col0, 1, run->dec));
-            }
+            /* t = s' · (A · x), then y[:, col0 ..] += B · t */
+            CLF_TRY(mm(rt, &ab->a, &x, &t, 0, 0, run->dec));
+            if (s != 1.0f) CLF_TRY(clf_scale(rt, &t, s, &t)); /* scale 1 (alpha = r, or folded): no launch */
+            CLF_TRY(mm(rt, &ab->b, &t, &y, ab->col0, 1, run->dec));
         }
     }
     return CLF_OK;

@@ -20,15 +20,21 @@
  * (ffn_gate, ffn_up), down. */
 typedef enum clf_lora_slot { CLF_LORA_QKV, CLF_LORA_WO, CLF_LORA_GU, CLF_LORA_DOWN, CLF_LORA_SLOTS } clf_lora_slot;
 
-/* One adapted weight: A [rank × in], B [out × rank] (the rank padded to
- * CLF_LORA_RANK_ALIGN with zero rows of A and zero columns of B, exact),
- * B's product written into the fused output's columns from col0. */
+/* One adapted product (a slot of a layer), its parts (Q, K, V or gate, up;
+ * one elsewhere) in one pair so that it costs two products whatever their
+ * number: their A stacked, A [P·rank_dev × in], and their B side by side
+ * over the slot's output columns col0 .. col0 + b.rows, B [b.rows ×
+ * P·rank_dev], part p's B in its own rows and in columns p·rank_dev ..,
+ * zeros elsewhere (exact: the sums gain zeros). The rank is padded to
+ * rank_dev with zero rows of A and zero columns of B. F16 on the device
+ * where the file's parts are all F16, else F32 (values exact). */
 typedef struct clf_lora_ab {
     clf_weight a, b;
     int64_t col0;
+    int width; /* P·rank_dev: A·x's width */
 } clf_lora_ab;
 
-/* Parts per slot: Q, K, V (or gate, up) each their own pair. */
+/* Parts per slot at most. */
 #define CLF_LORA_PARTS 3
 
 typedef struct clf_lora {
@@ -36,7 +42,8 @@ typedef struct clf_lora {
     float alpha;        /* adapter.lora.alpha (0: scales taken as given) */
     int rank;           /* the file's rank r (every pair's; alpha / r is the adapter's own factor) */
     int rank_dev;       /* the rank on the device, padded */
-    clf_lora_ab (*ab)[CLF_LORA_SLOTS][CLF_LORA_PARTS]; /* [n_layer]: a pair per part; a.mem NULL: none */
+    float fold;         /* the part of alpha / r multiplied into B (a power of two; 1: none) */
+    clf_lora_ab (*ab)[CLF_LORA_SLOTS]; /* [n_layer]: a pair per adapted slot; a.mem NULL: none */
     int n_pairs;        /* adapted weights */
     size_t device_bytes;
 } clf_lora;

@@ -49,7 +49,10 @@ def write_adapter(base, out, rank=8, alpha=16.0, typ="F32", targets=TARGETS, see
         n_in, n_out = int(t.shape[0]), int(t.shape[1])
         # W's rows have norm ~ std(W)·sqrt(in); A x's entries ~ |x|, B's row
         # sums those r entries: B ~ std(W)·sqrt(in/r)/scale keeps |s·B A x| ~ |W x|
-        wstd = float(np.std(np.asarray(t.data, dtype=np.float32)))
+        wf = np.asarray(t.data, dtype=np.float32) if t.tensor_type in (gguf.GGMLQuantizationType.F32,
+                                                                        gguf.GGMLQuantizationType.F16) \
+            else gguf.quants.dequantize(t.data, t.tensor_type)  # a quantized base: its weights' spread
+        wstd = float(np.std(wf))
         a = rng.standard_normal((rank, n_in)) / np.sqrt(n_in)
         b = rng.standard_normal((n_out, rank)) * wstd * np.sqrt(n_in / rank) / scale
         # numpy [rows, cols] is GGUF ne [cols, rows]: A ne [in, r], B ne [r, out]
