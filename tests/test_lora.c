@@ -24,6 +24,13 @@
 #include "testutil.h"
 
 #define DATA "tests/data/peer_lora_tiny.txt"
+/* every family's recording (tests/peer/record_lora.py): DATA's Llama, Phi-3's fused attn_qkv and gate|up,
+ * Gemma 3's post-norms; the bound on the top-20 logits' difference of each's F32 adapters, F16 ones */
+static const struct {
+    const char *data;
+    double tol32, tol16;
+} FAMILIES[] = {{DATA, 5e-5, 2e-3}, {"tests/data/peer_lora_phi3.txt", 5e-5, 2e-3},
+                {"tests/data/peer_lora_gemma3.txt", 4e-4, 4e-3}};
 #define MAX_CFG 4
 #define MAX_CASE 2
 #define TOPN 20
@@ -46,6 +53,8 @@ typedef struct {
 static char model_args[256];
 static lcfg cfgs[MAX_CFG];
 static int n_cfg;
+static char ad_name[2][8], ad_path[2][128]; /* the data file's adapters ("A" lines) */
+static int n_ad;
 static char dir[] = "/tmp/clinfer-lora-XXXXXX";
 static char base_path[64];
 
@@ -55,16 +64,18 @@ static int parse_ids(const char *s, int *out, int max) {
     return n;
 }
 
-/* The data file: M (model arguments), C (a configuration), then P/S/G per case. */
-static void load_data(void) {
-    FILE *f = fopen(DATA, "r");
-    if (!f) fail_msg("cannot open %s (run from the repo root)", DATA);
+/* A data file: M (model arguments), A (an adapter), C (a configuration), then P/S/G per case. */
+static void load_data(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("cannot open %s (run from the repo root)", path);
     static char line[8192];
-    n_cfg = 0;
+    n_cfg = n_ad = 0;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         lcfg *c = n_cfg ? &cfgs[n_cfg - 1] : NULL;
         if (line[0] == 'M') snprintf(model_args, sizeof model_args, "%.255s", line + 2);
+        else if (line[0] == 'A' && n_ad < 2)
+            assert_int_equal(sscanf(line + 2, "%7s %127s", ad_name[n_ad], ad_path[n_ad]), 2), n_ad++;
         else if (line[0] == 'C' && n_cfg < MAX_CFG) {
             c = &cfgs[n_cfg++];
             memset(c, 0, sizeof *c);
@@ -92,7 +103,7 @@ static void load_data(void) {
         }
     }
     fclose(f);
-    assert_true(n_cfg >= 3);
+    assert_true(n_cfg >= 1 && n_ad >= 1);
 }
 
 /* A tiny model written by tiny_gguf with `args` into dir/name. */
@@ -105,11 +116,16 @@ static void write_model(const char *name, const char *args, char *path, size_t n
     assert_int_equal(system(cmd), 0);
 }
 
+/* The base of data file `path`, its adapters and configurations. */
+static void use_data(const char *path) {
+    load_data(path);
+    write_model("base.gguf", model_args, base_path, sizeof base_path);
+}
+
 static int setup(void **state) {
     (void)state;
-    load_data();
     if (!mkdtemp(dir)) return -1;
-    write_model("base.gguf", model_args, base_path, sizeof base_path);
+    use_data(DATA);
     return 0;
 }
 
@@ -130,9 +146,10 @@ typedef struct {
 static void open_all(fixture *fx) {
     TU_OK(clf_gguf_open(base_path, &fx->g));
     TU_OK(clf_llama_load(tu_runtime(), fx->g, &fx->m));
-    const char *files[2] = {"tests/data/lora_tiny_a.gguf", "tests/data/lora_tiny_b.gguf"};
-    for (int i = 0; i < 2; i++) {
-        TU_OK(clf_gguf_open(files[i], &fx->ga[i]));
+    memset(fx->ga, 0, sizeof fx->ga);
+    memset(fx->a, 0, sizeof fx->a);
+    for (int i = 0; i < n_ad; i++) {
+        TU_OK(clf_gguf_open(ad_path[i], &fx->ga[i]));
         TU_OK(clf_lora_load(fx->m, fx->ga[i], &fx->a[i]));
     }
 }
@@ -148,7 +165,12 @@ static void close_all(fixture *fx) {
 
 /* A configuration's adapters as a sequence uses them. */
 static int cfg_use(const fixture *fx, const lcfg *c, clf_lora_use *use) {
-    for (int i = 0; i < c->n; i++) use[i] = (clf_lora_use){fx->a[c->name[i][0] == 'b'], c->scale[i]};
+    for (int i = 0; i < c->n; i++) {
+        int k = 0;
+        while (k < n_ad && strcmp(ad_name[k], c->name[i])) k++;
+        assert_true(k < n_ad);
+        use[i] = (clf_lora_use){fx->a[k], c->scale[i]};
+    }
     return c->n;
 }
 
@@ -163,7 +185,7 @@ static int argmax(const float *x, int n) {
  * an F32 KV cache; the adapters' products differ by summation order and,
  * for the F16 adapter b, by llama.cpp rounding the activations to F16 for
  * its F16 weights (clinfer reads F16 weights against float activations). */
-static void check_peer(void) {
+static void check_peer(double tol32, double tol16) {
     fixture fx;
     open_all(&fx);
     clf_llama_ctx *c;
@@ -172,9 +194,12 @@ static void check_peer(void) {
     float *logits = malloc((size_t)nv * sizeof *logits);
     for (int k = 0; k < n_cfg; k++) {
         clf_lora_use use[4];
-        const int has_b = cfgs[k].n > 1 || cfgs[k].name[0][0] == 'b';
-        const double tol = has_b ? 2e-3 : 5e-5;
-        TU_OK(clf_llama_ctx_set_lora(c, 0, use, cfg_use(&fx, &cfgs[k], use)));
+        const int n_use = cfg_use(&fx, &cfgs[k], use);
+        int f16 = 0;
+        for (int i = 0; i < n_use; i++) f16 |= use[i].lora->ab[0][CLF_LORA_WO].a.type == CLF_F16 ||
+                                               use[i].lora->ab[0][CLF_LORA_DOWN].a.type == CLF_F16;
+        const double tol = f16 ? tol16 : tol32;
+        TU_OK(clf_llama_ctx_set_lora(c, 0, use, n_use));
         double worst = 0;
         for (int ci = 0; ci < cfgs[k].n_cases; ci++) {
             const lcase *pc = &cfgs[k].cases[ci];
@@ -205,12 +230,17 @@ static void check_peer(void) {
 static void test_peer(void **state) {
     (void)state;
     static const char *const tunes[] = {NULL, "matmul=gpu"};
-    for (int t = 0; t < 2; t++) {
-        tu_tune(tunes[t]);
-        print_message(" %s variant\n", clf_matmul_variant(tu_runtime()));
-        check_peer();
+    for (size_t d = 0; d < sizeof FAMILIES / sizeof FAMILIES[0]; d++) {
+        use_data(FAMILIES[d].data);
+        for (int t = 0; t < 2; t++) {
+            tu_tune(tunes[t]);
+            print_message(" %s (tiny_gguf model %s), %s variant\n", FAMILIES[d].data, model_args,
+                          clf_matmul_variant(tu_runtime()));
+            check_peer(FAMILIES[d].tol32, FAMILIES[d].tol16);
+        }
     }
     tu_tune(NULL);
+    use_data(DATA); /* the other tests' */
 }
 
 /* The adapters change the logits, and at scale 0 they are the base's, bit for bit. */

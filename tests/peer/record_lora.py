@@ -11,11 +11,12 @@ W x itself (a test that applies it wrongly sees it).
 
 Recording (llama-cpp-python):
   python3 tests/peer/record_lora.py --tiny build/tiny_gguf tests/data
-writes tests/data/peer_lora_tiny.txt and the adapters tests/data/lora_tiny_{a,b}.gguf
-(a few KB each: committed, so the suite needs no venv) for the tiny Llama
-model of record.py's "llama3" arguments: prompts of random ids, llama.cpp's
-top-20 logits at each step of a greedy continuation (record.py's format),
-once per configuration "C <adapter>:<scale>[,<adapter>:<scale>]" line.
+writes tests/data/peer_lora_{tiny,phi3,gemma3}.txt and their adapters
+tests/data/lora_*.gguf (a few KB each: committed, so the suite needs no
+venv) for the tiny models of record.py's "llama3", "phi3" and "gemma3"
+arguments: prompts of random ids, llama.cpp's top-20 logits at each step of
+a greedy continuation (record.py's format), once per configuration
+"C <adapter>:<scale>[,<adapter>:<scale>]" line; "A <name> <file>" names the adapters.
 """
 import os
 import subprocess
@@ -64,46 +65,61 @@ def write_adapter(base, out, rank=8, alpha=16.0, typ="F32", targets=TARGETS, see
     w.close()
 
 
+# family (record.py's) -> data file, its adapters (name -> file, write_adapter's arguments), the configurations
+TINY = {
+    "llama3": ("peer_lora_tiny.txt", {
+        # F32, every projection, rank 8; F16, rank 16, three of them
+        "a": ("lora_tiny_a.gguf", dict(rank=8, alpha=16.0, typ="F32", targets=TARGETS, seed=21)),
+        "b": ("lora_tiny_b.gguf", dict(rank=16, alpha=8.0, typ="F16", targets="attn_q,attn_v,ffn_down", seed=22)),
+    }, [[("a", 1.0)], [("b", 0.5)], [("a", 0.75), ("b", -1.25)]]),
+    # Phi-3's fused attn_qkv and gate|up ffn_up
+    "phi3": ("peer_lora_phi3.txt", {
+        "a": ("lora_phi3_a.gguf", dict(rank=8, alpha=8.0, typ="F32", targets="attn_qkv,attn_output,ffn_up,ffn_down",
+                                       seed=23)),
+    }, [[("a", 1.0)]]),
+    # Gemma 3's post-norms after attn_output and ffn_down (the adapter's delta goes before them)
+    "gemma3": ("peer_lora_gemma3.txt", {
+        "a": ("lora_gemma3_a.gguf", dict(rank=16, alpha=32.0, typ="F16", targets=TARGETS, seed=24)),
+    }, [[("a", 1.0)]]),
+}
+
+
 def record_tiny(tool, outdir):
     import ctypes
 
     import llama_cpp
     import record
 
-    args = record.FAMILIES["llama3"]
-    adapters = {
-        # F32, every projection, rank 8; F16, rank 16, three of them
-        "a": dict(rank=8, alpha=16.0, typ="F32", targets=TARGETS, seed=21),
-        "b": dict(rank=16, alpha=8.0, typ="F16", targets="attn_q,attn_v,ffn_down", seed=22),
-    }
-    configs = [[("a", 1.0)], [("b", 0.5)], [("a", 0.75), ("b", -1.25)]]
-    with tempfile.TemporaryDirectory() as tmp:
-        base = os.path.join(tmp, "base.gguf")
-        subprocess.run([tool, "model", base] + args.split(), check=True)
-        for name, kw in adapters.items():
-            write_adapter(base, os.path.join(outdir, f"lora_tiny_{name}.gguf"), **kw)
-        llm = record.load(base, kv_f32=True)
-        handles = {n: llama_cpp.llama_adapter_lora_init(llm.model, os.path.join(outdir, f"lora_tiny_{n}.gguf").encode())
-                   for n in adapters}
-        assert all(handles.values())
-        rng = np.random.RandomState(1043)
-        prompts = [[int(i) for i in rng.randint(0, llm.n_vocab(), record.TINY_PROMPT)] for _ in range(2)]
-        with open(os.path.join(outdir, "peer_lora_tiny.txt"), "w") as out:
-            print(f"# llama-cpp-python {llama_cpp.__version__}, base sha256 {record.sha256(base)}, "
-                  + ", ".join(f"lora_tiny_{n}.gguf sha256 {record.sha256(os.path.join(outdir, f'lora_tiny_{n}.gguf'))}"
-                              for n in adapters), file=out)
-            print(f"# tiny_gguf model PATH {args}; per configuration C (adapter:scale,...): 2 prompts of "
-                  f"{record.TINY_PROMPT} random ids, {record.TINY_GEN} greedy tokens, top-{record.TOP} logits "
-                  f"per step, F32 KV cache", file=out)
-            print(f"M {args}", file=out)
-            for cfg in configs:
-                arr = (llama_cpp.llama_adapter_lora_p_ctypes * len(cfg))(*[handles[n] for n, _ in cfg])
-                sc = (ctypes.c_float * len(cfg))(*[s for _, s in cfg])
-                assert llama_cpp.llama_set_adapters_lora(llm.ctx, arr, len(cfg), sc) == 0
-                print("C " + ",".join(f"{n}:{s}" for n, s in cfg), file=out)
-                for ids in prompts:
-                    record.record_case(llm, ids, record.TINY_GEN, out)
-        del llm
+    for fam, (data, adapters, configs) in TINY.items():
+        args = record.FAMILIES[fam]
+        with tempfile.TemporaryDirectory() as tmp:
+            base = os.path.join(tmp, "base.gguf")
+            subprocess.run([tool, "model", base] + args.split(), check=True)
+            files = {n: os.path.join(outdir, f) for n, (f, _) in adapters.items()}
+            for n, (_, kw) in adapters.items():
+                write_adapter(base, files[n], **kw)
+            llm = record.load(base, kv_f32=True)
+            handles = {n: llama_cpp.llama_adapter_lora_init(llm.model, files[n].encode()) for n in adapters}
+            assert all(handles.values())
+            rng = np.random.RandomState(1043)
+            prompts = [[int(i) for i in rng.randint(0, llm.n_vocab(), record.TINY_PROMPT)] for _ in range(2)]
+            with open(os.path.join(outdir, data), "w") as out:
+                print(f"# llama-cpp-python {llama_cpp.__version__}, base sha256 {record.sha256(base)}, "
+                      + ", ".join(f"{adapters[n][0]} sha256 {record.sha256(files[n])}" for n in adapters), file=out)
+                print(f"# tiny_gguf model PATH {args}; A <name> <adapter file>; per configuration C "
+                      f"(adapter:scale,...): 2 prompts of {record.TINY_PROMPT} random ids, {record.TINY_GEN} greedy "
+                      f"tokens, top-{record.TOP} logits per step, F32 KV cache", file=out)
+                print(f"M {args}", file=out)
+                for n in adapters:
+                    print(f"A {n} tests/data/{adapters[n][0]}", file=out)
+                for cfg in configs:
+                    arr = (llama_cpp.llama_adapter_lora_p_ctypes * len(cfg))(*[handles[n] for n, _ in cfg])
+                    sc = (ctypes.c_float * len(cfg))(*[s for _, s in cfg])
+                    assert llama_cpp.llama_set_adapters_lora(llm.ctx, arr, len(cfg), sc) == 0
+                    print("C " + ",".join(f"{n}:{s}" for n, s in cfg), file=out)
+                    for ids in prompts:
+                        record.record_case(llm, ids, record.TINY_GEN, out)
+            del llm
 
 
 def main():
