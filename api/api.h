@@ -43,6 +43,7 @@ struct clinfer_model {
     /* clinfer_model_set_chat_template's text (malloc'd), run instead of the
      * file's tokenizer.chat_template; NULL: the file's */
     char *chat_template;
+    uint64_t digest; /* the file's clf_gguf_header_digest and size: what a saved sequence state names */
     /* LoRA adapters (clinfer_lora_load, api/lora.c), freed with the model */
     struct clinfer_lora **loras;
     int n_loras;

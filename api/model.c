@@ -238,6 +238,7 @@ static clf_status load(const char *path, const char *device, const clinfer_model
                       "nothing runs it",
                       file);
     if (st == CLF_OK) st = read_info(g, mp->vocab_only, m);
+    if (st == CLF_OK) m->digest = clf_gguf_header_digest(g) ^ ((uint64_t)clf_gguf_size(g) * 0x9e3779b97f4a7c15u);
     if (st == CLF_OK && !mp->vocab_only) {
         clf_place pl = {.device = device,
                         .devices = p->devices,

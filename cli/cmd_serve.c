@@ -3,11 +3,13 @@
  * SIGTERM, then stops accepting, cuts the running answers cleanly and exits
  * 0. Under --mpi a stage that fails on a rank ends it too: the job stops
  * with that rank's error (a broken pipeline would fail every request). */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,7 +25,7 @@
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
-    "[--reasoning-budget -1|0] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
+    "[--reasoning-budget -1|0] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -57,8 +59,8 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY"), *alias = NULL;
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
-        draft_max = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
-    const char *reasoning_format = "auto";
+        draft_max = 0, cache_ram_mib = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
+    const char *reasoning_format = "auto", *slot_dir = NULL;
     serve_models_cfg models = {.models_max = 4}; /* --models-dir: cli/serve_models.c */
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c",
@@ -83,6 +85,12 @@ int cmd_serve(int argc, char **argv) {
                                            .help = "a model's reasoning as reasoning_content (auto, deepseek) or in content (none)"),
                                CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 0,
                                            .help = "-1: think as the model does; 0: no thinking (the template's enable_thinking false)"),
+                               CLI_OPT_STR("--slot-save-path", &slot_dir, .arg = "DIR",
+                                           .help = "the folder POST /slots/{id}?action=save|restore writes and reads "
+                                                   "(made if missing); without it slots are not saved"),
+                               CLI_OPT_INT("--cache-ram", &cache_ram_mib, 0, 1 << 24, .arg = "MIB",
+                                           .help = "keep prompt caches given up for other requests in host RAM, up to "
+                                                   "MIB, and reuse them (default 0: off)"),
                                CLI_OPT_STR("--models-dir", &models.models_dir, .arg = "DIR",
                                            .help = "serve every *.gguf in DIR (and -m), each loaded on first use"),
                                CLI_OPT_INT("--models-max", &models.models_max, 0, 1024,
@@ -99,9 +107,16 @@ int cmd_serve(int argc, char **argv) {
     if (api_key && !*api_key)
         return cli_error(clinfer_fail(CLINFER_ERR_ARG, "the API key (--api-key or CLINFER_API_KEY) is empty: give one, or "
                                                "unset it to serve without a key"));
+    if (slot_dir) { /* the folder exists (made here, one level) before anything is served */
+        struct stat sb;
+        if (mkdir(slot_dir, 0700) != 0 && errno != EEXIST)
+            return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s: %s", slot_dir, strerror(errno)));
+        if (stat(slot_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s is not a folder", slot_dir));
+    }
     if (models.models_dir) { /* several models, each loaded on use */
         models.o = &o, models.alias = alias, models.parallel = parallel, models.queue = queue, models.kv_mib = kv_mib;
-        models.draft_max = draft_max;
+        models.draft_max = draft_max, models.cache_ram_mib = cache_ram_mib, models.slot_dir = slot_dir;
         models.http = &(srv_http_config){host, port, api_key, request_timeout, max_per_client};
         return cli_error(serve_models(&models));
     }
@@ -122,7 +137,7 @@ int cmd_serve(int argc, char **argv) {
     cli_session s = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
     srv_engine *e = NULL;
     char *id = model_id(alias, path);
-    srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL),
+    srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL), .slot_save_path = slot_dir,
                    .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
@@ -137,6 +152,7 @@ int cmd_serve(int argc, char **argv) {
         st = srv_gcache_create(s.m, SRV_GCACHE_ENTRIES, &app.grammars);
         if (st == CLINFER_OK) st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
         if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* prompt lookup, greedy or sampled requests */
+        if (st == CLINFER_OK) st = srv_sched_cache_ram(app.sched, (size_t)cache_ram_mib << 20);
     }
     if (st == CLINFER_OK) {
         srv_http_set_app(h, &app);

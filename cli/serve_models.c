@@ -81,7 +81,8 @@ static clinfer_status load_one(const serve_models_cfg *c, const char *name, cons
     cli_place place = c->o->place;
     place.n_seq = c->parallel, place.n_ctx = c->o->n_ctx; /* a split's plan counts every slot's KV */
     srv_app *app = &l->app;
-    *app = (srv_app){.model_id = name, .n_slots = c->parallel, .created = (long long)time(NULL)};
+    *app = (srv_app){.model_id = name, .n_slots = c->parallel, .created = (long long)time(NULL),
+                     .slot_save_path = c->slot_dir};
     clinfer_status st = cli_session_open(path, &place, -1, c->o->kv, &l->s);
     if (st == CLINFER_OK)
         st = srv_engine_create(l->s.m, c->parallel, c->o->n_ctx, c->o->kv, (size_t)c->kv_mib << 20, &l->e);
@@ -94,10 +95,12 @@ static clinfer_status load_one(const serve_models_cfg *c, const char *name, cons
         st = srv_gcache_create(l->s.m, SRV_GCACHE_ENTRIES, &app->grammars);
     }
     if (st == CLINFER_OK) st = srv_sched_create(l->e, l->s.m, c->parallel, c->queue, &app->sched);
+    if (st == CLINFER_OK) st = srv_sched_cache_ram(app->sched, (size_t)c->cache_ram_mib << 20);
     if (st != CLINFER_OK) {
         const clinfer_status kept = st; /* the frees below may set the last error: the message is kept */
         char why[512];
         snprintf(why, sizeof why, "%s", clinfer_last_error());
+        srv_sched_free(app->sched); /* NULL when it was not made */
         srv_gcache_free(app->grammars);
         srv_engine_free(l->e);
         srv_embedder_free(app->embedder);

@@ -558,6 +558,40 @@ CLINFER_API clinfer_status clinfer_seq_rewind(clinfer_session *s, int seq, int p
 CLINFER_API clinfer_status clinfer_seq_copy(clinfer_session *s, int src, int dst, int n);
 CLINFER_API int clinfer_session_n_seq(const clinfer_session *s);
 
+/* A sequence's state in a file: its tokens and its KV cache (every layer,
+ * in the session's KV type), so that a conversation is restored rather
+ * than evaluated again (a server's slots: `clinfer serve
+ * --slot-save-path`). The file (docs/commands.md, "Slot files") names the
+ * model it came from (a digest of its GGUF header and size) and the KV
+ * geometry; it holds no logits: evaluate the next token after a restore.
+ *
+ * clinfer_session_save_seq: sequence seq, which holds n_tokens tokens
+ * (clinfer_seq_len), whose ids the caller kept (tokens), into path
+ * (written whole or not at all: a temporary file renamed); *bytes (may be
+ * NULL) its size. CLINFER_ERR_ARG when n_tokens is not the sequence's
+ * length or over a split.
+ *
+ * clinfer_session_load_seq: the file's state into sequence seq, its token ids into tokens[0..cap)
+ * (*n_tokens of them; tokens may be NULL when cap is 0). CLINFER_ERR_FORMAT
+ * for a file of another model, another KV geometry or type, or that is
+ * truncated, altered or not a slot file (every count bounded and the whole
+ * checked by a checksum); CLINFER_ERR_CONTEXT when its tokens do not fit
+ * the session's context or its free KV blocks; CLINFER_ERR_ARG when cap is
+ * short; CLINFER_ERR_IO when it cannot be read. The sequence is unchanged
+ * when the file is refused by its header (model, geometry, tokens); once its
+ * KV is read, a failure leaves the sequence empty. */
+CLINFER_API clinfer_status clinfer_session_save_seq(clinfer_session *s, int seq, const int32_t *tokens, int n_tokens,
+                                                    const char *path, size_t *bytes);
+CLINFER_API clinfer_status clinfer_session_load_seq(clinfer_session *s, int seq, const char *path, int32_t *tokens,
+                                                    int cap, int *n_tokens, size_t *bytes);
+/* The same state in memory (a file's bytes): *buf malloc'd (clinfer_free
+ * it), *bytes long; and read back from bytes at buf, checked as a file is
+ * (a server keeping evicted prompt caches in host RAM: --cache-ram). */
+CLINFER_API clinfer_status clinfer_session_save_seq_buf(clinfer_session *s, int seq, const int32_t *tokens,
+                                                        int n_tokens, void **buf, size_t *bytes);
+CLINFER_API clinfer_status clinfer_session_load_seq_buf(clinfer_session *s, int seq, const void *buf, size_t bytes,
+                                                        int32_t *tokens, int cap, int *n_tokens);
+
 /* ---- samplers --------------------------------------------------------------- */
 
 typedef struct clinfer_sampler clinfer_sampler;

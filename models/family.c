@@ -6,8 +6,8 @@
 #include <string.h>
 
 static const clf_family families[] = {
-    {.arch = "llama"},
-    {.arch = "mistral"},
+    {.arch = "llama", .moe_optional = 1},
+    {.arch = "mistral", .moe_optional = 1},
     {.arch = "qwen2", .rope = CLF_ROPE_NEOX, .qkv_bias = 1},
     {.arch = "qwen3", .rope = CLF_ROPE_NEOX, .qk_norm = 1},
     {.arch = "qwen3moe", .rope = CLF_ROPE_NEOX, .qk_norm = 1, .moe = 1},

@@ -25,8 +25,9 @@ typedef struct clf_family {
     int q_scale_embd_n_layer; /* the block_count of the size whose Q·K scale is 1/sqrt(n_embd / n_head),
                                  not 1/sqrt(head_dim), unless the file has attention.scale (Gemma 3 27B:
                                  62; llama_hparams.c says why a layer count); 0: none */
-    int moe;             /* a mixture of experts in every layer (qwen3moe); a family without it
-                            (llama: Mixtral) has experts where its file has <arch>.expert_count > 0 */
+    int moe;             /* a mixture of experts in every layer (qwen3moe) */
+    int moe_optional;    /* experts where the file has <arch>.expert_count > 0 (llama: Mixtral), as
+                            llama.cpp reads it; another family's file with experts is refused */
     int moe_raw_weights; /* the chosen experts' softmax probabilities used as they are; 0: renormalised
                             to sum 1 over the chosen (llama.cpp's norm_w, true for llama and qwen3moe) */
     int moe_scale_key;   /* the chosen weights times <arch>.expert_weights_scale (DeepSeek-style families);

@@ -101,6 +101,8 @@ clf_status clf_llama_ctx_create_pool(const clf_llama *m, int n_ctx, int n_batch,
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim + 2 * kv_dim, n_batch, &c->qkv);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, q_dim, n_batch, &c->att);
     /* with experts: gu, ff unused (c->moe has an expert's rows), xq_f an expert's hidden row */
+    /* 2 * n_ff and q_dim + 2 * kv_dim fit an int: llama_hparams bounds every
+     * dimension below 2^30 and q_dim (>= kv_dim) by 2^28 */
     const int n_ff = hp->n_expert ? hp->n_ff_exp : hp->n_ff;
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, 2 * n_ff, n_batch, &c->gu);
     if (st == CLF_OK) st = clf_tensor_alloc(rt, CLF_F32, n_ff, n_batch, &c->ff);

@@ -15,7 +15,7 @@ static clf_status get_u32(const clf_gguf *g, const char *arch, const char *key, 
     if (!clf_gguf_find(g, full) && !required) return CLF_OK;
     uint32_t v;
     CLF_TRY(clf_gguf_get_u32(g, full, &v));
-    if (v == 0 || v > (1u << 30)) return clf_fail(CLF_ERR_FORMAT, "%s = %u is out of range", full, v);
+    if (v == 0 || v >= (1u << 30)) return clf_fail(CLF_ERR_FORMAT, "%s = %u is out of range", full, v);
     *out = (int)v;
     return CLF_OK;
 }
@@ -54,8 +54,9 @@ static clf_status want_tensor3(const clf_gguf *g, const char *name, int64_t ne0,
     return CLF_OK;
 }
 
-/* The experts' keys: expert_count (a family with experts needs it; any
- * other has experts where it is above 0: a llama file is Mixtral then),
+/* The experts' keys: expert_count (a family with experts needs it; one
+ * whose experts are optional has them where it is above 0: a llama file is
+ * Mixtral then; any other family's file with experts is refused),
  * expert_used_count, expert_feed_forward_length, expert_weights_scale
  * (where the family reads it), each checked against what the routing
  * kernel takes (host/compute/moe.h). */
@@ -66,6 +67,9 @@ static clf_status moe_keys(const clf_gguf *g, const char *a, const clf_family *f
     if (clf_gguf_find(g, key)) CLF_TRY(clf_gguf_get_u32(g, key, &v));
     else if (f->moe) return clf_fail(CLF_ERR_FORMAT, "%s is missing (a %s file has experts)", key, a);
     if (v == 0 && !f->moe) return CLF_OK; /* dense */
+    if (!f->moe && !f->moe_optional)
+        return clf_fail(CLF_ERR_FORMAT, "%s = %u: a %s file with experts is not supported (its layers have no "
+                        "expert step)", key, v, a);
     if (v == 0 || v > CLF_MOE_MAX_EXPERTS)
         return clf_fail(CLF_ERR_FORMAT, "%s = %u is out of range (1 to %d)", key, v, CLF_MOE_MAX_EXPERTS);
     hp->n_expert = (int)v;
@@ -94,7 +98,7 @@ static clf_status moe_keys(const clf_gguf *g, const char *a, const clf_family *f
 
 /* An int-sized dimension from the shape reader, or an error naming it. */
 static clf_status dim(const char *arch, const char *key, int64_t v, int *out) {
-    if (v <= 0 || v > (1 << 30)) return clf_fail(CLF_ERR_FORMAT, "%s.%s = %lld is out of range", arch, key, (long long)v);
+    if (v <= 0 || v >= (1 << 30)) return clf_fail(CLF_ERR_FORMAT, "%s.%s = %lld is out of range", arch, key, (long long)v);
     *out = (int)v;
     return CLF_OK;
 }
@@ -189,7 +193,7 @@ clf_status clf_llama_hparams_read(const clf_gguf *g, clf_llama_hparams *hp) {
     if (value_length != hp->head_dim)
         return clf_fail(CLF_ERR_FORMAT, "value_length %d differs from key_length %d (unsupported)", value_length,
                         hp->head_dim);
-    if ((int64_t)hp->head_dim * hp->n_head > (1 << 30))
+    if ((int64_t)hp->head_dim * hp->n_head > (1 << 28))
         return clf_fail(CLF_ERR_FORMAT, "head_dim %d × heads %d is too large", hp->head_dim, hp->n_head);
     /* what the attention kernels are built for (-DHD): float16 lanes */
     if (hp->head_dim % 16 || hp->head_dim > 256)

@@ -51,6 +51,22 @@ void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewi
 clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n) {
     return clinfer_seq_copy(e->s, src, dst, n);
 }
+clinfer_status srv_engine_slot_save(srv_engine *e, int slot, const int32_t *tokens, int n, const char *path,
+                                    size_t *bytes) {
+    return clinfer_session_save_seq(e->s, slot, tokens, n, path, bytes);
+}
+clinfer_status srv_engine_slot_load(srv_engine *e, int slot, const char *path, int32_t *tokens, int cap, int *n,
+                                    size_t *bytes) {
+    return clinfer_session_load_seq(e->s, slot, path, tokens, cap, n, bytes);
+}
+clinfer_status srv_engine_slot_save_buf(srv_engine *e, int slot, const int32_t *tokens, int n, void **buf,
+                                        size_t *bytes) {
+    return clinfer_session_save_seq_buf(e->s, slot, tokens, n, buf, bytes);
+}
+clinfer_status srv_engine_slot_load_buf(srv_engine *e, int slot, const void *buf, size_t bytes, int32_t *tokens,
+                                        int cap, int *n) {
+    return clinfer_session_load_seq_buf(e->s, slot, buf, bytes, tokens, cap, n);
+}
 
 /* The step's batch arrays hold at least `need` rows. */
 static int grow(srv_engine *e, int need) {

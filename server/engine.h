@@ -32,6 +32,17 @@ void srv_engine_slot_rewind(srv_engine *e, int slot, int pos);
  * sliding-window ring no longer holds them; after another failure dst is
  * empty). */
 clinfer_status srv_engine_slot_copy(srv_engine *e, int src, int dst, int n);
+/* A slot's tokens and KV cache into a file and back
+ * (clinfer_session_save_seq / clinfer_session_load_seq). */
+clinfer_status srv_engine_slot_save(srv_engine *e, int slot, const int32_t *tokens, int n, const char *path,
+                                    size_t *bytes);
+clinfer_status srv_engine_slot_load(srv_engine *e, int slot, const char *path, int32_t *tokens, int cap, int *n,
+                                    size_t *bytes);
+/* The same in host memory (clinfer_session_save_seq_buf: *buf for clinfer_free). */
+clinfer_status srv_engine_slot_save_buf(srv_engine *e, int slot, const int32_t *tokens, int n, void **buf,
+                                        size_t *bytes);
+clinfer_status srv_engine_slot_load_buf(srv_engine *e, int slot, const void *buf, size_t bytes, int32_t *tokens,
+                                        int cap, int *n);
 /* The slot's sequence uses the model's LoRA adapters i < n at scales[i]
  * (0: not at all) from its next step (clinfer_session_set_lora). */
 clinfer_status srv_engine_slot_lora(srv_engine *e, int slot, const float *scales, int n);

@@ -19,6 +19,7 @@
 #include "api_responses.h"
 #include "metrics.h"
 #include "router.h"
+#include "slots.h"
 
 /* server/page.html, embedded at build time (cmake/embed.cmake) */
 typedef struct { const char *name; const unsigned char *data; size_t len; } srv_page_source;
@@ -202,8 +203,8 @@ static void *watchdog(void *arg) {
 
 typedef enum route {
     R_PAGE, R_ASSET, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_APPLY_TEMPLATE, R_RMODELS, R_RLOAD, R_RUNLOAD, R_LORA, R_LORA_SET,
-    R_NONE
+    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_APPLY_TEMPLATE, R_RMODELS, R_RLOAD, R_RUNLOAD, R_SLOTS, R_SLOT, R_LORA,
+    R_LORA_SET, R_NONE
 } route;
 
 static const struct {
@@ -227,9 +228,18 @@ static const struct {
     [R_RMODELS] = {"/models", "GET", 0},          /* llama-server's router mode's names (router.h) */
     [R_RLOAD] = {"/models/load", "POST", 0},
     [R_RUNLOAD] = {"/models/unload", "POST", 0},
+    [R_SLOTS] = {"/slots", "GET", 0},   /* slots.c */
+    [R_SLOT] = {"/slots/", "POST", 0},  /* /slots/{id}: a prefix (SLOT_PREFIX) */
     [R_LORA] = {"/lora-adapters", "GET", 0},     /* llama-server's (adapters.h) */
     [R_LORA_SET] = {"/lora-adapters", "POST", 0},
 };
+#define SLOT_PREFIX "/slots/"
+
+/* Whether url is route i's path: the whole path, or /slots/{id}'s prefix. */
+static int route_path(int i, const char *url) {
+    if (i == R_SLOT) return !strncmp(url, SLOT_PREFIX, sizeof SLOT_PREFIX - 1);
+    return !strcmp(url, ROUTES[i].path);
+}
 
 /* A route's error: Anthropic's shape on its endpoints, else OpenAI's. */
 static enum MHD_Result route_error(struct MHD_Connection *c, route r, const srv_api_error *e) {
@@ -247,6 +257,7 @@ typedef struct conn {
     size_t dropped;
     int failed;
     srv_api_error err;
+    char slot_id[16]; /* R_SLOT: the path's id (slots.c checks it) */
 } conn;
 
 static enum MHD_Result too_large(struct MHD_Connection *c, route r) {
@@ -327,11 +338,12 @@ static enum MHD_Result check_request(srv_http *h, struct MHD_Connection *c, cons
     int path_known = 0;
     cn->r = cn->path_r = R_NONE;
     for (int i = 0; i < R_NONE; i++)
-        if (ROUTES[i].path ? !strcmp(url, ROUTES[i].path) : !!(cn->asset = asset_for(url))) {
+        if (ROUTES[i].path ? route_path(i, url) : !!(cn->asset = asset_for(url))) {
             path_known = 1;
             cn->path_r = (route)i;
             if (!strcmp(method, ROUTES[i].method) || (!strcmp(method, "HEAD") && !strcmp(ROUTES[i].method, "GET")))
                 cn->r = (route)i;
+            if (i == R_SLOT) snprintf(cn->slot_id, sizeof cn->slot_id, "%s", url + sizeof SLOT_PREFIX - 1);
         }
     cn->failed = 1;
     if (cn->r == R_NONE) {
@@ -405,6 +417,8 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     case R_MESSAGES: return srv_messages(h, app, c, cn->body.p, cn->body.n);
     case R_COUNT_TOKENS: return srv_messages_count(app, c, cn->body.p, cn->body.n);
     case R_APPLY_TEMPLATE: return srv_apply_template(app, c, cn->body.p, cn->body.n);
+    case R_SLOTS: return srv_slots_get(app, c);
+    case R_SLOT: return srv_slots_post(app, c, cn->slot_id, cn->body.p, cn->body.n);
     case R_LORA: return srv_http_send(c, MHD_HTTP_OK, "application/json", srv_lora_list_json(app->m));
     case R_LORA_SET: {
         srv_api_error e;
@@ -420,12 +434,14 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
  * released after (a stream's jobs keep it loaded beyond: router.h). */
 static enum MHD_Result serve_routed(srv_http *h, srv_router *rt, struct MHD_Connection *c, conn *cn) {
     srv_api_error e;
-    switch (cn->r) {
+    /* a slot action without a body (erase) names its model as GET /slots does: ?model=NAME */
+    switch (cn->r == R_SLOT && !cn->body.n ? R_SLOTS : cn->r) {
     case R_PAGE:
     case R_ASSET: return serve(h, c, cn);
     case R_HEALTH: return srv_http_send(c, MHD_HTTP_OK, "application/json", strdup("{\"status\":\"ok\"}"));
     case R_MODELS:
     case R_RMODELS: return srv_http_send(c, MHD_HTTP_OK, "application/json", srv_router_models_json(rt));
+    case R_SLOTS:
     case R_METRICS: { /* ?model=NAME, else the model used last; none loaded: 503 */
         const char *name = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "model");
         cn->app = name ? srv_router_acquire(rt, name, 0, &e) : srv_router_acquire_recent(rt);

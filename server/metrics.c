@@ -70,6 +70,27 @@ char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const cha
            st->kv_reserved);
     metric(f, "batch_occupancy", "gauge", "Mean busy slots per step over the last 10 s, divided by the slots.",
            model, st->occupancy);
+    metric(f, "slot_saves_total", "counter", "Slots saved to files (POST /slots/{id}?action=save).", model,
+           (double)st->slot_saves);
+    metric(f, "slot_restores_total", "counter", "Slots restored from files (POST /slots/{id}?action=restore).", model,
+           (double)st->slot_restores);
+    metric(f, "slot_erases_total", "counter", "Slots' caches erased (POST /slots/{id}?action=erase).", model,
+           (double)st->slot_erases);
+    metric(f, "slot_action_failures_total", "counter",
+           "Slot saves and restores that failed (a refused file, a full disk).", model, (double)st->slot_failures);
+    metric(f, "cache_ram_hits_total", "counter",
+           "Prompts whose prefix came back from the host-RAM cache of evicted prompt caches (--cache-ram).", model,
+           (double)st->cache_ram_hits);
+    metric(f, "cache_ram_tokens_total", "counter", "Prompt tokens the host-RAM cache gave back (not evaluated again).",
+           model, (double)st->cache_ram_tokens);
+    metric(f, "cache_ram_stores_total", "counter", "Slots' prompt caches kept in host RAM as they were given up.",
+           model, (double)st->cache_ram_stores);
+    metric(f, "cache_ram_evictions_total", "counter", "Host-RAM cache entries dropped for room (least recently used).",
+           model, (double)st->cache_ram_evictions);
+    metric(f, "cache_ram_entries", "gauge", "Prompt caches held in host RAM.", model, st->cache_ram_entries);
+    metric(f, "cache_ram_bytes", "gauge", "Bytes the host-RAM cache holds.", model, (double)st->cache_ram_bytes);
+    metric(f, "cache_ram_max_bytes", "gauge", "The host-RAM cache's bound (--cache-ram; 0: off).", model,
+           (double)st->cache_ram_max_bytes);
     if (g) {
         metric(f, "grammar_cache_hits_total", "counter",
                "Structured-output requests whose grammar was compiled already (its masks reused).", model,

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "prompt_cache.h"
 #include "reasoning.h"
 
 
@@ -75,6 +76,17 @@ typedef struct slot {
     int n_lora;
 } slot;
 
+/* A slot action waiting for the step loop (srv_sched_slot_action): the
+ * HTTP thread's, on its stack until done. */
+typedef struct slot_act {
+    srv_slot_op op;
+    int slot;
+    const char *path;
+    srv_slot_result *r;
+    int done;
+    struct slot_act *next;
+} slot_act;
+
 typedef struct step_sample {
     double t;
     int gen, prompt, busy;
@@ -102,6 +114,9 @@ struct srv_sched {
     srv_stats st;
     step_sample ring[STATS_RING];
     int ring_n, ring_at;
+    slot_act *acts; /* slot actions for the loop, oldest first */
+    srv_pcache *pcache; /* --cache-ram: evicted prompt caches in host memory; NULL: off */
+    int32_t *scratch;   /* [n_ctx] tokens a restore reads before they are the slot's */
 };
 
 double srv_now_s(void) {
@@ -262,6 +277,14 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* No LoRA adapter at a nonzero scale: the base's KV. Host-memory entries
+ * (--cache-ram) and slot files hold such caches only: they carry no adapters. */
+static int lora_plain(const float *l, int n) {
+    for (int i = 0; i < n; i++)
+        if (l[i] != 0) return 0;
+    return 1;
+}
+
 /* A slot's cache serves a job only when computed with the job's LoRA scales. */
 static int same_lora(const slot *sl, const srv_job *j) {
     return sl->n_lora == j->n_lora && !memcmp(sl->lora, j->lora, (size_t)j->n_lora * sizeof *j->lora);
@@ -335,6 +358,22 @@ int srv_sched_fits(srv_sched *s, int n_prompt, int n, int *max_tokens, int *need
     return 0;
 }
 
+/* Prompt tokens a slot must lose, at least, for its cache to go to host
+ * memory (--cache-ram) first: a block's worth. */
+enum { STASH_MIN = 32 };
+
+/* Before slot i's cache is cut to its first `keep` tokens: its prompt
+ * tokens and their KV into host memory (--cache-ram), when it loses at
+ * least STASH_MIN of them. What it generated after its prompt goes first
+ * (a prompt reuses prompt tokens only). */
+static void stash(srv_sched *s, int i, int keep) {
+    slot *sl = &s->slots[i];
+    if (!s->pcache || sl->n_prefilled - keep < STASH_MIN || !lora_plain(sl->lora, sl->n_lora)) return;
+    srv_engine_slot_rewind(s->e, i, sl->n_prefilled);
+    if (srv_engine_slot_len(s->e, i) != sl->n_prefilled) return; /* a sliding window that could not go back */
+    srv_pcache_put(s->pcache, s->e, i, sl->cached, sl->n_prefilled);
+}
+
 /* Frees KV blocks until `blocks` are free, emptying idle slots' caches,
  * the least recently used first (their prefixes are then evaluated again
  * by whoever would have reused them). */
@@ -348,6 +387,7 @@ static void make_room(srv_sched *s, int blocks) {
             if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
                 lru = i;
         if (lru < 0) return;
+        stash(s, lru, 0);
         srv_engine_slot_rewind(s->e, lru, 0);
         s->slots[lru].n_prefilled = 0;
     }
@@ -385,6 +425,7 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     int slot = -1;
     for (int i = 0; i < s->n_slots; i++)
         if (!s->slots[i].job && (slot < 0 || s->slots[i].used < s->slots[slot].used)) slot = i;
+    stash(s, slot, 0);
     srv_engine_slot_rewind(s->e, slot, 0);
     s->slots[slot].n_prefilled = 0;
     const int lora_failed = slot_lora(s, slot, f);
@@ -408,6 +449,30 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     leader->followers = grown;
     leader->followers[leader->n_followers++] = f;
     f->leader = leader;
+}
+
+/* Slot `land` takes host-memory entry `ram` (its own cache kept there
+ * first), cut to its first `want` tokens: how many it then holds (0 where
+ * the load failed, or a sliding window could not be cut there). */
+static int from_ram(srv_sched *s, int ram, int land, int want) {
+    stash(s, land, 0);
+    srv_engine_slot_rewind(s->e, land, 0);
+    s->slots[land].n_prefilled = 0;
+    int n = 0;
+    clinfer_status st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+    if (st == CLINFER_ERR_CONTEXT) { /* idle slots' caches give their blocks, once */
+        make_room(s, (srv_pcache_len(s->pcache, ram) + s->block - 1) / s->block);
+        st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+    }
+    if (st != CLINFER_OK) {
+        srv_engine_slot_rewind(s->e, land, 0);
+        return 0;
+    }
+    srv_engine_slot_rewind(s->e, land, want);
+    const int held = srv_engine_slot_len(s->e, land);
+    s->st.cache_ram_hits++;
+    s->st.cache_ram_tokens += (unsigned long long)held;
+    return held;
 }
 
 static void admit(srv_sched *s) {
@@ -448,12 +513,27 @@ static void admit(srv_sched *s) {
         if (!s->q_head) s->q_tail = NULL;
         s->n_queued--;
         int keep = j->n_prompt > 2 ? j->n_prompt - 2 : 0; /* the most a prompt reuses */
-        srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
-        int reuse = srv_engine_slot_len(s->e, land); /* 0 where a wrapped sliding-window ring cleared */
-        if (src != land && min_int(src_len, keep) > reuse) /* replaces what the landing slot holds */
-            reuse = srv_engine_slot_copy(s->e, src, land, min_int(src_len, keep)) == CLINFER_OK
-                        ? min_int(src_len, keep)
-                        : srv_engine_slot_len(s->e, land); /* refused: unchanged; failed: empty */
+        /* a longer prefix in host memory (--cache-ram) than any slot's: taken
+         * when it gives STASH_MIN tokens more, and a quarter of the entry at
+         * least (the whole entry is loaded, then cut; a load costs a tenth of
+         * an evaluation or less a token) */
+        int ram_len = 0;
+        const int ram =
+            lora_plain(j->lora, j->n_lora) ? srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len) : -1;
+        const int ram_use = min_int(ram_len, keep);
+        int reuse;
+        if (ram >= 0 && ram_use - min_int(land_len, keep) >= STASH_MIN && ram_use - min_int(src_len, keep) >= STASH_MIN &&
+            4 * (int64_t)ram_use >= srv_pcache_len(s->pcache, ram)) {
+            reuse = from_ram(s, ram, land, min_int(ram_len, keep));
+        } else {
+            stash(s, land, min_int(land_len, keep));
+            srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
+            reuse = srv_engine_slot_len(s->e, land); /* 0 where a wrapped sliding-window ring cleared */
+            if (src != land && min_int(src_len, keep) > reuse) /* replaces what the landing slot holds */
+                reuse = srv_engine_slot_copy(s->e, src, land, min_int(src_len, keep)) == CLINFER_OK
+                            ? min_int(src_len, keep)
+                            : srv_engine_slot_len(s->e, land); /* refused: unchanged; failed: empty */
+        }
         memcpy(s->slots[land].cached, j->prompt, (size_t)reuse * sizeof *j->prompt);
         s->slots[land].n_prefilled = reuse;
         j->slot = land;
@@ -737,6 +817,123 @@ static int after_step(srv_sched *s, int n, clinfer_status st) {
     return prompt;
 }
 
+/* ---- slot actions ------------------------------------------------------------ */
+
+/* One action on an idle slot, without the lock while its file is written
+ * or read: the loop's thread alone touches the engine and the slot's
+ * cache, and the HTTP threads read the slot's fields after. */
+static void slot_action(srv_sched *s, slot_act *a) {
+    srv_slot_result *r = a->r;
+    slot *sl = &s->slots[a->slot];
+    const double t0 = srv_now_s();
+    r->st = CLINFER_OK;
+    if (a->op == SRV_SLOT_ERASE) {
+        r->n_tokens = sl->n_prefilled;
+        srv_engine_slot_rewind(s->e, a->slot, 0);
+        sl->n_prefilled = 0;
+        s->st.slot_erases++;
+    } else if (a->op == SRV_SLOT_SAVE && !lora_plain(sl->lora, sl->n_lora)) {
+        r->st = clinfer_fail(CLINFER_ERR_ARG, "slot %d's cache was computed with LoRA adapters: not saved", a->slot);
+    } else if (a->op == SRV_SLOT_SAVE) {
+        /* what a prompt can reuse: the prompt tokens (generated ones after
+         * them are evaluated again by the next turn anyway) */
+        srv_engine_slot_rewind(s->e, a->slot, sl->n_prefilled);
+        /* a sliding window that could not go back that far cleared it */
+        if (sl->n_prefilled > srv_engine_slot_len(s->e, a->slot)) sl->n_prefilled = srv_engine_slot_len(s->e, a->slot);
+        const int n = sl->n_prefilled;
+        pthread_mutex_unlock(&s->mu);
+        r->st = srv_engine_slot_save(s->e, a->slot, sl->cached, n, a->path, &r->bytes);
+        pthread_mutex_lock(&s->mu);
+        r->n_tokens = n;
+        if (r->st == CLINFER_OK) s->st.slot_saves++;
+    } else {
+        pthread_mutex_unlock(&s->mu);
+        int n = 0;
+        r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
+        if (r->st == CLINFER_ERR_CONTEXT) {
+            /* the pool's free blocks are short: idle slots' caches give
+             * theirs, least recently used first, and it is tried once more */
+            pthread_mutex_lock(&s->mu);
+            make_room(s, (s->n_ctx + s->block - 1) / s->block);
+            pthread_mutex_unlock(&s->mu);
+            r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
+        }
+        pthread_mutex_lock(&s->mu);
+        if (r->st == CLINFER_OK) {
+            memcpy(sl->cached, s->scratch, (size_t)n * sizeof *s->scratch);
+            sl->n_prefilled = n;
+            sl->n_lora = 0; /* a file holds the base's KV (lora_plain) */
+            sl->used = s->st.steps; /* as recent as a request's */
+            r->n_tokens = n;
+            s->st.slot_restores++;
+        } else if (sl->n_prefilled > srv_engine_slot_len(s->e, a->slot)) {
+            sl->n_prefilled = srv_engine_slot_len(s->e, a->slot); /* emptied by a failure past its header */
+        }
+    }
+    if (r->st != CLINFER_OK) {
+        r->why = SRV_SLOT_FAILED;
+        snprintf(r->error, sizeof r->error, "%s", clinfer_last_error());
+        s->st.slot_failures++;
+    }
+    r->ms = (srv_now_s() - t0) * 1e3;
+}
+
+/* The waiting slot actions, between steps. */
+static void run_actions(srv_sched *s) {
+    while (s->acts) {
+        slot_act *a = s->acts;
+        s->acts = a->next;
+        if (s->slots[a->slot].job) {
+            a->r->why = SRV_SLOT_BUSY;
+            snprintf(a->r->error, sizeof a->r->error, "slot %d is processing a request", a->slot);
+        } else {
+            slot_action(s, a);
+        }
+        a->done = 1;
+        pthread_cond_broadcast(&s->progress);
+    }
+}
+
+void srv_sched_slot_action(srv_sched *s, srv_slot_op op, int slot, const char *path, srv_slot_result *r) {
+    memset(r, 0, sizeof *r);
+    if (slot < 0 || slot >= s->n_slots) {
+        r->why = SRV_SLOT_NO_SUCH;
+        snprintf(r->error, sizeof r->error, "no slot %d: the server has %d (0 to %d)", slot, s->n_slots, s->n_slots - 1);
+        return;
+    }
+    slot_act a = {.op = op, .slot = slot, .path = path, .r = r};
+    pthread_mutex_lock(&s->mu);
+    if (s->closed) {
+        r->why = SRV_SLOT_FAILED;
+        r->st = CLINFER_ERR_INTERRUPTED;
+        snprintf(r->error, sizeof r->error, "the server is shutting down");
+    } else {
+        slot_act **at = &s->acts;
+        while (*at) at = &(*at)->next;
+        *at = &a;
+        pthread_cond_signal(&s->work);
+        while (!a.done) pthread_cond_wait(&s->progress, &s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void srv_sched_slots(srv_sched *s, srv_slot_view *out) {
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_slots; i++) {
+        const slot *sl = &s->slots[i];
+        const srv_job *j = sl->job;
+        out[i] = (srv_slot_view){.id = i, .n_ctx = s->n_ctx, .is_processing = j != NULL,
+                                 .speculative = s->draft_max > 0, .n_cached = sl->n_prefilled};
+        if (j) {
+            out[i].n_prompt = j->n_prompt;
+            out[i].n_prompt_processed = j->n_eval - j->n_cached;
+            out[i].n_prompt_cache = j->n_cached;
+            out[i].n_decoded = j->n_gen;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Shut down: queued jobs never ran, running ones are cut. */
 static void end_all(srv_sched *s) {
     while (s->q_head) {
@@ -747,6 +944,13 @@ static void end_all(srv_sched *s) {
         finish(s, j, SRV_FINISH_ERROR, "the server is shutting down");
     }
     s->q_tail = NULL;
+    for (slot_act *a = s->acts; a; a = a->next) {
+        a->r->why = SRV_SLOT_FAILED;
+        a->r->st = CLINFER_ERR_INTERRUPTED;
+        snprintf(a->r->error, sizeof a->r->error, "the server is shutting down");
+        a->done = 1;
+    }
+    s->acts = NULL;
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].job) release_all(s, s->slots[i].job), finish(s, s->slots[i].job, SRV_FINISH_LENGTH, NULL);
     pthread_cond_broadcast(&s->progress);
@@ -760,6 +964,7 @@ static void *loop(void *arg) {
     for (;;) {
         end_cancelled(s);
         if (s->closed) break;
+        run_actions(s);
         admit(s);
         const int n = build_step(s);
         if (n == 0) {
@@ -807,7 +1012,8 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
     s->slots = calloc((size_t)n_slots, sizeof *s->slots);
     s->entries = calloc((size_t)n_slots, sizeof *s->entries);
     s->len0 = calloc((size_t)n_slots, sizeof *s->len0);
-    int ok = s->slots && s->entries && s->len0;
+    s->scratch = malloc((size_t)s->n_ctx * sizeof *s->scratch);
+    int ok = s->slots && s->entries && s->len0 && s->scratch;
     for (int i = 0; ok && i < n_slots; i++) ok = (s->slots[i].cached = malloc((size_t)s->n_ctx * sizeof(int32_t))) != NULL;
     if (!ok) {
         srv_sched_free(s);
@@ -820,6 +1026,16 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
     }
     s->started = 1;
     *out = s;
+    return CLINFER_OK;
+}
+
+clinfer_status srv_sched_cache_ram(srv_sched *s, size_t bytes) {
+    srv_pcache *c = NULL;
+    if (bytes && srv_pcache_create(bytes, &c) != CLINFER_OK) return CLINFER_ERR_MEMORY;
+    pthread_mutex_lock(&s->mu);
+    srv_pcache_free(s->pcache);
+    s->pcache = c;
+    pthread_mutex_unlock(&s->mu);
     return CLINFER_OK;
 }
 
@@ -846,6 +1062,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->slots);
     free(s->entries);
     free(s->len0);
+    free(s->scratch);
+    srv_pcache_free(s->pcache);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);
     pthread_mutex_destroy(&s->mu);
@@ -989,6 +1207,15 @@ void srv_sched_stats(srv_sched *s, srv_stats *out) {
     out->kv_blocks = s->seen.n_blocks;
     out->kv_free = s->seen.n_free;
     out->kv_reserved = s->reserved;
+    if (s->pcache) {
+        srv_pcache_stats ps;
+        srv_pcache_stats_get(s->pcache, &ps);
+        out->cache_ram_stores = ps.stores;
+        out->cache_ram_evictions = ps.evictions;
+        out->cache_ram_entries = ps.entries;
+        out->cache_ram_bytes = ps.bytes;
+        out->cache_ram_max_bytes = ps.max_bytes;
+    }
     double t = srv_now_s(), t_first = t;
     long gen = 0, prompt = 0, busy = 0, steps = 0;
     for (int k = 0; k < s->ring_n; k++) {

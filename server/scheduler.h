@@ -91,6 +91,13 @@ typedef struct srv_stats {
      * hold the rest of the used ones, and give them up when a step needs
      * them) */
     int kv_blocks, kv_free, kv_reserved;
+    /* POST /slots/{id}: slots saved to files, restored from them, erased, and actions that failed */
+    unsigned long long slot_saves, slot_restores, slot_erases, slot_failures;
+    /* --cache-ram: prompts that found their prefix in host memory, the tokens it gave them, caches stored there
+     * and dropped from it (the least recently used, for room), and what it holds */
+    unsigned long long cache_ram_hits, cache_ram_tokens, cache_ram_stores, cache_ram_evictions;
+    int cache_ram_entries;
+    size_t cache_ram_bytes, cache_ram_max_bytes;
 } srv_stats;
 
 /* Starts the step loop; n_slots as the engine's, max_queue waiting jobs. */
@@ -104,6 +111,11 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
  * verifies up to draft_max drafted tokens a slot (clinfer_drafter) with
  * its token, the text the same as without; 0: off (the default). */
 void srv_sched_speculate(srv_sched *s, int draft_max);
+/* --cache-ram: prompt caches given up for other jobs are kept in host
+ * memory, up to `bytes` (prompt_cache.h), and a prompt sharing a longer
+ * prefix with one than with any slot gets it back; 0: off (the default).
+ * Before the first job. */
+clinfer_status srv_sched_cache_ram(srv_sched *s, size_t bytes);
 /* Stops taking jobs, fails the queued ones, cuts the running ones
  * (SRV_FINISH_LENGTH) after the current step, joins the thread. */
 void srv_sched_free(srv_sched *s);
@@ -159,6 +171,36 @@ void srv_sched_stats(srv_sched *s, srv_stats *out);
 /* Jobs submitted and not yet released: 0 when no HTTP thread will call
  * this scheduler for a job again (a router may then free it). */
 int srv_sched_held(srv_sched *s);
+
+/* ---- slots (GET /slots, POST /slots/{id}?action=...) ------------------------ */
+
+/* A slot as GET /slots shows it (llama-server's fields where they apply). */
+typedef struct srv_slot_view {
+    int id, n_ctx, is_processing, speculative;
+    int n_cached;  /* prompt tokens the slot's cache holds for reuse (a restore sets them) */
+    int n_prompt, n_prompt_processed, n_prompt_cache, n_decoded; /* its running job's; 0 when idle */
+} srv_slot_view;
+/* The slots' views into out[0 .. n_slots). */
+void srv_sched_slots(srv_sched *s, srv_slot_view *out);
+
+typedef enum srv_slot_op { SRV_SLOT_SAVE, SRV_SLOT_RESTORE, SRV_SLOT_ERASE } srv_slot_op;
+typedef enum srv_slot_why { SRV_SLOT_OK, SRV_SLOT_NO_SUCH, SRV_SLOT_BUSY, SRV_SLOT_FAILED } srv_slot_why;
+typedef struct srv_slot_result {
+    srv_slot_why why;
+    clinfer_status st;    /* SRV_SLOT_FAILED: the API's status */
+    int n_tokens;         /* saved, restored or erased */
+    size_t bytes;         /* written or read */
+    double ms;
+    char error[512];
+} srv_slot_result;
+/* Runs an action on slot `slot` in the step loop between two steps (only
+ * it touches the engine) and waits for it: a save writes the prompt tokens
+ * the slot's cache holds for reuse and their KV (what it generated after
+ * them is forgotten first: a prompt reuses prompt tokens only), a restore
+ * makes a file's the slot's cache (the next prompt sharing its tokens
+ * reuses them), an erase empties it. A slot running a request is BUSY,
+ * not waited for. path: the file (save, restore). */
+void srv_sched_slot_action(srv_sched *s, srv_slot_op op, int slot, const char *path, srv_slot_result *r);
 
 /* Stop strings: of text [0, len), the first stop string's start at or after
  * `from` (*matched = 1 + that string's index), else how much is final: len less the longest end

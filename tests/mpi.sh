@@ -62,11 +62,20 @@ export POCL_MAX_PTHREAD_COUNT=1
 MPIRUN="mpirun -q"
 
 # A wrapper as the program mpirun starts: rank $AT_RANK (Open MPI's
-# OMPI_COMM_WORLD_RANK) starts in $AT_DIR, under $AT_PRE (an env, a timeout).
+# OMPI_COMM_WORLD_RANK) starts in $AT_DIR, under $AT_PRE (an env), and is
+# killed (SIGKILL) once the file $AT_KILL_ON has content (rank 0's tokens:
+# mid-generation however long the loading took on a loaded host; 120 s at
+# most). The killer's $$ is the wrapper's pid, which exec hands to clinfer.
 cat >"$W/at_rank.sh" <<'EOS'
 #!/bin/sh
 [ "${OMPI_COMM_WORLD_RANK:-0}" = "$AT_RANK" ] || exec "$@"
 [ -z "${AT_DIR:-}" ] || cd "$AT_DIR" || exit 1
+if [ -n "${AT_KILL_ON:-}" ]; then
+    (i=0
+     while [ ! -s "$AT_KILL_ON" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+     sleep 0.5
+     kill -KILL $$) &
+fi
 exec ${AT_PRE:-} "$@"
 EOS
 chmod +x "$W/at_rank.sh"
@@ -215,18 +224,19 @@ expect "--mpi with --devices" 2 "^clinfer: usage error: --mpi holds one stage pe
     $MPIRUN -np 2 "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 4 --devices 0:0,0:0
 expect "--mpi on a command without it" 2 "^clinfer: usage error: --mpi works with run, chat" 10 "$BIN" info --mpi -m "$W/tiny.gguf"
 
-# 4. a rank killed mid-generation (SIGKILL after 3 s; the tiny model,
-# thousands of tokens): Open MPI's runtime ends the job and says which
-# rank; without -q, as a user would run it
-AT_RANK=1 AT_PRE="timeout -s KILL 3" expect "rank 1 killed mid-generation" fail \
-    "process rank 1 .*exited on signal 9" 30 \
+# 4. a rank killed mid-generation (SIGKILL once rank 0 has printed tokens;
+# the tiny model, thousands of tokens): Open MPI's runtime ends the job and
+# says which rank; without -q, as a user would run it. The bound counts
+# from the start, so it holds the loading too.
+AT_RANK=1 AT_KILL_ON="$W/out" expect "rank 1 killed mid-generation" fail \
+    "process rank 1 .*exited on signal 9" 60 \
     mpirun -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 60000 --ctx 65536
 [ -s "$W/out" ] || fail "rank 1 killed: no token was generated before the kill (not mid-generation)"
 # ... and with -q, where Open MPI says nothing: rank 0's own line (it
 # catches the runtime's SIGTERM while it waits for the dead rank; issue 25;
 # the SIGKILL that follows comes 1 s later by default: 10 s on a loaded host)
-OMPI_MCA_odls_base_sigkill_timeout=10 AT_RANK=1 AT_PRE="timeout -s KILL 3" expect "rank 1 killed, mpirun -q" fail \
-    "^clinfer: interrupted: generation stopped by SIGTERM \(under MPI: the job ends when another rank exits" 30 \
+OMPI_MCA_odls_base_sigkill_timeout=10 AT_RANK=1 AT_KILL_ON="$W/out" expect "rank 1 killed, mpirun -q" fail \
+    "^clinfer: interrupted: generation stopped by SIGTERM \(under MPI: the job ends when another rank exits" 60 \
     $MPIRUN -np 2 "$W/at_rank.sh" "$BIN" run --mpi -m "$W/tiny.gguf" -p hi -n 60000 --ctx 65536
 
 # 5. every rank agrees on the command before any work (issue 25): an MPMD

@@ -99,7 +99,33 @@ EOF
     return 0
 }
 
+# disk_check: the suite writes its three builds (with the kernel cache),
+# the test models' cache and temporary model files (F32 conversions, tiny
+# and K-quant files) of up to ~1.5 GB at once under $TMPDIR. A full disk
+# fails dozens of tests at random with "No space left on device" or a
+# kernel build that cannot write its cache; say it once, before anything
+# runs. SUITE_DISK_MB: the space the whole suite needs (measured peak, see
+# docs/testing.md, with a margin); SUITE_DISK_MB=0 skips the check.
+SUITE_DISK_MB=${SUITE_DISK_MB:-6000}
+disk_check() {
+    [ "$SUITE_DISK_MB" -gt 0 ] || return 0
+    tmp=${TMPDIR:-/tmp}
+    have=$(df -Pm "$(dirname "$BUILD")" | awk 'NR == 2 { print $4 }')
+    have_tmp=$(df -Pm "$tmp" | awk 'NR == 2 { print $4 }')
+    [ "$have_tmp" -lt "$have" ] && have=$have_tmp
+    where=$(dirname "$BUILD")
+    [ "$(df -P "$where" | awk 'NR == 2 { print $1 }')" = "$(df -P "$tmp" | awk 'NR == 2 { print $1 }')" ] ||
+        where="$where or $tmp"
+    if [ "$have" -lt "$SUITE_DISK_MB" ]; then
+        echo "make test: $have MB free under $where; the suite needs about $SUITE_DISK_MB MB" \
+            "(three builds, the model cache, temporary model files). Free some space (or set SUITE_DISK_MB)."
+        return 1
+    fi
+    echo "disk: $have MB free, about $SUITE_DISK_MB MB needed"
+}
+
 stage deps sh scripts/setup.sh || exit 1
+stage disk disk_check || exit 1
 case " $STAGES " in *" release "* | *" asan "* | *" fuzz "*)
     stage build configure_build "$BUILD" all -DCMAKE_BUILD_TYPE=Release || { failed=1; STAGES=; } ;;
 esac

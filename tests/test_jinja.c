@@ -263,6 +263,14 @@ static void test_bounds(void **state) {
     expect_fail("{{ 1e300 | int }}", NULL, "overflow");
     expect_fail("{{ '%d' % 1e300 }}", NULL, "overflow");
     expect_out("{{ 2.7 | int }}{{ '-3.9' | int }}{{ '%d' % 2.5 }}{{ -(3) }}", "{}", "2-32-3");
+    /* + - * ** past 64 bits fail where they wrapped to a wrong number (jinja2: 2**64 is 18446744073709551616) */
+    expect_fail("{{ 9223372036854775807 + 1 }}", NULL, "overflow");
+    expect_fail("{{ -9223372036854775807 - 2 }}", NULL, "overflow");
+    expect_fail("{{ 4294967296 * 4294967296 }}", NULL, "overflow");
+    expect_fail("{{ 2 ** 64 }}", NULL, "overflow");
+    expect_out("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ (-1) ** 1000001 }} {{ 1 ** 99999999999 }} {{ 0 ** 0 }} {{ 0 ** 5 }}", "{}",
+               "4611686018427387904 -9223372036854775808 -1 1 1 0");
+    expect_out("{{ 9223372036854775806 + 1 }} {{ 3037000499 * 3037000499 }}", "{}", "9223372036854775807 9223372030926249001");
 }
 
 /* Searching a string is linear: a needle that partly matches a long run

@@ -904,6 +904,22 @@ static void test_bad_keys(void **state) {
     /* llama with expert_count 0 is dense: the experts' tensors are no FFN of it */
     rewrite(mx, bad, "llama.expert_count", 0, NULL, NULL);
     expect_format(bad, "blk.0.ffn_up.weight is missing");
+    /* a family whose layers have no expert step (qwen3, dense) with experts is refused, where it
+     * loaded as a MoE that skipped the family's own FFN parts (Gemma 3's post-FFN norm) */
+    char d[32];
+    const tiny_model qwen3 = {.arch = "qwen3", .n_layer = 1, .n_head = 2, .n_head_kv = 1, .head_dim = 32,
+                              .n_ff = 64, .n_vocab = 97, .type = CLF_F32, .n_embd = 64};
+    write_tiny(&qwen3, d);
+    rewrite(d, bad, "qwen3.expert_count", 8, NULL, NULL);
+    expect_format(bad, "qwen3.expert_count = 8: a qwen3 file with experts is not supported");
+    rewrite(d, bad, "qwen3.expert_count", 0, NULL, NULL); /* 0: dense, as before */
+    clf_gguf *dg;
+    TU_OK(clf_gguf_open(bad, &dg));
+    clf_llama_hparams dhp;
+    TU_OK(clf_llama_hparams_read(dg, &dhp));
+    assert_int_equal(dhp.n_expert, 0);
+    clf_gguf_close(dg);
+    unlink(d);
     /* gpt-oss: its window, YaRN's context, its sinks, biases and FFN norm */
     char o[32];
     write_tiny(&GPTOSS, o);

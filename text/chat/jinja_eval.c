@@ -46,6 +46,17 @@ long long jj_float_int(jj_ctx *c, double f) {
     return (long long)f;
 }
 
+/* x op y for op + - *: Python's ints are unbounded, a long long is not; a
+ * result past 64 bits fails the render ("integer overflow") where it would
+ * wrap to a wrong number. */
+static long long int_op(jj_ctx *c, char op, long long x, long long y) {
+    long long r;
+    int over = op == '+' ? __builtin_add_overflow(x, y, &r) : op == '-' ? __builtin_sub_overflow(x, y, &r)
+                                                                        : __builtin_mul_overflow(x, y, &r);
+    if (over) jj_fail(c, "integer overflow");
+    return r;
+}
+
 long long jj_neg_int(jj_ctx *c, long long i) {
     if (i == LLONG_MIN) jj_fail(c, "integer overflow"); /* 2^63: wider than a long long */
     return -i;
@@ -108,7 +119,7 @@ static jv *binary(jj_ctx *c, const char *op, jv *a, jv *b) {
     int nums = jv_is_num(a) && jv_is_num(b);
     switch (op[0]) {
     case '+':
-        if (ints) return jv_int(c, (long long)((unsigned long long)x + (unsigned long long)y));
+        if (ints) return jv_int(c, int_op(c, '+', x, y));
         if (nums) return jv_float(c, jv_num(a) + jv_num(b));
         if (a->t == JV_STR && b->t == JV_STR) {
             if (a->u.str.safe == b->u.str.safe) {
@@ -130,20 +141,23 @@ static jv *binary(jj_ctx *c, const char *op, jv *a, jv *b) {
         if (a->t == JV_STR) jj_fail(c, "can only concatenate str (not \"%s\") to str", jv_type_name(b));
         break;
     case '-':
-        if (ints) return jv_int(c, (long long)((unsigned long long)x - (unsigned long long)y));
+        if (ints) return jv_int(c, int_op(c, '-', x, y));
         if (nums) return jv_float(c, jv_num(a) - jv_num(b));
         break;
     case '*':
         if (op[1] == '*') {
             if (ints && y >= 0) {
                 long long r = 1;
-                for (long long k = 0; k < y && k < 64; k++) r = (long long)((unsigned long long)r * (unsigned long long)x);
+                if (x == 0 || x == 1) r = y == 0 ? 1 : x;
+                else if (x == -1) r = y % 2 ? -1 : 1;
+                else /* |x| >= 2: past 63 steps it overflows, and int_op fails */
+                    for (long long k = 0; k < y; k++) r = int_op(c, '*', r, x);
                 return jv_int(c, r);
             }
             if (nums) return jv_float(c, pow(jv_num(a), jv_num(b)));
             break;
         }
-        if (ints) return jv_int(c, (long long)((unsigned long long)x * (unsigned long long)y));
+        if (ints) return jv_int(c, int_op(c, '*', x, y));
         if (nums) return jv_float(c, jv_num(a) * jv_num(b));
         if ((a->t == JV_STR || a->t == JV_LIST) && (b->t == JV_INT || b->t == JV_BOOL)) {
             jv *l = a->t == JV_STR ? NULL : jv_list(c);
