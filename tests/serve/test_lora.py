@@ -86,3 +86,19 @@ def test_lora_server(base):
     finally:
         rc, err = s.stop()
         assert rc == 0, err
+
+
+def test_lora_slot_files(base, tmp_path):
+    """A slot file holds the base's cache only: saving a slot that an adapter computed is a 400, and once a
+    request without adapters ran there it saves."""
+    s = Server("--parallel", "1", "--ctx", "128", "--slot-save-path", str(tmp_path), "--lora", A, model=base)
+    try:
+        complete(s, PROMPTS[0], [{"id": 0, "scale": 1.0}])
+        st, body = s.request("POST", "/slots/0?action=save", {"filename": "a.bin"})
+        assert st == 400 and "LoRA" in body["error"]["message"], body
+        complete(s, PROMPTS[0], [{"id": 0, "scale": 0.0}])
+        st, body = s.request("POST", "/slots/0?action=save", {"filename": "a.bin"})
+        assert st == 200, body
+    finally:
+        rc, err = s.stop()
+        assert rc == 0, err
