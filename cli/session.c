@@ -144,6 +144,7 @@ static clinfer_status load_loras(cli_session *s, const cli_place *place) {
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
+    s->lora_v[0] = place->lora.v, s->lora_v[1] = place->lora_scaled.v; /* read below, freed on close */
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     progress_line line = {.t0 = cli_now_s(), .tty = isatty(STDERR_FILENO)};
     clinfer_load_options mp = clinfer_load_default_options();
@@ -222,6 +223,8 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
 }
 
 void cli_session_close(cli_session *s) {
+    free(s->lora_v[0]);
+    free(s->lora_v[1]);
     clinfer_drafter_free(s->drafter);
     clinfer_session_free(s->draft_s);
     clinfer_model_free(s->draft_m);

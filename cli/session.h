@@ -53,6 +53,7 @@ typedef struct cli_session {
     clinfer_model *draft_m;
     clinfer_session *draft_s;
     clinfer_drafter *drafter;
+    const char **lora_v[2]; /* the place's --lora and --lora-scaled lists (cli_parse's), freed on close */
 } cli_session;
 
 /* Speculative decoding's options of `run` and `chat` (llama.cpp's names):
