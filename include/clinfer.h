@@ -413,7 +413,9 @@ typedef enum clinfer_tool_choice {
  * to 16 in ChatML, else 1; Llama 3.1: 1). auto fails closed: ChatML: text
  * that holds no "<tool_call>", then optionally calls, so whatever opens a
  * call is a valid call; Llama 3.1: a call, or text that does not start
- * with "{" or a blank. none: *out NULL. */
+ * with "{" or a blank; Mistral, Granite, Command R, DeepSeek: text that
+ * holds no call marker, then optionally calls. gpt-oss (Harmony) under
+ * auto, and none: *out NULL (no grammar). */
 CLINFER_API clinfer_status clinfer_tools_grammar(const clinfer_tools *t, clinfer_tool_choice choice, const char *name,
                                                  int parallel, clinfer_grammar **out);
 

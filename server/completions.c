@@ -683,7 +683,10 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                         .top_logprobs = q->top_logprobs, .bias_ids = q->bias_ids, .bias = q->bias,
                         .n_bias = q->n_bias, .grammar = grammar, /* each job takes its own reference */
                         .think_open = q->think_syntax == SRV_THINK_TAGS && q->think_open,
-                        .special = q->think_syntax == SRV_THINK_HARMONY}; /* Harmony's channels are control tokens */
+                        /* Harmony's channels are control tokens, as are most tool formats' markers
+                         * ([TOOL_CALLS], <|tool_call|>, DeepSeek's): written as text for the parsers */
+                        .special = q->think_syntax == SRV_THINK_HARMONY ||
+                                   (q->tools && q->tool_choice != CLINFER_TOOL_NONE)};
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
     p.n_lora = q->n_lora; /* srv_lora_resolve's */
     memcpy(p.lora, q->lora, sizeof p.lora);

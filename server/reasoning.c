@@ -16,6 +16,7 @@ enum {
     ST_HEADER,  /* Harmony: a message's header, up to <|message|> */
     ST_BODY_R,  /* Harmony: the analysis channel's message */
     ST_BODY_C,  /* Harmony: another channel's message (final, commentary) */
+    ST_BODY_T,  /* Harmony: a message to a recipient (a tool call): header, body and end to content, for the tool parser */
 };
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
@@ -147,12 +148,16 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
         }
         const char *ch = find(h, (size_t)(at - h), H_CHANNEL);
         int analysis = ch && !strncmp(ch + sizeof H_CHANNEL - 1, "analysis", 8);
-        consume(t, (size_t)(at - h) + sizeof H_MESSAGE - 1);
-        t->state = analysis ? ST_BODY_R : ST_BODY_C;
+        size_t k = (size_t)(at - h) + sizeof H_MESSAGE - 1;
+        int call = find(h, (size_t)(at - h), " to=") || find(h, (size_t)(at - h), "to=functions.");
+        if (call && srv_buf_add(content, h, k)) return -1; /* the recipient's header as the model wrote it */
+        consume(t, k);
+        t->state = call ? ST_BODY_T : analysis ? ST_BODY_R : ST_BODY_C;
         return 1;
     }
     case ST_BODY_R:
-    case ST_BODY_C: {
+    case ST_BODY_C:
+    case ST_BODY_T: {
         const char *end = NULL;
         size_t tag = 0, hold = 0;
         for (size_t i = 0; i < sizeof H_ENDS / sizeof *H_ENDS; i++) {
@@ -178,6 +183,7 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
             consume(t, upto);
             return 0;
         }
+        if (t->state == ST_BODY_T && srv_buf_add(content, end, tag)) return -1; /* its <|call|> */
         consume(t, upto + tag);
         t->state = ST_HEADER;
         return 1;

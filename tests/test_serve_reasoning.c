@@ -90,6 +90,13 @@ static void test_harmony(void **state) {
     check(SRV_THINK_HARMONY, 0, "<|channel|>analysis<|message|>Hmm, <|en", "Hmm, <|en", "");
     /* a reply with no header at all: plain content */
     check(SRV_THINK_HARMONY, 0, "Plain answer.", "", "Plain answer.");
+    /* a tool call (a recipient in the header): header, arguments and <|call|> go to content, for the tool parser */
+    check(SRV_THINK_HARMONY, 0,
+          "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+          "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
+          "Need weather.",
+          "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+          "{\"city\":\"Paris\"}<|call|>");
 }
 
 static void test_detect(void **state) {
