@@ -345,6 +345,7 @@ clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmp
 void clinfer_model_free(clinfer_model *m) {
     if (!m) return;
     free(m->chat_template);
+    api_lora_free_all(m);
     clf_stages_close(&m->stages);
     clf_tokenizer_free(m->tok);
     pthread_mutex_destroy(&m->device_lock);

@@ -115,6 +115,8 @@ int cmd_serve(int argc, char **argv) {
         if (stat(slot_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s is not a folder", slot_dir));
     }
+    if (models.models_dir && (o.place.lora.n || o.place.lora_scaled.n)) /* one model's adapters, not a folder's */
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--lora and --lora-scaled go with -m, not --models-dir"));
     if (models.models_dir) { /* several models, each loaded on use */
         models.o = &o, models.alias = alias, models.parallel = parallel, models.queue = queue, models.kv_mib = kv_mib;
         models.draft_max = draft_max, models.cache_ram_mib = cache_ram_mib, models.slot_dir = slot_dir;

@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,9 +106,45 @@ static clinfer_status set_chat_template(clinfer_model *m, const cli_place *place
     return st;
 }
 
+/* --lora and --lora-scaled: each FILE (comma-separated, FILE:SCALE for the
+ * scaled) loaded on s's model at its scale, and the session's sequence
+ * given them all. */
+static clinfer_status load_loras(cli_session *s, const cli_place *place) {
+    for (int k = 0; k < 2; k++) {
+        const cli_list *l = k ? &place->lora_scaled : &place->lora;
+        for (int i = 0; i < l->n; i++) {
+            char buf[4096];
+            if (snprintf(buf, sizeof buf, "%s", l->v[i]) >= (int)sizeof buf)
+                return clinfer_fail(CLINFER_ERR_ARG, "--lora: a value of more than %zu bytes", sizeof buf);
+            for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                float scale = 1.0f;
+                if (k) { /* FILE:SCALE, the scale after the last ':' */
+                    char *colon = strrchr(item, ':'), *end;
+                    if (!colon) return clinfer_fail(CLINFER_ERR_ARG, "--lora-scaled '%s': FILE:SCALE", item);
+                    *colon = 0;
+                    scale = strtof(colon + 1, &end);
+                    if (end == colon + 1 || *end || !isfinite(scale))
+                        return clinfer_fail(CLINFER_ERR_ARG, "--lora-scaled: '%s' is not a scale", colon + 1);
+                }
+                clinfer_lora *a;
+                CLI_TRY(clinfer_lora_load(s->m, item, &a));
+                CLI_TRY(clinfer_lora_set_scale(a, scale));
+            }
+        }
+    }
+    const int n = clinfer_model_lora_count(s->m);
+    if (!n || !s->s) return CLINFER_OK;
+    clinfer_lora *a[64];
+    float sc[64];
+    if (n > 64) return clinfer_fail(CLINFER_ERR_ARG, "%d LoRA adapters (at most 8 apply at once)", n);
+    for (int i = 0; i < n; i++) a[i] = clinfer_model_lora(s->m, i), sc[i] = clinfer_lora_scale(a[i]);
+    return clinfer_session_set_lora(s->s, 0, a, sc, n);
+}
+
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
+    s->lora_v[0] = place->lora.v, s->lora_v[1] = place->lora_scaled.v; /* read below, freed on close */
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     progress_line line = {.t0 = cli_now_s(), .tty = isatty(STDERR_FILENO)};
     clinfer_load_options mp = clinfer_load_default_options();
@@ -141,6 +178,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
         sp.kv_type = kv;
         st = clinfer_session_create(s->m, &sp, &s->s);
     }
+    if (st == CLINFER_OK) st = load_loras(s, place);
     /* whatever failed after a Ctrl-C failed for it: LLVM, compiling kernels
      * inside PoCL, deletes its temporary files on SIGINT */
     if (st != CLINFER_OK && (st == CLINFER_ERR_INTERRUPTED || cli_interrupted))
@@ -156,7 +194,9 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
         return CLINFER_OK;
     }
     cli_session ds;
-    clinfer_status st = cli_session_open(d->model, place, clinfer_session_n_ctx(s->s), kv, &ds);
+    cli_place dplace = *place; /* the LoRA adapters are the target's */
+    dplace.lora = dplace.lora_scaled = (cli_list){0};
+    clinfer_status st = cli_session_open(d->model, &dplace, clinfer_session_n_ctx(s->s), kv, &ds);
     char why[1024]; /* the message, copied: clinfer_fail writes where clinfer_last_error points */
     if (st != CLINFER_OK) {
         snprintf(why, sizeof why, "%s", clinfer_last_error());
@@ -183,6 +223,8 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
 }
 
 void cli_session_close(cli_session *s) {
+    free(s->lora_v[0]);
+    free(s->lora_v[1]);
     clinfer_drafter_free(s->drafter);
     clinfer_session_free(s->draft_s);
     clinfer_model_free(s->draft_m);

@@ -1,4 +1,5 @@
 #include "api_openai.h"
+#include "adapters.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -659,6 +660,7 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, s
     r->n = 1;
     json_t *root = srv_api_load(body, len, e);
     int rc = root ? parse_fields(root, kind, r, e) : -1;
+    if (rc == 0) rc = srv_lora_parse(root, r, e); /* llama-server's "lora" (adapters.h) */
     json_decref(root);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "http.h"
+#include "adapters.h"
 #include "buf.h"
 #include "reasoning.h"
 
@@ -690,6 +691,8 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                         .reasoning_budget = q->reasoning_budget > 0 ? q->reasoning_budget : 0,
                         .think_syntax = q->think_syntax};
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
+    p.n_lora = q->n_lora; /* srv_lora_resolve's */
+    memcpy(p.lora, q->lora, sizeof p.lora);
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
         if (!q->has_seed && getrandom(&p.sp.seed, sizeof p.sp.seed, 0) != sizeof p.sp.seed)
@@ -763,7 +766,7 @@ int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_
     if (check_request(app, q, e) == 0 && srv_request_reasoning(app, q, e) == 0 &&
         tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
         prompt_tokens(app, q, q->tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, e) == 0 &&
-        check_kv(app, q, n, max_given, e) == 0 && think_of(app, q, ids, n) == 0 &&
+        check_kv(app, q, n, max_given, e) == 0 && srv_lora_resolve(app->m, q, e) == 0 && think_of(app, q, ids, n) == 0 &&
         (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
         n_jobs = make_jobs(q, ids, n, grammar, jobs, e);
     free(ids);

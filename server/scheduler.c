@@ -37,6 +37,8 @@ struct srv_job {
     float *bias;
     int n_bias;
     unsigned long long group; /* srv_sched_submit_group's jobs share it (0: alone) */
+    float lora[SRV_MAX_LORA]; /* its LoRA adapters' scales (srv_job_params.lora) */
+    int n_lora;
     /* the rest is under the scheduler's lock */
     srv_state state;
     srv_finish finish;
@@ -72,6 +74,8 @@ typedef struct slot {
     unsigned long long used; /* the step it last ran in: idle caches go least recently used first */
     int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
     int n_prefilled; /* how many of them came from prompts (the rest were generated) */
+    float lora[SRV_MAX_LORA]; /* the LoRA scales its cache was computed with (n_lora of them) */
+    int n_lora;
 } slot;
 
 /* A slot action waiting for the step loop (srv_sched_slot_action): the
@@ -204,6 +208,8 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
         }
     j->grammar = p->grammar ? clinfer_grammar_retain(p->grammar) : NULL; /* n jobs of a group: n references */
     j->special = p->special;
+    j->n_lora = p->n_lora < SRV_MAX_LORA ? p->n_lora : SRV_MAX_LORA;
+    memcpy(j->lora, p->lora, (size_t)j->n_lora * sizeof *j->lora);
     if (j->grammar && p->think_open) { /* the grammar waits for </think> (sample) */
         if (!(j->think = malloc(sizeof *j->think))) {
             job_free(j);
@@ -277,6 +283,27 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* No LoRA adapter at a nonzero scale: the base's KV. Host-memory entries
+ * (--cache-ram) and slot files hold such caches only: they carry no adapters. */
+static int lora_plain(const float *l, int n) {
+    for (int i = 0; i < n; i++)
+        if (l[i] != 0) return 0;
+    return 1;
+}
+
+/* A slot's cache serves a job only when computed with the job's LoRA scales. */
+static int same_lora(const slot *sl, const srv_job *j) {
+    return sl->n_lora == j->n_lora && !memcmp(sl->lora, j->lora, (size_t)j->n_lora * sizeof *j->lora);
+}
+
+/* The slot's sequence takes the job's LoRA adapters; -1 with the message set. */
+static int slot_lora(srv_sched *s, int i, const srv_job *j) {
+    if (srv_engine_slot_lora(s->e, i, j->lora, j->n_lora) != CLINFER_OK) return -1;
+    s->slots[i].n_lora = j->n_lora;
+    memcpy(s->slots[i].lora, j->lora, (size_t)j->n_lora * sizeof *j->lora);
+    return 0;
+}
+
 /* Queued jobs into free slots. A prompt is matched against the prompt
  * tokens of every slot, busy or idle: a busy slot's stay in its cache while
  * it generates (only a failed step rewinds it below n_prefilled, and that
@@ -347,7 +374,7 @@ enum { STASH_MIN = 32 };
  * (a prompt reuses prompt tokens only). */
 static void stash(srv_sched *s, int i, int keep) {
     slot *sl = &s->slots[i];
-    if (!s->pcache || sl->n_prefilled - keep < STASH_MIN) return;
+    if (!s->pcache || sl->n_prefilled - keep < STASH_MIN || !lora_plain(sl->lora, sl->n_lora)) return;
     srv_engine_slot_rewind(s->e, i, sl->n_prefilled);
     if (srv_engine_slot_len(s->e, i) != sl->n_prefilled) return; /* a sliding window that could not go back */
     srv_pcache_put(s->pcache, s->e, i, sl->cached, sl->n_prefilled);
@@ -415,6 +442,7 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     stash(s, slot, 0);
     srv_engine_slot_rewind(s->e, slot, 0);
     s->slots[slot].n_prefilled = 0;
+    const int lora_failed = slot_lora(s, slot, f);
     f->slot = slot;
     f->n_eval = f->n_cached = 0;
     f->state = SRV_RUNNING;
@@ -424,7 +452,7 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     f->reserve = need;
     s->reserved += need;
     s->st.admitted_tokens += (unsigned long long)f->n_prompt;
-    if (job_start(s, f)) {
+    if (lora_failed || job_start(s, f)) {
         finish(s, f, SRV_FINISH_ERROR, clinfer_last_error());
         return;
     }
@@ -494,7 +522,9 @@ static void admit(srv_sched *s) {
         if (s->reserved + need + (g - 1) * need_f > s->n_blocks) break;
         int land = -1, land_len = -1, src = -1, src_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
-            int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
+            int p = same_lora(&s->slots[i], j)
+                        ? common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt)
+                        : 0;
             if (!s->slots[i].job && p > land_len) land = i, land_len = p;
             if (p > src_len) src = i, src_len = p;
         }
@@ -507,7 +537,8 @@ static void admit(srv_sched *s) {
          * least (the whole entry is loaded, then cut; a load costs a tenth of
          * an evaluation or less a token) */
         int ram_len = 0;
-        const int ram = srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len);
+        const int ram =
+            lora_plain(j->lora, j->n_lora) ? srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len) : -1;
         const int ram_use = min_int(ram_len, keep);
         int reuse;
         if (ram >= 0 && ram_use - min_int(land_len, keep) >= STASH_MIN && ram_use - min_int(src_len, keep) >= STASH_MIN &&
@@ -534,7 +565,7 @@ static void admit(srv_sched *s) {
         s->reserved += (int)need;
         s->st.cached_tokens += (unsigned long long)reuse;
         s->st.admitted_tokens += (unsigned long long)j->n_prompt;
-        if (job_start(s, j)) {
+        if (slot_lora(s, land, j) || job_start(s, j)) {
             finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
             continue; /* its followers, at the queue's head, are a group of their own */
         }
@@ -829,6 +860,8 @@ static void slot_action(srv_sched *s, slot_act *a) {
         srv_engine_slot_rewind(s->e, a->slot, 0);
         sl->n_prefilled = 0;
         s->st.slot_erases++;
+    } else if (a->op == SRV_SLOT_SAVE && !lora_plain(sl->lora, sl->n_lora)) {
+        r->st = clinfer_fail(CLINFER_ERR_ARG, "slot %d's cache was computed with LoRA adapters: not saved", a->slot);
     } else if (a->op == SRV_SLOT_SAVE) {
         /* what a prompt can reuse: the prompt tokens (generated ones after
          * them are evaluated again by the next turn anyway) */
@@ -857,6 +890,7 @@ static void slot_action(srv_sched *s, slot_act *a) {
         if (r->st == CLINFER_OK) {
             memcpy(sl->cached, s->scratch, (size_t)n * sizeof *s->scratch);
             sl->n_prefilled = n;
+            sl->n_lora = 0; /* a file holds the base's KV (lora_plain) */
             sl->used = s->st.steps; /* as recent as a request's */
             r->n_tokens = n;
             s->st.slot_restores++;

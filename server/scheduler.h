@@ -52,6 +52,9 @@ typedef struct srv_job_params {
      * generates, counted in n_gen); 0: none. think_syntax: how the reply
      * marks its thought (an srv_think_syntax), think_open as above */
     int reasoning_budget, think_syntax;
+    /* the scale of each of the model's LoRA adapters (adapters.h; n_lora 0: none loaded) */
+    float lora[SRV_MAX_LORA];
+    int n_lora;
 } srv_job_params;
 
 /* A generated token's logprobs; its text is bytes [start, end) of the job's. */
