@@ -268,6 +268,7 @@ typedef struct clinfer_model_info {
     char devices[512];    /* every stage's device: "NAME", or "NAME + NAME ..." for a split or MPI ranks */
     int n_stages;         /* stages of a split on this process (1 unsplit, 0 vocab_only) */
     double load_seconds;  /* clinfer_model_load's time */
+    int head_dim;         /* an attention head's width (attention.key_length; n_embd / n_head where absent) */
 } clinfer_model_info;
 
 CLINFER_API clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info *info);
