@@ -171,6 +171,24 @@ static void test_literal_path(void **state) {
     clf_gstate_free(&tmp);
     clf_grammar_masks_free(gm);
     clf_grammar_free(g);
+    /* preserved only where one literal run holds the whole marker: not
+     * across two alternatives, nor around a class; a one-byte class is a
+     * literal's character */
+    static const struct { const char *gbnf; int n; } cases[] = {
+        {"root ::= \"<|placeholder1\" | \"|>\"\n", 0},
+        {"root ::= \"<|placeholder\" [0-9] \"|>\"\n", 0},
+        {"root ::= \"<|placeholder\" [1] \"|>\" | \"<|\"\n", 1},
+        {"root ::= \"a\" | \"b<|placeholder1|><|placeholder1|>\"\n", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        TU_OK(clf_grammar_compile(cases[i].gbnf, strlen(cases[i].gbnf), NULL, &g));
+        TU_OK(clf_grammar_masks_create(g, f.trie, f.n, &gm));
+        TU_OK(clf_grammar_masks_preserve(gm, f.t));
+        int got = clf_grammar_masks_n_preserved(gm);
+        if (got != cases[i].n) fail_msg("%s: %d preserved, want %d", cases[i].gbnf, got, cases[i].n);
+        clf_grammar_masks_free(gm);
+        clf_grammar_free(g);
+    }
     fixture_free(&f);
 }
 

@@ -562,8 +562,8 @@ static int single_byte(const uint64_t *set) {
 clf_status clf_grammar_masks_preserve(clf_grammar_masks *gm, const clf_tokenizer *t) {
     const clf_grammar *g = gm->g;
     /* the grammar's literal runs: consecutive one-byte elements of a rule,
-     * each run ended by a NUL in text and its end recorded in ends */
-    char *text = malloc((size_t)g->n_el * 2 + 1);
+     * one after the other in text, each run's end in ends (ascending) */
+    char *text = malloc((size_t)g->n_el + 1);
     int *ends = malloc(((size_t)g->n_el + 1) * sizeof *ends);
     int n_text = 0, n_runs = 0, n = clf_tokenizer_n_vocab(t);
     if (n > gm->n_vocab) n = gm->n_vocab;
@@ -578,9 +578,18 @@ clf_status clf_grammar_masks_preserve(clf_grammar_masks *gm, const clf_tokenizer
         size_t len = 0;
         const char *p = clf_token_piece(t, id, &len);
         if (!p || !len || clf_token_type(t, id) != CLF_TOKEN_CONTROL || clf_token_is_eog(t, id)) continue;
+        /* memmem over all runs at once (linear: a schema's literals may be
+         * megabytes), a match kept when it does not cross a run's end */
         int found = 0;
-        for (int r = 0, lo = 0; r < n_runs && !found; lo = ends[r++])
-            for (int k = lo; k + (int)len <= ends[r] && !found; k++) found = !memcmp(text + k, p, len);
+        for (const char *at = text, *e = text + n_text; !found && (at = memmem(at, (size_t)(e - at), p, len)); at++) {
+            int k = (int)(at - text), lo = 0, hi = n_runs - 1; /* the run holding k: the first end > k */
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (ends[mid] > k) hi = mid;
+                else lo = mid + 1;
+            }
+            found = k + (int)len <= ends[lo];
+        }
         if (!found) continue;
         if (gm->n_pres % 16 == 0) { /* grow the four arrays by 16 */
             size_t cap = (size_t)gm->n_pres + 16;
