@@ -124,6 +124,11 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
  * clinfer_sampler_sample. Not recorded (clinfer_sampler_accept). */
 clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, const float *q,
                             int32_t *token);
+/* clinfer_grammar_create; preserve: the grammar reads the control tokens
+ * its literals spell as text (clf_grammar_masks_preserve: a tool-call
+ * format's markers). */
+clf_status api_grammar_create(const clinfer_model *m, const char *gbnf, size_t len, const char *root, int preserve,
+                              clinfer_grammar **out);
 /* Speculative decoding's drafts under the sampler's grammar: how many of
  * draft[0..n) the grammar allows after the tokens accepted so far (n
  * without a grammar). */
