@@ -116,7 +116,9 @@ int cmd_serve(int argc, char **argv) {
             return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s is not a folder", slot_dir));
     }
     if (!dr.model && (dr.min || dr.p_min > 0)) return cli_usage(USAGE, "--draft-min and --draft-p-min go with -md FILE");
-    const int draft_max = dr.model && !dr.max ? 16 : dr.max; /* -md alone: llama-server's 16 */
+    /* -md alone: 4 (llama.cpp's --spec-draft-n-max is 3; on this project's CPU 4 beat 16 by far:
+     * a verify row costs a fraction of a target token there, bench/RESULTS.md) */
+    const int draft_max = dr.model && !dr.max ? 4 : dr.max;
     if (dr.model && dr.min > draft_max)
         return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--draft-min %d is above --draft-max %d", dr.min, draft_max));
     /* one draft model cannot serve a folder of models of several
