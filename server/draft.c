@@ -21,7 +21,15 @@ struct srv_draft {
     int *at;             /* [n_slots]: the entry's request */
     int *pos;            /* [n_slots]: the text's tokens the draft sequence holds */
     int *on;             /* [n_slots]: still drafting */
+    double *chance;      /* [n_slots]: a sampled request's estimated chance its draft so far is taken */
+    int *pause;          /* [n_slots]: steps the slot drafts nothing (after a sampled request's empty draft) */
 };
+
+/* A sampled request whose draft came out empty (its next token too
+ * uncertain) drafts nothing for this many steps: each try costs a draft
+ * pass (its catch-up) even when nothing comes of it, and the tokens it
+ * skips are caught up later in one pass. */
+enum { PAUSE_AFTER_EMPTY = 3 };
 
 clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draft, int n_slots, int n_ctx,
                                 clinfer_kv_type kv, const srv_draft_params *p, srv_draft **out) {
@@ -50,7 +58,9 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
         d->at = calloc((size_t)n_slots, sizeof *d->at);
         d->pos = calloc((size_t)n_slots, sizeof *d->pos);
         d->on = calloc((size_t)n_slots, sizeof *d->on);
-        int ok = d->held && d->n_held && d->len && d->en && d->at && d->pos && d->on;
+        d->chance = calloc((size_t)n_slots, sizeof *d->chance);
+        d->pause = calloc((size_t)n_slots, sizeof *d->pause);
+        int ok = d->held && d->n_held && d->len && d->en && d->at && d->pos && d->on && d->chance && d->pause;
         for (int i = 0; ok && i < n_slots; i++) {
             ok = (d->held[i] = malloc((size_t)d->n_ctx * sizeof **d->held)) != NULL;
             d->len[i] = d->max;
@@ -76,20 +86,29 @@ void srv_draft_free(srv_draft *d) {
     free(d->at);
     free(d->pos);
     free(d->on);
+    free(d->chance);
+    free(d->pause);
     srv_engine_free(d->e);
     free(d);
 }
 
 int srv_draft_max(const srv_draft *d) { return d ? d->max : 0; }
 
-void srv_draft_reset(srv_draft *d, int slot) { d->len[slot] = d->max; }
+void srv_draft_reset(srv_draft *d, int slot) {
+    d->len[slot] = d->max;
+    d->pause[slot] = 0;
+}
 
 void srv_draft_forget(srv_draft *d, int slot) {
     srv_engine_slot_rewind(d->e, slot, 0);
     d->n_held[slot] = 0;
 }
 
-int srv_draft_want(const srv_draft *d, int slot, int max) {
+int srv_draft_want(srv_draft *d, int slot, int max) {
+    if (d->pause[slot] > 0) {
+        d->pause[slot]--;
+        return 0;
+    }
     int k = d->len[slot];
     if (k < d->min) k = d->min; /* never below draft_min, or a miss would end drafting for good */
     return k < max ? k : max;
@@ -109,7 +128,7 @@ int srv_draft_settle(srv_draft *d, int slot, int drafted, int accepted) {
 /* The request's next draft token from the logits of its last token: the
  * draft model's best among both vocabularies' ids, unless it is unsure
  * (p_min) or the draft is ended (an end token: nothing follows it). */
-static void pick(srv_draft *d, srv_draft_req *r, int *on, const float *lg) {
+static void pick(srv_draft *d, srv_draft_req *r, int *on, double *chance, const float *lg) {
     int best = 0;
     for (int i = 1; i < d->n_vocab; i++)
         if (lg[i] > lg[best]) best = i;
@@ -121,6 +140,15 @@ static void pick(srv_draft *d, srv_draft_req *r, int *on, const float *lg) {
         double z = 0;
         for (int i = 0; i < d->n_vocab; i++) z += exp((double)lg[i] - lg[best]);
         if (1 / z < d->p_min) {
+            *on = 0;
+            return;
+        }
+    }
+    if (r->temp > 0) { /* sampled: the token's chance of being taken, p(best) at the request's temperature */
+        double z = 0;
+        for (int i = 0; i < d->n_vocab; i++) z += exp(((double)lg[i] - lg[best]) / r->temp);
+        *chance /= z;
+        if (*chance < SRV_DRAFT_SAMPLED_MIN) {
             *on = 0;
             return;
         }
@@ -145,7 +173,7 @@ static void step(srv_draft *d, srv_draft_req *reqs, int m) {
         const int i = d->at[k];
         memcpy(d->held[en->slot] + d->n_held[en->slot], en->tokens, (size_t)en->n * sizeof *en->tokens);
         d->n_held[en->slot] += en->n;
-        if (en->logits) pick(d, &reqs[i], &d->on[i], en->logits);
+        if (en->logits) pick(d, &reqs[i], &d->on[i], &d->chance[i], en->logits);
     }
 }
 
@@ -159,6 +187,7 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
         /* every draft token but the last is evaluated: n + k - 1 positions */
         if (r->k > d->n_ctx - r->n + 1) r->k = d->n_ctx - r->n + 1;
         d->on[i] = r->k > 0 && r->n > 0;
+        d->chance[i] = 1;
         if (!d->on[i]) continue;
         int c = 0;
         while (c < d->n_held[sl] && c < r->n - 1 && d->held[sl][c] == r->text[c]) c++;
@@ -210,6 +239,8 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
         if (!m) break;
         step(d, reqs, m);
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (reqs[i].nd < d->min) reqs[i].nd = 0; /* too short to be worth its rows */
+        if (reqs[i].nd == 0 && reqs[i].temp > 0) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
+    }
 }

@@ -41,8 +41,9 @@ void srv_draft_reset(srv_draft *d, int slot);
 /* The slot's draft sequence emptied (an erased slot: its memory back). */
 void srv_draft_forget(srv_draft *d, int slot);
 /* How long a draft the slot asks for now (its length adapts to what was
- * taken), at most max; 0: none. */
-int srv_draft_want(const srv_draft *d, int slot, int max);
+ * taken), at most max; 0: none (a pause after a sampled request's empty
+ * draft, counted down here: one call a step). */
+int srv_draft_want(srv_draft *d, int slot, int max);
 /* Of the slot's last draft's `drafted` tokens, `accepted` were taken:
  * how many rows the slot keeps (accepted + 1: the pending token's and the
  * taken ones'). */
@@ -55,10 +56,21 @@ typedef struct srv_draft_req {
     const int32_t *text;
     int n;       /* text's tokens, the pending one last */
     int k;       /* the most tokens to draft (> 0) */
+    float temp;  /* the request's temperature (<= 0: greedy): a sampled request's draft ends where the
+                  * chance that all of it is taken falls below SRV_DRAFT_SAMPLED_MIN (srv_draft_run) */
     int32_t *out; /* [k]: the draft */
     int nd;       /* out: its length (0: none) */
     int tag;      /* the caller's */
 } srv_draft_req;
+/* A sampled request takes a greedy draft token x with probability p(x),
+ * its target's law: the draft model's own p(x) at the request's
+ * temperature estimates it, and a draft stops before the product of these
+ * (the chance the whole draft is taken) falls below this. A token past it
+ * would more likely cost a draft step and a verify row for nothing (at
+ * temperature 0.8 greedy drafts of SmolLM2 were taken 40-70% of the time,
+ * and speculation ran at 0.7-0.85x without this bound: bench/RESULTS.md). */
+#define SRV_DRAFT_SAMPLED_MIN 0.5
+
 /* Drafts for every request together (one request a slot). A failed step
  * leaves the drafts made so far (a draft is only a guess); the draft
  * sequences stay consistent. */
