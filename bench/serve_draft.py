@@ -10,7 +10,7 @@ drafts from /metrics. Greedy texts must equal plain decoding's (exits 1
 otherwise).
 
     python3 bench/serve_draft.py -m TARGET -md DRAFT [--rounds 3] [-n 128] [--temp 0.8] [--draft-max 4]
-        [--streams 1] [--bin build/clinfer] [--modes greedy,sampled] [--draft-p-min P]
+        [--streams 1] [--draft-streams 2] [--bin build/clinfer] [--modes greedy,sampled] [--draft-p-min P]
 """
 import argparse, concurrent.futures, json, re, statistics, subprocess, sys, time, urllib.request
 
@@ -70,14 +70,16 @@ def main():
     ap.add_argument("--draft-max", type=int, default=4)
     ap.add_argument("--draft-p-min", type=float, default=0)
     ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--draft-streams", type=int, default=2)
     ap.add_argument("--bin", default="build/clinfer")
     ap.add_argument("--modes", default="greedy,sampled")
     a = ap.parse_args()
     base = [a.bin, "serve", "-m", a.m, "--parallel", str(max(a.streams, 1)), "--ctx", "1024"]
     plain = Server(base)
-    spec = Server(base + ["-md", a.md, "--draft-max", str(a.draft_max), "--draft-p-min", str(a.draft_p_min)])
+    spec = Server(base + ["-md", a.md, "--draft-max", str(a.draft_max), "--draft-p-min", str(a.draft_p_min),
+                         "--draft-streams", str(a.draft_streams)])
     same = True
-    print(f"streams {a.streams}, --draft-max {a.draft_max}, --draft-p-min {a.draft_p_min}")
+    print(f"streams {a.streams}, --draft-max {a.draft_max}, --draft-p-min {a.draft_p_min}, --draft-streams {a.draft_streams}")
     print("| prompt | sampling | plain t/s (median) | -md t/s (median) | drafted | accepted | speed-up (median of rounds) |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     try:

@@ -24,7 +24,7 @@
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] " CLI_DRAFT_USAGE " [--queue N] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] " CLI_DRAFT_USAGE " [--draft-streams N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
     "[--reasoning-budget -1|0] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
@@ -64,6 +64,9 @@ int cmd_serve(int argc, char **argv) {
     const char *reasoning_format = "auto", *slot_dir = NULL;
     serve_models_cfg models = {.models_max = 4}; /* --models-dir: cli/serve_models.c */
     cli_draft_opts dr = {0}; /* speculation: by prompt lookup (--draft-max), or a draft model's (-md) */
+    /* -md: a step of more decoding requests drafts nothing: on this project's CPU 4 streams ran
+     * 0.68-0.98x greedy with drafts (bench/RESULTS.md); on a GPU a higher bound may pay */
+    int draft_streams = 2;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c",
                                            .help = "each sequence's context in tokens (default: the model's, capped)"),
@@ -74,6 +77,9 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24, .arg = "MIB",
                                            .help = "the KV cache's memory, shared by the sequences"),
                                CLI_DRAFT_OPTIONS(&dr), /* --draft-max, -md, --draft-min, --draft-p-min */
+                               CLI_OPT_INT("--draft-streams", &draft_streams, 0, 256,
+                                           .help = "with -md: no drafts in a step decoding more requests than N "
+                                                   "(default 2; 0: no bound)"),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16, .help = "requests waiting at most (default 64); more get 503"),
                                CLI_OPT_STR("--api-key", &api_key, .arg = "KEY",
                                            .help = "require this bearer key (default $CLINFER_API_KEY)"),
@@ -115,7 +121,8 @@ int cmd_serve(int argc, char **argv) {
         if (stat(slot_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s is not a folder", slot_dir));
     }
-    if (!dr.model && (dr.min || dr.p_min > 0)) return cli_usage(USAGE, "--draft-min and --draft-p-min go with -md FILE");
+    if (!dr.model && (dr.min || dr.p_min > 0 || draft_streams != 2))
+        return cli_usage(USAGE, "--draft-min, --draft-p-min and --draft-streams go with -md FILE");
     /* -md alone: 4 (llama.cpp's --spec-draft-n-max is 3; on this project's CPU 4 beat 16 by far:
      * a verify row costs a fraction of a target token there, bench/RESULTS.md) */
     const int draft_max = dr.model && !dr.max ? 4 : dr.max;
@@ -163,7 +170,7 @@ int cmd_serve(int argc, char **argv) {
         if (st == CLINFER_OK) st = cli_session_open(dpath, &o.place, -1, o.kv, &ds);
         if (st == CLINFER_OK)
             st = srv_draft_create(s.m, ds.m, parallel, srv_engine_n_ctx(e), o.kv,
-                                  &(srv_draft_params){draft_max, dr.min, dr.p_min}, &draft);
+                                  &(srv_draft_params){draft_max, dr.min, dr.p_min, draft_streams}, &draft);
         if (st != CLINFER_OK) {
             snprintf(why, sizeof why, "%s", clinfer_last_error()); /* clinfer_fail writes where it points */
             st = clinfer_fail(st, "the draft model (-md %s): %s", dr.model, why);

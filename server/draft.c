@@ -11,7 +11,7 @@ struct srv_draft {
     const clinfer_model *m;
     int n_slots, n_ctx, n_batch;
     int n_vocab;         /* ids a draft may use: both models' */
-    int max, min;
+    int max, min, max_streams;
     float p_min;
     int32_t **held;      /* [n_slots][n_ctx]: the tokens each draft sequence holds, in order */
     int *n_held;         /* [n_slots] */
@@ -43,7 +43,7 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
     if (!d) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     d->m = draft;
     d->n_slots = n_slots;
-    d->max = p->draft_max, d->min = p->draft_min, d->p_min = p->p_min;
+    d->max = p->draft_max, d->min = p->draft_min, d->p_min = p->p_min, d->max_streams = p->max_streams;
     const int nt = clinfer_model_n_vocab(target), nd = clinfer_model_n_vocab(draft);
     d->n_vocab = nt < nd ? nt : nd;
     /* the whole context a slot: no --kv-memory share to run out of mid-draft */
@@ -93,6 +93,7 @@ void srv_draft_free(srv_draft *d) {
 }
 
 int srv_draft_max(const srv_draft *d) { return d ? d->max : 0; }
+int srv_draft_max_streams(const srv_draft *d) { return d->max_streams; }
 
 void srv_draft_reset(srv_draft *d, int slot) {
     d->len[slot] = d->max;

@@ -25,6 +25,10 @@ typedef struct srv_draft_params {
     int draft_max;  /* the longest draft (> 0) */
     int draft_min;  /* a shorter draft is none (0..draft_max) */
     float p_min;    /* a draft stops before a token the draft model gives less than this (0..1) */
+    /* no drafts in a step that decodes more slots than this (0: no bound; vLLM's
+     * speculative_disable_by_batch_size): each slot's draft costs draft passes and verify rows,
+     * which a step already busy with other slots' tokens no longer gets for free */
+    int max_streams;
 } srv_draft_params;
 
 /* n_slots sequences of n_ctx tokens on `draft` (the caller's model, which
@@ -35,6 +39,8 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
                                 clinfer_kv_type kv, const srv_draft_params *p, srv_draft **out);
 void srv_draft_free(srv_draft *d);
 int srv_draft_max(const srv_draft *d);
+/* srv_draft_params.max_streams */
+int srv_draft_max_streams(const srv_draft *d);
 
 /* A new job in the slot: its draft length starts at draft_max again. */
 void srv_draft_reset(srv_draft *d, int slot);

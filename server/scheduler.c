@@ -748,6 +748,8 @@ static int build_step(srv_sched *s) {
         if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--, n_decode++;
     int draft_rows = SPEC_STEP_ROWS - n_decode;
     s->n_dreq = 0;
+    if (s->draft && srv_draft_max_streams(s->draft) > 0 && n_decode > srv_draft_max_streams(s->draft))
+        draft_rows = 0; /* a busy step: the draft model's drafts would cost more than they save */
     for (int k = 0; k < s->n_slots; k++) {
         const int i = (s->prefill_from + k) % s->n_slots;
         srv_job *j = s->slots[i].job;

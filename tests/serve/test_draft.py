@@ -59,7 +59,7 @@ def folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def self_draft(folder):
     """The default model drafting for itself, saving slots into `folder`."""
-    s = Server(*OPTS, "--model-draft", SMOL, "--draft-max", "8", "--slot-save-path", str(folder))
+    s = Server(*OPTS, "--model-draft", SMOL, "--draft-max", "8", "--draft-streams", "0", "--slot-save-path", str(folder))
     yield s
     rc, err = s.stop()
     assert rc == 0, err
@@ -144,3 +144,4 @@ def test_models_dir_refused(tmp_path):
 def test_draft_min_needs_draft():
     err = refused("-m", TINY, "--draft-min", "2")
     assert "go with -md FILE" in err, err
+    assert "go with -md FILE" in refused("-m", TINY, "--draft-streams", "4")
