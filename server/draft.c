@@ -22,6 +22,9 @@ struct srv_draft {
     int *pos;            /* [n_slots]: the text's tokens the draft sequence holds */
     int *on;             /* [n_slots]: still drafting */
     double *chance;      /* [n_slots]: a sampled request's estimated chance its draft so far is taken */
+    clinfer_grammar_walk **walk; /* [n_slots]: a request's grammar walk, or NULL */
+    int n_tv, n_dv;      /* the target's and the draft model's vocabularies (logits per row) */
+    float *lg;           /* [n_tv]: a row's logits, masked by a grammar */
     int *pause;          /* [n_slots]: steps the slot drafts nothing (after a sampled request's empty draft) */
 };
 
@@ -46,6 +49,7 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
     d->max = p->draft_max, d->min = p->draft_min, d->p_min = p->p_min, d->max_streams = p->max_streams;
     const int nt = clinfer_model_n_vocab(target), nd = clinfer_model_n_vocab(draft);
     d->n_vocab = nt < nd ? nt : nd;
+    d->n_tv = nt, d->n_dv = nd;
     /* the whole context a slot: no --kv-memory share to run out of mid-draft */
     st = srv_engine_create(draft, n_slots, n_ctx, kv, 0, &d->e);
     if (st == CLINFER_OK) {
@@ -60,7 +64,10 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
         d->on = calloc((size_t)n_slots, sizeof *d->on);
         d->chance = calloc((size_t)n_slots, sizeof *d->chance);
         d->pause = calloc((size_t)n_slots, sizeof *d->pause);
-        int ok = d->held && d->n_held && d->len && d->en && d->at && d->pos && d->on && d->chance && d->pause;
+        d->walk = calloc((size_t)n_slots, sizeof *d->walk);
+        d->lg = malloc((size_t)nt * sizeof *d->lg);
+        int ok = d->held && d->n_held && d->len && d->en && d->at && d->pos && d->on && d->chance && d->pause && d->walk &&
+                 d->lg;
         for (int i = 0; ok && i < n_slots; i++) {
             ok = (d->held[i] = malloc((size_t)d->n_ctx * sizeof **d->held)) != NULL;
             d->len[i] = d->max;
@@ -88,6 +95,8 @@ void srv_draft_free(srv_draft *d) {
     free(d->on);
     free(d->chance);
     free(d->pause);
+    free(d->walk);
+    free(d->lg);
     srv_engine_free(d->e);
     free(d);
 }
@@ -129,7 +138,17 @@ int srv_draft_settle(srv_draft *d, int slot, int drafted, int accepted) {
 /* The request's next draft token from the logits of its last token: the
  * draft model's best among both vocabularies' ids, unless it is unsure
  * (p_min) or the draft is ended (an end token: nothing follows it). */
-static void pick(srv_draft *d, srv_draft_req *r, int *on, double *chance, const float *lg) {
+static void pick(srv_draft *d, srv_draft_req *r, int *on, double *chance, clinfer_grammar_walk *w, const float *lg) {
+    if (w) { /* under a grammar: the row as the target's vocabulary, masked */
+        const int n = d->n_dv < d->n_tv ? d->n_dv : d->n_tv;
+        memcpy(d->lg, lg, (size_t)n * sizeof *lg);
+        for (int i = n; i < d->n_tv; i++) d->lg[i] = -INFINITY;
+        if (clinfer_grammar_walk_mask(w, d->lg, d->n_tv) != CLINFER_OK) {
+            *on = 0;
+            return;
+        }
+        lg = d->lg;
+    }
     int best = 0;
     for (int i = 1; i < d->n_vocab; i++)
         if (lg[i] > lg[best]) best = i;
@@ -154,6 +173,10 @@ static void pick(srv_draft *d, srv_draft_req *r, int *on, double *chance, const 
             return;
         }
     }
+    if (w && !clinfer_grammar_walk_advance(w, best)) {
+        *on = 0;
+        return;
+    }
     r->out[r->nd++] = best;
     if (r->nd >= r->k || clinfer_token_is_eog(d->m, best)) *on = 0;
 }
@@ -174,7 +197,7 @@ static void step(srv_draft *d, srv_draft_req *reqs, int m) {
         const int i = d->at[k];
         memcpy(d->held[en->slot] + d->n_held[en->slot], en->tokens, (size_t)en->n * sizeof *en->tokens);
         d->n_held[en->slot] += en->n;
-        if (en->logits) pick(d, &reqs[i], &d->on[i], &d->chance[i], en->logits);
+        if (en->logits) pick(d, &reqs[i], &d->on[i], &d->chance[i], d->walk[i], en->logits);
     }
 }
 
@@ -189,6 +212,9 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
         if (r->k > d->n_ctx - r->n + 1) r->k = d->n_ctx - r->n + 1;
         d->on[i] = r->k > 0 && r->n > 0;
         d->chance[i] = 1;
+        d->walk[i] = NULL;
+        /* no memory for a walk: no draft (a draft outside the grammar would only be refused) */
+        if (d->on[i] && clinfer_grammar_walk_begin(r->smp, &d->walk[i]) != CLINFER_OK) d->on[i] = 0;
         if (!d->on[i]) continue;
         int c = 0;
         while (c < d->n_held[sl] && c < r->n - 1 && d->held[sl][c] == r->text[c]) c++;
@@ -241,6 +267,8 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
         step(d, reqs, m);
     }
     for (int i = 0; i < n; i++) {
+        clinfer_grammar_walk_free(d->walk[i]);
+        d->walk[i] = NULL;
         if (reqs[i].nd < d->min) reqs[i].nd = 0; /* too short to be worth its rows */
         if (reqs[i].nd == 0 && reqs[i].temp > 0) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
     }

@@ -67,6 +67,10 @@ typedef struct srv_draft_req {
     int32_t *out; /* [k]: the draft */
     int nd;       /* out: its length (0: none) */
     int tag;      /* the caller's */
+    /* the job's sampler, or NULL: where it holds a grammar the draft model's
+     * logits are masked by it as the draft goes (clinfer_grammar_walk), so
+     * drafts stay in its language; it is read, never changed */
+    const clinfer_sampler *smp;
 } srv_draft_req;
 /* A sampled request takes a greedy draft token x with probability p(x),
  * its target's law: the draft model's own p(x) at the request's

@@ -717,7 +717,7 @@ static void decode_entry(srv_sched *s, int i, srv_entry *en, int *budget, int *d
         if (k > 0) {
             int32_t *dr = s->drows + (size_t)i * (size_t)(1 + s->draft_max);
             s->slots[i].cached[len] = dr[0] = j->next;
-            s->dreq[s->n_dreq++] = (srv_draft_req){.slot = i, .text = s->slots[i].cached, .n = len + 1, .k = k, .temp = j->sp.temperature,
+            s->dreq[s->n_dreq++] = (srv_draft_req){.slot = i, .text = s->slots[i].cached, .n = len + 1, .k = k, .temp = j->sp.temperature, .smp = j->smp,
                                                    .out = dr + 1, .tag = (int)(en - s->entries)};
             rows = 1 + k;
             batch = dr;

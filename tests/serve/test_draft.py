@@ -4,7 +4,8 @@ the answers without one (the `smol` fixture's), for the default model
 drafting for itself (every draft taken, as /metrics shows) and for a Q4_0
 conversion of it written by `clinfer quantize` (drafts taken and refused);
 concurrent streams each equal to its lone answer; a seeded sampled request
-reproducible; a slot saved, erased and restored answering as before; and
+reproducible; drafts under a schema's grammar masked by it (every self-draft
+still taken); a slot saved, erased and restored answering as before; and
 the refusals at start: a draft of another vocabulary, -md with
 --models-dir, --draft-min without -md."""
 import concurrent.futures
@@ -93,6 +94,26 @@ def test_sampled_seeded(self_draft):
     assert a == b and a
     c = answer(self_draft, PROMPTS[0], temperature=0.8, seed=99)
     assert c  # another seed: an answer (most likely another text; not asserted)
+
+
+SCHEMA = {"type": "json_schema", "json_schema": {"name": "p", "strict": True, "schema": {
+    "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"], "additionalProperties": False}}}
+
+
+def test_grammar_masked_drafts(self_draft, smol):
+    """Under a schema's grammar the draft model's logits are masked as it drafts: its own file then
+    drafts the target's very tokens still (every draft taken), the answer the one without drafts.
+    Unmasked, a draft past a point where the draft model's best token is not allowed would be refused."""
+    ask = [{"role": "user", "content": "Describe a person as JSON."}]
+    kw = dict(model="m", messages=ask, response_format=SCHEMA, temperature=0, max_tokens=N)
+    want = oai(smol).chat.completions.create(**kw).choices[0].message.content
+    d0, a0 = drafts(self_draft)
+    got = oai(self_draft).chat.completions.create(**kw).choices[0].message.content
+    assert got == want
+    d1, a1 = drafts(self_draft)
+    # every draft taken but, at most, the one after the grammar's last token (the answer ends there)
+    assert d1 - d0 >= 4 and a1 - a0 >= d1 - d0 - 1, (d1 - d0, a1 - a0)
 
 
 def test_slot_round_trip(self_draft, want):
