@@ -44,7 +44,12 @@ struct clinfer_model {
      * file's tokenizer.chat_template; NULL: the file's */
     char *chat_template;
     uint64_t digest; /* the file's clf_gguf_header_digest and size: what a saved sequence state names */
+    /* LoRA adapters (clinfer_lora_load, api/lora.c), freed with the model */
+    struct clinfer_lora **loras;
+    int n_loras;
 };
+/* Frees the model's adapters (clinfer_model_free, before the weights). */
+void api_lora_free_all(clinfer_model *m);
 
 /* The model's chat template: the one set, else the file's (chat.h). */
 struct clf_chat;

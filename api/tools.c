@@ -127,13 +127,9 @@ clinfer_status clinfer_tools_grammar(const clinfer_tools *t, clinfer_tool_choice
     if (choice < CLINFER_TOOL_AUTO || choice > CLINFER_TOOL_NAMED)
         return (clinfer_status)clf_fail(CLF_ERR_ARG, "clinfer_tools_grammar: tool choice %d is not one", (int)choice);
     if (choice == CLINFER_TOOL_NONE) return CLINFER_OK;
-    char *schema = NULL, *call = NULL, *gbnf = NULL;
-    clinfer_status st = (clinfer_status)clf_tools_call_schema(t->t, (clf_tool_choice)choice, name, &schema);
-    if (st == CLINFER_OK) st = clinfer_json_schema_to_gbnf(schema, strlen(schema), &call);
-    if (st == CLINFER_OK) st = (clinfer_status)clf_tools_wrap_grammar(t->t, (clf_tool_choice)choice, parallel, call, &gbnf);
-    if (st == CLINFER_OK) st = clinfer_grammar_create(t->m, gbnf, strlen(gbnf), "tc-root", out);
-    free(schema);
-    free(call);
+    char *gbnf = NULL; /* NULL: the format takes no grammar under this choice (Harmony under auto) */
+    clinfer_status st = (clinfer_status)clf_tools_grammar(t->t, (clf_tool_choice)choice, name, parallel, &gbnf);
+    if (st == CLINFER_OK && gbnf) st = clinfer_grammar_create(t->m, gbnf, strlen(gbnf), "tc-root", out);
     free(gbnf);
     return st;
 }

@@ -39,9 +39,25 @@ double cli_now_s(void) {
 }
 
 clinfer_status cli_check_chat(const clinfer_model *m) {
-    char *text = NULL; /* an empty conversation: rendered only when the format is known */
+    /* one user message: the least a template renders (an empty conversation fails gpt-oss's, Granite's,
+     * Command R's and Mistral Nemo's templates, as under jinja2: they read messages[0]) */
+    char *text = NULL;
     size_t len;
-    clinfer_status st = clinfer_chat_apply(m, NULL, 0, 0, &text, &len);
+    const clinfer_chat_message one = {"user", "Hello"};
+    clinfer_status st = clinfer_chat_apply(m, &one, 1, 0, &text, &len);
     clinfer_free(text);
-    return st;
+    if (st == CLINFER_OK || st == CLINFER_ERR_MEMORY) return st;
+    /* a tool-use template (Command R+'s) renders only with tools: one offered, it serves tool requests */
+    static const char TOOL[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"f\","
+                               "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]";
+    char *first = strdup(clinfer_last_error());
+    clinfer_tools *t = NULL;
+    const clinfer_tool_message tm = {"user", "Hello", NULL, 0, NULL};
+    clinfer_status st2 = clinfer_tools_create(m, TOOL, sizeof TOOL - 1, &t);
+    if (st2 == CLINFER_OK) st2 = clinfer_tools_chat_apply(m, t, &tm, 1, 0, &text, &len);
+    clinfer_free(text);
+    clinfer_tools_free(t);
+    if (st2 != CLINFER_OK && first) clinfer_fail(st, "%s", first); /* the plain conversation's words */
+    free(first);
+    return st2 == CLINFER_OK ? CLINFER_OK : st;
 }

@@ -26,7 +26,7 @@
 static const char *USAGE =
     "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] " CLI_DRAFT_USAGE " [--draft-streams N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
-    "[--reasoning-budget -1|0] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
+    "[--reasoning-budget -1|0|N] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -90,8 +90,9 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_STR("--alias", &alias, .alias = "-a", .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
                                CLI_OPT_STR("--reasoning-format", &reasoning_format, .arg = "auto|none|deepseek",
                                            .help = "a model's reasoning as reasoning_content (auto, deepseek) or in content (none)"),
-                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 0,
-                                           .help = "-1: think as the model does; 0: no thinking (the template's enable_thinking false)"),
+                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 1 << 24,
+                                           .help = "-1: think as the model does; 0: no thinking (the template's "
+                                                   "enable_thinking false); N: the thought closed after N tokens"),
                                CLI_OPT_STR("--slot-save-path", &slot_dir, .arg = "DIR",
                                            .help = "the folder POST /slots/{id}?action=save|restore writes and reads "
                                                    "(made if missing); without it slots are not saved"),
@@ -134,6 +135,8 @@ int cmd_serve(int argc, char **argv) {
     if (models.models_dir && dr.model)
         return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--model-draft goes with one model (-m), not --models-dir: "
                                                        "a draft model drafts for one target's vocabulary"));
+    if (models.models_dir && (o.place.lora.n || o.place.lora_scaled.n)) /* one model's adapters, not a folder's */
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--lora and --lora-scaled go with -m, not --models-dir"));
     if (models.models_dir) { /* several models, each loaded on use */
         models.o = &o, models.alias = alias, models.parallel = parallel, models.queue = queue, models.kv_mib = kv_mib;
         models.draft_max = draft_max, models.cache_ram_mib = cache_ram_mib, models.slot_dir = slot_dir;
@@ -159,7 +162,8 @@ int cmd_serve(int argc, char **argv) {
     srv_draft *draft = NULL;
     char *id = model_id(alias, path);
     srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL), .slot_save_path = slot_dir,
-                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0};
+                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0,
+                   .reasoning_budget = reasoning_budget > 0 ? reasoning_budget : 0};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);
@@ -167,7 +171,9 @@ int cmd_serve(int argc, char **argv) {
     if (st == CLINFER_OK && dr.model) { /* the draft model, its vocabulary checked, a sequence a slot */
         char dpath[1024], why[1024];
         st = cli_model_fetch(dr.model, 0, dpath, sizeof dpath);
-        if (st == CLINFER_OK) st = cli_session_open(dpath, &o.place, -1, o.kv, &ds);
+        cli_place dplace = o.place; /* the LoRA adapters are the target's */
+        dplace.lora = dplace.lora_scaled = (cli_list){0};
+        if (st == CLINFER_OK) st = cli_session_open(dpath, &dplace, -1, o.kv, &ds);
         if (st == CLINFER_OK)
             st = srv_draft_create(s.m, ds.m, parallel, srv_engine_n_ctx(e), o.kv,
                                   &(srv_draft_params){draft_max, dr.min, dr.p_min, draft_streams}, &draft);

@@ -268,6 +268,7 @@ typedef struct clinfer_model_info {
     char devices[512];    /* every stage's device: "NAME", or "NAME + NAME ..." for a split or MPI ranks */
     int n_stages;         /* stages of a split on this process (1 unsplit, 0 vocab_only) */
     double load_seconds;  /* clinfer_model_load's time */
+    int head_dim;         /* an attention head's width (attention.key_length; n_embd / n_head where absent) */
 } clinfer_model_info;
 
 CLINFER_API clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info *info);
@@ -413,7 +414,9 @@ typedef enum clinfer_tool_choice {
  * to 16 in ChatML, else 1; Llama 3.1: 1). auto fails closed: ChatML: text
  * that holds no "<tool_call>", then optionally calls, so whatever opens a
  * call is a valid call; Llama 3.1: a call, or text that does not start
- * with "{" or a blank. none: *out NULL. */
+ * with "{" or a blank; Mistral, Granite, Command R, DeepSeek: text that
+ * holds no call marker, then optionally calls. gpt-oss (Harmony) under
+ * auto, and none: *out NULL (no grammar). */
 CLINFER_API clinfer_status clinfer_tools_grammar(const clinfer_tools *t, clinfer_tool_choice choice, const char *name,
                                                  int parallel, clinfer_grammar **out);
 
@@ -1028,6 +1031,38 @@ CLINFER_API void clinfer_mpi_on_broken(void (*fn)(void));
 /* Rank 0: what crossed the ranks, a line per kind of pass ("" when
  * nothing did), for a program's closing report. */
 CLINFER_API void clinfer_mpi_report(char *buf, size_t n);
+
+/* ---- LoRA adapters ---------------------------------------------------------------
+ * llama.cpp's GGUF adapters (convert_lora_to_gguf.py: general.type
+ * "adapter", adapter.lora.alpha, W.lora_a / W.lora_b per adapted weight),
+ * applied as y = W x + scale · alpha / rank · B (A x) on the device after
+ * each adapted product, over any weight type of the base (no merged copy).
+ * Several may be loaded on one model; each sequence of a session chooses
+ * its own and their scales, and one evaluation serves sequences with
+ * different adapters. Not over a split or MPI ranks (CLINFER_ERR_ARG). */
+typedef struct clinfer_lora clinfer_lora;
+
+/* Loads the adapter at path for m: CLINFER_ERR_FORMAT with the reason when
+ * the file is no LoRA adapter or not one for this base (architecture,
+ * tensors, shapes). The model owns it: it lives until clinfer_model_free;
+ * *out is also clinfer_model_lora(m, clinfer_model_lora_count(m) - 1). */
+CLINFER_API clinfer_status clinfer_lora_load(clinfer_model *m, const char *path, clinfer_lora **out);
+/* The adapters loaded on m, in load order (their index: the server's "id"). */
+CLINFER_API int clinfer_model_lora_count(const clinfer_model *m);
+CLINFER_API clinfer_lora *clinfer_model_lora(const clinfer_model *m, int i);
+/* The path it was loaded from. */
+CLINFER_API const char *clinfer_lora_path(const clinfer_lora *a);
+/* Its default scale (1 after loading): what the front ends apply where a
+ * request names no scale (--lora-scaled, the server's POST /lora-adapters);
+ * clinfer_session_set_lora takes its scales from the caller. */
+CLINFER_API float clinfer_lora_scale(const clinfer_lora *a);
+CLINFER_API clinfer_status clinfer_lora_set_scale(clinfer_lora *a, float scale);
+/* Sequence seq of s uses adapters[0 .. n) at scales[0 .. n) (n 0: none, the
+ * default; a scale of 0 is as if not listed; at most 8) from its next
+ * evaluation on. Its cached tokens are not recomputed: rewind first where
+ * they should be. */
+CLINFER_API clinfer_status clinfer_session_set_lora(clinfer_session *s, int seq, clinfer_lora *const *adapters,
+                                                    const float *scales, int n);
 
 #ifdef __cplusplus
 }

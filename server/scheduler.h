@@ -47,6 +47,14 @@ typedef struct srv_job_params {
     /* control tokens in the text as their text (gpt-oss's Harmony markers,
      * which reasoning.c splits on); 0: left out, as for every other model */
     int special;
+    /* a reasoning budget (reasoning.h's srv_budget): after this many
+     * tokens of an open thought its close is forced (tokens the job
+     * generates, counted in n_gen); 0: none. think_syntax: how the reply
+     * marks its thought (an srv_think_syntax), think_open as above */
+    int reasoning_budget, think_syntax;
+    /* the scale of each of the model's LoRA adapters (adapters.h; n_lora 0: none loaded) */
+    float lora[SRV_MAX_LORA];
+    int n_lora;
 } srv_job_params;
 
 /* A generated token's logprobs; its text is bytes [start, end) of the job's. */

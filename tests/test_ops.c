@@ -1,6 +1,7 @@
 /* The small kernels (host/compute/ops.h) against their double-precision C
  * references (tools/check/check_ops.c) over a sweep of odd and real shapes, and
  * the launchers' argument validation. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -281,8 +282,17 @@ static void test_bad_arguments(void **state) {
     expect_arg_error(clf_rope_yarn(&y, 0.0f, 4096, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW), "YaRN");
     expect_arg_error(clf_rope_yarn(&y, 32.0f, 0, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW), "YaRN");
     TU_OK(clf_rope_yarn(&y, 32.0f, 4096, 1.0f, CLF_YARN_BETA_FAST, CLF_YARN_BETA_SLOW));
+    assert_true(clf_rope_yarn_valid(&y) && clf_rope_yarn_valid(&ok));
     y.mscale = 0;
     expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &y), "YaRN");
+    /* a value that is not finite is refused by the one check clf_rope and the
+     * fused decode RoPE share (the decode took a NaN ramp end) */
+    y.mscale = 1.0f;
+    y.corr_hi = NAN;
+    assert_false(clf_rope_yarn_valid(&y));
+    expect_arg_error(clf_rope(rt, &a, 2, 64, 0, 1, 64, 0, &y), "YaRN");
+    y.corr_hi = 8.0f, y.ext_factor = INFINITY;
+    assert_false(clf_rope_yarn_valid(&y));
     TU_OK(clf_finish(rt));
     clf_tensor_free(&a);
     clf_tensor_free(&b);

@@ -4,7 +4,8 @@
  * "length", stop strings cut the text, a full queue refuses, a released job
  * frees its slot, stopping cuts running jobs and fails queued ones, and a
  * prefix cached in one slot is copied into another for a prompt sharing it,
- * the text as without the cache. */
+ * the text as without the cache; a --cache-ram entry evicted by the
+ * landing slot's own is not loaded in another's stead. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -748,6 +749,44 @@ static void test_shared_prefix_copied_across_slots(void **state) {
     for (int i = 0; i < N; i++) free(texts[i]);
 }
 
+/* --cache-ram with room for one conversation: a prompt whose prefix is in
+ * host memory lands on a slot whose own cache, kept there first, evicts
+ * that very entry; it is evaluated again, not given the other
+ * conversation's KV (its text as without any cache). */
+static void test_cache_ram_entry_evicted_by_landing(void **state) {
+    (void)state;
+    enum { SUFFIX = 12 };
+    int32_t a[LONG + SUFFIX], b[LONG], *pa = a, *pb = b;
+    fill(a, LONG + SUFFIX, 7);
+    fill(b, LONG, 8);
+    b[0] = a[0] == 3 ? 4 : 3; /* shares nothing with A */
+    int len = LONG, len_a = LONG + SUFFIX;
+    char *text;
+    srv_job_view v;
+    srv_stats st;
+    size_t one = 0; /* an entry's bytes: A's prompt kept when B takes the slot */
+    for (int pass = 0; pass < 2; pass++) {
+        server sv = start(1, LONG_CTX, 1);
+        assert_int_equal(srv_sched_cache_ram(sv.s, pass ? one + one / 2 : (size_t)1 << 30), CLINFER_OK);
+        run_together(&sv, &pa, &len, 1, &text, &v);
+        free(text);
+        run_together(&sv, &pb, &len, 1, &text, &v); /* A into host memory */
+        free(text);
+        srv_sched_stats(sv.s, &st);
+        assert_int_equal(st.cache_ram_entries, 1);
+        one = st.cache_ram_bytes;
+        if (pass) {
+            run_together(&sv, &pa, &len_a, 1, &text, &v); /* B kept, A out: nothing to take */
+            srv_sched_stats(sv.s, &st);
+            assert_int_equal(st.cache_ram_evictions, 1);
+            assert_int_equal(v.n_cached, 0);
+        }
+        stop(&sv);
+    }
+    expect_uncached(&pa, &len_a, 1, &text);
+    free(text);
+}
+
 /* Prompts that share a beginning and then part: each reuses exactly the part
  * it shares with a slot (but its own last two tokens), copied from a slot
  * busy with another of them. */
@@ -881,6 +920,7 @@ int main(void) {
         cmocka_unit_test(test_speculation_sampled),
         cmocka_unit_test(test_draft_model_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
+        cmocka_unit_test(test_cache_ram_entry_evicted_by_landing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

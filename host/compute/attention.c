@@ -439,7 +439,7 @@ static clf_status rope_check(const clf_rope_params *rope, int head_dim) {
     if (rope && (rope->n_rot < 2 || rope->n_rot % 2 || rope->n_rot > head_dim || !(rope->base > 1) ||
                  !(rope->freq_scale > 0) || (rope->mode != CLF_ROPE_NORM && rope->mode != CLF_ROPE_NEOX) ||
                  (rope->factors && (rope->factors->type != CLF_F32 || rope->factors->ne[0] != rope->n_rot / 2)) ||
-                 (rope->ext_factor != 0 && !(rope->mscale > 0))))
+                 !clf_rope_yarn_valid(rope)))
         return clf_fail(CLF_ERR_ARG, "attention: bad RoPE (mode %d, n_rot %d of head_dim %d, base %g, scale %g)",
                         (int)rope->mode, rope->n_rot, head_dim, rope->base, rope->freq_scale);
     return CLF_OK;

@@ -253,6 +253,11 @@ clf_status clf_rope_yarn(clf_rope_params *p, float factor, int n_ctx_orig, float
     return CLF_OK;
 }
 
+int clf_rope_yarn_valid(const clf_rope_params *p) {
+    return p->ext_factor == 0 || (isfinite(p->ext_factor) && isfinite(p->corr_lo) && isfinite(p->corr_hi) &&
+                                  p->mscale > 0 && isfinite(p->mscale));
+}
+
 cl_float4 clf_rope_yarn_arg(const clf_rope_params *p) {
     cl_float4 y = {{0, 0, 0, 1}};
     if (p && p->ext_factor != 0) y = (cl_float4){{p->ext_factor, p->corr_lo, p->corr_hi, p->mscale}};
@@ -269,8 +274,7 @@ clf_status clf_rope(clf_runtime *rt, clf_tensor *x, int n_tokens, int row_stride
         return clf_fail(CLF_ERR_ARG,
                         "rope: bad parameters (tokens %d, heads %d, head_dim %d, n_rot %d, col0 %d, pos0 %d, base %g, freq_scale %g)",
                         n_tokens, n_heads, head_dim, p->n_rot, col0, pos0, p->base, p->freq_scale);
-    if (p->ext_factor != 0 && (!isfinite(p->ext_factor) || !isfinite(p->corr_lo) || !isfinite(p->corr_hi) ||
-                               !(p->mscale > 0) || !isfinite(p->mscale)))
+    if (!clf_rope_yarn_valid(p))
         return clf_fail(CLF_ERR_ARG, "rope: bad YaRN parameters (ext_factor %g, corr dims %g..%g, mscale %g)",
                         p->ext_factor, p->corr_lo, p->corr_hi, p->mscale);
     if (p->factors) {

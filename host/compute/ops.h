@@ -69,6 +69,9 @@ typedef struct clf_rope_params {
 #define CLF_YARN_BETA_SLOW 1.0f
 clf_status clf_rope_yarn(clf_rope_params *p, float factor, int n_ctx_orig, float attn_factor, float beta_fast,
                          float beta_slow);
+/* 1 where p's YaRN values (if any: ext_factor != 0) are finite with mscale > 0: what
+ * clf_rope and the fused decode RoPE both require (a NaN would reach the output). */
+int clf_rope_yarn_valid(const clf_rope_params *p);
 /* The kernels' YaRN argument (cl/common.cl rope_angles_yarn): (ext_factor,
  * corr_lo, corr_hi, mscale), or (0, 0, 0, 1) for none. */
 cl_float4 clf_rope_yarn_arg(const clf_rope_params *p);

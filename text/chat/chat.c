@@ -401,22 +401,12 @@ clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const cl
                              int reply_start, int add_special, int32_t **ids, int *n_ids) {
     *ids = NULL;
     *n_ids = 0;
-    if (c->jinja) {
-        /* the rendering, its messages' texts found in it as text */
+    if (c->jinja) { /* the rendering, its messages' texts found in it as text */
         char *text;
         size_t len;
         CLF_TRY(clf_chat_render(c, msgs, n, reply_start, &text, &len));
-        const char **texts = malloc((size_t)(n > 0 ? n : 1) * sizeof *texts);
-        clf_span *sv = NULL;
-        int nsv = 0;
-        clf_status st = texts ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-        for (int i = 0; st == CLF_OK && i < n; i++) texts[i] = msgs[i].content;
-        if (st == CLF_OK) st = clf_chat_find_spans(text, len, texts, n, &sv, &nsv);
-        if (st == CLF_OK) st = clf_tokenize_plain(t, text, len, add_special, sv, nsv, ids, n_ids);
-        free(texts);
-        free(sv);
-        free(text);
-        return st;
+        return clf_chat_tokenize_rendered(t, text, len, n > 0 ? (const char *)&msgs[0].content : NULL, sizeof *msgs, n,
+                                          add_special, ids, n_ids);
     }
     clf_buf b = {0};
     spans sp = {0};
@@ -424,6 +414,23 @@ clf_status clf_chat_tokenize(const clf_chat *c, const clf_tokenizer *t, const cl
     if (st == CLF_OK) st = clf_tokenize_plain(t, b.p, b.n, add_special, sp.v, sp.n, ids, n_ids);
     clf_buf_free(&b);
     free(sp.v);
+    return st;
+}
+
+clf_status clf_chat_tokenize_rendered(const clf_tokenizer *t, char *text, size_t len, const char *first, size_t stride,
+                                      int n, int add_special, int32_t **ids, int *n_ids) {
+    *ids = NULL;
+    *n_ids = 0;
+    const char **texts = malloc((size_t)(n > 0 ? n : 1) * sizeof *texts);
+    clf_span *sv = NULL;
+    int nsv = 0;
+    clf_status st = texts ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    for (int i = 0; st == CLF_OK && i < n; i++) memcpy(&texts[i], first + (size_t)i * stride, sizeof *texts);
+    if (st == CLF_OK) st = clf_chat_find_spans(text, len, texts, n, &sv, &nsv);
+    if (st == CLF_OK) st = clf_tokenize_plain(t, text, len, add_special, sv, nsv, ids, n_ids);
+    free(texts);
+    free(sv);
+    free(text);
     return st;
 }
 
@@ -435,16 +442,7 @@ clf_status clf_chat_tokenize_next(const clf_chat *c, const clf_tokenizer *t, con
         char *d;
         size_t n;
         clf_status st = jinja_delta(c, role, content, 1, &d, &n);
-        if (st == CLF_OK) {
-            const char *texts[1] = {content};
-            clf_span *sv = NULL;
-            int nsv = 0;
-            st = clf_chat_find_spans(d, n, texts, 1, &sv, &nsv);
-            if (st == CLF_OK) st = clf_tokenize_plain(t, d, n, 0, sv, nsv, ids, n_ids);
-            free(sv);
-            free(d);
-            return st;
-        }
+        if (st == CLF_OK) return clf_chat_tokenize_rendered(t, d, n, (const char *)&content, sizeof content, 1, 0, ids, n_ids);
         if (c->format == CLF_CHAT_JINJA) return st;
         /* a known format whose template does not continue that way: by hand */
     }

@@ -102,6 +102,14 @@ clf_status clf_chat_jinja_render(const clf_chat *c, const char *messages_json, c
 clf_status clf_chat_find_spans(const char *text, size_t len, const char *const *texts, int n, clf_span **spans,
                                int *n_spans);
 
+/* A rendering's tokens: text[0, len) (taken: freed here, whatever the
+ * outcome), the messages' texts in it found (clf_chat_find_spans) and
+ * tokenized as text, the rest with its control tokens; the texts are the
+ * n strings at *(const char **)(first + i * stride) (a message array's
+ * content fields, NULL ones skipped). BOS first where add_special. */
+clf_status clf_chat_tokenize_rendered(const clf_tokenizer *t, char *text, size_t len, const char *first, size_t stride,
+                                      int n, int add_special, int32_t **ids, int *n_ids);
+
 /* The text that closes an assistant turn ("<|im_end|>\n" for ChatML): fed to
  * the model after an answer so that the next turn follows as in training.
  * (CLF_CHAT_JINJA: what the template writes after an answer, "" when that

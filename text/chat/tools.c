@@ -1,5 +1,7 @@
 #include "tools.h"
 #include "buf.h"
+#include "tools_impl.h"
+#include "json_schema.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -13,10 +15,25 @@ enum { OPEN_LEN = sizeof OPEN - 1, CLOSE_LEN = sizeof CLOSE - 1 };
 
 static int llama31(const clf_chat *c) { return c->format == CLF_CHAT_LLAMA3 && c->knowledge[0]; }
 
+clf_tool_format clf_tools_format(const clf_chat *c) {
+    clf_tool_format f = clf_tf_detect(c->jinja);
+    if (f != CLF_TOOLS_NONE) return f;
+    if (c->format == CLF_CHAT_CHATML) return CLF_TOOLS_HERMES;
+    if (llama31(c)) return CLF_TOOLS_LLAMA3;
+    return CLF_TOOLS_NONE;
+}
+
+const char *clf_tools_format_name(clf_tool_format f) {
+    static const char *const NAMES[] = {"none", "Hermes (ChatML)", "Llama 3.1", "Mistral", "Mistral (ARGS)",
+                                        "Harmony (gpt-oss)", "DeepSeek R1", "DeepSeek V3.1", "Granite", "Command R",
+                                        "Command R7B"};
+    return (unsigned)f < sizeof NAMES / sizeof *NAMES ? NAMES[f] : "?";
+}
+
 clf_status clf_tools_supported(const clf_chat *c) {
-    if (c->format == CLF_CHAT_CHATML || llama31(c)) return CLF_OK;
-    return clf_fail(CLF_ERR_FORMAT, "the %s chat format%s has no tool-call syntax (tools work with ChatML: "
-                                    "SmolLM2, Qwen2.5/3; and Llama 3.1+)",
+    if (clf_tools_format(c) != CLF_TOOLS_NONE) return CLF_OK;
+    return clf_fail(CLF_ERR_FORMAT, "the %s chat format%s has no tool-call syntax (tools work with ChatML/Hermes/Qwen, "
+                                    "Llama 3.1+, Mistral, gpt-oss, DeepSeek R1/V3.1, Granite and Command R)",
                     clf_chat_format_name(c->format), c->format == CLF_CHAT_LLAMA3 ? " before Llama 3.1" : "");
 }
 
@@ -355,15 +372,41 @@ static clf_status plain_messages(const clf_tool_msg *m, int n, clf_chat_msg **ou
  * assistant's tool_calls with their arguments as JSON objects, a tool's
  * tool_call_id), the tools as given. One that does not (SmolLM2's) keeps
  * the format by hand above, which is what such a model was tuned on. */
-static int template_writes_tools(const clf_chat *c) { return c->jinja && strstr(c->jinja, "tools"); }
+static int template_writes_tools(const clf_chat *c) {
+    return c->jinja && (strstr(c->jinja, "tools") || clf_tf_detect(c->jinja) != CLF_TOOLS_NONE);
+}
+
+/* A call id as Mistral's templates take it (9 letters and digits, else
+ * they refuse the conversation): one such as it is, another (OpenAI's
+ * "call_...", the server's own) mapped to 9 by its FNV-1a hash, so that a
+ * call and the result that names it agree. out: 10 bytes. */
+static const char *mistral_id(const char *id, char out[10]) {
+    static const char ALNUM[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    size_t n = strlen(id), k = 0;
+    while (k < n && strchr(ALNUM, id[k]) && id[k]) k++;
+    if (n == 9 && k == 9) return id;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 1099511628211ull;
+    for (int i = 0; i < 9; i++, h /= 62) out[i] = ALNUM[h % 62];
+    out[9] = 0;
+    return out;
+}
 
 static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n,
-                                     int reply_start, char **buf, size_t *len) {
+                                     int reply_start, int variant, char **buf, size_t *len) {
+    int args_text = variant & 1, empty_content = variant & 2; /* jinja_render_calls' variants */
+    clf_tool_format f = clf_tools_format(c);
+    int nine = f == CLF_TOOLS_MISTRAL || f == CLF_TOOLS_MISTRAL_ARGS; /* ids of 9 characters */
+    char idbuf[10];
     if (n < 0 || (n > 0 && !m)) return clf_fail(CLF_ERR_ARG, "no messages");
     for (int i = 0; i < n; i++) CLF_TRY(check_role(&m[i], i));
     json_t *a = json_array();
     for (int i = 0; a && i < n; i++) {
-        json_t *o = json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content ? m[i].content : "");
+        /* an assistant's calls without text: content null, as OpenAI sends it (DeepSeek R1's template writes
+         * the calls only then) */
+        json_t *o = m[i].content || !m[i].n_calls || empty_content
+                        ? json_pack("{s:s, s:s}", "role", m[i].role, "content", m[i].content ? m[i].content : "")
+                        : json_pack("{s:s, s:n}", "role", m[i].role, "content");
         if (!o) { /* not UTF-8 */
             json_decref(a);
             return clf_fail(CLF_ERR_ARG, "message %d is not UTF-8 text", i);
@@ -372,16 +415,21 @@ static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, 
             json_t *calls = json_array();
             for (int k = 0; k < m[i].n_calls; k++) {
                 const clf_tool_call *tc = &m[i].calls[k];
-                json_t *args = tc->arguments ? json_loads(tc->arguments, JSON_DECODE_ANY, NULL) : json_object();
+                json_t *args = args_text ? json_string(tc->arguments ? tc->arguments : "{}")
+                               : tc->arguments ? json_loads(tc->arguments, JSON_DECODE_ANY, NULL) : json_object();
                 if (!args) args = json_string(tc->arguments); /* not JSON: the text as it is */
                 json_t *fn = json_pack("{s:s, s:o}", "name", tc->name ? tc->name : "", "arguments", args ? args : json_null());
-                json_t *call = json_pack("{s:s, s:s, s:o}", "id", tc->id ? tc->id : "", "type", "function", "function",
+                const char *id = tc->id ? tc->id : "";
+                if (nine) id = mistral_id(id, idbuf);
+                json_t *call = json_pack("{s:s, s:s, s:o}", "id", id, "type", "function", "function",
                                          fn ? fn : json_null());
                 json_array_append_new(calls, call ? call : json_null());
             }
             json_object_set_new(o, "tool_calls", calls);
         }
-        if (m[i].tool_call_id) json_object_set_new(o, "tool_call_id", json_string(m[i].tool_call_id));
+        if (m[i].tool_call_id)
+            json_object_set_new(o, "tool_call_id",
+                                json_string(nine ? mistral_id(m[i].tool_call_id, idbuf) : m[i].tool_call_id));
         json_array_append_new(a, o);
     }
     char *msgs = a ? json_dumps(a, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
@@ -394,13 +442,34 @@ static clf_status jinja_conversation(const clf_chat *c, const clf_tools *tools, 
     return st;
 }
 
+/* The conversation rendered as templates differ on calls (llama.cpp reads
+ * the same off each template's behaviour): the calls' arguments as objects
+ * (Hugging Face's templates) or as the JSON text OpenAI sends (DeepSeek
+ * R1's template concatenates them to its text); a call's missing text as
+ * null (R1's writes the calls only then) or "" (Devstral's indexes it):
+ * the first variant the template renders. */
+static clf_status jinja_render_calls(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n,
+                                     int reply_start, char **buf, size_t *len) {
+    clf_status st = jinja_conversation(c, tools, m, n, reply_start, 0, buf, len);
+    int calls = 0;
+    for (int i = 0; i < n && m; i++) calls += m[i].n_calls;
+    if (st == CLF_OK || !calls || st == CLF_ERR_MEMORY) return st;
+    char *first = strdup(clf_last_error());
+    clf_status st2 = st;
+    for (int v = 1; v < 4 && st2 != CLF_OK && st2 != CLF_ERR_MEMORY; v++)
+        st2 = jinja_conversation(c, tools, m, n, reply_start, v, buf, len);
+    if (st2 != CLF_OK && first) clf_fail(st, "%s", first); /* the first failure's words */
+    free(first);
+    return st2 == CLF_OK ? CLF_OK : st;
+}
+
 clf_status clf_tools_render(const clf_chat *c, const clf_tools *tools, const clf_tool_msg *m, int n, int reply_start,
                             char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
     if (template_writes_tools(c) && (n <= 0 || !m || uses_tools(tools, m, n))) {
         CLF_TRY(clf_tools_supported(c));
-        return jinja_conversation(c, tools, m, n, reply_start, buf, len);
+        return jinja_render_calls(c, tools, m, n, reply_start, buf, len);
     }
     if (n > 0 && m && !uses_tools(tools, m, n)) {
         clf_chat_msg *cm;
@@ -440,18 +509,9 @@ clf_status clf_tools_tokenize(const clf_chat *c, const clf_tools *tools, const c
         char *text;
         size_t len;
         CLF_TRY(clf_tools_supported(c));
-        CLF_TRY(jinja_conversation(c, tools, m, n, reply_start, &text, &len));
-        const char **texts = malloc((size_t)(n > 0 ? n : 1) * sizeof *texts);
-        clf_span *sv = NULL;
-        int nsv = 0;
-        clf_status st = texts ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "out of host memory");
-        for (int i = 0; st == CLF_OK && i < n; i++) texts[i] = m[i].content;
-        if (st == CLF_OK) st = clf_chat_find_spans(text, len, texts, n, &sv, &nsv);
-        if (st == CLF_OK) st = clf_tokenize_plain(tok, text, len, add_special, sv, nsv, ids, n_ids);
-        free(texts);
-        free(sv);
-        free(text);
-        return st;
+        CLF_TRY(jinja_render_calls(c, tools, m, n, reply_start, &text, &len));
+        return clf_chat_tokenize_rendered(tok, text, len, n > 0 ? (const char *)&m[0].content : NULL, sizeof *m, n,
+                                          add_special, ids, n_ids);
     }
     text t = {0};
     clf_status st = render(c, tools, m, n, reply_start, &t);
@@ -502,9 +562,12 @@ static json_t *call_object(const clf_tools *t, int i, json_t *root, clf_status *
         json_decref(params);
         return NULL;
     }
-    const char *key = t->chat.format == CLF_CHAT_CHATML ? "arguments" : "parameters";
-    json_t *o = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object", "properties", "name", "const",
-                          t->names[i], key, params, "required", "name", key, "additionalProperties", 0);
+    clf_tool_format f = clf_tools_format(&t->chat);
+    int cohere = f == CLF_TOOLS_COMMAND_R || f == CLF_TOOLS_COMMAND_R7B;
+    const char *key = f == CLF_TOOLS_LLAMA3 || cohere ? "parameters" : "arguments";
+    const char *nkey = cohere ? "tool_name" : "name";
+    json_t *o = json_pack("{s:s, s:{s:{s:s}, s:o}, s:[s, s], s:b}", "type", "object", "properties", nkey, "const",
+                          t->names[i], key, params, "required", nkey, key, "additionalProperties", 0);
     if (!o) *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     return o;
 }
@@ -556,7 +619,6 @@ static int defines_tc(const char *g) {
     return 0;
 }
 
-enum { MAX_PARALLEL = 16 }; /* calls in one reply: a small model may otherwise call on until max_tokens */
 
 /* Text that holds no "<tool_call>" (a partial one at its end allowed), as
  * the automaton that matches the tag: tc-aK, having matched its first K
@@ -583,9 +645,12 @@ clf_status clf_tools_wrap_grammar(const clf_tools *t, clf_tool_choice choice, in
     if (!t || !call_gbnf) return clf_fail(CLF_ERR_ARG, "no tools or no call grammar");
     if (choice == CLF_TOOL_NONE) return clf_fail(CLF_ERR_ARG, "tool_choice none has no grammar");
     if (defines_tc(call_gbnf)) return clf_fail(CLF_ERR_ARG, "the call grammar defines a tc- rule, the wrapper's prefix");
+    clf_tool_format f = clf_tools_format(&t->chat);
+    if (f != CLF_TOOLS_HERMES && f != CLF_TOOLS_LLAMA3) /* the call object's grammar within the format's markers */
+        return clf_tf_grammar(f, choice, parallel, (const char *const *)t->names, t->params, t->n, -1, call_gbnf, gbnf);
     text g = {0};
     char line[160];
-    if (t->chat.format == CLF_CHAT_CHATML) {
+    if (f == CLF_TOOLS_HERMES) {
         mark(&g, choice == CLF_TOOL_AUTO ? "tc-root ::= tc-free tc-calls?\n" : "tc-root ::= tc-calls\n");
         /* the calls on lines of their own, as the template writes them */
         snprintf(line, sizeof line, "tc-calls ::= tc-call ( \"\\n\" tc-call ){0,%d}\n",
@@ -608,101 +673,34 @@ clf_status clf_tools_wrap_grammar(const clf_tools *t, clf_tool_choice choice, in
     return CLF_OK;
 }
 
+clf_status clf_tools_grammar(const clf_tools *t, clf_tool_choice choice, const char *name, int parallel, char **gbnf) {
+    *gbnf = NULL;
+    if (!t) return clf_fail(CLF_ERR_ARG, "no tools");
+    if (choice == CLF_TOOL_NONE) return clf_fail(CLF_ERR_ARG, "tool_choice none has no grammar");
+    clf_tool_format f = clf_tools_format(&t->chat);
+    if (f == CLF_TOOLS_MISTRAL_ARGS || f == CLF_TOOLS_HARMONY || f == CLF_TOOLS_DEEPSEEK_R1 ||
+        f == CLF_TOOLS_DEEPSEEK_V3) { /* the name outside the arguments' JSON: a grammar per function */
+        int only = -1;
+        if (choice == CLF_TOOL_NAMED) {
+            for (int i = 0; i < t->n; i++)
+                if (name && !strcmp(t->names[i], name)) only = i;
+            if (only < 0)
+                return clf_fail(CLF_ERR_ARG, "tool_choice names '%.64s', which is not one of the tools", name ? name : "");
+        }
+        return clf_tf_grammar(f, choice, parallel, (const char *const *)t->names, t->params, t->n, only, NULL, gbnf);
+    }
+    char *schema = NULL, *call = NULL;
+    clf_status st = clf_tools_call_schema(t, choice, name, &schema);
+    if (st == CLF_OK) st = clf_json_schema_to_gbnf(schema, strlen(schema), &call);
+    if (st == CLF_OK) st = clf_tools_wrap_grammar(t, choice, parallel, call, gbnf);
+    free(schema);
+    free(call);
+    return st;
+}
+
 /* ---- parsing -------------------------------------------------------------- */
 
-/* The scanners' answers: done (past it), more (the text ran out first), bad. */
-enum { BAD = -1, MORE = 0, DONE = 1 };
-
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-static void skip_ws(const char *s, size_t n, size_t *i) {
-    while (*i < n && is_ws(s[*i])) (*i)++;
-}
-
-static int expect(const char *s, size_t n, size_t *i, char c) {
-    skip_ws(s, n, i);
-    if (*i >= n) return MORE;
-    if (s[*i] != c) return BAD;
-    (*i)++;
-    return DONE;
-}
-
-/* A JSON string at s[*i]. */
-static int string_end(const char *s, size_t n, size_t *i) {
-    if (*i >= n) return MORE;
-    if (s[*i] != '"') return BAD;
-    for (size_t k = *i + 1; k < n; k++) {
-        if ((unsigned char)s[k] < 0x20) return BAD;
-        if (s[k] == '\\') k++;
-        else if (s[k] == '"') {
-            *i = k + 1;
-            return DONE;
-        }
-    }
-    return MORE;
-}
-
-/* A JSON value at s[*i] (its nesting followed, not checked in detail: the
- * grammar checked it). */
-static int value_end(const char *s, size_t n, size_t *i) {
-    if (*i >= n) return MORE;
-    if (s[*i] == '"') return string_end(s, n, i);
-    if (s[*i] == '{' || s[*i] == '[') {
-        int depth = 0;
-        for (size_t k = *i; k < n; k++) {
-            if (s[k] == '"') {
-                size_t j = k;
-                int r = string_end(s, n, &j);
-                if (r != DONE) return r;
-                k = j - 1;
-            } else if (s[k] == '{' || s[k] == '[') {
-                if (++depth > 512) return BAD;
-            } else if (s[k] == '}' || s[k] == ']') {
-                if (--depth == 0) {
-                    *i = k + 1;
-                    return DONE;
-                }
-            }
-        }
-        return MORE;
-    }
-    size_t k = *i;
-    while (k < n && !strchr(",}] \t\n\r", s[k])) k++;
-    if (k == *i) return BAD;
-    if (k == n) return MORE; /* a number may go on */
-    *i = k;
-    return DONE;
-}
-
-/* A key string at s[*i] that must be one of two. */
-static int key(const char *s, size_t n, size_t *i, const char *a, const char *b) {
-    skip_ws(s, n, i);
-    size_t at = *i;
-    int r = string_end(s, n, i);
-    if (r != DONE) return r;
-    size_t k = *i - at - 2;
-    if ((strlen(a) == k && !memcmp(s + at + 1, a, k)) || (b && strlen(b) == k && !memcmp(s + at + 1, b, k))) return DONE;
-    return BAD;
-}
-
-/* n bytes of a length-delimited text (no NUL after them: not strndup's string) */
-static char *dup_n(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
-/* Whether s[i, n) is a prefix of lit (MORE), lit itself (DONE, i past it) or neither. */
-static int literal(const char *s, size_t n, size_t *i, const char *lit, size_t k) {
-    size_t have = n - *i < k ? n - *i : k;
-    if (memcmp(s + *i, lit, have)) return BAD;
-    if (have < k) return MORE;
-    *i += k;
-    return DONE;
-}
+/* (the scanners: tools_impl.h) */
 
 /* One call's JSON object from s[*i] (ChatML: then its closing tag), into c. */
 static int parse_call(const char *s, size_t n, size_t *i, int chatml, clf_tool_parsed *c, clf_status *st) {
@@ -743,10 +741,6 @@ static int parse_call(const char *s, size_t n, size_t *i, int chatml, clf_tool_p
     return DONE;
 }
 
-static void trim_end(const char *s, size_t *n) {
-    while (*n && is_ws(s[*n - 1])) (*n)--;
-}
-
 /* Where OPEN first occurs whole in s[0, n), else n. */
 static size_t find_open(const char *s, size_t n) {
     for (size_t i = 0; i + OPEN_LEN <= n; i++)
@@ -754,17 +748,8 @@ static size_t find_open(const char *s, size_t n) {
     return n;
 }
 
-static clf_status add_call(clf_tool_reply *r, clf_tool_parsed **c) {
-    clf_tool_parsed *v = realloc(r->calls, (size_t)(r->n_calls + 1) * sizeof *v);
-    if (!v) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    r->calls = v;
-    *c = &v[r->n_calls++];
-    **c = (clf_tool_parsed){0};
-    return CLF_OK;
-}
-
 static clf_status parse_calls(const clf_chat *c, const char *s, size_t n, size_t i, clf_tool_reply *r) {
-    int chatml = c->format == CLF_CHAT_CHATML;
+    int chatml = clf_tools_format(c) == CLF_TOOLS_HERMES;
     clf_status st = CLF_OK;
     for (;;) {
         clf_tool_parsed *call = NULL;
@@ -787,7 +772,10 @@ clf_status clf_tools_parse(const clf_chat *c, const char *s, size_t n, int final
     clf_tool_reply *r = calloc(1, sizeof *r);
     if (!r) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     clf_status st = CLF_OK;
-    if (c->format == CLF_CHAT_CHATML) {
+    clf_tool_format f = clf_tools_format(c);
+    if (f != CLF_TOOLS_HERMES && f != CLF_TOOLS_LLAMA3) {
+        st = clf_tf_parse(f, s, n, final, r);
+    } else if (f == CLF_TOOLS_HERMES) {
         size_t at = find_open(s, n);
         if (at < n) {
             r->content_len = at;
@@ -806,9 +794,20 @@ clf_status clf_tools_parse(const clf_chat *c, const char *s, size_t n, int final
             r->content_len = keep;
         }
     } else {
-        size_t i = 0;
+        /* Llama 3.1: a reply that opens with a call's object, <|python_tag|>
+         * first where the model writes it (its control token is text under
+         * tools: the server writes them so for the other formats' markers) */
+        static const char TAG[] = "<|python_tag|>";
+        size_t i = 0, j;
         skip_ws(s, n, &i);
-        if (i < n && s[i] == '{') st = parse_calls(c, s, n, i, r);
+        j = i;
+        const int tag = literal(s, n, &j, TAG, sizeof TAG - 1);
+        if (tag == DONE) {
+            i = j;
+            skip_ws(s, n, &i);
+        }
+        if (tag == MORE && !final) r->content_len = 0; /* it may be the tag */
+        else if (i < n && s[i] == '{') st = parse_calls(c, s, n, i, r);
         else r->content_len = i < n || final ? n : 0;
     }
     if (st != CLF_OK) {

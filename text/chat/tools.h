@@ -10,7 +10,20 @@
  *   start of the first user turn, a call as the whole assistant turn
  *   `{"name": F, "parameters": {...}}` (one a turn), results in
  *   "ipython" turns.
- * Other formats (Llama 3.0, Gemma, Phi-3, Zephyr) have none: CLF_ERR_FORMAT.
+ * - The formats read off a template's text (tool_formats.c; the template
+ *   renders the tools, calls and results itself), as llama.cpp's
+ *   common/chat.cpp parses them: Mistral (`[TOOL_CALLS][{"name": F,
+ *   "arguments": {...}}, ...]`; Mistral Small 3.2's `[TOOL_CALLS]F[ARGS]{...}`
+ *   a call), gpt-oss's Harmony (`<|channel|>commentary to=functions.F
+ *   <|constrain|>json<|message|>{...}<|call|>`, or the recipient before the
+ *   channel), DeepSeek R1 (`<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function
+ *   <｜tool▁sep｜>F\n```json\n{...}\n```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>`)
+ *   and V3.1 (`<｜tool▁call▁begin｜>F<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`),
+ *   Granite (`<|tool_call|>[{"name": F, "arguments": {...}}]`) and
+ *   Command R (`Action: ```json [{"tool_name": F, "parameters": {...}}] ````; Command R7B's in
+ *   `<|START_ACTION|>[...]<|END_ACTION|>`).
+ * Other formats (Llama 3.0, Gemma, Phi-3, Zephyr, a template of none of
+ * these) have none: CLF_ERR_FORMAT naming the format.
  *
  * Also the grammar a reply is generated under (calls under the functions'
  * schemas) and the parser that turns a reply's text into content and
@@ -24,6 +37,26 @@
 #include "status.h"
 
 typedef struct clf_tools clf_tools;
+
+/* The tool-call syntaxes. */
+typedef enum clf_tool_format {
+    CLF_TOOLS_NONE,        /* no tool syntax */
+    CLF_TOOLS_HERMES,      /* ChatML's <tool_call> (Hermes, Qwen2.5/3, SmolLM2 by hand) */
+    CLF_TOOLS_LLAMA3,      /* Llama 3.1+: the reply a JSON call */
+    CLF_TOOLS_MISTRAL,     /* [TOOL_CALLS] then a JSON array of calls */
+    CLF_TOOLS_MISTRAL_ARGS, /* [TOOL_CALLS]F[ARGS]{...} (Mistral Small 3.2, Devstral) */
+    CLF_TOOLS_HARMONY,     /* gpt-oss */
+    CLF_TOOLS_DEEPSEEK_R1, /* function<｜tool▁sep｜>F\n```json ... */
+    CLF_TOOLS_DEEPSEEK_V3, /* F<｜tool▁sep｜>{...} (V3.1) */
+    CLF_TOOLS_GRANITE,     /* <|tool_call|>[...] */
+    CLF_TOOLS_COMMAND_R,   /* Action: ```json [...] ``` */
+    CLF_TOOLS_COMMAND_R7B, /* <|START_ACTION|>[...]<|END_ACTION|> */
+} clf_tool_format;
+
+/* c's tool syntax: its template's text first (the formats tool_formats.c
+ * knows), then its chat format's (ChatML, Llama 3.1+). */
+clf_tool_format clf_tools_format(const clf_chat *c);
+const char *clf_tools_format_name(clf_tool_format f);
 
 /* Whether the format has a tool syntax; CLF_ERR_FORMAT naming it if not. */
 clf_status clf_tools_supported(const clf_chat *c);
@@ -68,9 +101,9 @@ typedef enum clf_tool_choice {
 } clf_tool_choice;
 
 /* The JSON Schema of one call's JSON object, any of the functions (named:
- * that one only; CLF_ERR_ARG when there is no such function): {"name":
- * {"const": F}, "arguments" (Llama: "parameters"): the function's
- * parameters}, both required, in that order. *schema malloc'd. */
+ * that one only; CLF_ERR_ARG when there is no such function): {"name"
+ * (Command R, R7B: "tool_name"): {"const": F}, "arguments" (Llama, Command R, R7B:
+ * "parameters"): the function's parameters}, both required, in that order. *schema malloc'd. */
 clf_status clf_tools_call_schema(const clf_tools *t, clf_tool_choice choice, const char *name, char **schema);
 /* The reply's grammar: `call_gbnf` (that schema's GBNF, start rule `root`)
  * with rules prepended, all named tc-*, the start rule "tc-root":
@@ -82,6 +115,14 @@ clf_status clf_tools_call_schema(const clf_tools *t, clf_tool_choice choice, con
  * *gbnf malloc'd. CLF_ERR_ARG when call_gbnf defines a tc- rule. */
 clf_status clf_tools_wrap_grammar(const clf_tools *t, clf_tool_choice choice, int parallel, const char *call_gbnf,
                                   char **gbnf);
+
+/* The reply's grammar whole (start rule "tc-root") under choice (not
+ * none), each function's schema converted by the JSON Schema converter:
+ * clf_tools_call_schema and clf_tools_wrap_grammar for the formats whose
+ * call is a JSON object (Hermes, Llama, Mistral's array, Granite,
+ * Command R), the parameters' grammars under each function's name for the
+ * others. *gbnf NULL with CLF_OK: no grammar (Harmony under auto). */
+clf_status clf_tools_grammar(const clf_tools *t, clf_tool_choice choice, const char *name, int parallel, char **gbnf);
 
 /* A reply's text parsed: content and calls. */
 typedef struct clf_tool_parsed {
@@ -101,8 +142,11 @@ typedef struct clf_tool_reply {
 } clf_tool_reply;
 
 /* Parses text[0, len) in c's tool syntax. Calls begin at the first call
- * opening (ChatML's tag; Llama: a reply whose first non-blank is "{");
- * what follows a call that breaks off malformed is dropped. *out
+ * opening (ChatML's tag; Llama: a reply whose first non-blank is "{"; the
+ * others' markers); ChatML, Llama: what follows a call that breaks off
+ * malformed is dropped; the others (as llama.cpp): a marker that does not
+ * open well-formed calls is text, the search goes on after it (a call cut
+ * short by the reply's end is reported incomplete). *out
  * malloc'd (clf_tool_reply_free). Any bytes are safe. */
 clf_status clf_tools_parse(const clf_chat *c, const char *text, size_t len, int final, clf_tool_reply **out);
 void clf_tool_reply_free(clf_tool_reply *r);

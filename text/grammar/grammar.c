@@ -70,6 +70,8 @@ typedef struct parser {
     clf_map names_map; /* rule name -> its id (the core's map) */
     clf_map sets_map;  /* a byte set's 32 bytes -> its index in g->sets */
     cprange *class_buf;        /* a class's ranges while it is parsed (off the C stack: groups recurse) */
+    int32_t *chain_k;          /* [cap_chain] a bounded repetition's optional rules: k, else 0 */
+    int cap_chain;
     clf_status st;
 } parser;
 
@@ -349,6 +351,10 @@ static int repeat(parser *ps, int rule, int start, int min, int max) {
         for (int i = 0; i < max - min && !rc; i++) {
             int o = new_rule(ps);
             rc = o < 0;
+            int had = ps->cap_chain;
+            if (!rc && grow((void **)&ps->chain_k, &ps->cap_chain, o + 1, sizeof *ps->chain_k)) rc = 1;
+            if (!rc && ps->cap_chain > had) memset(ps->chain_k + had, 0, (size_t)(ps->cap_chain - had) * sizeof *ps->chain_k);
+            if (!rc) ps->chain_k[o] = i + 1; /* O_{i + 1} */
             for (int k = 0; k < n && !rc; k++) rc = ps_push(ps, &ps->rules[o], x[k].type, x[k].val);
             if (!rc && tail >= 0) rc = ps_push(ps, &ps->rules[o], G_REF, tail);
             rc = rc || ps_push(ps, &ps->rules[o], G_ALT, 0);
@@ -720,6 +726,30 @@ out:
     return result;
 }
 
+static int rule_len(const clf_grammar *g, int r) {
+    return (r + 1 < g->n_rules ? g->rule_start[r + 1] : g->n_el) - g->rule_start[r];
+}
+
+/* Keeps chain_k only where the chain is as repeat() made it and its x
+ * reads at least a byte (a byte set, or a rule that cannot match the
+ * empty text: with an x that may match nothing, O_k and O_K read the same
+ * texts of any length). From O_1 up (consecutive ids): O_1 ::= x | ;
+ * O_k ::= x O_{k-1} | , every O_k (k >= 2) the same length. */
+static void chains_check(clf_grammar *g, const uint8_t *nullable) {
+    for (int r = 0; r < g->n_rules; r++) {
+        int k = g->chain_k[r], ok = k > 0;
+        if (!ok) continue;
+        int i = g->rule_start[r], reads = 0;
+        for (; g->el[i].type != G_ALT && g->el[i].type != G_END; i++)
+            reads |= g->el[i].type == G_BYTES || (g->el[i].type == G_REF && !nullable[g->el[i].val]);
+        ok = reads && g->el[i].type == G_ALT && g->el[i + 1].type == G_END; /* x ..., then an empty alternative */
+        if (ok && k > 1) /* O_{k-1} kept, x then O_{k-1} */
+            ok = g->chain_k[r - 1] == k - 1 && g->el[i - 1].type == G_REF && g->el[i - 1].val == r - 1 &&
+                 (k == 2 || rule_len(g, r) == rule_len(g, r - 1));
+        if (!ok) g->chain_k[r] = 0;
+    }
+}
+
 static const char *shown_name(const clf_grammar *g, int r) {
     /* a generated rule shows as the first named rule that uses it */
     for (int k = 0; k < 4 && g->names[r][0] == '\x01'; k++) {
@@ -757,8 +787,10 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
     for (int r = 0; r < g->n_rules; r++) total += ps.rules[r].n + 1;
     if (ps.st == CLF_OK) {
         g->el = malloc((size_t)total * sizeof *g->el);
+        g->el_rule = malloc((size_t)total * sizeof *g->el_rule);
         g->rule_start = malloc((size_t)(g->n_rules ? g->n_rules : 1) * sizeof *g->rule_start);
-        if (!g->el || !g->rule_start) oom(&ps);
+        g->chain_k = calloc((size_t)(g->n_rules ? g->n_rules : 1), sizeof *g->chain_k);
+        if (!g->el || !g->el_rule || !g->rule_start || !g->chain_k) oom(&ps);
     }
     if (ps.st == CLF_OK) {
         int k = 0;
@@ -767,7 +799,9 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
             if (ps.rules[r].n) memcpy(g->el + k, ps.rules[r].e, (size_t)ps.rules[r].n * sizeof *g->el);
             k += ps.rules[r].n;
             g->el[k++] = (gel){G_END, r};
+            for (int i = g->rule_start[r]; i < k; i++) g->el_rule[i] = r;
         }
+        if (ps.chain_k) memcpy(g->chain_k, ps.chain_k, (size_t)(ps.cap_chain < g->n_rules ? ps.cap_chain : g->n_rules) * sizeof *g->chain_k);
         g->n_el = k;
         const char *want = root ? root : "root";
         g->root = -1;
@@ -778,7 +812,7 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
     if (ps.st == CLF_OK) {
         uint8_t *nullable = calloc((size_t)g->n_rules, 1), *mark = calloc((size_t)g->n_rules, 1);
         if (!nullable || !mark || fixpoint(g, 1, nullable) || fixpoint(g, 0, mark)) oom(&ps);
-        else if (!mark[g->root])
+        else if (chains_check(g, nullable), !mark[g->root])
             clf_fail(ps.st = CLF_ERR_ARG, "grammar: rule '%s' admits no text (every alternative calls a rule that never ends)",
                      g->names[g->root]);
         if (ps.st == CLF_OK) {
@@ -806,6 +840,7 @@ clf_status clf_grammar_compile(const char *gbnf, size_t len, const char *root, c
     clf_map_free(&ps.names_map);
     clf_map_free(&ps.sets_map);
     free(ps.class_buf);
+    free(ps.chain_k);
     if (ps.st != CLF_OK) {
         clf_grammar_free(g);
         return ps.st;
@@ -821,5 +856,7 @@ void clf_grammar_free(clf_grammar *g) {
     free(g->el);
     free(g->rule_start);
     free(g->sets);
+    free(g->chain_k);
+    free(g->el_rule);
     free(g);
 }

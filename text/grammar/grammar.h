@@ -59,6 +59,10 @@ clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b
 clf_status clf_gstate_copy(const gstate *in, gstate *out);
 void clf_gstate_free(gstate *s);
 uint64_t clf_gstate_hash(const gstate *s);
+/* The state whose token masks are s's for tokens of at most `depth`
+ * bytes (a bounded repetition's far positions read as near ones: see
+ * grammar_match.c); *mapped: whether it differs from s. */
+clf_status clf_gstate_mask_key(const clf_grammar *g, const gstate *s, int depth, gstate *out, int *mapped);
 /* Whether no byte continues s only because every way on nests past
  * GSTATE_MAX_DEPTH: the grammar's nesting limit, not its end. */
 int clf_gstate_at_limit(const clf_grammar *g, const gstate *s);
@@ -76,6 +80,8 @@ int clf_grammar_token_is_text(const clf_tokenizer *t, int32_t id, const char **p
 typedef struct clf_vocab_trie clf_vocab_trie;
 clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out);
 void clf_vocab_trie_free(clf_vocab_trie *v);
+/* The longest text token's bytes. */
+int clf_vocab_trie_depth(const clf_vocab_trie *v);
 
 /* A grammar's masks over a trie: the tokens a state allows, computed by
  * walking the trie with the state, kept per state (up to a memory budget,

@@ -23,6 +23,14 @@ struct clf_grammar {
     int n_rules, root;
     uint64_t (*sets)[4]; /* [n_sets] 256-bit byte sets */
     int n_sets, cap_sets;
+    /* A bounded repetition x{m,n} ends in a chain of optional rules
+     * O_k ::= x O_{k-1} | (empty), k = n - m .. 1, made one after the other
+     * (O_k's id is O_1's + k - 1): chain_k[r] = k for such a rule whose x
+     * cannot match the empty text, else 0. A state's masks see only a
+     * token's bytes ahead, so O_k and O_K (k, K >= the longest token's
+     * bytes + 1) give the same mask: clf_gstate_mask_key. */
+    int32_t *chain_k; /* [n_rules] */
+    int32_t *el_rule; /* [n_el]: the rule each element is in */
 };
 
 static inline int gset_has(const uint64_t *s, unsigned b) { return (int)(s[b >> 6] >> (b & 63) & 1); }

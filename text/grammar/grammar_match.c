@@ -293,3 +293,27 @@ int clf_gstate_at_limit(const clf_grammar *g, const gstate *s) {
     clf_gstate_free(&next);
     return overflow && !goes_on;
 }
+
+/* The state s's masks are kept under: s with every bounded repetition's
+ * optional rule O_k, k > depth, read as O_depth (grammar_impl.h, chain_k).
+ * Exact for the masks of tokens of at most `depth` bytes: O_k and O_depth
+ * differ only after depth more x's, each at least a byte, and the frames
+ * above and below are the same. So the positions 1..n - depth of a
+ * string's char{1,n} share one mask instead of one each. *mapped: whether
+ * any position moved (else out is a copy of s). depth < 2: no mapping (O_1
+ * has another shape than the O_k above it). */
+clf_status clf_gstate_mask_key(const clf_grammar *g, const gstate *s, int depth, gstate *out, int *mapped) {
+    *mapped = 0;
+    CLF_TRY(clf_gstate_copy(s, out));
+    if (depth < 2) return CLF_OK;
+    for (int k = 0; k < out->n; k += out->d[k] + 1)
+        for (int i = 1; i <= out->d[k]; i++) {
+            int32_t p = out->d[k + i];
+            int r = g->el_rule[p], c = g->chain_k[r];
+            if (c <= depth) continue;
+            int to = r - (c - depth);
+            out->d[k + i] = g->rule_start[to] + (p - g->rule_start[r]);
+            *mapped = 1;
+        }
+    return *mapped ? canonical(g, out) : CLF_OK;
+}

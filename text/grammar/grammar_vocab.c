@@ -3,7 +3,35 @@
  * masks kept per state (over a lazily built DFA of the states, below) so
  * that a state seen again costs a lookup. Most
  * states of a structured reply recur (inside a string, after a comma),
- * and one grammar serves every request that uses it. */
+ * and one grammar serves every request that uses it.
+ *
+ * What makes it fast (issue 41 item 5; bench/RESULTS.md has the figures),
+ * chosen to fit the pushdown matcher as it is (sets of stacks, exact):
+ *  - the trie: shared prefixes are stepped once and a refused byte prunes
+ *    its subtree (llguidance's and XGrammar's walk), on an explicit stack
+ *    reading each DFA state's 256-entry transition row;
+ *  - byte classes: bytes that every byte set of the grammar holds alike
+ *    step every state alike, so one automaton step fills a row for its
+ *    whole class (a string's letters: one step, not 52);
+ *  - tiers and keys: a repetition x{m,n} compiles to a chain of optional
+ *    rules, and char{1,80} made 80 states, each a fresh walk of nearly
+ *    the whole vocabulary (the cost of a cold mask in a string). A token
+ *    of L bytes cannot tell O_k from O_L apart when k > L (each x reads a
+ *    byte), so the tokens are split by length into tiers (<= 8, 16, 32
+ *    bytes, longer) and each tier's mask is kept under the state with its
+ *    far chain positions read as near ones (clf_gstate_mask_key): most
+ *    positions of a string share the short tiers' masks, and only the few
+ *    long tokens are walked again. XGrammar's split of context-independent
+ *    tokens per grammar position needs rule inlining to pay off on these
+ *    grammars (a JSON string's char rule pops after each byte), which this
+ *    matcher does not have: the keys get the same sharing for the
+ *    repetition chains that cause the walks.
+ *  - a tier's mask that allows few tokens is kept as their ids, not a
+ *    bitset (a cold state's 4 zeroed 32 KB bitsets on Gemma 3 were most of
+ *    a small mask's cost), and apply ORs the tiers into one bitset;
+ *  - applying a kept mask: a word of 64 tokens at a time (all refused: one
+ *    fill; mixed: 8 logits blended at once from a byte table), not a bit
+ *    at a time (150 us a kept mask on SmolLM2 before, 580 on Gemma 3). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,11 +58,20 @@ typedef struct tnode {
     uint8_t byte;         /* the edge into this node */
 } tnode;
 
+/* The tokens in tiers by their length, a trie each: a mask is kept per
+ * tier, under the state as far as the tier's longest token sees it
+ * (clf_gstate_mask_key), so the short tokens' mask is shared by the far
+ * positions of a repetition (char{1,80}) that the long tokens tell apart. */
+enum { N_TIERS = 4 };
+static const int TIER_MAX[N_TIERS] = {8, 16, 32, 1 << 30}; /* a tier's longest token, bytes */
+
 struct clf_vocab_trie {
-    tnode *nodes;
+    tnode *nodes; /* the tiers' tries one after the other */
     int n_nodes, cap_nodes;
-    int32_t *ids; /* the text tokens sorted by their bytes */
+    int32_t *ids; /* the text tokens by tier, each tier's sorted by their bytes */
     int n_ids;
+    int depth; /* the longest token's bytes: the deepest node */
+    int root[N_TIERS], tier_depth[N_TIERS]; /* each tier's root node (-1: no token) and longest token */
     const char **piece;
     size_t *len;
 };
@@ -59,6 +96,7 @@ static int build(clf_vocab_trie *v, int lo, int hi, int depth, uint8_t byte) {
         v->cap_nodes = cap;
     }
     int me = v->n_nodes++;
+    if (depth > v->depth) v->depth = depth;
     int k = lo;
     while (k < hi && v->len[v->ids[k]] == (size_t)depth) k++; /* a prefix sorts first */
     v->nodes[me] = (tnode){.tok_lo = lo, .tok_hi = k, .byte = byte};
@@ -91,13 +129,37 @@ clf_status clf_vocab_trie_build(const clf_tokenizer *t, clf_vocab_trie **out) {
     g_trie_sort = v;
     qsort(v->ids, (size_t)v->n_ids, sizeof *v->ids, cmp_piece);
     g_trie_sort = NULL;
-    if (build(v, 0, v->n_ids, 0, 0) < 0) {
+    /* a stable partition into the tiers (each stays sorted), then a trie each */
+    int32_t *sorted = malloc((size_t)(v->n_ids ? v->n_ids : 1) * sizeof *sorted);
+    if (!sorted) {
+        clf_vocab_trie_free(v);
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
+    }
+    memcpy(sorted, v->ids, (size_t)v->n_ids * sizeof *sorted);
+    int k = 0, st_ok = 1;
+    for (int t = 0; t < N_TIERS; t++) {
+        int lo = k, min = t ? TIER_MAX[t - 1] : 0;
+        v->tier_depth[t] = 0;
+        for (int i = 0; i < v->n_ids; i++) {
+            int l = (int)v->len[sorted[i]];
+            if (l > min && l <= TIER_MAX[t]) {
+                v->ids[k++] = sorted[i];
+                if (l > v->tier_depth[t]) v->tier_depth[t] = l;
+            }
+        }
+        v->root[t] = k > lo ? v->n_nodes : -1;
+        if (k > lo && build(v, lo, k, 0, 0) < 0) st_ok = 0;
+    }
+    free(sorted);
+    if (!st_ok) {
         clf_vocab_trie_free(v);
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory for the vocabulary's trie");
     }
     *out = v;
     return CLF_OK;
 }
+
+int clf_vocab_trie_depth(const clf_vocab_trie *v) { return v->depth; }
 
 void clf_vocab_trie_free(clf_vocab_trie *v) {
     if (!v) return;
@@ -121,8 +183,13 @@ typedef struct dstate {
     gstate st;
     uint64_t hash;
     int32_t *next;  /* [256] the state after each byte (UNKNOWN, DEAD), allocated at the first step */
-    uint64_t *bits; /* [n_words] the mask, NULL until asked for */
-    int n_allowed;
+    /* each tier's mask once asked for (done): as a bitset [n_words] where
+     * it allows many tokens, else as their ids [n_allowed] (a long tokens'
+     * tier allows a few hundred: 1 KB, not Gemma's 32 KB a state) */
+    uint64_t *bits[N_TIERS];
+    int32_t *list[N_TIERS];
+    int n_allowed[N_TIERS];
+    uint8_t done[N_TIERS];
 } dstate;
 
 struct clf_grammar_masks {
@@ -134,11 +201,61 @@ struct clf_grammar_masks {
     int n_st, cap_st;
     int32_t *tab; /* [tab_cap] open addressing over st by hash: -1 empty */
     int tab_cap;
+    /* the grammar's byte classes: bytes every byte set of the grammar
+     * holds both or neither of step every state alike (a step reads a byte
+     * only through its sets), so one step fills the row for its class */
+    uint8_t cls[256];           /* each byte's class */
+    uint8_t members[256];       /* the bytes class by class: members[mstart[k], mstart[k + 1]) */
+    int16_t mstart[257];
+    int n_cls;
     size_t bytes;
     long computed, hits;
     double seconds;
     gstate scratch;
+    int key_depth[N_TIERS]; /* a tier's longest token where the grammar has a longer repetition chain, else 0 */
+    gstate key;             /* a state's mask key (clf_gstate_mask_key) */
+    uint64_t *wbits; /* [n_words] a walk's mask, all clear between walks */
+    uint64_t *ubits; /* [n_words] apply's union of the tiers' masks */
 };
+
+/* keep[m][i]: all ones where bit i of the byte m is set, else 0: a
+ * mixed word is applied 8 logits at a time as (x & keep) | (-inf & ~keep)
+ * on the floats' bits (a loop the compiler vectorises without AVX; the
+ * clear bits of a mask in a string, scattered, cost a store each else). */
+static uint32_t g_keep[256][8];
+static pthread_once_t g_keep_once = PTHREAD_ONCE_INIT;
+static void keep_init(void) {
+    for (int m = 0; m < 256; m++)
+        for (int i = 0; i < 8; i++) g_keep[m][i] = m >> i & 1 ? 0xffffffffu : 0;
+}
+
+/* Partition refinement of the 256 bytes by every byte set of g: a class
+ * splits in two where a set holds some of its bytes and not the others
+ * (n_sets x 256 steps, stopping once every byte is alone). */
+static void byte_classes(const clf_grammar *g, clf_grammar_masks *gm) {
+    memset(gm->cls, 0, sizeof gm->cls);
+    int n = 1;
+    for (int s = 0; s < g->n_sets && n < 256; s++) {
+        int16_t split[256]; /* per class: the class its bytes in s go to, -1 none yet */
+        for (int k = 0; k < n; k++) split[k] = -1;
+        /* the first byte met of each class keeps its class's id for its side */
+        int16_t side0[256];
+        for (int k = 0; k < n; k++) side0[k] = -1;
+        for (unsigned b = 0; b < 256; b++) {
+            int k = gm->cls[b], in = gset_has(g->sets[s], b);
+            if (side0[k] < 0) side0[k] = (int16_t)in; /* this side keeps k */
+            if (in == side0[k]) continue;
+            if (split[k] < 0) split[k] = (int16_t)n++;
+            gm->cls[b] = (uint8_t)split[k];
+        }
+    }
+    gm->n_cls = n;
+    int16_t fill[257] = {0};
+    for (unsigned b = 0; b < 256; b++) fill[gm->cls[b] + 1]++;
+    for (int k = 0; k < n; k++) fill[k + 1] += fill[k];
+    memcpy(gm->mstart, fill, sizeof fill);
+    for (unsigned b = 0; b < 256; b++) gm->members[fill[gm->cls[b]]++] = (uint8_t)b;
+}
 
 clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *v, int n_vocab,
                                     clf_grammar_masks **out) {
@@ -147,11 +264,21 @@ clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *
     if (!gm) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     *gm = (clf_grammar_masks){.g = g, .v = v, .n_vocab = n_vocab, .n_words = (n_vocab + 63) / 64, .tab_cap = 1024};
     gm->tab = malloc((size_t)gm->tab_cap * sizeof *gm->tab);
-    if (!gm->tab) {
+    gm->wbits = calloc((size_t)gm->n_words + 1, sizeof *gm->wbits);
+    gm->ubits = calloc((size_t)gm->n_words + 1, sizeof *gm->ubits);
+    if (!gm->tab || !gm->wbits || !gm->ubits) {
+        free(gm->tab);
+        free(gm->wbits);
+        free(gm->ubits);
         free(gm);
         return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
     }
     memset(gm->tab, 0xff, (size_t)gm->tab_cap * sizeof *gm->tab);
+    byte_classes(g, gm);
+    for (int t = 0; t < N_TIERS; t++)
+        for (int r = 0; r < g->n_rules && v->tier_depth[t] >= 2; r++)
+            if (g->chain_k[r] > v->tier_depth[t]) gm->key_depth[t] = v->tier_depth[t];
+    pthread_once(&g_keep_once, keep_init);
     pthread_mutex_init(&gm->lock, NULL);
     *out = gm;
     return CLF_OK;
@@ -161,7 +288,7 @@ static void forget(clf_grammar_masks *gm) {
     for (int i = 0; i < gm->n_st; i++) {
         clf_gstate_free(&gm->st[i].st);
         free(gm->st[i].next);
-        free(gm->st[i].bits);
+        for (int t = 0; t < N_TIERS; t++) free(gm->st[i].bits[t]), free(gm->st[i].list[t]);
     }
     gm->n_st = 0;
     gm->bytes = 0;
@@ -174,6 +301,9 @@ void clf_grammar_masks_free(clf_grammar_masks *gm) {
     free(gm->st);
     free(gm->tab);
     clf_gstate_free(&gm->scratch);
+    clf_gstate_free(&gm->key);
+    free(gm->wbits);
+    free(gm->ubits);
     pthread_mutex_destroy(&gm->lock);
     free(gm);
 }
@@ -221,40 +351,165 @@ static int intern(clf_grammar_masks *gm, const gstate *s) {
     return gm->n_st++;
 }
 
-/* The state after byte b from state id: DEAD, an id, or -1 with *st set. */
-static int step(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
+/* State id's transition row, made at its first step: DEAD for the bytes
+ * its tops refuse, UNKNOWN for the others until taken (NULL: out of
+ * memory, the message set). The rows are allocated one by one, so a
+ * pointer to one stays valid while gm->st grows. */
+static int32_t *next_row(clf_grammar_masks *gm, int id) {
     dstate *d = &gm->st[id];
-    if (!gset_has(d->st.tops, b)) return DEAD;
-    if (!d->next) {
-        if (!(d->next = malloc(256 * sizeof *d->next))) return *st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), -1;
-        memset(d->next, 0xff, 256 * sizeof *d->next); /* UNKNOWN */
-        gm->bytes += 256 * sizeof *d->next;
-    }
-    if (d->next[b] != UNKNOWN) return d->next[b];
-    if ((*st = clf_gstate_advance(gm->g, &d->st, b, &gm->scratch)) != CLF_OK) return -1;
+    if (d->next) return d->next;
+    if (!(d->next = malloc(256 * sizeof *d->next))) return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory"), NULL;
+    for (unsigned b = 0; b < 256; b++) d->next[b] = gset_has(d->st.tops, b) ? UNKNOWN : DEAD;
+    gm->bytes += 256 * sizeof *d->next;
+    return d->next;
+}
+
+/* The state after byte b from state id when its row says UNKNOWN: the
+ * automaton's step, interned (an id or DEAD; -1 with *st set). */
+static int step_slow(clf_grammar_masks *gm, int id, unsigned b, clf_status *st) {
+    if ((*st = clf_gstate_advance(gm->g, &gm->st[id].st, b, &gm->scratch)) != CLF_OK) return -1;
     int n = gm->scratch.n_stacks ? intern(gm, &gm->scratch) : DEAD; /* may move gm->st */
-    if (n == -1) *st = CLF_ERR_MEMORY;
-    else gm->st[id].next[b] = n;
+    if (n == -1) {
+        *st = CLF_ERR_MEMORY;
+        return -1;
+    }
+    int32_t *row = gm->st[id].next;
+    int k = gm->cls[b];
+    for (int i = gm->mstart[k]; i < gm->mstart[k + 1]; i++) row[gm->members[i]] = n; /* the class steps alike */
     return n;
 }
 
-/* Depth-first over the trie below `node` from state id: a child whose byte
- * the state takes keeps its tokens and is walked on; a byte it refuses
- * prunes the subtree. */
-static clf_status walk(clf_grammar_masks *gm, int node, int id, uint64_t *bits, int *n) {
+/* Depth-first over the trie from state id, on an explicit stack of the
+ * nodes being walked (one frame a byte of the longest token): a child
+ * whose byte the state takes keeps its tokens and is walked on, a byte it
+ * refuses prunes the subtree. Each step is a read of the state's row
+ * (nodes are in depth-first order, so the walk reads them forward); only a
+ * transition never taken before steps the automaton. */
+typedef struct wframe {
+    int32_t c, end;      /* the next child to visit, and one past the last */
+    const int32_t *row;  /* the state's transitions */
+    int32_t id;          /* the state at this node */
+} wframe;
+
+static clf_status walk(clf_grammar_masks *gm, int root, int id, uint64_t *bits, int *n) {
     const tnode *nodes = gm->v->nodes;
-    for (int c = node + 1; c < nodes[node].end; c = nodes[c].end) {
-        clf_status st = CLF_OK;
-        int next = step(gm, id, nodes[c].byte, &st);
-        if (next == DEAD) continue;
-        if (next < 0) return st;
-        for (int k = nodes[c].tok_lo; k < nodes[c].tok_hi; k++) {
-            int32_t tok = gm->v->ids[k];
-            bits[tok >> 6] |= 1ull << (tok & 63);
-            (*n)++;
+    const int32_t *ids = gm->v->ids;
+    wframe small[64], *fr = small;
+    if (gm->v->depth + 2 > 64 && !(fr = malloc((size_t)(gm->v->depth + 2) * sizeof *fr)))
+        return clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    clf_status st = CLF_OK;
+    int top = 0, count = 0;
+    const int32_t *row = next_row(gm, id);
+    if (!row) st = CLF_ERR_MEMORY;
+    else fr[0] = (wframe){root + 1, nodes[root].end, row, id};
+    while (st == CLF_OK && top >= 0) {
+        wframe *f = &fr[top];
+        if (f->c >= f->end) { /* this node's children are done */
+            top--;
+            continue;
         }
-        if (nodes[c].end > c + 1) CLF_TRY(walk(gm, c, next, bits, n));
+        int c = f->c;
+        const tnode *nd = &nodes[c];
+        f->c = nd->end;
+        int next = f->row[nd->byte];
+        if (next == DEAD) continue;
+        if (next == UNKNOWN && (next = step_slow(gm, f->id, nd->byte, &st)) < 0) {
+            if (next == DEAD) continue;
+            break;
+        }
+        for (int k = nd->tok_lo; k < nd->tok_hi; k++) bits[ids[k] >> 6] |= 1ull << (ids[k] & 63);
+        count += nd->tok_hi - nd->tok_lo;
+        if (nd->end > c + 1) { /* on below it */
+            if (!(row = next_row(gm, next))) {
+                st = CLF_ERR_MEMORY;
+                break;
+            }
+            fr[++top] = (wframe){c + 1, nd->end, row, next};
+        }
     }
+    if (fr != small) free(fr);
+    *n = count;
+    return st;
+}
+
+/* logits[i] = -INFINITY for every i whose bit is clear, a word at a time:
+ * a run of all-clear words is one fill, an all-set word is skipped, a
+ * mixed one blended by its bytes (above); the vocabulary's last, partial
+ * word bit by bit. */
+static void mask_row(const uint64_t *bits, int n_words, int n_vocab, float *logits) {
+    const float ninf = -INFINITY;
+    uint32_t ninf_bits;
+    memcpy(&ninf_bits, &ninf, sizeof ninf_bits);
+    for (int w = 0; w < n_words;) {
+        uint64_t m = bits[w];
+        int lo = w * 64, hi = lo + 64 < n_vocab ? lo + 64 : n_vocab;
+        if (!m) {
+            int e = w + 1;
+            while (e < n_words && !bits[e]) e++;
+            float *p = logits + lo;
+            size_t k = (size_t)((e * 64 < n_vocab ? e * 64 : n_vocab) - lo);
+            for (size_t i = 0; i < k; i++) p[i] = -INFINITY;
+            w = e;
+            continue;
+        }
+        w++;
+        if (m == ~0ull) continue;
+        if (hi - lo < 64) {
+            uint64_t z = ~m & ((1ull << (hi - lo)) - 1);
+            for (; z; z &= z - 1) logits[lo + __builtin_ctzll(z)] = -INFINITY;
+            continue;
+        }
+        for (int j = 0; j < 8; j++) {
+            const uint32_t *k = g_keep[m >> (8 * j) & 0xff];
+            uint32_t x[8];
+            memcpy(x, logits + lo + 8 * j, sizeof x);
+            for (int i = 0; i < 8; i++) x[i] = (x[i] & k[i]) | (ninf_bits & ~k[i]);
+            memcpy(logits + lo + 8 * j, x, sizeof x);
+        }
+    }
+}
+
+/* The mask of tier t's tokens for state s: kept under s's key for the
+ * tier (its far repetition positions as near ones), computed by walking
+ * the tier's trie when first asked; OR'd into gm->ubits, *n: how many it
+ * allows, *walked set when it was computed now. */
+static clf_status tier_mask(clf_grammar_masks *gm, int t, const gstate *s, int *n, int *walked) {
+    int mapped = 0, id;
+    if (gm->key_depth[t]) CLF_TRY(clf_gstate_mask_key(gm->g, s, gm->key_depth[t], &gm->key, &mapped));
+    if ((id = intern(gm, mapped ? &gm->key : s)) < 0) return CLF_ERR_MEMORY; /* the message is set */
+    if (!gm->st[id].done[t]) {
+        double t0 = clf_now_s();
+        int k = 0;
+        clf_status st = walk(gm, gm->v->root[t], id, gm->wbits, &k);
+        uint64_t *bits = NULL;
+        int32_t *list = NULL;
+        size_t size = 0;
+        if (st == CLF_OK && k < 2 * gm->n_words) { /* few: their ids (smaller than the bitset) */
+            if (k && !(list = malloc((size_t)k * sizeof *list))) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+            for (int w = 0, j = 0; list && w < gm->n_words; w++)
+                for (uint64_t m = gm->wbits[w]; m; m &= m - 1) list[j++] = w * 64 + __builtin_ctzll(m);
+            size = (size_t)k * sizeof *list;
+        } else if (st == CLF_OK) {
+            if (!(bits = malloc((size_t)gm->n_words * sizeof *bits))) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+            else memcpy(bits, gm->wbits, (size_t)gm->n_words * sizeof *bits);
+            size = (size_t)gm->n_words * sizeof *bits;
+        }
+        memset(gm->wbits, 0, (size_t)gm->n_words * sizeof *gm->wbits);
+        if (st != CLF_OK) return st;
+        gm->st[id].bits[t] = bits;
+        gm->st[id].list[t] = list;
+        gm->st[id].n_allowed[t] = k;
+        gm->st[id].done[t] = 1;
+        gm->bytes += size;
+        gm->seconds += clf_now_s() - t0;
+        *walked = 1;
+    }
+    const dstate *d = &gm->st[id];
+    if (d->bits[t])
+        for (int w = 0; w < gm->n_words; w++) gm->ubits[w] |= d->bits[t][w];
+    else
+        for (int j = 0; j < d->n_allowed[t]; j++) gm->ubits[d->list[t][j] >> 6] |= 1ull << (d->list[t][j] & 63);
+    *n = d->n_allowed[t];
     return CLF_OK;
 }
 
@@ -262,34 +517,18 @@ clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float
     pthread_mutex_lock(&gm->lock);
     clf_status st = CLF_OK;
     if (gm->bytes > MASKS_BUDGET) forget(gm);
-    int id = intern(gm, s);
-    if (id < 0) st = CLF_ERR_MEMORY; /* the message is set */
-    else if (!gm->st[id].bits) {
-        double t0 = clf_now_s();
-        uint64_t *bits = calloc((size_t)gm->n_words, sizeof *bits);
+    int total = 0, walked = 0;
+    memset(gm->ubits, 0, (size_t)gm->n_words * sizeof *gm->ubits);
+    for (int t = 0; t < N_TIERS && st == CLF_OK; t++) {
         int n = 0;
-        if (!bits) st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
-        if (st == CLF_OK && gm->v->nodes) st = walk(gm, 0, id, bits, &n);
-        if (st == CLF_OK) {
-            gm->st[id].bits = bits;
-            gm->st[id].n_allowed = n;
-            gm->bytes += (size_t)gm->n_words * sizeof *bits;
-            gm->computed++;
-            gm->seconds += clf_now_s() - t0;
-        } else
-            free(bits);
-    } else
-        gm->hits++;
+        if (gm->v->root[t] >= 0) st = tier_mask(gm, t, s, &n, &walked);
+        total += n;
+    }
     if (st == CLF_OK) {
-        const dstate *d = &gm->st[id];
-        for (int w = 0; w < gm->n_words; w++) {
-            uint64_t m = d->bits[w];
-            if (m == ~0ull) continue;
-            int lo = w * 64, hi = lo + 64 < gm->n_vocab ? lo + 64 : gm->n_vocab;
-            for (int i = lo; i < hi; i++)
-                if (!(m >> (i - lo) & 1)) logits[i] = -INFINITY;
-        }
-        *n_allowed = d->n_allowed;
+        if (walked) gm->computed++; /* a mask with any tier walked, else one found kept */
+        else gm->hits++;
+        mask_row(gm->ubits, gm->n_words, gm->n_vocab, logits);
+        *n_allowed = total;
     }
     pthread_mutex_unlock(&gm->lock);
     return st;

@@ -1,0 +1,497 @@
+/* The tool formats read off a template (tools.h: Mistral, Mistral Small
+ * 3.2's [ARGS], gpt-oss's Harmony, DeepSeek R1 and V3.1, Granite, Command
+ * R): each recognised in its corpus template (tests/data/templates), which
+ * renders a conversation with tools, a call and its result; replies as the
+ * models write them parsed (one call, parallel calls, text first, a
+ * malformed call as text), whole and cut at every byte as a stream sees
+ * them, and random texts of the formats' pieces (a stream's content never
+ * outgrows the final one, nor its calls the final ones); and each format's grammar: what a random walk through it writes
+ * parses back into calls of the offered functions whose arguments hold
+ * the schema's required fields. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "chat.h"
+#include "grammar.h"
+#include "testutil.h"
+#include "tools.h"
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s: cannot open", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+typedef struct fmt_case {
+    const char *file; /* under tests/data/templates */
+    clf_tool_format format;
+} fmt_case;
+
+static const fmt_case CASES[] = {
+    {"mistralai-Mistral-Nemo-Instruct-2407.jinja", CLF_TOOLS_MISTRAL},
+    {"Mistral-Small-3.2-24B-Instruct-2506.jinja", CLF_TOOLS_MISTRAL_ARGS},
+    {"unsloth-mistral-Devstral-Small-2507.jinja", CLF_TOOLS_MISTRAL_ARGS},
+    {"openai-gpt-oss-120b.jinja", CLF_TOOLS_HARMONY},
+    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", CLF_TOOLS_DEEPSEEK_R1},
+    {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", CLF_TOOLS_DEEPSEEK_R1},
+    /* (llama-cpp-deepseek-r1.jinja, written for llama.cpp's minja, fails under jinja2 with tools: expected.json) */
+    {"deepseek-ai-DeepSeek-V3.1.jinja", CLF_TOOLS_DEEPSEEK_V3},
+    {"ibm-granite-granite-3.3-2B-Instruct.jinja", CLF_TOOLS_GRANITE},
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", CLF_TOOLS_COMMAND_R},
+    {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", CLF_TOOLS_COMMAND_R7B},
+};
+enum { N_CASES = sizeof CASES / sizeof *CASES };
+
+static const char TOOLS[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather in a city\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"description\":"
+    "\"A city\"},\"days\":{\"type\":\"integer\",\"description\":\"Days ahead\",\"minimum\":1,\"maximum\":7}},"
+    "\"required\":[\"city\"],\"additionalProperties\":false}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"description\":\"The time in a zone\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"type\":\"string\",\"description\":"
+    "\"A zone\",\"enum\":[\"UTC\",\"CET\"]}},\"required\":[\"zone\"],\"additionalProperties\":false}}}]";
+
+/* A chat on template file `file`, with bos/eos as its model has them. */
+static char *chat_of(const char *file, clf_chat *c) {
+    char path[256];
+    snprintf(path, sizeof path, "tests/data/templates/%s", file);
+    char *tmpl = read_text(path);
+    TU_OK(clf_chat_init(tmpl, c));
+    snprintf(c->bos, sizeof c->bos, "<s>");
+    snprintf(c->eos, sizeof c->eos, "</s>");
+    c->now = 1700000000;
+    return tmpl;
+}
+
+/* ---- the prompt side ---------------------------------------------------------- */
+
+/* Each format's template renders the tools, an assistant's call (with a
+ * 9-character id: Mistral's rule) and the tool's result. */
+static void test_templates_render_tools(void **state) {
+    (void)state;
+    for (int k = 0; k < N_CASES; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(CASES[k].file, &c);
+        if (clf_tools_format(&c) != CASES[k].format)
+            fail_msg("%s: format %s, not %s", CASES[k].file, clf_tools_format_name(clf_tools_format(&c)),
+                     clf_tools_format_name(CASES[k].format));
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t));
+        clf_tool_call call = {"abc123XYZ", "get_weather", "{\"city\": \"Paris\"}"};
+        clf_tool_msg m[5] = {{"user", "What is the weather in Paris?", NULL, 0, NULL},
+                             {"assistant", NULL, &call, 1, NULL},
+                             {"tool", "{\"temp_c\": 21}", NULL, 0, "abc123XYZ"},
+                             {"assistant", "It is 21 C in Paris.", NULL, 0, NULL},
+                             {"user", "Thanks, and tomorrow?", NULL, 0, NULL}};
+        char *buf = NULL;
+        size_t len;
+        clf_status st = clf_tools_render(&c, t, m, 5, 1, &buf, &len);
+        if (st != CLF_OK) fail_msg("%s: %s", CASES[k].file, clf_last_error());
+        if (!strstr(buf, "get_weather") || !strstr(buf, "Paris") || !strstr(buf, "temp_c") || !strstr(buf, "tomorrow"))
+            fail_msg("%s: the rendering lacks the tools, call or result:\n%s", CASES[k].file, buf);
+        free(buf);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+/* Mistral's templates take 9-character ids only: another (OpenAI's
+ * "call_...") is mapped, the same for the call and its result. */
+static void test_mistral_ids(void **state) {
+    (void)state;
+    static const char *const FILES[] = {"Mistral-Small-3.2-24B-Instruct-2506.jinja",
+                                        "mistralai-Mistral-Nemo-Instruct-2407.jinja"};
+    for (int k = 0; k < 2; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t));
+        clf_tool_call call = {"call_0123456789abcdef", "get_weather", "{\"city\": \"Paris\"}"};
+        clf_tool_msg m[3] = {{"user", "Weather?", NULL, 0, NULL},
+                             {"assistant", NULL, &call, 1, NULL},
+                             {"tool", "sunny", NULL, 0, "call_0123456789abcdef"}};
+        char *buf = NULL;
+        size_t len;
+        TU_OK(clf_tools_render(&c, t, m, 3, 1, &buf, &len));
+        assert_null(strstr(buf, "call_0123456789abcdef"));
+        /* the mapped id twice: the call's and the result's */
+        const char *at = strstr(buf, FILES[k][0] == 'M' ? "[CALL_ID]" : "\"id\": \"");
+        assert_non_null(at);
+        at += FILES[k][0] == 'M' ? 9 : 7;
+        char id[10];
+        memcpy(id, at, 9);
+        id[9] = 0;
+        const char *second = strstr(at + 9, id);
+        if (!second) fail_msg("%s: the id %s once:\n%s", FILES[k], id, buf);
+        free(buf);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+/* A template without tool syntax is refused, naming its format. */
+static void test_no_tool_syntax(void **state) {
+    (void)state;
+    clf_chat c;
+    char *tmpl = chat_of("google-gemma-2-2b-it.jinja", &c);
+    assert_int_equal(clf_tools_format(&c), CLF_TOOLS_NONE);
+    clf_tools *t = NULL;
+    assert_int_equal(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t), CLF_ERR_FORMAT);
+    assert_null(t);
+    assert_non_null(strstr(clf_last_error(), "Gemma"));
+    free(tmpl);
+}
+
+/* ---- parsing ------------------------------------------------------------------- */
+
+typedef struct want {
+    const char *name, *args; /* the calls */
+} want;
+
+/* The parse of every prefix agrees with the whole's: content a prefix of
+ * the final one, names whole, arguments prefixes of the final ones, calls
+ * only accrue; and the whole as a stream's last piece (final) is the whole. */
+static void check_stream(const clf_chat *c, const char *text, const clf_tool_reply *whole) {
+    size_t len = strlen(text);
+    for (size_t cut = 0; cut <= len; cut++) {
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse(c, text, cut, 0, &r));
+        if (r->content_len > whole->content_len)
+            fail_msg("cut %zu of '%s': content %zu > %zu", cut, text, r->content_len, whole->content_len);
+        if (r->n_calls > whole->n_calls) fail_msg("cut %zu of '%s': %d calls", cut, text, r->n_calls);
+        for (int i = 0; i < r->n_calls; i++) {
+            const clf_tool_parsed *p = &r->calls[i], *w = &whole->calls[i];
+            assert_non_null(p->name);
+            if (strcmp(p->name, w->name)) fail_msg("cut %zu of '%s': name '%s'", cut, text, p->name);
+            if (p->arguments) {
+                size_t k = strlen(p->arguments);
+                if (k > strlen(w->arguments) || memcmp(p->arguments, w->arguments, k))
+                    fail_msg("cut %zu: arguments '%s' not a prefix of '%s'", cut, p->arguments, w->arguments);
+            }
+            if (p->complete) assert_string_equal(p->arguments, w->arguments);
+        }
+        clf_tool_reply_free(r);
+    }
+}
+
+/* text parses into `content` (its length) and the calls; as a stream too. */
+static void expect_parse(const clf_chat *c, const char *text, size_t content_len, const want *w, int n) {
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(c, text, strlen(text), 1, &r));
+    if (r->content_len != content_len) fail_msg("'%s': content %zu, not %zu", text, r->content_len, content_len);
+    if (r->n_calls != n) fail_msg("'%s': %d calls, not %d", text, r->n_calls, n);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(r->calls[i].name, w[i].name);
+        assert_string_equal(r->calls[i].arguments, w[i].args);
+        assert_true(r->calls[i].complete);
+    }
+    check_stream(c, text, r);
+    clf_tool_reply_free(r);
+}
+
+static const want W1[] = {{"get_weather", "{\"city\": \"Paris\"}"}};
+static const want W2[] = {{"get_weather", "{\"city\": \"Paris\"}"}, {"get_time", "{\"zone\": \"UTC\"}"}};
+
+/* A format's replies: [0] one call, [1] two, [2] text then one call (its
+ * text's length), [3] a malformed call (all content). */
+typedef struct replies {
+    const char *file;
+    const char *one, *two, *text_then, *bad;
+    size_t text_len;
+} replies;
+
+static const replies REPLIES[] = {
+    {"mistralai-Mistral-Nemo-Instruct-2407.jinja",
+     "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123XYZ\"}]",
+     "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"arguments\": {\"zone\": "
+     "\"UTC\"}, \"name\": \"get_time\"}]",
+     "Let me check.\n[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+     "[TOOL_CALLS] get the weather [1, 2]", 13},
+    {"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}",
+     "[TOOL_CALLS]get_weather[CALL_ID]abc123XYZ[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{\"zone\": \"UTC\"}",
+     "Let me check. [TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", "[TOOL_CALLS]get_weather {\"city\": 1}", 13},
+    {"openai-gpt-oss-120b.jinja",
+     "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+     "<|channel|>analysis<|message|>Two calls.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary "
+     "json<|message|>{\"city\": \"Paris\"}<|call|><|start|>assistant<|channel|>commentary to=functions.get_time "
+     "<|constrain|>json<|message|>{\"zone\": \"UTC\"}<|call|>",
+     "Let me check.<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+     "{\"city\": \"Paris\"}",
+     "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>Paris please<|call|>", 13},
+    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": "
+     "\"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": "
+     "\"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n```json\n{\"zone\": "
+     "\"UTC\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+     "Let me check.\n\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+     "<｜tool▁call▁end｜>",
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\nParis\n```"
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", 13},
+    {"deepseek-ai-DeepSeek-V3.1.jinja",
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
+     "<｜tool▁calls▁end｜>",
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
+     "<｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"zone\": \"UTC\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+     "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}"
+     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>[\"Paris\"]<｜tool▁call▁end｜>", 13},
+    {"ibm-granite-granite-3.3-2B-Instruct.jinja",
+     "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+     "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_time\", "
+     "\"arguments\": {\"zone\": \"UTC\"}}]",
+     "Let me check.<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+     "<|tool_call|>{\"name\": \"get_weather\"}", 13},
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja",
+     "Action: ```json\n[\n    {\n        \"tool_name\": \"get_weather\",\n        \"parameters\": {\"city\": "
+     "\"Paris\"}\n    }\n]\n```",
+     "Action:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}, {\"tool_name\": "
+     "\"get_time\", \"parameters\": {\"zone\": \"UTC\"}}]\n```",
+     "Let me check.\nAction: ```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]```",
+     "Action: I look it up.", 13},
+    {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+     "<|START_ACTION|>[\n    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": "
+     "\"Paris\"}}\n]<|END_ACTION|>",
+     "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}, "
+     "{\"tool_call_id\": \"1\", \"tool_name\": \"get_time\", \"parameters\": {\"zone\": \"UTC\"}}]<|END_ACTION|>",
+     "Let me check.<|START_ACTION|>[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]"
+     "<|END_ACTION|>",
+     "<|START_ACTION|>get_weather(Paris)<|END_ACTION|>", 13},
+};
+enum { N_REPLIES = sizeof REPLIES / sizeof *REPLIES };
+
+static void test_parse_formats(void **state) {
+    (void)state;
+    for (int k = 0; k < N_REPLIES; k++) {
+        const replies *p = &REPLIES[k];
+        clf_chat c;
+        char *tmpl = chat_of(p->file, &c);
+        expect_parse(&c, p->one, 0, W1, 1);
+        const char *h = strstr(p->two, "<|start|>"); /* Harmony: the analysis message is content (no splitter here) */
+        expect_parse(&c, p->two, h ? (size_t)(h - p->two) : 0, W2, 2);
+        expect_parse(&c, p->text_then, p->text_len, W1, 1);
+        expect_parse(&c, p->bad, strlen(p->bad), NULL, 0);
+        /* plain text, and text that only looks like a marker's start, stay content */
+        static const char PLAIN[] = "The weather is fine. [TOOL <|tool Action <｜tool";
+        expect_parse(&c, PLAIN, strlen(PLAIN), NULL, 0);
+        free(tmpl);
+    }
+}
+
+/* A call cut short (the reply's end: max_tokens) is reported incomplete,
+ * its arguments so far. */
+static void test_parse_cut_short(void **state) {
+    (void)state;
+    clf_chat c;
+    char *tmpl = chat_of("Mistral-Small-3.2-24B-Instruct-2506.jinja", &c);
+    const char *text = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Par";
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(&c, text, strlen(text), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "get_weather");
+    assert_string_equal(r->calls[0].arguments, "{\"city\": \"Par");
+    assert_false(r->calls[0].complete);
+    assert_int_equal(r->content_len, 0);
+    clf_tool_reply_free(r);
+    free(tmpl);
+}
+
+/* Texts of the formats' pieces at random (markers, their halves, names,
+ * JSON fragments, blanks): every parse returns, a stream's content is a
+ * prefix of the final one, a complete call's arguments are what the
+ * final parse says. */
+static void test_parse_pieces(void **state) {
+    (void)state;
+    static const char *const PIECES[] = {
+        "[TOOL_CALLS]", "[TOOL_", "[ARGS]", "[CALL_ID]", "<|tool_call|>", "<|tool", "Action:", "```json", "```",
+        "<|START_ACTION|>", "<|END_ACTION|>", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool", "function", "<|start|>assistant", "<|channel|>",
+        "commentary", " to=functions.", "<|message|>", "<|call|>", "<|end|>", "get_weather", "get_time", "{", "}", "[",
+        "]", "\"", "\"name\"", "\"arguments\"", "\"tool_name\"", "\"parameters\"", ":", ",", " ", "\n", "x", "é",
+        "{\"city\": \"Paris\"}", "\\"};
+    enum { N_PIECES = sizeof PIECES / sizeof *PIECES };
+    uint64_t s = tu_seed();
+    char text[2048];
+    for (int k = 0; k < N_REPLIES; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(REPLIES[k].file, &c);
+        for (int iter = 0; iter < 300; iter++) {
+            text[0] = 0;
+            for (int p = (int)(tu_next(&s) % 24); p > 0; p--)
+                strncat(text, PIECES[tu_next(&s) % N_PIECES], sizeof text - strlen(text) - 1);
+            size_t n = strlen(text);
+            clf_tool_reply *whole, *r;
+            TU_OK(clf_tools_parse(&c, text, n, 1, &whole));
+            assert_true(whole->content_len <= n);
+            for (size_t cut = 0; cut <= n; cut++) {
+                TU_OK(clf_tools_parse(&c, text, cut, 0, &r));
+                if (r->content_len > whole->content_len)
+                    fail_msg("%s: '%s' cut at %zu: content %zu > %zu", REPLIES[k].file, text, cut, r->content_len,
+                             whole->content_len);
+                /* what a stream was told of calls stays: each call the final parse has, its name and arguments
+                 * so far a prefix of the final ones */
+                if (r->n_calls > whole->n_calls)
+                    fail_msg("%s: '%s' cut at %zu: %d calls, the whole %d", REPLIES[k].file, text, cut, r->n_calls,
+                             whole->n_calls);
+                for (int i = 0; i < r->n_calls; i++) {
+                    const clf_tool_parsed *p = &r->calls[i], *w = &whole->calls[i];
+                    const char *pa = p->arguments ? p->arguments : "", *wa = w->arguments ? w->arguments : "";
+                    if (!p->name || strcmp(p->name, w->name) || strncmp(pa, wa, strlen(pa)) ||
+                        (p->complete && strcmp(pa, wa)))
+                        fail_msg("%s: '%s' cut at %zu: call %d '%s' (%s) is not the whole's '%s' (%s)",
+                                 REPLIES[k].file, text, cut, i, p->name ? p->name : "", pa, w->name, wa);
+                }
+                clf_tool_reply_free(r);
+            }
+            clf_tool_reply_free(whole);
+        }
+        free(tmpl);
+    }
+}
+
+/* ---- the grammar ---------------------------------------------------------------- */
+
+/* A random sentence of g (bytes among those a state allows, stopping at
+ * an accepting state one time in 8, 4096 bytes at most); NULL when the
+ * walk ran out of room. */
+static char *walk(const clf_grammar *g, uint64_t *s) {
+    size_t cap = 4097, n = 0;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    gstate st = {0}, next = {0};
+    TU_OK(clf_gstate_start(g, &st));
+    while (n < cap - 1) {
+        if (st.accepting && (st.n_stacks == 1 || tu_next(s) % 8 == 0)) break;
+        unsigned bytes[256];
+        int nb = 0;
+        for (unsigned b = 1; b < 256; b++)
+            if (st.tops[b / 64] >> (b % 64) & 1) bytes[nb++] = b;
+        /* prefer ASCII, so that strings close and JSON ends; no escapes
+         * (\u escapes of lone surrogates, which jansson refuses) where
+         * another byte will do */
+        int ascii = 0;
+        for (int i = 0; i < nb; i++) ascii += bytes[i] < 128 && bytes[i] != '\\';
+        if (nb == 0) break;
+        unsigned b;
+        do b = bytes[tu_next(s) % (unsigned)nb];
+        while (ascii && (b == '\\' || (b >= 128 && tu_next(s) % 64)));
+        TU_OK(clf_gstate_advance(g, &st, b, &next));
+        if (next.n_stacks == 0) fail_msg("byte %u in the tops is not allowed", b);
+        out[n++] = (char)b;
+        gstate tmp = st;
+        st = next;
+        next = tmp;
+    }
+    int ok = st.accepting;
+    clf_gstate_free(&st);
+    clf_gstate_free(&next);
+    out[n] = 0;
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static clf_grammar *grammar_of(const clf_tools *t, clf_tool_choice choice, const char *name, int parallel) {
+    char *gbnf;
+    TU_OK(clf_tools_grammar(t, choice, name, parallel, &gbnf));
+    if (!gbnf) return NULL;
+    clf_grammar *g;
+    if (clf_grammar_compile(gbnf, strlen(gbnf), "tc-root", &g) != CLF_OK) fail_msg("%s\n%s", clf_last_error(), gbnf);
+    free(gbnf);
+    return g;
+}
+
+/* Calls that parse and hold their function's required fields. */
+static void check_calls(const clf_chat *c, const char *text, int min_calls, const char *only) {
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(c, text, strlen(text), 1, &r));
+    if (r->n_calls < min_calls) fail_msg("'%s': %d calls", text, r->n_calls);
+    for (int i = 0; i < r->n_calls; i++) {
+        const clf_tool_parsed *p = &r->calls[i];
+        assert_true(p->complete);
+        json_t *a = json_loads(p->arguments, 0, NULL);
+        if (!json_is_object(a)) fail_msg("'%s': arguments '%s'", text, p->arguments);
+        if (only && strcmp(p->name, only)) fail_msg("'%s': call of %s", text, p->name);
+        if (!strcmp(p->name, "get_weather")) {
+            assert_true(json_is_string(json_object_get(a, "city")));
+            json_t *d = json_object_get(a, "days");
+            double v = json_number_value(d); /* 5.0 is an integer to JSON Schema */
+            if (d && !(json_is_number(d) && v == (double)(long long)v && v >= 1 && v <= 7))
+                fail_msg("'%s': days out of range", p->arguments);
+        } else if (!strcmp(p->name, "get_time")) {
+            const char *z = json_string_value(json_object_get(a, "zone"));
+            assert_true(z && (!strcmp(z, "UTC") || !strcmp(z, "CET")));
+        } else {
+            fail_msg("'%s': a call of %s", text, p->name);
+        }
+        json_decref(a);
+    }
+    clf_tool_reply_free(r);
+}
+
+static void test_grammar_formats(void **state) {
+    (void)state;
+    uint64_t s = tu_seed();
+    for (int k = 0; k < N_REPLIES; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(REPLIES[k].file, &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t));
+        clf_grammar *req = grammar_of(t, CLF_TOOL_REQUIRED, NULL, 1), *named = grammar_of(t, CLF_TOOL_NAMED, "get_time", 0),
+                    *aut = grammar_of(t, CLF_TOOL_AUTO, NULL, 1);
+        /* the replies as the model writes them: one call (Harmony: its <|call|> is the end token, not written) */
+        char one[1024];
+        snprintf(one, sizeof one, "%s", REPLIES[k].one);
+        char *end = strstr(one, "<|call|>");
+        if (end) *end = 0;
+        clf_tool_format f = clf_tools_format(&c); /* (the JSON-array formats' examples spell their JSON otherwise) */
+        if (f != CLF_TOOLS_GRANITE && f != CLF_TOOLS_COMMAND_R && f != CLF_TOOLS_COMMAND_R7B && f != CLF_TOOLS_MISTRAL &&
+            !clf_grammar_accepts(req, one, strlen(one)))
+            fail_msg("%s: the grammar refuses '%s'", REPLIES[k].file, one);
+        assert_false(clf_grammar_accepts(req, "Hello", 5));
+        int walked = 0;
+        for (int iter = 0; iter < 60; iter++) {
+            clf_grammar *g = iter % 3 == 0 ? req : iter % 3 == 1 ? named : aut;
+            if (!g) continue; /* Harmony under auto: no grammar */
+            char *text = walk(g, &s);
+            if (!text) continue;
+            walked++;
+            check_calls(&c, text, g == aut ? 0 : 1, g == named ? "get_time" : NULL);
+            free(text);
+        }
+        if (walked < 20) fail_msg("%s: %d walks ended", REPLIES[k].file, walked);
+        if (clf_tools_format(&c) == CLF_TOOLS_HARMONY) assert_null(aut);
+        else assert_non_null(aut);
+        clf_grammar_free(req);
+        clf_grammar_free(named);
+        clf_grammar_free(aut);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_mistral_ids),
+        cmocka_unit_test(test_no_tool_syntax),
+        cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
+        cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
