@@ -895,6 +895,20 @@ CLINFER_API clinfer_status clinfer_drafter_create_model(const clinfer_model *tar
  * naming the first difference. */
 CLINFER_API clinfer_status clinfer_model_vocab_compatible(const clinfer_model *target, const clinfer_model *draft);
 
+/* A walk of a sampler's grammar from where the tokens it accepted took it,
+ * for a program's own drafter (a server's draft model) masking its drafts
+ * as clinfer_drafter_create_model's drafter does: the sampler is not
+ * changed. begin: *out NULL (and CLINFER_OK) when smp has no grammar;
+ * CLINFER_ERR_MEMORY. mask: the logits the grammar refuses next set to
+ * -INFINITY (n_vocab the sampler's model's; CLINFER_ERR_ARG where no token
+ * may follow). advance: the walk past token, 0 when the grammar refuses it
+ * (the walk then ends; an end token ends it too). */
+typedef struct clinfer_grammar_walk clinfer_grammar_walk;
+CLINFER_API clinfer_status clinfer_grammar_walk_begin(const clinfer_sampler *smp, clinfer_grammar_walk **out);
+CLINFER_API clinfer_status clinfer_grammar_walk_mask(clinfer_grammar_walk *w, float *logits, int n_vocab);
+CLINFER_API int clinfer_grammar_walk_advance(clinfer_grammar_walk *w, int32_t token);
+CLINFER_API void clinfer_grammar_walk_free(clinfer_grammar_walk *w);
+
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0
  * when the session has logits), then samples up to max_tokens tokens,
  * passing each one's text to on_token. Stops at an end-of-generation token

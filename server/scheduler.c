@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "draft.h"
 #include "prompt_cache.h"
 #include "reasoning.h"
 
@@ -119,6 +120,12 @@ struct srv_sched {
     slot_act *acts; /* slot actions for the loop, oldest first */
     srv_pcache *pcache; /* --cache-ram: evicted prompt caches in host memory; NULL: off */
     int32_t *scratch;   /* [n_ctx] tokens a restore reads before they are the slot's */
+    /* serve --model-draft (srv_sched_set_draft; NULL: prompt lookup or none):
+     * the step's drafting slots, drafted together before the step's decode */
+    srv_draft *draft;
+    srv_draft_req *dreq; /* [n_slots] */
+    int n_dreq;
+    int32_t *drows;      /* [n_slots][1 + draft_max]: each slot's verify rows, the pending token first */
 };
 
 double srv_now_s(void) {
@@ -422,7 +429,8 @@ static int job_start(srv_sched *s, srv_job *j) {
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
     /* greedy or sampled (the acceptance rule: clinfer_next_token_draft),
      * under a grammar with its drafts cut where the grammar refuses */
-    if (s->draft_max > 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+    if (s->draft) srv_draft_reset(s->draft, j->slot); /* a draft model's drafts: srv_draft_run, no drafter */
+    else if (s->draft_max > 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
         j->drafter = NULL; /* out of memory: this job goes without */
     clinfer_drafter_set_sampler(j->drafter, j->smp);
     return 0;
@@ -723,13 +731,17 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
     for (;; r++) {
         t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1,
                    r + 1 < rows ? en->tokens[r + 1] : -1); /* a draft's next token: the acceptance rule */
-        if (t != TAKE_ON || rows == 1 || !clinfer_drafter_accept(j->drafter, r, j->next)) break;
+        if (t != TAKE_ON || rows == 1) break;
+        /* a draft model's rows are its draft (srv_draft); a lookup's, its drafter's */
+        if (!(j->drafter ? clinfer_drafter_accept(j->drafter, r, j->next) : r + 1 < rows && en->tokens[r + 1] == j->next))
+            break;
         s->st.accepted_tokens++;
     }
     if (rows > 1) {
         s->st.drafted_tokens += (unsigned long long)(rows - 1);
         /* the pending token and the draft taken stay */
-        srv_engine_slot_rewind(s->e, en->slot, len0 + clinfer_drafter_settle(j->drafter, r));
+        const int keep = j->drafter ? clinfer_drafter_settle(j->drafter, r) : srv_draft_settle(s->draft, en->slot, rows - 1, r);
+        srv_engine_slot_rewind(s->e, en->slot, len0 + keep);
     }
     conclude(s, j, t);
 }
@@ -756,7 +768,20 @@ static void decode_entry(srv_sched *s, int i, srv_entry *en, int *budget, int *d
     const int max = min_int(min_int(s->draft_max, *budget), *draft_rows);
     int rows = 0;
     const int32_t *batch = NULL;
-    if (j->drafter && len < s->n_ctx) {
+    if (s->draft && len < s->n_ctx) {
+        /* a draft model's draft, made with every other slot's before the
+         * step's decode (decode_step): the rows are reserved here, the
+         * entry shrinks to the draft made */
+        const int k = min_int(min_int(srv_draft_want(s->draft, i, max), left - 1), s->n_ctx - len - 1);
+        if (k > 0) {
+            int32_t *dr = s->drows + (size_t)i * (size_t)(1 + s->draft_max);
+            s->slots[i].cached[len] = dr[0] = j->next;
+            s->dreq[s->n_dreq++] = (srv_draft_req){.slot = i, .text = s->slots[i].cached, .n = len + 1, .k = k, .temp = j->sp.temperature, .smp = j->smp,
+                                                   .out = dr + 1, .tag = (int)(en - s->entries)};
+            rows = 1 + k;
+            batch = dr;
+        }
+    } else if (j->drafter && len < s->n_ctx) {
         /* the text so far (the slot's tokens, then the pending one) drafts what follows */
         s->slots[i].cached[len] = j->next;
         rows = clinfer_drafter_propose(j->drafter, s->slots[i].cached, len + 1, max, left, s->n_ctx - len - 1, &batch);
@@ -781,6 +806,9 @@ static int build_step(srv_sched *s) {
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--, n_decode++;
     int draft_rows = SPEC_STEP_ROWS - n_decode;
+    s->n_dreq = 0;
+    if (s->draft && srv_draft_max_streams(s->draft) > 0 && n_decode > srv_draft_max_streams(s->draft))
+        draft_rows = 0; /* a busy step: the draft model's drafts would cost more than they save */
     for (int k = 0; k < s->n_slots; k++) {
         const int i = (s->prefill_from + k) % s->n_slots;
         srv_job *j = s->slots[i].job;
@@ -815,6 +843,14 @@ static int build_step(srv_sched *s) {
  * and submit meanwhile. */
 static clinfer_status decode_step(srv_sched *s, int n) {
     pthread_mutex_unlock(&s->mu);
+    if (s->n_dreq) { /* the draft model's drafts, every slot's together; an entry keeps the rows drafted */
+        srv_draft_run(s->draft, s->dreq, s->n_dreq);
+        for (int k = 0; k < s->n_dreq; k++) {
+            srv_entry *en = &s->entries[s->dreq[k].tag];
+            en->n = 1 + s->dreq[k].nd;
+            if (en->n == 1) en->want_logits = SRV_LOGITS_LAST;
+        }
+    }
     clinfer_status st = srv_engine_step(s->e, s->entries, n);
     pthread_mutex_lock(&s->mu);
     return st;
@@ -859,6 +895,7 @@ static void slot_action(srv_sched *s, slot_act *a) {
         r->n_tokens = sl->n_prefilled;
         srv_engine_slot_rewind(s->e, a->slot, 0);
         sl->n_prefilled = 0;
+        if (s->draft) srv_draft_forget(s->draft, a->slot); /* its draft sequence too */
         s->st.slot_erases++;
     } else if (a->op == SRV_SLOT_SAVE && !lora_plain(sl->lora, sl->n_lora)) {
         r->st = clinfer_fail(CLINFER_ERR_ARG, "slot %d's cache was computed with LoRA adapters: not saved", a->slot);
@@ -1073,6 +1110,23 @@ void srv_sched_speculate(srv_sched *s, int draft_max) {
     pthread_mutex_unlock(&s->mu);
 }
 
+clinfer_status srv_sched_set_draft(srv_sched *s, srv_draft *d) {
+    const int max = srv_draft_max(d);
+    srv_draft_req *q = calloc((size_t)s->n_slots, sizeof *q);
+    int32_t *rows = malloc((size_t)s->n_slots * (size_t)(1 + max) * sizeof *rows);
+    if (!q || !rows) {
+        free(q), free(rows);
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    }
+    pthread_mutex_lock(&s->mu);
+    free(s->dreq), free(s->drows);
+    s->dreq = q, s->drows = rows;
+    s->draft = d;
+    s->draft_max = max; /* the rows a slot's verification may take */
+    pthread_mutex_unlock(&s->mu);
+    return CLINFER_OK;
+}
+
 void srv_sched_shutdown(srv_sched *s) {
     pthread_mutex_lock(&s->mu);
     s->closed = 1;
@@ -1091,6 +1145,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->entries);
     free(s->len0);
     free(s->scratch);
+    free(s->dreq);
+    free(s->drows);
     srv_pcache_free(s->pcache);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);

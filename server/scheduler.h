@@ -116,6 +116,12 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
  * verifies up to draft_max drafted tokens a slot (clinfer_drafter) with
  * its token, the text the same as without; 0: off (the default). */
 void srv_sched_speculate(srv_sched *s, int draft_max);
+/* serve --model-draft: every job (greedy or sampled) speculates with the
+ * draft model's drafts instead (draft.h: all slots drafted together before
+ * each step), up to its draft_max a slot; d stays the caller's and must
+ * outlive the scheduler. Before the first job. */
+struct srv_draft;
+clinfer_status srv_sched_set_draft(srv_sched *s, struct srv_draft *d);
 /* --cache-ram: prompt caches given up for other jobs are kept in host
  * memory, up to `bytes` (prompt_cache.h), and a prompt sharing a longer
  * prefix with one than with any slot gets it back; 0: off (the default).
