@@ -88,6 +88,23 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
 clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                            int accumulate);
 
+/* clf_matmul_cols whose kernel is, on the cpu family, the one a product of
+ * max(n, tile_n) rows takes: that many rows' token tile (TM), and one row
+ * on the GEMM rather than a GEMV. The rows are the same as clf_matmul_cols
+ * gives them (a row's sums do not depend on the tile around it). For a
+ * caller whose row counts vary from launch to launch (a MoE layer's expert
+ * groups: 1 to n rows each, as the routing falls) the kernels stay those a
+ * long prompt's products use, built and readied once (a warm-up of a few
+ * tokens on one expert readies them), where clf_matmul_cols would take a
+ * program per token-tile class (TM 2, 4, 8, each a build of the type's
+ * whole family) and the one-row GEMVs, each compiled by PoCL on its first
+ * launch: seconds inside a first prompt whose groups fall in a class not
+ * seen before. The gpu family ignores tile_n (its tile is sized to n and
+ * the rows it covers). */
+#define CLF_MATMUL_TILE_LONG 65536 /* tile_n for a long prompt's kernels, whatever n */
+clf_status clf_matmul_cols_tile(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                                int accumulate, int64_t tile_n);
+
 /* The same (into columns from col0), each row computed as clf_matmul
  * computes a one-row X (where that quantizes x to int8, so does this), the
  * weights read once for all the rows: decode tokens of several sequences

@@ -154,16 +154,20 @@ static clf_status moe_wsum(clf_runtime *rt, clf_tensor *x, const clf_tensor *y, 
     return clf_launch(rt, kr, 2, global, local);
 }
 
-/* out[:, col0 ..] = W · in, the first n1 rows as decode rows (each as alone). */
+/* out[:, col0 ..] = W · in, the first n1 rows as decode rows (each as alone).
+ * The rest take a long prompt's kernels whatever their count
+ * (clf_matmul_cols_tile): an expert's group is 1 to n rows as the routing
+ * falls, and a kernel per row-count class would be built inside the first
+ * prompt that reaches it (the warm-up's groups readied the long ones). */
 static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out,
                                int64_t col0, int accumulate, int64_t n1) {
     const int64_t n = clf_tensor_nrows(in);
-    if (n1 <= 0) return clf_matmul_cols(rt, w, in, out, col0, accumulate);
+    if (n1 <= 0) return clf_matmul_cols_tile(rt, w, in, out, col0, accumulate, CLF_MATMUL_TILE_LONG);
     clf_tensor i1 = clf_tensor_rows(in, 0, n1), o1 = clf_tensor_rows(out, 0, n1);
     CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, col0, accumulate));
     if (n1 >= n) return CLF_OK;
     clf_tensor i2 = clf_tensor_rows(in, n1, n - n1), o2 = clf_tensor_rows(out, n1, n - n1);
-    return clf_matmul_cols(rt, w, &i2, &o2, col0, accumulate);
+    return clf_matmul_cols_tile(rt, w, &i2, &o2, col0, accumulate, CLF_MATMUL_TILE_LONG);
 }
 
 clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, const clf_tensor *xq, int n1,
