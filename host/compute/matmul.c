@@ -807,10 +807,25 @@ static clf_status id_check(const clf_runtime *rt, const clf_weight *W, int n_par
     return CLF_OK;
 }
 
+/* A bias table's offset in floats (B: F32 [n_part × width]), or none (B NULL: *has 0). */
+static clf_status id_bias(const clf_tensor *B, int n_part, int64_t width, cl_ulong *off, int *has) {
+    *off = 0, *has = B != NULL;
+    if (!B) return CLF_OK;
+    if (B->type != CLF_F32 || B->ne[0] != width || clf_tensor_nrows(B) < n_part || B->offset % 4)
+        return clf_fail(CLF_ERR_ARG, "matmul: expert biases of %lld × %lld for %d experts of %lld",
+                        (long long)clf_tensor_nrows(B), (long long)B->ne[0], n_part, (long long)width);
+    *off = B->offset / 4;
+    return CLF_OK;
+}
+
 clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, clf_glu_act act, const clf_tensor *XQ,
-                                const clf_tensor *ids, int k, clf_tensor *Y, const clf_tensor *YQ) {
+                                const clf_tensor *ids, int k, const clf_tensor *B, clf_tensor *Y, const clf_tensor *YQ) {
     CLF_TRY(id_check(rt, W, n_part, 64));
     const int64_t rows = W->rows / n_part, ff = rows / 2, n = clf_tensor_nrows(XQ), slots = n * k;
+    cl_ulong b_off;
+    int has_b;
+    CLF_TRY(id_bias(B, n_part, rows, &b_off, &has_b));
+    const cl_mem b_mem = B ? B->mem : W->mem; /* none: any buffer, never read */
     if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH && act != CLF_GLU_SWIGLU_OAI)
         return clf_fail(CLF_ERR_ARG, "matmul: unknown activation %d", (int)act);
     if (k < 1 || n <= 0 || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) || Y->ne[0] != ff || YQ->ne[0] != CLF_XQ_FLOATS(ff) ||
@@ -846,14 +861,21 @@ clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part
     arg(&a, sizeof K, &K);
     arg(&a, sizeof(cl_mem), &YQ->mem);
     arg(&a, sizeof yq_off, &yq_off);
+    arg(&a, sizeof(cl_mem), &b_mem);
+    arg(&a, sizeof b_off, &b_off);
+    arg(&a, sizeof has_b, &has_b);
     const size_t global[2] = {(size_t)slots, ((size_t)(ff / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (indirect gated-unit gemv)", 2, global, local);
 }
 
 clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
-                                 const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X) {
+                                 const clf_tensor *ids, const clf_tensor *w, int k, const clf_tensor *B, clf_tensor *X) {
     CLF_TRY(id_check(rt, W, n_part, 32));
     const int64_t rows = W->rows / n_part, n = clf_tensor_nrows(X), slots = n * k;
+    cl_ulong b_off;
+    int has_b;
+    CLF_TRY(id_bias(B, n_part, rows, &b_off, &has_b));
+    const cl_mem b_mem = B ? B->mem : W->mem; /* none: any buffer, never read */
     if (k < 1 || n <= 0 || X->type != CLF_F32 || X->ne[0] != rows || HQ->ne[0] != CLF_XQ_FLOATS(W->cols) ||
         clf_tensor_nrows(HQ) != slots || ids->ne[0] * clf_tensor_nrows(ids) < slots || w->ne[0] * clf_tensor_nrows(w) < slots || ids->offset != w->offset || HQ->offset % 16 || X->offset % 4 ||
         ids->offset % 4)
@@ -881,6 +903,9 @@ clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_par
     arg(&a, sizeof ldy, &ldy);
     arg(&a, sizeof R, &R);
     arg(&a, sizeof K, &K);
+    arg(&a, sizeof(cl_mem), &b_mem);
+    arg(&a, sizeof b_off, &b_off);
+    arg(&a, sizeof has_b, &has_b);
     const size_t global[2] = {(size_t)n, ((size_t)(rows / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (indirect down gemv)", 2, global, local);
 }

@@ -158,15 +158,18 @@ clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *p
  * act(gate · x_r) ⊙ (up · x_r), W the stack of n_part fused gate|up
  * experts [2 ff rows each], x_r given as its int8 form XQ [n rows], ids
  * [n × k] int32 cells on the device. Each slot as clf_matmul_glu_xq gives
- * that expert's row. */
+ * that expert's row. B: NULL, or F32 [n_part × 2 ff] (gpt-oss): row e
+ * added to expert e's gate|up sums before the unit, as the per-expert path
+ * adds them (clf_add_rows) to the unfused product's. */
 clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, clf_glu_act act, const clf_tensor *XQ,
-                                const clf_tensor *ids, int k, clf_tensor *Y, const clf_tensor *YQ);
+                                const clf_tensor *ids, int k, const clf_tensor *B, clf_tensor *Y, const clf_tensor *YQ);
 
-/* X [n × rows] += Σ_j w[r·k + j] · (down_{ids[r·k + j]} · h_{r·k + j}), the
- * sum in j's order: W the stack of n_part down experts, H the slots' int8
- * hidden rows [n·k × CLF_XQ_FLOATS(cols)], ids and w [n × k]. */
+/* X [n × rows] += Σ_j w[r·k + j] · (down_{ids[r·k + j]} · h_{r·k + j} + b),
+ * the sum in j's order: W the stack of n_part down experts, H the slots'
+ * int8 hidden rows [n·k × CLF_XQ_FLOATS(cols)], ids and w [n × k]; b row
+ * ids[r·k + j] of B (F32 [n_part × rows], gpt-oss), or none (B NULL). */
 clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
-                                 const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X);
+                                 const clf_tensor *ids, const clf_tensor *w, int k, const clf_tensor *B, clf_tensor *X);
 
 /* The gpu variant's indirect int8 GEMV: Y [slots × rows] row t = expert
  * ids[t]'s rows of the stack W (n_part experts of rows each) times x row
