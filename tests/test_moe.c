@@ -571,6 +571,45 @@ static void test_ffn_stacked(void **state) {
     tu_tune(NULL);
 }
 
+/* The experts' groups' products (clf_matmul_cols_tile: a long prompt's
+ * kernel whatever the rows, so a first prompt builds no kernel per group
+ * size) equal clf_matmul_cols's rows bit for bit, for every count from one
+ * row (the GEMM, not the GEMV) past the tile classes (2, 4, 8, 12). */
+static void test_group_tile(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    static const clf_type types[] = {CLF_Q4_K, CLF_Q8_0, CLF_MXFP4, CLF_F32};
+    const int rows = 96, K = 256, nmax = 14;
+    uint64_t s = tu_seed() ^ 0x711e;
+    float *x = malloc((size_t)nmax * K * sizeof *x), *deq = malloc((size_t)rows * K * sizeof *deq);
+    float *a = malloc((size_t)nmax * rows * sizeof *a), *b = malloc((size_t)nmax * rows * sizeof *b);
+    for (int i = 0; i < nmax * K; i++) x[i] = tu_normal(&s);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        clf_weight w;
+        rand_weight(types[t], rows, K, 1.0f / sqrtf((float)K), &s, deq, &w);
+        int differ = 0;
+        for (int n = 1; n <= nmax; n++) {
+            clf_tensor tx, ta, tb;
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, K, n, &tx));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, rows, n, &ta));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, rows, n, &tb));
+            TU_OK(clf_tensor_upload(rt, &tx, x, (size_t)n * K * sizeof *x));
+            TU_OK(clf_matmul_cols(rt, &w, &tx, &ta, 0, 0));
+            TU_OK(clf_matmul_cols_tile(rt, &w, &tx, &tb, 0, 0, CLF_MATMUL_TILE_LONG));
+            TU_OK(clf_tensor_download(rt, &ta, a, (size_t)n * rows * sizeof *a));
+            TU_OK(clf_tensor_download(rt, &tb, b, (size_t)n * rows * sizeof *b));
+            if (memcmp(a, b, (size_t)n * rows * sizeof *a)) differ = n;
+            clf_tensor_free(&tx), clf_tensor_free(&ta), clf_tensor_free(&tb);
+        }
+        print_message("  %s %d x %d on %s: 1-%d rows, the long prompt's kernel = the sized one: %s\n",
+                      clf_type_get(types[t])->name, rows, K, clf_matmul_variant(rt), nmax, differ ? "no" : "bit for bit");
+        if (differ) fail_msg("%s: %d rows differ (replay: CLINFER_SEED=%llu)", clf_type_get(types[t])->name, differ,
+                             (unsigned long long)tu_seed());
+        clf_weight_free(&w);
+    }
+    free(x), free(deq), free(a), free(b);
+}
+
 /* ---- tiny models ---------------------------------------------------------------- */
 
 static const tiny_model QWEN3MOE = {.arch = "qwen3moe", .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 32,
@@ -947,7 +986,8 @@ static void test_bad_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_route), cmocka_unit_test(test_ffn_f32),
                                        cmocka_unit_test(test_ffn_q8_0), cmocka_unit_test(test_ffn_stacked),
-                                       cmocka_unit_test(test_ffn_oss), cmocka_unit_test(test_batched),
+                                       cmocka_unit_test(test_ffn_oss), cmocka_unit_test(test_group_tile),
+                                       cmocka_unit_test(test_batched),
                                        cmocka_unit_test(test_mxfp4),
                                        cmocka_unit_test(test_memory), cmocka_unit_test(test_bad_keys)};
     int rc = TU_RUN_GROUP(tests, NULL, NULL);

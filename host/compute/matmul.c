@@ -636,7 +636,8 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
                         (long long)clf_tensor_nrows(XQ), (long long)XQ->ne[0], (long long)n, (long long)W->cols,
                         (long long)CLF_XQ_FLOATS(W->cols));
     const mm_variant var = variant_of(rt, W->layout), *v = &var;
-    const int64_t nt = rowwise || tile_n < n ? n : tile_n; /* the rows the cpu kernel is chosen for */
+    int64_t nt = rowwise || tile_n < n ? n : tile_n; /* the rows the cpu kernel is chosen for */
+    if (n == 1 && !uses_int8_gemm(v, W->type, nt)) nt = 1; /* a float GEMM's lone row would not be the GEMV's */
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4 + (cl_ulong)col0;
     const int ldy = (int)Y->ne[0];
     if (n > 1 && !rowwise && rt->gemm_f32)

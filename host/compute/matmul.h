@@ -90,8 +90,10 @@ clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tenso
 
 /* clf_matmul_cols whose kernel is, on the cpu family, the one a product of
  * max(n, tile_n) rows takes: that many rows' token tile (TM), and one row
- * on the GEMM rather than a GEMV. The rows are the same as clf_matmul_cols
- * gives them (a row's sums do not depend on the tile around it). For a
+ * on the int8 GEMM rather than a GEMV (a float type's one row stays on its
+ * GEMV, whose sums are ordered otherwise). The rows are the same as
+ * clf_matmul_cols gives them, bit for bit (a row's sums do not depend on
+ * the tile around it; test_moe's test_group_tile). For a
  * caller whose row counts vary from launch to launch (a MoE layer's expert
  * groups: 1 to n rows each, as the routing falls) the kernels stay those a
  * long prompt's products use, built and readied once (a warm-up of a few
