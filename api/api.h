@@ -44,7 +44,12 @@ struct clinfer_model {
      * file's tokenizer.chat_template; NULL: the file's */
     char *chat_template;
     uint64_t digest; /* the file's clf_gguf_header_digest and size: what a saved sequence state names */
+    /* LoRA adapters (clinfer_lora_load, api/lora.c), freed with the model */
+    struct clinfer_lora **loras;
+    int n_loras;
 };
+/* Frees the model's adapters (clinfer_model_free, before the weights). */
+void api_lora_free_all(clinfer_model *m);
 
 /* The model's chat template: the one set, else the file's (chat.h). */
 struct clf_chat;
@@ -123,6 +128,11 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
  * clinfer_sampler_sample. Not recorded (clinfer_sampler_accept). */
 clf_status api_sample_draft(clinfer_sampler *smp, const float *logits, int n_vocab, int32_t draft, const float *q,
                             int32_t *token);
+/* clinfer_grammar_create; preserve: the grammar reads the control tokens
+ * its literals spell as text (clf_grammar_masks_preserve: a tool-call
+ * format's markers). */
+clf_status api_grammar_create(const clinfer_model *m, const char *gbnf, size_t len, const char *root, int preserve,
+                              clinfer_grammar **out);
 /* Speculative decoding's drafts under the sampler's grammar: how many of
  * draft[0..n) the grammar allows after the tokens accepted so far (n
  * without a grammar). */

@@ -116,6 +116,28 @@ clinfer_status clinfer_drafter_create_model(const clinfer_model *target, clinfer
     return CLINFER_OK;
 }
 
+/* The public grammar walk (include/clinfer.h) is the drafter's own
+ * (api/grammar.c's api_grammar_walk), under the public name. */
+clinfer_status clinfer_grammar_walk_begin(const clinfer_sampler *smp, clinfer_grammar_walk **out) {
+    API_NOT_NULL(out);
+    api_grammar_walk *w = NULL;
+    const clf_status st = api_grammar_walk_begin(smp, &w);
+    *out = (clinfer_grammar_walk *)w;
+    return (clinfer_status)st;
+}
+
+clinfer_status clinfer_grammar_walk_mask(clinfer_grammar_walk *w, float *logits, int n_vocab) {
+    API_NOT_NULL(w);
+    API_NOT_NULL(logits);
+    return (clinfer_status)api_grammar_walk_mask((api_grammar_walk *)w, logits, n_vocab);
+}
+
+int clinfer_grammar_walk_advance(clinfer_grammar_walk *w, int32_t token) {
+    return w ? api_grammar_walk_advance((api_grammar_walk *)w, token) : 0;
+}
+
+void clinfer_grammar_walk_free(clinfer_grammar_walk *w) { api_grammar_walk_free((api_grammar_walk *)w); }
+
 clinfer_draft_model_params clinfer_draft_model_default_params(void) {
     return (clinfer_draft_model_params){.size = sizeof(clinfer_draft_model_params), .draft_max = 16};
 }

@@ -52,9 +52,14 @@ clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, 
     API_NOT_NULL(m);
     API_NOT_NULL(gbnf);
     API_NOT_NULL(out);
+    return (clinfer_status)api_grammar_create(m, gbnf, len, root, 0, out);
+}
+
+clf_status api_grammar_create(const clinfer_model *m, const char *gbnf, size_t len, const char *root, int preserve,
+                              clinfer_grammar **out) {
     *out = NULL;
     clinfer_grammar *G = calloc(1, sizeof *G);
-    if (!G) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!G) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
     atomic_init(&G->refs, 1);
     G->tok = m->tok;
     G->n_vocab = m->info.n_vocab;
@@ -63,6 +68,7 @@ clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, 
     clf_status st = clf_grammar_compile(gbnf, len, root, &G->g);
     if (st == CLF_OK) st = model_trie((clinfer_model *)m, &trie); /* the trie is the model's cache, not its state */
     if (st == CLF_OK) st = clf_grammar_masks_create(G->g, trie, G->n_vocab, &G->gm);
+    if (st == CLF_OK && preserve) st = clf_grammar_masks_preserve(G->gm, G->tok); /* before the probe below */
     if (st == CLF_OK) st = clf_gstate_start(G->g, &G->start);
     if (st == CLF_OK && !(G->eog = malloc(sizeof *G->eog * 64))) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
     for (int id = 0; st == CLF_OK && id < G->n_vocab && G->n_eog < 64; id++)
@@ -78,10 +84,10 @@ clinfer_status clinfer_grammar_create(const clinfer_model *m, const char *gbnf, 
     free(probe);
     if (st != CLF_OK) {
         release(G);
-        return (clinfer_status)st;
+        return st;
     }
     *out = G;
-    return CLINFER_OK;
+    return CLF_OK;
 }
 
 /* ---- the sampler's stage ------------------------------------------------------ */
@@ -161,22 +167,7 @@ static void stage_accept(void *ud, int32_t token) {
     api_grammar_stage *gs = ud;
     if (!gs->armed || gs->dead) return;
     if (clf_token_is_eog(gs->G->tok, token)) return;
-    size_t len = 0;
-    const char *p;
-    if (!clf_grammar_token_is_text(gs->G->tok, token, &p, &len)) {
-        gs->dead = 1;
-        return;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (clf_gstate_advance(gs->G->g, &gs->cur, (unsigned char)p[i], &gs->next) != CLF_OK ||
-            !gs->next.n_stacks) {
-            gs->dead = 1;
-            return;
-        }
-        gstate t = gs->cur;
-        gs->cur = gs->next;
-        gs->next = t;
-    }
+    if (!clf_grammar_masks_advance(gs->G->gm, gs->G->tok, token, &gs->cur, &gs->next)) gs->dead = 1;
 }
 
 static void stage_reset(void *ud) {
@@ -275,16 +266,7 @@ int api_grammar_walk_advance(api_grammar_walk *w, int32_t token) {
         w->dead = 1;
         return w->cur.accepting;
     }
-    size_t len = 0;
-    const char *p;
-    if (!clf_grammar_token_is_text(G->tok, token, &p, &len)) return w->dead = 1, 0;
-    for (size_t i = 0; i < len; i++) {
-        if (clf_gstate_advance(G->g, &w->cur, (unsigned char)p[i], &w->next) != CLF_OK || !w->next.n_stacks)
-            return w->dead = 1, 0;
-        gstate t = w->cur;
-        w->cur = w->next;
-        w->next = t;
-    }
+    if (!clf_grammar_masks_advance(G->gm, G->tok, token, &w->cur, &w->next)) return w->dead = 1, 0;
     return 1;
 }
 

@@ -170,6 +170,7 @@ static clf_status read_info(const clf_gguf *g, int vocab_only, clinfer_model *m)
     in->n_layer = (int)sh.n_layer;
     in->n_head = (int)sh.n_head;
     in->n_head_kv = (int)sh.n_head_kv;
+    in->head_dim = (int)sh.head_dim;
     in->n_ff = (int)sh.n_ff;
     in->bos = clf_tokenizer_bos(m->tok);
     in->eos = clf_tokenizer_eos(m->tok);
@@ -345,6 +346,7 @@ clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmp
 void clinfer_model_free(clinfer_model *m) {
     if (!m) return;
     free(m->chat_template);
+    api_lora_free_all(m);
     clf_stages_close(&m->stages);
     clf_tokenizer_free(m->tok);
     pthread_mutex_destroy(&m->device_lock);

@@ -17,6 +17,7 @@
  * every count against the session's bounds; the checksum at the end
  * catches an altered file (the sequence is emptied then). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,9 +256,14 @@ clinfer_status clinfer_session_load_seq(clinfer_session *s, int seq, const char 
     stream st = {.path = path};
     struct stat sb;
     clf_status rc = CLF_OK;
-    if (!(st.f = fopen(path, "rb"))) rc = clf_fail(CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    else if (fstat(fileno(st.f), &sb) != 0 || !S_ISREG(sb.st_mode))
+    /* opened without blocking (a FIFO would wait for a writer), then only a regular file read */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) rc = clf_fail(CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
         rc = clf_fail(CLF_ERR_IO, "%s is not a regular file", path);
+    else if (!(st.f = fdopen(fd, "rb")))
+        rc = clf_fail(CLF_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fd >= 0 && !st.f) close(fd);
     if (rc == CLF_OK) rc = load_from(s, seq, &st, tokens, cap, n_tokens);
     if (st.f) fclose(st.f);
     XXH3_freeState(st.h);

@@ -129,7 +129,8 @@ clinfer_status clinfer_tools_grammar(const clinfer_tools *t, clinfer_tool_choice
     if (choice == CLINFER_TOOL_NONE) return CLINFER_OK;
     char *gbnf = NULL; /* NULL: the format takes no grammar under this choice (Harmony under auto) */
     clinfer_status st = (clinfer_status)clf_tools_grammar(t->t, (clf_tool_choice)choice, name, parallel, &gbnf);
-    if (st == CLINFER_OK && gbnf) st = clinfer_grammar_create(t->m, gbnf, strlen(gbnf), "tc-root", out);
+    /* the format's markers that are control tokens may be drawn as themselves */
+    if (st == CLINFER_OK && gbnf) st = (clinfer_status)api_grammar_create(t->m, gbnf, strlen(gbnf), "tc-root", 1, out);
     free(gbnf);
     return st;
 }

@@ -83,10 +83,12 @@ __kernel void add_rows_f32(__global float *x, const ulong x_off, __global const 
 
 /* x's rows quantized for the int8 GEMVs (cl/common.cl) where no kernel of
  * its own produces them: xq + xq_off bytes, rows n / 32 blocks apart; x's
- * rows x_stride floats apart. Global size (n / 32, rows). */
+ * rows x_stride floats apart. Global size (n / 32 rounded up to the
+ * work-group, rows): the padding's work-items do nothing. */
 __kernel void quantize_xq_f32(__global const float *x, const ulong x_off, const int x_stride, __global uchar *xq,
                               const ulong xq_off, const int n) {
     const size_t b = get_global_id(0), r = get_global_id(1);
+    if (b >= (size_t)(n / 32)) return;
     x += x_off + r * (size_t)x_stride + 32 * b;
     clf_xq_store32(vload16(0, x), vload16(1, x), xq + xq_off + (r * (size_t)(n / 32) + b) * CLF_XQ_BYTES);
 }

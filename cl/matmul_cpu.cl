@@ -1266,13 +1266,18 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  *    int8 hidden row (H), times its weight wts[r·k + j], summed, then added
  *    into Y's row r (the residual): llama.cpp's Σ_j w_j·y_j, then x += it.
  * Each expert's panel sums are the GEMV's (I8_BLOCK_<CPU>), so a slot's
- * hidden row is bit for bit what the per-expert gated-unit GEMV gives. */
+ * hidden row is bit for bit what the per-expert gated-unit GEMV gives.
+ * Biases (gpt-oss; has_b 0: none, B then any buffer): B + b_off holds a
+ * row per expert, [E × rows] for the gated unit (gate's then up's, added
+ * to each sum before the unit) and [E × rows] for down (added to the
+ * expert's output before its weight), as the per-expert path adds them. */
 #if defined(CLF_MOE_ID) && CLF_MOE_ID
 #define DEFINE_GEMV_GLU_ID(UNIT, UNIT_FN, CPU, T, QB, QH, QK, SUB, REC, GRID)                   \
     __kernel void gemv_##T##_##UNIT##_id(__global const uint *W, __global const ushort *S, __global const float *X, \
                                          const ulong xoff, __global const int *ids, const ulong id_off, const int k, \
                                          __global float *Y, const ulong yoff, const int rows, const int K, \
-                                         __global uchar *YQ, const ulong yq_off) {              \
+                                         __global uchar *YQ, const ulong yq_off, __global const float *B, \
+                                         const ulong b_off, const int has_b) {                  \
         const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * GLU_PPW_##CPU;          \
         if (p0 >= npf) return;                                                                  \
         const size_t s = get_global_id(0);                                                      \
@@ -1290,15 +1295,22 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
                     I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, pe + p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
             }                                                                                   \
         }                                                                                       \
-        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf)             \
+        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf) {           \
+            if (has_b) { /* the expert's gate and up biases of these 32 columns */              \
+                const __global float *bg = B + b_off + (size_t)ids[id_off + s] * rows + 32 * (p0 + j); \
+                acc[j][0] += vload16(0, bg), acc[j][1] += vload16(1, bg);                       \
+                acc[j][2] += vload16(0, bg + rows / 2), acc[j][3] += vload16(1, bg + rows / 2); \
+            }                                                                                   \
             glu_store32(UNIT_FN(acc[j][0], acc[j][2]), UNIT_FN(acc[j][1], acc[j][3]),           \
                         Y + yoff + s * (rows / 2) + 32 * (p0 + j), YQ + yq_off + (s * npf + p0 + j) * CLF_XQ_BYTES); \
+        }                                                                                       \
     }
 #define DEFINE_GEMV_DOWN_ID(CPU, T, QB, QH, QK, SUB, REC, GRID)                                 \
     __kernel void gemv_##T##_down_id(__global const uint *W, __global const ushort *S, __global const float *H, \
                                      const ulong hoff, __global const int *ids, __global const float *wts, \
                                      const ulong id_off, const int k, __global float *Y, const ulong yoff, \
-                                     const int ldy, const int rows, const int K) {              \
+                                     const int ldy, const int rows, const int K, __global const float *B, \
+                                     const ulong b_off, const int has_b) {                      \
         const int p0 = get_global_id(1) * I8_PPW_##CPU, nb = K / 32, np = rows / 32;            \
         if (p0 >= np) return;                                                                   \
         const size_t r = get_global_id(0);                                                      \
@@ -1319,6 +1331,11 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
                     if (p0 + j >= np) break;                                                    \
                     I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, pe + p0 + j, acc[j][0], acc[j][1]); \
                 }                                                                               \
+            }                                                                                   \
+            if (has_b) { /* the expert's down bias, before its weight */                         \
+                const __global float *bd = B + b_off + (size_t)ids[id_off + s] * rows;          \
+                _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) if (p0 + j < np)       \
+                    acc[j][0] += vload16(0, bd + 32 * (p0 + j)), acc[j][1] += vload16(1, bd + 32 * (p0 + j)); \
             }                                                                                   \
             _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++)                            \
                 tot[j][0] += we * acc[j][0], tot[j][1] += we * acc[j][1];                       \

@@ -83,3 +83,13 @@ __kernel void moe_wsum_f32(__global float *x, const ulong x_off, __global const 
     for (int j = 0; j < k; j++) s += w[w_off + (size_t)r * k + j] * y[y_off + ((size_t)r * k + j) * n + c];
     x[x_off + (size_t)r * n + c] += s;
 }
+
+/* y[i, :] += b[idx[i], :], rows of n (gpt-oss's expert biases on the gpu
+ * variant's indirect decode: each slot's gate|up or down row gets its
+ * expert's bias, as the per-expert path adds it). Global size (>= n, rows). */
+__kernel void moe_add_id_f32(__global float *y, const ulong y_off, __global const float *b, const ulong b_off,
+                             __global const int *idx, const ulong i_off, const int n) {
+    const int j = (int)get_global_id(0), i = (int)get_global_id(1);
+    if (j >= n) return;
+    y[y_off + (size_t)i * n + j] += b[b_off + (size_t)idx[i_off + i] * n + j];
+}

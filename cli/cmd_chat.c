@@ -17,7 +17,7 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer chat [--system TEXT] [-n N] [--reasoning-format auto|none|deepseek] [--hide-reasoning] "
+static const char *USAGE = "clinfer chat [--system TEXT] [-n N] [--reasoning-format auto|none|deepseek] [--hide-reasoning] [--reasoning-budget N] "
                            CLI_DRAFT_USAGE " " CLI_GEN_USAGE;
 
 typedef struct chat_state {
@@ -27,6 +27,7 @@ typedef struct chat_state {
     int first; /* no turn in the cache yet */
     int n_gen;
     cli_reasoning reasoning; /* a model's <think> shown apart, as written, or hidden */
+    int reasoning_budget;    /* --reasoning-budget: tokens of thought before its close is forced; -1 none */
     cli_draft_opts dr; /* speculation: --draft-max, -md */
     /* every turn's, for the line at the end */
     int turns, n_prompt, n_generated;
@@ -98,7 +99,7 @@ static clinfer_status one_turn(chat_state *cs, const char *user) {
     }
     clinfer_generate_result stats;
     st = cli_generate_reasoning(&cs->s, cs->smp, ids, n, cs->n_gen < room ? cs->n_gen : room - 1, cs->dr.max,
-                                cs->reasoning, stdout, &stats);
+                                cs->reasoning, cs->reasoning_budget, stdout, &stats);
     clinfer_free(ids);
     if (stats.n_generated > 0 || stats.n_prompt > 0) cs->first = 0;
     cs->turns++;
@@ -118,14 +119,14 @@ static clinfer_status one_turn(chat_state *cs, const char *user) {
 int cmd_chat(int argc, char **argv) {
     cli_gen_opts o;
     cli_gen_opts_init(&o);
-    chat_state cs = {.first = 1, .n_gen = 512};
+    chat_state cs = {.first = 1, .n_gen = 512, .reasoning_budget = -1};
     const char *reasoning_format = NULL;
     int hide_reasoning = 0;
     const cli_option opts[] = {
         CLI_GEN_OPTIONS(&o),
         CLI_OPT_TEXT("--system", &cs.system, .help = "the system message that opens the conversation"),
         CLI_OPT_INT("-n", &cs.n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens an answer has at most (default 512)"),
-        CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning),
+        CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning, &cs.reasoning_budget),
         CLI_DRAFT_OPTIONS(&cs.dr),
         {0}};
     int rc = cli_parse(argc, argv, opts, USAGE, NULL, 0, NULL);

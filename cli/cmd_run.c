@@ -12,7 +12,7 @@
 #include "sampling_opts.h"
 #include "session.h"
 
-static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT] [--reasoning-format F] [--hide-reasoning]] [--special] "
+static const char *USAGE = "clinfer run (-p PROMPT | -p - | -f FILE) [-n N] [--chat [--system TEXT] [--reasoning-format F] [--hide-reasoning] [--reasoning-budget N]] [--special] "
                            CLI_DRAFT_USAGE " [--logprobs N] " CLI_GRAMMAR_USAGE " " CLI_GEN_USAGE;
 
 /* The prompt's tokens: raw text, or a user turn (after the system message,
@@ -69,7 +69,7 @@ int cmd_run(int argc, char **argv) {
     cli_gen_opts_init(&o);
     o.sp.temperature = 0; /* greedy unless asked: the same prompt gives the same text */
     const char *prompt = NULL, *file = NULL, *system = NULL;
-    int n_gen = 256, chat = 0, special = 0, logprobs = -1, hide_reasoning = 0;
+    int n_gen = 256, chat = 0, special = 0, logprobs = -1, hide_reasoning = 0, reasoning_budget = -1;
     const char *reasoning_format = NULL;
     cli_draft_opts dr = {0};
     cli_grammar_opts go = {0};
@@ -81,7 +81,7 @@ int cmd_run(int argc, char **argv) {
         CLI_OPT_INT("-n", &n_gen, 1, 1 << 24, .alias = "--n-predict", .help = "tokens to generate at most (default 256)"),
         CLI_OPT_FLAG("--chat", &chat, .help = "the prompt is a user message in the model's chat template"),
         CLI_OPT_TEXT("--system", &system, .help = "with --chat: a system message before it"),
-        CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning),
+        CLI_REASONING_OPTIONS(&reasoning_format, &hide_reasoning, &reasoning_budget),
         CLI_OPT_FLAG("--special", &special, .help = "parse control tokens such as <|im_start|> in the prompt"),
         CLI_DRAFT_OPTIONS(&dr),
         CLI_OPT_INT("--logprobs", &logprobs, 0, CLI_MAX_TOP_LOGPROBS,
@@ -133,7 +133,7 @@ int cmd_run(int argc, char **argv) {
     if (st == CLINFER_OK) st = cli_grammar_load(s.m, &go, &grammar);
     if (st == CLINFER_OK && grammar) st = clinfer_sampler_set_grammar(smp, grammar);
     if (st == CLINFER_OK) {
-        st = cli_generate_reasoning(&s, smp, ids, n, n_gen, dr.max, reasoning, stdout, &stats);
+        st = cli_generate_reasoning(&s, smp, ids, n, n_gen, dr.max, reasoning, reasoning_budget, stdout, &stats);
         if (stats.n_generated > 0) printf("\n"); /* end the text's last line */
         if (grammar && st == CLINFER_OK && stats.stop != CLINFER_STOP_EOG) /* fail closed: say the text is cut */
             fprintf(stderr, "clinfer: the text stopped at -n %d before the grammar's end: it is not a whole sentence\n",

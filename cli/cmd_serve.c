@@ -17,15 +17,16 @@
 #include "embeddings.h"
 #include "engine.h"
 #include "http.h"
+#include "draft.h"
 #include "reasoning.h"
 #include "sampling_opts.h"
 #include "serve_models.h"
 #include "session.h"
 
 static const char *USAGE =
-    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] [--draft-max N] [--queue N] "
+    "clinfer serve [--host 127.0.0.1] [--port 8080] [--parallel N] [-c|--ctx N] [--kv-memory MIB] " CLI_DRAFT_USAGE " [--draft-streams N] [--queue N] "
     "[--api-key KEY] [--request-timeout S] [--max-per-client N] [--alias NAME] [--reasoning-format auto|none|deepseek] "
-    "[--reasoning-budget -1|0] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
+    "[--reasoning-budget -1|0|N] [--slot-save-path DIR] [--cache-ram MIB] [--models-dir DIR [--models-max N] [--models-memory MIB]] "
     CLI_MODEL_USAGE;
 
 /* SIGINT and SIGTERM blocked (threads started now inherit it: the signals
@@ -59,9 +60,13 @@ int cmd_serve(int argc, char **argv) {
     cli_gen_opts_init(&o);
     const char *host = "127.0.0.1", *api_key = getenv("CLINFER_API_KEY"), *alias = NULL;
     int port = 8080, parallel = 4, queue = 64, request_timeout = SRV_REQUEST_TIMEOUT_S, kv_mib = 0,
-        draft_max = 0, cache_ram_mib = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
+        cache_ram_mib = 0, max_per_client = SRV_MAX_PER_CLIENT, reasoning_budget = -1;
     const char *reasoning_format = "auto", *slot_dir = NULL;
     serve_models_cfg models = {.models_max = 4}; /* --models-dir: cli/serve_models.c */
+    cli_draft_opts dr = {0}; /* speculation: by prompt lookup (--draft-max), or a draft model's (-md) */
+    /* -md: a step of more decoding requests drafts nothing: on this project's CPU 4 streams ran
+     * 0.68-0.98x greedy with drafts (bench/RESULTS.md); on a GPU a higher bound may pay */
+    int draft_streams = 2;
     const cli_option opts[] = {CLI_MODEL_OPTIONS(&o),
                                CLI_OPT_INT("--ctx", &o.n_ctx, 1, 1 << 20, .alias = "-c",
                                            .help = "each sequence's context in tokens (default: the model's, capped)"),
@@ -71,8 +76,10 @@ int cmd_serve(int argc, char **argv) {
                                            .help = "requests decoded together (default 4)"),
                                CLI_OPT_INT("--kv-memory", &kv_mib, 1, 1 << 24, .arg = "MIB",
                                            .help = "the KV cache's memory, shared by the sequences"),
-                               CLI_OPT_INT("--draft-max", &draft_max, 0, 1024,
-                                           .help = "speculate up to N tokens by prompt lookup (greedy or sampled); 0: off"),
+                               CLI_DRAFT_OPTIONS(&dr), /* --draft-max, -md, --draft-min, --draft-p-min */
+                               CLI_OPT_INT("--draft-streams", &draft_streams, 0, 256,
+                                           .help = "with -md: no drafts in a step decoding more requests than N "
+                                                   "(default 2; 0: no bound)"),
                                CLI_OPT_INT("--queue", &queue, 0, 1 << 16, .help = "requests waiting at most (default 64); more get 503"),
                                CLI_OPT_STR("--api-key", &api_key, .arg = "KEY",
                                            .help = "require this bearer key (default $CLINFER_API_KEY)"),
@@ -83,8 +90,9 @@ int cmd_serve(int argc, char **argv) {
                                CLI_OPT_STR("--alias", &alias, .alias = "-a", .arg = "NAME", .help = "the model's name in the API (default: its file's)"),
                                CLI_OPT_STR("--reasoning-format", &reasoning_format, .arg = "auto|none|deepseek",
                                            .help = "a model's reasoning as reasoning_content (auto, deepseek) or in content (none)"),
-                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 0,
-                                           .help = "-1: think as the model does; 0: no thinking (the template's enable_thinking false)"),
+                               CLI_OPT_INT("--reasoning-budget", &reasoning_budget, -1, 1 << 24,
+                                           .help = "-1: think as the model does; 0: no thinking (the template's "
+                                                   "enable_thinking false); N: the thought closed after N tokens"),
                                CLI_OPT_STR("--slot-save-path", &slot_dir, .arg = "DIR",
                                            .help = "the folder POST /slots/{id}?action=save|restore writes and reads "
                                                    "(made if missing); without it slots are not saved"),
@@ -114,6 +122,21 @@ int cmd_serve(int argc, char **argv) {
         if (stat(slot_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return cli_error(clinfer_fail(CLINFER_ERR_IO, "--slot-save-path %s is not a folder", slot_dir));
     }
+    if (!dr.model && (dr.min || dr.p_min > 0 || draft_streams != 2))
+        return cli_usage(USAGE, "--draft-min, --draft-p-min and --draft-streams go with -md FILE");
+    /* -md alone: 4 (llama.cpp's --spec-draft-n-max is 3; on this project's CPU 4 beat 16 by far:
+     * a verify row costs a fraction of a target token there, bench/RESULTS.md) */
+    const int draft_max = dr.model && !dr.max ? 4 : dr.max;
+    if (dr.model && dr.min > draft_max)
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--draft-min %d is above --draft-max %d", dr.min, draft_max));
+    /* one draft model cannot serve a folder of models of several
+     * vocabularies, and pairing each with its own needs a naming rule the
+     * folder does not have: refused, not silently dropped */
+    if (models.models_dir && dr.model)
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--model-draft goes with one model (-m), not --models-dir: "
+                                                       "a draft model drafts for one target's vocabulary"));
+    if (models.models_dir && (o.place.lora.n || o.place.lora_scaled.n)) /* one model's adapters, not a folder's */
+        return cli_error(clinfer_fail(CLINFER_ERR_ARG, "--lora and --lora-scaled go with -m, not --models-dir"));
     if (models.models_dir) { /* several models, each loaded on use */
         models.o = &o, models.alias = alias, models.parallel = parallel, models.queue = queue, models.kv_mib = kv_mib;
         models.draft_max = draft_max, models.cache_ram_mib = cache_ram_mib, models.slot_dir = slot_dir;
@@ -134,15 +157,31 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "clinfer serve: listening on http://%s%s%s:%d/ (loading the model)\n", strchr(host, ':') ? "[" : "",
             host, strchr(host, ':') ? "]" : "", srv_http_port(h));
 
-    cli_session s = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9) */
+    cli_session s = {0}, ds = {0}; /* Ctrl-C and SIGTERM stop a load as in `run` (exit 9); ds: -md's model */
     srv_engine *e = NULL;
+    srv_draft *draft = NULL;
     char *id = model_id(alias, path);
     srv_app app = {.model_id = id, .n_slots = parallel, .created = (long long)time(NULL), .slot_save_path = slot_dir,
-                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0};
+                   .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0,
+                   .reasoning_budget = reasoning_budget > 0 ? reasoning_budget : 0};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);
     if (st == CLINFER_OK) st = srv_engine_warm(e); /* every decode kernel built before "ready" */
+    if (st == CLINFER_OK && dr.model) { /* the draft model, its vocabulary checked, a sequence a slot */
+        char dpath[1024], why[1024];
+        st = cli_model_fetch(dr.model, 0, dpath, sizeof dpath);
+        cli_place dplace = o.place; /* the LoRA adapters are the target's */
+        dplace.lora = dplace.lora_scaled = (cli_list){0};
+        if (st == CLINFER_OK) st = cli_session_open(dpath, &dplace, -1, o.kv, &ds);
+        if (st == CLINFER_OK)
+            st = srv_draft_create(s.m, ds.m, parallel, srv_engine_n_ctx(e), o.kv,
+                                  &(srv_draft_params){draft_max, dr.min, dr.p_min, draft_streams}, &draft);
+        if (st != CLINFER_OK) {
+            snprintf(why, sizeof why, "%s", clinfer_last_error()); /* clinfer_fail writes where it points */
+            st = clinfer_fail(st, "the draft model (-md %s): %s", dr.model, why);
+        }
+    }
     if (st == CLINFER_OK) st = cli_check_chat(s.m);
     if (st == CLINFER_OK) st = srv_embedder_create(s.m, srv_engine_n_ctx(e), o.kv, &app.embedder);
     if (st == CLINFER_OK) {
@@ -152,6 +191,7 @@ int cmd_serve(int argc, char **argv) {
         st = srv_gcache_create(s.m, SRV_GCACHE_ENTRIES, &app.grammars);
         if (st == CLINFER_OK) st = srv_sched_create(e, s.m, parallel, queue, &app.sched);
         if (st == CLINFER_OK) srv_sched_speculate(app.sched, draft_max); /* prompt lookup, greedy or sampled requests */
+        if (st == CLINFER_OK && draft) st = srv_sched_set_draft(app.sched, draft); /* -md: its drafts instead */
         if (st == CLINFER_OK) st = srv_sched_cache_ram(app.sched, (size_t)cache_ram_mib << 20);
     }
     if (st == CLINFER_OK) {
@@ -179,6 +219,8 @@ int cmd_serve(int argc, char **argv) {
     int compiling = srv_gcache_free(app.grammars);
     hold_signals(0, &old);
     srv_engine_free(e);
+    srv_draft_free(draft);
+    cli_session_close(&ds);
     srv_embedder_free(app.embedder);
     if (compiling) {
         clinfer_session_free(s.s);

@@ -52,7 +52,7 @@ static double model_bytes(const loaded *l, clinfer_kv_type kv) {
     clinfer_kv_pool pool;
     srv_engine_kv_pool(l->e, &pool);
     const clinfer_model_info *i = &l->s.info;
-    const double head = i->n_head ? (double)i->n_embd / i->n_head : 0;
+    const double head = i->head_dim; /* Qwen3's and Gemma's are not n_embd / n_head */
     const double elem = kv == CLINFER_KV_F32 ? 4 : kv == CLINFER_KV_F16 ? 2 : 1;
     return (double)i->device_bytes + (double)pool.n_blocks * pool.block * 2.0 * i->n_layer * i->n_head_kv * head * elem;
 }

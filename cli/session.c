@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,9 +106,45 @@ static clinfer_status set_chat_template(clinfer_model *m, const cli_place *place
     return st;
 }
 
+/* --lora and --lora-scaled: each FILE (comma-separated, FILE:SCALE for the
+ * scaled) loaded on s's model at its scale, and the session's sequence
+ * given them all. */
+static clinfer_status load_loras(cli_session *s, const cli_place *place) {
+    for (int k = 0; k < 2; k++) {
+        const cli_list *l = k ? &place->lora_scaled : &place->lora;
+        for (int i = 0; i < l->n; i++) {
+            char buf[4096];
+            if (snprintf(buf, sizeof buf, "%s", l->v[i]) >= (int)sizeof buf)
+                return clinfer_fail(CLINFER_ERR_ARG, "--lora: a value of more than %zu bytes", sizeof buf);
+            for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                float scale = 1.0f;
+                if (k) { /* FILE:SCALE, the scale after the last ':' */
+                    char *colon = strrchr(item, ':'), *end;
+                    if (!colon) return clinfer_fail(CLINFER_ERR_ARG, "--lora-scaled '%s': FILE:SCALE", item);
+                    *colon = 0;
+                    scale = strtof(colon + 1, &end);
+                    if (end == colon + 1 || *end || !isfinite(scale))
+                        return clinfer_fail(CLINFER_ERR_ARG, "--lora-scaled: '%s' is not a scale", colon + 1);
+                }
+                clinfer_lora *a;
+                CLI_TRY(clinfer_lora_load(s->m, item, &a));
+                CLI_TRY(clinfer_lora_set_scale(a, scale));
+            }
+        }
+    }
+    const int n = clinfer_model_lora_count(s->m);
+    if (!n || !s->s) return CLINFER_OK;
+    clinfer_lora *a[64];
+    float sc[64];
+    if (n > 64) return clinfer_fail(CLINFER_ERR_ARG, "%d LoRA adapters (at most 8 apply at once)", n);
+    for (int i = 0; i < n; i++) a[i] = clinfer_model_lora(s->m, i), sc[i] = clinfer_lora_scale(a[i]);
+    return clinfer_session_set_lora(s->s, 0, a, sc, n);
+}
+
 clinfer_status cli_session_open(const char *model, const cli_place *place, int n_ctx, clinfer_kv_type kv,
                                 cli_session *s) {
     memset(s, 0, sizeof *s);
+    s->lora_v[0] = place->lora.v, s->lora_v[1] = place->lora_scaled.v; /* read below, freed on close */
     cli_catch_sigint(); /* before loading, which Ctrl-C stops cleanly too */
     progress_line line = {.t0 = cli_now_s(), .tty = isatty(STDERR_FILENO)};
     clinfer_load_options mp = clinfer_load_default_options();
@@ -141,6 +178,7 @@ clinfer_status cli_session_open(const char *model, const cli_place *place, int n
         sp.kv_type = kv;
         st = clinfer_session_create(s->m, &sp, &s->s);
     }
+    if (st == CLINFER_OK) st = load_loras(s, place);
     /* whatever failed after a Ctrl-C failed for it: LLVM, compiling kernels
      * inside PoCL, deletes its temporary files on SIGINT */
     if (st != CLINFER_OK && (st == CLINFER_ERR_INTERRUPTED || cli_interrupted))
@@ -156,7 +194,9 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
         return CLINFER_OK;
     }
     cli_session ds;
-    clinfer_status st = cli_session_open(d->model, place, clinfer_session_n_ctx(s->s), kv, &ds);
+    cli_place dplace = *place; /* the LoRA adapters are the target's */
+    dplace.lora = dplace.lora_scaled = (cli_list){0};
+    clinfer_status st = cli_session_open(d->model, &dplace, clinfer_session_n_ctx(s->s), kv, &ds);
     char why[1024]; /* the message, copied: clinfer_fail writes where clinfer_last_error points */
     if (st != CLINFER_OK) {
         snprintf(why, sizeof why, "%s", clinfer_last_error());
@@ -183,6 +223,8 @@ clinfer_status cli_session_add_draft(cli_session *s, const cli_draft_opts *d, co
 }
 
 void cli_session_close(cli_session *s) {
+    free(s->lora_v[0]);
+    free(s->lora_v[1]);
     clinfer_drafter_free(s->drafter);
     clinfer_session_free(s->draft_s);
     clinfer_model_free(s->draft_m);
@@ -198,6 +240,11 @@ typedef struct stream {
     srv_think *think;
     int hide, tty;      /* reasoning not shown; out is a terminal (reasoning dim) */
     int in_dim, shown;  /* the dim attribute is on; reasoning was shown (a line before the answer) */
+    /* --reasoning-budget (server/reasoning.h's srv_budget), or NULL; a close due stops the generation */
+    srv_budget *budget;
+    int close_due;       /* the close came due: first_close is its first token, taken */
+    int32_t first_close;
+    int max, n_tok;      /* the tokens the generation may take, has taken */
 } stream;
 
 static int put(stream *o, const char *p, size_t n) {
@@ -240,7 +287,44 @@ static int emit(void *ud, int32_t token, const char *piece, size_t n) {
     if (o->st != CLINFER_OK) return 1;
     if (n && write_piece(o, piece, n, 0) == 0 && fflush(o->out) != 0)
         o->st = clinfer_fail(CLINFER_ERR_IO, "cannot write the generated text: %s", strerror(errno));
+    /* the budget spent: the generation stops here, the caller goes on after the close */
+    if (o->budget && token >= 0 && o->st == CLINFER_OK) {
+        o->n_tok++;
+        if (srv_budget_push(o->budget, piece, n)) o->st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        /* forced where the close and one token after it fit (else the text ends inside the thought, as without) */
+        else if (o->n_tok + o->budget->n_close < o->max && srv_budget_next(o->budget, &o->first_close))
+            return o->close_due = 1;
+    }
     return o->st != CLINFER_OK || cli_interrupted;
+}
+
+/* The close the budget forces after pre[0, n_pre) (the prompt, or the
+ * token the stopped generation sampled and did not evaluate), all into
+ * *ids (*n of them): its text shown (and pushed) as if the model had
+ * written it. */
+static clinfer_status budget_close(cli_session *s, stream *o, const int32_t *pre, int n_pre, int32_t **ids, int *n) {
+    srv_budget *b = o->budget;
+    *n = 0;
+    if (!(*ids = malloc(((size_t)n_pre + (size_t)b->n_close) * sizeof **ids)))
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    if (n_pre) memcpy(*ids, pre, (size_t)n_pre * sizeof *pre);
+    *n = n_pre;
+    int32_t t = o->first_close; /* taken when the close came due; then the rest, in turn */
+    do (*ids)[(*n)++] = t;
+    while (srv_budget_next(b, &t));
+    clinfer_detokenizer *d;
+    clinfer_status st = clinfer_detokenizer_create(s->m, 0, &d);
+    for (int i = n_pre; st == CLINFER_OK && i < *n; i++) {
+        const char *piece;
+        size_t k;
+        st = clinfer_detokenizer_push(d, (*ids)[i], &piece, &k);
+        if (st == CLINFER_OK && k && write_piece(o, piece, k, 0)) st = o->st;
+        if (st == CLINFER_OK && srv_budget_push(b, piece, k))
+            st = clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    }
+    clinfer_detokenizer_free(d);
+    o->close_due = 0;
+    return st;
 }
 
 clinfer_status cli_reasoning_mode(const char *format, int hide, cli_reasoning *out) {
@@ -253,7 +337,7 @@ clinfer_status cli_reasoning_mode(const char *format, int hide, cli_reasoning *o
 
 clinfer_status cli_generate(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt, int max_gen,
                             int draft_max, FILE *out, clinfer_generate_result *r) {
-    return cli_generate_reasoning(s, smp, prompt, n_prompt, max_gen, draft_max, CLI_REASONING_INLINE, out, r);
+    return cli_generate_reasoning(s, smp, prompt, n_prompt, max_gen, draft_max, CLI_REASONING_INLINE, -1, out, r);
 }
 
 /* The syntax the prompt's end calls for (server/reasoning.h's
@@ -276,28 +360,72 @@ static srv_think_syntax prompt_syntax(const cli_session *s, const int32_t *promp
 }
 
 clinfer_status cli_generate_reasoning(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt,
-                                      int max_gen, int draft_max, cli_reasoning mode, FILE *out,
+                                      int max_gen, int draft_max, cli_reasoning mode, int budget, FILE *out,
                                       clinfer_generate_result *r) {
-    stream o = {out, CLINFER_OK, NULL, mode == CLI_REASONING_HIDE, isatty(fileno(out)), 0, 0};
+    stream o = {out, CLINFER_OK, NULL, mode == CLI_REASONING_HIDE, isatty(fileno(out)), 0, 0, NULL, 0, 0, 0, 0};
     srv_think think;
-    if (mode != CLI_REASONING_INLINE) {
-        int open;
-        srv_think_syntax syn = prompt_syntax(s, prompt, n_prompt, &open);
-        /* Harmony's markers are control tokens, which the text here leaves out: shown as written */
-        if (syn == SRV_THINK_TAGS) {
-            srv_think_init(&think, syn, open);
-            o.think = &think;
+    srv_budget bud;
+    clinfer_status st = CLINFER_OK;
+    int open = 0;
+    /* Harmony's markers are control tokens, which the text here leaves out: shown as written, no budget */
+    srv_think_syntax syn = mode != CLI_REASONING_INLINE || budget >= 0 ? prompt_syntax(s, prompt, n_prompt, &open)
+                                                                         : SRV_THINK_OFF;
+    if (mode != CLI_REASONING_INLINE && syn == SRV_THINK_TAGS) {
+        srv_think_init(&think, syn, open);
+        o.think = &think;
+    }
+    if (budget >= 0 && syn == SRV_THINK_TAGS) {
+        if ((st = srv_budget_init(&bud, s->m, syn, open, budget)) != CLINFER_OK) {
+            if (o.think) srv_think_free(&think);
+            return st;
         }
+        o.budget = &bud;
     }
     clinfer_generate_params gp = clinfer_generate_default_params();
-    gp.max_tokens = max_gen;
     gp.draft_max = draft_max;
     gp.sampler = smp;
     gp.on_token = emit;
     gp.user_data = &o;
     memset(r, 0, sizeof *r);
     r->size = sizeof *r;
-    clinfer_status st = clinfer_generate(s->s, prompt, n_prompt, &gp, r);
+    /* Under a budget the generation stops where the close comes due and
+     * goes on from the close's tokens, evaluated as a prompt after the
+     * token it stopped at (which the sampler records twice: penalties
+     * aside, the same). The close's tokens count as generated. */
+    const int32_t *p = prompt;
+    int np = n_prompt, left = max_gen, n_forced = 0;
+    int32_t *ids = NULL;
+    if (o.budget && o.budget->n_close < left && srv_budget_next(o.budget, &o.first_close)) { /* budget 0: at once */
+        st = budget_close(s, &o, prompt, n_prompt, &ids, &np);
+        p = ids, n_forced = o.budget->n_close, left -= n_forced;
+    }
+    for (int part = 0; st == CLINFER_OK; part++) {
+        clinfer_generate_result g = {.size = sizeof g};
+        gp.max_tokens = o.max = left;
+        o.n_tok = 0;
+        st = clinfer_generate(s->s, p, np, &gp, &g);
+        if (part == 0) { /* the call's prompt was the prompt (and a close forced at once) */
+            *r = g;
+            if (r->n_prompt) r->n_prompt -= n_forced, r->n_eval += n_forced; /* evaluated */
+            r->n_generated += n_forced;
+        } else { /* the call's prompt was the last token and the close: generation */
+            r->stop = g.stop;
+            r->last = g.last;
+            r->n_generated += g.n_generated + n_forced;
+            r->n_eval += g.n_prompt + g.n_eval;
+            r->generate_seconds += g.prompt_seconds + g.generate_seconds;
+            r->build_seconds += g.build_seconds;
+            r->n_drafted += g.n_drafted;
+            r->n_accepted += g.n_accepted;
+        }
+        if (st != CLINFER_OK || !o.close_due || o.st != CLINFER_OK) break;
+        left -= g.n_generated;
+        free(ids);
+        st = budget_close(s, &o, &g.last, 1, &ids, &np);
+        p = ids, n_forced = o.budget->n_close, left -= n_forced;
+    }
+    free(ids);
+    if (o.budget) srv_budget_free(&bud);
     if (o.think) { /* what the splitter held: an unterminated thought, a half tag */
         if (o.st == CLINFER_OK) write_piece(&o, NULL, 0, 1);
         srv_think_free(&think);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "clinfer.h"
+#include "options.h"
 
 /* --device, or a split over --devices (and --split, --split-ratio). */
 typedef struct cli_place {
@@ -17,11 +18,14 @@ typedef struct cli_place {
     int no_mmap, mlock; /* the weights in process memory, not the packed-weights cache's mapping; locked in RAM */
     /* --chat-template TEXT, --chat-template-file FILE: run instead of the file's template */
     const char *chat_template, *chat_template_file;
+    /* --lora FILE[,FILE...], --lora-scaled FILE:SCALE[,...] (llama.cpp's): adapters loaded on the model, each
+     * at its scale (the server's default) */
+    cli_list lora, lora_scaled;
 } cli_place;
 
 #define CLI_PLACE_USAGE \
     "[--device SEL | --devices SEL,SEL,... [--split layers] [--split-ratio a,b,...]] [--no-mmap] [--mlock] " \
-    "[--chat-template TEXT | --chat-template-file FILE]"
+    "[--chat-template TEXT | --chat-template-file FILE] [--lora FILE] [--lora-scaled FILE:SCALE]"
 #define CLI_PLACE_OPTIONS(p) \
     CLI_OPT_STR("--device", &(p)->device, .arg = "SEL", \
                 .help = "the OpenCL device: P:D or a name's part (`clinfer devices`; default $CLINFER_DEVICE)"), \
@@ -34,7 +38,11 @@ typedef struct cli_place {
     CLI_OPT_TEXT("--chat-template", &(p)->chat_template, .arg = "TEXT", \
                  .help = "a Jinja chat template to run instead of the model file's"), \
     CLI_OPT_STR("--chat-template-file", &(p)->chat_template_file, .arg = "FILE", \
-                .help = "the same, read from FILE")
+                .help = "the same, read from FILE"), \
+    CLI_OPT_LIST("--lora", &(p)->lora, .arg = "FILE[,FILE]", \
+                 .help = "apply a LoRA adapter (llama.cpp's GGUF) at scale 1; repeatable"), \
+    CLI_OPT_LIST("--lora-scaled", &(p)->lora_scaled, .arg = "FILE:SCALE[,...]", \
+                 .help = "apply a LoRA adapter at SCALE; repeatable")
 
 typedef struct cli_session {
     clinfer_model *m;
@@ -45,6 +53,7 @@ typedef struct cli_session {
     clinfer_model *draft_m;
     clinfer_session *draft_s;
     clinfer_drafter *drafter;
+    const char **lora_v[2]; /* the place's --lora and --lora-scaled lists (cli_parse's), freed on close */
 } cli_session;
 
 /* Speculative decoding's options of `run` and `chat` (llama.cpp's names):
@@ -112,15 +121,20 @@ typedef enum cli_reasoning { CLI_REASONING_INLINE, CLI_REASONING_APART, CLI_REAS
 /* The mode --reasoning-format (NULL: auto; none: inline; auto, deepseek:
  * apart) and --hide-reasoning ask for: CLINFER_ERR_ARG for another name. */
 clinfer_status cli_reasoning_mode(const char *format, int hide, cli_reasoning *out);
-#define CLI_REASONING_OPTIONS(fmt, hide)                                                                                   \
+#define CLI_REASONING_OPTIONS(fmt, hide, budget)                                                                           \
     CLI_OPT_STR("--reasoning-format", (fmt), .arg = "auto|none|deepseek",                                                 \
                 .help = "a model's <think> reasoning apart from its answer, dim (auto, deepseek), or as written (none)"), \
-        CLI_OPT_FLAG("--hide-reasoning", (hide), .help = "do not show a model's reasoning, only its answer")
+        CLI_OPT_FLAG("--hide-reasoning", (hide), .help = "do not show a model's reasoning, only its answer"),            \
+        CLI_OPT_INT("--reasoning-budget", (budget), -1, 1 << 24,                                                           \
+                    .help = "a <think> thought closed after N tokens, the answer following (-1: unlimited, default)")
 /* cli_generate with the reasoning shown as `mode` says (the syntax read off
  * the prompt's end: a generation prompt that opens <think>, or a reply
- * that does). */
+ * that does), under a budget of `budget` tokens of thought (-1: none;
+ * --reasoning-budget): <think> tags' close forced after them, as the
+ * server's reasoning_budget (server/reasoning.h's srv_budget), its tokens
+ * counted in n_generated. */
 clinfer_status cli_generate_reasoning(cli_session *s, clinfer_sampler *smp, const int32_t *prompt, int n_prompt,
-                                      int max_gen, int draft_max, cli_reasoning mode, FILE *out,
+                                      int max_gen, int draft_max, cli_reasoning mode, int budget, FILE *out,
                                       clinfer_generate_result *r);
 
 void cli_print_stats(const cli_session *s, const clinfer_generate_result *r);

@@ -268,6 +268,7 @@ typedef struct clinfer_model_info {
     char devices[512];    /* every stage's device: "NAME", or "NAME + NAME ..." for a split or MPI ranks */
     int n_stages;         /* stages of a split on this process (1 unsplit, 0 vocab_only) */
     double load_seconds;  /* clinfer_model_load's time */
+    int head_dim;         /* an attention head's width (attention.key_length; n_embd / n_head where absent) */
 } clinfer_model_info;
 
 CLINFER_API clinfer_status clinfer_model_get_info(const clinfer_model *m, clinfer_model_info *info);
@@ -897,6 +898,20 @@ CLINFER_API clinfer_status clinfer_drafter_create_model(const clinfer_model *tar
  * naming the first difference. */
 CLINFER_API clinfer_status clinfer_model_vocab_compatible(const clinfer_model *target, const clinfer_model *draft);
 
+/* A walk of a sampler's grammar from where the tokens it accepted took it,
+ * for a program's own drafter (a server's draft model) masking its drafts
+ * as clinfer_drafter_create_model's drafter does: the sampler is not
+ * changed. begin: *out NULL (and CLINFER_OK) when smp has no grammar;
+ * CLINFER_ERR_MEMORY. mask: the logits the grammar refuses next set to
+ * -INFINITY (n_vocab the sampler's model's; CLINFER_ERR_ARG where no token
+ * may follow). advance: the walk past token, 0 when the grammar refuses it
+ * (the walk then ends; an end token ends it too). */
+typedef struct clinfer_grammar_walk clinfer_grammar_walk;
+CLINFER_API clinfer_status clinfer_grammar_walk_begin(const clinfer_sampler *smp, clinfer_grammar_walk **out);
+CLINFER_API clinfer_status clinfer_grammar_walk_mask(clinfer_grammar_walk *w, float *logits, int n_vocab);
+CLINFER_API int clinfer_grammar_walk_advance(clinfer_grammar_walk *w, int32_t token);
+CLINFER_API void clinfer_grammar_walk_free(clinfer_grammar_walk *w);
+
 /* Evaluates `prompt` after the tokens the session holds (n_prompt may be 0
  * when the session has logits), then samples up to max_tokens tokens,
  * passing each one's text to on_token. Stops at an end-of-generation token
@@ -1019,6 +1034,38 @@ CLINFER_API void clinfer_mpi_on_broken(void (*fn)(void));
 /* Rank 0: what crossed the ranks, a line per kind of pass ("" when
  * nothing did), for a program's closing report. */
 CLINFER_API void clinfer_mpi_report(char *buf, size_t n);
+
+/* ---- LoRA adapters ---------------------------------------------------------------
+ * llama.cpp's GGUF adapters (convert_lora_to_gguf.py: general.type
+ * "adapter", adapter.lora.alpha, W.lora_a / W.lora_b per adapted weight),
+ * applied as y = W x + scale · alpha / rank · B (A x) on the device after
+ * each adapted product, over any weight type of the base (no merged copy).
+ * Several may be loaded on one model; each sequence of a session chooses
+ * its own and their scales, and one evaluation serves sequences with
+ * different adapters. Not over a split or MPI ranks (CLINFER_ERR_ARG). */
+typedef struct clinfer_lora clinfer_lora;
+
+/* Loads the adapter at path for m: CLINFER_ERR_FORMAT with the reason when
+ * the file is no LoRA adapter or not one for this base (architecture,
+ * tensors, shapes). The model owns it: it lives until clinfer_model_free;
+ * *out is also clinfer_model_lora(m, clinfer_model_lora_count(m) - 1). */
+CLINFER_API clinfer_status clinfer_lora_load(clinfer_model *m, const char *path, clinfer_lora **out);
+/* The adapters loaded on m, in load order (their index: the server's "id"). */
+CLINFER_API int clinfer_model_lora_count(const clinfer_model *m);
+CLINFER_API clinfer_lora *clinfer_model_lora(const clinfer_model *m, int i);
+/* The path it was loaded from. */
+CLINFER_API const char *clinfer_lora_path(const clinfer_lora *a);
+/* Its default scale (1 after loading): what the front ends apply where a
+ * request names no scale (--lora-scaled, the server's POST /lora-adapters);
+ * clinfer_session_set_lora takes its scales from the caller. */
+CLINFER_API float clinfer_lora_scale(const clinfer_lora *a);
+CLINFER_API clinfer_status clinfer_lora_set_scale(clinfer_lora *a, float scale);
+/* Sequence seq of s uses adapters[0 .. n) at scales[0 .. n) (n 0: none, the
+ * default; a scale of 0 is as if not listed; at most 8) from its next
+ * evaluation on. Its cached tokens are not recomputed: rewind first where
+ * they should be. */
+CLINFER_API clinfer_status clinfer_session_set_lora(clinfer_session *s, int seq, clinfer_lora *const *adapters,
+                                                    const float *scales, int n);
 
 #ifdef __cplusplus
 }

@@ -136,6 +136,7 @@ typedef struct clf_llama_ctx {
     int n_micro;          /* over a link, clf_llama_eval's chunks: n_batch / 4 from 128 rows on, so stages overlap */
     clf_topk topk;        /* clf_llama_eval_top's device scratch (on first use) */
     float *top_logits;    /* over a split, its host row [n_vocab] (on first use) */
+    struct clf_lora_ctx *lora; /* LoRA adapters chosen per sequence (models/lora.h); NULL: none ever set */
 } clf_llama_ctx;
 
 /* n_ctx 0 = the model's training context (capped at 4096); n_batch: the

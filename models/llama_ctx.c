@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "llama_impl.h"
+#include "lora.h"
 
 /* Positions a sliding-window sequence keeps below the window, so that a
  * rewind by up to this many (a server evaluating a prompt's last tokens
@@ -166,6 +167,7 @@ void clf_llama_ctx_free(clf_llama_ctx *c) {
     clf_kv_blocks_free(&c->blk_swa);
     clf_attn_rows_free(&c->rows);
     clf_attn_rows_free(&c->rows_swa);
+    clf_lora_ctx_free(c->lora);
     free(c->seqs);
     free(c->host_ids);
     free(c->row_seq);

@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "llama_impl.h"
+#include "lora.h"
 
 /* out (+)= W · in where the first n1 rows are single tokens (decodes):
  * those computed as each token alone would be (clf_matmul_rowwise), reading
@@ -33,11 +34,16 @@ static clf_status proj_product(clf_runtime *rt, const clf_llama_proj *p, const c
 
 /* x += post_norm(W · in), the add fused into the norm, or x += W · in fused
  * into the product when the family has no post-norm; tmp is scratch as
- * wide as x. */
+ * wide as x. The LoRA adapters of layer l's `slot` (lora.h) add to W · in. */
 static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, const clf_tensor *xq,
-                           const clf_tensor *post_norm, float eps, clf_tensor *x, clf_tensor *tmp, int n1) {
-    if (!post_norm) return product(rt, w, in, xq, x, 1, n1);
+                           const clf_tensor *post_norm, float eps, clf_tensor *x, clf_tensor *tmp, int n1,
+                           clf_llama_ctx *c, int l, clf_lora_slot slot) {
+    if (!post_norm) {
+        CLF_TRY(product(rt, w, in, xq, x, 1, n1));
+        return clf_lora_add(c, l, slot, in, x);
+    }
     CLF_TRY(product(rt, w, in, xq, tmp, 0, n1));
+    CLF_TRY(clf_lora_add(c, l, slot, in, tmp));
     return clf_rmsnorm(rt, tmp, post_norm, eps, x, 1);
 }
 
@@ -45,10 +51,14 @@ static clf_status residual(clf_runtime *rt, const clf_weight *w, const clf_tenso
  * rows in one launch where a GEMV applies the unit (from xq, writing ff's
  * int8 form ffq), else the product and then the unit (also into ffq). */
 static clf_status gated_unit(clf_runtime *rt, const clf_llama_proj *p, clf_glu_act act, const clf_tensor *xn,
-                             const clf_tensor *xq, clf_tensor *gu, clf_tensor *ff, const clf_tensor *ffq, int n1) {
+                             const clf_tensor *xq, clf_tensor *gu, clf_tensor *ff, const clf_tensor *ffq, int n1,
+                             clf_llama_ctx *c, int l) {
     const int64_t n = clf_tensor_nrows(xn);
-    if (!xq || !ffq || p->n != 1 || !clf_matmul_fuses_glu(rt, &p->part[0])) {
+    /* a LoRA adapter on gate or up adds to gu before the unit: no fused launch then */
+    const int lora = clf_lora_touches(c, l, CLF_LORA_GU);
+    if (lora || !xq || !ffq || p->n != 1 || !clf_matmul_fuses_glu(rt, &p->part[0])) {
         CLF_TRY(proj_product(rt, p, xn, xq, gu, n1));
+        if (lora) CLF_TRY(clf_lora_add(c, l, CLF_LORA_GU, xn, gu));
         return ffq ? clf_glu_xq(rt, act, gu, ff, ffq) : clf_glu(rt, act, gu, ff);
     }
     clf_tensor f1 = clf_tensor_rows(ff, 0, n1);
@@ -187,6 +197,7 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
     /* the sequences' blocks for these positions, the decode rows' descriptions */
     CLF_TRY(clf_llama_seq_reserve(c, segs, n_seg));
     CLF_TRY(decode_rows(c, segs, n1));
+    CLF_TRY(clf_lora_plan(c, segs, n_seg, n1)); /* which rows take which LoRA adapters */
 
     if (m->l0 == 0) {
         /* tokens [n] -> x [n × n_embd]: embedding rows (times sqrt(n_embd): Gemma); over a split the
@@ -218,6 +229,7 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
         CLF_TRY(norm_xq(rt, &x, &L->attn_norm, hp->eps, &xn, xq.embd));
         /* xn [n × n_embd] -> qkv [n × (q_dim + 2 kv_dim)]: Wqkv · xn (+ bqkv: Qwen2) */
         CLF_TRY(proj_product(rt, &L->wqkv, &xn, xq.embd, &qkv, n1));
+        CLF_TRY(clf_lora_add(c, l, CLF_LORA_QKV, &xn, &qkv));
         if (f->qkv_bias) CLF_TRY(clf_add_rows(rt, &qkv, &L->bqkv));
         /* qkv's Q and K heads [n × (n_head + n_head_kv) × head_dim]: RMSNorm per head with q_norm, k_norm
          * (Qwen3, Gemma 3), one launch */
@@ -227,7 +239,8 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
         /* qkv [n × qkv_dim] -> att [n × q_dim]: RoPE, K/V into each sequence's cache, attention */
         CLF_TRY(attend(c, segs, n_seg, swa, kl, &rope, f->attn_sinks ? &L->sinks : NULL, &xq));
         /* att [n × q_dim] -> x [n × n_embd]: x += Wo · att (post_attention_norm first: Gemma 3) (+ bo: gpt-oss) */
-        CLF_TRY(residual(rt, &L->wo, &att, xq.att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1));
+        CLF_TRY(residual(rt, &L->wo, &att, xq.att, f->post_norms ? &L->post_attn_norm : NULL, hp->eps, &x, &xn, n1, c, l,
+                         CLF_LORA_WO));
         if (f->attn_out_bias) CLF_TRY(clf_add_rows(rt, &x, &L->bo));
 
         /* x [n × n_embd] -> xn [n × n_embd]: RMSNorm with ffn_norm (gpt-oss: its post_attention_norm) */
@@ -253,9 +266,10 @@ clf_status clf_llama_forward(clf_llama_ctx *c, const int32_t *tokens, const floa
             continue;
         }
         /* xn [n × n_embd] -> gu [n × 2 n_ff] -> ff [n × n_ff]: act(Wgate · xn) ⊙ (Wup · xn) */
-        CLF_TRY(gated_unit(rt, &L->wgu, f->act, &xn, xq.embd, &gu, &ff, xq.ff, n1));
+        CLF_TRY(gated_unit(rt, &L->wgu, f->act, &xn, xq.embd, &gu, &ff, xq.ff, n1, c, l));
         /* ff [n × n_ff] -> x [n × n_embd]: x += Wdown · ff (post_ffw_norm first: Gemma 3) */
-        CLF_TRY(residual(rt, &L->wdown, &ff, xq.ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1));
+        CLF_TRY(residual(rt, &L->wdown, &ff, xq.ff, f->post_norms ? &L->post_ffn_norm : NULL, hp->eps, &x, &xn, n1, c, l,
+                         CLF_LORA_DOWN));
     }
     if (m->l1 < hp->n_layer) /* x [n × n_embd] -> x_out: the head is a later stage's */
         return clf_cl_check(clEnqueueReadBuffer(rt->queue, c->x.mem, CL_FALSE, c->x.offset, clf_tensor_bytes(&x), x_out,

@@ -353,11 +353,19 @@ static int parse(const char *body, size_t len, int count, srv_api_req *q, srv_ap
             srv_api_bad(e, "temperature", "temperature: must be a number 0..1");
             goto out;
         }
-        /* thinking: enabled is the template's enable_thinking (budget_tokens is not enforced), disabled
-         * llama-server's reasoning_budget 0; chat_template_kwargs and reasoning_format as llama-server takes them */
+        /* thinking: enabled is the template's enable_thinking with budget_tokens as reasoning_budget (the
+         * thought's close forced after that many tokens), disabled llama-server's reasoning_budget 0;
+         * chat_template_kwargs and reasoning_format as llama-server takes them */
         json_t *think = get(root, "thinking");
         const char *tt = think ? json_string_value(get(think, "type")) : NULL;
         if (tt && !strcmp(tt, "disabled") && set(chat, "reasoning_budget", json_integer(0))) {
+            oom(e);
+            goto out;
+        }
+        json_t *bt = think ? get(think, "budget_tokens") : NULL;
+        json_int_t budget = json_is_integer(bt) ? json_integer_value(bt) : 0;
+        if (budget > (1 << 24)) budget = 1 << 24; /* reasoning_budget's bound: more is unlimited in effect */
+        if (tt && !strcmp(tt, "enabled") && budget > 0 && set(chat, "reasoning_budget", json_integer(budget))) {
             oom(e);
             goto out;
         }

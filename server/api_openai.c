@@ -1,4 +1,5 @@
 #include "api_openai.h"
+#include "adapters.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -585,15 +586,10 @@ static int parse_reasoning(json_t *root, srv_api_req *r, srv_api_error *e) {
         return -1;
     }
     r->reasoning_format = v ? (int)f : -1;
-    /* reasoning_budget (llama-server's): -1 unlimited, 0 no thinking; a budget of
-     * N tokens would need the thought cut short mid-reply, which the server does not do */
+    /* reasoning_budget: -1 unlimited, 0 no thinking (llama-server's), N > 0 tokens of
+     * thought before its close is forced (vLLM's and SGLang's budget; reasoning.h's srv_budget) */
     json_int_t budget = -1;
     if (get_int(root, "reasoning_budget", -1, 1 << 24, &budget, &r->has_budget, e)) return -1;
-    if (budget > 0) {
-        srv_api_bad(e, "reasoning_budget", "'reasoning_budget' is %lld: only -1 (unlimited) and 0 (no thinking) are supported",
-                    (long long)budget);
-        return -1;
-    }
     r->reasoning_budget = (int)budget;
     /* chat_template_kwargs: more variables for the template (llama-server's; {"enable_thinking": false}) */
     json_t *kw = field(root, "chat_template_kwargs");
@@ -664,6 +660,7 @@ int srv_api_parse(const char *body, size_t len, srv_kind kind, srv_api_req *r, s
     r->n = 1;
     json_t *root = srv_api_load(body, len, e);
     int rc = root ? parse_fields(root, kind, r, e) : -1;
+    if (rc == 0) rc = srv_lora_parse(root, r, e); /* llama-server's "lora" (adapters.h) */
     json_decref(root);
     return rc;
 }

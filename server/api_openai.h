@@ -17,6 +17,7 @@ enum { SRV_MAX_STOP = 4 }; /* OpenAI's limit on stop strings */
 enum { SRV_MAX_TOP_LOGPROBS = 20 };
 /* The most choices a request asks for (n); the server's slots bound it too. */
 enum { SRV_MAX_N = 128 };
+enum { SRV_MAX_LORA = 32 }; /* LoRA adapters a server loads at most (adapters.h) */
 
 typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
 
@@ -76,9 +77,15 @@ typedef struct srv_api_req {
      * whether the reply starts inside <think> */
     int reasoning_format;     /* -1: not given (the server's --reasoning-format) */
     int has_budget;           /* reasoning_budget given: */
-    int reasoning_budget;     /* -1 unlimited, 0 no thinking (enable_thinking false for the template) */
+    int reasoning_budget;     /* -1 unlimited, 0 no thinking (enable_thinking false for the template), N > 0 tokens */
     int think_syntax, think_open;
     char *template_kwargs; /* chat_template_kwargs: a JSON object's text (malloc'd), NULL when absent */
+    /* LoRA (adapters.h): the "lora" field's pairs (has_lora: given), and the scale of each of the
+     * model's adapters its jobs use (srv_lora_resolve) */
+    int has_lora, n_lora_req, lora_id[SRV_MAX_LORA];
+    float lora_scale[SRV_MAX_LORA];
+    float lora[SRV_MAX_LORA];
+    int n_lora;
 } srv_api_req;
 
 /* An answer in OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "http.h"
+#include "adapters.h"
 #include "buf.h"
 #include "reasoning.h"
 
@@ -685,8 +686,13 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
                         /* Harmony's channels are control tokens, as are most tool formats' markers
                          * ([TOOL_CALLS], <|tool_call|>, DeepSeek's): written as text for the parsers */
                         .special = q->think_syntax == SRV_THINK_HARMONY ||
-                                   (q->tools && q->tool_choice != CLINFER_TOOL_NONE)};
+                                   (q->tools && q->tool_choice != CLINFER_TOOL_NONE),
+                        /* N > 0 tokens of thought (0, the template's no thinking, and -1 need none) */
+                        .reasoning_budget = q->reasoning_budget > 0 ? q->reasoning_budget : 0,
+                        .think_syntax = q->think_syntax};
     for (int i = 0; i < q->n_stop; i++) p.stop[i] = q->stop[i];
+    p.n_lora = q->n_lora; /* srv_lora_resolve's */
+    memcpy(p.lora, q->lora, sizeof p.lora);
     for (int i = 0; i < q->n; i++) {
         p.sp.seed = q->sp.seed + (uint64_t)i;
         if (!q->has_seed && getrandom(&p.sp.seed, sizeof p.sp.seed, 0) != sizeof p.sp.seed)
@@ -702,6 +708,7 @@ static int make_jobs(const srv_api_req *q, const int32_t *ids, int n_ids, clinfe
 
 int srv_request_reasoning(const srv_app *app, srv_api_req *q, srv_api_error *e) {
     if (q->reasoning_format < 0) q->reasoning_format = app->reasoning_format;
+    if (!q->has_budget && app->reasoning_budget > 0) q->reasoning_budget = app->reasoning_budget; /* --reasoning-budget N */
     if (q->kind != SRV_CHAT || !(q->has_budget ? q->reasoning_budget == 0 : app->reasoning_off)) return 0;
     /* no thinking: as llama-server, the template's enable_thinking false (Qwen3 closes an empty thought) */
     json_t *kw = q->template_kwargs ? json_loads(q->template_kwargs, 0, NULL) : json_object();
@@ -759,7 +766,7 @@ int srv_request_submit(srv_http *h, srv_app *app, struct MHD_Connection *c, srv_
     if (check_request(app, q, e) == 0 && srv_request_reasoning(app, q, e) == 0 &&
         tool_setup(app, q, &gw, &tools, &grammar, e) == 0 &&
         prompt_tokens(app, q, q->tool_choice == CLINFER_TOOL_NONE ? NULL : tools, &ids, &n, e) == 0 &&
-        check_kv(app, q, n, max_given, e) == 0 && think_of(app, q, ids, n) == 0 &&
+        check_kv(app, q, n, max_given, e) == 0 && srv_lora_resolve(app->m, q, e) == 0 && think_of(app, q, ids, n) == 0 &&
         (grammar || format_setup(app, q, &gw, &grammar, e) == 0))
         n_jobs = make_jobs(q, ids, n, grammar, jobs, e);
     free(ids);

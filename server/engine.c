@@ -6,6 +6,7 @@
 struct srv_engine {
     int n_slots, cap;
     clinfer_session *s; /* a sequence per slot */
+    clinfer_model *m;   /* its model (the LoRA adapters) */
     int32_t *token, *seq; /* a step's batch [cap] */
     int8_t *want;
 };
@@ -16,6 +17,7 @@ clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinf
     srv_engine *e = calloc(1, sizeof *e);
     if (!e) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     e->n_slots = n_slots;
+    e->m = m;
     clinfer_session_params sp = clinfer_session_default_params();
     sp.n_ctx = n_ctx;
     sp.kv_type = kv;
@@ -121,4 +123,13 @@ clinfer_status srv_engine_warm(srv_engine *e) {
         if (p && st == CLINFER_ERR_CONTEXT) st = CLINFER_OK; /* a KV pool too small for this shape */
     }
     return st;
+}
+
+clinfer_status srv_engine_slot_lora(srv_engine *e, int slot, const float *scales, int n) {
+    clinfer_lora *a[64];
+    float sc[64];
+    int k = 0;
+    for (int i = 0; i < n && k < 64; i++)
+        if (scales[i] != 0) a[k] = clinfer_model_lora(e->m, i), sc[k++] = scales[i];
+    return clinfer_session_set_lora(e->s, slot, a, sc, k);
 }

@@ -43,6 +43,9 @@ clinfer_status srv_engine_slot_save_buf(srv_engine *e, int slot, const int32_t *
                                         size_t *bytes);
 clinfer_status srv_engine_slot_load_buf(srv_engine *e, int slot, const void *buf, size_t bytes, int32_t *tokens,
                                         int cap, int *n);
+/* The slot's sequence uses the model's LoRA adapters i < n at scales[i]
+ * (0: not at all) from its next step (clinfer_session_set_lora). */
+clinfer_status srv_engine_slot_lora(srv_engine *e, int slot, const float *scales, int n);
 
 /* Which of an entry's tokens give logits. */
 typedef enum srv_logits {

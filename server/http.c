@@ -1,4 +1,5 @@
 #include "http.h"
+#include "adapters.h"
 #include "buf.h"
 
 #include <errno.h>
@@ -202,7 +203,8 @@ static void *watchdog(void *arg) {
 
 typedef enum route {
     R_PAGE, R_ASSET, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_EMBEDDINGS, R_TOKENIZE, R_DETOKENIZE,
-    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_APPLY_TEMPLATE, R_RMODELS, R_RLOAD, R_RUNLOAD, R_SLOTS, R_SLOT, R_NONE
+    R_RESPONSES, R_MESSAGES, R_COUNT_TOKENS, R_APPLY_TEMPLATE, R_RMODELS, R_RLOAD, R_RUNLOAD, R_SLOTS, R_SLOT, R_LORA,
+    R_LORA_SET, R_NONE
 } route;
 
 static const struct {
@@ -228,6 +230,8 @@ static const struct {
     [R_RUNLOAD] = {"/models/unload", "POST", 0},
     [R_SLOTS] = {"/slots", "GET", 0},   /* slots.c */
     [R_SLOT] = {"/slots/", "POST", 0},  /* /slots/{id}: a prefix (SLOT_PREFIX) */
+    [R_LORA] = {"/lora-adapters", "GET", 0},     /* llama-server's (adapters.h) */
+    [R_LORA_SET] = {"/lora-adapters", "POST", 0},
 };
 #define SLOT_PREFIX "/slots/"
 
@@ -415,6 +419,12 @@ static enum MHD_Result serve(srv_http *h, struct MHD_Connection *c, conn *cn) {
     case R_APPLY_TEMPLATE: return srv_apply_template(app, c, cn->body.p, cn->body.n);
     case R_SLOTS: return srv_slots_get(app, c);
     case R_SLOT: return srv_slots_post(app, c, cn->slot_id, cn->body.p, cn->body.n);
+    case R_LORA: return srv_http_send(c, MHD_HTTP_OK, "application/json", srv_lora_list_json(app->m));
+    case R_LORA_SET: {
+        srv_api_error e;
+        if (srv_lora_post(app->m, cn->body.p, cn->body.n, &e)) return srv_http_send_error(c, &e);
+        return srv_http_send(c, MHD_HTTP_OK, "application/json", strdup("{\"success\":true}"));
+    }
     default: return MHD_NO;
     }
 }

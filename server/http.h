@@ -36,6 +36,7 @@ typedef struct srv_app {
     srv_gcache *grammars; /* structured output's compiled grammars */
     int reasoning_format; /* --reasoning-format: a request's default (an srv_reasoning_format; 0: auto) */
     int reasoning_off;    /* --reasoning-budget 0: requests think only where they ask to */
+    int reasoning_budget; /* --reasoning-budget N > 0: a request's default budget in tokens of thought; 0: none */
     const char *slot_save_path; /* --slot-save-path: the folder of POST /slots/{id}'s files; NULL: no saving (slots.c) */
 } srv_app;
 

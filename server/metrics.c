@@ -43,7 +43,7 @@ char *srv_metrics_text(const srv_stats *st, const srv_gcache_stats *g, const cha
            (double)st->requests_cancelled);
     metric(f, "requests_failed_total", "counter", "Requests that failed in the engine or at shutdown.", model,
            (double)st->requests_failed);
-    metric(f, "draft_tokens_total", "counter", "Tokens drafted by prompt lookup and verified (--draft-max).", model,
+    metric(f, "draft_tokens_total", "counter", "Tokens drafted (prompt lookup or --model-draft) and verified.", model,
            (double)st->drafted_tokens);
     metric(f, "draft_tokens_accepted_total", "counter", "Drafted tokens the model chose (each saved a step).", model,
            (double)st->accepted_tokens);

@@ -5,6 +5,7 @@
  * (or the end) says what it is. */
 #include "reasoning.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* the states of srv_think.state */
@@ -197,4 +198,91 @@ int srv_think_feed(srv_think *t, const char *text, size_t n, int final, srv_buf 
     int rc;
     while ((rc = step(t, final, reasoning, content)) > 0) {}
     return rc;
+}
+
+/* ---- the reasoning budget ------------------------------------------------ */
+
+/* the states of srv_budget.state */
+enum { B_COUNTING, B_FORCING, B_DONE };
+
+const char *srv_budget_close_text(srv_think_syntax syntax) {
+    switch (syntax) {
+    case SRV_THINK_TAGS: return "</think>\n\n";
+    case SRV_THINK_HARMONY: return "<|end|><|start|>assistant<|channel|>final<|message|>";
+    case SRV_THINK_OFF: break;
+    }
+    return NULL;
+}
+
+int srv_budget_init_tokens(srv_budget *b, srv_think_syntax syntax, int open, int budget, const int32_t *close,
+                           int n_close) {
+    *b = (srv_budget){.budget = budget, .n_close = n_close};
+    srv_think_init(&b->think, syntax, open);
+    /* never forces: unlimited (< 0), no syntax, no close tokens */
+    b->state = budget < 0 || syntax == SRV_THINK_OFF || n_close <= 0 ? B_DONE : B_COUNTING;
+    if (n_close > 0) {
+        if (!(b->close = malloc((size_t)n_close * sizeof *close))) return -1;
+        memcpy(b->close, close, (size_t)n_close * sizeof *close);
+    }
+    return 0;
+}
+
+clinfer_status srv_budget_init(srv_budget *b, const clinfer_model *m, srv_think_syntax syntax, int open, int budget) {
+    const char *text = srv_budget_close_text(syntax);
+    int32_t *ids = NULL;
+    int n = 0;
+    *b = (srv_budget){.state = B_DONE};
+    if (text) {
+        clinfer_status st = clinfer_tokenize(m, text, strlen(text), 0, 1, &ids, &n);
+        if (st != CLINFER_OK) return st;
+    }
+    int rc = srv_budget_init_tokens(b, syntax, open, budget, ids, n);
+    clinfer_free(ids);
+    return rc ? clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory") : CLINFER_OK;
+}
+
+int srv_budget_next(srv_budget *b, int32_t *token) {
+    /* the budget spent inside a thought: the close starts */
+    if (b->state == B_COUNTING && b->n_thought >= b->budget && srv_think_in_reasoning(&b->think)) {
+        b->state = B_FORCING;
+        b->at = 0;
+    }
+    if (b->state != B_FORCING) return 0;
+    *token = b->close[b->at++];
+    if (b->at == b->n_close) b->state = B_DONE; /* once a reply */
+    return 1;
+}
+
+int srv_budget_forcing(const srv_budget *b) { return b->state == B_FORCING; }
+
+int srv_budget_push(srv_budget *b, const char *text, size_t n) {
+    const int before = srv_think_in_reasoning(&b->think);
+    b->scratch_r.n = b->scratch_c.n = 0; /* what the splitter decides is not wanted here */
+    if (srv_think_feed(&b->think, text, n, 0, &b->scratch_r, &b->scratch_c)) return -1;
+    const int after = srv_think_in_reasoning(&b->think);
+    if (b->state == B_COUNTING && before && after) b->n_thought++;
+    /* tags: a thought the model closed itself is the only one */
+    if (b->state == B_COUNTING && before && !after && b->think.syntax == SRV_THINK_TAGS) b->state = B_DONE;
+    return 0;
+}
+
+void srv_budget_free(srv_budget *b) {
+    srv_think_free(&b->think);
+    srv_buf_free(&b->scratch_r);
+    srv_buf_free(&b->scratch_c);
+    free(b->close);
+    b->close = NULL;
+}
+
+int srv_budget_take(srv_budget *b, clinfer_sampler *smp, clinfer_detokenizer *d, clinfer_next *out) {
+    int32_t tok;
+    if (!srv_budget_next(b, &tok)) return 0;
+    *out = (clinfer_next){.token = tok};
+    /* its text as the detokenizer gives a sampled token's, then recorded
+     * as one (repetition penalties see it; a grammar waiting for the end
+     * of the thought is not on the sampler yet) */
+    if (clinfer_detokenizer_push(d, tok, &out->piece, &out->len) != CLINFER_OK ||
+        clinfer_sampler_accept(smp, tok) != CLINFER_OK)
+        return -1;
+    return 1;
 }

@@ -13,8 +13,10 @@
 #define SRV_REASONING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "buf.h"
+#include "clinfer.h"
 
 /* llama-server's reasoning_format: none (all in content, as the model wrote
  * it), deepseek (split), auto (the default: split, as deepseek). */
@@ -61,5 +63,57 @@ int srv_think_feed(srv_think *t, const char *text, size_t n, int final, srv_buf 
 /* Whether the reply is inside its reasoning now (a grammar waits for its end). */
 int srv_think_in_reasoning(const srv_think *t);
 void srv_think_free(srv_think *t);
+
+/* A reasoning budget in tokens (vLLM's and SGLang's thinking budget,
+ * Anthropic's budget_tokens): once a reply has written `budget` tokens
+ * inside its thought without closing it, the syntax's closing text
+ * (srv_budget_close_text), tokenized, is injected as if the model had
+ * written it, and the model answers after it. One state machine for the
+ * server's slot loop and the CLI's: after each token (sampled or forced)
+ * its text goes in (srv_budget_push), and before each token
+ * srv_budget_next says whether it is forced, and which. A token counts as
+ * thinking when the reply was inside its thought before and after its text
+ * (the tokens of <think>, </think> and of Harmony's headers do not count).
+ * The close is forced once a reply: a thought the model closes itself ends
+ * the counting for tags; Harmony's analysis messages count together. */
+typedef struct srv_budget {
+    srv_think think;  /* the reply's splitter: where the thought is */
+    srv_buf scratch_r, scratch_c; /* its output, dropped (reused, not freed, token to token) */
+    int budget;       /* tokens of thinking before the close is forced (0: at once; < 0: never) */
+    int n_thought;    /* tokens written inside the thought so far */
+    int32_t *close;   /* [n_close] the closing text's tokens */
+    int n_close;
+    int at;           /* while forcing: the close tokens injected so far */
+    int state;        /* counting, forcing, done (reasoning.c) */
+} srv_budget;
+
+/* What ends a thought early: "</think>\n\n" for tags; for Harmony the end
+ * of the analysis message and the start of the final channel,
+ * "<|end|><|start|>assistant<|channel|>final<|message|>"; NULL for off. */
+const char *srv_budget_close_text(srv_think_syntax syntax);
+/* A budget for one reply of `syntax` (open: it starts inside <think>), the
+ * close tokens given (copied): 0, or -1 when memory ran out. */
+int srv_budget_init_tokens(srv_budget *b, srv_think_syntax syntax, int open, int budget, const int32_t *close,
+                           int n_close);
+/* The same, the close text tokenized by m's tokenizer (control tokens
+ * parsed: Qwen3's </think>, Harmony's markers are single tokens there). */
+clinfer_status srv_budget_init(srv_budget *b, const clinfer_model *m, srv_think_syntax syntax, int open, int budget);
+/* Before a token: 1 with *token when it is forced (the budget is spent and
+ * the thought still open, or the close is under way), 0 when it is the
+ * sampler's to draw. */
+int srv_budget_next(srv_budget *b, int32_t *token);
+/* Whether close tokens are still to come (a grammar waiting for the end of
+ * the thought waits for them too). */
+int srv_budget_forcing(const srv_budget *b);
+/* After a token: its text (sampled or forced, control tokens as text for
+ * Harmony). 0, or -1 when memory ran out. */
+int srv_budget_push(srv_budget *b, const char *text, size_t n);
+void srv_budget_free(srv_budget *b);
+
+/* For a loop that samples with clinfer_next_token (the server's): the
+ * next token forced by the budget as clinfer_next_token would give it, its
+ * text from d, recorded in smp (penalties). 1 when it was forced, 0 when
+ * the token is the sampler's to draw, -1 (clinfer_last_error) on failure. */
+int srv_budget_take(srv_budget *b, clinfer_sampler *smp, clinfer_detokenizer *d, clinfer_next *out);
 
 #endif

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "draft.h"
 #include "prompt_cache.h"
 #include "reasoning.h"
 
@@ -37,6 +38,8 @@ struct srv_job {
     float *bias;
     int n_bias;
     unsigned long long group; /* srv_sched_submit_group's jobs share it (0: alone) */
+    float lora[SRV_MAX_LORA]; /* its LoRA adapters' scales (srv_job_params.lora) */
+    int n_lora;
     /* the rest is under the scheduler's lock */
     srv_state state;
     srv_finish finish;
@@ -53,6 +56,8 @@ struct srv_job {
     clinfer_grammar *grammar; /* its sampler's (a reference of its own), or NULL */
     srv_think *think;         /* a grammar held back until the thought ends: the reply's splitter till then */
     size_t think_fed;         /* bytes of text fed to it */
+    srv_budget *budget;       /* a reasoning budget (srv_job_params.reasoning_budget), or NULL */
+    int budget_n, budget_syntax, budget_open; /* its parameters, until job_start tokenizes its close */
     srv_token_lp *lp;         /* with logprobs: a record a generated token */
     int n_lp, cap_lp;
     /* a group's prompt: the job that evaluates it and the ones that wait
@@ -70,6 +75,8 @@ typedef struct slot {
     unsigned long long used; /* the step it last ran in: idle caches go least recently used first */
     int32_t *cached; /* the tokens in the slot's KV cache (n_ctx) */
     int n_prefilled; /* how many of them came from prompts (the rest were generated) */
+    float lora[SRV_MAX_LORA]; /* the LoRA scales its cache was computed with (n_lora of them) */
+    int n_lora;
 } slot;
 
 /* A slot action waiting for the step loop (srv_sched_slot_action): the
@@ -113,6 +120,12 @@ struct srv_sched {
     slot_act *acts; /* slot actions for the loop, oldest first */
     srv_pcache *pcache; /* --cache-ram: evicted prompt caches in host memory; NULL: off */
     int32_t *scratch;   /* [n_ctx] tokens a restore reads before they are the slot's */
+    /* serve --model-draft (srv_sched_set_draft; NULL: prompt lookup or none):
+     * the step's drafting slots, drafted together before the step's decode */
+    srv_draft *draft;
+    srv_draft_req *dreq; /* [n_slots] */
+    int n_dreq;
+    int32_t *drows;      /* [n_slots][1 + draft_max]: each slot's verify rows, the pending token first */
 };
 
 double srv_now_s(void) {
@@ -157,6 +170,8 @@ static void job_free(srv_job *j) {
     clinfer_grammar_free(j->grammar);
     if (j->think) srv_think_free(j->think);
     free(j->think);
+    if (j->budget) srv_budget_free(j->budget);
+    free(j->budget);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     free(j->lp);
     free(j->bias_ids);
@@ -200,6 +215,8 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
         }
     j->grammar = p->grammar ? clinfer_grammar_retain(p->grammar) : NULL; /* n jobs of a group: n references */
     j->special = p->special;
+    j->n_lora = p->n_lora < SRV_MAX_LORA ? p->n_lora : SRV_MAX_LORA;
+    memcpy(j->lora, p->lora, (size_t)j->n_lora * sizeof *j->lora);
     if (j->grammar && p->think_open) { /* the grammar waits for </think> (sample) */
         if (!(j->think = malloc(sizeof *j->think))) {
             job_free(j);
@@ -207,6 +224,8 @@ clinfer_status srv_job_create(const int32_t *prompt, int n_prompt, const srv_job
         }
         srv_think_init(j->think, SRV_THINK_TAGS, 1);
     }
+    if (p->reasoning_budget > 0 && p->think_syntax != SRV_THINK_OFF)
+        j->budget_n = p->reasoning_budget, j->budget_syntax = p->think_syntax, j->budget_open = p->think_open;
     *out = j;
     return CLINFER_OK;
 }
@@ -270,6 +289,27 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 }
 
 static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* No LoRA adapter at a nonzero scale: the base's KV. Host-memory entries
+ * (--cache-ram) and slot files hold such caches only: they carry no adapters. */
+static int lora_plain(const float *l, int n) {
+    for (int i = 0; i < n; i++)
+        if (l[i] != 0) return 0;
+    return 1;
+}
+
+/* A slot's cache serves a job only when computed with the job's LoRA scales. */
+static int same_lora(const slot *sl, const srv_job *j) {
+    return sl->n_lora == j->n_lora && !memcmp(sl->lora, j->lora, (size_t)j->n_lora * sizeof *j->lora);
+}
+
+/* The slot's sequence takes the job's LoRA adapters; -1 with the message set. */
+static int slot_lora(srv_sched *s, int i, const srv_job *j) {
+    if (srv_engine_slot_lora(s->e, i, j->lora, j->n_lora) != CLINFER_OK) return -1;
+    s->slots[i].n_lora = j->n_lora;
+    memcpy(s->slots[i].lora, j->lora, (size_t)j->n_lora * sizeof *j->lora);
+    return 0;
+}
 
 /* Queued jobs into free slots. A prompt is matched against the prompt
  * tokens of every slot, busy or idle: a busy slot's stay in its cache while
@@ -341,7 +381,7 @@ enum { STASH_MIN = 32 };
  * (a prompt reuses prompt tokens only). */
 static void stash(srv_sched *s, int i, int keep) {
     slot *sl = &s->slots[i];
-    if (!s->pcache || sl->n_prefilled - keep < STASH_MIN) return;
+    if (!s->pcache || sl->n_prefilled - keep < STASH_MIN || !lora_plain(sl->lora, sl->n_lora)) return;
     srv_engine_slot_rewind(s->e, i, sl->n_prefilled);
     if (srv_engine_slot_len(s->e, i) != sl->n_prefilled) return; /* a sliding window that could not go back */
     srv_pcache_put(s->pcache, s->e, i, sl->cached, sl->n_prefilled);
@@ -378,10 +418,19 @@ static int job_start(srv_sched *s, srv_job *j) {
             return -1;
     /* after the bias: a biased token the grammar refuses stays refused */
     if (j->grammar && !j->think && clinfer_sampler_set_grammar(j->smp, j->grammar) != CLINFER_OK) return -1;
+    if (j->budget_n && (!(j->budget = malloc(sizeof *j->budget)) ||
+                        srv_budget_init(j->budget, s->m, (srv_think_syntax)j->budget_syntax, j->budget_open,
+                                        j->budget_n) != CLINFER_OK)) {
+        if (!j->budget) clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+        free(j->budget);
+        j->budget = NULL;
+        return -1;
+    }
     for (int i = 0; i < j->n_prompt; i++) clinfer_sampler_accept(j->smp, j->prompt[i]);
     /* greedy or sampled (the acceptance rule: clinfer_next_token_draft),
      * under a grammar with its drafts cut where the grammar refuses */
-    if (s->draft_max > 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
+    if (s->draft) srv_draft_reset(s->draft, j->slot); /* a draft model's drafts: srv_draft_run, no drafter */
+    else if (s->draft_max > 0 && clinfer_drafter_create(s->draft_max, &j->drafter) != CLINFER_OK)
         j->drafter = NULL; /* out of memory: this job goes without */
     clinfer_drafter_set_sampler(j->drafter, j->smp);
     return 0;
@@ -401,6 +450,7 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     stash(s, slot, 0);
     srv_engine_slot_rewind(s->e, slot, 0);
     s->slots[slot].n_prefilled = 0;
+    const int lora_failed = slot_lora(s, slot, f);
     f->slot = slot;
     f->n_eval = f->n_cached = 0;
     f->state = SRV_RUNNING;
@@ -410,7 +460,7 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     f->reserve = need;
     s->reserved += need;
     s->st.admitted_tokens += (unsigned long long)f->n_prompt;
-    if (job_start(s, f)) {
+    if (lora_failed || job_start(s, f)) {
         finish(s, f, SRV_FINISH_ERROR, clinfer_last_error());
         return;
     }
@@ -423,24 +473,29 @@ static void admit_follower(srv_sched *s, srv_job *leader, int need) {
     f->leader = leader;
 }
 
-/* Slot `land` takes host-memory entry `ram` (its own cache kept there
- * first), cut to its first `want` tokens: how many it then holds (0 where
- * the load failed, or a sliding window could not be cut there). */
-static int from_ram(srv_sched *s, int ram, int land, int want) {
+/* Slot `land` takes the host-memory entry sharing the longest prefix with
+ * prompt[0..n_prompt) (its own cache kept there first), cut to what it
+ * shares with the prompt and `keep` at most: how many it then holds (0
+ * where none is left, the load failed, or a sliding window could not be
+ * cut there). The entry is looked up again after each store (keeping the
+ * slot's cache, make_room's) as those may evict or move entries, and the
+ * tokens loaded are compared with the prompt's. */
+static int from_ram(srv_sched *s, const int32_t *prompt, int n_prompt, int land, int keep) {
     stash(s, land, 0);
     srv_engine_slot_rewind(s->e, land, 0);
     s->slots[land].n_prefilled = 0;
-    int n = 0;
-    clinfer_status st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+    int n = 0, len = 0, ram = srv_pcache_best(s->pcache, prompt, n_prompt, &len);
+    clinfer_status st = ram < 0 ? CLINFER_ERR_ARG : srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
     if (st == CLINFER_ERR_CONTEXT) { /* idle slots' caches give their blocks, once */
         make_room(s, (srv_pcache_len(s->pcache, ram) + s->block - 1) / s->block);
-        st = srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
+        ram = srv_pcache_best(s->pcache, prompt, n_prompt, &len);
+        st = ram < 0 ? CLINFER_ERR_ARG : srv_pcache_load(s->pcache, ram, s->e, land, s->scratch, s->n_ctx, &n);
     }
     if (st != CLINFER_OK) {
         srv_engine_slot_rewind(s->e, land, 0);
         return 0;
     }
-    srv_engine_slot_rewind(s->e, land, want);
+    srv_engine_slot_rewind(s->e, land, min_int(keep, common_prefix(s->scratch, n, prompt, n_prompt)));
     const int held = srv_engine_slot_len(s->e, land);
     s->st.cache_ram_hits++;
     s->st.cache_ram_tokens += (unsigned long long)held;
@@ -475,7 +530,9 @@ static void admit(srv_sched *s) {
         if (s->reserved + need + (g - 1) * need_f > s->n_blocks) break;
         int land = -1, land_len = -1, src = -1, src_len = -1;
         for (int i = 0; i < s->n_slots; i++) {
-            int p = common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt);
+            int p = same_lora(&s->slots[i], j)
+                        ? common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt)
+                        : 0;
             if (!s->slots[i].job && p > land_len) land = i, land_len = p;
             if (p > src_len) src = i, src_len = p;
         }
@@ -488,12 +545,13 @@ static void admit(srv_sched *s) {
          * least (the whole entry is loaded, then cut; a load costs a tenth of
          * an evaluation or less a token) */
         int ram_len = 0;
-        const int ram = srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len);
+        const int ram =
+            lora_plain(j->lora, j->n_lora) ? srv_pcache_best(s->pcache, j->prompt, j->n_prompt, &ram_len) : -1;
         const int ram_use = min_int(ram_len, keep);
         int reuse;
         if (ram >= 0 && ram_use - min_int(land_len, keep) >= STASH_MIN && ram_use - min_int(src_len, keep) >= STASH_MIN &&
             4 * (int64_t)ram_use >= srv_pcache_len(s->pcache, ram)) {
-            reuse = from_ram(s, ram, land, min_int(ram_len, keep));
+            reuse = from_ram(s, j->prompt, j->n_prompt, land, keep);
         } else {
             stash(s, land, min_int(land_len, keep));
             srv_engine_slot_rewind(s->e, land, min_int(land_len, keep));
@@ -515,7 +573,7 @@ static void admit(srv_sched *s) {
         s->reserved += (int)need;
         s->st.cached_tokens += (unsigned long long)reuse;
         s->st.admitted_tokens += (unsigned long long)j->n_prompt;
-        if (job_start(s, j)) {
+        if (slot_lora(s, land, j) || job_start(s, j)) {
             finish(s, j, SRV_FINISH_ERROR, clinfer_last_error());
             continue; /* its followers, at the queue's head, are a group of their own */
         }
@@ -580,7 +638,11 @@ typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
  * is kept. TAKE_ON: the token is j->next. */
 static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32_t draft) {
     clinfer_next nx;
-    clinfer_status st = clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
+    /* a reasoning budget spent: the thought's close, token by token, instead of a sample */
+    int forced = j->budget ? srv_budget_take(j->budget, j->smp, j->detok, &nx) : 0;
+    clinfer_status st = forced < 0 ? CLINFER_ERR_MEMORY
+                        : forced ? CLINFER_OK
+                                 : clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
     if (st != CLINFER_OK && j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_LIMIT)
         return TAKE_LENGTH; /* the grammar's nesting bound: the text ends as at max_tokens */
     if (st != CLINFER_OK) {
@@ -596,7 +658,12 @@ static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32
         return TAKE_ERROR;
     }
     if (j->logprobs && record_logprobs(s, j, logits, nx.token, start)) return TAKE_ERROR;
-    if (j->think && think_ended(j)) return TAKE_ERROR;
+    if (j->budget && srv_budget_push(j->budget, nx.piece, nx.len)) {
+        snprintf(j->error, sizeof j->error, "out of host memory");
+        return TAKE_ERROR;
+    }
+    /* a grammar waiting for the thought's end waits for a forced close's last token too */
+    if (j->think && !(j->budget && srv_budget_forcing(j->budget)) && think_ended(j)) return TAKE_ERROR;
     /* a sentence nothing may follow: ended now, not a step later by the
      * grammar's EOG (nor cut as length when it is the last token allowed) */
     if (j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_DONE) return TAKE_EOG;
@@ -664,13 +731,17 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
     for (;; r++) {
         t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1,
                    r + 1 < rows ? en->tokens[r + 1] : -1); /* a draft's next token: the acceptance rule */
-        if (t != TAKE_ON || rows == 1 || !clinfer_drafter_accept(j->drafter, r, j->next)) break;
+        if (t != TAKE_ON || rows == 1) break;
+        /* a draft model's rows are its draft (srv_draft); a lookup's, its drafter's */
+        if (!(j->drafter ? clinfer_drafter_accept(j->drafter, r, j->next) : r + 1 < rows && en->tokens[r + 1] == j->next))
+            break;
         s->st.accepted_tokens++;
     }
     if (rows > 1) {
         s->st.drafted_tokens += (unsigned long long)(rows - 1);
         /* the pending token and the draft taken stay */
-        srv_engine_slot_rewind(s->e, en->slot, len0 + clinfer_drafter_settle(j->drafter, r));
+        const int keep = j->drafter ? clinfer_drafter_settle(j->drafter, r) : srv_draft_settle(s->draft, en->slot, rows - 1, r);
+        srv_engine_slot_rewind(s->e, en->slot, len0 + keep);
     }
     conclude(s, j, t);
 }
@@ -697,7 +768,20 @@ static void decode_entry(srv_sched *s, int i, srv_entry *en, int *budget, int *d
     const int max = min_int(min_int(s->draft_max, *budget), *draft_rows);
     int rows = 0;
     const int32_t *batch = NULL;
-    if (j->drafter && len < s->n_ctx) {
+    if (s->draft && len < s->n_ctx) {
+        /* a draft model's draft, made with every other slot's before the
+         * step's decode (decode_step): the rows are reserved here, the
+         * entry shrinks to the draft made */
+        const int k = min_int(min_int(srv_draft_want(s->draft, i, max), left - 1), s->n_ctx - len - 1);
+        if (k > 0) {
+            int32_t *dr = s->drows + (size_t)i * (size_t)(1 + s->draft_max);
+            s->slots[i].cached[len] = dr[0] = j->next;
+            s->dreq[s->n_dreq++] = (srv_draft_req){.slot = i, .text = s->slots[i].cached, .n = len + 1, .k = k, .temp = j->sp.temperature, .smp = j->smp,
+                                                   .out = dr + 1, .tag = (int)(en - s->entries)};
+            rows = 1 + k;
+            batch = dr;
+        }
+    } else if (j->drafter && len < s->n_ctx) {
         /* the text so far (the slot's tokens, then the pending one) drafts what follows */
         s->slots[i].cached[len] = j->next;
         rows = clinfer_drafter_propose(j->drafter, s->slots[i].cached, len + 1, max, left, s->n_ctx - len - 1, &batch);
@@ -722,6 +806,9 @@ static int build_step(srv_sched *s) {
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].job && s->slots[i].job->n_eval >= s->slots[i].job->n_prompt) budget--, n_decode++;
     int draft_rows = SPEC_STEP_ROWS - n_decode;
+    s->n_dreq = 0;
+    if (s->draft && srv_draft_max_streams(s->draft) > 0 && n_decode > srv_draft_max_streams(s->draft))
+        draft_rows = 0; /* a busy step: the draft model's drafts would cost more than they save */
     for (int k = 0; k < s->n_slots; k++) {
         const int i = (s->prefill_from + k) % s->n_slots;
         srv_job *j = s->slots[i].job;
@@ -756,6 +843,14 @@ static int build_step(srv_sched *s) {
  * and submit meanwhile. */
 static clinfer_status decode_step(srv_sched *s, int n) {
     pthread_mutex_unlock(&s->mu);
+    if (s->n_dreq) { /* the draft model's drafts, every slot's together; an entry keeps the rows drafted */
+        srv_draft_run(s->draft, s->dreq, s->n_dreq);
+        for (int k = 0; k < s->n_dreq; k++) {
+            srv_entry *en = &s->entries[s->dreq[k].tag];
+            en->n = 1 + s->dreq[k].nd;
+            if (en->n == 1) en->want_logits = SRV_LOGITS_LAST;
+        }
+    }
     clinfer_status st = srv_engine_step(s->e, s->entries, n);
     pthread_mutex_lock(&s->mu);
     return st;
@@ -800,7 +895,10 @@ static void slot_action(srv_sched *s, slot_act *a) {
         r->n_tokens = sl->n_prefilled;
         srv_engine_slot_rewind(s->e, a->slot, 0);
         sl->n_prefilled = 0;
+        if (s->draft) srv_draft_forget(s->draft, a->slot); /* its draft sequence too */
         s->st.slot_erases++;
+    } else if (a->op == SRV_SLOT_SAVE && !lora_plain(sl->lora, sl->n_lora)) {
+        r->st = clinfer_fail(CLINFER_ERR_ARG, "slot %d's cache was computed with LoRA adapters: not saved", a->slot);
     } else if (a->op == SRV_SLOT_SAVE) {
         /* what a prompt can reuse: the prompt tokens (generated ones after
          * them are evaluated again by the next turn anyway) */
@@ -829,6 +927,7 @@ static void slot_action(srv_sched *s, slot_act *a) {
         if (r->st == CLINFER_OK) {
             memcpy(sl->cached, s->scratch, (size_t)n * sizeof *s->scratch);
             sl->n_prefilled = n;
+            sl->n_lora = 0; /* a file holds the base's KV (lora_plain) */
             sl->used = s->st.steps; /* as recent as a request's */
             r->n_tokens = n;
             s->st.slot_restores++;
@@ -1011,6 +1110,23 @@ void srv_sched_speculate(srv_sched *s, int draft_max) {
     pthread_mutex_unlock(&s->mu);
 }
 
+clinfer_status srv_sched_set_draft(srv_sched *s, srv_draft *d) {
+    const int max = srv_draft_max(d);
+    srv_draft_req *q = calloc((size_t)s->n_slots, sizeof *q);
+    int32_t *rows = malloc((size_t)s->n_slots * (size_t)(1 + max) * sizeof *rows);
+    if (!q || !rows) {
+        free(q), free(rows);
+        return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    }
+    pthread_mutex_lock(&s->mu);
+    free(s->dreq), free(s->drows);
+    s->dreq = q, s->drows = rows;
+    s->draft = d;
+    s->draft_max = max; /* the rows a slot's verification may take */
+    pthread_mutex_unlock(&s->mu);
+    return CLINFER_OK;
+}
+
 void srv_sched_shutdown(srv_sched *s) {
     pthread_mutex_lock(&s->mu);
     s->closed = 1;
@@ -1029,6 +1145,8 @@ void srv_sched_free(srv_sched *s) {
     free(s->entries);
     free(s->len0);
     free(s->scratch);
+    free(s->dreq);
+    free(s->drows);
     srv_pcache_free(s->pcache);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->progress);

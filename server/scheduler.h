@@ -47,6 +47,14 @@ typedef struct srv_job_params {
     /* control tokens in the text as their text (gpt-oss's Harmony markers,
      * which reasoning.c splits on); 0: left out, as for every other model */
     int special;
+    /* a reasoning budget (reasoning.h's srv_budget): after this many
+     * tokens of an open thought its close is forced (tokens the job
+     * generates, counted in n_gen); 0: none. think_syntax: how the reply
+     * marks its thought (an srv_think_syntax), think_open as above */
+    int reasoning_budget, think_syntax;
+    /* the scale of each of the model's LoRA adapters (adapters.h; n_lora 0: none loaded) */
+    float lora[SRV_MAX_LORA];
+    int n_lora;
 } srv_job_params;
 
 /* A generated token's logprobs; its text is bytes [start, end) of the job's. */
@@ -108,6 +116,12 @@ clinfer_status srv_sched_create(srv_engine *e, const clinfer_model *m, int n_slo
  * verifies up to draft_max drafted tokens a slot (clinfer_drafter) with
  * its token, the text the same as without; 0: off (the default). */
 void srv_sched_speculate(srv_sched *s, int draft_max);
+/* serve --model-draft: every job (greedy or sampled) speculates with the
+ * draft model's drafts instead (draft.h: all slots drafted together before
+ * each step), up to its draft_max a slot; d stays the caller's and must
+ * outlive the scheduler. Before the first job. */
+struct srv_draft;
+clinfer_status srv_sched_set_draft(srv_sched *s, struct srv_draft *d);
 /* --cache-ram: prompt caches given up for other jobs are kept in host
  * memory, up to `bytes` (prompt_cache.h), and a prompt sharing a longer
  * prefix with one than with any slot gets it back; 0: off (the default).

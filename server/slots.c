@@ -109,7 +109,12 @@ enum MHD_Result srv_slots_post(srv_app *app, struct MHD_Connection *c, const cha
         if (!bad) snprintf(name, sizeof name, "%s", s);
         json_decref(root);
         if (bad) return srv_http_send_error(c, &e);
-        snprintf(path, sizeof path, "%s/%s", app->slot_save_path, name);
+        if (snprintf(path, sizeof path, "%s/%s", app->slot_save_path, name) >= (int)sizeof path) {
+            /* cut short, it would name another file */
+            srv_api_error_set(&e, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", "slot_failed", NULL,
+                              "the slot folder's path and '%s' are longer than %zu bytes", name, sizeof path - 1);
+            return srv_http_send_error(c, &e);
+        }
         struct stat sb;
         if (op == SRV_SLOT_RESTORE && stat(path, &sb) != 0) {
             srv_api_error_set(&e, MHD_HTTP_NOT_FOUND, "invalid_request_error", "not_found", "filename",

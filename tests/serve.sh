@@ -31,5 +31,5 @@ flock 9 || { echo "FAIL: flock $BUILD/servevenv.lock"; exit 1; }
 flock -u 9
 [ $# -gt 0 ] || set -- "$SRC/tests/serve"
 "$TOOL" model "$W/tiny-noeog.gguf" --no-eog || { echo "FAIL: tiny_gguf"; exit 1; }
-CLINFER_BIN=$BIN CLINFER_TINY_MODEL=$W/tiny-noeog.gguf \
+CLINFER_BIN=$BIN CLINFER_TINY_MODEL=$W/tiny-noeog.gguf CLINFER_TINY_GGUF=$TOOL \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -163,6 +163,7 @@ static void test_info(void **state) {
     assert_int_equal(in.n_layer, 1);
     assert_int_equal(in.n_vocab, clinfer_model_n_vocab(tiny));
     assert_true(in.n_vocab > 256 && in.n_embd > 0 && in.n_head == 2 && in.n_head_kv == 1 && in.n_ctx_train > 0);
+    assert_true(in.head_dim > 0 && in.head_dim % 16 == 0);
     assert_true(in.n_params > (uint64_t)in.n_vocab * in.n_embd && in.device_bytes > 0 && in.device[0]);
     assert_string_equal(in.chat_format, "ChatML"); /* no template: ChatML */
     assert_int_equal(clinfer_model_n_vocab(NULL), 0);
@@ -964,7 +965,7 @@ static void test_kv_pool(void **state) {
     (void)state;
     clinfer_model_info mi = {.size = sizeof mi};
     ASSERT_OK(clinfer_model_get_info(tiny, &mi));
-    const size_t block = 2 * (size_t)mi.n_layer * mi.n_head_kv * (mi.n_embd / mi.n_head) * 32 * sizeof(float);
+    const size_t block = 2 * (size_t)mi.n_layer * mi.n_head_kv * mi.head_dim * 32 * sizeof(float);
     clinfer_session_params sp = clinfer_session_default_params();
     sp.n_ctx = 256, sp.n_batch = 32, sp.n_seq = 4;
     clinfer_session_options so = {sizeof so, 4 * block};

@@ -485,9 +485,13 @@ static void ffn_decode(experts *x, int n, const float *xn, const float *x0, floa
                          .n_expert = x->E,
                          .n_used = x->k,
                          .n_ff = x->ff,
-                         .norm_w = 1,
+                         .norm_w = !x->oss,
                          .w_scale = 1.0f,
-                         .act = CLF_GLU_SILU,
+                         .act = x->oss ? CLF_GLU_SWIGLU_OAI : CLF_GLU_SILU,
+                         .softmax_weight = x->oss,
+                         .router_b = x->oss ? &x->trb : NULL,
+                         .b_gu = x->oss ? &x->tbgu : NULL,
+                         .b_down = x->oss ? &x->tbdn : NULL,
                          .gu_stack = x->use_stack ? &x->gu_stack : NULL,
                          .down_stack = x->use_stack ? &x->down_stack : NULL};
     TU_OK(clf_moe_ffn(rt, &moe, &txn, &xq, n, &ffq, &tx, &sc));
@@ -498,12 +502,15 @@ static void ffn_decode(experts *x, int n, const float *xn, const float *x0, floa
 
 /* Stacked experts' decode (the indirect GEMVs: no readback, two launches)
  * against the reference, several rows batched = each alone bit for bit,
- * and near the per-expert path's (the same sums, added in another order). */
-static void run_stacked(clf_type type, int d, int ff, double tol, int want_stacked) {
-    uint64_t s = tu_seed() + 7 * (uint64_t)type;
+ * and near the per-expert path's (the same sums, added in another order).
+ * oss: gpt-oss's experts (biases inside the indirect kernels, its unit and
+ * routing). */
+static void run_stacked(clf_type type, int d, int ff, double tol, int want_stacked, int oss) {
+    uint64_t s = tu_seed() + 7 * (uint64_t)type + 131 * (uint64_t)oss;
     experts x;
     const int stacked = experts_make_stacked(&x, 8, 3, d, ff, type, &s);
-    print_message("  %s d %d ff %d on %s: experts %s\n", clf_type_get(type)->name, d, ff,
+    if (oss) experts_oss(&x, &s);
+    print_message("  %s%s d %d ff %d on %s: experts %s\n", clf_type_get(type)->name, oss ? " gpt-oss" : "", d, ff,
                   clf_matmul_variant(tu_runtime()), stacked ? "stacked (indirect decode)" : "apart (no indirect GEMV here)");
     if (want_stacked >= 0) assert_int_equal(stacked, want_stacked);
     check_ffn(&x, 1, 1, -1, &s, tol, 0);   /* one decode row */
@@ -552,12 +559,55 @@ static void test_ffn_stacked(void **state) {
         tu_tune(tunes[t]);
         clf_runtime *rt = tu_runtime();
         const int int8 = clf_matmul_quantizes_x(rt, &(clf_weight){.type = CLF_Q8_0, .layout = rt->tune.matmul}, 1);
-        run_stacked(CLF_Q8_0, 64, 96, 2e-2, int8);
-        run_stacked(CLF_Q4_0, 96, 64, 3e-2, int8);
-        run_stacked(CLF_Q4_K, 256, 256, 3e-2, int8);
-        run_stacked(CLF_F32, 48, 40, 1e-5, 0); /* no int8 GEMV (and ff not whole blocks of 32): apart */
+        run_stacked(CLF_Q8_0, 64, 96, 2e-2, int8, 0);
+        run_stacked(CLF_Q4_0, 96, 64, 3e-2, int8, 0);
+        run_stacked(CLF_Q4_K, 256, 256, 3e-2, int8, 0);
+        run_stacked(CLF_F32, 48, 40, 1e-5, 0, 0); /* no int8 GEMV (and ff not whole blocks of 32): apart */
+        /* gpt-oss: MXFP4 experts (its file's), biased, through the same indirect kernels */
+        const int int8_mx = clf_matmul_quantizes_x(rt, &(clf_weight){.type = CLF_MXFP4, .layout = rt->tune.matmul}, 1);
+        run_stacked(CLF_MXFP4, 64, 64, 3e-2, int8_mx, 1);
+        run_stacked(CLF_Q8_0, 64, 96, 2e-2, int8, 1);
     }
     tu_tune(NULL);
+}
+
+/* The experts' groups' products (clf_matmul_cols_tile: a long prompt's
+ * kernel whatever the rows, so a first prompt builds no kernel per group
+ * size) equal clf_matmul_cols's rows bit for bit, for every count from one
+ * row (the GEMM, not the GEMV) past the tile classes (2, 4, 8, 12). */
+static void test_group_tile(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    static const clf_type types[] = {CLF_Q4_K, CLF_Q8_0, CLF_MXFP4, CLF_F32};
+    const int rows = 96, K = 256, nmax = 14;
+    uint64_t s = tu_seed() ^ 0x711e;
+    float *x = malloc((size_t)nmax * K * sizeof *x), *deq = malloc((size_t)rows * K * sizeof *deq);
+    float *a = malloc((size_t)nmax * rows * sizeof *a), *b = malloc((size_t)nmax * rows * sizeof *b);
+    for (int i = 0; i < nmax * K; i++) x[i] = tu_normal(&s);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        clf_weight w;
+        rand_weight(types[t], rows, K, 1.0f / sqrtf((float)K), &s, deq, &w);
+        int differ = 0;
+        for (int n = 1; n <= nmax; n++) {
+            clf_tensor tx, ta, tb;
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, K, n, &tx));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, rows, n, &ta));
+            TU_OK(clf_tensor_alloc(rt, CLF_F32, rows, n, &tb));
+            TU_OK(clf_tensor_upload(rt, &tx, x, (size_t)n * K * sizeof *x));
+            TU_OK(clf_matmul_cols(rt, &w, &tx, &ta, 0, 0));
+            TU_OK(clf_matmul_cols_tile(rt, &w, &tx, &tb, 0, 0, CLF_MATMUL_TILE_LONG));
+            TU_OK(clf_tensor_download(rt, &ta, a, (size_t)n * rows * sizeof *a));
+            TU_OK(clf_tensor_download(rt, &tb, b, (size_t)n * rows * sizeof *b));
+            if (memcmp(a, b, (size_t)n * rows * sizeof *a)) differ = n;
+            clf_tensor_free(&tx), clf_tensor_free(&ta), clf_tensor_free(&tb);
+        }
+        print_message("  %s %d x %d on %s: 1-%d rows, the long prompt's kernel = the sized one: %s\n",
+                      clf_type_get(types[t])->name, rows, K, clf_matmul_variant(rt), nmax, differ ? "no" : "bit for bit");
+        if (differ) fail_msg("%s: %d rows differ (replay: CLINFER_SEED=%llu)", clf_type_get(types[t])->name, differ,
+                             (unsigned long long)tu_seed());
+        clf_weight_free(&w);
+    }
+    free(x), free(deq), free(a), free(b);
 }
 
 /* ---- tiny models ---------------------------------------------------------------- */
@@ -952,7 +1002,8 @@ static void test_bad_keys(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_route), cmocka_unit_test(test_ffn_f32),
                                        cmocka_unit_test(test_ffn_q8_0), cmocka_unit_test(test_ffn_stacked),
-                                       cmocka_unit_test(test_ffn_oss), cmocka_unit_test(test_batched),
+                                       cmocka_unit_test(test_ffn_oss), cmocka_unit_test(test_group_tile),
+                                       cmocka_unit_test(test_batched),
                                        cmocka_unit_test(test_mxfp4),
                                        cmocka_unit_test(test_memory), cmocka_unit_test(test_bad_keys)};
     int rc = TU_RUN_GROUP(tests, NULL, NULL);

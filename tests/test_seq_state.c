@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -252,6 +253,14 @@ static void test_refusals(void **state) {
     ASSERT_FAILS(clinfer_session_load_seq(s, 1, "/tmp", back, N_CTX, &n, NULL), CLINFER_ERR_IO, "not a regular file");
     ASSERT_FAILS(clinfer_session_load_seq(s, 1, "/tmp/clinfer-no-such.slot", back, N_CTX, &n, NULL), CLINFER_ERR_IO,
                  "cannot open");
+    /* a FIFO is refused without waiting for a writer (the server's step loop reads the file) */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s.fifo", state_path);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(60); /* a hang fails */
+    ASSERT_FAILS(clinfer_session_load_seq(s, 1, fifo, back, N_CTX, &n, NULL), CLINFER_ERR_IO, "not a regular file");
+    alarm(0);
+    unlink(fifo);
 
     size_t len;
     unsigned char *file = slurp(state_path, &len);

@@ -138,12 +138,112 @@ static void test_in_reasoning(void **state) {
     srv_buf_free(&r), srv_buf_free(&c);
 }
 
+/* ---- the reasoning budget ---- */
+
+/* A reply under a budget: the model's tokens (texts) in turn where the
+ * budget does not force one; a forced token's text is close[id - 900].
+ * The reply's text, and where the forced tokens came (their indexes in the
+ * reply's tokens, -1 after the last). */
+static void run_budget(srv_think_syntax syn, int open, int budget, const char *const *model, int n_model,
+                       const char *const *close, int n_close, srv_buf *text, int *forced_at) {
+    int32_t ids[8];
+    for (int i = 0; i < n_close; i++) ids[i] = 900 + i;
+    srv_budget b;
+    assert_int_equal(srv_budget_init_tokens(&b, syn, open, budget, ids, n_close), 0);
+    *text = (srv_buf){0};
+    int k = 0, nf = 0;
+    for (int pos = 0; k < n_model; pos++) {
+        int32_t tok;
+        const char *piece;
+        if (srv_budget_next(&b, &tok)) {
+            assert_in_range(tok, 900, 900 + n_close - 1);
+            piece = close[tok - 900];
+            forced_at[nf++] = pos;
+        } else {
+            assert_false(srv_budget_forcing(&b));
+            piece = model[k++];
+        }
+        assert_int_equal(srv_buf_add(text, piece, strlen(piece)), 0);
+        assert_int_equal(srv_budget_push(&b, piece, strlen(piece)), 0);
+    }
+    forced_at[nf] = -1;
+    srv_budget_free(&b);
+}
+
+static const char *const TAGS_CLOSE[] = {"</think>", "\n\n"};
+static const char *const HARMONY_CLOSE[] = {"<|end|>", "<|start|>", "assistant", "<|channel|>", "final", "<|message|>"};
+
+/* reply's text under the budget is want, split into want_r and want_c, the close forced from token first on */
+static void check_budget(srv_think_syntax syn, int open, int budget, const char *const *model, int n_model,
+                         const char *want, const char *want_r, const char *want_c, int first) {
+    const char *const *close = syn == SRV_THINK_HARMONY ? HARMONY_CLOSE : TAGS_CLOSE;
+    const int n_close = syn == SRV_THINK_HARMONY ? 6 : 2;
+    srv_buf text, r = {0}, c = {0};
+    int at[16];
+    run_budget(syn, open, budget, model, n_model, close, n_close, &text, at);
+    assert_string_equal(str(&text), want);
+    if (first < 0) {
+        assert_int_equal(at[0], -1); /* nothing forced */
+    } else {
+        for (int i = 0; i < n_close; i++) assert_int_equal(at[i], first + i); /* the whole close, in a row, once */
+        assert_int_equal(at[n_close], -1);
+    }
+    srv_think t;
+    srv_think_init(&t, syn, open);
+    assert_int_equal(srv_think_feed(&t, text.p, text.n, 1, &r, &c), 0);
+    assert_string_equal(str(&r), want_r);
+    assert_string_equal(str(&c), want_c);
+    srv_think_free(&t);
+    srv_buf_free(&r), srv_buf_free(&c), srv_buf_free(&text);
+}
+
+#define N(a) ((int)(sizeof(a) / sizeof *(a)))
+
+static void test_budget(void **state) {
+    (void)state;
+    assert_string_equal(srv_budget_close_text(SRV_THINK_TAGS), "</think>\n\n");
+    assert_string_equal(srv_budget_close_text(SRV_THINK_HARMONY), "<|end|><|start|>assistant<|channel|>final<|message|>");
+    assert_null(srv_budget_close_text(SRV_THINK_OFF));
+    /* the prompt opened <think>: 3 tokens of thought, then the close, then the model answers */
+    static const char *const OPEN[] = {"a", " b", " c", " d", " e"};
+    check_budget(SRV_THINK_TAGS, 1, 3, OPEN, N(OPEN), "a b c</think>\n\n d e", "a b c", "d e", 3);
+    check_budget(SRV_THINK_TAGS, 1, 1, OPEN, N(OPEN), "a</think>\n\n b c d e", "a", "b c d e", 1);
+    /* 0: closed before the first token (an empty thought) */
+    check_budget(SRV_THINK_TAGS, 1, 0, OPEN, N(OPEN), "</think>\n\na b c d e", "", "a b c d e", 0);
+    /* -1 (unlimited), and a budget the reply never reaches: unchanged */
+    check_budget(SRV_THINK_TAGS, 1, -1, OPEN, N(OPEN), "a b c d e", "a b c d e", "", -1);
+    check_budget(SRV_THINK_TAGS, 1, 5, OPEN, N(OPEN), "a b c d e", "a b c d e", "", -1);
+    /* the reply opens the thought, its tag across tokens: the tag's tokens do not count */
+    static const char *const SELF[] = {"<", "think", ">", "x", "y", "z"};
+    check_budget(SRV_THINK_TAGS, 0, 2, SELF, N(SELF), "<think>xy</think>\n\nz", "xy", "z", 5);
+    /* a model that closes the thought itself before the budget: nothing forced, later tokens not counted */
+    static const char *const CLOSES[] = {"a", "</think>", "b", "c", "d", "e", "f"};
+    check_budget(SRV_THINK_TAGS, 1, 3, CLOSES, N(CLOSES), "a</think>bcdef", "a", "bcdef", -1);
+    /* a model that does not think: nothing to count */
+    static const char *const PLAIN[] = {"Hello", " there", " friend"};
+    check_budget(SRV_THINK_TAGS, 0, 1, PLAIN, N(PLAIN), "Hello there friend", "", "Hello there friend", -1);
+    check_budget(SRV_THINK_OFF, 1, 1, OPEN, N(OPEN), "a b c d e", "", "a b c d e", -1);
+    /* Harmony: the analysis message ended, the final channel opened; the header's tokens do not count */
+    static const char *const OSS[] = {"<|channel|>", "analysis", "<|message|>", "Let", " me", " think", " more"};
+    check_budget(SRV_THINK_HARMONY, 0, 2, OSS, N(OSS),
+                 "<|channel|>analysis<|message|>Let me<|end|><|start|>assistant<|channel|>final<|message|> think more",
+                 "Let me", " think more", 5);
+    /* Harmony's analysis messages count together */
+    static const char *const OSS2[] = {"<|channel|>", "analysis", "<|message|>", "A", "<|end|>", "<|start|>",
+                                       "assistant", "<|channel|>", "analysis", "<|message|>", "B", "C", "D"};
+    check_budget(SRV_THINK_HARMONY, 0, 2, OSS2, N(OSS2),
+                 "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>analysis<|message|>B"
+                 "<|end|><|start|>assistant<|channel|>final<|message|>CD",
+                 "A\nB", "CD", 11);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tags),
         cmocka_unit_test(test_harmony),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_in_reasoning),
+        cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  * "length", stop strings cut the text, a full queue refuses, a released job
  * frees its slot, stopping cuts running jobs and fails queued ones, and a
  * prefix cached in one slot is copied into another for a prompt sharing it,
- * the text as without the cache. */
+ * the text as without the cache; a --cache-ram entry evicted by the
+ * landing slot's own is not loaded in another's stead. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <cmocka.h>
 
 #include "clinfer.h"
+#include "draft.h"
 #include "engine.h"
 #include "grammar_cache.h"
 #include "scheduler.h"
@@ -397,6 +399,84 @@ static void test_speculation_same_text(void **state) {
     assert_true(accepted < drafted);  /* drafts missed: rows dropped */
 }
 
+/* serve --model-draft (server/draft.c): four greedy jobs at once, every
+ * slot's draft made in the same draft steps, give the texts they give
+ * without; the tiny model drafting for itself has every draft taken, its
+ * Q8_0 conversion some; a greedy and a sampled job share steps; a draft
+ * model of another vocabulary is refused. */
+static void draft_run(clinfer_model *draft, float temp, char **texts, unsigned long long *drafted,
+                      unsigned long long *accepted) {
+    enum { JOBS = 4 };
+    int32_t toks[JOBS][24], *prompts[JOBS];
+    for (int i = 0; i < JOBS; i++) {
+        fill(toks[i], 24, 700 + (uint32_t)i);
+        prompts[i] = toks[i];
+    }
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, JOBS, 256, CLINFER_KV_F32, 0, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, JOBS, JOBS, &sv.s), CLINFER_OK);
+    srv_draft *d = NULL;
+    if (draft) {
+        assert_int_equal(srv_draft_create(fx.m, draft, JOBS, 256, CLINFER_KV_F32, &(srv_draft_params){6, 0, 0, 0}, &d),
+                         CLINFER_OK);
+        assert_int_equal(srv_sched_set_draft(sv.s, d), CLINFER_OK);
+    }
+    srv_job_params p = {.max_tokens = 32, .sp = clinfer_sampler_default_params()};
+    p.sp.temperature = temp;
+    int lens[JOBS] = {24, 20, 16, 24};
+    srv_job_view v[JOBS];
+    run_jobs(&sv, &p, prompts, lens, JOBS, texts, v);
+    for (int i = 0; i < JOBS; i++) assert_int_equal(v[i].n_gen, 32);
+    srv_stats st;
+    srv_sched_stats(sv.s, &st);
+    *drafted = st.drafted_tokens, *accepted = st.accepted_tokens;
+    stop(&sv);
+    srv_draft_free(d);
+}
+
+static void test_draft_model_same_text(void **state) {
+    (void)state;
+    char *want[4], *got[4];
+    unsigned long long drafted, accepted;
+    draft_run(NULL, 0, want, &drafted, &accepted);
+    assert_int_equal(drafted, 0);
+    /* the target drafting for itself: its very tokens */
+    draft_run(fx.m, 0, got, &drafted, &accepted);
+    print_message("self draft: %llu drafted, %llu accepted\n", drafted, accepted);
+    assert_true(drafted > 0 && accepted == drafted);
+    for (int i = 0; i < 4; i++) assert_string_equal(got[i], want[i]), free(got[i]);
+    /* its Q8_0 conversion: the same vocabulary, other logits */
+    char path[300], cmd[1024];
+    snprintf(path, sizeof path, "%s.dq8.gguf", fx.path);
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' Q8_0 --kquant --no-eog", getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *q;
+    assert_int_equal(clinfer_model_load(path, NULL, NULL, &q), CLINFER_OK);
+    draft_run(q, 0, got, &drafted, &accepted);
+    print_message("Q8_0 draft: %llu drafted, %llu accepted\n", drafted, accepted);
+    assert_true(accepted > 0 && accepted <= drafted);
+    for (int i = 0; i < 4; i++) assert_string_equal(got[i], want[i]), free(got[i]), free(want[i]);
+    /* sampled jobs: drafts taken by the rule, every job to its length */
+    draft_run(q, 0.3f, got, &drafted, &accepted);
+    print_message("Q8_0 draft, sampled: %llu drafted, %llu accepted\n", drafted, accepted);
+    for (int i = 0; i < 4; i++) free(got[i]);
+    clinfer_model_free(q);
+    unlink(path);
+    /* another vocabulary: refused, named */
+    snprintf(path, sizeof path, "%s.other.gguf", fx.path);
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --seed 3", getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *o;
+    assert_int_equal(clinfer_model_load(path, NULL, NULL, &o), CLINFER_OK);
+    srv_draft *d = (srv_draft *)1;
+    assert_int_equal(srv_draft_create(fx.m, o, 2, 64, CLINFER_KV_F32, &(srv_draft_params){4, 0, 0, 0}, &d),
+                     CLINFER_ERR_ARG);
+    assert_null(d);
+    print_message("refused: %s\n", clinfer_last_error());
+    clinfer_model_free(o);
+    unlink(path);
+}
+
 /* Eight jobs on a KV cache of three blocks (each job sets aside one for its
  * 8 prompt tokens and 24 answer tokens) run three at a time, the rest
  * waiting their turn, and give the texts each gives alone: a full cache
@@ -669,6 +749,44 @@ static void test_shared_prefix_copied_across_slots(void **state) {
     for (int i = 0; i < N; i++) free(texts[i]);
 }
 
+/* --cache-ram with room for one conversation: a prompt whose prefix is in
+ * host memory lands on a slot whose own cache, kept there first, evicts
+ * that very entry; it is evaluated again, not given the other
+ * conversation's KV (its text as without any cache). */
+static void test_cache_ram_entry_evicted_by_landing(void **state) {
+    (void)state;
+    enum { SUFFIX = 12 };
+    int32_t a[LONG + SUFFIX], b[LONG], *pa = a, *pb = b;
+    fill(a, LONG + SUFFIX, 7);
+    fill(b, LONG, 8);
+    b[0] = a[0] == 3 ? 4 : 3; /* shares nothing with A */
+    int len = LONG, len_a = LONG + SUFFIX;
+    char *text;
+    srv_job_view v;
+    srv_stats st;
+    size_t one = 0; /* an entry's bytes: A's prompt kept when B takes the slot */
+    for (int pass = 0; pass < 2; pass++) {
+        server sv = start(1, LONG_CTX, 1);
+        assert_int_equal(srv_sched_cache_ram(sv.s, pass ? one + one / 2 : (size_t)1 << 30), CLINFER_OK);
+        run_together(&sv, &pa, &len, 1, &text, &v);
+        free(text);
+        run_together(&sv, &pb, &len, 1, &text, &v); /* A into host memory */
+        free(text);
+        srv_sched_stats(sv.s, &st);
+        assert_int_equal(st.cache_ram_entries, 1);
+        one = st.cache_ram_bytes;
+        if (pass) {
+            run_together(&sv, &pa, &len_a, 1, &text, &v); /* B kept, A out: nothing to take */
+            srv_sched_stats(sv.s, &st);
+            assert_int_equal(st.cache_ram_evictions, 1);
+            assert_int_equal(v.n_cached, 0);
+        }
+        stop(&sv);
+    }
+    expect_uncached(&pa, &len_a, 1, &text);
+    free(text);
+}
+
 /* Prompts that share a beginning and then part: each reuses exactly the part
  * it shares with a slot (but its own last two tokens), copied from a slot
  * busy with another of them. */
@@ -800,7 +918,9 @@ int main(void) {
         cmocka_unit_test(test_grammar_cache_free_does_not_wait),
         cmocka_unit_test(test_speculation_same_text),
         cmocka_unit_test(test_speculation_sampled),
+        cmocka_unit_test(test_draft_model_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
+        cmocka_unit_test(test_cache_ram_entry_evicted_by_landing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -327,6 +327,28 @@ static void test_parse_llama(void **state) {
     parse_round_trips("<|start_header_id|>Cutting Knowledge Date: December 2023\n", 0);
 }
 
+/* Llama 3.1's call after its <|python_tag|> (a control token the server
+ * writes as text under tools), whole and streamed; the tag alone is no call. */
+static void test_parse_llama_python_tag(void **state) {
+    (void)state;
+    clf_chat c;
+    TU_OK(clf_chat_init("<|start_header_id|>Cutting Knowledge Date: December 2023\n", &c));
+    const char *text = "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}";
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(&c, text, strlen(text), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "f");
+    assert_string_equal(r->calls[0].arguments, "{\"a\": 1}");
+    assert_int_equal(r->content_len, 0);
+    check_stream(&c, text, strlen(text), r);
+    clf_tool_reply_free(r);
+    const char *plain = "<|python_tag|>brave_search.call(query=\"x\")";
+    TU_OK(clf_tools_parse(&c, plain, strlen(plain), 1, &r));
+    assert_int_equal(r->n_calls, 0);
+    assert_int_equal(r->content_len, strlen(plain));
+    clf_tool_reply_free(r);
+}
+
 /* A call cut short (max_tokens) is reported incomplete; an escaped name is
  * decoded; bytes of every value never crash the parser. */
 static void test_parse_odd(void **state) {
@@ -498,6 +520,7 @@ int main(void) {
         cmocka_unit_test(test_call_schema),
         cmocka_unit_test(test_parse_chatml),
         cmocka_unit_test(test_parse_llama),
+        cmocka_unit_test(test_parse_llama_python_tag),
         cmocka_unit_test(test_parse_odd),
         cmocka_unit_test(test_grammar_chatml),
         cmocka_unit_test(test_grammar_llama),

@@ -43,6 +43,15 @@ size_t clf_kv_row_bytes(clf_type type, int head_dim) { return kv_row_bytes(type,
 
 static int div_up(int a, int b) { return (a + b - 1) / b; }
 
+/* A launch's work-group where the device is a CPU (PoCL), else NULL (the
+ * driver's choice): PoCL compiles a kernel per work-group size, and left to
+ * choose it derives one from the global size, so every new count of tokens
+ * or rows (a prompt's length, a batch's width) would build the kernel again
+ * (~0.2-0.5 s) inside the pass. The given one stays the same for any count. */
+static const size_t *cpu_local(const clf_runtime *rt, const size_t *local) {
+    return rt->dev.type & CL_DEVICE_TYPE_CPU ? local : NULL;
+}
+
 /* ---- cache ------------------------------------------------------------------ */
 
 static clf_status cache_check(clf_type type, int n_layer, int n_kv_head, int head_dim, int n_ctx, int window) {
@@ -311,8 +320,8 @@ clf_status clf_kv_write(clf_runtime *rt, clf_kv_cache *c, int layer, clf_rows k,
                          CLF_ARG(v.row_stride), CLF_ARG(c->k), CLF_ARG(c->v), CLF_ARG(kv_off), TBL_ARGS(t, c),
                          CLF_ARG(pos0)};
     CLF_TRY(clf_set_args(kern, a, CLF_NARGS(a)));
-    const size_t global[2] = {(size_t)n_tokens, (size_t)c->n_kv_head};
-    return clf_launch(rt, kern, 2, global, NULL);
+    const size_t global[2] = {(size_t)n_tokens, (size_t)c->n_kv_head}, local[2] = {1, (size_t)c->n_kv_head};
+    return clf_launch(rt, kern, 2, global, cpu_local(rt, local));
 }
 
 /* ---- attention ------------------------------------------------------------ */
@@ -507,8 +516,8 @@ clf_status clf_attention_decode_rows_ex(clf_runtime *rt, const clf_kv_cache *poo
                               CLF_ARG(ra.n_rot),  CLF_ARG(ra.freq_scale), CLF_ARG(ra.log2_scale), CLF_ARG(ra.ff),
                               CLF_ARG(ra.ff_off), CLF_ARG(ra.yarn)};
         CLF_TRY(clf_set_args(kern, pa, CLF_NARGS(pa)));
-        const size_t g[2] = {(size_t)(n_q + pool->n_kv_head), (size_t)n};
-        CLF_TRY(clf_launch(rt, kern, 2, g, NULL));
+        const size_t g[2] = {(size_t)(n_q + pool->n_kv_head), (size_t)n}, l[2] = {g[0], 1};
+        CLF_TRY(clf_launch(rt, kern, 2, g, cpu_local(rt, l)));
     }
     if (var == CLF_ATTN_GPU) {
         CLF_TRY(get_kernel(rt, pool, gqa, "attn_decode_gpu", &kern));
@@ -552,8 +561,8 @@ clf_status clf_attention_decode_rows_ex(clf_runtime *rt, const clf_kv_cache *poo
                            CLF_ARG(out->mem),  CLF_ARG(out_off),    CLF_ARG(xq),         CLF_ARG(xq_off),
                            CLF_ARG(xq_stride)};
     CLF_TRY(clf_set_args(kern, rda, CLF_NARGS(rda)));
-    const size_t gr[2] = {(size_t)n_head, (size_t)n};
-    return clf_launch(rt, kern, 2, gr, NULL);
+    const size_t gr[2] = {(size_t)n_head, (size_t)n}, lr[2] = {(size_t)n_head, 1};
+    return clf_launch(rt, kern, 2, gr, cpu_local(rt, lr));
 }
 
 /* One row of a view: its sequence and position in the scratch's row. */

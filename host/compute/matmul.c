@@ -394,13 +394,14 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
     return st == CLF_OK ? st : clf_fail_ctx(st, "%s: ", what);
 }
 
+/* nt: the rows the kernel is chosen for (n, or more: clf_matmul_cols_tile). */
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
-                             const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int ldy, int accumulate,
+                             const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int64_t nt, int ldy, int accumulate,
                              int rowwise) {
-    const int gemm8 = uses_int8_gemm(v, W->type, n) && XQ; /* matmul() gives it XQ */
-    const int tm = n == 1 ? v->gemm_tm : gemm8 ? int8_tm(v, n) : cpu_tm(v, n), mg = v->gemm_mg;
+    const int gemm8 = uses_int8_gemm(v, W->type, nt) && XQ; /* matmul() gives it XQ */
+    const int tm = nt == 1 ? v->gemm_tm : gemm8 ? int8_tm(v, nt) : cpu_tm(v, nt), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
-    const int int8 = !gemm8 && uses_int8(v, W->type, rowwise ? 1 : n), xq = (int8 || gemm8) && XQ;
+    const int int8 = !gemm8 && uses_int8(v, W->type, rowwise ? 1 : nt), xq = (int8 || gemm8) && XQ;
     mm_variant vb = *v; /* the int8 GEMV's panels per work-item, balanced over the compute units */
     const int q8 = clf_panel_fmt_get(W->type)->family == CLF_CPU_Q8; /* PPW_Q8: twice the bytes */
     if (int8) {
@@ -418,7 +419,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     const clf_mm_form form = gemm8  ? CLF_MM_GEMM_XQ
                              : xq   ? CLF_MM_GEMV_XQ
                              : int8 ? CLF_MM_GEMV_I8
-                                    : n == 1 ? CLF_MM_GEMV : CLF_MM_GEMM;
+                                    : nt == 1 ? CLF_MM_GEMV : CLF_MM_GEMM;
     CLF_TRY(get_kernel(rt, v, opts, form, W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
     if (quant) arg(&a, sizeof(cl_mem), &W->aux);
@@ -428,7 +429,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     arg(&a, sizeof yoff, &yoff);
     if (int8) {
         arg(&a, sizeof ldy, &ldy);
-    } else if (n > 1) {
+    } else if (nt > 1) { /* the GEMMs */
         arg(&a, sizeof n, &n);
         arg(&a, sizeof ldy, &ldy);
     }
@@ -442,7 +443,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
         return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
     }
     const size_t global[2] = {(size_t)clf_panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))};
-    return enqueue(rt, &a, n == 1 ? "matmul (gemv)" : gemm8 ? "matmul (int8 gemm)" : "matmul (gemm)", n == 1 ? 1 : 2,
+    return enqueue(rt, &a, nt == 1 ? "matmul (gemv)" : gemm8 ? "matmul (int8 gemm)" : "matmul (gemm)", nt == 1 ? 1 : 2,
                    global, local);
 }
 
@@ -615,9 +616,9 @@ static clf_status matmul_gemm_f32(clf_runtime *rt, const mm_variant *v, const cl
 }
 
 /* Y[:, col0 .. col0 + W->rows) = (or +=) X · Wᵀ; rowwise: each row as a
- * one-row X computes it. */
+ * one-row X computes it; the cpu kernel chosen for max(n, tile_n) rows. */
 static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, const clf_tensor *XQ,
-                         clf_tensor *Y, int64_t col0, int accumulate, int rowwise) {
+                         clf_tensor *Y, int64_t col0, int accumulate, int rowwise, int64_t tile_n) {
     if (!W || !W->mem || W->layout < 0 || W->layout >= VAR_COUNT)
         return clf_fail(CLF_ERR_ARG, "matmul: weight not uploaded");
     const int64_t n = clf_tensor_nrows(X);
@@ -635,20 +636,22 @@ static clf_status matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor 
                         (long long)clf_tensor_nrows(XQ), (long long)XQ->ne[0], (long long)n, (long long)W->cols,
                         (long long)CLF_XQ_FLOATS(W->cols));
     const mm_variant var = variant_of(rt, W->layout), *v = &var;
+    int64_t nt = rowwise || tile_n < n ? n : tile_n; /* the rows the cpu kernel is chosen for */
+    if (n == 1 && !uses_int8_gemm(v, W->type, nt)) nt = 1; /* a float GEMM's lone row would not be the GEMV's */
     const cl_ulong xoff = X->offset / 4, yoff = Y->offset / 4 + (cl_ulong)col0;
     const int ldy = (int)Y->ne[0];
     if (n > 1 && !rowwise && rt->gemm_f32)
         return matmul_gemm_f32(rt, v, W, X, Y, (size_t)yoff, (size_t)ldy, (size_t)n, accumulate);
-    if (v->panels && !XQ && uses_int8_gemm(v, W->type, n)) {
+    if (v->panels && !XQ && uses_int8_gemm(v, W->type, nt)) {
         /* the int8 GEMM reads x as int8 blocks: quantized into a scratch
          * (released at once: the queued kernels hold it) */
         clf_tensor xq;
         CLF_TRY(quantized_x(rt, X, W->cols, n, &xq));
-        clf_status st = matmul_cpu(rt, v, W, X->mem, xoff, &xq, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
+        clf_status st = matmul_cpu(rt, v, W, X->mem, xoff, &xq, Y->mem, yoff, (int)n, nt, ldy, accumulate, rowwise);
         clf_tensor_free(&xq);
         return st;
     }
-    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise)
+    return v->panels ? matmul_cpu(rt, v, W, X->mem, xoff, XQ, Y->mem, yoff, (int)n, nt, ldy, accumulate, rowwise)
                      : matmul_gpu(rt, v, W, X, XQ, Y->mem, yoff, (int)n, ldy, accumulate, rowwise);
 }
 
@@ -656,17 +659,22 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
     if (W && Y->ne[0] != W->rows)
         return clf_fail(CLF_ERR_ARG, "matmul: shapes do not fit: W %lld x %lld, Y %lld x %lld (Y = [n x rows])",
                         (long long)W->rows, (long long)W->cols, (long long)clf_tensor_nrows(Y), (long long)Y->ne[0]);
-    return matmul(rt, W, X, NULL, Y, 0, accumulate, 0);
+    return matmul(rt, W, X, NULL, Y, 0, accumulate, 0, 0);
 }
 
 clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                            int accumulate) {
-    return matmul(rt, W, X, NULL, Y, col0, accumulate, 0);
+    return matmul(rt, W, X, NULL, Y, col0, accumulate, 0, 0);
+}
+
+clf_status clf_matmul_cols_tile(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                                int accumulate, int64_t tile_n) {
+    return matmul(rt, W, X, NULL, Y, col0, accumulate, 0, tile_n);
 }
 
 clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate) {
-    return matmul(rt, W, X, NULL, Y, col0, accumulate, 1);
+    return matmul(rt, W, X, NULL, Y, col0, accumulate, 1, 0);
 }
 
 int clf_matmul_fuses_glu(const clf_runtime *rt, const clf_weight *W) {
@@ -731,7 +739,7 @@ clf_status clf_matmul_glu_xq(clf_runtime *rt, const clf_weight *W, clf_glu_act a
 
 clf_status clf_matmul_rowwise_xq(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, const clf_tensor *XQ,
                                  clf_tensor *Y, int64_t col0, int accumulate) {
-    return matmul(rt, W, X, XQ, Y, col0, accumulate, 1);
+    return matmul(rt, W, X, XQ, Y, col0, accumulate, 1, 0);
 }
 
 /* ---- stacked experts: the indirect GEMVs (cl/matmul_cpu.cl, CLF_MOE_ID) ---- */
@@ -800,10 +808,25 @@ static clf_status id_check(const clf_runtime *rt, const clf_weight *W, int n_par
     return CLF_OK;
 }
 
+/* A bias table's offset in floats (B: F32 [n_part × width]), or none (B NULL: *has 0). */
+static clf_status id_bias(const clf_tensor *B, int n_part, int64_t width, cl_ulong *off, int *has) {
+    *off = 0, *has = B != NULL;
+    if (!B) return CLF_OK;
+    if (B->type != CLF_F32 || B->ne[0] != width || clf_tensor_nrows(B) < n_part || B->offset % 4)
+        return clf_fail(CLF_ERR_ARG, "matmul: expert biases of %lld × %lld for %d experts of %lld",
+                        (long long)clf_tensor_nrows(B), (long long)B->ne[0], n_part, (long long)width);
+    *off = B->offset / 4;
+    return CLF_OK;
+}
+
 clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, clf_glu_act act, const clf_tensor *XQ,
-                                const clf_tensor *ids, int k, clf_tensor *Y, const clf_tensor *YQ) {
+                                const clf_tensor *ids, int k, const clf_tensor *B, clf_tensor *Y, const clf_tensor *YQ) {
     CLF_TRY(id_check(rt, W, n_part, 64));
     const int64_t rows = W->rows / n_part, ff = rows / 2, n = clf_tensor_nrows(XQ), slots = n * k;
+    cl_ulong b_off;
+    int has_b;
+    CLF_TRY(id_bias(B, n_part, rows, &b_off, &has_b));
+    const cl_mem b_mem = B ? B->mem : W->mem; /* none: any buffer, never read */
     if (act != CLF_GLU_SILU && act != CLF_GLU_GELU_TANH && act != CLF_GLU_SWIGLU_OAI)
         return clf_fail(CLF_ERR_ARG, "matmul: unknown activation %d", (int)act);
     if (k < 1 || n <= 0 || XQ->ne[0] != CLF_XQ_FLOATS(W->cols) || Y->ne[0] != ff || YQ->ne[0] != CLF_XQ_FLOATS(ff) ||
@@ -839,14 +862,21 @@ clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part
     arg(&a, sizeof K, &K);
     arg(&a, sizeof(cl_mem), &YQ->mem);
     arg(&a, sizeof yq_off, &yq_off);
+    arg(&a, sizeof(cl_mem), &b_mem);
+    arg(&a, sizeof b_off, &b_off);
+    arg(&a, sizeof has_b, &has_b);
     const size_t global[2] = {(size_t)slots, ((size_t)(ff / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (indirect gated-unit gemv)", 2, global, local);
 }
 
 clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
-                                 const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X) {
+                                 const clf_tensor *ids, const clf_tensor *w, int k, const clf_tensor *B, clf_tensor *X) {
     CLF_TRY(id_check(rt, W, n_part, 32));
     const int64_t rows = W->rows / n_part, n = clf_tensor_nrows(X), slots = n * k;
+    cl_ulong b_off;
+    int has_b;
+    CLF_TRY(id_bias(B, n_part, rows, &b_off, &has_b));
+    const cl_mem b_mem = B ? B->mem : W->mem; /* none: any buffer, never read */
     if (k < 1 || n <= 0 || X->type != CLF_F32 || X->ne[0] != rows || HQ->ne[0] != CLF_XQ_FLOATS(W->cols) ||
         clf_tensor_nrows(HQ) != slots || ids->ne[0] * clf_tensor_nrows(ids) < slots || w->ne[0] * clf_tensor_nrows(w) < slots || ids->offset != w->offset || HQ->offset % 16 || X->offset % 4 ||
         ids->offset % 4)
@@ -874,6 +904,9 @@ clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_par
     arg(&a, sizeof ldy, &ldy);
     arg(&a, sizeof R, &R);
     arg(&a, sizeof K, &K);
+    arg(&a, sizeof(cl_mem), &b_mem);
+    arg(&a, sizeof b_off, &b_off);
+    arg(&a, sizeof has_b, &has_b);
     const size_t global[2] = {(size_t)n, ((size_t)(rows / 32) + (size_t)ppw - 1) / (size_t)ppw}, local[2] = {1, 1};
     return enqueue(rt, &a, "matmul (indirect down gemv)", 2, global, local);
 }

@@ -88,6 +88,25 @@ clf_status clf_matmul(clf_runtime *rt, const clf_weight *W, const clf_tensor *X,
 clf_status clf_matmul_cols(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                            int accumulate);
 
+/* clf_matmul_cols whose kernel is, on the cpu family, the one a product of
+ * max(n, tile_n) rows takes: that many rows' token tile (TM), and one row
+ * on the int8 GEMM rather than a GEMV (a float type's one row stays on its
+ * GEMV, whose sums are ordered otherwise). The rows are the same as
+ * clf_matmul_cols gives them, bit for bit (a row's sums do not depend on
+ * the tile around it; test_moe's test_group_tile). For a
+ * caller whose row counts vary from launch to launch (a MoE layer's expert
+ * groups: 1 to n rows each, as the routing falls) the kernels stay those a
+ * long prompt's products use, built and readied once (a warm-up of a few
+ * tokens on one expert readies them), where clf_matmul_cols would take a
+ * program per token-tile class (TM 2, 4, 8, each a build of the type's
+ * whole family) and the one-row GEMVs, each compiled by PoCL on its first
+ * launch: seconds inside a first prompt whose groups fall in a class not
+ * seen before. The gpu family ignores tile_n (its tile is sized to n and
+ * the rows it covers). */
+#define CLF_MATMUL_TILE_LONG 65536 /* tile_n for a long prompt's kernels, whatever n */
+clf_status clf_matmul_cols_tile(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
+                                int accumulate, int64_t tile_n);
+
 /* The same (into columns from col0), each row computed as clf_matmul
  * computes a one-row X (where that quantizes x to int8, so does this), the
  * weights read once for all the rows: decode tokens of several sequences
@@ -141,15 +160,18 @@ clf_status clf_weight_part(const clf_weight *W, int n_part, int i, clf_weight *p
  * act(gate · x_r) ⊙ (up · x_r), W the stack of n_part fused gate|up
  * experts [2 ff rows each], x_r given as its int8 form XQ [n rows], ids
  * [n × k] int32 cells on the device. Each slot as clf_matmul_glu_xq gives
- * that expert's row. */
+ * that expert's row. B: NULL, or F32 [n_part × 2 ff] (gpt-oss): row e
+ * added to expert e's gate|up sums before the unit, as the per-expert path
+ * adds them (clf_add_rows) to the unfused product's. */
 clf_status clf_matmul_glu_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, clf_glu_act act, const clf_tensor *XQ,
-                                const clf_tensor *ids, int k, clf_tensor *Y, const clf_tensor *YQ);
+                                const clf_tensor *ids, int k, const clf_tensor *B, clf_tensor *Y, const clf_tensor *YQ);
 
-/* X [n × rows] += Σ_j w[r·k + j] · (down_{ids[r·k + j]} · h_{r·k + j}), the
- * sum in j's order: W the stack of n_part down experts, H the slots' int8
- * hidden rows [n·k × CLF_XQ_FLOATS(cols)], ids and w [n × k]. */
+/* X [n × rows] += Σ_j w[r·k + j] · (down_{ids[r·k + j]} · h_{r·k + j} + b),
+ * the sum in j's order: W the stack of n_part down experts, H the slots'
+ * int8 hidden rows [n·k × CLF_XQ_FLOATS(cols)], ids and w [n × k]; b row
+ * ids[r·k + j] of B (F32 [n_part × rows], gpt-oss), or none (B NULL). */
 clf_status clf_matmul_down_id_xq(clf_runtime *rt, const clf_weight *W, int n_part, const clf_tensor *HQ,
-                                 const clf_tensor *ids, const clf_tensor *w, int k, clf_tensor *X);
+                                 const clf_tensor *ids, const clf_tensor *w, int k, const clf_tensor *B, clf_tensor *X);
 
 /* The gpu variant's indirect int8 GEMV: Y [slots × rows] row t = expert
  * ids[t]'s rows of the stack W (n_part experts of rows each) times x row

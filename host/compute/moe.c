@@ -135,6 +135,26 @@ clf_status clf_moe_scatter_add(clf_runtime *rt, clf_tensor *x, const clf_tensor 
     return clf_launch(rt, k, 2, global, local);
 }
 
+/* y[i, :] += b[idx[i], :] for i < rows(y) (cl/moe.cl moe_add_id_f32): each
+ * slot's row gets its expert's bias row (b [n_expert × width of y]). */
+static clf_status moe_add_id(clf_runtime *rt, clf_tensor *y, const clf_tensor *b, const clf_tensor *idx) {
+    cl_ulong y_off, b_off, i_off;
+    CLF_TRY(off4(y, "biased rows", &y_off));
+    CLF_TRY(off4(b, "expert biases", &b_off));
+    CLF_TRY(off4(idx, "expert ids", &i_off));
+    const int64_t rows = clf_tensor_nrows(y);
+    if (b->ne[0] != y->ne[0] || idx->ne[0] * clf_tensor_nrows(idx) < rows) return clf_fail(CLF_ERR_ARG, "moe_add_id: shapes");
+    if (rows == 0) return CLF_OK;
+    cl_kernel kr;
+    CLF_TRY(clf_kernel_get(rt, "moe", "", "moe_add_id_f32", &kr));
+    cl_int n = (cl_int)y->ne[0];
+    clf_arg a[] = {CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(b->mem), CLF_ARG(b_off), CLF_ARG(idx->mem), CLF_ARG(i_off),
+                   CLF_ARG(n)};
+    CLF_TRY(clf_set_args(kr, a, CLF_NARGS(a)));
+    size_t global[2] = {round_up((size_t)n, MOE_LOCAL), (size_t)rows}, local[2] = {MOE_LOCAL, 1};
+    return clf_launch(rt, kr, 2, global, local);
+}
+
 /* x[r, :] += Σ_j w[r, j] · y[r·k + j, :] (cl/moe.cl moe_wsum_f32). */
 static clf_status moe_wsum(clf_runtime *rt, clf_tensor *x, const clf_tensor *y, const clf_tensor *w, int k) {
     cl_ulong x_off, y_off, w_off;
@@ -154,16 +174,20 @@ static clf_status moe_wsum(clf_runtime *rt, clf_tensor *x, const clf_tensor *y, 
     return clf_launch(rt, kr, 2, global, local);
 }
 
-/* out[:, col0 ..] = W · in, the first n1 rows as decode rows (each as alone). */
+/* out[:, col0 ..] = W · in, the first n1 rows as decode rows (each as alone).
+ * The rest take a long prompt's kernels whatever their count
+ * (clf_matmul_cols_tile): an expert's group is 1 to n rows as the routing
+ * falls, and a kernel per row-count class would be built inside the first
+ * prompt that reaches it (the warm-up's groups readied the long ones). */
 static clf_status product_cols(clf_runtime *rt, const clf_weight *w, const clf_tensor *in, clf_tensor *out,
                                int64_t col0, int accumulate, int64_t n1) {
     const int64_t n = clf_tensor_nrows(in);
-    if (n1 <= 0) return clf_matmul_cols(rt, w, in, out, col0, accumulate);
+    if (n1 <= 0) return clf_matmul_cols_tile(rt, w, in, out, col0, accumulate, CLF_MATMUL_TILE_LONG);
     clf_tensor i1 = clf_tensor_rows(in, 0, n1), o1 = clf_tensor_rows(out, 0, n1);
     CLF_TRY(clf_matmul_rowwise(rt, w, &i1, &o1, col0, accumulate));
     if (n1 >= n) return CLF_OK;
     clf_tensor i2 = clf_tensor_rows(in, n1, n - n1), o2 = clf_tensor_rows(out, n1, n - n1);
-    return clf_matmul_cols(rt, w, &i2, &o2, col0, accumulate);
+    return clf_matmul_cols_tile(rt, w, &i2, &o2, col0, accumulate, CLF_MATMUL_TILE_LONG);
 }
 
 clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn, const clf_tensor *xq, int n1,
@@ -181,19 +205,21 @@ clf_status clf_moe_ffn(clf_runtime *rt, const clf_moe *moe, const clf_tensor *xn
     clf_tensor ids = clf_tensor_rows(&s->sel_id, 0, n), w = clf_tensor_rows(&s->sel_w, 0, n);
     CLF_TRY(clf_moe_route_ex(rt, &logits, k, moe->softmax_weight, moe->norm_w, moe->w_scale, &ids, &w));
     /* decode rows only, experts stacked: xq -> hid, hidq [n·k slots] -> x += Σ w · down · hid, two launches
-     * reading ids and w on the device (no wait); the indirect kernels take no biases (gpt-oss: apart) */
-    if (n1 == n && xq && n <= s->n_id && moe->gu_stack && moe->down_stack && !moe->b_gu && !moe->b_down) {
+     * reading ids and w on the device (no wait); gpt-oss's biases go in as each slot's expert's rows */
+    if (n1 == n && xq && n <= s->n_id && moe->gu_stack && moe->down_stack) {
         clf_tensor hid = clf_tensor_rows(&s->hid, 0, (int64_t)n * k), hidq = clf_tensor_rows(&s->hidq, 0, (int64_t)n * k);
         if (clf_matmul_fuses_glu(rt, &moe->experts[0].gu[0])) { /* cpu: two launches */
-            CLF_TRY(clf_matmul_glu_id_xq(rt, moe->gu_stack, E, moe->act, xq, &ids, k, &hid, &hidq));
-            return clf_matmul_down_id_xq(rt, moe->down_stack, E, &hidq, &ids, &w, k, x);
+            CLF_TRY(clf_matmul_glu_id_xq(rt, moe->gu_stack, E, moe->act, xq, &ids, k, moe->b_gu, &hid, &hidq));
+            return clf_matmul_down_id_xq(rt, moe->down_stack, E, &hidq, &ids, &w, k, moe->b_down, x);
         }
-        /* gpu: xq -> gus [n·k × 2 n_ff] -> hid, hidq -> ys [n·k × n_embd] -> x += Σ_j w · ys */
+        /* gpu: xq -> gus [n·k × 2 n_ff] (+ biases) -> hid, hidq -> ys [n·k × n_embd] (+ biases) -> x += Σ_j w · ys */
         clf_tensor gus = clf_tensor_rows(&s->gus, 0, (int64_t)n * k), ys = clf_tensor_rows(&s->ys, 0, (int64_t)n * k);
         gus.ne[0] = 2 * (int64_t)moe->n_ff;
         CLF_TRY(clf_matmul_rows_id_xq(rt, moe->gu_stack, E, xq, k, &ids, &gus));
+        if (moe->b_gu) CLF_TRY(moe_add_id(rt, &gus, moe->b_gu, &ids));
         CLF_TRY(clf_glu_xq(rt, moe->act, &gus, &hid, &hidq));
         CLF_TRY(clf_matmul_rows_id_xq(rt, moe->down_stack, E, &hidq, 1, &ids, &ys));
+        if (moe->b_down) CLF_TRY(moe_add_id(rt, &ys, moe->b_down, &ids));
         return moe_wsum(rt, x, &ys, &w, k);
     }
     /* ids, w -> the host (a blocking read: the only wait of the layer) */

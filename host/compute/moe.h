@@ -21,7 +21,10 @@
  *     device (clf_matmul_glu_id_xq), then the down products with the
  *     weighted sum into x (clf_matmul_down_id_xq); four on the gpu variant
  *     (clf_matmul_rows_id_xq for gate|up, clf_glu_xq, clf_matmul_rows_id_xq
- *     for down, the weighted sum). Else the grouping above.
+ *     for down, the weighted sum). gpt-oss's expert biases: inside the cpu
+ *     kernels (each slot's expert's row, before the unit and before the
+ *     weight), on the gpu variant one launch more per product
+ *     (moe_add_id_f32). Else the grouping above.
  *
  * The tie rule of the top-k: the larger probability first, then the
  * smaller expert id (llama.cpp sorts with std::sort, which leaves equal

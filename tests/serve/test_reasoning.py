@@ -114,10 +114,85 @@ def test_reasoning_budget(r1):
     # -1: as the model thinks
     m = ask(r1, reasoning_budget=-1, **THINK).choices[0].message
     assert m.model_extra["reasoning_content"] and not m.content
-    # a budget of N tokens is refused by name
-    with pytest.raises(openai.BadRequestError) as e:
-        ask(r1, reasoning_budget=8)
-    assert "reasoning_budget" in str(e.value)
+    # below -1, or not an integer: refused by name
+    for bad in (-2, "8"):
+        with pytest.raises(openai.BadRequestError) as e:
+            ask(r1, reasoning_budget=bad)
+        assert "reasoning_budget" in str(e.value)
+
+
+CLOSE = "</think>\n\n"
+
+
+def budgeted(s, n, **extra):
+    """A reply under reasoning_budget n (SmolLM2 never closes its thought itself), with each token's text."""
+    r = client(s).chat.completions.create(model="m", messages=ASK, max_tokens=32, temperature=0, logprobs=True,
+                                          extra_body={**THINK, **({"reasoning_budget": n} if n is not None else {}),
+                                                      **extra})
+    return r, [t.token for t in r.choices[0].logprobs.content]
+
+
+def check_budget(r, toks, n):
+    """n tokens of thought, then the close as tokens of the reply, then the answer: the close and the answer count
+    as completion tokens; reasoning_content is the thought's n tokens, content what follows the close."""
+    ch = r.choices[0]
+    assert r.usage.completion_tokens == len(toks)
+    k = next((i for i in range(n, len(toks) + 1) if "".join(toks[n:i]) == CLOSE), None)
+    assert k is not None, toks  # the close right after the n-th token
+    assert "</think>" not in "".join(toks[:n]) and "</think>" not in "".join(toks[k:])  # once
+    assert (ch.message.model_extra or {}).get("reasoning_content", "") == "".join(toks[:n]).strip()
+    assert ch.message.content and ch.message.content == "".join(toks[k:]).lstrip()
+
+
+def test_reasoning_budget_tokens(r1):
+    """reasoning_budget N > 0: after N tokens of thought the engine writes </think>, and the model answers."""
+    for n in (2, 7):
+        r, toks = budgeted(r1, n)
+        check_budget(r, toks, n)
+    # a budget the reply never reaches: as without one
+    r, toks = budgeted(r1, 100)
+    assert "</think>" not in "".join(toks) and not r.choices[0].message.content
+    # streamed: the deltas concatenate to the whole reply's fields, the forced close ending the reasoning's deltas
+    whole = budgeted(r1, 7)[0].choices[0]
+    stream = client(r1).chat.completions.create(model="m", messages=ASK, max_tokens=32, temperature=0, stream=True,
+                                                extra_body={**THINK, "reasoning_budget": 7})
+    reasoning, content, order = "", "", []
+    for chunk in stream:
+        d = chunk.choices[0].delta
+        if (d.model_extra or {}).get("reasoning_content"):
+            reasoning += d.model_extra["reasoning_content"]
+            order.append("r")
+        if d.content:
+            content += d.content
+            order.append("c")
+    assert reasoning == whole.message.model_extra["reasoning_content"] and content == whole.message.content
+    assert "".join(order).strip("r").strip("c") == ""  # all the reasoning, then all the answer
+
+
+def test_reasoning_budget_grammar(r1):
+    """A schema under a budget holds the answer only: the thought is free, the close forced, the answer valid."""
+    schema = {"type": "object", "properties": {"a": {"enum": [4, 5]}}, "required": ["a"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    r = client(r1).chat.completions.create(model="m", messages=ASK, max_tokens=40, temperature=0, logprobs=True,
+                                          response_format=fmt, extra_body={**THINK, "reasoning_budget": 5})
+    ch = r.choices[0]
+    toks = [t.token for t in ch.logprobs.content]
+    assert ch.finish_reason == "stop" and json.loads(ch.message.content)["a"] in (4, 5), ch
+    assert "".join(toks[5:]).startswith(CLOSE) and ch.message.model_extra["reasoning_content"] == "".join(toks[:5]).strip()
+
+
+def test_reasoning_budget_default():
+    """--reasoning-budget N: the budget of requests that give none; theirs stands (-1: unlimited)."""
+    s = Server("--parallel", "1", "--ctx", "512", "--reasoning-budget", "4", "--chat-template-file",
+               os.path.join(DATA, TEMPLATE))
+    try:
+        r, toks = budgeted(s, None)
+        check_budget(r, toks, 4)
+        r, toks = budgeted(s, -1)
+        assert "</think>" not in "".join(toks) and not r.choices[0].message.content
+    finally:
+        rc, err = s.stop()
+    assert rc == 0, err
 
 
 def test_cli_reasoning(tmp_path):
@@ -138,6 +213,14 @@ def test_cli_reasoning(tmp_path):
     apart, inline, hidden = run(), run("--reasoning-format", "none"), run("--hide-reasoning")
     assert apart.strip() and apart.strip() == inline.strip() and "\033" not in apart
     assert hidden.strip() == ""  # SmolLM2 never closes the thought: nothing of an answer
+    # --reasoning-budget N: the close written after N tokens of thought, then the answer (as the server's)
+    inline = run("--reasoning-format", "none", "--reasoning-budget", "3", "-n", "20")
+    thought, _, answer = inline.partition("</think>")
+    assert thought.strip() and answer.strip() and "</think>" not in answer, inline
+    hidden = run("--hide-reasoning", "--reasoning-budget", "3", "-n", "20")
+    assert hidden.strip() == answer.strip()
+    apart = run("--reasoning-budget", "3", "-n", "20")
+    assert apart.strip() == thought.strip() + "\n\n" + answer.strip()
     r = subprocess.run([BIN, "run", "--chat", "-p", "x", "--reasoning-format", "sideways"], capture_output=True, text=True)
     assert r.returncode != 0 and "--reasoning-format" in r.stderr
 
@@ -182,3 +265,8 @@ def test_anthropic_thinking_block(r1):
     assert streamed == m.content[0].thinking
     off = a.messages.create(**{**kw, "thinking": {"type": "disabled"}})
     assert [b.type for b in off.content] == ["text"] and off.content[0].text
+    # budget_tokens is reasoning_budget: the thought closed after that many tokens, the answer a text block
+    m = a.messages.create(**{**kw, "max_tokens": 32, "thinking": {"type": "enabled", "budget_tokens": 7}})
+    want = budgeted(r1, 7)[0].choices[0].message
+    assert [b.type for b in m.content] == ["thinking", "text"], m.content
+    assert m.content[0].thinking == want.model_extra["reasoning_content"] and m.content[1].text == want.content

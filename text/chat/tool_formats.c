@@ -315,9 +315,13 @@ static int calls_at(clf_tool_format f, const char *s, size_t n, size_t at, const
     }
 }
 
-static void drop_calls(clf_tool_reply *r) {
-    for (int i = 0; i < r->n_calls; i++) free(r->calls[i].name), free(r->calls[i].arguments);
-    r->n_calls = 0;
+/* The calls from the k-th on dropped (none left pointing at freed text). */
+static void drop_calls(clf_tool_reply *r, int k) {
+    for (int i = k; i < r->n_calls; i++) {
+        free(r->calls[i].name), free(r->calls[i].arguments);
+        r->calls[i] = (clf_tool_parsed){0};
+    }
+    if (k < r->n_calls) r->n_calls = k;
 }
 
 /* How much of s[0, n) a stream may give as content while no call has
@@ -370,17 +374,24 @@ clf_status clf_tf_parse(clf_tool_format f, const char *s, size_t n, int final, c
         if (!which) break;
         int res = calls_at(f, s, n, at, which, r, &st);
         if (st != CLF_OK) return st;
+        /* What a stream is told of calls stands (a client cannot take back a
+         * call it was sent): whole calls stay, a malformed one after them
+         * ends the calls; and a stream is told of a call once it is whole
+         * (one not yet whole may still turn out text). Only the last call
+         * may be unfinished. */
+        int whole = 0;
+        while (whole < r->n_calls && r->calls[whole].complete) whole++;
+        const int ended = res == BAD && whole; /* the malformed call goes */
+        if (ended) res = DONE;
         if (res != BAD) {
             /* content: what precedes the calls (Harmony: their first header) */
             r->content_len = f == CLF_TOOLS_HARMONY ? harmony_header(s, at) : at;
             trim_end(s, &r->content_len);
-            if (r->n_calls && !r->calls[r->n_calls - 1].name) { /* nothing to report of the last yet */
-                free(r->calls[r->n_calls - 1].arguments);
-                r->n_calls--;
-            }
+            if (!final || ended) drop_calls(r, whole);
+            else if (r->n_calls && !r->calls[r->n_calls - 1].name) drop_calls(r, r->n_calls - 1); /* nothing to report of it */
             return CLF_OK;
         }
-        drop_calls(r); /* a marker that opens no well-formed call is text */
+        drop_calls(r, 0); /* a marker that opens no well-formed call is text */
         from = at + 1;
     }
     r->content_len = final ? n : stream_content(f, s, n);

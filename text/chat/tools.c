@@ -794,9 +794,20 @@ clf_status clf_tools_parse(const clf_chat *c, const char *s, size_t n, int final
             r->content_len = keep;
         }
     } else {
-        size_t i = 0;
+        /* Llama 3.1: a reply that opens with a call's object, <|python_tag|>
+         * first where the model writes it (its control token is text under
+         * tools: the server writes them so for the other formats' markers) */
+        static const char TAG[] = "<|python_tag|>";
+        size_t i = 0, j;
         skip_ws(s, n, &i);
-        if (i < n && s[i] == '{') st = parse_calls(c, s, n, i, r);
+        j = i;
+        const int tag = literal(s, n, &j, TAG, sizeof TAG - 1);
+        if (tag == DONE) {
+            i = j;
+            skip_ws(s, n, &i);
+        }
+        if (tag == MORE && !final) r->content_len = 0; /* it may be the tag */
+        else if (i < n && s[i] == '{') st = parse_calls(c, s, n, i, r);
         else r->content_len = i < n || final ? n : 0;
     }
     if (st != CLF_OK) {

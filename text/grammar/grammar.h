@@ -56,6 +56,11 @@ clf_status clf_gstate_start(const clf_grammar *g, gstate *out);
  * GSTATE_MAX_STACKS stacks) or a step's work is over GSTATE_MAX_WORK.
  * out must not be in. */
 clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b, gstate *out);
+/* clf_gstate_advance through the grammar's literal characters only: from
+ * the stacks whose top reads byte b and no other (a "literal"'s byte, or
+ * a one-byte class), not a class that holds b among others. How a
+ * preserved token's bytes are read (below). */
+clf_status clf_gstate_advance_literal(const clf_grammar *g, const gstate *in, unsigned b, gstate *out);
 clf_status clf_gstate_copy(const gstate *in, gstate *out);
 void clf_gstate_free(gstate *s);
 uint64_t clf_gstate_hash(const gstate *s);
@@ -91,9 +96,26 @@ clf_status clf_grammar_masks_create(const clf_grammar *g, const clf_vocab_trie *
                                     clf_grammar_masks **out);
 void clf_grammar_masks_free(clf_grammar_masks *gm);
 /* Sets logits[i] = -INFINITY for every token state s does not allow (a
- * token outside the trie included); *n_allowed: how many it allows.
+ * token outside the trie included, but a preserved token that s reads);
+ * *n_allowed: how many it allows.
  * CLF_ERR_ARG when the grammar is too ambiguous to step. */
 clf_status clf_grammar_masks_apply(clf_grammar_masks *gm, const gstate *s, float *logits, int *n_allowed);
+/* Preserved tokens (llama.cpp's preserved_tokens): the control tokens, not
+ * end ones, whose bytes occur inside one of g's literals (a run of
+ * literal characters in a rule: "[TOOL_CALLS][" holds [TOOL_CALLS]) are
+ * read as text where the grammar's literal characters spell them (never
+ * through a class: not inside a JSON string), in the masks and in
+ * clf_grammar_masks_advance. So a tool-call format's markers, control
+ * tokens in the models that use them, may be drawn as themselves. Kept
+ * out of the shared trie: apply checks each one on its state. Called once,
+ * before gm is used; t: the vocabulary gm's masks are for. */
+clf_status clf_grammar_masks_preserve(clf_grammar_masks *gm, const clf_tokenizer *t);
+int clf_grammar_masks_n_preserved(const clf_grammar_masks *gm);
+/* The state after token id from *cur, in *cur (*tmp: scratch): a text
+ * token's bytes, a preserved one's through literal characters. 0 when
+ * the grammar refuses it (*cur is then undefined), or a step failed. */
+int clf_grammar_masks_advance(const clf_grammar_masks *gm, const clf_tokenizer *t, int32_t id, gstate *cur,
+                              gstate *tmp);
 /* The same mask over candidates alone (a device's k best): allowed[i] = 1
  * where s allows ids[i] (i < k), no logit row written; *n_allowed: how
  * many tokens of the whole vocabulary s allows; refused[0..n_refused): the

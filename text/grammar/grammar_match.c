@@ -210,7 +210,16 @@ clf_status clf_gstate_start(const clf_grammar *g, gstate *out) {
     return e->st != CLF_OK ? e->st : canonical(g, out);
 }
 
-clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b, gstate *out) {
+/* Whether set s holds byte b and no other: a literal's character (or a
+ * one-byte class, which reads alike). */
+static int only_byte(const uint64_t *s, unsigned b) {
+    for (int w = 0; w < 4; w++)
+        if (s[w] != ((unsigned)w == b >> 6 ? 1ull << (b & 63) : 0)) return 0;
+    return 1;
+}
+
+/* One byte's step; literal: from the stacks whose top is that byte alone. */
+static clf_status advance(const clf_grammar *g, const gstate *in, unsigned b, int literal, gstate *out) {
     reset(out);
     if (!gset_has(in->tops, b)) return canonical(g, out);
     expander *e = &t_exp;
@@ -224,13 +233,21 @@ clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b
         if (!len) continue;
         const int32_t *s = in->d + k + 1;
         int top = s[len - 1];
-        if (!gset_has(g->sets[g->el[top].val], b)) continue;
+        if (!gset_has(g->sets[g->el[top].val], b) || (literal && !only_byte(g->sets[g->el[top].val], b))) continue;
         memcpy(e->fr, s, (size_t)len * sizeof *s);
         e->fr[len - 1] = top + 1;
         expand(e, len);
     }
     out->overflow = e->overflow;
     return e->st != CLF_OK ? e->st : canonical(g, out);
+}
+
+clf_status clf_gstate_advance(const clf_grammar *g, const gstate *in, unsigned b, gstate *out) {
+    return advance(g, in, b, 0, out);
+}
+
+clf_status clf_gstate_advance_literal(const clf_grammar *g, const gstate *in, unsigned b, gstate *out) {
+    return advance(g, in, b, 1, out);
 }
 
 clf_status clf_gstate_copy(const gstate *in, gstate *out) {

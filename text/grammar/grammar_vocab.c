@@ -216,6 +216,14 @@ struct clf_grammar_masks {
     gstate key;             /* a state's mask key (clf_gstate_mask_key) */
     uint64_t *wbits; /* [n_words] a walk's mask, all clear between walks */
     uint64_t *ubits; /* [n_words] apply's union of the tiers' masks */
+    /* preserved tokens (clf_grammar_masks_preserve): control tokens kept
+     * out of the shared trie, checked one by one at each apply */
+    int32_t *pres;         /* [n_pres] their ids */
+    const char **pres_piece; /* [n_pres] their bytes */
+    size_t *pres_len;
+    float *pres_saved;     /* [n_pres] their logits while the mask runs */
+    int n_pres;
+    gstate px, py;         /* apply's reading of one */
 };
 
 /* keep[m][i]: all ones where bit i of the byte m is set, else 0: a
@@ -304,6 +312,12 @@ void clf_grammar_masks_free(clf_grammar_masks *gm) {
     clf_gstate_free(&gm->key);
     free(gm->wbits);
     free(gm->ubits);
+    free(gm->pres);
+    free(gm->pres_piece);
+    free(gm->pres_len);
+    free(gm->pres_saved);
+    clf_gstate_free(&gm->px);
+    clf_gstate_free(&gm->py);
     pthread_mutex_destroy(&gm->lock);
     free(gm);
 }
@@ -513,6 +527,109 @@ static clf_status tier_mask(clf_grammar_masks *gm, int t, const gstate *s, int *
     return CLF_OK;
 }
 
+/* ---- preserved tokens ----------------------------------------------------- */
+
+/* Reads p[0, n) (n > 0) from state s, byte by byte (literal: through the
+ * grammar's literal characters only): *ok 1 with the state after in *x,
+ * 0 when a byte is refused. *y is scratch; s may be x. */
+static clf_status read_bytes(const clf_grammar *g, int literal, const gstate *s, const char *p, size_t n, gstate *x,
+                             gstate *y, int *ok) {
+    *ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        const gstate *in = i ? x : s;
+        CLF_TRY(literal ? clf_gstate_advance_literal(g, in, (unsigned char)p[i], y)
+                        : clf_gstate_advance(g, in, (unsigned char)p[i], y));
+        if (!y->n_stacks) return CLF_OK;
+        gstate t = *x;
+        *x = *y;
+        *y = t;
+    }
+    *ok = 1;
+    return CLF_OK;
+}
+
+/* The byte a set holds when it holds one alone, else -1. */
+static int single_byte(const uint64_t *set) {
+    int n = 0, b = -1;
+    for (int w = 0; w < 4; w++)
+        if (set[w]) {
+            n += __builtin_popcountll(set[w]);
+            b = w * 64 + __builtin_ctzll(set[w]);
+        }
+    return n == 1 ? b : -1;
+}
+
+clf_status clf_grammar_masks_preserve(clf_grammar_masks *gm, const clf_tokenizer *t) {
+    const clf_grammar *g = gm->g;
+    /* the grammar's literal runs: consecutive one-byte elements of a rule,
+     * one after the other in text, each run's end in ends (ascending) */
+    char *text = malloc((size_t)g->n_el + 1);
+    int *ends = malloc(((size_t)g->n_el + 1) * sizeof *ends);
+    int n_text = 0, n_runs = 0, n = clf_tokenizer_n_vocab(t);
+    if (n > gm->n_vocab) n = gm->n_vocab;
+    clf_status st = text && ends ? CLF_OK : clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+    for (int i = 0; st == CLF_OK && i <= g->n_el; i++) {
+        int b = i < g->n_el && g->el[i].type == G_BYTES ? single_byte(g->sets[g->el[i].val]) : -1;
+        if (b >= 0) text[n_text++] = (char)b;
+        else if (n_runs == 0 || ends[n_runs - 1] != n_text) ends[n_runs++] = n_text; /* a run ends */
+    }
+    /* every control token, not an end one, whose bytes are inside a run */
+    for (int id = 0; st == CLF_OK && id < n; id++) {
+        size_t len = 0;
+        const char *p = clf_token_piece(t, id, &len);
+        if (!p || !len || clf_token_type(t, id) != CLF_TOKEN_CONTROL || clf_token_is_eog(t, id)) continue;
+        /* memmem over all runs at once (linear: a schema's literals may be
+         * megabytes), a match kept when it does not cross a run's end */
+        int found = 0;
+        for (const char *at = text, *e = text + n_text; !found && (at = memmem(at, (size_t)(e - at), p, len)); at++) {
+            int k = (int)(at - text), lo = 0, hi = n_runs - 1; /* the run holding k: the first end > k */
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (ends[mid] > k) hi = mid;
+                else lo = mid + 1;
+            }
+            found = k + (int)len <= ends[lo];
+        }
+        if (!found) continue;
+        if (gm->n_pres % 16 == 0) { /* grow the four arrays by 16 */
+            size_t cap = (size_t)gm->n_pres + 16;
+            int32_t *a = realloc(gm->pres, cap * sizeof *a);
+            if (a) gm->pres = a;
+            const char **b = realloc(gm->pres_piece, cap * sizeof *b);
+            if (b) gm->pres_piece = b;
+            size_t *c = realloc(gm->pres_len, cap * sizeof *c);
+            if (c) gm->pres_len = c;
+            float *d = realloc(gm->pres_saved, cap * sizeof *d);
+            if (d) gm->pres_saved = d;
+            if (!a || !b || !c || !d) {
+                st = clf_fail(CLF_ERR_MEMORY, "grammar: out of host memory");
+                break;
+            }
+        }
+        gm->pres[gm->n_pres] = id;
+        gm->pres_piece[gm->n_pres] = p;
+        gm->pres_len[gm->n_pres++] = len;
+    }
+    free(text);
+    free(ends);
+    return st;
+}
+
+int clf_grammar_masks_n_preserved(const clf_grammar_masks *gm) { return gm->n_pres; }
+
+int clf_grammar_masks_advance(const clf_grammar_masks *gm, const clf_tokenizer *t, int32_t id, gstate *cur,
+                              gstate *tmp) {
+    size_t len = 0;
+    const char *p;
+    int ok = 0, literal = 0;
+    if (!clf_grammar_token_is_text(t, id, &p, &len)) { /* a preserved token, else refused */
+        for (int k = 0; k < gm->n_pres && !literal; k++) literal = gm->pres[k] == id;
+        if (!literal) return 0;
+        p = clf_token_piece(t, id, &len);
+    }
+    return read_bytes(gm->g, literal, cur, p, len, cur, tmp, &ok) == CLF_OK && ok;
+}
+
 /* The tiers' masks of s OR'd into gm->ubits, counted as computed or found
  * kept; *n_allowed: how many tokens s allows. Under the lock. */
 static clf_status union_mask(clf_grammar_masks *gm, const gstate *s, int *n_allowed) {
@@ -524,6 +641,15 @@ static clf_status union_mask(clf_grammar_masks *gm, const gstate *s, int *n_allo
         int n = 0;
         if (gm->v->root[t] >= 0) st = tier_mask(gm, t, s, &n, &walked);
         total += n;
+    }
+    /* a preserved token: allowed where the grammar's literal characters
+     * read its bytes (not kept: they are few), its bit set like a text
+     * token's, so the row and the candidates read it alike */
+    for (int k = 0; k < gm->n_pres && st == CLF_OK; k++) {
+        int ok = 0;
+        st = read_bytes(gm->g, 1, s, gm->pres_piece[k], gm->pres_len[k], &gm->px, &gm->py, &ok);
+        if (ok && !(gm->ubits[gm->pres[k] >> 6] >> (gm->pres[k] & 63) & 1))
+            gm->ubits[gm->pres[k] >> 6] |= 1ull << (gm->pres[k] & 63), total++;
     }
     if (st != CLF_OK) return st;
     if (walked) gm->computed++; /* a mask with any tier walked, else one found kept */
