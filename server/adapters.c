@@ -2,6 +2,7 @@
 #include "adapters.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -46,6 +47,12 @@ int srv_lora_parse(json_t *root, srv_api_req *r, srv_api_error *e) {
     return 0;
 }
 
+/* The global scales are written by POST /lora-adapters on one HTTP thread
+ * and read by every request's resolve and GET on others: one lock, so a
+ * request takes the old scales or the new ones whole (each job then holds
+ * its own copy). */
+static pthread_mutex_t scales_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int srv_lora_resolve(const clinfer_model *m, srv_api_req *q, srv_api_error *e) {
     const int n = clinfer_model_lora_count(m);
     if (n > SRV_MAX_LORA) {
@@ -53,7 +60,9 @@ int srv_lora_resolve(const clinfer_model *m, srv_api_req *q, srv_api_error *e) {
         return -1;
     }
     q->n_lora = n;
+    pthread_mutex_lock(&scales_mu);
     for (int i = 0; i < n; i++) q->lora[i] = q->has_lora ? 0.0f : clinfer_lora_scale(clinfer_model_lora(m, i));
+    pthread_mutex_unlock(&scales_mu);
     for (int k = 0; q->has_lora && k < q->n_lora_req; k++) {
         if (q->lora_id[k] >= n) {
             srv_api_bad(e, "lora", "'lora': no adapter of id %d (%d loaded: GET /lora-adapters)", q->lora_id[k], n);
@@ -72,15 +81,17 @@ int srv_lora_resolve(const clinfer_model *m, srv_api_req *q, srv_api_error *e) {
 
 char *srv_lora_list_json(const clinfer_model *m) {
     json_t *arr = json_array();
+    pthread_mutex_lock(&scales_mu);
     for (int i = 0; arr && i < clinfer_model_lora_count(m); i++) {
         const clinfer_lora *a = clinfer_model_lora(m, i);
         json_t *o = srv_api_pack("{s:i, s:s, s:f}", "id", i, "path", clinfer_lora_path(a), "scale",
                                  (double)clinfer_lora_scale(a));
         if (!o || json_array_append_new(arr, o)) {
             json_decref(arr);
-            return NULL;
+            arr = NULL;
         }
     }
+    pthread_mutex_unlock(&scales_mu);
     return arr ? srv_api_dump(arr) : NULL;
 }
 
@@ -103,11 +114,13 @@ int srv_lora_post(const clinfer_model *m, const char *body, size_t len, srv_api_
             return -1;
         }
     /* those not listed go to 0, as llama-server's */
+    pthread_mutex_lock(&scales_mu);
     for (int i = 0; i < n; i++) {
         float s = 0;
         for (int k = 0; k < n_req; k++)
             if (ids[k] == i) s = scales[k];
         clinfer_lora_set_scale(clinfer_model_lora(m, i), s);
     }
+    pthread_mutex_unlock(&scales_mu);
     return 0;
 }

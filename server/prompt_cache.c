@@ -52,15 +52,12 @@ static int common(const int32_t *a, int na, const int32_t *b, int nb) {
 
 void srv_pcache_put(srv_pcache *c, srv_engine *e, int slot, const int32_t *tokens, int n) {
     if (n <= 0) return;
-    /* held already, or superseded: a prefix of these tokens goes */
-    for (int i = 0; i < c->n; i++) {
-        const int p = common(c->e[i].tokens, c->e[i].n, tokens, n);
-        if (p == n) {
+    /* held already (a longer entry holds these tokens) */
+    for (int i = 0; i < c->n; i++)
+        if (common(c->e[i].tokens, c->e[i].n, tokens, n) == n) {
             c->e[i].used = ++c->clock;
             return;
         }
-        if (p == c->e[i].n) drop(c, i--);
-    }
     entry en = {.n = n, .used = ++c->clock};
     if (c->n == c->cap) {
         const int cap = c->cap ? 2 * c->cap : 16;
@@ -76,6 +73,10 @@ void srv_pcache_put(srv_pcache *c, srv_engine *e, int slot, const int32_t *token
         return;
     }
     memcpy(en.tokens, tokens, (size_t)n * sizeof *tokens);
+    /* superseded: an entry that is a prefix of these tokens goes, once the
+     * new one is saved (a failed save keeps it) */
+    for (int i = 0; i < c->n; i++)
+        if (common(c->e[i].tokens, c->e[i].n, tokens, n) == c->e[i].n) drop(c, i--);
     /* room: the least recently used entries go */
     while (c->n && c->bytes + en.bytes > c->max_bytes) {
         int lru = 0;

@@ -299,8 +299,14 @@ static int lora_plain(const float *l, int n) {
 }
 
 /* A slot's cache serves a job only when computed with the job's LoRA scales. */
+/* The same adapters at the same scales; a missing entry reads as 0 (no
+ * adapter and a zero scale both mean the base's KV: a slot restored from a
+ * file holds none, a job one scale per loaded adapter). */
 static int same_lora(const slot *sl, const srv_job *j) {
-    return sl->n_lora == j->n_lora && !memcmp(sl->lora, j->lora, (size_t)j->n_lora * sizeof *j->lora);
+    const int n = sl->n_lora > j->n_lora ? sl->n_lora : j->n_lora;
+    for (int i = 0; i < n; i++)
+        if ((i < sl->n_lora ? sl->lora[i] : 0.0f) != (i < j->n_lora ? j->lora[i] : 0.0f)) return 0;
+    return 1;
 }
 
 /* The slot's sequence takes the job's LoRA adapters; -1 with the message set. */

@@ -96,9 +96,19 @@ def test_lora_slot_files(base, tmp_path):
         complete(s, PROMPTS[0], [{"id": 0, "scale": 1.0}])
         st, body = s.request("POST", "/slots/0?action=save", {"filename": "a.bin"})
         assert st == 400 and "LoRA" in body["error"]["message"], body
-        complete(s, PROMPTS[0], [{"id": 0, "scale": 0.0}])
+        base_text = complete(s, PROMPTS[0], [{"id": 0, "scale": 0.0}])
         st, body = s.request("POST", "/slots/0?action=save", {"filename": "a.bin"})
         assert st == 200, body
+        # restored, the base's cache serves a request at scale 0 (a restored slot holds no adapter
+        # entry, the job one scale per loaded adapter: both mean the base's KV)
+        assert s.request("POST", "/slots/0?action=erase", {})[0] == 200
+        st, body = s.request("POST", "/slots/0?action=restore", {"filename": "a.bin"})
+        assert st == 200 and body["n_restored"] > 0, body
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0)
+        r = c.completions.create(model="m", prompt=PROMPTS[0], max_tokens=12, temperature=0,
+                                 extra_body={"lora": [{"id": 0, "scale": 0.0}]})
+        assert r.choices[0].text == base_text
+        assert r.usage.prompt_tokens_details.cached_tokens > 0, r.usage
     finally:
         rc, err = s.stop()
         assert rc == 0, err
