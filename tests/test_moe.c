@@ -351,6 +351,26 @@ static void ref_ffn(const experts *x, const float *xn, const float *x0, int n, d
 /* n rows (the first n1 decode rows) of xn through clf_moe_ffn against the
  * reference; dominant >= 0: every row's column 0 large and the router's
  * column 0 pointing at that expert, so every row picks it. */
+/* The layer x describes, as clf_moe_ffn takes it: qwen3moe's gating
+ * (softmax, top-k, renormalised) or gpt-oss's (x->oss: biases, softmax over
+ * the chosen, the clamped SwiGLU), per-expert or stacked weights. */
+static clf_moe moe_of(experts *x) {
+    return (clf_moe){.router = &x->wr,
+                     .experts = x->ex,
+                     .n_expert = x->E,
+                     .n_used = x->k,
+                     .n_ff = x->ff,
+                     .norm_w = !x->oss,
+                     .w_scale = 1.0f,
+                     .act = x->oss ? CLF_GLU_SWIGLU_OAI : CLF_GLU_SILU,
+                     .softmax_weight = x->oss,
+                     .router_b = x->oss ? &x->trb : NULL,
+                     .b_gu = x->oss ? &x->tbgu : NULL,
+                     .b_down = x->oss ? &x->tbdn : NULL,
+                     .gu_stack = x->use_stack ? &x->gu_stack : NULL,
+                     .down_stack = x->use_stack ? &x->down_stack : NULL};
+}
+
 static void check_ffn(experts *x, int n, int n1, int dominant, uint64_t *s, double tol, int want_all) {
     clf_runtime *rt = tu_runtime();
     const int d = x->d;
@@ -374,20 +394,7 @@ static void check_ffn(experts *x, int n, int n1, int dominant, uint64_t *s, doub
     TU_OK(clf_tensor_alloc(rt, CLF_F32, d, n, &txn));
     TU_OK(clf_tensor_upload(rt, &tx, x0, (size_t)n * d * sizeof *x0));
     TU_OK(clf_tensor_upload(rt, &txn, xn, (size_t)n * d * sizeof *xn));
-    const clf_moe moe = {.router = &x->wr,
-                         .experts = x->ex,
-                         .n_expert = x->E,
-                         .n_used = x->k,
-                         .n_ff = x->ff,
-                         .norm_w = !x->oss,
-                         .w_scale = 1.0f,
-                         .act = x->oss ? CLF_GLU_SWIGLU_OAI : CLF_GLU_SILU,
-                         .softmax_weight = x->oss,
-                         .router_b = x->oss ? &x->trb : NULL,
-                         .b_gu = x->oss ? &x->tbgu : NULL,
-                         .b_down = x->oss ? &x->tbdn : NULL,
-                         .gu_stack = x->use_stack ? &x->gu_stack : NULL,
-                         .down_stack = x->use_stack ? &x->down_stack : NULL};
+    const clf_moe moe = moe_of(x);
     /* the decode rows' int8 forms where widths are whole blocks (a lone decode row's experts read them) */
     clf_tensor xq = {0}, ffq = {0};
     const int int8 = n1 > 0 && d % 32 == 0 && x->ff % 32 == 0;
@@ -480,20 +487,7 @@ static void ffn_decode(experts *x, int n, const float *xn, const float *x0, floa
     TU_OK(clf_tensor_upload(rt, &tx, x0, (size_t)n * d * sizeof *x0));
     TU_OK(clf_tensor_upload(rt, &txn, xn, (size_t)n * d * sizeof *xn));
     TU_OK(clf_quantize_x(rt, &txn, &xq));
-    const clf_moe moe = {.router = &x->wr,
-                         .experts = x->ex,
-                         .n_expert = x->E,
-                         .n_used = x->k,
-                         .n_ff = x->ff,
-                         .norm_w = !x->oss,
-                         .w_scale = 1.0f,
-                         .act = x->oss ? CLF_GLU_SWIGLU_OAI : CLF_GLU_SILU,
-                         .softmax_weight = x->oss,
-                         .router_b = x->oss ? &x->trb : NULL,
-                         .b_gu = x->oss ? &x->tbgu : NULL,
-                         .b_down = x->oss ? &x->tbdn : NULL,
-                         .gu_stack = x->use_stack ? &x->gu_stack : NULL,
-                         .down_stack = x->use_stack ? &x->down_stack : NULL};
+    const clf_moe moe = moe_of(x);
     TU_OK(clf_moe_ffn(rt, &moe, &txn, &xq, n, &ffq, &tx, &sc));
     TU_OK(clf_tensor_download(rt, &tx, got, (size_t)n * d * sizeof *got));
     clf_moe_scratch_free(&sc);
