@@ -21,6 +21,7 @@
 #include "grammar.h"
 #include "testutil.h"
 #include "tools.h"
+#include "tool_stream.h"
 
 static char *read_text(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -162,32 +163,6 @@ typedef struct want {
     const char *name, *args; /* the calls */
 } want;
 
-/* The parse of every prefix agrees with the whole's: content a prefix of
- * the final one, names whole, arguments prefixes of the final ones, calls
- * only accrue; and the whole as a stream's last piece (final) is the whole. */
-static void check_stream(const clf_chat *c, const char *text, const clf_tool_reply *whole) {
-    size_t len = strlen(text);
-    for (size_t cut = 0; cut <= len; cut++) {
-        clf_tool_reply *r;
-        TU_OK(clf_tools_parse(c, text, cut, 0, &r));
-        if (r->content_len > whole->content_len)
-            fail_msg("cut %zu of '%s': content %zu > %zu", cut, text, r->content_len, whole->content_len);
-        if (r->n_calls > whole->n_calls) fail_msg("cut %zu of '%s': %d calls", cut, text, r->n_calls);
-        for (int i = 0; i < r->n_calls; i++) {
-            const clf_tool_parsed *p = &r->calls[i], *w = &whole->calls[i];
-            assert_non_null(p->name);
-            if (strcmp(p->name, w->name)) fail_msg("cut %zu of '%s': name '%s'", cut, text, p->name);
-            if (p->arguments) {
-                size_t k = strlen(p->arguments);
-                if (k > strlen(w->arguments) || memcmp(p->arguments, w->arguments, k))
-                    fail_msg("cut %zu: arguments '%s' not a prefix of '%s'", cut, p->arguments, w->arguments);
-            }
-            if (p->complete) assert_string_equal(p->arguments, w->arguments);
-        }
-        clf_tool_reply_free(r);
-    }
-}
-
 /* text parses into `content` (its length) and the calls; as a stream too. */
 static void expect_parse(const clf_chat *c, const char *text, size_t content_len, const want *w, int n) {
     clf_tool_reply *r;
@@ -199,7 +174,7 @@ static void expect_parse(const clf_chat *c, const char *text, size_t content_len
         assert_string_equal(r->calls[i].arguments, w[i].args);
         assert_true(r->calls[i].complete);
     }
-    check_stream(c, text, r);
+    tu_check_tool_stream(c, text, strlen(text), r);
     clf_tool_reply_free(r);
 }
 

@@ -19,6 +19,7 @@
 #include "json_schema.h"
 #include "testutil.h"
 #include "tools.h"
+#include "tool_stream.h"
 
 /* ---- rendering ------------------------------------------------------------- */
 
@@ -250,29 +251,6 @@ static void rnd_name(uint64_t *s, char *out) {
     out[k] = 0;
 }
 
-/* The parse of every prefix agrees with the whole's: content and arguments
- * grow, a name appears whole, calls only accrue. */
-static void check_stream(const clf_chat *c, const char *text, size_t len, const clf_tool_reply *whole) {
-    for (size_t cut = 0; cut <= len; cut++) {
-        clf_tool_reply *r;
-        TU_OK(clf_tools_parse(c, text, cut, 0, &r));
-        if (r->content_len > whole->content_len) fail_msg("cut %zu: content %zu > %zu", cut, r->content_len, whole->content_len);
-        assert_true(r->n_calls <= whole->n_calls);
-        for (int i = 0; i < r->n_calls; i++) {
-            const clf_tool_parsed *p = &r->calls[i], *w = &whole->calls[i];
-            assert_non_null(p->name);
-            assert_string_equal(p->name, w->name);
-            if (p->arguments) {
-                size_t k = strlen(p->arguments);
-                if (k > strlen(w->arguments) || memcmp(p->arguments, w->arguments, k))
-                    fail_msg("cut %zu: arguments '%s' not a prefix of '%s'", cut, p->arguments, w->arguments);
-            }
-            if (p->complete) assert_string_equal(p->arguments, w->arguments);
-        }
-        clf_tool_reply_free(r);
-    }
-}
-
 static void parse_round_trips(const char *tmpl, int chatml) {
     uint64_t s = tu_seed();
     clf_chat c;
@@ -310,7 +288,7 @@ static void parse_round_trips(const char *tmpl, int chatml) {
             assert_string_equal(r->calls[i].arguments, w[i].args);
             assert_true(r->calls[i].complete);
         }
-        if (iter < 40) check_stream(&c, text, len, r);
+        if (iter < 40) tu_check_tool_stream(&c, text, len, r);
         clf_tool_reply_free(r);
     }
     free(text);
@@ -340,7 +318,7 @@ static void test_parse_llama_python_tag(void **state) {
     assert_string_equal(r->calls[0].name, "f");
     assert_string_equal(r->calls[0].arguments, "{\"a\": 1}");
     assert_int_equal(r->content_len, 0);
-    check_stream(&c, text, strlen(text), r);
+    tu_check_tool_stream(&c, text, strlen(text), r);
     clf_tool_reply_free(r);
     const char *plain = "<|python_tag|>brave_search.call(query=\"x\")";
     TU_OK(clf_tools_parse(&c, plain, strlen(plain), 1, &r));
