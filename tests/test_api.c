@@ -46,20 +46,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-#define ASSERT_OK(expr)                                                                                         \
-    do {                                                                                                       \
-        clinfer_status st_ = (expr);                                                                           \
-        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
-    } while (0)
-
-/* expr fails with `status` and a message containing `text`. */
-#define ASSERT_FAILS(expr, status, text)                                                 \
-    do {                                                                                \
-        assert_int_equal((expr), (status));                                             \
-        if (!strstr(clinfer_last_error(), (text)))                                      \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, clinfer_last_error(), text); \
-    } while (0)
-
 static void test_version_and_errors(void **state) {
     (void)state;
     assert_string_equal(clinfer_version(), CLINFER_VERSION);

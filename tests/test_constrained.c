@@ -39,12 +39,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-#define ASSERT_OK(expr)                                                                                         \
-    do {                                                                                                       \
-        clinfer_status st_ = (expr);                                                                           \
-        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
-    } while (0)
-
 static clinfer_model *default_model(void) {
     char path[1024];
     if (!big && (clinfer_model_path(NULL, path, sizeof path) != CLINFER_OK || access(path, R_OK) != 0))

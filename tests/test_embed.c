@@ -19,19 +19,6 @@
 #include "gguf.h"
 #include "testutil.h"
 
-#define ASSERT_OK(expr)                                                                                         \
-    do {                                                                                                       \
-        clinfer_status st_ = (expr);                                                                           \
-        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
-    } while (0)
-
-#define ASSERT_FAILS(expr, status, text)                                                 \
-    do {                                                                                \
-        assert_int_equal((expr), (status));                                             \
-        if (!strstr(clinfer_last_error(), (text)))                                      \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, clinfer_last_error(), text); \
-    } while (0)
-
 static int n_embd_of(const clinfer_model *m) {
     clinfer_model_info info = {.size = sizeof info};
     ASSERT_OK(clinfer_model_get_info(m, &info));

@@ -20,12 +20,6 @@
 #include "clinfer.h"
 #include "testutil.h"
 
-#define ASSERT_OK(expr)                                                                                         \
-    do {                                                                                                       \
-        clinfer_status st_ = (expr);                                                                           \
-        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
-    } while (0)
-
 enum { MAX_TOKENS = 16 };
 
 static const char *SCHEMA = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":16},"

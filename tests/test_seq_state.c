@@ -23,19 +23,6 @@
 #include "clinfer.h"
 #include "testutil.h"
 
-#define ASSERT_OK(expr)                                                                                         \
-    do {                                                                                                       \
-        clinfer_status st_ = (expr);                                                                           \
-        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
-    } while (0)
-
-#define ASSERT_FAILS(expr, status, text)                                                 \
-    do {                                                                                \
-        assert_int_equal((expr), (status));                                             \
-        if (!strstr(clinfer_last_error(), (text)))                                      \
-            fail_msg("%s: message '%s' lacks '%s'", #expr, clinfer_last_error(), text); \
-    } while (0)
-
 enum { N_PROMPT = 90, N_GEN = 12, N_AFTER = 6, N_CTX = 256 };
 
 static char llama_path[256], gemma_path[256], state_path[256], bad_path[256];

@@ -47,12 +47,6 @@ static int N_SEEDS = 1000;
 static float TEMP = 0.3f; /* peaked enough that drafts are often taken, spread over ~10 tokens a position */
 static const double ALPHA = 1e-3;
 
-#define ASSERT_OK(expr)                                                                                         \
-    do {                                                                                                       \
-        clinfer_status st_ = (expr);                                                                           \
-        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
-    } while (0)
-
 static char tiny_path[256], draft_path[256], other_path[256];
 /* the target; a draft of its vocabulary (another seed); another vocabulary */
 static clinfer_model *tiny, *draft, *other;

@@ -63,6 +63,21 @@ int tu_run_group(const char *group, const struct CMUnitTest *tests, size_t n, CM
         if (tu_st_ != CLF_OK) fail_msg("%s -> %s: %s", #expr, clf_status_name(tu_st_), clf_last_error()); \
     } while (0)
 
+/* The public API's (include/clinfer.h) forms of TU_OK, for a test that
+ * includes it: expr returns CLINFER_OK (else the status and message fail
+ * the test); expr fails with `status` and a message containing `text`. */
+#define ASSERT_OK(expr)                                                                                         \
+    do {                                                                                                       \
+        clinfer_status st_ = (expr);                                                                           \
+        if (st_ != CLINFER_OK) fail_msg("%s -> %s: %s", #expr, clinfer_status_name(st_), clinfer_last_error()); \
+    } while (0)
+#define ASSERT_FAILS(expr, status, text)                                                 \
+    do {                                                                                \
+        assert_int_equal((expr), (status));                                             \
+        if (!strstr(clinfer_last_error(), (text)))                                      \
+            fail_msg("%s: message '%s' lacks '%s'", #expr, clinfer_last_error(), text); \
+    } while (0)
+
 /* A shell command's stdout (up to 64 KiB, NUL-ended; free it) and its exit
  * status in *status (-1: killed). */
 char *tu_capture(const char *cmd, int *status);
