@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "chat.h"
 #include "clinfer.h"
 #include "llama.h"
 #include "place.h"
@@ -43,6 +44,17 @@ struct clinfer_model {
     /* clinfer_model_set_chat_template's text (malloc'd), run instead of the
      * file's tokenizer.chat_template; NULL: the file's */
     char *chat_template;
+    /* The chat (chat.h) of chat_template, else of the file's template, its
+     * parse kept (clf_chat_keep): made at load and by
+     * clinfer_model_set_chat_template, copied for each rendering
+     * (api_model_chat), only read while sessions render (several threads
+     * at once). chat_st: CLF_OK, or what every chat call fails with (the
+     * file's template the engine cannot parse and of no format known by
+     * hand: the load itself goes on, a model runs without its chat),
+     * chat_err its message (malloc'd; NULL if none). */
+    clf_chat chat;
+    clf_status chat_st;
+    char *chat_err;
     uint64_t digest; /* the file's clf_gguf_header_digest and size: what a saved sequence state names */
     /* LoRA adapters (clinfer_lora_load, api/lora.c), freed with the model */
     struct clinfer_lora **loras;
@@ -51,9 +63,10 @@ struct clinfer_model {
 /* Frees the model's adapters (clinfer_model_free, before the weights). */
 void api_lora_free_all(clinfer_model *m);
 
-/* The model's chat template: the one set, else the file's (chat.h). */
-struct clf_chat;
-clf_status api_model_chat(const clinfer_model *m, struct clf_chat *c);
+/* The model's chat template: the one set, else the file's (chat.h), a
+ * copy of m->chat for one rendering (its parse borrowed), or m->chat_st
+ * with its message. */
+clf_status api_model_chat(const clinfer_model *m, clf_chat *c);
 
 struct clinfer_session {
     clinfer_model *m;
