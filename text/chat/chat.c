@@ -163,6 +163,10 @@ static clf_status init_model(const clf_tokenizer *t, int keep, clf_chat *c) {
 clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c) { return init_model(t, 0, c); }
 
 clf_status clf_chat_keep(const clf_tokenizer *t, const char *tmpl, clf_chat *c) {
+    if (!t && !tmpl) {
+        memset(c, 0, sizeof *c);
+        return clf_fail(CLF_ERR_ARG, "clf_chat_keep: neither a vocabulary nor a template");
+    }
     return tmpl ? init(tmpl, t, 1, c) : init_model(t, 1, c);
 }
 

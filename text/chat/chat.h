@@ -76,7 +76,8 @@ clf_status clf_chat_init_with(const clf_tokenizer *t, const char *tmpl, clf_chat
  * for every later rendering (a model's chat, made at load). Its failures
  * are theirs (an override the engine cannot parse: CLF_ERR_FORMAT with its
  * message; the file's falls back to the format it names by hand, if any).
- * Free with clf_chat_release. */
+ * t NULL with a tmpl: no vocabulary (bos_token and eos_token ""). Free
+ * with clf_chat_release. */
 clf_status clf_chat_keep(const clf_tokenizer *t, const char *tmpl, clf_chat *c);
 /* Frees what clf_chat_keep kept (c->parsed); NULL or a chat without one:
  * nothing. No copy of c may render after. */
