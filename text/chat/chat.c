@@ -107,8 +107,8 @@ static void special_tokens(const clf_tokenizer *t, clf_chat *c) {
 /* clf_chat_init, with the vocabulary's special tokens where t is given
  * (before the turn end is found: the template sees them), and the parse
  * kept in c->parsed where `keep` (else freed before returning). The
- * template is parsed once here, whatever follows: the turn end's two
- * renderings run the parse too. */
+ * template is parsed once here either way: the turn end's two renderings
+ * run that parse. */
 static clf_status init(const char *tmpl, const clf_tokenizer *t, int keep, clf_chat *c) {
     memset(c, 0, sizeof *c);
     recognise(tmpl, c);
