@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "chat.h"
+#include "clinfer.h"
 #include "gguf_write.h"
 #include "model_path.h"
 #include "testutil.h"
@@ -552,8 +553,124 @@ static void test_kept_template_threads(void **state) {
     }
 }
 
+/* ---- the model's chat, made at load, rendered by requests at once ------- */
+
+static const clinfer_tool_call API_CALL = {"c1", "get_weather", "{\"city\": \"Paris\"}"};
+static const clinfer_tool_message API_CONV[] = {
+    {"system", "Be brief.", NULL, 0, NULL},
+    {"user", "Weather in Paris?", NULL, 0, NULL},
+    {"assistant", NULL, &API_CALL, 1, NULL},
+    {"tool", "14 C, rain", NULL, 0, "c1"},
+    {"assistant", "Rainy, 14 C.", NULL, 0, NULL},
+    {"user", "And Lyon?", NULL, 0, NULL},
+};
+static const clinfer_chat_message API_PLAIN[] = {
+    {"system", "Be brief."}, {"user", "One?"}, {"assistant", "Un."}, {"user", "Two?"}, {"assistant", "Deux."}, {"user", "Three?"},
+};
+enum { API_VARIANTS = 12, API_THREADS = 4, API_ROUNDS = 30 };
+
+/* variant i: the first 1 + i % 6 turns, plain or (odd i/6) with the tools */
+static char *api_render(const clinfer_model *m, const clinfer_tools *t, int i) {
+    char *text = NULL;
+    size_t len;
+    int n = 1 + i % 6;
+    clinfer_status st = i / 6 && t ? clinfer_tools_chat_apply(m, t, API_CONV, n, 1, &text, &len)
+                                   : clinfer_chat_apply(m, API_PLAIN, n, 1, &text, &len);
+    char *r = strdup(st == CLINFER_OK ? text : clinfer_last_error());
+    clinfer_free(text);
+    return r;
+}
+
+typedef struct api_job {
+    const clinfer_model *m;
+    const clinfer_tools *t;
+    char **want;
+    int id, mismatches;
+} api_job;
+
+static void *api_thread(void *arg) {
+    api_job *j = arg;
+    for (int r = 0; r < API_ROUNDS; r++) {
+        int i = (j->id * 5 + r * 7) % API_VARIANTS;
+        char *got = api_render(j->m, j->t, i);
+        j->mismatches += strcmp(got, j->want[i]) != 0;
+        free(got);
+    }
+    return NULL;
+}
+
+/* every variant by API_THREADS threads at once as by one; returns the
+ * one-thread renderings (to compare later ones with) */
+static char **api_threads_agree(const clinfer_model *m, const clinfer_tools *t) {
+    char **want = calloc(API_VARIANTS, sizeof *want);
+    assert_non_null(want);
+    for (int i = 0; i < API_VARIANTS; i++) want[i] = api_render(m, t, i);
+    api_job jobs[API_THREADS];
+    pthread_t th[API_THREADS];
+    for (int i = 0; i < API_THREADS; i++) {
+        jobs[i] = (api_job){.m = m, .t = t, .want = want, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, api_thread, &jobs[i]), 0);
+    }
+    int mismatches = 0;
+    for (int i = 0; i < API_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        mismatches += jobs[i].mismatches;
+    }
+    assert_int_equal(mismatches, 0);
+    return want;
+}
+
+static void free_all(char **v) {
+    for (int i = 0; i < API_VARIANTS; i++) free(v[i]);
+    free(v);
+}
+
+/* The public API over the model's chat made at load: the default model's
+ * own template (SmolLM2's ChatML) and an override (Qwen3's, tools
+ * offered), each rendered by 4 threads at once as by one; an override the
+ * engine cannot parse is refused with its message and leaves the chat as
+ * it was; NULL gives the file's again, rendering as at load. */
+static void test_model_chat_threads(void **state) {
+    (void)state;
+    char path[1024];
+    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) TU_SKIP("%s", clf_last_error());
+    clinfer_model_params p = clinfer_model_default_params();
+    p.vocab_only = 1;
+    clinfer_model *m;
+    assert_int_equal(clinfer_model_load(path, NULL, &p, &m), CLINFER_OK);
+    char **own = api_threads_agree(m, NULL);
+    assert_non_null(strstr(own[5], "<|im_start|>user\nThree?<|im_end|>\n<|im_start|>assistant\n"));
+    char *qwen3 = read_text("tests/data/templates/Qwen-Qwen3-0.6B.jinja");
+    assert_int_equal(clinfer_model_set_chat_template(m, qwen3), CLINFER_OK);
+    static const char TOOLS[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    clinfer_tools *t;
+    assert_int_equal(clinfer_tools_create(m, TOOLS, strlen(TOOLS), &t), CLINFER_OK);
+    char **q = api_threads_agree(m, t);
+    assert_non_null(strstr(q[11], "<tool_call>\n{\"name\": \"get_weather\""));
+    clinfer_tools_free(t);
+    assert_int_equal(clinfer_model_set_chat_template(m, "{% if messages %}"), CLINFER_ERR_FORMAT);
+    assert_non_null(strstr(clinfer_last_error(), "endif"));
+    for (int i = 0; i < 6; i++) { /* still Qwen3's */
+        char *r = api_render(m, NULL, i);
+        assert_string_equal(r, q[i]);
+        free(r);
+    }
+    assert_int_equal(clinfer_model_set_chat_template(m, NULL), CLINFER_OK);
+    for (int i = 0; i < 6; i++) { /* the file's again */
+        char *r = api_render(m, NULL, i);
+        assert_string_equal(r, own[i]);
+        free(r);
+    }
+    free_all(own);
+    free_all(q);
+    free(qwen3);
+    clinfer_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_chat_threads),
         cmocka_unit_test(test_kept_template),
         cmocka_unit_test(test_kept_template_threads),
         cmocka_unit_test(test_renders_like_jinja),
