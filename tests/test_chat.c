@@ -464,7 +464,9 @@ static void test_kept_template(void **state) {
         assert_ptr_equal(copy.parsed, kept.parsed);
         for (int i = 0; i < 2 * N_CONVS; i++) {
             char *a = render_conv(&per, i), *b = render_conv(&kept, i), *c = render_conv(&copy, i);
-            if (strcmp(a, b) || strcmp(a, c)) fail_msg("%s, conversation %d: kept \"%.80s\", parsed per rendering \"%.80s\"", KEPT_TEMPLATES[t], i, b, a);
+            if (strcmp(a, b) || strcmp(a, c))
+                fail_msg("%s, conversation %d: kept \"%.80s\", parsed per rendering \"%.80s\"", KEPT_TEMPLATES[t], i, b,
+                         a);
             free(a), free(b), free(c);
         }
         clf_chat_release(&kept);
@@ -565,7 +567,8 @@ static const clinfer_tool_message API_CONV[] = {
     {"user", "And Lyon?", NULL, 0, NULL},
 };
 static const clinfer_chat_message API_PLAIN[] = {
-    {"system", "Be brief."}, {"user", "One?"}, {"assistant", "Un."}, {"user", "Two?"}, {"assistant", "Deux."}, {"user", "Three?"},
+    {"system", "Be brief."}, {"user", "One?"},     {"assistant", "Un."},
+    {"user", "Two?"},        {"assistant", "Deux."}, {"user", "Three?"},
 };
 enum { API_VARIANTS = 12, API_THREADS = 4, API_ROUNDS = 30 };
 

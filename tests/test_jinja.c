@@ -343,10 +343,17 @@ static void *thread_renders(void *arg) {
     thread_job *j = arg;
     long total = (long)j->nt * j->nconv, stride = 1;
     static const long STRIDES[] = {1, 7, 11, 13, 17, 19, 23, 29, 31, 37};
-    for (size_t i = 0; i < sizeof STRIDES / sizeof STRIDES[0]; i++) {
-        long a = STRIDES[(i + (size_t)j->id) % (sizeof STRIDES / sizeof STRIDES[0])], b = total;
-        while (b) { long r = a % b; a = b; b = r; }
-        if (a == 1) { stride = STRIDES[(i + (size_t)j->id) % (sizeof STRIDES / sizeof STRIDES[0])]; break; }
+    enum { NS = sizeof STRIDES / sizeof STRIDES[0] };
+    for (int i = 0; i < NS; i++) { /* the first stride from this thread's own that is coprime with total */
+        long x = STRIDES[(i + j->id) % NS], y = total;
+        while (y) {
+            long r = x % y;
+            x = y, y = r;
+        }
+        if (x == 1) {
+            stride = STRIDES[(i + j->id) % NS];
+            break;
+        }
     }
     for (long k = 0, at = (long)j->id * total / N_THREADS; k < total; k++, at = (at + stride) % total) {
         int ti = (int)(at / j->nconv), ci = (int)(at % j->nconv);
@@ -383,10 +390,12 @@ static void test_threads(void **state) {
     one_render *alone = calloc((size_t)nt * (size_t)nconv, sizeof *alone);
     assert_true(ctx && tp && alone);
     for (int i = 0; i < nconv; i++)
-        ctx[i] = json_dumps(json_object_get(json_array_get(convs, (size_t)i), "context"), JSON_PRESERVE_ORDER | JSON_COMPACT);
+        ctx[i] = json_dumps(json_object_get(json_array_get(convs, (size_t)i), "context"),
+                            JSON_PRESERVE_ORDER | JSON_COMPACT);
     for (int ti = 0; ti < nt; ti++) {
         char path[512];
-        snprintf(path, sizeof path, DIR "%s", json_string_value(json_object_get(json_array_get(templates, (size_t)ti), "name")));
+        json_t *name = json_object_get(json_array_get(templates, (size_t)ti), "name");
+        snprintf(path, sizeof path, DIR "%s", json_string_value(name));
         size_t n;
         char *text = slurp(path, &n);
         if (clf_jinja_parse(text, n, NULL, &tp[ti]) == CLF_OK) parsed++;
@@ -405,7 +414,8 @@ static void test_threads(void **state) {
         pthread_join(th[i], NULL);
         renders += jobs[i].renders;
         mismatches += jobs[i].mismatches;
-        if (jobs[i].mismatches) printf("jinja threads: thread %d: %ld mismatches, first: %s\n", i, jobs[i].mismatches, jobs[i].first);
+        if (jobs[i].mismatches)
+            printf("jinja threads: thread %d: %ld mismatches, first: %s\n", i, jobs[i].mismatches, jobs[i].first);
     }
     printf("jinja threads: %d templates parsed once, %ld renderings on %d threads at once, %ld differ from one "
            "thread's\n",
