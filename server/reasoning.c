@@ -18,7 +18,13 @@ enum {
     ST_BODY_R,  /* Harmony: the analysis channel's message */
     ST_BODY_C,  /* Harmony: another channel's message (final, commentary) */
     ST_BODY_T,  /* Harmony: a message to a recipient (a tool call): header, body and end to content, for the tool parser */
+    ST_BODY_D,  /* Harmony: a message to a recipient with no tools offered: dropped (llama.cpp's "unsolicited" call) */
 };
+
+/* The longest Harmony header held waiting for its <|message|> (bytes): a
+ * recipient's header is ~100; a model that never writes <|message|> has
+ * what is held flushed to content, and the rest of its reply with it. */
+enum { MAX_HEADER = 512 };
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
 static const char H_MESSAGE[] = "<|message|>", H_CHANNEL[] = "<|channel|>";
@@ -142,23 +148,26 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
         return 1;
     }
     case ST_HEADER: { /* "<|start|>assistant<|channel|>NAME<|message|>": which channel follows */
-        const char *at = find(h, n, H_MESSAGE);
-        if (!at) { /* a reply that does not open with a header is plain text */
-            if (final || (n >= 1 && h[0] != '<') || (n >= 2 && h[1] != '|')) t->state = ST_CONTENT;
+        const char *at = find(h, n < MAX_HEADER ? n : MAX_HEADER, H_MESSAGE);
+        if (!at) { /* a reply that does not open with a header is plain text; so is a header that never closes */
+            if (final || (n >= 1 && h[0] != '<') || (n >= 2 && h[1] != '|') || n >= MAX_HEADER) t->state = ST_CONTENT;
             return t->state == ST_CONTENT;
         }
-        const char *ch = find(h, (size_t)(at - h), H_CHANNEL);
+        size_t hn = (size_t)(at - h);
+        const char *ch = find(h, hn, H_CHANNEL), *to = find(h, hn, " to=");
         int analysis = ch && !strncmp(ch + sizeof H_CHANNEL - 1, "analysis", 8);
-        size_t k = (size_t)(at - h) + sizeof H_MESSAGE - 1;
-        int call = find(h, (size_t)(at - h), " to=") || find(h, (size_t)(at - h), "to=functions.");
-        if (call && srv_buf_add(content, h, k)) return -1; /* the recipient's header as the model wrote it */
+        size_t k = hn + sizeof H_MESSAGE - 1;
+        /* a recipient (" to=assistant", a stray one gpt-oss writes, is none) */
+        int call = (to && strncmp(to + 4, "assistant", 9)) || find(h, hn, "to=functions.");
+        if (call && !t->no_tools && srv_buf_add(content, h, k)) return -1; /* the header as the model wrote it */
         consume(t, k);
-        t->state = call ? ST_BODY_T : analysis ? ST_BODY_R : ST_BODY_C;
+        t->state = call ? (t->no_tools ? ST_BODY_D : ST_BODY_T) : analysis ? ST_BODY_R : ST_BODY_C;
         return 1;
     }
     case ST_BODY_R:
     case ST_BODY_C:
-    case ST_BODY_T: {
+    case ST_BODY_T:
+    case ST_BODY_D: {
         const char *end = NULL;
         size_t tag = 0, hold = 0;
         for (size_t i = 0; i < sizeof H_ENDS / sizeof *H_ENDS; i++) {
@@ -177,7 +186,7 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
                 return 0;
             }
             if (t->started) t->started = 2; /* a next analysis message starts on a line of its own */
-        } else if (upto && srv_buf_add(content, h, upto)) {
+        } else if (t->state != ST_BODY_D && upto && srv_buf_add(content, h, upto)) {
             return -1;
         }
         if (!end) {

@@ -50,6 +50,8 @@ typedef struct srv_think {
     int started;        /* 0: no reasoning written yet (leading blanks dropped); 1: some; 2: a next Harmony analysis message due (a newline first) */
     srv_buf hold;       /* text not yet decided: what may begin a tag, blanks at the reasoning's end */
     size_t n_reasoning; /* reasoning bytes written so far */
+    int no_tools;       /* set by the caller after srv_think_init when the request offers no tools: a Harmony
+                         * message to a recipient is then no call for a parser, and is dropped, header and all */
 } srv_think;
 
 /* A splitter for one reply; open: the reply starts inside <think>. */

@@ -14,12 +14,15 @@
 
 #include "reasoning.h"
 
+static int no_tools; /* the splitter's no_tools for the checks below */
+
 /* The split of reply fed in pieces of `step` bytes (0: whole), the first
  * cut at `first` bytes when nonzero. */
 static void split(srv_think_syntax syn, int open, const char *reply, size_t first, size_t step, srv_buf *r,
                   srv_buf *c) {
     srv_think t;
     srv_think_init(&t, syn, open);
+    t.no_tools = no_tools;
     size_t n = strlen(reply), at = 0;
     *r = (srv_buf){0};
     *c = (srv_buf){0};
@@ -97,6 +100,23 @@ static void test_harmony(void **state) {
           "Need weather.",
           "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
           "{\"city\":\"Paris\"}<|call|>");
+    /* no tools offered: a recipient's message is no call, dropped header and all (llama.cpp's unsolicited call);
+     * the answer after it stays */
+    no_tools = 1;
+    check(SRV_THINK_HARMONY, 0,
+          "<|channel|>analysis<|message|>Search.<|end|><|start|>assistant<|channel|>commentary to=browser.search "
+          "<|constrain|>json<|message|>{\"q\":\"x\"}<|call|><|start|>assistant<|channel|>final<|message|>Done.",
+          "Search.", "Done.");
+    /* a stray " to=assistant" is no recipient */
+    check(SRV_THINK_HARMONY, 0, "<|channel|>commentary to=assistant<|message|>Hi.<|end|>", "", "Hi.");
+    no_tools = 0;
+    /* a header that never reaches its <|message|> (512 bytes held at most): flushed to content, the rest after */
+    char longh[700];
+    memset(longh, 'x', sizeof longh - 1);
+    memcpy(longh, "<|channel|>", 11);
+    longh[sizeof longh - 1] = 0;
+    memcpy(longh + 600, "<|message|>", 11);
+    check(SRV_THINK_HARMONY, 0, longh, "", longh);
 }
 
 static void test_detect(void **state) {
