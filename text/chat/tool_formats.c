@@ -852,7 +852,7 @@ static void xml_params_grammar(gtext *g, clf_tool_format f, json_t *params, int 
         gliteral(g, key);
         gprintf(g, "%s\" %sroot \"%s\"\n", qwen ? ">\\n" : "</arg_key>\\n<arg_value>", P,
                 qwen ? "\\n</parameter>\\n" : "</arg_value>\\n");
-        xml_value_grammar(g, params, ps, qwen ? "\n</parameter>" : "</arg_value>", P);
+        xml_value_grammar(g, params, ps, qwen ? M_PARAM_END : M_ARG_VALUE_END, P); /* (the parser ends a value at the first) */
         j++;
     }
     if (g->st != CLF_OK) g->st = clf_fail_ctx(g->st, "tools[%d].function.parameters: ", i);
