@@ -580,6 +580,10 @@ static void test_grammar_formats(void **state) {
             !clf_grammar_accepts(req, one, strlen(one)))
             fail_msg("%s: the grammar refuses '%s'", REPLIES[k].file, one);
         assert_false(clf_grammar_accepts(req, "Hello", 5));
+        if (f == CLF_TOOLS_FUNCTIONARY) { /* auto's text holds neither marker: the python tag not spelt either */
+            assert_true(clf_grammar_accepts(aut, "Hi <b> x", 8));
+            assert_false(clf_grammar_accepts(aut, "Hi <|python_tag|>1", 18));
+        }
         int walked = 0, walked_req = 0;
         for (int iter = 0; iter < 60; iter++) {
             clf_grammar *g = iter % 3 == 0 ? req : iter % 3 == 1 ? named : aut;

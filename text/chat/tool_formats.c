@@ -692,8 +692,10 @@ static void gchar(char *out, const char *c, size_t k) {
  * prefix): P-aK, having matched its first K characters, goes on (K+1),
  * back to 1 on its first character, else to the loop; P-eK the same at the
  * end. Sound where the marker's first character occurs only first (every
- * format's marker: checked). */
-static void free_text(gtext *g, const char *marker, const char *P) {
+ * format's marker: checked). x1 (GBNF class text, "" for none): characters
+ * never after the first one either (a second marker's second character,
+ * where both begin alike: functionary's "<|python_tag|>" beside "<function="). */
+static void free_text(gtext *g, const char *marker, const char *P, const char *x1) {
     char ch[64][8];
     int k = 0;
     for (const char *p = marker; *p && k < 64;) {
@@ -706,11 +708,12 @@ static void free_text(gtext *g, const char *marker, const char *P) {
     gprintf(g, "%sfree ::= ( [^%s] | \"%s\" %sa1 )* %send\n%send ::= \"\" | \"%s\" %se1\n", P, ch[0], ch[0], P, P, P,
             ch[0], P);
     for (int j = 1; j < k - 1; j++) {
-        gprintf(g, "%sa%d ::= [^%s%s] | \"%s\" %sa%d | \"%s\" %sa1\n", P, j, ch[0], ch[j], ch[j], P, j + 1, ch[0], P);
+        gprintf(g, "%sa%d ::= [^%s%s%s] | \"%s\" %sa%d | \"%s\" %sa1\n", P, j, ch[0], ch[j], j == 1 ? x1 : "", ch[j], P,
+                j + 1, ch[0], P);
         gprintf(g, "%se%d ::= \"\" | \"%s\" %se%d | \"%s\" %se1\n", P, j, ch[j], P, j + 1, ch[0], P);
     }
-    gprintf(g, "%sa%d ::= [^%s%s] | \"%s\" %sa1\n%se%d ::= \"\" | \"%s\" %se1\n", P, k - 1, ch[0], ch[k - 1], ch[0], P,
-            P, k - 1, ch[0], P);
+    gprintf(g, "%sa%d ::= [^%s%s%s] | \"%s\" %sa1\n%se%d ::= \"\" | \"%s\" %se1\n", P, k - 1, ch[0], ch[k - 1],
+            k == 2 ? x1 : "", ch[0], P, P, k - 1, ch[0], P);
 }
 
 /* gbnf with each rule name prefixed (a converter's grammar beside others):
@@ -804,7 +807,7 @@ static void xml_value_grammar(gtext *g, json_t *params, json_t *ps, const char *
             gput(g, "\n");
         } else {
             gprintf(g, "%sroot ::= %sfree\n", P, P);
-            free_text(g, close, P);
+            free_text(g, close, P, "");
         }
         return;
     }
@@ -933,7 +936,7 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
             else params_grammar(&g, params[i], i);
         }
     }
-    if (choice == CLF_TOOL_AUTO) free_text(&g, m[0], "tc-");
+    if (choice == CLF_TOOL_AUTO) free_text(&g, m[0], "tc-", f == CLF_TOOLS_FUNCTIONARY ? "\\x7C" : "");
     if (object) gput(&g, call_gbnf);
     if (g.st != CLF_OK) {
         clf_buf_free(&g.b);
