@@ -349,7 +349,7 @@ static void test_parse_typed(void **state) {
                             "\"boolean\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"any\":{}}}}}]";
     static const char *const TEXT[] = {
         "Sure.\n<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n<parameter=n>\n12\n</parameter>\n"
-        "<parameter=ok>\ntrue\n</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n<parameter=any>\nnot "
+        "<parameter=ok>\nTrue\n</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n<parameter=any>\nnot "
         "json\n</parameter>\n</function>\n</tool_call>",
         "Sure.\n<tool_call>f\n<arg_key>zip</arg_key>\n<arg_value>12345</arg_value>\n<arg_key>n</arg_key>\n<arg_value>12"
         "</arg_value>\n<arg_key>ok</arg_key>\n<arg_value>true</arg_value>\n<arg_key>tags</arg_key>\n<arg_value>[\"a\", "

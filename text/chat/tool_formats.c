@@ -302,6 +302,9 @@ static json_t *typed_value(json_t *props, const char *key, const char *v, size_t
         json_array_foreach(type, k, e) string_only &= json_is_string(e) && !strcmp(json_string_value(e), "string");
     }
     json_t *j = string_only ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+    /* Qwen3-Coder's template writes a boolean as Python's str() does: True, False */
+    if (!j && json_is_string(type) && !strcmp(json_string_value(type), "boolean"))
+        j = n == 4 && !memcmp(v, "True", 4) ? json_true() : n == 5 && !memcmp(v, "False", 5) ? json_false() : NULL;
     return j ? j : json_stringn(v, n);
 }
 
