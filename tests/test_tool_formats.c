@@ -70,6 +70,7 @@ static const fmt_case CASES[] = {
     {"Kimi-K2-Thinking.jinja", CLF_TOOLS_KIMI_K2, 1},
     {"moonshotai-Kimi-K2.jinja", CLF_TOOLS_KIMI_K2, 0},
     {"meetkai-functionary-medium-v3.1.jinja", CLF_TOOLS_FUNCTIONARY, 0},
+    {"meetkai-functionary-medium-v3.2.jinja", CLF_TOOLS_FUNCTIONARY_V32, 0},
 };
 enum { N_CASES = sizeof CASES / sizeof *CASES };
 
@@ -299,6 +300,10 @@ static const replies REPLIES[] = {
      "<function=get_weather>{\"city\": \"Paris\"}</function><function=get_time>{\"zone\": \"UTC\"}</function>",
      "Let me check.\n<function=get_weather>{\"city\": \"Paris\"}</function>", "<function=get_weather>Paris</function>",
      13},
+    /* (v3.2's text as the server's splitter leaves it: the prompt's ">>>" before the reply, a text's "all\n" gone) */
+    {"meetkai-functionary-medium-v3.2.jinja", "get_weather\n{\"city\": \"Paris\"}",
+     "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{\"zone\": \"UTC\"}",
+     "Let me check.>>>get_weather\n{\"city\": \"Paris\"}", "get_weather\n[\"Paris\"]", 13},
 };
 enum { N_REPLIES = sizeof REPLIES / sizeof *REPLIES };
 
@@ -410,6 +415,38 @@ static void test_functionary_python(void **state) {
     free(tmpl);
 }
 
+/* functionary v3.2's reply starts after the prompt's ">>>": a first line
+ * of a function's name then its JSON is a call; a word alone, or (the
+ * schemas known) a name of none of the functions, is text. */
+static void test_functionary_v32(void **state) {
+    (void)state;
+    clf_chat c;
+    char *tmpl = chat_of("meetkai-functionary-medium-v3.2.jinja", &c);
+    clf_tools *t;
+    TU_OK(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t));
+    static const char *const TEXT[] = {"Hi", "Hello\n", "Note\n{\"a\": 1}"};
+    for (int k = 0; k < 3; k++) {
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse_typed(t, TEXT[k], strlen(TEXT[k]), 1, &r));
+        assert_int_equal(r->n_calls, 0);
+        assert_int_equal(r->content_len, strlen(TEXT[k]));
+        clf_tool_reply_free(r);
+    }
+    clf_tool_reply *r; /* without the schemas, any name */
+    TU_OK(clf_tools_parse(&c, TEXT[2], strlen(TEXT[2]), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "Note");
+    clf_tool_reply_free(r);
+    const char *cut = "get_weather\n{\"city\": \"Par"; /* cut short by max_tokens: reported incomplete */
+    TU_OK(clf_tools_parse_typed(t, cut, strlen(cut), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_false(r->calls[0].complete);
+    assert_int_equal(r->content_len, 0);
+    clf_tool_reply_free(r);
+    clf_tools_free(t);
+    free(tmpl);
+}
+
 /* Texts of the formats' pieces at random (markers, their halves, names,
  * JSON fragments, blanks): every parse returns, a stream's content is a
  * prefix of the final one, a complete call's arguments are what the
@@ -425,7 +462,7 @@ static void test_parse_pieces(void **state) {
         "{\"city\": \"Paris\"}", "\\", "<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=",
         "</parameter>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<|tool_calls_section_begin|>",
         "<|tool_call_begin|>", "functions.get_time:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
-        "<|tool_calls_section_end|>", "<|python_tag|>", ">", "city", "Paris"};
+        "<|tool_calls_section_end|>", "<|python_tag|>", ">", "city", "Paris", ">>>", "all\n", ">>>all\n", "get_time\n"};
     enum { N_PIECES = sizeof PIECES / sizeof *PIECES };
     uint64_t s = tu_seed();
     char text[2048];
@@ -614,6 +651,7 @@ int main(void) {
         cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
         cmocka_unit_test(test_parse_typed),            cmocka_unit_test(test_functionary_python),
+        cmocka_unit_test(test_functionary_v32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

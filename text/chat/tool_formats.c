@@ -29,6 +29,7 @@ static const char M_KIMI[] = "<|tool_calls_section_begin|>", M_KIMI_END[] = "<|t
                   M_KIMI_CALL[] = "<|tool_call_begin|>", M_KIMI_ARGS[] = "<|tool_call_argument_begin|>",
                   M_KIMI_CALL_END[] = "<|tool_call_end|>";
 static const char M_PYTHON[] = "<|python_tag|>";
+static const char M_V32[] = ">>>";
 
 #define LEN(lit) (sizeof lit - 1)
 
@@ -42,6 +43,7 @@ clf_tool_format clf_tf_detect(const char *j) {
     if (strstr(j, M_TOOL_CALL) && strstr(j, M_ARG_KEY) && strstr(j, M_ARG_VALUE)) return CLF_TOOLS_GLM;
     if (strstr(j, M_KIMI) && strstr(j, M_KIMI_CALL)) return CLF_TOOLS_KIMI_K2;
     if (strstr(j, M_FUNCTION) && strstr(j, M_PYTHON)) return CLF_TOOLS_FUNCTIONARY;
+    if (strstr(j, ">>>all")) return CLF_TOOLS_FUNCTIONARY_V32;
     /* Mistral Small 3.2 (and Devstral, Ministral 3) write [TOOL_CALLS]F[ARGS]; Nemo a JSON array */
     if (strstr(j, M_MISTRAL)) return strstr(j, M_ARGS) ? CLF_TOOLS_MISTRAL_ARGS : CLF_TOOLS_MISTRAL;
     if (strstr(j, M_CHANNEL) && strstr(j, "to=")) return CLF_TOOLS_HARMONY;
@@ -509,6 +511,33 @@ static int functionary_calls(const char *s, size_t n, size_t at, int final, clf_
     }
 }
 
+/* functionary v3.2's calls from s[i] (the reply's start, or past a
+ * ">>>"): F\n{...}, then >>>F\n{...} for the next ones; F "all" is text,
+ * not a call; with the schemas known, F must be one of the functions (a
+ * reply's first line is otherwise text's). */
+static int v32_calls(const clf_tf_schemas *sc, const char *s, size_t n, size_t i, int final, clf_tool_reply *r,
+                     clf_status *st) {
+    for (;;) {
+        clf_tool_parsed *c = NULL;
+        int res;
+        if (r->n_calls >= MAX_PARALLEL) return BAD;
+        if ((*st = add_call(r, &c)) != CLF_OK) return BAD;
+        if ((res = bare_name(s, n, &i, c, st)) != DONE) return res == MORE && final ? BAD : res; /* a reply "Hi": text */
+        int known = !sc;
+        for (int k = 0; sc && k < sc->n; k++) known |= !strcmp(sc->names[k], c->name);
+        if (!known || !strcmp(c->name, "all")) return BAD;
+        if ((res = literal(s, n, &i, "\n", 1)) != DONE) return res;
+        skip_ws(s, n, &i);
+        if (i >= n && final) return BAD; /* a line of one word: text */
+        if ((res = args_value(s, n, &i, c, st)) != DONE) return res;
+        c->complete = 1;
+        skip_ws(s, n, &i);
+        size_t j = i;
+        if (literal(s, n, &j, M_V32, LEN(M_V32)) != DONE) return DONE; /* the end, or not yet another call */
+        i = j;
+    }
+}
+
 /* Where a Harmony call's header starts, its recipient at `to`: the last
  * <|start|> or <|channel|> before it with no message between, else `to`. */
 static size_t harmony_header(const char *s, size_t to) {
@@ -534,6 +563,7 @@ static int markers(clf_tool_format f, const char **m) {
     case CLF_TOOLS_GLM: m[0] = M_TOOL_CALL; return 1;
     case CLF_TOOLS_KIMI_K2: m[0] = M_KIMI; return 1;
     case CLF_TOOLS_FUNCTIONARY: m[0] = M_FUNCTION, m[1] = M_PYTHON; return 2;
+    case CLF_TOOLS_FUNCTIONARY_V32: m[0] = M_V32; return 1;
     default: return 0;
     }
 }
@@ -555,6 +585,7 @@ static int calls_at(clf_tool_format f, const clf_tf_schemas *sc, const char *s, 
     case CLF_TOOLS_GLM: return xml_calls(f, sc, s, n, i, r, st);
     case CLF_TOOLS_KIMI_K2: return kimi_calls(s, n, i, r, st);
     case CLF_TOOLS_FUNCTIONARY: return functionary_calls(s, n, at, final, r, st);
+    case CLF_TOOLS_FUNCTIONARY_V32: return v32_calls(sc, s, n, i, final, r, st);
     default: return BAD;
     }
 }
@@ -616,6 +647,7 @@ clf_status clf_tf_parse(clf_tool_format f, const clf_tf_schemas *sc, const char 
             size_t p = find_at(s, n, from, m[j]);
             if (p < at) at = p, which = m[j];
         }
+        if (f == CLF_TOOLS_FUNCTIONARY_V32 && from == 0) at = 0, which = ""; /* the prompt wrote the first ">>>" */
         if (!which) break;
         int res = calls_at(f, sc, s, n, at, which, final, r, &st);
         if (st != CLF_OK) return st;
@@ -878,7 +910,10 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
         return clf_fail(CLF_ERR_ARG, "the %s tool format writes the name outside the call's JSON: use clf_tools_grammar",
                         clf_tools_format_name(f));
     gtext g = {0};
-    gput(&g, choice == CLF_TOOL_AUTO ? "tc-root ::= tc-free tc-calls?\n" : "tc-root ::= tc-calls\n");
+    if (f == CLF_TOOLS_FUNCTIONARY_V32) /* after the prompt's ">>>": calls, or all\n and text, then ">>>" and calls */
+        gput(&g, choice == CLF_TOOL_AUTO ? "tc-root ::= tc-calls | \"all\\n\" tc-free ( \">>>\" tc-calls )?\n"
+                                         : "tc-root ::= tc-calls\n");
+    else gput(&g, choice == CLF_TOOL_AUTO ? "tc-root ::= tc-free tc-calls?\n" : "tc-root ::= tc-calls\n");
     switch (f) {
     case CLF_TOOLS_MISTRAL: gprintf(&g, "tc-calls ::= \"[TOOL_CALLS][\" root ( \", \" root ){0,%d} \"]\"\n", more); break;
     case CLF_TOOLS_GRANITE: gprintf(&g, "tc-calls ::= \"<|tool_call|>[\" root ( \", \" root ){0,%d} \"]\"\n", more); break;
@@ -915,6 +950,7 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
     case CLF_TOOLS_FUNCTIONARY:
         gprintf(&g, "tc-calls ::= tc-call{1,%d}\ntc-call ::= \"<function=\" tc-fn \"</function>\"\n", more + 1);
         break;
+    case CLF_TOOLS_FUNCTIONARY_V32: gprintf(&g, "tc-calls ::= tc-fn ( \">>>\" tc-fn ){0,%d}\n", more); break;
     default: break;
     }
     if (!object) { /* each function: its name, what follows it, its parameters */
@@ -925,7 +961,8 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
                                             [CLF_TOOLS_QWEN3_CODER] = ">\\n",
                                             [CLF_TOOLS_GLM] = "\\n",
                                             [CLF_TOOLS_KIMI_K2] = ":\" [0-9]{1,3} \"<|tool_call_argument_begin|>",
-                                            [CLF_TOOLS_FUNCTIONARY] = ">"};
+                                            [CLF_TOOLS_FUNCTIONARY] = ">",
+                                            [CLF_TOOLS_FUNCTIONARY_V32] = "\\n"};
         gput(&g, "tc-fn ::= ");
         for (int i = 0, first = 1; i < n; i++) {
             if (only >= 0 && i != only) continue;
@@ -939,7 +976,9 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
             else params_grammar(&g, params[i], i);
         }
     }
-    if (choice == CLF_TOOL_AUTO) free_text(&g, m[0], "tc-", f == CLF_TOOLS_FUNCTIONARY ? "\\x7C" : "");
+    if (choice == CLF_TOOL_AUTO && f == CLF_TOOLS_FUNCTIONARY_V32) /* text holding no ">>>" (its first character repeats) */
+        gput(&g, "tc-free ::= ( [^>] | \">\" [^>] | \">>\" [^>] )* ( \"\" | \">\" | \">>\" )\n");
+    else if (choice == CLF_TOOL_AUTO) free_text(&g, m[0], "tc-", f == CLF_TOOLS_FUNCTIONARY ? "\\x7C" : "");
     if (object) gput(&g, call_gbnf);
     if (g.st != CLF_OK) {
         clf_buf_free(&g.b);

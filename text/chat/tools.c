@@ -27,7 +27,7 @@ const char *clf_tools_format_name(clf_tool_format f) {
     static const char *const NAMES[] = {"none", "Hermes (ChatML)", "Llama 3.1", "Mistral", "Mistral (ARGS)",
                                         "Harmony (gpt-oss)", "DeepSeek R1", "DeepSeek V3.1", "Granite", "Command R",
                                         "Command R7B", "Qwen3-Coder (XML)", "GLM 4.5+", "Kimi K2",
-                                        "functionary v3.1"};
+                                        "functionary v3.1", "functionary v3.2"};
     return (unsigned)f < sizeof NAMES / sizeof *NAMES ? NAMES[f] : "?";
 }
 
@@ -35,7 +35,7 @@ clf_status clf_tools_supported(const clf_chat *c) {
     if (clf_tools_format(c) != CLF_TOOLS_NONE) return CLF_OK;
     return clf_fail(CLF_ERR_FORMAT, "the %s chat format%s has no tool-call syntax (tools work with ChatML/Hermes/Qwen, "
                                     "Llama 3.1+, Mistral, gpt-oss, DeepSeek R1/V3.1, Granite, Command R, Qwen3-Coder, "
-                                    "GLM 4.5+, Kimi K2 and functionary v3.1)",
+                                    "GLM 4.5+, Kimi K2 and functionary v3.1/v3.2)",
                     clf_chat_format_name(c->format), c->format == CLF_CHAT_LLAMA3 ? " before Llama 3.1" : "");
 }
 
@@ -682,7 +682,7 @@ clf_status clf_tools_grammar(const clf_tools *t, clf_tool_choice choice, const c
     clf_tool_format f = clf_tools_format(&t->chat);
     if (f == CLF_TOOLS_MISTRAL_ARGS || f == CLF_TOOLS_HARMONY || f == CLF_TOOLS_DEEPSEEK_R1 ||
         f == CLF_TOOLS_DEEPSEEK_V3 || f == CLF_TOOLS_QWEN3_CODER || f == CLF_TOOLS_GLM || f == CLF_TOOLS_KIMI_K2 ||
-        f == CLF_TOOLS_FUNCTIONARY) { /* the name outside the arguments' JSON: a grammar per function */
+        f == CLF_TOOLS_FUNCTIONARY || f == CLF_TOOLS_FUNCTIONARY_V32) { /* the name outside the arguments' JSON: a grammar per function */
         int only = -1;
         if (choice == CLF_TOOL_NAMED) {
             for (int i = 0; i < t->n; i++)

@@ -27,7 +27,10 @@
  *   <|tool_call_begin|>functions.F:0<|tool_call_argument_begin|>{...}
  *   <|tool_call_end|>...<|tool_calls_section_end|>`) and functionary v3.1
  *   (`<function=F>{...}</function>`, `<|python_tag|>` then code: a call of
- *   "python" with {"code": ...}).
+ *   "python" with {"code": ...}) and v3.2 (the prompt ends in ">>>": the
+ *   reply `F\n{...}` calls, `all\n` opens text; `>>>F\n{...}` the next
+ *   calls. Its "all\n" stays in the content here: the server's splitter,
+ *   server/reasoning.c, takes it out first).
  * Other formats (Llama 3.0, Gemma, Phi-3, Zephyr, a template of none of
  * these) have none: CLF_ERR_FORMAT naming the format.
  *
@@ -63,6 +66,7 @@ typedef enum clf_tool_format {
     CLF_TOOLS_KIMI_K2,     /* <|tool_calls_section_begin|><|tool_call_begin|>functions.F:I<|tool_call_argument_begin|>{...}
                             * <|tool_call_end|>...<|tool_calls_section_end|> */
     CLF_TOOLS_FUNCTIONARY, /* functionary v3.1: <function=F>{...}</function>, <|python_tag|>CODE */
+    CLF_TOOLS_FUNCTIONARY_V32, /* functionary v3.2: after the prompt's ">>>", F\n{...} or all\nTEXT; >>>F\n{...} */
 } clf_tool_format;
 
 /* c's tool syntax: its template's text first (the formats tool_formats.c
