@@ -19,6 +19,8 @@ enum {
     ST_BODY_C,  /* Harmony: another channel's message (final, commentary) */
     ST_BODY_T,  /* Harmony: a message to a recipient (a tool call): header, body and end to content, for the tool parser */
     ST_BODY_D,  /* Harmony: a message to a recipient with no tools offered: dropped (llama.cpp's "unsolicited" call) */
+    ST_F_START, /* functionary v3.2: the reply's start, which may be "all\n" */
+    ST_F_TEXT,  /* functionary v3.2: to content, each ">>>all\n" taken out */
 };
 
 /* The longest Harmony header held waiting for its <|message|> (bytes): a
@@ -27,6 +29,7 @@ enum {
 enum { MAX_HEADER = 512 };
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
+static const char F_ALL[] = "all\n", F_MORE_ALL[] = ">>>all\n";
 static const char H_MESSAGE[] = "<|message|>", H_CHANNEL[] = "<|channel|>";
 /* what ends a Harmony message */
 static const char *const H_ENDS[] = {"<|end|>", "<|return|>", "<|call|>"};
@@ -52,6 +55,7 @@ srv_think_syntax srv_think_detect(const char *prompt, size_t n, int *open) {
     static const char HARMONY[] = "<|start|>assistant";
     k = sizeof HARMONY - 1;
     if (n >= k && !memcmp(prompt + n - k, HARMONY, k)) return SRV_THINK_HARMONY;
+    if (n >= 3 && !memcmp(prompt + n - 3, ">>>", 3)) return SRV_THINK_FUNCTIONARY;
     return SRV_THINK_TAGS;
 }
 
@@ -59,6 +63,7 @@ void srv_think_init(srv_think *t, srv_think_syntax syntax, int open) {
     *t = (srv_think){.syntax = syntax};
     if (syntax == SRV_THINK_OFF) t->state = ST_CONTENT;
     else if (syntax == SRV_THINK_HARMONY) t->state = ST_HEADER;
+    else if (syntax == SRV_THINK_FUNCTIONARY) t->state = ST_F_START;
     else t->state = open ? ST_THINK : ST_START;
 }
 
@@ -139,6 +144,20 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
         consume(t, final ? n : keep);
         return 0;
     }
+    case ST_F_START: { /* "all\n" opens text (gone); anything else (a call's recipient) is the answer as it is */
+        size_t k = sizeof F_ALL - 1;
+        if (n >= k && !memcmp(h, F_ALL, k)) consume(t, k);
+        else if (!final && !memcmp(h, F_ALL, n)) return 0; /* (n < k) a beginning of it */
+        t->state = ST_F_TEXT;
+        return 1;
+    }
+    case ST_F_TEXT: { /* the text up to a ">>>all\n" (gone), a beginning of one held */
+        const char *at = find(h, n, F_MORE_ALL);
+        size_t upto = at ? (size_t)(at - h) : final ? n : n - partial(h, n, F_MORE_ALL);
+        if (upto && srv_buf_add(content, h, upto)) return -1;
+        consume(t, at ? upto + sizeof F_MORE_ALL - 1 : upto);
+        return at != NULL;
+    }
     case ST_AFTER: { /* the blanks between </think> and the answer go */
         size_t b = 0;
         while (b < n && blank(h[b])) b++;
@@ -218,6 +237,7 @@ const char *srv_budget_close_text(srv_think_syntax syntax) {
     switch (syntax) {
     case SRV_THINK_TAGS: return "</think>\n\n";
     case SRV_THINK_HARMONY: return "<|end|><|start|>assistant<|channel|>final<|message|>";
+    case SRV_THINK_FUNCTIONARY:
     case SRV_THINK_OFF: break;
     }
     return NULL;

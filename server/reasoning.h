@@ -35,11 +35,14 @@ typedef enum srv_think_syntax {
     SRV_THINK_OFF = 0, /* none: all content */
     SRV_THINK_TAGS,    /* <think>...</think> at the start of the reply */
     SRV_THINK_HARMONY, /* gpt-oss: <|channel|>NAME<|message|>...<|end|> messages (control tokens as text) */
+    SRV_THINK_FUNCTIONARY, /* functionary v3.2 (the prompt ends in ">>>"): no reasoning; its text's recipient
+                            * "all\n" (at the start, or after ">>>") taken out, for the answer and the tool parser */
 } srv_think_syntax;
 
 /* The syntax a rendered prompt (its text, n bytes) calls for, and whether
  * the reply starts inside <think> (*open): a prompt that ends in "<think>"
  * (and blanks) opens it; one that ends in "<|start|>assistant" is Harmony;
+ * one that ends in ">>>" functionary v3.2's;
  * any other reads tags (a reply that starts with "<think>" thinks; one that
  * does not is all content, so a model that never thinks is unaffected). */
 srv_think_syntax srv_think_detect(const char *prompt, size_t n, int *open);

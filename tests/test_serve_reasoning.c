@@ -119,6 +119,20 @@ static void test_harmony(void **state) {
     check(SRV_THINK_HARMONY, 0, longh, "", longh);
 }
 
+/* functionary v3.2: no reasoning; "all\n" (the text's recipient) taken out at the start and after ">>>", calls
+ * (another recipient) left for the tool parser */
+static void test_functionary(void **state) {
+    (void)state;
+    check(SRV_THINK_FUNCTIONARY, 0, "all\nHello there.", "", "Hello there.");
+    check(SRV_THINK_FUNCTIONARY, 0, "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{}", "",
+          "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{}");
+    check(SRV_THINK_FUNCTIONARY, 0, "all\nLet me check.>>>get_weather\n{}", "", "Let me check.>>>get_weather\n{}");
+    check(SRV_THINK_FUNCTIONARY, 0, "all\nA, >>>all\nB>>al", "", "A, B>>al");
+    check(SRV_THINK_FUNCTIONARY, 0, "al", "", "al");
+    check(SRV_THINK_FUNCTIONARY, 0, "", "", "");
+    assert_null(srv_budget_close_text(SRV_THINK_FUNCTIONARY));
+}
+
 static void test_detect(void **state) {
     (void)state;
     int open;
@@ -130,6 +144,10 @@ static void test_detect(void **state) {
     assert_int_equal(open, 0);
     static const char OSS[] = "<|start|>user<|message|>hi<|end|><|start|>assistant";
     assert_int_equal(srv_think_detect(OSS, sizeof OSS - 1, &open), SRV_THINK_HARMONY);
+    assert_int_equal(open, 0);
+    static const char V32[] = "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant"
+                              "<|end_header_id|>\n\n>>>";
+    assert_int_equal(srv_think_detect(V32, sizeof V32 - 1, &open), SRV_THINK_FUNCTIONARY);
     assert_int_equal(open, 0);
     srv_reasoning_format f;
     assert_int_equal(srv_reasoning_format_parse("none", &f), 0);
@@ -262,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_tags),
         cmocka_unit_test(test_harmony),
         cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_functionary),
         cmocka_unit_test(test_in_reasoning),
         cmocka_unit_test(test_budget),
     };

@@ -2,7 +2,7 @@
 openai client: the default model (SmolLM2) under a corpus template of each
 family (--chat-template-file: Mistral's two forms, gpt-oss's Harmony,
 DeepSeek R1 and V3.1, Granite, Command R, Qwen3-Coder's and GLM's XML
-(values typed by the schema), Kimi K2, functionary v3.1). The model's answers need not
+(values typed by the schema), Kimi K2, functionary v3.1 and v3.2). The model's answers need not
 be sensible: tool_choice required / named holds them to the format's
 grammar, so what comes back is the format's call syntax as the model
 wrote it, parsed by the server (whole and streamed). The templates render
@@ -30,6 +30,7 @@ FAMILIES = [
     "GLM-4.6.jinja",  # <tool_call>F\n<arg_key>P</arg_key>\n<arg_value>V</arg_value>...
     "moonshotai-Kimi-K2.jinja",  # <|tool_calls_section_begin|>... (Kimi-K2-Instruct's refuses a prior call under jinja2)
     "meetkai-functionary-medium-v3.1.jinja",  # <function=F>{...}</function>
+    "meetkai-functionary-medium-v3.2.jinja",  # (the prompt's >>>) F\n{...}>>>F\n{...}; all\n text
 ]
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",
