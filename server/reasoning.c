@@ -18,7 +18,8 @@ enum {
     ST_BODY_R,  /* Harmony: the analysis channel's message */
     ST_BODY_C,  /* Harmony: another channel's message (final, commentary) */
     ST_BODY_T,  /* Harmony: a message to a recipient (a tool call): header, body and end to content, for the tool parser */
-    ST_BODY_D,  /* Harmony: a message to a recipient with no tools offered: dropped (llama.cpp's "unsolicited" call) */
+    ST_BODY_D,  /* Harmony: a message to a recipient that is no call here (no tools offered, or not a function):
+                 * dropped, as llama.cpp drops an "unsolicited" call */
     ST_F_START, /* functionary v3.2: the reply's start, which may be "all\n" */
     ST_F_TEXT,  /* functionary v3.2: to content, each ">>>all\n" taken out */
 };
@@ -176,11 +177,13 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
         const char *ch = find(h, hn, H_CHANNEL), *to = find(h, hn, " to=");
         int analysis = ch && !strncmp(ch + sizeof H_CHANNEL - 1, "analysis", 8);
         size_t k = hn + sizeof H_MESSAGE - 1;
-        /* a recipient (" to=assistant", a stray one gpt-oss writes, is none) */
-        int call = (to && strncmp(to + 4, "assistant", 9)) || find(h, hn, "to=functions.");
-        if (call && !t->no_tools && srv_buf_add(content, h, k)) return -1; /* the header as the model wrote it */
+        /* a recipient: a function's (a call, where tools were offered), or another (a built-in tool's, as
+         * browser.search; " to=assistant", a stray one gpt-oss writes, is none): llama.cpp's unsolicited calls */
+        int call = find(h, hn, "to=functions.") != NULL && !t->no_tools;
+        int dropped = !call && (find(h, hn, "to=functions.") || (to && strncmp(to + 4, "assistant", 9)));
+        if (call && srv_buf_add(content, h, k)) return -1; /* the header as the model wrote it */
         consume(t, k);
-        t->state = call ? (t->no_tools ? ST_BODY_D : ST_BODY_T) : analysis ? ST_BODY_R : ST_BODY_C;
+        t->state = call ? ST_BODY_T : dropped ? ST_BODY_D : analysis ? ST_BODY_R : ST_BODY_C;
         return 1;
     }
     case ST_BODY_R:

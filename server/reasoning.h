@@ -3,8 +3,11 @@
  * <think>...</think> before the answer (also when the template opens
  * <think> in the generation prompt, so that the reply starts inside it),
  * and gpt-oss's Harmony channels (<|channel|>analysis<|message|>...<|end|>
- * is reasoning, final's message the answer; a message to a recipient, a
- * tool call, goes to the answer whole, header and all, for the tool parser). One splitter serves a whole
+ * is reasoning, final's message the answer; a message to a function, a
+ * tool call, goes to the answer whole, header and all, for the tool parser;
+ * one to another recipient, or to a function with no tools offered, is
+ * dropped, as llama.cpp drops "unsolicited" calls; functionary v3.2's
+ * "all\n" recipient taken out). One splitter serves a whole
  * reply and a stream alike: text goes in as it comes (a tag may be split
  * across pieces), and what is decided comes out to the two buffers, so that
  * a stream's deltas concatenate to the whole answer's fields. Plain C on

@@ -107,6 +107,13 @@ static void test_harmony(void **state) {
           "<|channel|>analysis<|message|>Search.<|end|><|start|>assistant<|channel|>commentary to=browser.search "
           "<|constrain|>json<|message|>{\"q\":\"x\"}<|call|><|start|>assistant<|channel|>final<|message|>Done.",
           "Search.", "Done.");
+    /* tools offered or not, a built-in tool's recipient is no call: dropped */
+    for (no_tools = 0; no_tools < 2; no_tools++)
+        check(SRV_THINK_HARMONY, 0,
+              "<|channel|>commentary to=browser.search <|constrain|>json<|message|>{\"q\":\"x\"}<|call|><|start|>"
+              "assistant<|channel|>final<|message|>Done.",
+              "", "Done.");
+    no_tools = 1;
     /* a stray " to=assistant" is no recipient */
     check(SRV_THINK_HARMONY, 0, "<|channel|>commentary to=assistant<|message|>Hi.<|end|>", "", "Hi.");
     no_tools = 0;
