@@ -1,6 +1,7 @@
 /* The tool formats read off a template (tools.h: Mistral, Mistral Small
  * 3.2's [ARGS], gpt-oss's Harmony, DeepSeek R1 and V3.1, Granite, Command
- * R, Qwen3-Coder's and GLM's XML, Kimi K2, functionary v3.1): each recognised in its corpus template (tests/data/templates), which
+ * R, Qwen3-Coder's and GLM's XML, Kimi K2, functionary v3.1 and v3.2):
+ * each recognised in its corpus template (tests/data/templates), which
  * renders a conversation with tools, a call and its result; replies as the
  * models write them parsed (one call, parallel calls, text first, a
  * malformed call as text), whole and cut at every byte as a stream sees
@@ -349,9 +350,10 @@ static void test_parse_cut_short(void **state) {
  * it parses. */
 static void test_parse_typed(void **state) {
     (void)state;
-    static const char T[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
-                            "\"properties\":{\"zip\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"},\"ok\":{\"type\":"
-                            "\"boolean\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"any\":{}}}}}]";
+    static const char T[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                            "\"object\",\"properties\":{\"zip\":{\"type\":\"string\"},\"n\":{\"type\":"
+                            "\"integer\"},\"ok\":{\"type\":\"boolean\"},\"tags\":{\"type\":\"array\",\"items\":"
+                            "{\"type\":\"string\"}},\"any\":{}}}}}]";
     static const char *const TEXT[] = {
         "Sure.\n<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n<parameter=n>\n12\n</parameter>\n"
         "<parameter=ok>\nTrue\n</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n<parameter=any>\nnot "
@@ -371,8 +373,8 @@ static void test_parse_typed(void **state) {
         assert_int_equal(r->n_calls, 1);
         assert_string_equal(r->calls[0].name, "f");
         json_t *got = json_loads(r->calls[0].arguments, 0, NULL),
-               *want = json_loads("{\"zip\": \"12345\", \"n\": 12, \"ok\": true, \"tags\": [\"a\", \"b\"], \"any\": \"not "
-                                  "json\"}", 0, NULL);
+               *want = json_loads("{\"zip\": \"12345\", \"n\": 12, \"ok\": true, \"tags\": [\"a\", \"b\"], "
+                                  "\"any\": \"not json\"}", 0, NULL);
         if (!json_equal(got, want)) fail_msg("%s: %s", FILES[k], r->calls[0].arguments);
         json_decref(got);
         clf_tool_reply_free(r);

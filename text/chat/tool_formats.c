@@ -522,7 +522,8 @@ static int v32_calls(const clf_tf_schemas *sc, const char *s, size_t n, size_t i
         int res;
         if (r->n_calls >= MAX_PARALLEL) return BAD;
         if ((*st = add_call(r, &c)) != CLF_OK) return BAD;
-        if ((res = bare_name(s, n, &i, c, st)) != DONE) return res == MORE && final ? BAD : res; /* a reply "Hi": text */
+        if ((res = bare_name(s, n, &i, c, st)) != DONE) /* (a final reply "Hi": text) */
+            return res == MORE && final ? BAD : res;
         int known = !sc;
         for (int k = 0; sc && k < sc->n; k++) known |= !strcmp(sc->names[k], c->name);
         if (!known || !strcmp(c->name, "all")) return BAD;
@@ -890,7 +891,8 @@ static void xml_params_grammar(gtext *g, clf_tool_format f, json_t *params, int 
         gliteral(g, key);
         gprintf(g, "%s\" %sroot \"%s\"\n", qwen ? ">\\n" : "</arg_key>\\n<arg_value>", P,
                 qwen ? "\\n</parameter>\\n" : "</arg_value>\\n");
-        xml_value_grammar(g, params, ps, qwen ? M_PARAM_END : M_ARG_VALUE_END, P); /* (the parser ends a value at the first) */
+        /* (the parser ends a value at the first closing tag: none inside it) */
+        xml_value_grammar(g, params, ps, qwen ? M_PARAM_END : M_ARG_VALUE_END, P);
         j++;
     }
     if (g->st != CLF_OK) g->st = clf_fail_ctx(g->st, "tools[%d].function.parameters: ", i);
@@ -940,8 +942,8 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
                     "\"</function>\\n</tool_call>\"\n", more);
         break;
     case CLF_TOOLS_GLM:
-        gprintf(&g, "tc-calls ::= tc-call ( \"\\n\" tc-call ){0,%d}\ntc-call ::= \"<tool_call>\" tc-fn \"</tool_call>\"\n",
-                more);
+        gprintf(&g, "tc-calls ::= tc-call ( \"\\n\" tc-call ){0,%d}\n"
+                    "tc-call ::= \"<tool_call>\" tc-fn \"</tool_call>\"\n", more);
         break;
     case CLF_TOOLS_KIMI_K2: /* the call's index: the template counts the conversation's calls */
         gprintf(&g, "tc-calls ::= \"%s\" tc-call{1,%d} \"%s\"\ntc-call ::= \"%sfunctions.\" tc-fn \"%s\"\n", M_KIMI,
@@ -976,7 +978,7 @@ clf_status clf_tf_grammar(clf_tool_format f, clf_tool_choice choice, int paralle
             else params_grammar(&g, params[i], i);
         }
     }
-    if (choice == CLF_TOOL_AUTO && f == CLF_TOOLS_FUNCTIONARY_V32) /* text holding no ">>>" (its first character repeats) */
+    if (choice == CLF_TOOL_AUTO && f == CLF_TOOLS_FUNCTIONARY_V32) /* text with no ">>>" (its first character repeats) */
         gput(&g, "tc-free ::= ( [^>] | \">\" [^>] | \">>\" [^>] )* ( \"\" | \">\" | \">>\" )\n");
     else if (choice == CLF_TOOL_AUTO) free_text(&g, m[0], "tc-", f == CLF_TOOLS_FUNCTIONARY ? "\\x7C" : "");
     if (object) gput(&g, call_gbnf);

@@ -682,7 +682,8 @@ clf_status clf_tools_grammar(const clf_tools *t, clf_tool_choice choice, const c
     clf_tool_format f = clf_tools_format(&t->chat);
     if (f == CLF_TOOLS_MISTRAL_ARGS || f == CLF_TOOLS_HARMONY || f == CLF_TOOLS_DEEPSEEK_R1 ||
         f == CLF_TOOLS_DEEPSEEK_V3 || f == CLF_TOOLS_QWEN3_CODER || f == CLF_TOOLS_GLM || f == CLF_TOOLS_KIMI_K2 ||
-        f == CLF_TOOLS_FUNCTIONARY || f == CLF_TOOLS_FUNCTIONARY_V32) { /* the name outside the arguments' JSON: a grammar per function */
+        f == CLF_TOOLS_FUNCTIONARY || f == CLF_TOOLS_FUNCTIONARY_V32) {
+        /* the name outside the arguments' JSON: a grammar per function */
         int only = -1;
         if (choice == CLF_TOOL_NAMED) {
             for (int i = 0; i < t->n; i++)

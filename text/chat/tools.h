@@ -62,9 +62,10 @@ typedef enum clf_tool_format {
     CLF_TOOLS_COMMAND_R7B, /* <|START_ACTION|>[...]<|END_ACTION|> */
     CLF_TOOLS_QWEN3_CODER, /* <tool_call>\n<function=F>\n<parameter=P>\nV\n</parameter>\n...</function>\n</tool_call>
                             * (Qwen3-Coder, Qwen3.5, Nemotron Nano 3) */
-    CLF_TOOLS_GLM,         /* <tool_call>F\n<arg_key>P</arg_key>\n<arg_value>V</arg_value>\n...</tool_call> (GLM 4.5+) */
-    CLF_TOOLS_KIMI_K2,     /* <|tool_calls_section_begin|><|tool_call_begin|>functions.F:I<|tool_call_argument_begin|>{...}
-                            * <|tool_call_end|>...<|tool_calls_section_end|> */
+    CLF_TOOLS_GLM,         /* <tool_call>F\n<arg_key>P</arg_key>\n<arg_value>V</arg_value>\n...</tool_call>
+                            * (GLM 4.5+) */
+    CLF_TOOLS_KIMI_K2,     /* <|tool_calls_section_begin|><|tool_call_begin|>functions.F:I
+                            * <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|> */
     CLF_TOOLS_FUNCTIONARY, /* functionary v3.1: <function=F>{...}</function>, <|python_tag|>CODE */
     CLF_TOOLS_FUNCTIONARY_V32, /* functionary v3.2: after the prompt's ">>>", F\n{...} or all\nTEXT; >>>F\n{...} */
 } clf_tool_format;
