@@ -253,7 +253,8 @@ void api_grammar_arm(clinfer_sampler *smp);
 /* The sampler's token from the k best of the row the device masked with
  * the grammar's bits (vals/ids best first: every allowed value before any
  * -inf): the chain's need best are those of the whole masked row. */
-clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k, int32_t *token);
+clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k,
+                                     int32_t *token);
 /* clinfer_eval_top with the sampler's grammar mask applied by the device:
  * the forward pass is queued, the host computes the mask while the device
  * runs it, the device's selection skips what the mask refuses. *masked 1

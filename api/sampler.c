@@ -268,7 +268,8 @@ clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *id
     return CLF_OK;
 }
 
-clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k, int32_t *token) {
+clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k,
+                                     int32_t *token) {
     *token = -1;
     const int need = clf_sampler_top_k(smp->s, k);
     if (!need) return clf_fail(CLF_ERR_ARG, "the sampler needs every logit here");

@@ -67,8 +67,9 @@ clf_status clf_topk_read_masked(clf_topk *t, const clf_tensor *x, int k, const u
         t->mask_words = words;
     }
     if (masked)
-        CLF_TRY(clf_cl_check(clEnqueueWriteBuffer(rt->queue, t->mask, CL_FALSE, 0, (size_t)words * 4, mask, 0, NULL, NULL),
-                             "writing the top-k mask"));
+        CLF_TRY(clf_cl_check(
+            clEnqueueWriteBuffer(rt->queue, t->mask, CL_FALSE, 0, (size_t)words * 4, mask, 0, NULL, NULL),
+            "writing the top-k mask"));
     cl_mem mask_mem = masked ? t->mask : t->bad; /* unmasked: a buffer never read */
     clf_arg ap[] = {CLF_ARG(x->mem), CLF_ARG(xoff), CLF_ARG(n), CLF_ARG(k), CLF_ARG(parts),
                     CLF_ARG(t->part_v), CLF_ARG(t->part_i), CLF_ARG(t->bad), CLF_ARG(mask_mem), CLF_ARG(masked)};

@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: gmask_bench MODEL SCHEMA.json [N] [K] [R]\n");
         return 2;
     }
-    const int n = argc > 3 ? atoi(argv[3]) : 128, k = argc > 4 ? atoi(argv[4]) : 40, reps = argc > 5 ? atoi(argv[5]) : 5;
+    const int n = argc > 3 ? atoi(argv[3]) : 128, k = argc > 4 ? atoi(argv[4]) : 40;
+    const int reps = argc > 5 ? atoi(argv[5]) : 5;
     const char *prompt = "Describe a user as JSON.";
     if (n < 1 || k < 1 || k > CLINFER_TOP_K_MAX || reps < 1) {
         fprintf(stderr, "gmask_bench: N >= 1, K in 1..%d, R >= 1\n", CLINFER_TOP_K_MAX);
@@ -127,7 +128,8 @@ int main(int argc, char **argv) {
         }
     }
     printf("%s, %s: %d tokens, k = %d, fastest of %d\n"
-           "median µs a token: free k best %.1f | grammar bits + masked k best %.1f | whole row read + masked + chain %.1f\n",
+           "median µs a token: free k best %.1f | grammar bits + masked k best %.1f"
+           " | whole row read + masked + chain %.1f\n",
            argv[1], argv[2], steps, k, reps, median(t_free, steps), median(t_mask, steps), median(t_row, steps));
     return 0;
 }
