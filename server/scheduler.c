@@ -393,22 +393,28 @@ static void stash(srv_sched *s, int i, int keep) {
     srv_pcache_put(s->pcache, s->e, i, sl->cached, sl->n_prefilled);
 }
 
+/* Empties the idle slot whose cache was used least recently (kept in host
+ * memory first: stash; its prefix is then evaluated again by whoever would
+ * have reused it): 0 when no idle slot holds anything. */
+static int evict_one(srv_sched *s) {
+    int lru = -1;
+    for (int i = 0; i < s->n_slots; i++)
+        if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
+            lru = i;
+    if (lru < 0) return 0;
+    stash(s, lru, 0);
+    srv_engine_slot_rewind(s->e, lru, 0);
+    s->slots[lru].n_prefilled = 0;
+    return 1;
+}
+
 /* Frees KV blocks until `blocks` are free, emptying idle slots' caches,
- * the least recently used first (their prefixes are then evaluated again
- * by whoever would have reused them). */
+ * the least recently used first. */
 static void make_room(srv_sched *s, int blocks) {
     for (;;) {
         clinfer_kv_pool pool;
         srv_engine_kv_pool(s->e, &pool);
-        if (pool.n_free >= blocks) return;
-        int lru = -1;
-        for (int i = 0; i < s->n_slots; i++)
-            if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
-                lru = i;
-        if (lru < 0) return;
-        stash(s, lru, 0);
-        srv_engine_slot_rewind(s->e, lru, 0);
-        s->slots[lru].n_prefilled = 0;
+        if (pool.n_free >= blocks || !evict_one(s)) return;
     }
 }
 
@@ -921,13 +927,16 @@ static void slot_action(srv_sched *s, slot_act *a) {
         pthread_mutex_unlock(&s->mu);
         int n = 0;
         r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
-        if (r->st == CLINFER_ERR_CONTEXT) {
-            /* the pool's free blocks are short: idle slots' caches give
-             * theirs, least recently used first, and it is tried once more */
+        /* the pool's free blocks are short (the failed load left this slot
+         * empty): idle slots' caches give theirs, the least recently used
+         * first, one at a time with another try after each, so that only as
+         * many go as the file needs (room for a whole context emptied every
+         * other idle slot: its tokens are not known before it is read) */
+        for (int more = 1; r->st == CLINFER_ERR_CONTEXT && more;) {
             pthread_mutex_lock(&s->mu);
-            make_room(s, (s->n_ctx + s->block - 1) / s->block);
+            more = evict_one(s);
             pthread_mutex_unlock(&s->mu);
-            r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
+            if (more) r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
         }
         pthread_mutex_lock(&s->mu);
         if (r->st == CLINFER_OK) {

@@ -5,8 +5,12 @@ turn reuses the restored prefix and its greedy answer is the one it got
 without the round trip; /metrics counts the actions. And the refusals: no
 --slot-save-path (501), names that are not plain (400), a bad slot or
 action (400), a missing file (404), a file of another model or damaged
-(400, saying why), a slot running a request (409)."""
+(400, saying why), a slot running a request (409). A restore, from a file or
+host memory (--cache-ram), touches its own slot alone: the other slots keep
+their caches and answers, and a pool too short for the file loses one idle
+cache, not all of them."""
 import os
+import random
 
 import openai
 import pytest
@@ -200,3 +204,99 @@ def test_router(tmp_path):
     finally:
         rc, err = s.stop()
         assert rc == 0, err
+
+
+# ---- a restore touches its own slot alone ----------------------------------------
+
+def letters(n, seed):
+    """n random letters: the tiny model's tokens are nearly its bytes, and two such prompts share nothing."""
+    r = random.Random(seed)
+    return "".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n))
+
+
+def hold(t, prompts, max_tokens=64):
+    """Each prompt's cache in a slot of its own: streams opened one after the other, each running (its
+    slot taken) before the next is sent, then all cut; their slots keep their prompts."""
+    cs = []
+    for p in prompts:
+        cs.append(open_stream(t.port, {"prompt": p, "max_tokens": max_tokens}))
+        assert b"data:" in read_until(cs[-1], b"data:")
+    for c in cs:
+        c.close()
+    wait_for(lambda: not any(x["is_processing"] for x in slots(t)))
+
+
+def complete(t, prompt):
+    """The greedy answer and the prompt tokens it reused."""
+    status, r = t.request("POST", COMP, {"prompt": prompt, "max_tokens": 8, "temperature": 0})
+    assert status == 200, r
+    return r["choices"][0]["text"], r["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def slot_of(t, lo, hi=1 << 30):
+    """The slot whose cache holds lo to hi tokens (one only)."""
+    held = [x["id"] for x in slots(t) if lo <= x["n_cached_tokens"] < hi]
+    assert len(held) == 1, slots(t)
+    return held[0]
+
+
+def test_restore_keeps_the_other_slot(tiny, tmp_path):
+    """Two slots with cached prompts; a file restored into one: the other's
+    next request reuses its prefix as before, and answers as before."""
+    t = tiny("--parallel", "2", "--ctx", "1024", "--slot-save-path", str(tmp_path))
+    a, b = letters(300, 1), letters(400, 2)
+    hold(t, [a, b])
+    ka, kb = slot_of(t, 250, 350), slot_of(t, 350)
+    assert ka != kb
+    want_a, cached_a = complete(t, a)
+    want_b, cached_b = complete(t, b)
+    assert cached_a > 250 and cached_b > 350
+    status, r = t.request("POST", f"/slots/{ka}?action=save", {"filename": "a.bin"})
+    assert status == 200, r
+    status, r = t.request("POST", f"/slots/{ka}?action=restore", {"filename": "a.bin"})
+    assert status == 200 and r["n_restored"] > 250, r
+    assert slot_of(t, 350) == kb
+    assert complete(t, b) == (want_b, cached_b)
+    assert complete(t, a) == (want_a, cached_a)
+    assert t.metric("slot_restores_total") == 1
+
+
+def test_restore_into_a_full_pool(tiny, tmp_path):
+    """A pool of 8192 tokens, two slots holding 3000 and 3300, and a file of
+    2500 restored into the third: the pool is short, and one slot's cache
+    (the least recently used) makes room; the other keeps its own, reused."""
+    t = tiny("--parallel", "3", "--ctx", "8192", "--kv-memory", "1", "--slot-save-path", str(tmp_path))
+    x, b, c = letters(2500, 3), letters(3000, 4), letters(3300, 5)
+    complete(t, x)
+    status, r = t.request("POST", f"/slots/{slot_of(t, 2300)}?action=save", {"filename": "x.bin"})
+    assert status == 200 and r["n_saved"] > 2300, r
+    hold(t, [b, c], max_tokens=800)  # set aside together: 3800 and 4100 of the 8192
+    kc = slot_of(t, 3150)
+    held = [x["id"] for x in slots(t) if x["n_cached_tokens"] >= 2700]
+    assert len(held) == 2 and kc in held, slots(t)
+    kb = [k for k in held if k != kc][0]
+    target = [x["id"] for x in slots(t) if x["id"] not in held][0]
+    status, r = t.request("POST", f"/slots/{target}?action=restore", {"filename": "x.bin"})
+    assert status == 200 and r["n_restored"] > 2300, r
+    kept = [x for x in slots(t) if x["id"] in held and x["n_cached_tokens"] > 0]
+    assert len(kept) == 1, slots(t)  # one made room; before, both did (room for a whole context)
+    _, cached = complete(t, b if kept[0]["id"] == kb else c)
+    assert cached == kept[0]["n_cached_tokens"] - 2, (cached, kept)
+
+
+def test_ram_restore_keeps_the_other_slot(tiny):
+    """--cache-ram: A and B in two slots; C takes A's (A kept in host
+    memory); A's next request loads it back into a slot: B's cache stays,
+    reused, and B answers as before."""
+    t = tiny("--parallel", "2", "--ctx", "1024", "--cache-ram", "16")
+    a, b, c = letters(300, 6), letters(400, 7), letters(350, 8)
+    hold(t, [a, b])
+    kb = slot_of(t, 350)
+    want_a, _ = complete(t, a)
+    want_b, cached_b = complete(t, b)
+    complete(t, c)  # lands on A's slot: A goes to host memory
+    assert t.metric("cache_ram_stores_total") >= 1
+    got_a, cached_a = complete(t, a)
+    assert t.metric("cache_ram_hits_total") == 1 and cached_a > 250 and got_a == want_a
+    assert slot_of(t, 350) == kb
+    assert complete(t, b) == (want_b, cached_b)
