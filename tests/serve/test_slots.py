@@ -11,11 +11,13 @@ their caches and answers, and a pool too short for the file loses one idle
 cache, not all of them."""
 import os
 import random
+import subprocess
 
 import openai
 import pytest
 
-from conftest import TINY, Server
+from conftest import BIN, TINY, Server
+from test_lora import A as LORA_A, base_args
 from test_http import COMP, open_stream, read_until
 from test_limits import wait_for
 
@@ -300,3 +302,29 @@ def test_ram_restore_keeps_the_other_slot(tiny):
     assert t.metric("cache_ram_hits_total") == 1 and cached_a > 250 and got_a == want_a
     assert slot_of(t, 350) == kb
     assert complete(t, b) == (want_b, cached_b)
+
+
+# ---- what a server holds beside its model, counted at start -----------------------
+
+def refused(*args):
+    p = subprocess.run([BIN, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0, p.stderr
+    return p.stderr
+
+
+def test_memory_refused_at_start(tmp_path):
+    """--cache-ram past the host's memory is refused before the server is
+    ready, the message naming every part it counts: the model's weights and
+    KV, a draft model's (-md), LoRA adapters, --cache-ram."""
+    err = refused("-m", TINY, "-md", TINY, "--cache-ram", str(1 << 24))
+    assert "does not fit the host's memory" in err and "lower --cache-ram" in err, err
+    for part in ("weights", "KV cache", "draft model (-md, weights and KV)", "--cache-ram 16384.0 GiB"):
+        assert part in err, (part, err)
+    base = str(tmp_path / "base.gguf")
+    subprocess.run([os.environ["CLINFER_TINY_GGUF"], "model", base] + base_args(), check=True)
+    err = refused("-m", base, "--lora", LORA_A, "--cache-ram", str(1 << 24))
+    assert "LoRA adapters 0." in err and "--cache-ram" in err, err  # a tiny adapter: a fraction of a MiB
+    # within the host's memory: served
+    t = Server("--cache-ram", "16", "-md", TINY, model=TINY)
+    rc, err = t.stop()
+    assert rc == 0, err
