@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "adapters.h"
-#include "memory.h"
 #include "cli.h"
 #include "embeddings.h"
 #include "engine.h"
 #include "http.h"
+#include "memory.h"
 #include "draft.h"
 #include "reasoning.h"
 #include "sampling_opts.h"
@@ -187,7 +187,7 @@ int cmd_serve(int argc, char **argv) {
     }
     if (st == CLINFER_OK) { /* the model fitted alone; with what the server holds beside it (memory.h) */
         srv_mem b = {.adapters = srv_lora_bytes(s.m), .draft = srv_draft_bytes(draft),
-                        .cache_ram = (double)cache_ram_mib * 1048576.0};
+                     .cache_ram = (double)cache_ram_mib * 1048576.0};
         srv_engine_bytes(e, &b.weights, &b.kv);
         double mem = 0; /* the device's, where one holds it all (a split's or MPI's stages were each fitted) */
         int cpu = 0;

@@ -3,9 +3,9 @@
  * --models-memory (router.c: each model's weights and KV from its loader,
  * and its --cache-ram bound, srv_router_set_overhead). The model alone is
  * checked as it loads (clinfer's fit: weights, KV cache and scratch against
- * the device); what a server holds beside it was counted nowhere: a draft
- * model (-md) loaded after it, fitted on its own, its LoRA adapters, and
- * --cache-ram's host memory. */
+ * the device); here what a server holds beside it counts too: a draft
+ * model (-md, loaded after it and fitted on its own), its LoRA adapters,
+ * and --cache-ram's host memory. */
 #ifndef SRV_MEMORY_H
 #define SRV_MEMORY_H
 
