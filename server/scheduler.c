@@ -514,6 +514,15 @@ static int from_ram(srv_sched *s, const int32_t *prompt, int n_prompt, int land,
     return held;
 }
 
+/* Of two free slots sharing as much with a prompt (nothing, or a system
+ * prompt alone), whether the prompt takes slot a rather than b: an empty
+ * one, else the least recently used, as llama-server picks (the first such
+ * slot lost its cache to every unrelated prompt while others stood empty). */
+static int rather(const srv_sched *s, int a, int b) {
+    const int empty_a = srv_engine_slot_len(s->e, a) == 0, empty_b = srv_engine_slot_len(s->e, b) == 0;
+    return empty_a != empty_b ? empty_a : s->slots[a].used < s->slots[b].used;
+}
+
 static void admit(srv_sched *s) {
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
@@ -545,7 +554,7 @@ static void admit(srv_sched *s) {
             int p = same_lora(&s->slots[i], j)
                         ? common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt)
                         : 0;
-            if (!s->slots[i].job && p > land_len) land = i, land_len = p;
+            if (!s->slots[i].job && (p > land_len || (p == land_len && rather(s, i, land)))) land = i, land_len = p;
             if (p > src_len) src = i, src_len = p;
         }
         s->q_head = j->qnext;

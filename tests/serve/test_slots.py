@@ -287,21 +287,37 @@ def test_restore_into_a_full_pool(tiny, tmp_path):
 
 
 def test_ram_restore_keeps_the_other_slot(tiny):
-    """--cache-ram: A and B in two slots; C takes A's (A kept in host
-    memory); A's next request loads it back into a slot: B's cache stays,
-    reused, and B answers as before."""
+    """--cache-ram: A and B in two slots; C takes A's, the least recently
+    used (A kept in host memory); A's next request loads it back into a slot
+    (C's, now the least recently used): B's cache stays, reused, and B
+    answers as before."""
     t = tiny("--parallel", "2", "--ctx", "1024", "--cache-ram", "16")
     a, b, c = letters(300, 6), letters(400, 7), letters(350, 8)
     hold(t, [a, b])
     kb = slot_of(t, 350)
     want_a, _ = complete(t, a)
+    complete(t, b)
+    complete(t, c)  # shares nothing with either: A's slot, A to host memory
+    assert t.metric("cache_ram_stores_total") == 1 and slot_of(t, 320, 380) != kb
     want_b, cached_b = complete(t, b)
-    complete(t, c)  # lands on A's slot: A goes to host memory
-    assert t.metric("cache_ram_stores_total") >= 1
     got_a, cached_a = complete(t, a)
     assert t.metric("cache_ram_hits_total") == 1 and cached_a > 250 and got_a == want_a
-    assert slot_of(t, 350) == kb
+    assert slot_of(t, 380) == kb
     assert complete(t, b) == (want_b, cached_b)
+
+
+def test_unrelated_prompts_take_empty_slots(tiny):
+    """Prompts that share nothing take the empty slots (then the least
+    recently used), not the first slot again: each keeps its cache, reused
+    by its next turn."""
+    t = tiny("--parallel", "3", "--ctx", "1024")
+    a, b = letters(300, 9), letters(400, 10)
+    want_a, _ = complete(t, a)
+    want_b, _ = complete(t, b)
+    ka, kb = slot_of(t, 250, 350), slot_of(t, 350)
+    assert ka != kb
+    assert complete(t, a) == (want_a, slots(t)[ka]["n_cached_tokens"] - 2)
+    assert complete(t, b) == (want_b, slots(t)[kb]["n_cached_tokens"] - 2)
 
 
 # ---- what a server holds beside its model, counted at start -----------------------
