@@ -16,7 +16,8 @@ import subprocess
 import openai
 import pytest
 
-from conftest import BIN, TINY, Server
+from conftest import TINY, Server
+from test_draft import refused
 from test_lora import A as LORA_A, base_args
 from test_http import COMP, open_stream, read_until
 from test_limits import wait_for
@@ -321,12 +322,6 @@ def test_unrelated_prompts_take_empty_slots(tiny):
 
 
 # ---- what a server holds beside its model, counted at start -----------------------
-
-def refused(*args):
-    p = subprocess.run([BIN, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=120)
-    assert p.returncode != 0, p.stderr
-    return p.stderr
-
 
 def test_memory_refused_at_start(tmp_path):
     """--cache-ram past the host's memory is refused before the server is
