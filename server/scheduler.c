@@ -940,12 +940,20 @@ static void slot_action(srv_sched *s, slot_act *a) {
          * empty): idle slots' caches give theirs, the least recently used
          * first, one at a time with another try after each, so that only as
          * many go as the file needs (room for a whole context emptied every
-         * other idle slot: its tokens are not known before it is read) */
+         * other idle slot: its tokens are not known before it is read). Not
+         * for a file of more tokens than a slot's context, refused by its
+         * header whatever the pool: a load with no room for its tokens
+         * tells the two apart (CLINFER_ERR_ARG: they fit; the slot is left
+         * as it is) */
         for (int more = 1; r->st == CLINFER_ERR_CONTEXT && more;) {
+            int n0 = 0;
+            if (srv_engine_slot_load(s->e, a->slot, a->path, NULL, 0, &n0, NULL) != CLINFER_ERR_ARG) break;
             pthread_mutex_lock(&s->mu);
             more = evict_one(s);
             pthread_mutex_unlock(&s->mu);
-            if (more) r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
+            r->st = more ? srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes)
+                         : clinfer_fail(CLINFER_ERR_CONTEXT, "the KV cache is full: no idle slot's cache is left to "
+                                                             "give its blocks");
         }
         pthread_mutex_lock(&s->mu);
         if (r->st == CLINFER_OK) {

@@ -267,7 +267,8 @@ def test_restore_keeps_the_other_slot(tiny, tmp_path):
 def test_restore_into_a_full_pool(tiny, tmp_path):
     """A pool of 8192 tokens, two slots holding 3000 and 3300, and a file of
     2500 restored into the third: the pool is short, and one slot's cache
-    (the least recently used) makes room; the other keeps its own, reused."""
+    (the least recently used) makes room; the other keeps its own, reused.
+    A file longer than a slot's context costs no slot its cache."""
     t = tiny("--parallel", "3", "--ctx", "8192", "--kv-memory", "1", "--slot-save-path", str(tmp_path))
     x, b, c = letters(2500, 3), letters(3000, 4), letters(3300, 5)
     complete(t, x)
@@ -285,6 +286,13 @@ def test_restore_into_a_full_pool(tiny, tmp_path):
     assert len(kept) == 1, slots(t)  # one made room; before, both did (room for a whole context)
     _, cached = complete(t, b if kept[0]["id"] == kb else c)
     assert cached == kept[0]["n_cached_tokens"] - 2, (cached, kept)
+    # a file of more tokens than a slot's context is refused by its header: no slot's cache goes for it
+    u = tiny("--parallel", "2", "--ctx", "1024", "--slot-save-path", str(tmp_path))
+    hold(u, [b[:500]])
+    k = slot_of(u, 400)
+    status, r = u.request("POST", f"/slots/{1 - k}?action=restore", {"filename": "x.bin"})
+    assert status == 400 and "tokens" in r["error"]["message"], r
+    assert slot_of(u, 400) == k
 
 
 def test_ram_restore_keeps_the_other_slot(tiny):
