@@ -646,6 +646,44 @@ static void test_grammar_formats(void **state) {
     }
 }
 
+/* A name written between two markers (Kimi K2's call id, DeepSeek V3.1's
+ * name before its separator) is a call's only where it is a function
+ * name's characters: other bytes (blanks, quotes, bytes not UTF-8, which
+ * the API's JSON refuses) leave the reply text, whole and streamed. */
+static void test_delimited_names(void **state) {
+    (void)state;
+    static const struct { const char *file, *text; } CASES_ODD[] = {
+        {"Kimi-K2-Instruct.jinja", "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.a \"b\xff:0"
+                                   "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+        {"Kimi-K2-Instruct.jinja", "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.:0"
+                                   "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+        {"deepseek-ai-DeepSeek-V3.1.jinja",
+         "Hi<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a b\xff<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+    };
+    for (size_t k = 0; k < sizeof CASES_ODD / sizeof *CASES_ODD; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(CASES_ODD[k].file, &c);
+        const char *text = CASES_ODD[k].text;
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse(&c, text, strlen(text), 1, &r));
+        if (r->n_calls) fail_msg("%s: a call of '%s'", CASES_ODD[k].file, r->calls[0].name);
+        assert_int_equal(r->content_len, strlen(text));
+        tu_check_tool_stream(&c, text, strlen(text), r);
+        clf_tool_reply_free(r);
+        free(tmpl);
+    }
+    clf_chat c; /* the same with a name: a call */
+    char *tmpl = chat_of("Kimi-K2-Instruct.jinja", &c);
+    const char *good = "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.get-time.v2:0"
+                       "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>";
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(&c, good, strlen(good), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "get-time.v2");
+    clf_tool_reply_free(r);
+    free(tmpl);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_mistral_ids),
@@ -653,7 +691,7 @@ int main(void) {
         cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
         cmocka_unit_test(test_parse_typed),            cmocka_unit_test(test_functionary_python),
-        cmocka_unit_test(test_functionary_v32),
+        cmocka_unit_test(test_functionary_v32),        cmocka_unit_test(test_delimited_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,13 +174,30 @@ static int call_array(const char *s, size_t n, size_t *i, const char *nkey, cons
     }
 }
 
+/* c is one of a function name's characters (OpenAI's, and "."). */
+static int name_char(char c) {
+    return c && strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", c);
+}
+
+/* s[at, end) as a call's name, where it is 1 to 64 name characters (a
+ * name between two markers: Kimi K2's, DeepSeek V3.1's; any other bytes,
+ * which the API's JSON may not even take, make no call). DONE, or BAD. */
+static int delimited_name(const char *s, size_t at, size_t end, clf_tool_parsed *c, clf_status *st) {
+    if (end <= at || end - at > 64) return BAD;
+    for (size_t k = at; k < end; k++)
+        if (!name_char(s[k])) return BAD;
+    if (!(c->name = dup_n(s + at, end - at))) {
+        *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return BAD;
+    }
+    return DONE;
+}
+
 /* A function's name at s[*i], up to a byte of none of OpenAI's name
  * characters (stop: what must follow; MORE where the text ends first). */
 static int bare_name(const char *s, size_t n, size_t *i, clf_tool_parsed *c, clf_status *st) {
     size_t at = *i;
-    while (*i < n && *i - at <= 64 &&
-           strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", s[*i]) && s[*i])
-        (*i)++;
+    while (*i < n && *i - at <= 64 && name_char(s[*i])) (*i)++;
     if (*i - at > 64) return BAD;
     if (*i >= n) return MORE;
     if (*i == at) return BAD;
@@ -240,7 +257,7 @@ static int deepseek_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, 
             while (x < sep && is_ws(s[x])) x++;
             size_t e = sep;
             while (e > x && is_ws(s[e - 1])) e--;
-            if (e == x || !(c->name = dup_n(s + x, e - x))) return e == x ? BAD : (*st = clf_fail(CLF_ERR_MEMORY, "out of host memory"), BAD);
+            if (delimited_name(s, x, e, c, st) != DONE) return BAD;
         } else { /* R1: the name, then its arguments in a fenced block */
             if ((res = bare_name(s, n, &i, c, st)) != DONE) return res;
             skip_ws(s, n, &i);
@@ -453,11 +470,7 @@ static int kimi_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, clf_
                 e = k - 1;
                 break;
             }
-        if (e == x) return BAD;
-        if (!(c->name = dup_n(s + x, e - x))) {
-            *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
-            return BAD;
-        }
+        if (delimited_name(s, x, e, c, st) != DONE) return BAD;
         i = a + LEN(M_KIMI_ARGS);
         if ((res = args_value(s, n, &i, c, st)) != DONE) return res;
         skip_ws(s, n, &i);
