@@ -684,6 +684,46 @@ static void test_delimited_names(void **state) {
     free(tmpl);
 }
 
+/* Qwen3-Coder's and GLM's values of another type than a string are JSON
+ * by the schema's grammar, and a JSON string in one may hold the value's
+ * closing tag: the call the grammar let through parses, whole and
+ * streamed (a string parameter's raw text cannot hold it: its grammar). */
+static void test_xml_tag_in_json(void **state) {
+    (void)state;
+    static const char T[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                            "\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"type\":"
+                            "\"string\"}},\"s\":{\"type\":\"string\"}},\"required\":[\"tags\",\"s\"]}}}]";
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "GLM-4.6.jinja"};
+    static const char *const TEXT[] = {
+        "<tool_call>\n<function=f>\n<parameter=tags>\n[\"a</parameter>b\", \"c\"]\n</parameter>\n<parameter=s>\n"
+        "[\"x\"\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>f\n<arg_key>tags</arg_key>\n<arg_value>[\"a</arg_value>b\", \"c\"]</arg_value>\n<arg_key>s"
+        "</arg_key>\n<arg_value>[\"x\"</arg_value>\n</tool_call>"};
+    for (int k = 0; k < 2; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, T, strlen(T), &t));
+        clf_grammar *g = grammar_of(t, CLF_TOOL_REQUIRED, NULL, 0);
+        if (!clf_grammar_accepts(g, TEXT[k], strlen(TEXT[k]))) fail_msg("%s: the grammar refuses it", FILES[k]);
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse_typed(t, TEXT[k], strlen(TEXT[k]), 1, &r));
+        if (r->n_calls != 1) fail_msg("%s: %d calls, content %zu", FILES[k], r->n_calls, r->content_len);
+        assert_true(r->calls[0].complete);
+        json_t *got = json_loads(r->calls[0].arguments, 0, NULL),
+               *want = json_loads("{\"tags\": [\"a</x>b\", \"c\"], \"s\": \"[\\\"x\\\"\"}", 0, NULL);
+        json_array_set_new(json_object_get(want, "tags"), 0, json_string(k ? "a</arg_value>b" : "a</parameter>b"));
+        if (!json_equal(got, want)) fail_msg("%s: %s", FILES[k], r->calls[0].arguments);
+        json_decref(got);
+        json_decref(want);
+        tu_check_tool_stream(&c, TEXT[k], strlen(TEXT[k]), r); /* (untyped: the same call) */
+        clf_tool_reply_free(r);
+        clf_grammar_free(g);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_mistral_ids),
@@ -692,6 +732,7 @@ int main(void) {
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
         cmocka_unit_test(test_parse_typed),            cmocka_unit_test(test_functionary_python),
         cmocka_unit_test(test_functionary_v32),        cmocka_unit_test(test_delimited_names),
+        cmocka_unit_test(test_xml_tag_in_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -311,16 +311,32 @@ static int harmony_calls(const char *s, size_t n, size_t at, clf_tool_reply *r, 
 /* A raw parameter value typed (clf_tools_parse_typed): by its schema
  * (props: the function's "properties", may be NULL), else as JSON where
  * it parses, else the text. NULL when memory ran out or it is not UTF-8. */
-static json_t *typed_value(json_t *props, const char *key, const char *v, size_t n) {
-    json_t *ps = json_object_get(props, key), *type = json_object_get(ps, "type");
-    int string_only = json_is_string(type) && !strcmp(json_string_value(type), "string");
+/* Whether props (may be NULL) types parameter key a string alone: its
+ * value is its raw text, never JSON. */
+static int string_only(json_t *props, const char *key) {
+    json_t *type = json_object_get(json_object_get(props, key), "type");
+    int only = json_is_string(type) && !strcmp(json_string_value(type), "string");
     if (json_is_array(type)) { /* ["string", ...]: JSON first where it types the value otherwise, as llama.cpp */
-        string_only = json_array_size(type) > 0;
+        only = json_array_size(type) > 0;
         size_t k;
         json_t *e;
-        json_array_foreach(type, k, e) string_only &= json_is_string(e) && !strcmp(json_string_value(e), "string");
+        json_array_foreach(type, k, e) only &= json_is_string(e) && !strcmp(json_string_value(e), "string");
     }
-    json_t *j = string_only ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+    return only;
+}
+
+/* Whether parameter s[0, k) (k <= 128) may be a JSON value: not a string alone by props. */
+static int json_value(json_t *props, const char *s, size_t k) {
+    char key[129];
+    if (k >= sizeof key) return 1;
+    memcpy(key, s, k);
+    key[k] = 0;
+    return !string_only(props, key);
+}
+
+static json_t *typed_value(json_t *props, const char *key, const char *v, size_t n) {
+    json_t *type = json_object_get(json_object_get(props, key), "type");
+    json_t *j = string_only(props, key) ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     /* Qwen3-Coder's template writes a boolean as Python's str() does: True, False */
     if (!j && json_is_string(type) && !strcmp(json_string_value(type), "boolean"))
         j = n == 4 && !memcmp(v, "True", 4) ? json_true() : n == 5 && !memcmp(v, "False", 5) ? json_false() : NULL;
@@ -353,14 +369,43 @@ static int until(const char *s, size_t n, size_t *i, const char *tag, size_t *at
     return DONE;
 }
 
+/* A parameter's value from s[*i] up to its closing tag: [*va, *ve), *i
+ * past the tag. Where it may be JSON (json: its schema types it other
+ * than a string alone) and opens an array, object or string, that JSON
+ * value whole where the tag follows it (blanks between): the grammar
+ * writes such a value by its schema, and a JSON string in it may hold the
+ * tag. Else the text up to the first tag. MORE while the text may yet
+ * decide (final: what there is decides). */
+static int xml_value(const char *s, size_t n, size_t *i, const char *tag, int json, int final, size_t *va,
+                     size_t *ve) {
+    size_t j = *i;
+    skip_ws(s, n, &j);
+    if (json && j < n && (s[j] == '[' || s[j] == '{' || s[j] == '"')) {
+        size_t e = j;
+        int r = value_end(s, n, &e);
+        if (r == MORE && !final) return MORE;
+        if (r == DONE) {
+            size_t k = e;
+            skip_ws(s, n, &k);
+            int t = literal(s, n, &k, tag, strlen(tag));
+            if (t == MORE && !final) return MORE;
+            if (t == DONE) {
+                *va = j, *ve = e, *i = k;
+                return DONE;
+            }
+        }
+    }
+    return until(s, n, i, tag, va, ve);
+}
+
 /* Qwen3-Coder's and GLM's XML calls from s[i] (past a <tool_call>):
  *   Qwen3-Coder: <function=F> (<parameter=P>\nV\n</parameter>)* </function> </tool_call>
  *   GLM:         F (<arg_key>P</arg_key> <arg_value>V</arg_value>)* </tool_call>
  * blanks between tags skipped; Qwen3-Coder's value loses one newline at
  * each end (the template's); another <tool_call> after a call opens the
  * next. */
-static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s, size_t n, size_t i, clf_tool_reply *r,
-                     clf_status *st) {
+static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s, size_t n, size_t i, int final,
+                     clf_tool_reply *r, clf_status *st) {
     const int qwen = f == CLF_TOOLS_QWEN3_CODER;
     for (;;) {
         clf_tool_parsed *c = NULL;
@@ -403,7 +448,9 @@ static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s,
                     goto partial;
                 }
                 ke = i++;
-                if ((res = until(s, n, &i, M_PARAM_END, &va, &ve)) != DONE) goto partial;
+                if ((res = xml_value(s, n, &i, M_PARAM_END, json_value(props, s + ka, ke - ka), final, &va, &ve)) !=
+                    DONE)
+                    goto partial;
                 if (ve > va && s[va] == '\n') va++;
                 if (ve > va && s[ve - 1] == '\n') ve--;
             } else {
@@ -415,7 +462,9 @@ static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s,
                 }
                 skip_ws(s, n, &i);
                 if ((res = literal(s, n, &i, M_ARG_VALUE, LEN(M_ARG_VALUE))) != DONE) goto partial;
-                if ((res = until(s, n, &i, M_ARG_VALUE_END, &va, &ve)) != DONE) goto partial;
+                if ((res = xml_value(s, n, &i, M_ARG_VALUE_END, json_value(props, s + ka, ke - ka), final, &va,
+                                     &ve)) != DONE)
+                    goto partial;
             }
             char *key = dup_n(s + ka, ke - ka);
             json_t *v = key ? typed_value(props, key, s + va, ve - va) : NULL;
@@ -596,7 +645,7 @@ static int calls_at(clf_tool_format f, const clf_tf_schemas *sc, const char *s, 
     case CLF_TOOLS_DEEPSEEK_V3: return deepseek_calls(s, n, at, r, st);
     case CLF_TOOLS_HARMONY: return harmony_calls(s, n, at, r, st);
     case CLF_TOOLS_QWEN3_CODER:
-    case CLF_TOOLS_GLM: return xml_calls(f, sc, s, n, i, r, st);
+    case CLF_TOOLS_GLM: return xml_calls(f, sc, s, n, i, final, r, st);
     case CLF_TOOLS_KIMI_K2: return kimi_calls(s, n, i, r, st);
     case CLF_TOOLS_FUNCTIONARY: return functionary_calls(s, n, at, final, r, st);
     case CLF_TOOLS_FUNCTIONARY_V32: return v32_calls(sc, s, n, i, final, r, st);
@@ -904,7 +953,8 @@ static void xml_params_grammar(gtext *g, clf_tool_format f, json_t *params, int 
         gliteral(g, key);
         gprintf(g, "%s\" %sroot \"%s\"\n", qwen ? ">\\n" : "</arg_key>\\n<arg_value>", P,
                 qwen ? "\\n</parameter>\\n" : "</arg_value>\\n");
-        /* (the parser ends a value at the first closing tag: none inside it) */
+        /* (a string's raw text holds no closing tag: the parser ends it at the first; another
+         * type's JSON it takes whole, a tag inside its strings and all: xml_value) */
         xml_value_grammar(g, params, ps, qwen ? M_PARAM_END : M_ARG_VALUE_END, P);
         j++;
     }
