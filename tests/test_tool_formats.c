@@ -724,6 +724,34 @@ static void test_xml_tag_in_json(void **state) {
     }
 }
 
+/* A property name the XML formats' parser could not read back (Qwen3-Coder:
+ * '>', '<' or a newline in it; either: empty, or GLM's closing tag in it)
+ * has no grammar: refused, naming it, not calls that parse to another
+ * name. */
+static void test_xml_odd_property_names(void **state) {
+    (void)state;
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "Qwen3-Coder.jinja", "GLM-4.6.jinja", "GLM-4.6.jinja"};
+    static const char *const NAMES[] = {"a>b", "", "x</arg_key>y", ""};
+    for (int k = 0; k < 4; k++) {
+        char tools[512];
+        snprintf(tools, sizeof tools,
+                 "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                 "\"properties\":{\"%s\":{\"type\":\"string\"}}}}}]",
+                 NAMES[k]);
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, tools, strlen(tools), &t));
+        char *gbnf = NULL;
+        if (clf_tools_grammar(t, CLF_TOOL_REQUIRED, NULL, 0, &gbnf) != CLF_ERR_ARG)
+            fail_msg("%s: property '%s': a grammar", FILES[k], NAMES[k]);
+        assert_null(gbnf);
+        assert_non_null(strstr(clf_last_error(), "property name"));
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_mistral_ids),
@@ -732,7 +760,7 @@ int main(void) {
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
         cmocka_unit_test(test_parse_typed),            cmocka_unit_test(test_functionary_python),
         cmocka_unit_test(test_functionary_v32),        cmocka_unit_test(test_delimited_names),
-        cmocka_unit_test(test_xml_tag_in_json),
+        cmocka_unit_test(test_xml_tag_in_json),        cmocka_unit_test(test_xml_odd_property_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -943,6 +943,13 @@ static void xml_params_grammar(gtext *g, clf_tool_format f, json_t *params, int 
         json_t *e;
         json_array_foreach(req, k, e) required |= json_is_string(e) && !strcmp(json_string_value(e), key);
         gprintf(g, " tc-f%d-p%d%s", i, j++, required ? "" : "?");
+        /* a name the parser reads back (xml_calls): 1 to 128 bytes, Qwen3-Coder's without what ends it there
+         * ('>', '<', a newline), GLM's without its closing tag; another would make calls that parse otherwise */
+        size_t kn = strlen(key);
+        if ((!kn || kn > 128 || (qwen ? strpbrk(key, "<>\n") != NULL : strstr(key, M_ARG_KEY_END) != NULL)) &&
+            g->st == CLF_OK)
+            g->st = clf_fail(CLF_ERR_ARG, "the property name '%.64s' cannot be written in %s's tags", key,
+                             clf_tools_format_name(f));
     }
     gput(g, "\n");
     j = 0;
