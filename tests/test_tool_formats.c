@@ -646,6 +646,112 @@ static void test_grammar_formats(void **state) {
     }
 }
 
+/* A name written between two markers (Kimi K2's call id, DeepSeek V3.1's
+ * name before its separator) is a call's only where it is a function
+ * name's characters: other bytes (blanks, quotes, bytes not UTF-8, which
+ * the API's JSON refuses) leave the reply text, whole and streamed. */
+static void test_delimited_names(void **state) {
+    (void)state;
+    static const struct { const char *file, *text; } CASES_ODD[] = {
+        {"Kimi-K2-Instruct.jinja", "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.a \"b\xff:0"
+                                   "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+        {"Kimi-K2-Instruct.jinja", "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.:0"
+                                   "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+        {"deepseek-ai-DeepSeek-V3.1.jinja",
+         "Hi<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a b\xff<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+    };
+    for (size_t k = 0; k < sizeof CASES_ODD / sizeof *CASES_ODD; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(CASES_ODD[k].file, &c);
+        const char *text = CASES_ODD[k].text;
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse(&c, text, strlen(text), 1, &r));
+        if (r->n_calls) fail_msg("%s: a call of '%s'", CASES_ODD[k].file, r->calls[0].name);
+        assert_int_equal(r->content_len, strlen(text));
+        tu_check_tool_stream(&c, text, strlen(text), r);
+        clf_tool_reply_free(r);
+        free(tmpl);
+    }
+    clf_chat c; /* the same with a name: a call */
+    char *tmpl = chat_of("Kimi-K2-Instruct.jinja", &c);
+    const char *good = "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.get-time.v2:0"
+                       "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>";
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(&c, good, strlen(good), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "get-time.v2");
+    clf_tool_reply_free(r);
+    free(tmpl);
+}
+
+/* Qwen3-Coder's and GLM's values of another type than a string are JSON
+ * by the schema's grammar, and a JSON string in one may hold the value's
+ * closing tag: the call the grammar let through parses, whole and
+ * streamed (a string parameter's raw text cannot hold it: its grammar). */
+static void test_xml_tag_in_json(void **state) {
+    (void)state;
+    static const char T[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                            "\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"type\":"
+                            "\"string\"}},\"s\":{\"type\":\"string\"}},\"required\":[\"tags\",\"s\"]}}}]";
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "GLM-4.6.jinja"};
+    static const char *const TEXT[] = {
+        "<tool_call>\n<function=f>\n<parameter=tags>\n[\"a</parameter>b\", \"c\"]\n</parameter>\n<parameter=s>\n"
+        "[\"x\"\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>f\n<arg_key>tags</arg_key>\n<arg_value>[\"a</arg_value>b\", \"c\"]</arg_value>\n<arg_key>s"
+        "</arg_key>\n<arg_value>[\"x\"</arg_value>\n</tool_call>"};
+    for (int k = 0; k < 2; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, T, strlen(T), &t));
+        clf_grammar *g = grammar_of(t, CLF_TOOL_REQUIRED, NULL, 0);
+        if (!clf_grammar_accepts(g, TEXT[k], strlen(TEXT[k]))) fail_msg("%s: the grammar refuses it", FILES[k]);
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse_typed(t, TEXT[k], strlen(TEXT[k]), 1, &r));
+        if (r->n_calls != 1) fail_msg("%s: %d calls, content %zu", FILES[k], r->n_calls, r->content_len);
+        assert_true(r->calls[0].complete);
+        json_t *got = json_loads(r->calls[0].arguments, 0, NULL),
+               *want = json_loads("{\"tags\": [\"a</x>b\", \"c\"], \"s\": \"[\\\"x\\\"\"}", 0, NULL);
+        json_array_set_new(json_object_get(want, "tags"), 0, json_string(k ? "a</arg_value>b" : "a</parameter>b"));
+        if (!json_equal(got, want)) fail_msg("%s: %s", FILES[k], r->calls[0].arguments);
+        json_decref(got);
+        json_decref(want);
+        tu_check_tool_stream(&c, TEXT[k], strlen(TEXT[k]), r); /* (untyped: the same call) */
+        clf_tool_reply_free(r);
+        clf_grammar_free(g);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+/* A property name the XML formats' parser could not read back (Qwen3-Coder:
+ * '>', '<' or a newline in it; either: empty, or GLM's closing tag in it)
+ * has no grammar: refused, naming it, not calls that parse to another
+ * name. */
+static void test_xml_odd_property_names(void **state) {
+    (void)state;
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "Qwen3-Coder.jinja", "GLM-4.6.jinja", "GLM-4.6.jinja"};
+    static const char *const NAMES[] = {"a>b", "", "x</arg_key>y", ""};
+    for (int k = 0; k < 4; k++) {
+        char tools[512];
+        snprintf(tools, sizeof tools,
+                 "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                 "\"properties\":{\"%s\":{\"type\":\"string\"}}}}}]",
+                 NAMES[k]);
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, tools, strlen(tools), &t));
+        char *gbnf = NULL;
+        if (clf_tools_grammar(t, CLF_TOOL_REQUIRED, NULL, 0, &gbnf) != CLF_ERR_ARG)
+            fail_msg("%s: property '%s': a grammar", FILES[k], NAMES[k]);
+        assert_null(gbnf);
+        assert_non_null(strstr(clf_last_error(), "property name"));
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_templates_render_tools), cmocka_unit_test(test_mistral_ids),
@@ -653,7 +759,8 @@ int main(void) {
         cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
         cmocka_unit_test(test_parse_typed),            cmocka_unit_test(test_functionary_python),
-        cmocka_unit_test(test_functionary_v32),
+        cmocka_unit_test(test_functionary_v32),        cmocka_unit_test(test_delimited_names),
+        cmocka_unit_test(test_xml_tag_in_json),        cmocka_unit_test(test_xml_odd_property_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -174,13 +174,30 @@ static int call_array(const char *s, size_t n, size_t *i, const char *nkey, cons
     }
 }
 
+/* c is one of a function name's characters (OpenAI's, and "."). */
+static int name_char(char c) {
+    return c && strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", c);
+}
+
+/* s[at, end) as a call's name, where it is 1 to 64 name characters (a
+ * name between two markers: Kimi K2's, DeepSeek V3.1's; any other bytes,
+ * which the API's JSON may not even take, make no call). DONE, or BAD. */
+static int delimited_name(const char *s, size_t at, size_t end, clf_tool_parsed *c, clf_status *st) {
+    if (end <= at || end - at > 64) return BAD;
+    for (size_t k = at; k < end; k++)
+        if (!name_char(s[k])) return BAD;
+    if (!(c->name = dup_n(s + at, end - at))) {
+        *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        return BAD;
+    }
+    return DONE;
+}
+
 /* A function's name at s[*i], up to a byte of none of OpenAI's name
  * characters (stop: what must follow; MORE where the text ends first). */
 static int bare_name(const char *s, size_t n, size_t *i, clf_tool_parsed *c, clf_status *st) {
     size_t at = *i;
-    while (*i < n && *i - at <= 64 &&
-           strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", s[*i]) && s[*i])
-        (*i)++;
+    while (*i < n && *i - at <= 64 && name_char(s[*i])) (*i)++;
     if (*i - at > 64) return BAD;
     if (*i >= n) return MORE;
     if (*i == at) return BAD;
@@ -240,7 +257,7 @@ static int deepseek_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, 
             while (x < sep && is_ws(s[x])) x++;
             size_t e = sep;
             while (e > x && is_ws(s[e - 1])) e--;
-            if (e == x || !(c->name = dup_n(s + x, e - x))) return e == x ? BAD : (*st = clf_fail(CLF_ERR_MEMORY, "out of host memory"), BAD);
+            if (delimited_name(s, x, e, c, st) != DONE) return BAD;
         } else { /* R1: the name, then its arguments in a fenced block */
             if ((res = bare_name(s, n, &i, c, st)) != DONE) return res;
             skip_ws(s, n, &i);
@@ -294,16 +311,32 @@ static int harmony_calls(const char *s, size_t n, size_t at, clf_tool_reply *r, 
 /* A raw parameter value typed (clf_tools_parse_typed): by its schema
  * (props: the function's "properties", may be NULL), else as JSON where
  * it parses, else the text. NULL when memory ran out or it is not UTF-8. */
-static json_t *typed_value(json_t *props, const char *key, const char *v, size_t n) {
-    json_t *ps = json_object_get(props, key), *type = json_object_get(ps, "type");
-    int string_only = json_is_string(type) && !strcmp(json_string_value(type), "string");
+/* Whether props (may be NULL) types parameter key a string alone: its
+ * value is its raw text, never JSON. */
+static int string_only(json_t *props, const char *key) {
+    json_t *type = json_object_get(json_object_get(props, key), "type");
+    int only = json_is_string(type) && !strcmp(json_string_value(type), "string");
     if (json_is_array(type)) { /* ["string", ...]: JSON first where it types the value otherwise, as llama.cpp */
-        string_only = json_array_size(type) > 0;
+        only = json_array_size(type) > 0;
         size_t k;
         json_t *e;
-        json_array_foreach(type, k, e) string_only &= json_is_string(e) && !strcmp(json_string_value(e), "string");
+        json_array_foreach(type, k, e) only &= json_is_string(e) && !strcmp(json_string_value(e), "string");
     }
-    json_t *j = string_only ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+    return only;
+}
+
+/* Whether parameter s[0, k) (k <= 128) may be a JSON value: not a string alone by props. */
+static int json_value(json_t *props, const char *s, size_t k) {
+    char key[129];
+    if (k >= sizeof key) return 1;
+    memcpy(key, s, k);
+    key[k] = 0;
+    return !string_only(props, key);
+}
+
+static json_t *typed_value(json_t *props, const char *key, const char *v, size_t n) {
+    json_t *type = json_object_get(json_object_get(props, key), "type");
+    json_t *j = string_only(props, key) ? NULL : json_loadb(v, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
     /* Qwen3-Coder's template writes a boolean as Python's str() does: True, False */
     if (!j && json_is_string(type) && !strcmp(json_string_value(type), "boolean"))
         j = n == 4 && !memcmp(v, "True", 4) ? json_true() : n == 5 && !memcmp(v, "False", 5) ? json_false() : NULL;
@@ -336,14 +369,43 @@ static int until(const char *s, size_t n, size_t *i, const char *tag, size_t *at
     return DONE;
 }
 
+/* A parameter's value from s[*i] up to its closing tag: [*va, *ve), *i
+ * past the tag. Where it may be JSON (json: its schema types it other
+ * than a string alone) and opens an array, object or string, that JSON
+ * value whole where the tag follows it (blanks between): the grammar
+ * writes such a value by its schema, and a JSON string in it may hold the
+ * tag. Else the text up to the first tag. MORE while the text may yet
+ * decide (final: what there is decides). */
+static int xml_value(const char *s, size_t n, size_t *i, const char *tag, int json, int final, size_t *va,
+                     size_t *ve) {
+    size_t j = *i;
+    skip_ws(s, n, &j);
+    if (json && j < n && (s[j] == '[' || s[j] == '{' || s[j] == '"')) {
+        size_t e = j;
+        int r = value_end(s, n, &e);
+        if (r == MORE && !final) return MORE;
+        if (r == DONE) {
+            size_t k = e;
+            skip_ws(s, n, &k);
+            int t = literal(s, n, &k, tag, strlen(tag));
+            if (t == MORE && !final) return MORE;
+            if (t == DONE) {
+                *va = j, *ve = e, *i = k;
+                return DONE;
+            }
+        }
+    }
+    return until(s, n, i, tag, va, ve);
+}
+
 /* Qwen3-Coder's and GLM's XML calls from s[i] (past a <tool_call>):
  *   Qwen3-Coder: <function=F> (<parameter=P>\nV\n</parameter>)* </function> </tool_call>
  *   GLM:         F (<arg_key>P</arg_key> <arg_value>V</arg_value>)* </tool_call>
  * blanks between tags skipped; Qwen3-Coder's value loses one newline at
  * each end (the template's); another <tool_call> after a call opens the
  * next. */
-static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s, size_t n, size_t i, clf_tool_reply *r,
-                     clf_status *st) {
+static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s, size_t n, size_t i, int final,
+                     clf_tool_reply *r, clf_status *st) {
     const int qwen = f == CLF_TOOLS_QWEN3_CODER;
     for (;;) {
         clf_tool_parsed *c = NULL;
@@ -386,7 +448,9 @@ static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s,
                     goto partial;
                 }
                 ke = i++;
-                if ((res = until(s, n, &i, M_PARAM_END, &va, &ve)) != DONE) goto partial;
+                if ((res = xml_value(s, n, &i, M_PARAM_END, json_value(props, s + ka, ke - ka), final, &va, &ve)) !=
+                    DONE)
+                    goto partial;
                 if (ve > va && s[va] == '\n') va++;
                 if (ve > va && s[ve - 1] == '\n') ve--;
             } else {
@@ -398,7 +462,9 @@ static int xml_calls(clf_tool_format f, const clf_tf_schemas *sc, const char *s,
                 }
                 skip_ws(s, n, &i);
                 if ((res = literal(s, n, &i, M_ARG_VALUE, LEN(M_ARG_VALUE))) != DONE) goto partial;
-                if ((res = until(s, n, &i, M_ARG_VALUE_END, &va, &ve)) != DONE) goto partial;
+                if ((res = xml_value(s, n, &i, M_ARG_VALUE_END, json_value(props, s + ka, ke - ka), final, &va,
+                                     &ve)) != DONE)
+                    goto partial;
             }
             char *key = dup_n(s + ka, ke - ka);
             json_t *v = key ? typed_value(props, key, s + va, ve - va) : NULL;
@@ -453,11 +519,7 @@ static int kimi_calls(const char *s, size_t n, size_t i, clf_tool_reply *r, clf_
                 e = k - 1;
                 break;
             }
-        if (e == x) return BAD;
-        if (!(c->name = dup_n(s + x, e - x))) {
-            *st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
-            return BAD;
-        }
+        if (delimited_name(s, x, e, c, st) != DONE) return BAD;
         i = a + LEN(M_KIMI_ARGS);
         if ((res = args_value(s, n, &i, c, st)) != DONE) return res;
         skip_ws(s, n, &i);
@@ -583,7 +645,7 @@ static int calls_at(clf_tool_format f, const clf_tf_schemas *sc, const char *s, 
     case CLF_TOOLS_DEEPSEEK_V3: return deepseek_calls(s, n, at, r, st);
     case CLF_TOOLS_HARMONY: return harmony_calls(s, n, at, r, st);
     case CLF_TOOLS_QWEN3_CODER:
-    case CLF_TOOLS_GLM: return xml_calls(f, sc, s, n, i, r, st);
+    case CLF_TOOLS_GLM: return xml_calls(f, sc, s, n, i, final, r, st);
     case CLF_TOOLS_KIMI_K2: return kimi_calls(s, n, i, r, st);
     case CLF_TOOLS_FUNCTIONARY: return functionary_calls(s, n, at, final, r, st);
     case CLF_TOOLS_FUNCTIONARY_V32: return v32_calls(sc, s, n, i, final, r, st);
@@ -881,6 +943,13 @@ static void xml_params_grammar(gtext *g, clf_tool_format f, json_t *params, int 
         json_t *e;
         json_array_foreach(req, k, e) required |= json_is_string(e) && !strcmp(json_string_value(e), key);
         gprintf(g, " tc-f%d-p%d%s", i, j++, required ? "" : "?");
+        /* a name the parser reads back (xml_calls): 1 to 128 bytes, Qwen3-Coder's without what ends it there
+         * ('>', '<', a newline), GLM's without its closing tag; another would make calls that parse otherwise */
+        size_t kn = strlen(key);
+        if ((!kn || kn > 128 || (qwen ? strpbrk(key, "<>\n") != NULL : strstr(key, M_ARG_KEY_END) != NULL)) &&
+            g->st == CLF_OK)
+            g->st = clf_fail(CLF_ERR_ARG, "the property name '%.64s' cannot be written in %s's tags", key,
+                             clf_tools_format_name(f));
     }
     gput(g, "\n");
     j = 0;
@@ -891,7 +960,8 @@ static void xml_params_grammar(gtext *g, clf_tool_format f, json_t *params, int 
         gliteral(g, key);
         gprintf(g, "%s\" %sroot \"%s\"\n", qwen ? ">\\n" : "</arg_key>\\n<arg_value>", P,
                 qwen ? "\\n</parameter>\\n" : "</arg_value>\\n");
-        /* (the parser ends a value at the first closing tag: none inside it) */
+        /* (a string's raw text holds no closing tag: the parser ends it at the first; another
+         * type's JSON it takes whole, a tag inside its strings and all: xml_value) */
         xml_value_grammar(g, params, ps, qwen ? M_PARAM_END : M_ARG_VALUE_END, P);
         j++;
     }
