@@ -94,6 +94,8 @@ void clinfer_session_kv_pool(const clinfer_session *s, clinfer_kv_pool *out) {
     *out = (clinfer_kv_pool){kv->block, b->n_blocks, b->n_free};
 }
 
+size_t clinfer_session_kv_bytes(const clinfer_session *s) { return s ? s->c->kv.bytes + s->c->kv_swa.bytes : 0; }
+
 clinfer_status clinfer_session_rewind(clinfer_session *s, int pos) {
     API_NOT_NULL(s);
     if (pos < 0 || pos > s->c->n_past)

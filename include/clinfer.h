@@ -477,6 +477,11 @@ typedef struct clinfer_kv_pool {
     int n_free;   /* held by no sequence */
 } clinfer_kv_pool;
 CLINFER_API void clinfer_session_kv_pool(const clinfer_session *s, clinfer_kv_pool *out);
+/* Added later: the bytes the session's KV cache takes on its device (K
+ * and V of the pool's layers, and the sliding-window layers' own rings:
+ * a Gemma 3's are most of its layers but a window each), as allocated;
+ * over a split, its first stage's alone; 0 for NULL. */
+CLINFER_API size_t clinfer_session_kv_bytes(const clinfer_session *s);
 
 CLINFER_API clinfer_session_params clinfer_session_default_params(void);
 /* params NULL: the defaults. */

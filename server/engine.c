@@ -53,11 +53,19 @@ void srv_engine_bytes(const srv_engine *e, double *weights, double *kv) {
     clinfer_kv_pool pool;
     clinfer_model_get_info(e->m, &i);
     srv_engine_kv_pool(e, &pool);
-    /* K and V of every layer's KV heads per position of the pool; head_dim:
-     * Qwen3's and Gemma's are not n_embd / n_head; a quantized element
-     * counted a byte (Q8_0's is 1.06, Q4_0's 0.56) */
-    const double elem = e->kv == CLINFER_KV_F32 ? 4 : e->kv == CLINFER_KV_F16 ? 2 : 1;
     *weights = (double)i.device_bytes;
+    /* the cache as allocated: every layer counted on the pool would count a
+     * sliding-window layer's (Gemma 3: 5 layers in 6) at the whole
+     * context, not its window, and refuse servers that fit */
+    if (i.n_stages == 1) {
+        *kv = (double)clinfer_session_kv_bytes(e->s);
+        return;
+    }
+    /* a split (its first stage's cache alone is known here): K and V of
+     * every layer's KV heads per position of the pool, an upper bound;
+     * head_dim: Qwen3's and Gemma's are not n_embd / n_head; a quantized
+     * element counted a byte (Q8_0's is 1.06, Q4_0's 0.56) */
+    const double elem = e->kv == CLINFER_KV_F32 ? 4 : e->kv == CLINFER_KV_F16 ? 2 : 1;
     *kv = (double)pool.n_blocks * pool.block * 2.0 * i.n_layer * i.n_head_kv * i.head_dim * elem;
 }
 const float *srv_engine_row_logits(const srv_engine *e, int row) { return clinfer_batch_logits(e->s, row); }

@@ -13,7 +13,7 @@
 
 typedef struct srv_mem {
     double weights;   /* bytes: the model's weights on the device (srv_engine_bytes) */
-    double kv;        /* its KV pool (srv_engine_bytes) */
+    double kv;        /* its KV cache (srv_engine_bytes) */
     double adapters;  /* its LoRA adapters (srv_lora_bytes) */
     double draft;     /* -md: the draft model's weights and KV pool (srv_draft_bytes) */
     double cache_ram; /* --cache-ram's bound: host memory */

@@ -12,7 +12,9 @@
  * (the server's door: the row on the host, its k best chosen there,
  * masked by the grammar's bits or by lookups) the same; every drawn token
  * (an end token included) is counted exactly once. Gemma 3's 262,144
- * tokens too, where the model is in the cache. */
+ * tokens too, where the model is in the cache. Two turns on one sampler:
+ * a mask made before the second prompt moved the grammar is not used (the
+ * whole row answers that draw). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -240,6 +242,66 @@ static void checks(clinfer_model *m, int full) {
     clinfer_grammar_free(rare);
 }
 
+/* Two turns on one sampler (greedy) by path p: the second prompt's tokens,
+ * accepted after its evaluation, move the grammar armed by the first
+ * turn's draws, so the mask the device applied to that evaluation is of a
+ * state the grammar has left: its first draw must come from the whole row
+ * (api_next_token's stale-mask fallback), the later ones masked again. */
+static void run_turns(clinfer_model *m, clinfer_grammar *g, path pth, run_out *o) {
+    memset(o, 0, sizeof *o);
+    path_env(pth);
+    clinfer_sampler_params p = clinfer_sampler_default_params();
+    p.temperature = 0;
+    clinfer_sampler *smp = NULL;
+    ASSERT_OK(clinfer_sampler_create(m, &p, &smp));
+    path_env(P_MASK);
+    ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+    clinfer_session *s = NULL;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256;
+    ASSERT_OK(clinfer_session_create(m, &sp, &s));
+    const char *turns[2] = {"Write three words in lower case:", " and then some more."};
+    for (int t = 0; t < 2; t++) {
+        int32_t *ids = NULL;
+        int n = 0;
+        ASSERT_OK(clinfer_tokenize(m, turns[t], strlen(turns[t]), !t, 0, &ids, &n));
+        clinfer_generate_params gp = clinfer_generate_default_params();
+        gp.sampler = smp;
+        gp.max_tokens = 4;
+        gp.on_token = collect;
+        gp.user_data = o;
+        clinfer_generate_result r = {.size = sizeof r};
+        ASSERT_OK(clinfer_generate(s, ids, n, &gp, &r));
+        o->drawn += r.n_generated;
+        clinfer_free(ids);
+    }
+    stats(smp, o);
+    o->text[o->len] = 0;
+    clinfer_session_free(s);
+    clinfer_sampler_free(smp);
+}
+
+/* The stale mask: the same tokens as the whole row's path, one fallback
+ * (the second turn's first draw), every other draw masked on the device. */
+static void test_stale_mask(void **state) {
+    (void)state;
+    clinfer_model *m = load(NULL, NULL);
+    clinfer_grammar *g = grammar(m, "root ::= [a-z ]{1,200} \".\" [A-Z ]{1,200}", 0);
+    run_out k, w;
+    run_turns(m, g, P_MASK, &k);
+    run_turns(m, g, P_ROW, &w);
+    printf("two turns: %d tokens (%d drawn), masked %ld, fallbacks %ld: '%s'\n", k.n, k.drawn, k.masked, k.fallbacks,
+           k.text);
+    if (k.n != w.n || memcmp(k.tok, w.tok, (size_t)w.n * sizeof *w.tok))
+        fail_msg("two turns: masked '%s', the whole row '%s'", k.text, w.text);
+    assert_int_equal(k.fallbacks, 1);
+    assert_int_equal(k.masked, k.drawn - 1);
+    assert_int_equal(k.from_top, k.masked);
+    assert_int_equal(w.from_top + w.fallbacks + w.masked, 0);
+    clinfer_grammar_free(g);
+    clinfer_model_free(m);
+}
+
 static void variant(const char *v) {
     clinfer_model *m = load(NULL, v);
     checks(m, !strcmp(v, "cpu"));
@@ -270,6 +332,7 @@ int main(void) {
         cmocka_unit_test(test_cpu),
         cmocka_unit_test(test_gpu),
         cmocka_unit_test(test_gemma),
+        cmocka_unit_test(test_stale_mask),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }

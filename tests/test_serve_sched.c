@@ -477,6 +477,37 @@ static void test_draft_model_same_text(void **state) {
     unlink(path);
 }
 
+/* srv_engine_bytes counts the KV cache as allocated: a Gemma 3's sliding-
+ * window layers (5 in 6) keep a window each, not the pool's context, so
+ * counting every layer on the pool overstated a long context several
+ * times over (and the start-up check refused servers that fit). */
+static void test_engine_bytes_sliding_window(void **state) {
+    (void)state;
+    char path[300], cmd[1024];
+    snprintf(path, sizeof path, "%s.g3.gguf", fx.path);
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --arch gemma3 --layers 6 --window 32 --no-eog",
+             getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *g;
+    assert_int_equal(clinfer_model_load(path, NULL, NULL, &g), CLINFER_OK);
+    srv_engine *e;
+    assert_int_equal(srv_engine_create(g, 2, 2048, CLINFER_KV_F32, 0, &e), CLINFER_OK);
+    clinfer_model_info i = {.size = sizeof i};
+    assert_int_equal(clinfer_model_get_info(g, &i), CLINFER_OK);
+    clinfer_kv_pool pool;
+    srv_engine_kv_pool(e, &pool);
+    double w = 0, kv = 0;
+    srv_engine_bytes(e, &w, &kv);
+    /* every layer on the pool: the upper bound the count must stay well under */
+    const double all = (double)pool.n_blocks * pool.block * 2.0 * i.n_layer * i.n_head_kv * i.head_dim * 4;
+    print_message("gemma3, 6 layers, window 32, 2 x 2048: KV %.0f bytes, every layer on the pool %.0f\n", kv, all);
+    assert_true(w > 0 && kv > 0);
+    assert_true(kv < all / 2);
+    srv_engine_free(e);
+    clinfer_model_free(g);
+    unlink(path);
+}
+
 /* Eight jobs on a KV cache of three blocks (each job sets aside one for its
  * 8 prompt tokens and 24 answer tokens) run three at a time, the rest
  * waiting their turn, and give the texts each gives alone: a full cache
@@ -921,6 +952,7 @@ int main(void) {
         cmocka_unit_test(test_draft_model_same_text),
         cmocka_unit_test(test_group_shares_the_prompt),
         cmocka_unit_test(test_cache_ram_entry_evicted_by_landing),
+        cmocka_unit_test(test_engine_bytes_sliding_window),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
