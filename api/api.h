@@ -97,7 +97,8 @@ struct clinfer_sampler {
      * on unless CLINFER_GRAMMAR_DEVICE_MASK=0 (then the k best are masked
      * by id lookups, api_grammar_filter); the words of the last mask
      * [(n_vocab + 31) / 32], allocated at first use; n_masked: tokens drawn
-     * from the device's masked k best (counted in n_top too) */
+     * from the k best of a masked row: the device's, or the host's for a
+     * row already read back (clinfer_next_token); counted in n_top too */
     int device_mask;
     uint32_t *mask_bits;
     long n_masked;
