@@ -208,6 +208,7 @@ typedef enum clf_mm_form {
     CLF_MM_GEGLU_XQ,    /* gemv_<type>_geglu_xq: cpu, gate|up with GeGLU */
     CLF_MM_TO_F32,      /* unpack_<type> (cpu) or dequant_<type> (gpu, not F32): W as F32 for another GEMM (clf_matmul_set_gemm) */
     CLF_MM_SWIGLU_OAI_XQ, /* gemv_<type>_swiglu_oai_xq: cpu, gate|up with gpt-oss's clamped SwiGLU (-DCLF_GLU_OAI=1) */
+    CLF_MM_GEMV_ROWS,   /* gemv_<type>_rows: cpu, float types, several tokens each as gemv_<type> (rowwise) */
     CLF_MM_FORMS
 } clf_mm_form;
 
