@@ -948,6 +948,15 @@ CLINFER_API clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_deto
  * acceptance rule), and is `draft` itself when the draft is taken. */
 CLINFER_API clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
                                                     int n_vocab, int32_t draft, clinfer_next *out);
+/* Added later: clinfer_next_token_draft for a draft token drawn from a law
+ * q (q: n_vocab probabilities, 0 outside its support, summing to 1; the
+ * draft's own, as a sampled draft model's: a server's): the draft is taken
+ * with probability min(1, p/q), else the token is drawn from max(0, p - q)
+ * normalised, so it still has clinfer_next_token's law, and a q near p
+ * takes most drafts (a greedy draft, q a point mass, is taken with
+ * probability p alone). q NULL: clinfer_next_token_draft. */
+CLINFER_API clinfer_status clinfer_next_token_draft_q(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
+                                                      int n_vocab, int32_t draft, const float *q, clinfer_next *out);
 
 /* Perplexity as llama.cpp's llama-perplexity computes it: the tokens cut
  * into chunks of n_ctx (<= the session's), each evaluated from an empty
