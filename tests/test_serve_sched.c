@@ -915,8 +915,11 @@ static void test_group_shares_the_prompt(void **state) {
  * so equal laws of tokens give equal laws of texts; texts seen fewer than
  * LAW_POOL times in both pooled into one cell). It fails below LAW_ALPHA:
  * for a correct rule and seeds at random that happens with probability
- * 1e-3 (the seeds are fixed: a run passes or fails every time): p 0.094
- * here (17 cells; 2172 drafted, 695 taken). The test can fail: given q a
+ * 1e-3. The seeds fix each job's streams, but the steps group the jobs as
+ * they arrive, and a slot's draft length follows what it was taken, so the
+ * drafts (and texts) of a seed vary from run to run: each run is a fresh
+ * test at that false-alarm rate (p 0.094 and 0.023 in two runs; 2172 and
+ * 2588 drafted, 695 and 767 taken). The test can fail: given q a
  * row of 1e-9 (every draft in p's support taken, the wrong rule) it gave
  * p 4.5e-7. Given q = NULL (the point-mass rule, which is exact for any
  * proposal drawn apart from the verification, only less often taken) p
