@@ -532,8 +532,9 @@ typedef struct clinfer_batch {
     const int32_t *pos;    /* [n_tokens] positions, checked: each must be its sequence's next; NULL: appended */
     const int8_t *logits;  /* [n_tokens] nonzero: this row's logits wanted; NULL: each sequence's last token's.
                               Several rows of a sequence: its rows are then computed as that many single-token
-                              evaluations would compute them (bit for bit with quantized weights, to rounding with
-                              float ones): speculative decoding's verification; over a split only in a batch of
+                              evaluations would compute them (bit for bit with quantized weights, and with float
+                              ones on a CPU device; to rounding with float ones on a GPU): speculative decoding's
+                              verification; over a split only in a batch of
                               sequence 0 alone. clinfer_perplexity for a text's every logit. */
 } clinfer_batch;
 

@@ -110,7 +110,9 @@ clf_status clf_matmul_cols_tile(clf_runtime *rt, const clf_weight *W, const clf_
 /* The same (into columns from col0), each row computed as clf_matmul
  * computes a one-row X (where that quantizes x to int8, so does this), the
  * weights read once for all the rows: decode tokens of several sequences
- * batched give each the result it gets alone. Elsewhere it is clf_matmul. */
+ * batched give each the result it gets alone: bit for bit on the cpu
+ * family (float weights through gemv_<type>_rows, which sums each row as
+ * the GEMV does), to rounding on the gpu one. Elsewhere it is clf_matmul. */
 clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate);
 
