@@ -670,11 +670,12 @@ inline float clf_sum_x(const __global float *x, int n) {
 /* Float weights' rows of several tokens, each the GEMV's (clf_matmul_rowwise
  * of 2+ rows: a speculative step's verify rows, sequences decoded
  * together): one work-item per (panel, ROWS_PW tokens), global size
- * (panels, ceil(n / ROWS_PW)). The tokens go in pairs, each pair's 16
- * accumulator chains over the panel as MV_SUMS_FLT sums one token's (four
- * columns a step into four pairs, the tail into the first, the four added
- * as MV_RESULT_FLT), so a row is bit for bit the GEMV's; a lone last token
- * takes MV_SUMS_FLT itself. The panel comes from memory once, in the first
+ * (panels, ceil(n / ROWS_PW)). The tokens go in threes and pairs (5 = 3 +
+ * 2, 4 = 2 + 2: the fewest passes whose accumulators fit the registers),
+ * each token's 8 accumulator chains over the panel as MV_SUMS_FLT sums one
+ * token's (four columns a step into four pairs, the tail into the first,
+ * the four added as MV_RESULT_FLT), so a row is bit for bit the GEMV's; a
+ * lone token (n = 8k + 1) takes MV_SUMS_FLT itself. The panel comes from memory once, in the first
  * pair; the others read it from cache (32 × K halves: 36 KiB at K = 576).
  * The GEMM's token tile (TM) sums in another order and, at 2 tokens, has 4
  * chains, bound by the FMA latency. Quantized types take the int8 kernels
@@ -702,6 +703,30 @@ inline float clf_sum_x(const __global float *x, int n) {
         }                                                                                       \
     }                                                                                           \
     for (; k < K; k++) MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)
+#define MV_SUMS3_FLT(T, xa, xb, xc, a, b, c)                                                   \
+    float16 a[8], b[8], c[8], w0, w1;                                                           \
+    _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = b[u] = c[u] = 0.0f;                    \
+    int k = 0;                                                                                  \
+    for (; k + 4 <= K; k += 4) {                                                                \
+        _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
+            LOAD_##T(w, k + u, w0, w1);                                                         \
+            a[2 * u] = fma((float16)xa[k + u], w0, a[2 * u]);                                   \
+            a[2 * u + 1] = fma((float16)xa[k + u], w1, a[2 * u + 1]);                           \
+            b[2 * u] = fma((float16)xb[k + u], w0, b[2 * u]);                                   \
+            b[2 * u + 1] = fma((float16)xb[k + u], w1, b[2 * u + 1]);                           \
+            c[2 * u] = fma((float16)xc[k + u], w0, c[2 * u]);                                   \
+            c[2 * u + 1] = fma((float16)xc[k + u], w1, c[2 * u + 1]);                           \
+        }                                                                                       \
+    }                                                                                           \
+    for (; k < K; k++) {                                                                        \
+        MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)                                                    \
+        c[0] = fma((float16)xc[k], w0, c[0]);                                                   \
+        c[1] = fma((float16)xc[k], w1, c[1]);                                                   \
+    }
+/* Row r's result from its accumulators A (MV_RESULT_FLT's sums). */
+#define MV_STORE_FLT(r, A)                                                                      \
+    clf_store32(y + (size_t)(r) * ldy, (A[0] + A[2]) + (A[4] + A[6]), (A[1] + A[3]) + (A[5] + A[7]), rows - 32 * p, \
+                accumulate)
 #define GEMV_ROWS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES)                                     \
     __kernel void gemv_##T##_rows(__global const MM_WT_FLT(BYTES) *W, __global const float *X, \
                                   const ulong xoff, __global float *Y, const ulong yoff, const int n, \
@@ -711,12 +736,19 @@ inline float clf_sum_x(const __global float *x, int n) {
         MM_PANEL_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES);                                     \
         __global float *y = Y + yoff + 32 * p;                                                  \
         int m = m0;                                                                             \
+        /* threes while more than 4 are left or 3 (5 = 3 + 2, 4 = 2 + 2): fewer passes */       \
+        for (; m1 - m == 3 || m1 - m > 4; m += 3) {                                             \
+            const __global float *xa = X + xoff + (size_t)m * K, *xb = xa + K, *xc = xb + K;    \
+            MV_SUMS3_FLT(T, xa, xb, xc, a, b, c);                                               \
+            MV_STORE_FLT(m, a);                                                                 \
+            MV_STORE_FLT(m + 1, b);                                                             \
+            MV_STORE_FLT(m + 2, c);                                                             \
+        }                                                                                       \
         for (; m + 2 <= m1; m += 2) {                                                           \
             const __global float *xa = X + xoff + (size_t)m * K, *xb = xa + K;                  \
             MV_SUMS2_FLT(T, xa, xb, a, b);                                                      \
-            clf_store32(y + (size_t)m * ldy, MV_RESULT_FLT(0, a), MV_RESULT_FLT(1, a), rows - 32 * p, accumulate); \
-            clf_store32(y + (size_t)(m + 1) * ldy, (b[0] + b[2]) + (b[4] + b[6]), (b[1] + b[3]) + (b[5] + b[7]), \
-                        rows - 32 * p, accumulate);                                             \
+            MV_STORE_FLT(m, a);                                                                 \
+            MV_STORE_FLT(m + 1, b);                                                             \
         }                                                                                       \
         if (m < m1) {                                                                           \
             const __global float *x = X + xoff + (size_t)m * K;                                 \
