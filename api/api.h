@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "chat.h"
 #include "clinfer.h"
 #include "llama.h"
 #include "place.h"
@@ -43,6 +44,17 @@ struct clinfer_model {
     /* clinfer_model_set_chat_template's text (malloc'd), run instead of the
      * file's tokenizer.chat_template; NULL: the file's */
     char *chat_template;
+    /* The chat (chat.h) of chat_template, else of the file's template, its
+     * parse kept (clf_chat_keep): made at load and by
+     * clinfer_model_set_chat_template, copied for each rendering
+     * (api_model_chat), only read while sessions render (several threads
+     * at once). chat_st: CLF_OK, or what every chat call fails with (the
+     * file's template the engine cannot parse and of no format known by
+     * hand: the load itself goes on, a model runs without its chat),
+     * chat_err its message (malloc'd; NULL if none). */
+    clf_chat chat;
+    clf_status chat_st;
+    char *chat_err;
     uint64_t digest; /* the file's clf_gguf_header_digest and size: what a saved sequence state names */
     /* LoRA adapters (clinfer_lora_load, api/lora.c), freed with the model */
     struct clinfer_lora **loras;
@@ -51,9 +63,10 @@ struct clinfer_model {
 /* Frees the model's adapters (clinfer_model_free, before the weights). */
 void api_lora_free_all(clinfer_model *m);
 
-/* The model's chat template: the one set, else the file's (chat.h). */
-struct clf_chat;
-clf_status api_model_chat(const clinfer_model *m, struct clf_chat *c);
+/* The model's chat template: the one set, else the file's (chat.h), a
+ * copy of m->chat for one rendering (its parse borrowed), or m->chat_st
+ * with its message. */
+clf_status api_model_chat(const clinfer_model *m, clf_chat *c);
 
 struct clinfer_session {
     clinfer_model *m;
@@ -80,6 +93,14 @@ struct clinfer_sampler {
     struct api_grammar_stage *grammar; /* clinfer_sampler_set_grammar's stage (owned by stages[]), or NULL */
     int top_spare;          /* the spare candidates asked of the device under a grammar (0: never; api_sampler_top_k) */
     long n_top, n_fallback; /* tokens drawn under a grammar from the k best, and from the whole row after too few survived */
+    /* the grammar's mask applied by the device's selection (issue 41):
+     * on unless CLINFER_GRAMMAR_DEVICE_MASK=0 (then the k best are masked
+     * by id lookups, api_grammar_filter); the words of the last mask
+     * [(n_vocab + 31) / 32], allocated at first use; n_masked: tokens drawn
+     * from the device's masked k best (counted in n_top too) */
+    int device_mask;
+    uint32_t *mask_bits;
+    long n_masked;
 };
 
 /* Copies the fields of a caller's parameter struct that both it and the
@@ -115,11 +136,13 @@ struct clinfer_detokenizer {
 
 /* The one generation loop's body, shared by clinfer_generate and the
  * public clinfer_next_token: sample (from every logit, or from the k best
- * when top_k > 0: api_sampler_sample_top's, top_vals/top_ids changed;
+ * when top_k > 0: api_sampler_sample_top's, top_vals/top_ids changed,
+ * or with top_masked the k best of the row the device masked with the
+ * grammar's bits: api_sampler_sample_masked's;
  * where too few survive a grammar, row_of's row read back), end-of-
  * generation, detokenize, record. */
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          float *top_vals, int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          float *top_vals, int32_t *top_ids, int top_k, int top_masked, int32_t draft, const float *q,
                           clinfer_session *row_of, clinfer_next *out);
 /* The sampler's token for logits when a draft proposes `draft` (>= 0) as
  * the next (speculative sampling: the token has the law of
@@ -213,8 +236,46 @@ int api_sampler_top_k(const clinfer_sampler *smp, int k_max);
  * survive (the caller samples from the whole row: the same token). */
 clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *ids, int k, int32_t *token);
 /* How many tokens a sampler under a grammar drew from the device's k best
- * and how many fell back to the whole row, since its creation. */
+ * and how many fell back to the whole row, since its creation: each token
+ * drawn under the grammar counts once, where its path is decided (an end
+ * token drawn counts: it is a draw, though the caller streams no text). */
 void api_sampler_top_stats(const clinfer_sampler *smp, long *from_top, long *fallbacks);
+/* Of from_top, the tokens drawn from the k best of the row the device
+ * masked with the grammar's bits (api_session_eval_top_masked). */
+long api_sampler_masked_count(const clinfer_sampler *smp);
+/* The k best the device is asked for under the sampler's grammar when it
+ * applies the grammar's mask itself: the chain's need (the masked row's
+ * need best are all it takes, no spares: nothing is taken away after);
+ * 0 where the device's mask is not used (no grammar, a program's stage,
+ * CLINFER_GRAMMAR_TOP_K=0 or CLINFER_GRAMMAR_DEVICE_MASK=0, or a chain
+ * that needs every logit). */
+int api_sampler_mask_k(const clinfer_sampler *smp, int k_max);
+/* The grammar's mask for the next draw as the device's bits, into
+ * smp->mask_bits (allocated here): 1 when they are there; 0 where the
+ * whole row must answer (the grammar's refusals and their messages: a
+ * dead or limited state, nothing allowed; no memory). Not a draw: the
+ * grammar is not armed (api_sampler_sample_masked arms it). */
+int api_grammar_device_mask(clinfer_sampler *smp);
+/* Whether the bits api_grammar_device_mask made last are still the
+ * grammar's for the next draw (no accepted token has moved its state
+ * since, no reset). */
+int api_grammar_mask_current(const clinfer_sampler *smp);
+/* A draw under the grammar: the tokens accepted from now on move it (the
+ * prompt's before the first draw do not), as stage_apply arms it. */
+void api_grammar_arm(clinfer_sampler *smp);
+/* The sampler's token from the k best of the row the device masked with
+ * the grammar's bits (vals/ids best first: every allowed value before any
+ * -inf): the chain's need best are those of the whole masked row. */
+clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k,
+                                     int32_t *token);
+/* clinfer_eval_top with the sampler's grammar mask applied by the device:
+ * the forward pass is queued, the host computes the mask while the device
+ * runs it, the device's selection skips what the mask refuses. *masked 1
+ * when it did (vals/ids: the masked row's k best); 0 where the mask could
+ * not be used (a split model, whose row arrives on the host; the grammar's
+ * refusals): then vals/ids are the plain row's k best, as clinfer_eval_top. */
+clf_status api_session_eval_top_masked(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals,
+                                       int32_t *ids, int *nonfinite, clinfer_sampler *smp, int *masked);
 /* The row clinfer_eval_top chose from, into s->logits (nothing evaluated since). */
 clf_status api_session_top_row(clinfer_session *s);
 

@@ -68,8 +68,31 @@ static int host_top(const float *row, int n, int k, float *vals, int32_t *ids) {
     return m == k;
 }
 
+/* The same over the row masked by the grammar's bits (a refused logit as
+ * -inf, so the -inf ones follow by id: the masked row's k best, as the
+ * device's masked selection gives them); 0 for a non-finite logit,
+ * refused or not (the whole row's path says so). */
+static int host_top_masked(const float *row, int n, int k, const uint32_t *bits, float *vals, int32_t *ids) {
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (!isfinite(row[i])) return 0;
+    for (int i = 0; i < n; i++) {
+        if (m == k && !bits[i >> 5] && !(i & 31)) { /* a word all refused: -inf, later ids, they lose */
+            i += 31;
+            continue;
+        }
+        const float x = bits[i >> 5] >> (i & 31) & 1 ? row[i] : -INFINITY;
+        if (m == k && !(x > vals[k - 1])) continue; /* ids rise: a tie loses */
+        int j = m < k ? m++ : k - 1;
+        for (; j > 0 && x > vals[j - 1]; j--) vals[j] = vals[j - 1], ids[j] = ids[j - 1];
+        vals[j] = x;
+        ids[j] = i;
+    }
+    return m == k;
+}
+
 clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
-                          float *top_vals, int32_t *top_ids, int top_k, int32_t draft, const float *q,
+                          float *top_vals, int32_t *top_ids, int top_k, int top_masked, int32_t draft, const float *q,
                           clinfer_session *row_of, clinfer_next *out) {
     *out = (clinfer_next){.token = -1, .piece = d->buf};
     if (clinfer_sampler_grammar_state(smp) == CLINFER_GRAMMAR_DONE) { /* nothing may follow: the end, drawn or not */
@@ -79,12 +102,26 @@ clf_status api_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, const fl
     int32_t id = -1;
     float hv[CLINFER_TOP_K_MAX];
     int32_t hi[CLINFER_TOP_K_MAX];
-    /* a whole row on the host under a grammar (a server's slot, clinfer_next_token): its k best chosen
-     * here and masked by lookups, as the device's are; the whole row where too few survive */
-    int hk = 0;
-    if (top_k <= 0 && draft < 0 && smp->n_stages && n_vocab == smp->n_vocab) hk = api_sampler_top_k(smp, CLINFER_TOP_K_MAX);
+    /* a whole row on the host under a grammar (a server's slot, clinfer_next_token): the k best of
+     * the row masked by the grammar's bits, as the device's masked selection; else (the device's
+     * mask off) its k best masked by lookups, the whole row where too few survive */
+    int hk = 0, mk = 0;
+    if (top_k <= 0 && draft < 0 && smp->n_stages && n_vocab == smp->n_vocab) {
+        mk = api_sampler_mask_k(smp, CLINFER_TOP_K_MAX);
+        hk = mk ? 0 : api_sampler_top_k(smp, CLINFER_TOP_K_MAX);
+    }
+    if (mk > 0 && api_grammar_device_mask(smp) && host_top_masked(logits, n_vocab, mk, smp->mask_bits, hv, hi))
+        CLF_TRY(api_sampler_sample_masked(smp, hv, hi, mk, &id));
     if (hk > 0 && host_top(logits, n_vocab, hk, hv, hi)) CLF_TRY(api_sampler_sample_top(smp, hv, hi, hk, &id));
-    if (top_k > 0) { /* the k best; under a grammar too few may survive: then the whole row, read back */
+    if (top_k > 0 && top_masked && api_grammar_mask_current(smp)) /* the k best of the row the device masked */
+        CLF_TRY(api_sampler_sample_masked(smp, top_vals, top_ids, top_k, &id));
+    else if (top_k > 0 && top_masked) { /* masked for a state the grammar has left since (a prompt's
+                                         * tokens moved an armed grammar): the whole row answers */
+        if (!row_of) return clf_fail(CLF_ERR_ARG, "the sampler needs every logit here");
+        smp->n_fallback++;
+        CLF_TRY(api_session_top_row(row_of));
+        logits = row_of->logits;
+    } else if (top_k > 0) { /* the k best; under a grammar too few may survive: then the whole row, read back */
         CLF_TRY(api_sampler_sample_top(smp, top_vals, top_ids, top_k, &id));
         if (id < 0 && !row_of) return clf_fail(CLF_ERR_ARG, "the sampler needs every logit here");
         if (id < 0) CLF_TRY(api_session_top_row(row_of));
@@ -112,7 +149,7 @@ clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_detokenizer *d, 
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, -1, NULL, NULL, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, 0, -1, NULL, NULL, out);
 }
 
 clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits, int n_vocab,
@@ -121,7 +158,8 @@ clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenize
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft, NULL, NULL, out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, 0, draft < 0 ? -1 : draft, NULL, NULL,
+                                          out);
 }
 
 clinfer_status clinfer_next_token_draft_q(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
@@ -145,15 +183,22 @@ clinfer_generate_params clinfer_generate_default_params(void) {
  * vocabulary), else every logit. */
 typedef struct gen_eval {
     int top_k;
+    int masked; /* the device applied the grammar's mask before choosing them */
     float vals[CLINFER_TOP_K_MAX];
     int32_t ids[CLINFER_TOP_K_MAX];
 } gen_eval;
 
 static clf_status eval_for(clinfer_session *s, gen_eval *ev, clinfer_sampler *smp, const int32_t *tokens, int n) {
-    ev->top_k = api_sampler_top_k(smp, CLINFER_TOP_K_MAX); /* under a grammar too */
+    /* under a grammar the device masks the row itself where it can (its
+     * row on the device, not a split's), and the chain's need is all it
+     * returns; else the k best with spares for the lookups to take away */
+    const int mk = s->c->next ? 0 : api_sampler_mask_k(smp, CLINFER_TOP_K_MAX);
+    ev->top_k = mk ? mk : api_sampler_top_k(smp, CLINFER_TOP_K_MAX); /* under a grammar too */
+    ev->masked = 0;
     int bad = 0;
-    clf_status st = ev->top_k ? (clf_status)clinfer_eval_top(s, tokens, n, ev->top_k, ev->vals, ev->ids, &bad)
-                              : (clf_status)clinfer_eval(s, tokens, n);
+    clf_status st = mk ? api_session_eval_top_masked(s, tokens, n, mk, ev->vals, ev->ids, &bad, smp, &ev->masked)
+                    : ev->top_k ? (clf_status)clinfer_eval_top(s, tokens, n, ev->top_k, ev->vals, ev->ids, &bad)
+                                : (clf_status)clinfer_eval(s, tokens, n);
     if (st == CLF_OK && bad)
         st = clf_fail(CLF_ERR_FORMAT, "the model produced non-finite logits (NaN/Inf) at token %d", s->c->n_past);
     return st;
@@ -258,11 +303,11 @@ static clf_status generate(clinfer_session *s, gen_eval *ev, gen_spec *sp, clinf
         }
         clinfer_next nx;
         if (sp->n_rows) /* a verify batch's row: every logit, and the draft's next token if any */
-            st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0,
+            st = api_next_token(smp, d, clinfer_batch_logits(s, sp->row), n_vocab, NULL, NULL, 0, 0,
                                 sp->row + 1 < sp->n_rows ? sp->batch[sp->row + 1] : -1,
                                 api_drafter_q(sp->drafter, sp->row), NULL, &nx);
         else
-            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, -1, NULL, s, &nx);
+            st = api_next_token(smp, d, s->logits, n_vocab, ev->vals, ev->ids, ev->top_k, ev->masked, -1, NULL, s, &nx);
         if (st == CLF_ERR_FORMAT) /* say where */
             st = clf_fail(st, "the model produced non-finite logits (NaN/Inf) at token %d",
                           sp->n_rows ? sp->base + sp->row + 1 : s->c->n_past);

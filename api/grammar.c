@@ -99,6 +99,8 @@ typedef struct api_grammar_stage {
     int dead;  /* a token the grammar does not allow was accepted */
     int limited; /* nothing continues the text within the matcher's nesting bound */
     float saved[64]; /* the end tokens' logits while the mask runs */
+    long steps;       /* changes of cur since creation (accepted tokens that moved it, resets) */
+    long mask_steps;  /* steps when api_grammar_device_mask last made the device's bits, -1: never */
 } api_grammar_stage;
 
 static clinfer_status limit_error(void) {
@@ -163,16 +165,49 @@ int api_grammar_filter(clinfer_sampler *smp, float *vals, int32_t *ids, int k, i
     return m;
 }
 
+int api_grammar_device_mask(clinfer_sampler *smp) {
+    api_grammar_stage *gs = smp->grammar;
+    clinfer_grammar *G = gs->G;
+    gs->mask_steps = -1;
+    /* stage_apply's refusals are the whole row's to give, with its messages */
+    if (gs->limited || gs->dead || (!gs->cur.n_stacks && !gs->cur.accepting)) return 0;
+    if (!smp->mask_bits && !(smp->mask_bits = malloc((size_t)(G->n_vocab + 31) / 32 * sizeof *smp->mask_bits)))
+        return 0;
+    /* not armed here: the mask may be made before the prompt's tokens are
+     * accepted (clinfer_generate evaluates the prompt first), and those
+     * must not move an unarmed grammar; the draw arms it (api_grammar_arm) */
+    int n_allowed = 0;
+    if (clf_grammar_masks_bits(G->gm, &gs->cur, smp->mask_bits, &n_allowed) != CLF_OK) return 0;
+    /* a whole sentence: it may end here (stage_apply keeps the end tokens' logits) */
+    if (gs->cur.accepting)
+        for (int i = 0; i < G->n_eog; i++) smp->mask_bits[G->eog[i] >> 5] |= 1u << (G->eog[i] & 31);
+    /* nothing to draw: the whole row's stage says why (or the sampler's check) */
+    if (n_allowed + (gs->cur.accepting ? G->n_eog : 0) == 0) return 0;
+    gs->mask_steps = gs->steps;
+    return 1;
+}
+
+int api_grammar_mask_current(const clinfer_sampler *smp) {
+    const api_grammar_stage *gs = smp->grammar;
+    return gs && gs->mask_steps >= 0 && gs->mask_steps == gs->steps && !gs->dead && !gs->limited;
+}
+
+void api_grammar_arm(clinfer_sampler *smp) {
+    if (smp->grammar) smp->grammar->armed = 1;
+}
+
 static void stage_accept(void *ud, int32_t token) {
     api_grammar_stage *gs = ud;
     if (!gs->armed || gs->dead) return;
     if (clf_token_is_eog(gs->G->tok, token)) return;
+    gs->steps++;
     if (!clf_grammar_masks_advance(gs->G->gm, gs->G->tok, token, &gs->cur, &gs->next)) gs->dead = 1;
 }
 
 static void stage_reset(void *ud) {
     api_grammar_stage *gs = ud;
     gs->armed = gs->dead = gs->limited = 0;
+    gs->steps++;
     if (clf_gstate_copy(&gs->G->start, &gs->cur) != CLF_OK) gs->dead = 1;
 }
 
@@ -194,6 +229,7 @@ clinfer_status clinfer_sampler_set_grammar(clinfer_sampler *smp, clinfer_grammar
     api_grammar_stage *gs = calloc(1, sizeof *gs);
     if (!gs) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     gs->G = g;
+    gs->mask_steps = -1;
     atomic_fetch_add(&g->refs, 1);
     clinfer_status st = (clinfer_status)clf_gstate_copy(&g->start, &gs->cur);
     clinfer_sampler_stage stage = {.size = sizeof stage, .name = "grammar", .apply = stage_apply,

@@ -135,6 +135,18 @@ clinfer_load_options clinfer_load_default_options(void) {
     return (clinfer_load_options){.size = sizeof(clinfer_load_options), .plan_kv_type = CLINFER_KV_F32};
 }
 
+/* m->chat anew from m->chat_template or the file's template (the parse
+ * kept), and info's chat_format ("" where it fails: m->chat_st). */
+static void model_chat(clinfer_model *m) {
+    clf_chat_release(&m->chat);
+    free(m->chat_err);
+    m->chat_err = NULL;
+    m->chat_st = clf_chat_keep(m->tok, m->chat_template, &m->chat);
+    if (m->chat_st != CLF_OK) m->chat_err = strdup(clf_last_error());
+    snprintf(m->info.chat_format, sizeof m->info.chat_format, "%s",
+             m->chat_st == CLF_OK ? clf_chat_format_name(m->chat.format) : "");
+}
+
 /* What clinfer_model_get_info reports, read once at load from the file. */
 static clf_status read_info(const clf_gguf *g, int vocab_only, clinfer_model *m) {
     clf_model_shape sh;
@@ -157,9 +169,7 @@ static clf_status read_info(const clf_gguf *g, int vocab_only, clinfer_model *m)
     if (name && name->type == CLF_GGUF_STRING)
         snprintf(in->name, sizeof in->name, "%.*s", (int)(name->str.len < 127 ? name->str.len : 127), name->str.ptr);
     if (st == CLF_OK) snprintf(in->weight_type, sizeof in->weight_type, "%s", clf_type_get(sh.type_attn)->name);
-    clf_chat chat;
-    if (clf_chat_init_model(m->tok, &chat) == CLF_OK)
-        snprintf(in->chat_format, sizeof in->chat_format, "%s", clf_chat_format_name(chat.format));
+    model_chat(m); /* the template parsed once, here */
     for (int64_t i = 0; i < clf_gguf_n_tensors(g); i++) {
         const clf_gguf_tensor *t = clf_gguf_tensor_at(g, i);
         in->n_params += (uint64_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
@@ -316,7 +326,12 @@ clinfer_status clinfer_model_load_with(const char *path, const char *device, con
 }
 
 clf_status api_model_chat(const clinfer_model *m, clf_chat *c) {
-    return m->chat_template ? clf_chat_init_with(m->tok, m->chat_template, c) : clf_chat_init_model(m->tok, c);
+    if (m->chat_st != CLF_OK) {
+        memset(c, 0, sizeof *c);
+        return clf_fail(m->chat_st, "%s", m->chat_err ? m->chat_err : "the model's chat template cannot be run");
+    }
+    clf_chat_copy(&m->chat, c);
+    return CLF_OK;
 }
 
 clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmpl) {
@@ -325,26 +340,33 @@ clinfer_status clinfer_model_set_chat_template(clinfer_model *m, const char *tmp
         free(m->chat_template);
         m->chat_template = NULL;
     } else {
-        /* it must parse; kept as a copy */
+        /* it must parse (once: the chat kept here is the model's); kept as a copy */
         clf_chat c;
         char *copy = strdup(tmpl);
         if (!copy) return (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
-        clf_status st = clf_chat_init_with(m->tok, copy, &c);
+        clf_status st = clf_chat_keep(m->tok, copy, &c);
         if (st != CLF_OK) {
             free(copy);
             return (clinfer_status)clf_fail_ctx(st, "the chat template given: ");
         }
+        clf_chat_release(&m->chat);
         free(m->chat_template);
+        free(m->chat_err);
         m->chat_template = copy;
+        m->chat = c;
+        m->chat_st = CLF_OK;
+        m->chat_err = NULL;
+        snprintf(m->info.chat_format, sizeof m->info.chat_format, "%s", clf_chat_format_name(c.format));
+        return CLINFER_OK;
     }
-    clf_chat chat;
-    if (api_model_chat(m, &chat) == CLF_OK)
-        snprintf(m->info.chat_format, sizeof m->info.chat_format, "%s", clf_chat_format_name(chat.format));
+    model_chat(m); /* the file's again */
     return CLINFER_OK;
 }
 
 void clinfer_model_free(clinfer_model *m) {
     if (!m) return;
+    clf_chat_release(&m->chat);
+    free(m->chat_err);
     free(m->chat_template);
     api_lora_free_all(m);
     clf_stages_close(&m->stages);

@@ -48,6 +48,10 @@ clinfer_status clinfer_sampler_create(const clinfer_model *m, const clinfer_samp
     const char *env = getenv("CLINFER_GRAMMAR_TOP_K");
     smp->top_spare = env && *env ? atoi(env) : API_GRAMMAR_TOP_K;
     if (smp->top_spare < 0) smp->top_spare = 0;
+    /* the device applies the grammar's mask before its selection unless
+     * told not to (tests compare it with the id lookups' path) */
+    env = getenv("CLINFER_GRAMMAR_DEVICE_MASK");
+    smp->device_mask = !(env && *env && atoi(env) == 0);
     clf_status st = clf_sampler_create(&sp, m->info.n_vocab, &smp->s);
     if (st != CLF_OK) {
         free(smp);
@@ -63,6 +67,7 @@ void clinfer_sampler_free(clinfer_sampler *smp) {
         if (smp->stages[i].free) smp->stages[i].free(smp->stages[i].user_data);
     free(smp->stages);
     free(smp->scratch);
+    free(smp->mask_bits);
     clf_sampler_free(smp->s);
     free(smp);
 }
@@ -237,6 +242,11 @@ int api_sampler_top_k(const clinfer_sampler *smp, int k_max) {
     return k < k_max ? k : k_max;
 }
 
+int api_sampler_mask_k(const clinfer_sampler *smp, int k_max) {
+    if (!smp || !smp->device_mask || !api_sampler_top_k(smp, k_max) || !smp->n_stages) return 0;
+    return clf_sampler_top_k(smp->s, k_max); /* the chain's need: api_sampler_top_k was not 0 */
+}
+
 clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *ids, int k, int32_t *token) {
     *token = -1;
     if (!smp->n_stages) {
@@ -245,6 +255,8 @@ clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *id
     }
     const int need = clf_sampler_top_k(smp->s, k);
     const int m = need ? api_grammar_filter(smp, vals, ids, k, need) : -1;
+    /* the token's path is decided here, and counted once: the k best, or
+     * the whole row the caller reads next (its draw is not counted again) */
     if (m < need) { /* too few survive (or a refusal): the whole row answers */
         smp->n_fallback++;
         return CLF_OK;
@@ -256,10 +268,25 @@ clf_status api_sampler_sample_top(clinfer_sampler *smp, float *vals, int32_t *id
     return CLF_OK;
 }
 
+clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, const int32_t *ids, int k,
+                                     int32_t *token) {
+    *token = -1;
+    const int need = clf_sampler_top_k(smp->s, k);
+    if (!need) return clf_fail(CLF_ERR_ARG, "the sampler needs every logit here");
+    api_grammar_arm(smp); /* as stage_apply: this is a draw */
+    int32_t id = clf_sampler_sample_top(smp->s, vals, ids, need); /* the masked row's best `need` */
+    if (id < 0) return CLF_ERR_ARG; /* the message is set */
+    smp->n_top++, smp->n_masked++;
+    *token = id;
+    return CLF_OK;
+}
+
 void api_sampler_top_stats(const clinfer_sampler *smp, long *from_top, long *fallbacks) {
     *from_top = smp ? smp->n_top : 0;
     *fallbacks = smp ? smp->n_fallback : 0;
 }
+
+long api_sampler_masked_count(const clinfer_sampler *smp) { return smp ? smp->n_masked : 0; }
 
 clinfer_status clinfer_sampler_accept(clinfer_sampler *smp, int32_t token) {
     API_NOT_NULL(smp);

@@ -166,6 +166,30 @@ clinfer_status clinfer_eval_top(clinfer_session *s, const int32_t *tokens, int n
     return (clinfer_status)cancelled(s, st);
 }
 
+clf_status api_session_eval_top_masked(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals,
+                                       int32_t *ids, int *nonfinite, clinfer_sampler *smp, int *masked) {
+    *masked = 0;
+    if (s->c->next) /* over a split the row arrives on the host: no device mask */
+        return (clf_status)clinfer_eval_top(s, tokens, n, k, vals, ids, nonfinite);
+    if (k < 1 || k > CLINFER_TOP_K_MAX) return clf_fail(CLF_ERR_ARG, "top k %d: 1 to %d", k, CLINFER_TOP_K_MAX);
+    CLF_TRY(check_tokens(s, tokens, n));
+    s->has_logits = 0;
+    api_acquire(s);
+    clf_llama_ctx *c = s->c;
+    clf_status st = c->topk.out_i ? CLF_OK : clf_topk_create(c->m->rt, &c->topk);
+    /* the forward pass only queued (the row stays on the device), the host
+     * computes the grammar's mask meanwhile, then the masked selection */
+    if (st == CLF_OK) st = clf_llama_eval(c, tokens, n, 0, NULL);
+    if (st == CLF_OK) *masked = api_grammar_device_mask(smp);
+    if (st == CLF_OK) {
+        const clf_tensor row = clf_tensor_rows(&c->logits, 0, 1);
+        st = clf_topk_read_masked(&c->topk, &row, k, *masked ? smp->mask_bits : NULL, vals, ids, nonfinite);
+    }
+    if (st != CLF_OK) *masked = 0;
+    api_release(s);
+    return cancelled(s, st);
+}
+
 clf_status api_session_top_row(clinfer_session *s) {
     api_acquire(s);
     clf_status st = clf_llama_top_row(s->c, s->logits);

@@ -142,7 +142,7 @@ clinfer_status clinfer_tools_parse(const clinfer_tools *t, const char *text, siz
     API_NOT_NULL(t);
     if (len) API_NOT_NULL(text);
     clf_tool_reply *r;
-    API_TRY(clf_tools_parse(&t->chat, len ? text : "", len, final, &r));
+    API_TRY(clf_tools_parse_typed(t->t, len ? text : "", len, final, &r));
     *out = (clinfer_tool_reply *)r;
     return CLINFER_OK;
 }

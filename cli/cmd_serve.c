@@ -13,10 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "adapters.h"
 #include "cli.h"
 #include "embeddings.h"
 #include "engine.h"
 #include "http.h"
+#include "memory.h"
 #include "draft.h"
 #include "reasoning.h"
 #include "sampling_opts.h"
@@ -165,6 +167,7 @@ int cmd_serve(int argc, char **argv) {
                    .reasoning_format = (int)rfmt, .reasoning_off = reasoning_budget == 0,
                    .reasoning_budget = reasoning_budget > 0 ? reasoning_budget : 0};
     o.place.n_seq = parallel, o.place.n_ctx = o.n_ctx; /* a split's plan counts every slot's KV */
+    const double host_avail = srv_host_available(); /* before the load, as its fit reads it */
     st = id ? cli_session_open(path, &o.place, -1, o.kv, &s) : CLINFER_ERR_MEMORY; /* srv_api_utf8 said why */
     if (st == CLINFER_OK) st = srv_engine_create(s.m, parallel, o.n_ctx, o.kv, (size_t)kv_mib << 20, &e);
     if (st == CLINFER_OK) st = srv_engine_warm(e); /* every decode kernel built before "ready" */
@@ -181,6 +184,15 @@ int cmd_serve(int argc, char **argv) {
             snprintf(why, sizeof why, "%s", clinfer_last_error()); /* clinfer_fail writes where it points */
             st = clinfer_fail(st, "the draft model (-md %s): %s", dr.model, why);
         }
+    }
+    if (st == CLINFER_OK) { /* the model fitted alone; with what the server holds beside it (memory.h) */
+        srv_mem b = {.adapters = srv_lora_bytes(s.m), .draft = srv_draft_bytes(draft),
+                     .cache_ram = (double)cache_ram_mib * 1048576.0};
+        srv_engine_bytes(e, &b.weights, &b.kv);
+        double mem = 0; /* the device's, where one holds it all (a split's or MPI's stages were each fitted) */
+        int cpu = 0;
+        if (cli_mpi || o.place.devices || srv_mem_device(o.place.device, &mem, &cpu) != CLINFER_OK) mem = 0;
+        st = srv_mem_check(&b, mem, cpu, host_avail);
     }
     if (st == CLINFER_OK) st = cli_check_chat(s.m);
     if (st == CLINFER_OK) st = srv_embedder_create(s.m, srv_engine_n_ctx(e), o.kv, &app.embedder);

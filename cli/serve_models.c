@@ -17,6 +17,7 @@
 #include "embeddings.h"
 #include "engine.h"
 #include "http.h"
+#include "memory.h"
 #include "router.h"
 #include "serve_models.h"
 #include "session.h"
@@ -46,15 +47,11 @@ static void unload(void *ctx, srv_app *app) {
 }
 
 /* The bytes a loaded model holds, for the budget: its weights on the device
- * and its KV pool (K and V of every layer's KV heads per position; the
- * element's size as --kv's type, a quantized one counted a byte). */
-static double model_bytes(const loaded *l, clinfer_kv_type kv) {
-    clinfer_kv_pool pool;
-    srv_engine_kv_pool(l->e, &pool);
-    const clinfer_model_info *i = &l->s.info;
-    const double head = i->head_dim; /* Qwen3's and Gemma's are not n_embd / n_head */
-    const double elem = kv == CLINFER_KV_F32 ? 4 : kv == CLINFER_KV_F16 ? 2 : 1;
-    return (double)i->device_bytes + (double)pool.n_blocks * pool.block * 2.0 * i->n_layer * i->n_head_kv * head * elem;
+ * and its KV pool (srv_engine_bytes; the router adds --cache-ram's bound). */
+static double model_bytes(const loaded *l) {
+    double w, kv;
+    srv_engine_bytes(l->e, &w, &kv);
+    return w + kv;
 }
 
 /* One load at a time: cli_session_open sets process-wide state (the
@@ -109,7 +106,7 @@ static clinfer_status load_one(const serve_models_cfg *c, const char *name, cons
         return clinfer_fail(kept, "%s", why);
     }
     srv_sched_speculate(app->sched, c->draft_max); /* greedy requests: prompt lookup */
-    *bytes = model_bytes(l, c->o->kv);
+    *bytes = model_bytes(l);
     *out = app;
     return CLINFER_OK;
 }
@@ -130,7 +127,11 @@ clinfer_status serve_models(const serve_models_cfg *c) {
     const srv_router_loader ld = {.ctx = (void *)c, .load = load, .unload = unload};
     clinfer_status st = srv_router_create(&ld, c->models_max, (double)c->budget_mib * 1048576.0, &r);
     if (st != CLINFER_OK) return st;
-    if (c->o->model) { /* -m beside the folder: listed first (the default), under --alias or its file's name */
+    /* each model's --cache-ram: in its count for --models-memory, and within what the host can give */
+    const double ram = (double)c->cache_ram_mib * 1048576.0;
+    st = srv_router_set_overhead(r, ram);
+    if (st == CLINFER_OK) st = srv_mem_check(&(srv_mem){.cache_ram = ram}, 0, 0, srv_host_available());
+    if (st == CLINFER_OK && c->o->model) { /* -m beside the folder: listed first (the default), under --alias or its file's name */
         char path[1024];
         st = cli_model_fetch(c->o->model, 0, path, sizeof path);
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;

@@ -14,7 +14,7 @@ typedef struct serve_models_cfg {
     int models_max;         /* loaded at once (0: no limit) */
     int budget_mib;         /* the loaded models' memory together (0: no limit but each load's fit) */
     int parallel, queue, kv_mib, draft_max; /* each model's, as a one-model server's */
-    int cache_ram_mib;      /* each model's --cache-ram (its own bound; not in budget_mib) */
+    int cache_ram_mib;      /* each model's --cache-ram (its own bound, counted in budget_mib) */
     const char *slot_dir;   /* --slot-save-path, shared: a file names its model, another's is refused */
     const srv_http_config *http;
 } serve_models_cfg;

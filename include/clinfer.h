@@ -414,8 +414,10 @@ typedef enum clinfer_tool_choice {
  * to 16 in ChatML, else 1; Llama 3.1: 1). auto fails closed: ChatML: text
  * that holds no "<tool_call>", then optionally calls, so whatever opens a
  * call is a valid call; Llama 3.1: a call, or text that does not start
- * with "{" or a blank; Mistral, Granite, Command R, DeepSeek: text that
- * holds no call marker, then optionally calls. gpt-oss (Harmony) under
+ * with "{" or a blank; Mistral, Granite, Command R, DeepSeek, Kimi K2,
+ * GLM, Qwen3-Coder, functionary: text that holds no call marker, then
+ * optionally calls (Qwen3-Coder's and GLM's XML parameters in the schema's
+ * order, a string raw, other types as JSON). gpt-oss (Harmony) under
  * auto, and none: *out NULL (no grammar). */
 CLINFER_API clinfer_status clinfer_tools_grammar(const clinfer_tools *t, clinfer_tool_choice choice, const char *name,
                                                  int parallel, clinfer_grammar **out);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -123,4 +124,12 @@ int srv_lora_post(const clinfer_model *m, const char *body, size_t len, srv_api_
     }
     pthread_mutex_unlock(&scales_mu);
     return 0;
+}
+
+double srv_lora_bytes(const clinfer_model *m) {
+    double bytes = 0;
+    struct stat sb;
+    for (int i = 0; i < clinfer_model_lora_count(m); i++)
+        if (stat(clinfer_lora_path(clinfer_model_lora(m, i)), &sb) == 0) bytes += (double)sb.st_size;
+    return bytes;
 }

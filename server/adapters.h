@@ -24,5 +24,10 @@ int srv_lora_resolve(const clinfer_model *m, srv_api_req *q, srv_api_error *e);
 char *srv_lora_list_json(const clinfer_model *m);
 /* POST /lora-adapters: the global scales; -1 with a 400 for a bad body. */
 int srv_lora_post(const clinfer_model *m, const char *body, size_t len, srv_api_error *e);
+/* The adapters m has loaded, in bytes, for the server's memory check
+ * (memory.h): their files' sizes. An F16 or F32 adapter, as llama.cpp
+ * converts them, takes as many on the device; a quantized one more (its A
+ * and B are made F32 there), which the library does not report. */
+double srv_lora_bytes(const clinfer_model *m);
 
 #endif

@@ -89,6 +89,7 @@ static enum MHD_Result answer_whole(srv_app *app, struct MHD_Connection *c, srv_
             srv_think t;
             srv_buf content = {0};
             srv_think_init(&t, (srv_think_syntax)syntax, open);
+            t.no_tools = !tools; /* Harmony: a recipient's message is a call only where tools were offered */
             ok = srv_think_feed(&t, text.p, text.n, 1, &reasoning, &content) == 0;
             srv_think_free(&t);
             srv_buf_free(&text);
@@ -133,6 +134,8 @@ typedef struct items_stream {
     int text_state;       /* 0: no text block yet, 1: open, 2: closed */
     int calls_sent;       /* call blocks opened */
     int call_open;        /* the open call block, -1: none */
+    srv_buf open_name;    /* the open call's name and the arguments sent of it: what closes it should a later */
+    srv_buf open_args;    /* parse no longer hold it (its text taken back, or a count short of call_open) */
     size_t args_sent[MAX_CALLS];
     call_id ids[MAX_CALLS];
     unsigned long long base;
@@ -166,8 +169,11 @@ static int close_call(items_stream *s, const clinfer_tool_reply *rep) {
     if (s->call_open < 0) return 0;
     int k = s->call_open;
     s->call_open = -1;
-    const char *args = rep->calls[k].arguments ? rep->calls[k].arguments : "{}";
-    srv_api_call call = {s->ids[k], rep->calls[k].name, args};
+    srv_api_call call = {s->ids[k], s->open_name.p ? s->open_name.p : "", s->open_args.p ? s->open_args.p : "{}"};
+    if (rep && k < rep->n_calls) { /* bounded: a parse that holds fewer calls closes with what was sent */
+        call.name = rep->calls[k].name;
+        call.arguments = rep->calls[k].arguments ? rep->calls[k].arguments : "{}";
+    }
     return s->ops->call_close(s->ctx, &s->out, k, &call);
 }
 
@@ -198,9 +204,15 @@ static int advance(items_stream *s, int final, const srv_job_view *v) {
             s->calls_sent = k + 1;
             s->call_open = k;
             s->args_sent[k] = 0;
+            s->open_name.n = s->open_args.n = 0; /* emptied, their texts too */
+            if (s->open_name.p) s->open_name.p[0] = 0;
+            if (s->open_args.p) s->open_args.p[0] = 0;
+            if (!rc) rc = srv_buf_add(&s->open_name, rep->calls[k].name, strlen(rep->calls[k].name));
         }
-        if (!rc && n > s->args_sent[k] && k == s->call_open)
+        if (!rc && n > s->args_sent[k] && k == s->call_open) {
             rc = o->call_delta(s->ctx, &s->out, k, args + s->args_sent[k], n - s->args_sent[k]);
+            if (!rc) rc = srv_buf_add(&s->open_args, args + s->args_sent[k], n - s->args_sent[k]);
+        }
         s->args_sent[k] = n;
     }
     if (!rc && final) {
@@ -277,18 +289,12 @@ static int next_events(items_stream *s) {
     }
 }
 
+static int more_events(void *s) { return next_events(s); }
+
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     items_stream *s = cls;
-    while (s->out_at == s->out.n) {
-        s->out_at = s->out.n = 0;
-        if (s->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (next_events(s)) return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = s->out.n - s->out_at < max ? s->out.n - s->out_at : max;
-    memcpy(buf, s->out.p + s->out_at, n);
-    s->out_at += n;
-    return (ssize_t)n;
+    return srv_http_stream_read(&s->out, &s->out_at, &s->ended, more_events, s, buf, max);
 }
 
 /* libmicrohttpd is done with the stream: ended, or the client gone. */
@@ -302,6 +308,8 @@ static void free_stream(void *cls) {
     srv_buf_free(&s->out);
     srv_think_free(&s->think);
     srv_buf_free(&s->reasoning);
+    srv_buf_free(&s->open_name);
+    srv_buf_free(&s->open_args);
     free(s);
 }
 
@@ -322,6 +330,7 @@ enum MHD_Result srv_items_answer(srv_http *h, srv_app *app, struct MHD_Connectio
         *s = (items_stream){.h = h, .app = app, .c = c, .job = job, .tools = tools, .ops = ops, .ctx = ctx,
                             .call_open = -1, .base = id_base()};
         srv_think_init(&s->think, (srv_think_syntax)think_syntax, think_open);
+        s->think.no_tools = !tools;
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, read_stream, s, free_stream);
     }
     if (!resp) {

@@ -532,18 +532,12 @@ static int next_events(stream *s) {
     }
 }
 
+static int more_events(void *s) { return next_events(s); }
+
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream *s = cls;
-    if (s->out_at == s->out.n) {
-        s->out_at = s->out.n = 0;
-        if (s->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (next_events(s)) return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    size_t n = s->out.n - s->out_at < max ? s->out.n - s->out_at : max;
-    memcpy(buf, s->out.p + s->out_at, n);
-    s->out_at += n;
-    return (ssize_t)n;
+    return srv_http_stream_read(&s->out, &s->out_at, &s->ended, more_events, s, buf, max);
 }
 
 static void stream_free(stream *s) {

@@ -132,6 +132,12 @@ void srv_draft_free(srv_draft *d) {
 }
 
 int srv_draft_max(const srv_draft *d) { return d ? d->max : 0; }
+
+double srv_draft_bytes(const srv_draft *d) {
+    double w = 0, kv = 0;
+    if (d) srv_engine_bytes(d->e, &w, &kv);
+    return w + kv;
+}
 int srv_draft_max_streams(const srv_draft *d) { return d->max_streams; }
 
 void srv_draft_reset(srv_draft *d, int slot) {

@@ -42,6 +42,9 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
                                 clinfer_kv_type kv, const srv_draft_params *p, srv_draft **out);
 void srv_draft_free(srv_draft *d);
 int srv_draft_max(const srv_draft *d);
+/* The draft model's weights and its KV cache (every slot's sequence), in
+ * bytes: what the server's memory check counts for it (memory.h); 0 for NULL. */
+double srv_draft_bytes(const srv_draft *d);
 /* srv_draft_params.max_streams */
 int srv_draft_max_streams(const srv_draft *d);
 

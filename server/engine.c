@@ -7,6 +7,7 @@ struct srv_engine {
     int n_slots, cap;
     clinfer_session *s; /* a sequence per slot */
     clinfer_model *m;   /* its model (the LoRA adapters) */
+    clinfer_kv_type kv; /* its KV cache's type (srv_engine_bytes) */
     int32_t *token, *seq; /* a step's batch [cap] */
     int8_t *want;
 };
@@ -18,6 +19,7 @@ clinfer_status srv_engine_create(clinfer_model *m, int n_slots, int n_ctx, clinf
     if (!e) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     e->n_slots = n_slots;
     e->m = m;
+    e->kv = kv;
     clinfer_session_params sp = clinfer_session_default_params();
     sp.n_ctx = n_ctx;
     sp.kv_type = kv;
@@ -45,6 +47,19 @@ int srv_engine_n_ctx(const srv_engine *e) { return clinfer_session_n_ctx(e->s); 
 /* clinfer_session_create's default n_batch */
 int srv_engine_n_batch(const srv_engine *e) { return srv_engine_n_ctx(e) < 512 ? srv_engine_n_ctx(e) : 512; }
 void srv_engine_kv_pool(const srv_engine *e, clinfer_kv_pool *out) { clinfer_session_kv_pool(e->s, out); }
+
+void srv_engine_bytes(const srv_engine *e, double *weights, double *kv) {
+    clinfer_model_info i = {.size = sizeof i};
+    clinfer_kv_pool pool;
+    clinfer_model_get_info(e->m, &i);
+    srv_engine_kv_pool(e, &pool);
+    /* K and V of every layer's KV heads per position of the pool; head_dim:
+     * Qwen3's and Gemma's are not n_embd / n_head; a quantized element
+     * counted a byte (Q8_0's is 1.06, Q4_0's 0.56) */
+    const double elem = e->kv == CLINFER_KV_F32 ? 4 : e->kv == CLINFER_KV_F16 ? 2 : 1;
+    *weights = (double)i.device_bytes;
+    *kv = (double)pool.n_blocks * pool.block * 2.0 * i.n_layer * i.n_head_kv * i.head_dim * elem;
+}
 const float *srv_engine_row_logits(const srv_engine *e, int row) { return clinfer_batch_logits(e->s, row); }
 int srv_engine_slot_len(const srv_engine *e, int slot) { return clinfer_seq_len(e->s, slot); }
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos) { clinfer_seq_rewind(e->s, slot, pos); }

@@ -24,6 +24,9 @@ int srv_engine_n_ctx(const srv_engine *e);
 int srv_engine_n_batch(const srv_engine *e);
 /* The shared KV cache's blocks: how many, how many free. */
 void srv_engine_kv_pool(const srv_engine *e, clinfer_kv_pool *out);
+/* The bytes its model's weights take on the device, and its KV pool's
+ * (server/memory.h counts them). */
+void srv_engine_bytes(const srv_engine *e, double *weights, double *kv);
 /* Tokens in a slot's cache, and forgetting them from position pos on. */
 int srv_engine_slot_len(const srv_engine *e, int slot);
 void srv_engine_slot_rewind(srv_engine *e, int slot, int pos);

@@ -109,6 +109,19 @@ int srv_http_peer_gone(struct MHD_Connection *c) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
+ssize_t srv_http_stream_read(srv_buf *out, size_t *at, const int *ended, int (*more)(void *ctx), void *ctx,
+                             char *buf, size_t max) {
+    while (*at == out->n) { /* all handed over: the buffer starts again */
+        *at = out->n = 0;
+        if (*ended) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (more(ctx)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    const size_t n = out->n - *at < max ? out->n - *at : max;
+    memcpy(buf, out->p + *at, n);
+    *at += n;
+    return (ssize_t)n;
+}
+
 /* The probe is written on the socket itself, past libmicrohttpd (which
  * has no call for an unasked-for 1xx), in plain text: under TLS
  * (MHD_USE_TLS) those bytes would break the session's records, so this must

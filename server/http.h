@@ -11,6 +11,7 @@
 #include <microhttpd.h>
 #include <stddef.h>
 
+#include "buf.h"
 #include "clinfer.h"
 #include "grammar_cache.h"
 #include "scheduler.h"
@@ -71,6 +72,13 @@ enum MHD_Result srv_http_send_error(struct MHD_Connection *c, const srv_api_erro
 /* Whether the client is gone: its connection hung up or failed (a request
  * then is cancelled); a half-close is not gone. */
 int srv_http_peer_gone(struct MHD_Connection *c);
+/* A streamed answer's reader (libmicrohttpd's content reader callback, the
+ * chat items' and the completions' streams): the events of *out not yet
+ * handed over (from *at) into buf, at most max bytes; when they have all
+ * gone, the stream's end once *ended, else more(ctx) writes the next ones
+ * (0; nonzero: the stream ends in error), as often as it writes none. */
+ssize_t srv_http_stream_read(srv_buf *out, size_t *at, const int *ended, int (*more)(void *ctx), void *ctx,
+                             char *buf, size_t max);
 /* srv_http_peer_gone, and for a request not yet answered (nothing of its
  * answer sent): a client that sent the end of its data (POLLRDHUP) has
  * either only half-closed, waiting for its answer, or closed entirely, and

@@ -18,9 +18,19 @@ enum {
     ST_BODY_R,  /* Harmony: the analysis channel's message */
     ST_BODY_C,  /* Harmony: another channel's message (final, commentary) */
     ST_BODY_T,  /* Harmony: a message to a recipient (a tool call): header, body and end to content, for the tool parser */
+    ST_BODY_D,  /* Harmony: a message to a recipient that is no call here (no tools offered, or not a function):
+                 * dropped, as llama.cpp drops an "unsolicited" call */
+    ST_F_START, /* functionary v3.2: the reply's start, which may be "all\n" */
+    ST_F_TEXT,  /* functionary v3.2: to content, each ">>>all\n" taken out */
 };
 
+/* The longest Harmony header held waiting for its <|message|> (bytes): a
+ * recipient's header is ~100; a model that never writes <|message|> has
+ * what is held flushed to content, and the rest of its reply with it. */
+enum { MAX_HEADER = 512 };
+
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
+static const char F_ALL[] = "all\n", F_MORE_ALL[] = ">>>all\n";
 static const char H_MESSAGE[] = "<|message|>", H_CHANNEL[] = "<|channel|>";
 /* what ends a Harmony message */
 static const char *const H_ENDS[] = {"<|end|>", "<|return|>", "<|call|>"};
@@ -46,6 +56,7 @@ srv_think_syntax srv_think_detect(const char *prompt, size_t n, int *open) {
     static const char HARMONY[] = "<|start|>assistant";
     k = sizeof HARMONY - 1;
     if (n >= k && !memcmp(prompt + n - k, HARMONY, k)) return SRV_THINK_HARMONY;
+    if (n >= 3 && !memcmp(prompt + n - 3, ">>>", 3)) return SRV_THINK_FUNCTIONARY;
     return SRV_THINK_TAGS;
 }
 
@@ -53,6 +64,7 @@ void srv_think_init(srv_think *t, srv_think_syntax syntax, int open) {
     *t = (srv_think){.syntax = syntax};
     if (syntax == SRV_THINK_OFF) t->state = ST_CONTENT;
     else if (syntax == SRV_THINK_HARMONY) t->state = ST_HEADER;
+    else if (syntax == SRV_THINK_FUNCTIONARY) t->state = ST_F_START;
     else t->state = open ? ST_THINK : ST_START;
 }
 
@@ -133,6 +145,20 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
         consume(t, final ? n : keep);
         return 0;
     }
+    case ST_F_START: { /* "all\n" opens text (gone); anything else (a call's recipient) is the answer as it is */
+        size_t k = sizeof F_ALL - 1;
+        if (n >= k && !memcmp(h, F_ALL, k)) consume(t, k);
+        else if (!final && !memcmp(h, F_ALL, n)) return 0; /* (n < k) a beginning of it */
+        t->state = ST_F_TEXT;
+        return 1;
+    }
+    case ST_F_TEXT: { /* the text up to a ">>>all\n" (gone), a beginning of one held */
+        const char *at = find(h, n, F_MORE_ALL);
+        size_t upto = at ? (size_t)(at - h) : final ? n : n - partial(h, n, F_MORE_ALL);
+        if (upto && srv_buf_add(content, h, upto)) return -1;
+        consume(t, at ? upto + sizeof F_MORE_ALL - 1 : upto);
+        return at != NULL;
+    }
     case ST_AFTER: { /* the blanks between </think> and the answer go */
         size_t b = 0;
         while (b < n && blank(h[b])) b++;
@@ -142,23 +168,28 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
         return 1;
     }
     case ST_HEADER: { /* "<|start|>assistant<|channel|>NAME<|message|>": which channel follows */
-        const char *at = find(h, n, H_MESSAGE);
-        if (!at) { /* a reply that does not open with a header is plain text */
-            if (final || (n >= 1 && h[0] != '<') || (n >= 2 && h[1] != '|')) t->state = ST_CONTENT;
+        const char *at = find(h, n < MAX_HEADER ? n : MAX_HEADER, H_MESSAGE);
+        if (!at) { /* a reply that does not open with a header is plain text; so is a header that never closes */
+            if (final || (n >= 1 && h[0] != '<') || (n >= 2 && h[1] != '|') || n >= MAX_HEADER) t->state = ST_CONTENT;
             return t->state == ST_CONTENT;
         }
-        const char *ch = find(h, (size_t)(at - h), H_CHANNEL);
+        size_t hn = (size_t)(at - h);
+        const char *ch = find(h, hn, H_CHANNEL), *to = find(h, hn, " to=");
         int analysis = ch && !strncmp(ch + sizeof H_CHANNEL - 1, "analysis", 8);
-        size_t k = (size_t)(at - h) + sizeof H_MESSAGE - 1;
-        int call = find(h, (size_t)(at - h), " to=") || find(h, (size_t)(at - h), "to=functions.");
-        if (call && srv_buf_add(content, h, k)) return -1; /* the recipient's header as the model wrote it */
+        size_t k = hn + sizeof H_MESSAGE - 1;
+        /* a recipient: a function's (a call, where tools were offered), or another (a built-in tool's, as
+         * browser.search; " to=assistant", a stray one gpt-oss writes, is none): llama.cpp's unsolicited calls */
+        int call = find(h, hn, "to=functions.") != NULL && !t->no_tools;
+        int dropped = !call && (find(h, hn, "to=functions.") || (to && strncmp(to + 4, "assistant", 9)));
+        if (call && srv_buf_add(content, h, k)) return -1; /* the header as the model wrote it */
         consume(t, k);
-        t->state = call ? ST_BODY_T : analysis ? ST_BODY_R : ST_BODY_C;
+        t->state = call ? ST_BODY_T : dropped ? ST_BODY_D : analysis ? ST_BODY_R : ST_BODY_C;
         return 1;
     }
     case ST_BODY_R:
     case ST_BODY_C:
-    case ST_BODY_T: {
+    case ST_BODY_T:
+    case ST_BODY_D: {
         const char *end = NULL;
         size_t tag = 0, hold = 0;
         for (size_t i = 0; i < sizeof H_ENDS / sizeof *H_ENDS; i++) {
@@ -177,7 +208,7 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
                 return 0;
             }
             if (t->started) t->started = 2; /* a next analysis message starts on a line of its own */
-        } else if (upto && srv_buf_add(content, h, upto)) {
+        } else if (t->state != ST_BODY_D && upto && srv_buf_add(content, h, upto)) {
             return -1;
         }
         if (!end) {
@@ -209,6 +240,7 @@ const char *srv_budget_close_text(srv_think_syntax syntax) {
     switch (syntax) {
     case SRV_THINK_TAGS: return "</think>\n\n";
     case SRV_THINK_HARMONY: return "<|end|><|start|>assistant<|channel|>final<|message|>";
+    case SRV_THINK_FUNCTIONARY:
     case SRV_THINK_OFF: break;
     }
     return NULL;

@@ -3,8 +3,11 @@
  * <think>...</think> before the answer (also when the template opens
  * <think> in the generation prompt, so that the reply starts inside it),
  * and gpt-oss's Harmony channels (<|channel|>analysis<|message|>...<|end|>
- * is reasoning, final's message the answer; a message to a recipient, a
- * tool call, goes to the answer whole, header and all, for the tool parser). One splitter serves a whole
+ * is reasoning, final's message the answer; a message to a function, a
+ * tool call, goes to the answer whole, header and all, for the tool parser;
+ * one to another recipient, or to a function with no tools offered, is
+ * dropped, as llama.cpp drops "unsolicited" calls; functionary v3.2's
+ * "all\n" recipient taken out). One splitter serves a whole
  * reply and a stream alike: text goes in as it comes (a tag may be split
  * across pieces), and what is decided comes out to the two buffers, so that
  * a stream's deltas concatenate to the whole answer's fields. Plain C on
@@ -35,11 +38,14 @@ typedef enum srv_think_syntax {
     SRV_THINK_OFF = 0, /* none: all content */
     SRV_THINK_TAGS,    /* <think>...</think> at the start of the reply */
     SRV_THINK_HARMONY, /* gpt-oss: <|channel|>NAME<|message|>...<|end|> messages (control tokens as text) */
+    SRV_THINK_FUNCTIONARY, /* functionary v3.2 (the prompt ends in ">>>"): no reasoning; its text's recipient
+                            * "all\n" (at the start, or after ">>>") taken out, for the answer and the tool parser */
 } srv_think_syntax;
 
 /* The syntax a rendered prompt (its text, n bytes) calls for, and whether
  * the reply starts inside <think> (*open): a prompt that ends in "<think>"
  * (and blanks) opens it; one that ends in "<|start|>assistant" is Harmony;
+ * one that ends in ">>>" functionary v3.2's;
  * any other reads tags (a reply that starts with "<think>" thinks; one that
  * does not is all content, so a model that never thinks is unaffected). */
 srv_think_syntax srv_think_detect(const char *prompt, size_t n, int *open);
@@ -50,6 +56,8 @@ typedef struct srv_think {
     int started;        /* 0: no reasoning written yet (leading blanks dropped); 1: some; 2: a next Harmony analysis message due (a newline first) */
     srv_buf hold;       /* text not yet decided: what may begin a tag, blanks at the reasoning's end */
     size_t n_reasoning; /* reasoning bytes written so far */
+    int no_tools;       /* set by the caller after srv_think_init when the request offers no tools: a Harmony
+                         * message to a recipient is then no call for a parser, and is dropped, header and all */
 } srv_think;
 
 /* A splitter for one reply; open: the reply starts inside <think>. */

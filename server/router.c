@@ -24,7 +24,8 @@ typedef struct entry {
     srv_app *app;     /* M_LOADED, M_UNLOADING */
     int users;        /* requests between acquire and release */
     double last_used; /* srv_now_s() of the last acquire */
-    double bytes;     /* loaded: the loader's count; else the file's size (the weights, before loading) */
+    double bytes;     /* loaded: the loader's count; else the file's size (the weights, before loading); and
+                       * the overhead (srv_router_set_overhead) */
     unsigned attempt; /* load attempts: a waiter tells its own attempt's failure from a later one */
     int failed;       /* the last load failed: error says why */
     char error[256];
@@ -34,6 +35,7 @@ struct srv_router {
     srv_router_loader ld;
     int models_max;
     double budget;
+    double overhead; /* bytes each model holds beside its loader's count (--cache-ram's bound) */
     long long created;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* a state changed (CLOCK_MONOTONIC) */
@@ -53,6 +55,14 @@ clinfer_status srv_router_create(const srv_router_loader *ld, int models_max, do
     r->created = (long long)time(NULL);
     pthread_mutex_init(&r->mu, NULL);
     srv_cond_init_monotonic(&r->cv);
+    return CLINFER_OK;
+}
+
+clinfer_status srv_router_set_overhead(srv_router *r, double bytes) {
+    if (r->budget > 0 && bytes >= r->budget)
+        return clinfer_fail(CLINFER_ERR_MEMORY, "--cache-ram (%.1f MiB, each model's) takes all of --models-memory "
+                            "(%.1f MiB): no model fits beside it", bytes / 1048576.0, r->budget / 1048576.0);
+    r->overhead = bytes;
     return CLINFER_OK;
 }
 
@@ -100,7 +110,7 @@ clinfer_status srv_router_add(srv_router *r, const char *name, const char *path)
         return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
     }
     struct stat sb;
-    e->bytes = stat(path, &sb) ? 0 : (double)sb.st_size;
+    e->bytes = (stat(path, &sb) ? 0 : (double)sb.st_size) + r->overhead;
     r->n++;
     return CLINFER_OK;
 }
@@ -251,7 +261,7 @@ static int load_locked(srv_router *r, entry *e, srv_api_error *err) {
         pthread_mutex_lock(&r->mu);
         if (st == CLINFER_OK) {
             fprintf(stderr, "clinfer serve: loaded %s in %.2f s\n", e->name, srv_now_s() - t0);
-            e->app = app, e->bytes = bytes, e->state = M_LOADED;
+            e->app = app, e->bytes = bytes + r->overhead, e->state = M_LOADED;
             pthread_cond_broadcast(&r->cv);
             /* before its first load a model counts its file alone (its KV
              * cache unknown): now measured, the budget may be passed, and

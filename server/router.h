@@ -25,7 +25,8 @@ typedef struct srv_router_loader {
     void *ctx;
     /* Loads the file `path` as the model named `name` (the string lives as
      * long as the router: the app's model_id may point to it): *app, and
-     * *bytes its memory (weights and KV cache, for the budget). Called
+     * *bytes its memory (weights and KV cache, for the budget, to which the
+     * router adds srv_router_set_overhead's). Called
      * without the router's lock, on a request's thread; several at once for
      * different models. */
     clinfer_status (*load)(void *ctx, const char *name, const char *path, struct srv_app **app, double *bytes);
@@ -36,6 +37,11 @@ typedef struct srv_router_loader {
 /* models_max: loaded at once (0: no limit); budget: bytes the loaded
  * models may take together (0: no limit beyond each load's own fit check). */
 clinfer_status srv_router_create(const srv_router_loader *ld, int models_max, double budget, srv_router **out);
+/* Bytes every model takes beside what its loader counts, known before it
+ * loads (its --cache-ram bound, host memory): added to each model's count,
+ * measured or estimated from its file. Called before srv_router_add.
+ * CLINFER_ERR_MEMORY when they alone reach the budget (no model could fit). */
+clinfer_status srv_router_set_overhead(srv_router *r, double bytes);
 /* Unloads every loaded model: no request may use them any more (the HTTP
  * server stopped). */
 void srv_router_free(srv_router *r);

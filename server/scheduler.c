@@ -393,22 +393,28 @@ static void stash(srv_sched *s, int i, int keep) {
     srv_pcache_put(s->pcache, s->e, i, sl->cached, sl->n_prefilled);
 }
 
+/* Empties the idle slot whose cache was used least recently (kept in host
+ * memory first: stash; its prefix is then evaluated again by whoever would
+ * have reused it): 0 when no idle slot holds anything. */
+static int evict_one(srv_sched *s) {
+    int lru = -1;
+    for (int i = 0; i < s->n_slots; i++)
+        if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
+            lru = i;
+    if (lru < 0) return 0;
+    stash(s, lru, 0);
+    srv_engine_slot_rewind(s->e, lru, 0);
+    s->slots[lru].n_prefilled = 0;
+    return 1;
+}
+
 /* Frees KV blocks until `blocks` are free, emptying idle slots' caches,
- * the least recently used first (their prefixes are then evaluated again
- * by whoever would have reused them). */
+ * the least recently used first. */
 static void make_room(srv_sched *s, int blocks) {
     for (;;) {
         clinfer_kv_pool pool;
         srv_engine_kv_pool(s->e, &pool);
-        if (pool.n_free >= blocks) return;
-        int lru = -1;
-        for (int i = 0; i < s->n_slots; i++)
-            if (!s->slots[i].job && srv_engine_slot_len(s->e, i) > 0 && (lru < 0 || s->slots[i].used < s->slots[lru].used))
-                lru = i;
-        if (lru < 0) return;
-        stash(s, lru, 0);
-        srv_engine_slot_rewind(s->e, lru, 0);
-        s->slots[lru].n_prefilled = 0;
+        if (pool.n_free >= blocks || !evict_one(s)) return;
     }
 }
 
@@ -508,6 +514,15 @@ static int from_ram(srv_sched *s, const int32_t *prompt, int n_prompt, int land,
     return held;
 }
 
+/* Of two free slots sharing as much with a prompt (nothing, or a system
+ * prompt alone), whether the prompt takes slot a rather than b: an empty
+ * one, else the least recently used, as llama-server picks (the first such
+ * slot lost its cache to every unrelated prompt while others stood empty). */
+static int rather(const srv_sched *s, int a, int b) {
+    const int empty_a = srv_engine_slot_len(s->e, a) == 0, empty_b = srv_engine_slot_len(s->e, b) == 0;
+    return empty_a != empty_b ? empty_a : s->slots[a].used < s->slots[b].used;
+}
+
 static void admit(srv_sched *s) {
     while (s->q_head && s->n_running < s->n_slots) {
         srv_job *j = s->q_head;
@@ -539,7 +554,7 @@ static void admit(srv_sched *s) {
             int p = same_lora(&s->slots[i], j)
                         ? common_prefix(s->slots[i].cached, s->slots[i].n_prefilled, j->prompt, j->n_prompt)
                         : 0;
-            if (!s->slots[i].job && p > land_len) land = i, land_len = p;
+            if (!s->slots[i].job && (p > land_len || (p == land_len && rather(s, i, land)))) land = i, land_len = p;
             if (p > src_len) src = i, src_len = p;
         }
         s->q_head = j->qnext;
@@ -923,13 +938,24 @@ static void slot_action(srv_sched *s, slot_act *a) {
         pthread_mutex_unlock(&s->mu);
         int n = 0;
         r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
-        if (r->st == CLINFER_ERR_CONTEXT) {
-            /* the pool's free blocks are short: idle slots' caches give
-             * theirs, least recently used first, and it is tried once more */
+        /* the pool's free blocks are short (the failed load left this slot
+         * empty): idle slots' caches give theirs, the least recently used
+         * first, one at a time with another try after each, so that only as
+         * many go as the file needs (room for a whole context emptied every
+         * other idle slot: its tokens are not known before it is read). Not
+         * for a file of more tokens than a slot's context, refused by its
+         * header whatever the pool: a load with no room for its tokens
+         * tells the two apart (CLINFER_ERR_ARG: they fit; the slot is left
+         * as it is) */
+        for (int more = 1; r->st == CLINFER_ERR_CONTEXT && more;) {
+            int n0 = 0;
+            if (srv_engine_slot_load(s->e, a->slot, a->path, NULL, 0, &n0, NULL) != CLINFER_ERR_ARG) break;
             pthread_mutex_lock(&s->mu);
-            make_room(s, (s->n_ctx + s->block - 1) / s->block);
+            more = evict_one(s);
             pthread_mutex_unlock(&s->mu);
-            r->st = srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes);
+            r->st = more ? srv_engine_slot_load(s->e, a->slot, a->path, s->scratch, s->n_ctx, &n, &r->bytes)
+                         : clinfer_fail(CLINFER_ERR_CONTEXT, "the KV cache is full: no idle slot's cache is left to "
+                                                             "give its blocks");
         }
         pthread_mutex_lock(&s->mu);
         if (r->st == CLINFER_OK) {

@@ -2,7 +2,10 @@
  * (tests/peer/record_chat.py -> tests/data/chat_templates.txt): SmolLM2 and
  * Qwen2.5 (ChatML with a default system message), Llama 3 and 3.2 (a dated
  * system turn), Gemma 3, Phi-3; the format recognised from each template,
- * or from a vocabulary's special tokens where the file has no template. */
+ * or from a vocabulary's special tokens where the file has no template; a
+ * template parsed once (clf_chat_keep) rendering as one parsed per
+ * rendering, and from several threads at once. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include <cmocka.h>
 
 #include "chat.h"
+#include "clinfer.h"
 #include "gguf_write.h"
 #include "model_path.h"
 #include "testutil.h"
@@ -390,8 +394,288 @@ static void test_jinja_refuses_bad_text(void **state) {
     assert_non_null(strstr(clf_last_error(), "UTF-8"));
 }
 
+/* ---- a template parsed once (clf_chat_keep) ------------------------------ */
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot read %s (tests run from the repository root)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    b[fread(b, 1, (size_t)n, f)] = 0;
+    fclose(f);
+    return b;
+}
+
+/* conversations of 1 to 6 turns, tools offered or not, a call and its result */
+static const char TOOLS_JSON[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}]";
+static const char *const CONVS[] = {
+    "[{\"role\":\"user\",\"content\":\"Hi\"}]",
+    "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"One?\"},"
+    "{\"role\":\"assistant\",\"content\":\"Un.\"},{\"role\":\"user\",\"content\":\"Two?\"}]",
+    "[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":\"\","
+    "\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+    "\"arguments\":{\"city\":\"Paris\"}}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"14 C, rain\"},"
+    "{\"role\":\"assistant\",\"content\":\"Rainy, 14 C.\"},{\"role\":\"user\",\"content\":\"And Lyon?\"}]",
+    "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+    "\"content\":\"b\"},{\"role\":\"user\",\"content\":\"c\"},{\"role\":\"assistant\",\"content\":\"d\"},"
+    "{\"role\":\"user\",\"content\":\"e\"}]",
+};
+enum { N_CONVS = sizeof CONVS / sizeof CONVS[0] };
+static const char *const KEPT_TEMPLATES[] = {
+    "tests/data/templates/Qwen-Qwen3-0.6B.jinja",
+    "tests/data/templates/meta-llama-Llama-3.1-8B-Instruct.jinja",
+    "tests/data/templates/openai-gpt-oss-120b.jinja",
+    "tests/data/templates/google-gemma-2-2b-it.jinja",
+    "tests/data/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja",
+};
+
+/* conversation i (tools offered where odd) rendered with c: the text, or
+ * the message of its failure (malloc'd either way) */
+static char *render_conv(const clf_chat *c, int i) {
+    char *buf = NULL;
+    size_t len;
+    clf_status st = clf_chat_jinja_render(c, CONVS[i % N_CONVS], i & 1 ? TOOLS_JSON : NULL, 1, &buf, &len);
+    if (st != CLF_OK) return strdup(clf_last_error());
+    assert_int_equal(len, strlen(buf));
+    return buf;
+}
+
+/* A kept parse renders as one parsed per rendering (the same chat made by
+ * clf_chat_init): every conversation, with and without tools, the turn end
+ * and the format found alike; copies borrow it; release frees it once. */
+static void test_kept_template(void **state) {
+    (void)state;
+    for (size_t t = 0; t < sizeof KEPT_TEMPLATES / sizeof KEPT_TEMPLATES[0]; t++) {
+        char *tmpl = read_text(KEPT_TEMPLATES[t]);
+        clf_chat per, kept, copy;
+        TU_OK(clf_chat_init(tmpl, &per));
+        TU_OK(clf_chat_keep(NULL, tmpl, &kept));
+        assert_null(per.parsed);
+        assert_non_null(kept.parsed);
+        assert_int_equal(per.format, kept.format);
+        assert_string_equal(clf_chat_turn_end(&per), clf_chat_turn_end(&kept));
+        per.now = kept.now = 1741343400; /* strftime_now's day, fixed */
+        clf_chat_copy(&kept, &copy);
+        assert_ptr_equal(copy.parsed, kept.parsed);
+        for (int i = 0; i < 2 * N_CONVS; i++) {
+            char *a = render_conv(&per, i), *b = render_conv(&kept, i), *c = render_conv(&copy, i);
+            if (strcmp(a, b) || strcmp(a, c))
+                fail_msg("%s, conversation %d: kept \"%.80s\", parsed per rendering \"%.80s\"", KEPT_TEMPLATES[t], i, b,
+                         a);
+            free(a), free(b), free(c);
+        }
+        clf_chat_release(&kept);
+        assert_null(kept.parsed);
+        clf_chat_release(&kept); /* twice, and a chat with nothing kept: nothing */
+        clf_chat_release(&per);
+        free(tmpl);
+    }
+    /* an override the engine cannot parse fails with its message, nothing kept */
+    clf_chat c;
+    assert_int_equal(clf_chat_keep(NULL, "{% for m in messages %}", &c), CLF_ERR_FORMAT);
+    assert_non_null(strstr(clf_last_error(), "endfor"));
+    assert_null(c.parsed);
+    assert_int_equal(clf_chat_keep(NULL, NULL, &c), CLF_ERR_ARG); /* neither a vocabulary nor a template */
+    /* today's date in every copy where the template dates its system turn with today */
+    TU_OK(clf_chat_keep(NULL, "<|start_header_id|>{%- set date_string = strftime_now(\"%d %b %Y\") %}"
+                              "{{- \"Cutting Knowledge Date: December 2023\\n\" }}", &c));
+    assert_true(c.date_today);
+    snprintf(c.date, sizeof c.date, "01 Jan 2000"); /* as if kept since then */
+    clf_chat copy;
+    clf_chat_copy(&c, &copy);
+    char today[16];
+    time_t now = time(NULL);
+    strftime(today, sizeof today, "%d %b %Y", localtime(&now));
+    assert_string_equal(copy.date, today);
+    clf_chat_release(&c);
+}
+
+enum { KEPT_THREADS = 6, KEPT_ROUNDS = 40 };
+typedef struct kept_job {
+    const clf_chat *kept;
+    char **want; /* [conversation]: one thread's renderings */
+    int id;
+    int renders, mismatches;
+} kept_job;
+
+/* a request's copy of the kept chat, conversations in this thread's own
+ * order; mismatches counted (no cmocka assertion off the main thread) */
+static void *kept_thread(void *arg) {
+    kept_job *j = arg;
+    clf_chat c;
+    clf_chat_copy(j->kept, &c);
+    for (int r = 0; r < KEPT_ROUNDS; r++) {
+        int i = (j->id + r * (j->id + 1)) % (2 * N_CONVS);
+        char *buf = NULL;
+        size_t len;
+        clf_status st = clf_chat_jinja_render(&c, CONVS[i % N_CONVS], i & 1 ? TOOLS_JSON : NULL, 1, &buf, &len);
+        j->renders++;
+        /* a failure's message is this thread's own (Gemma 2 refuses a system turn in its words) */
+        if (strcmp(st == CLF_OK ? buf : clf_last_error(), j->want[i])) j->mismatches++;
+        free(buf);
+    }
+    return NULL;
+}
+
+/* One kept parse rendered by 6 threads at once, each its own conversations
+ * (as the server's requests): every text that of one thread alone. */
+static void test_kept_template_threads(void **state) {
+    (void)state;
+    for (size_t t = 0; t < sizeof KEPT_TEMPLATES / sizeof KEPT_TEMPLATES[0]; t++) {
+        char *tmpl = read_text(KEPT_TEMPLATES[t]);
+        clf_chat kept;
+        TU_OK(clf_chat_keep(NULL, tmpl, &kept));
+        kept.now = 1741343400;
+        char *want[2 * N_CONVS];
+        for (int i = 0; i < 2 * N_CONVS; i++) want[i] = render_conv(&kept, i);
+        kept_job jobs[KEPT_THREADS];
+        pthread_t th[KEPT_THREADS];
+        for (int i = 0; i < KEPT_THREADS; i++) {
+            jobs[i] = (kept_job){.kept = &kept, .want = want, .id = i};
+            assert_int_equal(pthread_create(&th[i], NULL, kept_thread, &jobs[i]), 0);
+        }
+        int renders = 0, mismatches = 0;
+        for (int i = 0; i < KEPT_THREADS; i++) {
+            pthread_join(th[i], NULL);
+            renders += jobs[i].renders;
+            mismatches += jobs[i].mismatches;
+        }
+        printf("chat: %s kept, %d renderings on %d threads, %d differ\n", KEPT_TEMPLATES[t] + 21, renders, KEPT_THREADS,
+               mismatches);
+        assert_int_equal(renders, KEPT_THREADS * KEPT_ROUNDS);
+        assert_int_equal(mismatches, 0);
+        for (int i = 0; i < 2 * N_CONVS; i++) free(want[i]);
+        clf_chat_release(&kept);
+        free(tmpl);
+    }
+}
+
+/* ---- the model's chat, made at load, rendered by requests at once ------- */
+
+static const clinfer_tool_call API_CALL = {"c1", "get_weather", "{\"city\": \"Paris\"}"};
+static const clinfer_tool_message API_CONV[] = {
+    {"system", "Be brief.", NULL, 0, NULL},
+    {"user", "Weather in Paris?", NULL, 0, NULL},
+    {"assistant", NULL, &API_CALL, 1, NULL},
+    {"tool", "14 C, rain", NULL, 0, "c1"},
+    {"assistant", "Rainy, 14 C.", NULL, 0, NULL},
+    {"user", "And Lyon?", NULL, 0, NULL},
+};
+static const clinfer_chat_message API_PLAIN[] = {
+    {"system", "Be brief."}, {"user", "One?"},     {"assistant", "Un."},
+    {"user", "Two?"},        {"assistant", "Deux."}, {"user", "Three?"},
+};
+enum { API_VARIANTS = 12, API_THREADS = 4, API_ROUNDS = 30 };
+
+/* variant i: the first 1 + i % 6 turns, plain or (odd i/6) with the tools */
+static char *api_render(const clinfer_model *m, const clinfer_tools *t, int i) {
+    char *text = NULL;
+    size_t len;
+    int n = 1 + i % 6;
+    clinfer_status st = i / 6 && t ? clinfer_tools_chat_apply(m, t, API_CONV, n, 1, &text, &len)
+                                   : clinfer_chat_apply(m, API_PLAIN, n, 1, &text, &len);
+    char *r = strdup(st == CLINFER_OK ? text : clinfer_last_error());
+    clinfer_free(text);
+    return r;
+}
+
+typedef struct api_job {
+    const clinfer_model *m;
+    const clinfer_tools *t;
+    char **want;
+    int id, mismatches;
+} api_job;
+
+static void *api_thread(void *arg) {
+    api_job *j = arg;
+    for (int r = 0; r < API_ROUNDS; r++) {
+        int i = (j->id * 5 + r * 7) % API_VARIANTS;
+        char *got = api_render(j->m, j->t, i);
+        j->mismatches += strcmp(got, j->want[i]) != 0;
+        free(got);
+    }
+    return NULL;
+}
+
+/* every variant by API_THREADS threads at once as by one; returns the
+ * one-thread renderings (to compare later ones with) */
+static char **api_threads_agree(const clinfer_model *m, const clinfer_tools *t) {
+    char **want = calloc(API_VARIANTS, sizeof *want);
+    assert_non_null(want);
+    for (int i = 0; i < API_VARIANTS; i++) want[i] = api_render(m, t, i);
+    api_job jobs[API_THREADS];
+    pthread_t th[API_THREADS];
+    for (int i = 0; i < API_THREADS; i++) {
+        jobs[i] = (api_job){.m = m, .t = t, .want = want, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, api_thread, &jobs[i]), 0);
+    }
+    int mismatches = 0;
+    for (int i = 0; i < API_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        mismatches += jobs[i].mismatches;
+    }
+    assert_int_equal(mismatches, 0);
+    return want;
+}
+
+static void free_all(char **v) {
+    for (int i = 0; i < API_VARIANTS; i++) free(v[i]);
+    free(v);
+}
+
+/* The public API over the model's chat made at load: the default model's
+ * own template (SmolLM2's ChatML) and an override (Qwen3's, tools
+ * offered), each rendered by 4 threads at once as by one; an override the
+ * engine cannot parse is refused with its message and leaves the chat as
+ * it was; NULL gives the file's again, rendering as at load. */
+static void test_model_chat_threads(void **state) {
+    (void)state;
+    char path[1024];
+    if (clf_model_path(NULL, path, sizeof path) != CLF_OK) TU_SKIP("%s", clf_last_error());
+    clinfer_model_params p = clinfer_model_default_params();
+    p.vocab_only = 1;
+    clinfer_model *m;
+    assert_int_equal(clinfer_model_load(path, NULL, &p, &m), CLINFER_OK);
+    char **own = api_threads_agree(m, NULL);
+    assert_non_null(strstr(own[5], "<|im_start|>user\nThree?<|im_end|>\n<|im_start|>assistant\n"));
+    char *qwen3 = read_text("tests/data/templates/Qwen-Qwen3-0.6B.jinja");
+    assert_int_equal(clinfer_model_set_chat_template(m, qwen3), CLINFER_OK);
+    static const char TOOLS[] = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+                                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    clinfer_tools *t;
+    assert_int_equal(clinfer_tools_create(m, TOOLS, strlen(TOOLS), &t), CLINFER_OK);
+    char **q = api_threads_agree(m, t);
+    assert_non_null(strstr(q[11], "<tool_call>\n{\"name\": \"get_weather\""));
+    clinfer_tools_free(t);
+    assert_int_equal(clinfer_model_set_chat_template(m, "{% if messages %}"), CLINFER_ERR_FORMAT);
+    assert_non_null(strstr(clinfer_last_error(), "endif"));
+    for (int i = 0; i < 6; i++) { /* still Qwen3's */
+        char *r = api_render(m, NULL, i);
+        assert_string_equal(r, q[i]);
+        free(r);
+    }
+    assert_int_equal(clinfer_model_set_chat_template(m, NULL), CLINFER_OK);
+    for (int i = 0; i < 6; i++) { /* the file's again */
+        char *r = api_render(m, NULL, i);
+        assert_string_equal(r, own[i]);
+        free(r);
+    }
+    free_all(own);
+    free_all(q);
+    free(qwen3);
+    clinfer_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_chat_threads),
+        cmocka_unit_test(test_kept_template),
+        cmocka_unit_test(test_kept_template_threads),
         cmocka_unit_test(test_renders_like_jinja),
         cmocka_unit_test(test_template_details),
         cmocka_unit_test(test_format_from_special_tokens),

@@ -1,12 +1,18 @@
 /* Constrained generation from the device's k best (issue 41 item 5;
- * api/sampler.c api_sampler_top_k, api/grammar.c api_grammar_filter): on
+ * api/sampler.c api_sampler_top_k / api_sampler_mask_k, api/grammar.c
+ * api_grammar_filter / api_grammar_device_mask, cl/select.cl's mask): on
  * both kernel variants (cpu, gpu), clinfer_generate under a JSON schema's
  * grammar and a GBNF gives token for token what the whole-row path gives
- * (CLINFER_GRAMMAR_TOP_K=0), greedy and sampled with the same seed; a
- * grammar that admits only tokens far outside the k best falls back to the
- * whole row and still writes its text; clinfer_next_token (the server's
- * door: the row on the host, its k best chosen there) the same; the
- * counts of both paths are asserted. */
+ * (CLINFER_GRAMMAR_TOP_K=0), greedy and sampled with the same seed, both
+ * with the device masking the row before its selection (the default) and
+ * with the k best masked by id lookups (CLINFER_GRAMMAR_DEVICE_MASK=0); a
+ * grammar that admits only tokens far outside the k best is served by the
+ * device's masked selection (no fallback) and, by lookups, falls back to
+ * the whole row, the text the grammar's either way; clinfer_next_token
+ * (the server's door: the row on the host, its k best chosen there,
+ * masked by the grammar's bits or by lookups) the same; every drawn token
+ * (an end token included) is counted exactly once. Gemma 3's 262,144
+ * tokens too, where the model is in the cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,7 +40,8 @@ typedef struct run_out {
     int n;
     char text[1024];
     size_t len;
-    long from_top, fallbacks;
+    long from_top, fallbacks, masked;
+    int drawn; /* tokens the sampler drew: the streamed ones and an end token */
 } run_out;
 
 static int collect(void *ud, int32_t token, const char *piece, size_t len) {
@@ -44,12 +51,12 @@ static int collect(void *ud, int32_t token, const char *piece, size_t len) {
     return 0;
 }
 
-static clinfer_model *load(const char *variant) {
+static clinfer_model *load(const char *name, const char *variant) {
     char path[1024];
-    if (clinfer_model_path(NULL, path, sizeof path) != CLINFER_OK || access(path, R_OK) != 0)
-        TU_SKIP("the default model is not in the cache (make model)");
-    setenv("CLINFER_MATMUL_VARIANT", variant, 1);
-    setenv("CLINFER_ATTN_VARIANT", variant, 1);
+    if (clinfer_model_path(name, path, sizeof path) != CLINFER_OK || access(path, R_OK) != 0)
+        TU_SKIP("%s is not in the cache (make model; sh tests/fetch_model.sh)", name ? name : "the default model");
+    if (variant) setenv("CLINFER_MATMUL_VARIANT", variant, 1);
+    if (variant) setenv("CLINFER_ATTN_VARIANT", variant, 1);
     clinfer_model *m = NULL;
     ASSERT_OK(clinfer_model_load(path, NULL, NULL, &m));
     unsetenv("CLINFER_MATMUL_VARIANT");
@@ -57,19 +64,34 @@ static clinfer_model *load(const char *variant) {
     return m;
 }
 
-/* One generation under g; floor: CLINFER_GRAMMAR_TOP_K ("0": the whole
- * row; NULL: the default). temp 0: greedy; else top_k 40 with seed. */
-static void run(clinfer_model *m, clinfer_grammar *g, const char *floor, float temp, uint64_t seed, run_out *o) {
-    memset(o, 0, sizeof *o);
-    if (floor) setenv("CLINFER_GRAMMAR_TOP_K", floor, 1);
+/* The paths a constrained token may take. */
+typedef enum { P_MASK, P_LOOKUP, P_ROW } path;
+
+/* The environment a sampler reads at its creation for path p. */
+static void path_env(path p) {
+    if (p == P_ROW) setenv("CLINFER_GRAMMAR_TOP_K", "0", 1);
     else unsetenv("CLINFER_GRAMMAR_TOP_K");
+    if (p == P_LOOKUP) setenv("CLINFER_GRAMMAR_DEVICE_MASK", "0", 1);
+    else unsetenv("CLINFER_GRAMMAR_DEVICE_MASK");
+}
+
+static void stats(const clinfer_sampler *smp, run_out *o) {
+    api_sampler_top_stats(smp, &o->from_top, &o->fallbacks);
+    o->masked = api_sampler_masked_count(smp);
+}
+
+/* One generation under g by path p. temp 0: greedy; else top_k 40 with
+ * seed. */
+static void run(clinfer_model *m, clinfer_grammar *g, path pth, float temp, uint64_t seed, run_out *o) {
+    memset(o, 0, sizeof *o);
+    path_env(pth);
     clinfer_sampler_params p = clinfer_sampler_default_params();
     p.temperature = temp;
     p.top_k = 40;
     p.seed = seed;
     clinfer_sampler *smp = NULL;
-    ASSERT_OK(clinfer_sampler_create(m, &p, &smp)); /* reads the floor */
-    unsetenv("CLINFER_GRAMMAR_TOP_K");
+    ASSERT_OK(clinfer_sampler_create(m, &p, &smp)); /* reads the path's environment */
+    path_env(P_MASK);
     ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
     clinfer_session *s = NULL;
     clinfer_session_params sp = clinfer_session_default_params();
@@ -86,7 +108,9 @@ static void run(clinfer_model *m, clinfer_grammar *g, const char *floor, float t
     gp.user_data = o;
     clinfer_generate_result r = {.size = sizeof r};
     ASSERT_OK(clinfer_generate(s, ids, n, &gp, &r));
-    api_sampler_top_stats(smp, &o->from_top, &o->fallbacks);
+    o->drawn = r.n_generated; /* an end token drawn counts, though it is not streamed */
+    assert_true(o->drawn == o->n || (o->drawn == o->n + 1 && r.stop == CLINFER_STOP_EOG));
+    stats(smp, o);
     o->text[o->len] = 0;
     clinfer_free(ids);
     clinfer_session_free(s);
@@ -95,15 +119,14 @@ static void run(clinfer_model *m, clinfer_grammar *g, const char *floor, float t
 
 /* The server's door: rows on the host, one clinfer_next_token each
  * (greedy, the whole row or, by default, its k best chosen on the host). */
-static void run_next(clinfer_model *m, clinfer_grammar *g, const char *floor, run_out *o) {
+static void run_next(clinfer_model *m, clinfer_grammar *g, path pth, run_out *o) {
     memset(o, 0, sizeof *o);
-    if (floor) setenv("CLINFER_GRAMMAR_TOP_K", floor, 1);
-    else unsetenv("CLINFER_GRAMMAR_TOP_K");
+    path_env(pth);
     clinfer_sampler_params p = clinfer_sampler_default_params();
     p.temperature = 0;
     clinfer_sampler *smp = NULL;
     ASSERT_OK(clinfer_sampler_create(m, &p, &smp));
-    unsetenv("CLINFER_GRAMMAR_TOP_K");
+    path_env(P_MASK);
     ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
     clinfer_session *s = NULL;
     clinfer_session_params sp = clinfer_session_default_params();
@@ -122,11 +145,12 @@ static void run_next(clinfer_model *m, clinfer_grammar *g, const char *floor, ru
     for (int i = 0; i < MAX_TOKENS; i++) {
         clinfer_next nx;
         ASSERT_OK(clinfer_next_token(smp, d, clinfer_session_logits(s), info.n_vocab, &nx));
+        o->drawn += nx.token >= 0;
         if (nx.eog) break;
         collect(o, nx.token, nx.piece, nx.len);
         ASSERT_OK(clinfer_eval(s, &nx.token, 1));
     }
-    api_sampler_top_stats(smp, &o->from_top, &o->fallbacks);
+    stats(smp, o);
     o->text[o->len] = 0;
     clinfer_free(ids);
     clinfer_detokenizer_free(d);
@@ -144,51 +168,90 @@ static clinfer_grammar *grammar(clinfer_model *m, const char *gbnf, int schema) 
     return g;
 }
 
-/* The top-k path against the whole row: the same tokens; the whole-row
- * run never asks for the k best. */
-static void same(clinfer_model *m, clinfer_grammar *g, float temp, uint64_t seed, const char *what, run_out *top) {
+/* The device-masked path (and, with look, the lookups' path) against the
+ * whole row: the same tokens; each drawn token counted once, on its path;
+ * the whole row's run never asks for the k best, the masked one never
+ * falls back. */
+static void same(clinfer_model *m, clinfer_grammar *g, float temp, uint64_t seed, const char *what, run_out *top,
+                 run_out *look) {
     run_out row;
-    run(m, g, NULL, temp, seed, top);
-    run(m, g, "0", temp, seed, &row);
-    assert_int_equal(row.from_top, 0);
-    assert_int_equal(row.fallbacks, 0);
-    if (top->n != row.n || memcmp(top->tok, row.tok, (size_t)row.n * sizeof *row.tok))
-        fail_msg("%s: the k best gave '%s' (%d tokens), the whole row '%s' (%d)", what, top->text, top->n, row.text,
-                 row.n);
+    run(m, g, P_MASK, temp, seed, top);
+    if (look) run(m, g, P_LOOKUP, temp, seed, look);
+    run(m, g, P_ROW, temp, seed, &row);
+    assert_int_equal(row.from_top + row.fallbacks + row.masked, 0);
+    const run_out *o[2] = {top, look};
+    for (int i = 0; i < 2; i++)
+        if (o[i] && (o[i]->n != row.n || memcmp(o[i]->tok, row.tok, (size_t)row.n * sizeof *row.tok)))
+            fail_msg("%s: the %s gave '%s' (%d tokens), the whole row '%s' (%d)", what,
+                     i ? "k best by lookups" : "device's masked k best", o[i]->text, o[i]->n, row.text, row.n);
     assert_true(top->n > 0);
-    /* every token took a path; a fallback after a filtered attempt can count on both (seen once in
-     * three full runs under ASan: 15 for 14 tokens): at least n, until the stats count a token once */
-    assert_true(top->from_top + top->fallbacks >= top->n);
-    printf("%s: %d tokens, %ld from the k best, %ld fallbacks: %s\n", what, top->n, top->from_top, top->fallbacks,
-           top->text);
+    assert_int_equal(top->drawn, row.drawn);
+    /* every draw took one path, counted once */
+    assert_int_equal(top->from_top, top->drawn);
+    assert_int_equal(top->masked, top->drawn);
+    assert_int_equal(top->fallbacks, 0);
+    if (look) {
+        assert_int_equal(look->from_top + look->fallbacks, look->drawn);
+        assert_int_equal(look->masked, 0);
+    }
+    printf("%s: %d tokens (%d drawn), masked on the device %ld; by lookups %ld from the k best, %ld fallbacks: %s\n",
+           what, top->n, top->drawn, top->masked, look ? look->from_top : -1, look ? look->fallbacks : -1, top->text);
 }
 
-static void variant(const char *v) {
-    clinfer_model *m = load(v);
+/* The model's checks: schema greedy and sampled, the rare grammar (the
+ * old path's fallback), the server's door; full: the GBNF and the id
+ * lookups' path too (on one kernel variant: the path is the host's). */
+static void checks(clinfer_model *m, int full) {
     clinfer_grammar *js = grammar(m, SCHEMA, 1), *gb = grammar(m, GBNF, 0), *rare = grammar(m, RARE, 0);
-    run_out a, b, c, e;
-    same(m, js, 0, 0, "schema greedy", &a);
-    same(m, gb, 0, 0, "gbnf greedy", &b);
-    same(m, js, 0.8f, tu_seed(), "schema sampled", &c);
-    /* the k best serve tokens: a JSON string's letters, the GBNF's words */
-    assert_true(a.from_top > 0 && b.from_top > 0);
-    /* nothing the grammar allows is among the k best: the whole row, the text still the grammar's */
-    same(m, rare, 0, 0, "rare greedy", &e);
+    run_out a, b, c, e, la, lb, le;
+    same(m, js, 0, 0, "schema greedy", &a, full ? &la : NULL);
+    same(m, js, 0.8f, tu_seed(), "schema sampled", &c, NULL);
+    if (full) {
+        same(m, gb, 0, 0, "gbnf greedy", &b, &lb);
+        /* the lookups' k best serve tokens too: a JSON string's letters, the GBNF's words */
+        assert_true(la.from_top > 0 && lb.from_top > 0);
+    }
+    /* nothing the grammar allows is among the k best: from the device's masked
+     * selection no fallback; by lookups the whole row; the text the grammar's */
+    same(m, rare, 0, 0, "rare greedy", &e, full ? &le : NULL);
     assert_string_equal(e.text, "QXJ7 zebra");
-    assert_true(e.fallbacks >= 1);
-    /* the server's door: the k best of a row on the host */
-    run_out h, w;
-    run_next(m, js, NULL, &h);
-    run_next(m, js, "0", &w);
-    if (h.n != w.n || memcmp(h.tok, w.tok, (size_t)w.n * sizeof *w.tok))
-        fail_msg("clinfer_next_token: the k best gave '%s', the whole row '%s'", h.text, w.text);
-    assert_true(h.n > 0 && h.from_top > 0);
-    assert_int_equal(h.from_top + h.fallbacks, h.n);
-    assert_int_equal(w.from_top + w.fallbacks, 0);
-    printf("next_token greedy: %d tokens, %ld from the k best, %ld fallbacks: %s\n", h.n, h.from_top, h.fallbacks, h.text);
+    if (full) assert_true(le.fallbacks >= 1);
+    /* the server's door: the k best of a row on the host, masked by bits (or by lookups) */
+    run_out h, l, w;
+    run_next(m, js, P_MASK, &h);
+    if (full) run_next(m, js, P_LOOKUP, &l);
+    run_next(m, js, P_ROW, &w);
+    if (h.n != w.n || memcmp(h.tok, w.tok, (size_t)w.n * sizeof *w.tok) ||
+        (full && (l.n != w.n || memcmp(l.tok, w.tok, (size_t)w.n * sizeof *w.tok))))
+        fail_msg("clinfer_next_token: masked '%s', lookups '%s', the whole row '%s'", h.text, full ? l.text : "-",
+                 w.text);
+    assert_true(h.n > 0);
+    assert_int_equal(h.from_top, h.drawn);
+    assert_int_equal(h.masked, h.drawn);
+    assert_int_equal(h.fallbacks, 0);
+    if (full) {
+        assert_true(l.from_top > 0);
+        assert_int_equal(l.from_top + l.fallbacks, l.drawn);
+    }
+    assert_int_equal(w.from_top + w.fallbacks + w.masked, 0);
+    printf("next_token greedy: %d tokens, masked %ld: %s\n", h.n, h.masked, h.text);
     clinfer_grammar_free(js);
     clinfer_grammar_free(gb);
     clinfer_grammar_free(rare);
+}
+
+static void variant(const char *v) {
+    clinfer_model *m = load(NULL, v);
+    checks(m, !strcmp(v, "cpu"));
+    clinfer_model_free(m);
+}
+
+/* A large vocabulary (262,144): the mask's 8,192 words, the selection's
+ * 64 slices; the default kernels. */
+static void test_gemma(void **state) {
+    (void)state;
+    clinfer_model *m = load("gemma3-270m", NULL);
+    checks(m, 0);
     clinfer_model_free(m);
 }
 
@@ -206,6 +269,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu),
         cmocka_unit_test(test_gpu),
+        cmocka_unit_test(test_gemma),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
  * fails where jinja2 failed: with the very message where the template's own
  * raise_exception failed it, else with jinja2's message within the engine's
  * ("'dict object' has no attribute 'x'"). Reports per template. Then the bounds an
- * untrusted template meets, and a few of jinja2's semantics by hand. */
+ * untrusted template meets, a few of jinja2's semantics by hand, and the
+ * corpus's parses rendered by 8 threads at once as by one. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -302,8 +304,134 @@ static void test_search_linear(void **state) {
                "{}", "['a', '']['a,b,', 'c']['', 'a', '']['', 'a']['a', 'b', ',c']bbaXYcabc22['\u00e9', '\u00e9']");
 }
 
+/* ---- one parse rendered by several threads at once -------------------- */
+
+/* what one rendering gave: status, output or message, and whether raised */
+typedef struct one_render {
+    clf_status st;
+    char *text; /* the output, or the message (malloc'd) */
+    int raised;
+} one_render;
+
+static one_render render_once(const clf_jinja_template *t, const char *ctx, time_t now) {
+    one_render r = {0};
+    char *out = NULL;
+    r.st = clf_jinja_render(t, ctx, now, &out, NULL);
+    r.raised = r.st != CLF_OK && clf_jinja_last_was_raise();
+    r.text = r.st == CLF_OK ? out : strdup(clf_last_error());
+    return r;
+}
+
+enum { N_THREADS = 8 };
+typedef struct thread_job {
+    clf_jinja_template **tp; /* the corpus, each parsed once (NULL: it did not parse) */
+    int nt, nconv;
+    char **ctx;
+    time_t now;
+    one_render *alone; /* [template * nconv + conv]: the renders of one thread */
+    int id;
+    long renders, mismatches; /* this thread's */
+    char first[256];          /* its first mismatch */
+} thread_job;
+
+/* Every (template, conversation) pair once, in an order of this thread's
+ * own (a start and a stride coprime with the count): at any moment the
+ * threads render different conversations, mostly of different templates,
+ * and every template is rendered by all of them. No cmocka assertion off
+ * the main thread: mismatches are counted. */
+static void *thread_renders(void *arg) {
+    thread_job *j = arg;
+    long total = (long)j->nt * j->nconv, stride = 1;
+    static const long STRIDES[] = {1, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+    enum { NS = sizeof STRIDES / sizeof STRIDES[0] };
+    for (int i = 0; i < NS; i++) { /* the first stride from this thread's own that is coprime with total */
+        long x = STRIDES[(i + j->id) % NS], y = total;
+        while (y) {
+            long r = x % y;
+            x = y, y = r;
+        }
+        if (x == 1) {
+            stride = STRIDES[(i + j->id) % NS];
+            break;
+        }
+    }
+    for (long k = 0, at = (long)j->id * total / N_THREADS; k < total; k++, at = (at + stride) % total) {
+        int ti = (int)(at / j->nconv), ci = (int)(at % j->nconv);
+        if (!j->tp[ti]) continue;
+        one_render r = render_once(j->tp[ti], j->ctx[ci], j->now);
+        const one_render *w = &j->alone[at];
+        j->renders++;
+        if (r.st != w->st || r.raised != w->raised || strcmp(r.text, w->text)) {
+            if (!j->mismatches++)
+                snprintf(j->first, sizeof j->first, "template %d, conversation %d: status %d/%d, \"%.60s\"", ti, ci,
+                         (int)r.st, (int)w->st, r.text);
+        }
+        free(r.text);
+    }
+    return NULL;
+}
+
+/* The corpus parsed once, each template's conversations rendered on one
+ * thread, then by 8 threads at once from the same parses, each in its own
+ * order: every output, status, message and raise_exception verdict the
+ * same (the engine keeps a rendering's state apart; the tree is only
+ * read). */
+static void test_threads(void **state) {
+    (void)state;
+    json_error_t err;
+    json_t *rec = json_load_file(DIR "expected.json", 0, &err);
+    if (!rec) fail_msg("cannot read " DIR "expected.json: %s", err.text);
+    time_t now = (time_t)json_integer_value(json_object_get(rec, "now"));
+    json_t *convs = json_object_get(rec, "conversations"), *templates = json_object_get(rec, "templates");
+    int nconv = (int)json_array_size(convs), nt = (int)json_array_size(templates), parsed = 0;
+    assert_true(nt >= 70 && nconv >= 10);
+    char **ctx = calloc((size_t)nconv, sizeof *ctx);
+    clf_jinja_template **tp = calloc((size_t)nt, sizeof *tp);
+    one_render *alone = calloc((size_t)nt * (size_t)nconv, sizeof *alone);
+    assert_true(ctx && tp && alone);
+    for (int i = 0; i < nconv; i++)
+        ctx[i] = json_dumps(json_object_get(json_array_get(convs, (size_t)i), "context"),
+                            JSON_PRESERVE_ORDER | JSON_COMPACT);
+    for (int ti = 0; ti < nt; ti++) {
+        char path[512];
+        json_t *name = json_object_get(json_array_get(templates, (size_t)ti), "name");
+        snprintf(path, sizeof path, DIR "%s", json_string_value(name));
+        size_t n;
+        char *text = slurp(path, &n);
+        if (clf_jinja_parse(text, n, NULL, &tp[ti]) == CLF_OK) parsed++;
+        free(text);
+        for (int ci = 0; tp[ti] && ci < nconv; ci++) alone[ti * nconv + ci] = render_once(tp[ti], ctx[ci], now);
+    }
+    assert_int_equal(parsed, nt); /* the corpus parses whole (test_corpus says more) */
+    thread_job jobs[N_THREADS];
+    pthread_t th[N_THREADS];
+    for (int i = 0; i < N_THREADS; i++) {
+        jobs[i] = (thread_job){.tp = tp, .nt = nt, .nconv = nconv, .ctx = ctx, .now = now, .alone = alone, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, thread_renders, &jobs[i]), 0);
+    }
+    long renders = 0, mismatches = 0;
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        renders += jobs[i].renders;
+        mismatches += jobs[i].mismatches;
+        if (jobs[i].mismatches)
+            printf("jinja threads: thread %d: %ld mismatches, first: %s\n", i, jobs[i].mismatches, jobs[i].first);
+    }
+    printf("jinja threads: %d templates parsed once, %ld renderings on %d threads at once, %ld differ from one "
+           "thread's\n",
+           nt, renders, N_THREADS, mismatches);
+    assert_int_equal(renders, (long)N_THREADS * nt * nconv);
+    assert_int_equal(mismatches, 0);
+    for (int i = 0; i < nt * nconv; i++) free(alone[i].text);
+    for (int i = 0; i < nt; i++) clf_jinja_free(tp[i]);
+    for (int i = 0; i < nconv; i++) free(ctx[i]);
+    free(alone), free(tp), free(ctx);
+    json_decref(rec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_semantics),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_search_linear),

@@ -2,7 +2,8 @@
  * api/seq_state.c, models/llama_state.c): a conversation generated, saved,
  * restored into a fresh session and continued gives the logits continuing
  * without the round trip gives (bit for bit on sequence 0; into another
- * sequence through clinfer_decode), for a llama and a gemma3 whose sliding
+ * sequence through clinfer_decode, the sequence beside it, whose blocks it
+ * shared, continuing as alone), for a llama and a gemma3 whose sliding
  * window gave its first blocks back, on both kernel variants (cpu, gpu);
  * and the refusals: another model, another KV type, a short token buffer,
  * a length that is not the sequence's, truncated files at every section,
@@ -148,13 +149,26 @@ static void round_trip(const char *path, const char *variant) {
                   strstr(path, "gemma") ? "gemma3" : "llama", variant, len, bytes, worst);
     assert_memory_equal(want, got, (size_t)(N_AFTER + 1) * nv * sizeof *want);
 
-    /* into sequence 1 of a two-sequence session, beside a busy sequence 0,
-     * continued through clinfer_decode */
+    /* into sequence 1 of a two-sequence session, beside a busy sequence 0
+     * whose blocks it shared (a copied prefix: the load gives them back and
+     * writes blocks of its own), continued through clinfer_decode */
     clinfer_session *c = session(m, 2, CLINFER_KV_F32);
     ASSERT_OK(clinfer_eval(c, text, 17));
+    ASSERT_OK(clinfer_seq_copy(c, 0, 1, 17));
     ASSERT_OK(clinfer_session_load_seq(c, 1, state_path, back, N_CTX, &n_back, NULL));
     assert_int_equal(clinfer_seq_len(c, 1), len);
     assert_int_equal(clinfer_seq_len(c, 0), 17);
+    /* sequence 0 untouched: its next token's logits as a session of its 17 alone gives them */
+    clinfer_session *d = session(m, 1, CLINFER_KV_F32);
+    ASSERT_OK(clinfer_eval(d, text, 17));
+    ASSERT_OK(clinfer_eval(d, &text[17], 1));
+    int32_t seq0 = 0;
+    ASSERT_OK(clinfer_decode(c, &(clinfer_batch){.n_tokens = 1, .token = &text[17], .seq_id = &seq0}));
+    double d0 = 0;
+    for (int v = 0; v < nv; v++)
+        d0 = fmax(d0, fabs((double)clinfer_batch_logits(c, 0)[v] - clinfer_session_logits(d)[v]));
+    if (d0 > 1e-4) fail_msg("sequence 0 after a load into sequence 1: max |diff| %g", d0);
+    clinfer_session_free(d);
     int32_t seq1 = 1, tok = next;
     for (int i = 0; i <= N_AFTER; i++) {
         clinfer_batch bt = {.n_tokens = 1, .token = &tok, .seq_id = &seq1};

@@ -14,12 +14,15 @@
 
 #include "reasoning.h"
 
+static int no_tools; /* the splitter's no_tools for the checks below */
+
 /* The split of reply fed in pieces of `step` bytes (0: whole), the first
  * cut at `first` bytes when nonzero. */
 static void split(srv_think_syntax syn, int open, const char *reply, size_t first, size_t step, srv_buf *r,
                   srv_buf *c) {
     srv_think t;
     srv_think_init(&t, syn, open);
+    t.no_tools = no_tools;
     size_t n = strlen(reply), at = 0;
     *r = (srv_buf){0};
     *c = (srv_buf){0};
@@ -97,6 +100,44 @@ static void test_harmony(void **state) {
           "Need weather.",
           "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
           "{\"city\":\"Paris\"}<|call|>");
+    /* no tools offered: a recipient's message is no call, dropped header and all (llama.cpp's unsolicited call);
+     * the answer after it stays */
+    no_tools = 1;
+    check(SRV_THINK_HARMONY, 0,
+          "<|channel|>analysis<|message|>Search.<|end|><|start|>assistant<|channel|>commentary to=browser.search "
+          "<|constrain|>json<|message|>{\"q\":\"x\"}<|call|><|start|>assistant<|channel|>final<|message|>Done.",
+          "Search.", "Done.");
+    /* tools offered or not, a built-in tool's recipient is no call: dropped */
+    for (no_tools = 0; no_tools < 2; no_tools++)
+        check(SRV_THINK_HARMONY, 0,
+              "<|channel|>commentary to=browser.search <|constrain|>json<|message|>{\"q\":\"x\"}<|call|><|start|>"
+              "assistant<|channel|>final<|message|>Done.",
+              "", "Done.");
+    no_tools = 1;
+    /* a stray " to=assistant" is no recipient */
+    check(SRV_THINK_HARMONY, 0, "<|channel|>commentary to=assistant<|message|>Hi.<|end|>", "", "Hi.");
+    no_tools = 0;
+    /* a header that never reaches its <|message|> (512 bytes held at most): flushed to content, the rest after */
+    char longh[700];
+    memset(longh, 'x', sizeof longh - 1);
+    memcpy(longh, "<|channel|>", 11);
+    longh[sizeof longh - 1] = 0;
+    memcpy(longh + 600, "<|message|>", 11);
+    check(SRV_THINK_HARMONY, 0, longh, "", longh);
+}
+
+/* functionary v3.2: no reasoning; "all\n" (the text's recipient) taken out at the start and after ">>>", calls
+ * (another recipient) left for the tool parser */
+static void test_functionary(void **state) {
+    (void)state;
+    check(SRV_THINK_FUNCTIONARY, 0, "all\nHello there.", "", "Hello there.");
+    check(SRV_THINK_FUNCTIONARY, 0, "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{}", "",
+          "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{}");
+    check(SRV_THINK_FUNCTIONARY, 0, "all\nLet me check.>>>get_weather\n{}", "", "Let me check.>>>get_weather\n{}");
+    check(SRV_THINK_FUNCTIONARY, 0, "all\nA, >>>all\nB>>al", "", "A, B>>al");
+    check(SRV_THINK_FUNCTIONARY, 0, "al", "", "al");
+    check(SRV_THINK_FUNCTIONARY, 0, "", "", "");
+    assert_null(srv_budget_close_text(SRV_THINK_FUNCTIONARY));
 }
 
 static void test_detect(void **state) {
@@ -110,6 +151,10 @@ static void test_detect(void **state) {
     assert_int_equal(open, 0);
     static const char OSS[] = "<|start|>user<|message|>hi<|end|><|start|>assistant";
     assert_int_equal(srv_think_detect(OSS, sizeof OSS - 1, &open), SRV_THINK_HARMONY);
+    assert_int_equal(open, 0);
+    static const char V32[] = "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant"
+                              "<|end_header_id|>\n\n>>>";
+    assert_int_equal(srv_think_detect(V32, sizeof V32 - 1, &open), SRV_THINK_FUNCTIONARY);
     assert_int_equal(open, 0);
     srv_reasoning_format f;
     assert_int_equal(srv_reasoning_format_parse("none", &f), 0);
@@ -242,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_tags),
         cmocka_unit_test(test_harmony),
         cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_functionary),
         cmocka_unit_test(test_in_reasoning),
         cmocka_unit_test(test_budget),
     };

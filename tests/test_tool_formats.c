@@ -1,6 +1,7 @@
 /* The tool formats read off a template (tools.h: Mistral, Mistral Small
  * 3.2's [ARGS], gpt-oss's Harmony, DeepSeek R1 and V3.1, Granite, Command
- * R): each recognised in its corpus template (tests/data/templates), which
+ * R, Qwen3-Coder's and GLM's XML, Kimi K2, functionary v3.1 and v3.2):
+ * each recognised in its corpus template (tests/data/templates), which
  * renders a conversation with tools, a call and its result; replies as the
  * models write them parsed (one call, parallel calls, text first, a
  * malformed call as text), whole and cut at every byte as a stream sees
@@ -40,20 +41,37 @@ static char *read_text(const char *path) {
 typedef struct fmt_case {
     const char *file; /* under tests/data/templates */
     clf_tool_format format;
+    int no_history; /* its template refuses a prior call under jinja2's sandbox (list.append: expected.json) */
 } fmt_case;
 
 static const fmt_case CASES[] = {
-    {"mistralai-Mistral-Nemo-Instruct-2407.jinja", CLF_TOOLS_MISTRAL},
-    {"Mistral-Small-3.2-24B-Instruct-2506.jinja", CLF_TOOLS_MISTRAL_ARGS},
-    {"unsloth-mistral-Devstral-Small-2507.jinja", CLF_TOOLS_MISTRAL_ARGS},
-    {"openai-gpt-oss-120b.jinja", CLF_TOOLS_HARMONY},
-    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", CLF_TOOLS_DEEPSEEK_R1},
-    {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", CLF_TOOLS_DEEPSEEK_R1},
+    {"mistralai-Mistral-Nemo-Instruct-2407.jinja", CLF_TOOLS_MISTRAL, 0},
+    {"Mistral-Small-3.2-24B-Instruct-2506.jinja", CLF_TOOLS_MISTRAL_ARGS, 0},
+    {"unsloth-mistral-Devstral-Small-2507.jinja", CLF_TOOLS_MISTRAL_ARGS, 0},
+    {"openai-gpt-oss-120b.jinja", CLF_TOOLS_HARMONY, 0},
+    {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", CLF_TOOLS_DEEPSEEK_R1, 0},
+    {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", CLF_TOOLS_DEEPSEEK_R1, 0},
     /* (llama-cpp-deepseek-r1.jinja, written for llama.cpp's minja, fails under jinja2 with tools: expected.json) */
-    {"deepseek-ai-DeepSeek-V3.1.jinja", CLF_TOOLS_DEEPSEEK_V3},
-    {"ibm-granite-granite-3.3-2B-Instruct.jinja", CLF_TOOLS_GRANITE},
-    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", CLF_TOOLS_COMMAND_R},
-    {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", CLF_TOOLS_COMMAND_R7B},
+    {"deepseek-ai-DeepSeek-V3.1.jinja", CLF_TOOLS_DEEPSEEK_V3, 0},
+    {"ibm-granite-granite-3.3-2B-Instruct.jinja", CLF_TOOLS_GRANITE, 0},
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", CLF_TOOLS_COMMAND_R, 0},
+    {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", CLF_TOOLS_COMMAND_R7B, 0},
+    {"Qwen3-Coder.jinja", CLF_TOOLS_QWEN3_CODER, 0},
+    {"Qwen3.5-4B.jinja", CLF_TOOLS_QWEN3_CODER, 0},
+    {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", CLF_TOOLS_QWEN3_CODER, 0},
+    {"GLM-4.6.jinja", CLF_TOOLS_GLM, 0},
+    {"GLM-4.7-Flash.jinja", CLF_TOOLS_GLM, 0},
+    {"Spark2.5.jinja", CLF_TOOLS_GLM, 0},
+    {"inclusionai-ling-3.0-flash.jinja", CLF_TOOLS_GLM, 0},
+    {"poolside-Laguna-XS.2.jinja", CLF_TOOLS_GLM, 0},
+    {"poolside-Laguna-XS-2.1.jinja", CLF_TOOLS_GLM, 0},
+    {"poolside-Laguna-S-2.1.jinja", CLF_TOOLS_GLM, 0},
+    {"StepFun3.5-Flash.jinja", CLF_TOOLS_QWEN3_CODER, 0},
+    {"Kimi-K2-Instruct.jinja", CLF_TOOLS_KIMI_K2, 1},
+    {"Kimi-K2-Thinking.jinja", CLF_TOOLS_KIMI_K2, 1},
+    {"moonshotai-Kimi-K2.jinja", CLF_TOOLS_KIMI_K2, 0},
+    {"meetkai-functionary-medium-v3.1.jinja", CLF_TOOLS_FUNCTIONARY, 0},
+    {"meetkai-functionary-medium-v3.2.jinja", CLF_TOOLS_FUNCTIONARY_V32, 0},
 };
 enum { N_CASES = sizeof CASES / sizeof *CASES };
 
@@ -100,6 +118,17 @@ static void test_templates_render_tools(void **state) {
                              {"user", "Thanks, and tomorrow?", NULL, 0, NULL}};
         char *buf = NULL;
         size_t len;
+        if (CASES[k].no_history) { /* the tools offered render; a prior call fails as jinja2's sandbox fails it */
+            assert_int_not_equal(clf_tools_render(&c, t, m, 5, 1, &buf, &len), CLF_OK);
+            assert_non_null(strstr(clf_last_error(), "append"));
+            TU_OK(clf_tools_render(&c, t, m, 1, 1, &buf, &len));
+            assert_non_null(strstr(buf, "get_weather"));
+            assert_non_null(strstr(buf, "Paris"));
+            free(buf);
+            clf_tools_free(t);
+            free(tmpl);
+            continue;
+        }
         clf_status st = clf_tools_render(&c, t, m, 5, 1, &buf, &len);
         if (st != CLF_OK) fail_msg("%s: %s", CASES[k].file, clf_last_error());
         if (!strstr(buf, "get_weather") || !strstr(buf, "Paris") || !strstr(buf, "temp_c") || !strstr(buf, "tomorrow"))
@@ -246,6 +275,36 @@ static const replies REPLIES[] = {
      "Let me check.<|START_ACTION|>[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}]"
      "<|END_ACTION|>",
      "<|START_ACTION|>get_weather(Paris)<|END_ACTION|>", 13},
+    {"Qwen3-Coder.jinja",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+     "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n"
+     "<tool_call>\n<function=get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>",
+     "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+     "</tool_call>",
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 13},
+    {"GLM-4.6.jinja", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+     "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n"
+     "<tool_call>get_time<arg_key>zone</arg_key><arg_value>UTC</arg_value></tool_call>",
+     "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+     "<tool_call>get_weather\n<arg_value>Paris</arg_value>\n</tool_call>", 13},
+    {"Kimi-K2-Instruct.jinja",
+     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": "
+     "\"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": "
+     "\"Paris\"}<|tool_call_end|>\n<|tool_call_begin|>functions.get_time:1<|tool_call_argument_begin|>{\"zone\": "
+     "\"UTC\"}<|tool_call_end|><|tool_calls_section_end|>",
+     "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:3<|tool_call_argument_begin|>"
+     "{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+     "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>Paris"
+     "<|tool_call_end|><|tool_calls_section_end|>", 13},
+    {"meetkai-functionary-medium-v3.1.jinja", "<function=get_weather>{\"city\": \"Paris\"}</function>",
+     "<function=get_weather>{\"city\": \"Paris\"}</function><function=get_time>{\"zone\": \"UTC\"}</function>",
+     "Let me check.\n<function=get_weather>{\"city\": \"Paris\"}</function>", "<function=get_weather>Paris</function>",
+     13},
+    /* (v3.2's text as the server's splitter leaves it: the prompt's ">>>" before the reply, a text's "all\n" gone) */
+    {"meetkai-functionary-medium-v3.2.jinja", "get_weather\n{\"city\": \"Paris\"}",
+     "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{\"zone\": \"UTC\"}",
+     "Let me check.>>>get_weather\n{\"city\": \"Paris\"}", "get_weather\n[\"Paris\"]", 13},
 };
 enum { N_REPLIES = sizeof REPLIES / sizeof *REPLIES };
 
@@ -285,6 +344,111 @@ static void test_parse_cut_short(void **state) {
     free(tmpl);
 }
 
+/* Qwen3-Coder's and GLM's raw values typed by the schema (a string stays
+ * text though it reads as JSON; the other types parsed; a value of no
+ * known type JSON where it parses), and without the schemas as JSON where
+ * it parses. */
+static void test_parse_typed(void **state) {
+    (void)state;
+    static const char T[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                            "\"object\",\"properties\":{\"zip\":{\"type\":\"string\"},\"n\":{\"type\":"
+                            "\"integer\"},\"ok\":{\"type\":\"boolean\"},\"tags\":{\"type\":\"array\",\"items\":"
+                            "{\"type\":\"string\"}},\"any\":{}}}}}]";
+    static const char *const TEXT[] = {
+        "Sure.\n<tool_call>\n<function=f>\n<parameter=zip>\n12345\n</parameter>\n<parameter=n>\n12\n</parameter>\n"
+        "<parameter=ok>\nTrue\n</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n<parameter=any>\nnot "
+        "json\n</parameter>\n</function>\n</tool_call>",
+        "Sure.\n<tool_call>f\n<arg_key>zip</arg_key>\n<arg_value>12345</arg_value>\n<arg_key>n</arg_key>\n<arg_value>12"
+        "</arg_value>\n<arg_key>ok</arg_key>\n<arg_value>true</arg_value>\n<arg_key>tags</arg_key>\n<arg_value>[\"a\", "
+        "\"b\"]</arg_value>\n<arg_key>any</arg_key>\n<arg_value>not json</arg_value>\n</tool_call>"};
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "GLM-4.6.jinja"};
+    for (int k = 0; k < 2; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, T, strlen(T), &t));
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse_typed(t, TEXT[k], strlen(TEXT[k]), 1, &r));
+        assert_int_equal(r->content_len, 5);
+        assert_int_equal(r->n_calls, 1);
+        assert_string_equal(r->calls[0].name, "f");
+        json_t *got = json_loads(r->calls[0].arguments, 0, NULL),
+               *want = json_loads("{\"zip\": \"12345\", \"n\": 12, \"ok\": true, \"tags\": [\"a\", \"b\"], "
+                                  "\"any\": \"not json\"}", 0, NULL);
+        if (!json_equal(got, want)) fail_msg("%s: %s", FILES[k], r->calls[0].arguments);
+        json_decref(got);
+        clf_tool_reply_free(r);
+        TU_OK(clf_tools_parse(&c, TEXT[k], strlen(TEXT[k]), 1, &r)); /* no schemas: "12345" reads as a number */
+        got = json_loads(r->calls[0].arguments, 0, NULL);
+        assert_true(json_is_integer(json_object_get(got, "zip")));
+        json_decref(got);
+        json_decref(want);
+        clf_tool_reply_free(r);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+/* functionary v3.1's <|python_tag|>: the rest of the reply is a call of
+ * python, its code (text, or the JSON string the template writes); a
+ * stream holds it back until the reply ends. */
+static void test_functionary_python(void **state) {
+    (void)state;
+    clf_chat c;
+    char *tmpl = chat_of("meetkai-functionary-medium-v3.1.jinja", &c);
+    static const char *const TEXT[] = {"Let me run it.<|python_tag|>print(1 + 1)", "<|python_tag|>\"print(2)\"",
+                                       "<|python_tag|>{\"code\": \"print(3)\"}"};
+    static const char *const ARGS[] = {"{\"code\": \"print(1 + 1)\"}", "{\"code\": \"print(2)\"}",
+                                       "{\"code\": \"print(3)\"}"};
+    for (int k = 0; k < 3; k++) {
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse(&c, TEXT[k], strlen(TEXT[k]), 1, &r));
+        assert_int_equal(r->n_calls, 1);
+        assert_string_equal(r->calls[0].name, "python");
+        assert_string_equal(r->calls[0].arguments, ARGS[k]);
+        assert_int_equal(r->content_len, k ? 0 : 14);
+        tu_check_tool_stream(&c, TEXT[k], strlen(TEXT[k]), r);
+        clf_tool_reply_free(r);
+        TU_OK(clf_tools_parse(&c, TEXT[k], strlen(TEXT[k]), 0, &r));
+        assert_int_equal(r->n_calls, 0);
+        assert_int_equal(r->content_len, k ? 0 : 14);
+        clf_tool_reply_free(r);
+    }
+    free(tmpl);
+}
+
+/* functionary v3.2's reply starts after the prompt's ">>>": a first line
+ * of a function's name then its JSON is a call; a word alone, or (the
+ * schemas known) a name of none of the functions, is text. */
+static void test_functionary_v32(void **state) {
+    (void)state;
+    clf_chat c;
+    char *tmpl = chat_of("meetkai-functionary-medium-v3.2.jinja", &c);
+    clf_tools *t;
+    TU_OK(clf_tools_create(&c, TOOLS, strlen(TOOLS), &t));
+    static const char *const TEXT[] = {"Hi", "Hello\n", "Note\n{\"a\": 1}"};
+    for (int k = 0; k < 3; k++) {
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse_typed(t, TEXT[k], strlen(TEXT[k]), 1, &r));
+        assert_int_equal(r->n_calls, 0);
+        assert_int_equal(r->content_len, strlen(TEXT[k]));
+        clf_tool_reply_free(r);
+    }
+    clf_tool_reply *r; /* without the schemas, any name */
+    TU_OK(clf_tools_parse(&c, TEXT[2], strlen(TEXT[2]), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "Note");
+    clf_tool_reply_free(r);
+    const char *cut = "get_weather\n{\"city\": \"Par"; /* cut short by max_tokens: reported incomplete */
+    TU_OK(clf_tools_parse_typed(t, cut, strlen(cut), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_false(r->calls[0].complete);
+    assert_int_equal(r->content_len, 0);
+    clf_tool_reply_free(r);
+    clf_tools_free(t);
+    free(tmpl);
+}
+
 /* Texts of the formats' pieces at random (markers, their halves, names,
  * JSON fragments, blanks): every parse returns, a stream's content is a
  * prefix of the final one, a complete call's arguments are what the
@@ -297,7 +461,10 @@ static void test_parse_pieces(void **state) {
         "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool", "function", "<|start|>assistant", "<|channel|>",
         "commentary", " to=functions.", "<|message|>", "<|call|>", "<|end|>", "get_weather", "get_time", "{", "}", "[",
         "]", "\"", "\"name\"", "\"arguments\"", "\"tool_name\"", "\"parameters\"", ":", ",", " ", "\n", "x", "é",
-        "{\"city\": \"Paris\"}", "\\"};
+        "{\"city\": \"Paris\"}", "\\", "<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=",
+        "</parameter>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<|tool_calls_section_begin|>",
+        "<|tool_call_begin|>", "functions.get_time:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+        "<|tool_calls_section_end|>", "<|python_tag|>", ">", "city", "Paris", ">>>", "all\n", ">>>all\n", "get_time\n"};
     enum { N_PIECES = sizeof PIECES / sizeof *PIECES };
     uint64_t s = tu_seed();
     char text[2048];
@@ -340,10 +507,15 @@ static void test_parse_pieces(void **state) {
 
 /* ---- the grammar ---------------------------------------------------------------- */
 
+/* What ends the XML formats' free-text values: a walk writes one now and
+ * then where it may (random bytes would hardly ever spell it). */
+static const char *const CLOSERS[] = {"\n</parameter>\n", "</arg_value>\n"};
+
 /* A random sentence of g (bytes among those a state allows, stopping at
  * an accepting state one time in 8, 4096 bytes at most); NULL when the
  * walk ran out of room. */
 static char *walk(const clf_grammar *g, uint64_t *s) {
+    const char *closing = NULL; /* a closer being written */
     size_t cap = 4097, n = 0;
     char *out = malloc(cap);
     assert_non_null(out);
@@ -364,6 +536,13 @@ static char *walk(const clf_grammar *g, uint64_t *s) {
         unsigned b;
         do b = bytes[tu_next(s) % (unsigned)nb];
         while (ascii && (b == '\\' || (b >= 128 && tu_next(s) % 64)));
+        if (!closing && nb > 64 && tu_next(s) % 16 == 0) closing = CLOSERS[tu_next(s) % 2];
+        if (closing) { /* its next byte where allowed, else the closer is dropped */
+            unsigned want = (unsigned char)*closing++;
+            if (st.tops[want / 64] >> (want % 64) & 1) b = want;
+            else closing = NULL;
+            if (closing && !*closing) closing = NULL;
+        }
         TU_OK(clf_gstate_advance(g, &st, b, &next));
         if (next.n_stacks == 0) fail_msg("byte %u in the tops is not allowed", b);
         out[n++] = (char)b;
@@ -393,9 +572,9 @@ static clf_grammar *grammar_of(const clf_tools *t, clf_tool_choice choice, const
 }
 
 /* Calls that parse and hold their function's required fields. */
-static void check_calls(const clf_chat *c, const char *text, int min_calls, const char *only) {
+static void check_calls(const clf_tools *t, const char *text, int min_calls, const char *only) {
     clf_tool_reply *r;
-    TU_OK(clf_tools_parse(c, text, strlen(text), 1, &r));
+    TU_OK(clf_tools_parse_typed(t, text, strlen(text), 1, &r)); /* (the XML formats' values typed by the schemas) */
     if (r->n_calls < min_calls) fail_msg("'%s': %d calls", text, r->n_calls);
     for (int i = 0; i < r->n_calls; i++) {
         const clf_tool_parsed *p = &r->calls[i];
@@ -440,22 +619,134 @@ static void test_grammar_formats(void **state) {
             !clf_grammar_accepts(req, one, strlen(one)))
             fail_msg("%s: the grammar refuses '%s'", REPLIES[k].file, one);
         assert_false(clf_grammar_accepts(req, "Hello", 5));
-        int walked = 0;
+        if (f == CLF_TOOLS_FUNCTIONARY) { /* auto's text holds neither marker: the python tag not spelt either */
+            assert_true(clf_grammar_accepts(aut, "Hi <b> x", 8));
+            assert_false(clf_grammar_accepts(aut, "Hi <|python_tag|>1", 18));
+        }
+        int walked = 0, walked_req = 0;
         for (int iter = 0; iter < 60; iter++) {
             clf_grammar *g = iter % 3 == 0 ? req : iter % 3 == 1 ? named : aut;
             if (!g) continue; /* Harmony under auto: no grammar */
             char *text = walk(g, &s);
             if (!text) continue;
             walked++;
-            check_calls(&c, text, g == aut ? 0 : 1, g == named ? "get_time" : NULL);
+            walked_req += g == req;
+            check_calls(t, text, g == aut ? 0 : 1, g == named ? "get_time" : NULL);
             free(text);
         }
-        if (walked < 20) fail_msg("%s: %d walks ended", REPLIES[k].file, walked);
+        if (walked < 20 || walked_req < 5)
+            fail_msg("%s: %d walks ended (%d of the required grammar)", REPLIES[k].file, walked, walked_req);
         if (clf_tools_format(&c) == CLF_TOOLS_HARMONY) assert_null(aut);
         else assert_non_null(aut);
         clf_grammar_free(req);
         clf_grammar_free(named);
         clf_grammar_free(aut);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+/* A name written between two markers (Kimi K2's call id, DeepSeek V3.1's
+ * name before its separator) is a call's only where it is a function
+ * name's characters: other bytes (blanks, quotes, bytes not UTF-8, which
+ * the API's JSON refuses) leave the reply text, whole and streamed. */
+static void test_delimited_names(void **state) {
+    (void)state;
+    static const struct { const char *file, *text; } CASES_ODD[] = {
+        {"Kimi-K2-Instruct.jinja", "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.a \"b\xff:0"
+                                   "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+        {"Kimi-K2-Instruct.jinja", "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.:0"
+                                   "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>"},
+        {"deepseek-ai-DeepSeek-V3.1.jinja",
+         "Hi<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>a b\xff<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+    };
+    for (size_t k = 0; k < sizeof CASES_ODD / sizeof *CASES_ODD; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(CASES_ODD[k].file, &c);
+        const char *text = CASES_ODD[k].text;
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse(&c, text, strlen(text), 1, &r));
+        if (r->n_calls) fail_msg("%s: a call of '%s'", CASES_ODD[k].file, r->calls[0].name);
+        assert_int_equal(r->content_len, strlen(text));
+        tu_check_tool_stream(&c, text, strlen(text), r);
+        clf_tool_reply_free(r);
+        free(tmpl);
+    }
+    clf_chat c; /* the same with a name: a call */
+    char *tmpl = chat_of("Kimi-K2-Instruct.jinja", &c);
+    const char *good = "Hi<|tool_calls_section_begin|><|tool_call_begin|>functions.get-time.v2:0"
+                       "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>";
+    clf_tool_reply *r;
+    TU_OK(clf_tools_parse(&c, good, strlen(good), 1, &r));
+    assert_int_equal(r->n_calls, 1);
+    assert_string_equal(r->calls[0].name, "get-time.v2");
+    clf_tool_reply_free(r);
+    free(tmpl);
+}
+
+/* Qwen3-Coder's and GLM's values of another type than a string are JSON
+ * by the schema's grammar, and a JSON string in one may hold the value's
+ * closing tag: the call the grammar let through parses, whole and
+ * streamed (a string parameter's raw text cannot hold it: its grammar). */
+static void test_xml_tag_in_json(void **state) {
+    (void)state;
+    static const char T[] = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"
+                            "\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"type\":"
+                            "\"string\"}},\"s\":{\"type\":\"string\"}},\"required\":[\"tags\",\"s\"]}}}]";
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "GLM-4.6.jinja"};
+    static const char *const TEXT[] = {
+        "<tool_call>\n<function=f>\n<parameter=tags>\n[\"a</parameter>b\", \"c\"]\n</parameter>\n<parameter=s>\n"
+        "[\"x\"\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>f\n<arg_key>tags</arg_key>\n<arg_value>[\"a</arg_value>b\", \"c\"]</arg_value>\n<arg_key>s"
+        "</arg_key>\n<arg_value>[\"x\"</arg_value>\n</tool_call>"};
+    for (int k = 0; k < 2; k++) {
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, T, strlen(T), &t));
+        clf_grammar *g = grammar_of(t, CLF_TOOL_REQUIRED, NULL, 0);
+        if (!clf_grammar_accepts(g, TEXT[k], strlen(TEXT[k]))) fail_msg("%s: the grammar refuses it", FILES[k]);
+        clf_tool_reply *r;
+        TU_OK(clf_tools_parse_typed(t, TEXT[k], strlen(TEXT[k]), 1, &r));
+        if (r->n_calls != 1) fail_msg("%s: %d calls, content %zu", FILES[k], r->n_calls, r->content_len);
+        assert_true(r->calls[0].complete);
+        json_t *got = json_loads(r->calls[0].arguments, 0, NULL),
+               *want = json_loads("{\"tags\": [\"a</x>b\", \"c\"], \"s\": \"[\\\"x\\\"\"}", 0, NULL);
+        json_array_set_new(json_object_get(want, "tags"), 0, json_string(k ? "a</arg_value>b" : "a</parameter>b"));
+        if (!json_equal(got, want)) fail_msg("%s: %s", FILES[k], r->calls[0].arguments);
+        json_decref(got);
+        json_decref(want);
+        tu_check_tool_stream(&c, TEXT[k], strlen(TEXT[k]), r); /* (untyped: the same call) */
+        clf_tool_reply_free(r);
+        clf_grammar_free(g);
+        clf_tools_free(t);
+        free(tmpl);
+    }
+}
+
+/* A property name the XML formats' parser could not read back (Qwen3-Coder:
+ * '>', '<' or a newline in it; either: empty, or GLM's closing tag in it)
+ * has no grammar: refused, naming it, not calls that parse to another
+ * name. */
+static void test_xml_odd_property_names(void **state) {
+    (void)state;
+    static const char *const FILES[] = {"Qwen3-Coder.jinja", "Qwen3-Coder.jinja", "GLM-4.6.jinja", "GLM-4.6.jinja"};
+    static const char *const NAMES[] = {"a>b", "", "x</arg_key>y", ""};
+    for (int k = 0; k < 4; k++) {
+        char tools[512];
+        snprintf(tools, sizeof tools,
+                 "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                 "\"properties\":{\"%s\":{\"type\":\"string\"}}}}}]",
+                 NAMES[k]);
+        clf_chat c;
+        char *tmpl = chat_of(FILES[k], &c);
+        clf_tools *t;
+        TU_OK(clf_tools_create(&c, tools, strlen(tools), &t));
+        char *gbnf = NULL;
+        if (clf_tools_grammar(t, CLF_TOOL_REQUIRED, NULL, 0, &gbnf) != CLF_ERR_ARG)
+            fail_msg("%s: property '%s': a grammar", FILES[k], NAMES[k]);
+        assert_null(gbnf);
+        assert_non_null(strstr(clf_last_error(), "property name"));
         clf_tools_free(t);
         free(tmpl);
     }
@@ -467,6 +758,9 @@ int main(void) {
         cmocka_unit_test(test_no_tool_syntax),
         cmocka_unit_test(test_parse_formats),          cmocka_unit_test(test_parse_cut_short),
         cmocka_unit_test(test_parse_pieces),           cmocka_unit_test(test_grammar_formats),
+        cmocka_unit_test(test_parse_typed),            cmocka_unit_test(test_functionary_python),
+        cmocka_unit_test(test_functionary_v32),        cmocka_unit_test(test_delimited_names),
+        cmocka_unit_test(test_xml_tag_in_json),        cmocka_unit_test(test_xml_odd_property_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,13 +27,18 @@ clf_status clf_topk_create(clf_runtime *rt, clf_topk *t) {
 }
 
 void clf_topk_free(clf_topk *t) {
-    cl_mem *m[] = {&t->part_v, &t->part_i, &t->bad, &t->out_v, &t->out_i};
+    cl_mem *m[] = {&t->part_v, &t->part_i, &t->bad, &t->out_v, &t->out_i, &t->mask};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (*m[i]) clReleaseMemObject(*m[i]);
     memset(t, 0, sizeof *t);
 }
 
 clf_status clf_topk_read(clf_topk *t, const clf_tensor *x, int k, float *vals, int32_t *ids, int *nonfinite) {
+    return clf_topk_read_masked(t, x, k, NULL, vals, ids, nonfinite);
+}
+
+clf_status clf_topk_read_masked(clf_topk *t, const clf_tensor *x, int k, const uint32_t *mask, float *vals,
+                                int32_t *ids, int *nonfinite) {
     clf_runtime *rt = t->rt;
     if (!t->out_i) return clf_fail(CLF_ERR_ARG, "top-k: no scratch (clf_topk_create)");
     if (x->type != CLF_F32 || x->offset % 4 || x->ne[0] < 1 || x->ne[0] > INT_MAX)
@@ -50,23 +55,40 @@ clf_status clf_topk_read(clf_topk *t, const clf_tensor *x, int k, float *vals, i
     cl_kernel kp, km;
     CLF_TRY(clf_kernel_get(rt, "select", opts, "topk_part", &kp));
     CLF_TRY(clf_kernel_get(rt, "select", opts, "topk_merge", &km));
+    /* the mask's words to the device (grown to the row's), written without
+     * waiting: the queue runs them before the launches, and the caller's
+     * words outlive the blocking read below */
+    const int words = (n + 31) / 32, masked = mask != NULL;
+    if (masked && t->mask_words < words) {
+        if (t->mask) clReleaseMemObject(t->mask);
+        t->mask = NULL;
+        t->mask_words = 0;
+        CLF_TRY(clf_buffer_create(rt, CL_MEM_READ_ONLY, (size_t)words * 4, NULL, &t->mask));
+        t->mask_words = words;
+    }
+    if (masked)
+        CLF_TRY(clf_cl_check(
+            clEnqueueWriteBuffer(rt->queue, t->mask, CL_FALSE, 0, (size_t)words * 4, mask, 0, NULL, NULL),
+            "writing the top-k mask"));
+    cl_mem mask_mem = masked ? t->mask : t->bad; /* unmasked: a buffer never read */
     clf_arg ap[] = {CLF_ARG(x->mem), CLF_ARG(xoff), CLF_ARG(n), CLF_ARG(k), CLF_ARG(parts),
-                    CLF_ARG(t->part_v), CLF_ARG(t->part_i), CLF_ARG(t->bad)};
-    CLF_TRY(clf_set_args(kp, ap, CLF_NARGS(ap)));
-    const size_t gp = (size_t)parts, one = 1;
-    CLF_TRY(clf_launch(rt, kp, 1, &gp, &one));
+                    CLF_ARG(t->part_v), CLF_ARG(t->part_i), CLF_ARG(t->bad), CLF_ARG(mask_mem), CLF_ARG(masked)};
     clf_arg am[] = {CLF_ARG(t->part_v), CLF_ARG(t->part_i), CLF_ARG(t->bad), CLF_ARG(k), CLF_ARG(parts),
                     CLF_ARG(t->out_v), CLF_ARG(t->out_i)};
-    CLF_TRY(clf_set_args(km, am, CLF_NARGS(am)));
-    CLF_TRY(clf_launch(rt, km, 1, &one, &one));
+    const size_t gp = (size_t)parts, one = 1;
+    clf_status st = clf_set_args(kp, ap, CLF_NARGS(ap));
+    if (st == CLF_OK) st = clf_launch(rt, kp, 1, &gp, &one);
+    if (st == CLF_OK) st = clf_set_args(km, am, CLF_NARGS(am));
+    if (st == CLF_OK) st = clf_launch(rt, km, 1, &one, &one);
     int32_t out_i[CLF_TOPK_MAX + 1];
-    clf_status st = clf_cl_check(clEnqueueReadBuffer(rt->queue, t->out_v, CL_FALSE, 0, (size_t)k * 4, vals, 0, NULL, NULL),
-                                 "reading the top-k values");
+    if (st == CLF_OK)
+        st = clf_cl_check(clEnqueueReadBuffer(rt->queue, t->out_v, CL_FALSE, 0, (size_t)k * 4, vals, 0, NULL, NULL),
+                          "reading the top-k values");
     if (st == CLF_OK)
         st = clf_cl_check(clEnqueueReadBuffer(rt->queue, t->out_i, CL_TRUE, 0, (size_t)(k + 1) * 4, out_i, 0,
                                               NULL, NULL),
                           "reading the top-k indices");
-    if (st != CLF_OK) {
+    if (st != CLF_OK) { /* nothing queued may still read the caller's mask */
         clFinish(rt->queue);
         return st;
     }

@@ -8,12 +8,13 @@ endpoint, in that endpoint's shape; a broken file in the folder failing
 alone. The second model is the tiny one (its answers need not be text)."""
 import concurrent.futures
 import os
+import subprocess
 
 import anthropic
 import openai
 import pytest
 
-from conftest import TINY, Server
+from conftest import BIN, TINY, Server
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1"  # -m's name in a router: its file's, less .gguf
 PROMPTS = ["What is the capital of France?", "Name three colours.", "Say hello in Spanish."]
@@ -202,3 +203,25 @@ def test_memory_budget(tmp_path):
     finally:
         rc, err = s.stop()
     assert rc == 0, err
+
+
+def test_cache_ram_in_the_budget(tmp_path):
+    """--cache-ram's bound counts in each model's memory for --models-memory:
+    with it, one tiny model fits 12 MiB and two do not (without, both would);
+    a bound that takes the whole budget is refused at start."""
+    d = folder(tmp_path / "m", "a", "b")
+    s = Server("--models-dir", d, "--models-memory", "12", "--cache-ram", "8", "--parallel", "2", "--ctx", "4096")
+    try:
+        assert answer(s, "a", "hi", 3)
+        _, body = s.request("GET", "/v1/models")
+        used = body["data"][0]["meta"]["memory_bytes"]
+        assert (8 << 20) + (1 << 20) < used < (8 << 20) + (2 << 20), used  # 8 MiB of RAM cache, the model's < 2
+        assert answer(s, "b", "hi", 3)
+        st = status(s)
+        assert st["a"]["value"] == "unloaded" and st["b"]["value"] == "loaded", st
+    finally:
+        rc, err = s.stop()
+    assert rc == 0, err
+    p = subprocess.run([BIN, "serve", "--port", "0", "--models-dir", d, "--models-memory", "8", "--cache-ram", "8"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "takes all of --models-memory" in p.stderr, p.stderr

@@ -5,13 +5,20 @@ turn reuses the restored prefix and its greedy answer is the one it got
 without the round trip; /metrics counts the actions. And the refusals: no
 --slot-save-path (501), names that are not plain (400), a bad slot or
 action (400), a missing file (404), a file of another model or damaged
-(400, saying why), a slot running a request (409)."""
+(400, saying why), a slot running a request (409). A restore, from a file or
+host memory (--cache-ram), touches its own slot alone: the other slots keep
+their caches and answers, and a pool too short for the file loses one idle
+cache, not all of them."""
 import os
+import random
+import subprocess
 
 import openai
 import pytest
 
 from conftest import TINY, Server
+from test_draft import refused
+from test_lora import A as LORA_A, base_args
 from test_http import COMP, open_stream, read_until
 from test_limits import wait_for
 
@@ -200,3 +207,143 @@ def test_router(tmp_path):
     finally:
         rc, err = s.stop()
         assert rc == 0, err
+
+
+# ---- a restore touches its own slot alone ----------------------------------------
+
+def letters(n, seed):
+    """n random letters: the tiny model's tokens are nearly its bytes, and two such prompts share nothing."""
+    r = random.Random(seed)
+    return "".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(n))
+
+
+def hold(t, prompts, max_tokens=64):
+    """Each prompt's cache in a slot of its own: streams opened one after the other, each running (its
+    slot taken) before the next is sent, then all cut; their slots keep their prompts."""
+    cs = []
+    for p in prompts:
+        cs.append(open_stream(t.port, {"prompt": p, "max_tokens": max_tokens}))
+        assert b"data:" in read_until(cs[-1], b"data:")
+    for c in cs:
+        c.close()
+    wait_for(lambda: not any(x["is_processing"] for x in slots(t)))
+
+
+def complete(t, prompt):
+    """The greedy answer and the prompt tokens it reused."""
+    status, r = t.request("POST", COMP, {"prompt": prompt, "max_tokens": 8, "temperature": 0})
+    assert status == 200, r
+    return r["choices"][0]["text"], r["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def slot_of(t, lo, hi=1 << 30):
+    """The slot whose cache holds lo to hi tokens (one only)."""
+    held = [x["id"] for x in slots(t) if lo <= x["n_cached_tokens"] < hi]
+    assert len(held) == 1, slots(t)
+    return held[0]
+
+
+def test_restore_keeps_the_other_slot(tiny, tmp_path):
+    """Two slots with cached prompts; a file restored into one: the other's
+    next request reuses its prefix as before, and answers as before."""
+    t = tiny("--parallel", "2", "--ctx", "1024", "--slot-save-path", str(tmp_path))
+    a, b = letters(300, 1), letters(400, 2)
+    hold(t, [a, b])
+    ka, kb = slot_of(t, 250, 350), slot_of(t, 350)
+    assert ka != kb
+    want_a, cached_a = complete(t, a)
+    want_b, cached_b = complete(t, b)
+    assert cached_a > 250 and cached_b > 350
+    status, r = t.request("POST", f"/slots/{ka}?action=save", {"filename": "a.bin"})
+    assert status == 200, r
+    status, r = t.request("POST", f"/slots/{ka}?action=restore", {"filename": "a.bin"})
+    assert status == 200 and r["n_restored"] > 250, r
+    assert slot_of(t, 350) == kb
+    assert complete(t, b) == (want_b, cached_b)
+    assert complete(t, a) == (want_a, cached_a)
+    assert t.metric("slot_restores_total") == 1
+
+
+def test_restore_into_a_full_pool(tiny, tmp_path):
+    """A pool of 8192 tokens, two slots holding 3000 and 3300, and a file of
+    2500 restored into the third: the pool is short, and one slot's cache
+    (the least recently used) makes room; the other keeps its own, reused.
+    A file longer than a slot's context costs no slot its cache."""
+    t = tiny("--parallel", "3", "--ctx", "8192", "--kv-memory", "1", "--slot-save-path", str(tmp_path))
+    x, b, c = letters(2500, 3), letters(3000, 4), letters(3300, 5)
+    complete(t, x)
+    status, r = t.request("POST", f"/slots/{slot_of(t, 2300)}?action=save", {"filename": "x.bin"})
+    assert status == 200 and r["n_saved"] > 2300, r
+    hold(t, [b, c], max_tokens=800)  # set aside together: 3800 and 4100 of the 8192
+    kc = slot_of(t, 3150)
+    held = [x["id"] for x in slots(t) if x["n_cached_tokens"] >= 2700]
+    assert len(held) == 2 and kc in held, slots(t)
+    kb = [k for k in held if k != kc][0]
+    target = [x["id"] for x in slots(t) if x["id"] not in held][0]
+    status, r = t.request("POST", f"/slots/{target}?action=restore", {"filename": "x.bin"})
+    assert status == 200 and r["n_restored"] > 2300, r
+    kept = [x for x in slots(t) if x["id"] in held and x["n_cached_tokens"] > 0]
+    assert len(kept) == 1, slots(t)  # one made room; before, both did (room for a whole context)
+    _, cached = complete(t, b if kept[0]["id"] == kb else c)
+    assert cached == kept[0]["n_cached_tokens"] - 2, (cached, kept)
+    # a file of more tokens than a slot's context is refused by its header: no slot's cache goes for it
+    u = tiny("--parallel", "2", "--ctx", "1024", "--slot-save-path", str(tmp_path))
+    hold(u, [b[:500]])
+    k = slot_of(u, 400)
+    status, r = u.request("POST", f"/slots/{1 - k}?action=restore", {"filename": "x.bin"})
+    assert status == 400 and "tokens" in r["error"]["message"], r
+    assert slot_of(u, 400) == k
+
+
+def test_ram_restore_keeps_the_other_slot(tiny):
+    """--cache-ram: A and B in two slots; C takes A's, the least recently
+    used (A kept in host memory); A's next request loads it back into a slot
+    (C's, now the least recently used): B's cache stays, reused, and B
+    answers as before."""
+    t = tiny("--parallel", "2", "--ctx", "1024", "--cache-ram", "16")
+    a, b, c = letters(300, 6), letters(400, 7), letters(350, 8)
+    hold(t, [a, b])
+    kb = slot_of(t, 350)
+    want_a, _ = complete(t, a)
+    complete(t, b)
+    complete(t, c)  # shares nothing with either: A's slot, A to host memory
+    assert t.metric("cache_ram_stores_total") == 1 and slot_of(t, 320, 380) != kb
+    want_b, cached_b = complete(t, b)
+    got_a, cached_a = complete(t, a)
+    assert t.metric("cache_ram_hits_total") == 1 and cached_a > 250 and got_a == want_a
+    assert slot_of(t, 380) == kb
+    assert complete(t, b) == (want_b, cached_b)
+
+
+def test_unrelated_prompts_take_empty_slots(tiny):
+    """Prompts that share nothing take the empty slots (then the least
+    recently used), not the first slot again: each keeps its cache, reused
+    by its next turn."""
+    t = tiny("--parallel", "3", "--ctx", "1024")
+    a, b = letters(300, 9), letters(400, 10)
+    want_a, _ = complete(t, a)
+    want_b, _ = complete(t, b)
+    ka, kb = slot_of(t, 250, 350), slot_of(t, 350)
+    assert ka != kb
+    assert complete(t, a) == (want_a, slots(t)[ka]["n_cached_tokens"] - 2)
+    assert complete(t, b) == (want_b, slots(t)[kb]["n_cached_tokens"] - 2)
+
+
+# ---- what a server holds beside its model, counted at start -----------------------
+
+def test_memory_refused_at_start(tmp_path):
+    """--cache-ram past the host's memory is refused before the server is
+    ready, the message naming every part it counts: the model's weights and
+    KV, a draft model's (-md), LoRA adapters, --cache-ram."""
+    err = refused("-m", TINY, "-md", TINY, "--cache-ram", str(1 << 24))
+    assert "does not fit the host's memory" in err and "lower --cache-ram" in err, err
+    for part in ("weights", "KV cache", "draft model (-md, weights and KV)", "--cache-ram 16384.0 GiB"):
+        assert part in err, (part, err)
+    base = str(tmp_path / "base.gguf")
+    subprocess.run([os.environ["CLINFER_TINY_GGUF"], "model", base] + base_args(), check=True)
+    err = refused("-m", base, "--lora", LORA_A, "--cache-ram", str(1 << 24))
+    assert "LoRA adapters 0." in err and "--cache-ram" in err, err  # a tiny adapter: a fraction of a MiB
+    # within the host's memory: served
+    t = Server("--cache-ram", "16", "-md", TINY, model=TINY)
+    rc, err = t.stop()
+    assert rc == 0, err

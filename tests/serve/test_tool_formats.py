@@ -1,7 +1,8 @@
 """Tool calls in each format family's own syntax through the official
 openai client: the default model (SmolLM2) under a corpus template of each
 family (--chat-template-file: Mistral's two forms, gpt-oss's Harmony,
-DeepSeek R1 and V3.1, Granite, Command R). The model's answers need not
+DeepSeek R1 and V3.1, Granite, Command R, Qwen3-Coder's and GLM's XML
+(values typed by the schema), Kimi K2, functionary v3.1 and v3.2). The model's answers need not
 be sensible: tool_choice required / named holds them to the format's
 grammar, so what comes back is the format's call syntax as the model
 wrote it, parsed by the server (whole and streamed). The templates render
@@ -25,6 +26,11 @@ FAMILIES = [
     "deepseek-ai-DeepSeek-V3.1.jinja",
     "ibm-granite-granite-3.3-2B-Instruct.jinja",
     "CohereForAI-c4ai-command-r-plus-tool_use.jinja",
+    "Qwen3-Coder.jinja",  # <tool_call>\n<function=F>\n<parameter=P>\nV\n</parameter>...
+    "GLM-4.6.jinja",  # <tool_call>F\n<arg_key>P</arg_key>\n<arg_value>V</arg_value>...
+    "moonshotai-Kimi-K2.jinja",  # <|tool_calls_section_begin|>... (Kimi-K2-Instruct's refuses a prior call under jinja2)
+    "meetkai-functionary-medium-v3.1.jinja",  # <function=F>{...}</function>
+    "meetkai-functionary-medium-v3.2.jinja",  # (the prompt's >>>) F\n{...}>>>F\n{...}; all\n text
 ]
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",

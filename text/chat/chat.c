@@ -43,14 +43,9 @@ static int copy_literal(const char *tmpl, const char *key, char *out, size_t cap
     return 1;
 }
 
-/* Llama 3.1+'s dated system turn: the knowledge date as the template writes
- * it; today as strftime_now("%d %b %Y") gives it (English month names,
- * whatever the locale), else the template's date_string default. */
-static void find_dated_system(const char *tmpl, clf_chat *c) {
-    if (!copy_literal(tmpl, "Cutting Knowledge Date: ", c->knowledge, sizeof c->knowledge)) return;
-    if (!strstr(tmpl, "strftime_now") && (copy_literal(tmpl, "set date_string = \"", c->date, sizeof c->date) ||
-                                          copy_literal(tmpl, "set date_string = '", c->date, sizeof c->date)))
-        return;
+/* Today as strftime_now("%d %b %Y") gives it (English month names,
+ * whatever the locale). */
+static void today(clf_chat *c) {
     static const char *const MONTH[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     time_t now = time(NULL);
@@ -59,6 +54,18 @@ static void find_dated_system(const char *tmpl, clf_chat *c) {
         snprintf(c->date, sizeof c->date, "%02d %s %d", tm.tm_mday, MONTH[tm.tm_mon], tm.tm_year + 1900);
     else
         snprintf(c->date, sizeof c->date, "26 Jul 2024"); /* the templates' own fallback */
+}
+
+/* Llama 3.1+'s dated system turn: the knowledge date as the template writes
+ * it; today where the template calls strftime_now, else its date_string
+ * default. */
+static void find_dated_system(const char *tmpl, clf_chat *c) {
+    if (!copy_literal(tmpl, "Cutting Knowledge Date: ", c->knowledge, sizeof c->knowledge)) return;
+    if (!strstr(tmpl, "strftime_now") && (copy_literal(tmpl, "set date_string = \"", c->date, sizeof c->date) ||
+                                          copy_literal(tmpl, "set date_string = '", c->date, sizeof c->date)))
+        return;
+    c->date_today = 1;
+    today(c);
 }
 
 /* The hand-written format a template's text names; CLF_CHAT_JINJA when none. */
@@ -83,19 +90,6 @@ static void recognise(const char *tmpl, clf_chat *c) {
 static clf_status jinja_messages(const clf_chat_msg *msgs, int n, char **json);
 static clf_status find_turn_end(clf_chat *c);
 
-clf_status clf_chat_init(const char *tmpl, clf_chat *c) {
-    memset(c, 0, sizeof *c);
-    recognise(tmpl, c);
-    if (!tmpl) return CLF_OK;
-    /* the template runs: it must parse */
-    clf_jinja_template *t;
-    CLF_TRY(clf_jinja_parse(tmpl, strlen(tmpl), NULL, &t));
-    clf_jinja_free(t);
-    c->jinja = tmpl;
-    if (c->format == CLF_CHAT_JINJA) find_turn_end(c);
-    return CLF_OK;
-}
-
 /* The vocabulary's BOS and EOS texts for the template, and whether the
  * tokenizer adds BOS itself. */
 static void special_tokens(const clf_tokenizer *t, clf_chat *c) {
@@ -110,17 +104,38 @@ static void special_tokens(const clf_tokenizer *t, clf_chat *c) {
     c->strip_bos = clf_tokenizer_add_bos(t) && ids[0] >= 0;
 }
 
-clf_status clf_chat_init_with(const clf_tokenizer *t, const char *tmpl, clf_chat *c) {
-    CLF_TRY(clf_chat_init(tmpl, c));
-    special_tokens(t, c);
+/* clf_chat_init, with the vocabulary's special tokens where t is given
+ * (before the turn end is found: the template sees them), and the parse
+ * kept in c->parsed where `keep` (else freed before returning). The
+ * template is parsed once here either way: the turn end's two renderings
+ * run that parse. */
+static clf_status init(const char *tmpl, const clf_tokenizer *t, int keep, clf_chat *c) {
+    memset(c, 0, sizeof *c);
+    recognise(tmpl, c);
+    if (t) special_tokens(t, c);
+    if (!tmpl) return CLF_OK;
+    /* the template runs: it must parse (CLF_ERR_FORMAT with the engine's message) */
+    clf_jinja_template *p;
+    CLF_TRY(clf_jinja_parse(tmpl, strlen(tmpl), NULL, &p));
+    c->jinja = tmpl;
+    c->parsed = p;
     if (c->format == CLF_CHAT_JINJA) find_turn_end(c);
+    if (!keep) {
+        clf_jinja_free(p);
+        c->parsed = NULL;
+    }
     return CLF_OK;
 }
 
-clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c) {
+clf_status clf_chat_init(const char *tmpl, clf_chat *c) { return init(tmpl, NULL, 0, c); }
+
+clf_status clf_chat_init_with(const clf_tokenizer *t, const char *tmpl, clf_chat *c) { return init(tmpl, t, 0, c); }
+
+/* clf_chat_init_model, the parse kept where `keep`. */
+static clf_status init_model(const clf_tokenizer *t, int keep, clf_chat *c) {
     const char *tmpl = clf_tokenizer_chat_template(t);
     if (tmpl) {
-        clf_status st = clf_chat_init_with(t, tmpl, c);
+        clf_status st = init(tmpl, t, keep, c);
         if (st == CLF_OK) return st;
         /* a template the engine cannot parse: the format it names, by hand, if any */
         memset(c, 0, sizeof *c);
@@ -143,6 +158,27 @@ clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c) {
         }
     recognise(NULL, c);
     return CLF_OK;
+}
+
+clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c) { return init_model(t, 0, c); }
+
+clf_status clf_chat_keep(const clf_tokenizer *t, const char *tmpl, clf_chat *c) {
+    if (!t && !tmpl) {
+        memset(c, 0, sizeof *c);
+        return clf_fail(CLF_ERR_ARG, "clf_chat_keep: neither a vocabulary nor a template");
+    }
+    return tmpl ? init(tmpl, t, 1, c) : init_model(t, 1, c);
+}
+
+void clf_chat_release(clf_chat *c) {
+    if (!c) return;
+    clf_jinja_free((clf_jinja_template *)c->parsed); /* the keeper's own: const for its borrowers */
+    c->parsed = NULL;
+}
+
+void clf_chat_copy(const clf_chat *kept, clf_chat *c) {
+    *c = *kept;
+    if (c->date_today) today(c); /* the date of this request, not of the load */
 }
 
 const char *clf_chat_format_name(clf_chat_format f) {

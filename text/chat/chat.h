@@ -1,5 +1,6 @@
-/* Chat templates: a GGUF's tokenizer.chat_template, run by the Jinja engine
- * (jinja.h) for every rendering, as jinja2 runs it in Hugging Face's
+/* Chat templates: a GGUF's tokenizer.chat_template, parsed by the Jinja
+ * engine (jinja.h) once where kept (clf_chat_keep: a model's, at load) and
+ * run for every rendering, as jinja2 runs it in Hugging Face's
  * apply_chat_template. The turn formats clinfer knows by hand (recognised
  * from the template's text, or without one from the vocabulary's special
  * tokens) remain for a file without a template, and for what a format
@@ -35,10 +36,18 @@ typedef struct clf_chat {
      * (date: today where the template calls strftime_now, else its
      * date_string default). Empty knowledge: no such turn. */
     char knowledge[32], date[16];
+    int date_today; /* date is today's (strftime_now): clf_chat_copy dates each copy anew */
     /* The template itself, run for clf_chat_render, clf_chat_tokenize,
      * clf_chat_tokenize_next and clf_chat_turn_end when set (points into the
      * caller's text: the tokenizer's); NULL: the hand-written format. */
     const char *jinja;
+    /* jinja parsed once (clf_chat_keep), run by every rendering of c and of
+     * its copies; read-only while it renders (the engine keeps a
+     * rendering's state apart), so renderings on several threads share it.
+     * NULL: each rendering parses jinja again (clf_chat_init's chats). Owned
+     * by the clf_chat clf_chat_keep filled (clf_chat_release); copies
+     * borrow it and must not outlive that one. */
+    const struct clf_jinja_template *parsed;
     char bos[64], eos[64]; /* bos_token, eos_token as the template sees them ("" unknown) */
     int strip_bos;         /* the tokenizer adds BOS: a leading bos_token is dropped, as llama.cpp does */
     time_t now;            /* the time strftime_now formats (UTC); 0: local time now */
@@ -62,6 +71,21 @@ clf_status clf_chat_init_model(const clf_tokenizer *t, clf_chat *c);
 /* Overrides the template (--chat-template, --chat-template-file): as
  * clf_chat_init_model with tmpl for the file's. */
 clf_status clf_chat_init_with(const clf_tokenizer *t, const char *tmpl, clf_chat *c);
+/* clf_chat_init_with (tmpl non-NULL: an override) or clf_chat_init_model
+ * (tmpl NULL: the file's), the template parsed once and kept in c->parsed
+ * for every later rendering (a model's chat, made at load). Its failures
+ * are theirs (an override the engine cannot parse: CLF_ERR_FORMAT with its
+ * message; the file's falls back to the format it names by hand, if any).
+ * t NULL with a tmpl: no vocabulary (bos_token and eos_token ""). Free
+ * with clf_chat_release. */
+clf_status clf_chat_keep(const clf_tokenizer *t, const char *tmpl, clf_chat *c);
+/* Frees what clf_chat_keep kept (c->parsed); NULL or a chat without one:
+ * nothing. No copy of c may render after. */
+void clf_chat_release(clf_chat *c);
+/* *c = *kept for one request (it borrows kept's parse; set its extra_json,
+ * now, ...), today's date made anew where the template dates its system
+ * turn with today (a server that runs past midnight). */
+void clf_chat_copy(const clf_chat *kept, clf_chat *c);
 const char *clf_chat_format_name(clf_chat_format f);
 
 typedef struct clf_chat_msg {

@@ -43,12 +43,14 @@ clf_status clf_chat_jinja_render(const clf_chat *c, const char *messages_json, c
     char *ctx_text = json_dumps(ctx, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(ctx);
     if (!ctx_text) return clf_fail(CLF_ERR_MEMORY, "out of host memory");
-    clf_jinja_template *t;
-    clf_status st = clf_jinja_parse(c->jinja, strlen(c->jinja), NULL, &t);
-    if (st == CLF_OK) {
-        st = clf_jinja_render(t, ctx_text, c->now, buf, len);
-        clf_jinja_free(t);
-    }
+    /* the kept parse (shared, read-only: clf_jinja_render keeps its state
+     * per rendering), else one for this rendering alone */
+    clf_status st = CLF_OK;
+    clf_jinja_template *own = NULL;
+    const clf_jinja_template *t = c->parsed;
+    if (!t && (st = clf_jinja_parse(c->jinja, strlen(c->jinja), NULL, &own)) == CLF_OK) t = own;
+    if (st == CLF_OK) st = clf_jinja_render(t, ctx_text, c->now, buf, len);
+    clf_jinja_free(own);
     free(ctx_text);
     if (st != CLF_OK) {
         /* the template's own raise_exception: the conversation is refused (a caller's error), in its words */

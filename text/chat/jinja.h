@@ -41,12 +41,16 @@ typedef struct clf_jinja_template clf_jinja_template;
 clf_status clf_jinja_parse(const char *text, size_t len, const clf_jinja_limits *limits, clf_jinja_template **out);
 void clf_jinja_free(clf_jinja_template *t);
 
-/* Renders with the variables of context_json (a JSON object: messages,
+/* Renders t (parsed once, rendered any number of times) with the variables of context_json (a JSON object: messages,
  * tools, add_generation_prompt, bos_token, ...; objects keep their order).
  * now: the time strftime_now formats (UTC), or 0 for the local time now.
  * *out is malloc'd, NUL-terminated, *out_len bytes. A template's
  * raise_exception("msg") is CLF_ERR_FORMAT with the message exactly
- * "msg" (clf_last_error()); other errors name what failed. */
+ * "msg" (clf_last_error()); other errors name what failed. t is only
+ * read: a rendering's values, scopes, counters and output live in its own
+ * arena (the tree's constants are scalars no rendering changes, and lists
+ * and dicts cannot be changed in place), so several threads may render one
+ * t at once. */
 clf_status clf_jinja_render(const clf_jinja_template *t, const char *context_json, time_t now, char **out,
                             size_t *out_len);
 

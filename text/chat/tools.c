@@ -26,14 +26,16 @@ clf_tool_format clf_tools_format(const clf_chat *c) {
 const char *clf_tools_format_name(clf_tool_format f) {
     static const char *const NAMES[] = {"none", "Hermes (ChatML)", "Llama 3.1", "Mistral", "Mistral (ARGS)",
                                         "Harmony (gpt-oss)", "DeepSeek R1", "DeepSeek V3.1", "Granite", "Command R",
-                                        "Command R7B"};
+                                        "Command R7B", "Qwen3-Coder (XML)", "GLM 4.5+", "Kimi K2",
+                                        "functionary v3.1", "functionary v3.2"};
     return (unsigned)f < sizeof NAMES / sizeof *NAMES ? NAMES[f] : "?";
 }
 
 clf_status clf_tools_supported(const clf_chat *c) {
     if (clf_tools_format(c) != CLF_TOOLS_NONE) return CLF_OK;
     return clf_fail(CLF_ERR_FORMAT, "the %s chat format%s has no tool-call syntax (tools work with ChatML/Hermes/Qwen, "
-                                    "Llama 3.1+, Mistral, gpt-oss, DeepSeek R1/V3.1, Granite and Command R)",
+                                    "Llama 3.1+, Mistral, gpt-oss, DeepSeek R1/V3.1, Granite, Command R, Qwen3-Coder, "
+                                    "GLM 4.5+, Kimi K2 and functionary v3.1/v3.2)",
                     clf_chat_format_name(c->format), c->format == CLF_CHAT_LLAMA3 ? " before Llama 3.1" : "");
 }
 
@@ -679,7 +681,9 @@ clf_status clf_tools_grammar(const clf_tools *t, clf_tool_choice choice, const c
     if (choice == CLF_TOOL_NONE) return clf_fail(CLF_ERR_ARG, "tool_choice none has no grammar");
     clf_tool_format f = clf_tools_format(&t->chat);
     if (f == CLF_TOOLS_MISTRAL_ARGS || f == CLF_TOOLS_HARMONY || f == CLF_TOOLS_DEEPSEEK_R1 ||
-        f == CLF_TOOLS_DEEPSEEK_V3) { /* the name outside the arguments' JSON: a grammar per function */
+        f == CLF_TOOLS_DEEPSEEK_V3 || f == CLF_TOOLS_QWEN3_CODER || f == CLF_TOOLS_GLM || f == CLF_TOOLS_KIMI_K2 ||
+        f == CLF_TOOLS_FUNCTIONARY || f == CLF_TOOLS_FUNCTIONARY_V32) {
+        /* the name outside the arguments' JSON: a grammar per function */
         int only = -1;
         if (choice == CLF_TOOL_NAMED) {
             for (int i = 0; i < t->n; i++)
@@ -766,7 +770,23 @@ static clf_status parse_calls(const clf_chat *c, const char *s, size_t n, size_t
     }
 }
 
+/* clf_tools_parse and clf_tools_parse_typed: sc the functions' schemas, or NULL. */
+static clf_status parse_reply(const clf_chat *c, const clf_tf_schemas *sc, const char *s, size_t n, int final,
+                              clf_tool_reply **out);
+
 clf_status clf_tools_parse(const clf_chat *c, const char *s, size_t n, int final, clf_tool_reply **out) {
+    return parse_reply(c, NULL, s, n, final, out);
+}
+
+clf_status clf_tools_parse_typed(const clf_tools *t, const char *s, size_t n, int final, clf_tool_reply **out) {
+    *out = NULL;
+    if (!t) return clf_fail(CLF_ERR_ARG, "no tools");
+    clf_tf_schemas sc = {(const char *const *)t->names, t->params, t->n};
+    return parse_reply(&t->chat, &sc, s, n, final, out);
+}
+
+static clf_status parse_reply(const clf_chat *c, const clf_tf_schemas *sc, const char *s, size_t n, int final,
+                              clf_tool_reply **out) {
     *out = NULL;
     CLF_TRY(clf_tools_supported(c));
     clf_tool_reply *r = calloc(1, sizeof *r);
@@ -774,7 +794,7 @@ clf_status clf_tools_parse(const clf_chat *c, const char *s, size_t n, int final
     clf_status st = CLF_OK;
     clf_tool_format f = clf_tools_format(c);
     if (f != CLF_TOOLS_HERMES && f != CLF_TOOLS_LLAMA3) {
-        st = clf_tf_parse(f, s, n, final, r);
+        st = clf_tf_parse(f, sc, s, n, final, r);
     } else if (f == CLF_TOOLS_HERMES) {
         size_t at = find_open(s, n);
         if (at < n) {

@@ -21,7 +21,16 @@
  *   and V3.1 (`<｜tool▁call▁begin｜>F<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`),
  *   Granite (`<|tool_call|>[{"name": F, "arguments": {...}}]`) and
  *   Command R (`Action: ```json [{"tool_name": F, "parameters": {...}}] ````; Command R7B's in
- *   `<|START_ACTION|>[...]<|END_ACTION|>`).
+ *   `<|START_ACTION|>[...]<|END_ACTION|>`), Qwen3-Coder's and GLM 4.5+'s XML
+ *   (a parameter's value raw text, typed by its schema: see
+ *   clf_tools_parse_typed), Kimi K2 (`<|tool_calls_section_begin|>
+ *   <|tool_call_begin|>functions.F:0<|tool_call_argument_begin|>{...}
+ *   <|tool_call_end|>...<|tool_calls_section_end|>`) and functionary v3.1
+ *   (`<function=F>{...}</function>`, `<|python_tag|>` then code: a call of
+ *   "python" with {"code": ...}) and v3.2 (the prompt ends in ">>>": the
+ *   reply `F\n{...}` calls, `all\n` opens text; `>>>F\n{...}` the next
+ *   calls. Its "all\n" stays in the content here: the server's splitter,
+ *   server/reasoning.c, takes it out first).
  * Other formats (Llama 3.0, Gemma, Phi-3, Zephyr, a template of none of
  * these) have none: CLF_ERR_FORMAT naming the format.
  *
@@ -51,6 +60,14 @@ typedef enum clf_tool_format {
     CLF_TOOLS_GRANITE,     /* <|tool_call|>[...] */
     CLF_TOOLS_COMMAND_R,   /* Action: ```json [...] ``` */
     CLF_TOOLS_COMMAND_R7B, /* <|START_ACTION|>[...]<|END_ACTION|> */
+    CLF_TOOLS_QWEN3_CODER, /* <tool_call>\n<function=F>\n<parameter=P>\nV\n</parameter>\n...</function>\n</tool_call>
+                            * (Qwen3-Coder, Qwen3.5, Nemotron Nano 3) */
+    CLF_TOOLS_GLM,         /* <tool_call>F\n<arg_key>P</arg_key>\n<arg_value>V</arg_value>\n...</tool_call>
+                            * (GLM 4.5+) */
+    CLF_TOOLS_KIMI_K2,     /* <|tool_calls_section_begin|><|tool_call_begin|>functions.F:I
+                            * <|tool_call_argument_begin|>{...}<|tool_call_end|>...<|tool_calls_section_end|> */
+    CLF_TOOLS_FUNCTIONARY, /* functionary v3.1: <function=F>{...}</function>, <|python_tag|>CODE */
+    CLF_TOOLS_FUNCTIONARY_V32, /* functionary v3.2: after the prompt's ">>>", F\n{...} or all\nTEXT; >>>F\n{...} */
 } clf_tool_format;
 
 /* c's tool syntax: its template's text first (the formats tool_formats.c
@@ -149,6 +166,12 @@ typedef struct clf_tool_reply {
  * short by the reply's end is reported incomplete). *out
  * malloc'd (clf_tool_reply_free). Any bytes are safe. */
 clf_status clf_tools_parse(const clf_chat *c, const char *text, size_t len, int final, clf_tool_reply **out);
+/* The same with t's functions' schemas: Qwen3-Coder's and GLM's raw
+ * parameter values typed by them (as llama.cpp: a parameter whose schema
+ * types it a string alone stays the text; another is parsed as JSON, the
+ * text where that fails). clf_tools_parse, without schemas, takes a value
+ * that parses as JSON for that JSON, else the text. */
+clf_status clf_tools_parse_typed(const clf_tools *t, const char *text, size_t len, int final, clf_tool_reply **out);
 void clf_tool_reply_free(clf_tool_reply *r);
 
 #endif

@@ -126,8 +126,17 @@ static inline clf_status add_call(clf_tool_reply *r, clf_tool_parsed **c) {
 /* The format a template's text writes calls in, of those tool_formats.c
  * parses (CLF_TOOLS_NONE: none of them). */
 clf_tool_format clf_tf_detect(const char *tmpl);
-/* Parses s[0, n) in format f into r (empty): as clf_tools_parse says. */
-clf_status clf_tf_parse(clf_tool_format f, const char *s, size_t n, int final, clf_tool_reply *r);
+/* The functions' schemas a parse types raw parameter values by (XML formats). */
+typedef struct clf_tf_schemas {
+    const char *const *names;
+    json_t *const *params; /* params[i] NULL: none */
+    int n;
+} clf_tf_schemas;
+
+/* Parses s[0, n) in format f into r (empty): as clf_tools_parse says; sc
+ * (may be NULL) types Qwen3-Coder's and GLM's values. */
+clf_status clf_tf_parse(clf_tool_format f, const clf_tf_schemas *sc, const char *s, size_t n, int final,
+                        clf_tool_reply *r);
 /* The reply's grammar in format f: the functions' names and parameters
  * (params[i] NULL: any object), all n or only `only` (>= 0), parallel
  * calls or one; the JSON-object formats (Mistral's array, Granite,

@@ -122,6 +122,11 @@ int clf_grammar_masks_advance(const clf_grammar_masks *gm, const clf_tokenizer *
  * smallest ids s refuses, rising (-1 past the last). */
 clf_status clf_grammar_masks_filter(clf_grammar_masks *gm, const gstate *s, const int32_t *ids, int k,
                                     uint8_t *allowed, int *n_allowed, int32_t *refused, int n_refused);
+/* The same mask as bits for a device (issue 41: the top-k selection
+ * skips the refused): bits[(n_vocab + 31) / 32], bit i % 32 of word i / 32
+ * set where s allows token i (a preserved one included, as apply); no
+ * logit row written; *n_allowed as apply's. */
+clf_status clf_grammar_masks_bits(clf_grammar_masks *gm, const gstate *s, uint32_t *bits, int *n_allowed);
 /* The masks computed and the ones found kept, since creation. */
 void clf_grammar_masks_stats(clf_grammar_masks *gm, long *computed, long *hits, double *compute_seconds);
 

@@ -685,6 +685,17 @@ clf_status clf_grammar_masks_filter(clf_grammar_masks *gm, const gstate *s, cons
     return st;
 }
 
+clf_status clf_grammar_masks_bits(clf_grammar_masks *gm, const gstate *s, uint32_t *bits, int *n_allowed) {
+    pthread_mutex_lock(&gm->lock);
+    clf_status st = union_mask(gm, s, n_allowed);
+    /* the 64-bit words as two 32-bit ones each, low half first (the
+     * device's words; the last one only as far as the vocabulary goes) */
+    const int words = (gm->n_vocab + 31) / 32;
+    for (int w = 0; st == CLF_OK && w < words; w++) bits[w] = (uint32_t)(gm->ubits[w >> 1] >> (32 * (w & 1)));
+    pthread_mutex_unlock(&gm->lock);
+    return st;
+}
+
 void clf_grammar_masks_stats(clf_grammar_masks *gm, long *computed, long *hits, double *seconds) {
     pthread_mutex_lock(&gm->lock);
     *computed = gm->computed;

@@ -637,10 +637,12 @@ static int topk_better(const void *a, const void *b) {
 
 clf_status clf_check_topk(clf_runtime *rt, uint64_t seed, int n, int k, int special, clf_check_result *res) {
     if (n < 1 || k < 1 || k > n || k > CLF_TOPK_MAX) return clf_fail(CLF_ERR_ARG, "top-k check: k %d of %d", k, n);
-    snprintf(res->detail, sizeof res->detail, "k %d of %d%s", k, n, special ? ", ties, NaN and infinities" : "");
+    snprintf(res->detail, sizeof res->detail, "k %d of %d%s, plain and masked", k, n,
+             special ? ", ties, NaN and infinities" : "");
     clf_status st = CLF_OK;
     float *x = xmalloc((size_t)n * sizeof *x, &st);
     topk_entry *ref = xmalloc((size_t)n * sizeof *ref, &st);
+    uint32_t *mask = NULL;
     clf_tensor tx = {0};
     clf_topk t = {0};
     if (st != CLF_OK) goto out;
@@ -666,11 +668,30 @@ clf_status clf_check_topk(clf_runtime *rt, uint64_t seed, int n, int k, int spec
     if ((st = clf_topk_read(&t, &tx, k, vals, ids, &bad)) != CLF_OK) goto out;
     int wrong = bad != want_bad;
     for (int j = 0; j < k; j++) wrong += ids[j] != ref[j].i || memcmp(&vals[j], &ref[j].v, sizeof vals[j]) != 0;
-    result(res, (double)wrong / (k + 1), 0.0); /* the fraction of wrong ranks (and flag) */
+    /* the same row under a grammar's mask (clf_topk_read_masked): words all
+     * refused, all allowed and mixed, stray bits past n (never read as
+     * values); special: a sparse mask, fewer allowed than k, so -inf pads
+     * (refused ids, by index) fill the list. A refused value is -inf. */
+    const int words = (n + 31) / 32;
+    mask = xmalloc((size_t)words * sizeof *mask, &st);
+    if (st != CLF_OK) goto out;
+    for (int w = 0; w < words; w++) {
+        const uint64_t r = clf_rng_next(&s) % 8;
+        mask[w] = special ? (r == 0 ? 1u << (clf_rng_next(&s) % 32) : 0)
+                  : r < 3 ? 0 : r == 3 ? ~0u : (uint32_t)clf_rng_next(&s);
+    }
+    for (int i = 0; i < n; i++)
+        ref[i] = (topk_entry){isnan(x[i]) || !(mask[i >> 5] >> (i & 31) & 1) ? -INFINITY : x[i], i};
+    qsort(ref, (size_t)n, sizeof *ref, topk_better);
+    bad = -1;
+    if ((st = clf_topk_read_masked(&t, &tx, k, mask, vals, ids, &bad)) != CLF_OK) goto out;
+    wrong += bad != want_bad;
+    for (int j = 0; j < k; j++) wrong += ids[j] != ref[j].i || memcmp(&vals[j], &ref[j].v, sizeof vals[j]) != 0;
+    result(res, (double)wrong / (2 * k + 2), 0.0); /* the fraction of wrong ranks (and flags), both reads */
 out:
     clf_topk_free(&t);
     clf_tensor_free(&tx);
-    free(x), free(ref);
+    free(x), free(ref), free(mask);
     return st;
 }
 
