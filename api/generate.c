@@ -168,7 +168,7 @@ clinfer_status clinfer_next_token_draft_q(clinfer_sampler *smp, clinfer_detokeni
     API_NOT_NULL(d);
     API_NOT_NULL(logits);
     API_NOT_NULL(out);
-    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, draft < 0 ? -1 : draft,
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, 0, draft < 0 ? -1 : draft,
                                           draft < 0 ? NULL : q, NULL, out);
 }
 
