@@ -162,6 +162,16 @@ clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenize
                                           out);
 }
 
+clinfer_status clinfer_next_token_draft_q(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
+                                          int n_vocab, int32_t draft, const float *q, clinfer_next *out) {
+    API_NOT_NULL(smp);
+    API_NOT_NULL(d);
+    API_NOT_NULL(logits);
+    API_NOT_NULL(out);
+    return (clinfer_status)api_next_token(smp, d, logits, n_vocab, NULL, NULL, 0, 0, draft < 0 ? -1 : draft,
+                                          draft < 0 ? NULL : q, NULL, out);
+}
+
 /* ---- the loop ------------------------------------------------------------- */
 
 clinfer_generate_params clinfer_generate_default_params(void) {

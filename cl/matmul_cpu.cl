@@ -34,7 +34,8 @@
  * int8 blocks (CLF_XQ_BYTES per 32 columns).
  *
  * Kernels, per type (T its name in cl/types.cl): gemm_T (GEMM and skinny
- * products), gemv_T (one token), unpack_T (panels back to F32 for another GEMM: clf_matmul_set_gemm)
+ * products), gemv_T (one token), gemv_T_rows (float types: several tokens,
+ * each the GEMV's), unpack_T (panels back to F32 for another GEMM: clf_matmul_set_gemm)
  * and, for every type but the float ones when CLF_X86_INT8 is set,
  * gemv_T_i8, gemv_T_xq, gemv_T_swiglu_xq, gemv_T_geglu_xq (gemv_T_swiglu_oai_xq
  * with -DCLF_GLU_OAI=1) and gemm_T_xq.
@@ -666,6 +667,101 @@ inline float clf_sum_x(const __global float *x, int n) {
         clf_store32(Y + yoff + 32 * p, MV_RESULT_##CPU(0, acc0), MV_RESULT_##CPU(1, acc1), rows - 32 * p, accumulate); \
     }
 
+/* Float weights' rows of several tokens, each the GEMV's (clf_matmul_rowwise
+ * of 2+ rows: a speculative step's verify rows, sequences decoded
+ * together): one work-item per (panel, ROWS_PW tokens), global size
+ * (panels, ceil(n / ROWS_PW)). The tokens go in threes and pairs (5 = 3 +
+ * 2, 4 = 2 + 2: the fewest passes whose accumulators fit the registers),
+ * each token's 8 accumulator chains over the panel as MV_SUMS_FLT sums one
+ * token's (four columns a step into four pairs, the tail into the first,
+ * the four added as MV_RESULT_FLT), so a row is bit for bit the GEMV's; a
+ * lone token (n = 8k + 1) takes MV_SUMS_FLT itself. The panel comes from memory once, in the first
+ * pair; the others read it from cache (32 × K halves: 36 KiB at K = 576).
+ * The GEMM's token tile (TM) sums in another order and, at 2 tokens, has 4
+ * chains, bound by the FMA latency. Quantized types take the int8 kernels
+ * (their rows are already the GEMV's). */
+#define ROWS_PW 8
+#define MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)                                                    \
+    {                                                                                           \
+        LOAD_##T(w, k, w0, w1);                                                                 \
+        a[0] = fma((float16)xa[k], w0, a[0]);                                                   \
+        a[1] = fma((float16)xa[k], w1, a[1]);                                                   \
+        b[0] = fma((float16)xb[k], w0, b[0]);                                                   \
+        b[1] = fma((float16)xb[k], w1, b[1]);                                                   \
+    }
+#define MV_SUMS2_FLT(T, xa, xb, a, b)                                                           \
+    float16 a[8], b[8], w0, w1;                                                                 \
+    _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = b[u] = 0.0f;                           \
+    int k = 0;                                                                                  \
+    for (; k + 4 <= K; k += 4) {                                                                \
+        _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
+            LOAD_##T(w, k + u, w0, w1);                                                         \
+            a[2 * u] = fma((float16)xa[k + u], w0, a[2 * u]);                                   \
+            a[2 * u + 1] = fma((float16)xa[k + u], w1, a[2 * u + 1]);                           \
+            b[2 * u] = fma((float16)xb[k + u], w0, b[2 * u]);                                   \
+            b[2 * u + 1] = fma((float16)xb[k + u], w1, b[2 * u + 1]);                           \
+        }                                                                                       \
+    }                                                                                           \
+    for (; k < K; k++) MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)
+#define MV_SUMS3_FLT(T, xa, xb, xc, a, b, c)                                                   \
+    float16 a[8], b[8], c[8], w0, w1;                                                           \
+    _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = b[u] = c[u] = 0.0f;                    \
+    int k = 0;                                                                                  \
+    for (; k + 4 <= K; k += 4) {                                                                \
+        _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
+            LOAD_##T(w, k + u, w0, w1);                                                         \
+            a[2 * u] = fma((float16)xa[k + u], w0, a[2 * u]);                                   \
+            a[2 * u + 1] = fma((float16)xa[k + u], w1, a[2 * u + 1]);                           \
+            b[2 * u] = fma((float16)xb[k + u], w0, b[2 * u]);                                   \
+            b[2 * u + 1] = fma((float16)xb[k + u], w1, b[2 * u + 1]);                           \
+            c[2 * u] = fma((float16)xc[k + u], w0, c[2 * u]);                                   \
+            c[2 * u + 1] = fma((float16)xc[k + u], w1, c[2 * u + 1]);                           \
+        }                                                                                       \
+    }                                                                                           \
+    for (; k < K; k++) {                                                                        \
+        MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)                                                    \
+        c[0] = fma((float16)xc[k], w0, c[0]);                                                   \
+        c[1] = fma((float16)xc[k], w1, c[1]);                                                   \
+    }
+/* Row r's result from its accumulators A (MV_RESULT_FLT's sums). */
+#define MV_STORE_FLT(r, A)                                                                      \
+    clf_store32(y + (size_t)(r) * ldy, (A[0] + A[2]) + (A[4] + A[6]), (A[1] + A[3]) + (A[5] + A[7]), rows - 32 * p, \
+                accumulate)
+#define GEMV_ROWS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES)                                     \
+    __kernel void gemv_##T##_rows(__global const MM_WT_FLT(BYTES) *W, __global const float *X, \
+                                  const ulong xoff, __global float *Y, const ulong yoff, const int n, \
+                                  const int ldy, const int rows, const int K, const int accumulate) { \
+        const int p = get_global_id(0), m0 = get_global_id(1) * ROWS_PW, m1 = min(m0 + ROWS_PW, n); \
+        if (32 * p >= rows) return;                                                             \
+        MM_PANEL_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES);                                     \
+        __global float *y = Y + yoff + 32 * p;                                                  \
+        int m = m0;                                                                             \
+        /* threes while more than 4 are left or 3 (5 = 3 + 2, 4 = 2 + 2): fewer passes */       \
+        for (; m1 - m == 3 || m1 - m > 4; m += 3) {                                             \
+            const __global float *xa = X + xoff + (size_t)m * K, *xb = xa + K, *xc = xb + K;    \
+            MV_SUMS3_FLT(T, xa, xb, xc, a, b, c);                                               \
+            MV_STORE_FLT(m, a);                                                                 \
+            MV_STORE_FLT(m + 1, b);                                                             \
+            MV_STORE_FLT(m + 2, c);                                                             \
+        }                                                                                       \
+        for (; m + 2 <= m1; m += 2) {                                                           \
+            const __global float *xa = X + xoff + (size_t)m * K, *xb = xa + K;                  \
+            MV_SUMS2_FLT(T, xa, xb, a, b);                                                      \
+            MV_STORE_FLT(m, a);                                                                 \
+            MV_STORE_FLT(m + 1, b);                                                             \
+        }                                                                                       \
+        if (m < m1) {                                                                           \
+            const __global float *x = X + xoff + (size_t)m * K;                                 \
+            MV_SUMS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES, acc0, acc1);                      \
+            clf_store32(y + (size_t)m * ldy, MV_RESULT_FLT(0, a), MV_RESULT_FLT(1, a), rows - 32 * p, accumulate); \
+        }                                                                                       \
+    }
+#define GEMV_ROWS_Q8(...)
+#define GEMV_ROWS_Q4(...)
+#define GEMV_ROWS_KQI(...)
+#define GEMV_ROWS_KQF(...)
+#define DEFINE_GEMV_ROWS(CPU, T, QB, QH, QK, SUB, REC, GRID, BYTES) GEMV_ROWS_##CPU(T, QB, QH, QK, SUB, REC, GRID, BYTES)
+
 /* Panels back to row-major F32 W [rows × K] for the CLBlast backend: one
  * work-item per (panel, block of 32 columns); global size (panels,
  * ceil(K / 32)). */
@@ -684,6 +780,7 @@ inline float clf_sum_x(const __global float *x, int n) {
 #define MM_KERNELS(SHAPE) CLF_TYPES(MM_ROW_, SHAPE)
 MM_KERNELS(DEFINE_GEMM)
 MM_KERNELS(DEFINE_GEMV)
+MM_KERNELS(DEFINE_GEMV_ROWS)
 MM_KERNELS(DEFINE_UNPACK)
 
 #if CLF_X86_INT8

@@ -539,8 +539,9 @@ typedef struct clinfer_batch {
     const int32_t *pos;    /* [n_tokens] positions, checked: each must be its sequence's next; NULL: appended */
     const int8_t *logits;  /* [n_tokens] nonzero: this row's logits wanted; NULL: each sequence's last token's.
                               Several rows of a sequence: its rows are then computed as that many single-token
-                              evaluations would compute them (bit for bit with quantized weights, to rounding with
-                              float ones): speculative decoding's verification; over a split only in a batch of
+                              evaluations would compute them (bit for bit with quantized weights, and with float
+                              ones on a CPU device; to rounding with float ones on a GPU): speculative decoding's
+                              verification; over a split only in a batch of
                               sequence 0 alone. clinfer_perplexity for a text's every logit. */
 } clinfer_batch;
 
@@ -955,6 +956,15 @@ CLINFER_API clinfer_status clinfer_next_token(clinfer_sampler *smp, clinfer_deto
  * acceptance rule), and is `draft` itself when the draft is taken. */
 CLINFER_API clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
                                                     int n_vocab, int32_t draft, clinfer_next *out);
+/* Added later: clinfer_next_token_draft for a draft token drawn from a law
+ * q (q: n_vocab probabilities, 0 outside its support, summing to 1; the
+ * draft's own, as a sampled draft model's: a server's): the draft is taken
+ * with probability min(1, p/q), else the token is drawn from max(0, p - q)
+ * normalised, so it still has clinfer_next_token's law, and a q near p
+ * takes most drafts (a greedy draft, q a point mass, is taken with
+ * probability p alone). q NULL: clinfer_next_token_draft. */
+CLINFER_API clinfer_status clinfer_next_token_draft_q(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
+                                                      int n_vocab, int32_t draft, const float *q, clinfer_next *out);
 
 /* Perplexity as llama.cpp's llama-perplexity computes it: the tokens cut
  * into chunks of n_ctx (<= the session's), each evaluated from an empty

@@ -6,6 +6,13 @@
 
 #include "engine.h"
 
+/* A draft token's law: the tokens it could have been and their chances. */
+typedef struct srv_draft_law {
+    int32_t *id;
+    float *p;
+    int n, cap;
+} srv_draft_law;
+
 struct srv_draft {
     srv_engine *e;       /* the draft model's: a sequence per slot */
     const clinfer_model *m;
@@ -21,11 +28,21 @@ struct srv_draft {
     int *at;             /* [n_slots]: the entry's request */
     int *pos;            /* [n_slots]: the text's tokens the draft sequence holds */
     int *on;             /* [n_slots]: still drafting */
-    double *chance;      /* [n_slots]: a sampled request's estimated chance its draft so far is taken */
     clinfer_grammar_walk **walk; /* [n_slots]: a request's grammar walk, or NULL */
     int n_tv, n_dv;      /* the target's and the draft model's vocabularies (logits per row) */
     float *lg;           /* [n_tv]: a row's logits, masked by a grammar */
     int *pause;          /* [n_slots]: steps the slot drafts nothing (after a sampled request's empty draft) */
+    /* sampled requests' drafts: each token drawn from the draft model's law
+     * q under the request's settings, q kept for the verification's rule
+     * min(1, p/q) (srv_draft_q) */
+    srv_draft_law *law;  /* [n_slots × max]: slot s's draft token j's law, sparse */
+    int *n_law;          /* [n_slots]: the laws the slot's last draft kept (0: a greedy draft) */
+    uint64_t *rng;       /* [n_slots]: each slot's random stream for its drafts */
+    int *rng_set;        /* [n_slots]: seeded from its job's seed (srv_draft_reset clears it) */
+    int32_t *cid;        /* [n_vocab]: a law's candidates, then its kept ids */
+    float *cl;           /* [n_vocab]: their logits, then their weights */
+    float *qd;           /* [n_tv]: srv_draft_q's dense row, zero but for qd_of's entries */
+    const srv_draft_law *qd_of;
 };
 
 /* A sampled request whose draft came out empty (its next token too
@@ -62,12 +79,18 @@ clinfer_status srv_draft_create(const clinfer_model *target, clinfer_model *draf
         d->at = calloc((size_t)n_slots, sizeof *d->at);
         d->pos = calloc((size_t)n_slots, sizeof *d->pos);
         d->on = calloc((size_t)n_slots, sizeof *d->on);
-        d->chance = calloc((size_t)n_slots, sizeof *d->chance);
         d->pause = calloc((size_t)n_slots, sizeof *d->pause);
         d->walk = calloc((size_t)n_slots, sizeof *d->walk);
         d->lg = malloc((size_t)nt * sizeof *d->lg);
-        int ok = d->held && d->n_held && d->len && d->en && d->at && d->pos && d->on && d->chance && d->pause && d->walk &&
-                 d->lg;
+        d->law = calloc((size_t)n_slots * (size_t)d->max, sizeof *d->law);
+        d->n_law = calloc((size_t)n_slots, sizeof *d->n_law);
+        d->rng = calloc((size_t)n_slots, sizeof *d->rng);
+        d->rng_set = calloc((size_t)n_slots, sizeof *d->rng_set);
+        d->cid = malloc((size_t)d->n_vocab * sizeof *d->cid);
+        d->cl = malloc((size_t)d->n_vocab * sizeof *d->cl);
+        d->qd = calloc((size_t)nt, sizeof *d->qd);
+        int ok = d->held && d->n_held && d->len && d->en && d->at && d->pos && d->on && d->pause && d->walk &&
+                 d->lg && d->law && d->n_law && d->rng && d->rng_set && d->cid && d->cl && d->qd;
         for (int i = 0; ok && i < n_slots; i++) {
             ok = (d->held[i] = malloc((size_t)d->n_ctx * sizeof **d->held)) != NULL;
             d->len[i] = d->max;
@@ -93,10 +116,17 @@ void srv_draft_free(srv_draft *d) {
     free(d->at);
     free(d->pos);
     free(d->on);
-    free(d->chance);
     free(d->pause);
     free(d->walk);
     free(d->lg);
+    for (int i = 0; d->law && i < d->n_slots * d->max; i++) free(d->law[i].id), free(d->law[i].p);
+    free(d->law);
+    free(d->n_law);
+    free(d->rng);
+    free(d->rng_set);
+    free(d->cid);
+    free(d->cl);
+    free(d->qd);
     srv_engine_free(d->e);
     free(d);
 }
@@ -113,6 +143,20 @@ int srv_draft_max_streams(const srv_draft *d) { return d->max_streams; }
 void srv_draft_reset(srv_draft *d, int slot) {
     d->len[slot] = d->max;
     d->pause[slot] = 0;
+    d->rng_set[slot] = 0; /* the new job's seed starts the slot's stream */
+    d->n_law[slot] = 0;
+}
+
+const float *srv_draft_q(srv_draft *d, int slot, int j) {
+    if (j < 0 || j >= d->n_law[slot]) return NULL;
+    const srv_draft_law *l = &d->law[(size_t)slot * (size_t)d->max + (size_t)j];
+    if (d->qd_of != l) {
+        if (d->qd_of)
+            for (int i = 0; i < d->qd_of->n; i++) d->qd[d->qd_of->id[i]] = 0;
+        for (int i = 0; i < l->n; i++) d->qd[l->id[i]] = l->p[i];
+        d->qd_of = l;
+    }
+    return d->qd;
 }
 
 void srv_draft_forget(srv_draft *d, int slot) {
@@ -141,10 +185,98 @@ int srv_draft_settle(srv_draft *d, int slot, int drafted, int accepted) {
     return accepted + 1;
 }
 
-/* The request's next draft token from the logits of its last token: the
- * draft model's best among both vocabularies' ids, unless it is unsure
- * (p_min) or the draft is ended (an end token: nothing follows it). */
-static void pick(srv_draft *d, srv_draft_req *r, int *on, double *chance, clinfer_grammar_walk *w, const float *lg) {
+/* The slot's next random number in [0, 1) (splitmix64). */
+static double uniform(uint64_t *st) {
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* The draft model's law for its logits lg under the request's settings, as
+ * the sampler's chain weighs the target's (text/sampler/sampler.c: top-k,
+ * top-p over the softmax of those kept, min-p, then the temperature; no
+ * penalty: the rule is exact for any law q, and the closer q is to the
+ * target's p the more drafts it takes), into *l; a token drawn from it by
+ * the slot's stream, or -1 (no finite logit, no memory). */
+static int32_t draw_from_law(srv_draft *d, const float *lg, const clinfer_sampler_params *sp, uint64_t *rng,
+                             srv_draft_law *l) {
+    /* the candidates, best first where the settings cut by rank: (logit, id)
+     * pairs in cl / cid; the k best by insertion (ties: the smaller id) */
+    const int k = sp->top_k > 0 && sp->top_k < d->n_vocab ? sp->top_k : d->n_vocab;
+    int n = 0;
+    float max = -INFINITY;
+    for (int i = 0; i < d->n_vocab; i++) {
+        const float x = lg[i];
+        if (!(x > -INFINITY)) continue; /* masked, or NaN */
+        if (x > max) max = x;
+        if (k == d->n_vocab) { /* no top-k: every candidate, in id order */
+            d->cl[n] = x, d->cid[n++] = i;
+            continue;
+        }
+        if (n == k && !(x > d->cl[k - 1])) continue;
+        int j = n < k ? n++ : k - 1;
+        for (; j > 0 && x > d->cl[j - 1]; j--) d->cl[j] = d->cl[j - 1], d->cid[j] = d->cid[j - 1];
+        d->cl[j] = x, d->cid[j] = i;
+    }
+    if (n == 0) return -1;
+    if (sp->top_p < 1) { /* the fewest best whose softmax reaches top_p (sorted by logit first, without top-k) */
+        if (k == d->n_vocab) { /* pairs sorted together: logits with their ids */
+            typedef struct { float l; int32_t id; } pair;
+            pair *pr = malloc((size_t)n * sizeof *pr);
+            if (!pr) return -1;
+            for (int i = 0; i < n; i++) pr[i] = (pair){d->cl[i], d->cid[i]};
+            qsort(pr, (size_t)n, sizeof *pr, cmp_desc); /* by l, the first member */
+            for (int i = 0; i < n; i++) d->cl[i] = pr[i].l, d->cid[i] = pr[i].id;
+            free(pr);
+        }
+        double z = 0, cum = 0;
+        for (int i = 0; i < n; i++) z += exp((double)d->cl[i] - max);
+        for (int i = 0; i < n; i++)
+            if ((cum += exp((double)d->cl[i] - max) / z) >= sp->top_p) {
+                n = i + 1;
+                break;
+            }
+    }
+    if (sp->min_p > 0) { /* p >= min_p · p_max */
+        const float floor = max + logf(sp->min_p);
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (d->cl[i] >= floor) d->cl[m] = d->cl[i], d->cid[m++] = d->cid[i];
+        n = m;
+    }
+    /* the weights at the temperature, kept as chances */
+    double z = 0;
+    for (int i = 0; i < n; i++) z += d->cl[i] = expf((d->cl[i] - max) / sp->temperature);
+    if (!(z > 0)) return -1;
+    if (n > l->cap) {
+        int32_t *id = realloc(l->id, (size_t)n * sizeof *id);
+        if (id) l->id = id;
+        float *p = id ? realloc(l->p, (size_t)n * sizeof *p) : NULL;
+        if (p) l->p = p;
+        if (!id || !p) return -1;
+        l->cap = n;
+    }
+    l->n = n;
+    for (int i = 0; i < n; i++) l->id[i] = d->cid[i], l->p[i] = (float)(d->cl[i] / z);
+    const double u = uniform(rng) * z;
+    double cum = 0;
+    for (int i = 0; i < n; i++)
+        if (u < (cum += d->cl[i])) return d->cid[i];
+    return d->cid[n - 1]; /* u within rounding of z */
+}
+
+/* The request's next draft token from the logits of its last token: for a
+ * sampled request a draw from the draft model's law under its settings
+ * (the law kept for the rule), else the draft model's best, among both
+ * vocabularies' ids; none where it is unsure (p_min) or the draft is ended
+ * (an end token: nothing follows it). */
+static void pick(srv_draft *d, srv_draft_req *r, int *on, clinfer_grammar_walk *w, const float *lg) {
     if (w) { /* under a grammar: the row as the target's vocabulary, masked */
         const int n = d->n_dv < d->n_tv ? d->n_dv : d->n_tv;
         memcpy(d->lg, lg, (size_t)n * sizeof *lg);
@@ -170,21 +302,21 @@ static void pick(srv_draft *d, srv_draft_req *r, int *on, double *chance, clinfe
             return;
         }
     }
-    if (r->temp > 0) { /* sampled: the token's chance of being taken, p(best) at the request's temperature */
-        double z = 0;
-        for (int i = 0; i < d->n_vocab; i++) z += exp(((double)lg[i] - lg[best]) / r->temp);
-        *chance /= z;
-        if (*chance < SRV_DRAFT_SAMPLED_MIN) {
+    int32_t tok = best;
+    if (r->sp && r->sp->temperature > 0) { /* sampled: drawn from q, q kept as the slot's law nd */
+        tok = draw_from_law(d, lg, r->sp, &d->rng[r->slot], &d->law[(size_t)r->slot * (size_t)d->max + (size_t)r->nd]);
+        if (tok < 0) {
             *on = 0;
             return;
         }
+        d->n_law[r->slot] = r->nd + 1;
     }
-    if (w && !clinfer_grammar_walk_advance(w, best)) {
+    if (w && !clinfer_grammar_walk_advance(w, tok)) {
         *on = 0;
         return;
     }
-    r->out[r->nd++] = best;
-    if (r->nd >= r->k || clinfer_token_is_eog(d->m, best)) *on = 0;
+    r->out[r->nd++] = tok;
+    if (r->nd >= r->k || clinfer_token_is_eog(d->m, tok)) *on = 0;
 }
 
 /* The step's entries evaluated into their sequences (recorded in held),
@@ -203,11 +335,15 @@ static void step(srv_draft *d, srv_draft_req *reqs, int m) {
         const int i = d->at[k];
         memcpy(d->held[en->slot] + d->n_held[en->slot], en->tokens, (size_t)en->n * sizeof *en->tokens);
         d->n_held[en->slot] += en->n;
-        if (en->logits) pick(d, &reqs[i], &d->on[i], &d->chance[i], d->walk[i], en->logits);
+        if (en->logits) pick(d, &reqs[i], &d->on[i], d->walk[i], en->logits);
     }
 }
 
 void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
+    /* the laws are written again: the dense row forgets the last one's */
+    if (d->qd_of)
+        for (int i = 0; i < d->qd_of->n; i++) d->qd[d->qd_of->id[i]] = 0;
+    d->qd_of = NULL;
     /* each sequence keeps what it shares with its text (the pending token
      * evaluated again at least: its logits give the first draft token) */
     for (int i = 0; i < n; i++) {
@@ -217,7 +353,11 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
         /* every draft token but the last is evaluated: n + k - 1 positions */
         if (r->k > d->n_ctx - r->n + 1) r->k = d->n_ctx - r->n + 1;
         d->on[i] = r->k > 0 && r->n > 0;
-        d->chance[i] = 1;
+        d->n_law[sl] = 0;
+        if (r->sp && r->sp->temperature > 0 && !d->rng_set[sl]) { /* the job's own stream: a seed repeats its drafts */
+            d->rng[sl] = r->sp->seed ^ 0x5eedd4a7f7ull;
+            d->rng_set[sl] = 1;
+        }
         d->walk[i] = NULL;
         /* no memory for a walk: no draft (a draft outside the grammar would only be refused) */
         if (d->on[i] && clinfer_grammar_walk_begin(r->smp, &d->walk[i]) != CLINFER_OK) d->on[i] = 0;
@@ -276,6 +416,7 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
         clinfer_grammar_walk_free(d->walk[i]);
         d->walk[i] = NULL;
         if (reqs[i].nd < d->min) reqs[i].nd = 0; /* too short to be worth its rows */
-        if (reqs[i].nd == 0 && reqs[i].temp > 0) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
+        if (reqs[i].nd == 0 && reqs[i].sp && reqs[i].sp->temperature > 0) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
+        if (reqs[i].nd < d->n_law[reqs[i].slot]) d->n_law[reqs[i].slot] = reqs[i].nd; /* laws of the draft kept only */
     }
 }

@@ -8,10 +8,13 @@
  * comparison). Every slot's draft is made together: one draft-model step
  * catches every slot up (its new tokens), then one step per draft position
  * evaluates each still-drafting slot's last draft token, never one decode
- * per slot. Drafts are greedy (the draft model's best token): a point-mass
- * proposal, which the scheduler's verification (clinfer_next_token_draft)
- * keeps exact for sampled requests too. Only the scheduler's thread calls
- * these. */
+ * per slot. A greedy request's draft is the draft model's best tokens; a
+ * sampled request's tokens are drawn from the draft model's law q under the
+ * request's settings, each q kept (srv_draft_q) for the scheduler's
+ * verification by the rule min(1, p/q) (clinfer_next_token_draft_q), which
+ * keeps the target's law exactly and takes most drafts where the models
+ * agree (a greedy draft of a sampled request, a point mass, is taken with
+ * probability p alone). Only the scheduler's thread calls these. */
 #ifndef SRV_DRAFT_H
 #define SRV_DRAFT_H
 
@@ -65,8 +68,9 @@ typedef struct srv_draft_req {
     const int32_t *text;
     int n;       /* text's tokens, the pending one last */
     int k;       /* the most tokens to draft (> 0) */
-    float temp;  /* the request's temperature (<= 0: greedy): a sampled request's draft ends where the
-                  * chance that all of it is taken falls below SRV_DRAFT_SAMPLED_MIN (srv_draft_run) */
+    /* the request's sampling (NULL, or temperature <= 0: greedy drafts); a
+     * sampled draft's stream starts from its seed at the job's first draft */
+    const clinfer_sampler_params *sp;
     int32_t *out; /* [k]: the draft */
     int nd;       /* out: its length (0: none) */
     int tag;      /* the caller's */
@@ -75,18 +79,17 @@ typedef struct srv_draft_req {
      * drafts stay in its language; it is read, never changed */
     const clinfer_sampler *smp;
 } srv_draft_req;
-/* A sampled request takes a greedy draft token x with probability p(x),
- * its target's law: the draft model's own p(x) at the request's
- * temperature estimates it, and a draft stops before the product of these
- * (the chance the whole draft is taken) falls below this. A token past it
- * would more likely cost a draft step and a verify row for nothing (at
- * temperature 0.8 greedy drafts of SmolLM2 were taken 40-70% of the time,
- * and speculation ran at 0.7-0.85x without this bound: bench/RESULTS.md). */
-#define SRV_DRAFT_SAMPLED_MIN 0.5
 
 /* Drafts for every request together (one request a slot). A failed step
  * leaves the drafts made so far (a draft is only a guess); the draft
  * sequences stay consistent. */
 void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n);
+
+/* The law the slot's last draft's token j was drawn from (a sampled
+ * request's), as q for clinfer_next_token_draft_q: the target's vocabulary
+ * of probabilities, valid until the next call here or srv_draft_run; NULL
+ * for a greedy draft (its tokens proposed with certainty) or past the
+ * draft. */
+const float *srv_draft_q(srv_draft *d, int slot, int j);
 
 #endif

@@ -657,13 +657,13 @@ typedef enum { TAKE_ON, TAKE_STOP, TAKE_EOG, TAKE_LENGTH, TAKE_ERROR } take;
 /* The job's next token from a row's logits, its text and stop strings, as
  * clinfer_generate's loop body; len: the slot's tokens once the row's token
  * is kept. TAKE_ON: the token is j->next. */
-static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32_t draft) {
+static take sample(srv_sched *s, srv_job *j, const float *logits, int len, int32_t draft, const float *q) {
     clinfer_next nx;
     /* a reasoning budget spent: the thought's close, token by token, instead of a sample */
     int forced = j->budget ? srv_budget_take(j->budget, j->smp, j->detok, &nx) : 0;
     clinfer_status st = forced < 0 ? CLINFER_ERR_MEMORY
                         : forced ? CLINFER_OK
-                                 : clinfer_next_token_draft(j->smp, j->detok, logits, s->n_vocab, draft, &nx);
+                                 : clinfer_next_token_draft_q(j->smp, j->detok, logits, s->n_vocab, draft, q, &nx);
     if (st != CLINFER_OK && j->grammar && clinfer_sampler_grammar_state(j->smp) == CLINFER_GRAMMAR_LIMIT)
         return TAKE_LENGTH; /* the grammar's nesting bound: the text ends as at max_tokens */
     if (st != CLINFER_OK) {
@@ -727,7 +727,7 @@ static void share_prompt(srv_sched *s, srv_job *j, const float *logits) {
         s->slots[f->slot].n_prefilled = f->n_eval = f->n_cached = j->n_prompt;
         s->st.cached_tokens += (unsigned long long)j->n_prompt;
         f->t_first = srv_now_s();
-        conclude(s, f, sample(s, f, logits, j->n_prompt + 1, -1));
+        conclude(s, f, sample(s, f, logits, j->n_prompt + 1, -1, NULL));
     }
     j->n_followers = 0;
 }
@@ -750,8 +750,10 @@ static void advance(srv_sched *s, srv_entry *en, int len0) {
     int r = 0;
     take t;
     for (;; r++) {
+        /* a draft's next token: the acceptance rule, by the law the draft model drew it from where it did */
+        const float *q = r + 1 < rows && !j->drafter && s->draft ? srv_draft_q(s->draft, en->slot, r) : NULL;
         t = sample(s, j, rows > 1 ? srv_engine_row_logits(s->e, en->row0 + r) : en->logits, len0 + r + 1,
-                   r + 1 < rows ? en->tokens[r + 1] : -1); /* a draft's next token: the acceptance rule */
+                   r + 1 < rows ? en->tokens[r + 1] : -1, q);
         if (t != TAKE_ON || rows == 1) break;
         /* a draft model's rows are its draft (srv_draft); a lookup's, its drafter's */
         if (!(j->drafter ? clinfer_drafter_accept(j->drafter, r, j->next) : r + 1 < rows && en->tokens[r + 1] == j->next))
@@ -797,7 +799,7 @@ static void decode_entry(srv_sched *s, int i, srv_entry *en, int *budget, int *d
         if (k > 0) {
             int32_t *dr = s->drows + (size_t)i * (size_t)(1 + s->draft_max);
             s->slots[i].cached[len] = dr[0] = j->next;
-            s->dreq[s->n_dreq++] = (srv_draft_req){.slot = i, .text = s->slots[i].cached, .n = len + 1, .k = k, .temp = j->sp.temperature, .smp = j->smp,
+            s->dreq[s->n_dreq++] = (srv_draft_req){.slot = i, .text = s->slots[i].cached, .n = len + 1, .k = k, .sp = &j->sp, .smp = j->smp,
                                                    .out = dr + 1, .tag = (int)(en - s->entries)};
             rows = 1 + k;
             batch = dr;

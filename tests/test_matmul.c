@@ -308,10 +308,11 @@ static void test_rowwise(void **state) {
             }
             TU_OK(clf_tensor_download(rt, &Y, pass ? want : got, T * ROWS * sizeof *got));
         }
-        const int exact = clf_matmul_quantizes_x(rt, &W, 1);
+        /* exact where x rounds to int8 (the same kernel), and for floats on the cpu family (gemv_<type>_rows) */
+        const int exact = clf_matmul_quantizes_x(rt, &W, 1) || (is_float(types[t]) && clf_weight_host_layout(rt));
         double err = tu_rel_err_f(got, want, T * ROWS);
         print_message("  %s rowwise vs row by row: rel diff %.2e%s\n", clf_type_get(types[t])->name, err,
-                      exact ? " (int8: must be 0)" : "");
+                      exact ? " (must be 0)" : "");
         assert_true(exact ? err == 0 : err <= 1e-5);
         clf_tensor_free(&X);
         clf_tensor_free(&Y);
@@ -323,6 +324,73 @@ static void test_rowwise(void **state) {
     free(got);
     free(want);
     free(wq);
+}
+
+/* clf_matmul_rowwise of float weights on both cpu variants (the verify
+ * step of speculative decoding, sequences decoded together: 2-8 rows, and
+ * more over several work-items): each row bit for bit the one-row GEMV's
+ * (gemv_<type>_rows sums as gemv_<type>), at odd sizes (rows not whole
+ * panels, columns not a multiple of 4: the GEMV's tail), into columns of
+ * a wider Y, accumulating or not. */
+static void test_rowwise_float(void **state) {
+    (void)state;
+    clf_runtime *rt = tu_runtime();
+    static const char *variants[] = {"cpu", "cpu-portable"};
+    static const clf_type ft[] = {CLF_F32, CLF_F16, CLF_BF16};
+    static const int shapes[][2] = {{97, 33}, {37, 1001}, {64, 64}}; /* rows, cols */
+    static const int ns[] = {2, 3, 4, 5, 6, 7, 8, 9, 17};
+    enum { X0 = 1, COL0 = 3, PAD = 5, NMAX = 17 };
+    uint64_t s = tu_seed() + 43;
+    for (int v = 0; v < 2; v++) {
+        with_variant(variants[v]);
+        for (int si = 0; si < 3; si++) {
+            const int rows = shapes[si][0], cols = shapes[si][1], ldy = COL0 + rows + PAD;
+            float *wf = malloc((size_t)rows * cols * sizeof *wf), *x = malloc((size_t)(X0 + NMAX) * cols * sizeof *x);
+            float *y = malloc((size_t)NMAX * ldy * sizeof *y), *got = malloc((size_t)NMAX * ldy * sizeof *got);
+            float *want = malloc((size_t)NMAX * ldy * sizeof *want);
+            void *wq = malloc((size_t)rows * cols * sizeof(float));
+            assert_true(wf && x && y && got && want && wq);
+            tu_fill_uniform(&s, wf, (size_t)rows * cols, -1, 1);
+            tu_fill_uniform(&s, x, (size_t)(X0 + NMAX) * cols, -1, 1);
+            tu_fill_uniform(&s, y, (size_t)NMAX * ldy, -1, 1);
+            for (int t = 0; t < 3; t++) {
+                if (ft[t] == CLF_F32) memcpy(wq, wf, (size_t)rows * cols * sizeof *wf);
+                else clf_quantize(ft[t], wf, wq, (int64_t)rows * cols);
+                clf_weight W;
+                clf_tensor X, Y;
+                TU_OK(clf_weight_upload(rt, ft[t], rows, cols, wq, &W));
+                TU_OK(clf_tensor_alloc(rt, CLF_F32, cols, X0 + NMAX, &X));
+                TU_OK(clf_tensor_alloc(rt, CLF_F32, ldy, NMAX, &Y));
+                TU_OK(clf_tensor_upload(rt, &X, x, (size_t)(X0 + NMAX) * cols * sizeof *x));
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                    const int n = ns[ni], acc = (int)(ni % 2);
+                    for (int pass = 0; pass < 2; pass++) { /* 0: rowwise; 1: each row alone (the GEMV) */
+                        TU_OK(clf_tensor_upload(rt, &Y, y, (size_t)NMAX * ldy * sizeof *y));
+                        for (int m = 0; m < (pass ? n : 1); m++) {
+                            clf_tensor xv = clf_tensor_rows(&X, X0 + m, pass ? 1 : n), yv = clf_tensor_rows(&Y, m, pass ? 1 : n);
+                            TU_OK(pass ? clf_matmul_cols(rt, &W, &xv, &yv, COL0, acc)
+                                       : clf_matmul_rowwise(rt, &W, &xv, &yv, COL0, acc));
+                        }
+                        TU_OK(clf_tensor_download(rt, &Y, pass ? want : got, (size_t)NMAX * ldy * sizeof *got));
+                    }
+                    for (int i = 0; i < NMAX * ldy; i++)
+                        if (memcmp(&got[i], &want[i], sizeof got[i]))
+                            fail_msg("%s %s %d x %d, n = %d: Y[%d][%d] = %.9g rowwise, %.9g alone", variants[v],
+                                     clf_type_get(ft[t])->name, rows, cols, n, i / ldy, i % ldy, got[i], want[i]);
+                }
+                clf_tensor_free(&X);
+                clf_tensor_free(&Y);
+                clf_weight_free(&W);
+            }
+            free(wf);
+            free(x);
+            free(y);
+            free(got);
+            free(want);
+            free(wq);
+        }
+    }
+    with_variant(NULL);
 }
 
 /* The rowwise-xq tests' inputs: x [t × cols] on the device as X, its rows
@@ -723,7 +791,8 @@ int main(void) {
         cmocka_unit_test(test_default_variant), cmocka_unit_test(test_head_gemv),
         cmocka_unit_test(test_other_variants),  cmocka_unit_test(test_int8_other_widths),
         cmocka_unit_test(test_clblast_backend), cmocka_unit_test(test_f16_every_half),
-        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_rowwise_xq),
+        cmocka_unit_test(test_views),           cmocka_unit_test(test_rowwise), cmocka_unit_test(test_rowwise_float),
+        cmocka_unit_test(test_rowwise_xq),
         cmocka_unit_test(test_gated_unit_gemv),
         cmocka_unit_test(test_column_part),
         cmocka_unit_test(test_gpu_int8_gemv),

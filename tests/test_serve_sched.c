@@ -6,6 +6,7 @@
  * prefix cached in one slot is copied into another for a prompt sharing it,
  * the text as without the cache; a --cache-ram entry evicted by the
  * landing slot's own is not loaded in another's stead. */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -934,6 +935,149 @@ static void test_group_shares_the_prompt(void **state) {
     }
 }
 
+/* ---- a sampled draft model's law ------------------------------------------------
+ * serve -md's sampled drafts (drawn from the draft model's law q, verified
+ * by min(1, p/q): server/draft.c, clinfer_next_token_draft_q) keep plain
+ * sampling's law: the texts of LAW_SEEDS jobs of LAW_GEN tokens each,
+ * through the scheduler with a draft model of the target's vocabulary
+ * (another seed's weights: drafts taken and refused), against LAW_SEEDS
+ * plain jobs (other seeds: independent samples), by a chi-square test of
+ * homogeneity on the 2 x K table of their texts (a function of the tokens,
+ * so equal laws of tokens give equal laws of texts; texts seen fewer than
+ * LAW_POOL times in both pooled into one cell). It fails below LAW_ALPHA:
+ * for a correct rule and seeds at random that happens with probability
+ * 1e-3. The seeds fix each job's streams, but the steps group the jobs as
+ * they arrive, and a slot's draft length follows what it was taken, so the
+ * drafts (and texts) of a seed vary from run to run: each run is a fresh
+ * test at that false-alarm rate (p 0.094 and 0.023 in two runs; 2172 and
+ * 2588 drafted, 695 and 767 taken). The test can fail: given q a
+ * row of 1e-9 (every draft in p's support taken, the wrong rule) it gave
+ * p 4.5e-7. Given q = NULL (the point-mass rule, which is exact for any
+ * proposal drawn apart from the verification, only less often taken) p
+ * 0.21, 525 of 1936 taken. */
+enum { LAW_SEEDS = 1000, LAW_GEN = 4, LAW_POOL = 10, LAW_SLOTS = 8 };
+#define LAW_ALPHA 1e-3
+
+/* The regularized upper incomplete gamma Q(a, x) (Numerical Recipes' gser
+ * and gcf, as tests/test_spec.c's): the chi-square's p-value with 2a
+ * degrees of freedom at 2x. */
+static double gamma_q(double a, double x) {
+    if (x <= 0) return 1;
+    const double gln = lgamma(a);
+    if (x < a + 1) { /* the series for P */
+        double ap = a, sum = 1 / a, del = sum;
+        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-15; n++) sum += del *= x / ++ap;
+        return 1 - sum * exp(-x + a * log(x) - gln);
+    }
+    double b = x + 1 - a, c = 1 / 1e-300, d = 1 / b, h = d; /* the continued fraction for Q */
+    for (int i = 1; i < 1000; i++) {
+        double an = -i * (i - a);
+        b += 2;
+        d = an * d + b;
+        if (fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (fabs(c) < 1e-300) c = 1e-300;
+        d = 1 / d;
+        double del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - gln) * h;
+}
+
+/* The texts of LAW_SEEDS sampled jobs (seeds from seed0 on), LAW_SLOTS at a
+ * time, with the draft model `draft` (NULL: plain) into texts[]. */
+static void law_texts(clinfer_model *draft, uint64_t seed0, char **texts, unsigned long long *drafted,
+                      unsigned long long *accepted) {
+    int32_t prompt[12];
+    fill(prompt, 12, 900);
+    server sv;
+    assert_int_equal(srv_engine_create(fx.m, LAW_SLOTS, 64, CLINFER_KV_F32, 0, &sv.e), CLINFER_OK);
+    assert_int_equal(srv_sched_create(sv.e, fx.m, LAW_SLOTS, LAW_SLOTS, &sv.s), CLINFER_OK);
+    srv_draft *d = NULL;
+    if (draft) {
+        assert_int_equal(srv_draft_create(fx.m, draft, LAW_SLOTS, 64, CLINFER_KV_F32, &(srv_draft_params){4, 0, 0, 0}, &d),
+                         CLINFER_OK);
+        assert_int_equal(srv_sched_set_draft(sv.s, d), CLINFER_OK);
+    }
+    for (int k0 = 0; k0 < LAW_SEEDS; k0 += LAW_SLOTS) {
+        srv_job *jobs[LAW_SLOTS];
+        for (int i = 0; i < LAW_SLOTS; i++) {
+            srv_job_params p = {.max_tokens = LAW_GEN, .sp = clinfer_sampler_default_params()};
+            p.sp.temperature = 0.3f; /* top-k 40, top-p 0.95, min-p 0.05: the defaults */
+            p.sp.seed = seed0 + (uint64_t)(k0 + i);
+            assert_int_equal(srv_job_create(prompt, 12, &p, &jobs[i]), CLINFER_OK);
+            assert_int_equal(srv_sched_submit(sv.s, jobs[i]), SRV_SUBMIT_OK);
+        }
+        for (int i = 0; i < LAW_SLOTS; i++) {
+            srv_job_view v;
+            char *t;
+            size_t m;
+            do {
+                srv_sched_wait(sv.s, jobs[i], 0, 1000, &v, &t, &m);
+                free(t);
+            } while (v.state != SRV_DONE);
+            srv_sched_wait(sv.s, jobs[i], 0, 0, &v, &t, &m);
+            assert_int_equal(v.n_gen, LAW_GEN);
+            texts[k0 + i] = realloc(t, m + 1);
+            texts[k0 + i][m] = 0;
+            srv_sched_release(sv.s, jobs[i]);
+        }
+    }
+    srv_stats st;
+    srv_sched_stats(sv.s, &st);
+    *drafted = st.drafted_tokens, *accepted = st.accepted_tokens;
+    stop(&sv);
+    srv_draft_free(d);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void test_draft_model_sampled_law(void **state) {
+    (void)state;
+    char path[300], cmd[1024];
+    snprintf(path, sizeof path, "%s.law.gguf", fx.path);
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --no-eog --seed 7", getenv("CLINFER_TINY_GGUF"), path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model *dm;
+    assert_int_equal(clinfer_model_load(path, NULL, NULL, &dm), CLINFER_OK);
+    unlink(path); /* loaded: nothing left behind should a check below fail */
+    static char *texts[2][LAW_SEEDS];
+    unsigned long long drafted, accepted;
+    law_texts(NULL, 1000000, texts[0], &drafted, &accepted);
+    assert_int_equal(drafted, 0);
+    law_texts(dm, 2000000, texts[1], &drafted, &accepted);
+    print_message("sampled draft model: %llu drafted, %llu taken\n", drafted, accepted);
+    /* both of the rule's ways, many times */
+    assert_true(accepted > 200 && drafted - accepted > 200);
+    /* the 2 x K table: both samples sorted, merged by text */
+    qsort(texts[0], LAW_SEEDS, sizeof texts[0][0], cmp_str);
+    qsort(texts[1], LAW_SEEDS, sizeof texts[1][0], cmp_str);
+    double x2 = 0, pa = 0, pb = 0;
+    int cells = 0;
+    for (int i = 0, j = 0; i < LAW_SEEDS || j < LAW_SEEDS;) {
+        const char *t = i == LAW_SEEDS ? texts[1][j] : j == LAW_SEEDS ? texts[0][i]
+                        : strcmp(texts[0][i], texts[1][j]) <= 0 ? texts[0][i] : texts[1][j];
+        double a = 0, b = 0;
+        while (i < LAW_SEEDS && !strcmp(texts[0][i], t)) a++, i++;
+        while (j < LAW_SEEDS && !strcmp(texts[1][j], t)) b++, j++;
+        if (a + b < LAW_POOL) {
+            pa += a, pb += b;
+            continue;
+        }
+        x2 += (a - b) * (a - b) / (a + b); /* equal sample sizes: expected (a + b) / 2 each */
+        cells++;
+    }
+    if (pa + pb > 0) x2 += (pa - pb) * (pa - pb) / (pa + pb), cells++;
+    const double pv = cells > 1 ? gamma_q((cells - 1) / 2.0, x2 / 2) : 1;
+    print_message("texts: %d cells, chi-square %.1f, p %.3g\n", cells, x2, pv);
+    assert_true(cells >= 6); /* a spread law, not a near-certain text */
+    if (pv < LAW_ALPHA) fail_msg("the texts' law differs from plain sampling's: p %.3g < %g", pv, LAW_ALPHA);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < LAW_SEEDS; i++) free(texts[k][i]);
+    clinfer_model_free(dm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_same_text_cached_or_not),
@@ -950,6 +1094,7 @@ int main(void) {
         cmocka_unit_test(test_speculation_same_text),
         cmocka_unit_test(test_speculation_sampled),
         cmocka_unit_test(test_draft_model_same_text),
+        cmocka_unit_test(test_draft_model_sampled_law),
         cmocka_unit_test(test_group_shares_the_prompt),
         cmocka_unit_test(test_cache_ram_entry_evicted_by_landing),
         cmocka_unit_test(test_engine_bytes_sliding_window),

@@ -327,9 +327,9 @@ static void arg(kargs *a, size_t size, const void *value) { a->v[a->n++] = (clf_
 const char *clf_matmul_kernel_name(clf_type t, int panels, clf_mm_form f, char *buf, size_t n) {
     static const char *const cpu[CLF_MM_FORMS] = {"gemv_%s",          "gemm_%s",          "gemv_%s_i8", "gemv_%s_xq",
                                                   "gemm_%s_xq",       "gemv_%s_swiglu_xq", "gemv_%s_geglu_xq",
-                                                  "unpack_%s",        "gemv_%s_swiglu_oai_xq"};
+                                                  "unpack_%s",        "gemv_%s_swiglu_oai_xq", "gemv_%s_rows"};
     static const char *const gpu[CLF_MM_FORMS] = {"gemv_%s", "gemm_%s", NULL, "gemv_%s_xq", NULL, NULL, NULL, "dequant_%s",
-                                                  NULL};
+                                                  NULL, NULL};
     const clf_panel_fmt *pf = clf_panel_fmt_get(t);
     if (!pf || (int)f < 0 || f >= CLF_MM_FORMS) return NULL;
     int has;
@@ -337,6 +337,8 @@ const char *clf_matmul_kernel_name(clf_type t, int panels, clf_mm_form f, char *
         has = 1;
     else if (f == CLF_MM_TO_F32)
         has = panels || t != CLF_F32; /* the gpu reads an F32 weight as it is */
+    else if (f == CLF_MM_GEMV_ROWS)
+        has = panels && pf->family == CLF_CPU_FLT; /* the others' rows are the int8 GEMV's already */
     else if (panels)
         has = pf->int8; /* all the int8-x forms */
     else
@@ -394,12 +396,20 @@ static clf_status enqueue(clf_runtime *rt, kargs *a, const char *what, cl_uint d
     return st == CLF_OK ? st : clf_fail_ctx(st, "%s: ", what);
 }
 
+/* Tokens a work-item of gemv_<type>_rows takes (cl/matmul_cpu.cl ROWS_PW):
+ * 8, so a verify step of up to 8 rows reads each panel from memory once
+ * in one work-item, and more rows spread over more work-items. */
+enum { ROWS_PW = 8 };
+
 /* nt: the rows the kernel is chosen for (n, or more: clf_matmul_cols_tile). */
 static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_weight *W, cl_mem x, cl_ulong xoff,
                              const clf_tensor *XQ, cl_mem y, cl_ulong yoff, int n, int64_t nt, int ldy, int accumulate,
                              int rowwise) {
     const int gemm8 = uses_int8_gemm(v, W->type, nt) && XQ; /* matmul() gives it XQ */
-    const int tm = nt == 1 ? v->gemm_tm : gemm8 ? int8_tm(v, nt) : cpu_tm(v, nt), mg = v->gemm_mg;
+    /* a float weight's rows each as its GEMV gives them (gemv_<type>_rows),
+     * from the GEMV's program (its TM): no program of its own to build */
+    const int rows_f = rowwise && n > 1 && clf_panel_fmt_get(W->type)->family == CLF_CPU_FLT;
+    const int tm = nt == 1 || rows_f ? v->gemm_tm : gemm8 ? int8_tm(v, nt) : cpu_tm(v, nt), mg = v->gemm_mg;
     const int quant = W->aux != NULL, rows = (int)W->rows, K = (int)W->cols;
     const int int8 = !gemm8 && uses_int8(v, W->type, rowwise ? 1 : nt), xq = (int8 || gemm8) && XQ;
     mm_variant vb = *v; /* the int8 GEMV's panels per work-item, balanced over the compute units */
@@ -419,6 +429,7 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
     const clf_mm_form form = gemm8  ? CLF_MM_GEMM_XQ
                              : xq   ? CLF_MM_GEMV_XQ
                              : int8 ? CLF_MM_GEMV_I8
+                             : rows_f ? CLF_MM_GEMV_ROWS
                                     : nt == 1 ? CLF_MM_GEMV : CLF_MM_GEMM;
     CLF_TRY(get_kernel(rt, v, opts, form, W->type, &a.k));
     arg(&a, sizeof(cl_mem), &W->mem);
@@ -441,6 +452,10 @@ static clf_status matmul_cpu(clf_runtime *rt, const mm_variant *v, const clf_wei
         const size_t ppw = q8 ? (size_t)v->int8_ppw_q8 : (size_t)v->int8_ppw;
         const size_t global[2] = {(size_t)n, ((size_t)clf_panels_of(rows) + ppw - 1) / ppw};
         return enqueue(rt, &a, "matmul (gemv)", 2, global, local);
+    }
+    if (rows_f) { /* a work-item per panel and ROWS_PW tokens */
+        const size_t global[2] = {(size_t)clf_panels_of(rows), (size_t)((n + ROWS_PW - 1) / ROWS_PW)};
+        return enqueue(rt, &a, "matmul (gemv rows)", 2, global, local);
     }
     const size_t global[2] = {(size_t)clf_panels_of(rows), (size_t)((n + tm * mg - 1) / (tm * mg))};
     return enqueue(rt, &a, nt == 1 ? "matmul (gemv)" : gemm8 ? "matmul (int8 gemm)" : "matmul (gemm)", nt == 1 ? 1 : 2,

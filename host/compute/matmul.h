@@ -110,7 +110,9 @@ clf_status clf_matmul_cols_tile(clf_runtime *rt, const clf_weight *W, const clf_
 /* The same (into columns from col0), each row computed as clf_matmul
  * computes a one-row X (where that quantizes x to int8, so does this), the
  * weights read once for all the rows: decode tokens of several sequences
- * batched give each the result it gets alone. Elsewhere it is clf_matmul. */
+ * batched give each the result it gets alone: bit for bit on the cpu
+ * family (float weights through gemv_<type>_rows, which sums each row as
+ * the GEMV does), to rounding on the gpu one. Elsewhere it is clf_matmul. */
 clf_status clf_matmul_rowwise(clf_runtime *rt, const clf_weight *W, const clf_tensor *X, clf_tensor *Y, int64_t col0,
                               int accumulate);
 
@@ -208,6 +210,7 @@ typedef enum clf_mm_form {
     CLF_MM_GEGLU_XQ,    /* gemv_<type>_geglu_xq: cpu, gate|up with GeGLU */
     CLF_MM_TO_F32,      /* unpack_<type> (cpu) or dequant_<type> (gpu, not F32): W as F32 for another GEMM (clf_matmul_set_gemm) */
     CLF_MM_SWIGLU_OAI_XQ, /* gemv_<type>_swiglu_oai_xq: cpu, gate|up with gpt-oss's clamped SwiGLU (-DCLF_GLU_OAI=1) */
+    CLF_MM_GEMV_ROWS,   /* gemv_<type>_rows: cpu, float types, several tokens each as gemv_<type> (rowwise) */
     CLF_MM_FORMS
 } clf_mm_form;
 
