@@ -271,7 +271,9 @@ clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, co
                                      int32_t *token);
 /* clinfer_eval_top with the sampler's grammar mask applied by the device:
  * the forward pass is queued, the host computes the mask while the device
- * runs it, the device's selection skips what the mask refuses. *masked 1
+ * runs it (outside the model's turn: another session may queue its work
+ * meanwhile), the device's selection skips what the mask refuses
+ * (clf_llama_eval_top_masked with the grammar's callback). *masked 1
  * when it did (vals/ids: the masked row's k best); 0 where the mask could
  * not be used (a split model, whose row arrives on the host; the grammar's
  * refusals): then vals/ids are the plain row's k best, as clinfer_eval_top. */

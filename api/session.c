@@ -152,44 +152,54 @@ void clinfer_session_cancel(clinfer_session *s) {
     if (s) atomic_store(&s->cancel, 1);
 }
 
+/* The k best of the last token's logits, its turn on the device taken;
+ * masked by mask_fn's words where it gives them (clf_llama_eval_top_masked). */
+static clf_status eval_top(clinfer_session *s, const int32_t *tokens, int n, int k, clf_llama_mask_fn mask_fn,
+                           void *user, float *vals, int32_t *ids, int *nonfinite, int *masked) {
+    *masked = 0;
+    if (k < 1 || k > CLINFER_TOP_K_MAX) return clf_fail(CLF_ERR_ARG, "top k %d: 1 to %d", k, CLINFER_TOP_K_MAX);
+    CLF_TRY(check_tokens(s, tokens, n));
+    s->has_logits = 0;
+    api_acquire(s);
+    clf_status st = clf_llama_eval_top_masked(s->c, tokens, n, k, mask_fn, user, vals, ids, nonfinite, masked);
+    api_release(s);
+    return cancelled(s, st);
+}
+
 clinfer_status clinfer_eval_top(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
                                 int *nonfinite) {
     API_NOT_NULL(s);
     API_NOT_NULL(vals);
     API_NOT_NULL(ids);
     API_NOT_NULL(nonfinite);
-    if (k < 1 || k > CLINFER_TOP_K_MAX)
-        return (clinfer_status)clf_fail(CLF_ERR_ARG, "top k %d: 1 to %d", k, CLINFER_TOP_K_MAX);
-    API_TRY(check_tokens(s, tokens, n));
-    s->has_logits = 0;
-    api_acquire(s);
-    clf_status st = clf_llama_eval_top(s->c, tokens, n, k, vals, ids, nonfinite);
-    api_release(s);
-    return (clinfer_status)cancelled(s, st);
+    return (clinfer_status)eval_top(s, tokens, n, k, NULL, NULL, vals, ids, nonfinite, &(int){0});
+}
+
+/* The grammar's mask for clf_llama_eval_top_masked: the sampler and its
+ * session. */
+typedef struct grammar_mask {
+    clinfer_session *s;
+    clinfer_sampler *smp;
+} grammar_mask;
+
+/* Made outside the model's turn: the forward pass is queued already (its
+ * kernels' arguments taken, its inputs this context's own), the mask is
+ * host work on the sampler and the vocabulary's shared read-only trie, so
+ * another session may queue its work meanwhile and nothing races. That
+ * session's passes then run before this row's selection on the one queue,
+ * as they would have run before this pass had they come first. */
+static const uint32_t *grammar_mask_bits(void *user) {
+    grammar_mask *g = user;
+    api_release(g->s);
+    const int made = api_grammar_device_mask(g->smp);
+    api_acquire(g->s);
+    return made ? g->smp->mask_bits : NULL;
 }
 
 clf_status api_session_eval_top_masked(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals,
                                        int32_t *ids, int *nonfinite, clinfer_sampler *smp, int *masked) {
-    *masked = 0;
-    if (s->c->next) /* over a split the row arrives on the host: no device mask */
-        return (clf_status)clinfer_eval_top(s, tokens, n, k, vals, ids, nonfinite);
-    if (k < 1 || k > CLINFER_TOP_K_MAX) return clf_fail(CLF_ERR_ARG, "top k %d: 1 to %d", k, CLINFER_TOP_K_MAX);
-    CLF_TRY(check_tokens(s, tokens, n));
-    s->has_logits = 0;
-    api_acquire(s);
-    clf_llama_ctx *c = s->c;
-    clf_status st = c->topk.out_i ? CLF_OK : clf_topk_create(c->m->rt, &c->topk);
-    /* the forward pass only queued (the row stays on the device), the host
-     * computes the grammar's mask meanwhile, then the masked selection */
-    if (st == CLF_OK) st = clf_llama_eval(c, tokens, n, 0, NULL);
-    if (st == CLF_OK) *masked = api_grammar_device_mask(smp);
-    if (st == CLF_OK) {
-        const clf_tensor row = clf_tensor_rows(&c->logits, 0, 1);
-        st = clf_topk_read_masked(&c->topk, &row, k, *masked ? smp->mask_bits : NULL, vals, ids, nonfinite);
-    }
-    if (st != CLF_OK) *masked = 0;
-    api_release(s);
-    return cancelled(s, st);
+    grammar_mask g = {s, smp};
+    return eval_top(s, tokens, n, k, grammar_mask_bits, &g, vals, ids, nonfinite, masked);
 }
 
 clf_status api_session_top_row(clinfer_session *s) {

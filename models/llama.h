@@ -175,6 +175,22 @@ clf_status clf_llama_eval(clf_llama_ctx *c, const int32_t *tokens, int n, int al
  * over a split the logits come back and are chosen on the host. */
 clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
                               int *nonfinite);
+/* The mask of clf_llama_eval_top_masked: called once the forward pass is
+ * queued, while the device runs it; returns the row's mask words
+ * ((n_vocab + 31) / 32, bit i%32 of word i/32: 1 where token i may be
+ * chosen; host/compute/select.h) or NULL for none. The words must stay
+ * valid until clf_llama_eval_top_masked returns. It may let other
+ * contexts of the model use the runtime meanwhile (the API's callback
+ * gives the model's turn away while it works): the pass is queued, and
+ * nothing of this context is touched by them. */
+typedef const uint32_t *(*clf_llama_mask_fn)(void *user);
+/* clf_llama_eval_top with the row masked before the choice: mask_fn(user)
+ * gives the words (mask_fn NULL: none, clf_llama_eval_top itself). *masked
+ * 1 when the k best are the masked row's; 0 when they are the plain row's:
+ * no words, or over a split (the row is chosen on the host; mask_fn is not
+ * called). */
+clf_status clf_llama_eval_top_masked(clf_llama_ctx *c, const int32_t *tokens, int n, int k, clf_llama_mask_fn mask_fn,
+                                     void *user, float *vals, int32_t *ids, int *nonfinite, int *masked);
 /* The whole row [n_vocab] clf_llama_eval_top chose from, read back after it
  * (nothing evaluated between): a sampler under a grammar whose k best are
  * too few once masked falls back to every logit. */

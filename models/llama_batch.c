@@ -1,5 +1,5 @@
 /* The evaluation calls: clf_llama_eval (a prompt in chunks of n_batch),
- * clf_llama_eval_top (its k best logits), clf_llama_eval_seqs (several
+ * clf_llama_eval_top (its k best logits, masked or not), clf_llama_eval_seqs (several
  * sequences' rows in shared passes), and over a split the hops of their
  * passes to the next stage, pipelined. */
 #include <math.h>
@@ -122,10 +122,17 @@ static void top_of_row(const float *row, int n, int k, float *vals, int32_t *ids
 
 clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, int k, float *vals, int32_t *ids,
                               int *nonfinite) {
+    int masked = 0;
+    return clf_llama_eval_top_masked(c, tokens, n, k, NULL, NULL, vals, ids, nonfinite, &masked);
+}
+
+clf_status clf_llama_eval_top_masked(clf_llama_ctx *c, const int32_t *tokens, int n, int k, clf_llama_mask_fn mask_fn,
+                                     void *user, float *vals, int32_t *ids, int *nonfinite, int *masked) {
     const int n_vocab = c->m->hp.n_vocab;
+    *masked = 0;
     if (k < 1 || k > CLF_TOPK_MAX || k > n_vocab)
         return clf_fail(CLF_ERR_ARG, "top-k: k = %d is not in 1 .. %d", k, n_vocab < CLF_TOPK_MAX ? n_vocab : CLF_TOPK_MAX);
-    if (c->next) { /* the logits arrive on the host */
+    if (c->next) { /* the logits arrive on the host: chosen there, the mask not asked for */
         if (!c->top_logits && !(c->top_logits = malloc((size_t)n_vocab * sizeof *c->top_logits)))
             return clf_fail(CLF_ERR_MEMORY, "out of host memory");
         CLF_TRY(clf_llama_eval(c, tokens, n, 0, c->top_logits));
@@ -133,9 +140,15 @@ clf_status clf_llama_eval_top(clf_llama_ctx *c, const int32_t *tokens, int n, in
         return CLF_OK;
     }
     if (!c->topk.out_i) CLF_TRY(clf_topk_create(c->m->rt, &c->topk));
-    CLF_TRY(clf_llama_eval(c, tokens, n, 0, NULL)); /* the last token's logits stay in row 0 */
+    /* the forward pass is only queued (the last token's logits stay on the
+     * device, in row 0): the mask's words are made on the host meanwhile */
+    CLF_TRY(clf_llama_eval(c, tokens, n, 0, NULL));
+    const uint32_t *mask = mask_fn ? mask_fn(user) : NULL;
+    /* then the selection, over the row masked where there are words */
     const clf_tensor row = clf_tensor_rows(&c->logits, 0, 1);
-    return clf_topk_read(&c->topk, &row, k, vals, ids, nonfinite);
+    clf_status st = clf_topk_read_masked(&c->topk, &row, k, mask, vals, ids, nonfinite);
+    *masked = st == CLF_OK && mask != NULL;
+    return st;
 }
 
 clf_status clf_llama_top_row(clf_llama_ctx *c, float *logits) {

@@ -14,7 +14,9 @@
  * (an end token included) is counted exactly once. Gemma 3's 262,144
  * tokens too, where the model is in the cache. Two turns on one sampler:
  * a mask made before the second prompt moved the grammar is not used (the
- * whole row answers that draw). */
+ * whole row answers that draw). Sessions on three threads, two under a
+ * grammar: the tokens each gives alone. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -82,10 +84,37 @@ static void stats(const clinfer_sampler *smp, run_out *o) {
     o->masked = api_sampler_masked_count(smp);
 }
 
-/* One generation under g by path p. temp 0: greedy; else top_k 40 with
- * seed. */
-static void run(clinfer_model *m, clinfer_grammar *g, path pth, float temp, uint64_t seed, run_out *o) {
-    memset(o, 0, sizeof *o);
+/* One generation from the test's prompt with smp (its grammar set), into o
+ * (no assertion: it may run on a thread of its own). */
+static clinfer_status generate_with(clinfer_model *m, clinfer_sampler *smp, run_out *o) {
+    clinfer_session *s = NULL;
+    clinfer_session_params sp = clinfer_session_default_params();
+    sp.n_ctx = 256;
+    clinfer_status st = clinfer_session_create(m, &sp, &s);
+    const char *prompt = "Describe a person as JSON. The capital of France is";
+    int32_t *ids = NULL;
+    int n = 0;
+    if (st == CLINFER_OK) st = clinfer_tokenize(m, prompt, strlen(prompt), 1, 0, &ids, &n);
+    clinfer_generate_params gp = clinfer_generate_default_params();
+    gp.sampler = smp;
+    gp.max_tokens = MAX_TOKENS;
+    gp.on_token = collect;
+    gp.user_data = o;
+    clinfer_generate_result r = {.size = sizeof r};
+    if (st == CLINFER_OK) st = clinfer_generate(s, ids, n, &gp, &r);
+    o->drawn = r.n_generated; /* an end token drawn counts, though it is not streamed */
+    stats(smp, o);
+    o->text[o->len] = 0;
+    if (st == CLINFER_OK && !(o->drawn == o->n || (o->drawn == o->n + 1 && r.stop == CLINFER_STOP_EOG)))
+        st = (clinfer_status)clf_fail(CLF_ERR_ARG, "%d tokens drawn, %d streamed", o->drawn, o->n);
+    clinfer_free(ids);
+    clinfer_session_free(s);
+    return st;
+}
+
+/* The sampler of path p (greedy at temp 0; else top_k 40 with seed), with
+ * g set where there is one. */
+static clinfer_sampler *sampler(clinfer_model *m, clinfer_grammar *g, path pth, float temp, uint64_t seed) {
     path_env(pth);
     clinfer_sampler_params p = clinfer_sampler_default_params();
     p.temperature = temp;
@@ -94,28 +123,16 @@ static void run(clinfer_model *m, clinfer_grammar *g, path pth, float temp, uint
     clinfer_sampler *smp = NULL;
     ASSERT_OK(clinfer_sampler_create(m, &p, &smp)); /* reads the path's environment */
     path_env(P_MASK);
-    ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
-    clinfer_session *s = NULL;
-    clinfer_session_params sp = clinfer_session_default_params();
-    sp.n_ctx = 256;
-    ASSERT_OK(clinfer_session_create(m, &sp, &s));
-    const char *prompt = "Describe a person as JSON. The capital of France is";
-    int32_t *ids = NULL;
-    int n = 0;
-    ASSERT_OK(clinfer_tokenize(m, prompt, strlen(prompt), 1, 0, &ids, &n));
-    clinfer_generate_params gp = clinfer_generate_default_params();
-    gp.sampler = smp;
-    gp.max_tokens = MAX_TOKENS;
-    gp.on_token = collect;
-    gp.user_data = o;
-    clinfer_generate_result r = {.size = sizeof r};
-    ASSERT_OK(clinfer_generate(s, ids, n, &gp, &r));
-    o->drawn = r.n_generated; /* an end token drawn counts, though it is not streamed */
-    assert_true(o->drawn == o->n || (o->drawn == o->n + 1 && r.stop == CLINFER_STOP_EOG));
-    stats(smp, o);
-    o->text[o->len] = 0;
-    clinfer_free(ids);
-    clinfer_session_free(s);
+    if (g) ASSERT_OK(clinfer_sampler_set_grammar(smp, g));
+    return smp;
+}
+
+/* One generation under g by path p. temp 0: greedy; else top_k 40 with
+ * seed. */
+static void run(clinfer_model *m, clinfer_grammar *g, path pth, float temp, uint64_t seed, run_out *o) {
+    memset(o, 0, sizeof *o);
+    clinfer_sampler *smp = sampler(m, g, pth, temp, seed);
+    ASSERT_OK(generate_with(m, smp, o));
     clinfer_sampler_free(smp);
 }
 
@@ -302,6 +319,55 @@ static void test_stale_mask(void **state) {
     clinfer_model_free(m);
 }
 
+/* Sessions on several threads (api/session.c gives the model's turn away
+ * while the host makes a grammar's mask): two under the schema's grammar,
+ * masked on the device, and one unconstrained (its plain k best) beside
+ * them, each the tokens it gives alone, every constrained draw masked. */
+typedef struct worker {
+    clinfer_model *m;
+    clinfer_sampler *smp;
+    run_out o;
+    clinfer_status st;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    w->st = generate_with(w->m, w->smp, &w->o);
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    clinfer_model *m = load(NULL, NULL);
+    clinfer_grammar *g = grammar(m, SCHEMA, 1);
+    enum { N = 3 };
+    worker alone[N], ws[N];
+    memset(alone, 0, sizeof alone);
+    memset(ws, 0, sizeof ws);
+    for (int i = 0; i < N; i++) { /* samplers made here: they read the environment */
+        clinfer_grammar *gi = i < 2 ? g : NULL;
+        alone[i] = (worker){.m = m, .smp = sampler(m, gi, P_MASK, 0, 0)};
+        ws[i] = (worker){.m = m, .smp = sampler(m, gi, P_MASK, 0, 0)};
+        work(&alone[i]);
+        ASSERT_OK(alone[i].st);
+    }
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) assert_int_equal(pthread_create(&th[i], NULL, work, &ws[i]), 0);
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        ASSERT_OK(ws[i].st);
+        if (ws[i].o.n != alone[i].o.n || memcmp(ws[i].o.tok, alone[i].o.tok, (size_t)alone[i].o.n * sizeof(int32_t)))
+            fail_msg("thread %d: '%s', alone '%s'", i, ws[i].o.text, alone[i].o.text);
+        assert_true(ws[i].o.n > 0);
+        assert_int_equal(ws[i].o.masked, i < 2 ? ws[i].o.drawn : 0);
+        clinfer_sampler_free(alone[i].smp);
+        clinfer_sampler_free(ws[i].smp);
+    }
+    printf("threads: %s | %s\n", ws[0].o.text, ws[2].o.text);
+    clinfer_grammar_free(g);
+    clinfer_model_free(m);
+}
+
 static void variant(const char *v) {
     clinfer_model *m = load(NULL, v);
     checks(m, !strcmp(v, "cpu"));
@@ -333,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_gpu),
         cmocka_unit_test(test_gemma),
         cmocka_unit_test(test_stale_mask),
+        cmocka_unit_test(test_threads),
     };
     return TU_RUN_GROUP(tests, NULL, NULL);
 }
