@@ -1281,8 +1281,19 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  *    the int8 GEMV of expert ids[r·k + j]'s down rows over slot r·k + j's
  *    int8 hidden row (H), times its weight wts[r·k + j], summed, then added
  *    into Y's row r (the residual): llama.cpp's Σ_j w_j·y_j, then x += it.
- * Each expert's panel sums are the GEMV's (I8_BLOCK_<CPU>), so a slot's
- * hidden row is bit for bit what the per-expert gated-unit GEMV gives.
+ * Each expert's panel sums are the dense kernels' own code (GLU_SUMS,
+ * GEMV_SUMS) over W and S moved to the expert's first panel (MOE_W_AT,
+ * MOE_S_AT), so a slot's hidden row is bit for bit what the per-expert
+ * gated-unit GEMV gives. Moving the base pointers once, rather than adding
+ * the expert's panel offset to every panel index inside the block loop
+ * as the first version did, took 13-21% less CPU time for gate|up and
+ * 3-30% for down at the 30B-A3B (Q4_K, Q6_K) and gpt-oss (MXFP4) shapes,
+ * the outputs byte for byte the same (bench/RESULTS.md 'MoE decode
+ * kernels'). The grid is the dense kernels' (the host balances panels per
+ * work-item the same way: balanced_ppw); at these shapes 1-4 panels a
+ * work-item moved CPU time by at most 3% either way except down at 1-2
+ * (+25-37%: the x block's loads then serve one panel), so the tuning's
+ * int8_ppw serves them as it serves the dense GEMVs.
  * Biases (gpt-oss; has_b 0: none, B then any buffer): B + b_off holds a
  * row per expert, [E × rows] for the gated unit (gate's then up's, added
  * to each sum before the unit) and [E × rows] for down (added to the
