@@ -1167,12 +1167,6 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 #define GLU_PPW_KQI KQ_GLU_PPW
 #define GLU_PPW_KQF KQ_GLU_PPW
 
-/* GEMV on int8 x (XMODE: QUANT_X quantizes it, suffix _i8; LOAD_XQ reads a
- * producer's blocks, _xq). A work-item takes NPPW panels so the quantized x
- * is shared; global size (tokens, ceil(panels / NPPW)): a token per
- * work-item, each computed as the one-token GEMV computes it, and the
- * tokens of a panel group run one after another while its weights are in
- * cache (batched decode). */
 /* The GEMV's sums, shared with the indirect down product
  * (DEFINE_GEMV_DOWN_ID): acc[j][0..1] the two row halves of panel p0 + j,
  * over x's nb blocks (XMODE reads or quantizes them), each block by
@@ -1189,6 +1183,13 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
             I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j, acc[j][0], acc[j][1]);        \
         }                                                                                       \
     }
+
+/* GEMV on int8 x (XMODE: QUANT_X quantizes it, suffix _i8; LOAD_XQ reads a
+ * producer's blocks, _xq). A work-item takes NPPW panels so the quantized x
+ * is shared; global size (tokens, ceil(panels / NPPW)): a token per
+ * work-item, each computed as the one-token GEMV computes it, and the
+ * tokens of a panel group run one after another while its weights are in
+ * cache (batched decode). */
 #define DEFINE_GEMV_I8X(SUFFIX, XMODE, CPU, T, QB, QH, QK, SUB, REC, GRID)                      \
     __kernel void gemv_##T##_##SUFFIX(__global const uint *W, __global const ushort *S, __global const float *X, \
                                       const ulong xoff, __global float *Y, const ulong yoff, const int ldy, \
@@ -1286,8 +1287,8 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * MOE_S_AT), so a slot's hidden row is bit for bit what the per-expert
  * gated-unit GEMV gives. Moving the base pointers once, rather than adding
  * the expert's panel offset to every panel index inside the block loop
- * as the first version did, took 13-21% less CPU time for gate|up and
- * 3-30% for down at the 30B-A3B (Q4_K, Q6_K) and gpt-oss (MXFP4) shapes,
+ * as the first version did, took 11-21% less CPU time for gate|up and
+ * 2-30% for down at the 30B-A3B (Q4_K, Q6_K) and gpt-oss (MXFP4) shapes,
  * the outputs byte for byte the same (bench/RESULTS.md 'MoE decode
  * kernels'). The grid is the dense kernels' (the host balances panels per
  * work-item the same way: balanced_ppw); at these shapes 1-4 panels a
