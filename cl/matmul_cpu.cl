@@ -1264,6 +1264,23 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 #define GLU_PPW_KQI KQ_GLU_PPW
 #define GLU_PPW_KQF KQ_GLU_PPW
 
+/* The GEMV's sums, shared with the indirect down product
+ * (DEFINE_GEMV_DOWN_ID): acc[j][0..1] the two row halves of panel p0 + j,
+ * over x's nb blocks (XMODE reads or quantizes them), each block by
+ * I8_BLOCK_<CPU>. From the kernel: W, S, K, nb, np, p0, x. */
+#define GEMV_SUMS(XMODE, CPU, T, QB, QH, QK, SUB, REC, GRID, acc)                               \
+    float16 acc[I8_PPW_##CPU][2];                                                               \
+    _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) acc[j][0] = acc[j][1] = 0.0f;      \
+    for (int b = 0; b < nb; b++) {                                                              \
+        int xw[8], sp;                                                                          \
+        float dx, sx[3];                                                                        \
+        XMODE(x, b, xw, &dx, sx, &sp);                                                          \
+        _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) {                              \
+            if (p0 + j >= np) break;                                                            \
+            I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j, acc[j][0], acc[j][1]);        \
+        }                                                                                       \
+    }
+
 /* GEMV on int8 x (XMODE: QUANT_X quantizes it, suffix _i8; LOAD_XQ reads a
  * producer's blocks, _xq). A work-item takes NPPW panels so the quantized x
  * is shared; global size (tokens, ceil(panels / NPPW)): a token per
@@ -1278,19 +1295,30 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         if (p0 >= np) return;                                                                   \
         const size_t r = get_global_id(0);                                                      \
         const __global float *x = X + xoff + r * XMODE##_ROW(K);                                \
-        float16 acc[I8_PPW_##CPU][2];                                                           \
-        _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) acc[j][0] = acc[j][1] = 0.0f;  \
-        for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], sp;                                                                      \
-            float dx, sx[3];                                                                    \
-            XMODE(x, b, xw, &dx, sx, &sp);                                                      \
-            _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) {                          \
-                if (p0 + j >= np) break;                                                        \
-                I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j, acc[j][0], acc[j][1]);    \
-            }                                                                                   \
-        }                                                                                       \
+        GEMV_SUMS(XMODE, CPU, T, QB, QH, QK, SUB, REC, GRID, acc);                              \
         _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) if (p0 + j < np)               \
             clf_store32(Y + yoff + r * ldy + 32 * (p0 + j), acc[j][0], acc[j][1], rows - 32 * (p0 + j), accumulate); \
+    }
+
+/* The gated unit's sums, shared by the gate|up GEMV below and its indirect
+ * form (DEFINE_GEMV_GLU_ID), so both take one order: acc[j][0..1] the two
+ * row halves of gate panel p0 + j, acc[j][2..3] those of its up panel (npf
+ * panels further), over x's nb int8 blocks, each block as the GEMV takes
+ * it (I8_BLOCK_<CPU>). From the kernel: W, S (the weight's panel 0: the
+ * indirect form moves them to its expert's), K, nb, npf (gate panels),
+ * p0, x (the row's int8 blocks). */
+#define GLU_SUMS(CPU, T, QB, QH, QK, SUB, REC, GRID, acc)                                       \
+    float16 acc[GLU_PPW_##CPU][4];                                                              \
+    _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
+    for (int b = 0; b < nb; b++) {                                                              \
+        int xw[8], sp;                                                                          \
+        float dx, sx[3];                                                                        \
+        LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                        \
+        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) {                             \
+            if (p0 + j >= npf) break;                                                           \
+            _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                        \
+                I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
+        }                                                                                       \
     }
 
 /* The gate|up GEMV with the gated unit UNIT_FN(g, u) applied (act(g)·u,
@@ -1301,7 +1329,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  * (rows ldy apart) and, one int8 block per panel, to YQ at yq_off bytes: h
  * is the down product's x. x from its int8 blocks. The SwiGLU launch and
  * the down GEMV's quantizing go; each panel's sums are the GEMV's
- * (I8_BLOCK_<CPU>), so h is bit for bit what the GEMV, then clf_glu, then
+ * (GLU_SUMS), so h is bit for bit what the GEMV, then clf_glu, then
  * quantizing x would give. Global size (tokens, ceil(ff / 32 / G)). */
 #define DEFINE_GEMV_GLU(UNIT, UNIT_FN, CPU, T, QB, QH, QK, SUB, REC, GRID)                      \
     __kernel void gemv_##T##_##UNIT##_xq(__global const uint *W, __global const ushort *S, __global const float *X, \
@@ -1311,18 +1339,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         if (p0 >= npf) return;                                                                  \
         const size_t r = get_global_id(0);                                                      \
         const __global float *x = X + xoff + r * LOAD_XQ_ROW(K);                                \
-        float16 acc[GLU_PPW_##CPU][4];                                                          \
-        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
-        for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], sp;                                                                      \
-            float dx, sx[3];                                                                    \
-            LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                    \
-            _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) {                         \
-                if (p0 + j >= npf) break;                                                       \
-                _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                    \
-                    I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
-            }                                                                                   \
-        }                                                                                       \
+        GLU_SUMS(CPU, T, QB, QH, QK, SUB, REC, GRID, acc);                                      \
         _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf)             \
             glu_store32(UNIT_FN(acc[j][0], acc[j][2]), UNIT_FN(acc[j][1], acc[j][3]),           \
                         Y + yoff + r * ldy + 32 * (p0 + j), YQ + yq_off + (r * npf + p0 + j) * CLF_XQ_BYTES); \
@@ -1362,15 +1379,32 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
  *    the int8 GEMV of expert ids[r·k + j]'s down rows over slot r·k + j's
  *    int8 hidden row (H), times its weight wts[r·k + j], summed, then added
  *    into Y's row r (the residual): llama.cpp's Σ_j w_j·y_j, then x += it.
- * Each expert's panel sums are the GEMV's (I8_BLOCK_<CPU>), so a slot's
- * hidden row is bit for bit what the per-expert gated-unit GEMV gives.
+ * Each expert's panel sums are the dense kernels' own code (GLU_SUMS,
+ * GEMV_SUMS) over W and S moved to the expert's first panel (MOE_W_AT,
+ * MOE_S_AT), so a slot's hidden row is bit for bit what the per-expert
+ * gated-unit GEMV gives. Moving the base pointers once, rather than adding
+ * the expert's panel offset to every panel index inside the block loop
+ * as the first version did, took 11-21% less CPU time for gate|up and
+ * 2-30% for down at the 30B-A3B (Q4_K, Q6_K) and gpt-oss (MXFP4) shapes,
+ * the outputs byte for byte the same (bench/RESULTS.md 'MoE decode
+ * kernels'). The grid is the dense kernels' (the host balances panels per
+ * work-item the same way: balanced_ppw); at these shapes 1-4 panels a
+ * work-item moved CPU time by at most 3% either way except down at 1-2
+ * (+25-37%: the x block's loads then serve one panel), so the tuning's
+ * int8_ppw serves them as it serves the dense GEMVs.
  * Biases (gpt-oss; has_b 0: none, B then any buffer): B + b_off holds a
  * row per expert, [E × rows] for the gated unit (gate's then up's, added
  * to each sum before the unit) and [E × rows] for down (added to the
  * expert's output before its weight), as the per-expert path adds them. */
 #if defined(CLF_MOE_ID) && CLF_MOE_ID
+/* Expert e's first panel in a stack of experts of np panels each: its
+ * codes' dwords (W) and scale records' halves (S) from the stack's (every
+ * int8 family: a panel is nb blocks of 32·(QB + QH) dwords and K / QK
+ * records of REC halves). */
+#define MOE_W_AT(W, e, np, QB, QH) ((W) + (size_t)(e) * (np) * nb * 32 * ((QB) + (QH)))
+#define MOE_S_AT(S, e, np, QK, REC) ((S) + (size_t)(e) * (np) * (K / (QK)) * (REC))
 #define DEFINE_GEMV_GLU_ID(UNIT, UNIT_FN, CPU, T, QB, QH, QK, SUB, REC, GRID)                   \
-    __kernel void gemv_##T##_##UNIT##_id(__global const uint *W, __global const ushort *S, __global const float *X, \
+    __kernel void gemv_##T##_##UNIT##_id(__global const uint *W_all, __global const ushort *S_all, __global const float *X, \
                                          const ulong xoff, __global const int *ids, const ulong id_off, const int k, \
                                          __global float *Y, const ulong yoff, const int rows, const int K, \
                                          __global uchar *YQ, const ulong yq_off, __global const float *B, \
@@ -1378,23 +1412,14 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         const int nb = K / 32, npf = rows / 64, p0 = get_global_id(1) * GLU_PPW_##CPU;          \
         if (p0 >= npf) return;                                                                  \
         const size_t s = get_global_id(0);                                                      \
-        const int pe = ids[id_off + s] * 2 * npf; /* the expert's first panel */                \
+        const int e = ids[id_off + s];                                                          \
+        const __global uint *W = MOE_W_AT(W_all, e, 2 * npf, QB, QH); /* the expert's gate|up */ \
+        const __global ushort *S = MOE_S_AT(S_all, e, 2 * npf, QK, REC);                        \
         const __global float *x = X + xoff + (s / k) * LOAD_XQ_ROW(K);                          \
-        float16 acc[GLU_PPW_##CPU][4];                                                          \
-        _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f; \
-        for (int b = 0; b < nb; b++) {                                                          \
-            int xw[8], sp;                                                                      \
-            float dx, sx[3];                                                                    \
-            LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                    \
-            _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) {                         \
-                if (p0 + j >= npf) break;                                                       \
-                _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                    \
-                    I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, pe + p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
-            }                                                                                   \
-        }                                                                                       \
+        GLU_SUMS(CPU, T, QB, QH, QK, SUB, REC, GRID, acc);                                      \
         _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) if (p0 + j < npf) {           \
             if (has_b) { /* the expert's gate and up biases of these 32 columns */              \
-                const __global float *bg = B + b_off + (size_t)ids[id_off + s] * rows + 32 * (p0 + j); \
+                const __global float *bg = B + b_off + (size_t)e * rows + 32 * (p0 + j);        \
                 acc[j][0] += vload16(0, bg), acc[j][1] += vload16(1, bg);                       \
                 acc[j][2] += vload16(0, bg + rows / 2), acc[j][3] += vload16(1, bg + rows / 2); \
             }                                                                                   \
@@ -1403,7 +1428,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         }                                                                                       \
     }
 #define DEFINE_GEMV_DOWN_ID(CPU, T, QB, QH, QK, SUB, REC, GRID)                                 \
-    __kernel void gemv_##T##_down_id(__global const uint *W, __global const ushort *S, __global const float *H, \
+    __kernel void gemv_##T##_down_id(__global const uint *W_all, __global const ushort *S_all, __global const float *H, \
                                      const ulong hoff, __global const int *ids, __global const float *wts, \
                                      const ulong id_off, const int k, __global float *Y, const ulong yoff, \
                                      const int ldy, const int rows, const int K, __global const float *B, \
@@ -1413,24 +1438,16 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         const size_t r = get_global_id(0);                                                      \
         float16 tot[I8_PPW_##CPU][2];                                                           \
         _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) tot[j][0] = tot[j][1] = 0.0f;  \
-        for (int e = 0; e < k; e++) {                                                           \
-            const size_t s = r * k + e;                                                         \
-            const int pe = ids[id_off + s] * np; /* the expert's first panel */                 \
+        for (int i = 0; i < k; i++) {                                                           \
+            const size_t s = r * k + i;                                                         \
+            const int e = ids[id_off + s];                                                      \
             const float we = wts[id_off + s];                                                   \
+            const __global uint *W = MOE_W_AT(W_all, e, np, QB, QH); /* the expert's down rows */ \
+            const __global ushort *S = MOE_S_AT(S_all, e, np, QK, REC);                         \
             const __global float *x = H + hoff + s * LOAD_XQ_ROW(K);                            \
-            float16 acc[I8_PPW_##CPU][2];                                                       \
-            _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) acc[j][0] = acc[j][1] = 0.0f; \
-            for (int b = 0; b < nb; b++) {                                                      \
-                int xw[8], sp;                                                                  \
-                float dx, sx[3];                                                                \
-                LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                \
-                _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) {                      \
-                    if (p0 + j >= np) break;                                                    \
-                    I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, pe + p0 + j, acc[j][0], acc[j][1]); \
-                }                                                                               \
-            }                                                                                   \
-            if (has_b) { /* the expert's down bias, before its weight */                         \
-                const __global float *bd = B + b_off + (size_t)ids[id_off + s] * rows;          \
+            GEMV_SUMS(LOAD_XQ, CPU, T, QB, QH, QK, SUB, REC, GRID, acc);                        \
+            if (has_b) { /* the expert's down bias, before its weight */                        \
+                const __global float *bd = B + b_off + (size_t)e * rows;                        \
                 _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) if (p0 + j < np)       \
                     acc[j][0] += vload16(0, bd + 32 * (p0 + j)), acc[j][1] += vload16(1, bd + 32 * (p0 + j)); \
             }                                                                                   \

@@ -9,6 +9,8 @@
  *    and Q8_0 experts, odd widths, decode rows beside prefill rows (a lone
  *    decode row's experts from its int8 form), a batch where every row
  *    picks one expert and one where every expert is picked;
+ *  - the indirect gated unit on stacked experts: each slot's hidden row
+ *    and its int8 form byte for byte the per-expert fused GEMV's;
  *  - gpt-oss's routing (top-k of the biased logits, then a softmax over the
  *    chosen), its biased experts and clamped SwiGLU, against the same
  *    reference;
@@ -494,6 +496,61 @@ static void ffn_decode(experts *x, int n, const float *xn, const float *x0, floa
     clf_tensor_free(&tx), clf_tensor_free(&txn), clf_tensor_free(&xq), clf_tensor_free(&ffq);
 }
 
+/* The indirect gated unit (clf_matmul_glu_id_xq) on stacked experts x: every
+ * slot's hidden row and its int8 form byte for byte the per-expert fused
+ * GEMV's (clf_matmul_glu_xq on that expert's part), as cl/matmul_cpu.cl
+ * says (both kernels take GLU_SUMS); 3 rows of k random distinct experts.
+ * Returns 0 (and checks nothing) where the device has no fused gated unit
+ * for the type. */
+static int check_glu_id_exact(experts *x, uint64_t *s) {
+    clf_runtime *rt = tu_runtime();
+    if (!x->use_stack || !clf_matmul_fuses_glu(rt, &x->ex[0].gu[0])) return 0;
+    const int n = 3, k = x->k, d = x->d, ff = x->ff, slots = n * k;
+    float *xn = malloc((size_t)n * d * sizeof *xn), *got = malloc((size_t)slots * ff * sizeof *got);
+    float *gotq = malloc((size_t)slots * CLF_XQ_FLOATS(ff) * sizeof *gotq), *one = malloc((size_t)ff * sizeof *one);
+    float *oneq = malloc((size_t)CLF_XQ_FLOATS(ff) * sizeof *oneq);
+    int32_t *ids = malloc((size_t)slots * sizeof *ids);
+    for (int i = 0; i < n * d; i++) xn[i] = tu_normal(s);
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < k; j++) {
+            int e, dup;
+            do {
+                e = (int)(tu_next(s) % (uint64_t)x->E), dup = 0;
+                for (int i = 0; i < j; i++) dup |= ids[r * k + i] == e;
+            } while (dup);
+            ids[r * k + j] = e;
+        }
+    clf_tensor txn, xq, tid, hid, hidq, f, fq;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, d, n, &txn));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(d), n, &xq));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, k, n, &tid));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, ff, slots, &hid));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(ff), slots, &hidq));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, ff, 1, &f));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, CLF_XQ_FLOATS(ff), 1, &fq));
+    TU_OK(clf_tensor_upload(rt, &txn, xn, (size_t)n * d * sizeof *xn));
+    TU_OK(clf_tensor_upload(rt, &tid, ids, (size_t)slots * sizeof *ids));
+    TU_OK(clf_quantize_x(rt, &txn, &xq));
+    TU_OK(clf_matmul_glu_id_xq(rt, &x->gu_stack, x->E, CLF_GLU_SILU, &xq, &tid, k, NULL, &hid, &hidq));
+    TU_OK(clf_tensor_download(rt, &hid, got, (size_t)slots * ff * sizeof *got));
+    TU_OK(clf_tensor_download(rt, &hidq, gotq, (size_t)slots * CLF_XQ_FLOATS(ff) * sizeof *gotq));
+    for (int sl = 0; sl < slots; sl++) {
+        const clf_tensor xr = clf_tensor_rows(&xq, sl / k, 1);
+        TU_OK(clf_matmul_glu_xq(rt, &x->ex[ids[sl]].gu[0], CLF_GLU_SILU, &xr, &f, &fq));
+        TU_OK(clf_tensor_download(rt, &f, one, (size_t)ff * sizeof *one));
+        TU_OK(clf_tensor_download(rt, &fq, oneq, (size_t)CLF_XQ_FLOATS(ff) * sizeof *oneq));
+        if (memcmp(one, got + (size_t)sl * ff, (size_t)ff * sizeof *one) ||
+            memcmp(oneq, gotq + (size_t)sl * CLF_XQ_FLOATS(ff), (size_t)CLF_XQ_FLOATS(ff) * sizeof *oneq))
+            fail_msg("%s: slot %d (expert %d): the indirect gated unit differs from the per-expert GEMV's row "
+                     "(replay: CLINFER_SEED=%llu)", clf_type_get(x->type)->name, sl, ids[sl],
+                     (unsigned long long)tu_seed());
+    }
+    clf_tensor_free(&txn), clf_tensor_free(&xq), clf_tensor_free(&tid), clf_tensor_free(&hid);
+    clf_tensor_free(&hidq), clf_tensor_free(&f), clf_tensor_free(&fq);
+    free(xn), free(got), free(gotq), free(one), free(oneq), free(ids);
+    return 1;
+}
+
 /* Stacked experts' decode (the indirect GEMVs: no readback, two launches)
  * against the reference, several rows batched = each alone bit for bit,
  * and near the per-expert path's (the same sums, added in another order).
@@ -507,6 +564,7 @@ static void run_stacked(clf_type type, int d, int ff, double tol, int want_stack
     print_message("  %s%s d %d ff %d on %s: experts %s\n", clf_type_get(type)->name, oss ? " gpt-oss" : "", d, ff,
                   clf_matmul_variant(tu_runtime()), stacked ? "stacked (indirect decode)" : "apart (no indirect GEMV here)");
     if (want_stacked >= 0) assert_int_equal(stacked, want_stacked);
+    if (!oss && check_glu_id_exact(&x, &s)) print_message("  indirect gated unit = per-expert GEMV: byte for byte\n");
     check_ffn(&x, 1, 1, -1, &s, tol, 0);   /* one decode row */
     check_ffn(&x, 40, 40, -1, &s, tol, 1); /* serve's streams: every expert picked */
     check_ffn(&x, 6, 6, 5, &s, tol, 0);    /* every row picks expert 5 */
