@@ -415,8 +415,13 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
     for (int i = 0; i < n; i++) {
         clinfer_grammar_walk_free(d->walk[i]);
         d->walk[i] = NULL;
-        if (reqs[i].nd < d->min) reqs[i].nd = 0; /* too short to be worth its rows */
-        if (reqs[i].nd == 0 && reqs[i].sp && reqs[i].sp->temperature > 0) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
+        /* too short to be worth its rows; but a sampled draft is proposed whatever its length
+         * (as api/draft_model.c's): its length follows the tokens drawn (p_min, an end token), so
+         * dropping the short ones would keep drafts by their tokens, whose law is then no longer
+         * q, and the rule's tokens no longer the target's law */
+        const int sampled = reqs[i].sp && reqs[i].sp->temperature > 0;
+        if (reqs[i].nd < d->min && !sampled) reqs[i].nd = 0;
+        if (reqs[i].nd == 0 && sampled) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
         if (reqs[i].nd < d->n_law[reqs[i].slot]) d->n_law[reqs[i].slot] = reqs[i].nd; /* laws of the draft kept only */
     }
 }
