@@ -676,7 +676,7 @@ inline float clf_sum_x(const __global float *x, int n) {
  * token's (four columns a step into four pairs, the tail into the first,
  * the four added as MV_RESULT_FLT), so a row is bit for bit the GEMV's; a
  * lone token (n = 8k + 1) takes MV_SUMS_FLT itself. The panel comes from memory once, in the first
- * pair; the others read it from cache (32 × K halves: 36 KiB at K = 576).
+ * pass (a pair or a three); the others read it from cache (32 × K halves: 36 KiB at K = 576).
  * The GEMM's token tile (TM) sums in another order and, at 2 tokens, has 4
  * chains, bound by the FMA latency. Quantized types take the int8 kernels
  * (their rows are already the GEMV's). */
