@@ -148,7 +148,7 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
     case ST_F_START: { /* "all\n" opens text (gone); anything else (a call's recipient) is the answer as it is */
         size_t k = sizeof F_ALL - 1;
         if (n >= k && !memcmp(h, F_ALL, k)) consume(t, k);
-        else if (!final && !memcmp(h, F_ALL, n)) return 0; /* (n < k) a beginning of it */
+        else if (!final && n < k && !memcmp(h, F_ALL, n)) return 0; /* a beginning of it */
         t->state = ST_F_TEXT;
         return 1;
     }

@@ -1,6 +1,7 @@
 /* Replays the fuzzers' findings (tests/fuzz/regressions/) through the very
  * code of the harnesses, compiled here into the ordinary suite (and the
- * sanitizer build): gguf-* go to fuzz_gguf, tokenizer-* to fuzz_tokenizer.
+ * sanitizer build): gguf-* go to fuzz_gguf, tokenizer-* to fuzz_tokenizer,
+ * json_schema-* to fuzz_json_schema.
  * A harness abort()s on a violated property, so a regression that returns
  * fails this program; the file being replayed is printed first. */
 #include <dirent.h>
@@ -21,6 +22,9 @@
 #include "fuzz/fuzz_tokenizer.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_json_schema_one
+#include "fuzz/fuzz_json_schema.c"
+#undef LLVMFuzzerTestOneInput
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -71,10 +75,19 @@ static void test_tokenizer(void **state) {
     assert_true(n >= 1);
 }
 
+/* (a leak shows under the sanitizer build's LeakSanitizer, at exit) */
+static void test_json_schema(void **state) {
+    (void)state;
+    int n = replay("json_schema-", fuzz_json_schema_one);
+    printf("  %d JSON Schema regressions replayed\n", n);
+    assert_true(n >= 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_tokenizer),
+        cmocka_unit_test(test_json_schema),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (int i = 0; i < 2; i++) clf_tokenizer_free(ft_vocab[i]);
