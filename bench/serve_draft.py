@@ -9,10 +9,16 @@ streams; generation speed from each answer's `timings.predicted_per_second`
 drafts from /metrics. Greedy texts must equal plain decoding's (exits 1
 otherwise).
 
+With --peer LLAMA_SERVER, llama.cpp's server runs the same two ways (plain,
+`-md DRAFT --spec-draft-n-max K --spec-draft-n-min 0 --spec-draft-p-min P`, 2 threads each) in the
+same rounds, after clinfer's pair: its ratio is the peer's figure for the same
+draft model on the same machine (its drafts from each answer's timings).
+
     python3 bench/serve_draft.py -m TARGET -md DRAFT [--rounds 3] [-n 128] [--temp 0.8] [--draft-max 4]
         [--streams 1] [--draft-streams 2] [--bin build/clinfer] [--modes greedy,sampled] [--draft-p-min P]
+        [--peer ~/.cache/clinfer/peer/bin/llama-server] [--threads 2]
 """
-import argparse, concurrent.futures, json, re, statistics, subprocess, sys, time, urllib.request
+import argparse, concurrent.futures, json, re, socket, statistics, subprocess, sys, time, urllib.request
 
 PROMPTS = {
     "story": "Write a short story about a lighthouse keeper who finds a message in a bottle.",
@@ -45,6 +51,27 @@ class Server:
         self.p.wait()
 
 
+class Peer(Server):
+    """llama-server on a free port, ready when /health answers."""
+
+    def __init__(self, argv):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.p = subprocess.Popen(argv + ["--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = "http://127.0.0.1:%d" % port
+        for _ in range(600):
+            try:
+                if urllib.request.urlopen(self.url + "/health", timeout=5).status == 200:
+                    return
+            except Exception:
+                pass
+            if self.p.poll() is not None:
+                sys.exit("llama-server did not start: " + " ".join(argv))
+            time.sleep(0.1)
+        sys.exit("llama-server was not ready in 60 s")
+
+
 def run(srv, a, prompt, temp, seed):
     """(texts, tokens/s): one request, or a.streams at once (their seeds seed, seed + 1, ...)."""
     def one(k):
@@ -60,6 +87,13 @@ def run(srv, a, prompt, temp, seed):
         time.time() - t0)
 
 
+def peer_cell(pp, ps):
+    """llama.cpp's -md ÷ plain: median of the rounds' ratios, and its plain t/s."""
+    ratio = [x[1] / y[1] for x, y in zip(ps, pp)]
+    return (f" llama.cpp {statistics.median(ratio):.2f}× (min {min(ratio):.2f}, max {max(ratio):.2f};"
+            f" plain {statistics.median(y[1] for y in pp):.1f} t/s) |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", required=True)
@@ -73,23 +107,35 @@ def main():
     ap.add_argument("--draft-streams", type=int, default=2)
     ap.add_argument("--bin", default="build/clinfer")
     ap.add_argument("--modes", default="greedy,sampled")
+    ap.add_argument("--peer", help="llama-server: the same pair measured with llama.cpp")
+    ap.add_argument("--threads", type=int, default=2, help="the peer's threads")
     a = ap.parse_args()
     base = [a.bin, "serve", "-m", a.m, "--parallel", str(max(a.streams, 1)), "--ctx", "1024"]
     plain = Server(base)
     spec = Server(base + ["-md", a.md, "--draft-max", str(a.draft_max), "--draft-p-min", str(a.draft_p_min),
                          "--draft-streams", str(a.draft_streams)])
+    peers = None
+    if a.peer:
+        pbase = [a.peer, "-m", a.m, "-t", str(a.threads), "-c", "1024", "--parallel", str(max(a.streams, 1))]
+        peers = (Peer(pbase), Peer(pbase + ["-md", a.md, "-td", str(a.threads), "--spec-draft-n-max", str(a.draft_max),
+                                           "--spec-draft-n-min", "0", "--spec-draft-p-min", str(a.draft_p_min)]))
+    for srv in (plain, spec) + (peers or ()):  # a warm-up request each: first-use costs out of the rounds
+        srv.post({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0})
     same = True
     print(f"streams {a.streams}, --draft-max {a.draft_max}, --draft-p-min {a.draft_p_min}, --draft-streams {a.draft_streams}")
-    print("| prompt | sampling | plain t/s (median) | -md t/s (median) | drafted | accepted | speed-up (median of rounds) |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| prompt | sampling | plain t/s (median) | -md t/s (median) | drafted | accepted | speed-up (median of rounds) |" + (" llama.cpp -md ÷ plain |" if peers else ""))
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: |" if peers else ""))
     try:
         for name, prompt in PROMPTS.items():
             for temp in [t for t, m in ((0, "greedy"), (a.temp, "sampled")) if m in a.modes.split(",")]:
                 d0, c0 = spec.metric("draft_tokens_total"), spec.metric("draft_tokens_accepted_total")
-                p, s = [], []
+                p, s, pp, ps = [], [], [], []
                 for r in range(a.rounds):
                     p.append(run(plain, a, prompt, temp, 100 + r))
                     s.append(run(spec, a, prompt, temp, 100 + r))
+                    if peers:
+                        pp.append(run(peers[0], a, prompt, temp, 100 + r))
+                        ps.append(run(peers[1], a, prompt, temp, 100 + r))
                 if temp == 0:
                     same &= all(x[0] == y[0] for x, y in zip(s, p))
                 drafted = spec.metric("draft_tokens_total") - d0
@@ -98,10 +144,13 @@ def main():
                 print(f"| {name} | {'greedy' if temp == 0 else f'--temp {temp}'} |"
                       f" {statistics.median(y[1] for y in p):.1f} | {statistics.median(x[1] for x in s):.1f} |"
                       f" {drafted:.0f} | {accepted:.0f} ({100 * accepted / max(drafted, 1):.0f}%) |"
-                      f" {statistics.median(ratio):.2f}× (min {min(ratio):.2f}, max {max(ratio):.2f}) |", flush=True)
+                      f" {statistics.median(ratio):.2f}× (min {min(ratio):.2f}, max {max(ratio):.2f}) |"
+                      + (peer_cell(pp, ps) if peers else ""), flush=True)
     finally:
         plain.stop()
         spec.stop()
+        for q in peers or ():
+            q.stop()
     print(f"\ngreedy texts identical to plain decoding: {'yes' if same else 'NO'}")
     sys.exit(0 if same else 1)
 
