@@ -188,6 +188,9 @@ int cmd_serve(int argc, char **argv) {
     if (st == CLINFER_OK) { /* the model fitted alone; with what the server holds beside it (memory.h) */
         srv_mem b = {.adapters = srv_lora_bytes(s.m), .draft = srv_draft_bytes(draft),
                      .cache_ram = (double)cache_ram_mib * 1048576.0};
+        if (draft)
+            b.draft_laws = srv_mem_draft_laws(parallel, srv_draft_max(draft), clinfer_model_n_vocab(s.m),
+                                              clinfer_model_n_vocab(ds.m));
         srv_engine_bytes(e, &b.weights, &b.kv);
         double mem = 0; /* the device's, where one holds it all (a split's or MPI's stages were each fitted) */
         int cpu = 0;

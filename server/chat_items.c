@@ -34,10 +34,11 @@ static void make_id(call_id id, const char *prefix, unsigned long long base, int
     snprintf(id, sizeof(call_id), "%s%016llx%02x", prefix, base, (unsigned)k);
 }
 
-/* text[0, n) parsed (tools) into *rep (NULL without tools: all content). -1: out of memory. */
-static int parse(const clinfer_tools *tools, const char *text, size_t n, int final, clinfer_tool_reply **rep) {
+/* text[0, n) parsed (tools) into *rep (NULL without tools: all content); f_text: the splitter's. -1: out of memory. */
+static int parse(const clinfer_tools *tools, int f_text, const char *text, size_t n, int final,
+                 clinfer_tool_reply **rep) {
     *rep = NULL;
-    return tools && clinfer_tools_parse(tools, text ? text : "", n, final, rep) != CLINFER_OK ? -1 : 0;
+    return tools && srv_think_tools_parse(f_text, tools, text ? text : "", n, final, rep) != CLINFER_OK ? -1 : 0;
 }
 
 /* The reply of a whole text: r->calls point into rep and ids (MAX_CALLS). -1: out of memory. */
@@ -85,19 +86,21 @@ static enum MHD_Result answer_whole(srv_app *app, struct MHD_Connection *c, srv_
         srv_api_call calls[MAX_CALLS];
         srv_reply r = {.v = v};
         char *json = NULL;
+        int f_text = 0; /* the splitter's */
         if (ok && syntax != SRV_THINK_OFF) { /* the reasoning apart: text becomes the answer */
             srv_think t;
             srv_buf content = {0};
             srv_think_init(&t, (srv_think_syntax)syntax, open);
             t.no_tools = !tools; /* Harmony: a recipient's message is a call only where tools were offered */
             ok = srv_think_feed(&t, text.p, text.n, 1, &reasoning, &content) == 0;
+            f_text = t.f_text;
             srv_think_free(&t);
             srv_buf_free(&text);
             text = content;
         }
         r.reasoning = reasoning.p;
         r.reasoning_len = reasoning.n;
-        if (ok && parse(tools, text.p, text.n, 1, &rep) == 0 &&
+        if (ok && parse(tools, f_text, text.p, text.n, 1, &rep) == 0 &&
             reply_of(ops, rep, text.p, text.n, id_base(), ids, calls, &r) == 0)
             json = ops->whole(ctx, &r);
         else clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
@@ -183,7 +186,7 @@ static int close_call(items_stream *s, const clinfer_tool_reply *rep) {
 static int advance(items_stream *s, int final, const srv_job_view *v) {
     const srv_item_ops *o = s->ops;
     clinfer_tool_reply *rep;
-    if (parse(s->tools, s->acc.p, s->acc.n, final, &rep)) return -1;
+    if (parse(s->tools, s->think.f_text, s->acc.p, s->acc.n, final, &rep)) return -1;
     size_t content = rep ? rep->content_len : s->acc.n;
     int n_calls = rep ? (rep->n_calls < MAX_CALLS ? rep->n_calls : MAX_CALLS) : 0, rc = 0;
     if (final || content > s->content_sent || n_calls) rc = close_reasoning(s); /* the thought ends before the answer */

@@ -239,6 +239,7 @@ static void release_jobs(srv_sched *s, srv_job **jobs, int n) {
 typedef struct whole {
     srv_buf text; /* the reply so far (with reasoning apart: the answer, once split) */
     srv_buf reasoning; /* the reasoning apart (think_split) */
+    int f_text;        /* the splitter's f_text (functionary v3.2's "all\n" taken out: text first), for the tool parser */
     srv_job_view v;
     srv_api_logprob *lp;
     int n_lp;
@@ -278,7 +279,8 @@ typedef struct whole_calls {
 } whole_calls;
 
 static int choice_calls(const clinfer_tools *tools, const whole *w, srv_api_choice *ch, whole_calls *wc) {
-    if (clinfer_tools_parse(tools, w->text.p ? w->text.p : "", w->text.n, 1, &wc->rep) != CLINFER_OK) return -1;
+    if (srv_think_tools_parse(w->f_text, tools, w->text.p ? w->text.p : "", w->text.n, 1, &wc->rep) != CLINFER_OK)
+        return -1;
     int k = wc->rep->n_calls;
     wc->calls = calloc((size_t)k + 1, sizeof *wc->calls);
     wc->ids = calloc((size_t)k + 1, sizeof *wc->ids);
@@ -303,6 +305,7 @@ static int think_split(whole *w, int syntax, int open) {
     srv_buf content = {0};
     srv_think_init(&t, (srv_think_syntax)syntax, open);
     int rc = srv_think_feed(&t, w->text.p, w->text.n, 1, &w->reasoning, &content);
+    w->f_text = t.f_text;
     srv_think_free(&t);
     if (rc) return srv_buf_free(&content), clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory"), -1;
     srv_buf_free(&w->text);
@@ -419,7 +422,9 @@ static int tool_events(stream *s, int i, const char *text, size_t n, int final, 
     tool_stream *t = &s->ts[i];
     if (n && srv_buf_add(&t->acc, text, n)) return -1;
     clinfer_tool_reply *rep;
-    if (clinfer_tools_parse(s->tools, t->acc.p ? t->acc.p : "", t->acc.n, final, &rep) != CLINFER_OK) return -1;
+    if (srv_think_tools_parse(s->think[i].f_text, s->tools, t->acc.p ? t->acc.p : "", t->acc.n, final, &rep) !=
+        CLINFER_OK)
+        return -1;
     int rc = 0;
     if (rep->content_len > t->content_sent || n_lp) {
         size_t k = rep->content_len > t->content_sent ? rep->content_len - t->content_sent : 0;

@@ -1,6 +1,7 @@
 /* A server's memory against its device and host (memory.h). */
 #include "memory.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,16 @@ clinfer_status srv_mem_device(const char *selector, double *global_mem, int *is_
     return CLINFER_OK;
 }
 
+double srv_mem_draft_laws(int n_slots, int draft_max, int n_target, int n_draft) {
+    if (n_slots <= 0 || draft_max <= 0) return 0;
+    const double shared = n_target < n_draft ? n_target : n_draft; /* ids a draft may use */
+    /* the laws: a slot's draft_max of them, each (int32 id, float chance) per candidate, at most every shared id */
+    const double laws = (double)n_slots * draft_max * shared * (double)(sizeof(int32_t) + sizeof(float));
+    /* the scratch rows: logits and the dense q row (the target's ids), candidates' ids and logits (the shared) */
+    const double scratch = 2.0 * n_target * sizeof(float) + shared * (double)(sizeof(int32_t) + sizeof(float));
+    return laws + scratch;
+}
+
 /* "1.5 GiB", "120.0 MiB" */
 static const char *size_str(double b, char *out, size_t n) {
     if (b >= 1024.0 * 1048576.0) snprintf(out, n, "%.1f GiB", b / (1024.0 * 1048576.0));
@@ -41,7 +52,8 @@ static const char *size_str(double b, char *out, size_t n) {
 static double parts(const srv_mem *b, int device, int host, char *out, size_t n) {
     const struct { const char *name; double bytes; int dev; } p[] = {
         {"weights", b->weights, 1}, {"KV cache", b->kv, 1}, {"LoRA adapters", b->adapters, 1},
-        {"draft model (-md, weights and KV)", b->draft, 1}, {"--cache-ram", b->cache_ram, 0}};
+        {"draft model (-md, weights and KV)", b->draft, 1}, {"draft laws (-md, sampled drafts)", b->draft_laws, 0},
+        {"--cache-ram", b->cache_ram, 0}};
     double sum = 0;
     size_t at = 0;
     out[0] = 0;

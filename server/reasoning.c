@@ -147,7 +147,7 @@ static int step(srv_think *t, int final, srv_buf *reasoning, srv_buf *content) {
     }
     case ST_F_START: { /* "all\n" opens text (gone); anything else (a call's recipient) is the answer as it is */
         size_t k = sizeof F_ALL - 1;
-        if (n >= k && !memcmp(h, F_ALL, k)) consume(t, k);
+        if (n >= k && !memcmp(h, F_ALL, k)) consume(t, k), t->f_text = 1;
         else if (!final && n < k && !memcmp(h, F_ALL, n)) return 0; /* a beginning of it */
         t->state = ST_F_TEXT;
         return 1;
@@ -229,6 +229,23 @@ int srv_think_feed(srv_think *t, const char *text, size_t n, int final, srv_buf 
     int rc;
     while ((rc = step(t, final, reasoning, content)) > 0) {}
     return rc;
+}
+
+clinfer_status srv_think_tools_parse(int f_text, const clinfer_tools *tools, const char *text, size_t n,
+                                     int final, clinfer_tool_reply **out) {
+    if (!f_text) return clinfer_tools_parse(tools, text, n, final, out);
+    /* the parser reads the reply as the model wrote it, "all\n" first (text: calls only after ">>>"), and its
+     * content, a prefix of that, loses those bytes again (a copy: the parse reads all of the text anyway) */
+    const size_t k = sizeof F_ALL - 1;
+    char *s = malloc(k + n + 1);
+    if (!s) return clinfer_fail(CLINFER_ERR_MEMORY, "out of host memory");
+    memcpy(s, F_ALL, k);
+    if (n) memcpy(s + k, text, n);
+    s[k + n] = 0;
+    clinfer_status st = clinfer_tools_parse(tools, s, k + n, final, out);
+    free(s);
+    if (st == CLINFER_OK) (*out)->content_len = (*out)->content_len > k ? (*out)->content_len - k : 0;
+    return st;
 }
 
 /* ---- the reasoning budget ------------------------------------------------ */

@@ -58,6 +58,8 @@ typedef struct srv_think {
     size_t n_reasoning; /* reasoning bytes written so far */
     int no_tools;       /* set by the caller after srv_think_init when the request offers no tools: a Harmony
                          * message to a recipient is then no call for a parser, and is dropped, header and all */
+    int f_text;         /* functionary v3.2: 1 once the reply opened with "all\n" (taken out of the content): what
+                         * follows is text, a call only after a ">>>" (srv_think_tools_parse tells the parser) */
 } srv_think;
 
 /* A splitter for one reply; open: the reply starts inside <think>. */
@@ -71,6 +73,13 @@ int srv_think_feed(srv_think *t, const char *text, size_t n, int final, srv_buf 
 /* Whether the reply is inside its reasoning now (a grammar waits for its end). */
 int srv_think_in_reasoning(const srv_think *t);
 void srv_think_free(srv_think *t);
+/* clinfer_tools_parse on the answer's text[0, n) as a splitter gave it,
+ * told what the splitter took out of the reply's start (f_text: its
+ * f_text): functionary v3.2's "all\n" makes the text that follows content
+ * (a first line "NAME\n{...}" is no call there; one after ">>>" is), as in
+ * the reply the model wrote. f_text 0: clinfer_tools_parse as it is. */
+clinfer_status srv_think_tools_parse(int f_text, const clinfer_tools *tools, const char *text, size_t n,
+                                     int final, clinfer_tool_reply **out);
 
 /* A reasoning budget in tokens (vLLM's and SGLang's thinking budget,
  * Anthropic's budget_tokens): once a reply has written `budget` tokens

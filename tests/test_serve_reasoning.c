@@ -3,12 +3,16 @@
  * opened by the prompt or by the reply), gpt-oss's Harmony channels. Each
  * reply is split whole and fed in every cut into two pieces and one byte at
  * a time (a tag split across tokens), and the pieces must concatenate to
- * the whole split. No model. */
+ * the whole split. No model, but for the functionary v3.2 tool parse
+ * (test_functionary_tools): a vocabulary-only tiny model (tiny_gguf, ctest
+ * sets CLINFER_TINY_GGUF) under the v3.2 template, for a clinfer_tools. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -138,6 +142,100 @@ static void test_functionary(void **state) {
     check(SRV_THINK_FUNCTIONARY, 0, "al", "", "al");
     check(SRV_THINK_FUNCTIONARY, 0, "", "", "");
     assert_null(srv_budget_close_text(SRV_THINK_FUNCTIONARY));
+}
+
+/* What the parser makes of a functionary v3.2 reply fed through the splitter in pieces (first, step as split's):
+ * the splitter's content parsed after each piece (a stream) and at the end, as the server does. Content and
+ * calls as want_c and want_calls ("name args" each); a stream's content a prefix of the final one. */
+static void parse_v32(const clinfer_tools *tools, const char *reply, size_t first, size_t step, const char *want_c,
+                      const char *const *want_calls, int n_want) {
+    srv_think t;
+    srv_think_init(&t, SRV_THINK_FUNCTIONARY, 0);
+    srv_buf r = {0}, c = {0};
+    size_t n = strlen(reply), at = 0;
+    for (int final = 0; final < 2; final++) {
+        while (!final && at < n) {
+            size_t k = first && at == 0 ? first : step ? step : n - at;
+            if (k > n - at) k = n - at;
+            assert_int_equal(srv_think_feed(&t, reply + at, k, 0, &r, &c), 0);
+            at += k;
+            clinfer_tool_reply *rep;
+            assert_int_equal(srv_think_tools_parse(t.f_text, tools, str(&c), c.n, 0, &rep), CLINFER_OK);
+            if (rep->content_len > strlen(want_c) || memcmp(str(&c), want_c, rep->content_len))
+                fail_msg("'%s' cut at %zu: content '%.*s'", reply, at, (int)rep->content_len, str(&c));
+            for (int i = 0; i < rep->n_calls; i++)
+                if (i >= n_want || !rep->calls[i].name || strncmp(want_calls[i], rep->calls[i].name,
+                                                                  strlen(rep->calls[i].name)))
+                    fail_msg("'%s' cut at %zu: call %d '%s'", reply, at, i, rep->calls[i].name);
+            clinfer_tool_reply_free(rep);
+        }
+        if (!final) continue;
+        assert_int_equal(srv_think_feed(&t, NULL, 0, 1, &r, &c), 0);
+        clinfer_tool_reply *rep;
+        assert_int_equal(srv_think_tools_parse(t.f_text, tools, str(&c), c.n, 1, &rep), CLINFER_OK);
+        if (rep->content_len != strlen(want_c) || memcmp(str(&c), want_c, rep->content_len))
+            fail_msg("'%s': content '%.*s', not '%s'", reply, (int)rep->content_len, str(&c), want_c);
+        assert_int_equal(rep->n_calls, n_want);
+        for (int i = 0; i < n_want; i++) {
+            char got[256];
+            snprintf(got, sizeof got, "%s %s", rep->calls[i].name, rep->calls[i].arguments);
+            assert_string_equal(got, want_calls[i]);
+        }
+        clinfer_tool_reply_free(rep);
+    }
+    assert_int_equal(r.n, 0);
+    srv_think_free(&t);
+    srv_buf_free(&r), srv_buf_free(&c);
+}
+
+/* parse_v32 whole, a byte at a time and at every cut */
+static void check_v32(const clinfer_tools *tools, const char *reply, const char *want_c, const char *const *want_calls,
+                      int n_want) {
+    parse_v32(tools, reply, 0, 0, want_c, want_calls, n_want);
+    parse_v32(tools, reply, 0, 1, want_c, want_calls, n_want);
+    for (size_t cut = 1; cut < strlen(reply); cut++) parse_v32(tools, reply, cut, 0, want_c, want_calls, n_want);
+}
+
+/* functionary v3.2 through the splitter and the tool parser, as the server runs them: text after "all\n" is
+ * content, a first line that names a function included (the grammar admits it under tool_choice auto); a call
+ * opens the reply or follows ">>>" */
+static void test_functionary_tools(void **state) {
+    (void)state;
+    const char *tool = getenv("CLINFER_TINY_GGUF");
+    if (!tool) fail_msg("CLINFER_TINY_GGUF is not set (ctest sets it)");
+    char path[256], cmd[1024];
+    snprintf(path, sizeof path, "/tmp/clinfer-test-reasoning-%d.gguf", (int)getpid());
+    snprintf(cmd, sizeof cmd, "'%s' model '%s' --no-eog", tool, path);
+    assert_int_equal(system(cmd), 0);
+    clinfer_model_params mp = clinfer_model_default_params();
+    mp.vocab_only = 1;
+    clinfer_model *m;
+    const clinfer_status st = clinfer_model_load(path, NULL, &mp, &m);
+    unlink(path); /* read: its file gone, whatever the load said */
+    if (st != CLINFER_OK) fail_msg("%s", clinfer_last_error());
+    FILE *f = fopen("tests/data/templates/meetkai-functionary-medium-v3.2.jinja", "rb");
+    assert_non_null(f);
+    static char tmpl[1 << 16];
+    size_t k = fread(tmpl, 1, sizeof tmpl - 1, f);
+    fclose(f);
+    assert_true(k > 0 && k < sizeof tmpl - 1);
+    tmpl[k] = 0;
+    if (clinfer_model_set_chat_template(m, tmpl)) fail_msg("%s", clinfer_last_error());
+    static const char TOOLS[] =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": "
+        "\"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}, {\"type\": \"function\", "
+        "\"function\": {\"name\": \"get_time\", \"parameters\": {\"type\": \"object\"}}}]";
+    clinfer_tools *tools;
+    if (clinfer_tools_create(m, TOOLS, sizeof TOOLS - 1, &tools)) fail_msg("%s", clinfer_last_error());
+    static const char *const WEATHER[] = {"get_weather {\"city\": \"Paris\"}", "get_time {}"};
+    /* text that spells a call after "all\n": content, no call */
+    check_v32(tools, "all\nget_weather\n{\"city\": \"Paris\"}", "get_weather\n{\"city\": \"Paris\"}", NULL, 0);
+    check_v32(tools, "all\nHello there.", "Hello there.", NULL, 0);
+    /* a call after the text's ">>>"; calls that open the reply */
+    check_v32(tools, "all\nLet me check.>>>get_weather\n{\"city\": \"Paris\"}", "Let me check.", WEATHER, 1);
+    check_v32(tools, "get_weather\n{\"city\": \"Paris\"}>>>get_time\n{}", "", WEATHER, 2);
+    clinfer_tools_free(tools);
+    clinfer_model_free(m);
 }
 
 static void test_detect(void **state) {
@@ -288,6 +386,7 @@ int main(void) {
         cmocka_unit_test(test_harmony),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_functionary),
+        cmocka_unit_test(test_functionary_tools),
         cmocka_unit_test(test_in_reasoning),
         cmocka_unit_test(test_budget),
     };

@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "grammar_cache.h"
 #include "scheduler.h"
+#include "support/stats.h" /* gamma_q, chi2_p */
 
 typedef struct fixture {
     char path[256];
@@ -962,33 +963,6 @@ static void test_group_shares_the_prompt(void **state) {
  * 0.21, 525 of 1936 taken. */
 enum { LAW_SEEDS = 1000, LAW_GEN = 4, LAW_POOL = 10, LAW_SLOTS = 8 };
 #define LAW_ALPHA 1e-3
-
-/* The regularized upper incomplete gamma Q(a, x) (Numerical Recipes' gser
- * and gcf, as tests/test_spec.c's): the chi-square's p-value with 2a
- * degrees of freedom at 2x. */
-static double gamma_q(double a, double x) {
-    if (x <= 0) return 1;
-    const double gln = lgamma(a);
-    if (x < a + 1) { /* the series for P */
-        double ap = a, sum = 1 / a, del = sum;
-        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-15; n++) sum += del *= x / ++ap;
-        return 1 - sum * exp(-x + a * log(x) - gln);
-    }
-    double b = x + 1 - a, c = 1 / 1e-300, d = 1 / b, h = d; /* the continued fraction for Q */
-    for (int i = 1; i < 1000; i++) {
-        double an = -i * (i - a);
-        b += 2;
-        d = an * d + b;
-        if (fabs(d) < 1e-300) d = 1e-300;
-        c = b + an / c;
-        if (fabs(c) < 1e-300) c = 1e-300;
-        d = 1 / d;
-        double del = d * c;
-        h *= del;
-        if (fabs(del - 1) < 1e-15) break;
-    }
-    return exp(-x + a * log(x) - gln) * h;
-}
 
 /* The texts of LAW_SEEDS sampled jobs (seeds from seed0 on), LAW_SLOTS at a
  * time, with the draft model `draft` (NULL: plain) into texts[]. */

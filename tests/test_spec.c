@@ -41,6 +41,7 @@
 #include "clinfer.h"
 #include "sampler.h"
 #include "testutil.h"
+#include "support/stats.h" /* gamma_q, chi2_p */
 
 enum { GEN = 5, POOL = 10, MAX_V = 4096 };
 static int N_SEEDS = 1000;
@@ -91,34 +92,6 @@ static int teardown(void **state) {
 }
 
 /* ---- the chi-square tail ------------------------------------------------------ */
-
-/* The regularized upper incomplete gamma Q(a, x) (Numerical Recipes' gser
- * and gcf): the chi-square's p-value with 2a degrees of freedom at 2x. */
-static double gamma_q(double a, double x) {
-    if (x <= 0) return 1;
-    const double gln = lgamma(a);
-    if (x < a + 1) { /* the series for P */
-        double ap = a, sum = 1 / a, del = sum;
-        for (int n = 0; n < 1000 && fabs(del) > fabs(sum) * 1e-15; n++) sum += del *= x / ++ap;
-        return 1 - sum * exp(-x + a * log(x) - gln);
-    }
-    double b = x + 1 - a, c = 1 / 1e-300, d = 1 / b, h = d; /* the continued fraction for Q */
-    for (int i = 1; i < 1000; i++) {
-        double an = -i * (i - a);
-        b += 2;
-        d = an * d + b;
-        if (fabs(d) < 1e-300) d = 1e-300;
-        c = b + an / c;
-        if (fabs(c) < 1e-300) c = 1e-300;
-        d = 1 / d;
-        double del = d * c;
-        h *= del;
-        if (fabs(del - 1) < 1e-15) break;
-    }
-    return exp(-x + a * log(x) - gln) * h;
-}
-
-static double chi2_p(double x2, int df) { return df > 0 ? gamma_q(df / 2.0, x2 / 2) : 1; }
 
 /* Homogeneity of two samples' counts a[], b[] (k categories): the p-value
  * (cells with fewer than POOL tokens in both samples together pooled). */

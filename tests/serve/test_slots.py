@@ -334,10 +334,12 @@ def test_unrelated_prompts_take_empty_slots(tiny):
 def test_memory_refused_at_start(tmp_path):
     """--cache-ram past the host's memory is refused before the server is
     ready, the message naming every part it counts: the model's weights and
-    KV, a draft model's (-md), LoRA adapters, --cache-ram."""
+    KV, a draft model's (-md) and the laws its sampled drafts keep, LoRA
+    adapters, --cache-ram."""
     err = refused("-m", TINY, "-md", TINY, "--cache-ram", str(1 << 24))
     assert "does not fit the host's memory" in err and "lower --cache-ram" in err, err
-    for part in ("weights", "KV cache", "draft model (-md, weights and KV)", "--cache-ram 16384.0 GiB"):
+    for part in ("weights", "KV cache", "draft model (-md, weights and KV)", "draft laws (-md, sampled drafts)",
+                 "--cache-ram 16384.0 GiB"):
         assert part in err, (part, err)
     base = str(tmp_path / "base.gguf")
     subprocess.run([os.environ["CLINFER_TINY_GGUF"], "model", base] + base_args(), check=True)

@@ -18,24 +18,7 @@
 #include "clock.h"
 #include "tokenizer.h"
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_d);
-    return n ? x[n / 2] : 0;
-}
-
-#define CHECK(expr)                                                                      \
-    do {                                                                                 \
-        int st_ = (int)(expr);                                                           \
-        if (st_ != 0) {                                                                  \
-            fprintf(stderr, "%s: %s\n", #expr, clinfer_last_error());                    \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
+#include "bench_util.h" /* median, CHECK, bench_open_constrained */
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -45,25 +28,11 @@ int main(int argc, char **argv) {
     const int n = argc > 3 ? atoi(argv[3]) : 128;
     const char *prompt = argc > 4 ? argv[4] : "Describe a user as JSON.";
     clinfer_model *m = NULL;
-    CHECK(clinfer_model_load(argv[1], NULL, NULL, &m));
-    char *schema = NULL, *gbnf = NULL;
-    size_t len = 0;
-    CHECK(clinfer_read_file(argv[2], &schema, &len));
-    CHECK(clinfer_json_schema_to_gbnf(schema, len, &gbnf));
-    clinfer_grammar *g = NULL;
-    CHECK(clinfer_grammar_create(m, gbnf, strlen(gbnf), NULL, &g));
-    clinfer_sampler_params sp = clinfer_sampler_default_params();
-    sp.temperature = 0;
     clinfer_sampler *smp = NULL;
-    CHECK(clinfer_sampler_create(m, &sp, &smp));
-    CHECK(clinfer_sampler_set_grammar(smp, g));
     clinfer_session *s = NULL;
-    clinfer_session_params cp = clinfer_session_default_params();
-    cp.n_ctx = 1024;
-    CHECK(clinfer_session_create(m, &cp, &s));
     int32_t *ids = NULL;
     int n_ids = 0;
-    CHECK(clinfer_tokenize(m, prompt, strlen(prompt), 1, 0, &ids, &n_ids));
+    if (bench_open_constrained(argv[1], argv[2], prompt, &m, &smp, &s, &ids, &n_ids)) return 1;
     const int k = api_sampler_top_k(smp, CLINFER_TOP_K_MAX);
     double *t_top = calloc((size_t)n, sizeof *t_top), *t_read = calloc((size_t)n, sizeof *t_read),
            *t_row = calloc((size_t)n, sizeof *t_row), *t_sum = calloc((size_t)n, sizeof *t_sum);
