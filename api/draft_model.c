@@ -9,8 +9,13 @@
  * and the text's new tokens are evaluated. Each draft token costs one
  * one-token pass of the draft model; its draft stops early where the draft
  * model is unsure (p_min) and is cut to nothing below draft_min (greedy
- * drafts only: a sampled draft is kept whatever its length, see
- * api_model_draft_run). */
+ * drafts only: a sampled draft is kept whatever its length,
+ * clinfer_draft_proposed). A draft token's pass after the first keeps only
+ * the k best logits where they decide it (clinfer_eval_top: no row read
+ * back nor scanned on the host): a greedy draft's best, a sampled draft's
+ * law under a top-k sampler (clinfer_draft_draw over the k best is the
+ * whole row's law); a grammar, p_min or a sampler without top-k take the
+ * whole row. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +37,22 @@ struct api_model_draft {
     /* sampled drafts (the target's sampler not greedy): drawn from the
      * draft model's own distribution under the target's sampler settings,
      * whose law q the verification needs (the rule min(1, p/q)) */
-    clf_sampler *qs;     /* the draft's sampler (its own random stream), or NULL */
+    clf_sampler *qs;     /* the draft's random stream (its sampler's), or NULL */
+    clinfer_sampler_params qp; /* the law's settings: the target's temperature, top-k, top-p, min-p */
     int n_tv;            /* the target's vocabulary: q's rows */
     int max;             /* the longest draft: q's row count */
-    float *q;            /* [max][n_tv]: each draft token's law */
+    float *q;            /* [max][n_tv]: each draft token's law, dense (0 but on its support) */
+    int32_t *q_id;       /* [max][n_tv]: row j's support, q_n[j] ids (zeroed again before the row is written) */
+    int *q_n;            /* [max] */
+    int32_t *cid;        /* [n_logits]: clinfer_draft_draw's scratch */
+    float *cl;           /* [n_logits] */
     int q_on;            /* the last draft was sampled (q holds its laws) */
+    /* the k best logits of the last token fed where only they are needed
+     * (n_top > 0: md->cur is NULL then), best first */
+    int n_top;
+    float top_v[CLINFER_TOP_K_MAX];
+    int32_t top_i[CLINFER_TOP_K_MAX];
+    int top_bad;         /* a logit of that row is not finite */
     int in_generate;     /* within clinfer_generate, which verifies by q (a program's own step: drafts as certain) */
     const float *cur;    /* the logits of the last token fed (the session's, or a batch row's) */
 };
@@ -101,10 +117,12 @@ clinfer_status clinfer_drafter_create_model(const clinfer_model *target, clinfer
     md->held = malloc((size_t)draft->c->n_ctx * sizeof *md->held);
     md->known = malloc((size_t)draft->c->n_ctx * sizeof *md->known);
     md->lg = malloc((size_t)md->n_logits * sizeof *md->lg);
+    md->cid = malloc((size_t)md->n_logits * sizeof *md->cid);
+    md->cl = malloc((size_t)md->n_logits * sizeof *md->cl);
     md->n_tv = target->info.n_vocab;
     md->max = p.draft_max;
     clinfer_status st = CLINFER_OK;
-    if (!md->held || !md->known || !md->lg) st = (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
+    if (!md->held || !md->known || !md->lg || !md->cid || !md->cl) st = (clinfer_status)clf_fail(CLF_ERR_MEMORY, "out of host memory");
     /* whatever the session held before is unknown: it starts empty */
     if (st == CLINFER_OK) st = clinfer_session_rewind(draft, 0);
     if (st == CLINFER_OK) st = clinfer_drafter_create(p.draft_max, out);
@@ -147,7 +165,11 @@ void api_model_draft_free(api_model_draft *md) {
     free(md->held);
     free(md->known);
     free(md->lg);
+    free(md->cid);
+    free(md->cl);
     free(md->q);
+    free(md->q_id);
+    free(md->q_n);
     clf_sampler_free(md->qs);
     free(md);
 }
@@ -158,9 +180,84 @@ const float *api_model_draft_q(const api_model_draft *md, int j) {
 
 int api_model_draft_min(const api_model_draft *md) { return md->draft_min; }
 
-/* The draft's sampler for the target's settings (temperature, top-k,
- * top-p, min-p; no penalty: any law q keeps the rule exact), made again
- * when they change; without one (greedy drafts) where memory is short. */
+static int cmp_desc(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+int32_t clinfer_draft_draw(const clinfer_sampler_params *p, const float *lg, const int32_t *ids, int n, double u,
+                           int32_t *cid, float *cl, int *n_law) {
+    if (n_law) *n_law = 0;
+    if (!p || !lg || !cid || !cl || !n_law || n <= 0 || !(p->temperature > 0)) return -1;
+    /* the candidates, best first where the settings cut by rank: (logit,
+     * id) pairs in cl / cid; the k best by insertion (ties: the earlier,
+     * so the smaller id of a row, the device's order of its k best) */
+    const int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    int m = 0, sorted = 1;
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        const float x = lg[i];
+        const int32_t id = ids ? ids[i] : i;
+        if (!(x > -INFINITY)) continue; /* refused, or NaN */
+        if (x > max) max = x;
+        if (k == n) { /* no top-k: every candidate, in the given order */
+            if (m && x > cl[m - 1]) sorted = 0;
+            cl[m] = x, cid[m++] = id;
+            continue;
+        }
+        if (m == k && !(x > cl[k - 1])) continue;
+        int j = m < k ? m++ : k - 1;
+        for (; j > 0 && x > cl[j - 1]; j--) cl[j] = cl[j - 1], cid[j] = cid[j - 1];
+        cl[j] = x, cid[j] = id;
+    }
+    if (m == 0) return -1;
+    if (p->top_p < 1) { /* the fewest best whose softmax reaches top_p (sorted by logit first where not yet) */
+        if (!sorted) { /* pairs sorted together: logits with their ids */
+            typedef struct { float l; int32_t id; } pair;
+            pair *pr = malloc((size_t)m * sizeof *pr);
+            if (!pr) return -1;
+            for (int i = 0; i < m; i++) pr[i] = (pair){cl[i], cid[i]};
+            qsort(pr, (size_t)m, sizeof *pr, cmp_desc); /* by l, the first member */
+            for (int i = 0; i < m; i++) cl[i] = pr[i].l, cid[i] = pr[i].id;
+            free(pr);
+        }
+        double z = 0, cum = 0;
+        for (int i = 0; i < m; i++) z += exp((double)cl[i] - max);
+        for (int i = 0; i < m; i++)
+            if ((cum += exp((double)cl[i] - max) / z) >= p->top_p) {
+                m = i + 1;
+                break;
+            }
+    }
+    if (p->min_p > 0) { /* p >= min_p · p_max */
+        const float floor = max + logf(p->min_p);
+        int r = 0;
+        for (int i = 0; i < m; i++)
+            if (cl[i] >= floor) cl[r] = cl[i], cid[r++] = cid[i];
+        m = r;
+    }
+    /* the weights at the temperature; the draw; then the weights as chances */
+    double z = 0;
+    for (int i = 0; i < m; i++) z += cl[i] = expf((cl[i] - max) / p->temperature);
+    if (!(z > 0)) return -1;
+    const double uz = u * z;
+    double cum = 0;
+    int32_t tok = cid[m - 1]; /* u within rounding of z */
+    for (int i = 0; i < m; i++)
+        if (uz < (cum += cl[i])) {
+            tok = cid[i];
+            break;
+        }
+    for (int i = 0; i < m; i++) cl[i] = (float)(cl[i] / z);
+    *n_law = m;
+    return tok;
+}
+
+int clinfer_draft_proposed(int n, int draft_min, int sampled) { return n >= draft_min || sampled ? n : 0; }
+
+/* The draft's random stream and law settings for the target's sampler
+ * (temperature, top-k, top-p, min-p; no penalty), the stream made again
+ * when they change; greedy drafts where memory is short. */
 static void sampled_setup(api_model_draft *md, const clinfer_sampler *smp) {
     md->q_on = 0;
     if (!smp || smp->greedy || !md->in_generate) return;
@@ -176,26 +273,33 @@ static void sampled_setup(api_model_draft *md, const clinfer_sampler *smp) {
     }
     want.seed ^= 0x5eedd4a7f7ull; /* a stream of its own (any independent one would do) */
     if (!md->qs && clf_sampler_create(&want, md->n_vocab, &md->qs) != CLF_OK) return;
-    if (!md->q && !(md->q = malloc((size_t)md->max * (size_t)md->n_tv * sizeof *md->q))) return;
+    if (!md->q) { /* zeroed once; each row's support is zeroed again before the row is written */
+        md->q = calloc((size_t)md->max * (size_t)md->n_tv, sizeof *md->q);
+        md->q_id = malloc((size_t)md->max * (size_t)md->n_tv * sizeof *md->q_id);
+        md->q_n = calloc((size_t)md->max, sizeof *md->q_n);
+        if (!md->q || !md->q_id || !md->q_n) {
+            free(md->q), free(md->q_id), free(md->q_n);
+            md->q = NULL, md->q_id = NULL, md->q_n = NULL;
+            return;
+        }
+    }
+    md->qp = (clinfer_sampler_params){.size = sizeof md->qp, .temperature = want.temperature, .top_k = want.top_k,
+                                      .top_p = want.top_p, .min_p = want.min_p, .repeat_penalty = 1};
     md->q_on = 1;
 }
 
-/* A token drawn from the draft's law for md->lg, the law kept as row j of q. */
-static int32_t sampled_token(api_model_draft *md, int j) {
-    const int32_t *ids;
-    const float *w;
-    double z;
-    const int m = clf_sampler_dist(md->qs, md->lg, md->n_vocab, &ids, &w, &z);
-    if (m <= 0 || !(z > 0)) return -1;
+/* A token drawn from the draft's law for the logits lg (n of them; ids:
+ * their tokens, NULL: 0..n-1), the law kept as row j of q. */
+static int32_t sampled_token(api_model_draft *md, int j, const float *lg, const int32_t *ids, int n) {
     float *row = md->q + (size_t)j * (size_t)md->n_tv;
-    memset(row, 0, (size_t)md->n_tv * sizeof *row);
-    for (int i = 0; i < m; i++) row[ids[i]] = (float)(w[i] / z);
-    double u = clf_sampler_uniform(md->qs) * z, cum = 0;
-    for (int i = 0; i < m; i++) {
-        cum += w[i];
-        if (u < cum) return ids[i];
-    }
-    return ids[m - 1]; /* u within rounding of z */
+    int32_t *sup = md->q_id + (size_t)j * (size_t)md->n_tv;
+    for (int i = 0; i < md->q_n[j]; i++) row[sup[i]] = 0; /* the row's last law forgotten */
+    md->q_n[j] = 0;
+    int m = 0;
+    const int32_t tok = clinfer_draft_draw(&md->qp, lg, ids, n, clf_sampler_uniform(md->qs), md->cid, md->cl, &m);
+    for (int i = 0; i < m; i++) row[md->cid[i]] = md->cl[i], sup[i] = md->cid[i];
+    md->q_n[j] = m;
+    return tok;
 }
 
 void api_model_draft_begin(api_model_draft *md, int pos0) {
@@ -224,11 +328,23 @@ void api_model_draft_end(api_model_draft *md, const int32_t *text, int n) {
  * logits, whose rows are single-token evaluations bit for bit, as the
  * target's verified rows and the draft's own tokens are: a draft model
  * that is the target's file then drafts the target's very tokens. Else
- * one pass, as the target's prompt. */
-static clf_status feed(api_model_draft *md, const int32_t *t, int n, int as_rows) {
+ * one pass, as the target's prompt. top > 0: the last one's k best only
+ * (md->top_v / top_i; a draft token's pass, which clinfer_eval's single
+ * token pass is too, bit for bit), md->cur NULL. */
+static clf_status feed(api_model_draft *md, const int32_t *t, int n, int as_rows, int top) {
     static const int8_t all[2] = {1, 1};
     clf_status st;
-    if (as_rows && n == 2) {
+    md->n_top = 0;
+    if (top > 0) { /* the k best alone (the caller's choice: they decide the next draft token) */
+        st = (clf_status)clinfer_eval_top(md->s, t, n, top, md->top_v, md->top_i, &md->top_bad);
+        md->cur = NULL;
+        if (st == CLF_OK) {
+            md->n_top = top;
+            memcpy(md->held + md->n_held, t, (size_t)n * sizeof *t);
+            md->n_held += n;
+            return CLF_OK;
+        }
+    } else if (as_rows && n == 2) {
         clinfer_batch b = {.n_tokens = n, .token = t, .logits = all};
         st = (clf_status)clinfer_decode(md->s, &b);
         if (st == CLF_OK) md->cur = clinfer_batch_logits(md->s, n - 1);
@@ -275,11 +391,11 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
      * one at a time too (a few: more, as after a failed feed, go with the
      * new ones in one pass), then the new ones. */
     while (nf - c > 2 && c < md->off && md->off - c <= 4)
-        if (feed(md, full + c++, 1, 0) != CLF_OK) return 0;
+        if (feed(md, full + c++, 1, 0, 0) != CLF_OK) return 0;
     const int n_new = nf - c;
     if (n_new > 2) {
-        if (feed(md, full + c, n_new - 1, 0) != CLF_OK || feed(md, full + nf - 1, 1, 0) != CLF_OK) return 0;
-    } else if (feed(md, full + c, n_new, 1) != CLF_OK) {
+        if (feed(md, full + c, n_new - 1, 0, 0) != CLF_OK || feed(md, full + nf - 1, 1, 0, 0) != CLF_OK) return 0;
+    } else if (feed(md, full + c, n_new, 1, 0) != CLF_OK) {
         return 0;
     }
 
@@ -287,30 +403,45 @@ int api_model_draft_run(api_model_draft *md, const clinfer_sampler *smp, const i
     if (api_grammar_walk_begin(smp, &w) != CLF_OK) return 0;
     sampled_setup(md, smp);
     if (k > md->max) k = md->max;
+    /* the k best decide the next token where no grammar, no p_min and the
+     * draft model's ids all the target's: greedy its best, sampled under a
+     * top-k within CLINFER_TOP_K_MAX those k (their law is the row's) */
+    int top = 0;
+    if (!w && !(md->p_min > 0) && md->n_logits <= md->n_vocab) {
+        if (!md->q_on) top = 1;
+        else if (md->qp.top_k > 0 && md->qp.top_k <= CLINFER_TOP_K_MAX && md->qp.top_k < md->n_logits)
+            top = md->qp.top_k;
+    }
     int nd = 0;
     while (nd < k) {
-        /* the draft model's best token among the target's ids (and the
-         * grammar's, when there is one), or one drawn from its law */
-        memcpy(md->lg, md->cur, (size_t)md->n_logits * sizeof *md->lg);
-        if (w && api_grammar_walk_mask(w, md->lg, md->n_logits) != CLF_OK) break;
-        int best = 0;
-        for (int i = 1; i < md->n_vocab; i++)
-            if (md->lg[i] > md->lg[best]) best = i;
-        if (!(md->lg[best] > -INFINITY)) break; /* nothing allowed, or NaN */
-        if (md->p_min > 0) { /* unsure: the draft ends here (llama.cpp's --draft-p-min) */
-            double z = 0;
-            for (int i = 0; i < md->n_vocab; i++) z += exp((double)md->lg[i] - md->lg[best]);
-            if (1 / z < md->p_min) break;
+        int best = -1;
+        if (md->n_top) { /* the device's k best */
+            if (md->top_bad) break; /* NaN or Inf somewhere: no draft from it */
+            best = md->q_on ? sampled_token(md, nd, md->top_v, md->top_i, md->n_top) : md->top_i[0];
+            if (best < 0) break;
+        } else {
+            /* the draft model's best token among the target's ids (and the
+             * grammar's, when there is one), or one drawn from its law */
+            memcpy(md->lg, md->cur, (size_t)md->n_logits * sizeof *md->lg);
+            if (w && api_grammar_walk_mask(w, md->lg, md->n_logits) != CLF_OK) break;
+            best = 0;
+            for (int i = 1; i < md->n_vocab; i++)
+                if (md->lg[i] > md->lg[best]) best = i;
+            if (!(md->lg[best] > -INFINITY)) break; /* nothing allowed, or NaN */
+            if (md->p_min > 0) { /* unsure: the draft ends here (llama.cpp's --draft-p-min) */
+                double z = 0;
+                for (int i = 0; i < md->n_vocab; i++) z += exp((double)md->lg[i] - md->lg[best]);
+                if (1 / z < md->p_min) break;
+            }
+            if (md->q_on && (best = sampled_token(md, nd, md->lg, NULL, md->n_vocab)) < 0)
+                break; /* sampled: drawn, its law kept */
         }
-        if (md->q_on && (best = sampled_token(md, nd)) < 0) break; /* sampled: drawn, its law kept */
         if (w && !api_grammar_walk_advance(w, best)) break;
         draft[nd++] = best;
         if (clf_token_is_eog(md->s->m->tok, best)) break; /* nothing follows an end */
-        if (nd < k && feed(md, draft + nd - 1, 1, 0) != CLF_OK) break;
+        if (nd < k && feed(md, draft + nd - 1, 1, 0, top) != CLF_OK) break;
     }
     api_grammar_walk_free(w);
-    /* sampled drafts are proposed whatever their length: dropping a short one (its length depends on
-     * the tokens drawn, through p_min and an end token) would keep drafts by their tokens, whose law
-     * is then no longer q, and the rule's tokens no longer the target's law */
-    return nd >= md->draft_min || md->q_on ? nd : 0;
+    /* sampled drafts are proposed whatever their length (the one rule, the server's too) */
+    return clinfer_draft_proposed(nd, md->draft_min, md->q_on);
 }

@@ -965,6 +965,31 @@ CLINFER_API clinfer_status clinfer_next_token_draft(clinfer_sampler *smp, clinfe
  * probability p alone). q NULL: clinfer_next_token_draft. */
 CLINFER_API clinfer_status clinfer_next_token_draft_q(clinfer_sampler *smp, clinfer_detokenizer *d, const float *logits,
                                                       int n_vocab, int32_t draft, const float *q, clinfer_next *out);
+/* Added later (issue 43): a draft model's sampled draft, shared by
+ * clinfer_generate's drafter and a program's own (a server's), so that
+ * both draw and keep drafts by one rule.
+ *
+ * clinfer_draft_draw: a token drawn by u (uniform in [0, 1)) from the law q
+ * that p's temperature (> 0), top-k, top-p and min-p give the logits lg (n
+ * floats; -INFINITY or NaN: refused), as the sampler's chain weighs them
+ * (top-k, top-p and min-p at temperature 1, then the temperature); no
+ * penalty: the rule min(1, p/q) is exact for any q, and the closer q is
+ * to the target's law the more drafts are taken. ids: lg[i]'s token id
+ * (NULL: i), so that lg may be a row's k best, best first (clinfer_eval_top),
+ * which gives the whole row's law where 0 < p->top_k <= k. cid and cl are
+ * the caller's scratch (n each); on return their first *n_law entries are
+ * q's support: ids and probabilities summing to 1. -1 (and *n_law 0): no
+ * finite logit, or no memory.
+ *
+ * clinfer_draft_proposed: how many of a draft's n tokens are proposed: a
+ * greedy draft shorter than draft_min is none (0: too short to be worth its
+ * rows), a sampled one (its tokens drawn from q) all of them whatever its
+ * length: its length follows the tokens drawn (p_min, an end token), so
+ * dropping the short ones would keep drafts by their tokens, whose law
+ * would no longer be q, and the rule's tokens no longer the target's. */
+CLINFER_API int32_t clinfer_draft_draw(const clinfer_sampler_params *p, const float *lg, const int32_t *ids, int n,
+                                       double u, int32_t *cid, float *cl, int *n_law);
+CLINFER_API int clinfer_draft_proposed(int n, int draft_min, int sampled);
 
 /* Perplexity as llama.cpp's llama-perplexity computes it: the tokens cut
  * into chunks of n_ctx (<= the session's), each evaluated from an empty

@@ -193,67 +193,15 @@ static double uniform(uint64_t *st) {
     return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
 }
 
-static int cmp_desc(const void *a, const void *b) {
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x < y) - (x > y);
-}
-
-/* The draft model's law for its logits lg under the request's settings, as
- * the sampler's chain weighs the target's (text/sampler/sampler.c: top-k,
- * top-p over the softmax of those kept, min-p, then the temperature; no
- * penalty: the rule is exact for any law q, and the closer q is to the
- * target's p the more drafts it takes), into *l; a token drawn from it by
- * the slot's stream, or -1 (no finite logit, no memory). */
+/* The draft model's law for its logits lg under the request's settings
+ * (clinfer_draft_draw: as the sampler's chain weighs the target's, no
+ * penalty), into *l; a token drawn from it by the slot's stream, or -1 (no
+ * finite logit, no memory). */
 static int32_t draw_from_law(srv_draft *d, const float *lg, const clinfer_sampler_params *sp, uint64_t *rng,
                              srv_draft_law *l) {
-    /* the candidates, best first where the settings cut by rank: (logit, id)
-     * pairs in cl / cid; the k best by insertion (ties: the smaller id) */
-    const int k = sp->top_k > 0 && sp->top_k < d->n_vocab ? sp->top_k : d->n_vocab;
     int n = 0;
-    float max = -INFINITY;
-    for (int i = 0; i < d->n_vocab; i++) {
-        const float x = lg[i];
-        if (!(x > -INFINITY)) continue; /* masked, or NaN */
-        if (x > max) max = x;
-        if (k == d->n_vocab) { /* no top-k: every candidate, in id order */
-            d->cl[n] = x, d->cid[n++] = i;
-            continue;
-        }
-        if (n == k && !(x > d->cl[k - 1])) continue;
-        int j = n < k ? n++ : k - 1;
-        for (; j > 0 && x > d->cl[j - 1]; j--) d->cl[j] = d->cl[j - 1], d->cid[j] = d->cid[j - 1];
-        d->cl[j] = x, d->cid[j] = i;
-    }
-    if (n == 0) return -1;
-    if (sp->top_p < 1) { /* the fewest best whose softmax reaches top_p (sorted by logit first, without top-k) */
-        if (k == d->n_vocab) { /* pairs sorted together: logits with their ids */
-            typedef struct { float l; int32_t id; } pair;
-            pair *pr = malloc((size_t)n * sizeof *pr);
-            if (!pr) return -1;
-            for (int i = 0; i < n; i++) pr[i] = (pair){d->cl[i], d->cid[i]};
-            qsort(pr, (size_t)n, sizeof *pr, cmp_desc); /* by l, the first member */
-            for (int i = 0; i < n; i++) d->cl[i] = pr[i].l, d->cid[i] = pr[i].id;
-            free(pr);
-        }
-        double z = 0, cum = 0;
-        for (int i = 0; i < n; i++) z += exp((double)d->cl[i] - max);
-        for (int i = 0; i < n; i++)
-            if ((cum += exp((double)d->cl[i] - max) / z) >= sp->top_p) {
-                n = i + 1;
-                break;
-            }
-    }
-    if (sp->min_p > 0) { /* p >= min_p · p_max */
-        const float floor = max + logf(sp->min_p);
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (d->cl[i] >= floor) d->cl[m] = d->cl[i], d->cid[m++] = d->cid[i];
-        n = m;
-    }
-    /* the weights at the temperature, kept as chances */
-    double z = 0;
-    for (int i = 0; i < n; i++) z += d->cl[i] = expf((d->cl[i] - max) / sp->temperature);
-    if (!(z > 0)) return -1;
+    const int32_t tok = clinfer_draft_draw(sp, lg, NULL, d->n_vocab, uniform(rng), d->cid, d->cl, &n);
+    if (tok < 0) return -1;
     if (n > l->cap) {
         int32_t *id = realloc(l->id, (size_t)n * sizeof *id);
         if (id) l->id = id;
@@ -263,12 +211,9 @@ static int32_t draw_from_law(srv_draft *d, const float *lg, const clinfer_sample
         l->cap = n;
     }
     l->n = n;
-    for (int i = 0; i < n; i++) l->id[i] = d->cid[i], l->p[i] = (float)(d->cl[i] / z);
-    const double u = uniform(rng) * z;
-    double cum = 0;
-    for (int i = 0; i < n; i++)
-        if (u < (cum += d->cl[i])) return d->cid[i];
-    return d->cid[n - 1]; /* u within rounding of z */
+    memcpy(l->id, d->cid, (size_t)n * sizeof *l->id);
+    memcpy(l->p, d->cl, (size_t)n * sizeof *l->p);
+    return tok;
 }
 
 /* The request's next draft token from the logits of its last token: for a
@@ -415,12 +360,10 @@ void srv_draft_run(srv_draft *d, srv_draft_req *reqs, int n) {
     for (int i = 0; i < n; i++) {
         clinfer_grammar_walk_free(d->walk[i]);
         d->walk[i] = NULL;
-        /* too short to be worth its rows; but a sampled draft is proposed whatever its length
-         * (as api/draft_model.c's): its length follows the tokens drawn (p_min, an end token), so
-         * dropping the short ones would keep drafts by their tokens, whose law is then no longer
-         * q, and the rule's tokens no longer the target's law */
+        /* too short to be worth its rows, but a sampled draft whatever its length: the one rule
+         * (clinfer_draft_proposed), clinfer_generate's drafter's too */
         const int sampled = reqs[i].sp && reqs[i].sp->temperature > 0;
-        if (reqs[i].nd < d->min && !sampled) reqs[i].nd = 0;
+        reqs[i].nd = clinfer_draft_proposed(reqs[i].nd, d->min, sampled);
         if (reqs[i].nd == 0 && sampled) d->pause[reqs[i].slot] = PAUSE_AFTER_EMPTY;
         if (reqs[i].nd < d->n_law[reqs[i].slot]) d->n_law[reqs[i].slot] = reqs[i].nd; /* laws of the draft kept only */
     }

@@ -609,6 +609,68 @@ static void test_vocab_mismatch(void **state) {
     clinfer_session_free(ds);
 }
 
+/* ---- a sampled draft's law (clinfer_draft_draw) and the one keep rule ------------------- */
+
+/* The law over a whole row, by hand: the top-k cut (ties: the smaller id),
+ * the temperature; the row's k best given with their ids (as the device's
+ * selection gives them) make the same law; top-p and min-p cut; nothing
+ * finite, or greedy settings: no token. */
+static void test_draft_draw(void **state) {
+    (void)state;
+    clinfer_sampler_params p = clinfer_sampler_default_params();
+    p.temperature = 0.8f, p.top_k = 3, p.top_p = 1, p.min_p = 0;
+    const float lg[8] = {1, 3, 2, -INFINITY, 0.5f, 3, NAN, 2.5f};
+    int32_t cid[8], cid2[8];
+    float cl[8], cl2[8];
+    int n = -1, n2 = -1;
+    assert_int_equal(clinfer_draft_draw(&p, lg, NULL, 8, 0.0, cid, cl, &n), 1); /* u 0: the first of the law */
+    assert_int_equal(n, 3);
+    const int32_t want_id[3] = {1, 5, 7};
+    const double w1 = 1, w2 = exp(-0.5 / 0.8), z = 2 * w1 + w2;
+    const double want_p[3] = {w1 / z, w1 / z, w2 / z};
+    double sum = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cid[i], want_id[i]);
+        assert_true(fabs(cl[i] - want_p[i]) < 1e-6);
+        sum += cl[i];
+    }
+    assert_true(fabs(sum - 1) < 1e-6);
+    assert_int_equal(clinfer_draft_draw(&p, lg, NULL, 8, 0.999, cid, cl, &n), 7); /* u near 1: the last */
+    /* the row's 4 best, best first, with their ids: the same law and draws */
+    const float top_v[4] = {3, 3, 2.5f, 2};
+    const int32_t top_i[4] = {1, 5, 7, 2};
+    for (double u = 0.05; u < 1; u += 0.1) {
+        const int32_t a = clinfer_draft_draw(&p, lg, NULL, 8, u, cid, cl, &n);
+        const int32_t b = clinfer_draft_draw(&p, top_v, top_i, 4, u, cid2, cl2, &n2);
+        assert_int_equal(a, b);
+        assert_int_equal(n, n2);
+        assert_memory_equal(cid, cid2, (size_t)n * sizeof *cid);
+        assert_memory_equal(cl, cl2, (size_t)n * sizeof *cl);
+    }
+    /* top-p: the fewest best reaching it (the row unsorted, no top-k); min-p */
+    p.temperature = 1, p.top_k = 0, p.top_p = 0.5f;
+    const float r3[3] = {0, 2, 1};
+    assert_int_equal(clinfer_draft_draw(&p, r3, NULL, 3, 0.7, cid, cl, &n), 1);
+    assert_int_equal(n, 1);
+    assert_true(fabs(cl[0] - 1) < 1e-6);
+    p.top_p = 1, p.min_p = 0.3f; /* e^-1 = 0.37 of the best kept, e^-2 = 0.14 not */
+    assert_int_equal(clinfer_draft_draw(&p, r3, NULL, 3, 0.0, cid, cl, &n), 1); /* id order without a cut by rank */
+    assert_int_equal(cid[1], 2);
+    assert_int_equal(n, 2);
+    assert_true(fabs(cl[0] + cl[1] - 1) < 1e-6);
+    /* nothing finite, greedy settings, no output: none */
+    const float none[2] = {-INFINITY, NAN};
+    assert_int_equal(clinfer_draft_draw(&p, none, NULL, 2, 0.5, cid, cl, &n), -1);
+    assert_int_equal(n, 0);
+    p.temperature = 0;
+    assert_int_equal(clinfer_draft_draw(&p, r3, NULL, 3, 0.5, cid, cl, &n), -1);
+    /* the keep rule: a greedy draft below draft_min is none, a sampled one is kept */
+    assert_int_equal(clinfer_draft_proposed(2, 3, 0), 0);
+    assert_int_equal(clinfer_draft_proposed(3, 3, 0), 3);
+    assert_int_equal(clinfer_draft_proposed(2, 3, 1), 2);
+    assert_int_equal(clinfer_draft_proposed(0, 0, 1), 0);
+}
+
 int main(void) {
     if (getenv("CLINFER_TEST_SPEC_TEMP")) TEMP = (float)atof(getenv("CLINFER_TEST_SPEC_TEMP"));
     if (getenv("CLINFER_TEST_SPEC_SEEDS")) N_SEEDS = atoi(getenv("CLINFER_TEST_SPEC_SEEDS"));
@@ -623,6 +685,7 @@ int main(void) {
         cmocka_unit_test(test_sampled_draft_model),
         cmocka_unit_test(test_sampled_self_draft),
         cmocka_unit_test(test_sampled_grammar),
+        cmocka_unit_test(test_draft_draw),
     };
     return TU_RUN_GROUP(tests, setup, teardown);
 }
