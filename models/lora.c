@@ -184,8 +184,24 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
         }
     }
     const clf_type t = f16 ? CLF_F16 : CLF_F32;
-    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, w, in, f16 ? (void *)h16a : ha, &ab->a);
-    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, n_out, w, f16 ? (void *)h16b : hb, &ab->b);
+    void *da = f16 ? (void *)h16a : ha, *db = f16 ? (void *)h16b : hb;
+    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, w, in, da, &ab->a);
+    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, n_out, w, db, &ab->b);
+    /* the decode kernel's A and Bᵀ, row-major (the weights' own buffers may be re-laid: CPU panels); none
+     * past its widest t */
+    if (st == CLF_OK && w <= CLF_LORA_ROWS_MAX_WIDTH) {
+        const size_t es = f16 ? 2 : 4;
+        unsigned char *bt = malloc((size_t)(n_out * w) * es);
+        const unsigned char *src = db;
+        if (!bt) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        for (int64_t o = 0; st == CLF_OK && o < n_out; o++)
+            for (int64_t j = 0; j < w; j++) memcpy(bt + (size_t)(j * n_out + o) * es, src + (size_t)(o * w + j) * es, es);
+        const cl_mem_flags fl = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+        if (st == CLF_OK) st = clf_buffer_create(a->m->rt, fl, (size_t)(w * in) * es, da, &ab->a_rows);
+        if (st == CLF_OK) st = clf_buffer_create(a->m->rt, fl, (size_t)(n_out * w) * es, bt, &ab->bt_rows);
+        if (st == CLF_OK) a->device_bytes += (size_t)(w * in + n_out * w) * es;
+        free(bt);
+    }
     free(h16a);
     free(h16b);
     free(ha);
@@ -294,8 +310,12 @@ clf_status clf_lora_load(const clf_llama *m, const clf_gguf *g, clf_lora **out) 
 void clf_lora_free(clf_lora *a) {
     if (!a) return;
     for (int l = 0; a->ab && l < a->m->hp.n_layer; l++)
-        for (int s = 0; s < CLF_LORA_SLOTS; s++)
-            clf_weight_free(&a->ab[l][s].a), clf_weight_free(&a->ab[l][s].b);
+        for (int s = 0; s < CLF_LORA_SLOTS; s++) {
+            clf_lora_ab *ab = &a->ab[l][s];
+            if (ab->a_rows) clReleaseMemObject(ab->a_rows);
+            if (ab->bt_rows) clReleaseMemObject(ab->bt_rows);
+            clf_weight_free(&ab->a), clf_weight_free(&ab->b);
+        }
     free(a->ab);
     free(a);
 }
@@ -436,6 +456,12 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
             const float s = clf_lora_factor(a, lc->use[run->seq][i].scale) / a->fold; /* B holds the fold */
             const clf_lora_ab *ab = &a->ab[l][slot];
             if (!ab->a.mem) continue;
+            /* decode rows: y[:, col0 ..] += B · (s' · A x) in one launch, each row as alone (cl/lora.cl) */
+            if (run->dec && ab->a_rows && !getenv("LORAF_OLD")) { /* TEMP */
+                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows, ab->bt_rows, ab->width, (int)ab->b.rows, &x, &y,
+                                      ab->col0, s));
+                continue;
+            }
             /* t [n × width]: the scratch's first rows, as wide as this slot's stacked ranks */
             clf_tensor t = lc->t;
             t.ne[0] = ab->width;

@@ -32,6 +32,10 @@ typedef struct clf_lora_ab {
     clf_weight a, b;
     int64_t col0;
     int width; /* P·rank_dev: A·x's width */
+    /* A [width × in] and Bᵀ [width × b.rows] row-major, in a's type, for
+     * the decode rows' one-launch kernel (clf_lora_rows); NULL: the pair is
+     * wider than that kernel takes (two products then) */
+    cl_mem a_rows, bt_rows;
 } clf_lora_ab;
 
 /* Parts per slot at most. */

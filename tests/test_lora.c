@@ -229,7 +229,7 @@ static void check_peer(double tol32, double tol16) {
 
 static void test_peer(void **state) {
     (void)state;
-    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const char *const tunes[] = {NULL, "matmul=gpu ops=gpu"}; /* ops=gpu: cl/lora.cl in groups of 64 */
     for (size_t d = 0; d < sizeof FAMILIES / sizeof FAMILIES[0]; d++) {
         use_data(FAMILIES[d].data);
         for (int t = 0; t < 2; t++) {
@@ -331,7 +331,7 @@ static void check_mixed(void) {
 
 static void test_mixed_batch(void **state) {
     (void)state;
-    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const char *const tunes[] = {NULL, "matmul=gpu ops=gpu"}; /* ops=gpu: cl/lora.cl in groups of 64 */
     for (int t = 0; t < 2; t++) {
         tu_tune(tunes[t]);
         print_message(" %s variant\n", clf_matmul_variant(tu_runtime()));
@@ -363,7 +363,7 @@ static void test_quantized(void **state) {
     snprintf(deq, sizeof deq, "%s/deq.gguf", dir);
     snprintf(cmd, sizeof cmd, "'%s' quantize --allow-requantize '%s' '%s' F32 >/dev/null 2>&1", bin, base_path, deq);
     assert_int_equal(system(cmd), 0);
-    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const char *const tunes[] = {NULL, "matmul=gpu ops=gpu"}; /* ops=gpu: cl/lora.cl in groups of 64 */
     static const double tol[] = {0.06, 0.04};
     for (int t = 0; t < 2; t++) {
         tu_tune(tunes[t]);
