@@ -8,10 +8,13 @@
  * 60 KiB of B a layer), so one group reading all of A and B costs less
  * than a second launch would: decode is launch-bound.
  *
- * One work-group per row (dim 1), get_local_size(0) work-items sharing
- * the row's t: 1 on a CPU (a SIMD thread, explicit vectors), 64 on a GPU.
- * Every sum runs in a fixed order that depends neither on the rows beside
- * it nor on the local size, so a row's result is the same in any batch. */
+ * A row's work-groups (dim 0: get_num_groups(0) of them, dim 1: rows)
+ * each form all of t (A is the smaller read) and a share of y's outputs,
+ * so that a row's A·x and B·t spread over the cores; get_local_size(0)
+ * work-items share a group's t: 1 on a CPU (a SIMD thread, explicit
+ * vectors), 64 on a GPU. Every sum runs in a fixed order that depends
+ * neither on the rows beside it nor on the group and local sizes, so a
+ * row's result is the same in any batch. */
 
 /* Widest stacked rank (3 parts of rank 128): wider adapters take the
  * two-product path (models/lora.c checks CLF_LORA_ROWS_MAX_WIDTH, equal). */
@@ -50,7 +53,7 @@ inline float16 clf_lora_h16(ushort16 h) {
 /* a [w × in] (A's rows), bt [w × n_out] (B transposed: t[j]'s column of
  * y is bt's row j, so the second step is vectors of outputs times one
  * t[j]). x and y: F32 rows at x_off, y_off floats (y_off at column col0),
- * rows x_stride, y_stride floats apart. Global size (local, rows). */
+ * rows x_stride, y_stride floats apart. Global size (local · groups, rows). */
 #define CLF_LORA_ROWS_KERNEL(sfx, T)                                                                          \
     __kernel void lora_rows_##sfx(__global const T *a, __global const T *bt, const int w, const int in,       \
                                   const int n_out, __global const float *x, const ulong x_off,                \
@@ -59,30 +62,41 @@ inline float16 clf_lora_h16(ushort16 h) {
         __local float t[CLF_LORA_T_MAX];                                                                      \
         const int lid = get_local_id(0), nl = get_local_size(0);                                              \
         const size_t r = get_global_id(1);                                                                    \
+        /* this group's outputs: its share of n_out in whole vectors of 16 */                                \
+        const int per = (n_out + 16 * (int)get_num_groups(0) - 1) / (16 * (int)get_num_groups(0)) * 16;      \
+        const int i0 = (int)get_group_id(0) * per, i1 = min(n_out, i0 + per);                                 \
         x += x_off + r * (size_t)x_stride;                                                                    \
         y += y_off + r * (size_t)y_stride;                                                                    \
-        /* t[j] = s · A[j] · x: 16 columns a step, then the tail */                                          \
-        for (int j = lid; j < w; j += nl) {                                                                   \
+        /* t[j] = s · A[j] · x, two rows of A a pass (x read once for both): 16 columns a step, then the   \
+         * tail; each sum in the same order whichever work-item forms it */                                \
+        for (int j = 2 * lid; j < w; j += 2 * nl) {                                                           \
             __global const T *aj = a + (size_t)j * in;                                                        \
-            float16 acc = 0;                                                                                  \
+            __global const T *ak = j + 1 < w ? aj + in : aj;                                                  \
+            float16 acc = 0, acc2 = 0;                                                                        \
             int k = 0;                                                                                        \
-            for (; k + 16 <= in; k += 16) acc += LORA_LOAD16_##sfx(aj, k) * vload16(0, x + k);               \
-            const float8 s8 = acc.lo + acc.hi;                                                                \
-            const float4 s4 = s8.lo + s8.hi;                                                                  \
-            float sum = (s4.x + s4.y) + (s4.z + s4.w);                                                        \
-            for (; k < in; k++) sum += LORA_LOAD1_##sfx(aj, k) * x[k];                                       \
+            for (; k + 16 <= in; k += 16) {                                                                   \
+                const float16 xv = vload16(0, x + k);                                                         \
+                acc += LORA_LOAD16_##sfx(aj, k) * xv;                                                         \
+                acc2 += LORA_LOAD16_##sfx(ak, k) * xv;                                                        \
+            }                                                                                                 \
+            float sum = clf_xq_hsum16(acc), sum2 = clf_xq_hsum16(acc2);                                       \
+            for (; k < in; k++) {                                                                             \
+                sum += LORA_LOAD1_##sfx(aj, k) * x[k];                                                        \
+                sum2 += LORA_LOAD1_##sfx(ak, k) * x[k];                                                       \
+            }                                                                                                 \
             t[j] = s * sum;                                                                                   \
+            if (j + 1 < w) t[j + 1] = s * sum2;                                                               \
         }                                                                                                     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
         /* y[i .. i + 16] += Σ_j t[j] · Bᵀ[j][i .. i + 16], j in order; the tail one output at a time */     \
-        for (int i = 16 * lid; i < n_out; i += 16 * nl) {                                                     \
+        for (int i = i0 + 16 * lid; i < i1; i += 16 * nl) {                                                   \
             __global const T *bi = bt + i;                                                                    \
-            if (i + 16 <= n_out) {                                                                            \
+            if (i + 16 <= i1) {                                                                               \
                 float16 acc = 0;                                                                              \
                 for (int j = 0; j < w; j++) acc += t[j] * LORA_LOAD16_##sfx(bi, (size_t)j * n_out);          \
                 vstore16(vload16(0, y + i) + acc, 0, y + i);                                                  \
             } else {                                                                                          \
-                for (int e = 0; e < n_out - i; e++) {                                                         \
+                for (int e = 0; e < i1 - i; e++) {                                                            \
                     float acc = 0;                                                                            \
                     for (int j = 0; j < w; j++) acc += t[j] * LORA_LOAD1_##sfx(bi, (size_t)j * n_out + e);   \
                     y[i + e] += acc;                                                                          \

@@ -196,9 +196,10 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
         if (!bt) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         for (int64_t o = 0; st == CLF_OK && o < n_out; o++)
             for (int64_t j = 0; j < w; j++) memcpy(bt + (size_t)(j * n_out + o) * es, src + (size_t)(o * w + j) * es, es);
-        const cl_mem_flags fl = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
-        if (st == CLF_OK) st = clf_buffer_create(a->m->rt, fl, (size_t)(w * in) * es, da, &ab->a_rows);
-        if (st == CLF_OK) st = clf_buffer_create(a->m->rt, fl, (size_t)(n_out * w) * es, bt, &ab->bt_rows);
+        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, in, w, &ab->a_rows);
+        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->a_rows, da, (size_t)(w * in) * es);
+        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, n_out, w, &ab->bt_rows);
+        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->bt_rows, bt, (size_t)(n_out * w) * es);
         if (st == CLF_OK) a->device_bytes += (size_t)(w * in + n_out * w) * es;
         free(bt);
     }
@@ -312,8 +313,7 @@ void clf_lora_free(clf_lora *a) {
     for (int l = 0; a->ab && l < a->m->hp.n_layer; l++)
         for (int s = 0; s < CLF_LORA_SLOTS; s++) {
             clf_lora_ab *ab = &a->ab[l][s];
-            if (ab->a_rows) clReleaseMemObject(ab->a_rows);
-            if (ab->bt_rows) clReleaseMemObject(ab->bt_rows);
+            clf_tensor_free(&ab->a_rows), clf_tensor_free(&ab->bt_rows);
             clf_weight_free(&ab->a), clf_weight_free(&ab->b);
         }
     free(a->ab);
@@ -457,8 +457,8 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
             const clf_lora_ab *ab = &a->ab[l][slot];
             if (!ab->a.mem) continue;
             /* decode rows: y[:, col0 ..] += B · (s' · A x) in one launch, each row as alone (cl/lora.cl) */
-            if (run->dec && ab->a_rows && !getenv("LORAF_OLD")) { /* TEMP */
-                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows, ab->bt_rows, ab->width, (int)ab->b.rows, &x, &y,
+            if (run->dec && ab->a_rows.mem) {
+                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bt_rows.mem, ab->width, (int)ab->b.rows, &x, &y,
                                       ab->col0, s));
                 continue;
             }

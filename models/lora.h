@@ -33,9 +33,9 @@ typedef struct clf_lora_ab {
     int64_t col0;
     int width; /* P·rank_dev: A·x's width */
     /* A [width × in] and Bᵀ [width × b.rows] row-major, in a's type, for
-     * the decode rows' one-launch kernel (clf_lora_rows); NULL: the pair is
+     * the decode rows' one-launch kernel (clf_lora_rows); mem NULL: the pair is
      * wider than that kernel takes (two products then) */
-    cl_mem a_rows, bt_rows;
+    clf_tensor a_rows, bt_rows;
 } clf_lora_ab;
 
 /* Parts per slot at most. */
