@@ -6,14 +6,19 @@
  * pass is cut into runs of consecutive rows whose sequences use the same
  * adapters at the same scales (a decode row is one sequence's; a prompt's
  * rows are consecutive), and each run gets, per adapter and adapted
- * product, A·x over its rows, the scale, and B·(A·x) added into the
- * base's output: only the existing product and scale launchers, no
- * gathering kernel, and a run's rows computed as they are alone (the
- * decode rows through clf_matmul_rowwise), so a mixed batch gives each
- * request exactly what it gets alone. The cost is three small launches
- * per run and adapted product: one run per adapter where the batch lists
- * its sequences grouped by adapter, one per row at worst (a per-row
- * adapter index in one launch would need new kernels per variant). */
+ * product, s' · B·(A·x) added into the base's output, a run's rows
+ * computed as they are alone, so a mixed batch gives each request exactly
+ * what it gets alone:
+ * - decode rows in one launch (clf_lora_rows, cl/lora.cl: A·x into local
+ *   memory, the scale, then B·t into the output), from row-major copies of
+ *   A and Bᵀ kept beside the product weights: decode is launch-bound and
+ *   the pairs are small, so one launch reading them costs less than the
+ *   two GEMVs (and a scale launch) it replaces;
+ * - prompt rows through the products (A·x into a scratch, the scale where
+ *   s' ≠ 1, B·t accumulated): the GEMMs are faster over many rows.
+ * One run per adapter where the batch lists its sequences grouped by
+ * adapter, one per row at worst (a per-row adapter index in one launch
+ * would need new kernels per variant). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
