@@ -416,13 +416,14 @@ clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bt, in
     clf_arg args[] = {CLF_ARG(a),  CLF_ARG(bt),    CLF_ARG(cw),    CLF_ARG(in), CLF_ARG(no), CLF_ARG(x->mem),
                       CLF_ARG(x_off), CLF_ARG(xs), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ys), CLF_ARG(s)};
     CLF_TRY(clf_set_args(k, args, CLF_NARGS(args)));
-    /* groups of one SIMD thread on a CPU, of lanes elsewhere (row_wg); a row's outputs split over up to a
-     * group per compute unit, 256 outputs a group at least (each group forms all of A·x: more groups, more
-     * reads of A) */
-    const size_t wg = (size_t)row_wg(rt, 0);
+    /* groups of one SIMD thread on a CPU, of lanes elsewhere (row_wg); a row's outputs split over the compute
+     * units the rows leave idle, 256 outputs a group at least (each group forms all of A·x: more groups, more
+     * work, spent only where cores would wait) */
+    const size_t wg = (size_t)row_wg(rt, 0), rows = (size_t)clf_tensor_nrows(x);
+    const size_t idle = rt->dev.compute_units > rows ? rt->dev.compute_units / rows : 1;
     size_t groups = ((size_t)n_out + 255) / 256;
-    if (groups > rt->dev.compute_units) groups = rt->dev.compute_units ? rt->dev.compute_units : 1;
-    size_t global[2] = {wg * groups, (size_t)clf_tensor_nrows(x)}, local[2] = {wg, 1};
+    if (groups > idle) groups = idle;
+    size_t global[2] = {wg * groups, rows}, local[2] = {wg, 1};
     return clf_launch(rt, k, 2, global, local);
 }
 
