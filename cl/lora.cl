@@ -2,10 +2,10 @@
  * launched by clf_lora_rows in host/compute/ops.c): for each row r of x,
  *     t = s · (A x_r)                         (A [w × in], t in local memory)
  *     y_r[col0 + i] += Σ_j B[i][j] · t[j]     (B [n_out × w], i < n_out)
- * A row-major and B transposed, F16 (lora_rows_f16) or F32 (lora_rows_f32);
+ * A row-major and B in panels, F16 (lora_rows_f16) or F32 (lora_rows_f32);
  * w at most CLF_LORA_T_MAX.
  * The adapters are small (rank 16 on Q and V of a 135M model: 36 KiB of A,
- * 60 KiB of B a layer), so one group reading all of A and B costs less
+ * 60 KiB of B a layer), so one launch reading all of A and B costs less
  * than a second launch would: decode is launch-bound.
  *
  * A row's work-groups (dim 0: get_num_groups(0) of them, dim 1: rows)
@@ -50,23 +50,24 @@ inline float16 clf_lora_h16(ushort16 h) {
 #define LORA_LOAD16_f32(p, k) vload16(0, (p) + (k))
 #define LORA_LOAD1_f32(p, k) ((p)[k])
 
-/* a [w × in] (A's rows), bt [w × n_out] (B transposed: t[j]'s column of
- * y is bt's row j, so the second step is vectors of outputs times one
- * t[j]). x and y: F32 rows at x_off, y_off floats (y_off at column col0),
- * rows x_stride, y_stride floats apart. Global size (local · groups, rows). */
+/* a [w × in] (A's rows); bp: B in panels of 16 outputs, panel v [w × 16]
+ * holding B[16v + e][j] at j·16 + e (zeros past n_out), so that the second
+ * step reads one contiguous stream, vectors of outputs times one t[j].
+ * x and y: F32 rows at x_off, y_off floats (y_off at column col0), rows
+ * x_stride, y_stride floats apart. Global size (local · groups, rows). */
 #define CLF_LORA_ROWS_KERNEL(sfx, T)                                                                          \
-    __kernel void lora_rows_##sfx(__global const T *a, __global const T *bt, const int w, const int in,       \
+    __kernel void lora_rows_##sfx(__global const T *a, __global const T *bp, const int w, const int in,       \
                                   const int n_out, __global const float *x, const ulong x_off,                \
                                   const int x_stride, __global float *y, const ulong y_off, const int y_stride, \
                                   const float s) {                                                            \
         __local float t[CLF_LORA_T_MAX];                                                                      \
         const int lid = get_local_id(0), nl = get_local_size(0);                                              \
         const size_t r = get_global_id(1);                                                                    \
-        /* this group's outputs: its share of n_out in whole vectors of 16 */                                \
-        const int per = (n_out + 16 * (int)get_num_groups(0) - 1) / (16 * (int)get_num_groups(0)) * 16;      \
-        const int i0 = (int)get_group_id(0) * per, i1 = min(n_out, i0 + per);                                 \
         x += x_off + r * (size_t)x_stride;                                                                    \
         y += y_off + r * (size_t)y_stride;                                                                    \
+        /* this group's vectors of 16 outputs: its share of them */                                          \
+        const int nv = (n_out + 15) / 16, per = (nv + (int)get_num_groups(0) - 1) / (int)get_num_groups(0);   \
+        const int v0 = (int)get_group_id(0) * per, v1 = min(nv, v0 + per);                                   \
         /* t[j] = s · A[j] · x, two rows of A a pass (x read once for both): 16 columns a step, then the   \
          * tail; each sum in the same order whichever work-item forms it */                                \
         for (int j = 2 * lid; j < w; j += 2 * nl) {                                                           \
@@ -88,19 +89,19 @@ inline float16 clf_lora_h16(ushort16 h) {
             if (j + 1 < w) t[j + 1] = s * sum2;                                                               \
         }                                                                                                     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-        /* y[i .. i + 16] += Σ_j t[j] · Bᵀ[j][i .. i + 16], j in order; the tail one output at a time */     \
-        for (int i = i0 + 16 * lid; i < i1; i += 16 * nl) {                                                   \
-            __global const T *bi = bt + i;                                                                    \
-            if (i + 16 <= i1) {                                                                               \
-                float16 acc = 0;                                                                              \
-                for (int j = 0; j < w; j++) acc += t[j] * LORA_LOAD16_##sfx(bi, (size_t)j * n_out);          \
+        /* y[16v .. 16v + 16] += Σ_j t[j] · B panel v's row j, j in order; a last partial vector's outputs   \
+         * one at a time (the panel's padding is zeros) */                                                  \
+        for (int v = v0 + lid; v < v1; v += nl) {                                                             \
+            __global const T *bv = bp + (size_t)v * w * 16;                                                   \
+            float16 acc = 0;                                                                                  \
+            for (int j = 0; j < w; j++) acc += t[j] * LORA_LOAD16_##sfx(bv, 16 * j);                         \
+            const int i = 16 * v;                                                                             \
+            if (i + 16 <= n_out) {                                                                            \
                 vstore16(vload16(0, y + i) + acc, 0, y + i);                                                  \
             } else {                                                                                          \
-                for (int e = 0; e < i1 - i; e++) {                                                            \
-                    float acc = 0;                                                                            \
-                    for (int j = 0; j < w; j++) acc += t[j] * LORA_LOAD1_##sfx(bi, (size_t)j * n_out + e);   \
-                    y[i + e] += acc;                                                                          \
-                }                                                                                             \
+                float r16[16];                                                                                \
+                vstore16(acc, 0, r16);                                                                        \
+                for (int e = 0; e < n_out - i; e++) y[i + e] += r16[e];                                       \
             }                                                                                                 \
         }                                                                                                     \
     }

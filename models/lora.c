@@ -192,21 +192,23 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
     void *da = f16 ? (void *)h16a : ha, *db = f16 ? (void *)h16b : hb;
     if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, w, in, da, &ab->a);
     if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, n_out, w, db, &ab->b);
-    /* the decode kernel's A and Bᵀ, row-major (the weights' own buffers may be re-laid: CPU panels); none
-     * past its widest t */
+    /* the decode kernel's A (row-major) and B in panels of 16 outputs (clf_lora_rows; the weights' own buffers
+     * may be re-laid: CPU panels of 32); none past its widest t */
     if (st == CLF_OK && w <= CLF_LORA_ROWS_MAX_WIDTH) {
         const size_t es = f16 ? 2 : 4;
-        unsigned char *bt = malloc((size_t)(n_out * w) * es);
+        const int64_t np = (n_out + 15) / 16 * 16; /* outputs rounded up to whole panels: zeros past n_out */
+        unsigned char *bp = calloc((size_t)(np * w), es);
         const unsigned char *src = db;
-        if (!bt) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        if (!bp) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         for (int64_t o = 0; st == CLF_OK && o < n_out; o++)
-            for (int64_t j = 0; j < w; j++) memcpy(bt + (size_t)(j * n_out + o) * es, src + (size_t)(o * w + j) * es, es);
+            for (int64_t j = 0; j < w; j++)
+                memcpy(bp + (size_t)((o / 16 * w + j) * 16 + o % 16) * es, src + (size_t)(o * w + j) * es, es);
         if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, in, w, &ab->a_rows);
         if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->a_rows, da, (size_t)(w * in) * es);
-        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, n_out, w, &ab->bt_rows);
-        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->bt_rows, bt, (size_t)(n_out * w) * es);
-        if (st == CLF_OK) a->device_bytes += (size_t)(w * in + n_out * w) * es;
-        free(bt);
+        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, np, w, &ab->bp_rows);
+        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->bp_rows, bp, (size_t)(np * w) * es);
+        if (st == CLF_OK) a->device_bytes += (size_t)(w * in + np * w) * es;
+        free(bp);
     }
     free(h16a);
     free(h16b);
@@ -318,7 +320,7 @@ void clf_lora_free(clf_lora *a) {
     for (int l = 0; a->ab && l < a->m->hp.n_layer; l++)
         for (int s = 0; s < CLF_LORA_SLOTS; s++) {
             clf_lora_ab *ab = &a->ab[l][s];
-            clf_tensor_free(&ab->a_rows), clf_tensor_free(&ab->bt_rows);
+            clf_tensor_free(&ab->a_rows), clf_tensor_free(&ab->bp_rows);
             clf_weight_free(&ab->a), clf_weight_free(&ab->b);
         }
     free(a->ab);
@@ -463,7 +465,7 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
             if (!ab->a.mem) continue;
             /* decode rows: y[:, col0 ..] += B · (s' · A x) in one launch, each row as alone (cl/lora.cl) */
             if (run->dec && ab->a_rows.mem) {
-                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bt_rows.mem, ab->width, (int)ab->b.rows, &x, &y,
+                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bp_rows.mem, ab->width, (int)ab->b.rows, &x, &y,
                                       ab->col0, s));
                 continue;
             }

@@ -33,10 +33,10 @@ typedef struct clf_lora_ab {
     clf_weight a, b;
     int64_t col0;
     int width; /* P·rank_dev: A·x's width */
-    /* A [width × in] and Bᵀ [width × b.rows] row-major, in a's type, for
-     * the decode rows' one-launch kernel (clf_lora_rows); mem NULL: the pair is
-     * wider than that kernel takes (two products then) */
-    clf_tensor a_rows, bt_rows;
+    /* A [width × in] row-major and B in panels of 16 outputs (ops.h), in
+     * a's type, for the decode rows' one-launch kernel (clf_lora_rows);
+     * mem NULL: the pair is wider than that kernel takes (two products) */
+    clf_tensor a_rows, bp_rows;
 } clf_lora_ab;
 
 /* Parts per slot at most. */

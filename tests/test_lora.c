@@ -542,24 +542,28 @@ static void check_rows(clf_type type) {
     const size_t es = type == CLF_F16 ? 2 : 4;
     float *a = malloc(W * IN * sizeof *a), *bt = malloc(W * NOUT * sizeof *bt), *x = malloc(NR * IN * sizeof *x);
     float *y0 = malloc(NR * YW * sizeof *y0), *y = malloc(NR * YW * sizeof *y), *y1 = malloc(YW * sizeof *y1);
-    unsigned char *ad = malloc(W * IN * es), *bd = malloc(W * NOUT * es);
+    enum { NP = (NOUT + 15) / 16 * 16 }; /* B's outputs in whole panels of 16 (ops.h) */
+    float *bp = calloc(W * NP, sizeof *bp);
+    unsigned char *ad = malloc(W * IN * es), *bd = malloc(W * NP * es);
     /* values exact in F16 (small multiples of 1/64), so the reference sees what the device reads */
     for (int i = 0; i < W * IN; i++) a[i] = (float)((i * 37 % 29) - 14) / 64.0f;
-    for (int i = 0; i < W * NOUT; i++) bt[i] = (float)((i * 53 % 31) - 15) / 64.0f;
+    for (int i = 0; i < W * NOUT; i++) bt[i] = (float)((i * 53 % 31) - 15) / 64.0f; /* Bᵀ [W × NOUT] */
+    for (int j = 0; j < W; j++)
+        for (int o = 0; o < NOUT; o++) bp[(o / 16 * W + j) * 16 + o % 16] = bt[j * NOUT + o];
     for (int i = 0; i < NR * IN; i++) x[i] = (float)((i * 17 % 23) - 11) / 8.0f;
     for (int i = 0; i < NR * YW; i++) y0[i] = (float)(i % 13) - 6.0f;
     if (type == CLF_F16) {
         clf_type_get(CLF_F16)->from_float(a, ad, W * IN);
-        clf_type_get(CLF_F16)->from_float(bt, bd, W * NOUT);
+        clf_type_get(CLF_F16)->from_float(bp, bd, W * NP);
     } else {
         memcpy(ad, a, W * IN * es);
-        memcpy(bd, bt, W * NOUT * es);
+        memcpy(bd, bp, W * NP * es);
     }
     clf_tensor ta, tb, tx, ty;
     TU_OK(clf_tensor_alloc(rt, type, IN, W, &ta));
     TU_OK(clf_tensor_upload(rt, &ta, ad, W * IN * es));
-    TU_OK(clf_tensor_alloc(rt, type, NOUT, W, &tb));
-    TU_OK(clf_tensor_upload(rt, &tb, bd, W * NOUT * es));
+    TU_OK(clf_tensor_alloc(rt, type, NP, W, &tb));
+    TU_OK(clf_tensor_upload(rt, &tb, bd, W * NP * es));
     TU_OK(clf_tensor_alloc(rt, CLF_F32, IN, NR, &tx));
     TU_OK(clf_tensor_upload(rt, &tx, x, NR * IN * sizeof *x));
     TU_OK(clf_tensor_alloc(rt, CLF_F32, YW, NR, &ty));
@@ -595,7 +599,7 @@ static void check_rows(clf_type type) {
     assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, CLF_LORA_ROWS_MAX_WIDTH + 1, NOUT, &tx, &ty, 0, s),
                      CLF_ERR_ARG);
     clf_tensor_free(&ta), clf_tensor_free(&tb), clf_tensor_free(&tx), clf_tensor_free(&ty), clf_tensor_free(&ty1);
-    free(a), free(bt), free(x), free(y0), free(y), free(y1), free(ad), free(bd);
+    free(a), free(bt), free(bp), free(x), free(y0), free(y), free(y1), free(ad), free(bd);
 }
 
 static void test_rows_kernel(void **state) {

@@ -394,7 +394,7 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
 
 /* ---- LoRA decode rows (cl/lora.cl) ------------------------------------------ */
 
-clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bt, int w, int n_out, const clf_tensor *x,
+clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, const clf_tensor *x,
                          clf_tensor *y, int64_t col0, float s) {
     cl_ulong x_off, y_off;
     CLF_TRY(f32_offset(x, "LoRA input", &x_off));
@@ -413,7 +413,7 @@ clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bt, in
     CLF_TRY(clf_kernel_get(rt, "lora", opts, type == CLF_F16 ? "lora_rows_f16" : "lora_rows_f32", &k));
     y_off += (cl_ulong)col0;
     cl_int cw = w, in = (cl_int)x->ne[0], no = n_out, xs = (cl_int)x->ne[0], ys = (cl_int)y->ne[0];
-    clf_arg args[] = {CLF_ARG(a),  CLF_ARG(bt),    CLF_ARG(cw),    CLF_ARG(in), CLF_ARG(no), CLF_ARG(x->mem),
+    clf_arg args[] = {CLF_ARG(a),  CLF_ARG(bp),    CLF_ARG(cw),    CLF_ARG(in), CLF_ARG(no), CLF_ARG(x->mem),
                       CLF_ARG(x_off), CLF_ARG(xs), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ys), CLF_ARG(s)};
     CLF_TRY(clf_set_args(k, args, CLF_NARGS(args)));
     /* groups of one SIMD thread on a CPU, of lanes elsewhere (row_wg); a row's outputs split over the compute

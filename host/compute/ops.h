@@ -116,11 +116,12 @@ clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b);
 
 /* LoRA for decode rows in one launch (cl/lora.cl): for each row r of x
  * [n × in], y[r, col0 + i] += Σ_j B[i][j] · (s · A x_r)[j] for i < n_out;
- * a: A [w × in], bt: Bᵀ [w × n_out], both F16 or F32 (type), row-major;
- * w at most CLF_LORA_ROWS_MAX_WIDTH. Each row's result is the same in any
- * batch. */
+ * a: A [w × in] row-major; bp: B in panels of 16 outputs, panel v [w ×
+ * 16] holding B[16v + e][j] at j·16 + e, ceil(n_out / 16) panels, zeros
+ * past n_out; both F16 or F32 (type); w at most CLF_LORA_ROWS_MAX_WIDTH.
+ * Each row's result is the same in any batch. */
 #define CLF_LORA_ROWS_MAX_WIDTH 384
-clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bt, int w, int n_out, const clf_tensor *x,
+clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, const clf_tensor *x,
                          clf_tensor *y, int64_t col0, float s);
 
 /* Row-wise softmax in place. */
