@@ -53,13 +53,17 @@ inline float16 clf_lora_h16(ushort16 h) {
 /* a [w × in] (A's rows); bp: B in panels of 16 outputs, panel v [w × 16]
  * holding B[16v + e][j] at j·16 + e (zeros past n_out), so that the second
  * step reads one contiguous stream, vectors of outputs times one t[j].
+ * np parts (Q, K, V; gate, up; 1 elsewhere), part p's outputs pb.s(2p) ..
+ * pb.s(2p+1), its columns p·w/np .. (p+1)·w/np: B is zero elsewhere, so a
+ * panel reads only the columns of the parts it meets, none over outputs no
+ * part adapts (the sums skip exact zeros).
  * x and y: F32 rows at x_off, y_off floats (y_off at column col0), rows
  * x_stride, y_stride floats apart. Global size (local · groups, rows). */
 #define CLF_LORA_ROWS_KERNEL(sfx, T)                                                                          \
     __kernel void lora_rows_##sfx(__global const T *a, __global const T *bp, const int w, const int in,       \
                                   const int n_out, __global const float *x, const ulong x_off,                \
                                   const int x_stride, __global float *y, const ulong y_off, const int y_stride, \
-                                  const float s) {                                                            \
+                                  const float s, const int np, const int8 pb) {                               \
         __local float t[CLF_LORA_T_MAX];                                                                      \
         const int lid = get_local_id(0), nl = get_local_size(0);                                              \
         const size_t r = get_global_id(1);                                                                    \
@@ -93,9 +97,16 @@ inline float16 clf_lora_h16(ushort16 h) {
          * one at a time (the panel's padding is zeros) */                                                  \
         for (int v = v0 + lid; v < v1; v += nl) {                                                             \
             __global const T *bv = bp + (size_t)v * w * 16;                                                   \
-            float16 acc = 0;                                                                                  \
-            for (int j = 0; j < w; j++) acc += t[j] * LORA_LOAD16_##sfx(bv, 16 * j);                         \
             const int i = 16 * v;                                                                             \
+            /* the panel's nonzero columns: those of the parts whose outputs it meets (none: nothing to add) */ \
+            int j0 = w, j1 = 0;                                                                               \
+            for (int p = 0; p < np; p++) {                                                                    \
+                const int ps = p == 0 ? pb.s0 : p == 1 ? pb.s2 : pb.s4, pe = p == 0 ? pb.s1 : p == 1 ? pb.s3 : pb.s5; \
+                if (ps < i + 16 && pe > i) j0 = min(j0, p * (w / np)), j1 = max(j1, (p + 1) * (w / np));        \
+            }                                                                                                 \
+            if (j0 >= j1) continue;                                                                           \
+            float16 acc = 0;                                                                                  \
+            for (int j = j0; j < j1; j++) acc += t[j] * LORA_LOAD16_##sfx(bv, 16 * j);                       \
             if (i + 16 <= n_out) {                                                                            \
                 vstore16(vload16(0, y + i) + acc, 0, y + i);                                                  \
             } else {                                                                                          \

@@ -170,8 +170,10 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
             to_f32(pd->b->type, (const unsigned char *)pd->b->data + (size_t)(o * r) * eb, row, r);
             memcpy(hb + (pd->col0 - c0 + o) * w + k * rd, row, (size_t)r * sizeof *row);
         }
+        ab->part_out[k][0] = (int)(pd->col0 - c0), ab->part_out[k][1] = (int)(pd->col0 - c0 + pd->out);
         k++;
     }
+    ab->n_part = np;
     /* the adapter's power-of-two factor into B (exact), the rest left to the pass's scale */
     for (int64_t i = 0; st == CLF_OK && a->fold != 1 && i < n_out * w; i++) hb[i] *= a->fold;
     /* F16 files stay F16 on the device (half the bytes a decode reads); values exact */
@@ -465,8 +467,8 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
             if (!ab->a.mem) continue;
             /* decode rows: y[:, col0 ..] += B · (s' · A x) in one launch, each row as alone (cl/lora.cl) */
             if (run->dec && ab->a_rows.mem) {
-                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bp_rows.mem, ab->width, (int)ab->b.rows, &x, &y,
-                                      ab->col0, s));
+                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bp_rows.mem, ab->width, (int)ab->b.rows,
+                                      ab->n_part, &ab->part_out[0][0], &x, &y, ab->col0, s));
                 continue;
             }
             /* t [n × width]: the scratch's first rows, as wide as this slot's stacked ranks */

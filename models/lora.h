@@ -29,6 +29,9 @@ typedef enum clf_lora_slot { CLF_LORA_QKV, CLF_LORA_WO, CLF_LORA_GU, CLF_LORA_DO
  * zeros elsewhere (exact: the sums gain zeros). The rank is padded to
  * rank_dev with zero rows of A and zero columns of B. F16 on the device
  * where the file's parts are all F16, else F32 (values exact). */
+/* Parts per slot at most. */
+#define CLF_LORA_PARTS 3
+
 typedef struct clf_lora_ab {
     clf_weight a, b;
     int64_t col0;
@@ -37,10 +40,10 @@ typedef struct clf_lora_ab {
      * a's type, for the decode rows' one-launch kernel (clf_lora_rows);
      * mem NULL: the pair is wider than that kernel takes (two products) */
     clf_tensor a_rows, bp_rows;
+    int n_part;                          /* P */
+    int part_out[CLF_LORA_PARTS][2];     /* part k's outputs (from col0), k in stacking order */
 } clf_lora_ab;
 
-/* Parts per slot at most. */
-#define CLF_LORA_PARTS 3
 
 typedef struct clf_lora {
     const clf_llama *m; /* the base it was checked against */

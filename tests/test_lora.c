@@ -539,6 +539,7 @@ static void check_rows(clf_type type) {
     clf_runtime *rt = tu_runtime();
     enum { W = 24, IN = 37, NOUT = 301, NR = 3, YW = 320, COL0 = 7 };
     const float s = 0.75f;
+    const int all[2] = {0, NOUT}; /* one part: B dense */
     const size_t es = type == CLF_F16 ? 2 : 4;
     float *a = malloc(W * IN * sizeof *a), *bt = malloc(W * NOUT * sizeof *bt), *x = malloc(NR * IN * sizeof *x);
     float *y0 = malloc(NR * YW * sizeof *y0), *y = malloc(NR * YW * sizeof *y), *y1 = malloc(YW * sizeof *y1);
@@ -568,7 +569,7 @@ static void check_rows(clf_type type) {
     TU_OK(clf_tensor_upload(rt, &tx, x, NR * IN * sizeof *x));
     TU_OK(clf_tensor_alloc(rt, CLF_F32, YW, NR, &ty));
     TU_OK(clf_tensor_upload(rt, &ty, y0, NR * YW * sizeof *y0));
-    TU_OK(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, &tx, &ty, COL0, s));
+    TU_OK(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, 1, all, &tx, &ty, COL0, s));
     TU_OK(clf_tensor_download(rt, &ty, y, NR * YW * sizeof *y));
     double worst = 0;
     for (int r = 0; r < NR; r++) {
@@ -591,12 +592,12 @@ static void check_rows(clf_type type) {
     clf_tensor x1 = clf_tensor_rows(&tx, 1, 1), ty1;
     TU_OK(clf_tensor_alloc(rt, CLF_F32, YW, 1, &ty1));
     TU_OK(clf_tensor_upload(rt, &ty1, y0 + YW, YW * sizeof *y0));
-    TU_OK(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, &x1, &ty1, COL0, s));
+    TU_OK(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, 1, all, &x1, &ty1, COL0, s));
     TU_OK(clf_tensor_download(rt, &ty1, y1, YW * sizeof *y1));
     assert_memory_equal(y1, y + YW, YW * sizeof *y1);
     /* shapes it refuses */
-    assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, &tx, &ty, YW - NOUT + 1, s), CLF_ERR_ARG);
-    assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, CLF_LORA_ROWS_MAX_WIDTH + 1, NOUT, &tx, &ty, 0, s),
+    assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, 1, all, &tx, &ty, YW - NOUT + 1, s), CLF_ERR_ARG);
+    assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, CLF_LORA_ROWS_MAX_WIDTH + 1, NOUT, 1, all, &tx, &ty, 0, s),
                      CLF_ERR_ARG);
     clf_tensor_free(&ta), clf_tensor_free(&tb), clf_tensor_free(&tx), clf_tensor_free(&ty), clf_tensor_free(&ty1);
     free(a), free(bt), free(bp), free(x), free(y0), free(y), free(y1), free(ad), free(bd);

@@ -119,10 +119,12 @@ clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b);
  * a: A [w × in] row-major; bp: B in panels of 16 outputs, panel v [w ×
  * 16] holding B[16v + e][j] at j·16 + e, ceil(n_out / 16) panels, zeros
  * past n_out; both F16 or F32 (type); w at most CLF_LORA_ROWS_MAX_WIDTH.
- * Each row's result is the same in any batch. */
+ * B nonzero only in n_part (1 .. 3) blocks: part k's outputs bounds[2k] ..
+ * bounds[2k + 1] by its columns k·w/n_part .. (k + 1)·w/n_part (the
+ * stacked parts of lora.h). Each row's result is the same in any batch. */
 #define CLF_LORA_ROWS_MAX_WIDTH 384
-clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, const clf_tensor *x,
-                         clf_tensor *y, int64_t col0, float s);
+clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, int n_part,
+                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s);
 
 /* Row-wise softmax in place. */
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x);
