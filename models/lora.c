@@ -10,10 +10,11 @@
  * computed as they are alone, so a mixed batch gives each request exactly
  * what it gets alone:
  * - decode rows in one launch (clf_lora_rows, cl/lora.cl: A·x into local
- *   memory, the scale, then B·t into the output), from row-major copies of
- *   A and Bᵀ kept beside the product weights: decode is launch-bound and
- *   the pairs are small, so one launch reading them costs less than the
- *   two GEMVs (and a scale launch) it replaces;
+ *   memory, the scale, then B·t into the output), from copies of A
+ *   (row-major) and B (panels of 16 outputs) kept beside the product
+ *   weights (which may be re-laid for the CPU's GEMVs): decode is
+ *   launch-bound and the pairs are small, so one launch reading them
+ *   costs no more than the two GEMVs (and a scale launch) it replaces;
  * - prompt rows through the products (A·x into a scratch, the scale where
  *   s' ≠ 1, B·t accumulated): the GEMMs are faster over many rows.
  * One run per adapter where the batch lists its sequences grouped by
@@ -198,8 +199,8 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
      * may be re-laid: CPU panels of 32); none past its widest t */
     if (st == CLF_OK && w <= CLF_LORA_ROWS_MAX_WIDTH) {
         const size_t es = f16 ? 2 : 4;
-        const int64_t np = (n_out + 15) / 16 * 16; /* outputs rounded up to whole panels: zeros past n_out */
-        unsigned char *bp = calloc((size_t)(np * w), es);
+        const int64_t n_pad = (n_out + 15) / 16 * 16; /* outputs rounded up to whole panels: zeros past n_out */
+        unsigned char *bp = calloc((size_t)(n_pad * w), es);
         const unsigned char *src = db;
         if (!bp) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
         for (int64_t o = 0; st == CLF_OK && o < n_out; o++)
@@ -207,9 +208,9 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
                 memcpy(bp + (size_t)((o / 16 * w + j) * 16 + o % 16) * es, src + (size_t)(o * w + j) * es, es);
         if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, in, w, &ab->a_rows);
         if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->a_rows, da, (size_t)(w * in) * es);
-        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, np, w, &ab->bp_rows);
-        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->bp_rows, bp, (size_t)(np * w) * es);
-        if (st == CLF_OK) a->device_bytes += (size_t)(w * in + np * w) * es;
+        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, n_pad, w, &ab->bp_rows);
+        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->bp_rows, bp, (size_t)(n_pad * w) * es);
+        if (st == CLF_OK) a->device_bytes += (size_t)(w * in + n_pad * w) * es;
         free(bp);
     }
     free(h16a);
