@@ -6,14 +6,20 @@
  * pass is cut into runs of consecutive rows whose sequences use the same
  * adapters at the same scales (a decode row is one sequence's; a prompt's
  * rows are consecutive), and each run gets, per adapter and adapted
- * product, A·x over its rows, the scale, and B·(A·x) added into the
- * base's output: only the existing product and scale launchers, no
- * gathering kernel, and a run's rows computed as they are alone (the
- * decode rows through clf_matmul_rowwise), so a mixed batch gives each
- * request exactly what it gets alone. The cost is three small launches
- * per run and adapted product: one run per adapter where the batch lists
- * its sequences grouped by adapter, one per row at worst (a per-row
- * adapter index in one launch would need new kernels per variant). */
+ * product, s' · B·(A·x) added into the base's output, a run's rows
+ * computed as they are alone, so a mixed batch gives each request exactly
+ * what it gets alone:
+ * - decode rows in one launch (clf_lora_rows, cl/lora.cl: A·x into local
+ *   memory, the scale, then B·t into the output), from copies of A
+ *   (row-major) and B (panels of 16 outputs) kept beside the product
+ *   weights (which may be re-laid for the CPU's GEMVs): decode is
+ *   launch-bound and the pairs are small, so one launch reading them
+ *   costs no more than the two GEMVs (and a scale launch) it replaces;
+ * - prompt rows through the products (A·x into a scratch, the scale where
+ *   s' ≠ 1, B·t accumulated): the GEMMs are faster over many rows.
+ * One run per adapter where the batch lists its sequences grouped by
+ * adapter, one per row at worst (a per-row adapter index in one launch
+ * would need new kernels per variant). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -165,8 +171,10 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
             to_f32(pd->b->type, (const unsigned char *)pd->b->data + (size_t)(o * r) * eb, row, r);
             memcpy(hb + (pd->col0 - c0 + o) * w + k * rd, row, (size_t)r * sizeof *row);
         }
+        ab->part_out[k][0] = (int)(pd->col0 - c0), ab->part_out[k][1] = (int)(pd->col0 - c0 + pd->out);
         k++;
     }
+    ab->n_part = np;
     /* the adapter's power-of-two factor into B (exact), the rest left to the pass's scale */
     for (int64_t i = 0; st == CLF_OK && a->fold != 1 && i < n_out * w; i++) hb[i] *= a->fold;
     /* F16 files stay F16 on the device (half the bytes a decode reads); values exact */
@@ -184,8 +192,27 @@ static clf_status pack_slot(clf_lora *a, const pending *parts, clf_lora_ab *ab) 
         }
     }
     const clf_type t = f16 ? CLF_F16 : CLF_F32;
-    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, w, in, f16 ? (void *)h16a : ha, &ab->a);
-    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, n_out, w, f16 ? (void *)h16b : hb, &ab->b);
+    void *da = f16 ? (void *)h16a : ha, *db = f16 ? (void *)h16b : hb;
+    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, w, in, da, &ab->a);
+    if (st == CLF_OK) st = clf_weight_upload(a->m->rt, t, n_out, w, db, &ab->b);
+    /* the decode kernel's A (row-major) and B in panels of 16 outputs (clf_lora_rows; the weights' own buffers
+     * may be re-laid: CPU panels of 32); none past its widest t */
+    if (st == CLF_OK && w <= CLF_LORA_ROWS_MAX_WIDTH) {
+        const size_t es = f16 ? 2 : 4;
+        const int64_t n_pad = (n_out + 15) / 16 * 16; /* outputs rounded up to whole panels: zeros past n_out */
+        unsigned char *bp = calloc((size_t)(n_pad * w), es);
+        const unsigned char *src = db;
+        if (!bp) st = clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        for (int64_t o = 0; st == CLF_OK && o < n_out; o++)
+            for (int64_t j = 0; j < w; j++)
+                memcpy(bp + (size_t)((o / 16 * w + j) * 16 + o % 16) * es, src + (size_t)(o * w + j) * es, es);
+        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, in, w, &ab->a_rows);
+        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->a_rows, da, (size_t)(w * in) * es);
+        if (st == CLF_OK) st = clf_tensor_alloc(a->m->rt, t, n_pad, w, &ab->bp_rows);
+        if (st == CLF_OK) st = clf_tensor_upload(a->m->rt, &ab->bp_rows, bp, (size_t)(n_pad * w) * es);
+        if (st == CLF_OK) a->device_bytes += (size_t)(w * in + n_pad * w) * es;
+        free(bp);
+    }
     free(h16a);
     free(h16b);
     free(ha);
@@ -294,8 +321,11 @@ clf_status clf_lora_load(const clf_llama *m, const clf_gguf *g, clf_lora **out) 
 void clf_lora_free(clf_lora *a) {
     if (!a) return;
     for (int l = 0; a->ab && l < a->m->hp.n_layer; l++)
-        for (int s = 0; s < CLF_LORA_SLOTS; s++)
-            clf_weight_free(&a->ab[l][s].a), clf_weight_free(&a->ab[l][s].b);
+        for (int s = 0; s < CLF_LORA_SLOTS; s++) {
+            clf_lora_ab *ab = &a->ab[l][s];
+            clf_tensor_free(&ab->a_rows), clf_tensor_free(&ab->bp_rows);
+            clf_weight_free(&ab->a), clf_weight_free(&ab->b);
+        }
     free(a->ab);
     free(a);
 }
@@ -436,6 +466,12 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
             const float s = clf_lora_factor(a, lc->use[run->seq][i].scale) / a->fold; /* B holds the fold */
             const clf_lora_ab *ab = &a->ab[l][slot];
             if (!ab->a.mem) continue;
+            /* decode rows: y[:, col0 ..] += B · (s' · A x) in one launch, each row as alone (cl/lora.cl) */
+            if (run->dec && ab->a_rows.mem) {
+                CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bp_rows.mem, ab->width, (int)ab->b.rows,
+                                      ab->n_part, &ab->part_out[0][0], &x, &y, ab->col0, s));
+                continue;
+            }
             /* t [n × width]: the scratch's first rows, as wide as this slot's stacked ranks */
             clf_tensor t = lc->t;
             t.ne[0] = ab->width;

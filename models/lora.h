@@ -4,8 +4,9 @@
  * pair W.lora_a (GGUF ne [in, r]: r rows of in) and W.lora_b (ne [r, out]:
  * out rows of r). With an adapter at scale s a product becomes
  *     y = W x + s' · B (A x),   s' = s · alpha / r  (alpha 0: s' = s),
- * computed as two small products after W's (no merged copy of W), in any
- * weight type of the base; A and B in F32 or F16.
+ * computed after W's (no merged copy of W) as two small products over a
+ * prompt's rows, in one launch over decode rows (lora.c), in any weight
+ * type of the base; A and B in F32 or F16.
  *
  * Several adapters may be loaded against one model; a context chooses, per
  * sequence, which apply and at what scale (clf_llama_ctx_set_lora), so one
@@ -28,14 +29,21 @@ typedef enum clf_lora_slot { CLF_LORA_QKV, CLF_LORA_WO, CLF_LORA_GU, CLF_LORA_DO
  * zeros elsewhere (exact: the sums gain zeros). The rank is padded to
  * rank_dev with zero rows of A and zero columns of B. F16 on the device
  * where the file's parts are all F16, else F32 (values exact). */
+/* Parts per slot at most. */
+#define CLF_LORA_PARTS 3
+
 typedef struct clf_lora_ab {
     clf_weight a, b;
     int64_t col0;
     int width; /* P·rank_dev: A·x's width */
+    /* A [width × in] row-major and B in panels of 16 outputs (ops.h), in
+     * a's type, for the decode rows' one-launch kernel (clf_lora_rows);
+     * mem NULL: the pair is wider than that kernel takes (two products) */
+    clf_tensor a_rows, bp_rows;
+    int n_part;                          /* P */
+    int part_out[CLF_LORA_PARTS][2];     /* part k's outputs (from col0), k in stacking order */
 } clf_lora_ab;
 
-/* Parts per slot at most. */
-#define CLF_LORA_PARTS 3
 
 typedef struct clf_lora {
     const clf_llama *m; /* the base it was checked against */
@@ -80,7 +88,8 @@ clf_status clf_lora_plan(clf_llama_ctx *c, const clf_stage_segment *segs, int n_
 int clf_lora_touches(const clf_llama_ctx *c, int l, clf_lora_slot slot);
 /* out [n × ...] += each row's adapters' s' · B (A in) for layer l's slot,
  * after the base product wrote out; the first n1 rows (the decode rows)
- * each computed as alone (clf_matmul_rowwise). */
+ * each computed as alone (clf_lora_rows, or clf_matmul_rowwise for pairs
+ * wider than that kernel takes). */
 clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_tensor *in, clf_tensor *out);
 
 /* The context's adapter state (llama_ctx.c frees it). */

@@ -7,7 +7,8 @@
  * - a batch of sequences with different adapters (and one without) gives
  *   each what it gets alone;
  * - files that are no adapter for this base are refused with a reason, and
- *   damaged copies of an adapter are refused or load, never crash. */
+ *   damaged copies of an adapter are refused or load, never crash;
+ * - the decode rows' one-launch kernel (clf_lora_rows) on odd shapes. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -229,7 +230,7 @@ static void check_peer(double tol32, double tol16) {
 
 static void test_peer(void **state) {
     (void)state;
-    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const char *const tunes[] = {NULL, "matmul=gpu ops=gpu"}; /* ops=gpu: cl/lora.cl in groups of 64 */
     for (size_t d = 0; d < sizeof FAMILIES / sizeof FAMILIES[0]; d++) {
         use_data(FAMILIES[d].data);
         for (int t = 0; t < 2; t++) {
@@ -331,7 +332,7 @@ static void check_mixed(void) {
 
 static void test_mixed_batch(void **state) {
     (void)state;
-    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const char *const tunes[] = {NULL, "matmul=gpu ops=gpu"}; /* ops=gpu: cl/lora.cl in groups of 64 */
     for (int t = 0; t < 2; t++) {
         tu_tune(tunes[t]);
         print_message(" %s variant\n", clf_matmul_variant(tu_runtime()));
@@ -363,7 +364,7 @@ static void test_quantized(void **state) {
     snprintf(deq, sizeof deq, "%s/deq.gguf", dir);
     snprintf(cmd, sizeof cmd, "'%s' quantize --allow-requantize '%s' '%s' F32 >/dev/null 2>&1", bin, base_path, deq);
     assert_int_equal(system(cmd), 0);
-    static const char *const tunes[] = {NULL, "matmul=gpu"};
+    static const char *const tunes[] = {NULL, "matmul=gpu ops=gpu"}; /* ops=gpu: cl/lora.cl in groups of 64 */
     static const double tol[] = {0.06, 0.04};
     for (int t = 0; t < 2; t++) {
         tu_tune(tunes[t]);
@@ -530,10 +531,94 @@ static void test_api(void **state) {
     clinfer_model_free(m);
 }
 
+/* clf_lora_rows (cl/lora.cl) directly, on shapes the models do not reach:
+ * rows of A and of the output that are no whole vectors (their tails), an
+ * output split over several groups, F16 and F32, both work-group shapes:
+ * against a host reference, and each row alone against the batch bit for bit. */
+static void check_rows(clf_type type) {
+    clf_runtime *rt = tu_runtime();
+    enum { W = 24, IN = 37, NOUT = 301, NR = 3, YW = 320, COL0 = 7 };
+    const float s = 0.75f;
+    const int all[2] = {0, NOUT}; /* one part: B dense */
+    const size_t es = type == CLF_F16 ? 2 : 4;
+    float *a = malloc(W * IN * sizeof *a), *bt = malloc(W * NOUT * sizeof *bt), *x = malloc(NR * IN * sizeof *x);
+    float *y0 = malloc(NR * YW * sizeof *y0), *y = malloc(NR * YW * sizeof *y), *y1 = malloc(YW * sizeof *y1);
+    enum { NP = (NOUT + 15) / 16 * 16 }; /* B's outputs in whole panels of 16 (ops.h) */
+    float *bp = calloc(W * NP, sizeof *bp);
+    unsigned char *ad = malloc(W * IN * es), *bd = malloc(W * NP * es);
+    /* values exact in F16 (small multiples of 1/64), so the reference sees what the device reads */
+    for (int i = 0; i < W * IN; i++) a[i] = (float)((i * 37 % 29) - 14) / 64.0f;
+    for (int i = 0; i < W * NOUT; i++) bt[i] = (float)((i * 53 % 31) - 15) / 64.0f; /* Bᵀ [W × NOUT] */
+    for (int j = 0; j < W; j++)
+        for (int o = 0; o < NOUT; o++) bp[(o / 16 * W + j) * 16 + o % 16] = bt[j * NOUT + o];
+    for (int i = 0; i < NR * IN; i++) x[i] = (float)((i * 17 % 23) - 11) / 8.0f;
+    for (int i = 0; i < NR * YW; i++) y0[i] = (float)(i % 13) - 6.0f;
+    if (type == CLF_F16) {
+        clf_type_get(CLF_F16)->from_float(a, ad, W * IN);
+        clf_type_get(CLF_F16)->from_float(bp, bd, W * NP);
+    } else {
+        memcpy(ad, a, W * IN * es);
+        memcpy(bd, bp, W * NP * es);
+    }
+    clf_tensor ta, tb, tx, ty;
+    TU_OK(clf_tensor_alloc(rt, type, IN, W, &ta));
+    TU_OK(clf_tensor_upload(rt, &ta, ad, W * IN * es));
+    TU_OK(clf_tensor_alloc(rt, type, NP, W, &tb));
+    TU_OK(clf_tensor_upload(rt, &tb, bd, W * NP * es));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, IN, NR, &tx));
+    TU_OK(clf_tensor_upload(rt, &tx, x, NR * IN * sizeof *x));
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, YW, NR, &ty));
+    TU_OK(clf_tensor_upload(rt, &ty, y0, NR * YW * sizeof *y0));
+    TU_OK(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, 1, all, &tx, &ty, COL0, s));
+    TU_OK(clf_tensor_download(rt, &ty, y, NR * YW * sizeof *y));
+    double worst = 0;
+    for (int r = 0; r < NR; r++) {
+        double t[W];
+        for (int j = 0; j < W; j++) {
+            t[j] = 0;
+            for (int k = 0; k < IN; k++) t[j] += (double)a[j * IN + k] * x[r * IN + k];
+            t[j] *= s;
+        }
+        for (int i = 0; i < YW; i++) {
+            double want = y0[r * YW + i];
+            if (i >= COL0 && i < COL0 + NOUT)
+                for (int j = 0; j < W; j++) want += (double)bt[j * NOUT + i - COL0] * t[j];
+            worst = fmax(worst, fabs(want - y[r * YW + i]) / (1.0 + fabs(want)));
+        }
+    }
+    print_message("  %s: against the host, max relative |diff| %.3g\n", type == CLF_F16 ? "F16" : "F32", worst);
+    assert_true(worst <= 1e-5);
+    /* row 1 alone, into a fresh output: the batch's row bit for bit */
+    clf_tensor x1 = clf_tensor_rows(&tx, 1, 1), ty1;
+    TU_OK(clf_tensor_alloc(rt, CLF_F32, YW, 1, &ty1));
+    TU_OK(clf_tensor_upload(rt, &ty1, y0 + YW, YW * sizeof *y0));
+    TU_OK(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, 1, all, &x1, &ty1, COL0, s));
+    TU_OK(clf_tensor_download(rt, &ty1, y1, YW * sizeof *y1));
+    assert_memory_equal(y1, y + YW, YW * sizeof *y1);
+    /* shapes it refuses */
+    assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, W, NOUT, 1, all, &tx, &ty, YW - NOUT + 1, s), CLF_ERR_ARG);
+    assert_int_equal(clf_lora_rows(rt, type, ta.mem, tb.mem, CLF_LORA_ROWS_MAX_WIDTH + 1, NOUT, 1, all, &tx, &ty, 0, s),
+                     CLF_ERR_ARG);
+    clf_tensor_free(&ta), clf_tensor_free(&tb), clf_tensor_free(&tx), clf_tensor_free(&ty), clf_tensor_free(&ty1);
+    free(a), free(bt), free(bp), free(x), free(y0), free(y), free(y1), free(ad), free(bd);
+}
+
+static void test_rows_kernel(void **state) {
+    (void)state;
+    static const char *const tunes[] = {NULL, "matmul=cpu-portable", "matmul=gpu ops=gpu"};
+    for (int t = 0; t < 3; t++) {
+        tu_tune(tunes[t]);
+        print_message(" %s variant, %s ops\n", clf_matmul_variant(tu_runtime()), t == 2 ? "gpu" : "default");
+        check_rows(CLF_F16);
+        check_rows(CLF_F32);
+    }
+    tu_tune(NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_peer), cmocka_unit_test(test_scale_zero),
                                        cmocka_unit_test(test_mixed_batch), cmocka_unit_test(test_quantized),
-                                       cmocka_unit_test(test_bad_files),
+                                       cmocka_unit_test(test_bad_files), cmocka_unit_test(test_rows_kernel),
                                        cmocka_unit_test(test_api)};
     int rc = TU_RUN_GROUP(tests, setup, teardown);
     tu_runtime_free();

@@ -392,6 +392,51 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
     return clf_launch(rt, k, 1, &global, &local);
 }
 
+/* ---- LoRA decode rows (cl/lora.cl) ------------------------------------------ */
+
+clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, int n_part,
+                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s) {
+    cl_ulong x_off, y_off;
+    CLF_TRY(f32_offset(x, "LoRA input", &x_off));
+    CLF_TRY(f32_offset(y, "LoRA output", &y_off));
+    if (type != CLF_F16 && type != CLF_F32) return clf_fail(CLF_ERR_ARG, "LoRA rows: A and B must be F16 or F32");
+    if (w <= 0 || w > CLF_LORA_ROWS_MAX_WIDTH)
+        return clf_fail(CLF_ERR_ARG, "LoRA rows: width %d outside 1 .. %d", w, CLF_LORA_ROWS_MAX_WIDTH);
+    if (n_out <= 0 || col0 < 0 || col0 + n_out > y->ne[0] || clf_tensor_nrows(x) != clf_tensor_nrows(y))
+        return clf_fail(CLF_ERR_ARG, "LoRA rows: %d columns from %lld into rows of %lld, %lld rows into %lld", n_out,
+                        (long long)col0, (long long)y->ne[0], (long long)clf_tensor_nrows(x),
+                        (long long)clf_tensor_nrows(y));
+    if (n_part < 1 || n_part > 3 || w % n_part)
+        return clf_fail(CLF_ERR_ARG, "LoRA rows: %d parts over a width of %d", n_part, w);
+    cl_int8 pb = {{0}};
+    for (int p = 0; p < n_part; p++) {
+        if (bounds[2 * p] < 0 || bounds[2 * p] > bounds[2 * p + 1] || bounds[2 * p + 1] > n_out)
+            return clf_fail(CLF_ERR_ARG, "LoRA rows: part %d's outputs %d .. %d outside 0 .. %d", p, bounds[2 * p],
+                            bounds[2 * p + 1], n_out);
+        pb.s[2 * p] = bounds[2 * p], pb.s[2 * p + 1] = bounds[2 * p + 1];
+    }
+    if (clf_tensor_nrows(x) == 0) return CLF_OK;
+    cl_kernel k;
+    /* halves through clang's __fp16 where the products take them so (the "cpu" variant: clang) */
+    const char *opts = rt->tune.matmul == CLF_MATMUL_CPU ? "-DCLF_LORA_FP16_CLANG=1" : "";
+    CLF_TRY(clf_kernel_get(rt, "lora", opts, type == CLF_F16 ? "lora_rows_f16" : "lora_rows_f32", &k));
+    y_off += (cl_ulong)col0;
+    cl_int cw = w, in = (cl_int)x->ne[0], no = n_out, xs = (cl_int)x->ne[0], ys = (cl_int)y->ne[0], np = n_part;
+    clf_arg args[] = {CLF_ARG(a),  CLF_ARG(bp),    CLF_ARG(cw),    CLF_ARG(in), CLF_ARG(no), CLF_ARG(x->mem),
+                      CLF_ARG(x_off), CLF_ARG(xs), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ys), CLF_ARG(s),
+                      CLF_ARG(np),    CLF_ARG(pb)};
+    CLF_TRY(clf_set_args(k, args, CLF_NARGS(args)));
+    /* groups of one SIMD thread on a CPU, of lanes elsewhere (row_wg); a row's outputs split over the compute
+     * units the rows leave idle, 256 outputs a group at least (each group forms all of A·x: more groups, more
+     * work, spent only where cores would wait) */
+    const size_t wg = (size_t)row_wg(rt, 0), rows = (size_t)clf_tensor_nrows(x);
+    const size_t idle = rt->dev.compute_units > rows ? rt->dev.compute_units / rows : 1;
+    size_t groups = ((size_t)n_out + 255) / 256;
+    if (groups > idle) groups = idle;
+    size_t global[2] = {wg * groups, rows}, local[2] = {wg, 1};
+    return clf_launch(rt, k, 2, global, local);
+}
+
 clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b) {
     cl_ulong x_off, b_off;
     CLF_TRY(f32_offset(x, "add_rows input", &x_off));

@@ -114,6 +114,18 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
 /* x[i, :] += b for every row i (Q/K/V biases); b is F32 [ne0 of x]. */
 clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b);
 
+/* LoRA for decode rows in one launch (cl/lora.cl): for each row r of x
+ * [n × in], y[r, col0 + i] += Σ_j B[i][j] · (s · A x_r)[j] for i < n_out;
+ * a: A [w × in] row-major; bp: B in panels of 16 outputs, panel v [w ×
+ * 16] holding B[16v + e][j] at j·16 + e, ceil(n_out / 16) panels, zeros
+ * past n_out; both F16 or F32 (type); w at most CLF_LORA_ROWS_MAX_WIDTH.
+ * B nonzero only in n_part (1 .. 3) blocks: part k's outputs bounds[2k] ..
+ * bounds[2k + 1] by its columns k·w/n_part .. (k + 1)·w/n_part (the
+ * stacked parts of lora.h). Each row's result is the same in any batch. */
+#define CLF_LORA_ROWS_MAX_WIDTH 384
+clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, int n_part,
+                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s);
+
 /* Row-wise softmax in place. */
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x);
 
