@@ -685,11 +685,23 @@ inline float clf_sum_x(const __global float *x, int n) {
  * the panel, 3 + 2, converted it twice), and the blocks keep the panel's
  * stream from memory going through every pass: the second half reads its
  * block from L1, where the whole-panel passes waited on L2 and left the
- * memory idle. The GEMM's token tile (TM) sums in another order and, at 2
- * tokens, has 4 chains, bound by the FMA latency. Quantized types take the
+ * memory idle. Both prefetch the weights MV_KB columns ahead
+ * (MV_PREFETCH): the hardware's stream prefetcher alone left the loads
+ * waiting on memory (bench/RESULTS.md, issue 43's F16 verify rows). The
+ * GEMM's token tile (TM) sums in another order and, at 2 tokens, has 4
+ * chains, bound by the FMA latency. Quantized types take the
  * int8 kernels (their rows are already the GEMV's). */
 #define ROWS_PW 8
-#define MV_KB 64
+#define MV_KB 128 /* columns a block: 8 KiB of F16 weights, in L1 for the second half */
+/* A hint to fetch the cache line at global address p (no fault, no effect
+ * on results). OpenCL's prefetch() is empty on PoCL, and clang's builtin
+ * takes a generic pointer, so the address goes through an integer: every
+ * CPU device's global and private pointers share one flat space. */
+#if defined(__clang__) && !defined(CLF_NO_PREFETCH)
+#define MV_PREFETCH(p) __builtin_prefetch((const void *)(size_t)(p), 0, 3)
+#else
+#define MV_PREFETCH(p) ((void)0)
+#endif
 /* One half (h: rows 0-15 or 16-31) of 32 rows' weights at column k. */
 #define LOADH_f32(w, k, h) vload16(h, (w) + 32 * (k))
 #define LOADH_f16(w, k, h) LOAD_H16((w) + 32 * (k) + 16 * (h))
@@ -715,6 +727,7 @@ inline float clf_sum_x(const __global float *x, int n) {
     for (int k = 0; k + 4 <= K; k += 4) {                                                       \
         _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
             float16 w0, w1;                                                                     \
+            MV_PREFETCH(w + 32 * (k + u + MV_KB)); /* the column a block ahead */               \
             LOAD_##T(w, k + u, w0, w1);                                                         \
             MV_FMA_FLT(R, xs, A, k + u, u, 0, w0);                                              \
             MV_FMA_FLT(R, xs, A, k + u, u, 1, w1);                                              \
@@ -730,6 +743,7 @@ inline float clf_sum_x(const __global float *x, int n) {
         _Pragma("unroll") for (int h = 0; h < 2; h++) {                                         \
             for (int k = kb; k < ke; k += 4) {                                                  \
                 _Pragma("unroll") for (int u = 0; u < 4; u++) {                                 \
+                    if (h) MV_PREFETCH(w + 32 * (k + u + MV_KB)); /* the next block's column */  \
                     const float16 wv = LOADH_##T(w, k + u, h);                                  \
                     MV_FMA_FLT(R, xs, A, k + u, u, h, wv);                                      \
                 }                                                                               \
