@@ -694,10 +694,12 @@ inline float clf_sum_x(const __global float *x, int n) {
 #define ROWS_PW 8
 #define MV_KB 128 /* columns a block: 8 KiB of F16 weights, in L1 for the second half */
 /* A hint to fetch the cache line at global address p (no fault, no effect
- * on results). OpenCL's prefetch() is empty on PoCL, and clang's builtin
- * takes a generic pointer, so the address goes through an integer: every
- * CPU device's global and private pointers share one flat space. */
-#if defined(__clang__) && !defined(CLF_NO_PREFETCH)
+ * on results): the cpu variant only (CLF_FP16_CLANG: PoCL's clang), where
+ * OpenCL's prefetch() is empty; clang's builtin takes a generic pointer, so
+ * the address goes through an integer (PoCL's global and private pointers
+ * share one flat space). cpu-portable stays plain OpenCL C 1.2 (Oclgrind,
+ * which runs it, has no llvm.prefetch). */
+#if CLF_FP16_CLANG
 #define MV_PREFETCH(p) __builtin_prefetch((const void *)(size_t)(p), 0, 3)
 #else
 #define MV_PREFETCH(p) ((void)0)
