@@ -670,63 +670,103 @@ inline float clf_sum_x(const __global float *x, int n) {
 /* Float weights' rows of several tokens, each the GEMV's (clf_matmul_rowwise
  * of 2+ rows: a speculative step's verify rows, sequences decoded
  * together): one work-item per (panel, ROWS_PW tokens), global size
- * (panels, ceil(n / ROWS_PW)). The tokens go in threes and pairs (5 = 3 +
- * 2, 4 = 2 + 2: the fewest passes whose accumulators fit the registers),
- * each token's 8 accumulator chains over the panel as MV_SUMS_FLT sums one
- * token's (four columns a step into four pairs, the tail into the first,
- * the four added as MV_RESULT_FLT), so a row is bit for bit the GEMV's; a
- * lone token (n = 8k + 1) takes MV_SUMS_FLT itself. The panel comes from memory once, in the first
- * pass (a pair or a three); the others read it from cache (32 × K halves: 36 KiB at K = 576).
- * The GEMM's token tile (TM) sums in another order and, at 2 tokens, has 4
- * chains, bound by the FMA latency. Quantized types take the int8 kernels
- * (their rows are already the GEMV's). */
+ * (panels, ceil(n / ROWS_PW)). Each token's 8 accumulator chains run over
+ * the panel as MV_SUMS_FLT sums one token's (four columns a step into four
+ * pairs, the tail into the first, the four added as MV_RESULT_FLT), so a
+ * row is bit for bit the GEMV's; a lone token takes MV_SUMS_FLT itself.
+ * The tokens go in groups by count (MV_GROUP_FLT):
+ *   2, 3 (6 = 3 + 3)  MV_SUMSN_FLT: one pass over the panel, both halves'
+ *                     chains in registers (3 × 8 + 2 weight vectors)
+ *   4, 5 (7 = 4 + 3,  MV_SUMSH_FLT: the panel in blocks of MV_KB columns;
+ *   8 = 4 + 4)        per block, rows 0-15 of every token, then rows 16-31
+ *                     (one half's chains, 4 a token, fit the registers; the
+ *                     other half's wait in the stack between blocks)
+ * The split by halves converts each weight once (a pair of passes over
+ * the panel, 3 + 2, converted it twice), and the blocks keep the panel's
+ * stream from memory going through every pass: the second half reads its
+ * block from L1, where the whole-panel passes waited on L2 and left the
+ * memory idle. Both prefetch the weights MV_KB columns ahead
+ * (MV_PREFETCH): the hardware's stream prefetcher alone left the loads
+ * waiting on memory (bench/RESULTS.md, issue 43's F16 verify rows). The
+ * GEMM's token tile (TM) sums in another order and, at 2 tokens, has 4
+ * chains, bound by the FMA latency. Quantized types take the
+ * int8 kernels (their rows are already the GEMV's). */
 #define ROWS_PW 8
-#define MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)                                                    \
-    {                                                                                           \
+#define MV_KB 128 /* columns a block: 8 KiB of F16 weights, in L1 for the second half */
+/* A hint to fetch the cache line at global address p (no fault, no effect
+ * on results): the cpu variant only (CLF_FP16_CLANG: PoCL's clang), where
+ * OpenCL's prefetch() is empty; clang's builtin takes a generic pointer, so
+ * the address goes through an integer (PoCL's global and private pointers
+ * share one flat space). cpu-portable stays plain OpenCL C 1.2 (Oclgrind,
+ * which runs it, has no llvm.prefetch). */
+#if CLF_FP16_CLANG
+#define MV_PREFETCH(p) __builtin_prefetch((const void *)(size_t)(p), 0, 3)
+#else
+#define MV_PREFETCH(p) ((void)0)
+#endif
+/* One half (h: rows 0-15 or 16-31) of 32 rows' weights at column k. */
+#define LOADH_f32(w, k, h) vload16(h, (w) + 32 * (k))
+#define LOADH_f16(w, k, h) LOAD_H16((w) + 32 * (k) + 16 * (h))
+#define LOADH_bf16(w, k, h) as_float16(convert_uint16(vload16(h, (w) + 32 * (k))) << 16)
+/* Token r's chains A[r][0..7] (the GEMV's a[]) += x_r[k] · the weights at
+ * column k: A[r][2u + h] takes half h of column k (u: k's place in its step). */
+#define MV_FMA_FLT(R, xs, A, k, u, h, wv)                                                       \
+    _Pragma("unroll") for (int r = 0; r < (R); r++) A[r][2 * (u) + (h)] = fma((float16)xs[r][k], wv, A[r][2 * (u) + (h)])
+/* The tail (K mod 4 columns) into the first pair, and the chains' start. */
+#define MV_TAIL_FLT(T, R, xs, A, k0)                                                            \
+    for (int k = (k0); k < K; k++) {                                                            \
+        float16 w0, w1;                                                                         \
         LOAD_##T(w, k, w0, w1);                                                                 \
-        a[0] = fma((float16)xa[k], w0, a[0]);                                                   \
-        a[1] = fma((float16)xa[k], w1, a[1]);                                                   \
-        b[0] = fma((float16)xb[k], w0, b[0]);                                                   \
-        b[1] = fma((float16)xb[k], w1, b[1]);                                                   \
+        MV_FMA_FLT(R, xs, A, k, 0, 0, w0);                                                      \
+        MV_FMA_FLT(R, xs, A, k, 0, 1, w1);                                                      \
     }
-#define MV_SUMS2_FLT(T, xa, xb, a, b)                                                           \
-    float16 a[8], b[8], w0, w1;                                                                 \
-    _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = b[u] = 0.0f;                           \
-    int k = 0;                                                                                  \
-    for (; k + 4 <= K; k += 4) {                                                                \
+#define MV_ZERO_FLT(R, A)                                                                       \
+    float16 A[R][8];                                                                            \
+    _Pragma("unroll") for (int r = 0; r < (R); r++) _Pragma("unroll") for (int u = 0; u < 8; u++) A[r][u] = 0.0f
+/* R tokens' chains (x rows xs[0..R-1]) in one pass, both halves a column. */
+#define MV_SUMSN_FLT(T, R, xs, A)                                                               \
+    MV_ZERO_FLT(R, A);                                                                          \
+    for (int k = 0; k + 4 <= K; k += 4) {                                                       \
         _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
+            float16 w0, w1;                                                                     \
+            MV_PREFETCH(w + 32 * (k + u + MV_KB)); /* the column a block ahead */               \
             LOAD_##T(w, k + u, w0, w1);                                                         \
-            a[2 * u] = fma((float16)xa[k + u], w0, a[2 * u]);                                   \
-            a[2 * u + 1] = fma((float16)xa[k + u], w1, a[2 * u + 1]);                           \
-            b[2 * u] = fma((float16)xb[k + u], w0, b[2 * u]);                                   \
-            b[2 * u + 1] = fma((float16)xb[k + u], w1, b[2 * u + 1]);                           \
+            MV_FMA_FLT(R, xs, A, k + u, u, 0, w0);                                              \
+            MV_FMA_FLT(R, xs, A, k + u, u, 1, w1);                                              \
         }                                                                                       \
     }                                                                                           \
-    for (; k < K; k++) MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)
-#define MV_SUMS3_FLT(T, xa, xb, xc, a, b, c)                                                   \
-    float16 a[8], b[8], c[8], w0, w1;                                                           \
-    _Pragma("unroll") for (int u = 0; u < 8; u++) a[u] = b[u] = c[u] = 0.0f;                    \
-    int k = 0;                                                                                  \
-    for (; k + 4 <= K; k += 4) {                                                                \
-        _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
-            LOAD_##T(w, k + u, w0, w1);                                                         \
-            a[2 * u] = fma((float16)xa[k + u], w0, a[2 * u]);                                   \
-            a[2 * u + 1] = fma((float16)xa[k + u], w1, a[2 * u + 1]);                           \
-            b[2 * u] = fma((float16)xb[k + u], w0, b[2 * u]);                                   \
-            b[2 * u + 1] = fma((float16)xb[k + u], w1, b[2 * u + 1]);                           \
-            c[2 * u] = fma((float16)xc[k + u], w0, c[2 * u]);                                   \
-            c[2 * u + 1] = fma((float16)xc[k + u], w1, c[2 * u + 1]);                           \
+    MV_TAIL_FLT(T, R, xs, A, K & ~3)
+/* The same by blocks of MV_KB columns and halves (each chain still takes
+ * its columns in order, so the sums are MV_SUMSN_FLT's). */
+#define MV_SUMSH_FLT(T, R, xs, A)                                                               \
+    MV_ZERO_FLT(R, A);                                                                          \
+    for (int kb = 0; kb < (K & ~3); kb += MV_KB) {                                              \
+        const int ke = min(kb + MV_KB, K & ~3);                                                 \
+        _Pragma("unroll") for (int h = 0; h < 2; h++) {                                         \
+            for (int k = kb; k < ke; k += 4) {                                                  \
+                _Pragma("unroll") for (int u = 0; u < 4; u++) {                                 \
+                    if (h) MV_PREFETCH(w + 32 * (k + u + MV_KB)); /* the next block's column */  \
+                    const float16 wv = LOADH_##T(w, k + u, h);                                  \
+                    MV_FMA_FLT(R, xs, A, k + u, u, h, wv);                                      \
+                }                                                                               \
+            }                                                                                   \
         }                                                                                       \
     }                                                                                           \
-    for (; k < K; k++) {                                                                        \
-        MV_PAIR_STEP_FLT(T, k, xa, xb, a, b)                                                    \
-        c[0] = fma((float16)xc[k], w0, c[0]);                                                   \
-        c[1] = fma((float16)xc[k], w1, c[1]);                                                   \
+    MV_TAIL_FLT(T, R, xs, A, K & ~3)
+/* Token m + r's row from its chains (MV_RESULT_FLT's sums). */
+#define MV_STORE_FLT(R, A)                                                                      \
+    _Pragma("unroll") for (int r = 0; r < (R); r++)                                             \
+        clf_store32(y + (size_t)(m + r) * ldy, (A[r][0] + A[r][2]) + (A[r][4] + A[r][6]),       \
+                    (A[r][1] + A[r][3]) + (A[r][5] + A[r][7]), rows - 32 * p, accumulate)
+/* R tokens from m on by SUMS (MV_SUMSN_FLT or MV_SUMSH_FLT). */
+#define MV_GROUP_FLT(T, R, SUMS)                                                                \
+    {                                                                                           \
+        const __global float *xs[R];                                                            \
+        _Pragma("unroll") for (int r = 0; r < (R); r++) xs[r] = X + xoff + (size_t)(m + r) * K; \
+        SUMS(T, R, xs, A);                                                                      \
+        MV_STORE_FLT(R, A);                                                                     \
+        m += (R);                                                                               \
     }
-/* Row r's result from its accumulators A (MV_RESULT_FLT's sums). */
-#define MV_STORE_FLT(r, A)                                                                      \
-    clf_store32(y + (size_t)(r) * ldy, (A[0] + A[2]) + (A[4] + A[6]), (A[1] + A[3]) + (A[5] + A[7]), rows - 32 * p, \
-                accumulate)
 #define GEMV_ROWS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES)                                     \
     __kernel void gemv_##T##_rows(__global const MM_WT_FLT(BYTES) *W, __global const float *X, \
                                   const ulong xoff, __global float *Y, const ulong yoff, const int n, \
@@ -735,21 +775,12 @@ inline float clf_sum_x(const __global float *x, int n) {
         if (32 * p >= rows) return;                                                             \
         MM_PANEL_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES);                                     \
         __global float *y = Y + yoff + 32 * p;                                                  \
+        /* groups: 8 = 4 + 4, 7 = 4 + 3, 6 = 3 + 3, 5, 4, 3, 2, 1 */                            \
         int m = m0;                                                                             \
-        /* threes while more than 4 are left or 3 (5 = 3 + 2, 4 = 2 + 2): fewer passes */       \
-        for (; m1 - m == 3 || m1 - m > 4; m += 3) {                                             \
-            const __global float *xa = X + xoff + (size_t)m * K, *xb = xa + K, *xc = xb + K;    \
-            MV_SUMS3_FLT(T, xa, xb, xc, a, b, c);                                               \
-            MV_STORE_FLT(m, a);                                                                 \
-            MV_STORE_FLT(m + 1, b);                                                             \
-            MV_STORE_FLT(m + 2, c);                                                             \
-        }                                                                                       \
-        for (; m + 2 <= m1; m += 2) {                                                           \
-            const __global float *xa = X + xoff + (size_t)m * K, *xb = xa + K;                  \
-            MV_SUMS2_FLT(T, xa, xb, a, b);                                                      \
-            MV_STORE_FLT(m, a);                                                                 \
-            MV_STORE_FLT(m + 1, b);                                                             \
-        }                                                                                       \
+        while (m1 - m >= 7 || m1 - m == 4) MV_GROUP_FLT(T, 4, MV_SUMSH_FLT)                     \
+        if (m1 - m == 5) MV_GROUP_FLT(T, 5, MV_SUMSH_FLT)                                       \
+        while (m1 - m >= 3) MV_GROUP_FLT(T, 3, MV_SUMSN_FLT)                                    \
+        if (m1 - m == 2) MV_GROUP_FLT(T, 2, MV_SUMSN_FLT)                                       \
         if (m < m1) {                                                                           \
             const __global float *x = X + xoff + (size_t)m * K;                                 \
             MV_SUMS_FLT(T, QB, QH, QK, SUB, REC, GRID, BYTES, acc0, acc1);                      \

@@ -337,13 +337,15 @@ static void test_rowwise_float(void **state) {
     clf_runtime *rt = tu_runtime();
     static const char *variants[] = {"cpu", "cpu-portable"};
     static const clf_type ft[] = {CLF_F32, CLF_F16, CLF_BF16};
-    static const int shapes[][2] = {{97, 33}, {37, 1001}, {64, 64}}; /* rows, cols */
+    /* rows, cols: a partial column block and a tail (33), several blocks, a partial one and a tail (1001), one
+     * block short of MV_KB (64), two whole blocks (256; cl/matmul_cpu.cl gemv_<type>_rows) */
+    static const int shapes[][2] = {{97, 33}, {37, 1001}, {64, 64}, {32, 256}};
     static const int ns[] = {2, 3, 4, 5, 6, 7, 8, 9, 17};
     enum { X0 = 1, COL0 = 3, PAD = 5, NMAX = 17 };
     uint64_t s = tu_seed() + 43;
     for (int v = 0; v < 2; v++) {
         with_variant(variants[v]);
-        for (int si = 0; si < 3; si++) {
+        for (int si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
             const int rows = shapes[si][0], cols = shapes[si][1], ldy = COL0 + rows + PAD;
             float *wf = malloc((size_t)rows * cols * sizeof *wf), *x = malloc((size_t)(X0 + NMAX) * cols * sizeof *x);
             float *y = malloc((size_t)NMAX * ldy * sizeof *y), *got = malloc((size_t)NMAX * ldy * sizeof *got);
