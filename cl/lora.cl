@@ -31,18 +31,8 @@
 typedef __fp16 clf_lora_h16v __attribute__((ext_vector_type(16), aligned(2)));
 #define LORA_LOAD16_f16(p, k) __builtin_convertvector(*(const __global clf_lora_h16v *)((p) + (k)), float16)
 #else
-/* Exact half -> float for 16 lanes (zero, subnormal, inf and NaN included)
- * with integer ops: vload_half is a scalar software routine on some CPUs. */
-inline float16 clf_lora_h16(ushort16 h) {
-    uint16 u = convert_uint16(h);
-    uint16 em = u & 0x7fffu;
-    uint16 bits = (em << 13) + (uint16)(112u << 23);                /* rebias exponent 15 -> 127 */
-    bits = select(bits, bits + (uint16)(112u << 23), em >= 0x7c00u); /* inf/NaN: exponent to 255 */
-    float16 sub = convert_float16(em) * 0x1p-24f;                    /* zero and subnormals */
-    float16 f = select(as_float16(bits), sub, em < 0x400u);
-    return as_float16(as_uint16(f) | ((u & 0x8000u) << 16));
-}
-#define LORA_LOAD16_f16(p, k) clf_lora_h16(vload16(0, (p) + (k)))
+/* cl/common.cl's exact integer conversion */
+#define LORA_LOAD16_f16(p, k) clf_half16_to_float16(vload16(0, (p) + (k)))
 #endif
 
 /* 16 weights from p + k as floats, and one (the tails). */

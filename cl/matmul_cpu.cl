@@ -134,17 +134,7 @@ typedef __fp16 clf_half16 __attribute__((ext_vector_type(16)));
 /* p: 32-byte aligned (every panel column and scale run is). */
 #define LOAD_H16(p) __builtin_convertvector(*(const __global clf_half16 *)(p), float16)
 #else
-/* Exact half -> float for 16 lanes (zero, subnormal, inf and NaN included)
- * with integer ops: vload_half is a scalar software routine on some CPUs. */
-inline float16 clf_half16_to_float16(ushort16 h) {
-    uint16 u = convert_uint16(h);
-    uint16 em = u & 0x7fffu;
-    uint16 bits = (em << 13) + (uint16)(112u << 23);                /* rebias exponent 15 -> 127 */
-    bits = select(bits, bits + (uint16)(112u << 23), em >= 0x7c00u); /* inf/NaN: exponent to 255 */
-    float16 sub = convert_float16(em) * 0x1p-24f;                    /* zero and subnormals */
-    float16 f = select(as_float16(bits), sub, em < 0x400u);
-    return as_float16(as_uint16(f) | ((u & 0x8000u) << 16));
-}
+/* cl/common.cl's exact integer conversion */
 #define LOAD_H16(p) clf_half16_to_float16(vload16(0, (const __global ushort *)(p)))
 #endif
 

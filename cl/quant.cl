@@ -8,23 +8,6 @@
  * 144, 210... bytes) are not a multiple of any wider type. Layouts as
  * ggml's (host/quant.h describes each). */
 
-/* F16 bits to F32 for 16 values, in integer vector ops: vload_half is a
- * long software routine on some CPU drivers. Subnormal halves are made as
- * the difference of two normal floats, so the result is exact even where
- * the device flushes float denormals to zero. */
-inline float16 clf_half16_to_float16(ushort16 h) {
-    uint16 u = convert_uint16(h);
-    uint16 em = (u & 0x7fffu) << 13; /* exponent and mantissa, in float position */
-    uint16 e = em & 0x0f800000u;
-    uint16 sign = (u & 0x8000u) << 16;
-    uint16 normal = em + 0x38000000u;                                         /* rebias 15 -> 127 */
-    uint16 special = em | 0x7f800000u;                                        /* inf / nan */
-    float16 sub = as_float16(em + 0x38800000u) - (float16)6.103515625e-05f;   /* man * 2^-24 */
-    uint16 r = select(normal, special, e == (uint16)0x0f800000u);
-    r = select(r, as_uint16(sub), e == (uint16)0u);
-    return as_float16(r | sign);
-}
-
 inline float clf_scale(__global const uchar *p) { return vload_half(0, (__global const half *)p); }
 
 /* Writes elements [32 b, min(32 b + 32, n)) of a row. */
