@@ -279,6 +279,11 @@ clf_status api_sampler_sample_masked(clinfer_sampler *smp, const float *vals, co
  * refusals): then vals/ids are the plain row's k best, as clinfer_eval_top. */
 clf_status api_session_eval_top_masked(clinfer_session *s, const int32_t *tokens, int n, int k, float *vals,
                                        int32_t *ids, int *nonfinite, clinfer_sampler *smp, int *masked);
+/* n tokens evaluated as n decode steps (clf_llama_eval_rows), the last
+ * one's logits alone into s->logits (the session's logits): a draft model
+ * catching up on a verified step (api/draft_model.c), whose rows must be
+ * single-token evaluations but whose first rows' heads nobody reads. */
+clf_status api_session_eval_rows_last(clinfer_session *s, const int32_t *tokens, int n);
 /* The row clinfer_eval_top chose from, into s->logits (nothing evaluated since). */
 clf_status api_session_top_row(clinfer_session *s);
 

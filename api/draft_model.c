@@ -324,15 +324,15 @@ void api_model_draft_end(api_model_draft *md, const int32_t *text, int n) {
 
 /* Evaluates tokens into the draft session, recording them; md->cur: the
  * last one's logits. as_rows: the two tokens after a verification (the
- * last draft token taken, the target's own) as a batch with every row's
- * logits, whose rows are single-token evaluations bit for bit, as the
+ * last draft token taken, the target's own) as two decode steps (the head
+ * over the last alone: the first's logits are not needed), whose rows are
+ * single-token evaluations bit for bit, as the
  * target's verified rows and the draft's own tokens are: a draft model
  * that is the target's file then drafts the target's very tokens. Else
  * one pass, as the target's prompt. top > 0: the last one's k best only
  * (md->top_v / top_i; a draft token's pass, which clinfer_eval's single
  * token pass is too, bit for bit), md->cur NULL. */
 static clf_status feed(api_model_draft *md, const int32_t *t, int n, int as_rows, int top) {
-    static const int8_t all[2] = {1, 1};
     clf_status st;
     md->n_top = 0;
     if (top > 0) { /* the k best alone (the caller's choice: they decide the next draft token) */
@@ -345,9 +345,8 @@ static clf_status feed(api_model_draft *md, const int32_t *t, int n, int as_rows
             return CLF_OK;
         }
     } else if (as_rows && n == 2) {
-        clinfer_batch b = {.n_tokens = n, .token = t, .logits = all};
-        st = (clf_status)clinfer_decode(md->s, &b);
-        if (st == CLF_OK) md->cur = clinfer_batch_logits(md->s, n - 1);
+        st = api_session_eval_rows_last(md->s, t, n);
+        if (st == CLF_OK) md->cur = clinfer_session_logits(md->s);
     } else {
         st = (clf_status)clinfer_eval(md->s, t, n);
         if (st == CLF_OK) md->cur = clinfer_session_logits(md->s);

@@ -140,6 +140,17 @@ clinfer_status clinfer_eval(clinfer_session *s, const int32_t *tokens, int n) {
     return (clinfer_status)eval(s, tokens, n, 0, s->logits);
 }
 
+clf_status api_session_eval_rows_last(clinfer_session *s, const int32_t *tokens, int n) {
+    CLF_TRY(check_tokens(s, tokens, n));
+    s->has_logits = 0;
+    api_acquire(s);
+    clf_status st = clf_llama_eval_rows(s->c, tokens, n, 1, s->logits);
+    api_release(s);
+    if (st != CLF_OK) return cancelled(s, st);
+    s->has_logits = 1;
+    return CLF_OK;
+}
+
 clinfer_status clinfer_eval_all(clinfer_session *s, const int32_t *tokens, int n, float *logits) {
     API_NOT_NULL(s);
     API_NOT_NULL(logits);
@@ -305,7 +316,7 @@ clinfer_status clinfer_decode(clinfer_session *s, const clinfer_batch *b) {
                 en->logits = s->batch_logits + (size_t)(en->every_row ? first : verify ? at[last[q]] : q) * n_vocab;
         }
         api_acquire(s);
-        st = all_rows ? clf_llama_eval_rows(s->c, tokens, n, s->batch_logits)
+        st = all_rows ? clf_llama_eval_rows(s->c, tokens, n, 0, s->batch_logits)
                       : clf_llama_eval_seqs(s->c, s->entries, n_entries);
         api_release(s);
         st = cancelled(s, st);

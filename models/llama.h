@@ -226,8 +226,11 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
  * plain decoding's): bit for bit where the weights are quantized (the int8
  * GEMV's and GEMM's rows are one arithmetic, clf_matmul_rowwise), to
  * rounding with F32/F16 weights. Over a split the rows are a prompt's
- * (clf_llama_eval). */
-clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, float *logits);
+ * (clf_llama_eval). last_only: the last row's logits alone, into logits'
+ * first row (the head skipped for the others: a draft model catching up
+ * on a verified step, whose rows must be the decode steps' but only the
+ * last one's logits are read). */
+clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, int last_only, float *logits);
 /* Tokens in sequence `seq`'s cache, and forgetting them from pos on. */
 int clf_llama_seq_len(const clf_llama_ctx *c, int seq);
 void clf_llama_seq_rewind(clf_llama_ctx *c, int seq, int pos);

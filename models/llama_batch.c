@@ -328,8 +328,8 @@ clf_status clf_llama_eval_seqs(clf_llama_ctx *c, const clf_llama_seq_batch *b, i
     return st;
 }
 
-clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, float *logits) {
-    if (c->next) return clf_llama_eval(c, tokens, n, 1, logits);
+clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, int last_only, float *logits) {
+    if (c->next) return clf_llama_eval(c, tokens, n, !last_only, logits);
     const clf_llama_hparams *hp = &c->m->hp;
     if (n <= 0 || !logits) return clf_fail(CLF_ERR_ARG, "no tokens to evaluate, or nowhere to write their logits");
     if (n > c->n_ctx - c->n_past)
@@ -347,14 +347,18 @@ clf_status clf_llama_eval_rows(clf_llama_ctx *c, const int32_t *tokens, int n, f
     const size_t row_bytes = (size_t)hp->n_vocab * sizeof(float);
     for (int done = 0; st == CLF_OK && done < n;) {
         const int rows = n - done < step ? n - done : step;
-        /* a one-token segment a row: the forward pass takes them all as decode rows */
+        /* a one-token segment a row: the forward pass takes them all as decode rows; the head over
+         * every row, or (last_only) the pass's last alone, read back only in the last pass */
         for (int i = 0; i < rows; i++) segs[i] = (segment){0, i, 1, c->n_past + i}, want[i] = i;
+        const int n_want = last_only ? 1 : rows;
+        if (last_only) want[0] = rows - 1;
         memcpy(c->host_ids, tokens + done, (size_t)rows * sizeof *tokens);
-        st = clf_llama_forward(c, c->host_ids, NULL, rows, segs, rows, 0, want, rows, NULL, NULL);
-        if (st == CLF_OK)
+        st = clf_llama_forward(c, c->host_ids, NULL, rows, segs, rows, 0, want, n_want, NULL, NULL);
+        if (st == CLF_OK && (!last_only || done + rows == n))
             st = clf_cl_check(clEnqueueReadBuffer(c->m->rt->queue, c->logits.mem, CL_TRUE, c->logits.offset,
-                                                  (size_t)rows * row_bytes, logits + (size_t)done * hp->n_vocab, 0,
-                                                  NULL, NULL),
+                                                  (size_t)n_want * row_bytes,
+                                                  logits + (last_only ? 0 : (size_t)done * hp->n_vocab), 0, NULL,
+                                                  NULL),
                               "reading logits");
         if (st != CLF_OK) break;
         c->n_past += rows;
