@@ -324,10 +324,10 @@ static void check_mixed(int alt) {
         for (int step = 1; step <= STEPS; step++) {
             double d = 0;
             for (int i = 0; i < nv; i++) d = fmax(d, fabs(tog[(size_t)step * nv + i] - alone[(size_t)step * nv + i]));
-            if (d > 1e-6) fail_msg("sequence %d step %d: batched and alone differ by %.3g", s, step, d);
+            if (d > 0) fail_msg("sequence %d step %d: batched and alone differ by %.3g", s, step, d);
         }
     }
-    print_message("  prompts' logits batched vs alone: max |diff| %.3g; decode steps: within 1e-6\n", worst_prompt);
+    print_message("  prompts' logits batched vs alone: max |diff| %.3g; decode steps: equal\n", worst_prompt);
     assert_true(worst_prompt <= 1e-5);
     free(batch);
     free(alone);
