@@ -48,15 +48,19 @@ typedef __fp16 clf_lora_h16v __attribute__((ext_vector_type(16), aligned(2)));
  * panel reads only the columns of the parts it meets, none over outputs no
  * part adapts (the sums skip exact zeros).
  * x and y: F32 rows at x_off, y_off floats (y_off at column col0), rows
- * x_stride, y_stride floats apart. Global size (local · groups, rows). */
+ * x_stride, y_stride floats apart. Global size (local · groups, rows);
+ * idx0 ≥ 0: launch row i is x's and y's row rows[idx0 + i] (the rows of
+ * one adapter, apart in the batch), else (-1, rows unused) row i. */
 #define CLF_LORA_ROWS_KERNEL(sfx, T)                                                                          \
     __kernel void lora_rows_##sfx(__global const T *a, __global const T *bp, const int w, const int in,       \
                                   const int n_out, __global const float *x, const ulong x_off,                \
                                   const int x_stride, __global float *y, const ulong y_off, const int y_stride, \
-                                  const float s, const int np, const int8 pb) {                               \
+                                  const float s, const int np, const int8 pb, __global const int *rows,       \
+                                  const int idx0) {                                                           \
         __local float t[CLF_LORA_T_MAX];                                                                      \
         const int lid = get_local_id(0), nl = get_local_size(0);                                              \
-        const size_t r = get_global_id(1);                                                                    \
+        /* the row: the launch's row itself, or the one the index names */                                  \
+        const size_t r = idx0 >= 0 ? (size_t)rows[idx0 + get_global_id(1)] : get_global_id(1);               \
         x += x_off + r * (size_t)x_stride;                                                                    \
         y += y_off + r * (size_t)y_stride;                                                                    \
         /* this group's vectors of 16 outputs: its share of them */                                          \

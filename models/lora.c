@@ -17,9 +17,11 @@
  *   costs no more than the two GEMVs (and a scale launch) it replaces;
  * - prompt rows through the products (A·x into a scratch, the scale where
  *   s' ≠ 1, B·t accumulated): the GEMMs are faster over many rows.
- * One run per adapter where the batch lists its sequences grouped by
- * adapter, one per row at worst (a per-row adapter index in one launch
- * would need new kernels per variant). */
+ * Decode rows go by their adapters, not their place: the rows of
+ * sequences using the same adapters at the same scales make one run
+ * wherever they sit in the batch (the server's streams alternate
+ * adapters), launched once per adapter over a list of their row indices
+ * (uploaded once a pass); prompt rows make runs of consecutive rows. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -336,10 +338,11 @@ float clf_lora_factor(const clf_lora *a, float scale) {
 
 /* ---- per sequence ------------------------------------------------------------- */
 
-/* A run of consecutive rows [r0, r0 + n) using the same adapters; dec: they
- * are decode rows (each as alone). */
+/* A run of rows using the same adapters: consecutive rows [r0, r0 + n), or
+ * (dec, r0 -1) the n decode rows listed at rows[i0 ..] of the context
+ * (not consecutive); dec: they are decode rows (each as alone). */
 typedef struct lora_run {
-    int r0, n, dec, seq;
+    int r0, n, dec, seq, i0;
 } lora_run;
 
 struct clf_lora_ctx {
@@ -350,12 +353,23 @@ struct clf_lora_ctx {
     int t_rank;
     lora_run *runs; /* [n_batch]: this pass's runs with adapters */
     int n_runs;
+    /* the decode runs' rows, grouped by run: on the host (int32 [n_batch]), on the device (uploaded by the
+     * plan where some run's rows are not consecutive, without waiting: rows_ev, waited for before the host's
+     * copy is written again) */
+    int32_t *rows;
+    clf_tensor rows_dev;
+    cl_event rows_ev;
+    int *run_of; /* [n_batch]: scratch, a decode segment's run */
     int touches[CLF_LORA_SLOTS]; /* this pass: a run's adapter adapts the slot in some layer */
 };
 
 void clf_lora_ctx_free(struct clf_lora_ctx *lc) {
     if (!lc) return;
+    if (lc->rows_ev) clWaitForEvents(1, &lc->rows_ev), clReleaseEvent(lc->rows_ev); /* rows read until then */
     clf_tensor_free(&lc->t);
+    clf_tensor_free(&lc->rows_dev);
+    free(lc->rows);
+    free(lc->run_of);
     free(lc->use);
     free(lc->n_use);
     free(lc->runs);
@@ -380,9 +394,17 @@ clf_status clf_llama_ctx_set_lora(clf_llama_ctx *c, int seq, const clf_lora_use 
         lc->use = calloc((size_t)c->n_seq, sizeof *lc->use);
         lc->n_use = calloc((size_t)c->n_seq, sizeof *lc->n_use);
         lc->runs = calloc((size_t)c->n_batch, sizeof *lc->runs);
-        if (!lc->use || !lc->n_use || !lc->runs) {
+        lc->rows = calloc((size_t)c->n_batch, sizeof *lc->rows);
+        lc->run_of = calloc((size_t)c->n_batch, sizeof *lc->run_of);
+        if (!lc->use || !lc->n_use || !lc->runs || !lc->rows || !lc->run_of) {
             clf_lora_ctx_free(lc);
             return clf_fail(CLF_ERR_MEMORY, "out of host memory");
+        }
+        /* 4-byte elements: the row indices' int32 */
+        const clf_status st = clf_tensor_alloc(c->m->rt, CLF_F32, c->n_batch, 1, &lc->rows_dev);
+        if (st != CLF_OK) {
+            clf_lora_ctx_free(lc);
+            return st;
         }
         c->lora = lc;
     }
@@ -419,20 +441,63 @@ clf_status clf_lora_plan(clf_llama_ctx *c, const segment *segs, int n_seg, int n
     if (!lc) return CLF_OK;
     lc->n_runs = 0;
     memset(lc->touches, 0, sizeof lc->touches);
-    for (int s = 0; s < n_seg; s++) {
+    /* the decode segments (a row each): each joins the run of the first before it with the same adapters,
+     * wherever it sits */
+    for (int s = 0; s < n1; s++) {
+        const int q = segs[s].seq;
+        lc->run_of[s] = -1;
+        if (q < 0 || q >= lc->n_seq || !lc->n_use[q]) continue;
+        int r = 0;
+        while (r < lc->n_runs && !same_use(lc, lc->runs[r].seq, q)) r++;
+        if (r == lc->n_runs) {
+            if (lc->n_runs == c->n_batch) return clf_fail(CLF_ERR_ARG, "more LoRA runs than rows");
+            lc->runs[lc->n_runs++] = (lora_run){.r0 = -1, .n = 0, .dec = 1, .seq = q};
+        }
+        lc->run_of[s] = r;
+        lc->runs[r].n += segs[s].n;
+    }
+    /* their rows, run after run, into the host's list (once the last pass's upload of it is done) */
+    if (lc->rows_ev) {
+        const cl_int err = clWaitForEvents(1, &lc->rows_ev);
+        clReleaseEvent(lc->rows_ev);
+        lc->rows_ev = NULL;
+        CLF_TRY(clf_cl_check(err, "clWaitForEvents (LoRA rows)"));
+    }
+    int n_rows = 0, listed = 0;
+    for (int r = 0; r < lc->n_runs; r++) lc->runs[r].i0 = n_rows, n_rows += lc->runs[r].n, lc->runs[r].n = 0;
+    for (int s = 0; s < n1; s++)
+        if (lc->run_of[s] >= 0) {
+            lora_run *run = &lc->runs[lc->run_of[s]];
+            for (int k = 0; k < segs[s].n; k++) lc->rows[run->i0 + run->n++] = segs[s].row0 + k;
+        }
+    /* a run of consecutive rows takes them as a range (no list), the others the list on the device */
+    for (int r = 0; r < lc->n_runs; r++) {
+        lora_run *run = &lc->runs[r];
+        int k = 1;
+        while (k < run->n && lc->rows[run->i0 + k] == lc->rows[run->i0] + k) k++;
+        if (k == run->n) run->r0 = lc->rows[run->i0];
+        else listed = 1;
+    }
+    if (listed)
+        CLF_TRY(clf_cl_check(clEnqueueWriteBuffer(c->m->rt->queue, lc->rows_dev.mem, CL_FALSE, lc->rows_dev.offset,
+                                                  (size_t)n_rows * sizeof *lc->rows, lc->rows, 0, NULL, &lc->rows_ev),
+                             "clEnqueueWriteBuffer (LoRA rows)"));
+    /* the prompts: runs of consecutive rows */
+    const int n_dec = lc->n_runs;
+    for (int s = n1; s < n_seg; s++) {
         const int q = segs[s].seq;
         if (q < 0 || q >= lc->n_seq || !lc->n_use[q]) continue;
-        const int dec = s < n1;
-        lora_run *prev = lc->n_runs ? &lc->runs[lc->n_runs - 1] : NULL;
-        /* the segment joins the run before it where the rows follow on, of the same kind and adapters */
-        if (prev && prev->r0 + prev->n == segs[s].row0 && prev->dec == dec && same_use(lc, prev->seq, q)) {
+        lora_run *prev = lc->n_runs > n_dec ? &lc->runs[lc->n_runs - 1] : NULL;
+        /* the segment joins the run before it where the rows follow on, with the same adapters */
+        if (prev && prev->r0 + prev->n == segs[s].row0 && same_use(lc, prev->seq, q)) {
             prev->n += segs[s].n;
             continue;
         }
         if (lc->n_runs == c->n_batch) return clf_fail(CLF_ERR_ARG, "more LoRA runs than rows");
-        lc->runs[lc->n_runs++] = (lora_run){.r0 = segs[s].row0, .n = segs[s].n, .dec = dec, .seq = q};
-        for (int sl = 0; sl < CLF_LORA_SLOTS; sl++) lc->touches[sl] = 1; /* per layer: clf_lora_touches */
+        lc->runs[lc->n_runs++] = (lora_run){.r0 = segs[s].row0, .n = segs[s].n, .dec = 0, .seq = q};
     }
+    if (lc->n_runs)
+        for (int sl = 0; sl < CLF_LORA_SLOTS; sl++) lc->touches[sl] = 1; /* per layer: clf_lora_touches */
     return CLF_OK;
 }
 
@@ -453,14 +518,28 @@ static clf_status mm(clf_runtime *rt, const clf_weight *w, const clf_tensor *x, 
     return dec ? clf_matmul_rowwise(rt, w, x, y, col0, acc) : clf_matmul_cols(rt, w, x, y, col0, acc);
 }
 
+/* y[:, col0 ..] += B · (s' · A x) as two products (and a scale), x and y's rows each as alone (dec) or not. */
+static clf_status two_products(clf_runtime *rt, struct clf_lora_ctx *lc, const clf_lora_ab *ab, float s,
+                               const clf_tensor *x, clf_tensor *y, int dec) {
+    /* t [n × width]: the scratch's first rows, as wide as this slot's stacked ranks */
+    clf_tensor t = lc->t;
+    t.ne[0] = ab->width;
+    t.ne[1] = clf_tensor_nrows(x);
+    CLF_TRY(mm(rt, &ab->a, x, &t, 0, 0, dec));
+    if (s != 1.0f) CLF_TRY(clf_scale(rt, &t, s, &t)); /* scale 1 (alpha = r, or folded): no launch */
+    return mm(rt, &ab->b, &t, y, ab->col0, 1, dec);
+}
+
 clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_tensor *in, clf_tensor *out) {
     struct clf_lora_ctx *lc = c->lora;
     if (!lc || !lc->n_runs || !lc->touches[slot]) return CLF_OK;
     clf_runtime *rt = c->m->rt;
     for (int r = 0; r < lc->n_runs; r++) {
         const lora_run *run = &lc->runs[r];
-        const clf_tensor x = clf_tensor_rows(in, run->r0, run->n);
-        clf_tensor y = clf_tensor_rows(out, run->r0, run->n);
+        /* a range of rows, or (decode rows apart) all of them, the run's listed */
+        const int listed = run->r0 < 0;
+        const clf_tensor x = listed ? *in : clf_tensor_rows(in, run->r0, run->n);
+        clf_tensor y = listed ? *out : clf_tensor_rows(out, run->r0, run->n);
         for (int i = 0; i < lc->n_use[run->seq]; i++) {
             const clf_lora *a = lc->use[run->seq][i].lora;
             const float s = clf_lora_factor(a, lc->use[run->seq][i].scale) / a->fold; /* B holds the fold */
@@ -469,17 +548,20 @@ clf_status clf_lora_add(clf_llama_ctx *c, int l, clf_lora_slot slot, const clf_t
             /* decode rows: y[:, col0 ..] += B · (s' · A x) in one launch, each row as alone (cl/lora.cl) */
             if (run->dec && ab->a_rows.mem) {
                 CLF_TRY(clf_lora_rows(rt, ab->a.type, ab->a_rows.mem, ab->bp_rows.mem, ab->width, (int)ab->b.rows,
-                                      ab->n_part, &ab->part_out[0][0], &x, &y, ab->col0, s));
+                                      ab->n_part, &ab->part_out[0][0], &x, &y, ab->col0, s,
+                                      listed ? lc->rows_dev.mem : NULL, run->i0, run->n));
                 continue;
             }
-            /* t [n × width]: the scratch's first rows, as wide as this slot's stacked ranks */
-            clf_tensor t = lc->t;
-            t.ne[0] = ab->width;
-            t.ne[1] = run->n;
-            /* t = s' · (A · x), then y[:, col0 ..] += B · t */
-            CLF_TRY(mm(rt, &ab->a, &x, &t, 0, 0, run->dec));
-            if (s != 1.0f) CLF_TRY(clf_scale(rt, &t, s, &t)); /* scale 1 (alpha = r, or folded): no launch */
-            CLF_TRY(mm(rt, &ab->b, &t, &y, ab->col0, 1, run->dec));
+            /* wider pairs and prompts: two products, listed rows one at a time */
+            if (!listed) {
+                CLF_TRY(two_products(rt, lc, ab, s, &x, &y, run->dec));
+                continue;
+            }
+            for (int k = 0; k < run->n; k++) {
+                const clf_tensor xk = clf_tensor_rows(in, lc->rows[run->i0 + k], 1);
+                clf_tensor yk = clf_tensor_rows(out, lc->rows[run->i0 + k], 1);
+                CLF_TRY(two_products(rt, lc, ab, s, &xk, &yk, 1));
+            }
         }
     }
     return CLF_OK;

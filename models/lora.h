@@ -82,7 +82,9 @@ clf_status clf_llama_ctx_set_lora(clf_llama_ctx *c, int seq, const clf_lora_use 
 
 /* ---- the forward pass (llama_forward.c) ---- */
 
-/* Before a pass: which runs of consecutive rows use which adapters. */
+/* Before a pass: which rows use which adapters: the decode rows by their
+ * adapters wherever they sit (their row list uploaded without waiting),
+ * prompts' rows in runs of consecutive rows. */
 clf_status clf_lora_plan(clf_llama_ctx *c, const clf_stage_segment *segs, int n_seg, int n1);
 /* 1 when this pass applies an adapter to layer l's `slot`. */
 int clf_lora_touches(const clf_llama_ctx *c, int l, clf_lora_slot slot);

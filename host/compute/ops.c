@@ -395,7 +395,8 @@ clf_status clf_add(clf_runtime *rt, const clf_tensor *a, const clf_tensor *b, cl
 /* ---- LoRA decode rows (cl/lora.cl) ------------------------------------------ */
 
 clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, int n_part,
-                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s) {
+                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s, cl_mem rows,
+                         int idx0, int n_rows) {
     cl_ulong x_off, y_off;
     CLF_TRY(f32_offset(x, "LoRA input", &x_off));
     CLF_TRY(f32_offset(y, "LoRA output", &y_off));
@@ -415,7 +416,12 @@ clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, in
                             bounds[2 * p + 1], n_out);
         pb.s[2 * p] = bounds[2 * p], pb.s[2 * p + 1] = bounds[2 * p + 1];
     }
-    if (clf_tensor_nrows(x) == 0) return CLF_OK;
+    if (rows && (idx0 < 0 || n_rows < 0))
+        return clf_fail(CLF_ERR_ARG, "LoRA rows: %d indexed rows from %d", n_rows, idx0);
+    /* the launch's rows: x's, or the indexed ones (-1: none) */
+    const size_t n = rows ? (size_t)n_rows : (size_t)clf_tensor_nrows(x);
+    cl_int ci0 = rows ? idx0 : -1;
+    if (n == 0) return CLF_OK;
     cl_kernel k;
     /* halves through clang's __fp16 where the products take them so (the "cpu" variant: clang) */
     const char *opts = rt->tune.matmul == CLF_MATMUL_CPU ? "-DCLF_LORA_FP16_CLANG=1" : "";
@@ -424,16 +430,16 @@ clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, in
     cl_int cw = w, in = (cl_int)x->ne[0], no = n_out, xs = (cl_int)x->ne[0], ys = (cl_int)y->ne[0], np = n_part;
     clf_arg args[] = {CLF_ARG(a),  CLF_ARG(bp),    CLF_ARG(cw),    CLF_ARG(in), CLF_ARG(no), CLF_ARG(x->mem),
                       CLF_ARG(x_off), CLF_ARG(xs), CLF_ARG(y->mem), CLF_ARG(y_off), CLF_ARG(ys), CLF_ARG(s),
-                      CLF_ARG(np),    CLF_ARG(pb)};
+                      CLF_ARG(np),    CLF_ARG(pb),   CLF_ARG(rows),  CLF_ARG(ci0)};
     CLF_TRY(clf_set_args(k, args, CLF_NARGS(args)));
     /* groups of one SIMD thread on a CPU, of lanes elsewhere (row_wg); a row's outputs split over the compute
      * units the rows leave idle, 256 outputs a group at least (each group forms all of A·x: more groups, more
      * work, spent only where cores would wait) */
-    const size_t wg = (size_t)row_wg(rt, 0), rows = (size_t)clf_tensor_nrows(x);
-    const size_t idle = rt->dev.compute_units > rows ? rt->dev.compute_units / rows : 1;
+    const size_t wg = (size_t)row_wg(rt, 0);
+    const size_t idle = rt->dev.compute_units > n ? rt->dev.compute_units / n : 1;
     size_t groups = ((size_t)n_out + 255) / 256;
     if (groups > idle) groups = idle;
-    size_t global[2] = {wg * groups, rows}, local[2] = {wg, 1};
+    size_t global[2] = {wg * groups, n}, local[2] = {wg, 1};
     return clf_launch(rt, k, 2, global, local);
 }
 

@@ -121,10 +121,15 @@ clf_status clf_add_rows(clf_runtime *rt, clf_tensor *x, const clf_tensor *b);
  * past n_out; both F16 or F32 (type); w at most CLF_LORA_ROWS_MAX_WIDTH.
  * B nonzero only in n_part (1 .. 3) blocks: part k's outputs bounds[2k] ..
  * bounds[2k + 1] by its columns k·w/n_part .. (k + 1)·w/n_part (the
- * stacked parts of lora.h). Each row's result is the same in any batch. */
+ * stacked parts of lora.h). Each row's result is the same in any batch.
+ * rows NULL: every row of x into the same row of y (as many); else the
+ * n_rows rows whose indices (int32, each < x's and y's rows, which the
+ * caller checks) stand at rows[idx0 ..]: one launch for the rows of one
+ * adapter wherever they sit in the batch. */
 #define CLF_LORA_ROWS_MAX_WIDTH 384
 clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, int w, int n_out, int n_part,
-                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s);
+                         const int *bounds, const clf_tensor *x, clf_tensor *y, int64_t col0, float s, cl_mem rows,
+                         int idx0, int n_rows);
 
 /* Row-wise softmax in place. */
 clf_status clf_softmax(clf_runtime *rt, clf_tensor *x);
