@@ -1303,12 +1303,15 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 
 /* A hint to fetch panel P's block I8_PF blocks ahead of b, a cache line
  * (16 words) at a time (MV_PREFETCH: the cpu variant only; no effect on
- * results; past the panel's end it touches the next panel or nothing). */
+ * results; past the panel's end it touches the next panel or nothing).
+ * Blocks over 4 bits a weight only (Q8_0, Q6_K, Q5_*): there it won 10-25%
+ * of the kernel's time; the 4-bit panels (Q4_0, Q4_1, Q4_K) gained 0-5% or
+ * lost up to 10% (bench/RESULTS.md, "Prefetch in the decode GEMVs"). */
 #ifndef I8_PF
 #define I8_PF 2
 #endif
 #define I8_PREFETCH(QB, QH, P)                                                                  \
-    if (I8_PF) _Pragma("unroll") for (int l_ = 0; l_ < 32 * ((QB) + (QH)); l_ += 16)          \
+    if (I8_PF && (QB) + (QH) > 4) _Pragma("unroll") for (int l_ = 0; l_ < 32 * ((QB) + (QH)); l_ += 16)          \
         MV_PREFETCH(W + ((size_t)(P) * nb + b + I8_PF) * 32 * ((QB) + (QH)) + l_)
 
 /* The GEMV's sums, shared with the indirect down product
