@@ -454,6 +454,7 @@ inline float clf_sum_x(const __global float *x, int n) {
     int k = 0;                                                                                  \
     for (; k + 4 <= K; k += 4) {                                                                \
         _Pragma("unroll") for (int u = 0; u < 4; u++) {                                         \
+            MV_PF_FLT(w + 32 * (k + u + MV_KB)); /* the column a block ahead (MV_PREFETCH) */   \
             LOAD_##T(w, k + u, w0, w1);                                                         \
             a[2 * u] = fma((float16)x[k + u], w0, a[2 * u]);                                    \
             a[2 * u + 1] = fma((float16)x[k + u], w1, a[2 * u + 1]);                            \
@@ -694,6 +695,11 @@ inline float clf_sum_x(const __global float *x, int n) {
 #else
 #define MV_PREFETCH(p) ((void)0)
 #endif
+/* The one-token GEMV's (MV_SUMS_FLT) prefetch, MV_KB columns ahead too. */
+#ifndef MV_PF
+#define MV_PF 1
+#endif
+#define MV_PF_FLT(p) if (MV_PF) MV_PREFETCH(p)
 /* One half (h: rows 0-15 or 16-31) of 32 rows' weights at column k. */
 #define LOADH_f32(w, k, h) vload16(h, (w) + 32 * (k))
 #define LOADH_f16(w, k, h) LOAD_H16((w) + 32 * (k) + 16 * (h))
@@ -1285,6 +1291,19 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
 #define GLU_PPW_KQI KQ_GLU_PPW
 #define GLU_PPW_KQF KQ_GLU_PPW
 
+/* A hint to fetch panel P's block I8_PF blocks ahead of b, a cache line
+ * (16 words) at a time (MV_PREFETCH: the cpu variant only; no effect on
+ * results; past the panel's end it touches the next panel or nothing).
+ * Blocks over 4 bits a weight only (Q8_0, Q6_K, Q5_*): there it won 10-25%
+ * of the kernel's time; the 4-bit panels (Q4_0, Q4_1, Q4_K) gained 0-5% or
+ * lost up to 10% (bench/RESULTS.md, "Prefetch in the decode GEMVs"). */
+#ifndef I8_PF
+#define I8_PF 2
+#endif
+#define I8_PREFETCH(QB, QH, P)                                                                  \
+    if (I8_PF && (QB) + (QH) > 4) _Pragma("unroll") for (int l_ = 0; l_ < 32 * ((QB) + (QH)); l_ += 16)          \
+        MV_PREFETCH(W + ((size_t)(P) * nb + b + I8_PF) * 32 * ((QB) + (QH)) + l_)
+
 /* The GEMV's sums, shared with the indirect down product
  * (DEFINE_GEMV_DOWN_ID): acc[j][0..1] the two row halves of panel p0 + j,
  * over x's nb blocks (XMODE reads or quantizes them), each block by
@@ -1298,6 +1317,7 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         XMODE(x, b, xw, &dx, sx, &sp);                                                          \
         _Pragma("unroll") for (int j = 0; j < I8_PPW_##CPU; j++) {                              \
             if (p0 + j >= np) break;                                                            \
+            I8_PREFETCH(QB, QH, p0 + j);                                                        \
             I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j, acc[j][0], acc[j][1]);        \
         }                                                                                       \
     }
@@ -1337,8 +1357,10 @@ static inline int16 kq_dot_x8(const __global uint *q, const int *xw, int qb, int
         LOAD_XQ(x, b, xw, &dx, sx, &sp);                                                        \
         _Pragma("unroll") for (int j = 0; j < GLU_PPW_##CPU; j++) {                             \
             if (p0 + j >= npf) break;                                                           \
-            _Pragma("unroll") for (int g = 0; g < 2; g++) /* gate, up */                        \
+            _Pragma("unroll") for (int g = 0; g < 2; g++) { /* gate, up */                      \
+                I8_PREFETCH(QB, QH, p0 + j + g * npf);                                          \
                 I8_BLOCK_##CPU(T, QB, QH, QK, SUB, REC, GRID, p0 + j + g * npf, acc[j][2 * g], acc[j][2 * g + 1]); \
+            }                                                                                   \
         }                                                                                       \
     }
 
