@@ -185,14 +185,44 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+/* A candidate and its place in the given order (ties: the earlier first). */
+typedef struct ranked {
+    float l;
+    int32_t id;
+    int at;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    return x->l != y->l ? (x->l < y->l) - (x->l > y->l) : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The k best of cl/cid's m candidates, best first, ties in the given
+ * order: one sort, O(m log m), where insertion would be O(m · k) (a
+ * request's top_k may be the vocabulary's size). 0 without memory. */
+static int keep_best(float *cl, int32_t *cid, int m, int k) {
+    ranked *r = malloc((size_t)m * sizeof *r);
+    if (!r) return 0;
+    for (int i = 0; i < m; i++) r[i] = (ranked){cl[i], cid[i], i};
+    qsort(r, (size_t)m, sizeof *r, cmp_ranked);
+    const int kept = m < k ? m : k;
+    for (int i = 0; i < kept; i++) cl[i] = r[i].l, cid[i] = r[i].id;
+    free(r);
+    return kept;
+}
+
 int32_t clinfer_draft_draw(const clinfer_sampler_params *p, const float *lg, const int32_t *ids, int n, double u,
                            int32_t *cid, float *cl, int *n_law) {
     if (n_law) *n_law = 0;
-    if (!p || !lg || !cid || !cl || !n_law || n <= 0 || !(p->temperature > 0)) return -1;
+    clinfer_sampler_params ps = clinfer_sampler_default_params(); /* the fields the caller's struct has (size) */
+    if (!p || api_read_params(&ps, sizeof ps, p, "clinfer_sampler_params") != CLF_OK) return -1;
+    p = &ps;
+    if (!lg || !cid || !cl || !n_law || n <= 0 || !(p->temperature > 0)) return -1;
     /* the candidates, best first where the settings cut by rank: (logit,
      * id) pairs in cl / cid; the k best by insertion (ties: the earlier,
-     * so the smaller id of a row, the device's order of its k best) */
-    const int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+     * so the smaller id of a row, the device's order of its k best), or
+     * past 64 of them all taken and sorted once (keep_best) */
+    const int k = p->top_k > 0 && p->top_k < n ? p->top_k : n, wide = k < n && k > 64;
     int m = 0, sorted = 1;
     float max = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -200,7 +230,7 @@ int32_t clinfer_draft_draw(const clinfer_sampler_params *p, const float *lg, con
         const int32_t id = ids ? ids[i] : i;
         if (!(x > -INFINITY)) continue; /* refused, or NaN */
         if (x > max) max = x;
-        if (k == n) { /* no top-k: every candidate, in the given order */
+        if (k == n || wide) { /* no top-k (or a wide one, cut below): every candidate, in the given order */
             if (m && x > cl[m - 1]) sorted = 0;
             cl[m] = x, cid[m++] = id;
             continue;
@@ -211,6 +241,10 @@ int32_t clinfer_draft_draw(const clinfer_sampler_params *p, const float *lg, con
         cl[j] = x, cid[j] = id;
     }
     if (m == 0) return -1;
+    if (wide) {
+        if (!(m = keep_best(cl, cid, m, k))) return -1;
+        sorted = 1;
+    }
     if (p->top_p < 1) { /* the fewest best whose softmax reaches top_p (sorted by logit first where not yet) */
         if (!sorted) { /* pairs sorted together: logits with their ids */
             typedef struct { float l; int32_t id; } pair;

@@ -17,8 +17,11 @@
  * row's result is the same in any batch. */
 
 /* Widest stacked rank (3 parts of rank 128): wider adapters take the
- * two-product path (models/lora.c checks CLF_LORA_ROWS_MAX_WIDTH, equal). */
+ * two-product path. The launcher passes host/compute/ops.h's
+ * CLF_LORA_ROWS_MAX_WIDTH (the bound it checks) as this; 384 read alone. */
+#ifndef CLF_LORA_T_MAX
 #define CLF_LORA_T_MAX 384
+#endif
 
 /* CLF_LORA_FP16_CLANG: 1 converts F16 with clang's __fp16 vectors (the
  * CPU's conversion instructions: the "cpu" matmul variant, where the

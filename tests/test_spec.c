@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -664,6 +665,50 @@ static void test_draft_draw(void **state) {
     assert_int_equal(n, 0);
     p.temperature = 0;
     assert_int_equal(clinfer_draft_draw(&p, r3, NULL, 3, 0.5, cid, cl, &n), -1);
+    /* the engine's call: the row's k best with their ids and top_k k (the
+     * given order kept, ties included), as the whole row's law */
+    p.temperature = 0.8f, p.top_k = 4, p.top_p = 1, p.min_p = 0;
+    assert_int_equal(clinfer_draft_draw(&p, top_v, top_i, 4, 0.5, cid2, cl2, &n2),
+                     clinfer_draft_draw(&p, lg, NULL, 8, 0.5, cid, cl, &n));
+    assert_int_equal(n, 4);
+    assert_int_equal(n2, 4);
+    assert_memory_equal(cid, cid2, 4 * sizeof *cid);
+    assert_memory_equal(cl, cl2, 4 * sizeof *cl);
+    /* a wide top-k (one sort, not insertion: a request's top_k may be the
+     * vocabulary's) against the k best by hand, ties by id, on a fresh row
+     * with many ties */
+    {
+        enum { N = 4099, K = 1000 };
+        float *row = malloc(N * sizeof *row), *wl = malloc(N * sizeof *wl), *ref = malloc(N * sizeof *ref);
+        int32_t *wid = malloc(N * sizeof *wid), *rid = malloc(N * sizeof *rid);
+        assert_true(row && wl && ref && wid && rid);
+        uint64_t x = (uint64_t)time(NULL) | 1;
+        print_message("wide top-k row seed %llu\n", (unsigned long long)x);
+        for (int i = 0; i < N; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            row[i] = (i % 97 == 0) ? -INFINITY : (float)(x % 64) / 8; /* 64 levels: ties everywhere */
+        }
+        int m = 0; /* by hand: the finite ones ordered by (logit desc, id asc), cut to K */
+        for (int lv = 63; lv >= 0 && m < K; lv--)
+            for (int i = 0; i < N && m < K; i++)
+                if (row[i] == (float)lv / 8) rid[m++] = i;
+        p.temperature = 1, p.top_k = K;
+        int nw = -1;
+        const int32_t tok = clinfer_draft_draw(&p, row, NULL, N, 0.3, wid, wl, &nw);
+        assert_int_equal(nw, K);
+        assert_memory_equal(wid, rid, K * sizeof *rid);
+        double zz = 0, cum = 0;
+        for (int i = 0; i < K; i++) zz += ref[i] = (float)exp(row[rid[i]] - row[rid[0]]);
+        int32_t want = rid[K - 1];
+        for (int i = 0; i < K; i++)
+            if (0.3 * zz < (cum += ref[i])) {
+                want = rid[i];
+                break;
+            }
+        assert_int_equal(tok, want);
+        for (int i = 0; i < K; i++) assert_true(fabs(wl[i] - ref[i] / zz) < 1e-6);
+        free(row), free(wl), free(ref), free(wid), free(rid);
+    }
     /* the keep rule: a greedy draft below draft_min is none, a sampled one is kept */
     assert_int_equal(clinfer_draft_proposed(2, 3, 0), 0);
     assert_int_equal(clinfer_draft_proposed(3, 3, 0), 3);

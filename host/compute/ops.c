@@ -424,7 +424,9 @@ clf_status clf_lora_rows(clf_runtime *rt, clf_type type, cl_mem a, cl_mem bp, in
     if (n == 0) return CLF_OK;
     cl_kernel k;
     /* halves through clang's __fp16 where the products take them so (the "cpu" variant: clang) */
-    const char *opts = rt->tune.matmul == CLF_MATMUL_CPU ? "-DCLF_LORA_FP16_CLANG=1" : "";
+    char opts[96]; /* and the local t[]'s size from the one bound (cl/lora.cl's CLF_LORA_T_MAX) */
+    snprintf(opts, sizeof opts, "-DCLF_LORA_T_MAX=%d%s", CLF_LORA_ROWS_MAX_WIDTH,
+             rt->tune.matmul == CLF_MATMUL_CPU ? " -DCLF_LORA_FP16_CLANG=1" : "");
     CLF_TRY(clf_kernel_get(rt, "lora", opts, type == CLF_F16 ? "lora_rows_f16" : "lora_rows_f32", &k));
     y_off += (cl_ulong)col0;
     cl_int cw = w, in = (cl_int)x->ne[0], no = n_out, xs = (cl_int)x->ne[0], ys = (cl_int)y->ne[0], np = n_part;
